@@ -1,0 +1,84 @@
+/**
+ * The one error class of the library. Users match on `err.code`; the message carries
+ * the key, offsets and sizes involved and is not API. `retryable` says whether the same
+ * call may succeed if simply made again (the README lists every code).
+ */
+
+export const ERROR_CODES = {
+  /** A precondition failed: another writer published, or a create-only key exists. */
+  ERR_CONFLICT: { retryable: true },
+  /** Bytes read from storage fail a check (length, magic, CRC, bounds, names). */
+  ERR_CORRUPT: { retryable: false },
+  /** A layout version or feature newer than this build. */
+  ERR_UNSUPPORTED: { retryable: false },
+  /** A key, container or checkpoint that does not exist. */
+  ERR_NOT_FOUND: { retryable: false },
+  /** The caller's AbortSignal fired, or the stream was destroyed. */
+  ERR_ABORTED: { retryable: false },
+  /** A bad option, URL, offset or length passed by the caller. */
+  ERR_INVALID_ARGUMENT: { retryable: false },
+  /** A range request starting at or past the end of an object (HTTP 416). */
+  ERR_RANGE: { retryable: false },
+  /** The object store failed (network, 5xx, throttling) after the SDK's own retries. */
+  ERR_STORE: { retryable: true },
+  /** The handle is closed, read-only, or a previous failure made it unusable. */
+  ERR_STATE: { retryable: false },
+  /** A bug: an invariant of the library does not hold. Please report it. */
+  ERR_INTERNAL: { retryable: false },
+} as const
+
+export type ErrorCode = keyof typeof ERROR_CODES
+
+export class StreamSegmentError extends Error {
+  override name = 'StreamSegmentError'
+  readonly code: ErrorCode
+
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options)
+    this.code = code
+  }
+
+  get retryable(): boolean {
+    return ERROR_CODES[this.code].retryable
+  }
+
+  static conflict(message: string, cause?: unknown) {
+    return new StreamSegmentError('ERR_CONFLICT', message, { cause })
+  }
+  static corrupt(message: string, cause?: unknown) {
+    return new StreamSegmentError('ERR_CORRUPT', message, { cause })
+  }
+  static unsupported(message: string) {
+    return new StreamSegmentError('ERR_UNSUPPORTED', message)
+  }
+  static notFound(message: string, cause?: unknown) {
+    return new StreamSegmentError('ERR_NOT_FOUND', message, { cause })
+  }
+  static aborted(message: string, cause?: unknown) {
+    return new StreamSegmentError('ERR_ABORTED', message, { cause })
+  }
+  static invalidArgument(message: string) {
+    return new StreamSegmentError('ERR_INVALID_ARGUMENT', message)
+  }
+  static range(message: string, cause?: unknown) {
+    return new StreamSegmentError('ERR_RANGE', message, { cause })
+  }
+  static store(message: string, cause?: unknown) {
+    return new StreamSegmentError('ERR_STORE', message, { cause })
+  }
+  static state(message: string, cause?: unknown) {
+    return new StreamSegmentError('ERR_STATE', message, { cause })
+  }
+  static internal(message: string, cause?: unknown) {
+    return new StreamSegmentError('ERR_INTERNAL', message, { cause })
+  }
+
+  static is(err: unknown, code?: ErrorCode): err is StreamSegmentError {
+    return err instanceof StreamSegmentError && (code === undefined || err.code === code)
+  }
+}
+
+/** Throws ERR_ABORTED when `signal` has fired, keeping its reason as the cause. */
+export function throwIfAborted(signal: AbortSignal | undefined, what: string): void {
+  if (signal?.aborted) throw StreamSegmentError.aborted(`${what} aborted`, signal.reason)
+}

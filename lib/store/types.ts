@@ -1,0 +1,108 @@
+/**
+ * The object store a container lives in, rooted at the container: keys are relative to
+ * it (`inode`, `0000000007.1`). Every backend (memory, directory, S3) passes the same
+ * conformance suite (`test/store-conformance.ts`), which pins these rules:
+ *
+ * - A failed precondition (`ifNoneMatch: '*'` on an existing key, `ifMatch` on a changed
+ *   or missing key) is `ERR_CONFLICT`; a missing key is `ERR_NOT_FOUND`; a range starting
+ *   at or past the end is `ERR_RANGE`; a fired signal is `ERR_ABORTED`; any other failure
+ *   of the backend is `ERR_STORE` with the backend's error as `cause`.
+ * - Ranges are `{ start, end }` with `end` exclusive (clamped to the object's size), or
+ *   `{ suffix }`: the last `suffix` bytes (all of them when the object is shorter).
+ * - Metadata keys are lower-case ASCII; values are ASCII strings.
+ * - A completed multipart object is the concatenation of its parts in part-number order;
+ *   every non-final part must be the same size (S3-compatible stores reject others).
+ * - Writes are atomic: a reader sees the whole new object or none of it.
+ * - Every conditional write carries a write id, stored as metadata `hf-write`. A
+ *   conditional write that fails its precondition while the stored object carries the
+ *   same write id is the same write, landed before (an answer lost and the request
+ *   resent): it succeeds with the stored ETag.
+ * - `createMultipart(key, { ifNoneMatch: '*' })` claims the key atomically, so that two
+ *   writers can never both complete the same create-only object: the claim is an empty
+ *   placeholder object put create-only (S3 ignores conditions on
+ *   CompleteMultipartUpload), which the completed upload then replaces. An empty object
+ *   is never a valid segment, so a placeholder left by an abandoned upload is garbage.
+ */
+
+/** The metadata key holding a conditional write's id. */
+export const WRITE_ID_METADATA = 'hf-write'
+
+export type ByteRange = { start: number; end: number } | { suffix: number }
+
+export interface PutOptions {
+  /** `'*'`: create only; fails with ERR_CONFLICT if the key exists. */
+  ifNoneMatch?: '*'
+  /** Replace only if the current ETag is this one; ERR_CONFLICT otherwise (or if missing). */
+  ifMatch?: string
+  metadata?: Record<string, string>
+  /** The id stored in `hf-write`; a fresh random one when absent. Only for conditional puts. */
+  writeId?: string
+  signal?: AbortSignal
+}
+
+export interface CreateMultipartOptions {
+  /** `'*'`: claim the key create-only (see above); ERR_CONFLICT if it exists. */
+  ifNoneMatch?: '*'
+  metadata?: Record<string, string>
+  signal?: AbortSignal
+}
+
+export interface GetOptions {
+  range?: ByteRange
+  signal?: AbortSignal
+}
+
+export interface RequestOptions {
+  signal?: AbortSignal
+}
+
+export interface ObjectInfo {
+  size: number
+  etag: string
+  metadata: Record<string, string>
+}
+
+export interface ListEntry {
+  key: string
+  size: number
+  etag: string
+}
+
+export interface CompletedPart {
+  partNumber: number
+  etag: string
+}
+
+export interface MultipartUpload {
+  key: string
+  uploadId: string
+}
+
+export interface ObjectStore {
+  /** A human-readable location for messages: `s3://bucket/prefix`, a path, `mem://name`. */
+  readonly url: string
+  put(key: string, body: Uint8Array, options?: PutOptions): Promise<{ etag: string }>
+  get(key: string, options?: GetOptions): Promise<Uint8Array>
+  head(key: string, options?: RequestOptions): Promise<ObjectInfo | undefined>
+  /** Every key under `prefix` (relative to the container), in lexicographic order. */
+  list(prefix?: string, options?: RequestOptions): AsyncIterable<ListEntry>
+  /** Deletes keys; missing keys are not an error. */
+  delete(keys: string | readonly string[], options?: RequestOptions): Promise<void>
+  createMultipart(key: string, options?: CreateMultipartOptions): Promise<string>
+  uploadPart(
+    key: string,
+    uploadId: string,
+    partNumber: number,
+    body: Uint8Array,
+    options?: RequestOptions,
+  ): Promise<{ etag: string }>
+  completeMultipart(
+    key: string,
+    uploadId: string,
+    parts: readonly CompletedPart[],
+    options?: RequestOptions,
+  ): Promise<{ etag: string }>
+  /** Aborting an upload that no longer exists is not an error. */
+  abortMultipart(key: string, uploadId: string, options?: RequestOptions): Promise<void>
+  listMultipart(prefix?: string, options?: RequestOptions): AsyncIterable<MultipartUpload>
+}
