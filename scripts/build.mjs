@@ -5,7 +5,7 @@ import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 
 const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc')
-rmSync('dist', { recursive: true, force: true })
+if (process.argv.includes('--clean')) rmSync('dist', { recursive: true, force: true })
 execFileSync(process.execPath, [tsc, '-p', 'tsconfig.json'], { stdio: 'inherit' })
 execFileSync(process.execPath, [tsc, '-p', 'tsconfig.cjs.json'], { stdio: 'inherit' })
 mkdirSync('dist/cjs', { recursive: true })

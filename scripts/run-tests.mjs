@@ -19,7 +19,11 @@ if (files.length === 0) {
   console.error(`no test files match ${filters.join(' ')}`)
   process.exit(1)
 }
-const r = spawnSync(process.execPath, ['--enable-source-maps', '--test', '--test-concurrency=2', ...files], {
-  stdio: 'inherit',
-})
+const r = spawnSync(
+  process.execPath,
+  ['--enable-source-maps', '--test', '--test-reporter=spec', '--test-concurrency=2', ...files],
+  {
+    stdio: 'inherit',
+  },
+)
 process.exit(r.status ?? 1)

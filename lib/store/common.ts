@@ -1,0 +1,134 @@
+/**
+ * Checks and helpers every backend shares, so that they agree on the contract in
+ * `types.ts`: range resolution, ETags, write ids, part lists and key validation.
+ */
+import { createHash, randomUUID } from 'node:crypto'
+import { StreamSegmentError, throwIfAborted } from '../errors.js'
+import type { ByteRange, CompletedPart, ObjectInfo, PutOptions } from './types.js'
+import { WRITE_ID_METADATA } from './types.js'
+
+/** Resolves a range against an object's size to [start, end); ERR_RANGE past the end. */
+export function resolveRange(range: ByteRange | undefined, size: number, where: string): [number, number] {
+  if (range === undefined) return [0, size]
+  if ('suffix' in range) {
+    if (!Number.isSafeInteger(range.suffix) || range.suffix <= 0) {
+      throw StreamSegmentError.invalidArgument(`${where}: suffix range must be a positive integer, got ${range.suffix}`)
+    }
+    return [Math.max(0, size - range.suffix), size]
+  }
+  const { start, end } = range
+  if (!Number.isSafeInteger(start) || !Number.isSafeInteger(end) || start < 0 || end <= start) {
+    throw StreamSegmentError.invalidArgument(`${where}: range must be 0 ≤ start < end, got [${start}, ${end})`)
+  }
+  if (start >= size) throw StreamSegmentError.range(`${where}: range starts at ${start}, object has ${size} bytes`)
+  return [start, Math.min(end, size)]
+}
+
+export function md5Etag(body: Uint8Array): string {
+  return createHash('md5').update(body).digest('hex')
+}
+
+/** The S3 form of a multipart ETag: md5 of the parts' binary md5s, dash, part count. */
+export function multipartEtag(partEtags: readonly string[]): string {
+  const h = createHash('md5')
+  for (const e of partEtags) h.update(Buffer.from(e, 'hex'))
+  return `${h.digest('hex')}-${partEtags.length}`
+}
+
+export function unquoteEtag(etag: string | undefined): string {
+  return (etag ?? '').replace(/^W\//, '').replace(/"/g, '')
+}
+
+export function newWriteId(): string {
+  return randomUUID()
+}
+
+/** Metadata to store with a put: conditional puts carry their write id. */
+export function putMetadata(options: PutOptions | undefined): { metadata: Record<string, string>; writeId?: string } {
+  const metadata = { ...options?.metadata }
+  for (const [k, v] of Object.entries(metadata)) {
+    if (!/^[a-z0-9-]+$/.test(k) || !/^[\x20-\x7e]*$/.test(v)) {
+      throw StreamSegmentError.invalidArgument(`metadata ${JSON.stringify(k)}: keys are [a-z0-9-], values ASCII`)
+    }
+  }
+  if (options?.ifNoneMatch === undefined && options?.ifMatch === undefined) return { metadata }
+  const writeId = options.writeId ?? newWriteId()
+  metadata[WRITE_ID_METADATA] = writeId
+  return { metadata, writeId }
+}
+
+/**
+ * Decides a conditional put against the current object (undefined when missing):
+ * 'write' to go ahead, 'replayed' when the stored object is this very write landed
+ * before, or throws ERR_CONFLICT.
+ */
+export function checkPutPrecondition(
+  key: string,
+  current: ObjectInfo | undefined,
+  options: PutOptions | undefined,
+  writeId: string | undefined,
+): 'write' | 'replayed' {
+  if (options?.ifNoneMatch === '*' && current !== undefined) {
+    if (writeId !== undefined && current.metadata[WRITE_ID_METADATA] === writeId) return 'replayed'
+    throw StreamSegmentError.conflict(`${key}: exists (create-only put)`)
+  }
+  if (options?.ifMatch !== undefined) {
+    const want = unquoteEtag(options.ifMatch)
+    if (current === undefined) throw StreamSegmentError.conflict(`${key}: missing (put if-match ${want})`)
+    if (current.etag !== want) {
+      if (writeId !== undefined && current.metadata[WRITE_ID_METADATA] === writeId) return 'replayed'
+      throw StreamSegmentError.conflict(`${key}: etag is ${current.etag}, put expected ${want}`)
+    }
+  }
+  return 'write'
+}
+
+export function checkPartNumber(key: string, partNumber: number): void {
+  if (!Number.isInteger(partNumber) || partNumber < 1 || partNumber > 10000) {
+    throw StreamSegmentError.invalidArgument(`${key}: part number must be 1..10000, got ${partNumber}`)
+  }
+}
+
+/** Parts must be listed in increasing order, each once. */
+export function checkPartList(key: string, parts: readonly CompletedPart[]): void {
+  if (parts.length === 0) throw StreamSegmentError.invalidArgument(`${key}: complete needs at least one part`)
+  for (let i = 0; i < parts.length; i++) {
+    const p = parts[i] as CompletedPart
+    checkPartNumber(key, p.partNumber)
+    if (i > 0 && p.partNumber <= (parts[i - 1] as CompletedPart).partNumber) {
+      throw StreamSegmentError.invalidArgument(`${key}: parts must be in increasing order (part ${p.partNumber})`)
+    }
+  }
+}
+
+/** Every non-final part the same size, as S3-compatible stores such as R2 require. */
+export function checkPartSizes(key: string, sizes: readonly number[]): void {
+  const first = sizes[0] ?? 0
+  for (let i = 1; i < sizes.length - 1; i++) {
+    if (sizes[i] !== first) {
+      throw StreamSegmentError.invalidArgument(
+        `${key}: non-final parts must be equal in size: part ${i + 1} has ${sizes[i]} bytes, part 1 has ${first}`,
+      )
+    }
+  }
+  const last = sizes[sizes.length - 1] ?? 0
+  if (sizes.length > 1 && last > first) {
+    throw StreamSegmentError.invalidArgument(`${key}: final part (${last} bytes) is larger than the others (${first})`)
+  }
+}
+
+/** Keys are relative to the container: non-empty, no NUL, no `.`/`..` segments, not absolute. */
+export function checkKey(key: string): void {
+  if (
+    typeof key !== 'string' ||
+    key.length === 0 ||
+    key.length > 1024 ||
+    key.includes('\0') ||
+    key.startsWith('/') ||
+    key.split('/').some((s) => s === '.' || s === '..' || s === '')
+  ) {
+    throw StreamSegmentError.invalidArgument(`invalid key ${JSON.stringify(key)}`)
+  }
+}
+
+export { throwIfAborted }

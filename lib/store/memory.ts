@@ -1,0 +1,202 @@
+/**
+ * An in-process store for tests and benchmarks (the spec's "memory staging"). Objects
+ * are kept as the caller's bytes (copied on put), so a later change to a caller's
+ * buffer never changes a stored object. Stores with the same `mem://name` in one
+ * process share their objects.
+ */
+import { StreamSegmentError } from '../errors.js'
+import {
+  checkKey,
+  checkPartList,
+  checkPartNumber,
+  checkPartSizes,
+  checkPutPrecondition,
+  md5Etag,
+  multipartEtag,
+  newWriteId,
+  putMetadata,
+  resolveRange,
+  throwIfAborted,
+} from './common.js'
+import type {
+  CompletedPart,
+  CreateMultipartOptions,
+  GetOptions,
+  ListEntry,
+  MultipartUpload,
+  ObjectInfo,
+  ObjectStore,
+  PutOptions,
+  RequestOptions,
+} from './types.js'
+import { WRITE_ID_METADATA } from './types.js'
+
+interface StoredObject {
+  body: Uint8Array
+  etag: string
+  metadata: Record<string, string>
+}
+
+interface Upload {
+  key: string
+  metadata: Record<string, string>
+  parts: Map<number, { body: Uint8Array; etag: string }>
+}
+
+interface Bucket {
+  objects: Map<string, StoredObject>
+  uploads: Map<string, Upload>
+}
+
+const named = new Map<string, Bucket>()
+let uploadSeq = 0
+
+export class MemoryStore implements ObjectStore {
+  readonly url: string
+  private readonly bucket: Bucket
+
+  /** `name` shares objects with every other MemoryStore of that name; omit for a private one. */
+  constructor(name?: string) {
+    this.url = `mem://${name ?? ''}`
+    if (name === undefined) {
+      this.bucket = { objects: new Map(), uploads: new Map() }
+    } else {
+      let b = named.get(name)
+      if (b === undefined) named.set(name, (b = { objects: new Map(), uploads: new Map() }))
+      this.bucket = b
+    }
+  }
+
+  /** Bytes held by stored objects (for benchmarks). */
+  get storedBytes(): number {
+    let n = 0
+    for (const o of this.bucket.objects.values()) n += o.body.byteLength
+    return n
+  }
+
+  async put(key: string, body: Uint8Array, options?: PutOptions): Promise<{ etag: string }> {
+    checkKey(key)
+    throwIfAborted(options?.signal, `put ${key}`)
+    const { metadata, writeId } = putMetadata(options)
+    const current = this.bucket.objects.get(key)
+    if (checkPutPrecondition(key, current && info(current), options, writeId) === 'replayed') {
+      return { etag: (current as StoredObject).etag }
+    }
+    const copy = new Uint8Array(body)
+    const etag = md5Etag(copy)
+    this.bucket.objects.set(key, { body: copy, etag, metadata })
+    return { etag }
+  }
+
+  async get(key: string, options?: GetOptions): Promise<Uint8Array> {
+    throwIfAborted(options?.signal, `get ${key}`)
+    const o = this.bucket.objects.get(key)
+    if (o === undefined) throw StreamSegmentError.notFound(`${this.url}/${key}: no such key`)
+    const [start, end] = resolveRange(options?.range, o.body.byteLength, `${this.url}/${key}`)
+    return o.body.slice(start, end)
+  }
+
+  async head(key: string, options?: RequestOptions): Promise<ObjectInfo | undefined> {
+    throwIfAborted(options?.signal, `head ${key}`)
+    const o = this.bucket.objects.get(key)
+    return o && info(o)
+  }
+
+  async *list(prefix = '', options?: RequestOptions): AsyncIterable<ListEntry> {
+    const keys = [...this.bucket.objects.keys()].filter((k) => k.startsWith(prefix)).sort()
+    for (const key of keys) {
+      throwIfAborted(options?.signal, `list ${prefix}`)
+      const o = this.bucket.objects.get(key)
+      if (o !== undefined) yield { key, size: o.body.byteLength, etag: o.etag }
+    }
+  }
+
+  async delete(keys: string | readonly string[], options?: RequestOptions): Promise<void> {
+    throwIfAborted(options?.signal, 'delete')
+    for (const key of typeof keys === 'string' ? [keys] : keys) this.bucket.objects.delete(key)
+  }
+
+  async createMultipart(key: string, options?: CreateMultipartOptions): Promise<string> {
+    checkKey(key)
+    throwIfAborted(options?.signal, `create multipart ${key}`)
+    const metadata = { ...options?.metadata }
+    if (options?.ifNoneMatch === '*') {
+      // The claim: an empty create-only placeholder, as S3Store makes.
+      const writeId = newWriteId()
+      await this.put(key, new Uint8Array(0), { ifNoneMatch: '*', writeId })
+      metadata[WRITE_ID_METADATA] = writeId
+    }
+    const uploadId = `mem-upload-${++uploadSeq}`
+    this.bucket.uploads.set(uploadId, { key, metadata, parts: new Map() })
+    return uploadId
+  }
+
+  async uploadPart(
+    key: string,
+    uploadId: string,
+    partNumber: number,
+    body: Uint8Array,
+    options?: RequestOptions,
+  ): Promise<{ etag: string }> {
+    checkPartNumber(key, partNumber)
+    throwIfAborted(options?.signal, `upload part ${partNumber} of ${key}`)
+    const upload = this.upload(key, uploadId)
+    const copy = new Uint8Array(body)
+    const etag = md5Etag(copy)
+    upload.parts.set(partNumber, { body: copy, etag })
+    return { etag }
+  }
+
+  async completeMultipart(
+    key: string,
+    uploadId: string,
+    parts: readonly CompletedPart[],
+    options?: RequestOptions,
+  ): Promise<{ etag: string }> {
+    throwIfAborted(options?.signal, `complete multipart ${key}`)
+    const upload = this.upload(key, uploadId)
+    checkPartList(key, parts)
+    const bodies = parts.map((p) => {
+      const stored = upload.parts.get(p.partNumber)
+      if (stored === undefined || stored.etag !== p.etag) {
+        throw StreamSegmentError.invalidArgument(`${key}: part ${p.partNumber} with etag ${p.etag} was not uploaded`)
+      }
+      return stored.body
+    })
+    checkPartSizes(
+      key,
+      bodies.map((b) => b.byteLength),
+    )
+    const body = Buffer.concat(bodies)
+    const etag = multipartEtag(parts.map((p) => p.etag))
+    this.bucket.objects.set(key, { body, etag, metadata: upload.metadata })
+    this.bucket.uploads.delete(uploadId)
+    return { etag }
+  }
+
+  async abortMultipart(_key: string, uploadId: string, options?: RequestOptions): Promise<void> {
+    throwIfAborted(options?.signal, `abort multipart ${uploadId}`)
+    this.bucket.uploads.delete(uploadId)
+  }
+
+  async *listMultipart(prefix = '', options?: RequestOptions): AsyncIterable<MultipartUpload> {
+    const open = [...this.bucket.uploads].filter(([, u]) => u.key.startsWith(prefix))
+    open.sort(([a, x], [b, y]) => (x.key < y.key ? -1 : x.key > y.key ? 1 : a < b ? -1 : 1))
+    for (const [uploadId, u] of open) {
+      throwIfAborted(options?.signal, `list multipart ${prefix}`)
+      yield { key: u.key, uploadId }
+    }
+  }
+
+  private upload(key: string, uploadId: string): Upload {
+    const upload = this.bucket.uploads.get(uploadId)
+    if (upload === undefined || upload.key !== key) {
+      throw StreamSegmentError.notFound(`${this.url}/${key}: no multipart upload ${uploadId}`)
+    }
+    return upload
+  }
+}
+
+function info(o: StoredObject): ObjectInfo {
+  return { size: o.body.byteLength, etag: o.etag, metadata: { ...o.metadata } }
+}
