@@ -22,5 +22,8 @@ it('--help prints usage and exits 0; no arguments exits 2', () => {
 it('an unknown command is a one-line error with its code, no stack', () => {
   const r = run('frobnicate')
   assert.equal(r.status, 2)
-  assert.equal(r.stderr, 'stream-segment: ERR_INVALID_ARGUMENT: unknown command "frobnicate" (see stream-segment --help)\n')
+  assert.equal(
+    r.stderr,
+    'stream-segment: ERR_INVALID_ARGUMENT: unknown command "frobnicate" (see stream-segment --help)\n',
+  )
 })

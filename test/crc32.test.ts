@@ -8,7 +8,10 @@ const crc32js = createRequire(import.meta.url)('crc-32') as { buf(b: Uint8Array,
 
 it('the chosen implementation is the first (fastest) one available', () => {
   assert.equal(crc32Implementation, crc32Implementations[0]?.name)
-  assert.ok(crc32Implementations.some((i) => i.name === 'crc-32'), 'the portable fallback is always present')
+  assert.ok(
+    crc32Implementations.some((i) => i.name === 'crc-32'),
+    'the portable fallback is always present',
+  )
 })
 
 it('check value: CRC-32 of "123456789" is 0xcbf43926 in every implementation', () => {

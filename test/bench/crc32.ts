@@ -8,7 +8,9 @@ const sizes = [4096, 64 * 1024, 16 * 1024 * 1024]
 const budgetBytes = 2 * 1024 ** 3
 
 console.log(`# CRC-32 throughput, GB/s (node ${process.version}, ${cpus()[0]?.model}, ${cpus().length} cores)`)
-console.log(`| implementation | ${sizes.map((s) => `${s >= 1 << 20 ? `${s >> 20} MiB` : `${s >> 10} KiB`} inputs`).join(' | ')} |`)
+console.log(
+  `| implementation | ${sizes.map((s) => `${s >= 1 << 20 ? `${s >> 20} MiB` : `${s >> 10} KiB`} inputs`).join(' | ')} |`,
+)
 console.log(`|---|${sizes.map(() => '---:').join('|')}|`)
 for (const { name, fn } of crc32Implementations) {
   const cells = sizes.map((size) => {

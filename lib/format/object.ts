@@ -1,0 +1,170 @@
+/**
+ * Whole segment objects, in memory:
+ *
+ * ```text
+ * [n × dataBlockSize data][m × metaBlockSize meta][n × 16 summary][256 header]
+ *  0                       metaOffset              summaryOffset   headerOffset
+ * ```
+ *
+ * `encodeObjectTail` gives a writer the bytes after its meta blocks (summary + header),
+ * computing summaryCrc; `encodeObject` builds a whole object (fixtures, tests, small
+ * objects). `decodeObject` is the full check a verifier runs, in this order: the header
+ * (header.ts, against the key's cno and part), the summary, every meta block as a node
+ * written by this checkpoint, every data slot's CRC (dead slots too), then the pointers
+ * that land in this same object: a leaf's (or a level-0 root's) must name a data slot
+ * holding that very block, an index node's (or a root's) must name a meta block holding a
+ * node one level down whose keys lie under the parent's key range. Every failure is
+ * ERR_CORRUPT (ERR_UNSUPPORTED for a newer version); a key that is not a segment key is
+ * ERR_INVALID_ARGUMENT.
+ */
+import { crc32 } from '../crc32.js'
+import { StreamSegmentError } from '../errors.js'
+import {
+  decodeHeader,
+  encodeHeader,
+  HEADER_BYTES,
+  type Header,
+  type ObjectLayout,
+  objectLayout,
+  SUMMARY_ENTRY_BYTES,
+} from './header.js'
+import { parseKey } from './names.js'
+import { type BlockMapNode, decodeNode, encodeNode } from './node.js'
+import { hex32, pointerPart, pointerUnit, UNIT_BYTES } from './pointer.js'
+import { decodeSummary, encodeSummary, type Summary } from './summary.js'
+
+/** Header fields a writer gives; dataCount is summary.count and summaryCrc is computed. */
+export type TailFields = Omit<Header, 'dataCount' | 'summaryCrc'>
+/** As TailFields, and metaCount is the number of nodes given. */
+export type ObjectFields = Omit<Header, 'dataCount' | 'metaCount' | 'summaryCrc'>
+
+export interface SegmentObject {
+  key: string
+  header: Header
+  layout: ObjectLayout
+  summary: Summary
+  nodes: BlockMapNode[]
+  /** The data region; slot i is `dataSlot(obj, i)`. A view into the decoded bytes. */
+  data: Uint8Array
+}
+
+/** The summary and header of an object with `summary.count` data slots: `n × 16 + 256` bytes. */
+export function encodeObjectTail(fields: TailFields, summary: Summary): Uint8Array {
+  const n = summary.count
+  const out = new Uint8Array(n * SUMMARY_ENTRY_BYTES + HEADER_BYTES)
+  const summaryCrc = encodeSummary(out, summary, 0)
+  encodeHeader({ ...fields, dataCount: n, summaryCrc }, out, n * SUMMARY_ENTRY_BYTES)
+  return out
+}
+
+/** A whole object: `data` holds exactly `summary.count` data blocks, `nodes` its meta blocks in order. */
+export function encodeObject(
+  fields: ObjectFields,
+  data: Uint8Array,
+  nodes: readonly BlockMapNode[],
+  summary: Summary,
+): Uint8Array {
+  const layout = objectLayout({ dataCount: summary.count, metaCount: nodes.length }, fields)
+  if (data.length !== layout.metaOffset) {
+    throw StreamSegmentError.invalidArgument(
+      `object: ${data.length} data bytes for ${summary.count} blocks of ${layout.dataBlockSize}`,
+    )
+  }
+  const tail = encodeObjectTail({ ...fields, metaCount: nodes.length }, summary)
+  const out = new Uint8Array(layout.objectSize)
+  out.set(data, 0)
+  for (let j = 0; j < nodes.length; j++) {
+    const at = layout.metaOffset + j * layout.metaBlockSize
+    encodeNode(out.subarray(at, at + layout.metaBlockSize), nodes[j]!)
+  }
+  out.set(tail, layout.summaryOffset)
+  return out
+}
+
+export function dataSlot(obj: SegmentObject, i: number): Uint8Array {
+  const size = obj.layout.dataBlockSize
+  return obj.data.subarray(i * size, (i + 1) * size)
+}
+
+/** Decodes and checks the whole object `bytes`, stored under `key` (see the top comment). */
+export function decodeObject(bytes: Uint8Array, key: string): SegmentObject {
+  const parsed = parseKey(key)
+  if (parsed?.kind !== 'segment')
+    throw StreamSegmentError.invalidArgument(`${JSON.stringify(key)} is not a segment key`)
+  const tail = bytes.subarray(Math.max(0, bytes.length - HEADER_BYTES))
+  const header = decodeHeader(tail, bytes.length, parsed)
+  const layout = objectLayout(header, header)
+  const summary = decodeSummary(bytes.subarray(layout.summaryOffset, layout.headerOffset), {
+    count: header.dataCount,
+    summaryCrc: header.summaryCrc,
+    where: key,
+  })
+  const nodes: BlockMapNode[] = []
+  for (let j = 0; j < header.metaCount; j++) {
+    const at = layout.metaOffset + j * layout.metaBlockSize
+    const where = `${key} meta block ${j}`
+    nodes.push(
+      decodeNode(bytes.subarray(at, at + layout.metaBlockSize), { cno: header.cno, maxCno: header.cno, where }),
+    )
+  }
+  for (let i = 0; i < header.dataCount; i++) {
+    const at = i * layout.dataBlockSize
+    const computed = crc32(bytes.subarray(at, at + layout.dataBlockSize))
+    if (computed !== summary.crc[i]) {
+      throw StreamSegmentError.corrupt(
+        `${key}: data slot ${i} (block ${summary.blockIndex[i]}, ${summary.live[i] ? 'live' : 'dead'}) CRC ${hex32(computed)} computed, summary says ${hex32(summary.crc[i]!)}`,
+      )
+    }
+  }
+  const obj: SegmentObject = { key, header, layout, summary, nodes, data: bytes.subarray(0, layout.metaOffset) }
+  checkLocalPointers(obj)
+  return obj
+}
+
+/** The pointers that land in this object must land on the right kind of block (top comment). */
+function checkLocalPointers(obj: SegmentObject): void {
+  const { inode } = obj.header
+  const rootKeys = inode.rootKeys.subarray(0, inode.rootCount)
+  checkEntries(obj, `${obj.key}: header inode root`, inode.rootLevel, rootKeys, inode.rootPtrHi, inode.rootPtrLo)
+  for (let j = 0; j < obj.nodes.length; j++) {
+    const n = obj.nodes[j]!
+    checkEntries(obj, `${obj.key} meta block ${j}`, n.level, n.keys, n.ptrHi, n.ptrLo)
+  }
+}
+
+/** Entries whose `level` says what they point at: 0 data blocks, L >= 1 nodes of level L-1. */
+function checkEntries(
+  obj: SegmentObject,
+  where: string,
+  level: number,
+  keys: Uint32Array,
+  ptrHi: Uint32Array,
+  ptrLo: Uint32Array,
+): void {
+  const { header, layout, summary, nodes } = obj
+  for (let e = 0; e < keys.length; e++) {
+    const hi = ptrHi[e]!
+    const lo = ptrLo[e]!
+    if (hi !== header.cno || pointerPart(lo) !== header.part) continue
+    const key = keys[e]!
+    const offset = pointerUnit(lo) * UNIT_BYTES
+    const fail = (msg: string) =>
+      StreamSegmentError.corrupt(`${where}: entry ${e} (key ${key}) points at byte ${offset} of this object, ${msg}`)
+    if (level === 0) {
+      if (offset >= layout.metaOffset || offset % layout.dataBlockSize !== 0) throw fail('not a data slot')
+      const slot = offset / layout.dataBlockSize
+      if (summary.blockIndex[slot] !== key) throw fail(`slot ${slot}, which holds block ${summary.blockIndex[slot]}`)
+      continue
+    }
+    const rel = offset - layout.metaOffset
+    if (rel < 0 || offset >= layout.summaryOffset || rel % layout.metaBlockSize !== 0) throw fail('not a meta block')
+    const j = rel / layout.metaBlockSize
+    const child = nodes[j]!
+    if (child.level !== level - 1) throw fail(`meta block ${j}, a node of level ${child.level}, not ${level - 1}`)
+    const first = child.keys[0]!
+    const last = child.keys[child.count - 1]!
+    const next = e + 1 < keys.length ? keys[e + 1]! : 2 ** 32
+    if (first < key || last >= next)
+      throw fail(`meta block ${j}, whose keys ${first}..${last} are not in [${key}, ${next})`)
+  }
+}
