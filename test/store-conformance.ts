@@ -48,6 +48,23 @@ export function runStoreConformance(name: string, make: () => Promise<ObjectStor
       await s.delete(['a', 'never-existed'])
     })
 
+    it('takes a body in several buffers, for puts and parts', async () => {
+      const s = await make()
+      const a = randomBytes(3000)
+      const b = randomBytes(5000)
+      await s.put('chunks', [a, new Uint8Array(0), b])
+      assert.deepEqual(Buffer.from(await s.get('chunks')), Buffer.concat([a, b]))
+      const id = await s.createMultipart('chunked-mp')
+      const p1 = randomBytes(partSize)
+      const e1 = await s.uploadPart('chunked-mp', id, 1, [p1.subarray(0, 1000), p1.subarray(1000)])
+      const e2 = await s.uploadPart('chunked-mp', id, 2, [a, b])
+      await s.completeMultipart('chunked-mp', id, [
+        { partNumber: 1, etag: e1.etag },
+        { partNumber: 2, etag: e2.etag },
+      ])
+      assert.deepEqual(Buffer.from(await s.get('chunked-mp')), Buffer.concat([p1, a, b]))
+    })
+
     it('stores empty objects', async () => {
       const s = await make()
       await s.put('empty', new Uint8Array(0))

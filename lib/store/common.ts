@@ -2,9 +2,9 @@
  * Checks and helpers every backend shares, so that they agree on the contract in
  * `types.ts`: range resolution, ETags, write ids, part lists and key validation.
  */
-import { createHash, randomUUID } from 'node:crypto'
+import { randomUUID } from 'node:crypto'
 import { StreamSegmentError, throwIfAborted } from '../errors.js'
-import type { ByteRange, CompletedPart, ObjectInfo, PutOptions } from './types.js'
+import type { Body, ByteRange, CompletedPart, ObjectInfo, PutOptions } from './types.js'
 import { WRITE_ID_METADATA } from './types.js'
 
 /** Resolves a range against an object's size to [start, end); ERR_RANGE past the end. */
@@ -24,19 +24,42 @@ export function resolveRange(range: ByteRange | undefined, size: number, where: 
   return [start, Math.min(end, size)]
 }
 
-export function md5Etag(body: Uint8Array): string {
-  return createHash('md5').update(body).digest('hex')
+export function bodyLength(body: Body): number {
+  if (body instanceof Uint8Array) return body.byteLength
+  let n = 0
+  for (const b of body) n += b.byteLength
+  return n
 }
 
-/** The S3 form of a multipart ETag: md5 of the parts' binary md5s, dash, part count. */
-export function multipartEtag(partEtags: readonly string[]): string {
-  const h = createHash('md5')
-  for (const e of partEtags) h.update(Buffer.from(e, 'hex'))
-  return `${h.digest('hex')}-${partEtags.length}`
+/** The body as one buffer: the caller's own when it is one already, else a copy. */
+export function bodyBytes(body: Body): Uint8Array {
+  if (body instanceof Uint8Array) return body
+  if (body.length === 1) return body[0] as Uint8Array
+  const out = Buffer.allocUnsafe(bodyLength(body))
+  let at = 0
+  for (const b of body) {
+    out.set(b, at)
+    at += b.byteLength
+  }
+  return out
 }
 
+/** A copy of the body in one new buffer (for stores that keep it). */
+export function copyBody(body: Body): Uint8Array {
+  const out = Buffer.allocUnsafe(bodyLength(body))
+  let at = 0
+  for (const b of body instanceof Uint8Array ? [body] : body) {
+    out.set(b, at)
+    at += b.byteLength
+  }
+  return out
+}
+
+/** `"abc"`, `W/"abc"` → `abc`. */
 export function unquoteEtag(etag: string | undefined): string {
-  return (etag ?? '').replace(/^W\//, '').replace(/"/g, '')
+  if (!etag) return ''
+  const e = etag.startsWith('W/') ? etag.slice(2) : etag
+  return e.length >= 2 && e.startsWith('"') && e.endsWith('"') ? e.slice(1, -1) : e
 }
 
 export function newWriteId(): string {

@@ -36,6 +36,7 @@ import {
   throwIfAborted,
 } from './common.js'
 import type {
+  Body,
   CompletedPart,
   CreateMultipartOptions,
   GetOptions,
@@ -54,6 +55,7 @@ const LOCKS = '.ss-lock'
 const UPLOADS = '.ss-multipart'
 const LOCK_STALE_MS = 30_000
 const LOCK_WAIT_MS = 60_000
+const COPY_BUFFER = 1024 * 1024
 
 export class DirectoryStore implements ObjectStore {
   readonly url: string
@@ -63,7 +65,7 @@ export class DirectoryStore implements ObjectStore {
     this.url = root
   }
 
-  async put(key: string, body: Uint8Array, options?: PutOptions): Promise<{ etag: string }> {
+  async put(key: string, body: Body, options?: PutOptions): Promise<{ etag: string }> {
     checkKey(key)
     throwIfAborted(options?.signal, `put ${key}`)
     const { metadata, writeId } = putMetadata(options)
@@ -171,13 +173,14 @@ export class DirectoryStore implements ObjectStore {
     key: string,
     uploadId: string,
     partNumber: number,
-    body: Uint8Array,
+    body: Body,
     options?: RequestOptions,
   ): Promise<{ etag: string }> {
     checkPartNumber(key, partNumber)
     throwIfAborted(options?.signal, `upload part ${partNumber} of ${key}`)
     const dir = (await this.upload(key, uploadId)).dir
-    const tmp = await this.writeTemp(body, {})
+    // Parts need no fsync of their own: the completed object is written anew and synced.
+    const tmp = await this.writeTemp(body, {}, false)
     try {
       const path = join(dir, String(partNumber))
       await fs.rename(tmp, path)
@@ -270,14 +273,13 @@ export class DirectoryStore implements ObjectStore {
   }
 
   /** Writes body (and its metadata, keyed by the new file's inode) to a fsynced temp file. */
-  private async writeTemp(body: Uint8Array, metadata: Record<string, string>): Promise<string> {
+  private async writeTemp(body: Body, metadata: Record<string, string>, sync = true): Promise<string> {
     await this.init()
     const tmp = join(this.root, TMP, randomUUID())
     const fh = await fs.open(tmp, 'wx')
     try {
-      let done = 0
-      while (done < body.byteLength) done += (await fh.write(body, done, body.byteLength - done)).bytesWritten
-      await fh.sync()
+      await writeFully(fh, body instanceof Uint8Array ? [body] : body)
+      if (sync) await fh.sync()
       await this.writeMetadata((await fh.stat()).ino, metadata)
     } catch (err) {
       await fs.rm(tmp, { force: true })
@@ -293,10 +295,21 @@ export class DirectoryStore implements ObjectStore {
     const tmp = join(this.root, TMP, randomUUID())
     const out = await fs.open(tmp, 'wx')
     try {
+      const buf = Buffer.allocUnsafe(COPY_BUFFER)
+      let pos = 0
       for (const p of paths) {
-        const data = await fs.readFile(p)
-        let done = 0
-        while (done < data.byteLength) done += (await out.write(data, done, data.byteLength - done)).bytesWritten
+        const src = await fs.open(p, 'r')
+        try {
+          for (;;) {
+            const { bytesRead } = await src.read(buf, 0, buf.byteLength, null)
+            if (bytesRead === 0) break
+            let done = 0
+            while (done < bytesRead) done += (await out.write(buf, done, bytesRead - done, pos + done)).bytesWritten
+            pos += bytesRead
+          }
+        } finally {
+          await src.close()
+        }
       }
       await out.sync()
       await this.writeMetadata((await out.stat()).ino, metadata)
@@ -415,6 +428,24 @@ export class DirectoryStore implements ObjectStore {
       return StreamSegmentError.notFound(`${this.url}: ${what}: no such key`, err)
     }
     return StreamSegmentError.store(`${this.url}: ${what} failed: ${(err as Error).message}`, err)
+  }
+}
+
+/** writev until every byte is written (writev may write less than asked). */
+async function writeFully(fh: fs.FileHandle, chunks: readonly Uint8Array[]): Promise<void> {
+  let rest = chunks.filter((c) => c.byteLength > 0)
+  while (rest.length > 0) {
+    let n = (await fh.writev(rest.slice(0, 1024))).bytesWritten
+    while (n > 0 && rest.length > 0) {
+      const first = rest[0] as Uint8Array
+      if (n >= first.byteLength) {
+        n -= first.byteLength
+        rest = rest.slice(1)
+      } else {
+        rest = [first.subarray(n), ...rest.slice(1)]
+        n = 0
+      }
+    }
   }
 }
 

@@ -1,8 +1,9 @@
 /**
- * An in-process store for tests and benchmarks (the spec's "memory staging"). Objects
- * are kept as the caller's bytes (copied on put), so a later change to a caller's
- * buffer never changes a stored object. Stores with the same `mem://name` in one
- * process share their objects.
+ * An in-process store for tests and benchmarks (the spec's "memory staging"). Bodies are
+ * copied once when they arrive, so a later change to a caller's buffer never changes a
+ * stored object; a multipart object keeps its parts' copies as its chunks (no second
+ * copy at completion). ETags are unique per write, not hashes, so storing costs one copy.
+ * Stores with the same `mem://name` in one process share their objects.
  */
 import { StreamSegmentError } from '../errors.js'
 import {
@@ -11,14 +12,14 @@ import {
   checkPartNumber,
   checkPartSizes,
   checkPutPrecondition,
-  md5Etag,
-  multipartEtag,
+  copyBody,
   newWriteId,
   putMetadata,
   resolveRange,
   throwIfAborted,
 } from './common.js'
 import type {
+  Body,
   CompletedPart,
   CreateMultipartOptions,
   GetOptions,
@@ -32,7 +33,9 @@ import type {
 import { WRITE_ID_METADATA } from './types.js'
 
 interface StoredObject {
-  body: Uint8Array
+  /** The object's bytes, in order. */
+  chunks: Uint8Array[]
+  size: number
   etag: string
   metadata: Record<string, string>
 }
@@ -70,11 +73,11 @@ export class MemoryStore implements ObjectStore {
   /** Bytes held by stored objects (for benchmarks). */
   get storedBytes(): number {
     let n = 0
-    for (const o of this.bucket.objects.values()) n += o.body.byteLength
+    for (const o of this.bucket.objects.values()) n += o.size
     return n
   }
 
-  async put(key: string, body: Uint8Array, options?: PutOptions): Promise<{ etag: string }> {
+  async put(key: string, body: Body, options?: PutOptions): Promise<{ etag: string }> {
     checkKey(key)
     throwIfAborted(options?.signal, `put ${key}`)
     const { metadata, writeId } = putMetadata(options)
@@ -82,9 +85,9 @@ export class MemoryStore implements ObjectStore {
     if (checkPutPrecondition(key, current && info(current), options, writeId) === 'replayed') {
       return { etag: (current as StoredObject).etag }
     }
-    const copy = new Uint8Array(body)
-    const etag = md5Etag(copy)
-    this.bucket.objects.set(key, { body: copy, etag, metadata })
+    const etag = newEtag()
+    const copy = copyBody(body)
+    this.bucket.objects.set(key, { chunks: [copy], size: copy.byteLength, etag, metadata })
     return { etag }
   }
 
@@ -92,8 +95,17 @@ export class MemoryStore implements ObjectStore {
     throwIfAborted(options?.signal, `get ${key}`)
     const o = this.bucket.objects.get(key)
     if (o === undefined) throw StreamSegmentError.notFound(`${this.url}/${key}: no such key`)
-    const [start, end] = resolveRange(options?.range, o.body.byteLength, `${this.url}/${key}`)
-    return o.body.slice(start, end)
+    const [start, end] = resolveRange(options?.range, o.size, `${this.url}/${key}`)
+    const out = Buffer.allocUnsafe(end - start)
+    let at = 0
+    for (const c of o.chunks) {
+      const from = Math.max(start, at)
+      const to = Math.min(end, at + c.byteLength)
+      if (from < to) out.set(c.subarray(from - at, to - at), from - start)
+      at += c.byteLength
+      if (at >= end) break
+    }
+    return out
   }
 
   async head(key: string, options?: RequestOptions): Promise<ObjectInfo | undefined> {
@@ -107,7 +119,7 @@ export class MemoryStore implements ObjectStore {
     for (const key of keys) {
       throwIfAborted(options?.signal, `list ${prefix}`)
       const o = this.bucket.objects.get(key)
-      if (o !== undefined) yield { key, size: o.body.byteLength, etag: o.etag }
+      if (o !== undefined) yield { key, size: o.size, etag: o.etag }
     }
   }
 
@@ -135,15 +147,14 @@ export class MemoryStore implements ObjectStore {
     key: string,
     uploadId: string,
     partNumber: number,
-    body: Uint8Array,
+    body: Body,
     options?: RequestOptions,
   ): Promise<{ etag: string }> {
     checkPartNumber(key, partNumber)
     throwIfAborted(options?.signal, `upload part ${partNumber} of ${key}`)
     const upload = this.upload(key, uploadId)
-    const copy = new Uint8Array(body)
-    const etag = md5Etag(copy)
-    upload.parts.set(partNumber, { body: copy, etag })
+    const etag = newEtag()
+    upload.parts.set(partNumber, { body: copyBody(body), etag })
     return { etag }
   }
 
@@ -167,9 +178,9 @@ export class MemoryStore implements ObjectStore {
       key,
       bodies.map((b) => b.byteLength),
     )
-    const body = Buffer.concat(bodies)
-    const etag = multipartEtag(parts.map((p) => p.etag))
-    this.bucket.objects.set(key, { body, etag, metadata: upload.metadata })
+    const etag = `${newEtag()}-${parts.length}`
+    const size = bodies.reduce((n, b) => n + b.byteLength, 0)
+    this.bucket.objects.set(key, { chunks: bodies, size, etag, metadata: upload.metadata })
     this.bucket.uploads.delete(uploadId)
     return { etag }
   }
@@ -198,5 +209,12 @@ export class MemoryStore implements ObjectStore {
 }
 
 function info(o: StoredObject): ObjectInfo {
-  return { size: o.body.byteLength, etag: o.etag, metadata: { ...o.metadata } }
+  return { size: o.size, etag: o.etag, metadata: { ...o.metadata } }
+}
+
+let etagSeq = 0
+const etagBase = Math.floor(Math.random() * 2 ** 32).toString(16)
+
+function newEtag(): string {
+  return `${etagBase}${(++etagSeq).toString(16).padStart(12, '0')}`
 }

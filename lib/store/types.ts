@@ -29,6 +29,13 @@ export const WRITE_ID_METADATA = 'hf-write'
 
 export type ByteRange = { start: number; end: number } | { suffix: number }
 
+/**
+ * A request body: one buffer, or several sent back to back (a writer's slab views, so
+ * that nothing is copied before the store needs it). The store must not keep references
+ * to the caller's buffers once the call has returned.
+ */
+export type Body = Uint8Array | readonly Uint8Array[]
+
 export interface PutOptions {
   /** `'*'`: create only; fails with ERR_CONFLICT if the key exists. */
   ifNoneMatch?: '*'
@@ -81,7 +88,7 @@ export interface MultipartUpload {
 export interface ObjectStore {
   /** A human-readable location for messages: `s3://bucket/prefix`, a path, `mem://name`. */
   readonly url: string
-  put(key: string, body: Uint8Array, options?: PutOptions): Promise<{ etag: string }>
+  put(key: string, body: Body, options?: PutOptions): Promise<{ etag: string }>
   get(key: string, options?: GetOptions): Promise<Uint8Array>
   head(key: string, options?: RequestOptions): Promise<ObjectInfo | undefined>
   /** Every key under `prefix` (relative to the container), in lexicographic order. */
@@ -93,7 +100,7 @@ export interface ObjectStore {
     key: string,
     uploadId: string,
     partNumber: number,
-    body: Uint8Array,
+    body: Body,
     options?: RequestOptions,
   ): Promise<{ etag: string }>
   completeMultipart(

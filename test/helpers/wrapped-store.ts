@@ -3,7 +3,9 @@
  * `around(op, key, bytesUp, call)`, which subclasses override to fail, hang, delay or
  * count. Listing calls pass through `around` once, before the first entry.
  */
+import { bodyLength } from '../../lib/store/common.js'
 import type {
+  Body,
   CompletedPart,
   CreateMultipartOptions,
   GetOptions,
@@ -44,9 +46,9 @@ export abstract class WrappedStore implements ObjectStore {
 
   protected abstract around<T>(call: CallInfo, run: () => Promise<T>, bytesDown: (result: T) => number): Promise<T>
 
-  put(key: string, body: Uint8Array, options?: PutOptions) {
+  put(key: string, body: Body, options?: PutOptions) {
     return this.around(
-      { op: 'put', key, bytesUp: body.byteLength, signal: options?.signal },
+      { op: 'put', key, bytesUp: bodyLength(body), signal: options?.signal },
       () => this.inner.put(key, body, options),
       () => 0,
     )
@@ -92,9 +94,9 @@ export abstract class WrappedStore implements ObjectStore {
       () => 0,
     )
   }
-  uploadPart(key: string, uploadId: string, partNumber: number, body: Uint8Array, options?: RequestOptions) {
+  uploadPart(key: string, uploadId: string, partNumber: number, body: Body, options?: RequestOptions) {
     return this.around(
-      { op: 'uploadPart', key, bytesUp: body.byteLength, signal: options?.signal },
+      { op: 'uploadPart', key, bytesUp: bodyLength(body), signal: options?.signal },
       () => this.inner.uploadPart(key, uploadId, partNumber, body, options),
       () => 0,
     )
