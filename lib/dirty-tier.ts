@@ -1,0 +1,219 @@
+/**
+ * The dirty tier: bytes written by value and not yet stored, in pooled slabs.
+ *
+ * - Bytes are copied once, on intake, into a slot of a slab (a large Buffer filled once
+ *   when allocated, so its pages are faulted in before the hot path touches them).
+ *   Slots are plain numbers; per-slot state lives in typed arrays, never in one JS
+ *   object per block.
+ * - Uploads send views of the slabs, not copies. While a request carrying a slot is in
+ *   flight the slot is pinned, and its bytes must not change: a write to a block whose
+ *   slot is pinned takes a fresh slot (copy-on-write) and the old one is freed when the
+ *   request ends. An unpinned slot is rewritten in place.
+ * - Every write bumps the slot's generation. When an object completes, a block in it
+ *   becomes clean only if it still maps to the slot it was sent from, at the generation
+ *   it was sent with (a multipart piece unpins its slots when its request ends, long
+ *   before the object completes).
+ * - A slot is free when no block maps to it (`release`) and no request pins it.
+ *   `usedBytes` counts every slot that is not free: a block stays in the tier, and counts
+ *   against the dirty limit, until the object holding it has completed.
+ */
+import { crc32 } from './crc32.js'
+
+const SLAB_BYTES = 4 * 1024 * 1024
+/** Bytes copied before they are hashed: small enough to stay in the CPU cache. */
+const CACHE_STEP = 64 * 1024
+
+export class DirtyTier {
+  readonly blockSize: number
+  private readonly slotsPerSlab: number
+  private readonly slabShift: number
+  private slabs: Buffer[] = []
+  private freeSlots = new Int32Array(1024)
+  private freeCount = 0
+  private generation = new Uint32Array(1024)
+  /** Requests in flight carrying the slot. */
+  private pins = new Uint16Array(1024)
+  /** 1 while a block maps to the slot. */
+  private mapped = new Uint8Array(1024)
+  /** A CRC-32 of the slot's bytes, valid while crcGen equals the slot's generation. */
+  private crcs = new Uint32Array(1024)
+  private crcGen = new Uint32Array(1024)
+  private allocated = 0
+
+  constructor(blockSize: number) {
+    this.blockSize = blockSize
+    this.slotsPerSlab = Math.max(1, Math.floor(SLAB_BYTES / blockSize))
+    this.slabShift = Math.log2(this.slotsPerSlab)
+  }
+
+  /** Bytes held by allocated slots. */
+  get usedBytes(): number {
+    return this.allocated * this.blockSize
+  }
+
+  get usedSlots(): number {
+    return this.allocated
+  }
+
+  /** Bytes of slab memory, used or not. */
+  get capacityBytes(): number {
+    return this.slabs.length * this.slotsPerSlab * this.blockSize
+  }
+
+  /** A slot for one block, its bytes unspecified (the caller fills all of them). */
+  alloc(): number {
+    if (this.freeCount === 0) this.grow()
+    const slot = this.freeSlots[--this.freeCount] as number
+    this.allocated++
+    this.mapped[slot] = 1
+    this.generation[slot] = ((this.generation[slot] as number) + 1) >>> 0
+    return slot
+  }
+
+  /** No block maps to `slot` any more; it is freed once no request pins it. */
+  release(slot: number): void {
+    this.mapped[slot] = 0
+    if (this.pins[slot] === 0) this.free(slot)
+  }
+
+  pinned(slot: number): boolean {
+    return this.pins[slot] !== 0
+  }
+
+  pin(slot: number): void {
+    this.pins[slot] = (this.pins[slot] as number) + 1
+  }
+
+  unpin(slot: number): void {
+    const n = (this.pins[slot] as number) - 1
+    this.pins[slot] = n
+    if (n === 0 && this.mapped[slot] === 0) this.free(slot)
+  }
+
+  private free(slot: number): void {
+    if (this.freeCount === this.freeSlots.length) {
+      const bigger = new Int32Array(this.freeSlots.length * 2)
+      bigger.set(this.freeSlots)
+      this.freeSlots = bigger
+    }
+    this.freeSlots[this.freeCount++] = slot
+    this.allocated--
+  }
+
+  gen(slot: number): number {
+    return this.generation[slot] as number
+  }
+
+  /** The slab holding `slot`, and the slot's byte offset in it. */
+  slab(slot: number): Buffer {
+    return this.slabs[slot >>> this.slabShift] as Buffer
+  }
+
+  offset(slot: number): number {
+    return (slot & (this.slotsPerSlab - 1)) * this.blockSize
+  }
+
+  /** A view of the slot's bytes (valid until the slot is released). */
+  view(slot: number): Buffer {
+    const off = this.offset(slot)
+    return this.slab(slot).subarray(off, off + this.blockSize)
+  }
+
+  /** Copies `src` into the slot at `at`, and marks the slot's content as changed. */
+  write(slot: number, at: number, src: Uint8Array): void {
+    this.slab(slot).set(src, this.offset(slot) + at)
+    this.generation[slot] = ((this.generation[slot] as number) + 1) >>> 0
+  }
+
+  /**
+   * Copies `count` whole blocks from `src` at `from` into slots first … first + count − 1
+   * of one slab, and hashes each block right after copying it, while it is in the CPU
+   * cache: a stream's blocks are written once, so their CRC is then ready when they are
+   * sent (`crcOf`), instead of costing a second pass over cold memory.
+   */
+  writeRun(first: number, count: number, src: Uint8Array, from: number): void {
+    const bs = this.blockSize
+    const slab = this.slab(first)
+    const base = this.offset(first)
+    const step = Math.max(1, Math.floor(CACHE_STEP / bs))
+    for (let i = 0; i < count; i += step) {
+      const m = Math.min(step, count - i)
+      slab.set(src.subarray(from + i * bs, from + (i + m) * bs), base + i * bs)
+      for (let j = i; j < i + m; j++) {
+        const s = first + j
+        const g = ((this.generation[s] as number) + 1) >>> 0
+        this.generation[s] = g
+        this.crcs[s] = crc32(slab.subarray(base + j * bs, base + (j + 1) * bs))
+        this.crcGen[s] = g
+      }
+    }
+  }
+
+  /** The CRC-32 of the slot's bytes (computed now unless known for its current generation). */
+  crcOf(slot: number): number {
+    const g = this.generation[slot] as number
+    if (this.crcGen[slot] === g && g !== 0) return this.crcs[slot] as number
+    const so = this.offset(slot)
+    const c = crc32(this.slab(slot).subarray(so, so + this.blockSize))
+    this.crcs[slot] = c
+    this.crcGen[slot] = g
+    return c
+  }
+
+  copySlot(from: number, to: number): void {
+    const so = this.offset(from)
+    this.slab(from).copy(this.slab(to), this.offset(to), so, so + this.blockSize)
+    this.generation[to] = ((this.generation[to] as number) + 1) >>> 0
+  }
+
+  /** Whether slot `next` follows slot `prev` in the same slab. */
+  follows(prev: number, next: number): boolean {
+    return next === prev + 1 && (next & (this.slotsPerSlab - 1)) !== 0
+  }
+
+  fill(slot: number, at: number, length: number, value = 0): void {
+    const off = this.offset(slot) + at
+    this.slab(slot).fill(value, off, off + length)
+    this.generation[slot] = ((this.generation[slot] as number) + 1) >>> 0
+  }
+
+  /** Frees every slab (the handle is closing or rolling back; nothing may be in flight). */
+  clear(): void {
+    this.slabs = []
+    this.freeCount = 0
+    this.allocated = 0
+    this.freeSlots = new Int32Array(1024)
+    this.pins.fill(0)
+    this.mapped.fill(0)
+  }
+
+  private grow(): void {
+    const index = this.slabs.length
+    const slab = Buffer.allocUnsafeSlow(this.slotsPerSlab * this.blockSize)
+    slab.fill(0) // fault the pages in now, not on the write path
+    this.slabs.push(slab)
+    const first = index * this.slotsPerSlab
+    const need = first + this.slotsPerSlab
+    if (this.generation.length < need) {
+      const n = Math.max(need, this.generation.length * 2)
+      this.generation = grown(this.generation, new Uint32Array(n))
+      this.pins = grown(this.pins, new Uint16Array(n))
+      this.mapped = grown(this.mapped, new Uint8Array(n))
+      this.crcs = grown(this.crcs, new Uint32Array(n))
+      this.crcGen = grown(this.crcGen, new Uint32Array(n))
+    }
+    if (this.freeSlots.length < this.freeCount + this.slotsPerSlab) {
+      const bigger = new Int32Array(Math.max(this.freeCount + this.slotsPerSlab, this.freeSlots.length * 2))
+      bigger.set(this.freeSlots.subarray(0, this.freeCount))
+      this.freeSlots = bigger
+    }
+    // Push in reverse so slots come out in ascending order: sequential writes then fill
+    // a slab front to back, and an object's blocks sit side by side.
+    for (let s = need - 1; s >= first; s--) this.freeSlots[this.freeCount++] = s
+  }
+}
+
+function grown<T extends Uint8Array | Uint16Array | Uint32Array>(old: T, bigger: T): T {
+  bigger.set(old)
+  return bigger
+}

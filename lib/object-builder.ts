@@ -1,0 +1,245 @@
+/**
+ * Builds one StreamSegment object from dirty leaves: `[data][meta][summary][header]`.
+ *
+ * - A leaf never leaves its data: every dirty block under a chosen leaf goes into the
+ *   object with the leaf. Data blocks are placed in leaf order, so block k sits at
+ *   `k × dataBlockSize` and its pointer (cno, part, unit) is final at planning time.
+ * - Meta blocks follow: the chosen leaves, then (part 0) the index nodes, children
+ *   before parents; each node's planned location is kept on the plan until the object
+ *   is stored, and only then given to the block map.
+ * - Bytes are handed out by `take(offset, end)`, in order, a piece at a time, as views
+ *   of the dirty-tier slabs (nothing is copied): the slots stay pinned until the request
+ *   carrying them ends, so a write meanwhile goes to a fresh slot (see dirty-tier.ts).
+ *   Each block's generation and CRC-32 are recorded when its piece is taken. The summary
+ *   and header are encoded once every data block has been taken (they come last): a
+ *   block written again by then is marked dead there.
+ */
+import { DIRTY_BASE, isDirtyRef, type MapNode } from './block-map.js'
+import type { DirtyTier } from './dirty-tier.js'
+import { StreamSegmentError } from './errors.js'
+import { HEADER_BYTES, type ObjectLayout, objectLayout, SUMMARY_ENTRY_BYTES } from './format/header.js'
+import type { Inode } from './format/inode.js'
+import { segmentKey } from './format/names.js'
+import { encodeNode } from './format/node.js'
+import { encodeObjectTail } from './format/object.js'
+import { pointerLo, UNIT_BYTES } from './format/pointer.js'
+
+export interface ObjectContext {
+  cno: number
+  part: number
+  flags: number
+  dataShift: number
+  metaShift: number
+  baseInode: Inode
+  /** The inode to put in the header; for part 0, the checkpoint's (set before gathering the tail). */
+  inode: Inode
+}
+
+/** Bytes an object with these counts takes. */
+export function objectBytes(dataBlocks: number, metaBlocks: number, dataBlockSize: number, metaBlockSize: number) {
+  return dataBlocks * (dataBlockSize + SUMMARY_ENTRY_BYTES) + metaBlocks * metaBlockSize + HEADER_BYTES
+}
+
+/** A node as this object stores it: entries copied at planning time. */
+export interface NodeImage {
+  node: MapNode
+  level: number
+  keys: Uint32Array
+  hi: Uint32Array
+  lo: Uint32Array
+}
+
+export class ObjectPlan {
+  readonly key: string
+  readonly layout: ObjectLayout
+  /** Per data block, in object order. */
+  readonly blockIndex: Uint32Array
+  readonly slot: Int32Array
+  readonly gen: Uint32Array
+  readonly crc: Uint32Array
+  /** Meta blocks in object order: leaves, then index nodes (part 0), as they will be stored. */
+  readonly images: NodeImage[]
+  private meta: Uint8Array | undefined
+  private tail: Uint8Array | undefined
+  private taken = 0
+
+  constructor(
+    readonly ctx: ObjectContext,
+    readonly tier: DirtyTier,
+    leaves: readonly MapNode[],
+    index: readonly MapNode[] = [],
+    /** Part 0 of a checkpoint with a level-0 root: the root's own dirty blocks go here. */
+    rootLeaf?: MapNode,
+  ) {
+    this.key = segmentKey(ctx.cno, ctx.part)
+    const nodes = [...leaves, ...index]
+    let n = rootLeaf?.dirtyCount ?? 0
+    for (const leaf of leaves) n += leaf.dirtyCount
+    this.layout = objectLayout({ dataCount: n, metaCount: nodes.length }, ctx)
+    this.blockIndex = new Uint32Array(n)
+    this.slot = new Int32Array(n)
+    this.gen = new Uint32Array(n)
+    this.crc = new Uint32Array(n)
+    const planned = new Map<MapNode, number>()
+    nodes.forEach((node, j) => {
+      planned.set(node, this.metaLo(j))
+    })
+    let k = 0
+    const placeData = (node: MapNode, hi: Uint32Array, lo: Uint32Array) => {
+      for (let i = 0; i < node.count; i++) {
+        const l = node.lo[i] as number
+        if (!isDirtyRef(node.hi[i] as number, l)) continue
+        this.blockIndex[k] = node.keys[i] as number
+        this.slot[k] = l - DIRTY_BASE
+        hi[i] = ctx.cno
+        lo[i] = this.dataLo(k++)
+      }
+    }
+    this.images = nodes.map((node) => {
+      const hi = node.hi.slice(0, node.count)
+      const lo = node.lo.slice(0, node.count)
+      if (node.level === 0) placeData(node, hi, lo)
+      else {
+        for (let i = 0; i < node.count; i++) {
+          const child = node.children?.[i]
+          if (!child?.dirty) continue
+          const at = planned.get(child)
+          if (at === undefined)
+            throw StreamSegmentError.internal(`${this.key}: a dirty child of an index node is not placed`)
+          hi[i] = ctx.cno
+          lo[i] = at
+        }
+      }
+      return { node, level: node.level, keys: node.keys.slice(0, node.count), hi, lo }
+    })
+    if (rootLeaf) placeData(rootLeaf, new Uint32Array(rootLeaf.count), new Uint32Array(rootLeaf.count))
+    if (k !== n) throw StreamSegmentError.internal(`${this.key}: leaves count ${n} dirty blocks, found ${k}`)
+  }
+
+  get size(): number {
+    return this.layout.objectSize
+  }
+
+  get dataBlocks(): number {
+    return this.blockIndex.length
+  }
+
+  /** The stored pointer of data block k: (cno, lo). */
+  dataLo(k: number): number {
+    return pointerLo(this.ctx.part, (k * this.layout.dataBlockSize) / UNIT_BYTES)
+  }
+
+  /** The stored location of meta block j: (cno, lo). */
+  metaLo(j: number): number {
+    return pointerLo(this.ctx.part, (this.layout.metaOffset + j * this.layout.metaBlockSize) / UNIT_BYTES)
+  }
+
+  /** The pointer this object gives a node placed in it, if it is. */
+  plannedLo(node: MapNode): number | undefined {
+    const j = this.images.findIndex((im) => im.node === node)
+    return j < 0 ? undefined : this.metaLo(j)
+  }
+
+  /**
+   * The bytes [offset, end) of the object, as views: data blocks straight from their
+   * slabs (a run of consecutive slots as one view), then nodes, summary and header. The
+   * data slots in the range stay pinned, so their bytes cannot change, until `done` is
+   * called when the request carrying them has ended. Each block's generation and CRC-32
+   * are recorded here, from the very bytes that will be sent. Calls must cover the
+   * object in order, from 0, without gaps; a range may not split a data block.
+   */
+  take(offset: number, end: number): { chunks: Uint8Array[]; done: () => void } {
+    if (offset !== this.taken)
+      throw StreamSegmentError.internal(`${this.key}: take at ${offset}, expected ${this.taken}`)
+    const { metaOffset, summaryOffset, dataBlockSize: bs } = this.layout
+    const tier = this.tier
+    const chunks: Uint8Array[] = []
+    const firstBlock = offset / bs
+    let at = offset
+    while (at < end && at < metaOffset) {
+      const k = at / bs
+      if (!Number.isInteger(k) || at + bs > end) {
+        throw StreamSegmentError.internal(`${this.key}: range [${offset}, ${end}) splits data block at ${at}`)
+      }
+      const first = this.slot[k] as number
+      let n = 1
+      while (at + (n + 1) * bs <= Math.min(end, metaOffset) && tier.follows(first + n - 1, this.slot[k + n] as number))
+        n++
+      const slab = tier.slab(first)
+      const so = tier.offset(first)
+      for (let i = 0; i < n; i++) {
+        tier.pin(first + i)
+        this.gen[k + i] = tier.gen(first + i)
+        this.crc[k + i] = tier.crcOf(first + i)
+      }
+      chunks.push(slab.subarray(so, so + n * bs))
+      at += n * bs
+    }
+    const lastBlock = at / bs
+    if (at < end && at < summaryOffset) {
+      const meta = this.encodeMeta()
+      const to = Math.min(summaryOffset, end)
+      chunks.push(meta.subarray(at - metaOffset, to - metaOffset))
+      at = to
+    }
+    if (at < end) {
+      const tail = this.encodeTail()
+      chunks.push(tail.subarray(at - summaryOffset, end - summaryOffset))
+      at = end
+    }
+    this.taken = end
+    let released = false
+    const done = () => {
+      if (released) return
+      released = true
+      for (let k = firstBlock; k < lastBlock; k++) tier.unpin(this.slot[k] as number)
+    }
+    return { chunks, done }
+  }
+
+  /** Whether data block k's slot still holds what was sent. */
+  unchanged(k: number): boolean {
+    return this.tier.gen(this.slot[k] as number) === this.gen[k]
+  }
+
+  private encodeMeta(): Uint8Array {
+    if (this.meta) return this.meta
+    const mbs = this.layout.metaBlockSize
+    const out = new Uint8Array(this.images.length * mbs)
+    this.images.forEach((im, j) => {
+      encodeNode(out.subarray(j * mbs, (j + 1) * mbs), {
+        level: im.level,
+        count: im.keys.length,
+        cno: this.ctx.cno,
+        keys: im.keys,
+        ptrHi: im.hi,
+        ptrLo: im.lo,
+      })
+    })
+    this.meta = out
+    return out
+  }
+
+  /** Summary and header, once every data block was gathered: a block rewritten since is a dead slot. */
+  private encodeTail(): Uint8Array {
+    if (this.tail) return this.tail
+    const n = this.blockIndex.length
+    const live = new Uint8Array(n)
+    for (let k = 0; k < n; k++) live[k] = this.unchanged(k) ? 1 : 0
+    this.tail = encodeObjectTail(
+      {
+        flags: this.ctx.flags,
+        dataShift: this.ctx.dataShift,
+        metaShift: this.ctx.metaShift,
+        cno: this.ctx.cno,
+        part: this.ctx.part,
+        metaCount: this.images.length,
+        createdMs: Date.now(),
+        baseInode: this.ctx.baseInode,
+        inode: this.ctx.inode,
+      },
+      { count: n, blockIndex: this.blockIndex, live, crc: this.crc },
+    )
+    return this.tail
+  }
+}

@@ -1,0 +1,309 @@
+/**
+ * SegmentFile: one file in a container, opened for reading and writing.
+ *
+ * - Calls are serialised: each runs after the previous one has finished, so a write,
+ *   a read and a flush never interleave on one handle.
+ * - Writes go to the dirty tier; crossing the dirty limit writes partial segments
+ *   before the write returns (the writer waits: that is the backpressure). Nothing a
+ *   write does is visible to other readers until a flush publishes it.
+ * - A failure of the store during a write or flush leaves the handle usable: what was
+ *   not stored is still dirty and the next flush writes it. A bug (ERR_INTERNAL) or an
+ *   abort makes the handle unusable; every later call throws it again.
+ */
+import debug from 'debug'
+import { DIRTY_BASE, isDirtyRef } from './block-map.js'
+import { type CheckpointCounters, type FlushTiming, flush, newCounters, writePartials } from './checkpoint.js'
+import { StreamSegmentError } from './errors.js'
+import { FileCore } from './file-core.js'
+import { decodeInodeObject, emptyInode, FORMAT_STREAM, type Inode } from './format/inode.js'
+import { INODE_KEY } from './format/names.js'
+import { BasicReader } from './reader.js'
+import { dirtyLimitBytes, resolveSettings, type Settings } from './settings.js'
+import type { ObjectStore } from './store/types.js'
+
+const log = debug('stream-segment:file')
+
+export interface OpenOptions extends Partial<Settings> {
+  /** Open this checkpoint instead of the latest; writing to it publishes a new checkpoint with its content. */
+  cno?: number
+  readOnly?: boolean
+}
+
+export class SegmentFile {
+  private queue: Promise<unknown> = Promise.resolve()
+  private sticky: unknown
+  private closed = false
+  private counters: CheckpointCounters = newCounters()
+  private readonly reader: BasicReader
+  private readonly dirtyLimit: number
+  /** Highest dirty-tier use seen (bytes), for tests and benchmarks. */
+  peakDirtyBytes = 0
+  /** Partial segments written under memory pressure. */
+  partials = 0
+
+  private constructor(
+    readonly core: FileCore,
+    readonly readOnly: boolean,
+  ) {
+    this.reader = new BasicReader(core)
+    this.dirtyLimit = dirtyLimitBytes(core.settings)
+  }
+
+  /** Starts a new container in `store`; ERR_CONFLICT if it already has a checkpoint. */
+  static async create(store: ObjectStore, settings: Partial<Settings> = {}): Promise<SegmentFile> {
+    const s = resolveSettings(settings)
+    if ((await store.head(INODE_KEY)) !== undefined) {
+      throw StreamSegmentError.conflict(`${store.url}: a container exists here already (open it instead)`)
+    }
+    const none = emptyInode()
+    const base = emptyInode({
+      format: FORMAT_STREAM,
+      dataShift: Math.log2(s.dataBlockSize),
+      metaShift: Math.log2(s.metaBlockSize),
+      ctimeMs: Date.now(),
+    })
+    return new SegmentFile(new FileCore(store, s, base, none, undefined), false)
+  }
+
+  /** Opens the latest checkpoint (or `cno`); ERR_NOT_FOUND when the container has none. */
+  static async open(store: ObjectStore, options: OpenOptions = {}): Promise<SegmentFile> {
+    const { cno, readOnly = false } = options
+    if (cno !== undefined && (!Number.isSafeInteger(cno) || cno < 1)) {
+      throw StreamSegmentError.invalidArgument(`cno must be a positive integer, got ${cno}`)
+    }
+    const info = await store.head(INODE_KEY)
+    if (info === undefined)
+      throw StreamSegmentError.notFound(`${store.url}: no container here (no ${INODE_KEY} object)`)
+    const published = decodeInodeObject(await store.get(INODE_KEY))
+    let base: Inode = published
+    if (cno !== undefined && cno !== published.cno) {
+      if (cno > published.cno) {
+        throw StreamSegmentError.notFound(`${store.url}: checkpoint ${cno} is newer than the latest, ${published.cno}`)
+      }
+      base = await FileCore.readCheckpointInode(store, cno)
+    }
+    const s = resolveSettings({ ...options, dataBlockSize: 2 ** base.dataShift, metaBlockSize: 2 ** base.metaShift })
+    for (const name of ['dataBlockSize', 'metaBlockSize'] as const) {
+      if (options[name] !== undefined && options[name] !== s[name]) {
+        throw StreamSegmentError.invalidArgument(
+          `${name} ${options[name]}: the container at ${store.url} has ${s[name]}`,
+        )
+      }
+    }
+    log('open %s at checkpoint %d (%d bytes)', store.url, base.cno, base.size)
+    return new SegmentFile(new FileCore(store, s, base, published, info.etag), readOnly)
+  }
+
+  get settings(): Settings {
+    return this.core.settings
+  }
+
+  /** The file's size, unflushed writes included. */
+  get size(): number {
+    return this.core.size
+  }
+
+  /** The checkpoint this handle last opened or published. */
+  get cno(): number {
+    return this.core.base.cno
+  }
+
+  /** Bytes held in the dirty tier now. */
+  get dirtyBytes(): number {
+    return this.core.tier.usedBytes
+  }
+
+  write(offset: number, bytes: Uint8Array): Promise<void> {
+    return this.run('write', true, async () => {
+      checkRange(offset, bytes.byteLength)
+      await this.writeBlocks(offset, bytes.byteLength, bytes)
+      await this.afterWrite()
+    })
+  }
+
+  writeZeroes(offset: number, length: number): Promise<void> {
+    return this.run('writeZeroes', true, async () => {
+      checkRange(offset, length)
+      const core = this.core
+      const bs = core.blockSize
+      const end = offset + length
+      const firstWhole = Math.ceil(offset / bs)
+      const endWhole = Math.floor(end / bs)
+      const zeroPart = async (from: number, to: number) => {
+        if (to > from) await this.writeBlocks(from, to - from, undefined)
+      }
+      if (firstWhole >= endWhole) {
+        await zeroPart(offset, end)
+      } else {
+        await zeroPart(offset, firstWhole * bs)
+        await core.map.zeroRange(firstWhole, endWhole, (id) => core.tier.release(id))
+        await zeroPart(endWhole * bs, end)
+      }
+      if (end > core.size) core.size = end
+      await this.afterWrite()
+    })
+  }
+
+  truncate(size: number): Promise<void> {
+    return this.run('truncate', true, async () => {
+      checkRange(size, 0)
+      const core = this.core
+      const bs = core.blockSize
+      if (size < core.size) {
+        const keep = Math.ceil(size / bs)
+        await core.map.truncate(keep, (id) => core.tier.release(id))
+        // Bytes past the end in the last block must read as zeros if the file grows again.
+        if (size % bs !== 0) {
+          const [hi, lo] = await core.map.get(keep - 1)
+          if (hi !== 0 || lo !== 0) {
+            await this.writeBlocks(size, keep * bs - size, undefined)
+          }
+        }
+      }
+      core.size = size
+    })
+  }
+
+  read(offset: number, length: number): Promise<Uint8Array> {
+    return this.run('read', false, async () => {
+      checkRange(offset, length)
+      const end = Math.min(offset + length, this.core.size)
+      return end <= offset ? new Uint8Array(0) : this.reader.read(offset, end - offset)
+    })
+  }
+
+  /** Publishes a checkpoint with everything written so far (a no-op when nothing changed). */
+  flush(): Promise<FlushTiming> {
+    return this.run('flush', true, () => flush(this.core, this.counters))
+  }
+
+  /** Discards every change since the last checkpoint this handle opened or published. */
+  rollback(): Promise<void> {
+    return this.run('rollback', true, async () => {
+      this.core.tier.clear()
+      this.core.resetTree()
+      this.reader.clear()
+      this.counters = newCounters()
+    })
+  }
+
+  /** Closes the handle, discarding what was not flushed. */
+  close(): Promise<void> {
+    return this.run('close', false, async () => {
+      this.closed = true
+      this.core.tier.clear()
+    })
+  }
+
+  /** Aborts every request in flight and makes the handle unusable; nothing more is published. */
+  abort(reason?: unknown): void {
+    const err = StreamSegmentError.is(reason)
+      ? reason
+      : StreamSegmentError.aborted(`${this.core.store.url}: aborted`, reason)
+    this.sticky ??= err
+    this.core.abort.abort(err)
+  }
+
+  // --- internals ---
+
+  private run<T>(what: string, writes: boolean, fn: () => Promise<T>): Promise<T> {
+    const p = this.queue.then(async () => {
+      if (this.sticky !== undefined) throw this.sticky
+      if (this.closed) throw StreamSegmentError.state(`${what}: the file is closed`)
+      if (writes && this.readOnly) throw StreamSegmentError.state(`${what}: the file is open read-only`)
+      try {
+        return await fn()
+      } catch (err) {
+        if (StreamSegmentError.is(err, 'ERR_INTERNAL') || !(err instanceof StreamSegmentError)) this.sticky ??= err
+        if (this.core.signal.aborted) throw this.sticky ?? err
+        throw err
+      }
+    })
+    this.queue = p.catch(() => undefined)
+    return p
+  }
+
+  /**
+   * Writes `src` (zeros when undefined) at [offset, offset + length): for each block,
+   * finds or makes its dirty slot (filling it from storage, or with zeros, when only part
+   * of it is written) and copies the bytes in. Whole blocks landing in consecutive slots
+   * are copied as one run; a run is copied before anything is awaited, so no block is
+   * ever mapped to a slot that does not hold its bytes yet when control leaves.
+   */
+  private async writeBlocks(offset: number, length: number, src: Uint8Array | undefined): Promise<void> {
+    const core = this.core
+    const { tier, map } = core
+    const bs = core.blockSize
+    const end = offset + length
+    const ptr: [number, number] = [0, 0]
+    let runSlot = -1
+    let runCount = 0
+    let runFrom = 0
+    const flushRun = () => {
+      if (runCount > 0) tier.writeRun(runSlot, runCount, src as Uint8Array, runFrom - offset)
+      runCount = 0
+    }
+    for (let b = Math.floor(offset / bs); b * bs < end; b++) {
+      const from = Math.max(offset, b * bs)
+      const to = Math.min(end, (b + 1) * bs)
+      if (!map.lookup(b, ptr)) {
+        flushRun()
+        await map.load(b)
+        map.lookup(b, ptr)
+      }
+      const [hi, lo] = ptr
+      const whole = to - from === bs
+      let slot: number
+      if (isDirtyRef(hi, lo) && !tier.pinned(lo - DIRTY_BASE)) {
+        slot = lo - DIRTY_BASE
+      } else if (isDirtyRef(hi, lo)) {
+        // Its slot is being sent: copy-on-write into a fresh one.
+        const old = lo - DIRTY_BASE
+        flushRun()
+        slot = tier.alloc()
+        if (!whole) tier.copySlot(old, slot)
+        if (!map.update(b, 0, DIRTY_BASE + slot)) throw StreamSegmentError.internal(`block ${b}: path unloaded`)
+        tier.release(old)
+      } else {
+        slot = tier.alloc()
+        if (!whole) {
+          flushRun()
+          try {
+            if (hi === 0 && lo === 0) tier.fill(slot, 0, bs, 0)
+            else tier.write(slot, 0, await this.reader.read(b * bs, bs))
+          } catch (err) {
+            tier.release(slot)
+            throw err
+          }
+        }
+        if (!map.update(b, 0, DIRTY_BASE + slot)) throw StreamSegmentError.internal(`block ${b}: path unloaded`)
+      }
+      if (src === undefined) tier.fill(slot, from - b * bs, to - from, 0)
+      else if (!whole) tier.write(slot, from - b * bs, src.subarray(from - offset, to - offset))
+      else if (runCount > 0 && tier.follows(runSlot + runCount - 1, slot)) runCount++
+      else {
+        flushRun()
+        runSlot = slot
+        runCount = 1
+        runFrom = from
+      }
+    }
+    flushRun()
+    if (end > core.size) core.size = end
+  }
+
+  private async afterWrite(): Promise<void> {
+    const used = this.core.tier.usedBytes
+    if (used > this.peakDirtyBytes) this.peakDirtyBytes = used
+    if (used > this.dirtyLimit) {
+      await writePartials(this.core, this.counters)
+      this.partials++
+    }
+  }
+}
+
+function checkRange(offset: number, length: number): void {
+  if (!Number.isSafeInteger(offset) || offset < 0 || !Number.isSafeInteger(length) || length < 0) {
+    throw StreamSegmentError.invalidArgument(`offset ${offset} and length ${length} must be non-negative integers`)
+  }
+}

@@ -1,0 +1,136 @@
+/**
+ * Sends planned objects to the store, create-only.
+ *
+ * - An object no larger than one piece (`segmentMpuChunkSize`) goes in one PutObject
+ *   with `If-None-Match: *`; a larger one as a multipart upload whose key is claimed
+ *   first (see ObjectStore.createMultipart), in pieces of exactly `segmentMpuChunkSize`
+ *   bytes but the last, several at once.
+ * - At most `segmentMpuMaxConcurrency` requests carrying bodies are in flight across
+ *   every object of the file (one shared `Semaphore`). Bodies are views of the dirty
+ *   tier's slabs (ObjectPlan.take), pinned until their request ends: the upload itself
+ *   copies nothing and holds no memory of its own.
+ * - A failed multipart upload is aborted (best effort) before the error is returned;
+ *   nothing of it becomes visible. The error is the store's, unchanged.
+ */
+import debug from 'debug'
+import { StreamSegmentError } from './errors.js'
+import type { ObjectPlan } from './object-builder.js'
+import type { CompletedPart, ObjectStore } from './store/types.js'
+
+const log = debug('stream-segment:upload')
+
+export class Semaphore {
+  private waiting: Array<() => void> = []
+  private used = 0
+
+  constructor(readonly limit: number) {}
+
+  get inUse(): number {
+    return this.used
+  }
+
+  async take(): Promise<void> {
+    if (this.used < this.limit) {
+      this.used++
+      return
+    }
+    await new Promise<void>((resolve) => this.waiting.push(resolve))
+  }
+
+  give(): void {
+    const next = this.waiting.shift()
+    if (next) next()
+    else this.used--
+  }
+}
+
+export interface UploadResult {
+  key: string
+  bytes: number
+  requests: number
+}
+
+export class Uploader {
+  readonly slots: Semaphore
+
+  constructor(
+    readonly store: ObjectStore,
+    readonly pieceSize: number,
+    concurrency: number,
+  ) {
+    this.slots = new Semaphore(concurrency)
+  }
+
+  /** Uploads `plan` create-only. */
+  async upload(plan: ObjectPlan, signal?: AbortSignal): Promise<UploadResult> {
+    const size = plan.size
+    if (size <= this.pieceSize) {
+      await this.slots.take()
+      const body = plan.take(0, size)
+      try {
+        await this.store.put(plan.key, body.chunks, { ifNoneMatch: '*', signal })
+        log('put %s %d bytes', plan.key, size)
+        return { key: plan.key, bytes: size, requests: 1 }
+      } finally {
+        body.done()
+        this.slots.give()
+      }
+    }
+    return this.uploadMultipart(plan, signal)
+  }
+
+  private async uploadMultipart(plan: ObjectPlan, signal?: AbortSignal): Promise<UploadResult> {
+    const { key, size } = plan
+    const pieces = Math.ceil(size / this.pieceSize)
+    if (pieces > 10000)
+      throw StreamSegmentError.invalidArgument(`${key}: ${size} bytes need ${pieces} pieces, over 10000`)
+    const uploadId = await this.store.createMultipart(key, { ifNoneMatch: '*', signal })
+    const parts: CompletedPart[] = new Array(pieces)
+    const running = new Set<Promise<void>>()
+    let failure: unknown
+    try {
+      for (let i = 0; i < pieces && failure === undefined; i++) {
+        await this.slots.take()
+        if (failure !== undefined) {
+          this.slots.give()
+          break
+        }
+        const start = i * this.pieceSize
+        const end = Math.min(start + this.pieceSize, size)
+        let body: ReturnType<ObjectPlan['take']>
+        try {
+          body = plan.take(start, end)
+        } catch (err) {
+          this.slots.give()
+          throw err
+        }
+        const p = this.store
+          .uploadPart(key, uploadId, i + 1, body.chunks, { signal })
+          .then(
+            ({ etag }) => {
+              parts[i] = { partNumber: i + 1, etag }
+              log('part %s #%d %d bytes', key, i + 1, end - start)
+            },
+            (err) => {
+              failure ??= err
+            },
+          )
+          .finally(() => {
+            body.done()
+            this.slots.give()
+            running.delete(p)
+          })
+        running.add(p)
+      }
+      await Promise.all(running)
+      if (failure !== undefined) throw failure
+      await this.store.completeMultipart(key, uploadId, parts, { signal })
+      log('complete %s %d bytes in %d pieces', key, size, pieces)
+      return { key, bytes: size, requests: pieces + 2 }
+    } catch (err) {
+      await Promise.allSettled(running)
+      await this.store.abortMultipart(key, uploadId).catch((e) => log('abort %s %s failed: %s', key, uploadId, e))
+      throw err
+    }
+  }
+}

@@ -1,0 +1,160 @@
+/**
+ * The reference model (mountpoint's reftests): random sequences of write, writeZeroes,
+ * truncate, flush, rollback, close-and-reopen and read against a plain buffer. Small
+ * nodes, limits and objects make partial segments, leaf splits, multi-level trees,
+ * multipart objects and multi-part checkpoints happen within a few hundred KiB.
+ * MODEL_RUNS=n runs longer.
+ */
+import assert from 'node:assert/strict'
+import { it } from 'node:test'
+import fc from 'fast-check'
+import { SegmentFile } from '../../lib/segment-file.js'
+import type { Settings } from '../../lib/settings.js'
+import { MemoryStore } from '../../lib/store/memory.js'
+import { pattern } from '../helpers/pattern.js'
+
+const KiB = 1024
+const MAX_FILE = 400 * KiB
+
+type Op =
+  | { op: 'write'; offset: number; length: number; seed: number }
+  | { op: 'zero'; offset: number; length: number }
+  | { op: 'truncate'; size: number }
+  | { op: 'flush' }
+  | { op: 'rollback' }
+  | { op: 'reopen' }
+  | { op: 'read'; offset: number; length: number }
+
+const offset = fc.oneof(
+  fc.nat(MAX_FILE),
+  fc.nat(MAX_FILE / 4096).map((b) => b * 4096),
+)
+const length = fc.oneof(
+  fc.integer({ min: 1, max: 64 * KiB }),
+  fc.integer({ min: 1, max: 16 }).map((b) => b * 4096),
+)
+const ops: fc.Arbitrary<Op> = fc.oneof(
+  { weight: 8, arbitrary: fc.record({ op: fc.constant('write' as const), offset, length, seed: fc.nat(1000) }) },
+  { weight: 2, arbitrary: fc.record({ op: fc.constant('zero' as const), offset, length }) },
+  { weight: 2, arbitrary: fc.record({ op: fc.constant('truncate' as const), size: fc.nat(MAX_FILE) }) },
+  { weight: 3, arbitrary: fc.constant({ op: 'flush' as const }) },
+  { weight: 1, arbitrary: fc.constant({ op: 'rollback' as const }) },
+  { weight: 1, arbitrary: fc.constant({ op: 'reopen' as const }) },
+  { weight: 4, arbitrary: fc.record({ op: fc.constant('read' as const), offset, length }) },
+)
+
+class Reference {
+  bytes = new Uint8Array(0)
+  size = 0
+  write(at: number, data: Uint8Array) {
+    this.ensure(at + data.length)
+    this.bytes.set(data, at)
+    this.size = Math.max(this.size, at + data.length)
+  }
+  truncate(size: number) {
+    this.ensure(size)
+    if (size < this.size) this.bytes.fill(0, size)
+    this.size = size
+  }
+  clone(): Reference {
+    const r = new Reference()
+    r.bytes = this.bytes.slice()
+    r.size = this.size
+    return r
+  }
+  private ensure(n: number) {
+    if (n <= this.bytes.length) return
+    const b = new Uint8Array(Math.max(n, this.bytes.length * 2))
+    b.set(this.bytes)
+    this.bytes = b
+  }
+}
+
+export const smallSettings: Partial<Settings> = {
+  maxNodeEntries: 4,
+  dataCacheDirtyMaxBytesThreshold: 48 * KiB,
+  dataCacheDirtyMaxBlocksThreshold: 0,
+  segmentMaxObjectBytes: 64 * KiB,
+  segmentMpuChunkSize: 16 * KiB,
+  segmentMpuMaxConcurrency: 3,
+}
+
+async function runModel(sequence: Op[], settings: Partial<Settings>): Promise<void> {
+  const store = new MemoryStore()
+  let file = await SegmentFile.create(store, settings)
+  let model = new Reference()
+  let published = new Reference()
+  let hasCheckpoint = false
+  for (const [step, o] of sequence.entries()) {
+    const where = `step ${step} ${JSON.stringify(o)}`
+    switch (o.op) {
+      case 'write': {
+        const data = pattern(o.offset, o.length, o.seed)
+        await file.write(o.offset, data)
+        model.write(o.offset, data)
+        break
+      }
+      case 'zero':
+        await file.writeZeroes(o.offset, o.length)
+        model.write(o.offset, new Uint8Array(o.length))
+        break
+      case 'truncate':
+        await file.truncate(o.size)
+        model.truncate(o.size)
+        break
+      case 'flush':
+        await file.flush()
+        published = model.clone()
+        hasCheckpoint ||= file.cno > 0
+        break
+      case 'rollback':
+        await file.rollback()
+        model = published.clone()
+        break
+      case 'reopen':
+        await file.close()
+        file = hasCheckpoint ? await SegmentFile.open(store, settings) : await SegmentFile.create(store, settings)
+        model = published.clone()
+        break
+      case 'read': {
+        const got = await file.read(o.offset, o.length)
+        const end = Math.min(o.offset + o.length, model.size)
+        const want = end > o.offset ? model.bytes.subarray(o.offset, end) : new Uint8Array(0)
+        assert.equal(got.length, want.length, `${where}: length`)
+        assert.ok(Buffer.compare(Buffer.from(got), Buffer.from(want)) === 0, `${where}: bytes differ`)
+        break
+      }
+    }
+    assert.equal(file.size, model.size, `${where}: size`)
+  }
+  // Everything flushed is what a fresh reader sees.
+  await file.flush()
+  const reader = await SegmentFile.open(store, { readOnly: true })
+  const all = await reader.read(0, model.size)
+  assert.equal(reader.size, model.size)
+  assert.ok(
+    Buffer.compare(Buffer.from(all), Buffer.from(model.bytes.subarray(0, model.size))) === 0,
+    'final contents differ',
+  )
+}
+
+const runs = Number(process.env.MODEL_RUNS ?? 150)
+
+it(`model: random operations match a plain buffer (${runs} runs)`, async () => {
+  await fc.assert(
+    fc.asyncProperty(fc.array(ops, { minLength: 1, maxLength: 40 }), (seq) => runModel(seq, smallSettings)),
+    { numRuns: runs },
+  )
+})
+
+it('model: a 1000-block file written in random order builds a multi-level tree', async () => {
+  const seq: Op[] = []
+  const order = Array.from({ length: 1000 }, (_, i) => i)
+  for (let i = order.length - 1; i > 0; i--) {
+    const j = (i * 7919) % (i + 1)
+    ;[order[i], order[j]] = [order[j] as number, order[i] as number]
+  }
+  for (const b of order) seq.push({ op: 'write', offset: b * 4096, length: 4096, seed: b })
+  seq.push({ op: 'flush' }, { op: 'read', offset: 0, length: 1000 * 4096 })
+  await runModel(seq, { ...smallSettings, segmentMaxObjectBytes: 4 * 1024 * KiB })
+})
