@@ -1,2 +1,31 @@
+/**
+ * stream-segment: write large byte streams to object storage while they are produced,
+ * as self-describing StreamSegment checkpoints, and read them back.
+ */
+export type { FlushTiming } from './checkpoint.js'
 export { crc32, crc32Implementation } from './crc32.js'
 export { ERROR_CODES, type ErrorCode, StreamSegmentError } from './errors.js'
+export { type OpenOptions, SegmentFile } from './segment-file.js'
+export { dirtyLimitBytes, resolveSettings, type Settings, SPEC_DEFAULTS } from './settings.js'
+export { DirectoryStore } from './store/directory.js'
+export { MemoryStore } from './store/memory.js'
+export { openStore, type StoreLocation } from './store/open.js'
+export { createS3Client, S3Store, type S3StoreOptions } from './store/s3.js'
+export type {
+  ByteRange,
+  CompletedPart,
+  CreateMultipartOptions,
+  GetOptions,
+  ListEntry,
+  MultipartUpload,
+  ObjectInfo,
+  ObjectStore,
+  PutOptions,
+  RequestOptions,
+} from './store/types.js'
+export { WRITE_ID_METADATA } from './store/types.js'
+export {
+  createStreamSegmentWriteStream,
+  StreamSegmentWriteStream,
+  type WriteStreamOptions,
+} from './write-stream.js'
