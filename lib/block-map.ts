@@ -215,6 +215,13 @@ export class BlockMap {
     return true
   }
 
+  /** The leaf (never the root) holding `key`, when its path is in memory and the key is present. */
+  leafOf(key: number): MapNode | undefined {
+    const leaf = this.leafLoaded(key)
+    if (leaf === undefined || leaf === EMPTY || leaf === this.root) return undefined
+    return leaf.search(key) >= 0 ? leaf : undefined
+  }
+
   /** Brings every node on the path to `key` into memory. */
   async load(key: number): Promise<void> {
     await this.leafFor(key)
@@ -371,8 +378,21 @@ export class BlockMap {
       maxKeyExclusive,
     })
     // Another call may have loaded it while we waited.
-    const again = children[i]
-    if (again !== undefined) return again
+    return children[i] ?? this.attach(node, i, decoded)
+  }
+
+  /**
+   * Installs `decoded`, read from storage where entry `i` of `node` points (and checked
+   * against it, as a loader does), as that entry's child; for readers that fetch several
+   * nodes at once. The entry must be unloaded; the node joins the bounded cache.
+   */
+  attach(node: MapNode, i: number, decoded: BlockMapNode): MapNode {
+    const children = node.children
+    if (children === undefined || children[i] !== undefined || i >= node.count) {
+      throw StreamSegmentError.internal(`attach: entry ${i} of a level-${node.level} node is not an unloaded child`)
+    }
+    const hi = node.hi[i] as number
+    const lo = node.lo[i] as number
     const n = new MapNode(decoded.level, this.nodeCapacity, node)
     if (decoded.count > this.nodeCapacity) {
       throw StreamSegmentError.corrupt(

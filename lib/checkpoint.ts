@@ -66,11 +66,13 @@ export interface CheckpointCounters {
   objects: number
   streamSentBytes: number
   streamDeadBytes: number
+  /** Data bytes the flush sent into the open object before closing it. */
+  streamFlushBytes: number
   streamMetaBytes: number
 }
 
 export function newCounters(): CheckpointCounters {
-  return { objects: 0, streamSentBytes: 0, streamDeadBytes: 0, streamMetaBytes: 0 }
+  return { objects: 0, streamSentBytes: 0, streamDeadBytes: 0, streamFlushBytes: 0, streamMetaBytes: 0 }
 }
 
 function leafBytes(core: FileCore, leaf: MapNode): number {
@@ -136,6 +138,7 @@ async function send(
       await core.uploader.upload(plan, core.signal)
       return plan
     } catch (err) {
+      plan.unplace()
       if (!StreamSegmentError.is(err, 'ERR_CONFLICT') || attempt >= MAX_TAKEN_NUMBERS) throw err
       log('%s exists: checkpoint %d moves to a new number', plan.key, cno)
       core.abandonCheckpoint()
@@ -158,7 +161,7 @@ export async function flush(core: FileCore, counters: CheckpointCounters): Promi
     conflicts: 0,
     streamSentBytes: counters.streamSentBytes,
     streamDeadBytes: counters.streamDeadBytes,
-    streamFlushBytes: 0,
+    streamFlushBytes: counters.streamFlushBytes,
     streamMetaBytes: counters.streamMetaBytes,
   }
   if (!core.changed) {
@@ -174,7 +177,9 @@ export async function flush(core: FileCore, counters: CheckpointCounters): Promi
     const rootLeaf = root.level === 0 && root.dirtyCount > 0 ? root : undefined
     const limit = s.segmentMaxObjectBytes
     let part0Bytes = objectBytes(rootLeaf?.dirtyCount ?? 0, index.length, core.blockSize, s.metaBlockSize)
-    let keep = part0Bytes > limit ? 0 : leaves.length
+    // Leaves from `keep` on go in part 0 (the file's tail, while they fit beside the index
+    // nodes); those before it in data parts.
+    let keep = leaves.length
     while (keep > 0 && part0Bytes + leafBytes(core, leaves[keep - 1] as MapNode) <= limit) {
       part0Bytes += leafBytes(core, leaves[--keep] as MapNode)
     }
@@ -267,6 +272,8 @@ export async function flush(core: FileCore, counters: CheckpointCounters): Promi
       log('checkpoint %d: %d objects, %d bytes in %d ms', cno, timing.objects, timing.bytes, Math.round(timing.totalMs))
       return timing
     } catch (err) {
+      // Part 0 is stored but not published: its blocks stay dirty, unsent, for the next attempt.
+      part0.unplace()
       if (!StreamSegmentError.is(err, 'ERR_CONFLICT')) throw err
       timing.conflicts++
       log('checkpoint %d: conflict (%s), policy %s', cno, err.message, s.conflictPolicy)

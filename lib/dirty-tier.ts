@@ -13,6 +13,11 @@
  *   becomes clean only if it still maps to the slot it was sent from, at the generation
  *   it was sent with (a multipart piece unpins its slots when its request ends, long
  *   before the object completes).
+ * - Placement: when an object takes a slot, the slot records which object holds its
+ *   current generation and at which pointer (`place`). A block is unsent while no object
+ *   in flight holds its current bytes; `unplacedBytes` counts those, and is what sending
+ *   ahead sends. A write after placement, or the object failing (`unplace`), makes the
+ *   block unsent again.
  * - A slot is free when no block maps to it (`release`) and no request pins it.
  *   `usedBytes` counts every slot that is not free: a block stays in the tier, and counts
  *   against the dirty limit, until the object holding it has completed.
@@ -35,6 +40,12 @@ export class DirtyTier {
   private pins = new Uint16Array(1024)
   /** 1 while a block maps to the slot. */
   private mapped = new Uint8Array(1024)
+  /** The generation an object in flight holds (0: none), which object, and where. */
+  private placedGen = new Uint32Array(1024)
+  private placedIn = new Uint32Array(1024)
+  private placedHi = new Uint32Array(1024)
+  private placedLo = new Uint32Array(1024)
+  private unplaced = 0
   /** A CRC-32 of the slot's bytes, valid while crcGen equals the slot's generation. */
   private crcs = new Uint32Array(1024)
   private crcGen = new Uint32Array(1024)
@@ -67,11 +78,15 @@ export class DirtyTier {
     this.allocated++
     this.mapped[slot] = 1
     this.generation[slot] = ((this.generation[slot] as number) + 1) >>> 0
+    this.placedGen[slot] = 0
+    this.placedIn[slot] = 0
+    this.unplaced++
     return slot
   }
 
   /** No block maps to `slot` any more; it is freed once no request pins it. */
   release(slot: number): void {
+    if (this.mapped[slot] === 1 && !this.placed(slot)) this.unplaced--
     this.mapped[slot] = 0
     if (this.pins[slot] === 0) this.free(slot)
   }
@@ -122,7 +137,7 @@ export class DirtyTier {
   /** Copies `src` into the slot at `at`, and marks the slot's content as changed. */
   write(slot: number, at: number, src: Uint8Array): void {
     this.slab(slot).set(src, this.offset(slot) + at)
-    this.generation[slot] = ((this.generation[slot] as number) + 1) >>> 0
+    this.bump(slot)
   }
 
   /**
@@ -141,10 +156,9 @@ export class DirtyTier {
       slab.set(src.subarray(from + i * bs, from + (i + m) * bs), base + i * bs)
       for (let j = i; j < i + m; j++) {
         const s = first + j
-        const g = ((this.generation[s] as number) + 1) >>> 0
-        this.generation[s] = g
+        this.bump(s)
         this.crcs[s] = crc32(slab.subarray(base + j * bs, base + (j + 1) * bs))
-        this.crcGen[s] = g
+        this.crcGen[s] = this.generation[s] as number
       }
     }
   }
@@ -163,7 +177,7 @@ export class DirtyTier {
   copySlot(from: number, to: number): void {
     const so = this.offset(from)
     this.slab(from).copy(this.slab(to), this.offset(to), so, so + this.blockSize)
-    this.generation[to] = ((this.generation[to] as number) + 1) >>> 0
+    this.bump(to)
   }
 
   /** Whether slot `next` follows slot `prev` in the same slab. */
@@ -174,7 +188,7 @@ export class DirtyTier {
   fill(slot: number, at: number, length: number, value = 0): void {
     const off = this.offset(slot) + at
     this.slab(slot).fill(value, off, off + length)
-    this.generation[slot] = ((this.generation[slot] as number) + 1) >>> 0
+    this.bump(slot)
   }
 
   /** Frees every slab (the handle is closing or rolling back; nothing may be in flight). */
@@ -185,6 +199,57 @@ export class DirtyTier {
     this.freeSlots = new Int32Array(1024)
     this.pins.fill(0)
     this.mapped.fill(0)
+    this.placedGen.fill(0)
+    this.placedIn.fill(0)
+    this.unplaced = 0
+  }
+
+  /** The slot's bytes changed: a new generation, and no longer what any object holds. */
+  private bump(slot: number): void {
+    if (this.mapped[slot] === 1 && this.placed(slot)) this.unplaced++
+    this.generation[slot] = ((this.generation[slot] as number) + 1) >>> 0
+  }
+
+  // --- placement: which object (in flight) holds a slot's current bytes ---
+
+  /** Bytes of mapped slots whose current bytes no object in flight holds: what is unsent. */
+  get unplacedBytes(): number {
+    return this.unplaced * this.blockSize
+  }
+
+  /** Whether an object in flight holds the slot's current bytes. */
+  placed(slot: number): boolean {
+    return this.placedGen[slot] !== 0 && this.placedGen[slot] === this.generation[slot]
+  }
+
+  /** The object (an id of the caller's) that last took this slot, whatever its bytes since. */
+  placedObject(slot: number): number {
+    return this.placedIn[slot] as number
+  }
+
+  /** Records that object `id` holds the slot's current bytes, at the pointer (hi, lo). */
+  place(slot: number, id: number, hi: number, lo: number): void {
+    if (this.mapped[slot] === 1 && !this.placed(slot)) this.unplaced--
+    this.placedGen[slot] = this.generation[slot] as number
+    this.placedIn[slot] = id
+    this.placedHi[slot] = hi
+    this.placedLo[slot] = lo
+  }
+
+  /** The object holding the slot failed or was given up: its bytes are unsent again. */
+  unplace(slot: number, id: number): void {
+    if (this.placedIn[slot] !== id) return
+    if (this.mapped[slot] === 1 && this.placed(slot)) this.unplaced++
+    this.placedGen[slot] = 0
+    this.placedIn[slot] = 0
+  }
+
+  placedPointerHi(slot: number): number {
+    return this.placedHi[slot] as number
+  }
+
+  placedPointerLo(slot: number): number {
+    return this.placedLo[slot] as number
   }
 
   private grow(): void {
@@ -201,6 +266,10 @@ export class DirtyTier {
       this.mapped = grown(this.mapped, new Uint8Array(n))
       this.crcs = grown(this.crcs, new Uint32Array(n))
       this.crcGen = grown(this.crcGen, new Uint32Array(n))
+      this.placedGen = grown(this.placedGen, new Uint32Array(n))
+      this.placedIn = grown(this.placedIn, new Uint32Array(n))
+      this.placedHi = grown(this.placedHi, new Uint32Array(n))
+      this.placedLo = grown(this.placedLo, new Uint32Array(n))
     }
     if (this.freeSlots.length < this.freeCount + this.slotsPerSlab) {
       const bigger = new Int32Array(Math.max(this.freeCount + this.slotsPerSlab, this.freeSlots.length * 2))

@@ -49,7 +49,27 @@ export interface NodeImage {
   lo: Uint32Array
 }
 
+let nextObjectId = 1
+
+export function newObjectId(): number {
+  return nextObjectId++
+}
+
+/**
+ * The data blocks an object filled a piece at a time already sent (send-ahead.ts), in
+ * object order, with the generation and CRC-32 each was sent with.
+ */
+export interface SentPrefix {
+  id: number
+  blockIndex: number[]
+  slot: number[]
+  gen: number[]
+  crc: number[]
+}
+
 export class ObjectPlan {
+  /** This object's id in the dirty tier's placement records. */
+  readonly id: number
   readonly key: string
   readonly layout: ObjectLayout
   /** Per data block, in object order. */
@@ -70,11 +90,18 @@ export class ObjectPlan {
     index: readonly MapNode[] = [],
     /** Part 0 of a checkpoint with a level-0 root: the root's own dirty blocks go here. */
     rootLeaf?: MapNode,
+    /** The blocks this object already sent, when it was filled a piece at a time. */
+    prefix?: SentPrefix,
   ) {
+    this.id = prefix?.id ?? newObjectId()
     this.key = segmentKey(ctx.cno, ctx.part)
     const nodes = [...leaves, ...index]
-    let n = rootLeaf?.dirtyCount ?? 0
-    for (const leaf of leaves) n += leaf.dirtyCount
+    // The blocks this object carries: those it sent already, then the unsent dirty blocks
+    // under its leaves. Dirty blocks that an object in flight holds (this one included)
+    // are pointed at where that object put them.
+    const p = prefix?.blockIndex.length ?? 0
+    let n = p + (rootLeaf ? unsentUnder(rootLeaf, tier) : 0)
+    for (const leaf of leaves) n += unsentUnder(leaf, tier)
     this.layout = objectLayout({ dataCount: n, metaCount: nodes.length }, ctx)
     this.blockIndex = new Uint32Array(n)
     this.slot = new Int32Array(n)
@@ -84,13 +111,26 @@ export class ObjectPlan {
     nodes.forEach((node, j) => {
       planned.set(node, this.metaLo(j))
     })
-    let k = 0
+    if (prefix) {
+      this.blockIndex.set(prefix.blockIndex)
+      this.slot.set(prefix.slot)
+      this.gen.set(prefix.gen)
+      this.crc.set(prefix.crc)
+      this.taken = p * this.layout.dataBlockSize
+    }
+    let k = p
     const placeData = (node: MapNode, hi: Uint32Array, lo: Uint32Array) => {
       for (let i = 0; i < node.count; i++) {
         const l = node.lo[i] as number
         if (!isDirtyRef(node.hi[i] as number, l)) continue
+        const slot = l - DIRTY_BASE
+        if (tier.placed(slot)) {
+          hi[i] = tier.placedPointerHi(slot)
+          lo[i] = tier.placedPointerLo(slot)
+          continue
+        }
         this.blockIndex[k] = node.keys[i] as number
-        this.slot[k] = l - DIRTY_BASE
+        this.slot[k] = slot
         hi[i] = ctx.cno
         lo[i] = this.dataLo(k++)
       }
@@ -169,6 +209,7 @@ export class ObjectPlan {
       const so = tier.offset(first)
       for (let i = 0; i < n; i++) {
         tier.pin(first + i)
+        tier.place(first + i, this.id, this.ctx.cno, this.dataLo(k + i))
         this.gen[k + i] = tier.gen(first + i)
         this.crc[k + i] = tier.crcOf(first + i)
       }
@@ -195,6 +236,11 @@ export class ObjectPlan {
       for (let k = firstBlock; k < lastBlock; k++) tier.unpin(this.slot[k] as number)
     }
     return { chunks, done }
+  }
+
+  /** The object failed or was given up: its blocks are unsent again (those not written since). */
+  unplace(): void {
+    for (let k = 0; k < this.blockIndex.length; k++) this.tier.unplace(this.slot[k] as number, this.id)
   }
 
   /** Whether data block k's slot still holds what was sent. */
@@ -242,4 +288,15 @@ export class ObjectPlan {
     )
     return this.tail
   }
+}
+
+/** Dirty blocks under `node` that no object in flight holds. */
+export function unsentUnder(node: MapNode, tier: DirtyTier): number {
+  if (node.dirtyCount === 0) return 0
+  let n = 0
+  for (let i = 0; i < node.count; i++) {
+    const lo = node.lo[i] as number
+    if (isDirtyRef(node.hi[i] as number, lo) && !tier.placed(lo - DIRTY_BASE)) n++
+  }
+  return n
 }

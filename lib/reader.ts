@@ -1,162 +1,626 @@
 /**
- * Reads file bytes: dirty blocks from memory, stored blocks from their objects.
+ * Reads file bytes: dirty blocks from memory, stored blocks from their objects, with few
+ * and exact requests (no HEAD, ever). What it bounds and what it checks:
  *
- * Stored blocks are fetched by ranged GETs, one per run of blocks that are contiguous in
- * one object (capped at READ_RUN_BYTES), several at once. Every block fetched is checked
- * against its object's summary: the slot must hold that block, be live, and match its
- * CRC-32; anything else is ERR_CORRUPT naming the key and offset, never wrong bytes.
- * An object's header and summary are read once (a HEAD, a suffix GET for the header,
- * a ranged GET for the summary) and cached, bounded by OBJECT_CACHE entries.
+ * - Nodes. Before reading [from, to) the block map is walked level by level. The nodes a
+ *   level needs are fetched together with the unloaded siblings under the same parents
+ *   that live in the same object: one ranged GET per object span (≤ NODE_SPAN_BYTES), so
+ *   a cold walk fetches each object's index nodes once. Every node is checked against
+ *   its parent's entry (decodeNode: CRC, level, cno, key range) before it joins the
+ *   BlockMap, whose node cache is bounded (`nodeCacheNodes`). A sibling that fails its
+ *   checks is dropped; the walk that needs it later reports it.
+ * - Header and summary, once per object, only when data blocks of that object are read,
+ *   cached (bounded by `readSummaryCacheBytes`, least recently used first). They come by
+ *   a *tail read*: a ranged GET from a known offset in the object (a meta block its
+ *   parent points at, or the summary's own offset) with its end past any legal object,
+ *   so the answer runs to the object's end and tells its exact size. The header is
+ *   decoded from the answer's last 256 bytes against that size: magic, version, CRC,
+ *   counts adding up to exactly the size, names, bounds. A leaf span of a data part,
+ *   fetched for a read, is a tail read itself: leaves, summary and header in one GET.
+ *   Only an object of which no meta block is known costs a header suffix read (256
+ *   bytes; the size is checked by the summary's tail read that follows).
+ * - Data. Holes cost nothing; dirty blocks are copied from the dirty tier; stored blocks
+ *   contiguous in one object coalesce into one ranged GET of at most `readGetMaxBytes`.
+ *   At most `readMaxConcurrency` GETs of this reader are in flight. Every block fetched
+ *   must sit in a live summary slot naming that block, with a matching CRC-32:
+ *   otherwise ERR_CORRUPT naming the key, offset and both CRCs, never the bytes.
+ *   A missing object is ERR_NOT_FOUND; a short answer or a range past the end ERR_CORRUPT.
  */
-import { DIRTY_BASE, isDirtyRef } from './block-map.js'
+import { type BlockMap, DIRTY_BASE, isDirtyRef, type MapNode } from './block-map.js'
 import { crc32 } from './crc32.js'
 import { StreamSegmentError } from './errors.js'
 import type { FileCore } from './file-core.js'
-import { decodeHeader, HEADER_BYTES, SUMMARY_ENTRY_BYTES } from './format/header.js'
+import { decodeHeader, HEADER_BYTES, type Header, objectLayout } from './format/header.js'
 import { segmentKey } from './format/names.js'
-import { pointerPart, pointerUnit, UNIT_BYTES } from './format/pointer.js'
+import { type BlockMapNode, decodeNode } from './format/node.js'
+import { hex32, pointerPart, pointerUnit, UNIT_BYTES } from './format/pointer.js'
 import { decodeSummary, type Summary } from './format/summary.js'
+import type { ObjectStore } from './store/types.js'
 
-const READ_RUN_BYTES = 16 * 1024 * 1024
-const READ_CONCURRENCY = 8
-const OBJECT_CACHE = 1024
+const KiB = 1024
+const MiB = 1024 * KiB
+/** Largest span of meta blocks one node GET brings. */
+export const NODE_SPAN_BYTES = 1 * MiB
+/** Past the end of any legal object (the last block below 1 GiB, a 64 KiB meta block, 2^18 summary entries, header). */
+export const TAIL_END = 2 ** 30 + 64 * KiB + 2 ** 18 * 16 + HEADER_BYTES + 1
 
-interface Run {
+export interface ReadOptions {
+  /** Largest data GET: contiguous blocks of one object coalesce up to this (default 16 MiB). */
+  readGetMaxBytes?: number
+  /** GETs in flight at once (default 10). */
+  readMaxConcurrency?: number
+  /** Memory for cached object summaries (default 64 MiB; ~9 bytes per data block). */
+  readSummaryCacheBytes?: number
+}
+
+export type ReadKind = 'inode' | 'header' | 'meta' | 'summary' | 'data'
+
+/**
+ * What reads cost. A request counts once, under what it was made for; its bytes count by
+ * the region they came from (a leaf span's tail read brings meta, summary and header).
+ * `inode` counts the requests of opening, when the read stream opened the file.
+ */
+export interface ReadTiming {
+  requests: Record<ReadKind, number>
+  bytes: Record<ReadKind, number>
+  /** Children found in memory by a walk; summaries found in the cache by a data run. */
+  nodeCacheHits: number
+  summaryCacheHits: number
+  /** Nodes loaded one at a time by the BlockMap (a walk could not prefetch them). */
+  nodeFallbacks: number
+  holeBlocks: number
+  memoryBlocks: number
+  storedBlocks: number
+}
+
+export function newReadTiming(): ReadTiming {
+  const zero = () => ({ inode: 0, header: 0, meta: 0, summary: 0, data: 0 })
+  return {
+    requests: zero(),
+    bytes: zero(),
+    nodeCacheHits: 0,
+    summaryCacheHits: 0,
+    nodeFallbacks: 0,
+    holeBlocks: 0,
+    memoryBlocks: 0,
+    storedBlocks: 0,
+  }
+}
+
+export function resolveReadOptions(o: ReadOptions = {}): Required<ReadOptions> {
+  const int = (name: keyof ReadOptions, v: unknown, def: number, min: number, max: number): number => {
+    if (v === undefined) return def
+    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min || v > max) {
+      throw StreamSegmentError.invalidArgument(
+        `option ${name} = ${JSON.stringify(v)}: must be an integer in ${min}..${max}`,
+      )
+    }
+    return v
+  }
+  return {
+    readGetMaxBytes: int('readGetMaxBytes', o.readGetMaxBytes, 16 * MiB, 4 * KiB, 2 ** 30),
+    readMaxConcurrency: int('readMaxConcurrency', o.readMaxConcurrency, 10, 1, 256),
+    readSummaryCacheBytes: int('readSummaryCacheBytes', o.readSummaryCacheBytes, 64 * MiB, 0, Number.MAX_SAFE_INTEGER),
+  }
+}
+
+/** Runs at most `limit` tasks at once, the others in arrival order. */
+export class Limiter {
+  private active = 0
+  private waiting: Array<() => void> = []
+  constructor(readonly limit: number) {}
+
+  async run<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.active >= this.limit) await new Promise<void>((r) => this.waiting.push(r))
+    else this.active++
+    try {
+      return await fn()
+    } finally {
+      const next = this.waiting.shift()
+      if (next) next()
+      else this.active--
+    }
+  }
+}
+
+/** What the reader knows of one object. */
+class ObjectState {
+  header: Header | undefined
+  /** Exact size, once a tail read has shown it (−1 before). */
+  size = -1
+  summary: Summary | undefined
+  pending: Promise<Summary> | undefined
+  /** The highest offset of a meta block known to be in this object (−1: none). */
+  maxMeta = -1
+  constructor(
+    readonly key: string,
+    readonly cno: number,
+    readonly part: number,
+  ) {}
+}
+
+/** A contiguous piece of a read, in file order. */
+export type Piece =
+  | { kind: 'zero'; start: number; end: number }
+  | { kind: 'memory'; start: number; end: number; bytes: Uint8Array }
+  | { kind: 'data'; start: number; end: number; run: Run }
+
+/** Stored blocks contiguous in one object: `count` slots from byte `at`, holding file blocks `first`…. */
+export interface Run {
   key: string
   cno: number
   part: number
-  /** First block's byte offset in the object, and the file blocks it holds in order. */
-  start: number
-  blocks: number[]
+  at: number
+  first: number
+  count: number
 }
 
-export class BasicReader {
-  private summaries = new Map<string, Promise<Summary>>()
+/** A child entry a walk wants, or may take along. */
+interface NodeRef {
+  parent: MapNode
+  i: number
+  hi: number
+  lo: number
+  key: string
+  offset: number
+  minKey: number
+  upper: number
+  needed: boolean
+  node?: MapNode
+}
 
-  constructor(private readonly core: FileCore) {}
+export class Reader {
+  readonly options: Required<ReadOptions>
+  timing: ReadTiming = newReadTiming()
+  private objects = new Map<string, ObjectState>()
+  private summaryBytes = 0
+  private readonly limiter: Limiter
 
-  /** Forgets cached summaries (after a rollback or reload nothing cached is wrong, but memory is freed). */
-  clear(): void {
-    this.summaries.clear()
+  constructor(
+    private readonly core: FileCore,
+    options: ReadOptions = {},
+  ) {
+    this.options = resolveReadOptions(options)
+    this.limiter = new Limiter(this.options.readMaxConcurrency)
   }
 
+  private get store(): ObjectStore {
+    return this.core.store
+  }
+
+  private get map(): BlockMap {
+    return this.core.map
+  }
+
+  /** Forgets cached headers and summaries. */
+  clear(): void {
+    this.objects.clear()
+    this.summaryBytes = 0
+  }
+
+  /** The bytes [offset, offset + length) (the caller clips to the file size); holes read as zeros. */
   async read(offset: number, length: number): Promise<Uint8Array> {
-    const core = this.core
     const out = Buffer.alloc(length)
     if (length === 0) return out
-    const bs = core.blockSize
-    const end = offset + length
-    const runs: Run[] = []
-    let run: Run | undefined
-    const ptr: [number, number] = [0, 0]
-    for (let b = Math.floor(offset / bs); b * bs < end; b++) {
-      if (!core.map.lookup(b, ptr)) {
-        await core.map.load(b)
-        core.map.lookup(b, ptr)
-      }
-      const [hi, lo] = ptr
-      const from = Math.max(offset, b * bs)
-      const to = Math.min(end, (b + 1) * bs)
-      if (hi === 0 && lo === 0) continue // a hole: zeros, already there
-      if (isDirtyRef(hi, lo)) {
-        const slot = lo - DIRTY_BASE
-        const so = core.tier.offset(slot) + (from - b * bs)
-        core.tier.slab(slot).copy(out, from - offset, so, so + (to - from))
-        continue
-      }
-      const part = pointerPart(lo)
-      const at = pointerUnit(lo) * UNIT_BYTES
-      if (
-        run !== undefined &&
-        run.cno === hi &&
-        run.part === part &&
-        run.start + run.blocks.length * bs === at &&
-        (run.blocks.length + 1) * bs <= READ_RUN_BYTES &&
-        run.blocks[run.blocks.length - 1] === b - 1
-      ) {
-        run.blocks.push(b)
-      } else {
-        run = { key: segmentKey(hi, part), cno: hi, part, start: at, blocks: [b] }
-        runs.push(run)
-      }
-    }
-    let next = 0
-    const worker = async () => {
-      while (next < runs.length) {
-        const r = runs[next++] as Run
-        await this.fetchRun(r, out, offset, end)
-      }
-    }
-    await Promise.all(Array.from({ length: Math.min(READ_CONCURRENCY, runs.length) }, worker))
+    const pieces = await this.plan(offset, offset + length)
+    await Promise.all(
+      pieces.map(async (p) => {
+        if (p.kind === 'memory') out.set(p.bytes, p.start - offset)
+        else if (p.kind === 'data') await this.fetchRun(p.run, out, offset, p.start, p.end)
+      }),
+    )
     return out
   }
 
-  private async fetchRun(r: Run, out: Uint8Array, offset: number, end: number): Promise<void> {
-    const core = this.core
-    const bs = core.blockSize
-    const [bytes, summary] = await Promise.all([
-      core.store.get(r.key, { range: { start: r.start, end: r.start + r.blocks.length * bs }, signal: core.signal }),
-      this.summary(r.key, r.cno, r.part),
-    ])
-    const where = `${core.store.url}/${r.key}`
-    if (bytes.byteLength !== r.blocks.length * bs) {
-      throw StreamSegmentError.corrupt(
-        `${where}: read ${bytes.byteLength} bytes at ${r.start}, expected ${r.blocks.length * bs}`,
-      )
+  /**
+   * The pieces of [start, end): walks the block map (fetching nodes), then cuts the range
+   * into holes, bytes from memory (copied now) and runs of stored blocks. Fetches no data.
+   */
+  async plan(start: number, end: number): Promise<Piece[]> {
+    const bs = this.core.blockSize
+    const first = Math.floor(start / bs)
+    const last = Math.ceil(end / bs)
+    await this.walk(first, last, true)
+    const { map, tier } = this.core
+    const pieces: Piece[] = []
+    const ptr: [number, number] = [0, 0]
+    const max = Math.max(1, Math.floor(this.options.readGetMaxBytes / bs))
+    let run: Run | undefined
+    let piece: Piece | undefined
+    const t = this.timing
+    for (let b = first; b < last; b++) {
+      if (!map.lookup(b, ptr)) {
+        t.nodeFallbacks++
+        await map.load(b)
+        map.lookup(b, ptr)
+      }
+      const [hi, lo] = ptr
+      const from = Math.max(start, b * bs)
+      const to = Math.min(end, (b + 1) * bs)
+      if (hi === 0 && lo === 0) {
+        t.holeBlocks++
+        if (piece?.kind === 'zero' && piece.end === from) piece.end = to
+        else pieces.push((piece = { kind: 'zero', start: from, end: to }))
+        continue
+      }
+      if (isDirtyRef(hi, lo)) {
+        t.memoryBlocks++
+        const slot = lo - DIRTY_BASE
+        const so = tier.offset(slot) + (from - b * bs)
+        const bytes = Buffer.from(tier.slab(slot).subarray(so, so + (to - from)))
+        pieces.push((piece = { kind: 'memory', start: from, end: to, bytes }))
+        continue
+      }
+      t.storedBlocks++
+      const part = pointerPart(lo)
+      const at = pointerUnit(lo) * UNIT_BYTES
+      if (
+        piece?.kind === 'data' &&
+        run !== undefined &&
+        run.cno === hi &&
+        run.part === part &&
+        run.at + run.count * bs === at &&
+        run.first + run.count === b &&
+        run.count < max
+      ) {
+        run.count++
+        piece.end = to
+        continue
+      }
+      run = { key: segmentKey(hi, part), cno: hi, part, at, first: b, count: 1 }
+      pieces.push((piece = { kind: 'data', start: from, end: to, run }))
     }
-    for (let i = 0; i < r.blocks.length; i++) {
-      const b = r.blocks[i] as number
-      const slotOffset = r.start + i * bs
-      const k = slotOffset / bs
-      const block = bytes.subarray(i * bs, (i + 1) * bs)
+    return pieces
+  }
+
+  /** The bytes of a data piece: a view of the GET's answer, checked block by block. */
+  async fetchPiece(p: Piece & { kind: 'data' }): Promise<Uint8Array> {
+    const bytes = await this.fetchBlocks(p.run)
+    const base = p.run.first * this.core.blockSize
+    return bytes.subarray(p.start - base, p.end - base)
+  }
+
+  private async fetchRun(r: Run, out: Uint8Array, offset: number, start: number, end: number): Promise<void> {
+    const bytes = await this.fetchBlocks(r)
+    const base = r.first * this.core.blockSize
+    out.set(bytes.subarray(start - base, end - base), start - offset)
+  }
+
+  /** The run's blocks, each checked against the object's summary. */
+  private async fetchBlocks(r: Run): Promise<Uint8Array> {
+    const bs = this.core.blockSize
+    const st = this.state(r.key, r.cno, r.part)
+    const length = r.count * bs
+    const [bytes, summary] = await Promise.all([
+      this.get(r.key, { start: r.at, end: r.at + length }, 'data', r.cno),
+      this.summaryOf(st),
+    ])
+    const where = `${this.store.url}/${r.key}`
+    if (bytes.byteLength !== length) {
+      throw StreamSegmentError.corrupt(`${where}: read ${bytes.byteLength} bytes at ${r.at}, expected ${length}`)
+    }
+    for (let i = 0; i < r.count; i++) {
+      const b = r.first + i
+      const at = r.at + i * bs
+      const k = at / bs
       if (!Number.isInteger(k) || k >= summary.count) {
         throw StreamSegmentError.corrupt(
-          `${where}: block ${b} points at offset ${slotOffset}, past the object's ${summary.count} data slots`,
+          `${where}: block ${b} points at offset ${at}, not one of the object's ${summary.count} data slots of ${bs} bytes`,
         )
       }
       if (summary.blockIndex[k] !== b || summary.live[k] !== 1) {
         throw StreamSegmentError.corrupt(
-          `${where}: slot ${k} holds block ${summary.blockIndex[k]}${summary.live[k] ? '' : ' (dead)'}, the block map says block ${b}`,
+          `${where}: slot ${k} (offset ${at}) holds block ${summary.blockIndex[k]}${summary.live[k] ? '' : ' (dead)'}, the block map says block ${b}`,
         )
       }
-      const crc = crc32(block)
+      const crc = crc32(bytes.subarray(i * bs, (i + 1) * bs))
       if (crc !== summary.crc[k]) {
         throw StreamSegmentError.corrupt(
-          `${where}: block ${b} at offset ${slotOffset} has CRC-32 ${crc.toString(16)}, summary says ${(summary.crc[k] as number).toString(16)}`,
+          `${where}: block ${b} at offset ${at} has CRC-32 ${hex32(crc)}, the summary says ${hex32(summary.crc[k] as number)}`,
         )
       }
-      const from = Math.max(offset, b * bs)
-      const to = Math.min(end, (b + 1) * bs)
-      out.set(block.subarray(from - b * bs, to - b * bs), from - offset)
+    }
+    return bytes
+  }
+
+  // --- the walk ---
+
+  /**
+   * Brings into memory every node on the paths to blocks [from, to), level by level,
+   * fetching per object one span of the needed nodes and their unloaded siblings.
+   * `wantData`: the caller will read data under the leaves, so a leaf span of a data part
+   * is fetched as a tail read that brings the object's summary along.
+   */
+  async walk(from: number, to: number, wantData: boolean): Promise<void> {
+    let frontier: Array<{ node: MapNode; upper: number }> = [{ node: this.map.root, upper: 2 ** 32 }]
+    while (frontier.length > 0 && (frontier[0] as { node: MapNode }).node.level > 0) {
+      const next: Array<{ node: MapNode; upper: number }> = []
+      const byObject = new Map<string, NodeRef[]>()
+      for (const { node, upper } of frontier) {
+        if (node.count === 0 || node.children === undefined) continue
+        const firstChild = node.childIndex(from)
+        for (let i = 0; i < node.count; i++) {
+          const inRange = i >= firstChild && (node.keys[i] as number) < to
+          const childUpper = i + 1 < node.count ? (node.keys[i + 1] as number) : upper
+          const c = node.children[i]
+          if (c !== undefined) {
+            if (inRange) {
+              next.push({ node: c, upper: childUpper })
+              this.timing.nodeCacheHits++
+            }
+            continue
+          }
+          const hi = node.hi[i] as number
+          const lo = node.lo[i] as number
+          if (hi === 0) continue // not a stored node: BlockMap.load reports it if needed
+          const part = pointerPart(lo)
+          const key = segmentKey(hi, part)
+          const offset = pointerUnit(lo) * UNIT_BYTES
+          const st = this.state(key, hi, part)
+          if (offset > st.maxMeta) st.maxMeta = offset
+          const ref: NodeRef = {
+            parent: node,
+            i,
+            hi,
+            lo,
+            key,
+            offset,
+            minKey: node.keys[i] as number,
+            upper: childUpper,
+            needed: inRange,
+          }
+          const list = byObject.get(key)
+          if (list === undefined) byObject.set(key, [ref])
+          else list.push(ref)
+        }
+      }
+      const leaves = (frontier[0] as { node: MapNode }).node.level === 1
+      const fetches: Promise<void>[] = []
+      for (const refs of byObject.values()) {
+        if (!refs.some((r) => r.needed)) continue
+        const first = refs[0] as NodeRef
+        const st = this.state(first.key, first.hi, pointerPart(first.lo))
+        const spans = nodeSpans(refs, this.core.settings.metaBlockSize, NODE_SPAN_BYTES)
+        // A data part holds only leaves before its summary; part 0 index nodes too, which
+        // the walk has seen from above (maxMeta), so its tail is bounded when they are near.
+        const lastSpan = spans[spans.length - 1] as NodeSpan
+        const tail =
+          leaves &&
+          wantData &&
+          st.summary === undefined &&
+          st.pending === undefined &&
+          (st.part !== 0 || st.maxMeta + this.core.settings.metaBlockSize - lastSpan.start <= NODE_SPAN_BYTES)
+        for (const span of spans) fetches.push(this.fetchSpan(st, span, tail && span === lastSpan))
+      }
+      await Promise.all(fetches)
+      for (const refs of byObject.values()) {
+        for (const r of refs) if (r.needed && r.node !== undefined) next.push({ node: r.node, upper: r.upper })
+      }
+      frontier = next
     }
   }
 
-  private summary(key: string, cno: number, part: number): Promise<Summary> {
-    let p = this.summaries.get(key)
-    if (p === undefined) {
-      if (this.summaries.size >= OBJECT_CACHE) this.summaries.clear()
-      p = this.loadSummary(key, cno, part)
-      p.catch(() => this.summaries.delete(key))
-      this.summaries.set(key, p)
+  /** Fetches one span of nodes (a tail read when `tail`) and attaches those that check out. */
+  private async fetchSpan(st: ObjectState, span: NodeSpan, tail: boolean): Promise<void> {
+    const mbs = this.core.settings.metaBlockSize
+    let bytes: Uint8Array
+    if (tail) {
+      const p = this.tailRead(st, span.start, 'meta')
+      const pending = p.then((t) => t.summary)
+      st.pending = pending
+      pending.catch(() => {
+        if (st.pending === pending) st.pending = undefined
+      })
+      bytes = (await p).bytes
+    } else {
+      bytes = await this.get(st.key, { start: span.start, end: span.end }, 'meta', st.cno)
+      this.timing.bytes.meta += bytes.byteLength
     }
+    const core = this.core
+    const maxCno = Math.max(core.published.cno, core.base.cno, core.pending?.cno ?? 0)
+    for (const r of span.refs) {
+      const at = r.offset - span.start
+      const where = `${this.store.url}/${r.key} meta block at ${r.offset}`
+      let decoded: BlockMapNode
+      try {
+        if (at + mbs > bytes.byteLength) {
+          throw StreamSegmentError.corrupt(`${where}: the object ends at ${span.start + bytes.byteLength}`)
+        }
+        decoded = decodeNode(bytes.subarray(at, at + mbs), {
+          level: r.parent.level - 1,
+          minKey: r.minKey,
+          maxKeyExclusive: r.upper,
+          cno: r.hi,
+          maxCno,
+          where,
+        })
+      } catch (err) {
+        if (r.needed) throw err
+        continue
+      }
+      const p = r.parent
+      if (p.children?.[r.i] === undefined && p.hi[r.i] === r.hi && p.lo[r.i] === r.lo && p.keys[r.i] === r.minKey) {
+        r.node = this.map.attach(p, r.i, decoded)
+      } else {
+        r.node = p.children?.[r.i] // loaded meanwhile, or the tree changed: the walk's fallback loads it
+      }
+    }
+  }
+
+  // --- headers and summaries ---
+
+  private state(key: string, cno: number, part: number): ObjectState {
+    let st = this.objects.get(key)
+    if (st === undefined) {
+      st = new ObjectState(key, cno, part)
+      this.objects.set(key, st)
+      if (this.objects.size > 65536) this.evict()
+    } else {
+      // Most recently used last.
+      this.objects.delete(key)
+      this.objects.set(key, st)
+    }
+    return st
+  }
+
+  private evict(): void {
+    for (const [key, st] of this.objects) {
+      if (this.summaryBytes <= this.options.readSummaryCacheBytes && this.objects.size <= 65536) return
+      this.objects.delete(key)
+      if (st.summary !== undefined) this.summaryBytes -= summaryMemory(st.summary)
+    }
+  }
+
+  /** The object's summary: cached, or fetched once (concurrent callers share the fetch). */
+  private summaryOf(st: ObjectState): Promise<Summary> {
+    if (st.summary !== undefined) {
+      this.timing.summaryCacheHits++
+      return Promise.resolve(st.summary)
+    }
+    if (st.pending !== undefined) return st.pending
+    const p = (async () => {
+      if (st.header === undefined && st.maxMeta < 0) await this.readHeader(st)
+      const start = st.header !== undefined ? objectLayout(st.header, st.header).summaryOffset : st.maxMeta
+      return (await this.tailRead(st, start, 'summary')).summary
+    })()
+    st.pending = p
+    p.then(
+      () => {
+        if (st.pending === p) st.pending = undefined
+      },
+      () => {
+        if (st.pending === p) st.pending = undefined
+      },
+    )
     return p
   }
 
-  private async loadSummary(key: string, cno: number, part: number): Promise<Summary> {
-    const { store, signal } = this.core
-    const info = await store.head(key, { signal })
-    if (info === undefined)
-      throw StreamSegmentError.corrupt(`${store.url}/${key}: the block map points into it, but it does not exist`)
-    const header = decodeHeader(await store.get(key, { range: { suffix: HEADER_BYTES }, signal }), info.size, {
-      cno,
-      part,
-    })
-    const n = header.dataCount
-    const start = info.size - HEADER_BYTES - n * SUMMARY_ENTRY_BYTES
-    const bytes =
-      n === 0
-        ? new Uint8Array(0)
-        : await store.get(key, { range: { start, end: start + n * SUMMARY_ENTRY_BYTES }, signal })
-    return decodeSummary(bytes, { count: n, summaryCrc: header.summaryCrc, where: `${store.url}/${key}` })
+  /** The header alone, by a 256-byte suffix read (its size is checked by the tail read that follows). */
+  async readHeader(st: ObjectState): Promise<Header> {
+    const tail = await this.get(st.key, { suffix: HEADER_BYTES }, 'header', st.cno)
+    this.timing.bytes.header += tail.byteLength
+    st.header = decodeHeader(tail, undefined, { cno: st.cno, part: st.part })
+    return st.header
   }
+
+  /**
+   * GETs the object from `start` to its end: the answer's length gives the exact size,
+   * against which the header (its last 256 bytes) is checked; the summary is taken from it.
+   */
+  private async tailRead(
+    st: ObjectState,
+    start: number,
+    kind: ReadKind,
+  ): Promise<{ bytes: Uint8Array; summary: Summary }> {
+    const bytes = await this.get(st.key, { start, end: Math.max(TAIL_END, start + 1) }, kind, st.cno)
+    const size = start + bytes.byteLength
+    const where = `${this.store.url}/${st.key}`
+    const header = decodeHeader(bytes.subarray(Math.max(0, bytes.byteLength - HEADER_BYTES)), size, st)
+    if (
+      st.header !== undefined &&
+      (st.header.summaryCrc !== header.summaryCrc || st.header.createdMs !== header.createdMs)
+    ) {
+      throw StreamSegmentError.corrupt(`${where}: the header changed between two reads`)
+    }
+    const layout = objectLayout(header, header)
+    if (start > layout.summaryOffset) {
+      throw StreamSegmentError.corrupt(
+        `${where}: a pointer names byte ${start}, past the meta blocks, which end at ${layout.summaryOffset}`,
+      )
+    }
+    const summary = decodeSummary(bytes.subarray(layout.summaryOffset - start, layout.headerOffset - start), {
+      count: header.dataCount,
+      summaryCrc: header.summaryCrc,
+      where,
+    })
+    const t = this.timing.bytes
+    t.meta += layout.summaryOffset - start
+    t.summary += layout.headerOffset - layout.summaryOffset
+    t.header += HEADER_BYTES
+    st.header = header
+    st.size = size
+    if (st.summary === undefined) {
+      st.summary = summary
+      this.summaryBytes += summaryMemory(summary)
+      if (this.summaryBytes > this.options.readSummaryCacheBytes) this.evict()
+    }
+    return { bytes, summary }
+  }
+
+  /** One GET through the limiter, counted; missing and short objects say where. */
+  private async get(
+    key: string,
+    range: { start: number; end: number } | { suffix: number },
+    kind: ReadKind,
+    cno: number,
+  ): Promise<Uint8Array> {
+    this.timing.requests[kind]++
+    const where = `${this.store.url}/${key}`
+    try {
+      const bytes = await this.limiter.run(() => this.store.get(key, { range, signal: this.core.signal }))
+      if (kind === 'data') this.timing.bytes.data += bytes.byteLength
+      return bytes
+    } catch (err) {
+      if (StreamSegmentError.is(err, 'ERR_NOT_FOUND')) {
+        throw StreamSegmentError.notFound(
+          `${where}: no such object, but the block map (checkpoint ${this.core.base.cno}) points into it (written by checkpoint ${cno})`,
+          err,
+        )
+      }
+      if (StreamSegmentError.is(err, 'ERR_RANGE') && 'start' in range) {
+        throw StreamSegmentError.corrupt(
+          `${where}: the object ends before byte ${range.start}, which is pointed at`,
+          err,
+        )
+      }
+      throw err
+    }
+  }
+}
+
+function summaryMemory(s: Summary): number {
+  return s.count * 9 + 200
+}
+
+export interface NodeSpan<T = NodeRef> {
+  start: number
+  end: number
+  refs: T[]
+}
+
+/**
+ * Cuts the refs of one object into spans of at most `cap` bytes that cover every needed
+ * node, then widens each span over unneeded siblings (rightwards first: reads go forward)
+ * while it stays under `cap` and clear of its neighbours.
+ */
+export function nodeSpans<T extends { offset: number; needed: boolean }>(
+  refs: readonly T[],
+  mbs: number,
+  cap: number,
+): NodeSpan<T>[] {
+  const sorted = [...refs].sort((a, b) => a.offset - b.offset)
+  const spans: NodeSpan<T>[] = []
+  for (const r of sorted) {
+    if (!r.needed) continue
+    const last = spans[spans.length - 1]
+    if (last !== undefined && r.offset + mbs - last.start <= cap) last.end = Math.max(last.end, r.offset + mbs)
+    else spans.push({ start: r.offset, end: r.offset + mbs, refs: [] })
+  }
+  for (let j = 0; j < spans.length; j++) {
+    const s = spans[j] as NodeSpan<T>
+    const lowest = j > 0 ? (spans[j - 1] as NodeSpan<T>).end : 0
+    const highest = j + 1 < spans.length ? (spans[j + 1] as NodeSpan<T>).start : Number.POSITIVE_INFINITY
+    for (const r of sorted) {
+      if (r.offset >= s.end && r.offset + mbs <= highest && r.offset + mbs - s.start <= cap) s.end = r.offset + mbs
+    }
+    for (let k = sorted.length - 1; k >= 0; k--) {
+      const r = sorted[k] as T
+      if (r.offset < s.start && r.offset >= lowest && s.end - r.offset <= cap) s.start = r.offset
+    }
+  }
+  for (const r of sorted) {
+    const s = spans.find((x) => r.offset >= x.start && r.offset + mbs <= x.end)
+    s?.refs.push(r)
+  }
+  return spans
 }

@@ -17,7 +17,8 @@ import { StreamSegmentError } from './errors.js'
 import { FileCore } from './file-core.js'
 import { decodeInodeObject, emptyInode, FORMAT_STREAM, type Inode } from './format/inode.js'
 import { INODE_KEY } from './format/names.js'
-import { BasicReader } from './reader.js'
+import { Reader } from './reader.js'
+import { SendAhead } from './send-ahead.js'
 import { dirtyLimitBytes, resolveSettings, type Settings } from './settings.js'
 import type { ObjectStore } from './store/types.js'
 
@@ -34,8 +35,9 @@ export class SegmentFile {
   private sticky: unknown
   private closed = false
   private counters: CheckpointCounters = newCounters()
-  private readonly reader: BasicReader
+  private readonly reader: Reader
   private readonly dirtyLimit: number
+  private readonly sendAhead: SendAhead
   /** Highest dirty-tier use seen (bytes), for tests and benchmarks. */
   peakDirtyBytes = 0
   /** Partial segments written under memory pressure. */
@@ -45,8 +47,9 @@ export class SegmentFile {
     readonly core: FileCore,
     readonly readOnly: boolean,
   ) {
-    this.reader = new BasicReader(core)
+    this.reader = new Reader(core)
     this.dirtyLimit = dirtyLimitBytes(core.settings)
+    this.sendAhead = new SendAhead(core, () => this.counters)
   }
 
   /** Starts a new container in `store`; ERR_CONFLICT if it already has a checkpoint. */
@@ -174,12 +177,25 @@ export class SegmentFile {
 
   /** Publishes a checkpoint with everything written so far (a no-op when nothing changed). */
   flush(): Promise<FlushTiming> {
-    return this.run('flush', true, () => flush(this.core, this.counters))
+    return this.run('flush', true, async () => {
+      await this.sendAhead.drain()
+      return flush(this.core, this.counters)
+    })
+  }
+
+  /** Waits until every object sent ahead so far has completed (or failed: its blocks then go again). */
+  settle(): Promise<void> {
+    return this.run('settle', false, async () => {
+      await this.sendAhead.settle()
+      this.sendAhead.check()
+    })
   }
 
   /** Discards every change since the last checkpoint this handle opened or published. */
   rollback(): Promise<void> {
     return this.run('rollback', true, async () => {
+      await this.sendAhead.abandon()
+      this.sendAhead.check()
       this.core.tier.clear()
       this.core.resetTree()
       this.reader.clear()
@@ -187,12 +203,19 @@ export class SegmentFile {
     })
   }
 
-  /** Closes the handle, discarding what was not flushed. */
+  /**
+   * Closes the handle, discarding what was not flushed: uploads in flight are waited for,
+   * the open multipart upload is aborted. Runs after an abort or a failure too.
+   */
   close(): Promise<void> {
-    return this.run('close', false, async () => {
+    const p = this.queue.then(async () => {
+      if (this.closed) return
       this.closed = true
+      await this.sendAhead.abandon()
       this.core.tier.clear()
     })
+    this.queue = p.catch(() => undefined)
+    return p
   }
 
   /** Aborts every request in flight and makes the handle unusable; nothing more is published. */
@@ -239,6 +262,7 @@ export class SegmentFile {
     let runSlot = -1
     let runCount = 0
     let runFrom = 0
+    this.sendAhead.noteWrite(Math.floor(offset / bs))
     const flushRun = () => {
       if (runCount > 0) tier.writeRun(runSlot, runCount, src as Uint8Array, runFrom - offset)
       runCount = 0
@@ -292,12 +316,22 @@ export class SegmentFile {
     if (end > core.size) core.size = end
   }
 
+  /**
+   * The dirty limits come first: over the limit, the open object closes early and the
+   * writer waits for every object in flight, then writes partial segments if that is not
+   * enough. Under it, what there is to send ahead is sent.
+   */
   private async afterWrite(): Promise<void> {
-    const used = this.core.tier.usedBytes
-    if (used > this.peakDirtyBytes) this.peakDirtyBytes = used
-    if (used > this.dirtyLimit) {
-      await writePartials(this.core, this.counters)
-      this.partials++
+    const tier = this.core.tier
+    if (tier.usedBytes > this.peakDirtyBytes) this.peakDirtyBytes = tier.usedBytes
+    if (tier.usedBytes > this.dirtyLimit) {
+      await this.sendAhead.relieve()
+      if (tier.usedBytes > this.dirtyLimit) {
+        await writePartials(this.core, this.counters)
+        this.partials++
+      }
+    } else {
+      await this.sendAhead.afterWrite()
     }
   }
 }

@@ -61,6 +61,61 @@ export class Uploader {
     this.slots = new Semaphore(concurrency)
   }
 
+  /**
+   * Waits for room, takes the whole object's bytes and starts its create-only PutObject;
+   * resolves as soon as the request is under way, with a promise of its end.
+   */
+  async startPut(plan: ObjectPlan, signal?: AbortSignal): Promise<{ done: Promise<void> }> {
+    await this.slots.take()
+    let body: ReturnType<ObjectPlan['take']>
+    try {
+      body = plan.take(0, plan.size)
+    } catch (err) {
+      this.slots.give()
+      throw err
+    }
+    const done = this.store
+      .put(plan.key, body.chunks, { ifNoneMatch: '*', signal })
+      .then(() => log('put %s %d bytes', plan.key, plan.size))
+      .finally(() => {
+        body.done()
+        this.slots.give()
+      })
+    return { done }
+  }
+
+  /**
+   * Waits for room, takes a piece's bytes with `take` and starts its UploadPart (once
+   * `uploadId` is known); resolves as soon as the request is under way.
+   */
+  async startPart(
+    key: string,
+    uploadId: Promise<string>,
+    partNumber: number,
+    take: () => { chunks: Uint8Array[]; done: () => void },
+    signal?: AbortSignal,
+  ): Promise<{ done: Promise<CompletedPart> }> {
+    await this.slots.take()
+    let body: { chunks: Uint8Array[]; done: () => void }
+    try {
+      body = take()
+    } catch (err) {
+      this.slots.give()
+      throw err
+    }
+    const done = uploadId
+      .then((id) => this.store.uploadPart(key, id, partNumber, body.chunks, { signal }))
+      .then(({ etag }) => {
+        log('part %s #%d', key, partNumber)
+        return { partNumber, etag }
+      })
+      .finally(() => {
+        body.done()
+        this.slots.give()
+      })
+    return { done }
+  }
+
   /** Uploads `plan` create-only. */
   async upload(plan: ObjectPlan, signal?: AbortSignal): Promise<UploadResult> {
     const size = plan.size

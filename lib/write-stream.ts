@@ -93,7 +93,7 @@ export class StreamSegmentWriteStream extends Writable {
     if (!this.committed) file.abort(this.destroyError())
     file.close().then(
       () => cb(null),
-      () => cb(null), // an aborted file refuses close; its memory goes with it
+      () => cb(null), // the stream's own error is what matters
     )
   }
 

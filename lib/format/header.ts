@@ -234,12 +234,20 @@ export function encodeHeader(h: Header, into = new Uint8Array(HEADER_BYTES), off
 /**
  * Decodes the last 256 bytes (`tail`) of the object `<expected.cno>.<expected.part>`,
  * `objectSize` bytes long. Every failure is ERR_CORRUPT, but a newer version ERR_UNSUPPORTED.
+ * `objectSize` undefined (a suffix read, which does not tell the size) skips the size check
+ * only: the caller then checks `objectLayout(header, header).objectSize` when it learns it.
  */
-export function decodeHeader(tail: Uint8Array, objectSize: number, expected: { cno: number; part: number }): Header {
+export function decodeHeader(
+  tail: Uint8Array,
+  objectSize: number | undefined,
+  expected: { cno: number; part: number },
+): Header {
   const key = segmentKey(expected.cno, expected.part)
   const fail = (msg: string) => StreamSegmentError.corrupt(`${key}: header ${msg}`)
   if (tail.length !== HEADER_BYTES) {
-    throw fail(`is ${tail.length} bytes, expected ${HEADER_BYTES} (object has ${objectSize})`)
+    throw fail(
+      `is ${tail.length} bytes, expected ${HEADER_BYTES}${objectSize === undefined ? '' : ` (object has ${objectSize})`}`,
+    )
   }
   for (let i = 0; i < MAGIC_TAIL.length; i++) {
     if (tail[i] !== MAGIC_TAIL[i]) throw fail(`magic ${JSON.stringify(latin1(tail.subarray(0, 8)))} is not "SSEGTAIL"`)
@@ -261,7 +269,7 @@ export function decodeHeader(tail: Uint8Array, objectSize: number, expected: { c
   const metaShift = v.getUint8(H_META_SHIFT)
   if (summaryCount !== dataCount) throw fail(`counts ${dataCount} data blocks but ${summaryCount} summary entries`)
   const size = objectLayout({ dataCount, metaCount }, { dataShift, metaShift }).objectSize
-  if (size !== objectSize) {
+  if (objectSize !== undefined && size !== objectSize) {
     throw fail(
       `counts ${dataCount} data + ${metaCount} meta blocks + ${summaryCount} summary entries = ${size} bytes, object has ${objectSize}`,
     )

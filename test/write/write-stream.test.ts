@@ -114,7 +114,10 @@ describe('createStreamSegmentWriteStream', () => {
       })(),
     )
     const ws = createStreamSegmentWriteStream({ store, segmentMpuChunkSize: 1 * MiB })
+    const closed = new Promise<void>((r) => ws.on('close', () => r()))
     await assert.rejects(pipeline(src, ws), /source broke/)
+    // node's pipeline rejects before the writable has closed; 'close' means aborted.
+    await closed
     assert.equal(await store.head('inode'), undefined)
     assert.equal(await openUploads(store), 0)
   })
