@@ -17,7 +17,7 @@ import { Writable } from 'streamx'
 import type { FlushTiming } from './checkpoint.js'
 import { StreamSegmentError } from './errors.js'
 import { SegmentFile } from './segment-file.js'
-import type { Settings } from './settings.js'
+import { type Settings, STREAMING_PROFILE } from './settings.js'
 import { openStore, type StoreLocation } from './store/open.js'
 import type { ObjectStore } from './store/types.js'
 
@@ -29,6 +29,12 @@ export interface WriteStreamOptions extends Partial<Settings> {
   signal?: AbortSignal
   /** Bytes the stream itself may queue before the source is paused (default 64 KiB). */
   highWaterMark?: number
+  /**
+   * Defaults for the settings not given: 'streaming' (the default: STREAMING_PROFILE,
+   * data sent ahead within a 96 MiB dirty limit) or 'spec' (the spec's defaults, under
+   * which nothing is sent ahead and memory stays within 8 MiB).
+   */
+  profile?: 'streaming' | 'spec'
 }
 
 type Callback = (err: Error | null) => void
@@ -44,13 +50,16 @@ export class StreamSegmentWriteStream extends Writable {
   private committed = false
 
   constructor(options: WriteStreamOptions) {
-    const { url, store, signal, highWaterMark = 64 * 1024, ...settings } = options
+    const { url, store, signal, highWaterMark = 64 * 1024, profile = 'streaming', ...settings } = options
     super({ highWaterMark })
+    if (profile !== 'streaming' && profile !== 'spec') {
+      throw StreamSegmentError.invalidArgument(`profile ${JSON.stringify(profile)}: must be 'streaming' or 'spec'`)
+    }
     if ((url === undefined) === (store === undefined)) {
       throw StreamSegmentError.invalidArgument('createStreamSegmentWriteStream: give exactly one of url and store')
     }
     this.store = store ?? openStore(url as StoreLocation)
-    this.settings = settings
+    this.settings = profile === 'streaming' ? { ...STREAMING_PROFILE, ...settings } : settings
     if (signal) {
       const onAbort = () =>
         this.destroy(StreamSegmentError.aborted(`write to ${this.store.url} aborted`, signal.reason))

@@ -44,7 +44,7 @@ import {
 import createDebug from 'debug'
 import { crc32 } from '../crc32.js'
 import { StreamSegmentError } from '../errors.js'
-import { bodyBytes, checkKey, unquoteEtag } from './common.js'
+import { checkKey, joinBody, unquoteEtag } from './common.js'
 import {
   type Body,
   type ByteRange,
@@ -188,8 +188,6 @@ export class S3Store implements ObjectStore {
   async put(key: string, chunks: Body, options: PutOptions = {}): Promise<{ etag: string }> {
     const { ifNoneMatch, ifMatch, signal } = options
     checkKey(key)
-    // The SDK takes one buffer (a stream body would go aws-chunked): several are joined here.
-    const body = bodyBytes(chunks)
     if (ifNoneMatch !== undefined && ifNoneMatch !== '*') {
       throw StreamSegmentError.invalidArgument(`put ${key}: ifNoneMatch must be '*'`)
     }
@@ -199,6 +197,9 @@ export class S3Store implements ObjectStore {
     const conditional = ifNoneMatch !== undefined || ifMatch !== undefined
     const writeId = conditional ? (options.writeId ?? randomUUID()) : undefined
     const metadata = writeId === undefined ? options.metadata : { ...options.metadata, [WRITE_ID_METADATA]: writeId }
+    // The SDK takes one buffer (a stream body would go aws-chunked): several are joined here.
+    const joined = joinBody(chunks)
+    const body = joined.bytes
     const command = this.#unsigned(
       new PutObjectCommand({
         Bucket: this.bucket,
@@ -229,6 +230,8 @@ export class S3Store implements ObjectStore {
         throw StreamSegmentError.conflict(`put ${this.#where(key)} if-match ${ifMatch}: no such key`, err)
       }
       throw err
+    } finally {
+      joined.release()
     }
   }
 
@@ -359,7 +362,8 @@ export class S3Store implements ObjectStore {
     options: RequestOptions = {},
   ): Promise<{ etag: string }> {
     const { signal } = options
-    const body = bodyBytes(chunks)
+    const joined = joinBody(chunks)
+    const body = joined.bytes
     const crc = this.checksums ? crc32Base64(body) : undefined
     const command = this.#unsigned(
       new UploadPartCommand({
@@ -374,7 +378,7 @@ export class S3Store implements ObjectStore {
     )
     const out = await this.#send('UploadPart', `${key}#${partNumber}`, signal, () =>
       this.client.send(command, { abortSignal: signal }),
-    )
+    ).finally(joined.release)
     if (crc !== undefined) {
       let crcs = this.#partCrcs.get(uploadId)
       if (crcs === undefined) this.#partCrcs.set(uploadId, (crcs = new Map()))
