@@ -57,7 +57,8 @@ console.log(
 console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|')
 await run(undefined, {}) // let the JIT settle first
 await run('spec defaults (8 MiB dirty limit: partials while writing)', {})
-await run('limits raised (the flush writes everything)', {
+await run('limits raised, nothing sent ahead (the flush writes everything)', {
   dataCacheDirtyMaxBytesThreshold: 2 * total,
   segmentBufferSize: 2 * total,
+  streamSegmentBytes: 0,
 })
