@@ -1,9 +1,20 @@
 /**
  * The `stream-segment` command. Every failure prints one line, `stream-segment: CODE: message`,
  * and exits with a code per error kind (EXIT_CODES); the stack only when DEBUG is set.
+ * Data goes to stdout only for `get` to `-`; everything else a command reports goes to
+ * stdout (tables, or JSON with --json), progress to stderr on a TTY.
  */
+import { createReadStream, createWriteStream, promises as fs } from 'node:fs'
+import type { Readable, Writable } from 'node:stream'
+import { pipeline } from 'node:stream/promises'
+import type { FlushTiming } from './checkpoint.js'
+import { inspectCheckpoint, listCheckpoints, type Problem, verifyCheckpoint } from './checkpoints.js'
 import { type ErrorCode, StreamSegmentError } from './errors.js'
 import { optionalRequire } from './optional-require.cjs'
+import { createStreamSegmentReadStream } from './read-stream.js'
+import { isSettingName, type Settings, SPEC_DEFAULTS } from './settings.js'
+import { openStore } from './store/open.js'
+import { createStreamSegmentWriteStream } from './write-stream.js'
 
 export const EXIT_CODES: Record<ErrorCode | 'usage', number> = {
   usage: 2,
@@ -23,24 +34,384 @@ const USAGE = `Usage: stream-segment <command> [options]
 
 Write large byte streams to object storage as StreamSegment checkpoints, and read them back.
 
-Commands: none yet besides the options below; put, get, ls, inspect, verify and gc come next.
+Commands:
+  put <file|-> <url> [--<setting> <value>…] [--json]
+                   write a file (or stdin) as a new checkpoint; prints the FlushTiming
+  get <url> [file|-] [--range a-b] [--cno N]
+                   read the file (or bytes a..b, inclusive; "a-" to the end) to a file or stdout
+  ls <url> [--json]              list checkpoints (cno, size, objects, time, state)
+  inspect <url> [--cno N] [--json]
+                   every object of a checkpoint: name, size, header fields, counts, dead slots
+  verify <url> [--cno N] [--json]
+                   check every header, summary, node and block CRC reachable from a checkpoint;
+                   exits 4 (ERR_CORRUPT) or 3 (ERR_NOT_FOUND) when anything is wrong
 
 Options:
   -h, --help       show this help
   -v, --version    print the version
 
+Settings for put, by their names or in kebab case, sizes with K/M/G (binary) suffixes:
+  ${Object.keys(SPEC_DEFAULTS).join(', ')}
+Reads take --read-get-max-bytes, --read-max-concurrency, --read-ahead-bytes.
+
 Container URLs: s3://bucket/prefix, file:///dir or a directory path, mem://name.
-Set DEBUG=stream-segment:* to log requests and flushes.
+Exit codes: 2 usage, 3 not found, 4 corrupt, 5 unsupported, 6 conflict, 7 store,
+8 aborted, 9 range, 10 state, 70 internal.
+Set DEBUG=stream-segment:* to log requests and flushes (DEBUG set also prints stacks).
 `
+
+const KiB = 1024
+const MiB = 1024 * KiB
 
 export function version(): string {
   return optionalRequire<{ version: string }>('../../../package.json')?.version ?? 'unknown'
 }
 
-/** Runs the CLI; resolves to the process exit code. */
-export async function main(argv: readonly string[], out = process.stdout, err = process.stderr): Promise<number> {
+interface Parsed {
+  positional: string[]
+  options: Map<string, string>
+  flags: Set<string>
+}
+
+/** `--name value`, `--name=value`, and the flags in `flagNames`; names in camelCase. */
+function parseArgs(args: readonly string[], flagNames: readonly string[]): Parsed {
+  const p: Parsed = { positional: [], options: new Map(), flags: new Set() }
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i] as string
+    if (!a.startsWith('--') || a === '--') {
+      p.positional.push(a)
+      continue
+    }
+    const eq = a.indexOf('=')
+    const name = camel(a.slice(2, eq < 0 ? undefined : eq))
+    if (flagNames.includes(name)) {
+      if (eq >= 0) throw StreamSegmentError.invalidArgument(`option --${name} takes no value`)
+      p.flags.add(name)
+      continue
+    }
+    const value = eq >= 0 ? a.slice(eq + 1) : args[++i]
+    if (value === undefined) throw StreamSegmentError.invalidArgument(`option --${name} needs a value`)
+    p.options.set(name, value)
+  }
+  return p
+}
+
+function camel(s: string): string {
+  return s.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase())
+}
+
+/** An integer, with an optional binary size suffix (K, KiB, M, MiB, G, GiB). */
+function parseSize(name: string, text: string): number {
+  const m = /^(\d+)\s*(k|ki|kib|m|mi|mib|g|gi|gib)?b?$/i.exec(text.trim())
+  const unit = { k: KiB, m: MiB, g: 1024 * MiB }[(m?.[2]?.[0] ?? '').toLowerCase() as 'k' | 'm' | 'g'] ?? 1
+  const n = m ? Number(m[1]) * unit : Number.NaN
+  if (!Number.isSafeInteger(n))
+    throw StreamSegmentError.invalidArgument(`option --${name}: ${JSON.stringify(text)} is not a size`)
+  return n
+}
+
+function positionals(p: Parsed, min: number, max: number, usage: string): string[] {
+  if (p.positional.length < min || p.positional.length > max) {
+    throw StreamSegmentError.invalidArgument(`usage: stream-segment ${usage}`)
+  }
+  return p.positional
+}
+
+function noOtherOptions(p: Parsed, allowed: readonly string[]): void {
+  for (const name of p.options.keys()) {
+    if (!allowed.includes(name)) throw StreamSegmentError.invalidArgument(`unknown option --${name}`)
+  }
+}
+
+function cnoOption(p: Parsed): number | undefined {
+  const v = p.options.get('cno')
+  if (v === undefined) return undefined
+  if (!/^\d+$/.test(v) || Number(v) < 1)
+    throw StreamSegmentError.invalidArgument(`option --cno: ${JSON.stringify(v)} is not a checkpoint number`)
+  return Number(v)
+}
+
+const READ_OPTIONS = ['readGetMaxBytes', 'readMaxConcurrency', 'readAheadBytes'] as const
+
+function readOptions(p: Parsed): Partial<Record<(typeof READ_OPTIONS)[number], number>> {
+  const out: Partial<Record<(typeof READ_OPTIONS)[number], number>> = {}
+  for (const name of READ_OPTIONS) {
+    const v = p.options.get(name)
+    if (v !== undefined) out[name] = parseSize(name, v)
+  }
+  return out
+}
+
+/** A file-system error as the library's: a missing path is ERR_NOT_FOUND, anything else a bad argument. */
+function fsError(err: unknown, what: string): unknown {
+  const code = (err as { code?: unknown }).code
+  if (StreamSegmentError.is(err) || typeof code !== 'string') return err
+  if (code === 'ENOENT') return StreamSegmentError.notFound(`${what}: no such file or directory`)
+  return StreamSegmentError.invalidArgument(`${what}: ${(err as Error).message}`)
+}
+
+function formatBytes(n: number): string {
+  if (n < KiB) return `${n} B`
+  if (n < MiB) return `${(n / KiB).toFixed(1)} KiB`
+  if (n < 1024 * MiB) return `${(n / MiB).toFixed(1)} MiB`
+  return `${(n / 1024 / MiB).toFixed(2)} GiB`
+}
+
+function table(rows: Array<Array<string | number>>, right: boolean[]): string {
+  const cells = rows.map((r) => r.map(String))
+  const widths = cells[0]?.map((_, j) => Math.max(...cells.map((r) => (r[j] ?? '').length))) ?? []
+  return cells
+    .map((r) =>
+      r
+        .map((c, j) => (right[j] ? c.padStart(widths[j] as number) : c.padEnd(widths[j] as number)))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n')
+}
+
+type Out = NodeJS.WritableStream & { isTTY?: boolean }
+
+// --- commands ---
+
+async function put(args: readonly string[], out: Out, err: Out): Promise<number> {
+  const p = parseArgs(args, ['json'])
+  const [source, url] = positionals(p, 2, 2, 'put <file|-> <url> [--<setting> <value>…] [--json]')
+  const settings: Partial<Record<keyof Settings, unknown>> = {}
+  for (const [name, value] of p.options) {
+    if (!isSettingName(name))
+      throw StreamSegmentError.invalidArgument(`unknown option --${name} (see stream-segment --help)`)
+    settings[name] = name === 'conflictPolicy' ? value : parseSize(name, value)
+  }
+  let input: Readable
+  if (source === '-') input = process.stdin
+  else {
+    const st = await fs.stat(source as string).catch((e) => {
+      throw fsError(e, source as string)
+    })
+    if (!st.isFile()) throw StreamSegmentError.invalidArgument(`${source}: not a regular file`)
+    input = createReadStream(source as string, { highWaterMark: MiB })
+  }
+  const ac = new AbortController()
+  const onSigint = () => ac.abort(new Error('interrupted (SIGINT)'))
+  process.once('SIGINT', onSigint)
+  const writer = createStreamSegmentWriteStream({
+    url: url as string,
+    signal: ac.signal,
+    ...(settings as Partial<Settings>),
+  })
+  const t0 = performance.now()
+  const progress = err.isTTY
+    ? setInterval(() => {
+        const s = (performance.now() - t0) / 1000
+        err.write(`\r\x1b[Kput: ${formatBytes(writer.bytesWritten)}  ${formatBytes(writer.bytesWritten / s)}/s`)
+      }, 250)
+    : undefined
   try {
-    const [first] = argv
+    await pipeline(input, writer)
+  } catch (e) {
+    throw fsError(e, String(source))
+  } finally {
+    if (progress) {
+      clearInterval(progress)
+      err.write('\r\x1b[K')
+    }
+    process.removeListener('SIGINT', onSigint)
+  }
+  const seconds = (performance.now() - t0) / 1000
+  const t = writer.flushTiming as FlushTiming
+  const bytes = writer.bytesWritten
+  if (p.flags.has('json')) {
+    out.write(`${JSON.stringify({ url: writer.store.url, bytes, seconds, flushTiming: t })}\n`)
+    return 0
+  }
+  out.write(
+    `committed checkpoint ${t.cno} of ${writer.store.url}: ${formatBytes(bytes)} in ${seconds.toFixed(2)} s ` +
+      `(${formatBytes(bytes / seconds)}/s), ${t.objects} objects\n` +
+      `flush: ${t.totalMs.toFixed(1)} ms (data ${t.dataMs.toFixed(1)}, part 0 ${t.part0Ms.toFixed(1)}, inode ${t.inodeMs.toFixed(1)}), ` +
+      `${t.conflicts} conflicts\n` +
+      `sent ahead ${formatBytes(t.streamSentBytes)}, written by the flush ${formatBytes(t.streamFlushBytes)}, ` +
+      `dead ${formatBytes(t.streamDeadBytes)}, meta ${formatBytes(t.streamMetaBytes)}\n`,
+  )
+  return 0
+}
+
+async function get(args: readonly string[], out: Out, err: Out): Promise<number> {
+  const p = parseArgs(args, [])
+  const [url, target = '-'] = positionals(p, 1, 2, 'get <url> [file|-] [--range a-b] [--cno N]')
+  noOtherOptions(p, ['range', 'cno', ...READ_OPTIONS])
+  let start: number | undefined
+  let end: number | undefined
+  const range = p.options.get('range')
+  if (range !== undefined) {
+    const m = /^(\d+)-(\d*)$/.exec(range)
+    if (!m) throw StreamSegmentError.invalidArgument(`option --range: ${JSON.stringify(range)} is not a-b or a-`)
+    start = Number(m[1])
+    end = m[2] === '' ? undefined : Number(m[2])
+    if (end !== undefined && end < start) {
+      throw StreamSegmentError.invalidArgument(`option --range: ${range} ends before it starts`)
+    }
+  }
+  const store = openStore(url as string)
+  const ac = new AbortController()
+  const onSigint = () => ac.abort(new Error('interrupted (SIGINT)'))
+  process.once('SIGINT', onSigint)
+  const rs = createStreamSegmentReadStream({
+    store,
+    start,
+    end,
+    cno: cnoOption(p),
+    signal: ac.signal,
+    ...readOptions(p),
+  })
+  const t0 = performance.now()
+  try {
+    if (target === '-') {
+      await pipeline(rs, out as Writable)
+    } else {
+      // Into a temporary name first: a failed read leaves no partial file behind.
+      const tmp = `${target}.stream-segment-${process.pid}.tmp`
+      try {
+        await pipeline(rs, createWriteStream(tmp)).catch((e) => {
+          throw fsError(e, target)
+        })
+        await fs.rename(tmp, target)
+      } catch (e) {
+        await fs.rm(tmp, { force: true })
+        throw e
+      }
+      const s = (performance.now() - t0) / 1000
+      const t = rs.timing
+      const requests = t ? Object.values(t.requests).reduce((a, b) => a + b, 0) : 0
+      out.write(
+        `got ${formatBytes(rs.bytesRead)} of checkpoint ${rs.file?.cno} into ${target} in ${s.toFixed(2)} s ` +
+          `(${formatBytes(rs.bytesRead / s)}/s, ${requests} requests)\n`,
+      )
+    }
+  } catch (e) {
+    if ((e as { code?: string }).code === 'EPIPE') return 0 // the reader of stdout went away
+    throw e
+  } finally {
+    process.removeListener('SIGINT', onSigint)
+    void err
+  }
+  return 0
+}
+
+async function ls(args: readonly string[], out: Out): Promise<number> {
+  const p = parseArgs(args, ['json'])
+  const [url] = positionals(p, 1, 1, 'ls <url> [--json]')
+  noOtherOptions(p, [])
+  const store = openStore(url as string)
+  const list = await listCheckpoints(store)
+  if (p.flags.has('json')) {
+    out.write(`${JSON.stringify({ url: store.url, ...list })}\n`)
+    return 0
+  }
+  const rows: Array<Array<string | number>> = [['cno', 'size', 'objects', 'bytes', 'time', 'state']]
+  for (const c of list.checkpoints) {
+    rows.push([
+      c.cno,
+      c.size,
+      c.objects,
+      c.bytes,
+      c.timeMs ? new Date(c.timeMs).toISOString() : '-',
+      c.error === undefined ? c.state : `${c.state}, unreadable: ${c.error}`,
+    ])
+  }
+  out.write(`${table(rows, [true, true, true, true, false, false])}\n`)
+  if (list.inodeError !== undefined) out.write(`inode object unreadable: ${list.inodeError}\n`)
+  for (const a of list.abandoned) {
+    out.write(`abandoned: checkpoint ${a.cno} (${a.parts} parts, ${a.bytes} bytes, no part 0): not openable\n`)
+  }
+  return 0
+}
+
+async function inspect(args: readonly string[], out: Out): Promise<number> {
+  const p = parseArgs(args, ['json'])
+  const [url] = positionals(p, 1, 1, 'inspect <url> [--cno N] [--json]')
+  noOtherOptions(p, ['cno'])
+  const store = openStore(url as string)
+  const r = await inspectCheckpoint(store, { cno: cnoOption(p) })
+  if (p.flags.has('json')) {
+    out.write(`${JSON.stringify(r)}\n`)
+    return r.problems.length > 0 ? worstExit(r.problems) : 0
+  }
+  out.write(
+    `checkpoint ${r.cno} of ${r.url}${r.published ? ' (published)' : ''}: ${r.size} bytes, ` +
+      `blocks ${r.dataBlockSize}, meta blocks ${r.metaBlockSize}, made ${new Date(r.mtimeMs).toISOString()}\n` +
+      `block map: height ${r.tree.height}, ${r.tree.nodes} nodes (${r.tree.leaves} leaves), ` +
+      `${r.tree.dataPointers} data pointers, ${r.tree.holes} holes; ${r.objects.length} objects\n`,
+  )
+  const rows: Array<Array<string | number>> = [
+    ['object', 'size', 'flags', 'data', 'meta', 'summary', 'dead', 'nodes→', 'blocks→', 'base', 'created'],
+  ]
+  for (const o of r.objects) {
+    const h = o.header
+    rows.push([
+      `${o.key}${o.own ? '' : ' (older)'}`,
+      o.size,
+      h?.flags.join(',') || '-',
+      h?.dataCount ?? '-',
+      h?.metaCount ?? '-',
+      h?.summaryCount ?? '-',
+      o.deadSlots ?? '-',
+      o.reachedNodes,
+      o.reachedBlocks,
+      h?.baseCno ?? '-',
+      h ? new Date(h.createdMs).toISOString() : (o.error ?? '-'),
+    ])
+  }
+  out.write(`${table(rows, [false, true, false, true, true, true, true, true, true, true, false])}\n`)
+  for (const pr of r.problems) out.write(`${pr.code} ${pr.what} ${pr.where}: ${pr.message}\n`)
+  return r.problems.length > 0 ? worstExit(r.problems) : 0
+}
+
+async function verify(args: readonly string[], out: Out, err: Out): Promise<number> {
+  const p = parseArgs(args, ['json'])
+  const [url] = positionals(p, 1, 1, 'verify <url> [--cno N] [--json]')
+  noOtherOptions(p, ['cno'])
+  const store = openStore(url as string)
+  const t0 = performance.now()
+  const r = await verifyCheckpoint(store, {
+    cno: cnoOption(p),
+    onProgress: err.isTTY ? (b) => err.write(`\r\x1b[Kverify: ${formatBytes(b)}`) : undefined,
+  })
+  if (err.isTTY) err.write('\r\x1b[K')
+  const s = (performance.now() - t0) / 1000
+  if (p.flags.has('json')) out.write(`${JSON.stringify({ ...r, seconds: s })}\n`)
+  else {
+    for (const pr of r.problems) out.write(`${pr.code} ${pr.what} ${pr.where}: ${pr.message}\n`)
+    out.write(
+      `checkpoint ${r.cno} of ${r.url}: ${r.objects} objects, ${r.nodes} nodes, ${r.dataPointers} data pointers, ` +
+        `${r.slots} data slots checked, ${formatBytes(r.bytesRead)} read in ${s.toFixed(2)} s: ` +
+        `${r.problems.length === 0 ? 'ok' : `${r.problems.length} problems`}\n`,
+    )
+  }
+  if (r.problems.length === 0) return 0
+  const code = worstCode(r.problems)
+  err.write(`stream-segment: ${code}: verify found ${r.problems.length} problems in checkpoint ${r.cno} of ${r.url}\n`)
+  return EXIT_CODES[code]
+}
+
+function worstCode(problems: readonly Problem[]): ErrorCode {
+  return problems.some((x) => x.code === 'ERR_CORRUPT') ? 'ERR_CORRUPT' : ((problems[0] as Problem).code as ErrorCode)
+}
+
+function worstExit(problems: readonly Problem[]): number {
+  return EXIT_CODES[worstCode(problems)]
+}
+
+/** Runs the CLI; resolves to the process exit code. */
+export async function main(
+  argv: readonly string[],
+  out: Out = process.stdout,
+  err: Out = process.stderr,
+): Promise<number> {
+  // The SDK's multi-line notice about future Node versions would break the one-line output.
+  process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true'
+  try {
+    const [first, ...rest] = argv
     if (first === undefined || first === '-h' || first === '--help' || first === 'help') {
       out.write(USAGE)
       return first === undefined ? EXIT_CODES.usage : 0
@@ -49,11 +420,28 @@ export async function main(argv: readonly string[], out = process.stdout, err = 
       out.write(`${version()}\n`)
       return 0
     }
+    if (rest.includes('-h') || rest.includes('--help')) {
+      out.write(USAGE)
+      return 0
+    }
+    switch (first) {
+      case 'put':
+        return await put(rest, out, err)
+      case 'get':
+        return await get(rest, out, err)
+      case 'ls':
+        return await ls(rest, out)
+      case 'inspect':
+        return await inspect(rest, out)
+      case 'verify':
+        return await verify(rest, out, err)
+    }
     throw StreamSegmentError.invalidArgument(`unknown command ${JSON.stringify(first)} (see stream-segment --help)`)
   } catch (e) {
     const code = StreamSegmentError.is(e) ? e.code : 'ERR_INTERNAL'
-    err.write(`stream-segment: ${code}: ${(e as Error).message}\n`)
-    if (process.env.DEBUG) err.write(`${(e as Error).stack}\n`)
+    const message = (e as Error)?.message ?? String(e)
+    err.write(`stream-segment: ${code}: ${message.split('\n')[0]}\n`)
+    if (process.env.DEBUG) err.write(`${(e as Error)?.stack}\n`)
     return EXIT_CODES[code]
   }
 }

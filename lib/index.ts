@@ -5,8 +5,14 @@
 export type { FlushTiming } from './checkpoint.js'
 export { crc32, crc32Implementation } from './crc32.js'
 export { ERROR_CODES, type ErrorCode, StreamSegmentError } from './errors.js'
+export {
+  createStreamSegmentReadStream,
+  type ReadStreamOptions,
+  StreamSegmentReadStream,
+} from './read-stream.js'
+export type { ReadKind, ReadOptions, ReadTiming } from './reader.js'
 export { type OpenOptions, SegmentFile } from './segment-file.js'
-export { dirtyLimitBytes, resolveSettings, type Settings, SPEC_DEFAULTS } from './settings.js'
+export { dirtyLimitBytes, resolveSettings, type Settings, SPEC_DEFAULTS, STREAMING_PROFILE } from './settings.js'
 export { DirectoryStore } from './store/directory.js'
 export { MemoryStore } from './store/memory.js'
 export { openStore, type StoreLocation } from './store/open.js'

@@ -10,15 +10,18 @@
  *   BlockMap, whose node cache is bounded (`nodeCacheNodes`). A sibling that fails its
  *   checks is dropped; the walk that needs it later reports it.
  * - Header and summary, once per object, only when data blocks of that object are read,
- *   cached (bounded by `readSummaryCacheBytes`, least recently used first). They come by
- *   a *tail read*: a ranged GET from a known offset in the object (a meta block its
- *   parent points at, or the summary's own offset) with its end past any legal object,
- *   so the answer runs to the object's end and tells its exact size. The header is
- *   decoded from the answer's last 256 bytes against that size: magic, version, CRC,
- *   counts adding up to exactly the size, names, bounds. A leaf span of a data part,
- *   fetched for a read, is a tail read itself: leaves, summary and header in one GET.
- *   Only an object of which no meta block is known costs a header suffix read (256
- *   bytes; the size is checked by the summary's tail read that follows).
+ *   cached (bounded by `readSummaryCacheBytes`, least recently used first), never by a
+ *   HEAD and never by a request for the header alone. Usually by a *tail read*: a ranged
+ *   GET from a known offset in the object (a meta block its parent points at, or the
+ *   summary's own offset) with its end past any legal object, so the answer runs to the
+ *   object's end and tells its exact size; the header (the answer's last 256 bytes) is
+ *   checked against it: magic, version, CRC, counts adding up to exactly the size, names,
+ *   bounds. A leaf span of a data part fetched for a read is a tail read itself: leaves,
+ *   summary and header in one GET. An object of which no meta block is known (data under
+ *   a leaf stored elsewhere) is read by one suffix request sized for the largest summary
+ *   seen: it tells the size only when the object is shorter than the suffix, but every
+ *   block is still checked against the summary, which is found from the end, so a wrong
+ *   size can only fail reads, never change what they return.
  * - Data. Holes cost nothing; dirty blocks are copied from the dirty tier; stored blocks
  *   contiguous in one object coalesce into one ranged GET of at most `readGetMaxBytes`.
  *   At most `readMaxConcurrency` GETs of this reader are in flight. Every block fetched
@@ -30,7 +33,7 @@ import { type BlockMap, DIRTY_BASE, isDirtyRef, type MapNode } from './block-map
 import { crc32 } from './crc32.js'
 import { StreamSegmentError } from './errors.js'
 import type { FileCore } from './file-core.js'
-import { decodeHeader, HEADER_BYTES, type Header, objectLayout } from './format/header.js'
+import { decodeHeader, HEADER_BYTES, type Header, objectLayout, SUMMARY_ENTRY_BYTES } from './format/header.js'
 import { segmentKey } from './format/names.js'
 import { type BlockMapNode, decodeNode } from './format/node.js'
 import { hex32, pointerPart, pointerUnit, UNIT_BYTES } from './format/pointer.js'
@@ -41,8 +44,12 @@ const KiB = 1024
 const MiB = 1024 * KiB
 /** Largest span of meta blocks one node GET brings. */
 export const NODE_SPAN_BYTES = 1 * MiB
-/** Past the end of any legal object (the last block below 1 GiB, a 64 KiB meta block, 2^18 summary entries, header). */
-export const TAIL_END = 2 ** 30 + 64 * KiB + 2 ** 18 * 16 + HEADER_BYTES + 1
+/**
+ * Past the end of any legal object: its last block starts below 1 GiB and is at most
+ * 16 MiB, then at most 2^18 summary entries and the header. A longer object's tail read
+ * answers short of its header, which then fails the size check.
+ */
+export const TAIL_END = 2 ** 31
 
 export interface ReadOptions {
   /** Largest data GET: contiguous blocks of one object coalesce up to this (default 16 MiB). */
@@ -104,19 +111,23 @@ export function resolveReadOptions(o: ReadOptions = {}): Required<ReadOptions> {
   }
 }
 
-/** Runs at most `limit` tasks at once, the others in arrival order. */
+/**
+ * Runs at most `limit` tasks at once, the others in arrival order, `urgent` ones first
+ * (a walk's small node and summary reads must not wait behind a queue of data GETs).
+ */
 export class Limiter {
   private active = 0
   private waiting: Array<() => void> = []
+  private waitingUrgent: Array<() => void> = []
   constructor(readonly limit: number) {}
 
-  async run<T>(fn: () => Promise<T>): Promise<T> {
-    if (this.active >= this.limit) await new Promise<void>((r) => this.waiting.push(r))
+  async run<T>(fn: () => Promise<T>, urgent = false): Promise<T> {
+    if (this.active >= this.limit) await new Promise<void>((r) => (urgent ? this.waitingUrgent : this.waiting).push(r))
     else this.active++
     try {
       return await fn()
     } finally {
-      const next = this.waiting.shift()
+      const next = this.waitingUrgent.shift() ?? this.waiting.shift()
       if (next) next()
       else this.active--
     }
@@ -174,6 +185,8 @@ export class Reader {
   timing: ReadTiming = newReadTiming()
   private objects = new Map<string, ObjectState>()
   private summaryBytes = 0
+  /** The most data slots seen in an object: sizes the suffix read of an object not seen yet. */
+  private typicalSlots = 1024
   private readonly limiter: Limiter
 
   constructor(
@@ -293,7 +306,7 @@ export class Reader {
     const length = r.count * bs
     const [bytes, summary] = await Promise.all([
       this.get(r.key, { start: r.at, end: r.at + length }, 'data', r.cno),
-      this.summaryOf(st),
+      this.summaryOf(st, Math.ceil((r.at + length) / bs)),
     ])
     const where = `${this.store.url}/${r.key}`
     if (bytes.byteLength !== length) {
@@ -471,17 +484,22 @@ export class Reader {
     }
   }
 
-  /** The object's summary: cached, or fetched once (concurrent callers share the fetch). */
-  private summaryOf(st: ObjectState): Promise<Summary> {
+  /**
+   * The object's summary: cached, or fetched once (concurrent callers share the fetch);
+   * `minSlots`: the object has at least this many data slots (a pointer names the last).
+   */
+  private summaryOf(st: ObjectState, minSlots: number): Promise<Summary> {
     if (st.summary !== undefined) {
       this.timing.summaryCacheHits++
       return Promise.resolve(st.summary)
     }
     if (st.pending !== undefined) return st.pending
     const p = (async () => {
-      if (st.header === undefined && st.maxMeta < 0) await this.readHeader(st)
-      const start = st.header !== undefined ? objectLayout(st.header, st.header).summaryOffset : st.maxMeta
-      return (await this.tailRead(st, start, 'summary')).summary
+      if (st.header !== undefined) {
+        return (await this.tailRead(st, objectLayout(st.header, st.header).summaryOffset, 'summary')).summary
+      }
+      if (st.maxMeta >= 0) return (await this.tailRead(st, st.maxMeta, 'summary')).summary
+      return this.suffixRead(st, minSlots)
     })()
     st.pending = p
     p.then(
@@ -495,12 +513,65 @@ export class Reader {
     return p
   }
 
-  /** The header alone, by a 256-byte suffix read (its size is checked by the tail read that follows). */
-  async readHeader(st: ObjectState): Promise<Header> {
-    const tail = await this.get(st.key, { suffix: HEADER_BYTES }, 'header', st.cno)
-    this.timing.bytes.header += tail.byteLength
-    st.header = decodeHeader(tail, undefined, { cno: st.cno, part: st.part })
-    return st.header
+  /**
+   * Header and summary of an object of which no meta block is known, by one suffix read
+   * sized for the largest summary seen so far (an object shorter than that comes whole,
+   * and its size is checked). A suffix does not tell the size of a longer object: its
+   * data is still checked block by block against this summary, found from the end, so a
+   * wrong size can only fail reads. A summary larger than guessed costs an exact tail read.
+   */
+  private async suffixRead(st: ObjectState, minSlots: number): Promise<Summary> {
+    const slots = Math.max(minSlots, this.typicalSlots)
+    const want = HEADER_BYTES + SUMMARY_ENTRY_BYTES * (slots + (slots >> 3))
+    const bytes = await this.get(st.key, { suffix: want }, 'summary', st.cno)
+    const whole = bytes.byteLength < want
+    const header = this.acceptHeader(
+      st,
+      decodeHeader(
+        bytes.subarray(Math.max(0, bytes.byteLength - HEADER_BYTES)),
+        whole ? bytes.byteLength : undefined,
+        st,
+      ),
+    )
+    const layout = objectLayout(header, header)
+    const length = layout.headerOffset - layout.summaryOffset
+    if (length + HEADER_BYTES > bytes.byteLength) {
+      return (await this.tailRead(st, layout.summaryOffset, 'summary')).summary
+    }
+    const end = bytes.byteLength - HEADER_BYTES
+    const summary = decodeSummary(bytes.subarray(end - length, end), {
+      count: header.dataCount,
+      summaryCrc: header.summaryCrc,
+      where: `${this.store.url}/${st.key}`,
+    })
+    const t = this.timing.bytes
+    t.meta += end - length
+    t.summary += length
+    t.header += HEADER_BYTES
+    if (whole) st.size = bytes.byteLength
+    return this.acceptSummary(st, summary)
+  }
+
+  /** Keeps the header of `st` (the same one as before, if it had one). */
+  private acceptHeader(st: ObjectState, header: Header): Header {
+    if (
+      st.header !== undefined &&
+      (st.header.summaryCrc !== header.summaryCrc || st.header.createdMs !== header.createdMs)
+    ) {
+      throw StreamSegmentError.corrupt(`${this.store.url}/${st.key}: the header changed between two reads`)
+    }
+    st.header = header
+    if (header.dataCount > this.typicalSlots) this.typicalSlots = header.dataCount
+    return header
+  }
+
+  private acceptSummary(st: ObjectState, summary: Summary): Summary {
+    if (st.summary === undefined) {
+      st.summary = summary
+      this.summaryBytes += summaryMemory(summary)
+      if (this.summaryBytes > this.options.readSummaryCacheBytes) this.evict()
+    }
+    return st.summary
   }
 
   /**
@@ -515,13 +586,10 @@ export class Reader {
     const bytes = await this.get(st.key, { start, end: Math.max(TAIL_END, start + 1) }, kind, st.cno)
     const size = start + bytes.byteLength
     const where = `${this.store.url}/${st.key}`
-    const header = decodeHeader(bytes.subarray(Math.max(0, bytes.byteLength - HEADER_BYTES)), size, st)
-    if (
-      st.header !== undefined &&
-      (st.header.summaryCrc !== header.summaryCrc || st.header.createdMs !== header.createdMs)
-    ) {
-      throw StreamSegmentError.corrupt(`${where}: the header changed between two reads`)
-    }
+    const header = this.acceptHeader(
+      st,
+      decodeHeader(bytes.subarray(Math.max(0, bytes.byteLength - HEADER_BYTES)), size, st),
+    )
     const layout = objectLayout(header, header)
     if (start > layout.summaryOffset) {
       throw StreamSegmentError.corrupt(
@@ -537,14 +605,8 @@ export class Reader {
     t.meta += layout.summaryOffset - start
     t.summary += layout.headerOffset - layout.summaryOffset
     t.header += HEADER_BYTES
-    st.header = header
     st.size = size
-    if (st.summary === undefined) {
-      st.summary = summary
-      this.summaryBytes += summaryMemory(summary)
-      if (this.summaryBytes > this.options.readSummaryCacheBytes) this.evict()
-    }
-    return { bytes, summary }
+    return { bytes, summary: this.acceptSummary(st, summary) }
   }
 
   /** One GET through the limiter, counted; missing and short objects say where. */
@@ -557,7 +619,10 @@ export class Reader {
     this.timing.requests[kind]++
     const where = `${this.store.url}/${key}`
     try {
-      const bytes = await this.limiter.run(() => this.store.get(key, { range, signal: this.core.signal }))
+      const bytes = await this.limiter.run(
+        () => this.store.get(key, { range, signal: this.core.signal }),
+        kind !== 'data',
+      )
       if (kind === 'data') this.timing.bytes.data += bytes.byteLength
       return bytes
     } catch (err) {

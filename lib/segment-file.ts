@@ -3,9 +3,11 @@
  *
  * - Calls are serialised: each runs after the previous one has finished, so a write,
  *   a read and a flush never interleave on one handle.
- * - Writes go to the dirty tier; crossing the dirty limit writes partial segments
- *   before the write returns (the writer waits: that is the backpressure). Nothing a
- *   write does is visible to other readers until a flush publishes it.
+ * - Writes go to the dirty tier. Under the dirty limit, what is unsent may go ahead
+ *   (send-ahead.ts: the writer waits only for room among the requests in flight); over
+ *   it, the open object closes and partial segments are written before the write
+ *   returns (the writer waits: that is the backpressure). Nothing a write does is
+ *   visible to other readers until a flush publishes it.
  * - A failure of the store during a write or flush leaves the handle usable: what was
  *   not stored is still dirty and the next flush writes it. A bug (ERR_INTERNAL) or an
  *   abort makes the handle unusable; every later call throws it again.
@@ -118,7 +120,7 @@ export class SegmentFile {
 
   write(offset: number, bytes: Uint8Array): Promise<void> {
     return this.run('write', true, async () => {
-      checkRange(offset, bytes.byteLength)
+      checkRange(offset, bytes.byteLength, this.core.blockSize)
       await this.writeBlocks(offset, bytes.byteLength, bytes)
       await this.afterWrite()
     })
@@ -126,7 +128,7 @@ export class SegmentFile {
 
   writeZeroes(offset: number, length: number): Promise<void> {
     return this.run('writeZeroes', true, async () => {
-      checkRange(offset, length)
+      checkRange(offset, length, this.core.blockSize)
       const core = this.core
       const bs = core.blockSize
       const end = offset + length
@@ -149,7 +151,7 @@ export class SegmentFile {
 
   truncate(size: number): Promise<void> {
     return this.run('truncate', true, async () => {
-      checkRange(size, 0)
+      checkRange(size, 0, this.core.blockSize)
       const core = this.core
       const bs = core.blockSize
       if (size < core.size) {
@@ -169,7 +171,7 @@ export class SegmentFile {
 
   read(offset: number, length: number): Promise<Uint8Array> {
     return this.run('read', false, async () => {
-      checkRange(offset, length)
+      checkRange(offset, length, this.core.blockSize)
       const end = Math.min(offset + length, this.core.size)
       return end <= offset ? new Uint8Array(0) : this.reader.read(offset, end - offset)
     })
@@ -336,8 +338,14 @@ export class SegmentFile {
   }
 }
 
-function checkRange(offset: number, length: number): void {
+function checkRange(offset: number, length: number, blockSize: number): void {
   if (!Number.isSafeInteger(offset) || offset < 0 || !Number.isSafeInteger(length) || length < 0) {
     throw StreamSegmentError.invalidArgument(`offset ${offset} and length ${length} must be non-negative integers`)
+  }
+  // Block indexes are 32 bits on storage.
+  if (offset + length > 2 ** 32 * blockSize) {
+    throw StreamSegmentError.invalidArgument(
+      `offset ${offset} + length ${length} is past the largest file, ${2 ** 32 * blockSize} bytes at ${blockSize}-byte blocks`,
+    )
   }
 }

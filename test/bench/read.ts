@@ -1,0 +1,219 @@
+// Benchmark (a program, not a test): reading a checkpoint back.
+//
+// 1. Cold open + sequential read of a 1 GiB checkpoint made of ~16 MiB objects, through
+//    createStreamSegmentReadStream (verifying every block), against raw ranged GETs of
+//    the same data bytes (the physical limit: the same GET size and GETs in flight, no
+//    open, no nodes, no summaries, no checks; the ranges computed beforehand).
+//    Throughput ratio (goal >= 0.85) and requests by kind.
+// 2. Cold random 4 KiB reads: requests per read after open (goal <= 3) and latency, on a
+//    fresh handle per read (the cold case), and on one handle for many reads.
+//
+// Stores: ThrottledStore over MemoryStore with the two link models of stream-flush.ts,
+// and radosgw when AWS_ENDPOINT_URL_S3 is set (test/rgw/rgw.sh).
+//
+//   node dist/esm/test/bench/read.js [--mib 1024] [--object-mib 16] [--random 100] [--rounds 3] [--only memory|s3]
+import { parseArgs } from 'node:util'
+import { decodeHeader, HEADER_BYTES, objectLayout } from '../../lib/format/header.js'
+import { parseKey } from '../../lib/format/names.js'
+import { createStreamSegmentReadStream } from '../../lib/read-stream.js'
+import type { ReadKind } from '../../lib/reader.js'
+import { SegmentFile } from '../../lib/segment-file.js'
+import { MemoryStore } from '../../lib/store/memory.js'
+import type { ObjectStore } from '../../lib/store/types.js'
+import { fillBlocks } from '../helpers/pattern.js'
+import { s3TestStore } from '../helpers/s3-env.js'
+import { type LinkModel, ThrottledStore } from '../helpers/throttled-store.js'
+
+const MiB = 1024 * 1024
+const { values: args } = parseArgs({
+  options: {
+    mib: { type: 'string', default: '1024' },
+    'object-mib': { type: 'string', default: '16' },
+    random: { type: 'string', default: '100' },
+    rounds: { type: 'string', default: '3' },
+    only: { type: 'string' },
+  },
+})
+const total = Number(args.mib) * MiB
+const objectBytes = Number(args['object-mib']) * MiB
+const randomReads = Number(args.random)
+const rounds = Number(args.rounds)
+const GET_MAX = 16 * MiB
+const CONCURRENCY = 10
+
+const LINKS: Array<[string, LinkModel]> = [
+  ['directory', { latencyMs: 10, bandwidth: 4e9, perRequestBandwidth: 1.5e9 }],
+  ['general purpose', { latencyMs: 40, bandwidth: 1.4e9, perRequestBandwidth: 400e6 }],
+]
+
+/** Writes the checkpoint: `objectBytes` of dirty data make one partial object. */
+async function build(store: ObjectStore): Promise<number> {
+  const f = await SegmentFile.create(store, {
+    dataCacheDirtyMaxBytesThreshold: objectBytes,
+    segmentBufferSize: 2 * objectBytes,
+  })
+  const chunk = Buffer.allocUnsafe(MiB)
+  for (let at = 0; at < total; at += MiB) {
+    fillBlocks(chunk, at)
+    await f.write(at, chunk)
+  }
+  const t = await f.flush()
+  await f.close()
+  return t.objects
+}
+
+/** Every object's data region, cut into GETs of at most GET_MAX (computed before timing). */
+async function dataRanges(store: ObjectStore): Promise<Array<{ key: string; start: number; end: number }>> {
+  const out: Array<{ key: string; start: number; end: number }> = []
+  for await (const e of store.list('')) {
+    const k = parseKey(e.key)
+    if (k?.kind !== 'segment') continue
+    const h = decodeHeader(await store.get(e.key, { range: { suffix: HEADER_BYTES } }), e.size, k)
+    const dataEnd = objectLayout(h, h).metaOffset
+    for (let at = 0; at < dataEnd; at += GET_MAX)
+      out.push({ key: e.key, start: at, end: Math.min(dataEnd, at + GET_MAX) })
+  }
+  return out
+}
+
+async function raw(store: ObjectStore, ranges: Array<{ key: string; start: number; end: number }>): Promise<number> {
+  const t0 = performance.now()
+  let next = 0
+  let bytes = 0
+  const worker = async () => {
+    while (next < ranges.length) {
+      const r = ranges[next++] as { key: string; start: number; end: number }
+      const got = await store.get(r.key, { range: { start: r.start, end: r.end } })
+      bytes += got.byteLength
+    }
+  }
+  await Promise.all(Array.from({ length: CONCURRENCY }, worker))
+  if (bytes < total) throw new Error(`raw read ${bytes} bytes`)
+  return (performance.now() - t0) / 1000
+}
+
+async function sequential(store: ObjectStore) {
+  const t0 = performance.now()
+  const rs = createStreamSegmentReadStream({ store, readGetMaxBytes: GET_MAX, readMaxConcurrency: CONCURRENCY })
+  let bytes = 0
+  for await (const c of rs) bytes += (c as Uint8Array).byteLength
+  if (bytes !== total) throw new Error(`stream read ${bytes} bytes`)
+  return { seconds: (performance.now() - t0) / 1000, timing: rs.timing }
+}
+
+function percentile(xs: number[], p: number): number {
+  const s = [...xs].sort((a, b) => a - b)
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] as number
+}
+
+/** Random 4 KiB reads: on a fresh handle each (requests after its open), then on one handle. */
+async function random(store: ThrottledStore | CountingStore) {
+  let seed = 12345
+  const rnd = () => {
+    seed = (Math.imul(seed, 1103515245) + 12345) >>> 0
+    return seed / 2 ** 32
+  }
+  const offsets = Array.from({ length: randomReads }, () => Math.floor(rnd() * (total - 4096)))
+  const cold: number[] = []
+  const coldMs: number[] = []
+  for (const at of offsets) {
+    const f = await SegmentFile.open(store, { readOnly: true })
+    const before = store.totalRequests
+    const t0 = performance.now()
+    await f.read(at, 4096)
+    coldMs.push(performance.now() - t0)
+    cold.push(store.totalRequests - before)
+  }
+  const f = await SegmentFile.open(store, { readOnly: true })
+  const warm: number[] = []
+  const warmMs: number[] = []
+  for (const at of offsets) {
+    const before = store.totalRequests
+    const t0 = performance.now()
+    await f.read(at, 4096)
+    warmMs.push(performance.now() - t0)
+    warm.push(store.totalRequests - before)
+  }
+  const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length
+  return { cold, coldMs, warm, warmMs, mean }
+}
+
+/** Counts requests of a store without changing it (for radosgw). */
+class CountingStore extends ThrottledStore {
+  constructor(inner: ObjectStore) {
+    super(inner, { latencyMs: 0, bandwidth: Number.POSITIVE_INFINITY })
+  }
+}
+
+const KINDS: ReadKind[] = ['inode', 'header', 'meta', 'summary', 'data']
+
+async function benchStore(name: string, store: ThrottledStore | CountingStore, inner: ObjectStore) {
+  const ranges = await dataRanges(inner)
+  const rows: string[] = []
+  // A warm-up pair, not reported: the first pass pays for page faults and compilation.
+  await raw(store, ranges)
+  await sequential(store)
+  for (let r = 0; r < rounds; r++) {
+    const rawS = await raw(store, ranges)
+    const seq = await sequential(store)
+    const t = seq.timing
+    const kinds = KINDS.map((k) => `${t?.requests[k]}`).join(' / ')
+    rows.push(
+      `| ${name} | ${r + 1} | ${(total / MiB / rawS).toFixed(0)} | ${(total / MiB / seq.seconds).toFixed(0)} | ` +
+        `${(rawS / seq.seconds).toFixed(2)} | ${ranges.length} | ${kinds} |`,
+    )
+  }
+  const rnd = await random(store)
+  const randomRow =
+    `| ${name} | ${Math.max(...rnd.cold)} | ${rnd.mean(rnd.cold).toFixed(2)} | ${percentile(rnd.coldMs, 50).toFixed(1)} | ` +
+    `${percentile(rnd.coldMs, 99).toFixed(1)} | ${rnd.mean(rnd.warm).toFixed(2)} | ${percentile(rnd.warmMs, 50).toFixed(1)} | ` +
+    `${percentile(rnd.warmMs, 99).toFixed(1)} |`
+  return { rows, randomRow }
+}
+
+async function main() {
+  console.log(
+    `# read benchmark: ${total / MiB} MiB checkpoint of ~${objectBytes / MiB} MiB objects, 4 KiB blocks; ` +
+      `GETs of <= ${GET_MAX / MiB} MiB, ${CONCURRENCY} in flight; ${randomReads} random reads; Node ${process.version}`,
+  )
+  const seqRows: string[] = []
+  const randomRows: string[] = []
+  if (args.only === undefined || args.only === 'memory') {
+    const mem = new MemoryStore()
+    const objects = await build(mem)
+    console.log(`# memory: ${objects} objects`)
+    for (const [name, link] of LINKS) {
+      console.log(
+        `# ${name}: ${link.latencyMs} ms per request, ${link.bandwidth / 1e6} MB/s shared, ${(link.perRequestBandwidth ?? 0) / 1e6} MB/s per request`,
+      )
+      const r = await benchStore(`throttled ${name}`, new ThrottledStore(mem, link), mem)
+      seqRows.push(...r.rows)
+      randomRows.push(r.randomRow)
+    }
+  }
+  if ((args.only === undefined || args.only === 's3') && process.env.AWS_ENDPOINT_URL_S3) {
+    const s3 = await s3TestStore()
+    const t0 = performance.now()
+    const objects = await build(s3)
+    console.log(
+      `# radosgw ${process.env.AWS_ENDPOINT_URL_S3}: ${objects} objects written in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
+    )
+    const r = await benchStore('radosgw', new CountingStore(s3), s3)
+    seqRows.push(...r.rows)
+    randomRows.push(r.randomRow)
+  }
+  console.log('\nCold open + sequential read (MiB/s), vs raw ranged GETs of the same data bytes')
+  console.log(
+    '| store | round | raw GETs MiB/s | stream MiB/s | ratio | raw GETs | stream requests inode / header / meta / summary / data |',
+  )
+  console.log('|---|---:|---:|---:|---:|---:|---|')
+  for (const row of seqRows) console.log(row)
+  console.log('\nRandom 4 KiB reads: requests per read after open, and latency (ms)')
+  console.log(
+    '| store | cold: max requests | cold: mean requests | cold p50 ms | cold p99 ms | one handle: mean requests | p50 ms | p99 ms |',
+  )
+  console.log('|---|---:|---:|---:|---:|---:|---:|---:|')
+  for (const row of randomRows) console.log(row)
+}
+
+await main()

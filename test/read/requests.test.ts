@@ -1,0 +1,120 @@
+/**
+ * What reads cost in requests (ThrottledStore counts them; ReadTiming splits them by
+ * kind): a cold random 4 KiB read after open, reads into objects seen before, a
+ * sequential read coalescing into readGetMaxBytes GETs, holes for free, at most
+ * readMaxConcurrency GETs in flight, and no HEAD beyond the open's.
+ */
+import assert from 'node:assert/strict'
+import { before, describe, it } from 'node:test'
+import { createStreamSegmentReadStream } from '../../lib/read-stream.js'
+import { SegmentFile } from '../../lib/segment-file.js'
+import { MemoryStore } from '../../lib/store/memory.js'
+import type { ObjectStore } from '../../lib/store/types.js'
+import { pattern } from '../helpers/pattern.js'
+import { ThrottledStore } from '../helpers/throttled-store.js'
+
+const KiB = 1024
+const MiB = 1024 * KiB
+const FILE = 64 * MiB
+
+async function drain(rs: AsyncIterable<unknown>): Promise<Buffer> {
+  const chunks: Buffer[] = []
+  for await (const c of rs) chunks.push(Buffer.from(c as Uint8Array))
+  return Buffer.concat(chunks)
+}
+
+describe('read requests', () => {
+  const inner = new MemoryStore()
+  const holes = new MemoryStore()
+  const want = Buffer.alloc(FILE)
+  let objects = 0
+  before(async () => {
+    // ~4 MiB partial objects: 16 of them, leaves beside their data, one index node in part 0.
+    const f = await SegmentFile.create(inner, { dataCacheDirtyMaxBytesThreshold: 4 * MiB })
+    for (let at = 0; at < FILE; at += MiB) {
+      const b = pattern(at, MiB, 3)
+      b.copy(want, at)
+      await f.write(at, b)
+    }
+    objects = (await f.flush()).objects
+    const h = await SegmentFile.create(holes)
+    await h.write(0, pattern(0, MiB, 1))
+    await h.write(FILE - MiB, pattern(FILE - MiB, MiB, 1))
+    await h.flush()
+  })
+
+  async function opened(store: ObjectStore = inner, latencyMs = 0) {
+    const counted = new ThrottledStore(store, { latencyMs, bandwidth: Number.POSITIVE_INFINITY })
+    const file = await SegmentFile.open(counted, { readOnly: true })
+    counted.resetCounters()
+    return { store: counted, file }
+  }
+
+  it('a cold random 4 KiB read after open costs at most 3 requests; into a new object 2, into one read before 1', async () => {
+    const { store, file } = await opened()
+    const offsets = [37 * MiB + 12345, 5 * MiB + 7, 61 * MiB, 5 * MiB + 64 * KiB, 20 * MiB + 4095, 63 * MiB + 5]
+    const counts: number[] = []
+    for (const at of offsets) {
+      const before = store.totalRequests
+      const got = await file.read(at, 4 * KiB)
+      assert.deepEqual(Buffer.from(got), want.subarray(at, at + 4 * KiB))
+      counts.push(store.totalRequests - before)
+    }
+    assert.equal(store.requests.head ?? 0, 0, 'no HEAD')
+    assert.ok((counts[0] as number) <= 3, `first cold read: ${counts[0]} requests`)
+    for (const i of [1, 2, 4]) assert.ok((counts[i] as number) <= 2, `read ${i} into a new object: ${counts[i]}`)
+    assert.equal(counts[3], 1, 'a read into an object read before costs its data GET only')
+  })
+
+  it('a sequential read coalesces: one data GET per object (≤ readGetMaxBytes), summaries come with the leaves', async () => {
+    const counted = new ThrottledStore(inner, { latencyMs: 0, bandwidth: Number.POSITIVE_INFINITY })
+    const rs = createStreamSegmentReadStream({ store: counted })
+    assert.ok((await drain(rs)).equals(want))
+    const t = rs.timing
+    assert.ok(t !== undefined)
+    assert.ok(t.requests.data <= objects, `${t.requests.data} data GETs for ${objects} objects`)
+    assert.equal(t.requests.header, 0, 'no header-only reads')
+    assert.equal(t.requests.summary, 0, 'no separate summary reads')
+    assert.ok(t.requests.meta <= objects + 1, `${t.requests.meta} node GETs`)
+    assert.equal(t.bytes.data, FILE)
+    assert.equal(counted.requests.head, 1, "the open's HEAD only")
+    assert.equal(t.requests.inode, 2, 'open: HEAD and GET of the inode')
+    assert.equal(t.nodeFallbacks, 0)
+
+    const small = new ThrottledStore(inner, { latencyMs: 0, bandwidth: Number.POSITIVE_INFINITY })
+    const rs1 = createStreamSegmentReadStream({ store: small, readGetMaxBytes: MiB })
+    assert.ok((await drain(rs1)).equals(want))
+    assert.ok(
+      rs1.timing?.requests.data === 64 || rs1.timing?.requests.data === 64 + objects,
+      `${rs1.timing?.requests.data}`,
+    )
+  })
+
+  it('holes cost no data or summary request', async () => {
+    const counted = new ThrottledStore(holes, { latencyMs: 0, bandwidth: Number.POSITIVE_INFINITY })
+    const rs = createStreamSegmentReadStream({ store: counted, start: 2 * MiB, end: FILE - 2 * MiB - 1 })
+    const got = await drain(rs)
+    assert.equal(got.length, FILE - 4 * MiB)
+    assert.ok(got.equals(Buffer.alloc(got.length)))
+    assert.equal(rs.timing?.requests.data, 0)
+    assert.equal(rs.timing?.requests.summary, 0)
+    assert.equal(rs.timing?.holeBlocks, (FILE - 4 * MiB) / 4096)
+  })
+
+  it('at most readMaxConcurrency GETs in flight, and several at once', async () => {
+    const counted = new ThrottledStore(inner, { latencyMs: 5, bandwidth: 2000 * MiB })
+    const rs = createStreamSegmentReadStream({ store: counted, readGetMaxBytes: MiB, readMaxConcurrency: 3 })
+    assert.ok((await drain(rs)).equals(want))
+    assert.ok(counted.peakInFlight <= 3, `peak ${counted.peakInFlight}`)
+    assert.ok(counted.peakInFlight >= 2, `peak ${counted.peakInFlight}: no read-ahead`)
+  })
+
+  it('a warm re-read costs data GETs only; the node cache serves the walk', async () => {
+    const { store, file } = await opened()
+    await file.read(0, FILE)
+    const before = { ...store.requests }
+    await file.read(0, FILE)
+    const gets = (store.requests.get ?? 0) - (before.get ?? 0)
+    assert.ok(gets <= objects, `${gets} GETs for a warm whole-file read of ${objects} objects`)
+  })
+})
