@@ -9,15 +9,9 @@ import { pattern } from '../helpers/pattern.js'
 
 const KiB = 1024
 
-/** Small nodes and objects: deep trees and many parts in a few hundred KiB. */
-export const smallSettings: Partial<Settings> = {
-  maxNodeEntries: 4,
-  dataCacheDirtyMaxBytesThreshold: 48 * KiB,
-  dataCacheDirtyMaxBlocksThreshold: 0,
-  segmentMaxObjectBytes: 64 * KiB,
-  segmentMpuChunkSize: 16 * KiB,
-  segmentMpuMaxConcurrency: 3,
-}
+import { smallSettings } from '../helpers/small-settings.js'
+
+export { smallSettings }
 
 /** A file and its reference, in step. */
 export class Tracked {

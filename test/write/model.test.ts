@@ -14,6 +14,7 @@ import type { Settings } from '../../lib/settings.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
 import { pattern } from '../helpers/pattern.js'
+import { smallSettings } from '../helpers/small-settings.js'
 import type { CallInfo } from '../helpers/wrapped-store.js'
 import { WrappedStore } from '../helpers/wrapped-store.js'
 
@@ -95,15 +96,6 @@ class Reference {
     b.set(this.bytes)
     this.bytes = b
   }
-}
-
-export const smallSettings: Partial<Settings> = {
-  maxNodeEntries: 4,
-  dataCacheDirtyMaxBytesThreshold: 48 * KiB,
-  dataCacheDirtyMaxBlocksThreshold: 0,
-  segmentMaxObjectBytes: 64 * KiB,
-  segmentMpuChunkSize: 16 * KiB,
-  segmentMpuMaxConcurrency: 3,
 }
 
 async function tolerateStoreFailure(p: Promise<void>): Promise<void> {

@@ -1,0 +1,13 @@
+import type { Settings } from '../../lib/settings.js'
+
+const KiB = 1024
+
+/** Small nodes, limits and objects: deep trees, partials and many parts in a few hundred KiB. */
+export const smallSettings: Partial<Settings> = {
+  maxNodeEntries: 4,
+  dataCacheDirtyMaxBytesThreshold: 48 * KiB,
+  dataCacheDirtyMaxBlocksThreshold: 0,
+  segmentMaxObjectBytes: 64 * KiB,
+  segmentMpuChunkSize: 16 * KiB,
+  segmentMpuMaxConcurrency: 3,
+}
