@@ -45,7 +45,7 @@ now_ms() { date +%s%3N; }
 
 install() {
   local missing=()
-  for bin in radosgw radosgw-admin ceph-mon ceph-osd ceph monmaptool ceph-authtool; do
+  for bin in radosgw radosgw-admin ceph-mon ceph-osd ceph monmaptool ceph-authtool curl; do
     command -v "$bin" >/dev/null 2>&1 || missing+=("$bin")
   done
   if [ ${#missing[@]} -eq 0 ]; then
@@ -57,7 +57,7 @@ install() {
   log "installing radosgw ceph-mon ceph-osd (missing: ${missing[*]})"
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    radosgw ceph-mon ceph-osd
+    radosgw ceph-mon ceph-osd curl
   log "installed: $(ceph --version)"
 }
 
