@@ -199,8 +199,7 @@ export class SendAhead {
       for (const u of this.unsent(0)) {
         if (u.leaf === last) continue
         last = u.leaf
-        let n = 0
-        for (const v of this.unsentIn(u.leaf)) n += v >= 0 ? 1 : 0
+        const n = unsentUnder(u.leaf, core.tier)
         const add = n * (core.blockSize + 16) + s.metaBlockSize
         // A leaf never leaves its data, so the last leaf may take the object a little over
         // its target, never over segmentMaxObjectBytes.
@@ -226,15 +225,6 @@ export class SendAhead {
       counters.streamSentBytes += plan.dataBlocks * core.blockSize
       const { done } = await core.uploader.startPut(plan, core.signal)
       this.track(plan, done, counters)
-    }
-  }
-
-  /** Slots (or −1) of the unsent blocks of one leaf. */
-  private *unsentIn(leaf: MapNode): Generator<number> {
-    const tier = this.core.tier
-    for (let i = 0; i < leaf.count; i++) {
-      const lo = leaf.lo[i] as number
-      if (isDirtyRef(leaf.hi[i] as number, lo) && !tier.placed(lo - DIRTY_BASE)) yield lo - DIRTY_BASE
     }
   }
 
