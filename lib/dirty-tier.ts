@@ -18,23 +18,46 @@
  *   in flight holds its current bytes; `unplacedBytes` counts those, and is what sending
  *   ahead sends. A write after placement, or the object failing (`unplace`), makes the
  *   block unsent again.
+ * - Blocks written by reference (`allocRef`) take an id from pages without a slab: they
+ *   hold no bytes, only a source and a position; their bytes are read on demand
+ *   (`readRef`), when the object holding them is sent or a read needs them. They do not
+ *   count in `usedBytes` (the dirty limits do not apply to them), but do in
+ *   `unplacedBytes` (they are sent ahead like the rest).
  * - A slot is free when no block maps to it (`release`) and no request pins it.
  *   `usedBytes` counts every slot that is not free: a block stays in the tier, and counts
  *   against the dirty limit, until the object holding it has completed.
  */
 import { crc32 } from './crc32.js'
+import { StreamSegmentError } from './errors.js'
 
 const SLAB_BYTES = 4 * 1024 * 1024
 /** Bytes copied before they are hashed: small enough to stay in the CPU cache. */
 const CACHE_STEP = 64 * 1024
 
+/**
+ * Where blocks written by reference get their bytes: the bytes at `position` of some
+ * file or object, on demand. Contract: from `writeRef` until the flush that publishes the
+ * checkpoint returns, it gives the bytes as they were at `writeRef`.
+ */
+export interface BlockSource {
+  read(position: number, length: number): Promise<Uint8Array>
+}
+
 export class DirtyTier {
   readonly blockSize: number
   private readonly slotsPerSlab: number
   private readonly slabShift: number
-  private slabs: Buffer[] = []
+  /** Pages of ids: a slab for byte slots, or undefined for a page of references. */
+  private slabs: Array<Buffer | undefined> = []
   private freeSlots = new Int32Array(1024)
   private freeCount = 0
+  private freeRefs = new Int32Array(1024)
+  private freeRefCount = 0
+  /** References: the source and the position in it of the block's first byte. */
+  private refSource = new Uint32Array(1024)
+  private refPos = new Float64Array(1024)
+  private sources: BlockSource[] = []
+  private sourceIds = new Map<BlockSource, number>()
   private generation = new Uint32Array(1024)
   /** Requests in flight carrying the slot. */
   private pins = new Uint16Array(1024)
@@ -68,20 +91,55 @@ export class DirtyTier {
 
   /** Bytes of slab memory, used or not. */
   get capacityBytes(): number {
-    return this.slabs.length * this.slotsPerSlab * this.blockSize
+    return this.slabs.filter((s) => s !== undefined).length * this.slotsPerSlab * this.blockSize
   }
 
   /** A slot for one block, its bytes unspecified (the caller fills all of them). */
   alloc(): number {
-    if (this.freeCount === 0) this.grow()
+    if (this.freeCount === 0) this.grow(true)
     const slot = this.freeSlots[--this.freeCount] as number
     this.allocated++
+    this.taken(slot)
+    return slot
+  }
+
+  /** An id for a block written by reference: its bytes are `source`'s at `position`. */
+  allocRef(source: BlockSource, position: number): number {
+    if (this.freeRefCount === 0) this.grow(false)
+    const id = this.freeRefs[--this.freeRefCount] as number
+    let s = this.sourceIds.get(source)
+    if (s === undefined) {
+      s = this.sources.length
+      this.sources.push(source)
+      this.sourceIds.set(source, s)
+    }
+    this.refSource[id] = s
+    this.refPos[id] = position
+    this.taken(id)
+    return id
+  }
+
+  isRef(id: number): boolean {
+    return this.slabs[id >>> this.slabShift] === undefined
+  }
+
+  /** The source of reference `id`, and the position of its block in it. */
+  refOf(id: number): { source: BlockSource; position: number } {
+    return { source: this.sources[this.refSource[id] as number] as BlockSource, position: this.refPos[id] as number }
+  }
+
+  /** Bytes [at, at + length) of the block of reference `id`, from its source, checked for length. */
+  async readRef(id: number, at: number, length: number): Promise<Uint8Array> {
+    const { source, position } = this.refOf(id)
+    return readSource(source, position + at, length)
+  }
+
+  private taken(slot: number): void {
     this.mapped[slot] = 1
     this.generation[slot] = ((this.generation[slot] as number) + 1) >>> 0
     this.placedGen[slot] = 0
     this.placedIn[slot] = 0
     this.unplaced++
-    return slot
   }
 
   /** No block maps to `slot` any more; it is freed once no request pins it. */
@@ -96,6 +154,9 @@ export class DirtyTier {
   }
 
   pin(slot: number): void {
+    if (this.mapped[slot] === 0 && this.pins[slot] === 0) {
+      throw StreamSegmentError.internal(`dirty-tier slot ${slot} is free: nothing may send it`)
+    }
     this.pins[slot] = (this.pins[slot] as number) + 1
   }
 
@@ -106,6 +167,11 @@ export class DirtyTier {
   }
 
   private free(slot: number): void {
+    if (this.isRef(slot)) {
+      if (this.freeRefCount === this.freeRefs.length) this.freeRefs = grownInt(this.freeRefs, this.freeRefs.length * 2)
+      this.freeRefs[this.freeRefCount++] = slot
+      return
+    }
     if (this.freeCount === this.freeSlots.length) {
       const bigger = new Int32Array(this.freeSlots.length * 2)
       bigger.set(this.freeSlots)
@@ -121,7 +187,9 @@ export class DirtyTier {
 
   /** The slab holding `slot`, and the slot's byte offset in it. */
   slab(slot: number): Buffer {
-    return this.slabs[slot >>> this.slabShift] as Buffer
+    const slab = this.slabs[slot >>> this.slabShift]
+    if (slab === undefined) throw StreamSegmentError.internal(`dirty-tier id ${slot} is a reference, not a slot`)
+    return slab
   }
 
   offset(slot: number): number {
@@ -182,7 +250,7 @@ export class DirtyTier {
 
   /** Whether slot `next` follows slot `prev` in the same slab. */
   follows(prev: number, next: number): boolean {
-    return next === prev + 1 && (next & (this.slotsPerSlab - 1)) !== 0
+    return next === prev + 1 && (next & (this.slotsPerSlab - 1)) !== 0 && !this.isRef(next)
   }
 
   fill(slot: number, at: number, length: number, value = 0): void {
@@ -197,6 +265,9 @@ export class DirtyTier {
     this.freeCount = 0
     this.allocated = 0
     this.freeSlots = new Int32Array(1024)
+    this.freeRefCount = 0
+    this.sources = []
+    this.sourceIds.clear()
     this.pins.fill(0)
     this.mapped.fill(0)
     this.placedGen.fill(0)
@@ -252,11 +323,16 @@ export class DirtyTier {
     return this.placedLo[slot] as number
   }
 
-  private grow(): void {
+  /** Adds a page of ids: a pre-faulted slab of byte slots, or a page of references. */
+  private grow(bytes: boolean): void {
     const index = this.slabs.length
-    const slab = Buffer.allocUnsafeSlow(this.slotsPerSlab * this.blockSize)
-    slab.fill(0) // fault the pages in now, not on the write path
-    this.slabs.push(slab)
+    if (bytes) {
+      const slab = Buffer.allocUnsafeSlow(this.slotsPerSlab * this.blockSize)
+      slab.fill(0) // fault the pages in now, not on the write path
+      this.slabs.push(slab)
+    } else {
+      this.slabs.push(undefined)
+    }
     const first = index * this.slotsPerSlab
     const need = first + this.slotsPerSlab
     if (this.generation.length < need) {
@@ -270,19 +346,53 @@ export class DirtyTier {
       this.placedIn = grown(this.placedIn, new Uint32Array(n))
       this.placedHi = grown(this.placedHi, new Uint32Array(n))
       this.placedLo = grown(this.placedLo, new Uint32Array(n))
+      this.refSource = grown(this.refSource, new Uint32Array(n))
+      const pos = new Float64Array(n)
+      pos.set(this.refPos)
+      this.refPos = pos
     }
-    if (this.freeSlots.length < this.freeCount + this.slotsPerSlab) {
-      const bigger = new Int32Array(Math.max(this.freeCount + this.slotsPerSlab, this.freeSlots.length * 2))
-      bigger.set(this.freeSlots.subarray(0, this.freeCount))
-      this.freeSlots = bigger
-    }
-    // Push in reverse so slots come out in ascending order: sequential writes then fill
+    // Push in reverse so ids come out in ascending order: sequential writes then fill
     // a slab front to back, and an object's blocks sit side by side.
-    for (let s = need - 1; s >= first; s--) this.freeSlots[this.freeCount++] = s
+    if (bytes) {
+      if (this.freeSlots.length < this.freeCount + this.slotsPerSlab) {
+        this.freeSlots = grownInt(
+          this.freeSlots,
+          Math.max(this.freeCount + this.slotsPerSlab, this.freeSlots.length * 2),
+          this.freeCount,
+        )
+      }
+      for (let s = need - 1; s >= first; s--) this.freeSlots[this.freeCount++] = s
+    } else {
+      if (this.freeRefs.length < this.freeRefCount + this.slotsPerSlab) {
+        this.freeRefs = grownInt(
+          this.freeRefs,
+          Math.max(this.freeRefCount + this.slotsPerSlab, this.freeRefs.length * 2),
+          this.freeRefCount,
+        )
+      }
+      for (let s = need - 1; s >= first; s--) this.freeRefs[this.freeRefCount++] = s
+    }
   }
 }
 
 function grown<T extends Uint8Array | Uint16Array | Uint32Array>(old: T, bigger: T): T {
   bigger.set(old)
   return bigger
+}
+
+function grownInt(old: Int32Array, n: number, used = old.length): Int32Array<ArrayBuffer> {
+  const bigger = new Int32Array(n)
+  bigger.set(old.subarray(0, used))
+  return bigger
+}
+
+/** `length` bytes at `position` of a source; a short or long answer is ERR_STATE (the source broke its contract). */
+export async function readSource(source: BlockSource, position: number, length: number): Promise<Uint8Array> {
+  const bytes = await source.read(position, length)
+  if (!(bytes instanceof Uint8Array) || bytes.byteLength !== length) {
+    throw StreamSegmentError.state(
+      `block source gave ${bytes instanceof Uint8Array ? `${bytes.byteLength} bytes` : typeof bytes} for ${length} at ${position}`,
+    )
+  }
+  return bytes
 }

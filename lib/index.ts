@@ -4,6 +4,7 @@
  */
 export type { FlushTiming } from './checkpoint.js'
 export { crc32, crc32Implementation } from './crc32.js'
+export type { BlockSource } from './dirty-tier.js'
 export { ERROR_CODES, type ErrorCode, StreamSegmentError } from './errors.js'
 export {
   createStreamSegmentReadStream,
@@ -30,6 +31,7 @@ export type {
   RequestOptions,
 } from './store/types.js'
 export { WRITE_ID_METADATA } from './store/types.js'
+export { fileSource, uploadFile } from './upload-file.js'
 export {
   createStreamSegmentWriteStream,
   StreamSegmentWriteStream,

@@ -15,7 +15,8 @@
  *   block written again by then is marked dead there.
  */
 import { DIRTY_BASE, isDirtyRef, type MapNode } from './block-map.js'
-import type { DirtyTier } from './dirty-tier.js'
+import { crc32 } from './crc32.js'
+import { type DirtyTier, readSource } from './dirty-tier.js'
 import { StreamSegmentError } from './errors.js'
 import { HEADER_BYTES, type ObjectLayout, objectLayout, SUMMARY_ENTRY_BYTES } from './format/header.js'
 import type { Inode } from './format/inode.js'
@@ -188,35 +189,28 @@ export class ObjectPlan {
    * are recorded here, from the very bytes that will be sent. Calls must cover the
    * object in order, from 0, without gaps; a range may not split a data block.
    */
-  take(offset: number, end: number): { chunks: Uint8Array[]; done: () => void } {
+  async take(offset: number, end: number): Promise<{ chunks: Uint8Array[]; done: () => void }> {
     if (offset !== this.taken)
       throw StreamSegmentError.internal(`${this.key}: take at ${offset}, expected ${this.taken}`)
+    this.taken = end
     const { metaOffset, summaryOffset, dataBlockSize: bs } = this.layout
-    const tier = this.tier
-    const chunks: Uint8Array[] = []
-    const firstBlock = offset / bs
+    const dataEnd = Math.min(end, metaOffset)
     let at = offset
-    while (at < end && at < metaOffset) {
-      const k = at / bs
-      if (!Number.isInteger(k) || at + bs > end) {
-        throw StreamSegmentError.internal(`${this.key}: range [${offset}, ${end}) splits data block at ${at}`)
+    let chunks: Uint8Array[] = []
+    let done = () => {}
+    if (at < dataEnd) {
+      if (at % bs !== 0 || dataEnd % bs !== 0) {
+        throw StreamSegmentError.internal(`${this.key}: range [${offset}, ${end}) splits a data block`)
       }
-      const first = this.slot[k] as number
-      let n = 1
-      while (at + (n + 1) * bs <= Math.min(end, metaOffset) && tier.follows(first + n - 1, this.slot[k + n] as number))
-        n++
-      const slab = tier.slab(first)
-      const so = tier.offset(first)
-      for (let i = 0; i < n; i++) {
-        tier.pin(first + i)
-        tier.place(first + i, this.id, this.ctx.cno, this.dataLo(k + i))
-        this.gen[k + i] = tier.gen(first + i)
-        this.crc[k + i] = tier.crcOf(first + i)
-      }
-      chunks.push(slab.subarray(so, so + n * bs))
-      at += n * bs
+      const taken = await takeBlocks(this.tier, this.slot, at / bs, (dataEnd - at) / bs, (k, slot, crc) => {
+        this.tier.place(slot, this.id, this.ctx.cno, this.dataLo(k))
+        this.gen[k] = this.tier.gen(slot)
+        this.crc[k] = crc
+      })
+      chunks = taken.chunks
+      done = taken.done
+      at = dataEnd
     }
-    const lastBlock = at / bs
     if (at < end && at < summaryOffset) {
       const meta = this.encodeMeta()
       const to = Math.min(summaryOffset, end)
@@ -226,14 +220,6 @@ export class ObjectPlan {
     if (at < end) {
       const tail = this.encodeTail()
       chunks.push(tail.subarray(at - summaryOffset, end - summaryOffset))
-      at = end
-    }
-    this.taken = end
-    let released = false
-    const done = () => {
-      if (released) return
-      released = true
-      for (let k = firstBlock; k < lastBlock; k++) tier.unpin(this.slot[k] as number)
     }
     return { chunks, done }
   }
@@ -299,4 +285,58 @@ export function unsentUnder(node: MapNode, tier: DirtyTier): number {
     if (isDirtyRef(node.hi[i] as number, lo) && !tier.placed(lo - DIRTY_BASE)) n++
   }
   return n
+}
+
+/**
+ * The bytes of blocks slots[first … first + count): views of the slabs for slots (a run of
+ * consecutive slots as one view, pinned until `done`), bytes read from the source for
+ * references (a run contiguous in one source as one read). `onBlock(k, slot, crc)` is told
+ * the CRC-32 of each block's bytes as they will be sent.
+ */
+export async function takeBlocks(
+  tier: DirtyTier,
+  slots: ArrayLike<number>,
+  first: number,
+  count: number,
+  onBlock: (k: number, slot: number, crc: number) => void,
+): Promise<{ chunks: Uint8Array[]; done: () => void }> {
+  const bs = tier.blockSize
+  const chunks: Uint8Array[] = []
+  const pinned: number[] = []
+  const done = () => {
+    for (const slot of pinned.splice(0)) tier.unpin(slot)
+  }
+  try {
+    for (let k = first; k < first + count; ) {
+      const s0 = slots[k] as number
+      let n = 1
+      if (tier.isRef(s0)) {
+        const { source, position } = tier.refOf(s0)
+        while (k + n < first + count) {
+          const next = slots[k + n] as number
+          if (!tier.isRef(next)) break
+          const r = tier.refOf(next)
+          if (r.source !== source || r.position !== position + n * bs) break
+          n++
+        }
+        const bytes = await readSource(source, position, n * bs)
+        for (let i = 0; i < n; i++) onBlock(k + i, slots[k + i] as number, crc32(bytes.subarray(i * bs, (i + 1) * bs)))
+        chunks.push(bytes)
+      } else {
+        while (k + n < first + count && tier.follows(s0 + n - 1, slots[k + n] as number)) n++
+        for (let i = 0; i < n; i++) {
+          tier.pin(s0 + i)
+          pinned.push(s0 + i)
+          onBlock(k + i, s0 + i, tier.crcOf(s0 + i))
+        }
+        const so = tier.offset(s0)
+        chunks.push(tier.slab(s0).subarray(so, so + n * bs))
+      }
+      k += n
+    }
+  } catch (err) {
+    done()
+    throw err
+  }
+  return { chunks, done }
 }

@@ -259,8 +259,13 @@ export class Reader {
       if (isDirtyRef(hi, lo)) {
         t.memoryBlocks++
         const slot = lo - DIRTY_BASE
-        const so = tier.offset(slot) + (from - b * bs)
-        const bytes = Buffer.from(tier.slab(slot).subarray(so, so + (to - from)))
+        let bytes: Uint8Array
+        if (tier.isRef(slot)) {
+          bytes = await tier.readRef(slot, from - b * bs, to - from)
+        } else {
+          const so = tier.offset(slot) + (from - b * bs)
+          bytes = Buffer.from(tier.slab(slot).subarray(so, so + (to - from)))
+        }
         pieces.push((piece = { kind: 'memory', start: from, end: to, bytes }))
         continue
       }

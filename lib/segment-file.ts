@@ -15,6 +15,7 @@
 import debug from 'debug'
 import { DIRTY_BASE, isDirtyRef } from './block-map.js'
 import { type CheckpointCounters, type FlushTiming, flush, newCounters, writePartials } from './checkpoint.js'
+import { type BlockSource, readSource } from './dirty-tier.js'
 import { StreamSegmentError } from './errors.js'
 import { FileCore } from './file-core.js'
 import { decodeInodeObject, emptyInode, FORMAT_STREAM, type Inode } from './format/inode.js'
@@ -122,6 +123,52 @@ export class SegmentFile {
     return this.run('write', true, async () => {
       checkRange(offset, bytes.byteLength, this.core.blockSize)
       await this.writeBlocks(offset, bytes.byteLength, bytes)
+      await this.afterWrite()
+    })
+  }
+
+  /**
+   * Writes [offset, offset + length) by reference: the bytes are `source`'s from
+   * `sourceOffset` on, read only when the object holding them is sent (or the flush, or a
+   * read, needs them), never held in the dirty tier; the dirty limits do not apply to
+   * them. Blocks only partly covered are read at once and written by value. Contract: the
+   * source gives the same bytes until the flush that publishes them returns.
+   */
+  writeRef(offset: number, length: number, source: BlockSource, sourceOffset = 0): Promise<void> {
+    return this.run('writeRef', true, async () => {
+      checkRange(offset, length, this.core.blockSize)
+      if (!Number.isSafeInteger(sourceOffset) || sourceOffset < 0) {
+        throw StreamSegmentError.invalidArgument(`sourceOffset ${sourceOffset} must be a non-negative integer`)
+      }
+      const core = this.core
+      const { tier, map } = core
+      const bs = core.blockSize
+      const end = offset + length
+      const firstWhole = Math.ceil(offset / bs)
+      const endWhole = Math.max(firstWhole, Math.floor(end / bs))
+      const byValue = async (from: number, to: number) => {
+        if (to > from)
+          await this.writeBlocks(from, to - from, await readSource(source, sourceOffset + from - offset, to - from))
+      }
+      if (firstWhole * bs >= end || endWhole === firstWhole) {
+        await byValue(offset, end)
+      } else {
+        await byValue(offset, firstWhole * bs)
+        this.sendAhead.noteWrite(firstWhole)
+        const ptr: [number, number] = [0, 0]
+        for (let b = firstWhole; b < endWhole; b++) {
+          if (!map.lookup(b, ptr)) {
+            await map.load(b)
+            map.lookup(b, ptr)
+          }
+          const id = tier.allocRef(source, sourceOffset + b * bs - offset)
+          if (!map.update(b, 0, DIRTY_BASE + id)) throw StreamSegmentError.internal(`block ${b}: path unloaded`)
+          if (isDirtyRef(ptr[0], ptr[1])) tier.release(ptr[1] - DIRTY_BASE)
+        }
+        if (endWhole * bs > core.size) core.size = endWhole * bs
+        await byValue(endWhole * bs, end)
+      }
+      if (end > core.size) core.size = end
       await this.afterWrite()
     })
   }
@@ -280,14 +327,18 @@ export class SegmentFile {
       const [hi, lo] = ptr
       const whole = to - from === bs
       let slot: number
-      if (isDirtyRef(hi, lo) && !tier.pinned(lo - DIRTY_BASE)) {
+      if (isDirtyRef(hi, lo) && !tier.pinned(lo - DIRTY_BASE) && !tier.isRef(lo - DIRTY_BASE)) {
         slot = lo - DIRTY_BASE
       } else if (isDirtyRef(hi, lo)) {
-        // Its slot is being sent: copy-on-write into a fresh one.
+        // Its slot is being sent (copy-on-write into a fresh one), or it is written by
+        // reference (its bytes come from the source into a slot of their own).
         const old = lo - DIRTY_BASE
         flushRun()
         slot = tier.alloc()
-        if (!whole) tier.copySlot(old, slot)
+        if (!whole) {
+          if (tier.isRef(old)) tier.write(slot, 0, await tier.readRef(old, 0, bs))
+          else tier.copySlot(old, slot)
+        }
         if (!map.update(b, 0, DIRTY_BASE + slot)) throw StreamSegmentError.internal(`block ${b}: path unloaded`)
         tier.release(old)
       } else {

@@ -35,7 +35,7 @@ import type { FileCore } from './file-core.js'
 import { FLAG_SENT_AHEAD } from './format/header.js'
 import { segmentKey } from './format/names.js'
 import { pointerLo, UNIT_BYTES } from './format/pointer.js'
-import { newObjectId, ObjectPlan, objectBytes, type SentPrefix, unsentUnder } from './object-builder.js'
+import { newObjectId, ObjectPlan, objectBytes, type SentPrefix, takeBlocks, unsentUnder } from './object-builder.js'
 import { MAX_OBJECT_BYTES } from './settings.js'
 import type { CompletedPart } from './store/types.js'
 
@@ -245,8 +245,8 @@ export class SendAhead {
       // Room for this piece, its leaves (one in sixteen spare) and every unsent block under
       // them, which go with the leaves when the object closes?
       if (open !== undefined && !this.fits(open.sent.slot.length, open.leaves, piece)) {
-        open = undefined
         if (!(await this.close(flushing))) return // given up: try again after the next write
+        continue // closing took the unsent blocks under its leaves: look again
       }
       if (open === undefined) {
         if (flushing) return // the flush writes the rest itself
@@ -317,33 +317,15 @@ export class SendAhead {
     return open
   }
 
-  /** Views of `count` blocks of the open object from its block `first`, pinned and placed. */
-  private takePiece(o: OpenObject, first: number, count: number): { chunks: Uint8Array[]; done: () => void } {
+  /** The bytes of `count` blocks of the open object from its block `first`, pinned and placed. */
+  private takePiece(o: OpenObject, first: number, count: number): Promise<{ chunks: Uint8Array[]; done: () => void }> {
     const tier = this.core.tier
     const bs = this.core.blockSize
-    const chunks: Uint8Array[] = []
-    const slots = o.sent.slot
-    for (let k = first; k < first + count; ) {
-      const s0 = slots[k] as number
-      let n = 1
-      while (k + n < first + count && tier.follows(s0 + n - 1, slots[k + n] as number)) n++
-      for (let i = 0; i < n; i++) {
-        const slot = s0 + i
-        tier.pin(slot)
-        tier.place(slot, o.id, o.cno, pointerLo(o.part, ((k + i) * bs) / UNIT_BYTES))
-        o.sent.gen[k + i] = tier.gen(slot)
-        o.sent.crc[k + i] = tier.crcOf(slot)
-      }
-      const off = tier.offset(s0)
-      chunks.push(tier.slab(s0).subarray(off, off + n * bs))
-      k += n
-    }
-    return {
-      chunks,
-      done: () => {
-        for (let k = first; k < first + count; k++) tier.unpin(slots[k] as number)
-      },
-    }
+    return takeBlocks(tier, o.sent.slot, first, count, (k, slot, crc) => {
+      tier.place(slot, o.id, o.cno, pointerLo(o.part, (k * bs) / UNIT_BYTES))
+      o.sent.gen[k] = tier.gen(slot)
+      o.sent.crc[k] = crc
+    })
   }
 
   /**

@@ -67,9 +67,9 @@ export class Uploader {
    */
   async startPut(plan: ObjectPlan, signal?: AbortSignal): Promise<{ done: Promise<void> }> {
     await this.slots.take()
-    let body: ReturnType<ObjectPlan['take']>
+    let body: Awaited<ReturnType<ObjectPlan['take']>>
     try {
-      body = plan.take(0, plan.size)
+      body = await plan.take(0, plan.size)
     } catch (err) {
       this.slots.give()
       throw err
@@ -92,13 +92,13 @@ export class Uploader {
     key: string,
     uploadId: Promise<string>,
     partNumber: number,
-    take: () => { chunks: Uint8Array[]; done: () => void },
+    take: () => Promise<{ chunks: Uint8Array[]; done: () => void }>,
     signal?: AbortSignal,
   ): Promise<{ done: Promise<CompletedPart> }> {
     await this.slots.take()
     let body: { chunks: Uint8Array[]; done: () => void }
     try {
-      body = take()
+      body = await take()
     } catch (err) {
       this.slots.give()
       throw err
@@ -121,7 +121,13 @@ export class Uploader {
     const size = plan.size
     if (size <= this.pieceSize) {
       await this.slots.take()
-      const body = plan.take(0, size)
+      let body: Awaited<ReturnType<ObjectPlan['take']>>
+      try {
+        body = await plan.take(0, size)
+      } catch (err) {
+        this.slots.give()
+        throw err
+      }
       try {
         await this.store.put(plan.key, body.chunks, { ifNoneMatch: '*', signal })
         log('put %s %d bytes', plan.key, size)
@@ -152,9 +158,9 @@ export class Uploader {
         }
         const start = i * this.pieceSize
         const end = Math.min(start + this.pieceSize, size)
-        let body: ReturnType<ObjectPlan['take']>
+        let body: Awaited<ReturnType<ObjectPlan['take']>>
         try {
-          body = plan.take(start, end)
+          body = await plan.take(start, end)
         } catch (err) {
           this.slots.give()
           throw err

@@ -47,6 +47,7 @@ const MAX_FILE = 400 * KiB
 type Op =
   | { op: 'write'; offset: number; length: number; seed: number }
   | { op: 'zero'; offset: number; length: number }
+  | { op: 'ref'; offset: number; length: number; seed: number; shift: number }
   | { op: 'truncate'; size: number }
   | { op: 'flush' }
   | { op: 'rollback' }
@@ -64,6 +65,19 @@ const length = fc.oneof(
 const ops: fc.Arbitrary<Op> = fc.oneof(
   { weight: 8, arbitrary: fc.record({ op: fc.constant('write' as const), offset, length, seed: fc.nat(1000) }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('zero' as const), offset, length }) },
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      op: fc.constant('ref' as const),
+      offset,
+      length: fc.oneof(
+        length,
+        fc.integer({ min: 1, max: 40 }).map((b) => b * 4096),
+      ),
+      seed: fc.nat(1000),
+      shift: fc.oneof(fc.constant(0), fc.nat(5000)),
+    }),
+  },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('truncate' as const), size: fc.nat(MAX_FILE) }) },
   { weight: 3, arbitrary: fc.constant({ op: 'flush' as const }) },
   { weight: 1, arbitrary: fc.constant({ op: 'rollback' as const }) },
@@ -132,6 +146,18 @@ async function runModel(sequence: Op[], settings: Partial<Settings>, failEvery =
         // A partial segment the write waited for may fail: the write's bytes are in the file all the same.
         await tolerateStoreFailure(file.write(o.offset, data))
         model.write(o.offset, data)
+        break
+      }
+      case 'ref': {
+        // A source whose byte at position p is patternByte(p, seed), answering later.
+        const source = {
+          read: async (position: number, n: number) => {
+            await new Promise((r) => setImmediate(r))
+            return pattern(position, n, o.seed)
+          },
+        }
+        await tolerateStoreFailure(file.writeRef(o.offset, o.length, source, o.offset + o.shift))
+        model.write(o.offset, pattern(o.offset + o.shift, o.length, o.seed))
         break
       }
       case 'zero':

@@ -1,0 +1,96 @@
+/** Blocks written by reference: sent ahead with the default limits, stored on completion, re-read only when needed. */
+import assert from 'node:assert/strict'
+import { randomBytes } from 'node:crypto'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, it } from 'node:test'
+import type { BlockSource } from '../../lib/dirty-tier.js'
+import { SegmentFile } from '../../lib/segment-file.js'
+import { MemoryStore } from '../../lib/store/memory.js'
+import { uploadFile } from '../../lib/upload-file.js'
+import { FailingStore } from '../helpers/failing-store.js'
+
+const MiB = 1024 * 1024
+
+/** A source over a buffer that counts the bytes read and can be shut. */
+function bufferSource(data: Buffer): BlockSource & { bytesRead: number; shut: boolean } {
+  const s = {
+    bytesRead: 0,
+    shut: false,
+    async read(position: number, length: number) {
+      if (s.shut) throw new Error('the source was read after its blocks were stored')
+      s.bytesRead += length
+      return data.subarray(position, position + length)
+    },
+  }
+  return s
+}
+
+describe('writeRef', () => {
+  it('with the spec default limits, a file written only by reference is sent ahead, then stored', async () => {
+    const data = randomBytes(40 * MiB)
+    const src = bufferSource(data)
+    const store = new MemoryStore()
+    const f = await SegmentFile.create(store) // the spec's defaults: 8 MiB dirty limit, 1 GiB target
+    await f.writeRef(0, data.length, src)
+    assert.equal(f.dirtyBytes, 0, 'references hold no bytes in the dirty tier')
+    await f.settle()
+    assert.ok(src.bytesRead >= 32 * MiB, `read ${src.bytesRead} bytes while writing: two 16 MiB pieces went ahead`)
+    const sentBefore = src.bytesRead
+    const t = await f.flush()
+    assert.equal(t.streamSentBytes + t.streamFlushBytes, data.length)
+    assert.ok(t.streamSentBytes >= 32 * MiB)
+    assert.equal(t.streamDeadBytes, 0)
+    assert.equal(src.bytesRead - sentBefore, data.length - sentBefore, 'the flush read only what was not sent')
+    src.shut = true // every block is stored now: reads come from the objects
+    assert.deepEqual(Buffer.from(await f.read(0, data.length)), data)
+    const g = await SegmentFile.open(store)
+    assert.deepEqual(Buffer.from(await g.read(7 * MiB + 3, 5 * MiB)), data.subarray(7 * MiB + 3, 12 * MiB + 3))
+  })
+
+  it('unaligned ranges: the partial blocks at the ends go by value; rewrites by value replace references', async () => {
+    const data = randomBytes(3 * MiB)
+    const f = await SegmentFile.create(new MemoryStore())
+    await f.writeRef(1000, 2 * MiB, bufferSource(data), 5000)
+    const want = Buffer.alloc(1000 + 2 * MiB)
+    data.copy(want, 1000, 5000, 5000 + 2 * MiB)
+    assert.deepEqual(Buffer.from(await f.read(0, want.length)), want)
+    await f.write(4096 + 10, Buffer.from('hello'))
+    want.write('hello', 4096 + 10)
+    await f.flush()
+    assert.deepEqual(Buffer.from(await f.read(0, want.length)), want)
+  })
+
+  it('an object that fails leaves its blocks as references, and the flush reads the source again', async () => {
+    const data = randomBytes(40 * MiB)
+    const src = bufferSource(data)
+    const store = new FailingStore(new MemoryStore(), [{ ops: ['uploadPart'], key: /^0000000001\.1$/, nth: 1 }])
+    const f = await SegmentFile.create(store)
+    await f.writeRef(0, data.length, src)
+    const t = await f.flush()
+    assert.ok(t.streamDeadBytes > 0, 'the failed object counted dead')
+    assert.ok(src.bytesRead > data.length, `the failed object's blocks were read twice: ${src.bytesRead}`)
+    const g = await SegmentFile.open(store)
+    assert.deepEqual(Buffer.from(await g.read(0, data.length)), data)
+  })
+
+  it('uploadFile writes a local file by reference, replacing what the container held', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ss-upload-'))
+    try {
+      const path = join(dir, 'model.bin')
+      const data = randomBytes(5 * MiB + 123)
+      writeFileSync(path, data)
+      const store = new MemoryStore()
+      const t = await uploadFile(path, store)
+      assert.equal(t.cno, 1)
+      const f = await SegmentFile.open(store)
+      assert.deepEqual(Buffer.from(await f.read(0, f.size)), data)
+      writeFileSync(path, data.subarray(0, 1000))
+      assert.equal((await uploadFile(path, store)).cno, 2)
+      assert.equal((await SegmentFile.open(store)).size, 1000)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+})
