@@ -92,6 +92,9 @@ async function run(store: ObjectStore, settings: Partial<Settings>, rate: number
   }
 }
 
+/** BENCH_SECTIONS=1,2,… runs only those sections (all by default). */
+const sections = new Set((process.env.BENCH_SECTIONS ?? '1,2,3,4,5,6').split(','))
+
 async function main() {
   const machine = `node ${process.version}, ${cpus()[0]?.model}, ${cpus().length} cores`
   console.log(
@@ -104,6 +107,15 @@ async function main() {
     )
   }
 
+  if (sections.has('1')) await section1()
+  if (sections.has('2')) await section2()
+  if (sections.has('3')) await section3()
+  if (sections.has('4')) await section4()
+  if (sections.has('6')) await section6()
+  if (sections.has('5')) await section5()
+}
+
+async function section1() {
   console.log('\n## 1. Flush seconds (objects in the checkpoint), limits raised out of the way')
   console.log(`| link | rate | ${columns.map(([n]) => n).join(' | ')} |`)
   console.log(`|---|---|${columns.map(() => '---:').join('|')}|`)
@@ -117,7 +129,9 @@ async function main() {
       console.log(`| ${name} | ${rate ? `${rate / 1e6} MB/s` : 'unpaced'} | ${cells.join(' | ')} |`)
     }
   }
+}
 
+async function section2() {
   const hot = Number(process.env.BENCH_HOT_MIB ?? 64) * MiB
   console.log(
     `\n## 2. Write amplification: ${total / MiB} MiB written at 200 MB/s round a ${hot / MiB} MiB working set (data uploaded ÷ data kept)`,
@@ -133,7 +147,9 @@ async function main() {
     }
     console.log(`| ${name} | ${cells.join(' | ')} |`)
   }
+}
 
+async function section3() {
   console.log(`\n## 3. The spec's default limits (8 MiB dirty): ${total / MiB} MiB unpaced, total seconds, objects`)
   console.log('| link | nothing sent ahead | 4 MiB objects sent whole | 1 GiB target (default) |')
   console.log('|---|---:|---:|---:|')
@@ -145,7 +161,9 @@ async function main() {
     }
     console.log(`| ${name} | ${cells.join(' | ')} |`)
   }
+}
 
+async function section4() {
   console.log(
     '\n## 4. Writer CPU by value (unthrottled memory store, limits raised): CPU-s/GiB in write(), longest write',
   )
@@ -156,7 +174,67 @@ async function main() {
     const r = await run(new MemoryStore(), settings, 0)
     console.log(`| ${n} | ${(r.writeCpu / (total / 1024 ** 3)).toFixed(2)} | ${r.longestMs.toFixed(0)} |`)
   }
+}
 
+/** By reference: 512 MiB written at 200 MB/s with writeRef in 1 MiB calls, the spec's default limits, then the flush. */
+async function section6() {
+  const source = {
+    async read(position: number, length: number) {
+      // The same bytes the by-value runs write: the rotating set of 1 MiB patterned buffers.
+      const out = Buffer.allocUnsafe(length)
+      for (let o = 0; o < length; ) {
+        const at = position + o
+        const src = sources[Math.floor(at / chunk) % sources.length] as Buffer
+        const from = at % chunk
+        const n = Math.min(length - o, chunk - from)
+        src.copy(out, o, from, from + n)
+        o += n
+      }
+      return out
+    },
+  }
+  async function runRef(store: ObjectStore, settings: Partial<Settings>, rate: number) {
+    const file = await SegmentFile.create(store, settings)
+    const t0 = performance.now()
+    const c0 = process.cpuUsage()
+    let longest = 0
+    for (let at = 0; at < total; at += chunk) {
+      if (rate > 0) {
+        const wait = t0 + (at / rate) * 1000 - performance.now()
+        if (wait > 1) await new Promise((r) => setTimeout(r, wait))
+      }
+      const w0 = performance.now()
+      await file.writeRef(at, chunk, source, at)
+      longest = Math.max(longest, performance.now() - w0)
+    }
+    const cpu = process.cpuUsage(c0)
+    const f0 = performance.now()
+    const t = await file.flush()
+    const flushS = (performance.now() - f0) / 1000
+    await file.close()
+    return { flushS, objects: t.objects, cpu: (cpu.user + cpu.system) / 1e6, longest }
+  }
+  console.log(
+    `\n## 6. By reference: ${total / MiB} MiB written with writeRef at 200 MB/s in 1 MiB calls, the spec's default limits, then the flush`,
+  )
+  console.log('| link | nothing sent ahead | 1 GiB target, 16 MiB pieces (default) |')
+  console.log('|---|---:|---:|')
+  for (const [name, link] of links) {
+    const cells: string[] = []
+    for (const target of [0, 1024 * MiB]) {
+      const r = await runRef(new ThrottledStore(new MemoryStore(), link), { streamSegmentBytes: target }, 200e6)
+      cells.push(`${r.flushS.toFixed(2)} s (${r.objects})`)
+    }
+    console.log(`| ${name} | ${cells.join(' | ')} |`)
+  }
+  await runRef(new MemoryStore(), { streamSegmentBytes: 0 }, 0) // warm up
+  const r = await runRef(new MemoryStore(), { streamSegmentBytes: 0 }, 0)
+  console.log(
+    `\nWriter CPU by reference (memory store, unpaced, nothing sent ahead): ${(r.cpu / (total / 1024 ** 3)).toFixed(2)} CPU-s/GiB in writeRef(), longest call ${r.longest.toFixed(1)} ms`,
+  )
+}
+
+async function section5() {
   if (process.env.AWS_ENDPOINT_URL_S3) {
     console.log(
       `\n## 5. radosgw (${process.env.AWS_ENDPOINT_URL_S3}), unthrottled: ${total / MiB} MiB streamed in 1 MiB chunks, each variant in its own process`,
