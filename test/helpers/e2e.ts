@@ -5,7 +5,7 @@ import { pipeline } from 'node:stream/promises'
 import { SegmentFile } from '../../lib/segment-file.js'
 import type { ObjectStore } from '../../lib/store/types.js'
 import { createStreamSegmentWriteStream } from '../../lib/write-stream.js'
-import { blockStream } from './pattern.js'
+import { fillBlocks } from './pattern.js'
 
 const MiB = 1024 * 1024
 
@@ -20,9 +20,15 @@ export async function endToEnd(store: ObjectStore, mib: number, chunk = 1 * MiB)
   const want = createHash('sha256')
   const rss0 = process.memoryUsage().rss
   let peakRss = rss0
+  // The source reuses 32 buffers round and round, so the memory measured is the writer's,
+  // not the source's garbage. The streams hold far fewer chunks than 32 at once, and a
+  // buffer reused too early would change what is stored and fail the hash comparison.
+  const pool = Array.from({ length: 32 }, () => Buffer.allocUnsafe(chunk))
   const source = Readable.from(
     (async function* () {
-      for await (const b of blockStream(total, chunk)) {
+      for (let at = 0, i = 0; at < total; at += chunk, i++) {
+        const b = (pool[i % pool.length] as Buffer).subarray(0, Math.min(chunk, total - at))
+        fillBlocks(b, at)
         want.update(b)
         peakRss = Math.max(peakRss, process.memoryUsage().rss)
         yield b
