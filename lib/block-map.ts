@@ -291,17 +291,6 @@ export class BlockMap {
     this.root.dirty = true
   }
 
-  /** Visits every entry in [from, to) in key order (loading nodes as needed). */
-  async forEachInRange(
-    from: number,
-    to: number,
-    fn: (key: number, hi: number, lo: number) => void | Promise<void>,
-  ): Promise<void> {
-    await this.visitRange(this.root, from, to, (leaf, i) =>
-      fn(leaf.keys[i] as number, leaf.hi[i] as number, leaf.lo[i] as number),
-    )
-  }
-
   /**
    * The dirty nodes, children before parents: leaves in key order (not the root), then
    * index nodes by level. The root is dirty whenever anything is.

@@ -85,15 +85,6 @@ export class DirtyTier {
     return this.allocated * this.blockSize
   }
 
-  get usedSlots(): number {
-    return this.allocated
-  }
-
-  /** Bytes of slab memory, used or not. */
-  get capacityBytes(): number {
-    return this.slabs.filter((s) => s !== undefined).length * this.slotsPerSlab * this.blockSize
-  }
-
   /** A slot for one block, its bytes unspecified (the caller fills all of them). */
   alloc(): number {
     if (this.freeCount === 0) this.grow(true)
@@ -194,12 +185,6 @@ export class DirtyTier {
 
   offset(slot: number): number {
     return (slot & (this.slotsPerSlab - 1)) * this.blockSize
-  }
-
-  /** A view of the slot's bytes (valid until the slot is released). */
-  view(slot: number): Buffer {
-    const off = this.offset(slot)
-    return this.slab(slot).subarray(off, off + this.blockSize)
   }
 
   /** Copies `src` into the slot at `at`, and marks the slot's content as changed. */

@@ -13,11 +13,11 @@
  *   only if the leaf is, entry for entry, what the object stored. Anything else stays
  *   dirty for a later object: a completed object never loses or reverts a write.
  */
-import { BlockMap, DIRTY_BASE, isDirtyRef, type MapNode } from './block-map.js'
+import { BlockMap, DIRTY_BASE, type MapNode } from './block-map.js'
 import { DirtyTier } from './dirty-tier.js'
 import { StreamSegmentError } from './errors.js'
 import { decodeHeader, HEADER_BYTES } from './format/header.js'
-import { emptyInode, FORMAT_STREAM, type Inode, ROOT_ENTRIES } from './format/inode.js'
+import { emptyInode, FORMAT_STREAM, type Inode } from './format/inode.js'
 import { segmentKey } from './format/names.js'
 import { decodeNode } from './format/node.js'
 import { MAX_PART, pointerPart, pointerUnit, UNIT_BYTES } from './format/pointer.js'
@@ -204,5 +204,3 @@ function sameEntries(n: MapNode, im: { level: number; keys: Uint32Array; hi: Uin
   }
   return true
 }
-
-export { isDirtyRef, ROOT_ENTRIES }

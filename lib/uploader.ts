@@ -25,10 +25,6 @@ export class Semaphore {
 
   constructor(readonly limit: number) {}
 
-  get inUse(): number {
-    return this.used
-  }
-
   async take(): Promise<void> {
     if (this.used < this.limit) {
       this.used++

@@ -70,13 +70,6 @@ export class MemoryStore implements ObjectStore {
     }
   }
 
-  /** Bytes held by stored objects (for benchmarks). */
-  get storedBytes(): number {
-    let n = 0
-    for (const o of this.bucket.objects.values()) n += o.size
-    return n
-  }
-
   async put(key: string, body: Body, options?: PutOptions): Promise<{ etag: string }> {
     checkKey(key)
     throwIfAborted(options?.signal, `put ${key}`)
