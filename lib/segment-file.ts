@@ -114,6 +114,15 @@ export class SegmentFile {
     return this.core.base.cno
   }
 
+  /**
+   * For progress displays: body bytes of every upload request that completed (objects
+   * sent ahead, partial segments, flush parts; an upload that failed and was sent again
+   * counts twice) and requests carrying bodies in flight now.
+   */
+  get progress(): { uploadedBytes: number; requestsInFlight: number } {
+    return { uploadedBytes: this.core.uploader.uploadedBytes, requestsInFlight: this.core.uploader.slots.inUse }
+  }
+
   /** Bytes held in the dirty tier now. */
   get dirtyBytes(): number {
     return this.core.tier.usedBytes

@@ -25,6 +25,11 @@ export class Semaphore {
 
   constructor(readonly limit: number) {}
 
+  /** Slots taken now. */
+  get inUse(): number {
+    return this.used
+  }
+
   async take(): Promise<void> {
     if (this.used < this.limit) {
       this.used++
@@ -48,6 +53,8 @@ export interface UploadResult {
 
 export class Uploader {
   readonly slots: Semaphore
+  /** Body bytes of every request that completed (PutObject and UploadPart), for progress. */
+  uploadedBytes = 0
 
   constructor(
     readonly store: ObjectStore,
@@ -72,7 +79,10 @@ export class Uploader {
     }
     const done = this.store
       .put(plan.key, body.chunks, { ifNoneMatch: '*', signal })
-      .then(() => log('put %s %d bytes', plan.key, plan.size))
+      .then(() => {
+        this.uploadedBytes += plan.size
+        log('put %s %d bytes', plan.key, plan.size)
+      })
       .finally(() => {
         body.done()
         this.slots.give()
@@ -102,6 +112,7 @@ export class Uploader {
     const done = uploadId
       .then((id) => this.store.uploadPart(key, id, partNumber, body.chunks, { signal }))
       .then(({ etag }) => {
+        this.uploadedBytes += byteLength(body.chunks)
         log('part %s #%d', key, partNumber)
         return { partNumber, etag }
       })
@@ -126,6 +137,7 @@ export class Uploader {
       }
       try {
         await this.store.put(plan.key, body.chunks, { ifNoneMatch: '*', signal })
+        this.uploadedBytes += size
         log('put %s %d bytes', plan.key, size)
         return { key: plan.key, bytes: size, requests: 1 }
       } finally {
@@ -166,6 +178,7 @@ export class Uploader {
           .then(
             ({ etag }) => {
               parts[i] = { partNumber: i + 1, etag }
+              this.uploadedBytes += end - start
               log('part %s #%d %d bytes', key, i + 1, end - start)
             },
             (err) => {
@@ -190,4 +203,10 @@ export class Uploader {
       throw err
     }
   }
+}
+
+function byteLength(chunks: readonly Uint8Array[]): number {
+  let n = 0
+  for (const c of chunks) n += c.byteLength
+  return n
 }
