@@ -75,21 +75,28 @@ export function newCounters(): CheckpointCounters {
   return { objects: 0, streamSentBytes: 0, streamDeadBytes: 0, streamFlushBytes: 0, streamMetaBytes: 0 }
 }
 
+/** An object's bytes before any block: its header (and, head first, the padding it may need). */
+function emptyObjectBytes(core: FileCore): number {
+  return objectBytes(0, 0, 1, 1, core.format)
+}
+
 function leafBytes(core: FileCore, leaf: MapNode): number {
-  return objectBytes(leaf.dirtyCount, 1, core.blockSize, core.settings.metaBlockSize) - objectBytes(0, 0, 1, 1)
+  return (
+    objectBytes(leaf.dirtyCount, 1, core.blockSize, core.settings.metaBlockSize, core.format) - emptyObjectBytes(core)
+  )
 }
 
 /** Packs leaves, in order, into groups whose objects fit `limit` bytes. */
 function pack(core: FileCore, leaves: readonly MapNode[], limit: number): MapNode[][] {
   const groups: MapNode[][] = []
   let group: MapNode[] = []
-  let used = objectBytes(0, 0, 1, 1)
+  let used = emptyObjectBytes(core)
   for (const leaf of leaves) {
     const b = leafBytes(core, leaf)
     if (group.length > 0 && used + b > limit) {
       groups.push(group)
       group = []
-      used = objectBytes(0, 0, 1, 1)
+      used = emptyObjectBytes(core)
     }
     group.push(leaf)
     used += b
@@ -176,7 +183,7 @@ export async function flush(core: FileCore, counters: CheckpointCounters): Promi
     const root = core.map.root
     const rootLeaf = root.level === 0 && root.dirtyCount > 0 ? root : undefined
     const limit = s.segmentMaxObjectBytes
-    let part0Bytes = objectBytes(rootLeaf?.dirtyCount ?? 0, index.length, core.blockSize, s.metaBlockSize)
+    let part0Bytes = objectBytes(rootLeaf?.dirtyCount ?? 0, index.length, core.blockSize, s.metaBlockSize, core.format)
     // Leaves from `keep` on go in part 0 (the file's tail, while they fit beside the index
     // nodes); those before it in data parts.
     let keep = leaves.length
@@ -207,6 +214,7 @@ export async function flush(core: FileCore, counters: CheckpointCounters): Promi
         rest.leaves.length + rest.index.length,
         core.blockSize,
         s.metaBlockSize,
+        core.format,
       )
       if (need <= limit) break
       const level = Math.min(...rest.index.map((n) => n.level))
@@ -214,7 +222,7 @@ export async function flush(core: FileCore, counters: CheckpointCounters): Promi
       if (ready.length === 0) {
         throw StreamSegmentError.internal(`part 0 needs ${need} bytes and no index node can be written before it`)
       }
-      const perObject = Math.max(1, Math.floor((limit - objectBytes(0, 0, 1, 1)) / s.metaBlockSize))
+      const perObject = Math.max(1, Math.floor((limit - emptyObjectBytes(core)) / s.metaBlockSize))
       const groups: MapNode[][] = []
       for (let i = 0; i < ready.length; i += perObject) groups.push(ready.slice(i, i + perObject))
       await sendAll(

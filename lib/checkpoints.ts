@@ -19,19 +19,20 @@
 import { crc32 } from './crc32.js'
 import { StreamSegmentError } from './errors.js'
 import {
-  decodeHeader,
   FLAG_CHECKPOINT,
   FLAG_PARTIAL,
   FLAG_SENT_AHEAD,
+  formatName,
   HEADER_BYTES,
   type Header,
   objectLayout,
 } from './format/header.js'
-import { decodeInodeObject, type Inode } from './format/inode.js'
+import { decodeInodeObject, FORMAT_PARTED, type Inode } from './format/inode.js'
 import { INODE_KEY, parseKey, segmentKey } from './format/names.js'
 import { type BlockMapNode, decodeNode } from './format/node.js'
-import { hex32, pointerPart, pointerUnit, UNIT_BYTES } from './format/pointer.js'
+import { firstNonZero, hex32, pointerPart, pointerUnit, UNIT_BYTES } from './format/pointer.js'
 import { decodeSummary, type Summary } from './format/summary.js'
+import { readObjectHeader } from './object-header.js'
 import { Limiter, NODE_SPAN_BYTES, nodeSpans } from './reader.js'
 import type { ObjectStore } from './store/types.js'
 
@@ -109,10 +110,12 @@ async function readInodeObject(store: ObjectStore, signal?: AbortSignal): Promis
   }
 }
 
-/** A part 0's header, checked against the listed size. */
+/**
+ * A part 0's header, checked against the listed size. Its format is detected (the end
+ * first, then the start): a checkpoint is opened by number without knowing the container's.
+ */
 async function readPart0(store: ObjectStore, cno: number, size: number, signal?: AbortSignal): Promise<Header> {
-  const tail = await store.get(segmentKey(cno, 0), { range: { suffix: HEADER_BYTES }, signal })
-  return decodeHeader(tail, size, { cno, part: 0 })
+  return (await readObjectHeader(store, cno, 0, { size, signal })).header
 }
 
 /** Every checkpoint of the container, oldest first, and the abandoned attempts. */
@@ -393,6 +396,8 @@ export interface InspectReport {
   url: string
   cno: number
   published: boolean
+  /** 'StreamSegment' or 'PartedSegment': the container's layout. */
+  format: string
   size: number
   dataBlockSize: number
   metaBlockSize: number
@@ -450,7 +455,7 @@ export async function inspectCheckpoint(
           return report
         }
         try {
-          const h = decodeHeader(await store.get(key, { range: { suffix: HEADER_BYTES }, signal }), size, k)
+          const { header: h } = await readObjectHeader(store, k.cno, k.part, { format: inode.format, size, signal })
           report.header = {
             flags: flagNames(h.flags),
             dataShift: h.dataShift,
@@ -480,6 +485,7 @@ export async function inspectCheckpoint(
     url: store.url,
     cno: inode.cno,
     published: listing.hasInode && inode.cno === (await publishedCno(store, signal)),
+    format: formatName(inode.format),
     size: inode.size,
     dataBlockSize: 2 ** inode.dataShift,
     metaBlockSize: 2 ** inode.metaShift,
@@ -510,7 +516,7 @@ async function readSummary(store: ObjectStore, key: string, h: Header, signal?: 
   const bytes =
     h.dataCount === 0
       ? new Uint8Array(0)
-      : await store.get(key, { range: { start: layout.summaryOffset, end: layout.headerOffset }, signal })
+      : await store.get(key, { range: { start: layout.summaryOffset, end: layout.summaryEnd }, signal })
   return decodeSummary(bytes, { count: h.dataCount, summaryCrc: h.summaryCrc, where: `${store.url}/${key}` })
 }
 
@@ -660,11 +666,11 @@ async function verifyObject(
   }
   let header: Header
   try {
-    const tail = await store.get(key, { range: { suffix: HEADER_BYTES }, signal })
-    report.bytesRead += tail.byteLength
-    header = decodeHeader(tail, size, k)
+    header = (await readObjectHeader(store, k.cno, k.part, { format: inode.format, size, signal })).header
+    report.bytesRead += HEADER_BYTES
   } catch (err) {
-    problems.push(toProblem(err, 'header', `${key} byte ${Math.max(0, size - HEADER_BYTES)}`))
+    const at = inode.format === FORMAT_PARTED ? 0 : Math.max(0, size - HEADER_BYTES)
+    problems.push(toProblem(err, 'header', `${key} byte ${at}`))
     return
   }
   if (k.part === 0 && k.cno === inode.cno && part0 === undefined && !sameInode(header.inode, inode)) {
@@ -676,21 +682,23 @@ async function verifyObject(
     })
   }
   const layout = objectLayout(header, header)
-  // Meta blocks and summary in one GET.
+  // Meta blocks and summary (head first, the padding between them too) in one GET.
   let summary: Summary | undefined
-  if (layout.headerOffset > layout.metaOffset) {
+  const regionStart = Math.min(layout.metaOffset, layout.summaryOffset)
+  const regionEnd = Math.max(layout.metaEnd, layout.summaryEnd)
+  if (regionEnd > regionStart) {
     let region: Uint8Array
     try {
-      region = await got(layout.metaOffset, layout.headerOffset)
-      if (region.byteLength !== layout.headerOffset - layout.metaOffset) {
+      region = await got(regionStart, regionEnd)
+      if (region.byteLength !== regionEnd - regionStart) {
         throw StreamSegmentError.corrupt(`${url}: short read of the meta blocks and summary`)
       }
     } catch (err) {
-      problems.push(toProblem(err, 'summary', `${key} byte ${layout.metaOffset}`))
+      problems.push(toProblem(err, 'summary', `${key} byte ${regionStart}`))
       return
     }
     try {
-      summary = decodeSummary(region.subarray(layout.summaryOffset - layout.metaOffset), {
+      summary = decodeSummary(region.subarray(layout.summaryOffset - regionStart, layout.summaryEnd - regionStart), {
         count: header.dataCount,
         summaryCrc: header.summaryCrc,
         where: url,
@@ -698,11 +706,22 @@ async function verifyObject(
     } catch (err) {
       problems.push(toProblem(err, 'summary', `${key} byte ${layout.summaryOffset}`))
     }
+    if (layout.format === FORMAT_PARTED) {
+      const pad = firstNonZero(region, layout.summaryEnd - regionStart, layout.metaOffset - regionStart)
+      if (pad >= 0) {
+        problems.push({
+          code: 'ERR_CORRUPT',
+          what: 'summary',
+          where: `${key} byte ${pad + regionStart}`,
+          message: `${url}: padding byte ${pad + regionStart} after the summary is not zero`,
+        })
+      }
+    }
     for (let j = 0; j < header.metaCount; j++) {
-      const at = j * layout.metaBlockSize
-      const where = `${key} byte ${layout.metaOffset + at}`
+      const at = layout.metaOffset + j * layout.metaBlockSize
+      const where = `${key} byte ${at}`
       try {
-        decodeNode(region.subarray(at, at + layout.metaBlockSize), {
+        decodeNode(region.subarray(at - regionStart, at - regionStart + layout.metaBlockSize), {
           cno: header.cno,
           maxCno: header.cno,
           where: `${store.url}/${where} (meta block ${j})`,
@@ -715,23 +734,25 @@ async function verifyObject(
   // Pointers into this object.
   for (const offset of reached?.nodes ?? []) {
     const rel = offset - layout.metaOffset
-    if (rel < 0 || offset >= layout.summaryOffset || rel % layout.metaBlockSize !== 0) {
+    if (rel < 0 || offset >= layout.metaEnd || rel % layout.metaBlockSize !== 0) {
       problems.push({
         code: 'ERR_CORRUPT',
         what: 'pointer',
         where: `${key} byte ${offset}`,
-        message: `${url}: a node pointer names byte ${offset}, not a meta block (they lie in [${layout.metaOffset}, ${layout.summaryOffset}))`,
+        message: `${url}: a node pointer names byte ${offset}, not a meta block (they lie in [${layout.metaOffset}, ${layout.metaEnd}))`,
       })
     }
   }
+  const bs = layout.dataBlockSize
   if (reached !== undefined && summary !== undefined) {
     for (let i = 0; i < reached.dataAt.length; i++) {
       const at = reached.dataAt[i] as number
       const block = reached.dataBlock[i] as number
-      const slot = at / layout.dataBlockSize
+      const slot = (at - layout.dataOffset) / bs
       let problem: string | undefined
-      if (!Number.isInteger(slot) || slot >= header.dataCount) problem = `not one of its ${header.dataCount} data slots`
-      else if (summary.blockIndex[slot] !== block)
+      if (!Number.isInteger(slot) || slot < 0 || slot >= header.dataCount) {
+        problem = `not one of its ${header.dataCount} data slots`
+      } else if (summary.blockIndex[slot] !== block)
         problem = `slot ${slot}, which holds block ${summary.blockIndex[slot]}`
       else if (summary.live[slot] !== 1) problem = `slot ${slot}, which is dead (block ${block} was written again)`
       if (problem !== undefined) {
@@ -746,28 +767,29 @@ async function verifyObject(
   }
   // Every data slot's CRC, dead ones too.
   if (summary === undefined) return
-  const bs = layout.dataBlockSize
   const perChunk = Math.max(1, Math.floor(VERIFY_CHUNK / bs))
   for (let first = 0; first < header.dataCount; first += perChunk) {
     const n = Math.min(perChunk, header.dataCount - first)
+    const start = layout.dataOffset + first * bs
     let bytes: Uint8Array
     try {
-      bytes = await got(first * bs, (first + n) * bs)
-      if (bytes.byteLength !== n * bs) throw StreamSegmentError.corrupt(`${url}: short read at ${first * bs}`)
+      bytes = await got(start, start + n * bs)
+      if (bytes.byteLength !== n * bs) throw StreamSegmentError.corrupt(`${url}: short read at ${start}`)
     } catch (err) {
-      problems.push(toProblem(err, 'block', `${key} byte ${first * bs}`))
+      problems.push(toProblem(err, 'block', `${key} byte ${start}`))
       return
     }
     for (let i = 0; i < n; i++) {
       const slot = first + i
+      const at = start + i * bs
       const computed = crc32(bytes.subarray(i * bs, (i + 1) * bs))
       report.slots++
       if (computed !== summary.crc[slot]) {
         problems.push({
           code: 'ERR_CORRUPT',
           what: 'block',
-          where: `${key} byte ${slot * bs}`,
-          message: `${url}: data slot ${slot} (block ${summary.blockIndex[slot]}, ${summary.live[slot] ? 'live' : 'dead'}) at byte ${slot * bs}: CRC-32 ${hex32(computed)} computed, the summary says ${hex32(summary.crc[slot] as number)}`,
+          where: `${key} byte ${at}`,
+          message: `${url}: data slot ${slot} (block ${summary.blockIndex[slot]}, ${summary.live[slot] ? 'live' : 'dead'}) at byte ${at}: CRC-32 ${hex32(computed)} computed, the summary says ${hex32(summary.crc[slot] as number)}`,
         })
       }
     }

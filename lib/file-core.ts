@@ -16,12 +16,12 @@
 import { BlockMap, DIRTY_BASE, type MapNode } from './block-map.js'
 import { DirtyTier } from './dirty-tier.js'
 import { StreamSegmentError } from './errors.js'
-import { decodeHeader, HEADER_BYTES } from './format/header.js'
-import { emptyInode, FORMAT_STREAM, type Inode } from './format/inode.js'
+import { emptyInode, FORMAT_PARTED, FORMAT_STREAM, type Inode } from './format/inode.js'
 import { segmentKey } from './format/names.js'
 import { decodeNode } from './format/node.js'
 import { MAX_PART, pointerPart, pointerUnit, UNIT_BYTES } from './format/pointer.js'
 import type { ObjectContext, ObjectPlan } from './object-builder.js'
+import { readObjectHeader } from './object-header.js'
 import type { Settings } from './settings.js'
 import type { ObjectStore } from './store/types.js'
 import { Uploader } from './uploader.js'
@@ -32,6 +32,8 @@ export class FileCore {
   readonly uploader: Uploader
   readonly dataShift: number
   readonly metaShift: number
+  /** FORMAT_STREAM or FORMAT_PARTED: the container's, fixed for its life. */
+  readonly format: number
   /** The file's size, including unflushed writes. */
   size: number
   /** The inode this file's state is built on (its block map's root, until changed). */
@@ -53,6 +55,7 @@ export class FileCore {
   ) {
     this.dataShift = Math.log2(settings.dataBlockSize)
     this.metaShift = Math.log2(settings.metaBlockSize)
+    this.format = settings.format === 'parted' ? FORMAT_PARTED : FORMAT_STREAM
     this.tier = new DirtyTier(settings.dataBlockSize)
     this.uploader = new Uploader(store, settings.segmentMpuChunkSize, settings.segmentMpuMaxConcurrency)
     this.map = new BlockMap(
@@ -109,7 +112,7 @@ export class FileCore {
   /** An inode describing the file now, for a header (root filled in by the caller for part 0). */
   inodeNow(cno: number): Inode {
     const x = emptyInode({
-      format: FORMAT_STREAM,
+      format: this.format,
       dataShift: this.dataShift,
       metaShift: this.metaShift,
       ctimeMs: this.ctimeMs,
@@ -131,6 +134,7 @@ export class FileCore {
       cno,
       part,
       flags,
+      format: this.format,
       dataShift: this.dataShift,
       metaShift: this.metaShift,
       baseInode: this.published,
@@ -187,13 +191,20 @@ export class FileCore {
     })
   }
 
-  /** The inode stored in a checkpoint's part 0 (for opening an older checkpoint). */
-  static async readCheckpointInode(store: ObjectStore, cno: number, signal?: AbortSignal): Promise<Inode> {
+  /**
+   * The inode stored in a checkpoint's part 0 (for opening an older checkpoint), its
+   * format detected (object-header.ts); `format`, the container's, when known.
+   */
+  static async readCheckpointInode(
+    store: ObjectStore,
+    cno: number,
+    signal?: AbortSignal,
+    format?: number,
+  ): Promise<Inode> {
     const key = segmentKey(cno, 0)
     const info = await store.head(key, { signal })
     if (info === undefined) throw StreamSegmentError.notFound(`${store.url}: checkpoint ${cno} has no part 0 (${key})`)
-    const tail = await store.get(key, { range: { suffix: HEADER_BYTES }, signal })
-    return decodeHeader(tail, info.size, { cno, part: 0 }).inode
+    return (await readObjectHeader(store, cno, 0, { format, size: info.size, signal })).header.inode
   }
 }
 

@@ -1,5 +1,6 @@
 /**
- * Builds one StreamSegment object from dirty leaves: `[data][meta][summary][header]`.
+ * Builds one segment object from dirty leaves: `[data][meta][summary][header]` in a
+ * StreamSegment container, `[header][summary][meta][data]` in a PartedSegment one.
  *
  * - A leaf never leaves its data: every dirty block under a chosen leaf goes into the
  *   object with the leaf. Data blocks are placed in leaf order, so block k sits at
@@ -13,6 +14,13 @@
  *   Each block's generation and CRC-32 are recorded when its piece is taken. The summary
  *   and header are encoded once every data block has been taken (they come last): a
  *   block written again by then is marked dead there.
+ * - A PartedSegment object's header and summary come first, so the whole object is
+ *   built before its first byte is taken: every data block is placed and its CRC-32
+ *   recorded then, its slot pinned until the last request carrying the object ends
+ *   (every slot is live in its summary). A block written by reference is read from its
+ *   source then for its CRC only, and read again when its bytes are taken, checked
+ *   against that CRC (a source that changed is ERR_STATE): memory stays at the pieces
+ *   in flight, as in a StreamSegment object.
  */
 import { DIRTY_BASE, isDirtyRef, type MapNode } from './block-map.js'
 import { crc32 } from './crc32.js'
@@ -20,9 +28,10 @@ import { type DirtyTier, readSource } from './dirty-tier.js'
 import { StreamSegmentError } from './errors.js'
 import { HEADER_BYTES, type ObjectLayout, objectLayout, SUMMARY_ENTRY_BYTES } from './format/header.js'
 import type { Inode } from './format/inode.js'
+import { FORMAT_PARTED, FORMAT_STREAM } from './format/inode.js'
 import { segmentKey } from './format/names.js'
 import { encodeNode } from './format/node.js'
-import { encodeObjectTail } from './format/object.js'
+import { encodeObjectHead, encodeObjectTail, type TailFields } from './format/object.js'
 import { pointerLo, UNIT_BYTES } from './format/pointer.js'
 
 export interface ObjectContext {
@@ -34,11 +43,23 @@ export interface ObjectContext {
   baseInode: Inode
   /** The inode to put in the header; for part 0, the checkpoint's (set before gathering the tail). */
   inode: Inode
+  /** FORMAT_STREAM or FORMAT_PARTED. */
+  format: number
 }
 
-/** Bytes an object with these counts takes. */
-export function objectBytes(dataBlocks: number, metaBlocks: number, dataBlockSize: number, metaBlockSize: number) {
-  return dataBlocks * (dataBlockSize + SUMMARY_ENTRY_BYTES) + metaBlocks * metaBlockSize + HEADER_BYTES
+/**
+ * Bytes an object with these counts takes: exactly in a StreamSegment container, at
+ * most in a PartedSegment one (its header and summary are padded to a 4 KiB unit).
+ */
+export function objectBytes(
+  dataBlocks: number,
+  metaBlocks: number,
+  dataBlockSize: number,
+  metaBlockSize: number,
+  format = FORMAT_STREAM,
+) {
+  const padding = format === FORMAT_PARTED ? UNIT_BYTES : 0
+  return dataBlocks * (dataBlockSize + SUMMARY_ENTRY_BYTES) + metaBlocks * metaBlockSize + HEADER_BYTES + padding
 }
 
 /** A node as this object stores it: entries copied at planning time. */
@@ -83,6 +104,11 @@ export class ObjectPlan {
   private meta: Uint8Array | undefined
   private tail: Uint8Array | undefined
   private taken = 0
+  /** PartedSegment: the header, summary and padding, once built; requests still carrying the object. */
+  private head: Uint8Array | undefined
+  private carrying = 0
+  private finished = false
+  private unpinAll: (() => void) | undefined
 
   constructor(
     readonly ctx: ObjectContext,
@@ -167,7 +193,7 @@ export class ObjectPlan {
 
   /** The stored pointer of data block k: (cno, lo). */
   dataLo(k: number): number {
-    return pointerLo(this.ctx.part, (k * this.layout.dataBlockSize) / UNIT_BYTES)
+    return pointerLo(this.ctx.part, (this.layout.dataOffset + k * this.layout.dataBlockSize) / UNIT_BYTES)
   }
 
   /** The stored location of meta block j: (cno, lo). */
@@ -193,6 +219,7 @@ export class ObjectPlan {
     if (offset !== this.taken)
       throw StreamSegmentError.internal(`${this.key}: take at ${offset}, expected ${this.taken}`)
     this.taken = end
+    if (this.layout.format === FORMAT_PARTED) return this.takeParted(offset, end)
     const { metaOffset, summaryOffset, dataBlockSize: bs } = this.layout
     const dataEnd = Math.min(end, metaOffset)
     let at = offset
@@ -224,8 +251,99 @@ export class ObjectPlan {
     return { chunks, done }
   }
 
+  /** A PartedSegment object's bytes [offset, end): any range, the object built whole at the first. */
+  private async takeParted(offset: number, end: number): Promise<{ chunks: Uint8Array[]; done: () => void }> {
+    if (offset === 0) await this.buildParted()
+    const { metaOffset, metaEnd, dataOffset, dataBlockSize: bs } = this.layout
+    const head = this.head as Uint8Array
+    const chunks: Uint8Array[] = []
+    let at = offset
+    if (at < Math.min(end, metaOffset)) {
+      chunks.push(head.subarray(at, Math.min(end, metaOffset)))
+      at = Math.min(end, metaOffset)
+    }
+    if (at < Math.min(end, metaEnd)) {
+      chunks.push(this.encodeMeta().subarray(at - metaOffset, Math.min(end, metaEnd) - metaOffset))
+      at = Math.min(end, metaEnd)
+    }
+    this.carrying++
+    if (end === this.size) this.finished = true
+    let done = () => {
+      if (--this.carrying === 0 && this.finished) this.releaseParted()
+    }
+    if (at < end) {
+      // Whole blocks from the slabs (pinned since the build) or from their source, trimmed to the range.
+      const first = Math.floor((at - dataOffset) / bs)
+      const last = Math.ceil((end - dataOffset) / bs)
+      let data: Awaited<ReturnType<typeof takeBlocks>>
+      try {
+        data = await takeBlocks(this.tier, this.slot, first, last - first, (k, slot, crc) => {
+          if (crc !== this.crc[k]) {
+            throw StreamSegmentError.state(
+              `${this.key}: block ${this.blockIndex[k]} changed in its source since it was written by reference (slot ${slot})`,
+            )
+          }
+        })
+      } catch (err) {
+        done()
+        throw err
+      }
+      chunks.push(...trim(data.chunks, at - (dataOffset + first * bs), end - at))
+      const release = done
+      done = () => {
+        data.done()
+        release()
+      }
+    }
+    return { chunks, done }
+  }
+
+  /**
+   * Places every data block, records its generation and CRC-32 (blocks by reference read
+   * for it), pins the slots, and encodes the header and summary: every slot live.
+   */
+  private async buildParted(): Promise<void> {
+    const n = this.blockIndex.length
+    const pinned: number[] = []
+    this.unpinAll = () => {
+      for (const slot of pinned.splice(0)) this.tier.unpin(slot)
+    }
+    const bs = this.layout.dataBlockSize
+    const refRun = Math.max(1, Math.floor(REF_CRC_RUN_BYTES / bs))
+    for (let k = 0; k < n; ) {
+      const slot = this.slot[k] as number
+      if (!this.tier.isRef(slot)) {
+        this.tier.pin(slot)
+        pinned.push(slot)
+        this.record(k, slot, this.tier.crcOf(slot))
+        k++
+        continue
+      }
+      let count = 1
+      while (count < refRun && k + count < n && this.tier.isRef(this.slot[k + count] as number)) count++
+      const taken = await takeBlocks(this.tier, this.slot, k, count, (j, s, crc) => this.record(j, s, crc))
+      taken.done()
+      k += count
+    }
+    const live = new Uint8Array(n).fill(1)
+    this.head = encodeObjectHead(this.headerFields(), { count: n, blockIndex: this.blockIndex, live, crc: this.crc })
+  }
+
+  private record(k: number, slot: number, crc: number): void {
+    this.tier.place(slot, this.id, this.ctx.cno, this.dataLo(k))
+    this.gen[k] = this.tier.gen(slot)
+    this.crc[k] = crc
+  }
+
+  private releaseParted(): void {
+    this.unpinAll?.()
+    this.unpinAll = undefined
+  }
+
   /** The object failed or was given up: its blocks are unsent again (those not written since). */
   unplace(): void {
+    this.finished = true
+    if (this.carrying === 0) this.releaseParted()
     for (let k = 0; k < this.blockIndex.length; k++) this.tier.unplace(this.slot[k] as number, this.id)
   }
 
@@ -258,22 +376,44 @@ export class ObjectPlan {
     const n = this.blockIndex.length
     const live = new Uint8Array(n)
     for (let k = 0; k < n; k++) live[k] = this.unchanged(k) ? 1 : 0
-    this.tail = encodeObjectTail(
-      {
-        flags: this.ctx.flags,
-        dataShift: this.ctx.dataShift,
-        metaShift: this.ctx.metaShift,
-        cno: this.ctx.cno,
-        part: this.ctx.part,
-        metaCount: this.images.length,
-        createdMs: Date.now(),
-        baseInode: this.ctx.baseInode,
-        inode: this.ctx.inode,
-      },
-      { count: n, blockIndex: this.blockIndex, live, crc: this.crc },
-    )
+    this.tail = encodeObjectTail(this.headerFields(), { count: n, blockIndex: this.blockIndex, live, crc: this.crc })
     return this.tail
   }
+
+  private headerFields(): TailFields {
+    return {
+      format: this.ctx.format,
+      flags: this.ctx.flags,
+      dataShift: this.ctx.dataShift,
+      metaShift: this.ctx.metaShift,
+      cno: this.ctx.cno,
+      part: this.ctx.part,
+      metaCount: this.images.length,
+      createdMs: Date.now(),
+      baseInode: this.ctx.baseInode,
+      inode: this.ctx.inode,
+    }
+  }
+}
+
+/** Blocks by reference read at once for their CRC when a PartedSegment object is built. */
+const REF_CRC_RUN_BYTES = 4 * 1024 * 1024
+
+/** `length` bytes of `chunks` from byte `skip`, as views. */
+function trim(chunks: readonly Uint8Array[], skip: number, length: number): Uint8Array[] {
+  const out: Uint8Array[] = []
+  for (const c of chunks) {
+    if (length === 0) break
+    if (skip >= c.byteLength) {
+      skip -= c.byteLength
+      continue
+    }
+    const take = Math.min(c.byteLength - skip, length)
+    out.push(c.subarray(skip, skip + take))
+    skip = 0
+    length -= take
+  }
+  return out
 }
 
 /** Dirty blocks under `node` that no object in flight holds. */

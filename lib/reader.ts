@@ -1,6 +1,7 @@
 /**
  * Reads file bytes: dirty blocks from memory, stored blocks from their objects, with few
- * and exact requests (no HEAD, ever). What it bounds and what it checks:
+ * and exact requests (no HEAD, ever). What it bounds and what it checks (in a
+ * PartedSegment container, where header and summary come first, see the last point):
  *
  * - Nodes. Before reading [from, to) the block map is walked level by level. The nodes a
  *   level needs are fetched together with the unloaded siblings under the same parents
@@ -28,12 +29,27 @@
  *   must sit in a live summary slot naming that block, with a matching CRC-32:
  *   otherwise ERR_CORRUPT naming the key, offset and both CRCs, never the bytes.
  *   A missing object is ERR_NOT_FOUND; a short answer or a range past the end ERR_CORRUPT.
+ * - Head first (PartedSegment). The header is an object's first 256 bytes, so no read
+ *   tells an object's size; every block is still checked against the summary, so a
+ *   wrong size can only fail reads. A leaf span fetched for a read is a *head read*:
+ *   one GET from byte 0 through the span brings header, summary and leaves (when the
+ *   span ends within HEAD_READ_MAX_BYTES). An object of which nothing is known is read
+ *   from byte 0 for as many summary entries as the largest summary seen; a summary
+ *   larger than that, or of an object whose header is known, costs one exact GET.
  */
 import { type BlockMap, DIRTY_BASE, isDirtyRef, type MapNode } from './block-map.js'
 import { crc32 } from './crc32.js'
 import { StreamSegmentError } from './errors.js'
 import type { FileCore } from './file-core.js'
-import { decodeHeader, HEADER_BYTES, type Header, objectLayout, SUMMARY_ENTRY_BYTES } from './format/header.js'
+import {
+  decodeHeader,
+  HEADER_BYTES,
+  type Header,
+  type ObjectLayout,
+  objectLayout,
+  SUMMARY_ENTRY_BYTES,
+} from './format/header.js'
+import { FORMAT_PARTED, FORMAT_STREAM } from './format/inode.js'
 import { segmentKey } from './format/names.js'
 import { type BlockMapNode, decodeNode } from './format/node.js'
 import { hex32, pointerPart, pointerUnit, UNIT_BYTES } from './format/pointer.js'
@@ -50,6 +66,8 @@ export const NODE_SPAN_BYTES = 1 * MiB
  * answers short of its header, which then fails the size check.
  */
 export const TAIL_END = 2 ** 31
+/** The farthest a head read (header, summary and a leaf span, head first) reaches into an object. */
+export const HEAD_READ_MAX_BYTES = 8 * MiB
 
 export interface ReadOptions {
   /** Largest data GET: contiguous blocks of one object coalesce up to this (default 16 MiB). */
@@ -317,11 +335,13 @@ export class Reader {
     if (bytes.byteLength !== length) {
       throw StreamSegmentError.corrupt(`${where}: read ${bytes.byteLength} bytes at ${r.at}, expected ${length}`)
     }
+    // The summary came with the header: head first, the data region starts after the meta blocks.
+    const dataOffset = st.header === undefined ? 0 : this.layoutOf(st.header).dataOffset
     for (let i = 0; i < r.count; i++) {
       const b = r.first + i
       const at = r.at + i * bs
-      const k = at / bs
-      if (!Number.isInteger(k) || k >= summary.count) {
+      const k = (at - dataOffset) / bs
+      if (!Number.isInteger(k) || k < 0 || k >= summary.count) {
         throw StreamSegmentError.corrupt(
           `${where}: block ${b} points at offset ${at}, not one of the object's ${summary.count} data slots of ${bs} bytes`,
         )
@@ -399,14 +419,19 @@ export class Reader {
         const first = refs[0] as NodeRef
         const st = this.state(first.key, first.hi, pointerPart(first.lo))
         const spans = nodeSpans(refs, this.core.settings.metaBlockSize, NODE_SPAN_BYTES)
+        const withSummary = leaves && wantData && st.summary === undefined && st.pending === undefined
+        if (this.parted) {
+          // Head first: header and summary lie before the first span.
+          const firstSpan = spans[0] as NodeSpan
+          const head = withSummary && firstSpan.end <= HEAD_READ_MAX_BYTES
+          for (const span of spans) fetches.push(this.fetchSpan(st, span, head && span === firstSpan))
+          continue
+        }
         // A data part holds only leaves before its summary; part 0 index nodes too, which
         // the walk has seen from above (maxMeta), so its tail is bounded when they are near.
         const lastSpan = spans[spans.length - 1] as NodeSpan
         const tail =
-          leaves &&
-          wantData &&
-          st.summary === undefined &&
-          st.pending === undefined &&
+          withSummary &&
           (st.part !== 0 || st.maxMeta + this.core.settings.metaBlockSize - lastSpan.start <= NODE_SPAN_BYTES)
         for (const span of spans) fetches.push(this.fetchSpan(st, span, tail && span === lastSpan))
       }
@@ -418,12 +443,15 @@ export class Reader {
     }
   }
 
-  /** Fetches one span of nodes (a tail read when `tail`) and attaches those that check out. */
-  private async fetchSpan(st: ObjectState, span: NodeSpan, tail: boolean): Promise<void> {
+  /**
+   * Fetches one span of nodes (with the summary when `withSummary`: a tail read, or head
+   * first a head read) and attaches those that check out.
+   */
+  private async fetchSpan(st: ObjectState, span: NodeSpan, withSummary: boolean): Promise<void> {
     const mbs = this.core.settings.metaBlockSize
     let bytes: Uint8Array
-    if (tail) {
-      const p = this.tailRead(st, span.start, 'meta')
+    if (withSummary) {
+      const p = this.parted ? this.headSpanRead(st, span) : this.tailRead(st, span.start, 'meta')
       const pending = p.then((t) => t.summary)
       st.pending = pending
       pending.catch(() => {
@@ -500,6 +528,7 @@ export class Reader {
     }
     if (st.pending !== undefined) return st.pending
     const p = (async () => {
+      if (this.parted) return this.headRead(st, minSlots)
       if (st.header !== undefined) {
         return (await this.tailRead(st, objectLayout(st.header, st.header).summaryOffset, 'summary')).summary
       }
@@ -532,11 +561,10 @@ export class Reader {
     const whole = bytes.byteLength < want
     const header = this.acceptHeader(
       st,
-      decodeHeader(
-        bytes.subarray(Math.max(0, bytes.byteLength - HEADER_BYTES)),
-        whole ? bytes.byteLength : undefined,
-        st,
-      ),
+      decodeHeader(bytes.subarray(Math.max(0, bytes.byteLength - HEADER_BYTES)), whole ? bytes.byteLength : undefined, {
+        ...st,
+        format: FORMAT_STREAM,
+      }),
     )
     const layout = objectLayout(header, header)
     const length = layout.headerOffset - layout.summaryOffset
@@ -555,6 +583,89 @@ export class Reader {
     t.header += HEADER_BYTES
     if (whole) st.size = bytes.byteLength
     return this.acceptSummary(st, summary)
+  }
+
+  private get parted(): boolean {
+    return this.core.format === FORMAT_PARTED
+  }
+
+  private layoutOf(header: Header): ObjectLayout {
+    return objectLayout(header, header)
+  }
+
+  /**
+   * Head first: the summary of an object, by one GET from byte 0 sized for the largest
+   * summary seen (header and summary), or one exact GET when its header is known or the
+   * summary turned out larger.
+   */
+  private async headRead(st: ObjectState, minSlots: number): Promise<Summary> {
+    let header = st.header
+    let bytes: Uint8Array | undefined
+    if (header === undefined) {
+      const slots = Math.max(minSlots, this.typicalSlots)
+      bytes = await this.get(
+        st.key,
+        { start: 0, end: HEADER_BYTES + SUMMARY_ENTRY_BYTES * (slots + (slots >> 3)) },
+        'summary',
+        st.cno,
+      )
+      header = this.acceptHeader(
+        st,
+        decodeHeader(bytes.subarray(0, HEADER_BYTES), undefined, { ...st, format: FORMAT_PARTED }),
+      )
+      this.timing.bytes.header += HEADER_BYTES
+    }
+    const layout = this.layoutOf(header)
+    if (bytes === undefined || bytes.byteLength < layout.summaryEnd) {
+      bytes = new Uint8Array(layout.summaryEnd)
+      if (layout.summaryEnd > layout.summaryOffset) {
+        const got = await this.get(st.key, { start: layout.summaryOffset, end: layout.summaryEnd }, 'summary', st.cno)
+        bytes.set(got.subarray(0, layout.summaryEnd - layout.summaryOffset), layout.summaryOffset)
+        if (got.byteLength !== layout.summaryEnd - layout.summaryOffset) {
+          throw StreamSegmentError.corrupt(
+            `${this.store.url}/${st.key}: the object ends at ${layout.summaryOffset + got.byteLength}, within its summary`,
+          )
+        }
+      }
+    } else {
+      this.timing.bytes.meta += bytes.byteLength - layout.summaryEnd
+    }
+    this.timing.bytes.summary += layout.summaryEnd - layout.summaryOffset
+    return this.acceptSummary(st, this.decodeSummaryAt(st, header, layout, bytes))
+  }
+
+  /**
+   * Head first: GETs the object from byte 0 through `span` (header, summary, padding and
+   * meta blocks up to the span's end); the summary is taken from it, the span's bytes returned.
+   */
+  private async headSpanRead(st: ObjectState, span: NodeSpan): Promise<{ bytes: Uint8Array; summary: Summary }> {
+    const bytes = await this.get(st.key, { start: 0, end: span.end }, 'meta', st.cno)
+    const where = `${this.store.url}/${st.key}`
+    const header = this.acceptHeader(
+      st,
+      decodeHeader(bytes.subarray(0, HEADER_BYTES), undefined, { ...st, format: FORMAT_PARTED }),
+    )
+    const layout = this.layoutOf(header)
+    if (span.start < layout.metaOffset || span.end > layout.metaEnd) {
+      throw StreamSegmentError.corrupt(
+        `${where}: a pointer names bytes [${span.start}, ${span.end}), outside the meta blocks [${layout.metaOffset}, ${layout.metaEnd})`,
+      )
+    }
+    const summary = this.decodeSummaryAt(st, header, layout, bytes)
+    const t = this.timing.bytes
+    t.header += HEADER_BYTES
+    t.summary += layout.summaryEnd - layout.summaryOffset
+    t.meta += bytes.byteLength - layout.summaryEnd
+    return { bytes: bytes.subarray(span.start), summary: this.acceptSummary(st, summary) }
+  }
+
+  /** The summary in `bytes`, which hold the object from byte 0 through its summary at least. */
+  private decodeSummaryAt(st: ObjectState, header: Header, layout: ObjectLayout, bytes: Uint8Array): Summary {
+    return decodeSummary(bytes.subarray(layout.summaryOffset, layout.summaryEnd), {
+      count: header.dataCount,
+      summaryCrc: header.summaryCrc,
+      where: `${this.store.url}/${st.key}`,
+    })
   }
 
   /** Keeps the header of `st` (the same one as before, if it had one). */
@@ -593,7 +704,10 @@ export class Reader {
     const where = `${this.store.url}/${st.key}`
     const header = this.acceptHeader(
       st,
-      decodeHeader(bytes.subarray(Math.max(0, bytes.byteLength - HEADER_BYTES)), size, st),
+      decodeHeader(bytes.subarray(Math.max(0, bytes.byteLength - HEADER_BYTES)), size, {
+        ...st,
+        format: FORMAT_STREAM,
+      }),
     )
     const layout = objectLayout(header, header)
     if (start > layout.summaryOffset) {

@@ -18,7 +18,7 @@ import { type CheckpointCounters, type FlushTiming, flush, newCounters, writePar
 import { type BlockSource, readSource } from './dirty-tier.js'
 import { StreamSegmentError } from './errors.js'
 import { FileCore } from './file-core.js'
-import { decodeInodeObject, emptyInode, FORMAT_STREAM, type Inode } from './format/inode.js'
+import { decodeInodeObject, emptyInode, FORMAT_PARTED, FORMAT_STREAM, type Inode } from './format/inode.js'
 import { INODE_KEY } from './format/names.js'
 import { Reader } from './reader.js'
 import { SendAhead } from './send-ahead.js'
@@ -63,7 +63,7 @@ export class SegmentFile {
     }
     const none = emptyInode()
     const base = emptyInode({
-      format: FORMAT_STREAM,
+      format: s.format === 'parted' ? FORMAT_PARTED : FORMAT_STREAM,
       dataShift: Math.log2(s.dataBlockSize),
       metaShift: Math.log2(s.metaBlockSize),
       ctimeMs: Date.now(),
@@ -86,10 +86,15 @@ export class SegmentFile {
       if (cno > published.cno) {
         throw StreamSegmentError.notFound(`${store.url}: checkpoint ${cno} is newer than the latest, ${published.cno}`)
       }
-      base = await FileCore.readCheckpointInode(store, cno)
+      base = await FileCore.readCheckpointInode(store, cno, undefined, published.format)
     }
-    const s = resolveSettings({ ...options, dataBlockSize: 2 ** base.dataShift, metaBlockSize: 2 ** base.metaShift })
-    for (const name of ['dataBlockSize', 'metaBlockSize'] as const) {
+    const s = resolveSettings({
+      ...options,
+      format: base.format === FORMAT_PARTED ? 'parted' : 'stream',
+      dataBlockSize: 2 ** base.dataShift,
+      metaBlockSize: 2 ** base.metaShift,
+    })
+    for (const name of ['format', 'dataBlockSize', 'metaBlockSize'] as const) {
       if (options[name] !== undefined && options[name] !== s[name]) {
         throw StreamSegmentError.invalidArgument(
           `${name} ${options[name]}: the container at ${store.url} has ${s[name]}`,

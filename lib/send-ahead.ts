@@ -33,6 +33,7 @@ import type { CheckpointCounters } from './checkpoint.js'
 import { StreamSegmentError } from './errors.js'
 import type { FileCore } from './file-core.js'
 import { FLAG_SENT_AHEAD } from './format/header.js'
+import { FORMAT_PARTED } from './format/inode.js'
 import { segmentKey } from './format/names.js'
 import { pointerLo, UNIT_BYTES } from './format/pointer.js'
 import { newObjectId, ObjectPlan, objectBytes, type SentPrefix, takeBlocks, unsentUnder } from './object-builder.js'
@@ -79,6 +80,8 @@ export class SendAhead {
 
   /** The object size aimed at: streamSegmentBytes, capped at segmentMaxObjectBytes and 1 GiB. */
   get target(): number {
+    // A PartedSegment object is built whole before it is sent: nothing goes ahead.
+    if (this.core.format === FORMAT_PARTED) return 0
     const s = this.core.settings
     return Math.min(s.streamSegmentBytes, s.segmentMaxObjectBytes, MAX_OBJECT_BYTES)
   }

@@ -11,7 +11,17 @@ const GiB = 1024 * MiB
 /** The most one object can hold: a pointer addresses 2^18 units of 4 KiB in an object. */
 export const MAX_OBJECT_BYTES = GiB
 
+/** A container's layout, chosen when it is created and fixed for its life (format/header.ts). */
+export type ContainerFormat = 'stream' | 'parted'
+
 export interface Settings {
+  /**
+   * The layout of a new container: 'stream' (StreamSegment, tail first: data is sent while
+   * it is written) or 'parted' (PartedSegment, head first: each object is built whole
+   * before it is sent, so nothing is sent ahead and streamSegmentBytes does not apply).
+   * Opening a container takes its own; asking for another one is an error.
+   */
+  format: ContainerFormat
   /** Size of a data block: a power of two, 4 KiB … 16 MiB. */
   dataBlockSize: number
   /** Size of a block-map node (meta block): a power of two, 4 KiB … 64 KiB. */
@@ -39,6 +49,7 @@ export interface Settings {
 
 /** The spec's defaults: with these, nothing is sent ahead (the dirty limit is below one piece). */
 export const SPEC_DEFAULTS: Readonly<Settings> = Object.freeze({
+  format: 'stream',
   dataBlockSize: 4 * KiB,
   metaBlockSize: 4 * KiB,
   streamSegmentBytes: GiB,
@@ -109,6 +120,7 @@ export function resolveSettings(
   const v = { ...base } as Record<string, unknown>
   for (const name of SETTING_NAMES) if (overrides[name] !== undefined) v[name] = overrides[name]
   const s: Settings = {
+    format: v.format as ContainerFormat,
     dataBlockSize: powerOfTwo('dataBlockSize', v.dataBlockSize, 4 * KiB, 16 * MiB),
     metaBlockSize: powerOfTwo('metaBlockSize', v.metaBlockSize, 4 * KiB, 64 * KiB),
     streamSegmentBytes: integer('streamSegmentBytes', v.streamSegmentBytes, 0, Number.MAX_SAFE_INTEGER),
@@ -137,6 +149,7 @@ export function resolveSettings(
   const entries = integer('maxNodeEntries', v.maxNodeEntries, 0, capacity)
   if (entries !== 0 && entries < 3) throw bad('maxNodeEntries', entries, `must be 0 or 3..${capacity}`)
   s.maxNodeEntries = entries === 0 ? capacity : entries
+  if (s.format !== 'stream' && s.format !== 'parted') throw bad('format', v.format, "must be 'stream' or 'parted'")
   if (s.conflictPolicy !== 'retry' && s.conflictPolicy !== 'fail') {
     throw bad('conflictPolicy', v.conflictPolicy, "must be 'retry' or 'fail'")
   }

@@ -1,17 +1,23 @@
 /**
- * The segment header: the last 256 bytes of every segment object. A segment object is
+ * The segment header. A container's format, fixed when it is created, says where it is:
  *
  * ```text
- * [n × dataBlockSize data][m × metaBlockSize meta][n × 16 summary][256 header]
+ * StreamSegment (1, tail first):
+ *   [n × dataBlockSize data][m × metaBlockSize meta][n × 16 summary][256 header]
+ * PartedSegment (2, head first):
+ *   [256 header][n × 16 summary][zeros to a 4 KiB boundary][m × metaBlockSize meta][n × dataBlockSize data]
  * ```
  *
- * and its header, self-contained, is
+ * A StreamSegment object can be sent while its data is still being chosen: a block's
+ * place is final once placed, and what counts the blocks comes last. A PartedSegment
+ * object is built whole before it is sent, and a reader gets its header from its first
+ * bytes. Both keep every block a pointer names on a 4 KiB unit. The header, self-contained, is
  *
  * ```text
  *  0                   1                   2                   3
  *  0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
  * +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
- * |                      magic "SSEGTAIL" (8 bytes)               |    0
+ * |      magic "SSEGTAIL" (StreamSegment) or "SSEGHEAD" (8 bytes)  |    0
  * +-------------------------------+-------------------------------+
  * |        version (u16) = 1      |          flags (u16)          |    8
  * +---------------+---------------+-------------------------------+
@@ -40,19 +46,21 @@
  *
  * flags: bit0 CHECKPOINT (set iff part 0), bit1 PARTIAL (written under memory pressure),
  * bit2 SENT_AHEAD; other bits zero. `decodeHeader` checks, in this order and stating the
- * numbers: length 256, magic, version (newer: ERR_UNSUPPORTED), CRC, counts (summaryCount
- * = dataCount, and the regions add up to exactly the object's size), names (cno and part
- * are the key's, CHECKPOINT iff part 0), then bounds: shifts, reserved bytes, flags, every
- * block a pointer can name (the last data block, and the last meta block: index nodes and
- * roots point at meta blocks too) starts below 1 GiB, both inodes valid with this
- * header's shifts and format 1, inode cno = cno for part 0 (<= cno for parts >= 1), base
- * inode NULL or with cno < cno.
+ * numbers: length 256, magic (the format's, or either when the caller does not know the
+ * format), version (newer: ERR_UNSUPPORTED), CRC, counts (summaryCount = dataCount, and
+ * the regions add up to exactly the object's size), names (cno and part are the key's,
+ * CHECKPOINT iff part 0), then bounds: shifts, reserved bytes, flags, every block a
+ * pointer can name (the last data block, and the last meta block: index nodes and roots
+ * point at meta blocks too) starts below 1 GiB, both inodes valid with this header's
+ * shifts and format, inode cno = cno for part 0 (<= cno for parts >= 1), base inode NULL
+ * or with cno < cno.
  */
 import { crc32 } from '../crc32.js'
 import { StreamSegmentError } from '../errors.js'
 import {
   decodeInode,
   encodeInode,
+  FORMAT_PARTED,
   FORMAT_STREAM,
   INODE_BYTES,
   type Inode,
@@ -81,6 +89,7 @@ import {
 
 export const HEADER_BYTES = 256
 export const HEADER_MAGIC = 'SSEGTAIL'
+export const HEAD_MAGIC = 'SSEGHEAD'
 export const SUMMARY_ENTRY_BYTES = 16
 export const FLAG_CHECKPOINT = 1
 export const FLAG_PARTIAL = 2
@@ -105,9 +114,22 @@ const H_INODE = H_BASE_INODE + INODE_BYTES // 152
 const H_RESERVED_C = H_INODE + INODE_BYTES // 248, u32
 const H_CRC = 252
 const MAGIC_TAIL = new TextEncoder().encode(HEADER_MAGIC)
+const MAGIC_HEAD = new TextEncoder().encode(HEAD_MAGIC)
+
+/** The magic of a format's header: "SSEGTAIL" for StreamSegment, "SSEGHEAD" for PartedSegment. */
+function magicOf(format: number): Uint8Array {
+  return format === FORMAT_PARTED ? MAGIC_HEAD : MAGIC_TAIL
+}
+
+/** A container format's name, for messages. */
+export function formatName(format: number): string {
+  return format === FORMAT_STREAM ? 'StreamSegment' : format === FORMAT_PARTED ? 'PartedSegment' : `format ${format}`
+}
 
 /** A header in memory. On storage summaryCount is dataCount and version LAYOUT_VERSION. */
 export interface Header {
+  /** FORMAT_STREAM or FORMAT_PARTED: the container's, told by the magic. */
+  format: number
   flags: number
   dataShift: number
   metaShift: number
@@ -121,32 +143,70 @@ export interface Header {
   inode: Inode
 }
 
+/** Where each region of an object lies: [offset, end) in bytes, exact below 2^53. */
 export interface ObjectLayout {
+  format: number
   dataOffset: number
+  dataEnd: number
   metaOffset: number
+  metaEnd: number
   summaryOffset: number
+  summaryEnd: number
   headerOffset: number
   objectSize: number
   dataBlockSize: number
   metaBlockSize: number
 }
 
-/** Where each region of an object starts (byte offsets; exact below 2^53). */
+/** The layout of an object with these counts, in `shape.format` (StreamSegment when absent). */
 export function objectLayout(
   counts: { dataCount: number; metaCount: number },
-  shifts: { dataShift: number; metaShift: number },
+  shape: { dataShift: number; metaShift: number; format?: number },
 ): ObjectLayout {
-  const dataBlockSize = 2 ** shifts.dataShift
-  const metaBlockSize = 2 ** shifts.metaShift
-  const metaOffset = counts.dataCount * dataBlockSize
-  const summaryOffset = metaOffset + counts.metaCount * metaBlockSize
-  const headerOffset = summaryOffset + counts.dataCount * SUMMARY_ENTRY_BYTES
-  const objectSize = headerOffset + HEADER_BYTES
-  return { dataOffset: 0, metaOffset, summaryOffset, headerOffset, objectSize, dataBlockSize, metaBlockSize }
+  const format = shape.format ?? FORMAT_STREAM
+  const dataBlockSize = 2 ** shape.dataShift
+  const metaBlockSize = 2 ** shape.metaShift
+  const dataBytes = counts.dataCount * dataBlockSize
+  const metaBytes = counts.metaCount * metaBlockSize
+  const summaryBytes = counts.dataCount * SUMMARY_ENTRY_BYTES
+  if (format === FORMAT_PARTED) {
+    const metaOffset = Math.ceil((HEADER_BYTES + summaryBytes) / UNIT_BYTES) * UNIT_BYTES
+    const dataOffset = metaOffset + metaBytes
+    return {
+      format,
+      headerOffset: 0,
+      summaryOffset: HEADER_BYTES,
+      summaryEnd: HEADER_BYTES + summaryBytes,
+      metaOffset,
+      metaEnd: dataOffset,
+      dataOffset,
+      dataEnd: dataOffset + dataBytes,
+      objectSize: dataOffset + dataBytes,
+      dataBlockSize,
+      metaBlockSize,
+    }
+  }
+  const metaOffset = dataBytes
+  const summaryOffset = metaOffset + metaBytes
+  const headerOffset = summaryOffset + summaryBytes
+  return {
+    format,
+    dataOffset: 0,
+    dataEnd: dataBytes,
+    metaOffset,
+    metaEnd: summaryOffset,
+    summaryOffset,
+    summaryEnd: headerOffset,
+    headerOffset,
+    objectSize: headerOffset + HEADER_BYTES,
+    dataBlockSize,
+    metaBlockSize,
+  }
 }
 
 /** What is wrong with the header's fields other than its inodes (the "bounds" step), or undefined. */
 export function headerFieldsProblem(h: Omit<Header, 'baseInode' | 'inode'>): string | undefined {
+  if (h.format !== FORMAT_STREAM && h.format !== FORMAT_PARTED) return `format ${h.format} is not 1 or 2`
   if (!(isUint(h.dataShift, MAX_DATA_SHIFT) && h.dataShift >= MIN_DATA_SHIFT)) {
     return `dataShift ${h.dataShift} is not in ${MIN_DATA_SHIFT}..${MAX_DATA_SHIFT}`
   }
@@ -164,14 +224,11 @@ export function headerFieldsProblem(h: Omit<Header, 'baseInode' | 'inode'>): str
   }
   const layout = objectLayout(h, h)
   // Every block a pointer can name must start at a unit below 2^18 (1 GiB).
-  const lastBlock =
-    h.metaCount > 0
-      ? layout.summaryOffset - layout.metaBlockSize
-      : h.dataCount > 0
-        ? layout.metaOffset - layout.dataBlockSize
-        : 0
+  const lastMeta = h.metaCount > 0 ? layout.metaEnd - layout.metaBlockSize : -1
+  const lastData = h.dataCount > 0 ? layout.dataEnd - layout.dataBlockSize : -1
+  const lastBlock = Math.max(lastMeta, lastData, 0)
   if (lastBlock / UNIT_BYTES > MAX_UNIT) {
-    return `last ${h.metaCount > 0 ? 'meta' : 'data'} block starts at byte ${lastBlock}, beyond the ${(MAX_UNIT + 1) * UNIT_BYTES} a pointer addresses`
+    return `last ${lastBlock === lastMeta ? 'meta' : 'data'} block starts at byte ${lastBlock}, beyond the ${(MAX_UNIT + 1) * UNIT_BYTES} a pointer addresses`
   }
   if (!isUint(h.summaryCrc, 0xffffffff)) return `summaryCrc ${h.summaryCrc} is not a u32`
   if (!isUint(h.createdMs, Number.MAX_SAFE_INTEGER)) return `createdMs ${h.createdMs} is not in 0..2^53-1`
@@ -198,7 +255,7 @@ export function headerInodesProblem(h: Header): string | undefined {
 }
 
 function sameContainer(x: Inode, h: Header): string | undefined {
-  if (x.format !== FORMAT_STREAM) return `format ${x.format}, a StreamSegment header needs ${FORMAT_STREAM}`
+  if (x.format !== h.format) return `format ${x.format}, a ${formatName(h.format)} header needs ${h.format}`
   if (x.dataShift !== h.dataShift || x.metaShift !== h.metaShift) {
     return `shifts ${x.dataShift}/${x.metaShift} differ from the header's ${h.dataShift}/${h.metaShift}`
   }
@@ -213,7 +270,7 @@ export function encodeHeader(h: Header, into = new Uint8Array(HEADER_BYTES), off
   if (out.length !== HEADER_BYTES) throw StreamSegmentError.invalidArgument(`header: no 256 bytes at ${offset}`)
   out.fill(0)
   const v = dataView(out)
-  out.set(MAGIC_TAIL, 0)
+  out.set(magicOf(h.format), 0)
   v.setUint16(H_VERSION, LAYOUT_VERSION, true)
   v.setUint16(H_FLAGS, h.flags, true)
   v.setUint8(H_DATA_SHIFT, h.dataShift)
@@ -231,16 +288,30 @@ export function encodeHeader(h: Header, into = new Uint8Array(HEADER_BYTES), off
   return out
 }
 
+/** The format whose magic `bytes` start with, or undefined. */
+export function headerMagicFormat(bytes: Uint8Array): number | undefined {
+  if (bytes.length < MAGIC_TAIL.length) return undefined
+  for (const format of [FORMAT_STREAM, FORMAT_PARTED]) {
+    const magic = magicOf(format)
+    let i = 0
+    while (i < magic.length && bytes[i] === magic[i]) i++
+    if (i === magic.length) return format
+  }
+  return undefined
+}
+
 /**
- * Decodes the last 256 bytes (`tail`) of the object `<expected.cno>.<expected.part>`,
- * `objectSize` bytes long. Every failure is ERR_CORRUPT, but a newer version ERR_UNSUPPORTED.
- * `objectSize` undefined (a suffix read, which does not tell the size) skips the size check
+ * Decodes the 256-byte header `tail` of the object `<expected.cno>.<expected.part>`,
+ * `objectSize` bytes long: its last 256 bytes in the StreamSegment format, its first in
+ * the PartedSegment format. `expected.format` is the container's format; undefined
+ * accepts either magic. Every failure is ERR_CORRUPT, but a newer version ERR_UNSUPPORTED.
+ * `objectSize` undefined (a ranged read, which does not tell the size) skips the size check
  * only: the caller then checks `objectLayout(header, header).objectSize` when it learns it.
  */
 export function decodeHeader(
   tail: Uint8Array,
   objectSize: number | undefined,
-  expected: { cno: number; part: number },
+  expected: { cno: number; part: number; format?: number | undefined },
 ): Header {
   const key = segmentKey(expected.cno, expected.part)
   const fail = (msg: string) => StreamSegmentError.corrupt(`${key}: header ${msg}`)
@@ -249,8 +320,13 @@ export function decodeHeader(
       `is ${tail.length} bytes, expected ${HEADER_BYTES}${objectSize === undefined ? '' : ` (object has ${objectSize})`}`,
     )
   }
-  for (let i = 0; i < MAGIC_TAIL.length; i++) {
-    if (tail[i] !== MAGIC_TAIL[i]) throw fail(`magic ${JSON.stringify(latin1(tail.subarray(0, 8)))} is not "SSEGTAIL"`)
+  const format = headerMagicFormat(tail)
+  if (format === undefined || (expected.format !== undefined && format !== expected.format)) {
+    const want =
+      expected.format === undefined
+        ? '"SSEGTAIL" or "SSEGHEAD"'
+        : `${JSON.stringify(expected.format === FORMAT_PARTED ? HEAD_MAGIC : HEADER_MAGIC)} (${formatName(expected.format)})`
+    throw fail(`magic ${JSON.stringify(latin1(tail.subarray(0, 8)))} is not ${want}`)
   }
   const v = dataView(tail)
   const version = v.getUint16(H_VERSION, true)
@@ -268,7 +344,7 @@ export function decodeHeader(
   const dataShift = v.getUint8(H_DATA_SHIFT)
   const metaShift = v.getUint8(H_META_SHIFT)
   if (summaryCount !== dataCount) throw fail(`counts ${dataCount} data blocks but ${summaryCount} summary entries`)
-  const size = objectLayout({ dataCount, metaCount }, { dataShift, metaShift }).objectSize
+  const size = objectLayout({ dataCount, metaCount }, { dataShift, metaShift, format }).objectSize
   if (objectSize !== undefined && size !== objectSize) {
     throw fail(
       `counts ${dataCount} data + ${metaCount} meta blocks + ${summaryCount} summary entries = ${size} bytes, object has ${objectSize}`,
@@ -288,6 +364,7 @@ export function decodeHeader(
   const reserved = firstNonZero(tail, H_RESERVED_B, H_BASE_INODE)
   if (reserved >= 0) throw fail(`reserved byte ${reserved} is not zero`)
   const fields = {
+    format,
     flags,
     dataShift,
     metaShift,
@@ -308,4 +385,49 @@ export function decodeHeader(
   const inodesProblem = headerInodesProblem(h)
   if (inodesProblem !== undefined) throw fail(inodesProblem)
   return h
+}
+
+/**
+ * Format detection, first step: `tail`, an object's last 256 bytes, as a StreamSegment
+ * header, or the ERR_CORRUPT saying why it is not one; the caller then reads the object's
+ * first 256 bytes as a PartedSegment header (`detectedHeader`). A StreamSegment header of
+ * a newer layout version is still ERR_UNSUPPORTED, thrown.
+ */
+export function streamHeaderOrWhy(
+  tail: Uint8Array,
+  objectSize: number | undefined,
+  expected: { cno: number; part: number },
+): Header | StreamSegmentError {
+  try {
+    return decodeHeader(tail, objectSize, { ...expected, format: FORMAT_STREAM })
+  } catch (err) {
+    if (StreamSegmentError.is(err, 'ERR_CORRUPT')) return err
+    throw err
+  }
+}
+
+/**
+ * Format detection, second step: `head`, the object's first 256 bytes, as a PartedSegment
+ * header. When that fails too, the error is the one of the header the object has a magic
+ * for (a damaged header of its own format), or one naming both reasons.
+ */
+export function detectedHeader(
+  head: Uint8Array,
+  tail: Uint8Array,
+  objectSize: number | undefined,
+  expected: { cno: number; part: number },
+  notStream: StreamSegmentError,
+): Header {
+  try {
+    return decodeHeader(head, objectSize, { ...expected, format: FORMAT_PARTED })
+  } catch (err) {
+    if (!StreamSegmentError.is(err, 'ERR_CORRUPT')) throw err
+    if (headerMagicFormat(head) === FORMAT_PARTED) throw err
+    if (headerMagicFormat(tail.subarray(Math.max(0, tail.length - HEADER_BYTES))) === FORMAT_STREAM) throw notStream
+    const key = segmentKey(expected.cno, expected.part)
+    const why = (e: Error) => e.message.replace(`${key}: header `, '')
+    throw StreamSegmentError.corrupt(
+      `${key}: no header: its last 256 bytes are not a StreamSegment header (${why(notStream)}), its first 256 not a PartedSegment header (${why(err)})`,
+    )
+  }
 }

@@ -1,15 +1,18 @@
 /**
- * Whole segment objects, in memory:
+ * Whole segment objects, in memory, in either format (header.ts):
  *
  * ```text
- * [n × dataBlockSize data][m × metaBlockSize meta][n × 16 summary][256 header]
- *  0                       metaOffset              summaryOffset   headerOffset
+ * StreamSegment: [n × data][m × meta][n × 16 summary][256 header]
+ * PartedSegment: [256 header][n × 16 summary][zeros to 4 KiB][m × meta][n × data]
  * ```
  *
- * `encodeObjectTail` gives a writer the bytes after its meta blocks (summary + header),
- * computing summaryCrc; `encodeObject` builds a whole object (fixtures, tests, small
- * objects). `decodeObject` is the full check a verifier runs, in this order: the header
- * (header.ts, against the key's cno and part), the summary, every meta block as a node
+ * `encodeObjectTail` gives a StreamSegment writer the bytes after its meta blocks
+ * (summary + header), `encodeObjectHead` a PartedSegment writer those before them
+ * (header, summary, padding), both computing summaryCrc; `encodeObject` builds a whole
+ * object (fixtures, tests, small objects). `decodeObject` is the full check a verifier
+ * runs, in this order: the header (header.ts, against the key's cno and part; the
+ * format detected as a reader that does not know it does: the end first, then the
+ * start), the summary, the padding, every meta block as a node
  * written by this checkpoint, every data slot's CRC (dead slots too), then the pointers
  * that land in this same object: a leaf's (or a level-0 root's) must name a data slot
  * holding that very block, an index node's (or a root's) must name a meta block holding a
@@ -20,17 +23,19 @@
 import { crc32 } from '../crc32.js'
 import { StreamSegmentError } from '../errors.js'
 import {
-  decodeHeader,
+  detectedHeader,
   encodeHeader,
   HEADER_BYTES,
   type Header,
   type ObjectLayout,
   objectLayout,
   SUMMARY_ENTRY_BYTES,
+  streamHeaderOrWhy,
 } from './header.js'
+import { FORMAT_PARTED } from './inode.js'
 import { parseKey } from './names.js'
 import { type BlockMapNode, decodeNode, encodeNode } from './node.js'
-import { hex32, pointerPart, pointerUnit, UNIT_BYTES } from './pointer.js'
+import { firstNonZero, hex32, pointerPart, pointerUnit, UNIT_BYTES } from './pointer.js'
 import { decodeSummary, encodeSummary, type Summary } from './summary.js'
 
 /** Header fields a writer gives; dataCount is summary.count and summaryCrc is computed. */
@@ -48,12 +53,22 @@ export interface SegmentObject {
   data: Uint8Array
 }
 
-/** The summary and header of an object with `summary.count` data slots: `n × 16 + 256` bytes. */
+/** The summary and header of a StreamSegment object with `summary.count` data slots: `n × 16 + 256` bytes. */
 export function encodeObjectTail(fields: TailFields, summary: Summary): Uint8Array {
   const n = summary.count
   const out = new Uint8Array(n * SUMMARY_ENTRY_BYTES + HEADER_BYTES)
   const summaryCrc = encodeSummary(out, summary, 0)
   encodeHeader({ ...fields, dataCount: n, summaryCrc }, out, n * SUMMARY_ENTRY_BYTES)
+  return out
+}
+
+/** The header, summary and padding of a PartedSegment object: its first `metaOffset` bytes. */
+export function encodeObjectHead(fields: TailFields, summary: Summary): Uint8Array {
+  const n = summary.count
+  const layout = objectLayout({ dataCount: n, metaCount: fields.metaCount }, fields)
+  const out = new Uint8Array(layout.metaOffset)
+  const summaryCrc = encodeSummary(out, summary, layout.summaryOffset)
+  encodeHeader({ ...fields, dataCount: n, summaryCrc }, out, 0)
   return out
 }
 
@@ -65,19 +80,19 @@ export function encodeObject(
   summary: Summary,
 ): Uint8Array {
   const layout = objectLayout({ dataCount: summary.count, metaCount: nodes.length }, fields)
-  if (data.length !== layout.metaOffset) {
+  if (data.length !== layout.dataEnd - layout.dataOffset) {
     throw StreamSegmentError.invalidArgument(
       `object: ${data.length} data bytes for ${summary.count} blocks of ${layout.dataBlockSize}`,
     )
   }
-  const tail = encodeObjectTail({ ...fields, metaCount: nodes.length }, summary)
   const out = new Uint8Array(layout.objectSize)
-  out.set(data, 0)
+  out.set(data, layout.dataOffset)
   for (let j = 0; j < nodes.length; j++) {
     const at = layout.metaOffset + j * layout.metaBlockSize
     encodeNode(out.subarray(at, at + layout.metaBlockSize), nodes[j]!)
   }
-  out.set(tail, layout.summaryOffset)
+  if (layout.format === FORMAT_PARTED) out.set(encodeObjectHead({ ...fields, metaCount: nodes.length }, summary), 0)
+  else out.set(encodeObjectTail({ ...fields, metaCount: nodes.length }, summary), layout.summaryOffset)
   return out
 }
 
@@ -92,13 +107,21 @@ export function decodeObject(bytes: Uint8Array, key: string): SegmentObject {
   if (parsed?.kind !== 'segment')
     throw StreamSegmentError.invalidArgument(`${JSON.stringify(key)} is not a segment key`)
   const tail = bytes.subarray(Math.max(0, bytes.length - HEADER_BYTES))
-  const header = decodeHeader(tail, bytes.length, parsed)
+  const stream = streamHeaderOrWhy(tail, bytes.length, parsed)
+  const header =
+    stream instanceof StreamSegmentError
+      ? detectedHeader(bytes.subarray(0, HEADER_BYTES), tail, bytes.length, parsed, stream)
+      : stream
   const layout = objectLayout(header, header)
-  const summary = decodeSummary(bytes.subarray(layout.summaryOffset, layout.headerOffset), {
+  const summary = decodeSummary(bytes.subarray(layout.summaryOffset, layout.summaryEnd), {
     count: header.dataCount,
     summaryCrc: header.summaryCrc,
     where: key,
   })
+  if (layout.format === FORMAT_PARTED) {
+    const pad = firstNonZero(bytes, layout.summaryEnd, layout.metaOffset)
+    if (pad >= 0) throw StreamSegmentError.corrupt(`${key}: padding byte ${pad} is not zero`)
+  }
   const nodes: BlockMapNode[] = []
   for (let j = 0; j < header.metaCount; j++) {
     const at = layout.metaOffset + j * layout.metaBlockSize
@@ -108,7 +131,7 @@ export function decodeObject(bytes: Uint8Array, key: string): SegmentObject {
     )
   }
   for (let i = 0; i < header.dataCount; i++) {
-    const at = i * layout.dataBlockSize
+    const at = layout.dataOffset + i * layout.dataBlockSize
     const computed = crc32(bytes.subarray(at, at + layout.dataBlockSize))
     if (computed !== summary.crc[i]) {
       throw StreamSegmentError.corrupt(
@@ -116,7 +139,14 @@ export function decodeObject(bytes: Uint8Array, key: string): SegmentObject {
       )
     }
   }
-  const obj: SegmentObject = { key, header, layout, summary, nodes, data: bytes.subarray(0, layout.metaOffset) }
+  const obj: SegmentObject = {
+    key,
+    header,
+    layout,
+    summary,
+    nodes,
+    data: bytes.subarray(layout.dataOffset, layout.dataEnd),
+  }
   checkLocalPointers(obj)
   return obj
 }
@@ -151,13 +181,14 @@ function checkEntries(
     const fail = (msg: string) =>
       StreamSegmentError.corrupt(`${where}: entry ${e} (key ${key}) points at byte ${offset} of this object, ${msg}`)
     if (level === 0) {
-      if (offset >= layout.metaOffset || offset % layout.dataBlockSize !== 0) throw fail('not a data slot')
-      const slot = offset / layout.dataBlockSize
+      const rel = offset - layout.dataOffset
+      if (rel < 0 || offset >= layout.dataEnd || rel % layout.dataBlockSize !== 0) throw fail('not a data slot')
+      const slot = rel / layout.dataBlockSize
       if (summary.blockIndex[slot] !== key) throw fail(`slot ${slot}, which holds block ${summary.blockIndex[slot]}`)
       continue
     }
     const rel = offset - layout.metaOffset
-    if (rel < 0 || offset >= layout.summaryOffset || rel % layout.metaBlockSize !== 0) throw fail('not a meta block')
+    if (rel < 0 || offset >= layout.metaEnd || rel % layout.metaBlockSize !== 0) throw fail('not a meta block')
     const j = rel / layout.metaBlockSize
     const child = nodes[j]!
     if (child.level !== level - 1) throw fail(`meta block ${j}, a node of level ${child.level}, not ${level - 1}`)

@@ -46,6 +46,7 @@ const TOP = inode({ size: 29672, cno: 7, format: 1, dataShift: 12, metaShift: 12
 const P1_INODE = inode({ size: 29672, cno: 7, format: 1, dataShift: 12, metaShift: 12, rootLevel: 0, rootCount: 0, ctimeMs: 1700000000000, mtimeMs: 1700001100000 })
 
 const P1_HEADER: Header = {
+  format: 1,
   flags: 4, // SENT_AHEAD
   dataShift: 12,
   metaShift: 12,
@@ -59,6 +60,7 @@ const P1_HEADER: Header = {
   inode: P1_INODE,
 }
 const P0_HEADER: Header = {
+  format: 1,
   flags: 1, // CHECKPOINT
   dataShift: 12,
   metaShift: 12,
@@ -247,4 +249,101 @@ test('the literal fields encode to the golden bytes', () => {
 test('make-fixtures.ts still makes exactly the committed files', () => {
   const files = { '0000000007.1.bin': P1, '0000000007.0.bin': P0, 'inode.bin': INODE } as Record<string, Uint8Array>
   for (const f of buildFixtures()) assert.deepEqual(f.bytes, files[f.name], f.name)
+})
+
+// --- the same checkpoint in a PartedSegment container (head first) ---
+
+const PARTED_P1 = readFixture('parted.0000000007.1.bin')
+const PARTED_P0 = readFixture('parted.0000000007.0.bin')
+const PARTED_INODE = readFixture('parted.inode.bin')
+
+test('PartedSegment golden fixtures are pinned by size and SHA-256', () => {
+  const sha = (b: Uint8Array) => createHash('sha256').update(b).digest('hex')
+  // 4 KiB of header, summary and padding, then 1 meta block and 4 data blocks; then 2 and 1.
+  assert.equal(PARTED_P1.length, 4096 + 4096 + 4 * 4096)
+  assert.equal(PARTED_P0.length, 4096 + 2 * 4096 + 4096)
+  assert.equal(sha(PARTED_P1), 'd5735deea5c1f4b2aedf21c26cbbc8015b167ebfbdaf39fec46c438db54ac78b')
+  assert.equal(sha(PARTED_P0), 'c9e5a388da32e7d741f6865462df133a0a543d436017d3a8ff4f092e162bfaf3')
+  assert.equal(sha(PARTED_INODE), 'bcb24656c9174f56a90ed94695120c4b7b5964abd3e5dbe4f205d0d8f89efe50')
+})
+
+test('parted 0000000007.1 byte for byte: header, summary, padding, leaf, data slots', () => {
+  assert.deepEqual(
+    PARTED_P1.subarray(0, 48),
+    hex(
+      '53 53 45 47 48 45 41 44 01 00 04 00 0c 0c 00 00', // magic "SSEGHEAD", version 1, SENT_AHEAD, shifts
+      '07 00 00 00 01 00 00 00 04 00 00 00 01 00 00 00', // cno 7, part 1, 4 data, 1 meta
+      '04 00 00 00 36 a2 3a a6 e0 30 f6 cf 8b 01 00 00', // the same summary CRC as tail first
+    ),
+  )
+  assert.deepEqual(PARTED_P1.subarray(256, 320), SUMMARY_P1)
+  assert.ok(PARTED_P1.subarray(320, 4096).every((b) => b === 0))
+  // Leaf B: blocks 5, 6, 7 at units 4, 3, 5 (after the head and the leaf).
+  assert.deepEqual(
+    PARTED_P1.subarray(4096, 4096 + 52),
+    hex(
+      '53 53 4e 44 00 00 03 00 07 00 00 00 6b c7 dc cc',
+      '05 00 00 00 04 00 04 00 07 00 00 00 06 00 00 00',
+      '03 00 04 00 07 00 00 00 07 00 00 00 05 00 04 00',
+      '07 00 00 00',
+    ),
+  )
+  const slots = [pattern(7, 5, 0), pattern(7, 6, 0), pattern(7, 5, 1), pattern(7, 7, 0, 1000)]
+  for (const [i, s] of slots.entries()) {
+    assert.deepEqual(PARTED_P1.subarray(8192 + i * 4096, 8192 + (i + 1) * 4096), s, `slot ${i}`)
+  }
+})
+
+test('parted 0000000007.0 byte for byte: header, summary, leaf, index node, data slot', () => {
+  assert.deepEqual(
+    PARTED_P0.subarray(0, 32),
+    hex('53 53 45 47 48 45 41 44 01 00 01 00 0c 0c 00 00', '07 00 00 00 00 00 00 00 01 00 00 00 02 00 00 00'),
+  )
+  assert.deepEqual(PARTED_P0.subarray(256, 272), SUMMARY_P0)
+  assert.ok(PARTED_P0.subarray(272, 4096).every((b) => b === 0))
+  assert.deepEqual(PARTED_P0.subarray(4096, 4096 + 16), hex('53 53 4e 44 00 00 05 00 07 00 00 00 c6 8d ee cd'))
+  // The index node: leaf A at unit 1 of part 0, leaf B at unit 1 of part 1.
+  assert.deepEqual(
+    PARTED_P0.subarray(8192, 8192 + 40),
+    hex(
+      '53 53 4e 44 01 00 02 00 07 00 00 00 86 84 f5 c0',
+      '00 00 00 00 01 00 00 00 07 00 00 00 05 00 00 00',
+      '01 00 04 00 07 00 00 00',
+    ),
+  )
+  assert.deepEqual(PARTED_P0.subarray(12288), pattern(7, 2, 0))
+})
+
+test('the parted golden objects decode, their format detected from the start', () => {
+  const o1 = decodeObject(PARTED_P1, '0000000007.1')
+  assert.equal(o1.header.format, 2)
+  assert.equal(o1.header.inode.format, 2)
+  assert.deepEqual(o1.summary, P1_SUMMARY)
+  assert.deepEqual(o1.layout.dataOffset, 8192)
+  assert.deepEqual(dataSlot(o1, 2), pattern(7, 5, 1))
+  const o0 = decodeObject(PARTED_P0, '0000000007.0')
+  assert.equal(o0.header.inode.rootPtrLo[0], 2)
+  assert.deepEqual(o0.summary, P0_SUMMARY)
+  assert.deepEqual(dataSlot(o0, 0), pattern(7, 2, 0))
+  assert.equal(decodeInodeObject(PARTED_INODE).format, 2)
+  // A reader that knows the format reads the first 256 bytes alone.
+  assert.equal(decodeHeader(PARTED_P0.subarray(0, 256), undefined, { cno: 7, part: 0, format: 2 }).dataCount, 1)
+  // Asked for the other format, each refuses the header by its magic.
+  assert.throws(
+    () => decodeHeader(PARTED_P0.subarray(0, 256), undefined, { cno: 7, part: 0, format: 1 }),
+    /magic "SSEGHEAD" is not "SSEGTAIL" \(StreamSegment\)/,
+  )
+  assert.throws(
+    () => decodeHeader(P0.subarray(-256), undefined, { cno: 7, part: 0, format: 2 }),
+    /magic "SSEGTAIL" is not "SSEGHEAD" \(PartedSegment\)/,
+  )
+})
+
+test('make-fixtures.ts still makes exactly the committed parted files', () => {
+  const files = {
+    'parted.0000000007.1.bin': PARTED_P1,
+    'parted.0000000007.0.bin': PARTED_P0,
+    'parted.inode.bin': PARTED_INODE,
+  } as Record<string, Uint8Array>
+  for (const f of buildFixtures(2)) assert.deepEqual(f.bytes, files[f.name], f.name)
 })

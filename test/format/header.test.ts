@@ -8,6 +8,7 @@ import {
   FLAG_CHECKPOINT,
   FLAG_PARTIAL,
   FLAG_SENT_AHEAD,
+  FORMAT_PARTED,
   FORMAT_STREAM,
   HEADER_BYTES,
   type Header,
@@ -25,6 +26,7 @@ function inode(cno: number, patch: Partial<Inode> = {}): Inode {
 /** 0000000007.1: 4 data + 1 meta blocks of 4 KiB, 20800 bytes. */
 function sample(patch: Partial<Header> = {}): Header {
   return {
+    format: FORMAT_STREAM,
     flags: FLAG_SENT_AHEAD,
     dataShift: 12,
     metaShift: 12,
@@ -47,11 +49,46 @@ function sample(patch: Partial<Header> = {}): Header {
 const SIZE = 20800
 const name7 = { cno: 7, part: 1 }
 
+test('objectLayout, head first: [256][n × 16][zeros to 4 KiB][m × meta][n × data]', () => {
+  assert.deepEqual(
+    objectLayout({ dataCount: 4, metaCount: 1 }, { dataShift: 12, metaShift: 12, format: FORMAT_PARTED }),
+    {
+      format: FORMAT_PARTED,
+      headerOffset: 0,
+      summaryOffset: 256,
+      summaryEnd: 320,
+      metaOffset: 4096,
+      metaEnd: 8192,
+      dataOffset: 8192,
+      dataEnd: 24576,
+      objectSize: 24576,
+      dataBlockSize: 4096,
+      metaBlockSize: 4096,
+    },
+  )
+  // 240 entries end at byte 4096 exactly: no padding; 241 need a second unit.
+  const at = (n: number) =>
+    objectLayout({ dataCount: n, metaCount: 0 }, { dataShift: 12, metaShift: 12, format: FORMAT_PARTED })
+  assert.equal(at(240).metaOffset, 4096)
+  assert.equal(at(241).metaOffset, 8192)
+  assert.equal(at(0).objectSize, 4096)
+  // The last data block of a 1 GiB object still starts below 1 GiB, where a pointer reaches.
+  const big = objectLayout(
+    { dataCount: 2 ** 18 - 1026, metaCount: 0 },
+    { dataShift: 12, metaShift: 12, format: FORMAT_PARTED },
+  )
+  assert.ok(big.dataEnd - 4096 < 2 ** 30)
+})
+
 test('objectLayout: [n × data][m × meta][n × 16][256]', () => {
   assert.deepEqual(objectLayout({ dataCount: 4, metaCount: 1 }, { dataShift: 12, metaShift: 12 }), {
+    format: FORMAT_STREAM,
     dataOffset: 0,
+    dataEnd: 16384,
     metaOffset: 16384,
+    metaEnd: 20480,
     summaryOffset: 20480,
+    summaryEnd: 20544,
     headerOffset: 20544,
     objectSize: 20800,
     dataBlockSize: 4096,
@@ -138,9 +175,10 @@ test('header round trip (fast-check)', () => {
       summaryCrc: fc.integer({ min: 0, max: 0xffffffff }),
       createdMs: fc.maxSafeNat(),
       newContainer: fc.boolean(),
+      format: fc.constantFrom(FORMAT_STREAM, FORMAT_PARTED),
     })
     .chain(({ extraFlags, newContainer, ...r }) => {
-      const fixed = { format: FORMAT_STREAM, dataShift: r.dataShift, metaShift: r.metaShift }
+      const fixed = { format: r.format, dataShift: r.dataShift, metaShift: r.metaShift }
       return fc.record({
         baseInode: newContainer
           ? fc.constant(emptyInode())

@@ -7,8 +7,11 @@ import {
   decodeObject,
   emptyInode,
   encodeObject,
+  encodeObjectHead,
   encodeObjectTail,
   FLAG_CHECKPOINT,
+  FORMAT_PARTED,
+  FORMAT_STREAM,
   type Inode,
   type ObjectFields,
   pointerLo,
@@ -35,6 +38,7 @@ function node(level: number, entries: [number, number, number][], cno = 3): Bloc
 function fields(part: number, inode: Partial<Inode> = {}): ObjectFields {
   const base = emptyInode({ dataShift: 12, metaShift: 12, ctimeMs: 1 })
   return {
+    format: FORMAT_STREAM,
     flags: part === 0 ? FLAG_CHECKPOINT : 0,
     dataShift: 12,
     metaShift: 12,
@@ -125,7 +129,11 @@ test('decodeObject: the key must be a segment key, and the one the header names'
   throwsCode(() => decodeObject(part2(), 'inode'), 'ERR_INVALID_ARGUMENT', '"inode" is not a segment key')
   throwsCode(() => decodeObject(part2(), '3.2'), 'ERR_INVALID_ARGUMENT', '"3.2"')
   throwsCode(() => decodeObject(part2(), '0000000003.1'), 'ERR_CORRUPT', '0000000003.1: header names cno 3 part 2')
-  throwsCode(() => decodeObject(new Uint8Array(10), '0000000003.1'), 'ERR_CORRUPT', 'header is 10 bytes')
+  throwsCode(
+    () => decodeObject(new Uint8Array(10), '0000000003.1'),
+    'ERR_CORRUPT',
+    'no header: its last 256 bytes are not a StreamSegment header (is 10 bytes',
+  )
   throwsCode(() => decodeObject(part2().subarray(1), '0000000003.2'), 'ERR_CORRUPT', 'object has 16687')
 })
 
@@ -205,5 +213,76 @@ test('decodeObject: pointers into this object land on the right block', () => {
     () => decodeObject(part0({ root: [0, 4] }), key0),
     'ERR_CORRUPT',
     'points at byte 16384 of this object, not a meta block',
+  )
+})
+
+// --- head first (PartedSegment) ---
+
+function partedFields(part: number): ObjectFields {
+  const f = fields(part)
+  return {
+    ...f,
+    format: FORMAT_PARTED,
+    baseInode: { ...f.baseInode, format: FORMAT_PARTED },
+    inode: { ...f.inode, format: FORMAT_PARTED },
+  }
+}
+
+/** 0000000003.2 head first: header, summary, padding (unit 0), the leaf (unit 1), blocks 10..12 (units 2..4). */
+function partedPart2(
+  leafEntries: [number, number, number][] = [10, 11, 12].map((k, i) => [k, 3, pointerLo(2, 2 + i)]),
+) {
+  const { data, summary } = slots([10, 11, 12])
+  return encodeObject(partedFields(2), data, [node(0, leafEntries)], summary)
+}
+
+test('head first: encodeObject / decodeObject round trip, the format detected', () => {
+  const bytes = partedPart2()
+  assert.equal(bytes.length, 4096 + 4096 + 3 * 4096)
+  assert.equal(new TextDecoder().decode(bytes.subarray(0, 8)), 'SSEGHEAD')
+  const obj = decodeObject(bytes, '0000000003.2')
+  assert.equal(obj.header.format, FORMAT_PARTED)
+  assert.equal(obj.layout.dataOffset, 8192)
+  assert.deepEqual(obj.summary, slots([10, 11, 12]).summary)
+  assert.deepEqual(dataSlot(obj, 2), block(12))
+  assert.deepEqual(bytes.subarray(8192 + 4096, 8192 + 8192), block(11))
+  const { summary } = slots([10, 11, 12])
+  assert.deepEqual(encodeObjectHead({ ...partedFields(2), metaCount: 1 }, summary), bytes.subarray(0, 4096))
+})
+
+test('head first: padding, pointers and the header are checked', () => {
+  const key = '0000000003.2'
+  const padded = partedPart2()
+  padded[4000] = 1
+  throwsCode(() => decodeObject(padded, key), 'ERR_CORRUPT', '0000000003.2: padding byte 4000 is not zero')
+  // A leaf entry naming the leaf's own unit (1) rather than a data slot.
+  throwsCode(
+    () => decodeObject(partedPart2([[10, 3, pointerLo(2, 1)]]), key),
+    'ERR_CORRUPT',
+    'points at byte 4096 of this object, not a data slot',
+  )
+  // Tail-first offsets in a head-first object land in the head.
+  throwsCode(
+    () => decodeObject(partedPart2([[10, 3, pointerLo(2, 0)]]), key),
+    'ERR_CORRUPT',
+    'points at byte 0 of this object, not a data slot',
+  )
+  // A damaged head-first header is reported as such, not as "no header".
+  const bad = partedPart2()
+  bad[20] = 9
+  throwsCode(() => decodeObject(bad, key), 'ERR_CORRUPT', '0000000003.2: header CRC')
+  // Neither magic: both reasons.
+  throwsCode(
+    () => decodeObject(new Uint8Array(8192), key),
+    'ERR_CORRUPT',
+    'no header: its last 256 bytes are not a StreamSegment header (magic',
+  )
+  // A header's inodes must be of its own format.
+  const mixed = { ...partedFields(2), inode: fields(2).inode }
+  const { data, summary } = slots([10])
+  throwsCode(
+    () => encodeObject(mixed, data, [], summary),
+    'ERR_INVALID_ARGUMENT',
+    'inode: format 1, a PartedSegment header needs 2',
   )
 })

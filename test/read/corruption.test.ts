@@ -5,7 +5,8 @@
  * damage every checkpoint is read whole (SegmentFile.read and the read stream) and
  * verified: a read returns exactly the checkpoint's content or fails with ERR_CORRUPT
  * (ERR_NOT_FOUND for a missing object), within a time limit; verify reports a problem
- * whenever the damaged object belongs to the checkpoint. CORRUPTION_RUNS=n flips more.
+ * whenever the damaged object belongs to the checkpoint. In both formats: tail first
+ * (StreamSegment) and head first (PartedSegment). CORRUPTION_RUNS=n flips more.
  */
 import assert from 'node:assert/strict'
 import { mkdtemp, readFile, rm, truncate as truncateFile, writeFile } from 'node:fs/promises'
@@ -14,16 +15,17 @@ import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { inspectCheckpoint, verifyCheckpoint } from '../../lib/checkpoints.js'
 import { StreamSegmentError } from '../../lib/errors.js'
-import { decodeHeader, HEADER_BYTES, objectLayout } from '../../lib/format/header.js'
+import type { objectLayout } from '../../lib/format/header.js'
+import { FORMAT_PARTED, FORMAT_STREAM } from '../../lib/format/inode.js'
 import { parseKey } from '../../lib/format/names.js'
+import { decodeObject } from '../../lib/format/object.js'
 import { pointerPart, pointerUnit, UNIT_BYTES } from '../../lib/format/pointer.js'
-import { decodeSummary } from '../../lib/format/summary.js'
 import { createStreamSegmentReadStream } from '../../lib/read-stream.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { DirectoryStore } from '../../lib/store/directory.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
-import { buildContainer, copyStore, prng, within } from './fixture.js'
+import { buildContainer, copyStore, prng, smallSettings, within } from './fixture.js'
 
 const ALLOWED = new Set(['ERR_CORRUPT', 'ERR_NOT_FOUND', 'ERR_UNSUPPORTED'])
 const runs = Number(process.env.CORRUPTION_RUNS ?? 60)
@@ -72,224 +74,219 @@ const flip = (key: string, at: (size: number) => number, bit: number, label: str
   },
 })
 
-describe('corruption', () => {
-  const pristine = new MemoryStore()
-  let refs: Map<number, Buffer>
-  let keys: string[]
-  /** The keys each checkpoint's verify visits (its objects and parts). */
-  const members = new Map<number, Set<string>>()
-  /** Per key: its layout, and which data slots the latest checkpoint reads from it. */
-  const layouts = new Map<string, ReturnType<typeof objectLayout> & { live: Set<number> }>()
-  const dirs: string[] = []
+for (const format of ['stream', 'parted'] as const)
+  describe(`corruption, ${format}`, () => {
+    const pristine = new MemoryStore()
+    let refs: Map<number, Buffer>
+    let keys: string[]
+    /** The keys each checkpoint's verify visits (its objects and parts). */
+    const members = new Map<number, Set<string>>()
+    /** Per key: its layout, and which data slots the latest checkpoint reads from it. */
+    const layouts = new Map<string, ReturnType<typeof objectLayout> & { live: Set<number> }>()
+    const dirs: string[] = []
 
-  before(async () => {
-    refs = await buildContainer(pristine)
-    keys = []
-    for await (const e of pristine.list('')) keys.push(e.key)
-    for (const cno of refs.keys()) {
-      const r = await inspectCheckpoint(pristine, { cno })
-      members.set(cno, new Set(r.objects.map((o) => o.key)))
-      const v = await verifyCheckpoint(pristine, { cno })
-      assert.deepEqual(v.problems, [], `checkpoint ${cno} verifies before any damage`)
-    }
-    const latest = Math.max(...refs.keys())
-    const file = await SegmentFile.open(pristine, { readOnly: true })
-    for (const key of keys) {
-      const k = parseKey(key)
-      if (k?.kind !== 'segment') continue
-      const bytes = await pristine.get(key)
-      const h = decodeHeader(bytes.subarray(bytes.length - HEADER_BYTES), bytes.length, k)
-      const layout = objectLayout(h, h)
-      const s = decodeSummary(bytes.subarray(layout.summaryOffset, layout.headerOffset), {
-        count: h.dataCount,
-        summaryCrc: h.summaryCrc,
-        where: key,
-      })
-      const live = new Set<number>()
-      for (let slot = 0; slot < s.count; slot++) {
-        const b = s.blockIndex[slot] as number
-        if (b * layout.dataBlockSize >= file.size) continue
-        const [hi, lo] = await file.core.map.get(b)
-        if (
-          hi === k.cno &&
-          pointerPart(lo) === k.part &&
-          pointerUnit(lo) * UNIT_BYTES === slot * layout.dataBlockSize
-        ) {
-          live.add(slot)
+    before(async () => {
+      refs = await buildContainer(pristine, { ...smallSettings, format })
+      keys = []
+      for await (const e of pristine.list('')) keys.push(e.key)
+      for (const cno of refs.keys()) {
+        const r = await inspectCheckpoint(pristine, { cno })
+        members.set(cno, new Set(r.objects.map((o) => o.key)))
+        const v = await verifyCheckpoint(pristine, { cno })
+        assert.deepEqual(v.problems, [], `checkpoint ${cno} verifies before any damage`)
+      }
+      const latest = Math.max(...refs.keys())
+      const file = await SegmentFile.open(pristine, { readOnly: true })
+      for (const key of keys) {
+        const k = parseKey(key)
+        if (k?.kind !== 'segment') continue
+        const { layout, summary: s } = decodeObject(await pristine.get(key), key)
+        assert.equal(layout.format, format === 'parted' ? FORMAT_PARTED : FORMAT_STREAM, `${key}: format`)
+        const live = new Set<number>()
+        for (let slot = 0; slot < s.count; slot++) {
+          const b = s.blockIndex[slot] as number
+          if (b * layout.dataBlockSize >= file.size) continue
+          const [hi, lo] = await file.core.map.get(b)
+          if (
+            hi === k.cno &&
+            pointerPart(lo) === k.part &&
+            pointerUnit(lo) * UNIT_BYTES === layout.dataOffset + slot * layout.dataBlockSize
+          ) {
+            live.add(slot)
+          }
         }
+        layouts.set(key, { ...layout, live })
       }
-      layouts.set(key, { ...layout, live })
-    }
-    assert.ok(latest >= 3 && keys.length > 10, `a container of ${keys.length} objects`)
-  })
+      assert.ok(latest >= 3 && keys.length > 10, `a container of ${keys.length} objects`)
+    })
 
-  after(async () => {
-    for (const d of dirs) await rm(d, { recursive: true, force: true })
-  })
+    after(async () => {
+      for (const d of dirs) await rm(d, { recursive: true, force: true })
+    })
 
-  /** Reads every checkpoint whole, twice (file and stream), then verifies; returns what failed. */
-  async function check(store: ObjectStore, d: Damage, mustFailLatest: boolean): Promise<void> {
-    const latest = Math.max(...refs.keys())
-    for (const [cno, ref] of refs) {
-      const where = `${d.label}, checkpoint ${cno}`
-      let failed = false
-      try {
-        const f = await within(SegmentFile.open(store, { cno, readOnly: true }), 10_000, where)
-        const got = await within(f.read(0, ref.length + 10), 10_000, where)
-        assert.equal(f.size, ref.length, `${where}: size`)
-        assert.ok(Buffer.compare(Buffer.from(got), ref) === 0, `${where}: WRONG DATA returned`)
-      } catch (err) {
-        if (!(err instanceof StreamSegmentError) || !ALLOWED.has(err.code)) throw err
-        failed = true
-      }
-      if (cno === latest && mustFailLatest) assert.ok(failed, `${where}: a damaged block was read without error`)
-      if (cno === latest) {
+    /** Reads every checkpoint whole, twice (file and stream), then verifies; returns what failed. */
+    async function check(store: ObjectStore, d: Damage, mustFailLatest: boolean): Promise<void> {
+      const latest = Math.max(...refs.keys())
+      for (const [cno, ref] of refs) {
+        const where = `${d.label}, checkpoint ${cno}`
+        let failed = false
         try {
-          const chunks: Buffer[] = []
-          const rs = createStreamSegmentReadStream({ store, readGetMaxBytes: 16 * 1024 })
-          await within(
-            (async () => {
-              for await (const c of rs) chunks.push(Buffer.from(c as Uint8Array))
-            })(),
-            10_000,
-            `${where}: stream`,
-          )
-          assert.ok(Buffer.compare(Buffer.concat(chunks), ref) === 0, `${where}: WRONG DATA from the stream`)
-          assert.ok(!mustFailLatest, `${where}: the stream read a damaged block without error`)
+          const f = await within(SegmentFile.open(store, { cno, readOnly: true }), 10_000, where)
+          const got = await within(f.read(0, ref.length + 10), 10_000, where)
+          assert.equal(f.size, ref.length, `${where}: size`)
+          assert.ok(Buffer.compare(Buffer.from(got), ref) === 0, `${where}: WRONG DATA returned`)
         } catch (err) {
           if (!(err instanceof StreamSegmentError) || !ALLOWED.has(err.code)) throw err
+          failed = true
+        }
+        if (cno === latest && mustFailLatest) assert.ok(failed, `${where}: a damaged block was read without error`)
+        if (cno === latest) {
+          try {
+            const chunks: Buffer[] = []
+            const rs = createStreamSegmentReadStream({ store, readGetMaxBytes: 16 * 1024 })
+            await within(
+              (async () => {
+                for await (const c of rs) chunks.push(Buffer.from(c as Uint8Array))
+              })(),
+              10_000,
+              `${where}: stream`,
+            )
+            assert.ok(Buffer.compare(Buffer.concat(chunks), ref) === 0, `${where}: WRONG DATA from the stream`)
+            assert.ok(!mustFailLatest, `${where}: the stream read a damaged block without error`)
+          } catch (err) {
+            if (!(err instanceof StreamSegmentError) || !ALLOWED.has(err.code)) throw err
+          }
+        }
+        let problems = -1
+        try {
+          problems = (await within(verifyCheckpoint(store, { cno }), 10_000, `${where}: verify`)).problems.length
+        } catch (err) {
+          // Cannot start: the checkpoint's own entry point (inode or part 0) is gone or damaged.
+          if (!(err instanceof StreamSegmentError) || !ALLOWED.has(err.code)) throw err
+        }
+        if (members.get(cno)?.has(d.key) || (d.key === 'inode' && cno === latest)) {
+          assert.notEqual(problems, 0, `${where}: verify found nothing`)
         }
       }
-      let problems = -1
-      try {
-        problems = (await within(verifyCheckpoint(store, { cno }), 10_000, `${where}: verify`)).problems.length
-      } catch (err) {
-        // Cannot start: the checkpoint's own entry point (inode or part 0) is gone or damaged.
-        if (!(err instanceof StreamSegmentError) || !ALLOWED.has(err.code)) throw err
-      }
-      if (members.get(cno)?.has(d.key) || (d.key === 'inode' && cno === latest)) {
-        assert.notEqual(problems, 0, `${where}: verify found nothing`)
-      }
     }
-  }
 
-  async function onMemory(d: Damage, mustFailLatest = false): Promise<void> {
-    const store = new MemoryStore()
-    await copyStore(pristine, store)
-    await d.apply(memoryEdit(store))
-    await check(store, d, mustFailLatest)
-  }
+    async function onMemory(d: Damage, mustFailLatest = false): Promise<void> {
+      const store = new MemoryStore()
+      await copyStore(pristine, store)
+      await d.apply(memoryEdit(store))
+      await check(store, d, mustFailLatest)
+    }
 
-  async function onDirectory(d: Damage, mustFailLatest = false): Promise<void> {
-    const root = await mkdtemp(join(tmpdir(), 'ss-corrupt-'))
-    dirs.push(root)
-    const store = new DirectoryStore(root)
-    await copyStore(pristine, store)
-    await d.apply(directoryEdit(root))
-    await check(store, d, mustFailLatest)
-    await rm(root, { recursive: true, force: true })
-  }
+    async function onDirectory(d: Damage, mustFailLatest = false): Promise<void> {
+      const root = await mkdtemp(join(tmpdir(), 'ss-corrupt-'))
+      dirs.push(root)
+      const store = new DirectoryStore(root)
+      await copyStore(pristine, store)
+      await d.apply(directoryEdit(root))
+      await check(store, d, mustFailLatest)
+      await rm(root, { recursive: true, force: true })
+    }
 
-  /** A flip in every region of every object: data (live slots must fail the latest read), meta, summary, header. */
-  function regionFlips(): Array<[Damage, boolean]> {
-    const out: Array<[Damage, boolean]> = []
-    for (const [key, l] of layouts) {
-      if (l.metaOffset > 0) {
-        const slot = l.live.size > 0 ? Math.min(...l.live) : 0
-        const at = slot * l.dataBlockSize + 100
-        out.push([flip(key, () => at, 3, `${key}: data slot ${slot} byte 100`), l.live.has(slot)])
+    /** A flip in every region of every object: data (live slots must fail the latest read), meta, summary, header. */
+    function regionFlips(): Array<[Damage, boolean]> {
+      const out: Array<[Damage, boolean]> = []
+      for (const [key, l] of layouts) {
+        if (l.dataEnd > l.dataOffset) {
+          const slot = l.live.size > 0 ? Math.min(...l.live) : 0
+          const at = l.dataOffset + slot * l.dataBlockSize + 100
+          out.push([flip(key, () => at, 3, `${key}: data slot ${slot} byte 100`), l.live.has(slot)])
+        }
+        if (l.metaEnd > l.metaOffset) out.push([flip(key, () => l.metaOffset + 20, 0, `${key}: meta`), false])
+        if (l.summaryEnd > l.summaryOffset)
+          out.push([flip(key, () => l.summaryOffset + 8, 5, `${key}: summary`), false])
+        out.push([flip(key, () => l.headerOffset + 30, 1, `${key}: header`), false])
       }
-      if (l.summaryOffset > l.metaOffset) out.push([flip(key, () => l.metaOffset + 20, 0, `${key}: meta`), false])
-      if (l.headerOffset > l.summaryOffset)
-        out.push([flip(key, () => l.summaryOffset + 8, 5, `${key}: summary`), false])
-      out.push([flip(key, () => l.headerOffset + 30, 1, `${key}: header`), false])
+      return out
     }
-    return out
-  }
 
-  it('flipped bytes in data, meta, summary and header (memory store)', async () => {
-    for (const [d, must] of regionFlips()) await onMemory(d, must)
-  })
+    it('flipped bytes in data, meta, summary and header (memory store)', async () => {
+      for (const [d, must] of regionFlips()) await onMemory(d, must)
+    })
 
-  it(`random flipped bits anywhere, inode object included (${runs} runs, memory store)`, async () => {
-    const rnd = prng(42)
-    for (let r = 0; r < runs; r++) {
-      const key = keys[Math.floor(rnd() * keys.length)] as string
-      const pos = rnd()
-      const bit = Math.floor(rnd() * 8)
-      await onMemory(flip(key, (n) => Math.floor(pos * n), bit, `run ${r}: ${key} at ${pos.toFixed(4)}, bit ${bit}`))
-    }
-  })
+    it(`random flipped bits anywhere, inode object included (${runs} runs, memory store)`, async () => {
+      const rnd = prng(42)
+      for (let r = 0; r < runs; r++) {
+        const key = keys[Math.floor(rnd() * keys.length)] as string
+        const pos = rnd()
+        const bit = Math.floor(rnd() * 8)
+        await onMemory(flip(key, (n) => Math.floor(pos * n), bit, `run ${r}: ${key} at ${pos.toFixed(4)}, bit ${bit}`))
+      }
+    })
 
-  it('truncated, extended, deleted and swapped objects (memory store)', async () => {
-    const rnd = prng(7)
-    for (const key of keys) {
-      for (const cut of [0, 1, 255, 256, 257, 4096]) {
-        await onMemory({
-          label: cut === 0 ? `${key} emptied` : `${key} cut by ${cut}`,
+    it('truncated, extended, deleted and swapped objects (memory store)', async () => {
+      const rnd = prng(7)
+      for (const key of keys) {
+        for (const cut of [0, 1, 255, 256, 257, 4096]) {
+          await onMemory({
+            label: cut === 0 ? `${key} emptied` : `${key} cut by ${cut}`,
+            key,
+            apply: async (e) => {
+              const b = await e.read(key)
+              await e.write(key, b.subarray(0, cut === 0 ? 0 : Math.max(0, b.length - cut)))
+            },
+          })
+        }
+        for (const extra of [1, 4096]) {
+          await onMemory({
+            label: `${key} + ${extra} bytes`,
+            key,
+            apply: async (e) => e.write(key, Buffer.concat([await e.read(key), Buffer.alloc(extra, 7)])),
+          })
+        }
+        await onMemory({ label: `${key} deleted`, key, apply: (e) => e.remove(key) })
+      }
+      const segments = keys.filter((k) => k !== 'inode')
+      for (let r = 0; r < 20; r++) {
+        const a = segments[Math.floor(rnd() * segments.length)] as string
+        const b = segments[Math.floor(rnd() * segments.length)] as string
+        if (a === b) continue
+        for (const key of [a, b]) {
+          await onMemory({
+            label: `${a} and ${b} swapped`,
+            key,
+            apply: async (e) => {
+              const [x, y] = [await e.read(a), await e.read(b)]
+              await e.write(a, y)
+              await e.write(b, x)
+            },
+          })
+        }
+      }
+    })
+
+    it('flipped, truncated, deleted and swapped files (directory store)', async () => {
+      const flips = regionFlips()
+      for (let i = 0; i < flips.length; i += 3) {
+        const [d, must] = flips[i] as [Damage, boolean]
+        await onDirectory(d, must)
+      }
+      const segments = keys.filter((k) => k !== 'inode')
+      for (const key of segments.slice(0, 6)) {
+        await onDirectory({
+          label: `${key} file truncated`,
           key,
-          apply: async (e) => {
-            const b = await e.read(key)
-            await e.write(key, b.subarray(0, cut === 0 ? 0 : Math.max(0, b.length - cut)))
+          apply: async () => {
+            const root = dirs[dirs.length - 1] as string
+            await truncateFile(join(root, key), 1000)
           },
         })
+        await onDirectory({ label: `${key} file deleted`, key, apply: (e) => e.remove(key) })
       }
-      for (const extra of [1, 4096]) {
-        await onMemory({
-          label: `${key} + ${extra} bytes`,
-          key,
-          apply: async (e) => e.write(key, Buffer.concat([await e.read(key), Buffer.alloc(extra, 7)])),
-        })
-      }
-      await onMemory({ label: `${key} deleted`, key, apply: (e) => e.remove(key) })
-    }
-    const segments = keys.filter((k) => k !== 'inode')
-    for (let r = 0; r < 20; r++) {
-      const a = segments[Math.floor(rnd() * segments.length)] as string
-      const b = segments[Math.floor(rnd() * segments.length)] as string
-      if (a === b) continue
-      for (const key of [a, b]) {
-        await onMemory({
-          label: `${a} and ${b} swapped`,
-          key,
-          apply: async (e) => {
-            const [x, y] = [await e.read(a), await e.read(b)]
-            await e.write(a, y)
-            await e.write(b, x)
-          },
-        })
-      }
-    }
-  })
-
-  it('flipped, truncated, deleted and swapped files (directory store)', async () => {
-    const flips = regionFlips()
-    for (let i = 0; i < flips.length; i += 3) {
-      const [d, must] = flips[i] as [Damage, boolean]
-      await onDirectory(d, must)
-    }
-    const segments = keys.filter((k) => k !== 'inode')
-    for (const key of segments.slice(0, 6)) {
+      const [a, b] = [segments[1] as string, segments[segments.length - 2] as string]
       await onDirectory({
-        label: `${key} file truncated`,
-        key,
-        apply: async () => {
-          const root = dirs[dirs.length - 1] as string
-          await truncateFile(join(root, key), 1000)
+        label: `${a} and ${b} files swapped`,
+        key: a,
+        apply: async (e) => {
+          const [x, y] = [await e.read(a), await e.read(b)]
+          await e.write(a, y)
+          await e.write(b, x)
         },
       })
-      await onDirectory({ label: `${key} file deleted`, key, apply: (e) => e.remove(key) })
-    }
-    const [a, b] = [segments[1] as string, segments[segments.length - 2] as string]
-    await onDirectory({
-      label: `${a} and ${b} files swapped`,
-      key: a,
-      apply: async (e) => {
-        const [x, y] = [await e.read(a), await e.read(b)]
-        await e.write(a, y)
-        await e.write(b, x)
-      },
+      await onDirectory(flip('inode', () => 40, 2, 'inode object flipped'))
     })
-    await onDirectory(flip('inode', () => 40, 2, 'inode object flipped'))
   })
-})

@@ -10,6 +10,7 @@ import { it } from 'node:test'
 import fc from 'fast-check'
 import { createStreamSegmentReadStream } from '../../lib/read-stream.js'
 import { SegmentFile } from '../../lib/segment-file.js'
+import type { ContainerFormat } from '../../lib/settings.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import { smallSettings, Tracked } from './fixture.js'
 
@@ -65,9 +66,9 @@ async function streamBytes(store: MemoryStore, cno: number, start: number, end: 
   return Buffer.concat(chunks)
 }
 
-async function runModel(sequence: Op[]): Promise<void> {
+async function runModel(sequence: Op[], format: ContainerFormat = 'stream'): Promise<void> {
   const store = new MemoryStore()
-  const t = new Tracked(await SegmentFile.create(store, smallSettings))
+  const t = new Tracked(await SegmentFile.create(store, { ...smallSettings, format }))
   const checkpoints = new Map<number, Buffer>()
   const readers = new Map<number, SegmentFile>()
   for (const [step, o] of sequence.entries()) {
@@ -120,12 +121,14 @@ async function runModel(sequence: Op[]): Promise<void> {
 
 const runs = Number(process.env.MODEL_RUNS ?? 100)
 
-it(`read model: old and new checkpoints, files and streams, match their references (${runs} runs)`, async () => {
-  await fc.assert(
-    fc.asyncProperty(fc.array(ops, { minLength: 1, maxLength: 40 }), (seq) => runModel(seq)),
-    { numRuns: runs },
-  )
-})
+for (const format of ['stream', 'parted'] as const) {
+  it(`read model, ${format}: old and new checkpoints, files and streams, match their references (${runs} runs)`, async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(ops, { minLength: 1, maxLength: 40 }), (seq) => runModel(seq, format)),
+      { numRuns: runs },
+    )
+  })
+}
 
 it('read model: every checkpoint of a long history reads back, whole and in streams', async () => {
   const seq: Op[] = []
@@ -139,4 +142,5 @@ it('read model: every checkpoint of a long history reads back, whole and in stre
     seq.push({ op: 'readOld', pick, offset: 5000, length: MAX_FILE, stream: true, getMax: 8 * KiB })
   }
   await runModel(seq)
+  await runModel(seq, 'parted')
 })

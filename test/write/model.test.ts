@@ -9,6 +9,7 @@ import assert from 'node:assert/strict'
 import { it } from 'node:test'
 import fc from 'fast-check'
 import { StreamSegmentError } from '../../lib/errors.js'
+import { decodeObject, FORMAT_PARTED, FORMAT_STREAM, parseKey } from '../../lib/format/index.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import type { Settings } from '../../lib/settings.js'
 import { MemoryStore } from '../../lib/store/memory.js'
@@ -203,15 +204,23 @@ async function runModel(sequence: Op[], settings: Partial<Settings>, failEvery =
     Buffer.compare(Buffer.from(all), Buffer.from(model.bytes.subarray(0, model.size))) === 0,
     'final contents differ',
   )
+  // Every object stored is whole and well formed (decodeObject detects the format), in the container's.
+  const format = settings.format === 'parted' ? FORMAT_PARTED : FORMAT_STREAM
+  for await (const { key, size } of store.list()) {
+    // An empty object is the claim of a multipart upload that failed (store/types.ts).
+    if (parseKey(key)?.kind !== 'segment' || size === 0) continue
+    assert.equal(decodeObject(await store.get(key), key).header.format, format, `${key}: format`)
+  }
 }
 
 const runs = Number(process.env.MODEL_RUNS ?? 100)
 
-/** Every way of sending ahead: nothing, objects sent whole (≤ one 16 KiB piece), objects filled in pieces. */
+/** Every way of sending ahead: nothing, objects sent whole (≤ one 16 KiB piece), objects filled in pieces; and the head-first format. */
 const modes: Array<[string, Partial<Settings>]> = [
   ['nothing sent ahead', { streamSegmentBytes: 0 }],
   ['objects sent whole', { streamSegmentBytes: 16 * KiB }],
   ['objects filled in pieces', { streamSegmentBytes: 40 * KiB }],
+  ['PartedSegment (head first, built whole)', { format: 'parted' }],
 ]
 
 for (const [mode, extra] of modes) {
