@@ -4,7 +4,8 @@
  * Data goes to stdout only for `get` to `-`; everything else a command reports goes to
  * stdout (tables, or JSON with --json), progress to stderr on a TTY.
  */
-import { createReadStream, createWriteStream, promises as fs } from 'node:fs'
+import { createWriteStream, promises as fs } from 'node:fs'
+import type { FileHandle } from 'node:fs/promises'
 import type { Readable, Writable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import type { FlushTiming } from './checkpoint.js'
@@ -14,6 +15,8 @@ import { optionalRequire } from './optional-require.cjs'
 import { createStreamSegmentReadStream } from './read-stream.js'
 import { isSettingName, type Settings, SPEC_DEFAULTS } from './settings.js'
 import { openStore } from './store/open.js'
+import type { ObjectStore } from './store/types.js'
+import { openLocalFile, uploadFile } from './upload-file.js'
 import { createStreamSegmentWriteStream } from './write-stream.js'
 
 export const EXIT_CODES: Record<ErrorCode | 'usage', number> = {
@@ -36,7 +39,9 @@ Write large byte streams to object storage as StreamSegment checkpoints, and rea
 
 Commands:
   put <file|-> <url> [--<setting> <value>…] [--json]
-                   write a file (or stdin) as a new checkpoint; prints the FlushTiming
+                   write a file as a new checkpoint, replacing the content; prints the FlushTiming.
+                   A regular file goes by reference (read as its objects are sent, the spec's
+                   defaults); stdin (-), a pipe, a FIFO or a device by value (streaming profile)
   get <url> [file|-] [--range a-b] [--cno N]
                    read the file (or bytes a..b, inclusive; "a-" to the end) to a file or stdout
   ls <url> [--json]              list checkpoints (cno, size, objects, time, state)
@@ -52,6 +57,8 @@ Options:
 
 Settings for put, by their names or in kebab case, sizes with K/M/G (binary) suffixes:
   ${Object.keys(SPEC_DEFAULTS).join(', ')}
+--format stream|parted chooses a new container's layout: StreamSegment (tail first, sent
+while written, the default) or PartedSegment (head first, each object built whole).
 Reads take --read-get-max-bytes, --read-max-concurrency, --read-ahead-bytes.
 
 Container URLs: s3://bucket/prefix, file:///dir or a directory path, mem://name.
@@ -62,6 +69,7 @@ Set DEBUG=stream-segment:* to log requests and flushes (DEBUG set also prints st
 
 const KiB = 1024
 const MiB = 1024 * KiB
+const PROGRESS_MS = 250
 
 export function version(): string {
   return optionalRequire<{ version: string }>('../../../package.json')?.version ?? 'unknown'
@@ -151,7 +159,7 @@ function fsError(err: unknown, what: string): unknown {
 }
 
 function formatBytes(n: number): string {
-  if (n < KiB) return `${n} B`
+  if (n < KiB) return `${Math.round(n)} B`
   if (n < MiB) return `${(n / KiB).toFixed(1)} KiB`
   if (n < 1024 * MiB) return `${(n / MiB).toFixed(1)} MiB`
   return `${(n / 1024 / MiB).toFixed(2)} GiB`
@@ -176,57 +184,47 @@ type Out = NodeJS.WritableStream & { isTTY?: boolean }
 
 async function put(args: readonly string[], out: Out, err: Out): Promise<number> {
   const p = parseArgs(args, ['json'])
-  const [source, url] = positionals(p, 2, 2, 'put <file|-> <url> [--<setting> <value>…] [--json]')
+  const [source, url] = positionals(p, 2, 2, 'put <file|-> <url> [--<setting> <value>…] [--json]') as [string, string]
   const settings: Partial<Record<keyof Settings, unknown>> = {}
   for (const [name, value] of p.options) {
     if (!isSettingName(name))
       throw StreamSegmentError.invalidArgument(`unknown option --${name} (see stream-segment --help)`)
-    settings[name] = name === 'conflictPolicy' ? value : parseSize(name, value)
+    settings[name] = name === 'conflictPolicy' || name === 'format' ? value : parseSize(name, value)
   }
-  let input: Readable
-  if (source === '-') input = process.stdin
-  else {
-    const st = await fs.stat(source as string).catch((e) => {
-      throw fsError(e, source as string)
-    })
-    if (!st.isFile()) throw StreamSegmentError.invalidArgument(`${source}: not a regular file`)
-    input = createReadStream(source as string, { highWaterMark: MiB })
-  }
+  const store = openStore(url)
+  const fh = source === '-' ? undefined : await openLocalFile(source)
   const ac = new AbortController()
   const onSigint = () => ac.abort(new Error('interrupted (SIGINT)'))
   process.once('SIGINT', onSigint)
-  const writer = createStreamSegmentWriteStream({
-    url: url as string,
-    signal: ac.signal,
-    ...(settings as Partial<Settings>),
-  })
   const t0 = performance.now()
-  const progress = err.isTTY
-    ? setInterval(() => {
-        const s = (performance.now() - t0) / 1000
-        err.write(`\r\x1b[Kput: ${formatBytes(writer.bytesWritten)}  ${formatBytes(writer.bytesWritten / s)}/s`)
-      }, 250)
-    : undefined
+  let r: PutResult
   try {
-    await pipeline(input, writer)
-  } catch (e) {
-    throw fsError(e, String(source))
+    const st = await fh?.stat()
+    if (st?.isDirectory()) throw StreamSegmentError.invalidArgument(`${source}: is a directory`)
+    // A regular file goes by reference: its blocks are read when their objects are sent.
+    // Anything else (stdin, a pipe, a FIFO, a device) can be read only once, in order.
+    r = st?.isFile()
+      ? await putByReference(fh as FileHandle, store, settings as Partial<Settings>, ac.signal, err)
+      : await putByValue(
+          fh?.createReadStream({ highWaterMark: MiB, autoClose: false }) ?? process.stdin,
+          source,
+          store,
+          settings as Partial<Settings>,
+          ac.signal,
+          err,
+        )
   } finally {
-    if (progress) {
-      clearInterval(progress)
-      err.write('\r\x1b[K')
-    }
     process.removeListener('SIGINT', onSigint)
+    await fh?.close()
   }
   const seconds = (performance.now() - t0) / 1000
-  const t = writer.flushTiming as FlushTiming
-  const bytes = writer.bytesWritten
+  const { bytes, by, timing: t } = r
   if (p.flags.has('json')) {
-    out.write(`${JSON.stringify({ url: writer.store.url, bytes, seconds, flushTiming: t })}\n`)
+    out.write(`${JSON.stringify({ url: store.url, by, bytes, seconds, flushTiming: t })}\n`)
     return 0
   }
   out.write(
-    `committed checkpoint ${t.cno} of ${writer.store.url}: ${formatBytes(bytes)} in ${seconds.toFixed(2)} s ` +
+    `committed checkpoint ${t.cno} of ${store.url}: ${formatBytes(bytes)} by ${by} in ${seconds.toFixed(2)} s ` +
       `(${formatBytes(bytes / seconds)}/s), ${t.objects} objects\n` +
       `flush: ${t.totalMs.toFixed(1)} ms (data ${t.dataMs.toFixed(1)}, part 0 ${t.part0Ms.toFixed(1)}, inode ${t.inodeMs.toFixed(1)}), ` +
       `${t.conflicts} conflicts\n` +
@@ -234,6 +232,97 @@ async function put(args: readonly string[], out: Out, err: Out): Promise<number>
       `dead ${formatBytes(t.streamDeadBytes)}, meta ${formatBytes(t.streamMetaBytes)}\n`,
   )
   return 0
+}
+
+interface PutResult {
+  by: 'reference' | 'value'
+  bytes: number
+  timing: FlushTiming
+}
+
+/** A regular file, by reference, with the spec's defaults (the dirty limits do not apply to it). */
+async function putByReference(
+  fh: FileHandle,
+  store: ObjectStore,
+  settings: Partial<Settings>,
+  signal: AbortSignal,
+  err: Out,
+): Promise<PutResult> {
+  let bytes = 0
+  let stop: (() => void) | undefined
+  try {
+    const timing = await uploadFile(fh, store, settings, {
+      signal,
+      onStart: (file, size) => {
+        bytes = size
+        const sample = () => {
+          const { uploadedBytes, requestsInFlight } = file.progress
+          return { done: uploadedBytes, total: size, requestsInFlight }
+        }
+        if (err.isTTY) stop = showProgress(err, sample)
+      },
+    })
+    return { by: 'reference', bytes, timing }
+  } finally {
+    stop?.()
+  }
+}
+
+/** A stream, by value, through the write stream (its streaming profile). */
+async function putByValue(
+  input: Readable,
+  source: string,
+  store: ObjectStore,
+  settings: Partial<Settings>,
+  signal: AbortSignal,
+  err: Out,
+): Promise<PutResult> {
+  const writer = createStreamSegmentWriteStream({ store, signal, ...settings })
+  const sample = () => ({ done: writer.bytesWritten, requestsInFlight: writer.file?.progress.requestsInFlight ?? 0 })
+  const stop = err.isTTY ? showProgress(err, sample) : undefined
+  try {
+    await pipeline(input, writer)
+  } catch (e) {
+    throw fsError(e, source)
+  } finally {
+    stop?.()
+  }
+  return { by: 'value', bytes: writer.bytesWritten, timing: writer.flushTiming as FlushTiming }
+}
+
+export interface ProgressSample {
+  /** Bytes done: uploaded (by reference) or taken in (by value). */
+  done: number
+  /** Bytes to do, when known (by reference: the file's size). */
+  total?: number
+  /** Requests with bodies in flight (SegmentFile.progress). */
+  requestsInFlight: number
+}
+
+/**
+ * The put progress line: bytes done (of the total, with a percentage, when known), the
+ * rate, requests in flight. Uploaded bytes count block-map nodes, summaries, headers and
+ * objects sent again too, so `done` is capped at `total`.
+ */
+export function progressLine(s: ProgressSample, seconds: number): string {
+  const done = s.total === undefined ? s.done : Math.min(s.done, s.total)
+  const pct = s.total ? Math.floor((done / s.total) * 100) : 100
+  const amount = s.total === undefined ? formatBytes(done) : `${formatBytes(done)} of ${formatBytes(s.total)} (${pct}%)`
+  const rate = seconds > 0 ? `${formatBytes(done / seconds)}/s` : '-'
+  const n = s.requestsInFlight
+  return `put: ${amount}  ${rate}  ${n} ${n === 1 ? 'request' : 'requests'} in flight`
+}
+
+/** Draws the progress line on `err` now and a few times a second; the function returned clears it. */
+function showProgress(err: Out, sample: () => ProgressSample): () => void {
+  const t0 = performance.now()
+  const draw = () => err.write(`\r\x1b[K${progressLine(sample(), (performance.now() - t0) / 1000)}`)
+  draw()
+  const timer = setInterval(draw, PROGRESS_MS)
+  return () => {
+    clearInterval(timer)
+    err.write('\r\x1b[K')
+  }
 }
 
 async function get(args: readonly string[], out: Out, err: Out): Promise<number> {
@@ -338,7 +427,7 @@ async function inspect(args: readonly string[], out: Out): Promise<number> {
     return r.problems.length > 0 ? worstExit(r.problems) : 0
   }
   out.write(
-    `checkpoint ${r.cno} of ${r.url}${r.published ? ' (published)' : ''}: ${r.size} bytes, ` +
+    `checkpoint ${r.cno} of ${r.url}${r.published ? ' (published)' : ''}: ${r.format}, ${r.size} bytes, ` +
       `blocks ${r.dataBlockSize}, meta blocks ${r.metaBlockSize}, made ${new Date(r.mtimeMs).toISOString()}\n` +
       `block map: height ${r.tree.height}, ${r.tree.nodes} nodes (${r.tree.leaves} leaves), ` +
       `${r.tree.dataPointers} data pointers, ${r.tree.holes} holes; ${r.objects.length} objects\n`,

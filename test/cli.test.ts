@@ -2,19 +2,29 @@
  * The `stream-segment` command end to end: every command run as a process
  * (`node bin/stream-segment.cjs …`) against a directory store in a temp dir, and every
  * failure a one-line error with its code and exit code, no stack unless DEBUG is set.
+ * The progress line, drawn only on a TTY, is tested in-process with a fake one.
  */
 import assert from 'node:assert/strict'
-import { type SpawnSyncOptions, spawnSync } from 'node:child_process'
+import { execFileSync, type SpawnSyncOptions, spawn, spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
+import { once } from 'node:events'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
+import { main, progressLine } from '../lib/cli.js'
+import type { StreamSegmentError } from '../lib/errors.js'
+import { uploadFile } from '../lib/upload-file.js'
 
 const bin = 'bin/stream-segment.cjs'
-const run = (args: string[], options: SpawnSyncOptions = {}) => {
+const quietEnv = () => {
   const env = { ...process.env }
   delete env.DEBUG
+  return env
+}
+const run = (args: string[], options: SpawnSyncOptions = {}) => {
+  const env = quietEnv()
   const r = spawnSync(process.execPath, [bin, ...args], { env, maxBuffer: 64 << 20, ...options })
   return {
     status: r.status,
@@ -57,29 +67,49 @@ describe('commands on a directory store', () => {
   writeFileSync(input, data)
   after(() => rmSync(dir, { recursive: true, force: true }))
 
-  it('put writes a file, then stdin, with settings; --json gives the FlushTiming', () => {
-    const r = run(['put', input, url, '--data-cache-dirty-max-bytes-threshold', '1MiB'])
+  // The same settings for a file and for stdin: objects of 1 MiB sent ahead, a dirty limit
+  // (32 blocks, 128 KiB) far below them.
+  const small = ['--stream-segment-bytes', '1MiB', '--data-cache-dirty-max-bytes-threshold', '64K']
+
+  it('put writes a regular file by reference, then stdin by value; --json gives the FlushTiming', () => {
+    const r = run(['put', input, url, ...small])
     assert.equal(r.status, 0, r.stderr)
     assert.match(
       r.text,
-      /^committed checkpoint 1 of .*container: 3\.0 MiB in [\d.]+ s \([\d.]+ \w+\/s\), \d+ objects\n/,
+      /^committed checkpoint 1 of .*container: 3\.0 MiB by reference in [\d.]+ s \([\d.]+ \w+\/s\), \d+ objects\n/,
     )
     assert.match(r.text, /\nflush: [\d.]+ ms \(data [\d.]+, part 0 [\d.]+, inode [\d.]+\), 0 conflicts\n/)
-    const j = run(['put', '-', `file://${url}`, '--json', '--dataCacheDirtyMaxBytesThreshold=256K'], { input: second })
+    // By reference the dirty limit does not apply: whole 1 MiB objects went ahead.
+    const sent = /\nsent ahead ([\d.]+) MiB, /.exec(r.text)
+    assert.ok(sent && Number(sent[1]) >= 2, r.text)
+    assert.equal(r.stderr, '', 'no progress line without a TTY')
+    const j = run(
+      ['put', '-', `file://${url}`, '--json', '--streamSegmentBytes=1M', '--dataCacheDirtyMaxBytesThreshold=64K'],
+      {
+        input: second,
+      },
+    )
     assert.equal(j.status, 0, j.stderr)
+    assert.equal(j.stderr, '')
     const out = JSON.parse(j.text)
+    assert.equal(out.by, 'value')
     assert.equal(out.bytes, second.length)
     assert.equal(out.flushTiming.cno, 2)
     assert.ok(out.flushTiming.objects > 1, `${out.flushTiming.objects} objects`)
     assert.ok(typeof out.flushTiming.streamSentBytes === 'number')
-    const again = run(['put', input, url])
-    assert.equal(again.status, 0, again.stderr)
+    const again = JSON.parse(run(['put', input, url, '--json']).text)
+    assert.equal(again.by, 'reference')
+    assert.equal(again.bytes, data.length)
+    assert.equal(again.flushTiming.cno, 3)
   })
 
   it('get reads to stdout or a file, a range (inclusive), an older checkpoint', () => {
     const r = run(['get', url])
     assert.equal(r.status, 0, r.stderr)
     assert.ok(r.stdout.equals(data))
+    const byRef = run(['get', url, '-', '--cno', '1'])
+    assert.equal(byRef.status, 0, byRef.stderr)
+    assert.ok(byRef.stdout.equals(data), 'the file put by reference with a small dirty limit reads back')
     const out = join(dir, 'out.bin')
     const f = run(['get', url, out, '--cno', '2'])
     assert.equal(f.status, 0, f.stderr)
@@ -114,10 +144,21 @@ describe('commands on a directory store', () => {
   it('inspect shows every object with its header fields; --json too', () => {
     const r = run(['inspect', url, '--cno', '1'])
     assert.equal(r.status, 0, r.stderr)
-    assert.match(r.text, new RegExp(`^checkpoint 1 of .*: ${data.length} bytes, blocks 4096, meta blocks 4096`))
+    assert.match(
+      r.text,
+      new RegExp(`^checkpoint 1 of .*: StreamSegment, ${data.length} bytes, blocks 4096, meta blocks 4096`),
+    )
     assert.match(r.text, /\nobject +size +flags +data +meta +summary +dead/)
     assert.match(r.text, /\n0000000001\.0 +\d+ +CHECKPOINT /)
-    assert.match(r.text, /\n0000000001\.1 +\d+ +PARTIAL /)
+    // By reference: objects sent ahead whole though the file is 24 times the dirty limit.
+    assert.match(r.text, /\n0000000001\.1 +\d+ +SENT_AHEAD +340 +1 +340 +0 /)
+    assert.match(r.text, /\n0000000001\.2 +\d+ +SENT_AHEAD /)
+    assert.doesNotMatch(r.text, /PARTIAL/)
+    // By value (stdin), the same settings: partial segments written under the dirty limit.
+    const v = run(['inspect', url, '--cno', '2'])
+    assert.equal(v.status, 0, v.stderr)
+    assert.match(v.text, /\n0000000002\.1 +\d+ +PARTIAL /)
+    assert.doesNotMatch(v.text, /SENT_AHEAD/)
     const j = JSON.parse(run(['inspect', url, '--json']).text)
     assert.equal(j.cno, 3)
     assert.ok(j.objects.every((o: { header?: unknown }) => o.header !== undefined))
@@ -177,6 +218,7 @@ describe('commands on a directory store', () => {
         /ERR_INVALID_ARGUMENT: option --segmentMpuChunkSize: "lots" is not a size/,
       ],
       [['put', join(dir, 'missing.bin'), url], 3, /ERR_NOT_FOUND: .*missing\.bin: no such file/],
+      [['put', dir, url], 2, /ERR_INVALID_ARGUMENT: .*: is a directory/],
       [['put', input], 2, /ERR_INVALID_ARGUMENT: usage: stream-segment put/],
       [['verify'], 2, /ERR_INVALID_ARGUMENT: usage: stream-segment verify/],
       [['get', url, join(dir, 'no', 'such', 'dir', 'out')], 3, /ERR_NOT_FOUND: .*no such file or directory/],
@@ -191,5 +233,150 @@ describe('commands on a directory store', () => {
     const d = spawnSync(process.execPath, [bin, 'ls', join(dir, 'nothing')], { env, encoding: 'utf8' })
     assert.equal(d.status, 3)
     assert.match(d.stderr, /^stream-segment: ERR_NOT_FOUND: .*\n\S*Error.*\n\s+at /)
+  })
+})
+
+describe('put: by reference or by value, over an existing container, progress', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'ss-cli-put-'))
+  after(() => rmSync(dir, { recursive: true, force: true }))
+
+  it('put of a file over a larger container leaves exactly the file', () => {
+    const url = join(dir, 'shrink')
+    const big = join(dir, 'big.bin')
+    const smaller = join(dir, 'smaller.bin')
+    const bigData = randomBytes(5 * MiB + 99)
+    const smallData = randomBytes(MiB + 7) // not a whole number of blocks
+    writeFileSync(big, bigData)
+    writeFileSync(smaller, smallData)
+    assert.equal(run(['put', big, url]).status, 0)
+    const r = JSON.parse(run(['put', smaller, url, '--json']).text)
+    assert.deepEqual([r.by, r.bytes, r.flushTiming.cno], ['reference', smallData.length, 2])
+    const g = run(['get', url])
+    assert.equal(g.status, 0, g.stderr)
+    assert.ok(g.stdout.equals(smallData), `read ${g.stdout.length} bytes, want ${smallData.length}`)
+    assert.equal(JSON.parse(run(['inspect', url, '--json']).text).size, smallData.length)
+    assert.equal(run(['verify', url]).status, 0)
+    // And from stdin over it, by value, shorter still.
+    const tiny = randomBytes(5000)
+    assert.equal(run(['put', '-', url], { input: tiny }).status, 0)
+    assert.ok(run(['get', url]).stdout.equals(tiny))
+  })
+
+  it('put of a FIFO or a character device goes by value', async () => {
+    const url = join(dir, 'fifo-container')
+    const fifo = join(dir, 'fifo')
+    execFileSync('mkfifo', [fifo])
+    const payload = randomBytes(2 * MiB + 3)
+    const child = spawn(process.execPath, [bin, 'put', fifo, url, '--json'], { env: quietEnv() })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (c) => {
+      stdout += c
+    })
+    child.stderr.on('data', (c) => {
+      stderr += c
+    })
+    const closed = once(child, 'close')
+    await writeFile(fifo, payload)
+    const [code] = await closed
+    assert.equal(code, 0, stderr)
+    const j = JSON.parse(stdout)
+    assert.deepEqual([j.by, j.bytes, j.flushTiming.cno], ['value', payload.length, 1])
+    assert.ok(run(['get', url]).stdout.equals(payload))
+    const n = run(['put', '/dev/null', url, '--json'])
+    assert.equal(n.status, 0, n.stderr)
+    assert.deepEqual(
+      [JSON.parse(n.text).by, JSON.parse(n.text).bytes, JSON.parse(n.text).flushTiming.cno],
+      ['value', 0, 2],
+    )
+  })
+
+  it('SIGINT aborts a put: one line, ERR_ABORTED, exit 8, nothing published', async () => {
+    const url = join(dir, 'interrupted')
+    assert.equal(run(['put', '-', url], { input: randomBytes(10000) }).status, 0)
+    // stdin stays open, so the put is still running when the signal comes; the debug log
+    // says when the container is open (the SIGINT handler is in place by then).
+    const env = { ...quietEnv(), DEBUG: 'stream-segment:file' }
+    const child = spawn(process.execPath, [bin, 'put', '-', url], { env })
+    let stderr = ''
+    let killed = false
+    child.stderr.on('data', (c) => {
+      stderr += c
+      if (!killed && /open .* at checkpoint 1/.test(stderr)) killed = child.kill('SIGINT')
+    })
+    child.stdin.on('error', () => {}) // EPIPE once it has exited
+    child.stdin.write(randomBytes(MiB))
+    const [code] = await once(child, 'close')
+    child.stdin.destroy()
+    assert.equal(code, 8, stderr)
+    assert.match(stderr, /\nstream-segment: ERR_ABORTED: write to .*interrupted aborted\n/)
+    assert.equal(JSON.parse(run(['ls', url, '--json']).text).published, 1)
+  })
+
+  it("uploadFile's signal aborts the upload: ERR_ABORTED, nothing published", async () => {
+    const path = join(dir, 'abort.bin')
+    writeFileSync(path, randomBytes(MiB))
+    const url = join(dir, 'aborted')
+    const ac = new AbortController()
+    await assert.rejects(
+      uploadFile(path, url, {}, { signal: ac.signal, onStart: () => ac.abort(new Error('stop')) }),
+      (e: StreamSegmentError) => e.code === 'ERR_ABORTED' && /upload of .*abort\.bin to .*aborted/.test(e.message),
+    )
+    assert.equal(run(['ls', url]).status, 3, 'no container')
+  })
+
+  it('on a TTY, put draws a progress line on stderr with the requests in flight, and clears it', async () => {
+    const path = join(dir, 'progress.bin')
+    const bytes = randomBytes(3 * MiB)
+    writeFileSync(path, bytes)
+    const fake = (isTTY: boolean) => {
+      const writes: string[] = []
+      const stream = {
+        isTTY,
+        writes,
+        write(chunk: string | Uint8Array) {
+          writes.push(String(chunk))
+          return true
+        },
+      }
+      return stream as typeof stream & NodeJS.WritableStream
+    }
+    const out = fake(false)
+    const err = fake(true)
+    const code = await main(['put', path, join(dir, 'progress'), '--json', '--stream-segment-bytes', '1M'], out, err)
+    assert.equal(code, 0, err.writes.join(''))
+    const lines = err.writes.filter((w) => w !== '\r\x1b[K')
+    assert.ok(lines.length >= 1, 'drawn at least once')
+    for (const l of lines) {
+      assert.ok(l.startsWith('\r\x1b[K'), JSON.stringify(l))
+      assert.match(
+        l.slice(4),
+        /^put: [\d.]+ \w?i?B of 3\.0 MiB \(\d+%\) {2}(-|[\d.]+ \w?i?B\/s) {2}\d+ requests? in flight$/,
+      )
+    }
+    assert.equal(err.writes.at(-1), '\r\x1b[K', 'cleared at the end')
+    const j = JSON.parse(out.writes.join(''))
+    assert.deepEqual([j.by, j.bytes], ['reference', bytes.length])
+    // Not a TTY: nothing on stderr.
+    const quiet = fake(false)
+    assert.equal(await main(['put', path, join(dir, 'progress'), '--json'], fake(false), quiet), 0)
+    assert.deepEqual(quiet.writes, [])
+  })
+
+  it('progressLine: done of the total (capped) with a percentage, or bytes alone; the rate; requests in flight', () => {
+    assert.equal(
+      progressLine({ done: MiB, total: 4 * MiB, requestsInFlight: 3 }, 2),
+      'put: 1.0 MiB of 4.0 MiB (25%)  512.0 KiB/s  3 requests in flight',
+    )
+    // Uploaded bytes count nodes, summaries and headers too: never past the file's size.
+    assert.equal(
+      progressLine({ done: 5 * MiB, total: 4 * MiB, requestsInFlight: 0 }, 1),
+      'put: 4.0 MiB of 4.0 MiB (100%)  4.0 MiB/s  0 requests in flight',
+    )
+    assert.equal(
+      progressLine({ done: 0, total: 0, requestsInFlight: 0 }, 0),
+      'put: 0 B of 0 B (100%)  -  0 requests in flight',
+    )
+    assert.equal(progressLine({ done: 1536, requestsInFlight: 1 }, 3), 'put: 1.5 KiB  512 B/s  1 request in flight')
   })
 })

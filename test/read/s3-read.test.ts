@@ -54,7 +54,8 @@ describe('reads on radosgw', () => {
       const data = randomBytes(5 * MiB + 77)
       const input = join(dir, 'in.bin')
       writeFileSync(input, data)
-      const put = run(['put', input, url, '--dataCacheDirtyMaxBytesThreshold', '1MiB', '--json'])
+      // A PartedSegment container: the format is fixed at create, the second put keeps it.
+      const put = run(['put', input, url, '--format', 'parted', '--segmentMaxObjectBytes', '3MiB', '--json'])
       assert.equal(put.status, 0, put.stderr)
       assert.equal(JSON.parse(put.text).flushTiming.cno, 1)
       const put2 = run(['put', '-', url], data.subarray(0, MiB))
@@ -69,7 +70,14 @@ describe('reads on radosgw', () => {
       assert.match(ls.text, /\n +1 +5242957 .* complete\n +2 +1048576 .* published\n$/)
       const inspect = run(['inspect', url, '--cno', '1'])
       assert.equal(inspect.status, 0, inspect.stderr)
-      assert.match(inspect.text, /\n0000000001\.1 +\d+ +PARTIAL /)
+      assert.match(inspect.text, /: PartedSegment, 5242957 bytes/)
+      // By reference nothing is held in memory and, head first, nothing is sent ahead: the
+      // flush writes a data part of at most 3 MiB, then part 0.
+      assert.match(inspect.text, /\n0000000001\.1 +\d+ +- /)
+      assert.match(inspect.text, /\n0000000001\.0 +\d+ +CHECKPOINT /)
+      const other = run(['put', '-', url, '--format', 'stream'], data.subarray(0, 10))
+      assert.equal(other.status, 2, other.stderr)
+      assert.match(other.stderr, /ERR_INVALID_ARGUMENT: format stream: the container at .* has parted/)
       for (const cno of ['1', '2']) {
         const v = run(['verify', url, '--cno', cno])
         assert.equal(v.status, 0, v.stderr + v.text)
