@@ -1,9 +1,12 @@
-// The spec's bench_stream_flush: what sending ahead buys. Prints tables:
+// The spec's bench_stream_flush: what sending ahead buys. The baseline column is the
+// PartedSegment format (head first: every object built whole, nothing sent ahead), run in
+// the same process. Prints tables:
 //  1. 512 MiB in 1 MiB writes at a fixed rate, then one flush: flush seconds (objects in the
 //     checkpoint) per streamSegmentBytes, on two modelled links (ThrottledStore over memory);
 //  2. write amplification with BENCH_HOT_MIB (default 64) rewritten round and round at 200 MB/s;
 //  3. the spec's default limits: total time and objects;
 //  4. writer CPU-s/GiB by value and the longest single write;
+//  6. by reference: the flush after writeRef at 200 MB/s, and the writer's CPU;
 //  5. with AWS_ENDPOINT_URL_S3 set (radosgw): our write stream against @aws-sdk/lib-storage
 //     Upload of the same bytes, each in its own process (time to commit, CPU, peak RSS).
 // Run: npm run build && node dist/esm/test/bench/stream-flush.js   (BENCH_MIB=… to change 512)
@@ -34,7 +37,7 @@ const raised: Partial<Settings> = {
   segmentBufferSize: 2 * total + 256 * MiB,
 }
 const columns: Array<[string, Partial<Settings>]> = [
-  ['flush writes all', { ...raised, streamSegmentBytes: 0 }],
+  ['PartedSegment', { ...raised, format: 'parted' }],
   ['4 MiB', { ...raised, streamSegmentBytes: 4 * MiB }],
   ['16 MiB', { ...raised, streamSegmentBytes: 16 * MiB }],
   ['256 MiB', { ...raised, streamSegmentBytes: 256 * MiB }],
@@ -136,7 +139,7 @@ async function section2() {
   console.log(
     `\n## 2. Write amplification: ${total / MiB} MiB written at 200 MB/s round a ${hot / MiB} MiB working set (data uploaded ÷ data kept)`,
   )
-  const ampColumns = columns.filter(([n]) => ['flush writes all', '4 MiB', '16 MiB', '1 GiB'].includes(n))
+  const ampColumns = columns.filter(([n]) => ['PartedSegment', '4 MiB', '16 MiB', '1 GiB'].includes(n))
   console.log(`| link | ${ampColumns.map(([n]) => n).join(' | ')} |`)
   console.log(`|---|${ampColumns.map(() => '---:').join('|')}|`)
   for (const [name, link] of links.slice(1)) {
@@ -151,12 +154,20 @@ async function section2() {
 
 async function section3() {
   console.log(`\n## 3. The spec's default limits (8 MiB dirty): ${total / MiB} MiB unpaced, total seconds, objects`)
-  console.log('| link | nothing sent ahead | 4 MiB objects sent whole | 1 GiB target (default) |')
-  console.log('|---|---:|---:|---:|')
+  console.log(
+    '| link | PartedSegment | StreamSegment, nothing sent ahead | 4 MiB objects sent whole | 1 GiB target (default) |',
+  )
+  console.log('|---|---:|---:|---:|---:|')
   for (const [name, link] of links) {
     const cells: string[] = []
-    for (const target of [0, 4 * MiB, 1024 * MiB]) {
-      const r = await run(new ThrottledStore(new MemoryStore(), link), { streamSegmentBytes: target }, 0)
+    const variants: Array<Partial<Settings>> = [
+      { format: 'parted' },
+      { streamSegmentBytes: 0 },
+      { streamSegmentBytes: 4 * MiB },
+      { streamSegmentBytes: 1024 * MiB },
+    ]
+    for (const settings of variants) {
+      const r = await run(new ThrottledStore(new MemoryStore(), link), settings, 0)
       cells.push(`${r.totalS.toFixed(2)} s, ${r.objects} objects, longest write ${r.longestMs.toFixed(0)} ms`)
     }
     console.log(`| ${name} | ${cells.join(' | ')} |`)
@@ -217,21 +228,28 @@ async function section6() {
   console.log(
     `\n## 6. By reference: ${total / MiB} MiB written with writeRef at 200 MB/s in 1 MiB calls, the spec's default limits, then the flush`,
   )
-  console.log('| link | nothing sent ahead | 1 GiB target, 16 MiB pieces (default) |')
-  console.log('|---|---:|---:|')
+  const variants: Array<[string, Partial<Settings>]> = [
+    ['PartedSegment', { format: 'parted' }],
+    ['StreamSegment, nothing sent ahead', { streamSegmentBytes: 0 }],
+    ['StreamSegment, 1 GiB target, 16 MiB pieces (default)', { streamSegmentBytes: 1024 * MiB }],
+  ]
+  console.log(`| link | ${variants.map(([n]) => n).join(' | ')} |`)
+  console.log(`|---|${variants.map(() => '---:').join('|')}|`)
   for (const [name, link] of links) {
     const cells: string[] = []
-    for (const target of [0, 1024 * MiB]) {
-      const r = await runRef(new ThrottledStore(new MemoryStore(), link), { streamSegmentBytes: target }, 200e6)
+    for (const [, settings] of variants) {
+      const r = await runRef(new ThrottledStore(new MemoryStore(), link), settings, 200e6)
       cells.push(`${r.flushS.toFixed(2)} s (${r.objects})`)
     }
     console.log(`| ${name} | ${cells.join(' | ')} |`)
   }
-  await runRef(new MemoryStore(), { streamSegmentBytes: 0 }, 0) // warm up
-  const r = await runRef(new MemoryStore(), { streamSegmentBytes: 0 }, 0)
-  console.log(
-    `\nWriter CPU by reference (memory store, unpaced, nothing sent ahead): ${(r.cpu / (total / 1024 ** 3)).toFixed(2)} CPU-s/GiB in writeRef(), longest call ${r.longest.toFixed(1)} ms`,
-  )
+  for (const [n, settings] of [variants[0], variants[2]] as Array<[string, Partial<Settings>]>) {
+    await runRef(new MemoryStore(), settings, 0) // warm up
+    const r = await runRef(new MemoryStore(), settings, 0)
+    console.log(
+      `\nWriter CPU by reference, ${n} (memory store, unpaced): ${(r.cpu / (total / 1024 ** 3)).toFixed(2)} CPU-s/GiB in writeRef(), longest call ${r.longest.toFixed(1)} ms`,
+    )
+  }
 }
 
 async function section5() {

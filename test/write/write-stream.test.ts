@@ -99,6 +99,36 @@ describe('createStreamSegmentWriteStream', () => {
     assert.ok(maxAhead <= 6 * chunk, `source ran ${maxAhead} bytes ahead of the writer`)
   })
 
+  it('format parted: a head-first container, partials under the limit, reads back; the format stays', async () => {
+    const store = new ThrottledStore(new MemoryStore(), { latencyMs: 2, bandwidth: 40 * MiB })
+    const limit = 256 * KiB
+    const options = { store, format: 'parted' as const, dataCacheDirtyMaxBytesThreshold: limit }
+    const ws = createStreamSegmentWriteStream({ ...options, dataCacheDirtyMaxBlocksThreshold: 0 })
+    await pipeline(Readable.from(blockStream(4 * MiB + 4096, 64 * KiB)), ws)
+    const file = ws.file as SegmentFile
+    assert.ok(file.partials >= 10, `partials written: ${file.partials}`)
+    assert.ok(file.peakDirtyBytes <= limit + 64 * KiB, `peak dirty ${file.peakDirtyBytes}`)
+    assert.equal((ws.flushTiming as { streamSentBytes: number }).streamSentBytes > 0, true)
+    assert.deepEqual(await readAllHash(store), {
+      size: 4 * MiB + 4096,
+      hash: await sha(blockStream(4 * MiB + 4096, 64 * KiB)),
+    })
+    for await (const { key } of store.list()) {
+      if (key === 'inode') continue
+      const head = await store.get(key, { range: { start: 0, end: 8 } })
+      assert.equal(Buffer.from(head).toString('latin1'), 'SSEGHEAD', `${key} is head first`)
+    }
+    // A second stream into it without a format keeps it; asking for the other one fails.
+    await pipeline(Readable.from([Buffer.alloc(5000, 1)]), createStreamSegmentWriteStream({ store }))
+    await assert.rejects(
+      pipeline(Readable.from([Buffer.alloc(10)]), createStreamSegmentWriteStream({ store, format: 'stream' })),
+      (err) =>
+        StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT') &&
+        /format stream: the container .* has parted/.test(err.message),
+    )
+    assert.deepEqual(await readAllHash(store), { size: 5000, hash: await sha([Buffer.alloc(5000, 1)]) })
+  })
+
   it('a source error aborts uploads and publishes nothing', async () => {
     const store = new MemoryStore()
     async function* failing() {
