@@ -71,22 +71,43 @@ export class SegmentFile {
     return new SegmentFile(new FileCore(store, s, base, none, undefined), false)
   }
 
-  /** Opens the latest checkpoint (or `cno`); ERR_NOT_FOUND when the container has none. */
+  /**
+   * Opens the latest checkpoint (or `cno`); ERR_NOT_FOUND when the container has none.
+   * A writer reads the commit point (HEAD for its ETag, then GET). A reader (`readOnly`)
+   * GETs `inode` alone, or, given a `cno`, reads only that checkpoint's part 0 (its format
+   * detected), so it can open a complete checkpoint whose publication was interrupted;
+   * a checkpoint without a part 0 was abandoned and is ERR_NOT_FOUND.
+   */
   static async open(store: ObjectStore, options: OpenOptions = {}): Promise<SegmentFile> {
     const { cno, readOnly = false } = options
     if (cno !== undefined && (!Number.isSafeInteger(cno) || cno < 1)) {
       throw StreamSegmentError.invalidArgument(`cno must be a positive integer, got ${cno}`)
     }
-    const info = await store.head(INODE_KEY)
-    if (info === undefined)
-      throw StreamSegmentError.notFound(`${store.url}: no container here (no ${INODE_KEY} object)`)
-    const published = decodeInodeObject(await store.get(INODE_KEY))
-    let base: Inode = published
-    if (cno !== undefined && cno !== published.cno) {
-      if (cno > published.cno) {
-        throw StreamSegmentError.notFound(`${store.url}: checkpoint ${cno} is newer than the latest, ${published.cno}`)
+    const noContainer = () => StreamSegmentError.notFound(`${store.url}: no container here (no ${INODE_KEY} object)`)
+    let published: Inode
+    let etag: string | undefined
+    let base: Inode
+    if (readOnly && cno !== undefined) {
+      base = published = await FileCore.readCheckpointInode(store, cno)
+    } else if (readOnly) {
+      const bytes = await store.get(INODE_KEY).catch((err) => {
+        throw StreamSegmentError.is(err, 'ERR_NOT_FOUND') ? noContainer() : err
+      })
+      base = published = decodeInodeObject(bytes)
+    } else {
+      const info = await store.head(INODE_KEY)
+      if (info === undefined) throw noContainer()
+      etag = info.etag
+      published = decodeInodeObject(await store.get(INODE_KEY))
+      base = published
+      if (cno !== undefined && cno !== published.cno) {
+        if (cno > published.cno) {
+          throw StreamSegmentError.notFound(
+            `${store.url}: checkpoint ${cno} is not published (the latest is ${published.cno}); a reader can open it read-only`,
+          )
+        }
+        base = await FileCore.readCheckpointInode(store, cno, undefined, published.format)
       }
-      base = await FileCore.readCheckpointInode(store, cno, undefined, published.format)
     }
     const s = resolveSettings({
       ...options,
@@ -102,7 +123,7 @@ export class SegmentFile {
       }
     }
     log('open %s at checkpoint %d (%d bytes)', store.url, base.cno, base.size)
-    return new SegmentFile(new FileCore(store, s, base, published, info.etag), readOnly)
+    return new SegmentFile(new FileCore(store, s, base, published, etag), readOnly)
   }
 
   get settings(): Settings {

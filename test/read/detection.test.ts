@@ -114,6 +114,41 @@ describe('a head-first container without its inode', () => {
   })
 })
 
+describe('a complete checkpoint whose publication was interrupted', () => {
+  it('a reader opens it by number; a writer may not build on it', async () => {
+    for (const format of ['stream', 'parted'] as const) {
+      const store = new MemoryStore()
+      const file = await SegmentFile.create(store, { ...smallSettings, format })
+      await file.write(0, pattern(0, 64 * 1024, 1))
+      await file.flush()
+      const inode1 = await store.get(INODE_KEY)
+      await file.write(8192, pattern(8192, 4096, 2))
+      await file.flush()
+      await file.close()
+      // Put the commit point back: checkpoint 2 is complete (its part 0 exists) but not published.
+      await store.put(INODE_KEY, inode1)
+      const r = await SegmentFile.open(store, { cno: 2, readOnly: true })
+      const want = Buffer.from(pattern(0, 64 * 1024, 1))
+      want.set(pattern(8192, 4096, 2), 8192)
+      assert.ok(Buffer.from(await r.read(0, want.length)).equals(want), `${format}: checkpoint 2 reads back`)
+      await r.close()
+      await assert.rejects(SegmentFile.open(store, { cno: 2 }), /checkpoint 2 is not published \(the latest is 1\)/)
+      const list = await listCheckpoints(store)
+      assert.deepEqual(
+        list.checkpoints.map((c) => c.state),
+        ['published', 'unpublished'],
+      )
+      // Parts without a part 0 were abandoned: not openable.
+      for await (const { key } of store.list())
+        if (key.endsWith('.0') && key.startsWith('0000000002')) await store.delete(key)
+      await assert.rejects(
+        SegmentFile.open(store, { cno: 2, readOnly: true }),
+        (err) => StreamSegmentError.is(err, 'ERR_NOT_FOUND') && /checkpoint 2 has no part 0/.test(err.message),
+      )
+    }
+  })
+})
+
 /** A copy of the parted fixture whose header names checkpoint 8 (its CRC left stale). */
 function relabel(bytes: Uint8Array): Uint8Array {
   const out = bytes.slice()
