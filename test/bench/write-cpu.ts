@@ -62,3 +62,13 @@ await run('limits raised, nothing sent ahead (the flush writes everything)', {
   segmentBufferSize: 2 * total,
   streamSegmentBytes: 0,
 })
+await run('PartedSegment, limits raised (the flush builds and writes everything)', {
+  format: 'parted',
+  dataCacheDirtyMaxBytesThreshold: 2 * total,
+  segmentBufferSize: 2 * total,
+})
+await run('limits raised, 1 GiB target (objects filled a piece at a time while writing)', {
+  dataCacheDirtyMaxBytesThreshold: 2 * total,
+  segmentBufferSize: 2 * total,
+  streamSegmentBytes: 1024 * MiB,
+})
