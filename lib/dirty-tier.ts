@@ -135,7 +135,9 @@ export class DirtyTier {
 
   /** No block maps to `slot` any more; it is freed once no request pins it. */
   release(slot: number): void {
-    if (this.mapped[slot] === 1 && !this.placed(slot)) this.unplaced--
+    // Freeing a slot twice would hand it to two blocks.
+    if (this.mapped[slot] !== 1) throw StreamSegmentError.internal(`dirty-tier slot ${slot} released twice`)
+    if (!this.placed(slot)) this.unplaced--
     this.mapped[slot] = 0
     if (this.pins[slot] === 0) this.free(slot)
   }

@@ -371,11 +371,21 @@ export class SegmentFile {
         flushRun()
         slot = tier.alloc()
         if (!whole) {
-          if (tier.isRef(old)) tier.write(slot, 0, await tier.readRef(old, 0, bs))
-          else tier.copySlot(old, slot)
+          if (tier.isRef(old)) {
+            try {
+              tier.write(slot, 0, await tier.readRef(old, 0, bs))
+            } catch (err) {
+              tier.release(slot)
+              throw err
+            }
+            // The source read yielded: an object that completed meanwhile may have stored
+            // the block and released its reference (and its leaf may have left the cache).
+            // The bytes read are the block's either way.
+            while (!map.lookup(b, ptr)) await map.load(b)
+          } else tier.copySlot(old, slot)
         }
         if (!map.update(b, 0, DIRTY_BASE + slot)) throw StreamSegmentError.internal(`block ${b}: path unloaded`)
-        tier.release(old)
+        if (ptr[0] === 0 && ptr[1] === DIRTY_BASE + old) tier.release(old)
       } else {
         slot = tier.alloc()
         if (!whole) {

@@ -221,6 +221,17 @@ const modes: Array<[string, Partial<Settings>]> = [
   ['objects sent whole', { streamSegmentBytes: 16 * KiB }],
   ['objects filled in pieces', { streamSegmentBytes: 40 * KiB }],
   ['PartedSegment (head first, built whole)', { format: 'parted' }],
+  // 8 KiB blocks after a 4 KiB head: pieces of 32 KiB split data blocks.
+  [
+    'PartedSegment, 8 KiB blocks',
+    {
+      format: 'parted',
+      dataBlockSize: 8 * KiB,
+      segmentMaxObjectBytes: 96 * KiB,
+      segmentMpuChunkSize: 32 * KiB,
+      dataCacheDirtyMaxBytesThreshold: 96 * KiB,
+    },
+  ],
 ]
 
 for (const [mode, extra] of modes) {
@@ -253,4 +264,20 @@ it('model: a 1000-block file written in random order builds a multi-level tree',
   for (const b of order) seq.push({ op: 'write', offset: b * 4096, length: 4096, seed: b })
   seq.push({ op: 'flush' }, { op: 'read', offset: 0, length: 1000 * 4096 })
   await runModel(seq, { ...smallSettings, segmentMaxObjectBytes: 4 * 1024 * KiB })
+})
+
+it('model: a write into part of a block by reference while the object holding it completes (found by the model)', async () => {
+  // The partial write reads the block's bytes from its source; the object holding the
+  // reference completed during that read and released it. Releasing it again handed one
+  // id to two blocks: block 0 then read block 4's bytes.
+  await runModel(
+    [
+      { op: 'write', offset: 0, length: 28673, seed: 0 },
+      { op: 'ref', offset: 4096, length: 16384, seed: 0, shift: 0 },
+      { op: 'write', offset: 0, length: 4097, seed: 0 },
+      { op: 'ref', offset: 0, length: 20480, seed: 0, shift: 0 },
+    ],
+    { ...smallSettings, streamSegmentBytes: 40 * KiB },
+    4,
+  )
 })
