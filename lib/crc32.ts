@@ -42,3 +42,18 @@ const chosen = crc32Implementations[0] as { name: string; fn: Crc32Fn }
 
 export const crc32Implementation: string = chosen.name
 export const crc32: Crc32Fn = chosen.fn
+
+/**
+ * The CRC-32 of each `blockSize` block of `bytes` (the last one may be shorter), into
+ * `into[0…]`: one call per block, as the summary holds one CRC per block (no
+ * implementation here takes many blocks in one call). The views are plain Uint8Arrays:
+ * a Buffer's `subarray` makes a FastBuffer, ~0.2 µs here, a fifth of a 4 KiB CRC call;
+ * a plain view costs about half that.
+ */
+export function crc32Blocks(bytes: Uint8Array, blockSize: number, into: Uint32Array): void {
+  const view = new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+  const n = Math.ceil(view.byteLength / blockSize)
+  if (into.length < n) throw new RangeError(`crc32Blocks: ${n} blocks, room for ${into.length}`)
+  const fn = chosen.fn
+  for (let i = 0, at = 0; i < n; i++, at += blockSize) into[i] = fn(view.subarray(at, at + blockSize))
+}

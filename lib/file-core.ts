@@ -13,6 +13,7 @@
  *   only if the leaf is, entry for entry, what the object stored. Anything else stays
  *   dirty for a later object: a completed object never loses or reverts a write.
  */
+import { setMaxListeners } from 'node:events'
 import { BlockMap, DIRTY_BASE, type MapNode } from './block-map.js'
 import { DirtyTier } from './dirty-tier.js'
 import { StreamSegmentError } from './errors.js'
@@ -53,6 +54,9 @@ export class FileCore {
     published: Inode,
     publishedEtag: string | undefined,
   ) {
+    // Every request in flight listens to this signal: uploads, and a reader's data GETs
+    // and walk reads (2 × readMaxConcurrency), past Node's default of 10 listeners.
+    setMaxListeners(1024, this.abort.signal)
     this.dataShift = Math.log2(settings.dataBlockSize)
     this.metaShift = Math.log2(settings.metaBlockSize)
     this.format = settings.format === 'parted' ? FORMAT_PARTED : FORMAT_STREAM

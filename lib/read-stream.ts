@@ -6,7 +6,8 @@
  *   `_read` pushes the next piece, in file order.
  * - Read-ahead: the range is planned a window at a time (Reader.plan: holes, data runs
  *   of at most `readGetMaxBytes`) and data runs are fetched ahead of the consumer, so
- *   several GETs are in flight (at most `readMaxConcurrency`). Memory bound: the runs
+ *   several GETs are in flight (at most `readMaxConcurrency` data GETs; the walk of the
+ *   next window runs beside them, in slots of its own). Memory bound: the runs
  *   fetched or in flight and not yet pushed hold at most `readAheadBytes` (default
  *   readGetMaxBytes × readMaxConcurrency, 160 MiB: enough for every GET allowed in
  *   flight) plus one run; the stream's own buffer is `highWaterMark`. The consumer's

@@ -11,7 +11,13 @@
 // Stores: ThrottledStore over MemoryStore with the two link models of stream-flush.ts,
 // and radosgw when AWS_ENDPOINT_URL_S3 is set (test/rgw/rgw.sh).
 //
-//   node dist/esm/test/bench/read.js [--mib 1024] [--object-mib 16] [--random 100] [--rounds 3] [--only memory|s3]
+// CPU-s/GiB is the whole process's CPU time (user + system) over the pass, per GiB read:
+// the store's own copying and the link model count for both columns alike. "First" is
+// the time to the first answer: raw's first GET, the stream's first chunk (after its cold
+// open: the inode, then the index nodes, then leaves with summaries, then a data GET).
+//
+//   node dist/esm/test/bench/read.js [--mib 1024] [--object-mib 16] [--random 100] [--rounds 3]
+//     [--only memory|s3] [--links directory,general]   (--random 0: no random reads)
 import { parseArgs } from 'node:util'
 import { decodeHeader, HEADER_BYTES, objectLayout } from '../../lib/format/header.js'
 import { parseKey } from '../../lib/format/names.js'
@@ -32,6 +38,7 @@ const { values: args } = parseArgs({
     random: { type: 'string', default: '100' },
     rounds: { type: 'string', default: '3' },
     only: { type: 'string' },
+    links: { type: 'string', default: 'directory,general' },
   },
 })
 const total = Number(args.mib) * MiB
@@ -41,10 +48,14 @@ const rounds = Number(args.rounds)
 const GET_MAX = 16 * MiB
 const CONCURRENCY = 10
 
-const LINKS: Array<[string, LinkModel]> = [
+const ALL_LINKS: Array<[string, LinkModel]> = [
   ['directory', { latencyMs: 10, bandwidth: 4e9, perRequestBandwidth: 1.5e9 }],
   ['general purpose', { latencyMs: 40, bandwidth: 1.4e9, perRequestBandwidth: 400e6 }],
 ]
+const wanted = (args.links as string).split(',').map((s) => s.trim())
+const LINKS = ALL_LINKS.filter(([name]) => wanted.some((w) => w !== '' && name.startsWith(w)))
+if (LINKS.length === 0 && args.only !== 's3')
+  throw new Error(`--links ${args.links}: no such link (directory, general)`)
 
 /** Writes the checkpoint: `objectBytes` of dirty data make one partial object. */
 async function build(store: ObjectStore): Promise<number> {
@@ -76,29 +87,46 @@ async function dataRanges(store: ObjectStore): Promise<Array<{ key: string; star
   return out
 }
 
-async function raw(store: ObjectStore, ranges: Array<{ key: string; start: number; end: number }>): Promise<number> {
+/** Seconds of process CPU (user + system) since `from`. */
+function cpuSeconds(from: NodeJS.CpuUsage): number {
+  const u = process.cpuUsage(from)
+  return (u.user + u.system) / 1e6
+}
+
+async function raw(
+  store: ObjectStore,
+  ranges: Array<{ key: string; start: number; end: number }>,
+): Promise<{ seconds: number; cpu: number; firstMs: number }> {
+  const c0 = process.cpuUsage()
   const t0 = performance.now()
   let next = 0
   let bytes = 0
+  let firstMs = -1
   const worker = async () => {
     while (next < ranges.length) {
       const r = ranges[next++] as { key: string; start: number; end: number }
       const got = await store.get(r.key, { range: { start: r.start, end: r.end } })
+      if (firstMs < 0) firstMs = performance.now() - t0
       bytes += got.byteLength
     }
   }
   await Promise.all(Array.from({ length: CONCURRENCY }, worker))
   if (bytes < total) throw new Error(`raw read ${bytes} bytes`)
-  return (performance.now() - t0) / 1000
+  return { seconds: (performance.now() - t0) / 1000, cpu: cpuSeconds(c0), firstMs }
 }
 
 async function sequential(store: ObjectStore) {
+  const c0 = process.cpuUsage()
   const t0 = performance.now()
   const rs = createStreamSegmentReadStream({ store, readGetMaxBytes: GET_MAX, readMaxConcurrency: CONCURRENCY })
   let bytes = 0
-  for await (const c of rs) bytes += (c as Uint8Array).byteLength
+  let firstMs = -1
+  for await (const c of rs) {
+    if (firstMs < 0) firstMs = performance.now() - t0
+    bytes += (c as Uint8Array).byteLength
+  }
   if (bytes !== total) throw new Error(`stream read ${bytes} bytes`)
-  return { seconds: (performance.now() - t0) / 1000, timing: rs.timing }
+  return { seconds: (performance.now() - t0) / 1000, cpu: cpuSeconds(c0), firstMs, timing: rs.timing }
 }
 
 function percentile(xs: number[], p: number): number {
@@ -147,28 +175,68 @@ class CountingStore extends ThrottledStore {
 
 const KINDS: ReadKind[] = ['inode', 'header', 'meta', 'summary', 'data']
 
+interface Round {
+  raw: number
+  stream: number
+  ratio: number
+  rawCpu: number
+  streamCpu: number
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b)
+  const m = s.length >> 1
+  return s.length % 2 === 1 ? (s[m] as number) : ((s[m - 1] as number) + (s[m] as number)) / 2
+}
+
+/** One summary row: median (min–max) of each column over the rounds. */
+function summaryRow(name: string, rs: Round[]): string {
+  const col = (k: keyof Round, digits: number) => {
+    const xs = rs.map((r) => r[k])
+    const f = (x: number) => x.toFixed(digits)
+    return `${f(median(xs))} (${f(Math.min(...xs))}–${f(Math.max(...xs))})`
+  }
+  return (
+    `| ${name} | ${rs.length} | ${col('raw', 0)} | ${col('stream', 0)} | ${col('ratio', 2)} | ` +
+    `${col('rawCpu', 2)} | ${col('streamCpu', 2)} |`
+  )
+}
+
 async function benchStore(name: string, store: ThrottledStore | CountingStore, inner: ObjectStore) {
   const ranges = await dataRanges(inner)
   const rows: string[] = []
+  const measured: Round[] = []
   // A warm-up pair, not reported: the first pass pays for page faults and compilation.
   await raw(store, ranges)
   await sequential(store)
+  const gib = total / (1024 * MiB)
   for (let r = 0; r < rounds; r++) {
-    const rawS = await raw(store, ranges)
+    const rw = await raw(store, ranges)
     const seq = await sequential(store)
     const t = seq.timing
     const kinds = KINDS.map((k) => `${t?.requests[k]}`).join(' / ')
+    const m: Round = {
+      raw: total / MiB / rw.seconds,
+      stream: total / MiB / seq.seconds,
+      ratio: rw.seconds / seq.seconds,
+      rawCpu: rw.cpu / gib,
+      streamCpu: seq.cpu / gib,
+    }
+    measured.push(m)
     rows.push(
-      `| ${name} | ${r + 1} | ${(total / MiB / rawS).toFixed(0)} | ${(total / MiB / seq.seconds).toFixed(0)} | ` +
-        `${(rawS / seq.seconds).toFixed(2)} | ${ranges.length} | ${kinds} |`,
+      `| ${name} | ${r + 1} | ${m.raw.toFixed(0)} | ${m.stream.toFixed(0)} | ${m.ratio.toFixed(2)} | ` +
+        `${m.rawCpu.toFixed(2)} | ${m.streamCpu.toFixed(2)} | ${rw.firstMs.toFixed(0)} | ${seq.firstMs.toFixed(0)} | ` +
+        `${ranges.length} | ${kinds} |`,
     )
   }
+  const summary = summaryRow(name, measured)
+  if (randomReads <= 0) return { rows, summary, randomRow: undefined }
   const rnd = await random(store)
   const randomRow =
     `| ${name} | ${Math.max(...rnd.cold)} | ${rnd.mean(rnd.cold).toFixed(2)} | ${percentile(rnd.coldMs, 50).toFixed(1)} | ` +
     `${percentile(rnd.coldMs, 99).toFixed(1)} | ${rnd.mean(rnd.warm).toFixed(2)} | ${percentile(rnd.warmMs, 50).toFixed(1)} | ` +
     `${percentile(rnd.warmMs, 99).toFixed(1)} |`
-  return { rows, randomRow }
+  return { rows, summary, randomRow }
 }
 
 async function main() {
@@ -177,6 +245,7 @@ async function main() {
       `GETs of <= ${GET_MAX / MiB} MiB, ${CONCURRENCY} in flight; ${randomReads} random reads; Node ${process.version}`,
   )
   const seqRows: string[] = []
+  const summaryRows: string[] = []
   const randomRows: string[] = []
   if (args.only === undefined || args.only === 'memory') {
     const mem = new MemoryStore()
@@ -188,7 +257,8 @@ async function main() {
       )
       const r = await benchStore(`throttled ${name}`, new ThrottledStore(mem, link), mem)
       seqRows.push(...r.rows)
-      randomRows.push(r.randomRow)
+      summaryRows.push(r.summary)
+      if (r.randomRow !== undefined) randomRows.push(r.randomRow)
     }
   }
   if ((args.only === undefined || args.only === 's3') && process.env.AWS_ENDPOINT_URL_S3) {
@@ -200,14 +270,22 @@ async function main() {
     )
     const r = await benchStore('radosgw', new CountingStore(s3), s3)
     seqRows.push(...r.rows)
-    randomRows.push(r.randomRow)
+    summaryRows.push(r.summary)
+    if (r.randomRow !== undefined) randomRows.push(r.randomRow)
   }
   console.log('\nCold open + sequential read (MiB/s), vs raw ranged GETs of the same data bytes')
   console.log(
-    '| store | round | raw GETs MiB/s | stream MiB/s | ratio | raw GETs | stream requests inode / header / meta / summary / data |',
+    '| store | round | raw GETs MiB/s | stream MiB/s | ratio | raw CPU-s/GiB | stream CPU-s/GiB | raw first GET ms | stream first chunk ms | raw GETs | stream requests inode / header / meta / summary / data |',
   )
-  console.log('|---|---:|---:|---:|---:|---:|---|')
+  console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|')
   for (const row of seqRows) console.log(row)
+  console.log('\nMedian (min–max) over the rounds')
+  console.log(
+    '| store | rounds | raw GETs MiB/s | stream MiB/s | ratio (goal ≥ 0.85) | raw CPU-s/GiB | stream CPU-s/GiB |',
+  )
+  console.log('|---|---:|---:|---:|---:|---:|---:|')
+  for (const row of summaryRows) console.log(row)
+  if (randomRows.length === 0) return
   console.log('\nRandom 4 KiB reads: requests per read after open, and latency (ms)')
   console.log(
     '| store | cold: max requests | cold: mean requests | cold p50 ms | cold p99 ms | one handle: mean requests | p50 ms | p99 ms |',

@@ -2,7 +2,8 @@
  * What reads cost in requests (ThrottledStore counts them; ReadTiming splits them by
  * kind): a cold random 4 KiB read after open, reads into objects seen before, a
  * sequential read coalescing into readGetMaxBytes GETs, holes for free, at most
- * readMaxConcurrency GETs in flight, and no HEAD at all: a reader opens with one GET.
+ * readMaxConcurrency data GETs in flight (node and summary reads have as many slots
+ * again, so a walk never waits behind data), and no HEAD at all: a reader opens with one GET.
  */
 import assert from 'node:assert/strict'
 import { before, describe, it } from 'node:test'
@@ -101,12 +102,19 @@ describe('read requests', () => {
     assert.equal(rs.timing?.holeBlocks, (FILE - 4 * MiB) / 4096)
   })
 
-  it('at most readMaxConcurrency GETs in flight, and several at once', async () => {
+  it('at most readMaxConcurrency data GETs in flight, several at once, and as many node reads beside them', async () => {
     const counted = new ThrottledStore(inner, { latencyMs: 5, bandwidth: 2000 * MiB })
     const rs = createStreamSegmentReadStream({ store: counted, readGetMaxBytes: MiB, readMaxConcurrency: 3 })
     assert.ok((await drain(rs)).equals(want))
-    assert.ok(counted.peakInFlight <= 3, `peak ${counted.peakInFlight}`)
-    assert.ok(counted.peakInFlight >= 2, `peak ${counted.peakInFlight}: no read-ahead`)
+    const reader = rs.reader
+    assert.ok(reader !== undefined)
+    const data = reader.dataLimiter.peak
+    const walk = reader.walkLimiter.peak
+    assert.ok(data <= 3, `data peak ${data}`)
+    assert.ok(data >= 2, `data peak ${data}: no read-ahead`)
+    assert.ok(walk >= 1 && walk <= 3, `walk peak ${walk}`)
+    // Every GET after the open goes through one of the two limiters.
+    assert.ok(counted.peakInFlight <= 6, `peak ${counted.peakInFlight}`)
   })
 
   it('a warm re-read costs data GETs only; the node cache serves the walk', async () => {
