@@ -642,22 +642,24 @@ export class Reader {
       this.timing.bytes.header += HEADER_BYTES
     }
     const layout = this.layoutOf(header)
-    if (bytes === undefined || bytes.byteLength < layout.summaryEnd) {
-      bytes = new Uint8Array(layout.summaryEnd)
-      if (layout.summaryEnd > layout.summaryOffset) {
-        const got = await this.get(st.key, { start: layout.summaryOffset, end: layout.summaryEnd }, 'summary', st.cno)
-        bytes.set(got.subarray(0, layout.summaryEnd - layout.summaryOffset), layout.summaryOffset)
-        if (got.byteLength !== layout.summaryEnd - layout.summaryOffset) {
-          throw StreamSegmentError.corrupt(
-            `${this.store.url}/${st.key}: the object ends at ${layout.summaryOffset + got.byteLength}, within its summary`,
-          )
-        }
-      }
-    } else {
+    const length = layout.summaryEnd - layout.summaryOffset
+    let summaryBytes: Uint8Array
+    if (bytes !== undefined && bytes.byteLength >= layout.summaryEnd) {
+      summaryBytes = bytes.subarray(layout.summaryOffset, layout.summaryEnd)
       this.timing.bytes.meta += bytes.byteLength - layout.summaryEnd
+    } else if (length === 0) {
+      summaryBytes = new Uint8Array(0)
+    } else {
+      // The summary is larger than guessed, or the header was known: one exact GET.
+      summaryBytes = await this.get(st.key, { start: layout.summaryOffset, end: layout.summaryEnd }, 'summary', st.cno)
+      if (summaryBytes.byteLength !== length) {
+        throw StreamSegmentError.corrupt(
+          `${this.store.url}/${st.key}: the object ends at ${layout.summaryOffset + summaryBytes.byteLength}, within its summary`,
+        )
+      }
     }
-    this.timing.bytes.summary += layout.summaryEnd - layout.summaryOffset
-    return this.acceptSummary(st, this.decodeSummaryAt(st, header, layout, bytes))
+    this.timing.bytes.summary += length
+    return this.acceptSummary(st, this.decodeSummaryBytes(st, header, summaryBytes))
   }
 
   /**
@@ -677,7 +679,7 @@ export class Reader {
         `${where}: a pointer names bytes [${span.start}, ${span.end}), outside the meta blocks [${layout.metaOffset}, ${layout.metaEnd})`,
       )
     }
-    const summary = this.decodeSummaryAt(st, header, layout, bytes)
+    const summary = this.decodeSummaryBytes(st, header, bytes.subarray(layout.summaryOffset, layout.summaryEnd))
     const t = this.timing.bytes
     t.header += HEADER_BYTES
     t.summary += layout.summaryEnd - layout.summaryOffset
@@ -685,9 +687,9 @@ export class Reader {
     return { bytes: bytes.subarray(span.start), summary: this.acceptSummary(st, summary) }
   }
 
-  /** The summary in `bytes`, which hold the object from byte 0 through its summary at least. */
-  private decodeSummaryAt(st: ObjectState, header: Header, layout: ObjectLayout, bytes: Uint8Array): Summary {
-    return decodeSummary(bytes.subarray(layout.summaryOffset, layout.summaryEnd), {
+  /** The summary of `st` from its bytes, checked against the header's count and CRC. */
+  private decodeSummaryBytes(st: ObjectState, header: Header, bytes: Uint8Array): Summary {
+    return decodeSummary(bytes, {
       count: header.dataCount,
       summaryCrc: header.summaryCrc,
       where: `${this.store.url}/${st.key}`,
