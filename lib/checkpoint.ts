@@ -25,8 +25,10 @@ import { StreamSegmentError } from './errors.js'
 import type { FileCore } from './file-core.js'
 import { FLAG_CHECKPOINT, FLAG_PARTIAL } from './format/header.js'
 import { decodeInodeObject, encodeInodeObject, type Inode } from './format/inode.js'
-import { INODE_KEY } from './format/names.js'
+import { INODE_KEY, segmentKey } from './format/names.js'
 import { ObjectPlan, objectBytes } from './object-builder.js'
+import { readObjectHeader } from './object-header.js'
+import type { ObjectStore } from './store/types.js'
 
 const log = debug('stream-segment:flush')
 
@@ -359,4 +361,48 @@ export async function reloadPublished(core: FileCore): Promise<void> {
   const inode = decodeInodeObject(bytes)
   core.published = inode
   core.publishedEtag = info.etag
+}
+
+/**
+ * Roll-forward (ARCHITECTURE §2): a writer opening the container publishes the next
+ * checkpoint when its part 0 is complete but the inode was never replaced (its writer
+ * stopped between the two), and only when that part 0 was built on exactly the inode
+ * published now, so a roll-forward never skips or undoes a checkpoint. The inode is
+ * replaced If-Match the version read; a conflict (another writer published meanwhile)
+ * or a part 0 that does not check out leaves things as they are. Returns the inode
+ * published and its ETag, or undefined. Costs one HEAD when there is nothing to do.
+ */
+export async function rollForward(
+  store: ObjectStore,
+  published: Inode,
+  etag: string,
+  signal?: AbortSignal,
+): Promise<{ inode: Inode; etag: string } | undefined> {
+  const cno = published.cno + 1
+  const info = await store.head(segmentKey(cno, 0), { signal })
+  if (info === undefined) return undefined
+  let base: Inode
+  let inode: Inode
+  try {
+    ;({ baseInode: base, inode } = (
+      await readObjectHeader(store, cno, 0, { format: published.format, size: info.size, signal })
+    ).header)
+  } catch (err) {
+    if (!StreamSegmentError.is(err, 'ERR_CORRUPT') && !StreamSegmentError.is(err, 'ERR_UNSUPPORTED')) throw err
+    log('checkpoint %d: part 0 not rolled forward: %s', cno, (err as Error).message)
+    return undefined
+  }
+  const same = Buffer.from(encodeInodeObject(base)).equals(encodeInodeObject(published))
+  if (!same) {
+    log('checkpoint %d: part 0 built on another inode than checkpoint %d: not rolled forward', cno, published.cno)
+    return undefined
+  }
+  try {
+    const put = await store.put(INODE_KEY, encodeInodeObject(inode), { ifMatch: etag, signal })
+    log('checkpoint %d: rolled forward (its part 0 was complete, the inode not replaced)', cno)
+    return { inode, etag: put.etag }
+  } catch (err) {
+    if (StreamSegmentError.is(err, 'ERR_CONFLICT')) return undefined
+    throw err
+  }
 }

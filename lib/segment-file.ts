@@ -14,7 +14,14 @@
  */
 import debug from 'debug'
 import { DIRTY_BASE, isDirtyRef } from './block-map.js'
-import { type CheckpointCounters, type FlushTiming, flush, newCounters, writePartials } from './checkpoint.js'
+import {
+  type CheckpointCounters,
+  type FlushTiming,
+  flush,
+  newCounters,
+  rollForward,
+  writePartials,
+} from './checkpoint.js'
 import { type BlockSource, readSource } from './dirty-tier.js'
 import { StreamSegmentError } from './errors.js'
 import { FileCore } from './file-core.js'
@@ -73,7 +80,9 @@ export class SegmentFile {
 
   /**
    * Opens the latest checkpoint (or `cno`); ERR_NOT_FOUND when the container has none.
-   * A writer reads the commit point (HEAD for its ETag, then GET). A reader (`readOnly`)
+   * A writer reads the commit point (HEAD for its ETag, then GET), and first publishes
+   * the next checkpoint if its part 0 is complete but was never published, built on that
+   * very inode (checkpoint.ts, `rollForward`: one more HEAD when there is none). A reader (`readOnly`)
    * GETs `inode` alone, or, given a `cno`, reads only that checkpoint's part 0 (its format
    * detected), so it can open a complete checkpoint whose publication was interrupted;
    * a checkpoint without a part 0 was abandoned and is ERR_NOT_FOUND.
@@ -99,6 +108,8 @@ export class SegmentFile {
       if (info === undefined) throw noContainer()
       etag = info.etag
       published = decodeInodeObject(await store.get(INODE_KEY))
+      const rolled = await rollForward(store, published, etag)
+      if (rolled !== undefined) ({ inode: published, etag } = rolled)
       base = published
       if (cno !== undefined && cno !== published.cno) {
         if (cno > published.cno) {

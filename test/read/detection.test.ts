@@ -9,7 +9,13 @@ import { describe, it } from 'node:test'
 import { inspectCheckpoint, listCheckpoints, verifyCheckpoint } from '../../lib/checkpoints.js'
 import { crc32 } from '../../lib/crc32.js'
 import { StreamSegmentError } from '../../lib/errors.js'
-import { FORMAT_PARTED, FORMAT_STREAM, INODE_KEY } from '../../lib/format/index.js'
+import {
+  decodeInodeObject,
+  encodeInodeObject,
+  FORMAT_PARTED,
+  FORMAT_STREAM,
+  INODE_KEY,
+} from '../../lib/format/index.js'
 import { readObjectHeader } from '../../lib/object-header.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
@@ -115,7 +121,7 @@ describe('a head-first container without its inode', () => {
 })
 
 describe('a complete checkpoint whose publication was interrupted', () => {
-  it('a reader opens it by number; a writer may not build on it', async () => {
+  it('a reader opens it by number, without publishing it', async () => {
     for (const format of ['stream', 'parted'] as const) {
       const store = new MemoryStore()
       const file = await SegmentFile.create(store, { ...smallSettings, format })
@@ -132,7 +138,7 @@ describe('a complete checkpoint whose publication was interrupted', () => {
       want.set(pattern(8192, 4096, 2), 8192)
       assert.ok(Buffer.from(await r.read(0, want.length)).equals(want), `${format}: checkpoint 2 reads back`)
       await r.close()
-      await assert.rejects(SegmentFile.open(store, { cno: 2 }), /checkpoint 2 is not published \(the latest is 1\)/)
+      assert.equal(decodeInodeObject(await store.get(INODE_KEY)).cno, 1, 'still checkpoint 1 published')
       const list = await listCheckpoints(store)
       assert.deepEqual(
         list.checkpoints.map((c) => c.state),
@@ -146,6 +152,58 @@ describe('a complete checkpoint whose publication was interrupted', () => {
         (err) => StreamSegmentError.is(err, 'ERR_NOT_FOUND') && /checkpoint 2 has no part 0/.test(err.message),
       )
     }
+  })
+})
+
+describe('roll-forward', () => {
+  /** Checkpoints 1 and 2, then the commit point put back to checkpoint 1: 2 is complete, unpublished. */
+  async function interrupted(format: 'stream' | 'parted') {
+    const store = new MemoryStore()
+    const file = await SegmentFile.create(store, { ...smallSettings, format })
+    await file.write(0, pattern(0, 64 * 1024, 1))
+    await file.flush()
+    const inode1 = await store.get(INODE_KEY)
+    await file.write(8192, pattern(8192, 4096, 2))
+    await file.flush()
+    await file.close()
+    await store.put(INODE_KEY, inode1)
+    const want = Buffer.from(pattern(0, 64 * 1024, 1))
+    want.set(pattern(8192, 4096, 2), 8192)
+    return { store, inode1, want }
+  }
+
+  it('a writer opening the container publishes a complete checkpoint built on the inode published', async () => {
+    for (const format of ['stream', 'parted'] as const) {
+      const { store, want } = await interrupted(format)
+      const w = await SegmentFile.open(store)
+      assert.equal(w.cno, 2, `${format}: rolled forward to checkpoint 2`)
+      assert.ok(Buffer.from(await w.read(0, want.length)).equals(want))
+      // It builds on it: the next checkpoint is 3, on top of 2.
+      await w.write(0, pattern(0, 4096, 3))
+      assert.equal((await w.flush()).cno, 3)
+      await w.close()
+      assert.equal(decodeInodeObject(await store.get(INODE_KEY)).cno, 3)
+      want.set(pattern(0, 4096, 3), 0)
+      const r = await SegmentFile.open(store, { readOnly: true })
+      assert.ok(Buffer.from(await r.read(0, want.length)).equals(want), `${format}: checkpoint 3 reads back`)
+    }
+  })
+
+  it('never skips or undoes a checkpoint: a part 0 built on another inode stays unpublished', async () => {
+    const { store, inode1 } = await interrupted('stream')
+    // The commit point names checkpoint 1, but not the inode checkpoint 2 was built on.
+    const changed = decodeInodeObject(inode1)
+    changed.mtimeMs += 1
+    await store.put(INODE_KEY, encodeInodeObject(changed))
+    const w = await SegmentFile.open(store)
+    assert.equal(w.cno, 1)
+    await w.close()
+    // Nor may a writer build on it by number.
+    await assert.rejects(SegmentFile.open(store, { cno: 2 }), /checkpoint 2 is not published \(the latest is 1\)/)
+    assert.equal(decodeInodeObject(await store.get(INODE_KEY)).cno, 1)
+    // A reader does not roll forward either: it opens what is published.
+    const r = await SegmentFile.open(store, { readOnly: true })
+    assert.equal(r.cno, 1)
   })
 })
 
