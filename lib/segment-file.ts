@@ -107,19 +107,10 @@ export class SegmentFile {
       const info = await store.head(INODE_KEY)
       if (info === undefined) throw noContainer()
       etag = info.etag
-      published = decodeInodeObject(await store.get(INODE_KEY))
-      const rolled = await rollForward(store, published, etag)
-      if (rolled !== undefined) ({ inode: published, etag } = rolled)
-      base = published
-      if (cno !== undefined && cno !== published.cno) {
-        if (cno > published.cno) {
-          throw StreamSegmentError.notFound(
-            `${store.url}: checkpoint ${cno} is not published (the latest is ${published.cno}); a reader can open it read-only`,
-          )
-        }
-        base = await FileCore.readCheckpointInode(store, cno, undefined, published.format)
-      }
+      base = published = decodeInodeObject(await store.get(INODE_KEY))
     }
+    // The format and block sizes are the container's, fixed for its life: checked before
+    // a writer changes anything.
     const s = resolveSettings({
       ...options,
       format: base.format === FORMAT_PARTED ? 'parted' : 'stream',
@@ -131,6 +122,21 @@ export class SegmentFile {
         throw StreamSegmentError.invalidArgument(
           `${name} ${options[name]}: the container at ${store.url} has ${s[name]}`,
         )
+      }
+    }
+    if (!readOnly) {
+      const rolled = await rollForward(store, published, etag as string)
+      if (rolled !== undefined) {
+        base = published = rolled.inode
+        etag = rolled.etag
+      }
+      if (cno !== undefined && cno !== published.cno) {
+        if (cno > published.cno) {
+          throw StreamSegmentError.notFound(
+            `${store.url}: checkpoint ${cno} is not published (the latest is ${published.cno}); a reader can open it read-only`,
+          )
+        }
+        base = await FileCore.readCheckpointInode(store, cno, undefined, published.format)
       }
     }
     log('open %s at checkpoint %d (%d bytes)', store.url, base.cno, base.size)
