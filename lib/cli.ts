@@ -189,7 +189,8 @@ async function put(args: readonly string[], out: Out, err: Out): Promise<number>
   for (const [name, value] of p.options) {
     if (!isSettingName(name))
       throw StreamSegmentError.invalidArgument(`unknown option --${name} (see stream-segment --help)`)
-    settings[name] = name === 'conflictPolicy' || name === 'format' ? value : parseSize(name, value)
+    // String settings (format, conflictPolicy) are taken as given; resolveSettings checks them.
+    settings[name] = typeof SPEC_DEFAULTS[name] === 'string' ? value : parseSize(name, value)
   }
   const store = openStore(url)
   const fh = source === '-' ? undefined : await openLocalFile(source)

@@ -46,14 +46,7 @@ import { type BlockMap, DIRTY_BASE, isDirtyRef, type MapNode } from './block-map
 import { crc32Blocks } from './crc32.js'
 import { StreamSegmentError } from './errors.js'
 import type { FileCore } from './file-core.js'
-import {
-  decodeHeader,
-  HEADER_BYTES,
-  type Header,
-  type ObjectLayout,
-  objectLayout,
-  SUMMARY_ENTRY_BYTES,
-} from './format/header.js'
+import { decodeHeader, HEADER_BYTES, type Header, objectLayout, SUMMARY_ENTRY_BYTES } from './format/header.js'
 import { FORMAT_PARTED, FORMAT_STREAM } from './format/inode.js'
 import { segmentKey } from './format/names.js'
 import { type BlockMapNode, decodeNode } from './format/node.js'
@@ -359,7 +352,7 @@ export class Reader {
       throw StreamSegmentError.corrupt(`${where}: read ${bytes.byteLength} bytes at ${r.at}, expected ${length}`)
     }
     // The summary came with the header: head first, the data region starts after the meta blocks.
-    const dataOffset = st.header === undefined ? 0 : this.layoutOf(st.header).dataOffset
+    const dataOffset = st.header === undefined ? 0 : objectLayout(st.header, st.header).dataOffset
     if (this.crcs.length < r.count) this.crcs = new Uint32Array(r.count)
     const crcs = this.crcs
     crc32Blocks(bytes, bs, crcs)
@@ -615,10 +608,6 @@ export class Reader {
     return this.core.format === FORMAT_PARTED
   }
 
-  private layoutOf(header: Header): ObjectLayout {
-    return objectLayout(header, header)
-  }
-
   /**
    * Head first: the summary of an object, by one GET from byte 0 sized for the largest
    * summary seen (header and summary), or one exact GET when its header is known or the
@@ -641,7 +630,7 @@ export class Reader {
       )
       this.timing.bytes.header += HEADER_BYTES
     }
-    const layout = this.layoutOf(header)
+    const layout = objectLayout(header, header)
     const length = layout.summaryEnd - layout.summaryOffset
     let summaryBytes: Uint8Array
     if (bytes !== undefined && bytes.byteLength >= layout.summaryEnd) {
@@ -673,7 +662,7 @@ export class Reader {
       st,
       decodeHeader(bytes.subarray(0, HEADER_BYTES), undefined, { ...st, format: FORMAT_PARTED }),
     )
-    const layout = this.layoutOf(header)
+    const layout = objectLayout(header, header)
     if (span.start < layout.metaOffset || span.end > layout.metaEnd) {
       throw StreamSegmentError.corrupt(
         `${where}: a pointer names bytes [${span.start}, ${span.end}), outside the meta blocks [${layout.metaOffset}, ${layout.metaEnd})`,
