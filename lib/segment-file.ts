@@ -13,7 +13,15 @@
  *   abort makes the handle unusable; every later call throws it again.
  */
 import debug from 'debug'
-import { DIRTY_BASE, isDirtyRef } from './block-map.js'
+import { StreamSegmentError } from './errors.js'
+import { decodeInodeObject, emptyInode, FORMAT_PARTED, FORMAT_STREAM, type Inode } from './format/inode.js'
+import { INODE_KEY } from './format/names.js'
+import { Reader } from './read/reader.js'
+import { dirtyLimitBytes, resolveSettings, type Settings } from './settings.js'
+import { DIRTY_BASE, isDirtyRef } from './state/block-map.js'
+import { type BlockSource, readSource } from './state/dirty-tier.js'
+import { FileCore } from './state/file-state.js'
+import type { ObjectStore } from './store/types.js'
 import {
   type CheckpointCounters,
   type FlushTiming,
@@ -21,16 +29,8 @@ import {
   newCounters,
   rollForward,
   writePartials,
-} from './checkpoint.js'
-import { type BlockSource, readSource } from './dirty-tier.js'
-import { StreamSegmentError } from './errors.js'
-import { FileCore } from './file-core.js'
-import { decodeInodeObject, emptyInode, FORMAT_PARTED, FORMAT_STREAM, type Inode } from './format/inode.js'
-import { INODE_KEY } from './format/names.js'
-import { Reader } from './reader.js'
-import { SendAhead } from './send-ahead.js'
-import { dirtyLimitBytes, resolveSettings, type Settings } from './settings.js'
-import type { ObjectStore } from './store/types.js'
+} from './write/flush.js'
+import { SendAhead } from './write/send-ahead.js'
 
 const log = debug('stream-segment:file')
 

@@ -5,7 +5,8 @@ import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 
 const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc')
-if (process.argv.includes('--clean')) rmSync('dist', { recursive: true, force: true })
+// Always from scratch: a test or benchmark moved or removed must not linger in dist/.
+rmSync('dist', { recursive: true, force: true })
 execFileSync(process.execPath, [tsc, '-p', 'tsconfig.json'], { stdio: 'inherit' })
 execFileSync(process.execPath, [tsc, '-p', 'tsconfig.cjs.json'], { stdio: 'inherit' })
 mkdirSync('dist/cjs', { recursive: true })

@@ -55,8 +55,9 @@
  * shifts and format, inode cno = cno for part 0 (<= cno for parts >= 1), base inode NULL
  * or with cno < cno.
  */
-import { crc32 } from '../crc32.js'
+
 import { StreamSegmentError } from '../errors.js'
+import { crc32 } from '../util/crc32.js'
 import {
   decodeInode,
   encodeInode,

@@ -45,8 +45,9 @@
  * 124  crc       u32 CRC-32 of bytes 0..124
  * ```
  */
-import { crc32 } from '../crc32.js'
+
 import { StreamSegmentError } from '../errors.js'
+import { crc32 } from '../util/crc32.js'
 import { dataView, firstNonZero, hex32, isUint, MAX_CNO, pointerProblem, readU64, writeU64 } from './pointer.js'
 
 export const INODE_BYTES = 96

@@ -25,8 +25,9 @@
  * [minKey, maxKeyExclusive) as the parent bounds them; pointer cno <= node cno <= maxCno;
  * DIRTY never. In memory: typed arrays of length `count` (decode) or >= count (encode).
  */
-import { crc32 } from '../crc32.js'
+
 import { StreamSegmentError } from '../errors.js'
+import { crc32 } from '../util/crc32.js'
 import { MAX_META_SHIFT, MAX_ROOT_LEVEL, MIN_META_SHIFT } from './inode.js'
 import { dataView, firstNonZero, hex32, isUint, MAX_CNO, pointerProblem } from './pointer.js'
 

@@ -20,8 +20,9 @@
  * ERR_CORRUPT (ERR_UNSUPPORTED for a newer version); a key that is not a segment key is
  * ERR_INVALID_ARGUMENT.
  */
-import { crc32 } from '../crc32.js'
+
 import { StreamSegmentError } from '../errors.js'
+import { crc32 } from '../util/crc32.js'
 import {
   detectedHeader,
   encodeHeader,

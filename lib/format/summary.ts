@@ -20,8 +20,9 @@
  * CRC are still those that were sent, so a verifier can check every slot. In memory the
  * summary is three typed arrays indexed by slot, never an object per entry.
  */
-import { crc32 } from '../crc32.js'
+
 import { StreamSegmentError } from '../errors.js'
+import { crc32 } from '../util/crc32.js'
 import { SUMMARY_ENTRY_BYTES } from './header.js'
 import { dataView, hex32 } from './pointer.js'
 

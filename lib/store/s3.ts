@@ -42,8 +42,8 @@ import {
   UploadPartCommand,
 } from '@aws-sdk/client-s3'
 import createDebug from 'debug'
-import { crc32 } from '../crc32.js'
 import { StreamSegmentError } from '../errors.js'
+import { crc32 } from '../util/crc32.js'
 import { checkKey, joinBody, unquoteEtag } from './common.js'
 import {
   type Body,

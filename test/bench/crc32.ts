@@ -2,7 +2,7 @@
 // fastest. Run: npm run build && node dist/esm/test/bench/crc32.js
 import { randomBytes } from 'node:crypto'
 import { cpus } from 'node:os'
-import { crc32Implementation, crc32Implementations } from '../../lib/crc32.js'
+import { crc32Implementation, crc32Implementations } from '../../lib/util/crc32.js'
 
 const sizes = [4096, 64 * 1024, 16 * 1024 * 1024]
 const budgetBytes = 2 * 1024 ** 3

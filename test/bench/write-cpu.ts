@@ -3,10 +3,10 @@
 // map, and the partial segments the writer waits for), the flush, objects and peak RSS.
 // Run: npm run build && node dist/esm/test/bench/write-cpu.js   (BENCH_MIB=… to change the size)
 import { cpus } from 'node:os'
-import { crc32Implementation } from '../../lib/crc32.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import type { Settings } from '../../lib/settings.js'
 import { MemoryStore } from '../../lib/store/memory.js'
+import { crc32Implementation } from '../../lib/util/crc32.js'
 import { CpuCountingStore } from '../helpers/cpu-store.js'
 import { fillBlocks } from '../helpers/pattern.js'
 

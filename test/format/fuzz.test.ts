@@ -22,7 +22,7 @@ import {
   MAX_CNO,
   objectLayout,
 } from '../../lib/format/index.js'
-import { FUZZ_RUNS, readFixture, resealHeader, resealInodeObject, resealNode, view } from './helpers.js'
+import { FUZZ_RUNS, readFixture, resealHeader, resealInodeObject, resealNode, view } from '../helpers/format.js'
 
 const OBJECTS = [
   { key: '0000000007.1', bytes: readFixture('0000000007.1.bin') },

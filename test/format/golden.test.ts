@@ -22,7 +22,7 @@ import {
   type Summary,
 } from '../../lib/format/index.js'
 import { buildFixtures } from '../fixtures/make-fixtures.js'
-import { hex, readFixture } from './helpers.js'
+import { hex, readFixture } from '../helpers/format.js'
 
 const P1 = readFixture('0000000007.1.bin')
 const P0 = readFixture('0000000007.0.bin')

@@ -17,7 +17,7 @@ import {
   MAX_PART,
   objectLayout,
 } from '../../lib/format/index.js'
-import { arbInode, resealHeader, throwsCode, view } from './helpers.js'
+import { arbInode, resealHeader, throwsCode, view } from '../helpers/format.js'
 
 function inode(cno: number, patch: Partial<Inode> = {}): Inode {
   return { ...emptyInode({ dataShift: 12, metaShift: 12, ctimeMs: 1700000000000 }), cno, ...patch }

@@ -16,7 +16,7 @@ import {
   MAX_CNO,
   pointerLo,
 } from '../../lib/format/index.js'
-import { arbInode, resealInodeObject, throwsCode, view } from './helpers.js'
+import { arbInode, resealInodeObject, throwsCode, view } from '../helpers/format.js'
 
 /** Every field at its largest. */
 function maxInode(): Inode {

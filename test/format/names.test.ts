@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import fc from 'fast-check'
 import { INODE_KEY, MAX_CNO, MAX_PART, parseKey, segmentKey } from '../../lib/format/index.js'
-import { throwsCode } from './helpers.js'
+import { throwsCode } from '../helpers/format.js'
 
 test('segmentKey: cno zero-padded to 10 digits, part decimal', () => {
   assert.equal(segmentKey(7, 0), '0000000007.0')

@@ -12,7 +12,7 @@ import {
   nodeCapacity,
   pointerLo,
 } from '../../lib/format/index.js'
-import { resealNode, throwsCode, view } from './helpers.js'
+import { resealNode, throwsCode, view } from '../helpers/format.js'
 
 function leaf(): BlockMapNode {
   return {

@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { crc32 } from '../../lib/crc32.js'
 import {
   type BlockMapNode,
   dataSlot,
@@ -17,7 +16,8 @@ import {
   pointerLo,
   type Summary,
 } from '../../lib/format/index.js'
-import { throwsCode } from './helpers.js'
+import { crc32 } from '../../lib/util/crc32.js'
+import { throwsCode } from '../helpers/format.js'
 
 /** Block `b` of checkpoint 3: bytes derived from the block index, so a wrong slot shows. */
 function block(b: number): Uint8Array {

@@ -16,7 +16,7 @@ import {
   UNIT_BYTES,
   writeU64,
 } from '../../lib/format/index.js'
-import { throwsCode } from './helpers.js'
+import { throwsCode } from '../helpers/format.js'
 
 test('pointer constants are the layout: 30-bit cno, 14-bit part, 18-bit unit of 4 KiB', () => {
   assert.equal(MAX_CNO, 2 ** 30 - 1)

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import fc from 'fast-check'
-import { crc32 } from '../../lib/crc32.js'
 import { decodeSummary, emptySummary, encodeSummary, type Summary } from '../../lib/format/index.js'
-import { throwsCode, view } from './helpers.js'
+import { crc32 } from '../../lib/util/crc32.js'
+import { throwsCode, view } from '../helpers/format.js'
 
 function sample(): Summary {
   return {

@@ -4,7 +4,7 @@ import { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { SegmentFile } from '../../lib/segment-file.js'
 import type { ObjectStore } from '../../lib/store/types.js'
-import { createStreamSegmentWriteStream } from '../../lib/write-stream.js'
+import { createStreamSegmentWriteStream } from '../../lib/streams/write-stream.js'
 import { fillBlocks } from './pattern.js'
 
 const MiB = 1024 * 1024

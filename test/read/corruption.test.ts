@@ -13,19 +13,19 @@ import { mkdtemp, readFile, rm, truncate as truncateFile, writeFile } from 'node
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
-import { inspectCheckpoint, verifyCheckpoint } from '../../lib/checkpoints.js'
+import { inspectCheckpoint, verifyCheckpoint } from '../../lib/admin/checkpoints.js'
 import { StreamSegmentError } from '../../lib/errors.js'
 import type { objectLayout } from '../../lib/format/header.js'
 import { FORMAT_PARTED, FORMAT_STREAM } from '../../lib/format/inode.js'
 import { parseKey } from '../../lib/format/names.js'
 import { decodeObject } from '../../lib/format/object.js'
 import { pointerPart, pointerUnit, UNIT_BYTES } from '../../lib/format/pointer.js'
-import { createStreamSegmentReadStream } from '../../lib/read-stream.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { DirectoryStore } from '../../lib/store/directory.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
-import { buildContainer, copyStore, prng, smallSettings, within } from './fixture.js'
+import { createStreamSegmentReadStream } from '../../lib/streams/read-stream.js'
+import { buildContainer, copyStore, prng, smallSettings, within } from '../helpers/containers.js'
 
 const ALLOWED = new Set(['ERR_CORRUPT', 'ERR_NOT_FOUND', 'ERR_UNSUPPORTED'])
 const runs = Number(process.env.CORRUPTION_RUNS ?? 60)

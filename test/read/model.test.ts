@@ -8,11 +8,11 @@
 import assert from 'node:assert/strict'
 import { it } from 'node:test'
 import fc from 'fast-check'
-import { createStreamSegmentReadStream } from '../../lib/read-stream.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import type { ContainerFormat } from '../../lib/settings.js'
 import { MemoryStore } from '../../lib/store/memory.js'
-import { smallSettings, Tracked } from './fixture.js'
+import { createStreamSegmentReadStream } from '../../lib/streams/read-stream.js'
+import { smallSettings, Tracked } from '../helpers/containers.js'
 
 const KiB = 1024
 const MAX_FILE = 300 * KiB

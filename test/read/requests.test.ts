@@ -7,10 +7,10 @@
  */
 import assert from 'node:assert/strict'
 import { before, describe, it } from 'node:test'
-import { createStreamSegmentReadStream } from '../../lib/read-stream.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
+import { createStreamSegmentReadStream } from '../../lib/streams/read-stream.js'
 import { pattern } from '../helpers/pattern.js'
 import { ThrottledStore } from '../helpers/throttled-store.js'
 

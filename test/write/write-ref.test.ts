@@ -5,10 +5,10 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
-import type { BlockSource } from '../../lib/dirty-tier.js'
 import { SegmentFile } from '../../lib/segment-file.js'
+import type { BlockSource } from '../../lib/state/dirty-tier.js'
 import { MemoryStore } from '../../lib/store/memory.js'
-import { uploadFile } from '../../lib/upload-file.js'
+import { uploadFile } from '../../lib/write/upload-file.js'
 import { FailingStore } from '../helpers/failing-store.js'
 
 const MiB = 1024 * 1024

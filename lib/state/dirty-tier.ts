@@ -1,0 +1,386 @@
+/**
+ * The dirty tier: bytes written by value and not yet stored, in pooled slabs.
+ *
+ * - Bytes are copied once, on intake, into a slot of a slab (a large Buffer filled once
+ *   when allocated, so its pages are faulted in before the hot path touches them).
+ *   Slots are plain numbers; per-slot state lives in typed arrays, never in one JS
+ *   object per block.
+ * - Uploads send views of the slabs, not copies. While a request carrying a slot is in
+ *   flight the slot is pinned, and its bytes must not change: a write to a block whose
+ *   slot is pinned takes a fresh slot (copy-on-write) and the old one is freed when the
+ *   request ends. An unpinned slot is rewritten in place.
+ * - Every write bumps the slot's generation. When an object completes, a block in it
+ *   becomes clean only if it still maps to the slot it was sent from, at the generation
+ *   it was sent with (a multipart piece unpins its slots when its request ends, long
+ *   before the object completes).
+ * - Placement: when an object takes a slot, the slot records which object holds its
+ *   current generation and at which pointer (`place`). A block is unsent while no object
+ *   in flight holds its current bytes; `unplacedBytes` counts those, and is what sending
+ *   ahead sends. A write after placement, or the object failing (`unplace`), makes the
+ *   block unsent again.
+ * - Blocks written by reference (`allocRef`) take an id from pages without a slab: they
+ *   hold no bytes, only a source and a position; their bytes are read on demand
+ *   (`readRef`), when the object holding them is sent or a read needs them. They do not
+ *   count in `usedBytes` (the dirty limits do not apply to them), but do in
+ *   `unplacedBytes` (they are sent ahead like the rest).
+ * - A slot is free when no block maps to it (`release`) and no request pins it.
+ *   `usedBytes` counts every slot that is not free: a block stays in the tier, and counts
+ *   against the dirty limit, until the object holding it has completed.
+ */
+
+import { StreamSegmentError } from '../errors.js'
+import { crc32 } from '../util/crc32.js'
+
+const SLAB_BYTES = 4 * 1024 * 1024
+/** Bytes copied before they are hashed: small enough to stay in the CPU cache. */
+const CACHE_STEP = 64 * 1024
+
+/**
+ * Where blocks written by reference get their bytes: the bytes at `position` of some
+ * file or object, on demand. Contract: from `writeRef` until the flush that publishes the
+ * checkpoint returns, it gives the bytes as they were at `writeRef`.
+ */
+export interface BlockSource {
+  read(position: number, length: number): Promise<Uint8Array>
+}
+
+export class DirtyTier {
+  readonly blockSize: number
+  private readonly slotsPerSlab: number
+  private readonly slabShift: number
+  /** Pages of ids: a slab for byte slots, or undefined for a page of references. */
+  private slabs: Array<Buffer | undefined> = []
+  private freeSlots = new Int32Array(1024)
+  private freeCount = 0
+  private freeRefs = new Int32Array(1024)
+  private freeRefCount = 0
+  /** References: the source and the position in it of the block's first byte. */
+  private refSource = new Uint32Array(1024)
+  private refPos = new Float64Array(1024)
+  private sources: BlockSource[] = []
+  private sourceIds = new Map<BlockSource, number>()
+  private generation = new Uint32Array(1024)
+  /** Requests in flight carrying the slot. */
+  private pins = new Uint16Array(1024)
+  /** 1 while a block maps to the slot. */
+  private mapped = new Uint8Array(1024)
+  /** The generation an object in flight holds (0: none), which object, and where. */
+  private placedGen = new Uint32Array(1024)
+  private placedIn = new Uint32Array(1024)
+  private placedHi = new Uint32Array(1024)
+  private placedLo = new Uint32Array(1024)
+  private unplaced = 0
+  /** A CRC-32 of the slot's bytes, valid while crcGen equals the slot's generation. */
+  private crcs = new Uint32Array(1024)
+  private crcGen = new Uint32Array(1024)
+  private allocated = 0
+
+  constructor(blockSize: number) {
+    this.blockSize = blockSize
+    this.slotsPerSlab = Math.max(1, Math.floor(SLAB_BYTES / blockSize))
+    this.slabShift = Math.log2(this.slotsPerSlab)
+  }
+
+  /** Bytes held by allocated slots. */
+  get usedBytes(): number {
+    return this.allocated * this.blockSize
+  }
+
+  /** A slot for one block, its bytes unspecified (the caller fills all of them). */
+  alloc(): number {
+    if (this.freeCount === 0) this.grow(true)
+    const slot = this.freeSlots[--this.freeCount] as number
+    this.allocated++
+    this.taken(slot)
+    return slot
+  }
+
+  /** An id for a block written by reference: its bytes are `source`'s at `position`. */
+  allocRef(source: BlockSource, position: number): number {
+    if (this.freeRefCount === 0) this.grow(false)
+    const id = this.freeRefs[--this.freeRefCount] as number
+    let s = this.sourceIds.get(source)
+    if (s === undefined) {
+      s = this.sources.length
+      this.sources.push(source)
+      this.sourceIds.set(source, s)
+    }
+    this.refSource[id] = s
+    this.refPos[id] = position
+    this.taken(id)
+    return id
+  }
+
+  isRef(id: number): boolean {
+    return this.slabs[id >>> this.slabShift] === undefined
+  }
+
+  /** The source of reference `id`, and the position of its block in it. */
+  refOf(id: number): { source: BlockSource; position: number } {
+    return { source: this.sources[this.refSource[id] as number] as BlockSource, position: this.refPos[id] as number }
+  }
+
+  /** Bytes [at, at + length) of the block of reference `id`, from its source, checked for length. */
+  async readRef(id: number, at: number, length: number): Promise<Uint8Array> {
+    const { source, position } = this.refOf(id)
+    return readSource(source, position + at, length)
+  }
+
+  private taken(slot: number): void {
+    this.mapped[slot] = 1
+    this.generation[slot] = ((this.generation[slot] as number) + 1) >>> 0
+    this.placedGen[slot] = 0
+    this.placedIn[slot] = 0
+    this.unplaced++
+  }
+
+  /** No block maps to `slot` any more; it is freed once no request pins it. */
+  release(slot: number): void {
+    // Freeing a slot twice would hand it to two blocks.
+    if (this.mapped[slot] !== 1) throw StreamSegmentError.internal(`dirty-tier slot ${slot} released twice`)
+    if (!this.placed(slot)) this.unplaced--
+    this.mapped[slot] = 0
+    if (this.pins[slot] === 0) this.free(slot)
+  }
+
+  pinned(slot: number): boolean {
+    return this.pins[slot] !== 0
+  }
+
+  pin(slot: number): void {
+    if (this.mapped[slot] === 0 && this.pins[slot] === 0) {
+      throw StreamSegmentError.internal(`dirty-tier slot ${slot} is free: nothing may send it`)
+    }
+    this.pins[slot] = (this.pins[slot] as number) + 1
+  }
+
+  unpin(slot: number): void {
+    const n = (this.pins[slot] as number) - 1
+    this.pins[slot] = n
+    if (n === 0 && this.mapped[slot] === 0) this.free(slot)
+  }
+
+  private free(slot: number): void {
+    if (this.isRef(slot)) {
+      if (this.freeRefCount === this.freeRefs.length) this.freeRefs = grownInt(this.freeRefs, this.freeRefs.length * 2)
+      this.freeRefs[this.freeRefCount++] = slot
+      return
+    }
+    if (this.freeCount === this.freeSlots.length) {
+      const bigger = new Int32Array(this.freeSlots.length * 2)
+      bigger.set(this.freeSlots)
+      this.freeSlots = bigger
+    }
+    this.freeSlots[this.freeCount++] = slot
+    this.allocated--
+  }
+
+  gen(slot: number): number {
+    return this.generation[slot] as number
+  }
+
+  /** The slab holding `slot`, and the slot's byte offset in it. */
+  slab(slot: number): Buffer {
+    const slab = this.slabs[slot >>> this.slabShift]
+    if (slab === undefined) throw StreamSegmentError.internal(`dirty-tier id ${slot} is a reference, not a slot`)
+    return slab
+  }
+
+  offset(slot: number): number {
+    return (slot & (this.slotsPerSlab - 1)) * this.blockSize
+  }
+
+  /** Copies `src` into the slot at `at`, and marks the slot's content as changed. */
+  write(slot: number, at: number, src: Uint8Array): void {
+    this.slab(slot).set(src, this.offset(slot) + at)
+    this.bump(slot)
+  }
+
+  /**
+   * Copies `count` whole blocks from `src` at `from` into slots first … first + count − 1
+   * of one slab, and hashes each block right after copying it, while it is in the CPU
+   * cache: a stream's blocks are written once, so their CRC is then ready when they are
+   * sent (`crcOf`), instead of costing a second pass over cold memory.
+   */
+  writeRun(first: number, count: number, src: Uint8Array, from: number): void {
+    const bs = this.blockSize
+    const slab = this.slab(first)
+    const base = this.offset(first)
+    const step = Math.max(1, Math.floor(CACHE_STEP / bs))
+    for (let i = 0; i < count; i += step) {
+      const m = Math.min(step, count - i)
+      slab.set(src.subarray(from + i * bs, from + (i + m) * bs), base + i * bs)
+      for (let j = i; j < i + m; j++) {
+        const s = first + j
+        this.bump(s)
+        this.crcs[s] = crc32(slab.subarray(base + j * bs, base + (j + 1) * bs))
+        this.crcGen[s] = this.generation[s] as number
+      }
+    }
+  }
+
+  /** The CRC-32 of the slot's bytes (computed now unless known for its current generation). */
+  crcOf(slot: number): number {
+    const g = this.generation[slot] as number
+    if (this.crcGen[slot] === g && g !== 0) return this.crcs[slot] as number
+    const so = this.offset(slot)
+    const c = crc32(this.slab(slot).subarray(so, so + this.blockSize))
+    this.crcs[slot] = c
+    this.crcGen[slot] = g
+    return c
+  }
+
+  copySlot(from: number, to: number): void {
+    const so = this.offset(from)
+    this.slab(from).copy(this.slab(to), this.offset(to), so, so + this.blockSize)
+    this.bump(to)
+  }
+
+  /** Whether slot `next` follows slot `prev` in the same slab. */
+  follows(prev: number, next: number): boolean {
+    return next === prev + 1 && (next & (this.slotsPerSlab - 1)) !== 0 && !this.isRef(next)
+  }
+
+  fill(slot: number, at: number, length: number, value = 0): void {
+    const off = this.offset(slot) + at
+    this.slab(slot).fill(value, off, off + length)
+    this.bump(slot)
+  }
+
+  /** Frees every slab (the handle is closing or rolling back; nothing may be in flight). */
+  clear(): void {
+    this.slabs = []
+    this.freeCount = 0
+    this.allocated = 0
+    this.freeSlots = new Int32Array(1024)
+    this.freeRefCount = 0
+    this.sources = []
+    this.sourceIds.clear()
+    this.pins.fill(0)
+    this.mapped.fill(0)
+    this.placedGen.fill(0)
+    this.placedIn.fill(0)
+    this.unplaced = 0
+  }
+
+  /** The slot's bytes changed: a new generation, and no longer what any object holds. */
+  private bump(slot: number): void {
+    if (this.mapped[slot] === 1 && this.placed(slot)) this.unplaced++
+    this.generation[slot] = ((this.generation[slot] as number) + 1) >>> 0
+  }
+
+  // --- placement: which object (in flight) holds a slot's current bytes ---
+
+  /** Bytes of mapped slots whose current bytes no object in flight holds: what is unsent. */
+  get unplacedBytes(): number {
+    return this.unplaced * this.blockSize
+  }
+
+  /** Whether an object in flight holds the slot's current bytes. */
+  placed(slot: number): boolean {
+    return this.placedGen[slot] !== 0 && this.placedGen[slot] === this.generation[slot]
+  }
+
+  /** The object (an id of the caller's) that last took this slot, whatever its bytes since. */
+  placedObject(slot: number): number {
+    return this.placedIn[slot] as number
+  }
+
+  /** Records that object `id` holds the slot's current bytes, at the pointer (hi, lo). */
+  place(slot: number, id: number, hi: number, lo: number): void {
+    if (this.mapped[slot] === 1 && !this.placed(slot)) this.unplaced--
+    this.placedGen[slot] = this.generation[slot] as number
+    this.placedIn[slot] = id
+    this.placedHi[slot] = hi
+    this.placedLo[slot] = lo
+  }
+
+  /** The object holding the slot failed or was given up: its bytes are unsent again. */
+  unplace(slot: number, id: number): void {
+    if (this.placedIn[slot] !== id) return
+    if (this.mapped[slot] === 1 && this.placed(slot)) this.unplaced++
+    this.placedGen[slot] = 0
+    this.placedIn[slot] = 0
+  }
+
+  placedPointerHi(slot: number): number {
+    return this.placedHi[slot] as number
+  }
+
+  placedPointerLo(slot: number): number {
+    return this.placedLo[slot] as number
+  }
+
+  /** Adds a page of ids: a pre-faulted slab of byte slots, or a page of references. */
+  private grow(bytes: boolean): void {
+    const index = this.slabs.length
+    if (bytes) {
+      const slab = Buffer.allocUnsafeSlow(this.slotsPerSlab * this.blockSize)
+      slab.fill(0) // fault the pages in now, not on the write path
+      this.slabs.push(slab)
+    } else {
+      this.slabs.push(undefined)
+    }
+    const first = index * this.slotsPerSlab
+    const need = first + this.slotsPerSlab
+    if (this.generation.length < need) {
+      const n = Math.max(need, this.generation.length * 2)
+      this.generation = grown(this.generation, new Uint32Array(n))
+      this.pins = grown(this.pins, new Uint16Array(n))
+      this.mapped = grown(this.mapped, new Uint8Array(n))
+      this.crcs = grown(this.crcs, new Uint32Array(n))
+      this.crcGen = grown(this.crcGen, new Uint32Array(n))
+      this.placedGen = grown(this.placedGen, new Uint32Array(n))
+      this.placedIn = grown(this.placedIn, new Uint32Array(n))
+      this.placedHi = grown(this.placedHi, new Uint32Array(n))
+      this.placedLo = grown(this.placedLo, new Uint32Array(n))
+      this.refSource = grown(this.refSource, new Uint32Array(n))
+      const pos = new Float64Array(n)
+      pos.set(this.refPos)
+      this.refPos = pos
+    }
+    // Push in reverse so ids come out in ascending order: sequential writes then fill
+    // a slab front to back, and an object's blocks sit side by side.
+    if (bytes) {
+      if (this.freeSlots.length < this.freeCount + this.slotsPerSlab) {
+        this.freeSlots = grownInt(
+          this.freeSlots,
+          Math.max(this.freeCount + this.slotsPerSlab, this.freeSlots.length * 2),
+          this.freeCount,
+        )
+      }
+      for (let s = need - 1; s >= first; s--) this.freeSlots[this.freeCount++] = s
+    } else {
+      if (this.freeRefs.length < this.freeRefCount + this.slotsPerSlab) {
+        this.freeRefs = grownInt(
+          this.freeRefs,
+          Math.max(this.freeRefCount + this.slotsPerSlab, this.freeRefs.length * 2),
+          this.freeRefCount,
+        )
+      }
+      for (let s = need - 1; s >= first; s--) this.freeRefs[this.freeRefCount++] = s
+    }
+  }
+}
+
+function grown<T extends Uint8Array | Uint16Array | Uint32Array>(old: T, bigger: T): T {
+  bigger.set(old)
+  return bigger
+}
+
+function grownInt(old: Int32Array, n: number, used = old.length): Int32Array<ArrayBuffer> {
+  const bigger = new Int32Array(n)
+  bigger.set(old.subarray(0, used))
+  return bigger
+}
+
+/** `length` bytes at `position` of a source; a short or long answer is ERR_STATE (the source broke its contract). */
+export async function readSource(source: BlockSource, position: number, length: number): Promise<Uint8Array> {
+  const bytes = await source.read(position, length)
+  if (!(bytes instanceof Uint8Array) || bytes.byteLength !== length) {
+    throw StreamSegmentError.state(
+      `block source gave ${bytes instanceof Uint8Array ? `${bytes.byteLength} bytes` : typeof bytes} for ${length} at ${position}`,
+    )
+  }
+  return bytes
+}

@@ -1,0 +1,275 @@
+/**
+ * `createStreamSegmentReadStream`: a streamx Readable of a container's file (or a byte
+ * range of it) at its latest checkpoint, or at checkpoint `cno`.
+ *
+ * - A thin adapter over a read-only SegmentFile and a Reader: `_open` opens the file,
+ *   `_read` pushes the next piece, in file order.
+ * - Read-ahead: the range is planned a window at a time (Reader.plan: holes, data runs
+ *   of at most `readGetMaxBytes`) and data runs are fetched ahead of the consumer, so
+ *   several GETs are in flight (at most `readMaxConcurrency` data GETs; the walk of the
+ *   next window runs beside them, in slots of its own). Memory bound: the runs
+ *   fetched or in flight and not yet pushed hold at most `readAheadBytes` (default
+ *   readGetMaxBytes × readMaxConcurrency, 160 MiB: enough for every GET allowed in
+ *   flight) plus one run; the stream's own buffer is `highWaterMark`. The consumer's
+ *   backpressure stops `_read`, and with it the read-ahead.
+ * - `start` and `end` are byte offsets, `end` inclusive, as in `fs.createReadStream` and
+ *   HTTP ranges; both are clipped to the file, and a start at or past its end gives an
+ *   empty stream.
+ * - The AbortSignal, `destroy()` or a failed read aborts every request in flight and
+ *   fails the stream with a StreamSegmentError (ERR_ABORTED for the first two).
+ */
+import { Readable } from 'streamx'
+import { StreamSegmentError } from '../errors.js'
+import { type Piece, Reader, type ReadOptions, type ReadTiming, resolveReadOptions } from '../read/reader.js'
+import { SegmentFile } from '../segment-file.js'
+import { openStore, type StoreLocation } from '../store/open.js'
+import type { ObjectStore } from '../store/types.js'
+
+const MiB = 1024 * 1024
+/** Zeros of a hole are pushed in pieces of at most this. */
+const ZERO_CHUNK = MiB
+
+export interface ReadStreamOptions extends ReadOptions {
+  /** Where the container is: s3://bucket/prefix, a directory, file:///dir, mem://name. */
+  url?: StoreLocation
+  /** Or the store itself. */
+  store?: ObjectStore
+  /** First byte (default 0) and last byte, inclusive (default the file's last). */
+  start?: number
+  end?: number
+  /** Read this checkpoint instead of the latest. */
+  cno?: number
+  signal?: AbortSignal
+  /** Bytes fetched ahead of the consumer (default readGetMaxBytes × readMaxConcurrency). */
+  readAheadBytes?: number
+  /** The stream's own buffer, in bytes (default 1 MiB). */
+  highWaterMark?: number
+}
+
+type Callback = (err: Error | null) => void
+
+interface Ahead {
+  size: number
+  bytes: Promise<Uint8Array> | (() => Uint8Array)
+}
+
+export class StreamSegmentReadStream extends Readable {
+  file: SegmentFile | undefined
+  reader: Reader | undefined
+  readonly store: ObjectStore
+  /** Bytes pushed so far. */
+  bytesRead = 0
+  /** The file's size at the checkpoint read, once open. */
+  size = -1
+  private readonly options: ReadStreamOptions
+  private readonly readAheadBytes: number
+  private openRequests = { requests: 0, bytes: 0 }
+  private pos = 0
+  private end = 0
+  private planned: Piece[] = []
+  private queue: Ahead[] = []
+  private ahead = 0
+  private filling: Promise<void> | undefined
+  private planning: Promise<void> | undefined
+  private plannedBytes = 0
+  private fillError: unknown
+
+  constructor(options: ReadStreamOptions) {
+    const { url, store, signal, highWaterMark = MiB } = options
+    super({ highWaterMark })
+    if ((url === undefined) === (store === undefined)) {
+      throw StreamSegmentError.invalidArgument('createStreamSegmentReadStream: give exactly one of url and store')
+    }
+    for (const name of ['start', 'end'] as const) {
+      const v = options[name]
+      if (v !== undefined && (!Number.isSafeInteger(v) || v < 0)) {
+        throw StreamSegmentError.invalidArgument(`createStreamSegmentReadStream: ${name} ${v} is not an offset`)
+      }
+    }
+    const read = resolveReadOptions(options) // validates before any request
+    const ahead = options.readAheadBytes ?? read.readGetMaxBytes * read.readMaxConcurrency
+    if (!Number.isSafeInteger(ahead) || ahead < 0) {
+      throw StreamSegmentError.invalidArgument(`option readAheadBytes = ${ahead}: must be a non-negative integer`)
+    }
+    this.readAheadBytes = ahead
+    this.options = options
+    this.store = store ?? openStore(url as StoreLocation)
+    if (signal) {
+      const onAbort = () => this.destroy(StreamSegmentError.aborted(`read of ${this.store.url} aborted`, signal.reason))
+      if (signal.aborted) queueMicrotask(onAbort)
+      else signal.addEventListener('abort', onAbort, { once: true })
+    }
+  }
+
+  /** Requests and bytes by kind, cache hits; `inode` counts the open. */
+  get timing(): ReadTiming | undefined {
+    const t = this.reader?.timing
+    if (t === undefined) return undefined
+    return {
+      ...t,
+      requests: { ...t.requests, inode: this.openRequests.requests },
+      bytes: { ...t.bytes, inode: this.openRequests.bytes },
+    }
+  }
+
+  override _open(cb: Callback): void {
+    this.openFile().then(() => cb(null), cb)
+  }
+
+  override _read(cb: Callback): void {
+    this.next().then(() => cb(null), cb)
+  }
+
+  override _predestroy(): void {
+    this.abortFile()
+  }
+
+  override _destroy(cb: Callback): void {
+    this.abortFile()
+    const file = this.file
+    if (file === undefined) {
+      cb(null)
+      return
+    }
+    file.close().then(
+      () => cb(null),
+      () => cb(null), // an aborted file refuses close; its memory goes with it
+    )
+  }
+
+  private abortFile(): void {
+    const state = (this as unknown as { _readableState?: { error: unknown } | null })._readableState
+    const err = state?.error ?? StreamSegmentError.aborted(`read of ${this.store.url} aborted`)
+    if (this.queue.length > 0 || this.filling !== undefined || this.planning !== undefined) this.file?.abort(err)
+    this.queue = []
+  }
+
+  private async openFile(): Promise<void> {
+    const { cno, start = 0, end } = this.options
+    const counted = countingStore(this.store, this.openRequests)
+    const file = await SegmentFile.open(counted.store, { cno, readOnly: true })
+    counted.stop()
+    this.file = file
+    this.size = file.size
+    this.reader = new Reader(file.core, this.options)
+    this.pos = Math.min(start, file.size)
+    this.end = Math.min(end === undefined ? file.size : end + 1, file.size)
+  }
+
+  private async next(): Promise<void> {
+    if (this.fillError !== undefined) throw this.fillError
+    await this.fill()
+    const head = this.queue.shift()
+    if (head === undefined) {
+      this.push(null)
+      return
+    }
+    const bytes = typeof head.bytes === 'function' ? head.bytes() : await head.bytes
+    this.ahead -= head.size
+    this.bytesRead += bytes.byteLength
+    this.push(bytes)
+    // Keep the window full while the consumer works.
+    this.fill().catch((err) => {
+      this.fillError ??= err
+    })
+  }
+
+  /** Starts fetches until `readAheadBytes` are ahead (and at least one piece is queued). */
+  private fill(): Promise<void> {
+    this.filling ??= this.doFill().finally(() => {
+      this.filling = undefined
+    })
+    return this.filling
+  }
+
+  private async doFill(): Promise<void> {
+    while (this.queue.length === 0 || this.ahead < this.readAheadBytes) {
+      if (this.planned.length === 0) {
+        if (this.pos >= this.end && this.planning === undefined) return
+        await this.planNext()
+        continue
+      }
+      const p = this.planned.shift() as Piece
+      this.plannedBytes -= p.end - p.start
+      if (p.kind === 'data') {
+        const bytes = (this.reader as Reader).fetchPiece(p)
+        bytes.catch(() => undefined) // awaited in order by next(); never unhandled
+        this.queue.push({ size: p.end - p.start, bytes })
+        this.ahead += p.end - p.start
+      } else if (p.kind === 'memory') {
+        const b = p.bytes
+        this.queue.push({ size: b.byteLength, bytes: () => b })
+        this.ahead += b.byteLength
+      } else {
+        for (let at = p.start; at < p.end; at += ZERO_CHUNK) {
+          const n = Math.min(ZERO_CHUNK, p.end - at)
+          this.queue.push({ size: n, bytes: () => Buffer.alloc(n) })
+          this.ahead += n
+        }
+      }
+    }
+    // Walk the next window while the GETs of this one run, so no GET waits for a walk.
+    if (this.plannedBytes < this.window() && this.pos < this.end && this.planning === undefined) {
+      this.planNext().catch((err) => {
+        this.fillError ??= err
+      })
+    }
+  }
+
+  private window(): number {
+    const bs = (this.file as SegmentFile).settings.dataBlockSize
+    return Math.max(this.readAheadBytes, (this.reader as Reader).options.readGetMaxBytes, bs)
+  }
+
+  /** Plans the next window (one at a time, in order), or waits for the one in progress. */
+  private planNext(): Promise<void> {
+    this.planning ??= (async () => {
+      const bs = (this.file as SegmentFile).settings.dataBlockSize
+      const from = this.pos
+      const to = Math.min(this.end, (Math.floor(from / bs) + Math.ceil(this.window() / bs)) * bs)
+      this.pos = to
+      const pieces = await (this.reader as Reader).plan(from, to)
+      for (const p of pieces) {
+        this.planned.push(p)
+        this.plannedBytes += p.end - p.start
+      }
+    })().finally(() => {
+      this.planning = undefined
+    })
+    return this.planning
+  }
+}
+
+declare module 'streamx' {
+  interface Readable {
+    _open(cb: Callback): void
+    _predestroy(): void
+    _destroy(cb: Callback): void
+  }
+}
+
+/** The store, counting its requests into `into` until `stop()` (the open's cost). */
+function countingStore(
+  store: ObjectStore,
+  into: { requests: number; bytes: number },
+): { store: ObjectStore; stop: () => void } {
+  let counting = true
+  const proxy = new Proxy(store, {
+    get(target, prop) {
+      const v = Reflect.get(target, prop, target)
+      if (typeof v !== 'function') return v
+      if (prop !== 'get' && prop !== 'head') return v.bind(target)
+      return async (...args: unknown[]) => {
+        if (counting) into.requests++
+        const r = await v.apply(target, args)
+        if (counting && r instanceof Uint8Array) into.bytes += r.byteLength
+        return r
+      }
+    },
+  })
+  return { store: proxy, stop: () => (counting = false) }
+}
+
+export function createStreamSegmentReadStream(options: ReadStreamOptions): StreamSegmentReadStream {
+  return new StreamSegmentReadStream(options)
+}

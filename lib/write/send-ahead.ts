@@ -1,0 +1,427 @@
+/**
+ * Sending ahead: objects of the coming checkpoint sent while the file is written, so
+ * the flush is left with the tail (`streamSegmentBytes`, the spec's *Sending ahead*).
+ *
+ * - Target ≤ one piece (`segmentMpuChunkSize`): each object is sent whole, in one
+ *   PutObject, as soon as the unsent dirty data under whole leaves makes one target's
+ *   worth; it takes leaves in order until it holds the target (the last leaf may take it
+ *   a little over, never over segmentMaxObjectBytes) and leaves the rest.
+ * - Larger: one multipart object is filled a piece at a time, each piece exactly
+ *   `segmentMpuChunkSize` bytes of unsent blocks in key order, and closed once it holds
+ *   the target. Before a piece is placed, the object must have room for it and its
+ *   leaves with one leaf in sixteen spare; if not, it is closed early and the piece
+ *   starts the next object. Closing appends the unsent blocks still under its leaves,
+ *   then its leaves, summary and header; if leaf splits outran the spare and it would
+ *   exceed the limit, it is given up (aborted; its blocks stay dirty and count as dead).
+ *   A block the open object holds and that is written again is not sent again in a
+ *   later piece: its last bytes go when the object closes, or with the flush.
+ * - A leaf never leaves its data: an object stores every leaf holding one of its blocks,
+ *   with pointers to where each dirty block under it was placed (this object, or another
+ *   in flight). Such a leaf becomes clean only if, when the object completes, it is
+ *   entry for entry what the object stored.
+ * - At most `segmentMpuMaxConcurrency` requests are in flight (the uploader's shared
+ *   semaphore); the writer waits for room, never for completion.
+ * - An object that fails is aborted and its blocks are unsent again: the flush (or a
+ *   later object) writes them, nothing is lost, and it is not an error. Anything else
+ *   thrown in an upload task is a bug: it is kept and thrown from the next call that
+ *   takes objects in (`check`: a write, a flush, a rollback).
+ */
+import debug from 'debug'
+import { StreamSegmentError } from '../errors.js'
+import { FLAG_SENT_AHEAD } from '../format/header.js'
+import { FORMAT_PARTED } from '../format/inode.js'
+import { segmentKey } from '../format/names.js'
+import { pointerLo, UNIT_BYTES } from '../format/pointer.js'
+import { MAX_OBJECT_BYTES } from '../settings.js'
+import type { MapNode } from '../state/block-map.js'
+import { DIRTY_BASE, isDirtyRef } from '../state/block-map.js'
+import type { FileCore } from '../state/file-state.js'
+import type { CompletedPart } from '../store/types.js'
+import type { CheckpointCounters } from './flush.js'
+import { newObjectId, ObjectPlan, objectBytes, type SentPrefix, takeBlocks, unsentUnder } from './object-plan.js'
+
+const log = debug('stream-segment:send')
+const FAILURES_BEFORE_PAUSE = 3
+
+interface Unsent {
+  key: number
+  slot: number
+  leaf: MapNode
+}
+
+/** The multipart object being filled. */
+interface OpenObject {
+  id: number
+  cno: number
+  part: number
+  key: string
+  uploadId: Promise<string>
+  sent: SentPrefix
+  parts: Array<Promise<CompletedPart>>
+  leaves: Set<MapNode>
+}
+
+export class SendAhead {
+  private open: OpenObject | undefined
+  private running = new Set<Promise<void>>()
+  private aborting = new Set<Promise<void>>()
+  private bug: unknown
+  /** Lowest block that may be unsent (a hint that spares scanning sent leaves). */
+  private scanFrom = 0
+  /** Do not scan again before this many bytes are unsent (the last scan found too few). */
+  private scanAt = 0
+  /** Objects failed in a row: from FAILURES_BEFORE_PAUSE on, nothing more is sent ahead until the flush. */
+  private failures = 0
+
+  constructor(
+    private readonly core: FileCore,
+    private readonly counters: () => CheckpointCounters,
+  ) {}
+
+  /** The object size aimed at: streamSegmentBytes, capped at segmentMaxObjectBytes and 1 GiB. */
+  get target(): number {
+    // A PartedSegment object is built whole before it is sent: nothing goes ahead.
+    if (this.core.format === FORMAT_PARTED) return 0
+    const s = this.core.settings
+    return Math.min(s.streamSegmentBytes, s.segmentMaxObjectBytes, MAX_OBJECT_BYTES)
+  }
+
+  get inFlight(): number {
+    return this.running.size
+  }
+
+  /** A write touched blocks from `block` on. */
+  noteWrite(block: number): void {
+    if (block < this.scanFrom) this.scanFrom = block
+  }
+
+  /** Throws a bug kept from an upload task. */
+  check(): void {
+    if (this.bug !== undefined) throw this.bug
+  }
+
+  /** Sends what there is to send after a write (waiting only for room to send it). */
+  async afterWrite(): Promise<void> {
+    this.check()
+    const target = this.target
+    if (this.failures >= FAILURES_BEFORE_PAUSE) return
+    if (
+      target === 0 ||
+      this.core.tier.unplacedBytes < Math.min(target, this.pieceSize) ||
+      this.core.tier.unplacedBytes < this.scanAt
+    )
+      return
+    if (target <= this.pieceSize) await this.sendWhole(target)
+    else await this.sendPieces(target, false)
+  }
+
+  /**
+   * For the flush: sends what is unsent into the open object as pieces while it has room,
+   * closes it, and waits for every object in flight.
+   */
+  async drain(): Promise<void> {
+    this.check()
+    if (this.open !== undefined) {
+      await this.sendPieces(this.target, true)
+      if (this.open !== undefined) await this.close(true)
+    }
+    await this.settle()
+    this.failures = 0
+    this.check()
+  }
+
+  /** Over the dirty limit: closes the open object at whatever size it has, and waits for every object. */
+  async relieve(): Promise<void> {
+    this.check()
+    if (this.open !== undefined) await this.close(false)
+    await this.settle()
+    this.check()
+  }
+
+  /** Waits for every object in flight (each one's own outcome is handled by its task). */
+  async settle(): Promise<void> {
+    while (this.running.size > 0) await Promise.allSettled([...this.running])
+  }
+
+  /** Gives up the open object and waits for the rest (rollback, close, abort). */
+  async abandon(): Promise<void> {
+    const open = this.open
+    this.open = undefined
+    if (open !== undefined) {
+      await Promise.allSettled(open.parts)
+      const plan = new ObjectPlan(
+        this.core.context(open.cno, open.part, FLAG_SENT_AHEAD),
+        this.core.tier,
+        [],
+        [],
+        undefined,
+        open.sent,
+      )
+      await this.fail(plan, open.sent.slot.length, 'abandoned', open)
+    }
+    await this.settle()
+    await Promise.allSettled([...this.aborting])
+    this.scanFrom = 0
+    this.scanAt = 0
+  }
+
+  private get pieceSize(): number {
+    return this.core.settings.segmentMpuChunkSize
+  }
+
+  /** Unsent blocks from the scan hint on, in key order, but those `skip` held before. */
+  private *unsent(skip: number): Generator<Unsent> {
+    const { tier, map } = this.core
+    let first = true
+    for (const leaf of map.dirtyNodes().leaves) {
+      if (leaf.dirtyCount === 0 || (leaf.keys[leaf.count - 1] as number) < this.scanFrom) continue
+      for (let i = 0; i < leaf.count; i++) {
+        const lo = leaf.lo[i] as number
+        if (!isDirtyRef(leaf.hi[i] as number, lo)) continue
+        const slot = lo - DIRTY_BASE
+        if (tier.placed(slot) || (skip !== 0 && tier.placedObject(slot) === skip)) continue
+        if (first) {
+          this.scanFrom = leaf.keys[0] as number
+          first = false
+        }
+        yield { key: leaf.keys[i] as number, slot, leaf }
+      }
+    }
+  }
+
+  private async sendWhole(target: number): Promise<void> {
+    const core = this.core
+    const s = core.settings
+    for (;;) {
+      // Whole leaves, in order, while the object stays within the target.
+      const group: MapNode[] = []
+      let blocks = 0
+      let size = objectBytes(0, 0, 1, 1)
+      let last: MapNode | undefined
+      let full = false
+      for (const u of this.unsent(0)) {
+        if (u.leaf === last) continue
+        last = u.leaf
+        const n = unsentUnder(u.leaf, core.tier)
+        const add = n * (core.blockSize + 16) + s.metaBlockSize
+        // A leaf never leaves its data, so the last leaf may take the object a little over
+        // its target, never over segmentMaxObjectBytes.
+        if (group.length > 0 && size + add > s.segmentMaxObjectBytes) {
+          full = true
+          break
+        }
+        group.push(u.leaf)
+        blocks += n
+        size += add
+        if (size >= target) {
+          full = true
+          break
+        }
+      }
+      if (blocks === 0 || !full) {
+        this.scanAt = core.tier.unplacedBytes + (target - size)
+        return
+      }
+      const { cno, part } = core.reserve()
+      const plan = new ObjectPlan(core.context(cno, part, FLAG_SENT_AHEAD), core.tier, group)
+      const counters = this.counters()
+      counters.streamSentBytes += plan.dataBlocks * core.blockSize
+      const { done } = await core.uploader.startPut(plan, core.signal)
+      this.track(plan, done, counters)
+    }
+  }
+
+  private async sendPieces(target: number, flushing: boolean): Promise<void> {
+    const core = this.core
+    const perPiece = this.pieceSize / core.blockSize
+    for (;;) {
+      const piece: Unsent[] = []
+      for (const u of this.unsent(this.open?.id ?? 0)) {
+        piece.push(u)
+        if (piece.length === perPiece) break
+      }
+      if (piece.length < perPiece) {
+        this.scanAt = core.tier.unplacedBytes + (perPiece - piece.length) * core.blockSize
+        return
+      }
+      let open = this.open
+      // Room for this piece, its leaves (one in sixteen spare) and every unsent block under
+      // them, which go with the leaves when the object closes?
+      if (open !== undefined && !this.fits(open.sent.slot.length, open.leaves, piece)) {
+        if (!(await this.close(flushing))) return // given up: try again after the next write
+        continue // closing took the unsent blocks under its leaves: look again
+      }
+      if (open === undefined) {
+        if (flushing) return // the flush writes the rest itself
+        if (!this.fits(0, new Set(), piece)) {
+          // Not even a new object holds these leaves' blocks: leave them to partials and the flush.
+          this.scanAt = core.tier.unplacedBytes + this.pieceSize
+          return
+        }
+        open = this.openObject()
+      }
+      const first = open.sent.slot.length
+      for (const u of piece) {
+        open.sent.blockIndex.push(u.key)
+        open.sent.slot.push(u.slot)
+        open.leaves.add(u.leaf)
+      }
+      const partNumber = open.parts.length + 1
+      const o = open
+      const counters = this.counters()
+      if (flushing) counters.streamFlushBytes += this.pieceSize
+      else counters.streamSentBytes += this.pieceSize
+      const { done } = await core.uploader.startPart(
+        o.key,
+        o.uploadId,
+        partNumber,
+        () => this.takePiece(o, first, perPiece),
+        core.signal,
+      )
+      o.parts.push(done)
+      done.catch(() => undefined) // judged when the object closes
+      if (!flushing && open.sent.slot.length * core.blockSize >= target && !(await this.close(false))) return
+    }
+  }
+
+  /** Whether an object holding `sent` blocks and `leaves` has room for `piece` as the spec counts it. */
+  private fits(sent: number, leaves: ReadonlySet<MapNode>, piece: readonly Unsent[]): boolean {
+    const core = this.core
+    const all = new Set(leaves)
+    for (const u of piece) all.add(u.leaf)
+    let unsent = 0
+    for (const leaf of all) unsent += unsentUnder(leaf, core.tier)
+    const spare = Math.ceil((all.size * 17) / 16)
+    return (
+      objectBytes(sent + unsent, spare, core.blockSize, core.settings.metaBlockSize) <=
+      core.settings.segmentMaxObjectBytes
+    )
+  }
+
+  private openObject(): OpenObject {
+    const core = this.core
+    const { cno, part } = core.reserve()
+    const key = segmentKey(cno, part)
+    const uploadId = core.store.createMultipart(key, { ifNoneMatch: '*', signal: core.signal })
+    uploadId.catch(() => undefined) // judged when the object closes
+    const open: OpenObject = {
+      id: newObjectId(),
+      cno,
+      part,
+      key,
+      uploadId,
+      sent: { id: 0, blockIndex: [], slot: [], gen: [], crc: [] },
+      parts: [],
+      leaves: new Set(),
+    }
+    open.sent.id = open.id
+    this.open = open
+    log('open %s', key)
+    return open
+  }
+
+  /** The bytes of `count` blocks of the open object from its block `first`, pinned and placed. */
+  private takePiece(o: OpenObject, first: number, count: number): Promise<{ chunks: Uint8Array[]; done: () => void }> {
+    const tier = this.core.tier
+    const bs = this.core.blockSize
+    return takeBlocks(tier, o.sent.slot, first, count, (k, slot, crc) => {
+      tier.place(slot, o.id, o.cno, pointerLo(o.part, (k * bs) / UNIT_BYTES))
+      o.sent.gen[k] = tier.gen(slot)
+      o.sent.crc[k] = crc
+    })
+  }
+
+  /**
+   * Closes the open object: its leaves (now, whatever splits happened), the unsent blocks
+   * under them, summary and header go as its last pieces, then it completes, in the
+   * background. `flushing`: the bytes appended count as the flush's.
+   */
+  private async close(flushing: boolean): Promise<boolean> {
+    const o = this.open
+    if (o === undefined) return true
+    this.open = undefined
+    const core = this.core
+    const s = core.settings
+    // The leaves holding its blocks now (a split may have moved some).
+    const leaves = new Set<MapNode>()
+    for (const key of o.sent.blockIndex) {
+      const leaf = core.map.leafOf(key)
+      if (leaf !== undefined) leaves.add(leaf)
+    }
+    const ordered = [...leaves].sort((a, b) => (a.keys[0] as number) - (b.keys[0] as number))
+    const plan = new ObjectPlan(core.context(o.cno, o.part, FLAG_SENT_AHEAD), core.tier, ordered, [], undefined, o.sent)
+    const counters = this.counters()
+    if (plan.size > s.segmentMaxObjectBytes) {
+      await Promise.allSettled(o.parts)
+      void this.fail(
+        plan,
+        o.sent.slot.length,
+        `leaves split past the spare: ${plan.size} bytes > ${s.segmentMaxObjectBytes}`,
+        o,
+      )
+      return false
+    }
+    const appended = (plan.dataBlocks - o.sent.slot.length) * core.blockSize
+    if (flushing) counters.streamFlushBytes += appended
+    else counters.streamSentBytes += appended
+    const start = o.sent.slot.length * core.blockSize
+    for (let at = start, n = o.parts.length + 1; at < plan.size; at += this.pieceSize, n++) {
+      const end = Math.min(at + this.pieceSize, plan.size)
+      const { done } = await core.uploader.startPart(o.key, o.uploadId, n, () => plan.take(at, end), core.signal)
+      done.catch(() => undefined)
+      o.parts.push(done)
+    }
+    const completion = (async () => {
+      const parts = await Promise.all(o.parts)
+      await core.store.completeMultipart(o.key, await o.uploadId, parts, { signal: core.signal })
+      log('complete %s: %d blocks, %d leaves', o.key, plan.dataBlocks, plan.images.length)
+    })()
+    this.track(plan, completion, counters, o)
+    return true
+  }
+
+  /** Takes a completed object in, or handles its failure, when `done` settles. */
+  private track(plan: ObjectPlan, done: Promise<void>, counters: CheckpointCounters, open?: OpenObject): void {
+    const core = this.core
+    const p = done.then(
+      () => {
+        this.failures = 0
+        counters.objects++
+        counters.streamMetaBytes += plan.images.length * core.settings.metaBlockSize
+        counters.streamDeadBytes += core.applyStored(plan)
+      },
+      (err) => {
+        if (!StreamSegmentError.is(err) || err.code === 'ERR_INTERNAL') {
+          this.bug ??= err
+          return
+        }
+        this.failures++
+        // A key already taken: this checkpoint number is another attempt's; move on.
+        if (err.code === 'ERR_CONFLICT') core.abandonCheckpoint()
+        void this.fail(plan, plan.dataBlocks, err.message, open)
+      },
+    )
+    const tracked = p.finally(() => this.running.delete(tracked))
+    this.running.add(tracked)
+  }
+
+  /**
+   * An object that cannot complete: its upload aborted (when multipart), its blocks
+   * unsent again (those not written since), the `sent` blocks it had sent counted dead.
+   */
+  private fail(plan: ObjectPlan, sent: number, why: string, open?: OpenObject): Promise<void> {
+    const core = this.core
+    plan.unplace()
+    this.counters().streamDeadBytes += sent * core.blockSize
+    this.scanFrom = 0
+    this.scanAt = 0
+    log('%s given up (%s): its blocks go again', plan.key, why)
+    if (open === undefined) return Promise.resolve()
+    const aborted = open.uploadId.then(
+      (id) => core.store.abortMultipart(open.key, id).catch((e) => log('abort %s failed: %s', open.key, e)),
+      () => undefined,
+    )
+    this.aborting.add(aborted)
+    return aborted.finally(() => this.aborting.delete(aborted))
+  }
+}

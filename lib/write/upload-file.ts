@@ -1,0 +1,93 @@
+/**
+ * `uploadFile(path, url)`: a local file written into a container by reference, as a new
+ * checkpoint replacing its content (an existing container's older, larger content is
+ * truncated away: the checkpoint holds exactly the file). Its blocks are read from the
+ * file only when the object holding them is sent, so memory stays at the pieces in flight
+ * whatever the file's size; the file must not change until this returns (the
+ * block-source contract). The signal aborts every request in flight and publishes nothing.
+ */
+import { type FileHandle, open } from 'node:fs/promises'
+import { StreamSegmentError } from '../errors.js'
+import type { SegmentFile } from '../segment-file.js'
+import type { Settings } from '../settings.js'
+import type { BlockSource } from '../state/dirty-tier.js'
+import { openStore, type StoreLocation } from '../store/open.js'
+import type { ObjectStore } from '../store/types.js'
+import { openForAppend } from '../streams/write-stream.js'
+import type { FlushTiming } from './flush.js'
+
+/** A block source over an open file handle. */
+export function fileSource(fh: {
+  read(buffer: Uint8Array, offset: number, length: number, position: number): Promise<{ bytesRead: number }>
+}): BlockSource {
+  return {
+    async read(position, length) {
+      const out = Buffer.allocUnsafe(length)
+      let done = 0
+      while (done < length) {
+        const { bytesRead } = await fh.read(out, done, length - done, position + done)
+        if (bytesRead === 0) {
+          throw StreamSegmentError.state(
+            `file ended at ${position + done}, ${length - done} bytes short: it changed while being uploaded`,
+          )
+        }
+        done += bytesRead
+      }
+      return out
+    },
+  }
+}
+
+export interface UploadFileOptions {
+  /** Aborts the upload: every request in flight is aborted, nothing is published, ERR_ABORTED. */
+  signal?: AbortSignal
+  /**
+   * Called once the container is open, before anything is written, with the file being
+   * written and the bytes it will hold: for progress displays (`file.progress`).
+   */
+  onStart?: (file: SegmentFile, bytes: number) => void
+}
+
+/** Opens a local file for reading, its failures as the library's errors. */
+export async function openLocalFile(path: string): Promise<FileHandle> {
+  return open(path, 'r').catch((err: NodeJS.ErrnoException) => {
+    throw err.code === 'ENOENT'
+      ? StreamSegmentError.notFound(`${path}: no such file`, err)
+      : StreamSegmentError.invalidArgument(`${path}: cannot open (${err.code ?? err.message})`)
+  })
+}
+
+/**
+ * Writes a local file (a path, or a handle already open, which is left open) by
+ * reference as a new checkpoint of the container; resolves to the flush's timing.
+ */
+export async function uploadFile(
+  path: string | FileHandle,
+  location: StoreLocation | ObjectStore,
+  settings: Partial<Settings> = {},
+  options: UploadFileOptions = {},
+): Promise<FlushTiming> {
+  const { signal, onStart } = options
+  const store = typeof location === 'object' && 'put' in location ? location : openStore(location)
+  const what = typeof path === 'string' ? `upload of ${path} to ${store.url}` : `upload to ${store.url}`
+  const aborted = () => StreamSegmentError.aborted(`${what} aborted`, signal?.reason)
+  if (signal?.aborted) throw aborted()
+  const fh = typeof path === 'string' ? await openLocalFile(path) : path
+  try {
+    const { size } = await fh.stat()
+    const file = await openForAppend(store, settings)
+    const onAbort = () => file.abort(aborted())
+    signal?.addEventListener('abort', onAbort, { once: true })
+    try {
+      if (signal?.aborted) onAbort()
+      onStart?.(file, size)
+      await file.writeRef(0, size, fileSource(fh))
+      return await file.flush()
+    } finally {
+      signal?.removeEventListener('abort', onAbort)
+      await file.close()
+    }
+  } finally {
+    if (fh !== path) await fh.close()
+  }
+}

@@ -1,0 +1,135 @@
+/**
+ * Listing, inspecting and verifying checkpoints: states (published, complete,
+ * unpublished), abandoned attempts (parts without a part 0: listed apart, never
+ * openable), every object of a checkpoint with its header fields and dead slots, and a
+ * clean verify that checked every slot.
+ */
+import assert from 'node:assert/strict'
+import { before, describe, it } from 'node:test'
+import { inspectCheckpoint, listCheckpoints, verifyCheckpoint } from '../../lib/admin/checkpoints.js'
+import { StreamSegmentError } from '../../lib/errors.js'
+import { SegmentFile } from '../../lib/segment-file.js'
+import { MemoryStore } from '../../lib/store/memory.js'
+import { buildContainer, copyStore } from '../helpers/containers.js'
+
+const isCode = (code: string, re?: RegExp) => (e: unknown) =>
+  StreamSegmentError.is(e) && e.code === code && (re === undefined || re.test(e.message))
+
+describe('checkpoints', () => {
+  const store = new MemoryStore()
+  let refs: Map<number, Buffer>
+  before(async () => {
+    refs = await buildContainer(store)
+  })
+
+  it('lists every checkpoint with its size, objects and time; the published one marked', async () => {
+    const list = await listCheckpoints(store)
+    assert.equal(list.published, 3)
+    assert.deepEqual(
+      list.checkpoints.map((c) => [c.cno, c.size, c.state]),
+      [...refs].map(([cno, ref]) => [cno, ref.length, cno === 3 ? 'published' : 'complete']),
+    )
+    for (const c of list.checkpoints) {
+      assert.ok(c.objects >= 1 && c.bytes > 0 && c.timeMs > 0)
+      assert.equal(c.error, undefined)
+    }
+    assert.deepEqual(list.abandoned, [])
+  })
+
+  it('parts without a part 0 are abandoned: listed apart, and opening them is ERR_NOT_FOUND naming the cno', async () => {
+    const s = new MemoryStore()
+    await copyStore(store, s)
+    const part1 = await s.get('0000000003.1')
+    await s.put('0000000009.1', part1)
+    await s.put('0000000009.2', part1)
+    await s.delete('0000000002.0')
+    const list = await listCheckpoints(s)
+    const parts2 = ((await listCheckpoints(store)).checkpoints[1]?.objects as number) - 1
+    assert.deepEqual(
+      list.abandoned.map((a) => [a.cno, a.parts]),
+      [
+        [2, parts2],
+        [9, 2],
+      ],
+    )
+    assert.deepEqual(
+      list.checkpoints.map((c) => c.cno),
+      [1, 3],
+    )
+    await assert.rejects(SegmentFile.open(s, { cno: 2, readOnly: true }), isCode('ERR_NOT_FOUND', /checkpoint 2/))
+    await assert.rejects(SegmentFile.open(s, { cno: 9, readOnly: true }), isCode('ERR_NOT_FOUND', /checkpoint 9/))
+    await assert.rejects(inspectCheckpoint(s, { cno: 2 }), isCode('ERR_NOT_FOUND', /checkpoint 2 was abandoned/))
+    await assert.rejects(verifyCheckpoint(s, { cno: 9 }), isCode('ERR_NOT_FOUND', /checkpoint 9 was abandoned/))
+  })
+
+  it('a part 0 newer than the inode is listed as unpublished', async () => {
+    const s = new MemoryStore()
+    await copyStore(store, s)
+    const old = await SegmentFile.open(s, { cno: 2 })
+    await old.write(0, Buffer.alloc(4096, 1))
+    await old.flush() // publishes 4 on top of 3
+    await s.put('inode', await store.get('inode')) // as if 4's publication had not happened
+    const list = await listCheckpoints(s)
+    assert.deepEqual(
+      list.checkpoints.map((c) => [c.cno, c.state]),
+      [
+        [1, 'complete'],
+        [2, 'complete'],
+        [3, 'published'],
+        [4, 'unpublished'],
+      ],
+    )
+  })
+
+  it('inspect: every object the map reaches plus the own parts, with header fields and slot counts', async () => {
+    for (const cno of refs.keys()) {
+      const r = await inspectCheckpoint(store, { cno })
+      assert.equal(r.cno, cno)
+      assert.equal(r.size, refs.get(cno)?.length)
+      assert.equal(r.published, cno === 3)
+      assert.deepEqual(r.problems, [])
+      assert.ok(r.tree.height >= 2, `height ${r.tree.height}`)
+      const keys = r.objects.map((o) => o.key)
+      assert.ok(keys.includes(`000000000${cno}.0`))
+      for (const o of r.objects) {
+        assert.ok(o.header !== undefined, o.key)
+        assert.equal(o.header.dataCount, o.header.summaryCount)
+        assert.equal((o.liveSlots ?? 0) + (o.deadSlots ?? 0), o.header.dataCount)
+        assert.equal(o.header.flags.includes('CHECKPOINT'), o.part === 0)
+        assert.ok(o.own || o.reachedBlocks + o.reachedNodes > 0, `${o.key} listed but neither own nor reached`)
+      }
+      assert.equal(
+        r.objects.reduce((n, o) => n + o.reachedBlocks, 0),
+        r.tree.dataPointers,
+      )
+      if (cno > 1)
+        assert.ok(
+          r.objects.some((o) => !o.own && o.reachedBlocks > 0),
+          'points into older checkpoints',
+        )
+    }
+    const latest = await inspectCheckpoint(store)
+    assert.equal(latest.cno, 3)
+  })
+
+  it('verify: a clean container has no problems, and every slot of every object was checked', async () => {
+    for (const cno of [undefined, 1, 2, 3]) {
+      const v = await verifyCheckpoint(store, { cno })
+      assert.deepEqual(v.problems, [])
+      const r = await inspectCheckpoint(store, { cno })
+      assert.equal(v.objects, r.objects.length)
+      assert.equal(
+        v.slots,
+        r.objects.reduce((n, o) => n + (o.header?.dataCount ?? 0), 0),
+      )
+      assert.equal(v.dataPointers, r.tree.dataPointers)
+    }
+  })
+
+  it('no container: ERR_NOT_FOUND', async () => {
+    const empty = new MemoryStore()
+    await assert.rejects(listCheckpoints(empty), isCode('ERR_NOT_FOUND', /no container/))
+    await assert.rejects(inspectCheckpoint(empty), isCode('ERR_NOT_FOUND'))
+    await assert.rejects(verifyCheckpoint(empty), isCode('ERR_NOT_FOUND'))
+  })
+})

@@ -1,0 +1,104 @@
+/**
+ * Block verification on the read path: crc32Blocks gives the CRC-32 of every block of a
+ * GET (views of any offset, a short last block), and a block damaged anywhere in a data
+ * GET — first, middle or last of its run — fails the read with ERR_CORRUPT naming the
+ * block and both CRCs, with none of that run's bytes returned.
+ */
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+import { StreamSegmentError } from '../../lib/errors.js'
+import { pointerPart, pointerUnit, segmentKey, UNIT_BYTES } from '../../lib/format/index.js'
+import { SegmentFile } from '../../lib/segment-file.js'
+import { MemoryStore } from '../../lib/store/memory.js'
+import { createStreamSegmentReadStream } from '../../lib/streams/read-stream.js'
+import { crc32, crc32Blocks } from '../../lib/util/crc32.js'
+import { pattern } from '../helpers/pattern.js'
+
+const KiB = 1024
+const BLOCK = 4 * KiB
+
+describe('crc32Blocks', () => {
+  it('gives the CRC-32 of each block, a short last one included, of a view at any offset', () => {
+    const whole = pattern(0, 64 * KiB + 100, 7)
+    for (const [from, to, bs] of [
+      [0, 64 * KiB, BLOCK],
+      [0, 64 * KiB + 100, BLOCK],
+      [13, 13 + 40 * KiB, BLOCK],
+      [100, 64 * KiB + 100, 16 * KiB],
+      [5, 5, BLOCK],
+    ] as const) {
+      const bytes = whole.subarray(from, to)
+      const n = Math.ceil(bytes.length / bs)
+      const into = new Uint32Array(n + 2).fill(0xdeadbeef)
+      crc32Blocks(bytes, bs, into)
+      for (let i = 0; i < n; i++) {
+        assert.equal(into[i], crc32(bytes.subarray(i * bs, Math.min(bytes.length, (i + 1) * bs))), `block ${i}`)
+      }
+      assert.deepEqual([...into.subarray(n)], [0xdeadbeef, 0xdeadbeef], 'nothing written past the blocks')
+    }
+    // A plain Uint8Array over part of a larger buffer.
+    const ab = new ArrayBuffer(3 * BLOCK)
+    const u = new Uint8Array(ab, BLOCK, 2 * BLOCK)
+    u.set(pattern(0, 2 * BLOCK, 3))
+    const into = new Uint32Array(2)
+    crc32Blocks(u, BLOCK, into)
+    assert.deepEqual([...into], [crc32(u.subarray(0, BLOCK)), crc32(u.subarray(BLOCK))])
+  })
+
+  it('refuses an output too small for the blocks', () => {
+    assert.throws(() => crc32Blocks(new Uint8Array(3 * BLOCK), BLOCK, new Uint32Array(2)), RangeError)
+  })
+})
+
+describe('a damaged block inside a data GET', () => {
+  const SIZE = 2 * 1024 * KiB // 512 blocks
+  const ref = pattern(0, SIZE, 11)
+
+  /** A container of one file, with one byte of block `b` flipped where the map points. */
+  async function damaged(b: number): Promise<MemoryStore> {
+    const store = new MemoryStore()
+    const f = await SegmentFile.create(store)
+    await f.write(0, ref)
+    await f.flush()
+    await f.close()
+    const r = await SegmentFile.open(store, { readOnly: true })
+    const [hi, lo] = await r.core.map.get(b)
+    await r.close()
+    const key = segmentKey(hi, pointerPart(lo))
+    const bytes = Buffer.from(await store.get(key))
+    const at = pointerUnit(lo) * UNIT_BYTES + 100
+    bytes[at] = (bytes[at] as number) ^ 0x20
+    await store.put(key, bytes)
+    return store
+  }
+
+  // With 256 KiB GETs (64 blocks), block 256 starts a run, 300 is inside it, 319 ends it.
+  for (const b of [256, 300, 319]) {
+    it(`block ${b}: ERR_CORRUPT naming it and both CRCs, from the stream and from read()`, async () => {
+      const store = await damaged(b)
+      const chunks: Buffer[] = []
+      const rs = createStreamSegmentReadStream({ store, readGetMaxBytes: 256 * KiB })
+      const err = await (async () => {
+        for await (const c of rs) chunks.push(Buffer.from(c as Uint8Array))
+      })().then(
+        () => undefined,
+        (e: unknown) => e,
+      )
+      assert.ok(err instanceof StreamSegmentError, `the stream ended without an error (${String(err)})`)
+      assert.equal(err.code, 'ERR_CORRUPT')
+      assert.match(
+        err.message,
+        new RegExp(`block ${b} at offset \\d+ has CRC-32 0x[0-9a-f]{8}, the summary says 0x[0-9a-f]{8}`),
+      )
+      const got = Buffer.concat(chunks)
+      assert.ok(got.length <= b * BLOCK, `${got.length} bytes returned, the damaged block starts at ${b * BLOCK}`)
+      assert.ok(got.equals(ref.subarray(0, got.length)), 'what was returned is the file')
+
+      const f = await SegmentFile.open(store, { readOnly: true })
+      await assert.rejects(f.read(0, SIZE), (e: unknown) => StreamSegmentError.is(e, 'ERR_CORRUPT'))
+      // The blocks before the damaged GET still read.
+      assert.ok(Buffer.from(await f.read(0, 256 * BLOCK)).equals(ref.subarray(0, 256 * BLOCK)))
+      await f.close()
+    })
+  }
+})

@@ -1,0 +1,204 @@
+/**
+ * Format detection: an object read without knowing its container's format is read from
+ * its end first and, when the end is not a StreamSegment header, from its start as a
+ * PartedSegment one. What a checkpoint opened by number (ls, inspect and verify with no
+ * inode to say the format) relies on.
+ */
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+import { inspectCheckpoint, listCheckpoints, verifyCheckpoint } from '../../lib/admin/checkpoints.js'
+import { readObjectHeader } from '../../lib/container/object-header.js'
+import { StreamSegmentError } from '../../lib/errors.js'
+import {
+  decodeInodeObject,
+  encodeInodeObject,
+  FORMAT_PARTED,
+  FORMAT_STREAM,
+  INODE_KEY,
+  segmentKey,
+} from '../../lib/format/index.js'
+import { SegmentFile } from '../../lib/segment-file.js'
+import { MemoryStore } from '../../lib/store/memory.js'
+import { crc32 } from '../../lib/util/crc32.js'
+import { smallSettings } from '../helpers/containers.js'
+import { readFixture } from '../helpers/format.js'
+import { pattern } from '../helpers/pattern.js'
+
+async function storeWith(objects: Record<string, Uint8Array>): Promise<MemoryStore> {
+  const store = new MemoryStore()
+  for (const [key, bytes] of Object.entries(objects)) await store.put(key, bytes)
+  return store
+}
+
+describe('readObjectHeader', () => {
+  it('detects either format: the end first (one request), then the start (two)', async () => {
+    const store = await storeWith({
+      '0000000007.0': readFixture('0000000007.0.bin'),
+      '0000000008.0': relabel(readFixture('parted.0000000007.0.bin')),
+    })
+    const tail = await readObjectHeader(store, 7, 0)
+    assert.equal(tail.header.format, FORMAT_STREAM)
+    assert.equal(tail.requests, 1)
+    // The relabelled object fails its header CRC: detection reports the head-first header's problem.
+    await assert.rejects(readObjectHeader(store, 8, 0), (err) => {
+      assert.ok(StreamSegmentError.is(err, 'ERR_CORRUPT'))
+      assert.match(err.message, /^0000000008\.0: header CRC/)
+      return true
+    })
+  })
+
+  it('reads a head-first header from the start, in one request when the format is known', async () => {
+    const parted = readFixture('parted.0000000007.1.bin')
+    const store = await storeWith({ '0000000007.1': parted })
+    const detected = await readObjectHeader(store, 7, 1, { size: parted.length })
+    assert.equal(detected.header.format, FORMAT_PARTED)
+    assert.equal(detected.header.dataCount, 4)
+    assert.equal(detected.requests, 2)
+    const known = await readObjectHeader(store, 7, 1, { format: FORMAT_PARTED })
+    assert.deepEqual(known.header, detected.header)
+    assert.equal(known.requests, 1)
+    // Told the wrong format, the magic refuses it.
+    await assert.rejects(readObjectHeader(store, 7, 1, { format: FORMAT_STREAM }), /header magic .* is not "SSEGTAIL"/)
+    // The size a listing gives is checked against the counts.
+    await assert.rejects(readObjectHeader(store, 7, 1, { size: parted.length + 1 }), /object has 24577/)
+  })
+
+  it('an object with neither header is ERR_CORRUPT naming both reasons', async () => {
+    const store = await storeWith({ '0000000003.1': pattern(0, 9000, 1), '0000000003.2': new Uint8Array(0) })
+    await assert.rejects(
+      readObjectHeader(store, 3, 1),
+      /^StreamSegmentError: 0000000003\.1: no header: its last 256 bytes are not a StreamSegment header \(magic .*\), its first 256 not a PartedSegment header \(magic .*\)$/,
+    )
+    await assert.rejects(readObjectHeader(store, 3, 2), /0000000003\.2: no header: .*is 0 bytes/)
+  })
+
+  it('a StreamSegment header of a newer layout is ERR_UNSUPPORTED, not a reason to read the start', async () => {
+    const bytes = readFixture('0000000007.0.bin')
+    const tail = bytes.subarray(bytes.length - 256)
+    new DataView(tail.buffer, tail.byteOffset).setUint16(8, 2, true)
+    new DataView(tail.buffer, tail.byteOffset).setUint32(252, crc32(tail.subarray(0, 252)), true)
+    const store = await storeWith({ '0000000007.0': bytes })
+    await assert.rejects(readObjectHeader(store, 7, 0), (err) => StreamSegmentError.is(err, 'ERR_UNSUPPORTED'))
+  })
+})
+
+describe('a head-first container without its inode', () => {
+  it('ls, inspect and verify find its checkpoints by number, the format detected', async () => {
+    const store = new MemoryStore()
+    const file = await SegmentFile.create(store, { ...smallSettings, format: 'parted' })
+    const data = pattern(0, 200 * 1024, 3)
+    await file.write(0, data)
+    await file.flush()
+    await file.write(4096, pattern(4096, 8192, 4))
+    await file.flush()
+    await file.close()
+    await store.delete(INODE_KEY)
+
+    const list = await listCheckpoints(store)
+    assert.deepEqual(
+      list.checkpoints.map((c) => [c.cno, c.size, c.state, c.error]),
+      [
+        [1, data.length, 'unpublished', undefined],
+        [2, data.length, 'unpublished', undefined],
+      ],
+    )
+    const report = await inspectCheckpoint(store, { cno: 2 })
+    assert.equal(report.format, 'PartedSegment')
+    assert.ok(report.objects.length >= 2)
+    for (const o of report.objects) assert.equal(o.error, undefined, `${o.key}: ${o.error}`)
+    const v = await verifyCheckpoint(store, { cno: 2 })
+    assert.deepEqual(
+      v.problems.map((p) => p.what),
+      ['missing'],
+      'only the inode is missing',
+    )
+    assert.ok(v.slots > 0)
+    // Reopened by number, it reads back.
+    await store.put(INODE_KEY, readFixture('parted.inode.bin')) // any inode: only its format is used to open cno 1
+    const old = await SegmentFile.open(store, { cno: 1, readOnly: true })
+    assert.ok(Buffer.from(await old.read(0, data.length)).equals(data))
+    await old.close()
+  })
+})
+
+/** Checkpoints 1 and 2, then the commit point put back to checkpoint 1: 2 is complete, unpublished. */
+async function interrupted(format: 'stream' | 'parted') {
+  const store = new MemoryStore()
+  const file = await SegmentFile.create(store, { ...smallSettings, format })
+  await file.write(0, pattern(0, 64 * 1024, 1))
+  await file.flush()
+  const inode1 = await store.get(INODE_KEY)
+  await file.write(8192, pattern(8192, 4096, 2))
+  await file.flush()
+  await file.close()
+  await store.put(INODE_KEY, inode1)
+  const want = Buffer.from(pattern(0, 64 * 1024, 1))
+  want.set(pattern(8192, 4096, 2), 8192)
+  return { store, inode1, want }
+}
+
+describe('a complete checkpoint whose publication was interrupted', () => {
+  it('a reader opens it by number, without publishing it', async () => {
+    for (const format of ['stream', 'parted'] as const) {
+      const { store, want } = await interrupted(format)
+      const r = await SegmentFile.open(store, { cno: 2, readOnly: true })
+      assert.ok(Buffer.from(await r.read(0, want.length)).equals(want), `${format}: checkpoint 2 reads back`)
+      await r.close()
+      assert.equal(decodeInodeObject(await store.get(INODE_KEY)).cno, 1, 'still checkpoint 1 published')
+      const list = await listCheckpoints(store)
+      assert.deepEqual(
+        list.checkpoints.map((c) => c.state),
+        ['published', 'unpublished'],
+      )
+      // Parts without a part 0 were abandoned: not openable.
+      await store.delete(segmentKey(2, 0))
+      await assert.rejects(
+        SegmentFile.open(store, { cno: 2, readOnly: true }),
+        (err) => StreamSegmentError.is(err, 'ERR_NOT_FOUND') && /checkpoint 2 has no part 0/.test(err.message),
+      )
+    }
+  })
+})
+
+describe('roll-forward', () => {
+  it('a writer opening the container publishes a complete checkpoint built on the inode published', async () => {
+    for (const format of ['stream', 'parted'] as const) {
+      const { store, want } = await interrupted(format)
+      const w = await SegmentFile.open(store)
+      assert.equal(w.cno, 2, `${format}: rolled forward to checkpoint 2`)
+      assert.ok(Buffer.from(await w.read(0, want.length)).equals(want))
+      // It builds on it: the next checkpoint is 3, on top of 2.
+      await w.write(0, pattern(0, 4096, 3))
+      assert.equal((await w.flush()).cno, 3)
+      await w.close()
+      assert.equal(decodeInodeObject(await store.get(INODE_KEY)).cno, 3)
+      want.set(pattern(0, 4096, 3), 0)
+      const r = await SegmentFile.open(store, { readOnly: true })
+      assert.ok(Buffer.from(await r.read(0, want.length)).equals(want), `${format}: checkpoint 3 reads back`)
+    }
+  })
+
+  it('never skips or undoes a checkpoint: a part 0 built on another inode stays unpublished', async () => {
+    const { store, inode1 } = await interrupted('stream')
+    // The commit point names checkpoint 1, but not the inode checkpoint 2 was built on.
+    const changed = decodeInodeObject(inode1)
+    changed.mtimeMs += 1
+    await store.put(INODE_KEY, encodeInodeObject(changed))
+    const w = await SegmentFile.open(store)
+    assert.equal(w.cno, 1)
+    await w.close()
+    // Nor may a writer build on it by number.
+    await assert.rejects(SegmentFile.open(store, { cno: 2 }), /checkpoint 2 is not published \(the latest is 1\)/)
+    assert.equal(decodeInodeObject(await store.get(INODE_KEY)).cno, 1)
+    // A reader does not roll forward either: it opens what is published.
+    const r = await SegmentFile.open(store, { readOnly: true })
+    assert.equal(r.cno, 1)
+  })
+})
+
+/** A copy of the parted fixture whose header names checkpoint 8 (its CRC left stale). */
+function relabel(bytes: Uint8Array): Uint8Array {
+  const out = bytes.slice()
+  new DataView(out.buffer).setUint32(16, 8, true)
+  return out
+}

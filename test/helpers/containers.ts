@@ -1,0 +1,91 @@
+/**
+ * Containers for the read tests: several checkpoints over a file with holes, rewrites, a
+ * truncation and a multi-level block map, each checkpoint's content kept as a reference.
+ */
+import { SegmentFile } from '../../lib/segment-file.js'
+import type { Settings } from '../../lib/settings.js'
+import type { ObjectStore } from '../../lib/store/types.js'
+import { pattern } from './pattern.js'
+
+const KiB = 1024
+
+import { smallSettings } from './small-settings.js'
+
+export { smallSettings }
+
+/** A file and its reference, in step. */
+export class Tracked {
+  ref = Buffer.alloc(0)
+  constructor(readonly file: SegmentFile) {}
+
+  async write(at: number, length: number, seed: number): Promise<void> {
+    const b = pattern(at, length, seed)
+    await this.file.write(at, b)
+    this.grow(at + length)
+    b.copy(this.ref, at)
+  }
+  async zero(at: number, length: number): Promise<void> {
+    await this.file.writeZeroes(at, length)
+    this.grow(at + length)
+    this.ref.fill(0, at, at + length)
+  }
+  async truncate(size: number): Promise<void> {
+    await this.file.truncate(size)
+    if (size <= this.ref.length) this.ref = Buffer.from(this.ref.subarray(0, size))
+    else this.grow(size)
+  }
+  private grow(n: number): void {
+    if (n <= this.ref.length) return
+    const b = Buffer.alloc(n)
+    this.ref.copy(b)
+    this.ref = b
+  }
+}
+
+/** Writes three checkpoints into `store`; returns each one's content by cno. */
+export async function buildContainer(
+  store: ObjectStore,
+  settings: Partial<Settings> = smallSettings,
+): Promise<Map<number, Buffer>> {
+  const refs = new Map<number, Buffer>()
+  const t = new Tracked(await SegmentFile.create(store, settings))
+  await t.write(0, 300 * KiB, 1)
+  await t.write(400 * KiB, 100 * KiB + 123, 2) // a hole at 300..400 KiB, a partial last block
+  refs.set((await t.file.flush()).cno, Buffer.from(t.ref))
+  await t.write(100 * KiB + 7, 50 * KiB, 3)
+  await t.zero(200 * KiB, 10 * KiB)
+  await t.write(500 * KiB, 100 * KiB, 4)
+  refs.set((await t.file.flush()).cno, Buffer.from(t.ref))
+  await t.truncate(550 * KiB + 5)
+  await t.write(10 * KiB, 50 * KiB, 5)
+  await t.write(12 * KiB, 4 * KiB, 6) // written again within the checkpoint
+  refs.set((await t.file.flush()).cno, Buffer.from(t.ref))
+  await t.file.close()
+  return refs
+}
+
+/** Copies every object of `from` into `to` (unconditional puts). */
+export async function copyStore(from: ObjectStore, to: ObjectStore): Promise<void> {
+  for await (const e of from.list('')) await to.put(e.key, await from.get(e.key))
+}
+
+/** A deterministic PRNG (mulberry32). */
+export function prng(seed: number): () => number {
+  let a = seed >>> 0
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0
+    let t = a
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+/** Rejects after `ms` unless `p` settles first: a hang is a failure, not a stuck test. */
+export function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms} ms`)), ms)
+  })
+  return Promise.race([p, timeout]).finally(() => clearTimeout(timer))
+}

@@ -1,0 +1,244 @@
+/**
+ * One conformance suite for every ObjectStore backend (memory, directory, S3 on radosgw):
+ * the contract of lib/store/types.ts, checked the same way everywhere.
+ */
+import assert from 'node:assert/strict'
+import { randomBytes } from 'node:crypto'
+import { describe, it } from 'node:test'
+import { StreamSegmentError } from '../../lib/errors.js'
+import type { ObjectStore } from '../../lib/store/types.js'
+
+const MiB = 1024 * 1024
+
+async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {
+  const out: T[] = []
+  for await (const x of it) out.push(x)
+  return out
+}
+
+async function rejectsWith(p: Promise<unknown>, code: StreamSegmentError['code']): Promise<StreamSegmentError> {
+  try {
+    await p
+  } catch (err) {
+    assert.ok(err instanceof StreamSegmentError, `expected StreamSegmentError ${code}, got ${String(err)}`)
+    assert.equal(err.code, code, err.message)
+    return err
+  }
+  assert.fail(`expected ${code}, the call succeeded`)
+}
+
+/** `make` returns a fresh, empty store for each test. */
+export function runStoreConformance(name: string, make: () => Promise<ObjectStore>, opts: { partSize?: number } = {}) {
+  const partSize = opts.partSize ?? 5 * MiB
+
+  describe(`ObjectStore conformance: ${name}`, () => {
+    it('puts, gets, heads and deletes', async () => {
+      const s = await make()
+      const body = randomBytes(1000)
+      const { etag } = await s.put('a', body)
+      assert.ok(etag.length > 0 && !etag.includes('"'), `etag ${etag} must be non-empty and unquoted`)
+      assert.deepEqual(Buffer.from(await s.get('a')), body)
+      const h = await s.head('a')
+      assert.equal(h?.size, 1000)
+      assert.equal(h?.etag, etag)
+      assert.equal(await s.head('missing'), undefined)
+      await rejectsWith(s.get('missing'), 'ERR_NOT_FOUND')
+      await s.delete('a')
+      assert.equal(await s.head('a'), undefined)
+      await s.delete(['a', 'never-existed'])
+    })
+
+    it('takes a body in several buffers, for puts and parts', async () => {
+      const s = await make()
+      const a = randomBytes(3000)
+      const b = randomBytes(5000)
+      await s.put('chunks', [a, new Uint8Array(0), b])
+      assert.deepEqual(Buffer.from(await s.get('chunks')), Buffer.concat([a, b]))
+      const id = await s.createMultipart('chunked-mp')
+      const p1 = randomBytes(partSize)
+      const e1 = await s.uploadPart('chunked-mp', id, 1, [p1.subarray(0, 1000), p1.subarray(1000)])
+      const e2 = await s.uploadPart('chunked-mp', id, 2, [a, b])
+      await s.completeMultipart('chunked-mp', id, [
+        { partNumber: 1, etag: e1.etag },
+        { partNumber: 2, etag: e2.etag },
+      ])
+      assert.deepEqual(Buffer.from(await s.get('chunked-mp')), Buffer.concat([p1, a, b]))
+    })
+
+    it('stores empty objects', async () => {
+      const s = await make()
+      await s.put('empty', new Uint8Array(0))
+      assert.equal((await s.get('empty')).byteLength, 0)
+      assert.equal((await s.head('empty'))?.size, 0)
+    })
+
+    it('a stored object does not change when the caller reuses its buffer', async () => {
+      const s = await make()
+      const body = Buffer.alloc(100, 1)
+      await s.put('k', body)
+      body.fill(2)
+      assert.deepEqual(Buffer.from(await s.get('k')), Buffer.alloc(100, 1))
+    })
+
+    it('reads exact, open-ended and suffix ranges; 416 past the end', async () => {
+      const s = await make()
+      const body = randomBytes(10_000)
+      await s.put('r', body)
+      assert.deepEqual(Buffer.from(await s.get('r', { range: { start: 10, end: 20 } })), body.subarray(10, 20))
+      assert.deepEqual(Buffer.from(await s.get('r', { range: { start: 9_990, end: 20_000 } })), body.subarray(9_990))
+      assert.deepEqual(Buffer.from(await s.get('r', { range: { start: 0, end: 10_000 } })), body)
+      assert.deepEqual(Buffer.from(await s.get('r', { range: { suffix: 256 } })), body.subarray(10_000 - 256))
+      assert.deepEqual(Buffer.from(await s.get('r', { range: { suffix: 50_000 } })), body)
+      await rejectsWith(s.get('r', { range: { start: 10_000, end: 10_001 } }), 'ERR_RANGE')
+      await rejectsWith(s.get('r', { range: { start: 20_000, end: 30_000 } }), 'ERR_RANGE')
+      await rejectsWith(s.get('r', { range: { start: 5, end: 5 } }), 'ERR_INVALID_ARGUMENT')
+    })
+
+    it('create-only: exactly one of 8 concurrent writers wins', async () => {
+      const s = await make()
+      const bodies = Array.from({ length: 8 }, (_, i) => Buffer.alloc(64, i))
+      const results = await Promise.allSettled(bodies.map((b) => s.put('race', b, { ifNoneMatch: '*' })))
+      const won = results.flatMap((r, i) => (r.status === 'fulfilled' ? [i] : []))
+      assert.equal(won.length, 1, `winners: ${won.join(',')}`)
+      for (const r of results) {
+        if (r.status === 'rejected') assert.equal((r.reason as StreamSegmentError).code, 'ERR_CONFLICT')
+      }
+      assert.deepEqual(Buffer.from(await s.get('race')), bodies[won[0] as number])
+    })
+
+    it('if-match: current succeeds, stale and missing conflict', async () => {
+      const s = await make()
+      const v1 = await s.put('cas', Buffer.from('one'), { ifNoneMatch: '*' })
+      await rejectsWith(s.put('cas', Buffer.from('x'), { ifNoneMatch: '*' }), 'ERR_CONFLICT')
+      const v2 = await s.put('cas', Buffer.from('two'), { ifMatch: v1.etag })
+      assert.notEqual(v2.etag, v1.etag)
+      await rejectsWith(s.put('cas', Buffer.from('three'), { ifMatch: v1.etag }), 'ERR_CONFLICT')
+      assert.equal(Buffer.from(await s.get('cas')).toString(), 'two')
+      await rejectsWith(s.put('nothing-here', Buffer.from('x'), { ifMatch: v1.etag }), 'ERR_CONFLICT')
+      // A quoted ETag, as S3 hands them out, works too.
+      await s.put('cas', Buffer.from('four'), { ifMatch: `"${v2.etag}"` })
+      assert.equal(Buffer.from(await s.get('cas')).toString(), 'four')
+    })
+
+    it('a replayed conditional put with the same write id succeeds; another id conflicts', async () => {
+      const s = await make()
+      const first = await s.put('once', Buffer.from('v'), { ifNoneMatch: '*', writeId: 'w-1' })
+      const again = await s.put('once', Buffer.from('v'), { ifNoneMatch: '*', writeId: 'w-1' })
+      assert.equal(again.etag, first.etag)
+      await rejectsWith(s.put('once', Buffer.from('v'), { ifNoneMatch: '*', writeId: 'w-2' }), 'ERR_CONFLICT')
+      const next = await s.put('once', Buffer.from('w'), { ifMatch: first.etag, writeId: 'w-3' })
+      const replay = await s.put('once', Buffer.from('w'), { ifMatch: first.etag, writeId: 'w-3' })
+      assert.equal(replay.etag, next.etag)
+      await rejectsWith(s.put('once', Buffer.from('w'), { ifMatch: first.etag, writeId: 'w-4' }), 'ERR_CONFLICT')
+    })
+
+    it('keeps metadata', async () => {
+      const s = await make()
+      await s.put('m', Buffer.from('x'), { metadata: { 'hf-test': 'value 1', other: 'two' } })
+      const h = await s.head('m')
+      assert.equal(h?.metadata['hf-test'], 'value 1')
+      assert.equal(h?.metadata.other, 'two')
+    })
+
+    it('lists keys in order, relative to the container, past 1000 keys', async () => {
+      const s = await make()
+      const keys = Array.from({ length: 1105 }, (_, i) => `many/${String(i).padStart(5, '0')}`)
+      for (let i = 0; i < keys.length; i += 50) {
+        await Promise.all(keys.slice(i, i + 50).map((k) => s.put(k, Buffer.from(k))))
+      }
+      await s.put('other', Buffer.from('o'))
+      const listed = await collect(s.list('many/'))
+      assert.equal(listed.length, keys.length)
+      assert.deepEqual(
+        listed.map((e) => e.key),
+        keys,
+      )
+      assert.equal(listed[7]?.size, keys[7]?.length)
+      const all = await collect(s.list())
+      assert.equal(all.length, keys.length + 1)
+      assert.equal(all.at(-1)?.key, 'other')
+      await s.delete(keys)
+      assert.deepEqual(
+        (await collect(s.list())).map((e) => e.key),
+        ['other'],
+      )
+    })
+
+    it('stores odd keys, and a key beside a key it prefixes', async () => {
+      const s = await make()
+      const odd = ['a b', 'ümlaut', 'x%2Fy', 'q?x=1&y', 'dir/file', 'dir', 'star*', 'tilde~', 'dot.ted', 'a+b']
+      for (const k of odd) await s.put(k, Buffer.from(k))
+      for (const k of odd) assert.equal(Buffer.from(await s.get(k)).toString(), k, k)
+      assert.deepEqual((await collect(s.list())).map((e) => e.key).sort(), [...odd].sort())
+    })
+
+    it('refuses keys that could escape the container', async () => {
+      const s = await make()
+      for (const k of ['', '../x', 'a/../../b', '/abs', 'a\0b', 'a//b']) {
+        await rejectsWith(s.put(k, Buffer.from('x')), 'ERR_INVALID_ARGUMENT')
+      }
+    })
+
+    it('multipart: equal non-final parts, complete, list and abort', async () => {
+      const s = await make()
+      const p1 = randomBytes(partSize)
+      const p2 = randomBytes(partSize)
+      const p3 = randomBytes(1234)
+      const id = await s.createMultipart('mp', { metadata: { 'hf-kind': 'segment' } })
+      const other = await s.createMultipart('mp-aborted')
+      assert.deepEqual((await collect(s.listMultipart())).map((u) => u.uploadId).sort(), [id, other].sort())
+      // Parts may arrive in any order.
+      const e3 = await s.uploadPart('mp', id, 3, p3)
+      const e1 = await s.uploadPart('mp', id, 1, p1)
+      const e2 = await s.uploadPart('mp', id, 2, p2)
+      assert.equal(await s.head('mp'), undefined, 'nothing is visible before completion')
+      const { etag } = await s.completeMultipart('mp', id, [
+        { partNumber: 1, etag: e1.etag },
+        { partNumber: 2, etag: e2.etag },
+        { partNumber: 3, etag: e3.etag },
+      ])
+      assert.ok(etag.length > 0)
+      assert.deepEqual(Buffer.from(await s.get('mp')), Buffer.concat([p1, p2, p3]))
+      assert.equal((await s.head('mp'))?.metadata['hf-kind'], 'segment')
+      assert.deepEqual(
+        Buffer.from(await s.get('mp', { range: { start: partSize - 10, end: partSize + 10 } })),
+        Buffer.concat([p1, p2]).subarray(partSize - 10, partSize + 10),
+      )
+      await s.uploadPart('mp-aborted', other, 1, randomBytes(100))
+      await s.abortMultipart('mp-aborted', other)
+      await s.abortMultipart('mp-aborted', other) // twice is fine
+      assert.deepEqual(await collect(s.listMultipart()), [])
+      assert.equal(await s.head('mp-aborted'), undefined)
+      await rejectsWith(s.uploadPart('mp-aborted', other, 2, randomBytes(100)), 'ERR_NOT_FOUND')
+    })
+
+    it('multipart create-only claim: one of 8 concurrent claims wins, and completes', async () => {
+      const s = await make()
+      const results = await Promise.allSettled(
+        Array.from({ length: 8 }, () => s.createMultipart('claimed', { ifNoneMatch: '*' })),
+      )
+      const won = results.filter((r) => r.status === 'fulfilled')
+      assert.equal(won.length, 1)
+      for (const r of results) {
+        if (r.status === 'rejected') assert.equal((r.reason as StreamSegmentError).code, 'ERR_CONFLICT')
+      }
+      const id = (won[0] as PromiseFulfilledResult<string>).value
+      await rejectsWith(s.put('claimed', Buffer.from('x'), { ifNoneMatch: '*' }), 'ERR_CONFLICT')
+      const body = randomBytes(4096)
+      const e = await s.uploadPart('claimed', id, 1, body)
+      await s.completeMultipart('claimed', id, [{ partNumber: 1, etag: e.etag }])
+      assert.deepEqual(Buffer.from(await s.get('claimed')), body)
+      await rejectsWith(s.createMultipart('claimed', { ifNoneMatch: '*' }), 'ERR_CONFLICT')
+    })
+
+    it('an aborted signal rejects with ERR_ABORTED', async () => {
+      const s = await make()
+      const ac = new AbortController()
+      ac.abort(new Error('stop'))
+      const err = await rejectsWith(s.put('x', Buffer.from('x'), { signal: ac.signal }), 'ERR_ABORTED')
+      assert.ok(err.cause !== undefined)
+      await rejectsWith(s.get('x', { signal: ac.signal }), 'ERR_ABORTED')
+      assert.equal(await s.head('x'), undefined, 'an aborted put writes nothing')
+    })
+  })
+}

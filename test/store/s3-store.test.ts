@@ -1,0 +1,346 @@
+// S3-specific behaviour of S3Store against a real radosgw (test/rgw/rgw.sh): lost answers,
+// aborts mid-request, create-only races, If-Match forms, and radosgw's quirks made uniform.
+// The generic ObjectStore contract is the conformance suite's job.
+import assert from 'node:assert/strict'
+import { describe, test } from 'node:test'
+import { S3Client } from '@aws-sdk/client-s3'
+import { StreamSegmentError } from '../../lib/errors.js'
+import { unquoteEtag } from '../../lib/store/common.js'
+import { createS3Client, S3Store } from '../../lib/store/s3.js'
+import { WRITE_ID_METADATA } from '../../lib/store/types.js'
+import { crc32 } from '../../lib/util/crc32.js'
+import { s3TestBucket, s3TestStore, uniquePrefix } from '../helpers/s3-env.js'
+
+const MiB = 1024 * 1024
+
+/** Bytes derived from their offset and a seed, so a misplaced byte shows. */
+function pattern(length: number, seed = 0): Buffer {
+  const b = Buffer.allocUnsafe(length)
+  for (let i = 0; i < length; i += 4) b.writeUInt32LE((i * 2654435761 + seed) >>> 0, Math.min(i, length - 4))
+  if (length < 4) b.fill(seed & 0xff)
+  return b
+}
+
+async function rejectsWith(p: Promise<unknown>, code: string, message?: RegExp): Promise<StreamSegmentError> {
+  try {
+    await p
+  } catch (err) {
+    assert.ok(StreamSegmentError.is(err), `expected a StreamSegmentError, got ${err}`)
+    assert.equal(err.code, code, `expected ${code}, got ${err.code}: ${err.message}`)
+    if (message) assert.match(err.message, message)
+    return err
+  }
+  assert.fail(`expected ${code}, but it succeeded`)
+}
+
+/** A client whose first answer to `commandName` is lost after the request landed (the SDK resends it). */
+function clientLosingFirstAnswer(commandName: string): { client: S3Client; lost: () => number } {
+  const client = createS3Client({ maxAttempts: 3 })
+  let lost = 0
+  client.middlewareStack.add(
+    (next, context) => async (args) => {
+      const out = await next(args)
+      if (context.commandName === commandName && lost === 0) {
+        lost++
+        throw Object.assign(new Error('socket hang up (test: answer lost)'), { code: 'ECONNRESET' })
+      }
+      return out
+    },
+    { step: 'deserialize', name: 'loseFirstAnswer' },
+  )
+  return { client, lost: () => lost }
+}
+
+describe('S3Store on radosgw', () => {
+  test('conditional put replayed with the same write id succeeds, with another conflicts', async () => {
+    const store = await s3TestStore()
+    const body = pattern(1000, 1)
+    const first = await store.put('a', body, { ifNoneMatch: '*', writeId: 'w1' })
+    assert.equal((await store.head('a'))?.metadata[WRITE_ID_METADATA], 'w1')
+    assert.deepEqual(await store.put('a', body, { ifNoneMatch: '*', writeId: 'w1' }), first)
+    await rejectsWith(store.put('a', body, { ifNoneMatch: '*', writeId: 'w2' }), 'ERR_CONFLICT')
+    await rejectsWith(store.put('a', body, { ifNoneMatch: '*' }), 'ERR_CONFLICT')
+
+    const second = await store.put('a', pattern(1000, 2), { ifMatch: first.etag, writeId: 'w3' })
+    assert.notEqual(second.etag, first.etag)
+    assert.deepEqual(await store.put('a', pattern(1000, 2), { ifMatch: first.etag, writeId: 'w3' }), second)
+    await rejectsWith(store.put('a', pattern(1000, 3), { ifMatch: first.etag, writeId: 'w4' }), 'ERR_CONFLICT')
+    assert.deepEqual(Buffer.from(await store.get('a')), pattern(1000, 2))
+  })
+
+  test('a conditional put whose answer is lost is resent by the SDK and recognised', async () => {
+    const base = await s3TestStore()
+    const { client, lost } = clientLosingFirstAnswer('PutObjectCommand')
+    const store = new S3Store({ client, bucket: base.bucket, prefix: base.prefix })
+    const out = await store.put('lost', pattern(5000, 4), { ifNoneMatch: '*' })
+    assert.equal(lost(), 1)
+    assert.equal(out.etag, (await base.head('lost'))?.etag)
+    // The same with If-Match: the resent write finds the ETag changed, by itself.
+    const again = clientLosingFirstAnswer('PutObjectCommand')
+    const other = new S3Store({ client: again.client, bucket: base.bucket, prefix: base.prefix })
+    const next = await other.put('lost', pattern(5000, 5), { ifMatch: out.etag })
+    assert.equal(again.lost(), 1)
+    assert.notEqual(next.etag, out.etag)
+    assert.equal(next.etag, (await base.head('lost'))?.etag)
+    assert.deepEqual(Buffer.from(await base.get('lost')), pattern(5000, 5))
+    client.destroy()
+    again.client.destroy()
+  })
+
+  test('abort by signal mid-request on a 64 MiB put and a 64 MiB get', async () => {
+    const store = await s3TestStore()
+    const body = pattern(64 * MiB, 6)
+    const reason = new Error('test abort')
+    const ac = new AbortController()
+    setTimeout(() => ac.abort(reason), 20)
+    const t0 = performance.now()
+    const err = await rejectsWith(store.put('big', body, { signal: ac.signal }), 'ERR_ABORTED')
+    assert.equal(err.cause, reason)
+    assert.ok(performance.now() - t0 < 2000, `abort took ${performance.now() - t0} ms`)
+    assert.equal(await store.head('big'), undefined, 'an aborted put leaves no object')
+
+    await store.put('big', body)
+    const ac2 = new AbortController()
+    setTimeout(() => ac2.abort(reason), 20)
+    const err2 = await rejectsWith(store.get('big', { signal: ac2.signal }), 'ERR_ABORTED')
+    assert.equal(err2.cause, reason)
+    // An already-fired signal fails before any request.
+    await rejectsWith(store.head('big', { signal: AbortSignal.abort(reason) }), 'ERR_ABORTED')
+    const all = await store.get('big')
+    assert.equal(all.byteLength, body.byteLength)
+    assert.ok(Buffer.from(all.buffer, all.byteOffset, all.byteLength).equals(body))
+  })
+
+  test('8 concurrent create-only puts: exactly one wins', async () => {
+    const store = await s3TestStore()
+    const bodies = Array.from({ length: 8 }, (_, i) => pattern(64 * 1024, 100 + i))
+    const settled = await Promise.allSettled(bodies.map((b) => store.put('race', b, { ifNoneMatch: '*' })))
+    const winners = settled.flatMap((s, i) => (s.status === 'fulfilled' ? [i] : []))
+    assert.equal(winners.length, 1, `winners: ${winners}`)
+    for (const s of settled) {
+      if (s.status === 'rejected') assert.ok(StreamSegmentError.is(s.reason, 'ERR_CONFLICT'), String(s.reason))
+    }
+    const w = winners[0] as number
+    assert.deepEqual(Buffer.from(await store.get('race')), bodies[w])
+  })
+
+  test('8 concurrent createMultipart(ifNoneMatch) on one key: exactly one wins', async () => {
+    const store = await s3TestStore()
+    const settled = await Promise.allSettled(
+      Array.from({ length: 8 }, (_, i) =>
+        store.createMultipart('mpu', { ifNoneMatch: '*', metadata: { who: `w${i}` } }),
+      ),
+    )
+    const winners = settled.flatMap((s, i) => (s.status === 'fulfilled' ? [{ i, uploadId: s.value }] : []))
+    assert.equal(winners.length, 1)
+    for (const s of settled) {
+      if (s.status === 'rejected') assert.ok(StreamSegmentError.is(s.reason, 'ERR_CONFLICT'), String(s.reason))
+    }
+    const { i, uploadId } = winners[0] as { i: number; uploadId: string }
+    const open = []
+    for await (const u of store.listMultipart('')) open.push(u)
+    assert.deepEqual(open, [{ key: 'mpu', uploadId }], 'the losers opened no upload')
+    // The placeholder holds the key until the upload replaces it.
+    const placeholder = await store.head('mpu')
+    assert.equal(placeholder?.size, 0)
+    await rejectsWith(store.put('mpu', pattern(10), { ifNoneMatch: '*' }), 'ERR_CONFLICT')
+
+    const p1 = pattern(5 * MiB, 7)
+    const p2 = pattern(1000, 8)
+    const e2 = await store.uploadPart('mpu', uploadId, 2, p2)
+    const e1 = await store.uploadPart('mpu', uploadId, 1, p1)
+    const done = await store.completeMultipart('mpu', uploadId, [
+      { partNumber: 2, etag: e2.etag },
+      { partNumber: 1, etag: e1.etag },
+    ])
+    const info = await store.head('mpu')
+    assert.ok(done.etag !== '' && !done.etag.includes('"'), `etag ${done.etag}`)
+    assert.equal(done.etag, info?.etag, 'radosgw answers Complete with an empty ETag: HEAD fills it in')
+    assert.equal(info?.size, p1.length + p2.length)
+    assert.equal(info?.metadata.who, `w${i}`)
+    assert.equal(info?.metadata[WRITE_ID_METADATA], placeholder?.metadata[WRITE_ID_METADATA])
+    assert.deepEqual(Buffer.from(await store.get('mpu')), Buffer.concat([p1, p2]))
+    await rejectsWith(store.createMultipart('mpu', { ifNoneMatch: '*' }), 'ERR_CONFLICT')
+  })
+
+  test('If-Match: current (quoted or not) replaces, stale and missing conflict', async () => {
+    const store = await s3TestStore()
+    const v1 = await store.put('m', pattern(100, 1))
+    assert.ok(!v1.etag.includes('"'))
+    const v2 = await store.put('m', pattern(100, 2), { ifMatch: v1.etag })
+    const v3 = await store.put('m', pattern(100, 3), { ifMatch: `"${v2.etag}"` })
+    await rejectsWith(store.put('m', pattern(100, 4), { ifMatch: v1.etag }), 'ERR_CONFLICT')
+    await rejectsWith(store.put('m', pattern(100, 4), { ifMatch: v2.etag }), 'ERR_CONFLICT')
+    assert.deepEqual(Buffer.from(await store.get('m')), pattern(100, 3))
+    assert.equal((await store.head('m'))?.etag, v3.etag)
+    await rejectsWith(store.put('missing', pattern(100), { ifMatch: v3.etag }), 'ERR_CONFLICT')
+    assert.equal(await store.head('missing'), undefined)
+  })
+
+  test('ranges and suffixes answer the same as every store', async () => {
+    const store = await s3TestStore()
+    const body = pattern(1000, 9)
+    await store.put('r', body)
+    await store.put('empty', new Uint8Array(0))
+    const get = async (key: string, range: { start: number; end: number } | { suffix: number }) =>
+      Buffer.from(await store.get(key, { range }))
+    assert.deepEqual(await get('r', { start: 10, end: 20 }), body.subarray(10, 20))
+    assert.deepEqual(await get('r', { start: 990, end: 5000 }), body.subarray(990), 'end clamped')
+    await rejectsWith(store.get('r', { range: { start: 500, end: 500 } }), 'ERR_INVALID_ARGUMENT')
+    await rejectsWith(store.get('r', { range: { start: 1000, end: 1001 } }), 'ERR_RANGE')
+    await rejectsWith(store.get('r', { range: { start: 2000, end: 3000 } }), 'ERR_RANGE')
+    assert.deepEqual(await get('r', { suffix: 10 }), body.subarray(990))
+    assert.deepEqual(await get('r', { suffix: 5000 }), body, 'suffix longer than the object')
+    await rejectsWith(store.get('r', { range: { suffix: 0 } }), 'ERR_INVALID_ARGUMENT')
+    assert.deepEqual(await get('empty', { suffix: 5 }), Buffer.alloc(0), 'radosgw answers 416')
+    assert.deepEqual(Buffer.from(await store.get('empty')), Buffer.alloc(0))
+    await rejectsWith(store.get('empty', { range: { start: 0, end: 10 } }), 'ERR_RANGE')
+    await rejectsWith(store.get('nope', { range: { start: 0, end: 10 } }), 'ERR_NOT_FOUND')
+    await rejectsWith(store.get('nope', { range: { suffix: 1 } }), 'ERR_NOT_FOUND')
+    await rejectsWith(store.get('nope'), 'ERR_NOT_FOUND')
+  })
+
+  test('list and delete past 1000 keys; keys relative to the prefix', async () => {
+    const store = await s3TestStore()
+    const keys = Array.from({ length: 1003 }, (_, i) => `k/${String(i).padStart(5, '0')}`)
+    for (let i = 0; i < keys.length; i += 32) {
+      await Promise.all(keys.slice(i, i + 32).map((k) => store.put(k, pattern(16))))
+    }
+    await store.put('other', pattern(16))
+    const listed = []
+    for await (const e of store.list('k/')) listed.push(e)
+    assert.deepEqual(
+      listed.map((e) => e.key),
+      keys,
+    )
+    assert.ok(listed.every((e) => e.size === 16 && e.etag !== '' && !e.etag.includes('"')))
+    await store.delete([...keys, 'k/never-existed'])
+    const left = []
+    for await (const e of store.list('')) left.push(e.key)
+    assert.deepEqual(left, ['other'])
+    await store.delete('other')
+    await store.delete('other')
+    await store.delete([])
+  })
+
+  test('small pages: list, listMultipart, delete batches, ListParts', async () => {
+    const prefix = uniquePrefix('paged')
+    const store = await s3TestStore(prefix, { pageSize: 2, checksums: true })
+    for (const k of ['a', 'b', 'c', 'd', 'e']) await store.put(k, pattern(10))
+    const keys = []
+    for await (const e of store.list('')) keys.push(e.key)
+    assert.deepEqual(keys, ['a', 'b', 'c', 'd', 'e'])
+    const ids = []
+    for (const k of ['u1', 'u2', 'u2', 'u3']) ids.push({ key: k, uploadId: await store.createMultipart(k) })
+    const open = []
+    for await (const u of store.listMultipart('')) open.push(u)
+    assert.deepEqual(
+      open.map((u) => u.key),
+      ['u1', 'u2', 'u2', 'u3'],
+    )
+    assert.deepEqual(new Set(open.map((u) => u.uploadId)), new Set(ids.map((u) => u.uploadId)))
+    // Parts uploaded through one store, completed through another (ListParts, paged).
+    const { key, uploadId } = ids[0] as { key: string; uploadId: string }
+    const parts = []
+    for (let n = 1; n <= 3; n++)
+      parts.push({ partNumber: n, etag: (await store.uploadPart(key, uploadId, n, pattern(5 * MiB, n))).etag })
+    const fresh = await s3TestStore(prefix, { pageSize: 2, checksums: true })
+    await fresh.completeMultipart(key, uploadId, parts)
+    assert.equal((await store.head(key))?.size, 15 * MiB)
+    for (const u of ids.slice(1)) await store.abortMultipart(u.key, u.uploadId)
+    await store.abortMultipart('u1', 'no-such-upload')
+    await store.delete(['a', 'b', 'c', 'd', 'e', 'u1'])
+    const left = []
+    for await (const e of store.list('')) left.push(e.key)
+    assert.deepEqual(left, [])
+  })
+
+  test('errors: missing uploads are ERR_NOT_FOUND, other failures ERR_STORE naming op, bucket, key, status', async () => {
+    const store = await s3TestStore()
+    await rejectsWith(store.uploadPart('x', 'no-such-upload', 1, pattern(10)), 'ERR_NOT_FOUND')
+    await rejectsWith(store.completeMultipart('x', 'no-such-upload', [{ partNumber: 1, etag: 'abc' }]), 'ERR_NOT_FOUND')
+    const uploadId = await store.createMultipart('x')
+    await store.uploadPart('x', uploadId, 1, pattern(10))
+    const err = await rejectsWith(
+      store.completeMultipart('x', uploadId, [{ partNumber: 1, etag: '00000000000000000000000000000000' }]),
+      'ERR_STORE',
+    )
+    assert.ok(err.message.includes(`CompleteMultipartUpload s3://${store.bucket}/${store.prefix}x`), err.message)
+    assert.match(err.message, /HTTP 400/)
+    assert.equal((err.cause as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode, 400)
+    await store.abortMultipart('x', uploadId)
+    await store.abortMultipart('x', uploadId)
+    const missingBucket = new S3Store({ client: store.client, bucket: `${await s3TestBucket()}-missing`, prefix: 'p' })
+    await rejectsWith(missingBucket.get('k'), 'ERR_NOT_FOUND', /bucket/)
+  })
+
+  test('checksums on: CRC-32 headers are accepted (radosgw ignores them)', async () => {
+    const store = await s3TestStore(undefined, { checksums: true })
+    assert.equal(store.checksums, true)
+    await store.put('c', pattern(3 * MiB, 1), { ifNoneMatch: '*' })
+    assert.deepEqual(Buffer.from(await store.get('c')), pattern(3 * MiB, 1))
+    const id = await store.createMultipart('cm', { ifNoneMatch: '*' })
+    const e1 = await store.uploadPart('cm', id, 1, pattern(5 * MiB, 2))
+    const e2 = await store.uploadPart('cm', id, 2, pattern(7, 3))
+    await store.completeMultipart(
+      'cm',
+      id,
+      [e1, e2].map((e, i) => ({ partNumber: i + 1, etag: e.etag })),
+    )
+    assert.deepEqual(Buffer.from(await store.get('cm')), Buffer.concat([pattern(5 * MiB, 2), pattern(7, 3)]))
+  })
+
+  test('requests as sent: UNSIGNED-PAYLOAD, no Expect, our CRC-32 only, Content-MD5 on DeleteObjects', async () => {
+    const base = await s3TestStore()
+    const client = createS3Client()
+    const seen: { command: string; headers: Record<string, string> }[] = []
+    client.middlewareStack.add(
+      (next, context) => async (args) => {
+        const headers = (args.request as { headers: Record<string, string> }).headers
+        seen.push({ command: context.commandName as string, headers: { ...headers } })
+        return next(args)
+      },
+      { step: 'deserialize', name: 'recordHeaders' },
+    )
+    const store = new S3Store({ client, bucket: base.bucket, prefix: base.prefix, checksums: true })
+    const body = pattern(3 * MiB, 11)
+    await store.put('h', body)
+    const id = await store.createMultipart('h2')
+    await store.uploadPart('h2', id, 1, body)
+    await store.abortMultipart('h2', id)
+    await store.delete(['h', 'h2'])
+    const lower = (h: Record<string, string>) =>
+      Object.fromEntries(Object.entries(h).map(([k, v]) => [k.toLowerCase(), v]))
+    for (const name of ['PutObjectCommand', 'UploadPartCommand']) {
+      const h = lower(seen.find((s) => s.command === name)?.headers ?? {})
+      assert.equal(h['x-amz-content-sha256'], 'UNSIGNED-PAYLOAD', name)
+      assert.equal(h.expect, undefined, name)
+      const crc = Buffer.alloc(4)
+      crc.writeUInt32BE(crc32(body))
+      assert.equal(h['x-amz-checksum-crc32'], crc.toString('base64'), name)
+      assert.deepEqual(
+        Object.keys(h).filter((k) => k.startsWith('x-amz-checksum-')),
+        ['x-amz-checksum-crc32'],
+      )
+    }
+    assert.match(
+      lower(seen.find((s) => s.command === 'DeleteObjectsCommand')?.headers ?? {})['content-md5'] ?? '',
+      /^[A-Za-z0-9+/]{22}==$/,
+    )
+    client.destroy()
+  })
+
+  test('createS3Client: tuned defaults, and checksums default by endpoint', async () => {
+    const store = await s3TestStore()
+    assert.equal(store.checksums, false, 'custom endpoint: radosgw checks no checksum')
+    assert.equal(store.client.config.forcePathStyle, true)
+    assert.equal(await store.client.config.requestChecksumCalculation(), 'WHEN_REQUIRED')
+    assert.equal(await store.client.config.responseChecksumValidation(), 'WHEN_REQUIRED')
+    const aws = new S3Client({ region: 'us-east-1' })
+    assert.equal(new S3Store({ client: aws, bucket: 'b', prefix: 'p' }).checksums, true)
+    assert.equal(new S3Store({ client: aws, bucket: 'b', prefix: '/a/b' }).url, 's3://b/a/b')
+    assert.equal(unquoteEtag('W/"abc"'), 'abc')
+    assert.throws(() => new S3Store({ client: aws, bucket: '', prefix: '' }), /bucket/)
+    aws.destroy()
+  })
+})

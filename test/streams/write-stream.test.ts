@@ -1,0 +1,196 @@
+import assert from 'node:assert/strict'
+import { createHash } from 'node:crypto'
+import { Readable } from 'node:stream'
+import { pipeline } from 'node:stream/promises'
+import { describe, it } from 'node:test'
+import { pipelinePromise } from 'streamx'
+import { StreamSegmentError } from '../../lib/errors.js'
+import { SegmentFile } from '../../lib/segment-file.js'
+import { MemoryStore } from '../../lib/store/memory.js'
+import type { ObjectStore } from '../../lib/store/types.js'
+import { createStreamSegmentWriteStream } from '../../lib/streams/write-stream.js'
+import { FailingStore } from '../helpers/failing-store.js'
+import { blockStream } from '../helpers/pattern.js'
+import { ThrottledStore } from '../helpers/throttled-store.js'
+
+const KiB = 1024
+const MiB = 1024 * KiB
+
+async function sha(it: AsyncIterable<Buffer> | Iterable<Buffer>): Promise<string> {
+  const h = createHash('sha256')
+  for await (const b of it) h.update(b)
+  return h.digest('hex')
+}
+
+async function readAllHash(store: ObjectStore): Promise<{ size: number; hash: string }> {
+  const f = await SegmentFile.open(store, { readOnly: true })
+  const h = createHash('sha256')
+  for (let at = 0; at < f.size; at += 8 * MiB) h.update(await f.read(at, Math.min(8 * MiB, f.size - at)))
+  return { size: f.size, hash: h.digest('hex') }
+}
+
+async function openUploads(store: ObjectStore): Promise<number> {
+  let n = 0
+  for await (const _ of store.listMultipart()) n++
+  return n
+}
+
+describe('createStreamSegmentWriteStream', () => {
+  it('node pipeline: commits a checkpoint, then finishes with its FlushTiming', async () => {
+    const store = new MemoryStore()
+    const ws = createStreamSegmentWriteStream({ store })
+    let flushed: unknown
+    let inodeAtFinish: unknown
+    ws.on('flush', (t) => {
+      flushed = t
+    })
+    ws.on('finish', () => {
+      inodeAtFinish = store.head('inode')
+    })
+    await pipeline(Readable.from(blockStream(20 * MiB, 1 * MiB)), ws)
+    assert.ok(ws.flushTiming, 'flushTiming is set when pipeline resolves')
+    assert.equal(flushed, ws.flushTiming)
+    assert.ok((await inodeAtFinish) !== undefined, "'finish' comes after the inode is written")
+    assert.equal(ws.flushTiming.cno, 1)
+    assert.ok(ws.flushTiming.objects >= 2, `partials and part 0: ${ws.flushTiming.objects}`)
+    assert.deepEqual(await readAllHash(store), { size: 20 * MiB, hash: await sha(blockStream(20 * MiB)) })
+  })
+
+  it('streamx pipeline, and a second stream replaces the content in a new checkpoint', async () => {
+    const store = new MemoryStore()
+    await pipelinePromise(
+      Readable.from(blockStream(3 * MiB, 256 * KiB, 1)) as never,
+      createStreamSegmentWriteStream({ store }) as never,
+    )
+    const ws = createStreamSegmentWriteStream({ store })
+    await pipelinePromise(Readable.from(blockStream(1 * MiB, 256 * KiB, 2)) as never, ws as never)
+    assert.equal(ws.flushTiming?.cno, 2)
+    assert.deepEqual(await readAllHash(store), { size: 1 * MiB, hash: await sha(blockStream(1 * MiB, 256 * KiB, 2)) })
+  })
+
+  it('backpressure: a fast source is paused while partials upload; dirty bytes stay within limit + one chunk', async () => {
+    const store = new ThrottledStore(new MemoryStore(), { latencyMs: 2, bandwidth: 40 * MiB })
+    const limit = 256 * KiB
+    const chunk = 64 * KiB
+    const ws = createStreamSegmentWriteStream({
+      store,
+      dataCacheDirtyMaxBytesThreshold: limit,
+      dataCacheDirtyMaxBlocksThreshold: 0,
+    })
+    let produced = 0
+    let maxAhead = 0
+    const total = 8 * MiB
+    const gen = blockStream(total, chunk)
+    const source = new Readable({
+      highWaterMark: chunk,
+      async read() {
+        const { value, done } = await gen.next()
+        if (done) return void this.push(null)
+        produced += value.length
+        maxAhead = Math.max(maxAhead, produced - ws.bytesWritten)
+        this.push(value)
+      },
+    })
+    await pipeline(source, ws)
+    const file = ws.file as SegmentFile
+    assert.ok(file.partials >= 10, `partials written: ${file.partials}`)
+    assert.ok(file.peakDirtyBytes <= limit + chunk, `peak dirty ${file.peakDirtyBytes} > ${limit} + ${chunk}`)
+    // Unpaused, the source would run megabytes ahead of a 40 MB/s store.
+    assert.ok(maxAhead <= 6 * chunk, `source ran ${maxAhead} bytes ahead of the writer`)
+  })
+
+  it('format parted: a head-first container, partials under the limit, reads back; the format stays', async () => {
+    const store = new ThrottledStore(new MemoryStore(), { latencyMs: 2, bandwidth: 40 * MiB })
+    const limit = 256 * KiB
+    const options = { store, format: 'parted' as const, dataCacheDirtyMaxBytesThreshold: limit }
+    const ws = createStreamSegmentWriteStream({ ...options, dataCacheDirtyMaxBlocksThreshold: 0 })
+    await pipeline(Readable.from(blockStream(4 * MiB + 4096, 64 * KiB)), ws)
+    const file = ws.file as SegmentFile
+    assert.ok(file.partials >= 10, `partials written: ${file.partials}`)
+    assert.ok(file.peakDirtyBytes <= limit + 64 * KiB, `peak dirty ${file.peakDirtyBytes}`)
+    assert.equal((ws.flushTiming as { streamSentBytes: number }).streamSentBytes > 0, true)
+    assert.deepEqual(await readAllHash(store), {
+      size: 4 * MiB + 4096,
+      hash: await sha(blockStream(4 * MiB + 4096, 64 * KiB)),
+    })
+    for await (const { key } of store.list()) {
+      if (key === 'inode') continue
+      const head = await store.get(key, { range: { start: 0, end: 8 } })
+      assert.equal(Buffer.from(head).toString('latin1'), 'SSEGHEAD', `${key} is head first`)
+    }
+    // A second stream into it without a format keeps it; asking for the other one fails.
+    await pipeline(Readable.from([Buffer.alloc(5000, 1)]), createStreamSegmentWriteStream({ store }))
+    await assert.rejects(
+      pipeline(Readable.from([Buffer.alloc(10)]), createStreamSegmentWriteStream({ store, format: 'stream' })),
+      (err) =>
+        StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT') &&
+        /format stream: the container .* has parted/.test(err.message),
+    )
+    assert.deepEqual(await readAllHash(store), { size: 5000, hash: await sha([Buffer.alloc(5000, 1)]) })
+  })
+
+  it('a source error aborts uploads and publishes nothing', async () => {
+    const store = new MemoryStore()
+    async function* failing() {
+      yield* blockStream(40 * MiB, 4 * MiB)
+    }
+    const src = Readable.from(
+      (async function* () {
+        let n = 0
+        for await (const b of failing()) {
+          if (++n === 5) throw new Error('source broke')
+          yield b
+        }
+      })(),
+    )
+    const ws = createStreamSegmentWriteStream({ store, segmentMpuChunkSize: 1 * MiB })
+    const closed = new Promise<void>((r) => ws.on('close', () => r()))
+    await assert.rejects(pipeline(src, ws), /source broke/)
+    // node's pipeline rejects before the writable has closed; 'close' means aborted.
+    await closed
+    assert.equal(await store.head('inode'), undefined)
+    assert.equal(await openUploads(store), 0)
+  })
+
+  it('a store error rejects the pipeline with a StreamSegmentError and publishes nothing', async () => {
+    const store = new FailingStore(new MemoryStore(), [{ ops: ['put', 'uploadPart'], key: /\.0$/ }])
+    const ws = createStreamSegmentWriteStream({ store, segmentMpuChunkSize: 1 * MiB })
+    await assert.rejects(pipeline(Readable.from(blockStream(4 * MiB)), ws), (err) => {
+      assert.ok(StreamSegmentError.is(err, 'ERR_STORE'), String(err))
+      return true
+    })
+    assert.equal(await store.head('inode'), undefined)
+    assert.equal(await openUploads(store), 0, 'the failed part 0 upload was aborted')
+  })
+
+  it('the AbortSignal aborts a hung flush: ERR_ABORTED, nothing published', async () => {
+    const store = new FailingStore(new MemoryStore(), [{ ops: ['uploadPart'], mode: 'hang' }])
+    const ac = new AbortController()
+    const ws = createStreamSegmentWriteStream({ store, signal: ac.signal, segmentMpuChunkSize: 1 * MiB })
+    setTimeout(() => ac.abort(new Error('user gave up')), 100)
+    await assert.rejects(pipeline(Readable.from(blockStream(4 * MiB)), ws), (err) => {
+      assert.ok(StreamSegmentError.is(err, 'ERR_ABORTED'), String(err))
+      assert.match(String((err as Error).cause), /user gave up/)
+      return true
+    })
+    assert.equal(await store.head('inode'), undefined)
+    assert.ok(store.count('uploadPart', 'hung') >= 1)
+  })
+
+  it('destroy() mid-stream publishes nothing', async () => {
+    const store = new MemoryStore()
+    const ws = createStreamSegmentWriteStream({ store })
+    ws.write(Buffer.alloc(64 * KiB, 1))
+    await new Promise((r) => setTimeout(r, 20))
+    ws.destroy()
+    await new Promise<void>((r) => ws.on('close', () => r()))
+    assert.equal(await store.head('inode'), undefined)
+  })
+
+  it('rejects bad options with the setting named', () => {
+    assert.throws(
+      () => createStreamSegmentWriteStream({ store: new MemoryStore(), url: 'mem://x' }),
+      /exactly one of url and store/,
+    )
+  })
+})
