@@ -1,20 +1,26 @@
 /**
- * The settings of a file handle, with the spec's names in camelCase and its defaults,
- * validated once: every error names the setting and the value.
+ * Every setting of the library, resolved in one place, with one message style
+ * ("setting NAME = VALUE: must be …"), checked once before any request.
+ *
+ * - The container's shape (`format`, `dataBlockSize`, `metaBlockSize`) is chosen when a
+ *   container is created and fixed for its life: opening a container takes its own.
+ * - The write settings are the spec's, in camelCase, with the spec's defaults; the write
+ *   stream applies STREAMING_PROFILE on top unless asked for the spec's.
+ * - The read options bound a reader's requests and memory.
+ * - Test hooks (`TestHooks`) are not settings: they make deep trees in small files, and
+ *   are neither exported from the package nor offered by the CLI.
  */
 import { StreamSegmentError } from './errors.js'
+import { MAX_OBJECT_BYTES, minObjectBytes, nodeCapacity } from './format/layout.js'
+import { GiB, KiB, MiB } from './util/units.js'
 
-const KiB = 1024
-const MiB = 1024 * KiB
-const GiB = 1024 * MiB
-
-/** The most one object can hold: a pointer addresses 2^18 units of 4 KiB in an object. */
-export const MAX_OBJECT_BYTES = GiB
+export { MAX_OBJECT_BYTES }
 
 /** A container's layout, chosen when it is created and fixed for its life (format/header.ts). */
 export type ContainerFormat = 'stream' | 'parted'
 
-export interface Settings {
+/** What a container is made of: fixed at create. */
+export interface ContainerShape {
   /**
    * The layout of a new container: 'stream' (StreamSegment, tail first: data is sent while
    * it is written) or 'parted' (PartedSegment, head first: each object is built whole
@@ -26,6 +32,10 @@ export interface Settings {
   dataBlockSize: number
   /** Size of a block-map node (meta block): a power of two, 4 KiB … 64 KiB. */
   metaBlockSize: number
+}
+
+/** How a writer sends, and how much it may hold: may differ between sessions on one container. */
+export interface WriteSettings {
   /** Target size of objects sent while writing; 0 sends nothing ahead. Capped at segmentMaxObjectBytes. */
   streamSegmentBytes: number
   /** Largest object written, counting data, leaves, summary and header (≤ 1 GiB). */
@@ -43,7 +53,30 @@ export interface Settings {
   conflictRetries: number
   /** Clean block-map nodes kept in memory (each one meta block plus ~100 bytes). */
   nodeCacheNodes: number
-  /** Entries per block-map node, at most what a meta block holds (0: that many). Small values make deep trees for tests. */
+}
+
+/** The settings of a file handle. */
+export interface Settings extends ContainerShape, WriteSettings {}
+
+/** A reader's bounds. */
+export interface ReadOptions {
+  /** Largest data GET: contiguous blocks of one object coalesce up to this (default 16 MiB). */
+  readGetMaxBytes?: number
+  /** Data GETs in flight at once (default 10); the walk's node and summary reads have as many slots beside them. */
+  readMaxConcurrency?: number
+  /** Memory for cached object summaries (default 64 MiB; ~9 bytes per data block). */
+  readSummaryCacheBytes?: number
+}
+
+/** For tests only: not a setting, not exported from the package. */
+export interface TestHooks {
+  /** Entries per block-map node, 3 … what a meta block holds: small values make deep trees. */
+  maxNodeEntries?: number
+}
+
+/** Settings as a file handle holds them: resolved, with the node fan-out they imply. */
+export interface FileSettings extends Settings {
+  /** Entries per block-map node: what a meta block holds, unless a test hook asked for fewer. */
   maxNodeEntries: number
 }
 
@@ -62,7 +95,6 @@ export const SPEC_DEFAULTS: Readonly<Settings> = Object.freeze({
   conflictPolicy: 'retry',
   conflictRetries: 8,
   nodeCacheNodes: 65536,
-  maxNodeEntries: 0,
 })
 
 /**
@@ -78,10 +110,78 @@ export const STREAMING_PROFILE: Readonly<Partial<Settings>> = Object.freeze({
   segmentBufferSize: 96 * MiB,
 })
 
-const SETTING_NAMES = Object.keys(SPEC_DEFAULTS) as Array<keyof Settings>
+export const READ_DEFAULTS: Readonly<Required<ReadOptions>> = Object.freeze({
+  readGetMaxBytes: 16 * MiB,
+  readMaxConcurrency: 10,
+  readSummaryCacheBytes: 64 * MiB,
+})
 
+/** How one setting is checked: an integer range, a power of two in a range, or one of some strings. */
+type Rule =
+  | { kind: 'integer'; min: number; max: number }
+  | { kind: 'power of two'; min: number; max: number }
+  | { kind: 'one of'; values: readonly string[] }
+
+const int = (min: number, max = Number.MAX_SAFE_INTEGER): Rule => ({ kind: 'integer', min, max })
+const pow2 = (min: number, max: number): Rule => ({ kind: 'power of two', min, max })
+
+const SETTING_RULES: Readonly<Record<keyof Settings, Rule>> = {
+  format: { kind: 'one of', values: ['stream', 'parted'] },
+  dataBlockSize: pow2(4 * KiB, 16 * MiB),
+  metaBlockSize: pow2(4 * KiB, 64 * KiB),
+  streamSegmentBytes: int(0),
+  segmentMaxObjectBytes: int(1, MAX_OBJECT_BYTES),
+  segmentMpuChunkSize: int(4 * KiB, 5 * GiB),
+  segmentMpuMaxConcurrency: int(1, 64),
+  dataCacheDirtyMaxBytesThreshold: int(0),
+  dataCacheDirtyMaxBlocksThreshold: int(0, 2 ** 32),
+  segmentBufferSize: int(0),
+  conflictPolicy: { kind: 'one of', values: ['retry', 'fail'] },
+  conflictRetries: int(0, 1000),
+  nodeCacheNodes: int(16, 2 ** 24),
+}
+
+const READ_RULES: Readonly<Record<keyof ReadOptions, Rule>> = {
+  readGetMaxBytes: int(4 * KiB, GiB),
+  readMaxConcurrency: int(1, 256),
+  readSummaryCacheBytes: int(0),
+}
+
+const SETTING_NAMES = Object.keys(SETTING_RULES) as Array<keyof Settings>
+
+/** Whether `name` is a setting (not a read option or a test hook). */
 export function isSettingName(name: string): name is keyof Settings {
   return (SETTING_NAMES as string[]).includes(name)
+}
+
+/** The error for a value that breaks its setting's rule. */
+export function badSetting(name: string, value: unknown, want: string): StreamSegmentError {
+  return StreamSegmentError.invalidArgument(`setting ${name} = ${JSON.stringify(value)}: ${want}`)
+}
+
+function check(name: string, v: unknown, rule: Rule): unknown {
+  if (rule.kind === 'one of') {
+    if (typeof v !== 'string' || !rule.values.includes(v)) {
+      throw badSetting(name, v, `must be ${rule.values.map((x) => `'${x}'`).join(' or ')}`)
+    }
+    return v
+  }
+  const n = v as number
+  const isInt = typeof v === 'number' && Number.isSafeInteger(v) && n >= rule.min && n <= rule.max
+  if (rule.kind === 'integer' && !isInt) throw badSetting(name, v, `must be an integer in ${rule.min}..${rule.max}`)
+  if (rule.kind === 'power of two' && (!isInt || (n & (n - 1)) !== 0)) {
+    throw badSetting(name, v, `must be a power of two in ${rule.min}..${rule.max}`)
+  }
+  return v
+}
+
+/** Each of `rules`' names from `overrides`, or else `base`, checked. */
+function resolve<T>(rules: Readonly<Record<string, Rule>>, overrides: object, base: object): T {
+  const given = overrides as Record<string, unknown>
+  const defaults = base as Record<string, unknown>
+  const out: Record<string, unknown> = {}
+  for (const [name, rule] of Object.entries(rules)) out[name] = check(name, given[name] ?? defaults[name], rule)
+  return out as T
 }
 
 /** The dirty-data limit: min(max(bytes threshold, blocks threshold × block size), segment buffer size). */
@@ -92,86 +192,47 @@ export function dirtyLimitBytes(s: Settings): number {
   )
 }
 
-function bad(name: string, value: unknown, want: string): StreamSegmentError {
-  return StreamSegmentError.invalidArgument(`setting ${name} = ${JSON.stringify(value)}: ${want}`)
-}
-
-function integer(name: string, v: unknown, min: number, max: number): number {
-  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min || v > max) {
-    throw bad(name, v, `must be an integer in ${min}..${max}`)
-  }
-  return v
-}
-
-function powerOfTwo(name: string, v: unknown, min: number, max: number): number {
-  const n = integer(name, v, min, max)
-  if ((n & (n - 1)) !== 0) throw bad(name, v, `must be a power of two in ${min}..${max}`)
-  return n
-}
-
 /**
- * Settings from defaults and the caller's overrides. Unknown keys in `overrides` that
- * are not setting names are left to the caller (other options share the object).
+ * Settings from `base` (the spec's defaults) and the caller's overrides, checked each
+ * alone and then together. Keys in `overrides` that are not settings are left to the
+ * caller (other options share the object).
  */
 export function resolveSettings(
-  overrides: Partial<Record<keyof Settings, unknown>> = {},
-  base = SPEC_DEFAULTS,
-): Settings {
-  const v = { ...base } as Record<string, unknown>
-  for (const name of SETTING_NAMES) if (overrides[name] !== undefined) v[name] = overrides[name]
-  const s: Settings = {
-    format: v.format as ContainerFormat,
-    dataBlockSize: powerOfTwo('dataBlockSize', v.dataBlockSize, 4 * KiB, 16 * MiB),
-    metaBlockSize: powerOfTwo('metaBlockSize', v.metaBlockSize, 4 * KiB, 64 * KiB),
-    streamSegmentBytes: integer('streamSegmentBytes', v.streamSegmentBytes, 0, Number.MAX_SAFE_INTEGER),
-    segmentMaxObjectBytes: integer('segmentMaxObjectBytes', v.segmentMaxObjectBytes, 1, MAX_OBJECT_BYTES),
-    segmentMpuChunkSize: integer('segmentMpuChunkSize', v.segmentMpuChunkSize, 4 * KiB, 5 * GiB),
-    segmentMpuMaxConcurrency: integer('segmentMpuMaxConcurrency', v.segmentMpuMaxConcurrency, 1, 64),
-    dataCacheDirtyMaxBytesThreshold: integer(
-      'dataCacheDirtyMaxBytesThreshold',
-      v.dataCacheDirtyMaxBytesThreshold,
-      0,
-      Number.MAX_SAFE_INTEGER,
-    ),
-    dataCacheDirtyMaxBlocksThreshold: integer(
-      'dataCacheDirtyMaxBlocksThreshold',
-      v.dataCacheDirtyMaxBlocksThreshold,
-      0,
-      2 ** 32,
-    ),
-    segmentBufferSize: integer('segmentBufferSize', v.segmentBufferSize, 0, Number.MAX_SAFE_INTEGER),
-    conflictPolicy: v.conflictPolicy as Settings['conflictPolicy'],
-    conflictRetries: integer('conflictRetries', v.conflictRetries, 0, 1000),
-    nodeCacheNodes: integer('nodeCacheNodes', v.nodeCacheNodes, 16, 2 ** 24),
-    maxNodeEntries: 0,
-  }
-  const capacity = Math.floor((s.metaBlockSize - 16) / 12)
-  const entries = integer('maxNodeEntries', v.maxNodeEntries, 0, capacity)
-  if (entries !== 0 && entries < 3) throw bad('maxNodeEntries', entries, `must be 0 or 3..${capacity}`)
-  s.maxNodeEntries = entries === 0 ? capacity : entries
-  if (s.format !== 'stream' && s.format !== 'parted') throw bad('format', v.format, "must be 'stream' or 'parted'")
-  if (s.conflictPolicy !== 'retry' && s.conflictPolicy !== 'fail') {
-    throw bad('conflictPolicy', v.conflictPolicy, "must be 'retry' or 'fail'")
+  overrides: Partial<Record<keyof Settings, unknown>> & TestHooks = {},
+  base: Readonly<Settings> = SPEC_DEFAULTS,
+): FileSettings {
+  const s = resolve<Settings>(SETTING_RULES, overrides, base)
+  const capacity = nodeCapacity(s.metaBlockSize)
+  const entries = overrides.maxNodeEntries ?? capacity
+  if (!Number.isSafeInteger(entries) || entries < 3 || entries > capacity) {
+    throw badSetting('maxNodeEntries', entries, `must be an integer in 3..${capacity}`)
   }
   if (s.segmentMpuChunkSize % s.dataBlockSize !== 0) {
-    throw bad('segmentMpuChunkSize', s.segmentMpuChunkSize, `must be a multiple of dataBlockSize (${s.dataBlockSize})`)
+    throw badSetting(
+      'segmentMpuChunkSize',
+      s.segmentMpuChunkSize,
+      `must be a multiple of dataBlockSize (${s.dataBlockSize})`,
+    )
   }
   if (dirtyLimitBytes(s) < s.dataBlockSize) {
-    throw bad(
+    throw badSetting(
       'dataCacheDirtyMaxBytesThreshold',
       s.dataCacheDirtyMaxBytesThreshold,
       `the dirty limit (${dirtyLimitBytes(s)} bytes) must hold at least one data block (${s.dataBlockSize})`,
     )
   }
-  // A leaf never leaves its data, so an object must hold a full leaf with all its blocks
-  // dirty; twice that leaves part 0 room for index nodes beside it.
-  const minObject = 2 * (s.maxNodeEntries * (s.dataBlockSize + 16) + s.metaBlockSize) + 256
+  const minObject = minObjectBytes(entries, s.dataBlockSize, s.metaBlockSize)
   if (s.segmentMaxObjectBytes < minObject) {
-    throw bad(
+    throw badSetting(
       'segmentMaxObjectBytes',
       s.segmentMaxObjectBytes,
       `must hold two full leaves with their data (${minObject})`,
     )
   }
-  return s
+  return { ...s, maxNodeEntries: entries }
+}
+
+/** A reader's options, defaults filled in, checked. */
+export function resolveReadOptions(o: ReadOptions = {}): Required<ReadOptions> {
+  return resolve<Required<ReadOptions>>(READ_RULES, o, READ_DEFAULTS)
 }

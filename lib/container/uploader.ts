@@ -1,48 +1,41 @@
 /**
- * Sends planned objects to the store, create-only.
+ * Sends segment objects to the store, create-only: every PutObject and every multipart
+ * lifecycle of a file (flush objects, partial segments, objects sent ahead) goes through
+ * one Uploader.
  *
  * - An object no larger than one piece (`segmentMpuChunkSize`) goes in one PutObject
- *   with `If-None-Match: *`; a larger one as a multipart upload whose key is claimed
- *   first (see ObjectStore.createMultipart), in pieces of exactly `segmentMpuChunkSize`
- *   bytes but the last, several at once.
+ *   with `If-None-Match: *`; a larger one as a multipart upload (`MultipartObject`) whose
+ *   key is claimed first (see ObjectStore.createMultipart), in pieces of exactly
+ *   `segmentMpuChunkSize` bytes but the last, several at once.
  * - At most `segmentMpuMaxConcurrency` requests carrying bodies are in flight across
- *   every object of the file (one shared `Semaphore`). Bodies are views of the dirty
- *   tier's slabs (ObjectPlan.take), pinned until their request ends: the upload itself
- *   copies nothing and holds no memory of its own.
- * - A failed multipart upload is aborted (best effort) before the error is returned;
- *   nothing of it becomes visible. The error is the store's, unchanged.
+ *   every object of the file (one shared Limiter). Bodies are views of the dirty tier's
+ *   slabs, pinned until their request ends (`Body.done`): the upload copies nothing and
+ *   holds no memory of its own.
+ * - A multipart upload that fails, or is given up, is aborted (best effort, logged)
+ *   after its pieces in flight have settled; nothing of it becomes visible. The error is
+ *   the store's, unchanged.
  */
 import debug from 'debug'
 import { StreamSegmentError } from '../errors.js'
 import type { CompletedPart, ObjectStore } from '../store/types.js'
-import type { ObjectPlan } from '../write/object-plan.js'
+import { Limiter } from '../util/limiter.js'
 
 const log = debug('stream-segment:upload')
 
-export class Semaphore {
-  private waiting: Array<() => void> = []
-  private used = 0
+/** S3's limit on the parts of one multipart upload. */
+export const MAX_PIECES = 10_000
 
-  constructor(readonly limit: number) {}
+/** Bytes handed to a request: views to send, and what to call when the request ends. */
+export interface Body {
+  chunks: Uint8Array[]
+  done: () => void
+}
 
-  /** Slots taken now. */
-  get inUse(): number {
-    return this.used
-  }
-
-  async take(): Promise<void> {
-    if (this.used < this.limit) {
-      this.used++
-      return
-    }
-    await new Promise<void>((resolve) => this.waiting.push(resolve))
-  }
-
-  give(): void {
-    const next = this.waiting.shift()
-    if (next) next()
-    else this.used--
-  }
+/** An object ready to send: its key, size, and its bytes [start, end) on demand. */
+export interface Uploadable {
+  readonly key: string
+  readonly size: number
+  take(start: number, end: number): Promise<Body>
 }
 
 export interface UploadResult {
@@ -52,7 +45,8 @@ export interface UploadResult {
 }
 
 export class Uploader {
-  readonly slots: Semaphore
+  /** Requests carrying bodies, across every object of the file. */
+  readonly slots: Limiter
   /** Body bytes of every request that completed (PutObject and UploadPart), for progress. */
   uploadedBytes = 0
 
@@ -61,147 +55,159 @@ export class Uploader {
     readonly pieceSize: number,
     concurrency: number,
   ) {
-    this.slots = new Semaphore(concurrency)
+    this.slots = new Limiter(concurrency)
   }
 
   /**
-   * Waits for room, takes the whole object's bytes and starts its create-only PutObject;
-   * resolves as soon as the request is under way, with a promise of its end.
+   * Waits for room, takes the bytes with `take` and starts the request `send` makes of
+   * them; resolves once the request is under way, with a promise of its end. The slot
+   * and the body are given back when it ends.
    */
-  async startPut(plan: ObjectPlan, signal?: AbortSignal): Promise<{ done: Promise<void> }> {
-    await this.slots.take()
-    let body: Awaited<ReturnType<ObjectPlan['take']>>
-    try {
-      body = await plan.take(0, plan.size)
-    } catch (err) {
-      this.slots.give()
-      throw err
-    }
-    const done = this.store
-      .put(plan.key, body.chunks, { ifNoneMatch: '*', signal })
-      .then(() => {
-        this.uploadedBytes += plan.size
-        log('put %s %d bytes', plan.key, plan.size)
-      })
-      .finally(() => {
-        body.done()
-        this.slots.give()
-      })
-    return { done }
-  }
-
-  /**
-   * Waits for room, takes a piece's bytes with `take` and starts its UploadPart (once
-   * `uploadId` is known); resolves as soon as the request is under way.
-   */
-  async startPart(
-    key: string,
-    uploadId: Promise<string>,
-    partNumber: number,
-    take: () => Promise<{ chunks: Uint8Array[]; done: () => void }>,
-    signal?: AbortSignal,
-  ): Promise<{ done: Promise<CompletedPart> }> {
-    await this.slots.take()
-    let body: { chunks: Uint8Array[]; done: () => void }
+  async start<T>(take: () => Promise<Body>, send: (chunks: Uint8Array[]) => Promise<T>): Promise<{ done: Promise<T> }> {
+    await this.slots.acquire()
+    let body: Body
     try {
       body = await take()
     } catch (err) {
-      this.slots.give()
+      this.slots.release()
       throw err
     }
-    const done = uploadId
-      .then((id) => this.store.uploadPart(key, id, partNumber, body.chunks, { signal }))
-      .then(({ etag }) => {
+    const done = send(body.chunks)
+      .then((result) => {
         this.uploadedBytes += byteLength(body.chunks)
-        log('part %s #%d', key, partNumber)
-        return { partNumber, etag }
+        return result
       })
       .finally(() => {
         body.done()
-        this.slots.give()
+        this.slots.release()
       })
     return { done }
   }
 
-  /** Uploads `plan` create-only. */
-  async upload(plan: ObjectPlan, signal?: AbortSignal): Promise<UploadResult> {
-    const size = plan.size
-    if (size <= this.pieceSize) {
-      await this.slots.take()
-      let body: Awaited<ReturnType<ObjectPlan['take']>>
-      try {
-        body = await plan.take(0, size)
-      } catch (err) {
-        this.slots.give()
-        throw err
-      }
-      try {
-        await this.store.put(plan.key, body.chunks, { ifNoneMatch: '*', signal })
-        this.uploadedBytes += size
-        log('put %s %d bytes', plan.key, size)
-        return { key: plan.key, bytes: size, requests: 1 }
-      } finally {
-        body.done()
-        this.slots.give()
-      }
-    }
-    return this.uploadMultipart(plan, signal)
+  /** Starts the whole object's create-only PutObject (waiting for room only). */
+  startPut(obj: Uploadable, signal?: AbortSignal): Promise<{ done: Promise<void> }> {
+    return this.start(
+      () => obj.take(0, obj.size),
+      async (chunks) => {
+        await this.store.put(obj.key, chunks, { ifNoneMatch: '*', signal })
+        log('put %s %d bytes', obj.key, obj.size)
+      },
+    )
   }
 
-  private async uploadMultipart(plan: ObjectPlan, signal?: AbortSignal): Promise<UploadResult> {
-    const { key, size } = plan
+  /** Claims `key` and starts a multipart upload to fill piece by piece. */
+  openMultipart(key: string, signal?: AbortSignal): MultipartObject {
+    return new MultipartObject(this, key, signal)
+  }
+
+  /** Uploads `obj` create-only and waits for it: one PutObject, or a multipart upload. */
+  async upload(obj: Uploadable, signal?: AbortSignal): Promise<UploadResult> {
+    const { key, size } = obj
+    if (size <= this.pieceSize) {
+      await (await this.startPut(obj, signal)).done
+      return { key, bytes: size, requests: 1 }
+    }
     const pieces = Math.ceil(size / this.pieceSize)
-    if (pieces > 10000)
-      throw StreamSegmentError.invalidArgument(`${key}: ${size} bytes need ${pieces} pieces, over 10000`)
-    const uploadId = await this.store.createMultipart(key, { ifNoneMatch: '*', signal })
-    const parts: CompletedPart[] = new Array(pieces)
-    const running = new Set<Promise<void>>()
-    let failure: unknown
+    if (pieces > MAX_PIECES) {
+      throw StreamSegmentError.invalidArgument(`${key}: ${size} bytes need ${pieces} pieces, over ${MAX_PIECES}`)
+    }
+    const mpu = this.openMultipart(key, signal)
     try {
-      for (let i = 0; i < pieces && failure === undefined; i++) {
-        await this.slots.take()
-        if (failure !== undefined) {
-          this.slots.give()
-          break
-        }
-        const start = i * this.pieceSize
+      for (let start = 0; start < size && mpu.failure === undefined; start += this.pieceSize) {
         const end = Math.min(start + this.pieceSize, size)
-        let body: Awaited<ReturnType<ObjectPlan['take']>>
-        try {
-          body = await plan.take(start, end)
-        } catch (err) {
-          this.slots.give()
-          throw err
-        }
-        const p = this.store
-          .uploadPart(key, uploadId, i + 1, body.chunks, { signal })
-          .then(
-            ({ etag }) => {
-              parts[i] = { partNumber: i + 1, etag }
-              this.uploadedBytes += end - start
-              log('part %s #%d %d bytes', key, i + 1, end - start)
-            },
-            (err) => {
-              failure ??= err
-            },
-          )
-          .finally(() => {
-            body.done()
-            this.slots.give()
-            running.delete(p)
-          })
-        running.add(p)
+        await mpu.startPart(() => obj.take(start, end))
       }
-      await Promise.all(running)
-      if (failure !== undefined) throw failure
-      await this.store.completeMultipart(key, uploadId, parts, { signal })
-      log('complete %s %d bytes in %d pieces', key, size, pieces)
+      await mpu.complete()
       return { key, bytes: size, requests: pieces + 2 }
     } catch (err) {
-      await Promise.allSettled(running)
-      await this.store.abortMultipart(key, uploadId).catch((e) => log('abort %s %s failed: %s', key, uploadId, e))
+      await mpu.abort()
       throw err
     }
+  }
+}
+
+/**
+ * One multipart upload, from its claim to its completion or abort. Pieces are numbered
+ * in the order they are started; a piece that fails is kept as the upload's failure and
+ * makes `complete` reject.
+ */
+export class MultipartObject {
+  private readonly uploadId: Promise<string>
+  private readonly parts: Array<Promise<CompletedPart>> = []
+  private failed: { err: unknown } | undefined
+
+  constructor(
+    private readonly uploader: Uploader,
+    readonly key: string,
+    private readonly signal?: AbortSignal,
+  ) {
+    this.uploadId = uploader.store.createMultipart(key, { ifNoneMatch: '*', signal })
+    this.uploadId.catch((err) => this.fail(err)) // judged when the object completes
+  }
+
+  /** Pieces started so far. */
+  get pieces(): number {
+    return this.parts.length
+  }
+
+  /** The first failure of the claim or of a piece, if any. */
+  get failure(): unknown {
+    return this.failed?.err
+  }
+
+  private fail(err: unknown): void {
+    this.failed ??= { err }
+  }
+
+  /** Waits for room, takes the next piece's bytes with `take` and starts its UploadPart. */
+  async startPart(take: () => Promise<Body>): Promise<void> {
+    const partNumber = this.parts.length + 1
+    // Reserve the number before waiting, so pieces started together keep their order.
+    let settle!: (p: Promise<CompletedPart>) => void
+    const part = new Promise<CompletedPart>((resolve) => {
+      settle = resolve as (p: Promise<CompletedPart>) => void
+    })
+    part.catch(() => undefined) // judged at completion
+    this.parts.push(part)
+    try {
+      const { done } = await this.uploader.start(take, async (chunks) => {
+        const { etag } = await this.uploader.store.uploadPart(this.key, await this.uploadId, partNumber, chunks, {
+          signal: this.signal,
+        })
+        log('part %s #%d', this.key, partNumber)
+        return { partNumber, etag }
+      })
+      done.catch((err) => this.fail(err))
+      settle(done)
+    } catch (err) {
+      this.fail(err)
+      settle(Promise.reject(err))
+      throw err
+    }
+  }
+
+  /** Waits for every piece started, whatever its outcome. */
+  async settled(): Promise<void> {
+    await Promise.allSettled(this.parts)
+  }
+
+  /** Waits for every piece and completes the upload; rejects with the first failure. */
+  async complete(): Promise<void> {
+    const parts = await Promise.all(this.parts)
+    await this.uploader.store.completeMultipart(this.key, await this.uploadId, parts, { signal: this.signal })
+    log('complete %s in %d pieces', this.key, parts.length)
+  }
+
+  /** Gives the upload up: waits for its pieces in flight, then aborts it (best effort, logged). */
+  async abort(): Promise<void> {
+    await this.settled()
+    let id: string
+    try {
+      id = await this.uploadId
+    } catch {
+      return // never created: nothing to abort
+    }
+    await this.uploader.store.abortMultipart(this.key, id).catch((e) => log('abort %s %s failed: %s', this.key, id, e))
   }
 }
 

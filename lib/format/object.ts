@@ -22,7 +22,7 @@
  */
 
 import { StreamSegmentError } from '../errors.js'
-import { crc32 } from '../util/crc32.js'
+import { crc32Blocks } from '../util/crc32.js'
 import {
   detectedHeader,
   encodeHeader,
@@ -119,27 +119,12 @@ export function decodeObject(bytes: Uint8Array, key: string): SegmentObject {
     summaryCrc: header.summaryCrc,
     where: key,
   })
-  if (layout.format === FORMAT_PARTED) {
-    const pad = firstNonZero(bytes, layout.summaryEnd, layout.metaOffset)
-    if (pad >= 0) throw StreamSegmentError.corrupt(`${key}: padding byte ${pad} is not zero`)
-  }
-  const nodes: BlockMapNode[] = []
-  for (let j = 0; j < header.metaCount; j++) {
-    const at = layout.metaOffset + j * layout.metaBlockSize
-    const where = `${key} meta block ${j}`
-    nodes.push(
-      decodeNode(bytes.subarray(at, at + layout.metaBlockSize), { cno: header.cno, maxCno: header.cno, where }),
-    )
-  }
-  for (let i = 0; i < header.dataCount; i++) {
-    const at = layout.dataOffset + i * layout.dataBlockSize
-    const computed = crc32(bytes.subarray(at, at + layout.dataBlockSize))
-    if (computed !== summary.crc[i]) {
-      throw StreamSegmentError.corrupt(
-        `${key}: data slot ${i} (block ${summary.blockIndex[i]}, ${summary.live[i] ? 'live' : 'dead'}) CRC ${hex32(computed)} computed, summary says ${hex32(summary.crc[i]!)}`,
-      )
-    }
-  }
+  const pad = paddingNotZero(bytes, 0, layout)
+  if (pad >= 0) throw StreamSegmentError.corrupt(`${key}: padding byte ${pad} is not zero`)
+  const nodes = decodeMetaBlocks(bytes, 0, header, layout, (j) => `${key} meta block ${j}`)
+  checkSlotCrcs(bytes.subarray(layout.dataOffset, layout.dataEnd), 0, summary, layout.dataBlockSize, (i, computed) => {
+    throw StreamSegmentError.corrupt(slotCrcMessage(key, summary, i, computed))
+  })
   const obj: SegmentObject = {
     key,
     header,
@@ -182,15 +167,13 @@ function checkEntries(
     const fail = (msg: string) =>
       StreamSegmentError.corrupt(`${where}: entry ${e} (key ${key}) points at byte ${offset} of this object, ${msg}`)
     if (level === 0) {
-      const rel = offset - layout.dataOffset
-      if (rel < 0 || offset >= layout.dataEnd || rel % layout.dataBlockSize !== 0) throw fail('not a data slot')
-      const slot = rel / layout.dataBlockSize
+      const slot = dataSlotAt(layout, offset)
+      if (slot < 0) throw fail('not a data slot')
       if (summary.blockIndex[slot] !== key) throw fail(`slot ${slot}, which holds block ${summary.blockIndex[slot]}`)
       continue
     }
-    const rel = offset - layout.metaOffset
-    if (rel < 0 || offset >= layout.metaEnd || rel % layout.metaBlockSize !== 0) throw fail('not a meta block')
-    const j = rel / layout.metaBlockSize
+    const j = metaBlockAt(layout, offset)
+    if (j < 0) throw fail('not a meta block')
     const child = nodes[j]!
     if (child.level !== level - 1) throw fail(`meta block ${j}, a node of level ${child.level}, not ${level - 1}`)
     const first = child.keys[0]!
@@ -199,4 +182,91 @@ function checkEntries(
     if (first < key || last >= next)
       throw fail(`meta block ${j}, whose keys ${first}..${last} are not in [${key}, ${next})`)
   }
+}
+
+// --- the checks a verifier shares with decodeObject ---
+
+/** The data slot starting at byte `offset` of an object laid out as `layout`; −1 when none does. */
+export function dataSlotAt(layout: ObjectLayout, offset: number): number {
+  const rel = offset - layout.dataOffset
+  if (rel < 0 || offset >= layout.dataEnd || rel % layout.dataBlockSize !== 0) return -1
+  return rel / layout.dataBlockSize
+}
+
+/** The meta block starting at byte `offset`; −1 when none does. */
+export function metaBlockAt(layout: ObjectLayout, offset: number): number {
+  const rel = offset - layout.metaOffset
+  if (rel < 0 || offset >= layout.metaEnd || rel % layout.metaBlockSize !== 0) return -1
+  return rel / layout.metaBlockSize
+}
+
+/**
+ * Head first, the padding between summary and meta blocks must be zeros: the offset in
+ * the object of the first byte that is not, or −1. `bytes` hold the object from byte `start`.
+ */
+export function paddingNotZero(bytes: Uint8Array, start: number, layout: ObjectLayout): number {
+  if (layout.format !== FORMAT_PARTED) return -1
+  const at = firstNonZero(bytes, layout.summaryEnd - start, layout.metaOffset - start)
+  return at < 0 ? -1 : at + start
+}
+
+/**
+ * Decodes the object's meta blocks from `bytes` (the object from byte `start`), each as a
+ * node written by this checkpoint. A node that fails its checks throws, or, given
+ * `onError`, is reported there and left out.
+ */
+export function decodeMetaBlocks(
+  bytes: Uint8Array,
+  start: number,
+  header: Header,
+  layout: ObjectLayout,
+  where: (j: number, at: number) => string,
+  onError?: (j: number, at: number, err: unknown) => void,
+): BlockMapNode[] {
+  const nodes: BlockMapNode[] = []
+  for (let j = 0; j < header.metaCount; j++) {
+    const at = layout.metaOffset + j * layout.metaBlockSize
+    const node = bytes.subarray(at - start, at - start + layout.metaBlockSize)
+    try {
+      nodes.push(decodeNode(node, { cno: header.cno, maxCno: header.cno, where: where(j, at) }))
+    } catch (err) {
+      if (onError === undefined) throw err
+      onError(j, at, err)
+    }
+  }
+  return nodes
+}
+
+/**
+ * Checks data slots `first`… whose bytes are `bytes` (whole slots) against the summary's
+ * CRC-32s, dead slots too, in one pass; `bad` is called for each that does not match.
+ * Returns the number of slots checked.
+ */
+export function checkSlotCrcs(
+  bytes: Uint8Array,
+  first: number,
+  summary: Summary,
+  blockSize: number,
+  bad: (slot: number, computed: number) => void,
+): number {
+  const n = Math.floor(bytes.byteLength / blockSize)
+  const crcs = new Uint32Array(n)
+  crc32Blocks(bytes.subarray(0, n * blockSize), blockSize, crcs)
+  for (let i = 0; i < n; i++) {
+    const computed = crcs[i] as number
+    if (computed !== summary.crc[first + i]) bad(first + i, computed)
+  }
+  return n
+}
+
+/**
+ * What a data slot whose CRC-32 does not match its summary entry is reported as; `at`,
+ * the slot's byte offset, when the reader read it from a store.
+ */
+export function slotCrcMessage(where: string, summary: Summary, slot: number, computed: number, at?: number): string {
+  const what = `data slot ${slot} (block ${summary.blockIndex[slot]}, ${summary.live[slot] ? 'live' : 'dead'})`
+  const [got, want] = [hex32(computed), hex32(summary.crc[slot] as number)]
+  return at === undefined
+    ? `${where}: ${what} CRC ${got} computed, summary says ${want}`
+    : `${where}: ${what} at byte ${at}: CRC-32 ${got} computed, the summary says ${want}`
 }

@@ -1,6 +1,7 @@
 /**
- * The state of one open file: its block map, dirty tier, uploader, and the inode it is
- * built on. SegmentFile drives it; checkpoint.ts and reader.ts work on it.
+ * The state of one open file: its block map, dirty tier, uploader, the inode it is built
+ * on, the checkpoint being built and its counters. SegmentFile, write/ and read/ work on
+ * it; only its own methods change its fields.
  *
  * - `published` is the inode last seen at the commit point, with its ETag: the next
  *   checkpoint replaces exactly that version (If-Match), or creates the first one
@@ -14,20 +15,34 @@
  *   dirty for a later object: a completed object never loses or reverts a write.
  */
 import { setMaxListeners } from 'node:events'
-import { readObjectHeader } from '../container/object-header.js'
+import type { Published } from '../container/inode.js'
+import { readNode } from '../container/nodes.js'
 import { Uploader } from '../container/uploader.js'
 import { StreamSegmentError } from '../errors.js'
 import { emptyInode, FORMAT_PARTED, FORMAT_STREAM, type Inode } from '../format/inode.js'
-import { segmentKey } from '../format/names.js'
-import { decodeNode } from '../format/node.js'
-import { MAX_PART, pointerPart, pointerUnit, UNIT_BYTES } from '../format/pointer.js'
-import type { Settings } from '../settings.js'
+import type { BlockMapNode } from '../format/node.js'
+import { MAX_PART } from '../format/pointer.js'
+import type { FileSettings } from '../settings.js'
 import type { ObjectStore } from '../store/types.js'
 import type { ObjectContext, ObjectPlan } from '../write/object-plan.js'
 import { BlockMap, DIRTY_BASE, type MapNode } from './block-map.js'
 import { DirtyTier } from './dirty-tier.js'
 
-export class FileCore {
+/** Per-checkpoint counters, kept from its first object to its publication (the spec's names). */
+export interface CheckpointCounters {
+  objects: number
+  streamSentBytes: number
+  streamDeadBytes: number
+  /** Data bytes the flush sent, into the open object before closing it or in its own objects. */
+  streamFlushBytes: number
+  streamMetaBytes: number
+}
+
+function newCounters(): CheckpointCounters {
+  return { objects: 0, streamSentBytes: 0, streamDeadBytes: 0, streamFlushBytes: 0, streamMetaBytes: 0 }
+}
+
+export class FileState {
   readonly map: BlockMap
   readonly tier: DirtyTier
   readonly uploader: Uploader
@@ -35,21 +50,18 @@ export class FileCore {
   readonly metaShift: number
   /** FORMAT_STREAM or FORMAT_PARTED: the container's, fixed for its life. */
   readonly format: number
-  /** The file's size, including unflushed writes. */
-  size: number
-  /** The inode this file's state is built on (its block map's root, until changed). */
-  base: Inode
-  /** The inode at the commit point, and its ETag (undefined: no checkpoint yet). */
-  published: Inode
-  publishedEtag: string | undefined
-  /** The checkpoint being built: its number and the next free part. */
-  pending: { cno: number; nextPart: number } | undefined
+  private _size: number
+  private _base: Inode
+  private _published: Inode
+  private _publishedEtag: string | undefined
+  private _pending: { cno: number; nextPart: number } | undefined
+  private _counters = newCounters()
   /** Aborts every request of this file (destroy, abort signal). */
   readonly abort = new AbortController()
 
   constructor(
     readonly store: ObjectStore,
-    readonly settings: Settings,
+    readonly settings: FileSettings,
     base: Inode,
     published: Inode,
     publishedEtag: string | undefined,
@@ -67,11 +79,80 @@ export class FileCore {
       (hi, lo, expect) => this.loadNode(hi, lo, expect),
       settings.nodeCacheNodes,
     )
-    this.base = base
-    this.published = published
-    this.publishedEtag = publishedEtag
-    this.size = base.size
+    this._base = base
+    this._published = published
+    this._publishedEtag = publishedEtag
+    this._size = base.size
     this.resetTree()
+  }
+
+  /** The file's size, including unflushed writes. */
+  get size(): number {
+    return this._size
+  }
+
+  /** The inode this file's state is built on (its block map's root, until changed). */
+  get base(): Inode {
+    return this._base
+  }
+
+  /** The inode at the commit point, and its ETag (undefined: no checkpoint yet). */
+  get published(): Inode {
+    return this._published
+  }
+
+  get publishedEtag(): string | undefined {
+    return this._publishedEtag
+  }
+
+  /** The number of the checkpoint being built, if one has started. */
+  get pendingCno(): number | undefined {
+    return this._pending?.cno
+  }
+
+  /** The highest checkpoint number this file knows of: a node naming a higher one is corrupt. */
+  get maxCno(): number {
+    return Math.max(this._published.cno, this._base.cno, this._pending?.cno ?? 0)
+  }
+
+  /** The counters of the checkpoint being built. */
+  get counters(): CheckpointCounters {
+    return this._counters
+  }
+
+  /** The file now reaches at least `end` bytes. */
+  grow(end: number): void {
+    if (end > this._size) this._size = end
+  }
+
+  /** The file is cut (or extended with a hole) to `size` bytes. */
+  resize(size: number): void {
+    this._size = size
+  }
+
+  /** `inode` was published with `etag`: the file is built on it now, its counters start again. */
+  publish(inode: Inode, etag: string): void {
+    this._base = this._published = inode
+    this._publishedEtag = etag
+    this._pending = undefined
+    this._counters = newCounters()
+  }
+
+  /** The commit point was read again (after a conflict): what is published now, if anything. */
+  republished(now: Published | undefined): void {
+    if (now === undefined) {
+      this._publishedEtag = undefined
+      return
+    }
+    this._published = now.inode
+    this._publishedEtag = now.etag
+  }
+
+  /** Changes are discarded: the tree goes back to `base`, the counters start again. */
+  rollback(): void {
+    this.tier.clear()
+    this.resetTree()
+    this._counters = newCounters()
   }
 
   get blockSize(): number {
@@ -83,10 +164,10 @@ export class FileCore {
   }
 
   /** Rebuilds the in-memory tree from `base` (nodes load on demand). */
-  resetTree(): void {
-    const b = this.base
+  private resetTree(): void {
+    const b = this._base
     this.map.setRoot(b.rootLevel, b.rootCount, b.rootKeys, b.rootPtrHi, b.rootPtrLo)
-    this.size = b.size
+    this._size = b.size
   }
 
   /** Whether a flush has anything to write. */
@@ -96,21 +177,21 @@ export class FileCore {
 
   /** The checkpoint number of the checkpoint being built, and a fresh part number in it. */
   reserve(part0 = false): { cno: number; part: number } {
-    this.pending ??= { cno: this.published.cno + 1, nextPart: 1 }
-    if (part0) return { cno: this.pending.cno, part: 0 }
-    const part = this.pending.nextPart++
+    const pending = (this._pending ??= { cno: this._published.cno + 1, nextPart: 1 })
+    if (part0) return { cno: pending.cno, part: 0 }
+    const part = pending.nextPart++
     if (part > MAX_PART) {
       throw StreamSegmentError.state(
-        `checkpoint ${this.pending.cno} has used all ${MAX_PART} part numbers: flush to start a new one`,
+        `checkpoint ${pending.cno} has used all ${MAX_PART} part numbers: flush to start a new one`,
       )
     }
-    return { cno: this.pending.cno, part }
+    return { cno: pending.cno, part }
   }
 
   /** Moves to a new checkpoint number above both the published one and the one given up. */
   abandonCheckpoint(): void {
-    const cno = Math.max(this.published.cno, this.pending?.cno ?? 0) + 1
-    this.pending = { cno, nextPart: 1 }
+    const cno = Math.max(this._published.cno, this._pending?.cno ?? 0) + 1
+    this._pending = { cno, nextPart: 1 }
   }
 
   /** An inode describing the file now, for a header (root filled in by the caller for part 0). */
@@ -176,39 +257,12 @@ export class FileCore {
   }
 
   /** Reads one block-map node from storage, checked against what its parent says. */
-  private async loadNode(
+  private loadNode(
     hi: number,
     lo: number,
     expect: { level: number; minKey: number; maxKeyExclusive: number },
-  ): Promise<import('../format/node.js').BlockMapNode> {
-    const key = segmentKey(hi, pointerPart(lo))
-    const start = pointerUnit(lo) * UNIT_BYTES
-    const bytes = await this.store.get(key, {
-      range: { start, end: start + this.settings.metaBlockSize },
-      signal: this.signal,
-    })
-    return decodeNode(bytes, {
-      ...expect,
-      cno: hi,
-      maxCno: Math.max(this.published.cno, this.base.cno, this.pending?.cno ?? 0),
-      where: `${this.store.url}/${key} meta block at ${start}`,
-    })
-  }
-
-  /**
-   * The inode stored in a checkpoint's part 0 (for opening an older checkpoint), its
-   * format detected (object-header.ts); `format`, the container's, when known.
-   */
-  static async readCheckpointInode(
-    store: ObjectStore,
-    cno: number,
-    signal?: AbortSignal,
-    format?: number,
-  ): Promise<Inode> {
-    const key = segmentKey(cno, 0)
-    const info = await store.head(key, { signal })
-    if (info === undefined) throw StreamSegmentError.notFound(`${store.url}: checkpoint ${cno} has no part 0 (${key})`)
-    return (await readObjectHeader(store, cno, 0, { format, size: info.size, signal })).header.inode
+  ): Promise<BlockMapNode> {
+    return readNode(this.store, hi, lo, this.settings.metaBlockSize, { ...expect, maxCno: this.maxCno }, this.signal)
   }
 }
 

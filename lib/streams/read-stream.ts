@@ -20,8 +20,9 @@
  */
 import { Readable } from 'streamx'
 import { StreamSegmentError } from '../errors.js'
-import { type Piece, Reader, type ReadOptions, type ReadTiming, resolveReadOptions } from '../read/reader.js'
+import { type Piece, Reader, type ReadTiming } from '../read/reader.js'
 import { SegmentFile } from '../segment-file.js'
+import { type ReadOptions, resolveReadOptions } from '../settings.js'
 import { openStore, type StoreLocation } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 

@@ -20,15 +20,14 @@
  * a data part written early under memory pressure; it publishes nothing.
  */
 import debug from 'debug'
-import { readObjectHeader } from '../container/object-header.js'
+import { publishInode, reloadInode } from '../container/inode.js'
 import { StreamSegmentError } from '../errors.js'
 import { FLAG_CHECKPOINT, FLAG_PARTIAL } from '../format/header.js'
-import { decodeInodeObject, encodeInodeObject, type Inode } from '../format/inode.js'
-import { INODE_KEY, segmentKey } from '../format/names.js'
+import type { Inode } from '../format/inode.js'
+import { objectBytes } from '../format/layout.js'
 import type { MapNode } from '../state/block-map.js'
-import type { FileCore } from '../state/file-state.js'
-import type { ObjectStore } from '../store/types.js'
-import { ObjectPlan, objectBytes } from './object-plan.js'
+import type { FileState } from '../state/file-state.js'
+import { ObjectPlan } from './object-plan.js'
 
 const log = debug('stream-segment:flush')
 
@@ -63,33 +62,19 @@ export interface FlushTiming {
   streamMetaBytes: number
 }
 
-/** Per-checkpoint counters kept from its first object to its publication. */
-export interface CheckpointCounters {
-  objects: number
-  streamSentBytes: number
-  streamDeadBytes: number
-  /** Data bytes the flush sent into the open object before closing it. */
-  streamFlushBytes: number
-  streamMetaBytes: number
-}
-
-export function newCounters(): CheckpointCounters {
-  return { objects: 0, streamSentBytes: 0, streamDeadBytes: 0, streamFlushBytes: 0, streamMetaBytes: 0 }
-}
-
 /** An object's bytes before any block: its header (and, head first, the padding it may need). */
-function emptyObjectBytes(core: FileCore): number {
+function emptyObjectBytes(core: FileState): number {
   return objectBytes(0, 0, 1, 1, core.format)
 }
 
-function leafBytes(core: FileCore, leaf: MapNode): number {
+function leafBytes(core: FileState, leaf: MapNode): number {
   return (
     objectBytes(leaf.dirtyCount, 1, core.blockSize, core.settings.metaBlockSize, core.format) - emptyObjectBytes(core)
   )
 }
 
 /** Packs leaves, in order, into groups whose objects fit `limit` bytes. */
-function pack(core: FileCore, leaves: readonly MapNode[], limit: number): MapNode[][] {
+function pack(core: FileState, leaves: readonly MapNode[], limit: number): MapNode[][] {
   const groups: MapNode[][] = []
   let group: MapNode[] = []
   let used = emptyObjectBytes(core)
@@ -111,13 +96,14 @@ function pack(core: FileCore, leaves: readonly MapNode[], limit: number): MapNod
  * Writes dirty leaves holding data as partial segments (data parts of the pending
  * checkpoint), one object at a time up to segmentMaxObjectBytes; the caller waits.
  */
-export async function writePartials(core: FileCore, counters: CheckpointCounters): Promise<void> {
+export async function writePartials(core: FileState): Promise<void> {
   const leaves = core.map.dirtyNodes().leaves.filter((l) => l.dirtyCount > 0)
   for (const group of pack(core, leaves, core.settings.segmentMaxObjectBytes)) {
     const plan = await send(
       core,
       (cno, part) => new ObjectPlan(core.context(cno, part, FLAG_PARTIAL), core.tier, group),
     )
+    const counters = core.counters
     counters.objects++
     counters.streamSentBytes += plan.dataBlocks * core.blockSize
     counters.streamMetaBytes += group.length * core.settings.metaBlockSize
@@ -136,7 +122,7 @@ const MAX_TAKEN_NUMBERS = 16
  * checkpoint may be published is decided at the inode, not here.
  */
 async function send(
-  core: FileCore,
+  core: FileState,
   make: (cno: number, part: number) => ObjectPlan,
   part0 = false,
 ): Promise<ObjectPlan> {
@@ -155,8 +141,22 @@ async function send(
   }
 }
 
-export async function flush(core: FileCore, counters: CheckpointCounters): Promise<FlushTiming> {
+/** Takes in an object the flush itself wrote: its blocks and nodes become stored. */
+function record(core: FileState, timing: FlushTiming, plan: ObjectPlan): void {
+  const counters = core.counters
+  counters.objects++
+  timing.bytes += plan.size
+  timing.dataBlocks += plan.dataBlocks
+  timing.metaBlocks += plan.images.length
+  timing.streamFlushBytes += plan.dataBlocks * core.blockSize
+  counters.streamMetaBytes += plan.images.length * core.settings.metaBlockSize
+  counters.streamDeadBytes += core.applyStored(plan)
+}
+
+/** Publishes a checkpoint of everything written so far (a no-op when nothing changed). */
+export async function flush(core: FileState): Promise<FlushTiming> {
   const t0 = performance.now()
+  const counters = core.counters
   const timing: FlushTiming = {
     cno: core.published.cno,
     objects: 0,
@@ -177,107 +177,31 @@ export async function flush(core: FileCore, counters: CheckpointCounters): Promi
     timing.totalMs = performance.now() - t0
     return timing
   }
-  const s = core.settings
   for (;;) {
-    // 1. Data parts: every dirty leaf that part 0 has no room for.
     const t1 = performance.now()
-    const { leaves, index } = core.map.dirtyNodes()
-    const root = core.map.root
-    const rootLeaf = root.level === 0 && root.dirtyCount > 0 ? root : undefined
-    const limit = s.segmentMaxObjectBytes
-    let part0Bytes = objectBytes(rootLeaf?.dirtyCount ?? 0, index.length, core.blockSize, s.metaBlockSize, core.format)
-    // Leaves from `keep` on go in part 0 (the file's tail, while they fit beside the index
-    // nodes); those before it in data parts.
-    let keep = leaves.length
-    while (keep > 0 && part0Bytes + leafBytes(core, leaves[keep - 1] as MapNode) <= limit) {
-      part0Bytes += leafBytes(core, leaves[--keep] as MapNode)
-    }
-    const record = async (plan: ObjectPlan) => {
-      counters.objects++
-      timing.bytes += plan.size
-      timing.dataBlocks += plan.dataBlocks
-      timing.metaBlocks += plan.images.length
-      timing.streamFlushBytes += plan.dataBlocks * core.blockSize
-      counters.streamMetaBytes += plan.images.length * s.metaBlockSize
-      counters.streamDeadBytes += core.applyStored(plan)
-    }
-    await sendAll(
-      core,
-      pack(core, leaves.slice(0, keep), limit).map(
-        (g) => (cno: number, part: number) => new ObjectPlan(core.context(cno, part, 0), core.tier, g),
-      ),
-      record,
-    )
-    // Index nodes part 0 has no room for go up level by level, children first, in data parts.
-    for (;;) {
-      const rest = core.map.dirtyNodes()
-      const need = objectBytes(
-        (rootLeaf?.dirtyCount ?? 0) + rest.leaves.reduce((n, l) => n + l.dirtyCount, 0),
-        rest.leaves.length + rest.index.length,
-        core.blockSize,
-        s.metaBlockSize,
-        core.format,
-      )
-      if (need <= limit) break
-      const level = Math.min(...rest.index.map((n) => n.level))
-      const ready = rest.index.filter((n) => n.level === level && !hasDirtyChild(n))
-      if (ready.length === 0) {
-        throw StreamSegmentError.internal(`part 0 needs ${need} bytes and no index node can be written before it`)
-      }
-      const perObject = Math.max(1, Math.floor((limit - emptyObjectBytes(core)) / s.metaBlockSize))
-      const groups: MapNode[][] = []
-      for (let i = 0; i < ready.length; i += perObject) groups.push(ready.slice(i, i + perObject))
-      await sendAll(
-        core,
-        groups.map((g) => (cno: number, part: number) => new ObjectPlan(core.context(cno, part, 0), core.tier, [], g)),
-        record,
-      )
-    }
+    const rootLeaf = await writeDataParts(core, timing)
     timing.dataMs += performance.now() - t1
 
-    // 2. Part 0, with the checkpoint's inode.
     const t2 = performance.now()
-    const rest = core.map.dirtyNodes()
-    const part0 = await send(
-      core,
-      (cno) => {
-        const plan = new ObjectPlan(core.context(cno, 0, FLAG_CHECKPOINT), core.tier, rest.leaves, rest.index, rootLeaf)
-        plan.ctx.inode = checkpointInode(core, cno, plan)
-        return plan
-      },
-      true,
-    )
-    const { cno, inode } = part0.ctx
+    const part0 = await writePart0(core, rootLeaf)
     timing.part0Ms += performance.now() - t2
+
+    const t3 = performance.now()
+    const { cno, inode } = part0.ctx
     try {
-      // 3. The commit point.
-      const t3 = performance.now()
-      const body = encodeInodeObject(inode)
-      const { etag } = await core.store.put(
-        INODE_KEY,
-        body,
-        core.publishedEtag === undefined
-          ? { ifNoneMatch: '*', signal: core.signal }
-          : { ifMatch: core.publishedEtag, signal: core.signal },
-      )
+      const { etag, bytes } = await publishInode(core.store, inode, core.publishedEtag, core.signal)
       timing.inodeMs += performance.now() - t3
-      counters.objects++
-      timing.bytes += part0.size + body.byteLength
-      timing.dataBlocks += part0.dataBlocks
-      timing.metaBlocks += part0.images.length
-      timing.streamFlushBytes += part0.dataBlocks * core.blockSize
-      counters.streamMetaBytes += part0.images.length * s.metaBlockSize
-      counters.streamDeadBytes += core.applyStored(part0)
+      record(core, timing, part0)
+      timing.bytes += bytes
       core.map.root.dirty = false
-      core.base = core.published = inode
-      core.publishedEtag = etag
-      core.pending = undefined
+      // The checkpoint's counters, complete now, before publish() starts the next one's.
+      const done = core.counters
+      core.publish(inode, etag)
       timing.cno = cno
-      timing.objects = counters.objects
-      timing.streamSentBytes = counters.streamSentBytes
-      timing.streamDeadBytes = counters.streamDeadBytes
-      timing.streamMetaBytes = counters.streamMetaBytes
-      Object.assign(counters, newCounters())
+      timing.objects = done.objects
+      timing.streamSentBytes = done.streamSentBytes
+      timing.streamDeadBytes = done.streamDeadBytes
+      timing.streamMetaBytes = done.streamMetaBytes
       timing.totalMs = performance.now() - t0
       log('checkpoint %d: %d objects, %d bytes in %d ms', cno, timing.objects, timing.bytes, Math.round(timing.totalMs))
       return timing
@@ -285,33 +209,106 @@ export async function flush(core: FileCore, counters: CheckpointCounters): Promi
       // Part 0 is stored but not published: its blocks stay dirty, unsent, for the next attempt.
       part0.unplace()
       if (!StreamSegmentError.is(err, 'ERR_CONFLICT')) throw err
-      timing.conflicts++
-      log('checkpoint %d: conflict (%s), policy %s', cno, err.message, s.conflictPolicy)
-      // Either way, the file now builds on what the other writer published: a later
-      // flush (a retry here, or the caller's own after 'fail') publishes on top of it.
-      await reloadPublished(core)
-      core.abandonCheckpoint()
-      if (s.conflictPolicy === 'fail' || timing.conflicts > s.conflictRetries) {
-        throw StreamSegmentError.conflict(
-          `${core.store.url}: checkpoint ${cno} was not published: another writer got there first (${err.message})`,
-          err,
-        )
-      }
+      await afterConflict(core, timing, cno, err)
     }
+  }
+}
+
+/**
+ * Phase 1, the data parts: every dirty leaf that part 0 has no room for, then index nodes
+ * part 0 has no room for, level by level, children first. Returns the root when it is a
+ * leaf holding dirty blocks (part 0 takes those).
+ */
+async function writeDataParts(core: FileState, timing: FlushTiming): Promise<MapNode | undefined> {
+  const s = core.settings
+  const limit = s.segmentMaxObjectBytes
+  const { leaves, index } = core.map.dirtyNodes()
+  const root = core.map.root
+  const rootLeaf = root.level === 0 && root.dirtyCount > 0 ? root : undefined
+  let part0Bytes = objectBytes(rootLeaf?.dirtyCount ?? 0, index.length, core.blockSize, s.metaBlockSize, core.format)
+  // Leaves from `keep` on go in part 0 (the file's tail, while they fit beside the index
+  // nodes); those before it in data parts.
+  let keep = leaves.length
+  while (keep > 0 && part0Bytes + leafBytes(core, leaves[keep - 1] as MapNode) <= limit) {
+    part0Bytes += leafBytes(core, leaves[--keep] as MapNode)
+  }
+  await sendAll(
+    core,
+    timing,
+    pack(core, leaves.slice(0, keep), limit).map(
+      (g) => (cno: number, part: number) => new ObjectPlan(core.context(cno, part, 0), core.tier, g),
+    ),
+  )
+  for (;;) {
+    const rest = core.map.dirtyNodes()
+    const need = objectBytes(
+      (rootLeaf?.dirtyCount ?? 0) + rest.leaves.reduce((n, l) => n + l.dirtyCount, 0),
+      rest.leaves.length + rest.index.length,
+      core.blockSize,
+      s.metaBlockSize,
+      core.format,
+    )
+    if (need <= limit) return rootLeaf
+    const level = Math.min(...rest.index.map((n) => n.level))
+    const ready = rest.index.filter((n) => n.level === level && !hasDirtyChild(n))
+    if (ready.length === 0) {
+      throw StreamSegmentError.internal(`part 0 needs ${need} bytes and no index node can be written before it`)
+    }
+    const perObject = Math.max(1, Math.floor((limit - emptyObjectBytes(core)) / s.metaBlockSize))
+    const groups: MapNode[][] = []
+    for (let i = 0; i < ready.length; i += perObject) groups.push(ready.slice(i, i + perObject))
+    await sendAll(
+      core,
+      timing,
+      groups.map((g) => (cno: number, part: number) => new ObjectPlan(core.context(cno, part, 0), core.tier, [], g)),
+    )
+  }
+}
+
+/** Phase 2, part 0: whatever is still dirty, with the checkpoint's inode. */
+function writePart0(core: FileState, rootLeaf: MapNode | undefined): Promise<ObjectPlan> {
+  const rest = core.map.dirtyNodes()
+  return send(
+    core,
+    (cno) => {
+      const plan = new ObjectPlan(core.context(cno, 0, FLAG_CHECKPOINT), core.tier, rest.leaves, rest.index, rootLeaf)
+      plan.ctx.inode = checkpointInode(core, cno, plan)
+      return plan
+    },
+    true,
+  )
+}
+
+/**
+ * Phase 3 failed its condition: another writer published first. Either way the file now
+ * builds on what that writer published: a later flush (a retry here, or the caller's own
+ * after 'fail') publishes on top of it.
+ */
+async function afterConflict(core: FileState, timing: FlushTiming, cno: number, err: StreamSegmentError) {
+  const s = core.settings
+  timing.conflicts++
+  log('checkpoint %d: conflict (%s), policy %s', cno, err.message, s.conflictPolicy)
+  core.republished(await reloadInode(core.store, core.signal))
+  core.abandonCheckpoint()
+  if (s.conflictPolicy === 'fail' || timing.conflicts > s.conflictRetries) {
+    throw StreamSegmentError.conflict(
+      `${core.store.url}: checkpoint ${cno} was not published: another writer got there first (${err.message})`,
+      err,
+    )
   }
 }
 
 /** Sends objects concurrently; records each one stored; throws the first failure after all settle. */
 async function sendAll(
-  core: FileCore,
+  core: FileState,
+  timing: FlushTiming,
   makers: Array<(cno: number, part: number) => ObjectPlan>,
-  record: (plan: ObjectPlan) => Promise<void>,
 ): Promise<void> {
   const results = await Promise.allSettled(makers.map((make) => send(core, make)))
   let failure: unknown
   for (const r of results) {
     if (r.status === 'rejected') failure ??= r.reason
-    else await record(r.value)
+    else record(core, timing, r.value)
   }
   if (failure !== undefined) throw failure
 }
@@ -322,7 +319,7 @@ function hasDirtyChild(n: MapNode): boolean {
 }
 
 /** The checkpoint's inode: the root with the locations part 0 gives its dirty children. */
-function checkpointInode(core: FileCore, cno: number, part0: ObjectPlan): Inode {
+function checkpointInode(core: FileState, cno: number, part0: ObjectPlan): Inode {
   const inode = core.inodeNow(cno)
   const root = core.map.root
   inode.rootLevel = root.level
@@ -348,61 +345,4 @@ function checkpointInode(core: FileCore, cno: number, part0: ObjectPlan): Inode 
     inode.rootPtrLo[i] = lo
   }
   return inode
-}
-
-/** Reads the commit point again after a conflict; this file's content is kept on top of it. */
-export async function reloadPublished(core: FileCore): Promise<void> {
-  const info = await core.store.head(INODE_KEY, { signal: core.signal })
-  if (info === undefined) {
-    core.publishedEtag = undefined
-    return
-  }
-  const bytes = await core.store.get(INODE_KEY, { signal: core.signal })
-  const inode = decodeInodeObject(bytes)
-  core.published = inode
-  core.publishedEtag = info.etag
-}
-
-/**
- * Roll-forward (ARCHITECTURE §2): a writer opening the container publishes the next
- * checkpoint when its part 0 is complete but the inode was never replaced (its writer
- * stopped between the two), and only when that part 0 was built on exactly the inode
- * published now, so a roll-forward never skips or undoes a checkpoint. The inode is
- * replaced If-Match the version read; a conflict (another writer published meanwhile)
- * or a part 0 that does not check out leaves things as they are. Returns the inode
- * published and its ETag, or undefined. Costs one HEAD when there is nothing to do.
- */
-export async function rollForward(
-  store: ObjectStore,
-  published: Inode,
-  etag: string,
-  signal?: AbortSignal,
-): Promise<{ inode: Inode; etag: string } | undefined> {
-  const cno = published.cno + 1
-  const info = await store.head(segmentKey(cno, 0), { signal })
-  if (info === undefined) return undefined
-  let base: Inode
-  let inode: Inode
-  try {
-    ;({ baseInode: base, inode } = (
-      await readObjectHeader(store, cno, 0, { format: published.format, size: info.size, signal })
-    ).header)
-  } catch (err) {
-    if (!StreamSegmentError.is(err, 'ERR_CORRUPT') && !StreamSegmentError.is(err, 'ERR_UNSUPPORTED')) throw err
-    log('checkpoint %d: part 0 not rolled forward: %s', cno, (err as Error).message)
-    return undefined
-  }
-  const same = Buffer.from(encodeInodeObject(base)).equals(encodeInodeObject(published))
-  if (!same) {
-    log('checkpoint %d: part 0 built on another inode than checkpoint %d: not rolled forward', cno, published.cno)
-    return undefined
-  }
-  try {
-    const put = await store.put(INODE_KEY, encodeInodeObject(inode), { ifMatch: etag, signal })
-    log('checkpoint %d: rolled forward (its part 0 was complete, the inode not replaced)', cno)
-    return { inode, etag: put.etag }
-  } catch (err) {
-    if (StreamSegmentError.is(err, 'ERR_CONFLICT')) return undefined
-    throw err
-  }
 }

@@ -24,9 +24,9 @@
  */
 
 import { StreamSegmentError } from '../errors.js'
-import { HEADER_BYTES, type ObjectLayout, objectLayout, SUMMARY_ENTRY_BYTES } from '../format/header.js'
+import { type ObjectLayout, objectLayout } from '../format/header.js'
 import type { Inode } from '../format/inode.js'
-import { FORMAT_PARTED, FORMAT_STREAM } from '../format/inode.js'
+import { FORMAT_PARTED } from '../format/inode.js'
 import { segmentKey } from '../format/names.js'
 import { encodeNode } from '../format/node.js'
 import { encodeObjectHead, encodeObjectTail, type TailFields } from '../format/object.js'
@@ -46,21 +46,6 @@ export interface ObjectContext {
   inode: Inode
   /** FORMAT_STREAM or FORMAT_PARTED. */
   format: number
-}
-
-/**
- * Bytes an object with these counts takes: exactly in a StreamSegment container, at
- * most in a PartedSegment one (its header and summary are padded to a 4 KiB unit).
- */
-export function objectBytes(
-  dataBlocks: number,
-  metaBlocks: number,
-  dataBlockSize: number,
-  metaBlockSize: number,
-  format = FORMAT_STREAM,
-) {
-  const padding = format === FORMAT_PARTED ? UNIT_BYTES : 0
-  return dataBlocks * (dataBlockSize + SUMMARY_ENTRY_BYTES) + metaBlocks * metaBlockSize + HEADER_BYTES + padding
 }
 
 /** A node as this object stores it: entries copied at planning time. */

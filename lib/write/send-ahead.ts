@@ -27,18 +27,17 @@
  *   takes objects in (`check`: a write, a flush, a rollback).
  */
 import debug from 'debug'
+import type { MultipartObject } from '../container/uploader.js'
 import { StreamSegmentError } from '../errors.js'
 import { FLAG_SENT_AHEAD } from '../format/header.js'
 import { FORMAT_PARTED } from '../format/inode.js'
+import { dataSlotsBytes, MAX_OBJECT_BYTES, objectBytes } from '../format/layout.js'
 import { segmentKey } from '../format/names.js'
 import { pointerLo, UNIT_BYTES } from '../format/pointer.js'
-import { MAX_OBJECT_BYTES } from '../settings.js'
 import type { MapNode } from '../state/block-map.js'
 import { DIRTY_BASE, isDirtyRef } from '../state/block-map.js'
-import type { FileCore } from '../state/file-state.js'
-import type { CompletedPart } from '../store/types.js'
-import type { CheckpointCounters } from './flush.js'
-import { newObjectId, ObjectPlan, objectBytes, type SentPrefix, takeBlocks, unsentUnder } from './object-plan.js'
+import type { CheckpointCounters, FileState } from '../state/file-state.js'
+import { newObjectId, ObjectPlan, type SentPrefix, takeBlocks, unsentUnder } from './object-plan.js'
 
 const log = debug('stream-segment:send')
 const FAILURES_BEFORE_PAUSE = 3
@@ -55,9 +54,8 @@ interface OpenObject {
   cno: number
   part: number
   key: string
-  uploadId: Promise<string>
+  upload: MultipartObject
   sent: SentPrefix
-  parts: Array<Promise<CompletedPart>>
   leaves: Set<MapNode>
 }
 
@@ -73,10 +71,7 @@ export class SendAhead {
   /** Objects failed in a row: from FAILURES_BEFORE_PAUSE on, nothing more is sent ahead until the flush. */
   private failures = 0
 
-  constructor(
-    private readonly core: FileCore,
-    private readonly counters: () => CheckpointCounters,
-  ) {}
+  constructor(private readonly core: FileState) {}
 
   /** The object size aimed at: streamSegmentBytes, capped at segmentMaxObjectBytes and 1 GiB. */
   get target(): number {
@@ -148,7 +143,7 @@ export class SendAhead {
     const open = this.open
     this.open = undefined
     if (open !== undefined) {
-      await Promise.allSettled(open.parts)
+      await open.upload.settled()
       const plan = new ObjectPlan(
         this.core.context(open.cno, open.part, FLAG_SENT_AHEAD),
         this.core.tier,
@@ -203,7 +198,7 @@ export class SendAhead {
         if (u.leaf === last) continue
         last = u.leaf
         const n = unsentUnder(u.leaf, core.tier)
-        const add = n * (core.blockSize + 16) + s.metaBlockSize
+        const add = dataSlotsBytes(n, core.blockSize) + s.metaBlockSize
         // A leaf never leaves its data, so the last leaf may take the object a little over
         // its target, never over segmentMaxObjectBytes.
         if (group.length > 0 && size + add > s.segmentMaxObjectBytes) {
@@ -224,7 +219,7 @@ export class SendAhead {
       }
       const { cno, part } = core.reserve()
       const plan = new ObjectPlan(core.context(cno, part, FLAG_SENT_AHEAD), core.tier, group)
-      const counters = this.counters()
+      const counters = this.core.counters
       counters.streamSentBytes += plan.dataBlocks * core.blockSize
       const { done } = await core.uploader.startPut(plan, core.signal)
       this.track(plan, done, counters)
@@ -266,20 +261,11 @@ export class SendAhead {
         open.sent.slot.push(u.slot)
         open.leaves.add(u.leaf)
       }
-      const partNumber = open.parts.length + 1
       const o = open
-      const counters = this.counters()
+      const counters = this.core.counters
       if (flushing) counters.streamFlushBytes += this.pieceSize
       else counters.streamSentBytes += this.pieceSize
-      const { done } = await core.uploader.startPart(
-        o.key,
-        o.uploadId,
-        partNumber,
-        () => this.takePiece(o, first, perPiece),
-        core.signal,
-      )
-      o.parts.push(done)
-      done.catch(() => undefined) // judged when the object closes
+      await o.upload.startPart(() => this.takePiece(o, first, perPiece)) // judged when the object closes
       if (!flushing && open.sent.slot.length * core.blockSize >= target && !(await this.close(false))) return
     }
   }
@@ -302,16 +288,13 @@ export class SendAhead {
     const core = this.core
     const { cno, part } = core.reserve()
     const key = segmentKey(cno, part)
-    const uploadId = core.store.createMultipart(key, { ifNoneMatch: '*', signal: core.signal })
-    uploadId.catch(() => undefined) // judged when the object closes
     const open: OpenObject = {
       id: newObjectId(),
       cno,
       part,
       key,
-      uploadId,
+      upload: core.uploader.openMultipart(key, core.signal),
       sent: { id: 0, blockIndex: [], slot: [], gen: [], crc: [] },
-      parts: [],
       leaves: new Set(),
     }
     open.sent.id = open.id
@@ -350,9 +333,9 @@ export class SendAhead {
     }
     const ordered = [...leaves].sort((a, b) => (a.keys[0] as number) - (b.keys[0] as number))
     const plan = new ObjectPlan(core.context(o.cno, o.part, FLAG_SENT_AHEAD), core.tier, ordered, [], undefined, o.sent)
-    const counters = this.counters()
+    const counters = this.core.counters
     if (plan.size > s.segmentMaxObjectBytes) {
-      await Promise.allSettled(o.parts)
+      await o.upload.settled()
       void this.fail(
         plan,
         o.sent.slot.length,
@@ -365,15 +348,12 @@ export class SendAhead {
     if (flushing) counters.streamFlushBytes += appended
     else counters.streamSentBytes += appended
     const start = o.sent.slot.length * core.blockSize
-    for (let at = start, n = o.parts.length + 1; at < plan.size; at += this.pieceSize, n++) {
+    for (let at = start; at < plan.size; at += this.pieceSize) {
       const end = Math.min(at + this.pieceSize, plan.size)
-      const { done } = await core.uploader.startPart(o.key, o.uploadId, n, () => plan.take(at, end), core.signal)
-      done.catch(() => undefined)
-      o.parts.push(done)
+      await o.upload.startPart(() => plan.take(at, end))
     }
     const completion = (async () => {
-      const parts = await Promise.all(o.parts)
-      await core.store.completeMultipart(o.key, await o.uploadId, parts, { signal: core.signal })
+      await o.upload.complete()
       log('complete %s: %d blocks, %d leaves', o.key, plan.dataBlocks, plan.images.length)
     })()
     this.track(plan, completion, counters, o)
@@ -412,15 +392,12 @@ export class SendAhead {
   private fail(plan: ObjectPlan, sent: number, why: string, open?: OpenObject): Promise<void> {
     const core = this.core
     plan.unplace()
-    this.counters().streamDeadBytes += sent * core.blockSize
+    this.core.counters.streamDeadBytes += sent * core.blockSize
     this.scanFrom = 0
     this.scanAt = 0
     log('%s given up (%s): its blocks go again', plan.key, why)
     if (open === undefined) return Promise.resolve()
-    const aborted = open.uploadId.then(
-      (id) => core.store.abortMultipart(open.key, id).catch((e) => log('abort %s failed: %s', open.key, e)),
-      () => undefined,
-    )
+    const aborted = open.upload.abort()
     this.aborting.add(aborted)
     return aborted.finally(() => this.aborting.delete(aborted))
   }

@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict'
 import { before, describe, it } from 'node:test'
-import { inspectCheckpoint, listCheckpoints, verifyCheckpoint } from '../../lib/admin/checkpoints.js'
+import { inspectCheckpoint, listCheckpoints, verifyCheckpoint } from '../../lib/admin/index.js'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'

@@ -13,7 +13,7 @@ import { mkdtemp, readFile, rm, truncate as truncateFile, writeFile } from 'node
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
-import { inspectCheckpoint, verifyCheckpoint } from '../../lib/admin/checkpoints.js'
+import { inspectCheckpoint, verifyCheckpoint } from '../../lib/admin/index.js'
 import { StreamSegmentError } from '../../lib/errors.js'
 import type { objectLayout } from '../../lib/format/header.js'
 import { FORMAT_PARTED, FORMAT_STREAM } from '../../lib/format/inode.js'

@@ -1,0 +1,5 @@
+/** The admin wing: list, inspect and verify a container's checkpoints, on container/ and format/ only. */
+export { type InspectReport, inspectCheckpoint, type ObjectReport } from './inspect.js'
+export { type AbandonedCheckpoint, type CheckpointEntry, type CheckpointList, listCheckpoints } from './list.js'
+export type { Problem } from './map-walk.js'
+export { type VerifyReport, verifyCheckpoint } from './verify.js'

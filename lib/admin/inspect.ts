@@ -1,0 +1,178 @@
+/**
+ * `inspect`: every object of one checkpoint — those its block map reaches and its own
+ * parts — with its header, counts and dead slots, from one listing and one walk of the
+ * map. Objects that cannot be read are reported, not thrown.
+ */
+import { readInode } from '../container/inode.js'
+import { type ContainerListing, listContainer } from '../container/listing.js'
+import { readObjectHeader } from '../container/object-header.js'
+import { readExact } from '../container/objects.js'
+import {
+  FLAG_CHECKPOINT,
+  FLAG_PARTIAL,
+  FLAG_SENT_AHEAD,
+  formatName,
+  type Header,
+  objectLayout,
+} from '../format/header.js'
+import { parseKey, segmentKey } from '../format/names.js'
+import { hex32 } from '../format/pointer.js'
+import { decodeSummary, type Summary } from '../format/summary.js'
+import type { ObjectStore } from '../store/types.js'
+import { Limiter } from '../util/limiter.js'
+import { resolveCheckpoint } from './list.js'
+import { type MapWalk, type Problem, toProblem, walkMap } from './map-walk.js'
+
+export interface ObjectReport {
+  key: string
+  cno: number
+  part: number
+  /** Listed size (−1: missing). */
+  size: number
+  /** Written by this checkpoint (one of its parts). */
+  own: boolean
+  /** Pointers of this checkpoint's block map into the object. */
+  reachedNodes: number
+  reachedBlocks: number
+  header?: {
+    flags: string[]
+    dataShift: number
+    metaShift: number
+    dataCount: number
+    metaCount: number
+    summaryCount: number
+    summaryCrc: string
+    createdMs: number
+    baseCno: number
+    inodeCno: number
+    inodeSize: number
+  }
+  liveSlots?: number
+  deadSlots?: number
+  error?: string
+}
+
+export interface InspectReport {
+  url: string
+  cno: number
+  published: boolean
+  /** 'StreamSegment' or 'PartedSegment': the container's layout. */
+  format: string
+  size: number
+  dataBlockSize: number
+  metaBlockSize: number
+  ctimeMs: number
+  mtimeMs: number
+  tree: { height: number; nodes: number; leaves: number; dataPointers: number; holes: number }
+  objects: ObjectReport[]
+  /** Nodes that could not be read while walking. */
+  problems: Problem[]
+}
+
+function flagNames(flags: number): string[] {
+  const out: string[] = []
+  if (flags & FLAG_CHECKPOINT) out.push('CHECKPOINT')
+  if (flags & FLAG_PARTIAL) out.push('PARTIAL')
+  if (flags & FLAG_SENT_AHEAD) out.push('SENT_AHEAD')
+  return out
+}
+
+/** The objects of the keys the map reaches, plus the checkpoint's own parts, in key order. */
+export function objectKeys(listing: ContainerListing, cno: number, walk: MapWalk): string[] {
+  const keys = new Set(walk.reached.keys())
+  for (const part of listing.byCno.get(cno)?.parts ?? []) keys.add(segmentKey(cno, part))
+  return [...keys].sort()
+}
+
+/** Every object of checkpoint `cno` (default: the published one): headers, counts, dead slots. */
+export async function inspectCheckpoint(
+  store: ObjectStore,
+  options: { cno?: number; signal?: AbortSignal } = {},
+): Promise<InspectReport> {
+  const { signal } = options
+  const listing = await listContainer(store, signal)
+  const { inode } = await resolveCheckpoint(store, listing, options.cno, signal)
+  const problems: Problem[] = []
+  const walk = await walkMap(store, inode, problems, signal)
+  const limiter = new Limiter(8)
+  const objects = await Promise.all(
+    objectKeys(listing, inode.cno, walk).map((key) =>
+      limiter.run(async (): Promise<ObjectReport> => {
+        const k = parseKey(key) as { cno: number; part: number }
+        const reached = walk.reached.get(key)
+        const size = listing.sizes.get(key) ?? -1
+        const report: ObjectReport = {
+          key,
+          cno: k.cno,
+          part: k.part,
+          size,
+          own: k.cno === inode.cno,
+          reachedNodes: reached?.nodes.length ?? 0,
+          reachedBlocks: reached?.dataAt.length ?? 0,
+        }
+        if (size < 0) {
+          report.error = 'missing'
+          return report
+        }
+        try {
+          const { header: h } = await readObjectHeader(store, k.cno, k.part, { format: inode.format, size, signal })
+          report.header = {
+            flags: flagNames(h.flags),
+            dataShift: h.dataShift,
+            metaShift: h.metaShift,
+            dataCount: h.dataCount,
+            metaCount: h.metaCount,
+            summaryCount: h.dataCount,
+            summaryCrc: hex32(h.summaryCrc),
+            createdMs: h.createdMs,
+            baseCno: h.baseInode.cno,
+            inodeCno: h.inode.cno,
+            inodeSize: h.inode.size,
+          }
+          const s = await readSummary(store, key, h, signal)
+          let live = 0
+          for (let i = 0; i < s.count; i++) live += s.live[i] as number
+          report.liveSlots = live
+          report.deadSlots = s.count - live
+        } catch (err) {
+          report.error = toProblem(err, 'header', key).message
+        }
+        return report
+      }),
+    ),
+  )
+  return {
+    url: store.url,
+    cno: inode.cno,
+    published: listing.hasInode && inode.cno === (await publishedCno(store, signal)),
+    format: formatName(inode.format),
+    size: inode.size,
+    dataBlockSize: 2 ** inode.dataShift,
+    metaBlockSize: 2 ** inode.metaShift,
+    ctimeMs: inode.ctimeMs,
+    mtimeMs: inode.mtimeMs,
+    tree: {
+      height: walk.height,
+      nodes: walk.nodes,
+      leaves: walk.leaves,
+      dataPointers: walk.dataPointers,
+      holes: walk.holes,
+    },
+    objects,
+    problems,
+  }
+}
+
+async function publishedCno(store: ObjectStore, signal?: AbortSignal): Promise<number> {
+  try {
+    return (await readInode(store, { signal })).inode.cno
+  } catch {
+    return 0
+  }
+}
+
+async function readSummary(store: ObjectStore, key: string, h: Header, signal?: AbortSignal): Promise<Summary> {
+  const layout = objectLayout(h, h)
+  const bytes = await readExact(store, key, layout.summaryOffset, layout.summaryEnd, signal)
+  return decodeSummary(bytes, { count: h.dataCount, summaryCrc: h.summaryCrc, where: `${store.url}/${key}` })
+}

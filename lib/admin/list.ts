@@ -1,0 +1,133 @@
+/**
+ * The checkpoints of a container, for `ls` (and any caller).
+ *
+ * - A checkpoint is openable when its part 0 exists. Parts of a cno without a part 0 are
+ *   an abandoned attempt: listed apart, never openable (ERR_NOT_FOUND naming the cno).
+ * - A part 0 newer than the published inode is a complete checkpoint whose publication
+ *   was interrupted ('unpublished'). Its format is detected (the end first, then the
+ *   start): a checkpoint is read by number without knowing the container's format.
+ * - Sizes come from one listing, so every header is checked against its object's real size.
+ */
+import { readInode } from '../container/inode.js'
+import { type ContainerListing, listContainer } from '../container/listing.js'
+import { readObjectHeader } from '../container/object-header.js'
+import { StreamSegmentError } from '../errors.js'
+import type { Header } from '../format/header.js'
+import type { Inode } from '../format/inode.js'
+import { INODE_KEY, segmentKey } from '../format/names.js'
+import type { ObjectStore } from '../store/types.js'
+import { Limiter } from '../util/limiter.js'
+
+export interface CheckpointEntry {
+  cno: number
+  /** The file's size at this checkpoint (from its part 0's inode; −1 when unreadable). */
+  size: number
+  /** Objects this checkpoint wrote (its parts), and their bytes. */
+  objects: number
+  bytes: number
+  /** When it was made (its inode's mtime, ms since the epoch). */
+  timeMs: number
+  state: 'published' | 'complete' | 'unpublished'
+  /** Why its part 0 could not be read, if it could not. */
+  error?: string
+}
+
+export interface AbandonedCheckpoint {
+  cno: number
+  parts: number
+  bytes: number
+}
+
+export interface CheckpointList {
+  /** The checkpoint the `inode` object names (0: none, or unreadable: see `inodeError`). */
+  published: number
+  inodeError?: string
+  checkpoints: CheckpointEntry[]
+  abandoned: AbandonedCheckpoint[]
+}
+
+/** Every checkpoint of the container, oldest first, and the abandoned attempts. */
+export async function listCheckpoints(
+  store: ObjectStore,
+  options: { signal?: AbortSignal } = {},
+): Promise<CheckpointList> {
+  const { signal } = options
+  const listing = await listContainer(store, signal)
+  let published = 0
+  let inodeError: string | undefined
+  if (listing.hasInode) {
+    try {
+      published = (await readInode(store, { signal })).inode.cno
+    } catch (err) {
+      if (!StreamSegmentError.is(err, 'ERR_CORRUPT') && !StreamSegmentError.is(err, 'ERR_UNSUPPORTED')) throw err
+      inodeError = (err as Error).message
+    }
+  }
+  const checkpoints: CheckpointEntry[] = []
+  const abandoned: AbandonedCheckpoint[] = []
+  const limiter = new Limiter(8)
+  const cnos = [...listing.byCno.keys()].sort((a, b) => a - b)
+  await Promise.all(
+    cnos.map((cno) =>
+      limiter.run(async () => {
+        const c = listing.byCno.get(cno) as { parts: number[]; bytes: number }
+        if (!c.parts.includes(0)) {
+          abandoned.push({ cno, parts: c.parts.length, bytes: c.bytes })
+          return
+        }
+        const entry: CheckpointEntry = {
+          cno,
+          size: -1,
+          objects: c.parts.length,
+          bytes: c.bytes,
+          timeMs: 0,
+          state: cno === published ? 'published' : cno > published ? 'unpublished' : 'complete',
+        }
+        try {
+          const h = (await readObjectHeader(store, cno, 0, { size: listing.sizes.get(segmentKey(cno, 0)), signal }))
+            .header
+          entry.size = h.inode.size
+          entry.timeMs = h.inode.mtimeMs
+        } catch (err) {
+          if (!StreamSegmentError.is(err, 'ERR_CORRUPT') && !StreamSegmentError.is(err, 'ERR_UNSUPPORTED')) throw err
+          entry.error = (err as Error).message
+        }
+        checkpoints.push(entry)
+      }),
+    ),
+  )
+  checkpoints.sort((a, b) => a.cno - b.cno)
+  abandoned.sort((a, b) => a.cno - b.cno)
+  return { published, ...(inodeError === undefined ? {} : { inodeError }), checkpoints, abandoned }
+}
+
+/**
+ * The inode of checkpoint `cno` (default: the published one), with its part 0's header
+ * when a cno was given; ERR_NOT_FOUND for abandoned ones.
+ */
+export async function resolveCheckpoint(
+  store: ObjectStore,
+  listing: ContainerListing,
+  cno: number | undefined,
+  signal?: AbortSignal,
+): Promise<{ inode: Inode; part0: Header | undefined }> {
+  if (cno !== undefined && (!Number.isSafeInteger(cno) || cno < 1)) {
+    throw StreamSegmentError.invalidArgument(`cno must be a positive integer, got ${cno}`)
+  }
+  if (cno === undefined) {
+    if (!listing.hasInode) {
+      throw StreamSegmentError.notFound(`${store.url}: no published checkpoint (no ${INODE_KEY} object); give a cno`)
+    }
+    const { inode } = await readInode(store, { signal })
+    return { inode, part0: undefined }
+  }
+  const c = listing.byCno.get(cno)
+  if (c === undefined) throw StreamSegmentError.notFound(`${store.url}: no checkpoint ${cno}`)
+  if (!c.parts.includes(0)) {
+    throw StreamSegmentError.notFound(
+      `${store.url}: checkpoint ${cno} was abandoned (${c.parts.length} parts, no part 0): it cannot be opened`,
+    )
+  }
+  const part0 = (await readObjectHeader(store, cno, 0, { size: listing.sizes.get(segmentKey(cno, 0)), signal })).header
+  return { inode: part0.inode, part0 }
+}

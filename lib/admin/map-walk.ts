@@ -1,0 +1,172 @@
+/**
+ * The whole block map of one checkpoint, walked from its inode level by level: per object
+ * one span of nodes at a time (container/nodes.ts), every node checked against its
+ * parent's entry. Nodes that fail their checks, objects missing, pointers past an
+ * object's end become problems; the walk goes on past them. For inspect and verify:
+ * what it returns is which objects the map reaches, and where in them.
+ */
+import { NODE_SPAN_BYTES, nodeLocation, nodeSpans, readNodeSpan } from '../container/nodes.js'
+import { StreamSegmentError } from '../errors.js'
+import type { Inode } from '../format/inode.js'
+import { segmentKey } from '../format/names.js'
+import { type BlockMapNode, decodeNode } from '../format/node.js'
+import { pointerPart, pointerUnit, UNIT_BYTES } from '../format/pointer.js'
+import type { ObjectStore } from '../store/types.js'
+import { Limiter } from '../util/limiter.js'
+
+interface Ref {
+  hi: number
+  lo: number
+  level: number
+  minKey: number
+  upper: number
+  offset: number
+  needed: boolean
+  where: string
+}
+
+export interface Reached {
+  /** Node pointers into the object: byte offsets. */
+  nodes: number[]
+  /** Data pointers: byte offsets, and the block each names. */
+  dataAt: number[]
+  dataBlock: number[]
+}
+
+export interface Problem {
+  code: 'ERR_CORRUPT' | 'ERR_NOT_FOUND' | 'ERR_UNSUPPORTED'
+  /** What failed: the inode, an object missing, a header, a summary, a node, a data block, a pointer. */
+  what: 'inode' | 'missing' | 'header' | 'summary' | 'node' | 'block' | 'pointer'
+  /** The key, and the byte offset in it when there is one. */
+  where: string
+  message: string
+}
+
+export interface MapWalk {
+  reached: Map<string, Reached>
+  nodes: number
+  leaves: number
+  dataPointers: number
+  holes: number
+  height: number
+}
+
+export function toProblem(err: unknown, what: Problem['what'], where: string): Problem {
+  if (
+    StreamSegmentError.is(err, 'ERR_CORRUPT') ||
+    StreamSegmentError.is(err, 'ERR_NOT_FOUND') ||
+    StreamSegmentError.is(err, 'ERR_UNSUPPORTED')
+  ) {
+    return { code: err.code as Problem['code'], what, where, message: err.message }
+  }
+  throw err
+}
+
+/** Walks every node reachable from `inode`; nodes that fail their checks become problems. */
+export async function walkMap(
+  store: ObjectStore,
+  inode: Inode,
+  problems: Problem[],
+  signal?: AbortSignal,
+): Promise<MapWalk> {
+  const mbs = 2 ** inode.metaShift
+  const walk: MapWalk = { reached: new Map(), nodes: 0, leaves: 0, dataPointers: 0, holes: 0, height: inode.rootLevel }
+  const reach = (key: string): Reached => {
+    let r = walk.reached.get(key)
+    if (r === undefined) walk.reached.set(key, (r = { nodes: [], dataAt: [], dataBlock: [] }))
+    return r
+  }
+  const limiter = new Limiter(8)
+  // Entries of the level being visited: (keys, pointers, level, upper bound), as the root's.
+  type Entries = { level: number; keys: Uint32Array; hi: Uint32Array; lo: Uint32Array; count: number; upper: number }
+  let level: Entries[] = [
+    {
+      level: inode.rootLevel,
+      keys: inode.rootKeys,
+      hi: inode.rootPtrHi,
+      lo: inode.rootPtrLo,
+      count: inode.rootCount,
+      upper: 2 ** 32,
+    },
+  ]
+  while (level.length > 0) {
+    const refs = new Map<string, Ref[]>()
+    for (const e of level) {
+      for (let i = 0; i < e.count; i++) {
+        const hi = e.hi[i] as number
+        const lo = e.lo[i] as number
+        const key = e.keys[i] as number
+        if (e.level === 0) {
+          if (hi === 0 && lo === 0) {
+            walk.holes++
+            continue
+          }
+          const r = reach(segmentKey(hi, pointerPart(lo)))
+          r.dataAt.push(pointerUnit(lo) * UNIT_BYTES)
+          r.dataBlock.push(key)
+          walk.dataPointers++
+          continue
+        }
+        const { key: objectKey, offset } = nodeLocation(hi, lo)
+        reach(objectKey).nodes.push(offset)
+        const upper = i + 1 < e.count ? (e.keys[i + 1] as number) : e.upper
+        const ref: Ref = {
+          hi,
+          lo,
+          level: e.level - 1,
+          minKey: key,
+          upper,
+          offset,
+          needed: true,
+          where: `${objectKey} byte ${offset}`,
+        }
+        const list = refs.get(objectKey)
+        if (list === undefined) refs.set(objectKey, [ref])
+        else list.push(ref)
+      }
+    }
+    const next: Entries[] = []
+    await Promise.all(
+      [...refs].flatMap(([key, list]) =>
+        nodeSpans(list, mbs, NODE_SPAN_BYTES).map((span) =>
+          limiter.run(async () => {
+            let bytes: Uint8Array
+            try {
+              bytes = await readNodeSpan(store, key, span, signal)
+            } catch (err) {
+              if (StreamSegmentError.is(err, 'ERR_CORRUPT')) {
+                problems.push(toProblem(err, 'pointer', `${key} byte ${span.start}`))
+              } else {
+                problems.push(toProblem(err, StreamSegmentError.is(err, 'ERR_NOT_FOUND') ? 'missing' : 'node', key))
+              }
+              return
+            }
+            for (const r of span.refs) {
+              const at = r.offset - span.start
+              try {
+                if (at + mbs > bytes.byteLength) {
+                  throw StreamSegmentError.corrupt(`${store.url}/${r.where}: node pointed at past the object's end`)
+                }
+                const n: BlockMapNode = decodeNode(bytes.subarray(at, at + mbs), {
+                  level: r.level,
+                  minKey: r.minKey,
+                  maxKeyExclusive: r.upper,
+                  cno: r.hi,
+                  maxCno: inode.cno,
+                  where: `${store.url}/${r.where}`,
+                })
+                walk.nodes++
+                if (n.level === 0) walk.leaves++
+                next.push({ level: n.level, keys: n.keys, hi: n.ptrHi, lo: n.ptrLo, count: n.count, upper: r.upper })
+              } catch (err) {
+                problems.push(toProblem(err, 'node', r.where))
+              }
+            }
+          }),
+        ),
+      ),
+    )
+    level = next
+  }
+  return walk
+}

@@ -1,0 +1,296 @@
+/**
+ * `verify`: every header, summary, node and data block CRC reachable from one
+ * checkpoint, and every pointer of its block map (a leaf's must name a live slot holding
+ * that very block, a node's a meta block of its object). Every byte of those objects is
+ * read, 16 MiB at a time. What it finds is returned as problems, each with what and
+ * where; it throws only when it cannot start (no container, no such checkpoint) or the
+ * store itself fails.
+ */
+import { readInode, sameInode } from '../container/inode.js'
+import { listContainer } from '../container/listing.js'
+import { readObjectHeader } from '../container/object-header.js'
+import { readExact } from '../container/objects.js'
+import { StreamSegmentError } from '../errors.js'
+import { HEADER_BYTES, type Header, objectLayout } from '../format/header.js'
+import { FORMAT_PARTED, type Inode } from '../format/inode.js'
+import { INODE_KEY, parseKey, segmentKey } from '../format/names.js'
+import {
+  checkSlotCrcs,
+  dataSlotAt,
+  decodeMetaBlocks,
+  metaBlockAt,
+  paddingNotZero,
+  slotCrcMessage,
+} from '../format/object.js'
+import { decodeSummary, type Summary } from '../format/summary.js'
+import type { ObjectStore } from '../store/types.js'
+import { Limiter } from '../util/limiter.js'
+import { MiB } from '../util/units.js'
+import { objectKeys } from './inspect.js'
+import { resolveCheckpoint } from './list.js'
+import { type Problem, type Reached, toProblem, walkMap } from './map-walk.js'
+
+/** Data read per GET while verifying. */
+const VERIFY_CHUNK = 16 * MiB
+/** Problems kept per object; the rest are counted. */
+const MAX_PROBLEMS_PER_OBJECT = 20
+
+export interface VerifyReport {
+  url: string
+  cno: number
+  objects: number
+  nodes: number
+  dataPointers: number
+  /** Data slots whose CRC was checked (dead ones too), and bytes read. */
+  slots: number
+  bytesRead: number
+  problems: Problem[]
+}
+
+/**
+ * Checks every header, summary, node and block CRC reachable from checkpoint `cno`
+ * (default: the published one), and every pointer of its block map. Problems are
+ * returned, not thrown.
+ */
+export async function verifyCheckpoint(
+  store: ObjectStore,
+  options: { cno?: number; signal?: AbortSignal; onProgress?: (bytes: number) => void } = {},
+): Promise<VerifyReport> {
+  const { signal } = options
+  const listing = await listContainer(store, signal)
+  const problems: Problem[] = []
+  let inode: Inode
+  let part0: Header | undefined
+  try {
+    ;({ inode, part0 } = await resolveCheckpoint(store, listing, options.cno, signal))
+  } catch (err) {
+    if (StreamSegmentError.is(err, 'ERR_NOT_FOUND') || StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT')) throw err
+    const where = options.cno === undefined ? INODE_KEY : segmentKey(options.cno, 0)
+    problems.push(toProblem(err, options.cno === undefined ? 'inode' : 'header', where))
+    return {
+      url: store.url,
+      cno: options.cno ?? 0,
+      objects: 0,
+      nodes: 0,
+      dataPointers: 0,
+      slots: 0,
+      bytesRead: 0,
+      problems,
+    }
+  }
+  if (!listing.hasInode) {
+    problems.push({
+      code: 'ERR_NOT_FOUND',
+      what: 'missing',
+      where: INODE_KEY,
+      message: `${store.url}/${INODE_KEY}: no such object, but the container has checkpoints: nothing is published`,
+    })
+  } else if (options.cno !== undefined) {
+    // The commit point is checked whatever checkpoint is verified: it is the container's entry.
+    try {
+      const { inode: published } = await readInode(store, { signal })
+      if (published.cno === inode.cno && !sameInode(published, inode)) {
+        problems.push({
+          code: 'ERR_CORRUPT',
+          what: 'inode',
+          where: INODE_KEY,
+          message: `${store.url}/${INODE_KEY}: names checkpoint ${inode.cno}, but differs from the inode in its part 0`,
+        })
+      }
+    } catch (err) {
+      problems.push(toProblem(err, 'inode', INODE_KEY))
+    }
+  }
+  const walk = await walkMap(store, inode, problems, signal)
+  const report: VerifyReport = {
+    url: store.url,
+    cno: inode.cno,
+    objects: 0,
+    nodes: walk.nodes,
+    dataPointers: walk.dataPointers,
+    slots: 0,
+    bytesRead: 0,
+    problems,
+  }
+  const limiter = new Limiter(4)
+  await Promise.all(
+    objectKeys(listing, inode.cno, walk).map((key) =>
+      limiter.run(async () => {
+        report.objects++
+        const found: Problem[] = []
+        await verifyObject({ store, inode, part0, report, options, problems: found }, key, {
+          size: listing.sizes.get(key),
+          reached: walk.reached.get(key),
+        })
+        if (found.length > MAX_PROBLEMS_PER_OBJECT) {
+          const more = found.length - MAX_PROBLEMS_PER_OBJECT
+          found.length = MAX_PROBLEMS_PER_OBJECT
+          found.push({
+            code: 'ERR_CORRUPT',
+            what: 'block',
+            where: key,
+            message: `${store.url}/${key}: and ${more} more problems`,
+          })
+        }
+        problems.push(...found)
+      }),
+    ),
+  )
+  problems.sort((a, b) => (a.where < b.where ? -1 : a.where > b.where ? 1 : 0))
+  return report
+}
+
+/** What every object of one verification shares. */
+interface VerifyContext {
+  store: ObjectStore
+  /** The checkpoint verified, and its part 0's header when it was named by number. */
+  inode: Inode
+  part0: Header | undefined
+  report: VerifyReport
+  options: { signal?: AbortSignal; onProgress?: (bytes: number) => void }
+  /** Where this object's problems go. */
+  problems: Problem[]
+}
+
+/**
+ * One object, region by region: its header (against the listed size), meta blocks and
+ * summary in one GET, the map's pointers into it, then every data slot's CRC in chunks.
+ * The checks are format/object.ts's, as decodeObject runs them on a whole object.
+ */
+async function verifyObject(
+  ctx: VerifyContext,
+  key: string,
+  found: { size: number | undefined; reached: Reached | undefined },
+): Promise<void> {
+  const { store, inode, report, problems } = ctx
+  const { signal } = ctx.options
+  const { size, reached } = found
+  const k = parseKey(key) as { cno: number; part: number }
+  const url = `${store.url}/${key}`
+  if (size === undefined) {
+    const what = `${reached?.nodes.length ?? 0} nodes and ${reached?.dataAt.length ?? 0} blocks`
+    problems.push({
+      code: 'ERR_NOT_FOUND',
+      what: 'missing',
+      where: key,
+      message: `${url}: no such object, but the block map of checkpoint ${inode.cno} points at ${what} in it`,
+    })
+    return
+  }
+  const read = async (start: number, end: number) => {
+    const b = await readExact(store, key, start, end, signal)
+    report.bytesRead += b.byteLength
+    ctx.options.onProgress?.(report.bytesRead)
+    return b
+  }
+  let header: Header
+  try {
+    header = (await readObjectHeader(store, k.cno, k.part, { format: inode.format, size, signal })).header
+    report.bytesRead += HEADER_BYTES
+  } catch (err) {
+    const at = inode.format === FORMAT_PARTED ? 0 : Math.max(0, size - HEADER_BYTES)
+    problems.push(toProblem(err, 'header', `${key} byte ${at}`))
+    return
+  }
+  if (k.part === 0 && k.cno === inode.cno && ctx.part0 === undefined && !sameInode(header.inode, inode)) {
+    problems.push({
+      code: 'ERR_CORRUPT',
+      what: 'inode',
+      where: INODE_KEY,
+      message: `${store.url}/${INODE_KEY}: names checkpoint ${inode.cno}, but differs from the inode in its part 0 (${key})`,
+    })
+  }
+  const layout = objectLayout(header, header)
+  // Meta blocks and summary (head first, the padding between them too) in one GET.
+  let summary: Summary | undefined
+  const regionStart = Math.min(layout.metaOffset, layout.summaryOffset)
+  const regionEnd = Math.max(layout.metaEnd, layout.summaryEnd)
+  if (regionEnd > regionStart) {
+    let region: Uint8Array
+    try {
+      region = await read(regionStart, regionEnd)
+    } catch (err) {
+      problems.push(toProblem(err, 'summary', `${key} byte ${regionStart}`))
+      return
+    }
+    try {
+      summary = decodeSummary(region.subarray(layout.summaryOffset - regionStart, layout.summaryEnd - regionStart), {
+        count: header.dataCount,
+        summaryCrc: header.summaryCrc,
+        where: url,
+      })
+    } catch (err) {
+      problems.push(toProblem(err, 'summary', `${key} byte ${layout.summaryOffset}`))
+    }
+    const pad = paddingNotZero(region, regionStart, layout)
+    if (pad >= 0) {
+      problems.push({
+        code: 'ERR_CORRUPT',
+        what: 'summary',
+        where: `${key} byte ${pad}`,
+        message: `${url}: padding byte ${pad} after the summary is not zero`,
+      })
+    }
+    decodeMetaBlocks(
+      region,
+      regionStart,
+      header,
+      layout,
+      (j, at) => `${store.url}/${key} byte ${at} (meta block ${j})`,
+      (_j, at, err) => problems.push(toProblem(err, 'node', `${key} byte ${at}`)),
+    )
+  }
+  // Pointers into this object.
+  for (const offset of reached?.nodes ?? []) {
+    if (metaBlockAt(layout, offset) < 0) {
+      problems.push({
+        code: 'ERR_CORRUPT',
+        what: 'pointer',
+        where: `${key} byte ${offset}`,
+        message: `${url}: a node pointer names byte ${offset}, not a meta block (they lie in [${layout.metaOffset}, ${layout.metaEnd}))`,
+      })
+    }
+  }
+  if (summary === undefined) return
+  for (let i = 0; i < (reached?.dataAt.length ?? 0); i++) {
+    const at = reached?.dataAt[i] as number
+    const block = reached?.dataBlock[i] as number
+    const slot = dataSlotAt(layout, at)
+    let problem: string | undefined
+    if (slot < 0) problem = `not one of its ${header.dataCount} data slots`
+    else if (summary.blockIndex[slot] !== block) problem = `slot ${slot}, which holds block ${summary.blockIndex[slot]}`
+    else if (summary.live[slot] !== 1) problem = `slot ${slot}, which is dead (block ${block} was written again)`
+    if (problem !== undefined) {
+      problems.push({
+        code: 'ERR_CORRUPT',
+        what: 'pointer',
+        where: `${key} byte ${at}`,
+        message: `${url}: the block map points block ${block} at byte ${at}, ${problem}`,
+      })
+    }
+  }
+  // Every data slot's CRC, dead ones too.
+  const bs = layout.dataBlockSize
+  const perChunk = Math.max(1, Math.floor(VERIFY_CHUNK / bs))
+  for (let first = 0; first < header.dataCount; first += perChunk) {
+    const n = Math.min(perChunk, header.dataCount - first)
+    const start = layout.dataOffset + first * bs
+    let bytes: Uint8Array
+    try {
+      bytes = await read(start, start + n * bs)
+    } catch (err) {
+      problems.push(toProblem(err, 'block', `${key} byte ${start}`))
+      return
+    }
+    const s = summary
+    report.slots += checkSlotCrcs(bytes, first, s, bs, (slot, computed) => {
+      const at = layout.dataOffset + slot * bs
+      problems.push({
+        code: 'ERR_CORRUPT',
+        what: 'block',
+        where: `${key} byte ${at}`,
+        message: slotCrcMessage(url, s, slot, computed, at),
+      })
+    })
+  }
+}

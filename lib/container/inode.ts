@@ -1,0 +1,168 @@
+/**
+ * The commit point of a container: the `inode` object, and the part 0s that may take it.
+ * Every read and write of `inode` goes through here.
+ *
+ * - Readers GET it alone (one request); writers also need its ETag, for the If-Match that
+ *   publishes the next checkpoint, so they HEAD it first. A missing `inode` is
+ *   ERR_NOT_FOUND ("no container here"), a damaged one ERR_CORRUPT naming the key.
+ * - Publishing replaces exactly the version read (If-Match), or creates the first one
+ *   (If-None-Match: *); another writer's publication in between is ERR_CONFLICT, and the
+ *   store's write id makes a resent write that landed count as ours.
+ * - Roll-forward (ARCHITECTURE §2) publishes the next checkpoint when its part 0 is
+ *   complete and was built on exactly the inode published now, so it can never skip or
+ *   undo a checkpoint.
+ */
+import debug from 'debug'
+import { StreamSegmentError } from '../errors.js'
+import { decodeInodeObject, encodeInodeObject, type Inode } from '../format/inode.js'
+import { INODE_KEY, segmentKey } from '../format/names.js'
+import type { ObjectStore } from '../store/types.js'
+import { readObjectHeader } from './object-header.js'
+
+const log = debug('stream-segment:flush')
+
+/** The inode published now and its ETag (undefined when the store gave none: readers). */
+export interface Published {
+  inode: Inode
+  etag: string | undefined
+}
+
+function noContainer(store: ObjectStore): StreamSegmentError {
+  return StreamSegmentError.notFound(`${store.url}: no container here (no ${INODE_KEY} object)`)
+}
+
+function decodeAt(store: ObjectStore, bytes: Uint8Array): Inode {
+  try {
+    return decodeInodeObject(bytes)
+  } catch (err) {
+    if (StreamSegmentError.is(err, 'ERR_CORRUPT')) {
+      throw StreamSegmentError.corrupt(`${store.url}/${INODE_KEY}: ${err.message}`, err)
+    }
+    throw err
+  }
+}
+
+/** Whether the container has a commit point (a checkpoint was published). */
+export async function hasInode(store: ObjectStore, signal?: AbortSignal): Promise<boolean> {
+  return (await store.head(INODE_KEY, { signal })) !== undefined
+}
+
+/**
+ * The published inode. `withEtag`: a writer's read (HEAD, then GET); otherwise one GET.
+ * ERR_NOT_FOUND when the container has none.
+ */
+export async function readInode(
+  store: ObjectStore,
+  options: { withEtag?: boolean; signal?: AbortSignal | undefined } = {},
+): Promise<Published> {
+  const { withEtag = false, signal } = options
+  let etag: string | undefined
+  if (withEtag) {
+    const info = await store.head(INODE_KEY, { signal })
+    if (info === undefined) throw noContainer(store)
+    etag = info.etag
+  }
+  const bytes = await store.get(INODE_KEY, { signal }).catch((err) => {
+    throw StreamSegmentError.is(err, 'ERR_NOT_FOUND') ? noContainer(store) : err
+  })
+  return { inode: decodeAt(store, bytes), etag }
+}
+
+/**
+ * Reads the commit point again (after a conflict): the inode and ETag now, or undefined
+ * when there is none any more.
+ */
+export async function reloadInode(store: ObjectStore, signal?: AbortSignal): Promise<Published | undefined> {
+  try {
+    return await readInode(store, { withEtag: true, signal })
+  } catch (err) {
+    if (StreamSegmentError.is(err, 'ERR_NOT_FOUND')) return undefined
+    throw err
+  }
+}
+
+/**
+ * Publishes `inode`: replaces the version `etag` names, or creates the first one when
+ * `etag` is undefined. Returns the new ETag; ERR_CONFLICT when another writer got there first.
+ */
+export async function publishInode(
+  store: ObjectStore,
+  inode: Inode,
+  etag: string | undefined,
+  signal?: AbortSignal,
+): Promise<{ etag: string; bytes: number }> {
+  const body = encodeInodeObject(inode)
+  const put = await store.put(
+    INODE_KEY,
+    body,
+    etag === undefined ? { ifNoneMatch: '*', signal } : { ifMatch: etag, signal },
+  )
+  return { etag: put.etag, bytes: body.byteLength }
+}
+
+/**
+ * The inode stored in checkpoint `cno`'s part 0 (opening an older checkpoint), its
+ * format detected unless `format`, the container's, is given. ERR_NOT_FOUND when the
+ * checkpoint has no part 0 (never complete, or abandoned).
+ */
+export async function readCheckpointInode(
+  store: ObjectStore,
+  cno: number,
+  options: { format?: number | undefined; size?: number | undefined; signal?: AbortSignal | undefined } = {},
+): Promise<Inode> {
+  const key = segmentKey(cno, 0)
+  let size = options.size
+  if (size === undefined) {
+    const info = await store.head(key, { signal: options.signal })
+    if (info === undefined) throw StreamSegmentError.notFound(`${store.url}: checkpoint ${cno} has no part 0 (${key})`)
+    size = info.size
+  }
+  return (await readObjectHeader(store, cno, 0, { format: options.format, size, signal: options.signal })).header.inode
+}
+
+/** Whether two inodes are the same, field for field (as their encodings are). */
+export function sameInode(a: Inode, b: Inode): boolean {
+  return Buffer.from(encodeInodeObject(a)).equals(encodeInodeObject(b))
+}
+
+/**
+ * Roll-forward: a writer opening the container publishes the next checkpoint when its
+ * part 0 is complete but the inode was never replaced (its writer stopped between the
+ * two), and only when that part 0 was built on exactly the inode published now. The
+ * inode is replaced If-Match the version read; a conflict (another writer published
+ * meanwhile) or a part 0 that does not check out leaves things as they are. Returns the
+ * inode published and its ETag, or undefined. Costs one HEAD when there is nothing to do.
+ */
+export async function rollForward(
+  store: ObjectStore,
+  published: Inode,
+  etag: string,
+  signal?: AbortSignal,
+): Promise<Published | undefined> {
+  const cno = published.cno + 1
+  const info = await store.head(segmentKey(cno, 0), { signal })
+  if (info === undefined) return undefined
+  let base: Inode
+  let inode: Inode
+  try {
+    ;({ baseInode: base, inode } = (
+      await readObjectHeader(store, cno, 0, { format: published.format, size: info.size, signal })
+    ).header)
+  } catch (err) {
+    if (!StreamSegmentError.is(err, 'ERR_CORRUPT') && !StreamSegmentError.is(err, 'ERR_UNSUPPORTED')) throw err
+    log('checkpoint %d: part 0 not rolled forward: %s', cno, (err as Error).message)
+    return undefined
+  }
+  if (!sameInode(base, published)) {
+    log('checkpoint %d: part 0 built on another inode than checkpoint %d: not rolled forward', cno, published.cno)
+    return undefined
+  }
+  try {
+    const put = await publishInode(store, inode, etag, signal)
+    log('checkpoint %d: rolled forward (its part 0 was complete, the inode not replaced)', cno)
+    return { inode, etag: put.etag }
+  } catch (err) {
+    if (StreamSegmentError.is(err, 'ERR_CONFLICT')) return undefined
+    throw err
+  }
+}

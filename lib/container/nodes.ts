@@ -1,0 +1,105 @@
+/**
+ * Block-map nodes read from their objects: one node, or a span of neighbouring meta
+ * blocks in one ranged GET.
+ *
+ * - A node is always checked against what its parent says of it (decodeNode: CRC, level,
+ *   the checkpoint that wrote it, its key range) before anyone uses it.
+ * - A span is at most NODE_SPAN_BYTES: `nodeSpans` covers every needed node of one object
+ *   and widens each span over unneeded siblings while it stays under that cap, so a cold
+ *   walk fetches each object's index nodes once.
+ */
+import { StreamSegmentError } from '../errors.js'
+import { segmentKey } from '../format/names.js'
+import { type BlockMapNode, decodeNode, type NodeExpectation } from '../format/node.js'
+import { pointerPart, pointerUnit, UNIT_BYTES } from '../format/pointer.js'
+import type { ObjectStore } from '../store/types.js'
+import { MiB } from '../util/units.js'
+
+/** Largest span of meta blocks one node GET brings. */
+export const NODE_SPAN_BYTES = 1 * MiB
+
+/** Where a node pointer (hi, lo) points: the object's key and the byte offset in it. */
+export function nodeLocation(hi: number, lo: number): { key: string; offset: number } {
+  return { key: segmentKey(hi, pointerPart(lo)), offset: pointerUnit(lo) * UNIT_BYTES }
+}
+
+/** Reads the node that pointer (hi, lo) names, checked against `expect` (its cno is `hi`). */
+export async function readNode(
+  store: ObjectStore,
+  hi: number,
+  lo: number,
+  metaBlockSize: number,
+  expect: Omit<NodeExpectation, 'cno' | 'where'>,
+  signal?: AbortSignal,
+): Promise<BlockMapNode> {
+  const { key, offset } = nodeLocation(hi, lo)
+  const bytes = await store.get(key, { range: { start: offset, end: offset + metaBlockSize }, signal })
+  return decodeNode(bytes, { ...expect, cno: hi, where: `${store.url}/${key} meta block at ${offset}` })
+}
+
+/**
+ * The bytes of [start, end) of object `key`, for a span of nodes. A span starting past the
+ * object's end is ERR_CORRUPT (a pointer names bytes the object does not have); a short
+ * answer is returned as it is, and each node in it checks its own bounds.
+ */
+export async function readNodeSpan(
+  store: ObjectStore,
+  key: string,
+  span: { start: number; end: number },
+  signal?: AbortSignal,
+): Promise<Uint8Array> {
+  try {
+    return await store.get(key, { range: { start: span.start, end: span.end }, signal })
+  } catch (err) {
+    if (StreamSegmentError.is(err, 'ERR_RANGE')) {
+      throw StreamSegmentError.corrupt(
+        `${store.url}/${key}: nodes are pointed at from byte ${span.start}, past the object's end`,
+        err,
+      )
+    }
+    throw err
+  }
+}
+
+export interface NodeSpan<T> {
+  start: number
+  end: number
+  refs: T[]
+}
+
+/**
+ * Cuts the refs of one object into spans of at most `cap` bytes that cover every needed
+ * node, then widens each span over unneeded siblings (rightwards first: reads go forward)
+ * while it stays under `cap` and clear of its neighbours.
+ */
+export function nodeSpans<T extends { offset: number; needed: boolean }>(
+  refs: readonly T[],
+  mbs: number,
+  cap: number,
+): NodeSpan<T>[] {
+  const sorted = [...refs].sort((a, b) => a.offset - b.offset)
+  const spans: NodeSpan<T>[] = []
+  for (const r of sorted) {
+    if (!r.needed) continue
+    const last = spans[spans.length - 1]
+    if (last !== undefined && r.offset + mbs - last.start <= cap) last.end = Math.max(last.end, r.offset + mbs)
+    else spans.push({ start: r.offset, end: r.offset + mbs, refs: [] })
+  }
+  for (let j = 0; j < spans.length; j++) {
+    const s = spans[j] as NodeSpan<T>
+    const lowest = j > 0 ? (spans[j - 1] as NodeSpan<T>).end : 0
+    const highest = j + 1 < spans.length ? (spans[j + 1] as NodeSpan<T>).start : Number.POSITIVE_INFINITY
+    for (const r of sorted) {
+      if (r.offset >= s.end && r.offset + mbs <= highest && r.offset + mbs - s.start <= cap) s.end = r.offset + mbs
+    }
+    for (let k = sorted.length - 1; k >= 0; k--) {
+      const r = sorted[k] as T
+      if (r.offset < s.start && r.offset >= lowest && s.end - r.offset <= cap) s.start = r.offset
+    }
+  }
+  for (const r of sorted) {
+    const s = spans.find((x) => r.offset >= x.start && r.offset + mbs <= x.end)
+    s?.refs.push(r)
+  }
+  return spans
+}

@@ -1,0 +1,461 @@
+/**
+ * One object's header, summary and node spans as a reader fetches them, with few and
+ * exact requests (no HEAD, ever), and the cache of what is known of each object. What it
+ * bounds and checks (head first, in a PartedSegment container, see the last point):
+ *
+ * - Header and summary, once per object, only when data blocks of that object are read,
+ *   cached (bounded by `readSummaryCacheBytes`, least recently used first), never by a
+ *   HEAD and never by a request for the header alone. Usually by a *tail read*: a ranged
+ *   GET from a known offset in the object (a meta block its parent points at, or the
+ *   summary's own offset) with its end past any legal object, so the answer runs to the
+ *   object's end and tells its exact size; the header (the answer's last 256 bytes) is
+ *   checked against it: magic, version, CRC, counts adding up to exactly the size, names,
+ *   bounds. A leaf span of a data part fetched for a read is a tail read itself: leaves,
+ *   summary and header in one GET. An object of which no meta block is known (data under
+ *   a leaf stored elsewhere) is read by one suffix request sized for the largest summary
+ *   seen: it tells the size only when the object is shorter than the suffix, but every
+ *   block is still checked against the summary, which is found from the end, so a wrong
+ *   size can only fail reads, never change what they return.
+ * - Requests: at most `readMaxConcurrency` data GETs in flight, and beside them at most
+ *   as many node, header and summary reads (small: a node span, a summary), so a
+ *   read-ahead walk never takes a data GET's slot nor waits behind one. Both kinds are
+ *   latency-bound, one of each per object read: sharing the slots halved the throughput
+ *   on a 40 ms link (test/bench/read.ts: 0.45 of raw GETs against 0.81). A missing object
+ *   is ERR_NOT_FOUND naming the checkpoint that points into it; a range past the end
+ *   ERR_CORRUPT.
+ * - Head first (PartedSegment). The header is an object's first 256 bytes, so no read
+ *   tells an object's size; every block is still checked against the summary, so a
+ *   wrong size can only fail reads. A leaf span fetched for a read is a *head read*:
+ *   one GET from byte 0 through the span brings header, summary and leaves (when the
+ *   span ends within HEAD_READ_MAX_BYTES). An object of which nothing is known is read
+ *   from byte 0 for as many summary entries as the largest summary seen; a summary
+ *   larger than that, or of an object whose header is known, costs one exact GET.
+ */
+import { StreamSegmentError } from '../errors.js'
+import { decodeHeader, HEADER_BYTES, type Header, objectLayout, SUMMARY_ENTRY_BYTES } from '../format/header.js'
+import { FORMAT_PARTED, FORMAT_STREAM } from '../format/inode.js'
+import { TAIL_END } from '../format/layout.js'
+import { decodeSummary, type Summary } from '../format/summary.js'
+import type { ObjectStore } from '../store/types.js'
+import { Limiter } from '../util/limiter.js'
+import { MiB } from '../util/units.js'
+
+/** The farthest a head read (header, summary and a leaf span, head first) reaches into an object. */
+export const HEAD_READ_MAX_BYTES = 8 * MiB
+
+export type ReadKind = 'inode' | 'header' | 'meta' | 'summary' | 'data'
+
+/**
+ * What reads cost. A request counts once, under what it was made for; its bytes count by
+ * the region they came from (a leaf span's tail read brings meta, summary and header).
+ * `inode` counts the requests of opening, when the read stream opened the file.
+ */
+export interface ReadTiming {
+  requests: Record<ReadKind, number>
+  bytes: Record<ReadKind, number>
+  /** Children found in memory by a walk; summaries found in the cache by a data run. */
+  nodeCacheHits: number
+  summaryCacheHits: number
+  /** Nodes loaded one at a time by the BlockMap (a walk could not prefetch them). */
+  nodeFallbacks: number
+  holeBlocks: number
+  memoryBlocks: number
+  storedBlocks: number
+}
+
+export function newReadTiming(): ReadTiming {
+  const zero = () => ({ inode: 0, header: 0, meta: 0, summary: 0, data: 0 })
+  return {
+    requests: zero(),
+    bytes: zero(),
+    nodeCacheHits: 0,
+    summaryCacheHits: 0,
+    nodeFallbacks: 0,
+    holeBlocks: 0,
+    memoryBlocks: 0,
+    storedBlocks: 0,
+  }
+}
+
+/** What the reader knows of one object. */
+export class ObjectState {
+  header: Header | undefined
+  /** Exact size, once a tail read has shown it (−1 before). */
+  size = -1
+  summary: Summary | undefined
+  pending: Promise<Summary> | undefined
+  /** The highest offset of a meta block known to be in this object (−1: none). */
+  maxMeta = -1
+  constructor(
+    readonly key: string,
+    readonly cno: number,
+    readonly part: number,
+  ) {}
+}
+
+export interface ObjectReadsOptions {
+  /** The container's format (FORMAT_STREAM or FORMAT_PARTED). */
+  format: number
+  readMaxConcurrency: number
+  readSummaryCacheBytes: number
+  /** Aborts every request. */
+  signal: AbortSignal
+  /** The checkpoint whose block map is being read, for messages. */
+  mapCno: () => number
+}
+
+export class ObjectReads {
+  timing: ReadTiming = newReadTiming()
+  /** Data GETs; and node, header and summary reads, which never wait behind them. */
+  readonly dataLimiter: Limiter
+  readonly walkLimiter: Limiter
+  private objects = new Map<string, ObjectState>()
+  private summaryBytes = 0
+  /** The most data slots seen in an object: sizes the suffix read of an object not seen yet. */
+  private typicalSlots = 1024
+  private readonly parted: boolean
+  private readonly summaryCacheBytes: number
+  private readonly signal: AbortSignal
+  private readonly mapCno: () => number
+
+  constructor(
+    private readonly store: ObjectStore,
+    options: ObjectReadsOptions,
+  ) {
+    this.parted = options.format === FORMAT_PARTED
+    this.summaryCacheBytes = options.readSummaryCacheBytes
+    this.signal = options.signal
+    this.mapCno = options.mapCno
+    this.dataLimiter = new Limiter(options.readMaxConcurrency)
+    this.walkLimiter = new Limiter(options.readMaxConcurrency)
+  }
+
+  /** Forgets cached headers and summaries. */
+  clear(): void {
+    this.objects.clear()
+    this.summaryBytes = 0
+  }
+
+  /** Where the data slots of `st` start (head first they follow the meta blocks; 0 until its header is known). */
+  dataOffset(st: ObjectState): number {
+    return st.header === undefined ? 0 : objectLayout(st.header, st.header).dataOffset
+  }
+
+  /** Bytes [start, end) of the object's data region: one data GET. */
+  readData(st: ObjectState, start: number, end: number): Promise<Uint8Array> {
+    return this.get(st.key, { start, end }, 'data', st.cno)
+  }
+
+  /**
+   * The bytes of a span of meta blocks, from `span.start`. `withSummary`: the object's
+   * summary comes along (a tail read, or head first a head read) and is cached.
+   */
+  async readNodeSpan(st: ObjectState, span: { start: number; end: number }, withSummary: boolean): Promise<Uint8Array> {
+    if (!withSummary) {
+      const bytes = await this.get(st.key, { start: span.start, end: span.end }, 'meta', st.cno)
+      this.timing.bytes.meta += bytes.byteLength
+      return bytes
+    }
+    const p = this.parted ? this.headSpanRead(st, span) : this.tailRead(st, span.start, 'meta')
+    const pending = p.then((t) => t.summary)
+    st.pending = pending
+    pending.catch(() => {
+      if (st.pending === pending) st.pending = undefined
+    })
+    return (await p).bytes
+  }
+
+  state(key: string, cno: number, part: number): ObjectState {
+    let st = this.objects.get(key)
+    if (st === undefined) {
+      st = new ObjectState(key, cno, part)
+      this.objects.set(key, st)
+      if (this.objects.size > 65536) this.evict()
+    } else {
+      // Most recently used last.
+      this.objects.delete(key)
+      this.objects.set(key, st)
+    }
+    return st
+  }
+
+  private evict(): void {
+    for (const [key, st] of this.objects) {
+      if (this.summaryBytes <= this.summaryCacheBytes && this.objects.size <= 65536) return
+      this.objects.delete(key)
+      if (st.summary !== undefined) this.summaryBytes -= summaryMemory(st.summary)
+    }
+  }
+
+  /**
+   * The object's summary: cached, or fetched once (concurrent callers share the fetch);
+   * `minSlots`: the object has at least this many data slots (a pointer names the last).
+   */
+  summaryOf(st: ObjectState, minSlots: number): Promise<Summary> {
+    if (st.summary !== undefined) {
+      this.timing.summaryCacheHits++
+      return Promise.resolve(st.summary)
+    }
+    if (st.pending !== undefined) return st.pending
+    const p = (async () => {
+      if (this.parted) return this.headRead(st, minSlots)
+      if (st.header !== undefined) {
+        return (await this.tailRead(st, objectLayout(st.header, st.header).summaryOffset, 'summary')).summary
+      }
+      if (st.maxMeta >= 0) return (await this.tailRead(st, st.maxMeta, 'summary')).summary
+      return this.suffixRead(st, minSlots)
+    })()
+    st.pending = p
+    p.then(
+      () => {
+        if (st.pending === p) st.pending = undefined
+      },
+      () => {
+        if (st.pending === p) st.pending = undefined
+      },
+    )
+    return p
+  }
+
+  /**
+   * Header and summary of an object of which no meta block is known, by one suffix read
+   * sized for the largest summary seen so far (an object shorter than that comes whole,
+   * and its size is checked). A suffix does not tell the size of a longer object: its
+   * data is still checked block by block against this summary, found from the end, so a
+   * wrong size can only fail reads. A summary larger than guessed costs an exact tail read.
+   */
+  private async suffixRead(st: ObjectState, minSlots: number): Promise<Summary> {
+    const slots = Math.max(minSlots, this.typicalSlots)
+    const want = HEADER_BYTES + SUMMARY_ENTRY_BYTES * (slots + (slots >> 3))
+    const bytes = await this.get(st.key, { suffix: want }, 'summary', st.cno)
+    const whole = bytes.byteLength < want
+    const header = this.acceptHeader(
+      st,
+      decodeHeader(bytes.subarray(Math.max(0, bytes.byteLength - HEADER_BYTES)), whole ? bytes.byteLength : undefined, {
+        ...st,
+        format: FORMAT_STREAM,
+      }),
+    )
+    const layout = objectLayout(header, header)
+    const length = layout.headerOffset - layout.summaryOffset
+    if (length + HEADER_BYTES > bytes.byteLength) {
+      return (await this.tailRead(st, layout.summaryOffset, 'summary')).summary
+    }
+    const end = bytes.byteLength - HEADER_BYTES
+    const summary = decodeSummary(bytes.subarray(end - length, end), {
+      count: header.dataCount,
+      summaryCrc: header.summaryCrc,
+      where: `${this.store.url}/${st.key}`,
+    })
+    const t = this.timing.bytes
+    t.meta += end - length
+    t.summary += length
+    t.header += HEADER_BYTES
+    if (whole) st.size = bytes.byteLength
+    return this.acceptSummary(st, summary)
+  }
+
+  /**
+   * Head first: the summary of an object, by one GET from byte 0 sized for the largest
+   * summary seen (header and summary), or one exact GET when its header is known or the
+   * summary turned out larger.
+   */
+  private async headRead(st: ObjectState, minSlots: number): Promise<Summary> {
+    let header = st.header
+    let bytes: Uint8Array | undefined
+    if (header === undefined) {
+      const slots = Math.max(minSlots, this.typicalSlots)
+      bytes = await this.get(
+        st.key,
+        { start: 0, end: HEADER_BYTES + SUMMARY_ENTRY_BYTES * (slots + (slots >> 3)) },
+        'summary',
+        st.cno,
+      )
+      header = this.acceptHeader(
+        st,
+        decodeHeader(bytes.subarray(0, HEADER_BYTES), undefined, { ...st, format: FORMAT_PARTED }),
+      )
+      this.timing.bytes.header += HEADER_BYTES
+    }
+    const layout = objectLayout(header, header)
+    const length = layout.summaryEnd - layout.summaryOffset
+    let summaryBytes: Uint8Array
+    if (bytes !== undefined && bytes.byteLength >= layout.summaryEnd) {
+      summaryBytes = bytes.subarray(layout.summaryOffset, layout.summaryEnd)
+      this.timing.bytes.meta += bytes.byteLength - layout.summaryEnd
+    } else if (length === 0) {
+      summaryBytes = new Uint8Array(0)
+    } else {
+      // The summary is larger than guessed, or the header was known: one exact GET.
+      summaryBytes = await this.get(st.key, { start: layout.summaryOffset, end: layout.summaryEnd }, 'summary', st.cno)
+      if (summaryBytes.byteLength !== length) {
+        throw StreamSegmentError.corrupt(
+          `${this.store.url}/${st.key}: the object ends at ${layout.summaryOffset + summaryBytes.byteLength}, within its summary`,
+        )
+      }
+    }
+    this.timing.bytes.summary += length
+    return this.acceptSummary(st, this.decodeSummaryBytes(st, header, summaryBytes))
+  }
+
+  /**
+   * Head first: GETs the object from byte 0 through `span` (header, summary, padding and
+   * meta blocks up to the span's end); the summary is taken from it, the span's bytes returned.
+   */
+  private async headSpanRead(
+    st: ObjectState,
+    span: { start: number; end: number },
+  ): Promise<{ bytes: Uint8Array; summary: Summary }> {
+    const bytes = await this.get(st.key, { start: 0, end: span.end }, 'meta', st.cno)
+    const where = `${this.store.url}/${st.key}`
+    const header = this.acceptHeader(
+      st,
+      decodeHeader(bytes.subarray(0, HEADER_BYTES), undefined, { ...st, format: FORMAT_PARTED }),
+    )
+    const layout = objectLayout(header, header)
+    if (span.start < layout.metaOffset || span.end > layout.metaEnd) {
+      throw StreamSegmentError.corrupt(
+        `${where}: a pointer names bytes [${span.start}, ${span.end}), outside the meta blocks [${layout.metaOffset}, ${layout.metaEnd})`,
+      )
+    }
+    const summary = this.decodeSummaryBytes(st, header, bytes.subarray(layout.summaryOffset, layout.summaryEnd))
+    const t = this.timing.bytes
+    t.header += HEADER_BYTES
+    t.summary += layout.summaryEnd - layout.summaryOffset
+    t.meta += bytes.byteLength - layout.summaryEnd
+    return { bytes: bytes.subarray(span.start), summary: this.acceptSummary(st, summary) }
+  }
+
+  /** The summary of `st` from its bytes, checked against the header's count and CRC. */
+  private decodeSummaryBytes(st: ObjectState, header: Header, bytes: Uint8Array): Summary {
+    return decodeSummary(bytes, {
+      count: header.dataCount,
+      summaryCrc: header.summaryCrc,
+      where: `${this.store.url}/${st.key}`,
+    })
+  }
+
+  /** Keeps the header of `st` (the same one as before, if it had one). */
+  private acceptHeader(st: ObjectState, header: Header): Header {
+    if (
+      st.header !== undefined &&
+      (st.header.summaryCrc !== header.summaryCrc || st.header.createdMs !== header.createdMs)
+    ) {
+      throw StreamSegmentError.corrupt(`${this.store.url}/${st.key}: the header changed between two reads`)
+    }
+    st.header = header
+    if (header.dataCount > this.typicalSlots) this.typicalSlots = header.dataCount
+    return header
+  }
+
+  private acceptSummary(st: ObjectState, summary: Summary): Summary {
+    if (st.summary === undefined) {
+      st.summary = summary
+      this.summaryBytes += summaryMemory(summary)
+      if (this.summaryBytes > this.summaryCacheBytes) this.evict()
+    }
+    return st.summary
+  }
+
+  /**
+   * GETs the object from `start` to its end: the answer's length gives the exact size,
+   * against which the header (its last 256 bytes) is checked; the summary is taken from it.
+   */
+  private async tailRead(
+    st: ObjectState,
+    start: number,
+    kind: ReadKind,
+  ): Promise<{ bytes: Uint8Array; summary: Summary }> {
+    const bytes = await this.get(st.key, { start, end: Math.max(TAIL_END, start + 1) }, kind, st.cno)
+    const size = start + bytes.byteLength
+    const where = `${this.store.url}/${st.key}`
+    const header = this.acceptHeader(
+      st,
+      decodeHeader(bytes.subarray(Math.max(0, bytes.byteLength - HEADER_BYTES)), size, {
+        ...st,
+        format: FORMAT_STREAM,
+      }),
+    )
+    const layout = objectLayout(header, header)
+    if (start > layout.summaryOffset) {
+      throw StreamSegmentError.corrupt(
+        `${where}: a pointer names byte ${start}, past the meta blocks, which end at ${layout.summaryOffset}`,
+      )
+    }
+    const summary = decodeSummary(bytes.subarray(layout.summaryOffset - start, layout.headerOffset - start), {
+      count: header.dataCount,
+      summaryCrc: header.summaryCrc,
+      where,
+    })
+    const t = this.timing.bytes
+    t.meta += layout.summaryOffset - start
+    t.summary += layout.headerOffset - layout.summaryOffset
+    t.header += HEADER_BYTES
+    st.size = size
+    return { bytes, summary: this.acceptSummary(st, summary) }
+  }
+
+  /** One GET through the limiter, counted; missing and short objects say where. */
+  private async get(
+    key: string,
+    range: { start: number; end: number } | { suffix: number },
+    kind: ReadKind,
+    cno: number,
+  ): Promise<Uint8Array> {
+    this.timing.requests[kind]++
+    const where = `${this.store.url}/${key}`
+    try {
+      const limiter = kind === 'data' ? this.dataLimiter : this.walkLimiter
+      const bytes = await limiter.run(() => this.store.get(key, { range, signal: this.signal }))
+      if (kind === 'data') this.timing.bytes.data += bytes.byteLength
+      return bytes
+    } catch (err) {
+      if (StreamSegmentError.is(err, 'ERR_NOT_FOUND')) {
+        throw StreamSegmentError.notFound(
+          `${where}: no such object, but the block map (checkpoint ${this.mapCno()}) points into it (written by checkpoint ${cno})`,
+          err,
+        )
+      }
+      if (StreamSegmentError.is(err, 'ERR_RANGE') && 'start' in range) {
+        throw StreamSegmentError.corrupt(
+          `${where}: the object ends before byte ${range.start}, which is pointed at`,
+          err,
+        )
+      }
+      throw err
+    }
+  }
+}
+
+function summaryMemory(s: Summary): number {
+  return s.count * 9 + 200
+}
+
+/**
+ * Bytes [start, end) of object `key`, exactly: a short answer is ERR_CORRUPT naming the
+ * object and the offset, a range past its end too. For readers that check a whole object
+ * region by region (verify, inspect).
+ */
+export async function readExact(
+  store: ObjectStore,
+  key: string,
+  start: number,
+  end: number,
+  signal?: AbortSignal,
+): Promise<Uint8Array> {
+  if (end <= start) return new Uint8Array(0)
+  const where = `${store.url}/${key}`
+  let bytes: Uint8Array
+  try {
+    bytes = await store.get(key, { range: { start, end }, signal })
+  } catch (err) {
+    if (StreamSegmentError.is(err, 'ERR_RANGE')) {
+      throw StreamSegmentError.corrupt(`${where}: the object ends before byte ${start}`, err)
+    }
+    throw err
+  }
+  if (bytes.byteLength !== end - start) {
+    throw StreamSegmentError.corrupt(`${where}: short read at ${start}: ${bytes.byteLength} of ${end - start} bytes`)
+  }
+  return bytes
+}

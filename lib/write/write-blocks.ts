@@ -1,0 +1,243 @@
+/**
+ * The write paths of an open file: bytes by value, by reference, zeros, and truncation,
+ * all cut at block boundaries by one splitter (`blockSpan`), then the dirty limits.
+ *
+ * - By value, each byte is copied once, into the dirty tier; whole blocks landing in
+ *   consecutive slots are copied as one run, before anything is awaited, so no block is
+ *   ever mapped to a slot that does not hold its bytes yet when control leaves.
+ * - A block being sent is never changed in place: a rewrite takes a fresh slot (copy on
+ *   write). A block only partly written is first filled from storage, from its source
+ *   (by reference) or with zeros.
+ * - The dirty limits come first: over the limit the open object closes early and the
+ *   writer waits for every object in flight, then writes partial segments if that is not
+ *   enough. Under it, what there is to send ahead is sent.
+ */
+
+import { StreamSegmentError } from '../errors.js'
+import type { Reader } from '../read/reader.js'
+import { DIRTY_BASE, isDirtyRef } from '../state/block-map.js'
+import { type BlockSource, readSource } from '../state/dirty-tier.js'
+import type { FileState } from '../state/file-state.js'
+import { writePartials } from './flush.js'
+import type { SendAhead } from './send-ahead.js'
+
+/**
+ * [offset, end) at `bs`-byte blocks: the whole blocks [firstWhole, endWhole), and the
+ * partial ends [offset, headEnd) and [tailStart, end), either of which may be empty.
+ * A range inside one block is all head.
+ */
+export function blockSpan(
+  offset: number,
+  end: number,
+  bs: number,
+): { firstWhole: number; endWhole: number; headEnd: number; tailStart: number } {
+  const firstWhole = Math.ceil(offset / bs)
+  const endWhole = Math.floor(end / bs)
+  if (endWhole <= firstWhole) return { firstWhole, endWhole: firstWhole, headEnd: end, tailStart: end }
+  return { firstWhole, endWhole, headEnd: firstWhole * bs, tailStart: endWhole * bs }
+}
+
+export class BlockWriter {
+  /** Highest dirty-tier use seen (bytes), for tests and benchmarks. */
+  peakDirtyBytes = 0
+  /** Partial segments written under memory pressure. */
+  partials = 0
+
+  constructor(
+    private readonly core: FileState,
+    private readonly sendAhead: SendAhead,
+    private readonly reader: Reader,
+    private readonly dirtyLimit: number,
+  ) {}
+
+  async write(offset: number, bytes: Uint8Array): Promise<void> {
+    checkRange(offset, bytes.byteLength, this.core.blockSize)
+    await this.writeBlocks(offset, bytes.byteLength, bytes)
+    await this.afterWrite()
+  }
+
+  async writeRef(offset: number, length: number, source: BlockSource, sourceOffset: number): Promise<void> {
+    checkRange(offset, length, this.core.blockSize)
+    if (!Number.isSafeInteger(sourceOffset) || sourceOffset < 0) {
+      throw StreamSegmentError.invalidArgument(`sourceOffset ${sourceOffset} must be a non-negative integer`)
+    }
+    const core = this.core
+    const { tier, map } = core
+    const bs = core.blockSize
+    const end = offset + length
+    const span = blockSpan(offset, end, bs)
+    const byValue = async (from: number, to: number) => {
+      if (to > from) {
+        await this.writeBlocks(from, to - from, await readSource(source, sourceOffset + from - offset, to - from))
+      }
+    }
+    await byValue(offset, span.headEnd)
+    if (span.endWhole > span.firstWhole) {
+      this.sendAhead.noteWrite(span.firstWhole)
+      const ptr: [number, number] = [0, 0]
+      for (let b = span.firstWhole; b < span.endWhole; b++) {
+        if (!map.lookup(b, ptr)) {
+          await map.load(b)
+          map.lookup(b, ptr)
+        }
+        const id = tier.allocRef(source, sourceOffset + b * bs - offset)
+        if (!map.update(b, 0, DIRTY_BASE + id)) throw StreamSegmentError.internal(`block ${b}: path unloaded`)
+        if (isDirtyRef(ptr[0], ptr[1])) tier.release(ptr[1] - DIRTY_BASE)
+      }
+      core.grow(span.tailStart)
+    }
+    await byValue(span.tailStart, end)
+    core.grow(end)
+    await this.afterWrite()
+  }
+
+  async writeZeroes(offset: number, length: number): Promise<void> {
+    checkRange(offset, length, this.core.blockSize)
+    const core = this.core
+    const end = offset + length
+    const span = blockSpan(offset, end, core.blockSize)
+    const zeroPart = async (from: number, to: number) => {
+      if (to > from) await this.writeBlocks(from, to - from, undefined)
+    }
+    await zeroPart(offset, span.headEnd)
+    if (span.endWhole > span.firstWhole) {
+      await core.map.zeroRange(span.firstWhole, span.endWhole, (id) => core.tier.release(id))
+    }
+    await zeroPart(span.tailStart, end)
+    core.grow(end)
+    await this.afterWrite()
+  }
+
+  async truncate(size: number): Promise<void> {
+    checkRange(size, 0, this.core.blockSize)
+    const core = this.core
+    const bs = core.blockSize
+    if (size < core.size) {
+      const keep = Math.ceil(size / bs)
+      await core.map.truncate(keep, (id) => core.tier.release(id))
+      // Bytes past the end in the last block must read as zeros if the file grows again.
+      if (size % bs !== 0) {
+        const [hi, lo] = await core.map.get(keep - 1)
+        if (hi !== 0 || lo !== 0) {
+          await this.writeBlocks(size, keep * bs - size, undefined)
+        }
+      }
+    }
+    core.resize(size)
+  }
+
+  /**
+   * Writes `src` (zeros when undefined) at [offset, offset + length): for each block,
+   * finds or makes its dirty slot (filling it from storage, or with zeros, when only part
+   * of it is written) and copies the bytes in. Whole blocks landing in consecutive slots
+   * are copied as one run; a run is copied before anything is awaited, so no block is
+   * ever mapped to a slot that does not hold its bytes yet when control leaves.
+   */
+  private async writeBlocks(offset: number, length: number, src: Uint8Array | undefined): Promise<void> {
+    const core = this.core
+    const { tier, map } = core
+    const bs = core.blockSize
+    const end = offset + length
+    const ptr: [number, number] = [0, 0]
+    let runSlot = -1
+    let runCount = 0
+    let runFrom = 0
+    this.sendAhead.noteWrite(Math.floor(offset / bs))
+    const flushRun = () => {
+      if (runCount > 0) tier.writeRun(runSlot, runCount, src as Uint8Array, runFrom - offset)
+      runCount = 0
+    }
+    for (let b = Math.floor(offset / bs); b * bs < end; b++) {
+      const from = Math.max(offset, b * bs)
+      const to = Math.min(end, (b + 1) * bs)
+      if (!map.lookup(b, ptr)) {
+        flushRun()
+        await map.load(b)
+        map.lookup(b, ptr)
+      }
+      const [hi, lo] = ptr
+      const whole = to - from === bs
+      let slot: number
+      if (isDirtyRef(hi, lo) && !tier.pinned(lo - DIRTY_BASE) && !tier.isRef(lo - DIRTY_BASE)) {
+        slot = lo - DIRTY_BASE
+      } else if (isDirtyRef(hi, lo)) {
+        // Its slot is being sent (copy-on-write into a fresh one), or it is written by
+        // reference (its bytes come from the source into a slot of their own).
+        const old = lo - DIRTY_BASE
+        flushRun()
+        slot = tier.alloc()
+        if (!whole) {
+          if (tier.isRef(old)) {
+            try {
+              tier.write(slot, 0, await tier.readRef(old, 0, bs))
+            } catch (err) {
+              tier.release(slot)
+              throw err
+            }
+            // The source read yielded: an object that completed meanwhile may have stored
+            // the block and released its reference (and its leaf may have left the cache).
+            // The bytes read are the block's either way.
+            while (!map.lookup(b, ptr)) await map.load(b)
+          } else tier.copySlot(old, slot)
+        }
+        if (!map.update(b, 0, DIRTY_BASE + slot)) throw StreamSegmentError.internal(`block ${b}: path unloaded`)
+        if (ptr[0] === 0 && ptr[1] === DIRTY_BASE + old) tier.release(old)
+      } else {
+        slot = tier.alloc()
+        if (!whole) {
+          flushRun()
+          try {
+            if (hi === 0 && lo === 0) tier.fill(slot, 0, bs, 0)
+            else tier.write(slot, 0, await this.reader.read(b * bs, bs))
+          } catch (err) {
+            tier.release(slot)
+            throw err
+          }
+        }
+        if (!map.update(b, 0, DIRTY_BASE + slot)) throw StreamSegmentError.internal(`block ${b}: path unloaded`)
+      }
+      if (src === undefined) tier.fill(slot, from - b * bs, to - from, 0)
+      else if (!whole) tier.write(slot, from - b * bs, src.subarray(from - offset, to - offset))
+      else if (runCount > 0 && tier.follows(runSlot + runCount - 1, slot)) runCount++
+      else {
+        flushRun()
+        runSlot = slot
+        runCount = 1
+        runFrom = from
+      }
+    }
+    flushRun()
+    core.grow(end)
+  }
+
+  /**
+   * The dirty limits come first: over the limit, the open object closes early and the
+   * writer waits for every object in flight, then writes partial segments if that is not
+   * enough. Under it, what there is to send ahead is sent.
+   */
+  private async afterWrite(): Promise<void> {
+    const tier = this.core.tier
+    if (tier.usedBytes > this.peakDirtyBytes) this.peakDirtyBytes = tier.usedBytes
+    if (tier.usedBytes > this.dirtyLimit) {
+      await this.sendAhead.relieve()
+      if (tier.usedBytes > this.dirtyLimit) {
+        await writePartials(this.core)
+        this.partials++
+      }
+    } else {
+      await this.sendAhead.afterWrite()
+    }
+  }
+}
+
+export function checkRange(offset: number, length: number, blockSize: number): void {
+  if (!Number.isSafeInteger(offset) || offset < 0 || !Number.isSafeInteger(length) || length < 0) {
+    throw StreamSegmentError.invalidArgument(`offset ${offset} and length ${length} must be non-negative integers`)
+  }
+  // Block indexes are 32 bits on storage.
+  if (offset + length > 2 ** 32 * blockSize) {
+    throw StreamSegmentError.invalidArgument(
+      `offset ${offset} + length ${length} is past the largest file, ${2 ** 32 * blockSize} bytes at ${blockSize}-byte blocks`,
+    )
+  }
+}
