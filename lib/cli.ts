@@ -10,14 +10,14 @@ import type { Readable, Writable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { inspectCheckpoint, listCheckpoints, type Problem, verifyCheckpoint } from './admin/index.js'
 import { type ErrorCode, StreamSegmentError } from './errors.js'
-import { optionalRequire } from './optional-require.cjs'
 import { isSettingName, type Settings, SPEC_DEFAULTS } from './settings.js'
 import { openStore } from './store/open.js'
 import type { ObjectStore } from './store/types.js'
 import { createStreamSegmentReadStream } from './streams/read-stream.js'
+import { openLocalFile, uploadFile } from './streams/upload-file.js'
 import { createStreamSegmentWriteStream } from './streams/write-stream.js'
+import { optionalRequire } from './util/optional-require.cjs'
 import type { FlushTiming } from './write/flush.js'
-import { openLocalFile, uploadFile } from './write/upload-file.js'
 
 export const EXIT_CODES: Record<ErrorCode | 'usage', number> = {
   usage: 2,
@@ -72,7 +72,7 @@ const MiB = 1024 * KiB
 const PROGRESS_MS = 250
 
 export function version(): string {
-  return optionalRequire<{ version: string }>('../../../package.json')?.version ?? 'unknown'
+  return optionalRequire<{ version: string }>('../../../../package.json')?.version ?? 'unknown'
 }
 
 interface Parsed {

@@ -1,12 +1,56 @@
 /**
  * stream-segment: write large byte streams to object storage while they are produced,
  * as self-describing StreamSegment checkpoints, and read them back.
+ *
+ * The library is laid out in wings, one job each, from the bottom up:
+ *
+ *   errors.ts, util/   the error class; one limiter, the CRC-32 choice, units
+ *   format/            one owner file per on-storage layout; layout.ts: every size formula
+ *   store/, settings.ts  the ObjectStore interface and its memory, directory and S3 stores;
+ *                      every setting, resolved in one place
+ *   container/         the only code that calls a store: the inode (read, publish by
+ *                      compare-and-swap, roll forward), object headers (format detection),
+ *                      summaries and node spans, the uploader (every PutObject and multipart
+ *                      lifecycle), listing
+ *   state/             the open file's state (FileState), block map and dirty tier
+ *   read/              the reader: plans a read, walks the block map, checks every block
+ *   write/             the write paths, object plans, send-ahead, the flush in phases
+ *   admin/             list, inspect and verify, on container/ and format/ only
+ *   segment-file.ts    SegmentFile, the handle users hold
+ *   streams/           the write and read streams and uploadFile, thin adapters over it
+ *   cli.ts, index.ts   the CLI and this file
+ *
+ * The dependency rule, checked by `npm run lint` (scripts/check-deps.mjs): a wing imports
+ * only itself and the wings listed before it; admin/ never
+ * imports read/, write/ or state/; nothing outside container/ and store/ calls an
+ * ObjectStore method; no import cycles.
  */
 
+export {
+  type AbandonedCheckpoint,
+  type CheckpointEntry,
+  type CheckpointList,
+  type InspectReport,
+  inspectCheckpoint,
+  listCheckpoints,
+  type ObjectReport,
+  type Problem,
+  type VerifyReport,
+  verifyCheckpoint,
+} from './admin/index.js'
 export { ERROR_CODES, type ErrorCode, StreamSegmentError } from './errors.js'
 export type { ReadKind, ReadOptions, ReadTiming } from './read/reader.js'
 export { type OpenOptions, SegmentFile } from './segment-file.js'
-export { dirtyLimitBytes, resolveSettings, type Settings, SPEC_DEFAULTS, STREAMING_PROFILE } from './settings.js'
+export {
+  type ContainerShape,
+  dirtyLimitBytes,
+  READ_DEFAULTS,
+  resolveSettings,
+  type Settings,
+  SPEC_DEFAULTS,
+  STREAMING_PROFILE,
+  type WriteSettings,
+} from './settings.js'
 export type { BlockSource } from './state/dirty-tier.js'
 export { DirectoryStore } from './store/directory.js'
 export { MemoryStore } from './store/memory.js'
@@ -30,6 +74,7 @@ export {
   type ReadStreamOptions,
   StreamSegmentReadStream,
 } from './streams/read-stream.js'
+export { fileSource, uploadFile } from './streams/upload-file.js'
 export {
   createStreamSegmentWriteStream,
   StreamSegmentWriteStream,
@@ -37,4 +82,3 @@ export {
 } from './streams/write-stream.js'
 export { crc32, crc32Implementation } from './util/crc32.js'
 export type { FlushTiming } from './write/flush.js'
-export { fileSource, uploadFile } from './write/upload-file.js'

@@ -15,7 +15,7 @@ import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
 import { main, progressLine } from '../lib/cli.js'
 import type { StreamSegmentError } from '../lib/errors.js'
-import { uploadFile } from '../lib/write/upload-file.js'
+import { uploadFile } from '../lib/streams/upload-file.js'
 
 const bin = 'bin/stream-segment.cjs'
 const quietEnv = () => {

@@ -24,7 +24,6 @@ import type { BlockMapNode } from '../format/node.js'
 import { MAX_PART } from '../format/pointer.js'
 import type { FileSettings } from '../settings.js'
 import type { ObjectStore } from '../store/types.js'
-import type { ObjectContext, ObjectPlan } from '../write/object-plan.js'
 import { BlockMap, DIRTY_BASE, type MapNode } from './block-map.js'
 import { DirtyTier } from './dirty-tier.js'
 
@@ -36,6 +35,43 @@ export interface CheckpointCounters {
   /** Data bytes the flush sent, into the open object before closing it or in its own objects. */
   streamFlushBytes: number
   streamMetaBytes: number
+}
+
+/** What an object of the checkpoint being built says of itself in its header. */
+export interface ObjectContext {
+  cno: number
+  part: number
+  flags: number
+  dataShift: number
+  metaShift: number
+  baseInode: Inode
+  /** The inode to put in the header; for part 0, the checkpoint's (set before gathering the tail). */
+  inode: Inode
+  /** FORMAT_STREAM or FORMAT_PARTED. */
+  format: number
+}
+
+/** A node as an object stores it: entries copied when the object was planned. */
+export interface NodeImage {
+  node: MapNode
+  level: number
+  keys: Uint32Array
+  hi: Uint32Array
+  lo: Uint32Array
+}
+
+/** A completed object, as the state takes it in (write/object-plan.ts's ObjectPlan). */
+export interface StoredObject {
+  readonly ctx: { cno: number }
+  readonly dataBlocks: number
+  readonly blockIndex: ArrayLike<number>
+  readonly slot: ArrayLike<number>
+  readonly images: readonly NodeImage[]
+  /** Whether data block k is still what was sent (same slot, same generation). */
+  unchanged(k: number): boolean
+  /** The pointer's low half of data block k, and of meta block j, in this object. */
+  dataLo(k: number): number
+  metaLo(j: number): number
 }
 
 function newCounters(): CheckpointCounters {
@@ -232,7 +268,7 @@ export class FileState {
    * stored become clean. Returns the bytes of data blocks that died (written again
    * before the object completed).
    */
-  applyStored(plan: ObjectPlan): number {
+  applyStored(plan: StoredObject): number {
     const { cno } = plan.ctx
     let dead = 0
     for (let k = 0; k < plan.dataBlocks; k++) {

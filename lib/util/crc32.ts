@@ -7,7 +7,7 @@
  */
 import * as zlib from 'node:zlib'
 import crc32js from 'crc-32'
-import { optionalRequire } from '../optional-require.cjs'
+import { optionalRequire } from './optional-require.cjs'
 
 /** crc32(bytes, seed) continues a CRC from `seed` (the CRC of the preceding bytes). */
 export type Crc32Fn = (bytes: Uint8Array, seed?: number) => number

@@ -25,7 +25,6 @@
 
 import { StreamSegmentError } from '../errors.js'
 import { type ObjectLayout, objectLayout } from '../format/header.js'
-import type { Inode } from '../format/inode.js'
 import { FORMAT_PARTED } from '../format/inode.js'
 import { segmentKey } from '../format/names.js'
 import { encodeNode } from '../format/node.js'
@@ -33,29 +32,8 @@ import { encodeObjectHead, encodeObjectTail, type TailFields } from '../format/o
 import { pointerLo, UNIT_BYTES } from '../format/pointer.js'
 import { DIRTY_BASE, isDirtyRef, type MapNode } from '../state/block-map.js'
 import { type DirtyTier, readSource } from '../state/dirty-tier.js'
+import type { NodeImage, ObjectContext } from '../state/file-state.js'
 import { crc32 } from '../util/crc32.js'
-
-export interface ObjectContext {
-  cno: number
-  part: number
-  flags: number
-  dataShift: number
-  metaShift: number
-  baseInode: Inode
-  /** The inode to put in the header; for part 0, the checkpoint's (set before gathering the tail). */
-  inode: Inode
-  /** FORMAT_STREAM or FORMAT_PARTED. */
-  format: number
-}
-
-/** A node as this object stores it: entries copied at planning time. */
-export interface NodeImage {
-  node: MapNode
-  level: number
-  keys: Uint32Array
-  hi: Uint32Array
-  lo: Uint32Array
-}
 
 let nextObjectId = 1
 

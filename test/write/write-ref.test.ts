@@ -8,7 +8,7 @@ import { describe, it } from 'node:test'
 import { SegmentFile } from '../../lib/segment-file.js'
 import type { BlockSource } from '../../lib/state/dirty-tier.js'
 import { MemoryStore } from '../../lib/store/memory.js'
-import { uploadFile } from '../../lib/write/upload-file.js'
+import { uploadFile } from '../../lib/streams/upload-file.js'
 import { FailingStore } from '../helpers/failing-store.js'
 
 const MiB = 1024 * 1024

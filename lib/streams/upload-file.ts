@@ -13,8 +13,8 @@ import type { Settings } from '../settings.js'
 import type { BlockSource } from '../state/dirty-tier.js'
 import { openStore, type StoreLocation } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
-import { openForAppend } from '../streams/write-stream.js'
-import type { FlushTiming } from './flush.js'
+import type { FlushTiming } from '../write/flush.js'
+import { openForAppend } from './write-stream.js'
 
 /** A block source over an open file handle. */
 export function fileSource(fh: {
