@@ -23,18 +23,14 @@ import { StreamSegmentError } from '../errors.js'
 import { type Piece, Reader, type ReadTiming } from '../read/reader.js'
 import { SegmentFile } from '../segment-file.js'
 import { type ReadOptions, resolveReadOptions } from '../settings.js'
-import { openStore, type StoreLocation } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
+import { destroyOnAbort, type StreamLocation, storeOf } from './options.js'
 
 const MiB = 1024 * 1024
 /** Zeros of a hole are pushed in pieces of at most this. */
 const ZERO_CHUNK = MiB
 
-export interface ReadStreamOptions extends ReadOptions {
-  /** Where the container is: s3://bucket/prefix, a directory, file:///dir, mem://name. */
-  url?: StoreLocation
-  /** Or the store itself. */
-  store?: ObjectStore
+export interface ReadStreamOptions extends ReadOptions, StreamLocation {
   /** First byte (default 0) and last byte, inclusive (default the file's last). */
   start?: number
   end?: number
@@ -78,9 +74,6 @@ export class StreamSegmentReadStream extends Readable {
   constructor(options: ReadStreamOptions) {
     const { url, store, signal, highWaterMark = MiB } = options
     super({ highWaterMark })
-    if ((url === undefined) === (store === undefined)) {
-      throw StreamSegmentError.invalidArgument('createStreamSegmentReadStream: give exactly one of url and store')
-    }
     for (const name of ['start', 'end'] as const) {
       const v = options[name]
       if (v !== undefined && (!Number.isSafeInteger(v) || v < 0)) {
@@ -94,12 +87,8 @@ export class StreamSegmentReadStream extends Readable {
     }
     this.readAheadBytes = ahead
     this.options = options
-    this.store = store ?? openStore(url as StoreLocation)
-    if (signal) {
-      const onAbort = () => this.destroy(StreamSegmentError.aborted(`read of ${this.store.url} aborted`, signal.reason))
-      if (signal.aborted) queueMicrotask(onAbort)
-      else signal.addEventListener('abort', onAbort, { once: true })
-    }
+    this.store = storeOf({ url, store }, 'createStreamSegmentReadStream')
+    destroyOnAbort(this, signal, `read of ${this.store.url}`)
   }
 
   /** Requests and bytes by kind, cache hits; `inode` counts the open. */

@@ -17,15 +17,11 @@ import { Writable } from 'streamx'
 import { StreamSegmentError } from '../errors.js'
 import { SegmentFile } from '../segment-file.js'
 import { type Settings, STREAMING_PROFILE } from '../settings.js'
-import { openStore, type StoreLocation } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import type { FlushTiming } from '../write/flush.js'
+import { destroyOnAbort, type StreamLocation, storeOf } from './options.js'
 
-export interface WriteStreamOptions extends Partial<Settings> {
-  /** Where the container is: s3://bucket/prefix, a directory, file:///dir, mem://name. */
-  url?: StoreLocation
-  /** Or the store itself. */
-  store?: ObjectStore
+export interface WriteStreamOptions extends Partial<Settings>, StreamLocation {
   signal?: AbortSignal
   /** Bytes the stream itself may queue before the source is paused (default 64 KiB). */
   highWaterMark?: number
@@ -55,17 +51,9 @@ export class StreamSegmentWriteStream extends Writable {
     if (profile !== 'streaming' && profile !== 'spec') {
       throw StreamSegmentError.invalidArgument(`profile ${JSON.stringify(profile)}: must be 'streaming' or 'spec'`)
     }
-    if ((url === undefined) === (store === undefined)) {
-      throw StreamSegmentError.invalidArgument('createStreamSegmentWriteStream: give exactly one of url and store')
-    }
-    this.store = store ?? openStore(url as StoreLocation)
+    this.store = storeOf({ url, store }, 'createStreamSegmentWriteStream')
     this.settings = profile === 'streaming' ? { ...STREAMING_PROFILE, ...settings } : settings
-    if (signal) {
-      const onAbort = () =>
-        this.destroy(StreamSegmentError.aborted(`write to ${this.store.url} aborted`, signal.reason))
-      if (signal.aborted) queueMicrotask(onAbort)
-      else signal.addEventListener('abort', onAbort, { once: true })
-    }
+    destroyOnAbort(this, signal, `write to ${this.store.url}`)
   }
 
   override _open(cb: Callback): void {

@@ -1,23 +1,10 @@
-// Shared by the format tests: error assertions, CRC resealing for crafted corruptions, fixtures.
-import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
 import fc from 'fast-check'
-import { type ErrorCode, StreamSegmentError } from '../../lib/errors.js'
 import { FORMAT_PARTED, FORMAT_STREAM, type Inode, MAX_CNO } from '../../lib/format/index.js'
 import { crc32 } from '../../lib/util/crc32.js'
 import { FIXTURES_DIR } from '../fixtures/make-fixtures.js'
 
-/** `fn` throws a StreamSegmentError with `code` whose message contains every one of `parts`. */
-export function throwsCode(fn: () => unknown, code: ErrorCode, ...parts: (string | RegExp)[]): void {
-  assert.throws(fn, (err: unknown) => {
-    assert.ok(err instanceof StreamSegmentError, `expected a StreamSegmentError, got ${String(err)}`)
-    assert.equal(err.code, code, err.message)
-    for (const p of parts) {
-      assert.ok(typeof p === 'string' ? err.message.includes(p) : p.test(err.message), `"${err.message}" lacks ${p}`)
-    }
-    return true
-  })
-}
+export { throwsCode } from './assert.js'
 
 export function view(b: Uint8Array): DataView {
   return new DataView(b.buffer, b.byteOffset, b.byteLength)

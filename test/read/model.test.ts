@@ -13,6 +13,7 @@ import type { ContainerFormat } from '../../lib/settings.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import { createStreamSegmentReadStream } from '../../lib/streams/read-stream.js'
 import { smallSettings, Tracked } from '../helpers/containers.js'
+import { commonOps, lengths, offsets } from '../helpers/model.js'
 
 const KiB = 1024
 const MAX_FILE = 300 * KiB
@@ -25,20 +26,15 @@ type Op =
   | { op: 'read'; offset: number; length: number }
   | { op: 'readOld'; pick: number; offset: number; length: number; stream: boolean; getMax: number }
 
-const offset = fc.oneof(
-  fc.nat(MAX_FILE),
-  fc.nat(MAX_FILE / 4096).map((b) => b * 4096),
-)
-const length = fc.oneof(
-  fc.integer({ min: 1, max: 64 * KiB }),
-  fc.integer({ min: 1, max: 24 }).map((b) => b * 4096),
-)
+const offset = offsets(MAX_FILE)
+const length = lengths(24)
+const common = commonOps(offset, length, MAX_FILE)
 const ops: fc.Arbitrary<Op> = fc.oneof(
-  { weight: 8, arbitrary: fc.record({ op: fc.constant('write' as const), offset, length, seed: fc.nat(1000) }) },
-  { weight: 2, arbitrary: fc.record({ op: fc.constant('zero' as const), offset, length }) },
-  { weight: 1, arbitrary: fc.record({ op: fc.constant('truncate' as const), size: fc.nat(MAX_FILE) }) },
-  { weight: 3, arbitrary: fc.constant({ op: 'flush' as const }) },
-  { weight: 3, arbitrary: fc.record({ op: fc.constant('read' as const), offset, length }) },
+  { weight: 8, arbitrary: common.write },
+  { weight: 2, arbitrary: common.zero },
+  { weight: 1, arbitrary: common.truncate },
+  { weight: 3, arbitrary: common.flush },
+  { weight: 3, arbitrary: common.read },
   {
     weight: 5,
     arbitrary: fc.record({

@@ -11,18 +11,13 @@ import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
 import { createStreamSegmentReadStream } from '../../lib/streams/read-stream.js'
+import { drain } from '../helpers/assert.js'
 import { pattern } from '../helpers/pattern.js'
 import { ThrottledStore } from '../helpers/throttled-store.js'
 
 const KiB = 1024
 const MiB = 1024 * KiB
 const FILE = 64 * MiB
-
-async function drain(rs: AsyncIterable<unknown>): Promise<Buffer> {
-  const chunks: Buffer[] = []
-  for await (const c of rs) chunks.push(Buffer.from(c as Uint8Array))
-  return Buffer.concat(chunks)
-}
 
 describe('read requests', () => {
   const inner = new MemoryStore()

@@ -5,8 +5,9 @@
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import { describe, it } from 'node:test'
-import { StreamSegmentError } from '../../lib/errors.js'
+import type { StreamSegmentError } from '../../lib/errors.js'
 import type { ObjectStore } from '../../lib/store/types.js'
+import { rejectsCode } from '../helpers/assert.js'
 
 const MiB = 1024 * 1024
 
@@ -14,17 +15,6 @@ async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {
   const out: T[] = []
   for await (const x of it) out.push(x)
   return out
-}
-
-async function rejectsWith(p: Promise<unknown>, code: StreamSegmentError['code']): Promise<StreamSegmentError> {
-  try {
-    await p
-  } catch (err) {
-    assert.ok(err instanceof StreamSegmentError, `expected StreamSegmentError ${code}, got ${String(err)}`)
-    assert.equal(err.code, code, err.message)
-    return err
-  }
-  assert.fail(`expected ${code}, the call succeeded`)
 }
 
 /** `make` returns a fresh, empty store for each test. */
@@ -42,7 +32,7 @@ export function runStoreConformance(name: string, make: () => Promise<ObjectStor
       assert.equal(h?.size, 1000)
       assert.equal(h?.etag, etag)
       assert.equal(await s.head('missing'), undefined)
-      await rejectsWith(s.get('missing'), 'ERR_NOT_FOUND')
+      await rejectsCode(s.get('missing'), 'ERR_NOT_FOUND')
       await s.delete('a')
       assert.equal(await s.head('a'), undefined)
       await s.delete(['a', 'never-existed'])
@@ -89,9 +79,9 @@ export function runStoreConformance(name: string, make: () => Promise<ObjectStor
       assert.deepEqual(Buffer.from(await s.get('r', { range: { start: 0, end: 10_000 } })), body)
       assert.deepEqual(Buffer.from(await s.get('r', { range: { suffix: 256 } })), body.subarray(10_000 - 256))
       assert.deepEqual(Buffer.from(await s.get('r', { range: { suffix: 50_000 } })), body)
-      await rejectsWith(s.get('r', { range: { start: 10_000, end: 10_001 } }), 'ERR_RANGE')
-      await rejectsWith(s.get('r', { range: { start: 20_000, end: 30_000 } }), 'ERR_RANGE')
-      await rejectsWith(s.get('r', { range: { start: 5, end: 5 } }), 'ERR_INVALID_ARGUMENT')
+      await rejectsCode(s.get('r', { range: { start: 10_000, end: 10_001 } }), 'ERR_RANGE')
+      await rejectsCode(s.get('r', { range: { start: 20_000, end: 30_000 } }), 'ERR_RANGE')
+      await rejectsCode(s.get('r', { range: { start: 5, end: 5 } }), 'ERR_INVALID_ARGUMENT')
     })
 
     it('create-only: exactly one of 8 concurrent writers wins', async () => {
@@ -109,12 +99,12 @@ export function runStoreConformance(name: string, make: () => Promise<ObjectStor
     it('if-match: current succeeds, stale and missing conflict', async () => {
       const s = await make()
       const v1 = await s.put('cas', Buffer.from('one'), { ifNoneMatch: '*' })
-      await rejectsWith(s.put('cas', Buffer.from('x'), { ifNoneMatch: '*' }), 'ERR_CONFLICT')
+      await rejectsCode(s.put('cas', Buffer.from('x'), { ifNoneMatch: '*' }), 'ERR_CONFLICT')
       const v2 = await s.put('cas', Buffer.from('two'), { ifMatch: v1.etag })
       assert.notEqual(v2.etag, v1.etag)
-      await rejectsWith(s.put('cas', Buffer.from('three'), { ifMatch: v1.etag }), 'ERR_CONFLICT')
+      await rejectsCode(s.put('cas', Buffer.from('three'), { ifMatch: v1.etag }), 'ERR_CONFLICT')
       assert.equal(Buffer.from(await s.get('cas')).toString(), 'two')
-      await rejectsWith(s.put('nothing-here', Buffer.from('x'), { ifMatch: v1.etag }), 'ERR_CONFLICT')
+      await rejectsCode(s.put('nothing-here', Buffer.from('x'), { ifMatch: v1.etag }), 'ERR_CONFLICT')
       // A quoted ETag, as S3 hands them out, works too.
       await s.put('cas', Buffer.from('four'), { ifMatch: `"${v2.etag}"` })
       assert.equal(Buffer.from(await s.get('cas')).toString(), 'four')
@@ -125,11 +115,11 @@ export function runStoreConformance(name: string, make: () => Promise<ObjectStor
       const first = await s.put('once', Buffer.from('v'), { ifNoneMatch: '*', writeId: 'w-1' })
       const again = await s.put('once', Buffer.from('v'), { ifNoneMatch: '*', writeId: 'w-1' })
       assert.equal(again.etag, first.etag)
-      await rejectsWith(s.put('once', Buffer.from('v'), { ifNoneMatch: '*', writeId: 'w-2' }), 'ERR_CONFLICT')
+      await rejectsCode(s.put('once', Buffer.from('v'), { ifNoneMatch: '*', writeId: 'w-2' }), 'ERR_CONFLICT')
       const next = await s.put('once', Buffer.from('w'), { ifMatch: first.etag, writeId: 'w-3' })
       const replay = await s.put('once', Buffer.from('w'), { ifMatch: first.etag, writeId: 'w-3' })
       assert.equal(replay.etag, next.etag)
-      await rejectsWith(s.put('once', Buffer.from('w'), { ifMatch: first.etag, writeId: 'w-4' }), 'ERR_CONFLICT')
+      await rejectsCode(s.put('once', Buffer.from('w'), { ifMatch: first.etag, writeId: 'w-4' }), 'ERR_CONFLICT')
     })
 
     it('keeps metadata', async () => {
@@ -175,7 +165,7 @@ export function runStoreConformance(name: string, make: () => Promise<ObjectStor
     it('refuses keys that could escape the container', async () => {
       const s = await make()
       for (const k of ['', '../x', 'a/../../b', '/abs', 'a\0b', 'a//b']) {
-        await rejectsWith(s.put(k, Buffer.from('x')), 'ERR_INVALID_ARGUMENT')
+        await rejectsCode(s.put(k, Buffer.from('x')), 'ERR_INVALID_ARGUMENT')
       }
     })
 
@@ -209,7 +199,7 @@ export function runStoreConformance(name: string, make: () => Promise<ObjectStor
       await s.abortMultipart('mp-aborted', other) // twice is fine
       assert.deepEqual(await collect(s.listMultipart()), [])
       assert.equal(await s.head('mp-aborted'), undefined)
-      await rejectsWith(s.uploadPart('mp-aborted', other, 2, randomBytes(100)), 'ERR_NOT_FOUND')
+      await rejectsCode(s.uploadPart('mp-aborted', other, 2, randomBytes(100)), 'ERR_NOT_FOUND')
     })
 
     it('multipart create-only claim: one of 8 concurrent claims wins, and completes', async () => {
@@ -223,21 +213,21 @@ export function runStoreConformance(name: string, make: () => Promise<ObjectStor
         if (r.status === 'rejected') assert.equal((r.reason as StreamSegmentError).code, 'ERR_CONFLICT')
       }
       const id = (won[0] as PromiseFulfilledResult<string>).value
-      await rejectsWith(s.put('claimed', Buffer.from('x'), { ifNoneMatch: '*' }), 'ERR_CONFLICT')
+      await rejectsCode(s.put('claimed', Buffer.from('x'), { ifNoneMatch: '*' }), 'ERR_CONFLICT')
       const body = randomBytes(4096)
       const e = await s.uploadPart('claimed', id, 1, body)
       await s.completeMultipart('claimed', id, [{ partNumber: 1, etag: e.etag }])
       assert.deepEqual(Buffer.from(await s.get('claimed')), body)
-      await rejectsWith(s.createMultipart('claimed', { ifNoneMatch: '*' }), 'ERR_CONFLICT')
+      await rejectsCode(s.createMultipart('claimed', { ifNoneMatch: '*' }), 'ERR_CONFLICT')
     })
 
     it('an aborted signal rejects with ERR_ABORTED', async () => {
       const s = await make()
       const ac = new AbortController()
       ac.abort(new Error('stop'))
-      const err = await rejectsWith(s.put('x', Buffer.from('x'), { signal: ac.signal }), 'ERR_ABORTED')
+      const err = await rejectsCode(s.put('x', Buffer.from('x'), { signal: ac.signal }), 'ERR_ABORTED')
       assert.ok(err.cause !== undefined)
-      await rejectsWith(s.get('x', { signal: ac.signal }), 'ERR_ABORTED')
+      await rejectsCode(s.get('x', { signal: ac.signal }), 'ERR_ABORTED')
       assert.equal(await s.head('x'), undefined, 'an aborted put writes nothing')
     })
   })

@@ -9,6 +9,7 @@ import { unquoteEtag } from '../../lib/store/common.js'
 import { createS3Client, S3Store } from '../../lib/store/s3.js'
 import { WRITE_ID_METADATA } from '../../lib/store/types.js'
 import { crc32 } from '../../lib/util/crc32.js'
+import { rejectsCode } from '../helpers/assert.js'
 import { s3TestBucket, s3TestStore, uniquePrefix } from '../helpers/s3-env.js'
 
 const MiB = 1024 * 1024
@@ -19,18 +20,6 @@ function pattern(length: number, seed = 0): Buffer {
   for (let i = 0; i < length; i += 4) b.writeUInt32LE((i * 2654435761 + seed) >>> 0, Math.min(i, length - 4))
   if (length < 4) b.fill(seed & 0xff)
   return b
-}
-
-async function rejectsWith(p: Promise<unknown>, code: string, message?: RegExp): Promise<StreamSegmentError> {
-  try {
-    await p
-  } catch (err) {
-    assert.ok(StreamSegmentError.is(err), `expected a StreamSegmentError, got ${err}`)
-    assert.equal(err.code, code, `expected ${code}, got ${err.code}: ${err.message}`)
-    if (message) assert.match(err.message, message)
-    return err
-  }
-  assert.fail(`expected ${code}, but it succeeded`)
 }
 
 /** A client whose first answer to `commandName` is lost after the request landed (the SDK resends it). */
@@ -58,13 +47,13 @@ describe('S3Store on radosgw', () => {
     const first = await store.put('a', body, { ifNoneMatch: '*', writeId: 'w1' })
     assert.equal((await store.head('a'))?.metadata[WRITE_ID_METADATA], 'w1')
     assert.deepEqual(await store.put('a', body, { ifNoneMatch: '*', writeId: 'w1' }), first)
-    await rejectsWith(store.put('a', body, { ifNoneMatch: '*', writeId: 'w2' }), 'ERR_CONFLICT')
-    await rejectsWith(store.put('a', body, { ifNoneMatch: '*' }), 'ERR_CONFLICT')
+    await rejectsCode(store.put('a', body, { ifNoneMatch: '*', writeId: 'w2' }), 'ERR_CONFLICT')
+    await rejectsCode(store.put('a', body, { ifNoneMatch: '*' }), 'ERR_CONFLICT')
 
     const second = await store.put('a', pattern(1000, 2), { ifMatch: first.etag, writeId: 'w3' })
     assert.notEqual(second.etag, first.etag)
     assert.deepEqual(await store.put('a', pattern(1000, 2), { ifMatch: first.etag, writeId: 'w3' }), second)
-    await rejectsWith(store.put('a', pattern(1000, 3), { ifMatch: first.etag, writeId: 'w4' }), 'ERR_CONFLICT')
+    await rejectsCode(store.put('a', pattern(1000, 3), { ifMatch: first.etag, writeId: 'w4' }), 'ERR_CONFLICT')
     assert.deepEqual(Buffer.from(await store.get('a')), pattern(1000, 2))
   })
 
@@ -94,7 +83,7 @@ describe('S3Store on radosgw', () => {
     const ac = new AbortController()
     setTimeout(() => ac.abort(reason), 20)
     const t0 = performance.now()
-    const err = await rejectsWith(store.put('big', body, { signal: ac.signal }), 'ERR_ABORTED')
+    const err = await rejectsCode(store.put('big', body, { signal: ac.signal }), 'ERR_ABORTED')
     assert.equal(err.cause, reason)
     assert.ok(performance.now() - t0 < 2000, `abort took ${performance.now() - t0} ms`)
     assert.equal(await store.head('big'), undefined, 'an aborted put leaves no object')
@@ -102,10 +91,10 @@ describe('S3Store on radosgw', () => {
     await store.put('big', body)
     const ac2 = new AbortController()
     setTimeout(() => ac2.abort(reason), 20)
-    const err2 = await rejectsWith(store.get('big', { signal: ac2.signal }), 'ERR_ABORTED')
+    const err2 = await rejectsCode(store.get('big', { signal: ac2.signal }), 'ERR_ABORTED')
     assert.equal(err2.cause, reason)
     // An already-fired signal fails before any request.
-    await rejectsWith(store.head('big', { signal: AbortSignal.abort(reason) }), 'ERR_ABORTED')
+    await rejectsCode(store.head('big', { signal: AbortSignal.abort(reason) }), 'ERR_ABORTED')
     const all = await store.get('big')
     assert.equal(all.byteLength, body.byteLength)
     assert.ok(Buffer.from(all.buffer, all.byteOffset, all.byteLength).equals(body))
@@ -143,7 +132,7 @@ describe('S3Store on radosgw', () => {
     // The placeholder holds the key until the upload replaces it.
     const placeholder = await store.head('mpu')
     assert.equal(placeholder?.size, 0)
-    await rejectsWith(store.put('mpu', pattern(10), { ifNoneMatch: '*' }), 'ERR_CONFLICT')
+    await rejectsCode(store.put('mpu', pattern(10), { ifNoneMatch: '*' }), 'ERR_CONFLICT')
 
     const p1 = pattern(5 * MiB, 7)
     const p2 = pattern(1000, 8)
@@ -160,7 +149,7 @@ describe('S3Store on radosgw', () => {
     assert.equal(info?.metadata.who, `w${i}`)
     assert.equal(info?.metadata[WRITE_ID_METADATA], placeholder?.metadata[WRITE_ID_METADATA])
     assert.deepEqual(Buffer.from(await store.get('mpu')), Buffer.concat([p1, p2]))
-    await rejectsWith(store.createMultipart('mpu', { ifNoneMatch: '*' }), 'ERR_CONFLICT')
+    await rejectsCode(store.createMultipart('mpu', { ifNoneMatch: '*' }), 'ERR_CONFLICT')
   })
 
   test('If-Match: current (quoted or not) replaces, stale and missing conflict', async () => {
@@ -169,11 +158,11 @@ describe('S3Store on radosgw', () => {
     assert.ok(!v1.etag.includes('"'))
     const v2 = await store.put('m', pattern(100, 2), { ifMatch: v1.etag })
     const v3 = await store.put('m', pattern(100, 3), { ifMatch: `"${v2.etag}"` })
-    await rejectsWith(store.put('m', pattern(100, 4), { ifMatch: v1.etag }), 'ERR_CONFLICT')
-    await rejectsWith(store.put('m', pattern(100, 4), { ifMatch: v2.etag }), 'ERR_CONFLICT')
+    await rejectsCode(store.put('m', pattern(100, 4), { ifMatch: v1.etag }), 'ERR_CONFLICT')
+    await rejectsCode(store.put('m', pattern(100, 4), { ifMatch: v2.etag }), 'ERR_CONFLICT')
     assert.deepEqual(Buffer.from(await store.get('m')), pattern(100, 3))
     assert.equal((await store.head('m'))?.etag, v3.etag)
-    await rejectsWith(store.put('missing', pattern(100), { ifMatch: v3.etag }), 'ERR_CONFLICT')
+    await rejectsCode(store.put('missing', pattern(100), { ifMatch: v3.etag }), 'ERR_CONFLICT')
     assert.equal(await store.head('missing'), undefined)
   })
 
@@ -186,18 +175,18 @@ describe('S3Store on radosgw', () => {
       Buffer.from(await store.get(key, { range }))
     assert.deepEqual(await get('r', { start: 10, end: 20 }), body.subarray(10, 20))
     assert.deepEqual(await get('r', { start: 990, end: 5000 }), body.subarray(990), 'end clamped')
-    await rejectsWith(store.get('r', { range: { start: 500, end: 500 } }), 'ERR_INVALID_ARGUMENT')
-    await rejectsWith(store.get('r', { range: { start: 1000, end: 1001 } }), 'ERR_RANGE')
-    await rejectsWith(store.get('r', { range: { start: 2000, end: 3000 } }), 'ERR_RANGE')
+    await rejectsCode(store.get('r', { range: { start: 500, end: 500 } }), 'ERR_INVALID_ARGUMENT')
+    await rejectsCode(store.get('r', { range: { start: 1000, end: 1001 } }), 'ERR_RANGE')
+    await rejectsCode(store.get('r', { range: { start: 2000, end: 3000 } }), 'ERR_RANGE')
     assert.deepEqual(await get('r', { suffix: 10 }), body.subarray(990))
     assert.deepEqual(await get('r', { suffix: 5000 }), body, 'suffix longer than the object')
-    await rejectsWith(store.get('r', { range: { suffix: 0 } }), 'ERR_INVALID_ARGUMENT')
+    await rejectsCode(store.get('r', { range: { suffix: 0 } }), 'ERR_INVALID_ARGUMENT')
     assert.deepEqual(await get('empty', { suffix: 5 }), Buffer.alloc(0), 'radosgw answers 416')
     assert.deepEqual(Buffer.from(await store.get('empty')), Buffer.alloc(0))
-    await rejectsWith(store.get('empty', { range: { start: 0, end: 10 } }), 'ERR_RANGE')
-    await rejectsWith(store.get('nope', { range: { start: 0, end: 10 } }), 'ERR_NOT_FOUND')
-    await rejectsWith(store.get('nope', { range: { suffix: 1 } }), 'ERR_NOT_FOUND')
-    await rejectsWith(store.get('nope'), 'ERR_NOT_FOUND')
+    await rejectsCode(store.get('empty', { range: { start: 0, end: 10 } }), 'ERR_RANGE')
+    await rejectsCode(store.get('nope', { range: { start: 0, end: 10 } }), 'ERR_NOT_FOUND')
+    await rejectsCode(store.get('nope', { range: { suffix: 1 } }), 'ERR_NOT_FOUND')
+    await rejectsCode(store.get('nope'), 'ERR_NOT_FOUND')
   })
 
   test('list and delete past 1000 keys; keys relative to the prefix', async () => {
@@ -257,11 +246,11 @@ describe('S3Store on radosgw', () => {
 
   test('errors: missing uploads are ERR_NOT_FOUND, other failures ERR_STORE naming op, bucket, key, status', async () => {
     const store = await s3TestStore()
-    await rejectsWith(store.uploadPart('x', 'no-such-upload', 1, pattern(10)), 'ERR_NOT_FOUND')
-    await rejectsWith(store.completeMultipart('x', 'no-such-upload', [{ partNumber: 1, etag: 'abc' }]), 'ERR_NOT_FOUND')
+    await rejectsCode(store.uploadPart('x', 'no-such-upload', 1, pattern(10)), 'ERR_NOT_FOUND')
+    await rejectsCode(store.completeMultipart('x', 'no-such-upload', [{ partNumber: 1, etag: 'abc' }]), 'ERR_NOT_FOUND')
     const uploadId = await store.createMultipart('x')
     await store.uploadPart('x', uploadId, 1, pattern(10))
-    const err = await rejectsWith(
+    const err = await rejectsCode(
       store.completeMultipart('x', uploadId, [{ partNumber: 1, etag: '00000000000000000000000000000000' }]),
       'ERR_STORE',
     )
@@ -271,7 +260,7 @@ describe('S3Store on radosgw', () => {
     await store.abortMultipart('x', uploadId)
     await store.abortMultipart('x', uploadId)
     const missingBucket = new S3Store({ client: store.client, bucket: `${await s3TestBucket()}-missing`, prefix: 'p' })
-    await rejectsWith(missingBucket.get('k'), 'ERR_NOT_FOUND', /bucket/)
+    await rejectsCode(missingBucket.get('k'), 'ERR_NOT_FOUND', /bucket/)
   })
 
   test('checksums on: CRC-32 headers are accepted (radosgw ignores them)', async () => {

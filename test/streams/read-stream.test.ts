@@ -11,6 +11,7 @@ import { StreamSegmentError } from '../../lib/errors.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import { createStreamSegmentReadStream } from '../../lib/streams/read-stream.js'
+import { drain, rejectsCode } from '../helpers/assert.js'
 import { buildContainer, within } from '../helpers/containers.js'
 import { FailingStore } from '../helpers/failing-store.js'
 import { pattern } from '../helpers/pattern.js'
@@ -18,21 +19,6 @@ import { ThrottledStore } from '../helpers/throttled-store.js'
 
 const KiB = 1024
 const MiB = 1024 * KiB
-
-async function drain(rs: AsyncIterable<unknown>): Promise<Buffer> {
-  const chunks: Buffer[] = []
-  for await (const c of rs) chunks.push(Buffer.from(c as Uint8Array))
-  return Buffer.concat(chunks)
-}
-
-async function rejectsCode(p: Promise<unknown>, code: string, re?: RegExp): Promise<void> {
-  await assert.rejects(p, (err: unknown) => {
-    assert.ok(err instanceof StreamSegmentError, `not a StreamSegmentError: ${err}`)
-    assert.equal(err.code, code, err.message)
-    if (re) assert.match(err.message, re)
-    return true
-  })
-}
 
 describe('createStreamSegmentReadStream', () => {
   const small = new MemoryStore()

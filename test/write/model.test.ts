@@ -14,6 +14,7 @@ import { SegmentFile } from '../../lib/segment-file.js'
 import type { Settings } from '../../lib/settings.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
+import { commonOps, lengths, offsets } from '../helpers/model.js'
 import { pattern } from '../helpers/pattern.js'
 import { smallSettings } from '../helpers/small-settings.js'
 import type { CallInfo } from '../helpers/wrapped-store.js'
@@ -55,17 +56,12 @@ type Op =
   | { op: 'reopen' }
   | { op: 'read'; offset: number; length: number }
 
-const offset = fc.oneof(
-  fc.nat(MAX_FILE),
-  fc.nat(MAX_FILE / 4096).map((b) => b * 4096),
-)
-const length = fc.oneof(
-  fc.integer({ min: 1, max: 64 * KiB }),
-  fc.integer({ min: 1, max: 16 }).map((b) => b * 4096),
-)
+const offset = offsets(MAX_FILE)
+const length = lengths(16)
+const common = commonOps(offset, length, MAX_FILE)
 const ops: fc.Arbitrary<Op> = fc.oneof(
-  { weight: 8, arbitrary: fc.record({ op: fc.constant('write' as const), offset, length, seed: fc.nat(1000) }) },
-  { weight: 2, arbitrary: fc.record({ op: fc.constant('zero' as const), offset, length }) },
+  { weight: 8, arbitrary: common.write },
+  { weight: 2, arbitrary: common.zero },
   {
     weight: 4,
     arbitrary: fc.record({
@@ -79,11 +75,11 @@ const ops: fc.Arbitrary<Op> = fc.oneof(
       shift: fc.oneof(fc.constant(0), fc.nat(5000)),
     }),
   },
-  { weight: 2, arbitrary: fc.record({ op: fc.constant('truncate' as const), size: fc.nat(MAX_FILE) }) },
-  { weight: 3, arbitrary: fc.constant({ op: 'flush' as const }) },
+  { weight: 2, arbitrary: common.truncate },
+  { weight: 3, arbitrary: common.flush },
   { weight: 1, arbitrary: fc.constant({ op: 'rollback' as const }) },
   { weight: 1, arbitrary: fc.constant({ op: 'reopen' as const }) },
-  { weight: 4, arbitrary: fc.record({ op: fc.constant('read' as const), offset, length }) },
+  { weight: 4, arbitrary: common.read },
 )
 
 class Reference {
