@@ -1,7 +1,7 @@
 /**
  * The object store a container lives in, rooted at the container: keys are relative to
  * it (`inode`, `0000000007.1`). Every backend (memory, directory, S3) passes the same
- * conformance suite (`test/store-conformance.ts`), which pins these rules:
+ * conformance suite (`test/store/conformance.ts`), which pins these rules:
  *
  * - A failed precondition (`ifNoneMatch: '*'` on an existing key, `ifMatch` on a changed
  *   or missing key) is `ERR_CONFLICT`; a missing key is `ERR_NOT_FOUND`; a range starting
