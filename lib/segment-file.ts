@@ -80,7 +80,7 @@ export class SegmentFile {
    * Opens the latest checkpoint (or `cno`); ERR_NOT_FOUND when the container has none.
    * A writer reads the commit point (HEAD for its ETag, then GET), and first publishes
    * the next checkpoint if its part 0 is complete but was never published, built on that
-   * very inode (checkpoint.ts, `rollForward`: one more HEAD when there is none). A reader (`readOnly`)
+   * very inode (container/inode.ts, `rollForward`: one more HEAD when there is none). A reader (`readOnly`)
    * GETs `inode` alone, or, given a `cno`, reads only that checkpoint's part 0 (its format
    * detected), so it can open a complete checkpoint whose publication was interrupted;
    * a checkpoint without a part 0 was abandoned and is ERR_NOT_FOUND.
