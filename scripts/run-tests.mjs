@@ -1,13 +1,18 @@
 // Runs every compiled test file (dist/esm/test/**/*.test.js) under node:test.
 // Arguments filter the files by substring: `npm test -- format store`.
 //
-// The S3 tests need a real S3 server. When AWS_ENDPOINT_URL_S3 is not set and Ceph's
-// radosgw is installed, this starts one for the run with test/rgw/rgw.sh (and stops it
-// after); otherwise the S3 tests fail and say how to get one. The node:test summary
-// (ℹ pass / ℹ fail) is the last thing the runner prints.
-import { spawnSync } from 'node:child_process'
-import { readdirSync } from 'node:fs'
+// The S3 tests need a real S3 server; they never skip. When a selected test file imports the
+// S3 helper (test/helpers/s3-env.ts) and AWS_ENDPOINT_URL_S3 is not set, this sets one up for
+// the run (scripts/s3-server.mjs): installs radosgw when missing (as root; otherwise one line
+// says the command to run, and the exit code is 1), starts it on free ports in a private
+// temporary folder, and stops it afterwards, also when the tests fail or on SIGINT / SIGTERM.
+// A server given by AWS_ENDPOINT_URL_S3 is used as is. One '# S3: …' line says which.
+// The exit code is the test run's; the node:test summary (ℹ pass / ℹ fail) is printed last.
+import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { ensureS3Server, ROOT, run, S3SetupError } from './s3-server.mjs'
+
+process.chdir(ROOT)
 
 function find(dir) {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
@@ -15,37 +20,39 @@ function find(dir) {
   )
 }
 
+let all
+try {
+  all = find('dist/esm/test')
+} catch (err) {
+  console.error(`no compiled tests in dist/esm/test (${err.code ?? err.message}): run 'npm run build' first`)
+  process.exit(1)
+}
 const filters = process.argv.slice(2)
-const files = find('dist/esm/test')
-  .filter((f) => filters.length === 0 || filters.some((x) => f.includes(x)))
-  .sort()
+const files = all.filter((f) => filters.length === 0 || filters.some((x) => f.includes(x))).sort()
 if (files.length === 0) {
   console.error(`no test files match ${filters.join(' ')}`)
   process.exit(1)
 }
 
-const env = { ...process.env }
-let started = false
-const needsS3 = files.some((f) => f.includes('s3'))
-if (needsS3 && !env.AWS_ENDPOINT_URL_S3) {
-  const has = spawnSync('sh', ['-c', 'command -v radosgw'], { encoding: 'utf8' }).status === 0
-  if (has) {
-    console.log('# AWS_ENDPOINT_URL_S3 is not set: starting radosgw for this run (test/rgw/rgw.sh start)')
-    started = spawnSync('bash', ['test/rgw/rgw.sh', 'start'], { stdio: 'inherit' }).status === 0
-    const out = spawnSync('bash', ['test/rgw/rgw.sh', 'env'], { encoding: 'utf8' }).stdout ?? ''
-    for (const m of out.matchAll(/^export (\w+)=(.*)$/gm)) env[m[1]] = m[2].replace(/^'(.*)'$/, '$1')
-  } else {
-    console.log("# radosgw is not installed: the S3 tests will fail (install it with 'bash test/rgw/rgw.sh install')")
+// A test file needs S3 when it imports the helper that locates the server.
+const s3Files = files.filter((f) => readFileSync(f, 'utf8').includes('s3-env'))
+let server = { env: process.env, stop() {} }
+if (s3Files.length > 0) {
+  try {
+    server = await ensureS3Server()
+  } catch (err) {
+    if (!(err instanceof S3SetupError)) throw err
+    console.error(err.message)
+    process.exit(1)
   }
+} else {
+  console.log('# S3: no selected test file uses S3; no server needed')
 }
 
-const r = spawnSync(
+const r = await run(
   process.execPath,
   ['--enable-source-maps', '--test', '--test-reporter=spec', '--test-concurrency=2', ...files],
-  {
-    stdio: 'inherit',
-    env,
-  },
+  { stdio: 'inherit', env: server.env },
 )
-if (started) spawnSync('bash', ['test/rgw/rgw.sh', 'stop'], { stdio: 'inherit' })
-process.exit(r.status ?? 1)
+server.stop()
+process.exit(r.code ?? 1)

@@ -13,7 +13,8 @@ import { randomBytes } from 'node:crypto'
 import { CreateBucketCommand, HeadBucketCommand, type S3Client } from '@aws-sdk/client-s3'
 import { createS3Client, S3Store, type S3StoreOptions } from '../../lib/store/s3.js'
 
-export const RGW_HINT = `S3 tests need radosgw: run 'bash test/rgw/rgw.sh start' and eval "$(bash test/rgw/rgw.sh env)"`
+export const RGW_HINT =
+  "S3 tests need an S3 server: run them with 'npm test' (it starts radosgw), or set AWS_ENDPOINT_URL_S3 and the keys to a running one"
 
 let client: S3Client | undefined
 let bucketReady: Promise<string> | undefined

@@ -4,10 +4,19 @@
 # data, logs, PID files) under one base folder.
 #
 #   bash test/rgw/rgw.sh install   # apt-get install radosgw ceph-mon ceph-osd (quick no-op when present)
+#   bash test/rgw/rgw.sh check     # exit 0 when every program start needs is installed, else name the missing
 #   bash test/rgw/rgw.sh start     # start the cluster, create the test user, print the endpoint
 #   bash test/rgw/rgw.sh stop      # kill exactly the PIDs `start` recorded, and wait for them
 #   bash test/rgw/rgw.sh env       # print the `export AWS_…` lines for the tests
 #   bash test/rgw/rgw.sh status    # exit 0 when the server answers
+#
+# `npm test` and `npm run bench` (scripts/s3-server.mjs) start their own instance beside any
+# other: free ports, a private mkdtemp folder as RGW_BASE, and stop it afterwards. Every
+# instance keeps everything under its own RGW_BASE (PID files, admin sockets, data, logs)
+# and knows its daemons by their exact `-c $RGW_BASE/ceph.conf` argument, so instances
+# with different RGW_BASE, RGW_PORT and RGW_MON_PORT run side by side; the OSD picks a free
+# port in Ceph's 6800-7300 range itself. `start` exits with 3 when RGW_PORT or RGW_MON_PORT
+# is taken (before or while binding), so that a caller can retry on other ports.
 #
 # Settings (environment):
 #   RGW_BASE       base folder               (default /tmp/stream-segment-rgw)
@@ -39,22 +48,40 @@ ACCESS_KEY=stream-segment-test
 SECRET_KEY=stream-segment-test-secret
 RGW_NAME=client.rgw.test
 DAEMONS=(rgw osd mon)
+PROGRAMS=(radosgw radosgw-admin ceph-mon ceph-osd ceph monmaptool ceph-authtool curl)
+PORT_IN_USE=3
 
 log() { printf 'rgw.sh: %s\n' "$*" >&2; }
 now_ms() { date +%s%3N; }
 
-install() {
-  local missing=()
-  for bin in radosgw radosgw-admin ceph-mon ceph-osd ceph monmaptool ceph-authtool curl; do
+# The programs `start` needs that are not on PATH, one line.
+missing_programs() {
+  local bin missing=()
+  for bin in "${PROGRAMS[@]}"; do
     command -v "$bin" >/dev/null 2>&1 || missing+=("$bin")
   done
-  if [ ${#missing[@]} -eq 0 ]; then
+  echo "${missing[*]}"
+}
+
+check() {
+  local missing
+  missing=$(missing_programs)
+  if [ -n "$missing" ]; then
+    log "missing: $missing"
+    return 1
+  fi
+}
+
+install() {
+  local missing
+  missing=$(missing_programs)
+  if [ -z "$missing" ]; then
     log "already installed: $(ceph --version)"
     return 0
   fi
   local sudo=()
   [ "$(id -u)" -eq 0 ] || sudo=(sudo)
-  log "installing radosgw ceph-mon ceph-osd (missing: ${missing[*]})"
+  log "installing radosgw ceph-mon ceph-osd (missing: $missing)"
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
     radosgw ceph-mon ceph-osd curl
@@ -66,11 +93,23 @@ live_pid() {
   local f=$BASE/run/$1.pid pid
   [ -f "$f" ] || return 1
   pid=$(cat "$f")
-  [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] || return 1
-  # Guard against PID reuse: the process must be ours (its command line names our config).
-  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$CONF" || return 1
-  echo "$pid"
+  [[ "$pid" =~ ^[0-9]+$ ]] && [ -r "/proc/$pid/cmdline" ] || return 1
+  # Guard against PID reuse and against other instances: the process must be ours (one of
+  # its arguments is exactly our config file; not a substring, as /x/ceph.conf is of /y/x/ceph.conf).
+  local args
+  mapfile -d '' -t args <"/proc/$pid/cmdline" 2>/dev/null || return 1
+  local a
+  for a in "${args[@]}"; do
+    if [ "$a" = "$CONF" ]; then
+      echo "$pid"
+      return 0
+    fi
+  done
+  return 1
 }
+
+# Something accepts connections on 127.0.0.1:$1.
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 answers() { curl -fsS -m 2 -o /dev/null "$ENDPOINT/" 2>/dev/null; }
 
@@ -82,6 +121,22 @@ start_bg() {
   shift
   setsid "$@" </dev/null >"$BASE/log/$name.out" 2>&1 &
   echo $! >"$BASE/run/$name.pid"
+}
+
+# A daemon of ours said it could not bind its port (someone took it after our check).
+bind_failed() { grep -qsE 'Address already in use|unable to bind|failed to bind' "$BASE"/log/*; }
+
+start_failed() {
+  local code=1
+  trap - ERR
+  log "start failed; last log lines:"
+  tail -n 5 "$BASE"/log/* >&2 || true
+  if bind_failed; then
+    log "a port was taken while binding (RGW_PORT=$PORT, RGW_MON_PORT=$MON_PORT)"
+    code=$PORT_IN_USE
+  fi
+  stop
+  exit "$code"
 }
 
 wait_for() {
@@ -143,6 +198,9 @@ bluestore block size = $DISK_BYTES
 bluestore cache autotune = false
 bluestore cache size = 268435456
 osd memory target = 1073741824
+# On stop the OSD exits at once, without telling the monitor and waiting up to 5 s
+# (osd mon shutdown timeout) for its answer: the data is scratch.
+osd fast shutdown notify mon = false
 ${RGW_EXTRA_CONF:-}
 
 [$RGW_NAME]
@@ -168,23 +226,34 @@ start() {
     return 0
   fi
   stop 2>/dev/null || true
-  local t0 fsid
+  local t0 fsid p
   t0=$(now_ms)
-  # Only ever wipe a folder this script made (or an empty one).
+  for p in "$PORT" "$MON_PORT"; do
+    if port_open "$p"; then
+      log "port $p on 127.0.0.1 is in use (RGW_PORT=$PORT, RGW_MON_PORT=$MON_PORT; set them to free ports)"
+      exit $PORT_IN_USE
+    fi
+  done
+  # Only ever wipe a folder this script made (or an empty one, like a fresh mkdtemp).
   if [ -d "$BASE" ] && [ ! -f "$CONF" ] && [ -n "$(ls -A "$BASE")" ]; then
     log "refusing to wipe $BASE: not empty and not made by rgw.sh (set RGW_BASE)"
     return 1
   fi
-  rm -rf "$BASE"
+  # Empty the folder, not replace it: a private (mode 0700) folder stays private.
+  mkdir -p "$BASE"
+  find "$BASE" -mindepth 1 -maxdepth 1 -exec rm -rf {} +
   mkdir -p "$BASE"/{mon.a,osd.0,log,run}
   fsid=$(cat /proc/sys/kernel/random/uuid)
   write_conf "$fsid"
-  trap 'log "start failed; last log lines:"; tail -n 5 "$BASE"/log/* >&2 || true; stop; exit 1' ERR
+  trap start_failed ERR
 
   ceph-authtool --create-keyring "$BASE/keyring" --gen-key -n mon. --cap mon 'allow *' >/dev/null
   monmaptool --create --fsid "$fsid" --addv a "[v1:127.0.0.1:$MON_PORT]" "$BASE/monmap" >/dev/null
   ceph-mon -c "$CONF" --mkfs -i a --monmap "$BASE/monmap" --keyring "$BASE/keyring"
   start_bg mon ceph-mon -c "$CONF" -i a -f
+  # The monitor listens, or exits when its port was taken after the check above.
+  wait_for "the monitor on 127.0.0.1:$MON_PORT" 150 mon_listening_or_dead
+  live_pid mon >/dev/null
   local uuid id
   uuid=$(cat /proc/sys/kernel/random/uuid)
   # The first command waits for the monitor to form its quorum.
@@ -202,7 +271,10 @@ start() {
   osd_up
   local t_osd=$(($(now_ms) - t0))
   start_bg rgw radosgw -c "$CONF" -n "$RGW_NAME" -f
-  wait_for "radosgw on $ENDPOINT" 300 answers
+  wait_for "radosgw on $ENDPOINT" 300 rgw_answers_or_dead
+  # Alive and answering (not someone else that took the port while radosgw was starting).
+  live_pid rgw >/dev/null
+  answers
   if ! radosgw-admin -c "$CONF" user create --uid=stream-segment-test \
     --display-name=stream-segment-test --access-key="$ACCESS_KEY" --secret-key="$SECRET_KEY" \
     >"$BASE/log/user.out" 2>&1; then
@@ -218,24 +290,34 @@ start() {
 
 osd_up() { ceph -c "$CONF" --connect-timeout 5 osd stat 2>/dev/null | grep -q '1 up'; }
 osd_up_or_dead() { ! live_pid osd >/dev/null || osd_up; }
+mon_listening_or_dead() { ! live_pid mon >/dev/null || port_open "$MON_PORT"; }
+rgw_answers_or_dead() { ! live_pid rgw >/dev/null || answers; }
+
+# The process exists and has not exited (an exited daemon can stay a zombie for a while,
+# until whoever adopted it reaps it).
+running() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }
+  [ "${stat%% *}" != Z ]
+}
 
 stop() {
-  local pid pids=()
+  local name pid pids=()
+  # One after the other, radosgw first: radosgw exits in ~1.5 s while the cluster is up, but
+  # waits much longer when the OSD and monitor are gone first. Wait for each (up to ~5 s: the
+  # data is scratch) so that the ports are free for the next start, then insist.
   for name in "${DAEMONS[@]}"; do
     if pid=$(live_pid "$name"); then
       kill "$pid" 2>/dev/null || true
       pids+=("$pid")
+      for _ in $(seq 1 50); do
+        running "$pid" || break
+        sleep 0.1
+      done
+      running "$pid" && kill -9 "$pid" 2>/dev/null || true
     fi
     rm -f "$BASE/run/$name.pid"
-  done
-  # Wait (up to ~5 s: the data is scratch) so that the ports are free for the next start,
-  # then insist.
-  for pid in "${pids[@]}"; do
-    for _ in $(seq 1 25); do
-      [ -d "/proc/$pid" ] || break
-      sleep 0.2
-    done
-    [ -d "/proc/$pid" ] && kill -9 "$pid" 2>/dev/null || true
   done
   [ ${#pids[@]} -eq 0 ] || log "stopped pids ${pids[*]}"
 }
@@ -258,12 +340,13 @@ status() {
 
 case "${1:-}" in
 install) install ;;
+check) check ;;
 start) start ;;
 stop) stop ;;
 env) env_lines ;;
 status) status ;;
 *)
-  echo "usage: $0 install|start|stop|env|status" >&2
+  echo "usage: $0 install|check|start|stop|env|status" >&2
   exit 2
   ;;
 esac
