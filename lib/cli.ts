@@ -8,7 +8,14 @@ import { createWriteStream, promises as fs } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import type { Readable, Writable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
-import { inspectCheckpoint, listCheckpoints, type Problem, verifyCheckpoint } from './admin/index.js'
+import {
+  gc,
+  inspectCheckpoint,
+  listCheckpoints,
+  type Problem,
+  removeContainer,
+  verifyCheckpoint,
+} from './admin/index.js'
 import { type ErrorCode, StreamSegmentError } from './errors.js'
 import { isSettingName, type Settings, SPEC_DEFAULTS } from './settings.js'
 import { openStore } from './store/open.js'
@@ -44,12 +51,19 @@ Commands:
                    defaults); stdin (-), a pipe, a FIFO or a device by value (streaming profile)
   get <url> [file|-] [--range a-b] [--cno N]
                    read the file (or bytes a..b, inclusive; "a-" to the end) to a file or stdout
-  ls <url> [--json]              list checkpoints (cno, size, objects, time, state)
+  ls <url> [--json]              list checkpoints (cno, size, objects, bytes, bytes only it holds,
+                                 time, state) and the bytes the container stores
   inspect <url> [--cno N] [--json]
                    every object of a checkpoint: name, size, header fields, counts, dead slots
   verify <url> [--cno N] [--json]
                    check every header, summary, node and block CRC reachable from a checkpoint;
                    exits 4 (ERR_CORRUPT) or 3 (ERR_NOT_FOUND) when anything is wrong
+  gc <url> [--keep N] [--keep-cnos a,b] [--keep-newer-than T] [--grace T] [--dry-run] [--json]
+                   keep the N newest checkpoints (default 1) and delete the objects no kept
+                   checkpoint reaches, once older than the grace period (default 1h); T is
+                   milliseconds or a number with s, m, h or d
+  rm <url> [--yes] [--json]
+                   delete every object of the container, the inode last (--yes on a terminal)
 
 Options:
   -h, --help       show this help
@@ -398,18 +412,20 @@ async function ls(args: readonly string[], out: Out): Promise<number> {
     out.write(`${JSON.stringify({ url: store.url, ...list })}\n`)
     return 0
   }
-  const rows: Array<Array<string | number>> = [['cno', 'size', 'objects', 'bytes', 'time', 'state']]
+  const rows: Array<Array<string | number>> = [['cno', 'size', 'objects', 'bytes', 'only', 'time', 'state']]
   for (const c of list.checkpoints) {
     rows.push([
       c.cno,
       c.size,
       c.objects,
       c.bytes,
+      c.uniqueBytes < 0 ? '?' : c.uniqueBytes,
       c.timeMs ? new Date(c.timeMs).toISOString() : '-',
       c.error === undefined ? c.state : `${c.state}, unreadable: ${c.error}`,
     ])
   }
-  out.write(`${table(rows, [true, true, true, true, false, false])}\n`)
+  out.write(`${table(rows, [true, true, true, true, true, false, false])}\n`)
+  out.write(`stored: ${list.storedBytes} bytes; "only": the bytes only that checkpoint holds, what dropping it frees\n`)
   if (list.inodeError !== undefined) out.write(`inode object unreadable: ${list.inodeError}\n`)
   for (const a of list.abandoned) {
     out.write(`abandoned: checkpoint ${a.cno} (${a.parts} parts, ${a.bytes} bytes, no part 0): not openable\n`)
@@ -488,6 +504,72 @@ function worstCode(problems: readonly Problem[]): ErrorCode {
   return problems.some((x) => x.code === 'ERR_CORRUPT') ? 'ERR_CORRUPT' : ((problems[0] as Problem).code as ErrorCode)
 }
 
+/** A duration: milliseconds, or a number with s, m, h or d. */
+function parseDuration(name: string, text: string): number {
+  const m = /^(\d+)(ms|s|m|h|d)?$/.exec(text.trim())
+  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[(m?.[2] ?? 'ms') as 'ms']
+  const n = m ? Number(m[1]) * unit : Number.NaN
+  if (!Number.isSafeInteger(n)) {
+    throw StreamSegmentError.invalidArgument(`option --${name}: ${JSON.stringify(text)} is not a duration`)
+  }
+  return n
+}
+
+async function gcCommand(args: readonly string[], out: Out): Promise<number> {
+  const p = parseArgs(args, ['json', 'dryRun'])
+  const [url] = positionals(
+    p,
+    1,
+    1,
+    'gc <url> [--keep N] [--keep-cnos a,b] [--keep-newer-than T] [--grace T] [--dry-run]',
+  )
+  noOtherOptions(p, ['keep', 'keepCnos', 'keepNewerThan', 'grace'])
+  const number = (name: string, v: string) => {
+    if (!/^\d+$/.test(v))
+      throw StreamSegmentError.invalidArgument(`option --${name}: ${JSON.stringify(v)} is not a number`)
+    return Number(v)
+  }
+  const opt = (name: string) => p.options.get(name)
+  const r = await gc(openStore(url as string), {
+    keep: opt('keep') === undefined ? undefined : number('keep', opt('keep') as string),
+    keepCnos: opt('keepCnos')
+      ?.split(',')
+      .map((c) => number('keep-cnos', c)),
+    keepNewerThanMs:
+      opt('keepNewerThan') === undefined ? undefined : parseDuration('keep-newer-than', opt('keepNewerThan') as string),
+    graceMs: opt('grace') === undefined ? undefined : parseDuration('grace', opt('grace') as string),
+    dryRun: p.flags.has('dryRun'),
+  })
+  if (p.flags.has('json')) {
+    out.write(`${JSON.stringify(r)}\n`)
+    return 0
+  }
+  const verb = r.dryRun ? 'would delete' : 'deleted'
+  out.write(
+    `${r.url}: kept checkpoints ${r.kept.join(', ') || 'none'}; dropped ${r.dropped.join(', ') || 'none'}\n` +
+      `${verb} ${r.deletedObjects} objects (${formatBytes(r.deletedBytes)}), ` +
+      `${r.dryRun ? 'would abort' : 'aborted'} ${r.abortedUploads} uploads; ${formatBytes(r.storedBytes)} stored\n`,
+  )
+  if (r.stopped !== undefined) out.write(`stopped, nothing deleted: ${r.stopped}\n`)
+  return 0
+}
+
+async function rm(args: readonly string[], out: Out): Promise<number> {
+  const p = parseArgs(args, ['json', 'yes'])
+  const [url] = positionals(p, 1, 1, 'rm <url> [--yes]')
+  noOtherOptions(p, [])
+  if (process.stdin.isTTY && !p.flags.has('yes')) {
+    throw StreamSegmentError.invalidArgument(`rm deletes every object of ${url}: add --yes to confirm`)
+  }
+  const r = await removeContainer(openStore(url as string))
+  out.write(
+    p.flags.has('json')
+      ? `${JSON.stringify(r)}\n`
+      : `${r.url}: deleted ${r.deletedObjects} objects (${formatBytes(r.deletedBytes)}), aborted ${r.abortedUploads} uploads\n`,
+  )
+  return 0
+}
+
 function worstExit(problems: readonly Problem[]): number {
   return EXIT_CODES[worstCode(problems)]
 }
@@ -525,6 +607,10 @@ export async function main(
         return await inspect(rest, out)
       case 'verify':
         return await verify(rest, out, err)
+      case 'gc':
+        return await gcCommand(rest, out)
+      case 'rm':
+        return await rm(rest, out)
     }
     throw StreamSegmentError.invalidArgument(`unknown command ${JSON.stringify(first)} (see stream-segment --help)`)
   } catch (e) {

@@ -13,7 +13,9 @@
  *   abort makes the handle unusable; every later call throws it again.
  */
 import debug from 'debug'
+import { gc } from './admin/gc.js'
 import { hasInode, readCheckpointInode, readInode, rollForward } from './container/inode.js'
+import { firstFreeCno } from './container/listing.js'
 import { StreamSegmentError } from './errors.js'
 import { emptyInode, FORMAT_PARTED, FORMAT_STREAM, type Inode } from './format/inode.js'
 import { Reader } from './read/reader.js'
@@ -40,6 +42,9 @@ export class SegmentFile {
   private readonly reader: Reader
   private readonly sendAhead: SendAhead
   private readonly writer: BlockWriter
+  /** The cleaner running in the background, if any (retainCheckpoints). */
+  private cleaning: Promise<void> | undefined
+  private cleanAgain = false
 
   private constructor(
     readonly core: FileState,
@@ -73,14 +78,17 @@ export class SegmentFile {
       metaShift: Math.log2(s.metaBlockSize),
       ctimeMs: Date.now(),
     })
-    return new SegmentFile(new FileState(store, s, base, none, undefined), false)
+    const state = new FileState(store, s, base, none, undefined)
+    state.skipTo(await firstFreeCno(store, 1))
+    return new SegmentFile(state, false)
   }
 
   /**
    * Opens the latest checkpoint (or `cno`); ERR_NOT_FOUND when the container has none.
    * A writer reads the commit point (HEAD for its ETag, then GET), and first publishes
    * the next checkpoint if its part 0 is complete but was never published, built on that
-   * very inode (container/inode.ts, `rollForward`: one more HEAD when there is none). A reader (`readOnly`)
+   * very inode (container/inode.ts, `rollForward`: one LIST when there is none), and skips the
+   * numbers abandoned attempts took. A reader (`readOnly`)
    * GETs `inode` alone, or, given a `cno`, reads only that checkpoint's part 0 (its format
    * detected), so it can open a complete checkpoint whose publication was interrupted;
    * a checkpoint without a part 0 was abandoned and is ERR_NOT_FOUND.
@@ -109,11 +117,13 @@ export class SegmentFile {
         )
       }
     }
+    let firstFree = 0
     if (!readOnly) {
-      const rolled = await rollForward(store, published, etag as string)
-      if (rolled !== undefined) {
-        base = published = rolled.inode
-        etag = rolled.etag
+      const above = await rollForward(store, published, etag as string)
+      firstFree = above.firstFree
+      if (above.rolled !== undefined) {
+        base = published = above.rolled.inode
+        etag = above.rolled.etag
       }
       if (cno !== undefined && cno !== published.cno) {
         if (cno > published.cno) {
@@ -125,7 +135,11 @@ export class SegmentFile {
       }
     }
     log('open %s at checkpoint %d (%d bytes)', store.url, base.cno, base.size)
-    return new SegmentFile(new FileState(store, s, base, published, etag), readOnly)
+    const state = new FileState(store, s, base, published, etag)
+    // A writer's first object must not land on a number an abandoned attempt took: that
+    // would move the checkpoint at its first collision and lose what was sent ahead.
+    state.skipTo(firstFree)
+    return new SegmentFile(state, readOnly)
   }
 
   get settings(): Settings {
@@ -191,8 +205,46 @@ export class SegmentFile {
   flush(): Promise<FlushTiming> {
     return this.run('flush', true, async () => {
       await this.sendAhead.drain()
-      return flush(this.core)
+      const timing = await flush(this.core)
+      if (timing.objects > 0) this.retain()
+      return timing
     })
+  }
+
+  /**
+   * Automatic retention (`retainCheckpoints`): the cleaner runs in the background after a
+   * flush that published, one run at a time; it never fails a call, its failures are
+   * logged. `close` waits for it.
+   */
+  private retain(): void {
+    const { retainCheckpoints: keep, retainGraceMs: graceMs } = this.core.settings
+    if (keep === 0) return
+    if (this.cleaning !== undefined) {
+      this.cleanAgain = true // once the run under way ends
+      return
+    }
+    const store = this.core.store
+    // This writer's next checkpoint is spared: its objects may be in flight already.
+    const spareFromCno = this.core.published.cno + 1
+    this.cleaning = gc(store, { keep, graceMs, spareFromCno, signal: this.core.signal })
+      .then(
+        (r) =>
+          log(
+            'retention on %s: kept %o, deleted %d objects (%d bytes)',
+            store.url,
+            r.kept,
+            r.deletedObjects,
+            r.deletedBytes,
+          ),
+        (err) => log('retention on %s failed: %s', store.url, (err as Error)?.message ?? err),
+      )
+      .finally(() => {
+        this.cleaning = undefined
+        if (this.cleanAgain && !this.closed) {
+          this.cleanAgain = false
+          this.retain()
+        }
+      })
   }
 
   /** Waits until every object sent ahead so far has completed (or failed: its blocks then go again). */
@@ -222,6 +274,8 @@ export class SegmentFile {
       if (this.closed) return
       this.closed = true
       await this.sendAhead.abandon()
+      this.cleanAgain = false
+      while (this.cleaning !== undefined) await this.cleaning
       this.core.tier.clear()
     })
     this.queue = p.catch(() => undefined)

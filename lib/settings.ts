@@ -53,6 +53,14 @@ export interface WriteSettings {
   conflictRetries: number
   /** Clean block-map nodes kept in memory (each one meta block plus ~100 bytes). */
   nodeCacheNodes: number
+  /**
+   * After each flush that publishes, run the cleaner in the background keeping this many
+   * newest checkpoints (admin/gc.ts, with retainGraceMs as its grace); 0 (the default) never
+   * deletes anything. Its failures are logged, never thrown.
+   */
+  retainCheckpoints: number
+  /** With retainCheckpoints: objects younger than this are never deleted (default 1 hour). */
+  retainGraceMs: number
 }
 
 /** The settings of a file handle. */
@@ -95,6 +103,8 @@ export const SPEC_DEFAULTS: Readonly<Settings> = Object.freeze({
   conflictPolicy: 'retry',
   conflictRetries: 8,
   nodeCacheNodes: 65536,
+  retainCheckpoints: 0,
+  retainGraceMs: 3_600_000,
 })
 
 /**
@@ -139,6 +149,8 @@ const SETTING_RULES: Readonly<Record<keyof Settings, Rule>> = {
   conflictPolicy: { kind: 'one of', values: ['retry', 'fail'] },
   conflictRetries: int(0, 1000),
   nodeCacheNodes: int(16, 2 ** 24),
+  retainCheckpoints: int(0, 1_000_000),
+  retainGraceMs: int(0),
 }
 
 const READ_RULES: Readonly<Record<keyof ReadOptions, Rule>> = {

@@ -129,16 +129,24 @@ describe('commands on a directory store', () => {
     const r = run(['ls', url])
     assert.equal(r.status, 0, r.stderr)
     const lines = r.text.trim().split('\n')
-    assert.match(lines[0] as string, /^cno +size +objects +bytes +time +state$/)
+    assert.match(lines[0] as string, /^cno +size +objects +bytes +only +time +state$/)
     assert.match(
       lines[1] as string,
-      new RegExp(`^ *1 +${data.length} +\\d+ +\\d+ +\\d{4}-\\d\\d-\\d\\dT\\S+ +complete$`),
+      new RegExp(`^ *1 +${data.length} +\\d+ +\\d+ +\\d+ +\\d{4}-\\d\\d-\\d\\dT\\S+ +complete$`),
     )
     assert.match(lines[2] as string, new RegExp(`^ *2 +${second.length} .* complete$`))
     assert.match(lines[3] as string, /^ *3 .* published$/)
+    assert.match(lines[4] as string, /^stored: \d+ bytes;/)
     const j = JSON.parse(run(['ls', url, '--json']).text)
     assert.equal(j.published, 3)
     assert.equal(j.checkpoints.length, 3)
+    // Each checkpoint's part 0 is its own; the stored bytes are every object's.
+    let stored = 0
+    for (const c of j.checkpoints) {
+      assert.ok(c.uniqueBytes > 0 && c.uniqueBytes <= c.bytes, `${c.cno}: ${c.uniqueBytes} of ${c.bytes}`)
+      stored += c.bytes
+    }
+    assert.equal(j.storedBytes, stored)
   })
 
   it('inspect shows every object with its header fields; --json too', () => {

@@ -1,5 +1,8 @@
 /** The admin wing: list, inspect and verify a container's checkpoints, on container/ and format/ only. */
+
+export { type GcOptions, type GcResult, gc } from './gc.js'
 export { type InspectReport, inspectCheckpoint, type ObjectReport } from './inspect.js'
 export { type AbandonedCheckpoint, type CheckpointEntry, type CheckpointList, listCheckpoints } from './list.js'
 export type { Problem } from './map-walk.js'
+export { type RemoveResult, removeContainer } from './remove.js'
 export { type VerifyReport, verifyCheckpoint } from './verify.js'

@@ -7,6 +7,8 @@
  *   was interrupted ('unpublished'). Its format is detected (the end first, then the
  *   start): a checkpoint is read by number without knowing the container's format.
  * - Sizes come from one listing, so every header is checked against its object's real size.
+ * - Each complete checkpoint's block map is walked to say which objects only it reaches:
+ *   the bytes dropping it would free (`uniqueBytes`, what `gc` would delete).
  */
 import { readInode } from '../container/inode.js'
 import { type ContainerListing, listContainer } from '../container/listing.js'
@@ -17,6 +19,7 @@ import type { Inode } from '../format/inode.js'
 import { INODE_KEY, segmentKey } from '../format/names.js'
 import type { ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
+import { type Problem, walkMap } from './map-walk.js'
 
 export interface CheckpointEntry {
   cno: number
@@ -28,6 +31,11 @@ export interface CheckpointEntry {
   /** When it was made (its inode's mtime, ms since the epoch). */
   timeMs: number
   state: 'published' | 'complete' | 'unpublished'
+  /**
+   * Bytes of the objects only this checkpoint's block map reaches (its part 0 among
+   * them): what dropping it would free. −1 when its map could not be walked whole.
+   */
+  uniqueBytes: number
   /** Why its part 0 could not be read, if it could not. */
   error?: string
 }
@@ -44,6 +52,8 @@ export interface CheckpointList {
   inodeError?: string
   checkpoints: CheckpointEntry[]
   abandoned: AbandonedCheckpoint[]
+  /** Bytes of every segment object stored in the container. */
+  storedBytes: number
 }
 
 /** Every checkpoint of the container, oldest first, and the abandoned attempts. */
@@ -65,6 +75,9 @@ export async function listCheckpoints(
   }
   const checkpoints: CheckpointEntry[] = []
   const abandoned: AbandonedCheckpoint[] = []
+  /** The objects each checkpoint's map reaches, and how many checkpoints reach each object. */
+  const reaches = new Map<number, Set<string>>()
+  const reachedBy = new Map<string, number>()
   const limiter = new Limiter(8)
   const cnos = [...listing.byCno.keys()].sort((a, b) => a - b)
   await Promise.all(
@@ -82,12 +95,20 @@ export async function listCheckpoints(
           bytes: c.bytes,
           timeMs: 0,
           state: cno === published ? 'published' : cno > published ? 'unpublished' : 'complete',
+          uniqueBytes: -1,
         }
         try {
           const h = (await readObjectHeader(store, cno, 0, { size: listing.sizes.get(segmentKey(cno, 0)), signal }))
             .header
           entry.size = h.inode.size
           entry.timeMs = h.inode.mtimeMs
+          const problems: Problem[] = []
+          const keys = new Set((await walkMap(store, h.inode, problems, signal)).reached.keys())
+          keys.add(segmentKey(cno, 0))
+          if (problems.length === 0) {
+            reaches.set(cno, keys)
+            for (const k of keys) reachedBy.set(k, (reachedBy.get(k) ?? 0) + 1)
+          }
         } catch (err) {
           if (!StreamSegmentError.is(err, 'ERR_CORRUPT') && !StreamSegmentError.is(err, 'ERR_UNSUPPORTED')) throw err
           entry.error = (err as Error).message
@@ -98,7 +119,15 @@ export async function listCheckpoints(
   )
   checkpoints.sort((a, b) => a.cno - b.cno)
   abandoned.sort((a, b) => a.cno - b.cno)
-  return { published, ...(inodeError === undefined ? {} : { inodeError }), checkpoints, abandoned }
+  for (const entry of checkpoints) {
+    const keys = reaches.get(entry.cno)
+    if (keys === undefined) continue
+    entry.uniqueBytes = 0
+    for (const k of keys) if (reachedBy.get(k) === 1) entry.uniqueBytes += listing.sizes.get(k) ?? 0
+  }
+  let storedBytes = 0
+  for (const size of listing.sizes.values()) storedBytes += size
+  return { published, ...(inodeError === undefined ? {} : { inodeError }), checkpoints, abandoned, storedBytes }
 }
 
 /**

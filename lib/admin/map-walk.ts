@@ -62,12 +62,17 @@ export function toProblem(err: unknown, what: Problem['what'], where: string): P
   throw err
 }
 
-/** Walks every node reachable from `inode`; nodes that fail their checks become problems. */
+/**
+ * Walks every node reachable from `inode`; nodes that fail their checks become problems.
+ * `seen`: node pointers ("hi:lo") whose subtrees an earlier walk covered; they are not
+ * walked again (nodes are never changed once stored), and every node walked is added.
+ */
 export async function walkMap(
   store: ObjectStore,
   inode: Inode,
   problems: Problem[],
   signal?: AbortSignal,
+  seen?: Set<string>,
 ): Promise<MapWalk> {
   const mbs = 2 ** inode.metaShift
   const walk: MapWalk = { reached: new Map(), nodes: 0, leaves: 0, dataPointers: 0, holes: 0, height: inode.rootLevel }
@@ -108,6 +113,11 @@ export async function walkMap(
           continue
         }
         const { key: objectKey, offset } = nodeLocation(hi, lo)
+        if (seen !== undefined) {
+          const id = `${hi}:${lo}`
+          if (seen.has(id)) continue
+          seen.add(id)
+        }
         reach(objectKey).nodes.push(offset)
         const upper = i + 1 < e.count ? (e.keys[i + 1] as number) : e.upper
         const ref: Ref = {

@@ -17,6 +17,7 @@ import { StreamSegmentError } from '../errors.js'
 import { decodeInodeObject, encodeInodeObject, type Inode } from '../format/inode.js'
 import { INODE_KEY, segmentKey } from '../format/names.js'
 import type { ObjectStore } from '../store/types.js'
+import { listCheckpoint } from './listing.js'
 import { readObjectHeader } from './object-header.js'
 
 const log = debug('stream-segment:flush')
@@ -125,44 +126,60 @@ export function sameInode(a: Inode, b: Inode): boolean {
   return Buffer.from(encodeInodeObject(a)).equals(encodeInodeObject(b))
 }
 
+/** What a writer opening a container finds above the published checkpoint. */
+export interface Above {
+  /** The checkpoint rolled forward to, when one was (see rollForward). */
+  rolled: Published | undefined
+  /** The first checkpoint number no object uses: the writer's next checkpoint starts there. */
+  firstFree: number
+}
+
 /**
- * Roll-forward: a writer opening the container publishes the next checkpoint when its
- * part 0 is complete but the inode was never replaced (its writer stopped between the
- * two), and only when that part 0 was built on exactly the inode published now. The
- * inode is replaced If-Match the version read; a conflict (another writer published
- * meanwhile) or a part 0 that does not check out leaves things as they are. Returns the
- * inode published and its ETag, or undefined. Costs one HEAD when there is nothing to do.
+ * Roll-forward, and the numbers taken above the published checkpoint. A writer opening
+ * the container looks at the numbers above the published one, in order, while objects use
+ * them (one LIST each; usually a single empty one). A complete part 0 among them built on
+ * exactly the inode published then (its writer stopped between part 0 and the inode; an
+ * abandoned attempt may have pushed it above the next number) is published, If-Match the
+ * version read, and the look goes on above it; so a roll-forward never skips or undoes a
+ * checkpoint. A part 0 built on another inode, one that does not check out, a conflict
+ * (another writer published meanwhile) leave things as they are. The numbers seen taken
+ * are skipped by the writer's next checkpoint (`firstFree`).
  */
 export async function rollForward(
   store: ObjectStore,
   published: Inode,
   etag: string,
   signal?: AbortSignal,
-): Promise<Published | undefined> {
-  const cno = published.cno + 1
-  const info = await store.head(segmentKey(cno, 0), { signal })
-  if (info === undefined) return undefined
-  let base: Inode
-  let inode: Inode
-  try {
-    ;({ baseInode: base, inode } = (
-      await readObjectHeader(store, cno, 0, { format: published.format, size: info.size, signal })
-    ).header)
-  } catch (err) {
-    if (!StreamSegmentError.is(err, 'ERR_CORRUPT') && !StreamSegmentError.is(err, 'ERR_UNSUPPORTED')) throw err
-    log('checkpoint %d: part 0 not rolled forward: %s', cno, (err as Error).message)
-    return undefined
-  }
-  if (!sameInode(base, published)) {
-    log('checkpoint %d: part 0 built on another inode than checkpoint %d: not rolled forward', cno, published.cno)
-    return undefined
-  }
-  try {
-    const put = await publishInode(store, inode, etag, signal)
-    log('checkpoint %d: rolled forward (its part 0 was complete, the inode not replaced)', cno)
-    return { inode, etag: put.etag }
-  } catch (err) {
-    if (StreamSegmentError.is(err, 'ERR_CONFLICT')) return undefined
-    throw err
+): Promise<Above> {
+  let current: Published = { inode: published, etag }
+  let rolled: Published | undefined
+  for (let cno = published.cno + 1; ; cno++) {
+    const keys = await listCheckpoint(store, cno, signal)
+    if (keys.size === 0) return { rolled, firstFree: cno }
+    const size = keys.get(segmentKey(cno, 0))
+    if (size === undefined) continue // an abandoned attempt
+    let base: Inode
+    let inode: Inode
+    try {
+      ;({ baseInode: base, inode } = (
+        await readObjectHeader(store, cno, 0, { format: published.format, size, signal })
+      ).header)
+    } catch (err) {
+      if (!StreamSegmentError.is(err, 'ERR_CORRUPT') && !StreamSegmentError.is(err, 'ERR_UNSUPPORTED')) throw err
+      log('checkpoint %d: part 0 not rolled forward: %s', cno, (err as Error).message)
+      continue
+    }
+    if (!sameInode(base, current.inode)) {
+      log('checkpoint %d: part 0 built on another inode than checkpoint %d: not rolled forward', cno, current.inode.cno)
+      continue
+    }
+    try {
+      const put = await publishInode(store, inode, current.etag, signal)
+      log('checkpoint %d: rolled forward (its part 0 was complete, the inode not replaced)', cno)
+      current = rolled = { inode, etag: put.etag }
+    } catch (err) {
+      if (!StreamSegmentError.is(err, 'ERR_CONFLICT')) throw err
+      return { rolled, firstFree: cno + 1 }
+    }
   }
 }

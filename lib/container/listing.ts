@@ -4,12 +4,14 @@
  * keys or `inode` are left out: nothing here ever reads or touches them.
  */
 import { StreamSegmentError } from '../errors.js'
-import { INODE_KEY, parseKey } from '../format/names.js'
-import type { ObjectStore } from '../store/types.js'
+import { checkpointPrefix, INODE_KEY, parseKey } from '../format/names.js'
+import type { MultipartUpload, ObjectStore } from '../store/types.js'
 
 export interface ContainerListing {
   /** Size of every segment object, by key. */
   sizes: Map<string, number>
+  /** When every segment object was written (ms since the epoch), by key. */
+  modified: Map<string, number>
   /** The parts of every checkpoint number seen, and their bytes. */
   byCno: Map<number, { parts: number[]; bytes: number }>
   hasInode: boolean
@@ -18,6 +20,7 @@ export interface ContainerListing {
 /** Lists the container; ERR_NOT_FOUND when it has neither an inode nor a checkpoint. */
 export async function listContainer(store: ObjectStore, signal?: AbortSignal): Promise<ContainerListing> {
   const sizes = new Map<string, number>()
+  const modified = new Map<string, number>()
   const byCno = new Map<number, { parts: number[]; bytes: number }>()
   let hasInode = false
   for await (const e of store.list('', { signal })) {
@@ -28,6 +31,7 @@ export async function listContainer(store: ObjectStore, signal?: AbortSignal): P
       continue
     }
     sizes.set(e.key, e.size)
+    modified.set(e.key, e.lastModifiedMs)
     let c = byCno.get(k.cno)
     if (c === undefined) byCno.set(k.cno, (c = { parts: [], bytes: 0 }))
     c.parts.push(k.part)
@@ -36,5 +40,62 @@ export async function listContainer(store: ObjectStore, signal?: AbortSignal): P
   if (!hasInode && byCno.size === 0) {
     throw StreamSegmentError.notFound(`${store.url}: no container here (no ${INODE_KEY} object, no checkpoints)`)
   }
-  return { sizes, byCno, hasInode }
+  return { sizes, modified, byCno, hasInode }
+}
+
+/** The multipart uploads open under the container's segment keys (others are never touched). */
+export async function listOpenUploads(store: ObjectStore, signal?: AbortSignal): Promise<MultipartUpload[]> {
+  const out: MultipartUpload[] = []
+  for await (const u of store.listMultipart('', { signal })) if (parseKey(u.key)?.kind === 'segment') out.push(u)
+  return out
+}
+
+/** Aborts an open multipart upload. */
+export function abortUpload(store: ObjectStore, upload: MultipartUpload, signal?: AbortSignal): Promise<void> {
+  return store.abortMultipart(upload.key, upload.uploadId, { signal })
+}
+
+/** Keys per delete request (S3's DeleteObjects takes at most 1000). */
+export const DELETE_BATCH = 1000
+
+/**
+ * Deletes segment objects, in batches, in the order given (a caller that must delete
+ * some before others orders them so). Anything that is not a segment key is refused
+ * with ERR_INTERNAL: this code never deletes a key it does not own.
+ */
+export async function deleteSegments(store: ObjectStore, keys: readonly string[], signal?: AbortSignal): Promise<void> {
+  for (const key of keys) {
+    if (parseKey(key)?.kind !== 'segment')
+      throw StreamSegmentError.internal(`refusing to delete ${key}: not a segment key`)
+  }
+  for (let i = 0; i < keys.length; i += DELETE_BATCH) await store.delete(keys.slice(i, i + DELETE_BATCH), { signal })
+}
+
+/** Deletes the commit point: the last step of removing a container. */
+export function deleteInode(store: ObjectStore, signal?: AbortSignal): Promise<void> {
+  return store.delete(INODE_KEY, { signal })
+}
+
+/** The objects of checkpoint `cno` (key → size): one LIST of its prefix. */
+export async function listCheckpoint(
+  store: ObjectStore,
+  cno: number,
+  signal?: AbortSignal,
+): Promise<Map<string, number>> {
+  const out = new Map<string, number>()
+  for await (const e of store.list(checkpointPrefix(cno), { signal })) {
+    if (parseKey(e.key)?.kind === 'segment') out.set(e.key, e.size)
+  }
+  return out
+}
+
+/**
+ * The first checkpoint number from `from` on that no segment object uses: numbers an
+ * abandoned attempt took (a writer stopped before its flush published) are skipped, so
+ * a writer's first object does not collide with them. One LIST per number looked at.
+ */
+export async function firstFreeCno(store: ObjectStore, from: number, signal?: AbortSignal): Promise<number> {
+  let cno = from
+  while ((await listCheckpoint(store, cno, signal)).size > 0) cno++
+  return cno
 }

@@ -28,6 +28,11 @@ export function segmentKey(cno: number, part: number): string {
   return `${String(cno).padStart(10, '0')}.${part}`
 }
 
+/** What every key of checkpoint `cno` starts with: `<cno>.` (a list of it finds the checkpoint's parts). */
+export function checkpointPrefix(cno: number): string {
+  return segmentKey(cno, 0).slice(0, -1)
+}
+
 export function parseKey(key: string): ParsedKey | undefined {
   if (key === INODE_KEY) return { kind: 'inode' }
   const m = SEGMENT_KEY.exec(key)

@@ -156,6 +156,14 @@ export class FileState {
     return this._counters
   }
 
+  /** Numbers below this are taken (abandoned attempts): the next checkpoint starts at it or above. */
+  private cnoFloor = 0
+
+  /** The next checkpoint takes no number below `cno` (see container/listing.ts, firstFreeCno). */
+  skipTo(cno: number): void {
+    this.cnoFloor = Math.max(this.cnoFloor, cno)
+  }
+
   /** The file now reaches at least `end` bytes. */
   grow(end: number): void {
     if (end > this._size) this._size = end
@@ -213,7 +221,7 @@ export class FileState {
 
   /** The checkpoint number of the checkpoint being built, and a fresh part number in it. */
   reserve(part0 = false): { cno: number; part: number } {
-    const pending = (this._pending ??= { cno: this._published.cno + 1, nextPart: 1 })
+    const pending = (this._pending ??= { cno: Math.max(this._published.cno + 1, this.cnoFloor), nextPart: 1 })
     if (part0) return { cno: pending.cno, part: 0 }
     const part = pending.nextPart++
     if (part > MAX_PART) {
@@ -226,7 +234,7 @@ export class FileState {
 
   /** Moves to a new checkpoint number above both the published one and the one given up. */
   abandonCheckpoint(): void {
-    const cno = Math.max(this._published.cno, this._pending?.cno ?? 0) + 1
+    const cno = Math.max(this._published.cno, this._pending?.cno ?? 0, this.cnoFloor - 1) + 1
     this._pending = { cno, nextPart: 1 }
   }
 

@@ -245,10 +245,14 @@ export class DirectoryStore implements ObjectStore {
     const open: MultipartUpload[] = []
     for (const uploadId of ids) {
       throwIfAborted(options?.signal, `list multipart ${prefix}`)
-      const meta = await fs.readFile(join(dir, uploadId, 'upload.json'), 'utf8').catch(() => undefined)
-      if (meta === undefined) continue
+      const file = join(dir, uploadId, 'upload.json')
+      const [meta, st] = await Promise.all([
+        fs.readFile(file, 'utf8').catch(() => undefined),
+        fs.stat(file).catch(() => undefined),
+      ])
+      if (meta === undefined || st === undefined) continue
       const { key } = JSON.parse(meta) as { key: string }
-      if (key.startsWith(prefix)) open.push({ key, uploadId })
+      if (key.startsWith(prefix)) open.push({ key, uploadId, initiatedMs: st.mtimeMs })
     }
     open.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : a.uploadId < b.uploadId ? -1 : 1))
     yield* open
@@ -417,7 +421,7 @@ export class DirectoryStore implements ObjectStore {
         const key = keyPrefix + unescapeSegment(e.name)
         if (!key.startsWith(want)) continue
         const st = await fs.stat(join(dir, e.name)).catch(() => undefined)
-        if (st !== undefined) out.push({ key, size: st.size, etag: etagOf(st) })
+        if (st !== undefined) out.push({ key, size: st.size, etag: etagOf(st), lastModifiedMs: st.mtimeMs })
       }
     }
   }

@@ -38,12 +38,14 @@ interface StoredObject {
   size: number
   etag: string
   metadata: Record<string, string>
+  modifiedMs: number
 }
 
 interface Upload {
   key: string
   metadata: Record<string, string>
   parts: Map<number, { body: Uint8Array; etag: string }>
+  initiatedMs: number
 }
 
 interface Bucket {
@@ -80,7 +82,7 @@ export class MemoryStore implements ObjectStore {
     }
     const etag = newEtag()
     const copy = copyBody(body)
-    this.bucket.objects.set(key, { chunks: [copy], size: copy.byteLength, etag, metadata })
+    this.bucket.objects.set(key, { chunks: [copy], size: copy.byteLength, etag, metadata, modifiedMs: Date.now() })
     return { etag }
   }
 
@@ -112,7 +114,7 @@ export class MemoryStore implements ObjectStore {
     for (const key of keys) {
       throwIfAborted(options?.signal, `list ${prefix}`)
       const o = this.bucket.objects.get(key)
-      if (o !== undefined) yield { key, size: o.size, etag: o.etag }
+      if (o !== undefined) yield { key, size: o.size, etag: o.etag, lastModifiedMs: o.modifiedMs }
     }
   }
 
@@ -132,7 +134,7 @@ export class MemoryStore implements ObjectStore {
       metadata[WRITE_ID_METADATA] = writeId
     }
     const uploadId = `mem-upload-${++uploadSeq}`
-    this.bucket.uploads.set(uploadId, { key, metadata, parts: new Map() })
+    this.bucket.uploads.set(uploadId, { key, metadata, parts: new Map(), initiatedMs: Date.now() })
     return uploadId
   }
 
@@ -173,7 +175,7 @@ export class MemoryStore implements ObjectStore {
     )
     const etag = `${newEtag()}-${parts.length}`
     const size = bodies.reduce((n, b) => n + b.byteLength, 0)
-    this.bucket.objects.set(key, { chunks: bodies, size, etag, metadata: upload.metadata })
+    this.bucket.objects.set(key, { chunks: bodies, size, etag, metadata: upload.metadata, modifiedMs: Date.now() })
     this.bucket.uploads.delete(uploadId)
     return { etag }
   }
@@ -188,7 +190,7 @@ export class MemoryStore implements ObjectStore {
     open.sort(([a, x], [b, y]) => (x.key < y.key ? -1 : x.key > y.key ? 1 : a < b ? -1 : 1))
     for (const [uploadId, u] of open) {
       throwIfAborted(options?.signal, `list multipart ${prefix}`)
-      yield { key: u.key, uploadId }
+      yield { key: u.key, uploadId, initiatedMs: u.initiatedMs }
     }
   }
 

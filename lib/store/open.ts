@@ -45,3 +45,8 @@ export function openStore(location: StoreLocation): ObjectStore {
     `openStore: ${text}: unsupported scheme ${scheme}:// (use s3://, file:// or mem://)`,
   )
 }
+
+/** The store itself when given one, else the store at `where` (openStore). */
+export function storeAt(where: StoreLocation | ObjectStore): ObjectStore {
+  return typeof where === 'object' && 'list' in where && 'put' in where ? where : openStore(where)
+}

@@ -280,7 +280,12 @@ export class S3Store implements ObjectStore {
       )
       for (const o of out.Contents ?? []) {
         if (o.Key === undefined || !o.Key.startsWith(this.prefix)) continue
-        yield { key: o.Key.slice(this.prefix.length), size: o.Size ?? 0, etag: unquoteEtag(o.ETag) }
+        yield {
+          key: o.Key.slice(this.prefix.length),
+          size: o.Size ?? 0,
+          etag: unquoteEtag(o.ETag),
+          lastModifiedMs: o.LastModified?.getTime() ?? 0,
+        }
       }
       token = out.IsTruncated ? out.NextContinuationToken : undefined
     } while (token !== undefined)
@@ -456,7 +461,7 @@ export class S3Store implements ObjectStore {
       )
       for (const u of out.Uploads ?? []) {
         if (u.Key === undefined || u.UploadId === undefined || !u.Key.startsWith(this.prefix)) continue
-        yield { key: u.Key.slice(this.prefix.length), uploadId: u.UploadId }
+        yield { key: u.Key.slice(this.prefix.length), uploadId: u.UploadId, initiatedMs: u.Initiated?.getTime() ?? 0 }
       }
       if (!out.IsTruncated || (out.NextKeyMarker === undefined && out.NextUploadIdMarker === undefined)) return
       keyMarker = out.NextKeyMarker

@@ -73,6 +73,8 @@ export interface ListEntry {
   key: string
   size: number
   etag: string
+  /** When the object was written (ms since the epoch; S3 gives whole seconds). */
+  lastModifiedMs: number
 }
 
 export interface CompletedPart {
@@ -83,6 +85,8 @@ export interface CompletedPart {
 export interface MultipartUpload {
   key: string
   uploadId: string
+  /** When the upload was created (ms since the epoch; S3 gives whole seconds). */
+  initiatedMs: number
 }
 
 export interface ObjectStore {

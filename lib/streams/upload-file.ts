@@ -11,7 +11,7 @@ import { StreamSegmentError } from '../errors.js'
 import type { SegmentFile } from '../segment-file.js'
 import type { Settings } from '../settings.js'
 import type { BlockSource } from '../state/dirty-tier.js'
-import { openStore, type StoreLocation } from '../store/open.js'
+import { type StoreLocation, storeAt } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import type { FlushTiming } from '../write/flush.js'
 import { openForAppend } from './write-stream.js'
@@ -68,7 +68,7 @@ export async function uploadFile(
   options: UploadFileOptions = {},
 ): Promise<FlushTiming> {
   const { signal, onStart } = options
-  const store = typeof location === 'object' && 'put' in location ? location : openStore(location)
+  const store = storeAt(location)
   const what = typeof path === 'string' ? `upload of ${path} to ${store.url}` : `upload to ${store.url}`
   const aborted = () => StreamSegmentError.aborted(`${what} aborted`, signal?.reason)
   if (signal?.aborted) throw aborted()

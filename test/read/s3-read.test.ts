@@ -67,7 +67,7 @@ describe('reads on radosgw', () => {
       assert.ok(range.stdout.equals(data.subarray(10, 21)))
       const ls = run(['ls', url])
       assert.equal(ls.status, 0, ls.stderr)
-      assert.match(ls.text, /\n +1 +5242957 .* complete\n +2 +1048576 .* published\n$/)
+      assert.match(ls.text, /\n +1 +5242957 .* complete\n +2 +1048576 .* published\nstored: \d+ bytes;/)
       const inspect = run(['inspect', url, '--cno', '1'])
       assert.equal(inspect.status, 0, inspect.stderr)
       assert.match(inspect.text, /: PartedSegment, 5242957 bytes/)

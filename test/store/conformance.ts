@@ -154,6 +154,24 @@ export function runStoreConformance(name: string, make: () => Promise<ObjectStor
       )
     })
 
+    it('list and listMultipart say when each object was written and each upload created', async () => {
+      const s = await make()
+      // S3 reports whole seconds: allow a second either side of the calls.
+      const before = Date.now() - 1000
+      await s.put('t/a', new Uint8Array(10))
+      const id = await s.createMultipart('t/b')
+      const after = Date.now() + 1000
+      const [entry] = await collect(s.list('t/'))
+      assert.equal(entry?.key, 't/a')
+      assert.ok(entry.lastModifiedMs >= before && entry.lastModifiedMs <= after, `${entry.lastModifiedMs}`)
+      const uploads = (await collect(s.listMultipart('t/'))).filter((u) => u.uploadId === id)
+      assert.equal(uploads.length, 1)
+      const initiated = uploads[0]?.initiatedMs ?? 0
+      assert.ok(initiated >= before && initiated <= after, `${initiated}`)
+      await s.abortMultipart('t/b', id)
+      await s.delete('t/a')
+    })
+
     it('stores odd keys, and a key beside a key it prefixes', async () => {
       const s = await make()
       const odd = ['a b', 'ümlaut', 'x%2Fy', 'q?x=1&y', 'dir/file', 'dir', 'star*', 'tilde~', 'dot.ted', 'a+b']

@@ -1,0 +1,215 @@
+/**
+ * The cleaner: which checkpoints a container keeps, and deleting what none of them
+ * reaches (mark and sweep, ARCHITECTURE §2).
+ *
+ * - Retained: the published checkpoint always; the `keep` newest complete checkpoints up
+ *   to it; every cno in `keepCnos`; every complete checkpoint younger than
+ *   `keepNewerThanMs` (its part 0's age). The others are dropped.
+ * - Mark: each retained checkpoint's block map is walked once from its inode (a subtree
+ *   already walked for another checkpoint is not walked again); what it reaches, and its
+ *   own part 0, is live. A map that cannot be walked whole (a node missing or corrupt)
+ *   stops the cleaner before anything is deleted: what it would delete is not known.
+ * - Sweep: a segment object is garbage when nothing retained reaches it and it is older
+ *   than `graceMs` (so a live writer's objects, sent ahead or in a flush, are never
+ *   touched); that covers dropped checkpoints, abandoned attempts (parts without a
+ *   part 0) and complete checkpoints never published. Part 0s go first, so no checkpoint
+ *   is ever openable without its data parts. Open multipart uploads under segment keys
+ *   older than the grace period are aborted.
+ * - Beside a live writer: the inode is read again after the mark and before anything is
+ *   deleted; when it has moved to a checkpoint the mark did not retain, nothing is
+ *   deleted (`stopped` says why). The inode itself, and keys that are not segment keys,
+ *   are never touched.
+ */
+import debug from 'debug'
+import { readInode } from '../container/inode.js'
+import { abortUpload, deleteSegments, listContainer, listOpenUploads } from '../container/listing.js'
+import { readObjectHeader } from '../container/object-header.js'
+import { StreamSegmentError } from '../errors.js'
+import type { Inode } from '../format/inode.js'
+import { parseKey, segmentKey } from '../format/names.js'
+import { type StoreLocation, storeAt } from '../store/open.js'
+import type { ObjectStore } from '../store/types.js'
+import { Limiter } from '../util/limiter.js'
+import { type Problem, walkMap } from './map-walk.js'
+
+const log = debug('stream-segment:gc')
+const HOUR_MS = 3_600_000
+
+export interface GcOptions {
+  /** The newest complete checkpoints to keep, the published one among them (default 1, at least 1). */
+  keep?: number
+  /** Checkpoints kept whatever their age. */
+  keepCnos?: readonly number[]
+  /** Complete checkpoints younger than this are kept too (default 0: none by age). */
+  keepNewerThanMs?: number
+  /** Objects and uploads younger than this are never deleted (default 1 hour). */
+  graceMs?: number
+  /** Says what would go, deletes nothing. */
+  dryRun?: boolean
+  /**
+   * Objects of checkpoints numbered this or above are never deleted, whatever their age:
+   * a writer cleaning its own container spares the checkpoint it is building.
+   */
+  spareFromCno?: number
+  signal?: AbortSignal
+}
+
+export interface GcResult {
+  url: string
+  /** The checkpoint published when the cleaner started (0: none). */
+  published: number
+  /** Complete checkpoints kept and dropped, by cno. */
+  kept: number[]
+  dropped: number[]
+  /** Segment objects deleted (or, dry, that would be), their keys and bytes. */
+  deletedObjects: number
+  deletedBytes: number
+  deletedKeys: string[]
+  /** Open multipart uploads aborted (or that would be). */
+  abortedUploads: number
+  /** Bytes of segment objects still stored afterwards. */
+  storedBytes: number
+  dryRun: boolean
+  /** Set when the cleaner stopped before deleting anything, and why. */
+  stopped?: string
+}
+
+function checkOptions(o: GcOptions): Required<Omit<GcOptions, 'signal'>> {
+  const bad = (name: string, v: unknown, want: string) =>
+    StreamSegmentError.invalidArgument(`gc: ${name} = ${JSON.stringify(v)}: ${want}; nothing was deleted`)
+  const nat = (name: string, v: unknown, min: number) => {
+    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min) throw bad(name, v, `must be an integer ≥ ${min}`)
+    return v
+  }
+  const keepCnos = o.keepCnos ?? []
+  if (!Array.isArray(keepCnos)) throw bad('keepCnos', keepCnos, 'must be a list of checkpoint numbers')
+  for (const c of keepCnos) nat('keepCnos', c, 1)
+  if (o.dryRun !== undefined && typeof o.dryRun !== 'boolean') throw bad('dryRun', o.dryRun, 'must be true or false')
+  return {
+    keep: nat('keep', o.keep ?? 1, 1),
+    keepCnos,
+    keepNewerThanMs: nat('keepNewerThanMs', o.keepNewerThanMs ?? 0, 0),
+    graceMs: nat('graceMs', o.graceMs ?? HOUR_MS, 0),
+    dryRun: o.dryRun ?? false,
+    spareFromCno: nat('spareFromCno', o.spareFromCno ?? Number.MAX_SAFE_INTEGER, 1),
+  }
+}
+
+/** Runs the cleaner on the container at `where` (see the top comment). */
+export async function gc(where: StoreLocation | ObjectStore, options: GcOptions = {}): Promise<GcResult> {
+  const o = checkOptions(options)
+  const { signal } = options
+  const store = storeAt(where)
+  const now = Date.now()
+  const listing = await listContainer(store, signal)
+  const first = listing.hasInode ? await readInode(store, { withEtag: true, signal }) : undefined
+  const published = first?.inode.cno ?? 0
+
+  // Complete checkpoints (a part 0), their inodes and ages.
+  const complete = new Map<number, { inode: Inode; modifiedMs: number }>()
+  const limiter = new Limiter(8)
+  await Promise.all(
+    [...listing.byCno].map(([cno, c]) =>
+      limiter.run(async () => {
+        if (!c.parts.includes(0)) return
+        const key = segmentKey(cno, 0)
+        const size = listing.sizes.get(key)
+        const { header } = await readObjectHeader(store, cno, 0, { size, signal })
+        complete.set(cno, { inode: header.inode, modifiedMs: listing.modified.get(key) ?? now })
+      }),
+    ),
+  )
+  for (const c of o.keepCnos) {
+    if (!complete.has(c)) {
+      throw StreamSegmentError.notFound(
+        `${store.url}: gc: keepCnos names checkpoint ${c}, which has no part 0; nothing was deleted`,
+      )
+    }
+  }
+  const upToPublished = [...complete.keys()].filter((c) => c <= published).sort((a, b) => b - a)
+  const retained = new Set<number>(upToPublished.slice(0, o.keep))
+  if (published > 0) retained.add(published)
+  for (const c of o.keepCnos) retained.add(c)
+  for (const [cno, c] of complete)
+    if (o.keepNewerThanMs > 0 && now - c.modifiedMs < o.keepNewerThanMs) retained.add(cno)
+
+  // Mark.
+  const live = new Set<string>()
+  const seen = new Set<string>()
+  const problems: Problem[] = []
+  for (const cno of [...retained].sort((a, b) => b - a)) {
+    const inode = cno === published && first !== undefined ? first.inode : (complete.get(cno) as { inode: Inode }).inode
+    live.add(segmentKey(cno, 0))
+    const walk = await walkMap(store, inode, problems, signal, seen)
+    for (const key of walk.reached.keys()) live.add(key)
+  }
+  if (problems.length > 0) {
+    throw StreamSegmentError.corrupt(
+      `${store.url}: gc: a kept checkpoint's block map cannot be walked whole (${problems.length} problems, first: ${problems[0]?.message}); nothing was deleted`,
+    )
+  }
+
+  // What would go: unreached and past the grace period; part 0s first.
+  const old = (ms: number | undefined) => ms !== undefined && now - ms >= o.graceMs
+  const spared = (key: string) => {
+    const k = parseKey(key)
+    return k?.kind === 'segment' && k.cno >= o.spareFromCno
+  }
+  const garbage = [...listing.sizes.keys()]
+    .filter((key) => !live.has(key) && !spared(key) && old(listing.modified.get(key)))
+    .sort(part0First)
+  const uploads = (await listOpenUploads(store, signal)).filter((u) => !spared(u.key) && old(u.initiatedMs))
+  const result: GcResult = {
+    url: store.url,
+    published,
+    kept: [...retained].sort((a, b) => a - b),
+    dropped: [...complete.keys()].filter((c) => !retained.has(c)).sort((a, b) => a - b),
+    deletedObjects: garbage.length,
+    deletedBytes: garbage.reduce((n, k) => n + (listing.sizes.get(k) ?? 0), 0),
+    deletedKeys: garbage,
+    abortedUploads: uploads.length,
+    storedBytes: 0,
+    dryRun: o.dryRun,
+  }
+  let stored = 0
+  for (const size of listing.sizes.values()) stored += size
+  result.storedBytes = o.dryRun ? stored : stored - result.deletedBytes
+  if (o.dryRun || (garbage.length === 0 && uploads.length === 0)) return result
+
+  // Beside a live writer: the commit point must not have moved past what the mark kept.
+  if (listing.hasInode) {
+    const now2 = await readInode(store, { withEtag: true, signal })
+    if (now2.etag !== first?.etag && !retained.has(now2.inode.cno)) {
+      return stop(result, stored, `the inode moved to checkpoint ${now2.inode.cno} during the mark`)
+    }
+  }
+  log(
+    '%s: deleting %d objects (%d bytes), aborting %d uploads',
+    store.url,
+    garbage.length,
+    result.deletedBytes,
+    uploads.length,
+  )
+  await deleteSegments(store, garbage, signal)
+  for (const u of uploads) await abortUpload(store, u, signal)
+  return result
+}
+
+/** Orders segment keys with part 0s first (so no checkpoint is left openable without its data), then by key. */
+export function part0First(a: string, b: string): number {
+  const rank = (key: string) => (parseKey(key)?.kind === 'segment' && key.endsWith('.0') ? 0 : 1)
+  return rank(a) - rank(b) || (a < b ? -1 : a > b ? 1 : 0)
+}
+
+function stop(result: GcResult, stored: number, why: string): GcResult {
+  log('%s: stopped, nothing deleted: %s', result.url, why)
+  return {
+    ...result,
+    deletedObjects: 0,
+    deletedBytes: 0,
+    deletedKeys: [],
+    abortedUploads: 0,
+    storedBytes: stored,
+    stopped: why,
+  }
+}

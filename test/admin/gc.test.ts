@@ -1,0 +1,329 @@
+/**
+ * The cleaner (admin/gc.ts), retention, removeContainer, and a writer that finds the next
+ * checkpoint number taken by an abandoned attempt. The model test runs random histories —
+ * full rewrites, patches, truncations, writers that stop before their flush, flushes
+ * interrupted before the inode — then gc with random retention, and checks that every
+ * kept checkpoint reads back and verifies, and that every object left is reachable from
+ * a kept checkpoint or younger than the grace period. GC_RUNS=n runs longer.
+ */
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+import fc from 'fast-check'
+import { gc } from '../../lib/admin/gc.js'
+import { listCheckpoints, verifyCheckpoint } from '../../lib/admin/index.js'
+import { walkMap } from '../../lib/admin/map-walk.js'
+import { removeContainer } from '../../lib/admin/remove.js'
+import { decodeInodeObject, INODE_KEY, parseKey, segmentKey } from '../../lib/format/index.js'
+import { SegmentFile } from '../../lib/segment-file.js'
+import { MemoryStore } from '../../lib/store/memory.js'
+import type { ObjectStore } from '../../lib/store/types.js'
+import { rejectsCode } from '../helpers/assert.js'
+import { FailingStore } from '../helpers/failing-store.js'
+import { pattern } from '../helpers/pattern.js'
+import { smallSettings } from '../helpers/small-settings.js'
+
+const KiB = 1024
+const MAX_FILE = 160 * KiB
+const RUNS = Number(process.env.GC_RUNS ?? 60)
+
+type Step =
+  | { op: 'rewrite'; size: number; seed: number }
+  | { op: 'patch'; offset: number; length: number; seed: number }
+  | { op: 'truncate'; size: number }
+  | { op: 'abandon'; length: number; seed: number }
+  | { op: 'interrupt'; offset: number; length: number; seed: number }
+
+const steps: fc.Arbitrary<Step> = fc.oneof(
+  fc.record({ op: fc.constant('rewrite' as const), size: fc.integer({ min: 1, max: MAX_FILE }), seed: fc.nat(999) }),
+  fc.record({
+    op: fc.constant('patch' as const),
+    offset: fc.nat(MAX_FILE),
+    length: fc.integer({ min: 1, max: 40 * KiB }),
+    seed: fc.nat(999),
+  }),
+  fc.record({ op: fc.constant('truncate' as const), size: fc.nat(MAX_FILE) }),
+  fc.record({ op: fc.constant('abandon' as const), length: fc.integer({ min: 1, max: 120 * KiB }), seed: fc.nat(999) }),
+  fc.record({
+    op: fc.constant('interrupt' as const),
+    offset: fc.nat(MAX_FILE),
+    length: fc.integer({ min: 1, max: 40 * KiB }),
+    seed: fc.nat(999),
+  }),
+)
+
+/** Sends objects ahead in small pieces, so an abandoned writer leaves parts behind. */
+const settings = { ...smallSettings, streamSegmentBytes: 32 * KiB }
+
+function applyWrite(ref: Buffer, offset: number, bytes: Uint8Array): Buffer {
+  const out = Buffer.alloc(Math.max(ref.length, offset + bytes.length))
+  ref.copy(out)
+  out.set(bytes, offset)
+  return out
+}
+
+async function readAll(store: ObjectStore, cno: number): Promise<Buffer> {
+  const f = await SegmentFile.open(store, { cno, readOnly: true })
+  try {
+    return Buffer.from(await f.read(0, f.size))
+  } finally {
+    await f.close()
+  }
+}
+
+/** Plays `history` on a fresh store; returns the store and each complete checkpoint's content. */
+async function play(history: Step[]): Promise<{ store: MemoryStore; content: Map<number, Buffer> }> {
+  const store = new MemoryStore()
+  const content = new Map<number, Buffer>()
+  let ref: Buffer = Buffer.alloc(0)
+  const first = await SegmentFile.create(store, settings)
+  await first.write(0, pattern(0, 4 * KiB, 7))
+  ref = Buffer.from(pattern(0, 4 * KiB, 7))
+  content.set((await first.flush()).cno, ref)
+  await first.close()
+  for (const s of history) {
+    if (s.op === 'abandon') {
+      // A writer that sends objects ahead and stops before its flush.
+      const w = await SegmentFile.open(store, settings)
+      await w.write(0, pattern(0, s.length, s.seed))
+      await w.settle()
+      await w.close()
+      continue
+    }
+    if (s.op === 'interrupt') {
+      // A flush that stores part 0 and never replaces the inode: complete, unpublished,
+      // until the next writer that opens the container rolls it forward.
+      const failing = new FailingStore(store)
+      const w = await SegmentFile.open(failing, settings) // rolls forward an earlier one, if any
+      failing.addRule({ ops: ['put'], key: /^inode$/, mode: 'error' })
+      const bytes = pattern(s.offset, s.length, s.seed)
+      await w.write(s.offset, bytes)
+      await assert.rejects(w.flush())
+      await w.close()
+      const part0 = [...failing.calls].reverse().find((c) => /^\d{10}\.0$/.test(c.key))
+      const k = part0 === undefined ? undefined : parseKey(part0.key)
+      assert.ok(k?.kind === 'segment', 'part 0 was written')
+      ref = applyWrite(ref, s.offset, bytes)
+      content.set(k.cno, ref)
+      continue
+    }
+    const w = await SegmentFile.open(store, settings)
+    if (s.op === 'rewrite') {
+      await w.truncate(0)
+      ref = Buffer.from(pattern(0, s.size, s.seed))
+      await w.write(0, ref)
+    } else if (s.op === 'patch') {
+      const bytes = pattern(s.offset, s.length, s.seed)
+      await w.write(s.offset, bytes)
+      ref = applyWrite(ref, s.offset, bytes)
+    } else {
+      await w.truncate(s.size)
+      const next = Buffer.alloc(s.size)
+      ref.copy(next, 0, 0, Math.min(ref.length, s.size))
+      ref = next
+    }
+    const t = await w.flush()
+    await w.close()
+    content.set(t.cno, ref)
+  }
+  return { store, content }
+}
+
+describe('gc', () => {
+  it(`model: random histories, then gc with random retention (${RUNS} runs)`, async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(steps, { minLength: 1, maxLength: 8 }),
+        fc.integer({ min: 1, max: 3 }),
+        fc.array(fc.nat(10), { maxLength: 2 }),
+        fc.boolean(),
+        async (history, keep, pins, graceZero) => {
+          const { store, content } = await play(history)
+          const complete = (await listCheckpoints(store)).checkpoints.map((c) => c.cno)
+          const keepCnos = pins.map((i) => complete[i % complete.length] as number)
+          const graceMs = graceZero ? 0 : 3_600_000
+          const before = await listCheckpoints(store)
+          const r = await gc(store, { keep, keepCnos, graceMs })
+          assert.equal(r.stopped, undefined)
+          const published = decodeInodeObject(await store.get(INODE_KEY)).cno
+          assert.ok(r.kept.includes(published), 'the published checkpoint is kept')
+          for (const c of keepCnos) assert.ok(r.kept.includes(c), `pinned ${c} is kept`)
+          const newest = before.checkpoints.map((c) => c.cno).filter((c) => c <= published)
+          for (const c of newest.slice(-keep)) assert.ok(r.kept.includes(c), `${c} is among the ${keep} newest`)
+          // Every kept checkpoint reads back and verifies.
+          for (const cno of r.kept) {
+            const want = content.get(cno)
+            assert.ok(want !== undefined, `checkpoint ${cno} has a reference`)
+            assert.ok((await readAll(store, cno)).equals(want), `checkpoint ${cno} reads back`)
+            assert.deepEqual((await verifyCheckpoint(store, { cno })).problems, [], `checkpoint ${cno} verifies`)
+          }
+          // Every object left is reachable from a kept checkpoint, or young (grace 1 hour).
+          const reachable = new Set<string>()
+          for (const cno of r.kept) {
+            reachable.add(segmentKey(cno, 0))
+            const inode = (await SegmentFile.open(store, { cno, readOnly: true })).core.base
+            for (const k of (await walkMap(store, inode, [])).reached.keys()) reachable.add(k)
+          }
+          for await (const e of store.list('')) {
+            if (e.key === INODE_KEY) continue
+            assert.ok(reachable.has(e.key) || !graceZero, `${e.key} is left, unreachable, with grace 0`)
+          }
+          if (graceZero) {
+            const after = await listCheckpoints(store)
+            // A dropped checkpoint stays listed only when a kept one reaches its part 0.
+            for (const c of after.checkpoints) {
+              assert.ok(r.kept.includes(c.cno) || reachable.has(segmentKey(c.cno, 0)), `checkpoint ${c.cno} is left`)
+            }
+            assert.equal(after.storedBytes, r.storedBytes)
+          } else {
+            assert.equal(r.deletedObjects, 0, 'nothing is older than an hour')
+          }
+          for await (const _ of store.listMultipart('')) assert.fail('a multipart upload is left open')
+        },
+      ),
+      { numRuns: RUNS },
+    )
+  })
+
+  it('a dry run says what would go and deletes nothing', async () => {
+    const { store } = await play([
+      { op: 'rewrite', size: 100 * KiB, seed: 1 },
+      { op: 'rewrite', size: 100 * KiB, seed: 2 },
+    ])
+    const keys = async () => {
+      const out: string[] = []
+      for await (const e of store.list('')) out.push(e.key)
+      return out
+    }
+    const before = await keys()
+    const dry = await gc(store, { graceMs: 0, dryRun: true })
+    assert.ok(dry.deletedObjects > 0 && dry.deletedKeys.length === dry.deletedObjects)
+    assert.deepEqual(await keys(), before)
+    const wet = await gc(store, { graceMs: 0 })
+    assert.deepEqual(wet.deletedKeys, dry.deletedKeys)
+    assert.deepEqual((await keys()).sort(), before.filter((k) => !dry.deletedKeys.includes(k)).sort())
+    // Part 0s go first: no dropped checkpoint is left openable without its data.
+    const firstData = dry.deletedKeys.findIndex((k) => !k.endsWith('.0'))
+    assert.ok(dry.deletedKeys.slice(firstData).every((k) => !k.endsWith('.0')))
+  })
+
+  it('stops with nothing deleted when the inode moves to a checkpoint the mark did not see', async () => {
+    const { store } = await play([
+      { op: 'rewrite', size: 64 * KiB, seed: 1 },
+      { op: 'rewrite', size: 64 * KiB, seed: 2 },
+    ])
+    // A writer publishes between the mark (its first walk reads) and the sweep.
+    let published = false
+    const racing = new FailingStore(store)
+    const before = (await listCheckpoints(store)).storedBytes
+    const origList = racing.listMultipart.bind(racing)
+    racing.listMultipart = (prefix?: string, options?: { signal?: AbortSignal }) => {
+      if (!published) {
+        published = true
+        return (async function* () {
+          const w = await SegmentFile.open(store, settings)
+          await w.write(0, pattern(0, 8 * KiB, 9))
+          await w.flush()
+          await w.close()
+          yield* origList(prefix, options)
+        })()
+      }
+      return origList(prefix, options)
+    }
+    const r = await gc(racing, { graceMs: 0 })
+    assert.match(r.stopped ?? '', /moved to checkpoint 4/)
+    assert.equal(r.deletedObjects, 0)
+    assert.ok((await listCheckpoints(store)).storedBytes > before, 'nothing was deleted, the new checkpoint added')
+  })
+
+  it('refuses bad options and a place with no container, naming the value; nothing deleted', async () => {
+    const { store } = await play([{ op: 'rewrite', size: 64 * KiB, seed: 1 }])
+    const stored = (await listCheckpoints(store)).storedBytes
+    await rejectsCode(gc(store, { keep: 0 }), 'ERR_INVALID_ARGUMENT', /keep = 0: must be an integer ≥ 1/)
+    await rejectsCode(gc(store, { graceMs: -1 }), 'ERR_INVALID_ARGUMENT', /graceMs = -1/)
+    await rejectsCode(gc(store, { keep: 1.5 }), 'ERR_INVALID_ARGUMENT', /keep = 1.5/)
+    await rejectsCode(gc(store, { keepCnos: [0] }), 'ERR_INVALID_ARGUMENT', /keepCnos = 0/)
+    await rejectsCode(gc(store, { keepCnos: [99], graceMs: 0 }), 'ERR_NOT_FOUND', /checkpoint 99, which has no part 0/)
+    await rejectsCode(gc(new MemoryStore(), { graceMs: 0 }), 'ERR_NOT_FOUND', /no container here/)
+    assert.equal((await listCheckpoints(store)).storedBytes, stored)
+  })
+
+  it('never touches keys that are not segment keys, nor the inode', async () => {
+    const { store } = await play([
+      { op: 'rewrite', size: 64 * KiB, seed: 1 },
+      { op: 'rewrite', size: 64 * KiB, seed: 2 },
+    ])
+    await store.put('notes.txt', new Uint8Array(10))
+    await store.put('0000000001.x', new Uint8Array(10))
+    await gc(store, { graceMs: 0 })
+    assert.ok(await store.head('notes.txt'))
+    assert.ok(await store.head('0000000001.x'))
+    assert.ok(await store.head(INODE_KEY))
+    await removeContainer(store)
+    const left: string[] = []
+    for await (const e of store.list('')) left.push(e.key)
+    assert.deepEqual(left.sort(), ['0000000001.x', 'notes.txt'])
+  })
+})
+
+describe('retention and abandoned numbers', () => {
+  it('retainCheckpoints: after each flush the cleaner keeps the newest N, in the background', async () => {
+    const store = new MemoryStore()
+    const f = await SegmentFile.create(store, { ...smallSettings, retainCheckpoints: 2, retainGraceMs: 0 })
+    for (let i = 1; i <= 5; i++) {
+      await f.write(0, pattern(0, 64 * KiB, i))
+      await f.flush()
+    }
+    await f.close() // waits for the cleaner
+    const list = await listCheckpoints(store)
+    assert.deepEqual(
+      list.checkpoints.map((c) => c.cno),
+      [4, 5],
+    )
+    assert.ok((await readAll(store, 5)).equals(pattern(0, 64 * KiB, 5)))
+    assert.ok((await readAll(store, 4)).equals(pattern(0, 64 * KiB, 4)))
+  })
+
+  it('retention never fails a flush: a cleaner that fails is logged, the checkpoint stands', async () => {
+    const inner = new MemoryStore()
+    const f = await SegmentFile.create(inner, smallSettings)
+    await f.write(0, pattern(0, 8 * KiB, 1))
+    await f.flush()
+    await f.close()
+    const store = new FailingStore(inner)
+    const w = await SegmentFile.open(store, { ...smallSettings, retainCheckpoints: 1, retainGraceMs: 0 })
+    store.addRule({ ops: ['list'], mode: 'error' }) // the cleaner starts with a listing
+    await w.write(0, pattern(0, 8 * KiB, 2))
+    const t = await w.flush()
+    await w.close()
+    assert.equal(t.cno, 2)
+    assert.ok(store.count('list', 'failed') >= 1, 'the cleaner ran and failed')
+    assert.ok((await readAll(inner, 2)).equals(pattern(0, 8 * KiB, 2)))
+  })
+
+  it('a writer skips checkpoint numbers an abandoned attempt took before it sends anything', async () => {
+    const store = new MemoryStore()
+    const f = await SegmentFile.create(store, settings)
+    await f.write(0, pattern(0, 64 * KiB, 1))
+    await f.flush()
+    await f.close()
+    // An interrupted writer left parts of checkpoints 2 and 3.
+    const stopped = await SegmentFile.open(store, settings)
+    await stopped.write(0, pattern(0, 120 * KiB, 2))
+    await stopped.settle()
+    await stopped.close()
+    await store.put(segmentKey(3, 1), new Uint8Array(100))
+    assert.ok((await listCheckpoints(store)).abandoned.some((a) => a.cno === 2))
+    const w = await SegmentFile.open(store, settings)
+    await w.write(0, pattern(0, 120 * KiB, 3))
+    await w.settle()
+    const sent: string[] = []
+    for await (const e of store.list('0000000004.')) sent.push(e.key)
+    assert.ok(sent.length > 0, 'objects were sent ahead under checkpoint 4')
+    const t = await w.flush()
+    await w.close()
+    assert.equal(t.cno, 4)
+    assert.equal(t.streamDeadBytes, 0, 'nothing sent ahead was lost')
+    assert.ok(t.streamSentBytes > 0)
+    assert.ok((await readAll(store, 4)).equals(pattern(0, 120 * KiB, 3)))
+  })
+})
