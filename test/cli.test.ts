@@ -45,7 +45,7 @@ it('--help prints usage and exits 0; no arguments exits 2', () => {
   const r = run(['--help'])
   assert.equal(r.status, 0)
   assert.match(r.text, /^Usage: stream-segment <command>/)
-  for (const c of ['put', 'get', 'ls', 'inspect', 'verify']) assert.match(r.text, new RegExp(`\\n  ${c} `))
+  for (const c of ['put', 'get', 'ls', 'inspect', 'verify', 'gc', 'rm']) assert.match(r.text, new RegExp(`\\n  ${c} `))
   assert.equal(run([]).status, 2)
 })
 
@@ -241,6 +241,67 @@ describe('commands on a directory store', () => {
     const d = spawnSync(process.execPath, [bin, 'ls', join(dir, 'nothing')], { env, encoding: 'utf8' })
     assert.equal(d.status, 3)
     assert.match(d.stderr, /^stream-segment: ERR_NOT_FOUND: .*\n\S*Error.*\n\s+at /)
+  })
+})
+
+describe('gc and rm', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'ss-cli-gc-'))
+  const url = join(dir, 'container')
+  const contents = [randomBytes(300 * 1024), randomBytes(200 * 1024), randomBytes(250 * 1024)]
+  after(() => rmSync(dir, { recursive: true, force: true }))
+
+  it('gc --dry-run says what would go; gc --keep 2 --grace 0 drops the oldest, the kept ones read back', () => {
+    for (const [i, c] of contents.entries()) {
+      const input = join(dir, `in${i}.bin`)
+      writeFileSync(input, c)
+      assert.equal(run(['put', input, url]).status, 0)
+    }
+    const dry = run(['gc', url, '--keep', '2', '--grace', '0', '--dry-run', '--json'])
+    assert.equal(dry.status, 0, dry.stderr)
+    const d = JSON.parse(dry.text)
+    assert.deepEqual([d.kept, d.dropped, d.dryRun], [[2, 3], [1], true])
+    assert.ok(d.deletedObjects > 0 && d.deletedKeys.includes('0000000001.0'), dry.text)
+    assert.equal(JSON.parse(run(['ls', url, '--json']).text).checkpoints.length, 3, 'a dry run deletes nothing')
+    const wet = run(['gc', url, '--keep', '2', '--grace', '0'])
+    assert.equal(wet.status, 0, wet.stderr)
+    assert.match(
+      wet.text,
+      /kept checkpoints 2, 3; dropped 1\ndeleted \d+ objects \(.*\), aborted 0 uploads; .* stored\n$/,
+    )
+    const ls = JSON.parse(run(['ls', url, '--json']).text)
+    assert.deepEqual(
+      ls.checkpoints.map((c: { cno: number }) => c.cno),
+      [2, 3],
+    )
+    for (const cno of [2, 3]) {
+      assert.ok(run(['get', url, '-', '--cno', String(cno)]).stdout.equals(contents[cno - 1] as Buffer))
+      assert.equal(run(['verify', url, '--cno', String(cno)]).status, 0)
+    }
+  })
+
+  it("gc refuses bad values and a place with no container, with the code's exit status", () => {
+    const keep0 = run(['gc', url, '--keep', '0'])
+    assert.equal(keep0.status, 2)
+    assert.match(
+      keep0.stderr,
+      /^stream-segment: ERR_INVALID_ARGUMENT: gc: keep = 0: must be an integer ≥ 1; nothing was deleted\n$/,
+    )
+    const grace = run(['gc', url, '--grace=-5'])
+    assert.equal(grace.status, 2)
+    assert.match(grace.stderr, /--grace: "-5" is not a duration/)
+    const none = run(['gc', join(dir, 'nothing-here')])
+    assert.equal(none.status, 3)
+    assert.match(none.stderr, /ERR_NOT_FOUND: .*no container here/)
+  })
+
+  it('rm --yes deletes every object, the inode last; the container is gone', () => {
+    const r = run(['rm', url, '--yes', '--json'])
+    assert.equal(r.status, 0, r.stderr)
+    const j = JSON.parse(r.text)
+    assert.ok(j.deletedObjects >= 3, r.text)
+    const ls = run(['ls', url])
+    assert.equal(ls.status, 3)
+    assert.match(ls.stderr, /ERR_NOT_FOUND/)
   })
 })
 
