@@ -37,6 +37,8 @@ export const EXIT_CODES: Record<ErrorCode | 'usage', number> = {
   ERR_ABORTED: 8,
   ERR_RANGE: 9,
   ERR_STATE: 10,
+  ERR_TIMEOUT: 11,
+  ERR_AUTH: 12,
   ERR_INTERNAL: 70,
 }
 
@@ -77,7 +79,7 @@ Reads take --read-get-max-bytes, --read-max-concurrency, --read-ahead-bytes.
 
 Container URLs: s3://bucket/prefix, file:///dir or a directory path, mem://name.
 Exit codes: 2 usage, 3 not found, 4 corrupt, 5 unsupported, 6 conflict, 7 store,
-8 aborted, 9 range, 10 state, 70 internal.
+8 aborted, 9 range, 10 state, 11 timeout, 12 auth, 70 internal.
 Set DEBUG=stream-segment:* to log requests and flushes (DEBUG set also prints stacks).
 `
 

@@ -19,8 +19,12 @@ export const ERROR_CODES = {
   ERR_INVALID_ARGUMENT: { retryable: false },
   /** A range request starting at or past the end of an object (HTTP 416). */
   ERR_RANGE: { retryable: false },
-  /** The object store failed (network, 5xx, throttling) after the SDK's own retries. */
+  /** The object store failed (network, 5xx, throttling) after the library's retries. */
   ERR_STORE: { retryable: true },
+  /** A request, or a whole call with its retries, ran past its time limit (no answer, no bytes moving). */
+  ERR_TIMEOUT: { retryable: true },
+  /** The store refused the credentials or the permission (401, 403, bad or expired keys). */
+  ERR_AUTH: { retryable: false },
   /** The handle is closed, read-only, or a previous failure made it unusable. */
   ERR_STATE: { retryable: false },
   /** A bug: an invariant of the library does not hold. Please report it. */
@@ -65,6 +69,12 @@ export class StreamSegmentError extends Error {
   }
   static store(message: string, cause?: unknown) {
     return new StreamSegmentError('ERR_STORE', message, { cause })
+  }
+  static timeout(message: string, cause?: unknown) {
+    return new StreamSegmentError('ERR_TIMEOUT', message, { cause })
+  }
+  static auth(message: string, cause?: unknown) {
+    return new StreamSegmentError('ERR_AUTH', message, { cause })
   }
   static state(message: string, cause?: unknown) {
     return new StreamSegmentError('ERR_STATE', message, { cause })
