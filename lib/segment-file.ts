@@ -19,7 +19,7 @@ import { firstFreeCno } from './container/listing.js'
 import { StreamSegmentError } from './errors.js'
 import { emptyInode, FORMAT_PARTED, FORMAT_STREAM, type Inode } from './format/inode.js'
 import { Reader } from './read/reader.js'
-import { dirtyLimitBytes, resolveSettings, type Settings } from './settings.js'
+import { checkForStore, dirtyLimitBytes, resolveSettings, type Settings } from './settings.js'
 import type { BlockSource } from './state/dirty-tier.js'
 import { FileState } from './state/file-state.js'
 import type { ObjectStore } from './store/types.js'
@@ -68,6 +68,7 @@ export class SegmentFile {
   /** Starts a new container in `store`; ERR_CONFLICT if it already has a checkpoint. */
   static async create(store: ObjectStore, settings: Partial<Settings> = {}): Promise<SegmentFile> {
     const s = resolveSettings(settings)
+    checkForStore(s, store)
     if (await hasInode(store)) {
       throw StreamSegmentError.conflict(`${store.url}: a container exists here already (open it instead)`)
     }
@@ -110,6 +111,7 @@ export class SegmentFile {
       dataBlockSize: 2 ** base.dataShift,
       metaBlockSize: 2 ** base.metaShift,
     })
+    if (!readOnly) checkForStore(s, store)
     for (const name of ['format', 'dataBlockSize', 'metaBlockSize'] as const) {
       if (options[name] !== undefined && options[name] !== s[name]) {
         throw StreamSegmentError.invalidArgument(
@@ -119,7 +121,7 @@ export class SegmentFile {
     }
     let firstFree = 0
     if (!readOnly) {
-      const above = await rollForward(store, published, etag as string)
+      const above = await rollForward(store, published, etag as string, { afterMs: s.rollForwardAfterMs })
       firstFree = above.firstFree
       if (above.rolled !== undefined) {
         base = published = above.rolled.inode

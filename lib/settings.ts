@@ -12,6 +12,7 @@
  */
 import { StreamSegmentError } from './errors.js'
 import { MAX_OBJECT_BYTES, minObjectBytes, nodeCapacity } from './format/layout.js'
+import type { ObjectStore } from './store/types.js'
 import { GiB, KiB, MiB } from './util/units.js'
 
 export { MAX_OBJECT_BYTES }
@@ -61,6 +62,13 @@ export interface WriteSettings {
   retainCheckpoints: number
   /** With retainCheckpoints: objects younger than this are never deleted (default 1 hour). */
   retainGraceMs: number
+  /**
+   * A writer opening the container publishes a complete, unpublished checkpoint built on
+   * the published one (its writer stopped between part 0 and the inode) only when its
+   * part 0 is at least this old (default 60 s): a younger one may belong to a live writer
+   * whose inode write is in flight.
+   */
+  rollForwardAfterMs: number
 }
 
 /** The settings of a file handle. */
@@ -105,6 +113,7 @@ export const SPEC_DEFAULTS: Readonly<Settings> = Object.freeze({
   nodeCacheNodes: 65536,
   retainCheckpoints: 0,
   retainGraceMs: 3_600_000,
+  rollForwardAfterMs: 60_000,
 })
 
 /**
@@ -151,6 +160,7 @@ const SETTING_RULES: Readonly<Record<keyof Settings, Rule>> = {
   nodeCacheNodes: int(16, 2 ** 24),
   retainCheckpoints: int(0, 1_000_000),
   retainGraceMs: int(0),
+  rollForwardAfterMs: int(0),
 }
 
 const READ_RULES: Readonly<Record<keyof ReadOptions, Rule>> = {
@@ -242,6 +252,18 @@ export function resolveSettings(
     )
   }
   return { ...s, maxNodeEntries: entries }
+}
+
+/** Settings the store at hand cannot take are refused before any request: a multipart piece under its minimum. */
+export function checkForStore(s: Settings, store: ObjectStore): void {
+  const min = store.minPartBytes
+  if (min !== undefined && s.segmentMpuChunkSize < min) {
+    throw badSetting(
+      'segmentMpuChunkSize',
+      s.segmentMpuChunkSize,
+      `the store at ${store.url} takes multipart pieces of at least ${min} bytes`,
+    )
+  }
 }
 
 /** A reader's options, defaults filled in, checked. */

@@ -32,6 +32,11 @@ function noContainer(store: ObjectStore): StreamSegmentError {
   return StreamSegmentError.notFound(`${store.url}: no container here (no ${INODE_KEY} object)`)
 }
 
+/** Whether a not-found error says the bucket itself is missing (S3's NoSuchBucket). */
+function missingBucket(err: StreamSegmentError): boolean {
+  return (err.cause as { name?: string } | undefined)?.name === 'NoSuchBucket'
+}
+
 function decodeAt(store: ObjectStore, bytes: Uint8Array): Inode {
   try {
     return decodeInodeObject(bytes)
@@ -57,16 +62,14 @@ export async function readInode(
   options: { withEtag?: boolean; signal?: AbortSignal | undefined } = {},
 ): Promise<Published> {
   const { withEtag = false, signal } = options
-  let etag: string | undefined
-  if (withEtag) {
-    const info = await store.head(INODE_KEY, { signal })
-    if (info === undefined) throw noContainer(store)
-    etag = info.etag
-  }
+  // A HEAD says only that nothing is there; the GET then says why (a missing bucket is
+  // named as such, not as a missing container).
+  const info = withEtag ? await store.head(INODE_KEY, { signal }) : undefined
   const bytes = await store.get(INODE_KEY, { signal }).catch((err) => {
-    throw StreamSegmentError.is(err, 'ERR_NOT_FOUND') ? noContainer(store) : err
+    throw StreamSegmentError.is(err, 'ERR_NOT_FOUND') && !missingBucket(err) ? noContainer(store) : err
   })
-  return { inode: decodeAt(store, bytes), etag }
+  if (withEtag && info === undefined) throw noContainer(store) // created meanwhile: open again
+  return { inode: decodeAt(store, bytes), etag: info?.etag }
 }
 
 /**
@@ -139,7 +142,9 @@ export interface Above {
  * the container looks at the numbers above the published one, in order, while objects use
  * them (one LIST each; usually a single empty one). A complete part 0 among them built on
  * exactly the inode published then (its writer stopped between part 0 and the inode; an
- * abandoned attempt may have pushed it above the next number) is published, If-Match the
+ * abandoned attempt may have pushed it above the next number) and older than `afterMs`
+ * (so that its writer, if alive, has had time to publish it itself: rolling a live
+ * writer's checkpoint forward would race its inode write) is published, If-Match the
  * version read, and the look goes on above it; so a roll-forward never skips or undoes a
  * checkpoint. A part 0 built on another inode, one that does not check out, a conflict
  * (another writer published meanwhile) leave things as they are. The numbers seen taken
@@ -149,15 +154,23 @@ export async function rollForward(
   store: ObjectStore,
   published: Inode,
   etag: string,
-  signal?: AbortSignal,
+  options: { afterMs: number; signal?: AbortSignal | undefined },
 ): Promise<Above> {
+  const { afterMs, signal } = options
   let current: Published = { inode: published, etag }
   let rolled: Published | undefined
   for (let cno = published.cno + 1; ; cno++) {
     const keys = await listCheckpoint(store, cno, signal)
     if (keys.size === 0) return { rolled, firstFree: cno }
-    const size = keys.get(segmentKey(cno, 0))
-    if (size === undefined) continue // an abandoned attempt
+    const part0 = keys.get(segmentKey(cno, 0))
+    if (part0 === undefined) continue // an abandoned attempt
+    const age = Date.now() - part0.lastModifiedMs
+    if (age < afterMs) {
+      // Its writer may be alive, its inode write in flight: leave it to that writer.
+      log('checkpoint %d: part 0 is %d ms old, under %d: not rolled forward', cno, age, afterMs)
+      continue
+    }
+    const size = part0.size
     let base: Inode
     let inode: Inode
     try {

@@ -76,15 +76,15 @@ export function deleteInode(store: ObjectStore, signal?: AbortSignal): Promise<v
   return store.delete(INODE_KEY, { signal })
 }
 
-/** The objects of checkpoint `cno` (key → size): one LIST of its prefix. */
+/** The objects of checkpoint `cno`, by key: one LIST of its prefix. */
 export async function listCheckpoint(
   store: ObjectStore,
   cno: number,
   signal?: AbortSignal,
-): Promise<Map<string, number>> {
-  const out = new Map<string, number>()
+): Promise<Map<string, { size: number; lastModifiedMs: number }>> {
+  const out = new Map<string, { size: number; lastModifiedMs: number }>()
   for await (const e of store.list(checkpointPrefix(cno), { signal })) {
-    if (parseKey(e.key)?.kind === 'segment') out.set(e.key, e.size)
+    if (parseKey(e.key)?.kind === 'segment') out.set(e.key, { size: e.size, lastModifiedMs: e.lastModifiedMs })
   }
   return out
 }

@@ -61,6 +61,8 @@ export interface ReadTiming {
   holeBlocks: number
   memoryBlocks: number
   storedBlocks: number
+  /** Requests the store made again after a failure that may pass, while this reader read. */
+  retries: number
 }
 
 export function newReadTiming(): ReadTiming {
@@ -74,6 +76,7 @@ export function newReadTiming(): ReadTiming {
     holeBlocks: 0,
     memoryBlocks: 0,
     storedBlocks: 0,
+    retries: 0,
   }
 }
 

@@ -76,6 +76,7 @@ export class Reader {
     options: ReadOptions = {},
   ) {
     this.options = resolveReadOptions(options)
+    this.retriesBefore = core.store.retries ?? 0
     this.objects = new ObjectReads(core.store, {
       format: core.format,
       readMaxConcurrency: this.options.readMaxConcurrency,
@@ -87,8 +88,13 @@ export class Reader {
 
   /** What reads cost so far. */
   get timing(): ReadTiming {
-    return this.objects.timing
+    const t = this.objects.timing
+    t.retries = (this.core.store.retries ?? 0) - this.retriesBefore
+    return t
   }
+
+  /** The store's retries when this reader started (its ReadTiming counts from there). */
+  private readonly retriesBefore: number
 
   /** Data GETs; and the walk's node, header and summary reads. */
   get dataLimiter(): Limiter {

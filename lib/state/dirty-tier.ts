@@ -42,6 +42,12 @@ const CACHE_STEP = 64 * 1024
  */
 export interface BlockSource {
   read(position: number, length: number): Promise<Uint8Array>
+  /**
+   * Optional: resolves when the source still gives the bytes it gave when first read,
+   * and rejects with ERR_STATE when it changed (a file rewritten in place). A flush calls
+   * it after its last read of the source and before it publishes.
+   */
+  verify?(): Promise<void>
 }
 
 export class DirtyTier {

@@ -25,7 +25,7 @@ import { MAX_PART } from '../format/pointer.js'
 import type { FileSettings } from '../settings.js'
 import type { ObjectStore } from '../store/types.js'
 import { BlockMap, DIRTY_BASE, type MapNode } from './block-map.js'
-import { DirtyTier } from './dirty-tier.js'
+import { type BlockSource, DirtyTier } from './dirty-tier.js'
 
 /** Per-checkpoint counters, kept from its first object to its publication (the spec's names). */
 export interface CheckpointCounters {
@@ -151,6 +151,17 @@ export class FileState {
     return Math.max(this._published.cno, this._base.cno, this._pending?.cno ?? 0)
   }
 
+  /** Sources of blocks written by reference into the checkpoint being built (verified before it publishes). */
+  readonly sources = new Set<BlockSource>()
+
+  /** The store's retries when the checkpoint being built began. */
+  private retriesBefore = 0
+
+  /** Requests the store retried since the checkpoint being built began (FlushTiming.retries). */
+  get retries(): number {
+    return (this.store.retries ?? 0) - this.retriesBefore
+  }
+
   /** The counters of the checkpoint being built. */
   get counters(): CheckpointCounters {
     return this._counters
@@ -180,6 +191,8 @@ export class FileState {
     this._publishedEtag = etag
     this._pending = undefined
     this._counters = newCounters()
+    this.retriesBefore = this.store.retries ?? 0
+    this.sources.clear()
   }
 
   /** The commit point was read again (after a conflict): what is published now, if anything. */
@@ -194,6 +207,7 @@ export class FileState {
 
   /** Changes are discarded: the tree goes back to `base`, the counters start again. */
   rollback(): void {
+    this.sources.clear()
     this.tier.clear()
     this.resetTree()
     this._counters = newCounters()

@@ -25,6 +25,7 @@
 import { createHash, randomUUID } from 'node:crypto'
 import { Agent as HttpAgent } from 'node:http'
 import { Agent as HttpsAgent } from 'node:https'
+import { setTimeout as sleep } from 'node:timers/promises'
 import {
   AbortMultipartUploadCommand,
   CompleteMultipartUploadCommand,
@@ -75,27 +76,53 @@ export interface S3StoreOptions {
   unsignedPayload?: boolean
   /** Entries per list page and keys per DeleteObjects batch, 1..1000 (default 1000; small in tests). */
   pageSize?: number
+  /**
+   * Send Content-MD5 with every body, which S3-compatible servers check (radosgw, MinIO):
+   * a body damaged on the way up is refused and sent again. Default: on for a custom
+   * endpoint, where `checksums` is off; costs one MD5 pass over the bytes sent.
+   */
+  contentMd5?: boolean
+  /**
+   * Retries of a request that may succeed when made again: throttling (503 SlowDown,
+   * 429), 500/502/504, a reset or refused connection, a timeout, a body cut short, a body
+   * damaged on the way (BadDigest). Default 6. Capped exponential backoff with full
+   * jitter, from `retryBaseMs` (default 100) to `retryMaxMs` (default 5000).
+   */
+  maxRetries?: number
+  retryBaseMs?: number
+  retryMaxMs?: number
+  /** A call's whole time, its retries included, before ERR_TIMEOUT (default 300000 ms; 0: none). */
+  deadlineMs?: number
 }
 
 export type CreateS3ClientOptions = S3ClientConfig & {
   /** Sockets per origin of the keep-alive agents (default 64). */
   maxSockets?: number
+  /** Time to connect before the attempt fails with a timeout (default 5000 ms). */
+  connectTimeoutMs?: number
+  /** Time with no bytes moving on a request's socket before it fails with a timeout (default 30000 ms). */
+  idleTimeoutMs?: number
 }
 
 /**
  * An S3Client configured the SDK's usual way (credential chain, region,
  * `AWS_ENDPOINT_URL_S3`) and tuned for whole-buffer bodies: keep-alive agents, no
- * `Expect: 100-continue`, no SDK checksums, path-style addressing on a custom endpoint.
+ * `Expect: 100-continue`, no SDK checksums, path-style addressing on a custom endpoint,
+ * a connect and an idle timeout, and no SDK retries (S3Store retries).
  */
 export function createS3Client(options: CreateS3ClientOptions = {}): S3Client {
-  const { maxSockets = 64, ...config } = options
+  const { maxSockets = 64, connectTimeoutMs = 5_000, idleTimeoutMs = 30_000, ...config } = options
   const endpoint = config.endpoint ?? process.env.AWS_ENDPOINT_URL_S3 ?? process.env.AWS_ENDPOINT_URL
   const region = config.region ?? process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION
   return new S3Client({
     requestHandler: {
       httpAgent: new HttpAgent({ keepAlive: true, maxSockets }),
       httpsAgent: new HttpsAgent({ keepAlive: true, maxSockets }),
+      connectionTimeout: connectTimeoutMs,
+      requestTimeout: idleTimeoutMs,
     },
+    // S3Store retries by itself (one policy for every call, conditional writes included).
+    maxAttempts: 1,
     expectContinueHeader: false,
     requestChecksumCalculation: 'WHEN_REQUIRED',
     responseChecksumValidation: 'WHEN_REQUIRED',
@@ -104,6 +131,10 @@ export function createS3Client(options: CreateS3ClientOptions = {}): S3Client {
     // A custom endpoint (radosgw, MinIO) needs some region to sign with.
     ...((region !== undefined || endpoint !== undefined) && { region: region ?? 'us-east-1' }),
   })
+}
+
+function md5Base64(body: Uint8Array): string {
+  return createHash('md5').update(body).digest('base64')
 }
 
 function crc32Base64(body: Uint8Array): string {
@@ -162,6 +193,17 @@ export class S3Store implements ObjectStore {
   readonly checksums: boolean
   readonly unsignedPayload: boolean
   readonly pageSize: number
+  readonly contentMd5: boolean
+  readonly maxRetries: number
+  readonly retryBaseMs: number
+  readonly retryMaxMs: number
+  readonly deadlineMs: number
+  /** Requests made again after a failure that may pass (for FlushTiming and ReadTiming). */
+  retries = 0
+  /** S3's minimum for every multipart piece but the last. */
+  readonly minPartBytes = 5 * 1024 * 1024
+  /** uploadId → the write id of its claim, to recognise a completion whose answer was lost. */
+  #claims = new Map<string, string>()
   /** uploadId → partNumber → CRC-32 (base64), for Complete when `checksums` is on. */
   #partCrcs = new Map<string, Map<number, string>>()
 
@@ -183,6 +225,16 @@ export class S3Store implements ObjectStore {
     if (!Number.isInteger(this.pageSize) || this.pageSize < 1 || this.pageSize > MAX_PAGE) {
       throw StreamSegmentError.invalidArgument(`S3Store: pageSize ${this.pageSize} is not in 1..${MAX_PAGE}`)
     }
+    this.contentMd5 = options.contentMd5 ?? (custom && !this.checksums)
+    const nat = (name: string, v: number) => {
+      if (!Number.isSafeInteger(v) || v < 0)
+        throw StreamSegmentError.invalidArgument(`S3Store: ${name} ${v} must be an integer ≥ 0`)
+      return v
+    }
+    this.maxRetries = nat('maxRetries', options.maxRetries ?? 6)
+    this.retryBaseMs = nat('retryBaseMs', options.retryBaseMs ?? 100)
+    this.retryMaxMs = nat('retryMaxMs', options.retryMaxMs ?? 5_000)
+    this.deadlineMs = nat('deadlineMs', options.deadlineMs ?? 300_000)
   }
 
   async put(key: string, chunks: Body, options: PutOptions = {}): Promise<{ etag: string }> {
@@ -210,10 +262,11 @@ export class S3Store implements ObjectStore {
         IfMatch: ifMatch === undefined ? undefined : unquoteEtag(ifMatch),
         Metadata: metadata,
         ChecksumCRC32: this.checksums ? crc32Base64(body) : undefined,
+        ContentMD5: this.contentMd5 ? md5Base64(body) : undefined,
       }),
     )
     try {
-      const out = await this.#send('PutObject', key, signal, () => this.client.send(command, { abortSignal: signal }))
+      const out = await this.#send('PutObject', key, signal, (s) => this.client.send(command, { abortSignal: s }))
       return { etag: out.ETag ? unquoteEtag(out.ETag) : await this.#etagOf(key, signal) }
     } catch (err) {
       if (writeId === undefined || !StreamSegmentError.is(err)) throw err
@@ -240,10 +293,10 @@ export class S3Store implements ObjectStore {
     checkKey(key)
     const header = range === undefined ? undefined : this.#rangeHeader(key, range)
     try {
-      return await this.#send('GetObject', key, signal, async () => {
+      return await this.#send('GetObject', key, signal, async (s) => {
         const command = new GetObjectCommand({ Bucket: this.bucket, Key: this.prefix + key, Range: header })
-        const out = await this.client.send(command, { abortSignal: signal })
-        return readBody(out.Body, out.ContentLength, signal)
+        const out = await this.client.send(command, { abortSignal: s })
+        return readBody(out.Body, out.ContentLength, s)
       })
     } catch (err) {
       // A suffix of an empty object is empty (servers answer 416: no byte to return).
@@ -256,7 +309,7 @@ export class S3Store implements ObjectStore {
     const { signal } = options
     try {
       const command = new HeadObjectCommand({ Bucket: this.bucket, Key: this.prefix + key })
-      const out = await this.#send('HeadObject', key, signal, () => this.client.send(command, { abortSignal: signal }))
+      const out = await this.#send('HeadObject', key, signal, (s) => this.client.send(command, { abortSignal: s }))
       return { size: out.ContentLength ?? 0, etag: unquoteEtag(out.ETag), metadata: out.Metadata ?? {} }
     } catch (err) {
       // (HEAD answers carry no error code: a missing bucket looks like a missing key.)
@@ -275,8 +328,8 @@ export class S3Store implements ObjectStore {
         ContinuationToken: token,
         MaxKeys: this.pageSize,
       })
-      const out = await this.#send('ListObjectsV2', prefix, signal, () =>
-        this.client.send(command, { abortSignal: signal }),
+      const out = await this.#send('ListObjectsV2', prefix, signal, (s) =>
+        this.client.send(command, { abortSignal: s }),
       )
       for (const o of out.Contents ?? []) {
         if (o.Key === undefined || !o.Key.startsWith(this.prefix)) continue
@@ -298,7 +351,7 @@ export class S3Store implements ObjectStore {
       const key = list[0] as string
       const command = new DeleteObjectCommand({ Bucket: this.bucket, Key: this.prefix + key })
       try {
-        await this.#send('DeleteObject', key, signal, () => this.client.send(command, { abortSignal: signal }))
+        await this.#send('DeleteObject', key, signal, (s) => this.client.send(command, { abortSignal: s }))
       } catch (err) {
         if (!StreamSegmentError.is(err, 'ERR_NOT_FOUND')) throw err
       }
@@ -316,9 +369,7 @@ export class S3Store implements ObjectStore {
         'content-md5',
         (req) => (typeof req.body === 'string' ? createHash('md5').update(req.body).digest('base64') : undefined),
       )
-      const out = await this.#send('DeleteObjects', what, signal, () =>
-        this.client.send(command, { abortSignal: signal }),
-      )
+      const out = await this.#send('DeleteObjects', what, signal, (s) => this.client.send(command, { abortSignal: s }))
       const failed = (out.Errors ?? []).filter((e) => e.Code !== 'NoSuchKey')
       if (failed.length > 0) {
         const first = failed[0]
@@ -348,10 +399,11 @@ export class S3Store implements ObjectStore {
       ChecksumAlgorithm: this.checksums ? 'CRC32' : undefined,
     })
     try {
-      const out = await this.#send('CreateMultipartUpload', key, signal, () =>
-        this.client.send(command, { abortSignal: signal }),
+      const out = await this.#send('CreateMultipartUpload', key, signal, (s) =>
+        this.client.send(command, { abortSignal: s }),
       )
       if (!out.UploadId) throw StreamSegmentError.store(`CreateMultipartUpload ${this.#where(key)}: no UploadId`)
+      if (writeId !== undefined) this.#claims.set(out.UploadId, writeId)
       return out.UploadId
     } catch (err) {
       if (writeId !== undefined) await this.#releasePlaceholder(key, writeId)
@@ -379,10 +431,11 @@ export class S3Store implements ObjectStore {
         Body: body,
         ContentLength: body.byteLength,
         ChecksumCRC32: crc,
+        ContentMD5: this.contentMd5 ? md5Base64(body) : undefined,
       }),
     )
-    const out = await this.#send('UploadPart', `${key}#${partNumber}`, signal, () =>
-      this.client.send(command, { abortSignal: signal }),
+    const out = await this.#send('UploadPart', `${key}#${partNumber}`, signal, (s) =>
+      this.client.send(command, { abortSignal: s }),
     ).finally(joined.release)
     if (crc !== undefined) {
       let crcs = this.#partCrcs.get(uploadId)
@@ -415,20 +468,31 @@ export class S3Store implements ObjectStore {
     })
     let out: { ETag?: string }
     try {
-      out = await this.#send('CompleteMultipartUpload', key, signal, () =>
-        this.client.send(command, { abortSignal: signal }),
+      out = await this.#send('CompleteMultipartUpload', key, signal, (s) =>
+        this.client.send(command, { abortSignal: s }),
       )
     } catch (err) {
       // radosgw answers an unknown upload id with 500 "This multipart completion is
       // already in progress" (not 404 NoSuchUpload): ask whether the upload exists.
-      if (StreamSegmentError.is(err, 'ERR_STORE') && (statusOf(err.cause) ?? 0) >= 500) {
-        const exists = await this.#uploadExists(key, uploadId, signal)
-        if (!exists)
-          throw StreamSegmentError.notFound(`CompleteMultipartUpload ${this.#where(key)}: no upload ${uploadId}`, err)
+      // A retry after a completion whose answer was lost finds no upload (404, or radosgw's
+      // 500): when the object now carries this upload's claim, the completion landed.
+      const gone =
+        StreamSegmentError.is(err, 'ERR_NOT_FOUND') ||
+        (StreamSegmentError.is(err, 'ERR_STORE') && (statusOf(err.cause) ?? 0) >= 500)
+      if (!gone || (await this.#uploadExists(key, uploadId, signal))) throw err
+      const claim = this.#claims.get(uploadId)
+      const info = claim === undefined ? undefined : await this.head(key, { signal })
+      if (info === undefined || info.size === 0 || info.metadata[WRITE_ID_METADATA] !== claim) {
+        throw StreamSegmentError.notFound(`CompleteMultipartUpload ${this.#where(key)}: no upload ${uploadId}`, err)
       }
-      throw err
+      log(
+        'CompleteMultipartUpload %s: the upload is gone and the object carries its claim: it landed',
+        this.#where(key),
+      )
+      out = { ETag: info.etag }
     }
     this.#partCrcs.delete(uploadId)
+    this.#claims.delete(uploadId)
     // radosgw answers with an empty ETag.
     return { etag: out.ETag ? unquoteEtag(out.ETag) : await this.#etagOf(key, signal) }
   }
@@ -437,11 +501,12 @@ export class S3Store implements ObjectStore {
     const { signal } = options
     const command = new AbortMultipartUploadCommand({ Bucket: this.bucket, Key: this.prefix + key, UploadId: uploadId })
     try {
-      await this.#send('AbortMultipartUpload', key, signal, () => this.client.send(command, { abortSignal: signal }))
+      await this.#send('AbortMultipartUpload', key, signal, (s) => this.client.send(command, { abortSignal: s }))
     } catch (err) {
       if (!StreamSegmentError.is(err, 'ERR_NOT_FOUND')) throw err
     }
     this.#partCrcs.delete(uploadId)
+    this.#claims.delete(uploadId)
   }
 
   async *listMultipart(prefix = '', options: RequestOptions = {}): AsyncIterable<MultipartUpload> {
@@ -456,8 +521,8 @@ export class S3Store implements ObjectStore {
         UploadIdMarker: uploadIdMarker,
         MaxUploads: this.pageSize,
       })
-      const out = await this.#send('ListMultipartUploads', prefix, signal, () =>
-        this.client.send(command, { abortSignal: signal }),
+      const out = await this.#send('ListMultipartUploads', prefix, signal, (s) =>
+        this.client.send(command, { abortSignal: s }),
       )
       for (const u of out.Uploads ?? []) {
         if (u.Key === undefined || u.UploadId === undefined || !u.Key.startsWith(this.prefix)) continue
@@ -519,7 +584,7 @@ export class S3Store implements ObjectStore {
         PartNumberMarker: marker,
         MaxParts: this.pageSize,
       })
-      const out = await this.#send('ListParts', key, signal, () => this.client.send(command, { abortSignal: signal }))
+      const out = await this.#send('ListParts', key, signal, (s) => this.client.send(command, { abortSignal: s }))
       for (const p of out.Parts ?? []) {
         if (p.PartNumber !== undefined && p.ChecksumCRC32 !== undefined) crcs.set(p.PartNumber, p.ChecksumCRC32)
       }
@@ -536,7 +601,7 @@ export class S3Store implements ObjectStore {
       MaxParts: 1,
     })
     try {
-      await this.#send('ListParts', key, signal, () => this.client.send(command, { abortSignal: signal }))
+      await this.#send('ListParts', key, signal, (s) => this.client.send(command, { abortSignal: s }))
       return true
     } catch (err) {
       if (StreamSegmentError.is(err, 'ERR_NOT_FOUND')) return false
@@ -554,24 +619,71 @@ export class S3Store implements ObjectStore {
     }
   }
 
-  /** Runs one request: logs its outcome, and maps its failure to a StreamSegmentError. */
-  async #send<T>(op: string, key: string, signal: AbortSignal | undefined, fn: () => Promise<T>): Promise<T> {
-    if (signal?.aborted) throw StreamSegmentError.aborted(`${op} ${this.#where(key)} aborted`, signal.reason)
-    const t0 = log.enabled ? performance.now() : 0
-    try {
-      const out = await fn()
-      if (log.enabled) {
-        const status = (out as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode
-        const bytes = out instanceof Uint8Array ? ` ${out.byteLength} B` : ''
-        log('%s %s %s%s %d ms', op, this.#where(key), status ?? 'ok', bytes, Math.round(performance.now() - t0))
+  /**
+   * Runs one call: its request, made again after a failure that may pass (`retryable`),
+   * with capped exponential backoff and full jitter, within the call's deadline. Logs
+   * each outcome and retry (with the request id), and maps failures to a
+   * StreamSegmentError. `fn` gets the signal to give the request: the caller's, or the
+   * deadline's, whichever fires first.
+   */
+  async #send<T>(
+    op: string,
+    key: string,
+    signal: AbortSignal | undefined,
+    fn: (signal: AbortSignal) => Promise<T>,
+  ): Promise<T> {
+    const where = this.#where(key)
+    if (signal?.aborted) throw StreamSegmentError.aborted(`${op} ${where} aborted`, signal.reason)
+    const deadline = this.deadlineMs > 0 ? AbortSignal.timeout(this.deadlineMs) : undefined
+    const s = AbortSignal.any([signal, deadline].filter((x): x is AbortSignal => x !== undefined))
+    const t0 = performance.now()
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const out = await fn(s)
+        if (log.enabled) {
+          const status = (out as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode
+          const bytes = out instanceof Uint8Array ? ` ${out.byteLength} B` : ''
+          log('%s %s %s%s %d ms', op, where, status ?? 'ok', bytes, Math.round(performance.now() - t0))
+        }
+        return out
+      } catch (err) {
+        let mapped = this.#mapError(op, key, err, signal)
+        if (deadline?.aborted && !signal?.aborted) {
+          mapped = StreamSegmentError.timeout(
+            `${op} ${where}: no answer within the deadline of ${this.deadlineMs} ms (${attempt + 1} tries)`,
+            err,
+          )
+          log(
+            '%s %s failed: %s after %d tries, %d ms',
+            op,
+            where,
+            mapped.code,
+            attempt + 1,
+            Math.round(performance.now() - t0),
+          )
+          throw mapped
+        }
+        if (!retryable(mapped, err) || attempt >= this.maxRetries) {
+          log('%s %s failed: %s %s, %d ms', op, where, mapped.code, mapped.message, Math.round(performance.now() - t0))
+          throw mapped
+        }
+        const delay = Math.random() * Math.min(this.retryMaxMs, this.retryBaseMs * 2 ** attempt)
+        this.retries++
+        log(
+          '%s %s: retry %d in %d ms after %s (request id %s)',
+          op,
+          where,
+          attempt + 1,
+          Math.round(delay),
+          mapped.message,
+          requestIdOf(err) ?? '-',
+        )
+        try {
+          await sleep(delay, undefined, { signal: s })
+        } catch {
+          // The deadline or the caller's signal fired while waiting: the next try says which.
+        }
       }
-      return out
-    } catch (err) {
-      const mapped = this.#mapError(op, key, err, signal)
-      if (log.enabled) {
-        log('%s %s failed: %s %d ms', op, this.#where(key), mapped.code, Math.round(performance.now() - t0))
-      }
-      throw mapped
     }
   }
 
@@ -583,19 +695,76 @@ export class S3Store implements ObjectStore {
     const name = nameOf(err)
     const what = `${op} ${where}: HTTP ${status ?? '-'} ${name}`
     if (name === 'AbortError') return StreamSegmentError.aborted(`${op} ${where} aborted`, err)
+    if (name === 'TimeoutError' || codeOf(err) === 'ETIMEDOUT') {
+      return StreamSegmentError.timeout(`${op} ${where}: timed out (${(err as Error).message})`, err)
+    }
     if (status === 412 || name === 'PreconditionFailed' || name === 'ConditionalRequestConflict') {
       return StreamSegmentError.conflict(`${what}: precondition failed`, err)
     }
     if (name === 'NoSuchBucket')
       return StreamSegmentError.notFound(`${what}: bucket ${this.bucket} does not exist`, err)
+    if (status === 401 || status === 403 || AUTH_ERRORS.has(name)) {
+      return StreamSegmentError.auth(
+        `${what}: the store refused the credentials or the permission: check the access key and secret (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, or the profile), that they have not expired, and that they may use bucket ${this.bucket}`,
+        err,
+      )
+    }
     if (status === 404 || name === 'NoSuchKey' || name === 'NotFound' || name === 'NoSuchUpload') {
       return StreamSegmentError.notFound(`${what}: not found`, err)
     }
     if (status === 416 || name === 'InvalidRange')
       return StreamSegmentError.range(`${what}: range not satisfiable`, err)
     const message = (err as SdkError | undefined)?.message
+    if (status !== undefined && status >= 400 && status < 500 && !retryable(StreamSegmentError.store(what), err)) {
+      // A request the store refuses as it is (InvalidPart, EntityTooSmall, …): not retried.
+      return StreamSegmentError.store(
+        `${what}: the store refused the request, not retried${message ? `: ${message}` : ''}`,
+        err,
+      )
+    }
     return StreamSegmentError.store(`${what}${message ? `: ${message}` : ''}`, err)
   }
+}
+
+/** Errors that say the credentials or the permission are wrong, whatever the status. */
+const AUTH_ERRORS = new Set([
+  'InvalidAccessKeyId',
+  'SignatureDoesNotMatch',
+  'ExpiredToken',
+  'InvalidToken',
+  'TokenRefreshRequired',
+  'AccessDenied',
+  'CredentialsProviderError',
+])
+
+/**
+ * Whether a failed request may pass when made again: a timeout, a failure with no HTTP
+ * answer (a reset or refused connection, a body cut short), throttling, a server error,
+ * a body damaged on the way. Never a conflict, a missing key, a refused credential, a
+ * bad request or an abort.
+ */
+function retryable(mapped: StreamSegmentError, err: unknown): boolean {
+  if (mapped.code === 'ERR_TIMEOUT') return true
+  if (mapped.code !== 'ERR_STORE') return false
+  const status = statusOf(err)
+  const name = nameOf(err)
+  return (
+    status === undefined ||
+    status >= 500 ||
+    status === 429 ||
+    status === 408 ||
+    name === 'BadDigest' ||
+    name === 'SlowDown' ||
+    name === 'RequestTimeout'
+  )
+}
+
+function codeOf(err: unknown): string | undefined {
+  return (err as { code?: string } | undefined)?.code
+}
+
+function requestIdOf(err: unknown): string | undefined {
+  return (err as { $metadata?: { requestId?: string } } | undefined)?.$metadata?.requestId
 }
 
 type NodeReadable = AsyncIterable<Uint8Array> & { destroy(err?: Error): void }

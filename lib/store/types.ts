@@ -92,6 +92,10 @@ export interface MultipartUpload {
 export interface ObjectStore {
   /** A human-readable location for messages: `s3://bucket/prefix`, a path, `mem://name`. */
   readonly url: string
+  /** Requests this store made again after a failure that may pass, if it retries (S3Store). */
+  readonly retries?: number
+  /** The smallest non-final multipart piece the store takes, if it has a minimum (S3: 5 MiB). */
+  readonly minPartBytes?: number
   put(key: string, body: Body, options?: PutOptions): Promise<{ etag: string }>
   get(key: string, options?: GetOptions): Promise<Uint8Array>
   head(key: string, options?: RequestOptions): Promise<ObjectInfo | undefined>

@@ -16,10 +16,29 @@ import type { ObjectStore } from '../store/types.js'
 import type { FlushTiming } from '../write/flush.js'
 import { openForAppend } from './write-stream.js'
 
-/** A block source over an open file handle. */
-export function fileSource(fh: {
-  read(buffer: Uint8Array, offset: number, length: number, position: number): Promise<{ bytesRead: number }>
-}): BlockSource {
+/** A file's version as a torn-source check compares it: size, mtime and ctime. */
+export interface FileVersion {
+  size: number
+  mtimeMs: number
+  ctimeMs: number
+}
+
+/**
+ * A BlockSource reading a file handle. `verify` (called by the flush before it publishes)
+ * compares the file's size, mtime and ctime with `version` (default: as when the source
+ * was made), and fails with ERR_STATE when the file changed: rewritten in place during
+ * the upload, it would be published torn.
+ */
+export function fileSource(
+  fh: {
+    read(buffer: Uint8Array, offset: number, length: number, position: number): Promise<{ bytesRead: number }>
+    stat?(): Promise<FileVersion>
+  },
+  version?: FileVersion,
+): BlockSource {
+  const stat = fh.stat?.bind(fh)
+  const first: Promise<FileVersion> | undefined = version !== undefined ? Promise.resolve(version) : stat?.()
+  first?.catch(() => undefined) // judged by verify
   return {
     async read(position, length) {
       const out = Buffer.allocUnsafe(length)
@@ -34,6 +53,15 @@ export function fileSource(fh: {
         done += bytesRead
       }
       return out
+    },
+    async verify() {
+      if (stat === undefined || first === undefined) return
+      const [was, now] = await Promise.all([first, stat()])
+      if (was.size !== now.size || was.mtimeMs !== now.mtimeMs || was.ctimeMs !== now.ctimeMs) {
+        throw StreamSegmentError.state(
+          `the file changed while being uploaded (size ${was.size} → ${now.size}, mtime ${new Date(was.mtimeMs).toISOString()} → ${new Date(now.mtimeMs).toISOString()}): nothing was published`,
+        )
+      }
     },
   }
 }
@@ -74,14 +102,15 @@ export async function uploadFile(
   if (signal?.aborted) throw aborted()
   const fh = typeof path === 'string' ? await openLocalFile(path) : path
   try {
-    const { size } = await fh.stat()
+    const version = await fh.stat()
+    const { size } = version
     const file = await openForAppend(store, settings)
     const onAbort = () => file.abort(aborted())
     signal?.addEventListener('abort', onAbort, { once: true })
     try {
       if (signal?.aborted) onAbort()
       onStart?.(file, size)
-      await file.writeRef(0, size, fileSource(fh))
+      await file.writeRef(0, size, fileSource(fh, version))
       return await file.flush()
     } finally {
       signal?.removeEventListener('abort', onAbort)

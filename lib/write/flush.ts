@@ -20,7 +20,8 @@
  * a data part written early under memory pressure; it publishes nothing.
  */
 import debug from 'debug'
-import { publishInode, reloadInode } from '../container/inode.js'
+import { type Published, publishInode, reloadInode, sameInode } from '../container/inode.js'
+import { deleteSegments } from '../container/listing.js'
 import { StreamSegmentError } from '../errors.js'
 import { FLAG_CHECKPOINT, FLAG_PARTIAL } from '../format/header.js'
 import type { Inode } from '../format/inode.js'
@@ -50,6 +51,8 @@ export interface FlushTiming {
   inodeMs: number
   /** Publications retried after a conflict. */
   conflicts: number
+  /** Requests the store made again after a failure that may pass, since the checkpoint began. */
+  retries: number
   /**
    * The spec's counters, for the whole checkpoint: data bytes uploaded before the flush
    * (partial segments and objects sent ahead), data bytes that died before their object
@@ -168,6 +171,7 @@ export async function flush(core: FileState): Promise<FlushTiming> {
     part0Ms: 0,
     inodeMs: 0,
     conflicts: 0,
+    retries: core.retries,
     streamSentBytes: counters.streamSentBytes,
     streamDeadBytes: counters.streamDeadBytes,
     streamFlushBytes: counters.streamFlushBytes,
@@ -188,29 +192,43 @@ export async function flush(core: FileState): Promise<FlushTiming> {
 
     const t3 = performance.now()
     const { cno, inode } = part0.ctx
+    await verifySources(core, part0)
+    let etag: string
     try {
-      const { etag, bytes } = await publishInode(core.store, inode, core.publishedEtag, core.signal)
-      timing.inodeMs += performance.now() - t3
-      record(core, timing, part0)
-      timing.bytes += bytes
-      core.map.root.dirty = false
-      // The checkpoint's counters, complete now, before publish() starts the next one's.
-      const done = core.counters
-      core.publish(inode, etag)
-      timing.cno = cno
-      timing.objects = done.objects
-      timing.streamSentBytes = done.streamSentBytes
-      timing.streamDeadBytes = done.streamDeadBytes
-      timing.streamMetaBytes = done.streamMetaBytes
-      timing.totalMs = performance.now() - t0
-      log('checkpoint %d: %d objects, %d bytes in %d ms', cno, timing.objects, timing.bytes, Math.round(timing.totalMs))
-      return timing
+      const put = await publishInode(core.store, inode, core.publishedEtag, core.signal)
+      etag = put.etag
+      timing.bytes += put.bytes
     } catch (err) {
-      // Part 0 is stored but not published: its blocks stay dirty, unsent, for the next attempt.
-      part0.unplace()
-      if (!StreamSegmentError.is(err, 'ERR_CONFLICT')) throw err
-      await afterConflict(core, timing, cno, err)
+      if (!StreamSegmentError.is(err, 'ERR_CONFLICT')) {
+        part0.unplace() // stored, not published: its blocks stay dirty for the next attempt
+        throw err
+      }
+      // Another writer that opened the container meanwhile may have rolled this very
+      // checkpoint forward: then it is published, exactly as this flush built it.
+      const now = await reloadInode(core.store, core.signal)
+      if (now === undefined || !sameInode(now.inode, inode)) {
+        part0.unplace()
+        await afterConflict(core, timing, cno, err, now)
+        continue
+      }
+      log('checkpoint %d: published meanwhile by a writer that rolled it forward: ours', cno)
+      etag = now.etag as string
     }
+    timing.inodeMs += performance.now() - t3
+    record(core, timing, part0)
+    core.map.root.dirty = false
+    // The checkpoint's counters, complete now, before publish() starts the next one's.
+    const done = core.counters
+    timing.retries = core.retries
+    core.publish(inode, etag)
+    timing.cno = cno
+    timing.objects = done.objects
+    timing.streamSentBytes = done.streamSentBytes
+    timing.streamDeadBytes = done.streamDeadBytes
+    timing.streamMetaBytes = done.streamMetaBytes
+    timing.totalMs = performance.now() - t0
+    log('checkpoint %d: %d objects, %d bytes in %d ms', cno, timing.objects, timing.bytes, Math.round(timing.totalMs))
+    return timing
   }
 }
 
@@ -284,11 +302,17 @@ function writePart0(core: FileState, rootLeaf: MapNode | undefined): Promise<Obj
  * builds on what that writer published: a later flush (a retry here, or the caller's own
  * after 'fail') publishes on top of it.
  */
-async function afterConflict(core: FileState, timing: FlushTiming, cno: number, err: StreamSegmentError) {
+async function afterConflict(
+  core: FileState,
+  timing: FlushTiming,
+  cno: number,
+  err: StreamSegmentError,
+  now: Published | undefined,
+) {
   const s = core.settings
   timing.conflicts++
   log('checkpoint %d: conflict (%s), policy %s', cno, err.message, s.conflictPolicy)
-  core.republished(await reloadInode(core.store, core.signal))
+  core.republished(now)
   core.abandonCheckpoint()
   if (s.conflictPolicy === 'fail' || timing.conflicts > s.conflictRetries) {
     throw StreamSegmentError.conflict(
@@ -311,6 +335,25 @@ async function sendAll(
     else record(core, timing, r.value)
   }
   if (failure !== undefined) throw failure
+}
+
+/**
+ * Every source written by reference into this checkpoint must still be what it was when
+ * read (BlockSource.verify): a file rewritten in place during the upload would otherwise
+ * publish torn. Called once every object, part 0 included, is stored, so no read of a
+ * source comes after it. On a change, part 0 is deleted (no roll-forward may publish it),
+ * and the flush fails with ERR_STATE; nothing is published.
+ */
+async function verifySources(core: FileState, part0: ObjectPlan): Promise<void> {
+  try {
+    for (const source of core.sources) await source.verify?.()
+  } catch (err) {
+    part0.unplace()
+    await deleteSegments(core.store, [part0.key]).catch((e) => log('%s: not deleted: %s', part0.key, e))
+    throw StreamSegmentError.is(err)
+      ? err
+      : StreamSegmentError.state(`a source changed: ${(err as Error).message}`, err)
+  }
 }
 
 function hasDirtyChild(n: MapNode): boolean {

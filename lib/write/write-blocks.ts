@@ -66,6 +66,7 @@ export class BlockWriter {
     const bs = core.blockSize
     const end = offset + length
     const span = blockSpan(offset, end, bs)
+    core.sources.add(source)
     const byValue = async (from: number, to: number) => {
       if (to > from) {
         await this.writeBlocks(from, to - from, await readSource(source, sourceOffset + from - offset, to - from))

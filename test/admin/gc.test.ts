@@ -52,7 +52,7 @@ const steps: fc.Arbitrary<Step> = fc.oneof(
 )
 
 /** Sends objects ahead in small pieces, so an abandoned writer leaves parts behind. */
-const settings = { ...smallSettings, streamSegmentBytes: 32 * KiB }
+const settings = { ...smallSettings, streamSegmentBytes: 32 * KiB, rollForwardAfterMs: 0 }
 
 function applyWrite(ref: Buffer, offset: number, bytes: Uint8Array): Buffer {
   const out = Buffer.alloc(Math.max(ref.length, offset + bytes.length))

@@ -1,14 +1,17 @@
 /** Blocks written by reference: sent ahead with the default limits, stored on completion, re-read only when needed. */
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { closeSync, mkdtempSync, openSync, rmSync, writeFileSync, writeSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
+import { StreamSegmentError } from '../../lib/errors.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import type { BlockSource } from '../../lib/state/dirty-tier.js'
 import { MemoryStore } from '../../lib/store/memory.js'
+import { createS3Client, S3Store } from '../../lib/store/s3.js'
 import { uploadFile } from '../../lib/streams/upload-file.js'
+import { rejectsCode } from '../helpers/assert.js'
 import { FailingStore } from '../helpers/failing-store.js'
 
 const MiB = 1024 * 1024
@@ -92,5 +95,62 @@ describe('writeRef', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true })
     }
+  })
+
+  it('a file rewritten in place during uploadFile: ERR_STATE, nothing published, no part 0 left', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ss-torn-'))
+    try {
+      const path = join(dir, 'model.bin')
+      const first = randomBytes(256 * 1024)
+      writeFileSync(path, first)
+      const store = new MemoryStore()
+      assert.equal((await uploadFile(path, store)).cno, 1)
+      const before = await store.get('inode')
+      writeFileSync(path, randomBytes(1024 * 1024))
+      // The file changes once the container is open and before the flush: same size even,
+      // its mtime and ctime move.
+      const err = await uploadFile(
+        path,
+        store,
+        {},
+        {
+          onStart: () => {
+            const fd = openSync(path, 'r+')
+            writeSync(fd, Buffer.from('torn'), 0, 4, 500_000)
+            closeSync(fd)
+          },
+        },
+      ).then(
+        () => assert.fail('published a torn file'),
+        (e: unknown) => e,
+      )
+      assert.ok(StreamSegmentError.is(err, 'ERR_STATE'), String(err))
+      assert.match((err as Error).message, /changed while being uploaded/)
+      assert.deepEqual(await store.get('inode'), before, 'the inode is unchanged')
+      const f = await SegmentFile.open(store, { readOnly: true })
+      assert.ok(Buffer.from(await f.read(0, f.size)).equals(first), 'checkpoint 1 still reads back')
+      for await (const e of store.list('')) assert.ok(!/^0000000002\.0$/.test(e.key), 'no part 0 left to roll forward')
+      // Unchanged, the same file uploads.
+      assert.equal((await uploadFile(path, store)).cno, 2)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  it('settings a store cannot take are refused before any request: S3 pieces under 5 MiB', async () => {
+    const store = new S3Store({
+      client: createS3Client({
+        endpoint: 'http://127.0.0.1:9',
+        region: 'us-east-1',
+        credentials: { accessKeyId: 'x', secretAccessKey: 'y' },
+      }),
+      bucket: 'b',
+      prefix: 'p',
+    })
+    await rejectsCode(
+      SegmentFile.create(store, { segmentMpuChunkSize: 1024 * 1024 }),
+      'ERR_INVALID_ARGUMENT',
+      /segmentMpuChunkSize = 1048576: the store at s3:\/\/b\/p takes multipart pieces of at least 5242880 bytes/,
+    )
   })
 })
