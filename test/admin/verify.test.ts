@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
+import { verifyCheckpoint } from '../../lib/admin/index.js'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { pointerPart, pointerUnit, segmentKey, UNIT_BYTES } from '../../lib/format/index.js'
 import { SegmentFile } from '../../lib/segment-file.js'
@@ -101,4 +102,24 @@ describe('a damaged block inside a data GET', () => {
       await f.close()
     })
   }
+})
+
+describe('verifyCheckpoint and abandoned claims', () => {
+  it('an empty claim left by a multipart upload that never completed is not a corrupt part; a non-empty stray is', async () => {
+    const store = new MemoryStore()
+    const f = await SegmentFile.create(store)
+    await f.write(0, pattern(0, 64 * 1024, 1))
+    const { cno } = await f.flush()
+    await f.close()
+    await store.put(segmentKey(cno, 7), new Uint8Array(0)) // the claim of an upload given up
+    const clean = await verifyCheckpoint(store)
+    assert.deepEqual(clean.problems, [])
+    assert.equal(clean.placeholders, 1)
+    await store.put(segmentKey(cno, 8), new Uint8Array(300))
+    const dirty = await verifyCheckpoint(store)
+    assert.deepEqual(
+      dirty.problems.map((p) => [p.code, p.what, p.where.split(' ')[0]]),
+      [['ERR_CORRUPT', 'header', segmentKey(cno, 8)]],
+    )
+  })
 })
