@@ -1,7 +1,9 @@
 // Benchmark (a program, not a test): upload one object in equal parts to the S3 server of
 // AWS_ENDPOINT_URL_S3 (radosgw from test/rgw/rgw.sh) with a few parts in flight, three ways:
 //   sdk-defaults  S3Client defaults (SigV4 SHA-256 of each body, the SDK's CRC32, Expect: 100-continue)
-//   s3store       S3Store on createS3Client (UNSIGNED-PAYLOAD, no SDK checksum, keep-alive)
+//   s3store       S3Store on createS3Client (UNSIGNED-PAYLOAD, no SDK checksum, keep-alive;
+//                 on a custom endpoint Content-MD5 on every part, which the server checks)
+//   s3store-no-md5  the same with contentMd5 off: the difference is the MD5's cost
 //   lib-storage   @aws-sdk/lib-storage Upload fed a stream of 64 KiB chunks, SDK-default client
 //   lib-storage-tuned  the same on createS3Client's client
 // Each variant and round runs in its own child process, so peak RSS is that upload's.
@@ -28,7 +30,7 @@ import { createS3Client, S3Store } from '../../lib/store/s3.js'
 
 const MiB = 1024 * 1024
 const CHUNK = 64 * 1024
-const VARIANTS = ['sdk-defaults', 's3store', 'lib-storage', 'lib-storage-tuned'] as const
+const VARIANTS = ['sdk-defaults', 's3store', 's3store-no-md5', 'lib-storage', 'lib-storage-tuned'] as const
 type Variant = (typeof VARIANTS)[number]
 
 const { values: args } = parseArgs({
@@ -96,8 +98,13 @@ async function runVariant(variant: Variant, key: string, body: Buffer): Promise<
       new CompleteMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId, MultipartUpload: { Parts } }),
     )
     client.destroy()
-  } else if (variant === 's3store') {
-    const store = new S3Store({ client: createS3Client(), bucket, prefix: '' })
+  } else if (variant === 's3store' || variant === 's3store-no-md5') {
+    const store = new S3Store({
+      client: createS3Client(),
+      bucket,
+      prefix: '',
+      ...(variant === 's3store-no-md5' && { contentMd5: false }),
+    })
     const uploadId = await store.createMultipart(key)
     const done: { partNumber: number; etag: string }[] = []
     await eachPart(async (n) => {
