@@ -124,6 +124,27 @@ export async function readCheckpointInode(
   return (await readObjectHeader(store, cno, 0, { format: options.format, size, signal: options.signal })).header.inode
 }
 
+/**
+ * Whether `inode` (checkpoint `inode.cno`, whose part 0 this writer stored) was published at
+ * some point, given the inode published now: the published checkpoints form a chain, each
+ * part 0 naming the inode it was built on, so it is walked back from `now` until it passes
+ * `inode.cno`. A writer whose inode write failed its condition learns this way that another
+ * writer rolled its checkpoint forward (and perhaps published more on top since).
+ */
+export async function wasPublished(
+  store: ObjectStore,
+  inode: Inode,
+  now: Inode,
+  signal?: AbortSignal,
+): Promise<boolean> {
+  let cur = now
+  while (cur.cno > inode.cno) {
+    const { header } = await readObjectHeader(store, cur.cno, 0, { format: cur.format, signal })
+    cur = header.baseInode
+  }
+  return cur.cno === inode.cno && sameInode(cur, inode)
+}
+
 /** Whether two inodes are the same, field for field (as their encodings are). */
 export function sameInode(a: Inode, b: Inode): boolean {
   return Buffer.from(encodeInodeObject(a)).equals(encodeInodeObject(b))

@@ -20,7 +20,7 @@
  * a data part written early under memory pressure; it publishes nothing.
  */
 import debug from 'debug'
-import { type Published, publishInode, reloadInode, sameInode } from '../container/inode.js'
+import { type Published, publishInode, reloadInode, sameInode, wasPublished } from '../container/inode.js'
 import { deleteSegments } from '../container/listing.js'
 import { StreamSegmentError } from '../errors.js'
 import { FLAG_CHECKPOINT, FLAG_PARTIAL } from '../format/header.js'
@@ -116,6 +116,8 @@ export async function writePartials(core: FileState): Promise<void> {
 }
 
 const MAX_TAKEN_NUMBERS = 16
+/** An ETag no inode has: a compare-and-swap against it always fails its condition. */
+const SUPERSEDED = 'superseded-by-a-later-checkpoint'
 
 /**
  * Uploads an object under a fresh (cno, part) — part 0 when `part0` — built by `make`.
@@ -204,15 +206,18 @@ export async function flush(core: FileState): Promise<FlushTiming> {
         throw err
       }
       // Another writer that opened the container meanwhile may have rolled this very
-      // checkpoint forward: then it is published, exactly as this flush built it.
+      // checkpoint forward (and perhaps published more on top since): then it is
+      // published, exactly as this flush built it.
       const now = await reloadInode(core.store, core.signal)
-      if (now === undefined || !sameInode(now.inode, inode)) {
+      const latest = now !== undefined && sameInode(now.inode, inode)
+      if (now === undefined || !(latest || (await wasPublished(core.store, inode, now.inode, core.signal)))) {
         part0.unplace()
         await afterConflict(core, timing, cno, err, now)
         continue
       }
       log('checkpoint %d: published meanwhile by a writer that rolled it forward: ours', cno)
-      etag = now.etag as string
+      // Superseded already: the next flush with changes meets the newer one as a conflict.
+      etag = latest ? (now.etag as string) : SUPERSEDED
     }
     timing.inodeMs += performance.now() - t3
     record(core, timing, part0)
