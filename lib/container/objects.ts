@@ -133,6 +133,14 @@ export class ObjectReads {
     this.walkLimiter = new Limiter(options.readMaxConcurrency)
   }
 
+  /** Forgets what is known of object `key` (its header and summary are read again when needed). */
+  forget(key: string): void {
+    const st = this.objects.get(key)
+    if (st === undefined) return
+    this.objects.delete(key)
+    if (st.summary !== undefined) this.summaryBytes -= summaryMemory(st.summary)
+  }
+
   /** Forgets cached headers and summaries. */
   clear(): void {
     this.objects.clear()

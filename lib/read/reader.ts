@@ -15,8 +15,10 @@
  * - Data. Holes cost nothing; dirty blocks are copied from the dirty tier; stored blocks
  *   contiguous in one object coalesce into one ranged GET of at most `readGetMaxBytes`.
  *   Every block fetched must sit in a live summary slot naming that block, with a
- *   matching CRC-32 (computed for the whole GET before its bytes are returned):
- *   otherwise ERR_CORRUPT naming the key, offset and both CRCs, never the bytes.
+ *   matching CRC-32 (computed for the whole GET before its bytes are returned). A run
+ *   that fails is fetched once more with its summary (bytes damaged on the way fail the
+ *   same checks); failing again it is ERR_CORRUPT naming the key, offset and both CRCs,
+ *   never the bytes.
  */
 
 import { NODE_SPAN_BYTES, type NodeSpan, nodeSpans } from '../container/nodes.js'
@@ -224,6 +226,18 @@ export class Reader {
 
   /** The run's blocks, each checked against the object's summary. */
   private async fetchBlocks(r: Run): Promise<Uint8Array> {
+    try {
+      return await this.fetchBlocksOnce(r)
+    } catch (err) {
+      if (!StreamSegmentError.is(err, 'ERR_CORRUPT')) throw err
+      // Bytes damaged on the way (a flipped bit, a cut answer) fail the same checks as
+      // bytes damaged on storage: fetch the run and its summary once more before saying so.
+      this.objects.forget(r.key)
+      return this.fetchBlocksOnce(r)
+    }
+  }
+
+  private async fetchBlocksOnce(r: Run): Promise<Uint8Array> {
     const bs = this.core.blockSize
     const st = this.objects.state(r.key, r.cno, r.part)
     const length = r.count * bs

@@ -119,6 +119,7 @@ export class FileState {
     this._published = published
     this._publishedEtag = publishedEtag
     this._size = base.size
+    this.retriesBefore = store.retries ?? 0
     this.resetTree()
   }
 

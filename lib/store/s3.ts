@@ -119,7 +119,8 @@ export function createS3Client(options: CreateS3ClientOptions = {}): S3Client {
       httpAgent: new HttpAgent({ keepAlive: true, maxSockets }),
       httpsAgent: new HttpsAgent({ keepAlive: true, maxSockets }),
       connectionTimeout: connectTimeoutMs,
-      requestTimeout: idleTimeoutMs,
+      // The socket's idle timeout (the handler's requestTimeout only warns by default).
+      socketTimeout: idleTimeoutMs,
     },
     // S3Store retries by itself (one policy for every call, conditional writes included).
     maxAttempts: 1,
@@ -398,12 +399,19 @@ export class S3Store implements ObjectStore {
       Metadata: metadata,
       ChecksumAlgorithm: this.checksums ? 'CRC32' : undefined,
     })
+    let tries = 0
     try {
-      const out = await this.#send('CreateMultipartUpload', key, signal, (s) =>
-        this.client.send(command, { abortSignal: s }),
-      )
+      const out = await this.#send('CreateMultipartUpload', key, signal, (s) => {
+        tries++
+        return this.client.send(command, { abortSignal: s })
+      })
       if (!out.UploadId) throw StreamSegmentError.store(`CreateMultipartUpload ${this.#where(key)}: no UploadId`)
-      if (writeId !== undefined) this.#claims.set(out.UploadId, writeId)
+      if (writeId !== undefined) {
+        this.#claims.set(out.UploadId, writeId)
+        // A try whose answer was lost may have created an upload too: the claim holds the
+        // key, so every other upload on it is one of those. Abort them.
+        if (tries > 1) await this.#abortOthers(key, out.UploadId, signal)
+      }
       return out.UploadId
     } catch (err) {
       if (writeId !== undefined) await this.#releasePlaceholder(key, writeId)
@@ -606,6 +614,24 @@ export class S3Store implements ObjectStore {
     } catch (err) {
       if (StreamSegmentError.is(err, 'ERR_NOT_FOUND')) return false
       throw err
+    }
+  }
+
+  /** Aborts every open upload on exactly `key` but `keep` (best effort, logged). */
+  async #abortOthers(key: string, keep: string, signal: AbortSignal | undefined): Promise<void> {
+    try {
+      for await (const u of this.listMultipart(key, { signal })) {
+        if (u.key === key && u.uploadId !== keep) {
+          log(
+            'CreateMultipartUpload %s: aborting %s, created by a try whose answer was lost',
+            this.#where(key),
+            u.uploadId,
+          )
+          await this.abortMultipart(key, u.uploadId, { signal })
+        }
+      }
+    } catch (err) {
+      log('abort of other uploads on %s failed: %s', this.#where(key), (err as Error).message)
     }
   }
 
