@@ -6,23 +6,35 @@
  *   file in `.ss-tmp/`, is fsynced, then linked (create-only: `link` fails if the key
  *   exists, atomically) or renamed (replace) into place, and the directory is fsynced.
  *   A crash leaves the old object or the new one, never a torn one; leftovers in
- *   `.ss-tmp/` are garbage.
- * - ETags come from the file's identity (inode number, size, mtime), not from hashing
- *   its bytes: every write makes a new file, so a replaced object has a new ETag.
- * - Metadata lives beside the object in `.ss-meta/<inode number>`, written before the
- *   object becomes visible; it is found through the object file's inode number.
- * - `ifMatch` puts and claimed multipart completions run under a per-key lock
- *   (`mkdir` in `.ss-lock/`), so compare-and-swap is atomic; a lock older than
- *   LOCK_STALE_MS is taken to be a crashed holder's and broken.
+ *   `.ss-tmp/` are garbage. A write that fails (a full disk: ENOSPC) removes its
+ *   temporary file and leaves the key as it was.
+ * - Every object has a sidecar `.ss-meta/<inode number>` holding its metadata and its
+ *   ETag: 128 random bits drawn for each write. The sidecar is written and fsynced
+ *   before the object becomes visible, so whoever sees the object sees its sidecar; a
+ *   new write always has a new ETag, whatever its size and however soon it follows (the
+ *   file's inode number and mtime do not: a freed inode number is reused at once, and
+ *   mtimes can be as coarse as a second). Objects written before sidecars held ETags
+ *   keep the ETag they had: `<inode>-<size>-<mtime µs>` in hex.
+ *   A sidecar is removed only while its inode is held (an open handle, or a name only
+ *   this process knows), so it can never be another file's, which later gets that number.
+ * - `ifMatch` puts and claimed multipart completions run under a per-key lock, so that
+ *   compare-and-swap is atomic (see `acquireLock`): a holder that crashed is detected at
+ *   once when it ran on this machine (its process is gone), within LOCK_STALE_MS
+ *   otherwise (its heartbeat stops), and only that holder's lock is ever broken.
+ * - Failures of the file system are ERR_STORE naming the cause (`no space left on the
+ *   device (ENOSPC)`) and the key.
  * - Keys map to paths segment by segment; bytes other than [A-Za-z0-9_.-] and a
  *   leading dot are %-escaped, and a key segment that has children becomes a
  *   directory named `<segment>%2F`, so the key `a` and the key `a/b` never collide and
  *   no key reaches outside the root or into the store's own dot-folders.
  */
-import { randomUUID } from 'node:crypto'
-import type { Stats } from 'node:fs'
+import { randomBytes, randomUUID } from 'node:crypto'
+import { constants as fsConstants, type Stats } from 'node:fs'
 import * as fs from 'node:fs/promises'
-import { join } from 'node:path'
+import { hostname } from 'node:os'
+import { dirname, join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+import debug from 'debug'
 import { StreamSegmentError } from '../errors.js'
 import {
   checkKey,
@@ -49,19 +61,52 @@ import type {
 } from './types.js'
 import { WRITE_ID_METADATA } from './types.js'
 
+const log = debug('stream-segment:directory')
+
 const TMP = '.ss-tmp'
 const META = '.ss-meta'
 const LOCKS = '.ss-lock'
 const UPLOADS = '.ss-multipart'
-const LOCK_STALE_MS = 30_000
+/** The sidecar field holding the ETag: not a valid metadata key, so never a caller's. */
+const ETAG_FIELD = 'ss:etag'
 const LOCK_WAIT_MS = 60_000
+const LOCK_POLL_MAX_MS = 20
+/** A holder touches its lock this often, so that a waiter that cannot see its process can tell it lives. */
+const LOCK_HEARTBEAT_MS = 1_000
+/** A lock whose holder's process cannot be checked (another machine or PID namespace) is stale without a heartbeat for this long. */
+const LOCK_STALE_MS = 10_000
 const COPY_BUFFER = 1024 * 1024
+const LIST_CONCURRENCY = 32
+/** Opens whatever is at a key's path without blocking (a FIFO someone put there) and without writing. */
+const OPEN_PROBE = fsConstants.O_RDONLY | fsConstants.O_NONBLOCK
+
+/** Test hooks: not part of the API. */
+export interface DirectoryStoreHooks {
+  /** Runs while this store holds a key's lock, before the guarded compare-and-swap. */
+  lockHeld?: (key: string) => void | Promise<void>
+}
+
+/** A temporary file being written, and whether it has become an object (its sidecar then stays). */
+interface Temp {
+  path: string
+  ino: number
+  etag: string
+  published: boolean
+}
+
+/** An object found at a path: what head says of it, and its file. */
+interface Found extends ObjectInfo {
+  st: Stats
+}
 
 export class DirectoryStore implements ObjectStore {
   readonly url: string
   private ready: Promise<void> | undefined
 
-  constructor(readonly root: string) {
+  constructor(
+    readonly root: string,
+    private readonly hooks: DirectoryStoreHooks = {},
+  ) {
     this.url = root
   }
 
@@ -69,21 +114,25 @@ export class DirectoryStore implements ObjectStore {
     checkKey(key)
     throwIfAborted(options?.signal, `put ${key}`)
     const { metadata, writeId } = putMetadata(options)
-    const tmp = await this.writeTemp(body, metadata)
     try {
-      const path = this.pathOf(key)
-      await fs.mkdir(join(path, '..'), { recursive: true })
-      if (options?.ifNoneMatch === '*') return await this.linkCreateOnly(key, tmp, path, options, writeId)
-      if (options?.ifMatch !== undefined) {
-        return await this.withLock(key, async () => {
-          const current = await this.head(key)
-          if (checkPutPrecondition(key, current, options, writeId) === 'replayed') return { etag: current!.etag }
-          return { etag: await this.replace(tmp, path) }
-        })
-      }
-      return { etag: await this.replace(tmp, path) }
-    } finally {
-      await fs.rm(tmp, { force: true })
+      return await this.publish(
+        key,
+        (fh) => writeFully(fh, bodyChunks(body)),
+        metadata,
+        (tmp, path) => {
+          if (options?.ifNoneMatch === '*') return this.linkCreateOnly(key, tmp, path, options, writeId)
+          if (options?.ifMatch !== undefined) {
+            return this.withLock(key, async () => {
+              const current = await this.info(path)
+              if (checkPutPrecondition(key, current, options, writeId) === 'replayed') return current!.etag
+              return this.replace(tmp, path)
+            })
+          }
+          return this.replace(tmp, path)
+        },
+      )
+    } catch (err) {
+      throw this.mapError(err, `put ${key}`)
     }
   }
 
@@ -95,7 +144,7 @@ export class DirectoryStore implements ObjectStore {
     try {
       fh = await fs.open(this.pathOf(key), 'r')
     } catch (err) {
-      throw this.mapError(err, `get ${key}`)
+      throw this.mapError(err, `get ${key}`, true)
     }
     try {
       const st = await fh.stat()
@@ -110,41 +159,56 @@ export class DirectoryStore implements ObjectStore {
         done += bytesRead
       }
       return out
+    } catch (err) {
+      throw this.mapError(err, `get ${key}`)
     } finally {
-      await fh.close()
+      await fh.close().catch(() => {})
     }
   }
 
   async head(key: string, options?: RequestOptions): Promise<ObjectInfo | undefined> {
     checkKey(key)
     throwIfAborted(options?.signal, `head ${key}`)
-    let st: Stats
     try {
-      st = await fs.stat(this.pathOf(key))
+      const found = await this.info(this.pathOf(key))
+      return found && { size: found.size, etag: found.etag, metadata: found.metadata }
     } catch (err) {
-      if (isCode(err, 'ENOENT') || isCode(err, 'ENOTDIR')) return undefined
       throw this.mapError(err, `head ${key}`)
     }
-    if (!st.isFile()) return undefined
-    return { size: st.size, etag: etagOf(st), metadata: await this.readMetadata(st.ino) }
   }
 
   async *list(prefix = '', options?: RequestOptions): AsyncIterable<ListEntry> {
+    const files: Array<{ key: string; path: string }> = []
+    try {
+      await this.walk(this.root, '', prefix, files, options?.signal)
+    } catch (err) {
+      throw this.mapError(err, `list ${prefix}`)
+    }
     const entries: ListEntry[] = []
-    await this.walk(this.root, '', prefix, entries, options?.signal)
+    for (let i = 0; i < files.length; i += LIST_CONCURRENCY) {
+      throwIfAborted(options?.signal, `list ${prefix}`)
+      const batch = files.slice(i, i + LIST_CONCURRENCY)
+      const found = await Promise.all(
+        batch.map((f) => this.info(f.path).catch((err) => Promise.reject(this.mapError(err, `list ${f.key}`)))),
+      )
+      batch.forEach((f, j) => {
+        const o = found[j]
+        if (o !== undefined) entries.push({ key: f.key, size: o.st.size, etag: o.etag, lastModifiedMs: o.st.mtimeMs })
+      })
+    }
     entries.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
     yield* entries
   }
 
   async delete(keys: string | readonly string[], options?: RequestOptions): Promise<void> {
-    for (const key of typeof keys === 'string' ? [keys] : keys) {
-      checkKey(key)
+    const list = typeof keys === 'string' ? [keys] : keys
+    for (const key of list) checkKey(key)
+    for (const key of list) {
       throwIfAborted(options?.signal, `delete ${key}`)
-      const path = this.pathOf(key)
-      const st = await fs.stat(path).catch(() => undefined)
-      if (st?.isFile()) {
-        await fs.rm(path, { force: true })
-        await fs.rm(join(this.root, META, String(st.ino)), { force: true })
+      try {
+        await this.remove(this.pathOf(key))
+      } catch (err) {
+        throw this.mapError(err, `delete ${key}`)
       }
     }
   }
@@ -158,15 +222,24 @@ export class DirectoryStore implements ObjectStore {
       await this.put(key, new Uint8Array(0), { ifNoneMatch: '*', writeId: claim })
       metadata[WRITE_ID_METADATA] = claim
     }
-    await this.init()
-    const uploadId = randomUUID()
-    const dir = join(this.root, UPLOADS, uploadId)
-    await fs.mkdir(dir, { recursive: true })
-    await fs.writeFile(
-      join(dir, 'upload.json'),
-      JSON.stringify({ key, metadata, claimed: options?.ifNoneMatch === '*' }),
-    )
-    return uploadId
+    try {
+      await this.init()
+      const uploadId = randomUUID()
+      const dir = join(this.root, UPLOADS, uploadId)
+      await mkdirs(dir)
+      try {
+        // Written whole, then renamed: a full disk leaves no half upload.json behind.
+        const file = join(dir, 'upload.json')
+        await fs.writeFile(`${file}.tmp`, JSON.stringify({ key, metadata, claimed: options?.ifNoneMatch === '*' }))
+        await fs.rename(`${file}.tmp`, file)
+      } catch (err) {
+        await fs.rm(dir, { recursive: true, force: true }).catch(() => {})
+        throw err
+      }
+      return uploadId
+    } catch (err) {
+      throw this.mapError(err, `create multipart ${key}`)
+    }
   }
 
   async uploadPart(
@@ -178,15 +251,20 @@ export class DirectoryStore implements ObjectStore {
   ): Promise<{ etag: string }> {
     checkPartNumber(key, partNumber)
     throwIfAborted(options?.signal, `upload part ${partNumber} of ${key}`)
-    const dir = (await this.upload(key, uploadId)).dir
-    // Parts need no fsync of their own: the completed object is written anew and synced.
-    const tmp = await this.writeTemp(body, {}, false)
     try {
-      const path = join(dir, String(partNumber))
-      await fs.rename(tmp, path)
-      return { etag: etagOf(await fs.stat(path)) }
-    } finally {
-      await fs.rm(tmp, { force: true })
+      const dir = (await this.upload(key, uploadId)).dir
+      // Parts need no fsync of their own: the completed object is written anew and synced.
+      const tmp = await this.writeTemp((fh) => writeFully(fh, bodyChunks(body)), undefined, false)
+      try {
+        const path = join(dir, String(partNumber))
+        await fs.rename(tmp.path, path)
+        tmp.published = true
+        return { etag: legacyEtag(await fs.stat(path)) }
+      } finally {
+        await this.dropTemp(tmp)
+      }
+    } catch (err) {
+      throw this.mapError(err, `upload part ${partNumber} of ${key}`)
     }
   }
 
@@ -197,62 +275,81 @@ export class DirectoryStore implements ObjectStore {
     options?: RequestOptions,
   ): Promise<{ etag: string }> {
     throwIfAborted(options?.signal, `complete multipart ${key}`)
-    const upload = await this.upload(key, uploadId)
-    checkPartList(key, parts)
-    const paths: string[] = []
-    const sizes: number[] = []
-    for (const p of parts) {
-      const path = join(upload.dir, String(p.partNumber))
-      const st = await fs.stat(path).catch(() => undefined)
-      if (st === undefined || etagOf(st) !== p.etag) {
-        throw StreamSegmentError.invalidArgument(`${key}: part ${p.partNumber} with etag ${p.etag} was not uploaded`)
-      }
-      paths.push(path)
-      sizes.push(st.size)
-    }
-    checkPartSizes(key, sizes)
-    const tmp = await this.concatTemp(paths, upload.metadata)
     try {
-      const path = this.pathOf(key)
-      await fs.mkdir(join(path, '..'), { recursive: true })
-      const commit = async () => {
-        if (upload.claimed) {
-          // The key must still hold our placeholder: nobody else may have completed it.
-          const current = await this.head(key)
-          if (current?.size !== 0 || current.metadata[WRITE_ID_METADATA] !== upload.metadata[WRITE_ID_METADATA]) {
-            throw StreamSegmentError.conflict(`${key}: claimed by another writer (multipart ${uploadId})`)
-          }
+      const upload = await this.upload(key, uploadId)
+      checkPartList(key, parts)
+      const paths: string[] = []
+      const sizes: number[] = []
+      for (const p of parts) {
+        const path = join(upload.dir, String(p.partNumber))
+        const st = await fs.stat(path).catch(() => undefined)
+        if (st === undefined || legacyEtag(st) !== p.etag) {
+          throw StreamSegmentError.invalidArgument(`${key}: part ${p.partNumber} with etag ${p.etag} was not uploaded`)
         }
-        return { etag: await this.replace(tmp, path) }
+        paths.push(path)
+        sizes.push(st.size)
       }
-      const result = upload.claimed ? await this.withLock(key, commit) : await commit()
-      await fs.rm(upload.dir, { recursive: true, force: true })
-      return result
-    } finally {
-      await fs.rm(tmp, { force: true })
+      checkPartSizes(key, sizes)
+      return await this.publish(
+        key,
+        (out) => concatInto(out, paths),
+        upload.metadata,
+        async (tmp, path) => {
+          const commit = async () => {
+            if (upload.claimed) {
+              // The key must still hold our placeholder: nobody else may have completed it.
+              const current = await this.info(path)
+              if (
+                current?.st.size !== 0 ||
+                current.metadata[WRITE_ID_METADATA] !== upload.metadata[WRITE_ID_METADATA]
+              ) {
+                throw StreamSegmentError.conflict(`${key}: claimed by another writer (multipart ${uploadId})`)
+              }
+            }
+            return this.replace(tmp, path)
+          }
+          const etag = upload.claimed ? await this.withLock(key, commit) : await commit()
+          // The object is complete; an upload folder left behind is garbage for abort / gc.
+          await fs.rm(upload.dir, { recursive: true, force: true }).catch(() => {})
+          return etag
+        },
+      )
+    } catch (err) {
+      throw this.mapError(err, `complete multipart ${key}`)
     }
   }
 
-  async abortMultipart(_key: string, uploadId: string, options?: RequestOptions): Promise<void> {
+  async abortMultipart(key: string, uploadId: string, options?: RequestOptions): Promise<void> {
     throwIfAborted(options?.signal, `abort multipart ${uploadId}`)
     if (!/^[0-9a-f-]{36}$/.test(uploadId)) return
-    await fs.rm(join(this.root, UPLOADS, uploadId), { recursive: true, force: true })
+    try {
+      await fs.rm(join(this.root, UPLOADS, uploadId), { recursive: true, force: true })
+    } catch (err) {
+      throw this.mapError(err, `abort multipart ${uploadId} of ${key}`)
+    }
   }
 
   async *listMultipart(prefix = '', options?: RequestOptions): AsyncIterable<MultipartUpload> {
     const dir = join(this.root, UPLOADS)
-    const ids = await fs.readdir(dir).catch(() => [] as string[])
     const open: MultipartUpload[] = []
-    for (const uploadId of ids) {
-      throwIfAborted(options?.signal, `list multipart ${prefix}`)
-      const file = join(dir, uploadId, 'upload.json')
-      const [meta, st] = await Promise.all([
-        fs.readFile(file, 'utf8').catch(() => undefined),
-        fs.stat(file).catch(() => undefined),
-      ])
-      if (meta === undefined || st === undefined) continue
-      const { key } = JSON.parse(meta) as { key: string }
-      if (key.startsWith(prefix)) open.push({ key, uploadId, initiatedMs: st.mtimeMs })
+    try {
+      const ids = await fs.readdir(dir).catch((err) => {
+        if (isMissing(err)) return [] as string[]
+        throw err
+      })
+      for (const uploadId of ids) {
+        throwIfAborted(options?.signal, `list multipart ${prefix}`)
+        const file = join(dir, uploadId, 'upload.json')
+        const [meta, st] = await Promise.all([
+          fs.readFile(file, 'utf8').catch(() => undefined),
+          fs.stat(file).catch(() => undefined),
+        ])
+        const key = meta === undefined ? undefined : parseJson<{ key?: unknown }>(meta)?.key
+        if (typeof key !== 'string' || st === undefined) continue
+        if (key.startsWith(prefix)) open.push({ key, uploadId, initiatedMs: st.mtimeMs })
+      }
+    } catch (err) {
+      throw this.mapError(err, `list multipart ${prefix}`)
     }
     open.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : a.uploadId < b.uploadId ? -1 : 1))
     yield* open
@@ -262,11 +359,12 @@ export class DirectoryStore implements ObjectStore {
 
   private init(): Promise<void> {
     this.ready ??= (async () => {
-      for (const d of [TMP, META, LOCKS, UPLOADS]) await fs.mkdir(join(this.root, d), { recursive: true })
+      for (const d of [TMP, META, LOCKS, UPLOADS]) await mkdirs(join(this.root, d))
     })()
+    // Failures are mapped by the caller, naming its key.
     return this.ready.catch((err) => {
       this.ready = undefined
-      throw this.mapError(err, `create ${this.root}`)
+      throw err
     })
   }
 
@@ -276,93 +374,196 @@ export class DirectoryStore implements ObjectStore {
     return join(this.root, ...segs.map((s, i) => (i < last ? `${escapeSegment(s)}%2F` : escapeSegment(s))))
   }
 
-  /** Writes body (and its metadata, keyed by the new file's inode) to a fsynced temp file. */
-  private async writeTemp(body: Body, metadata: Record<string, string>, sync = true): Promise<string> {
-    await this.init()
-    const tmp = join(this.root, TMP, randomUUID())
-    const fh = await fs.open(tmp, 'wx')
+  private sidecarPath(ino: number): string {
+    return join(this.root, META, String(ino))
+  }
+
+  /**
+   * Writes an object to a temporary file with `fill` (and its sidecar, with a new ETag),
+   * then makes it `key`'s with `commit`, which returns the ETag the key then has. Whatever
+   * fails, the temporary file goes, and the key keeps what it had unless `commit` replaced it.
+   */
+  private async publish(
+    key: string,
+    fill: (fh: fs.FileHandle) => Promise<void>,
+    metadata: Record<string, string>,
+    commit: (tmp: Temp, path: string) => Promise<string>,
+  ): Promise<{ etag: string }> {
+    const tmp = await this.writeTemp(fill, metadata, true)
     try {
-      await writeFully(fh, body instanceof Uint8Array ? [body] : body)
-      if (sync) await fh.sync()
-      await this.writeMetadata((await fh.stat()).ino, metadata)
-    } catch (err) {
-      await fs.rm(tmp, { force: true })
-      throw this.mapError(err, `write ${tmp}`)
+      const path = this.pathOf(key)
+      await mkdirs(dirname(path))
+      return { etag: await commit(tmp, path) }
     } finally {
+      await this.dropTemp(tmp)
+    }
+  }
+
+  /**
+   * A temporary file holding what `fill` writes, fsynced when `sync`; with `sidecar`
+   * (metadata), also its sidecar holding the metadata and a new ETag, fsynced too.
+   * On failure nothing is left behind.
+   */
+  private async writeTemp(
+    fill: (fh: fs.FileHandle) => Promise<void>,
+    sidecar: Record<string, string> | undefined,
+    sync: boolean,
+  ): Promise<Temp> {
+    await this.init()
+    const tmp: Temp = { path: join(this.root, TMP, randomUUID()), ino: -1, etag: '', published: false }
+    const fh = await fs.open(tmp.path, 'wx')
+    try {
+      tmp.ino = (await fh.stat()).ino
+      await fill(fh)
+      if (sidecar !== undefined) {
+        tmp.etag = randomBytes(16).toString('hex')
+        const record = { ...sidecar, [ETAG_FIELD]: tmp.etag }
+        await allOrFirstError([sync ? fh.sync() : Promise.resolve(), this.writeSidecar(tmp.ino, record, sync)])
+        if (sync) await syncDir(join(this.root, META))
+      } else if (sync) {
+        await fh.sync()
+      }
       await fh.close()
+    } catch (err) {
+      await fh.close().catch(() => {})
+      await this.dropTemp(tmp)
+      throw err
     }
     return tmp
   }
 
-  private async concatTemp(paths: readonly string[], metadata: Record<string, string>): Promise<string> {
-    await this.init()
-    const tmp = join(this.root, TMP, randomUUID())
-    const out = await fs.open(tmp, 'wx')
+  /**
+   * Removes a temporary file, and its sidecar unless it became an object. The sidecar goes
+   * first, while the temporary file still holds the inode number it is named by.
+   */
+  private async dropTemp(tmp: Temp): Promise<void> {
+    if (!tmp.published && tmp.ino >= 0) await fs.rm(this.sidecarPath(tmp.ino), { force: true }).catch(() => {})
+    await fs.rm(tmp.path, { force: true }).catch(() => {})
+  }
+
+  private async writeSidecar(ino: number, record: Record<string, string>, sync: boolean): Promise<void> {
+    // 'w' truncates a sidecar left by a file that had this inode number before.
+    const fh = await fs.open(this.sidecarPath(ino), 'w')
     try {
-      const buf = Buffer.allocUnsafe(COPY_BUFFER)
-      let pos = 0
-      for (const p of paths) {
-        const src = await fs.open(p, 'r')
-        try {
-          for (;;) {
-            const { bytesRead } = await src.read(buf, 0, buf.byteLength, null)
-            if (bytesRead === 0) break
-            let done = 0
-            while (done < bytesRead) done += (await out.write(buf, done, bytesRead - done, pos + done)).bytesWritten
-            pos += bytesRead
-          }
-        } finally {
-          await src.close()
-        }
-      }
-      await out.sync()
-      await this.writeMetadata((await out.stat()).ino, metadata)
-    } catch (err) {
-      await fs.rm(tmp, { force: true })
-      throw this.mapError(err, `write ${tmp}`)
+      await fh.writeFile(JSON.stringify(record))
+      if (sync) await fh.sync()
     } finally {
-      await out.close()
+      await fh.close()
     }
-    return tmp
+  }
+
+  private async readSidecar(ino: number): Promise<Record<string, unknown> | undefined> {
+    let text: string
+    try {
+      text = await fs.readFile(this.sidecarPath(ino), 'utf8')
+    } catch (err) {
+      if (isMissing(err)) return undefined
+      throw err
+    }
+    return parseJson<Record<string, unknown>>(text)
+  }
+
+  /**
+   * The object at `path` (undefined when there is none): its file, ETag and metadata. The
+   * file stays open while its sidecar is read, so that its inode number cannot pass to
+   * another file meanwhile.
+   */
+  private async info(path: string): Promise<Found | undefined> {
+    for (let attempt = 0; ; attempt++) {
+      let fh: fs.FileHandle
+      try {
+        fh = await fs.open(path, OPEN_PROBE)
+      } catch (err) {
+        if (isMissing(err) || isCode(err, 'EISDIR')) return undefined
+        throw err
+      }
+      try {
+        const st = await fh.stat()
+        if (!st.isFile()) return undefined
+        const side = await this.readSidecar(st.ino)
+        const metadata = userMetadata(side)
+        const etag = side?.[ETAG_FIELD]
+        if (typeof etag === 'string' && /^[0-9a-f]{32}$/.test(etag)) return { st, size: st.size, etag, metadata }
+        // No ETag in the sidecar: the object was replaced while we looked (its sidecar gone
+        // with it), so look again; or an older version of this store wrote it.
+        if (attempt < 3 && (await fh.stat()).nlink === 0) continue
+        return { st, size: st.size, etag: legacyEtag(st), metadata }
+      } finally {
+        await fh.close().catch(() => {})
+      }
+    }
   }
 
   private async linkCreateOnly(
     key: string,
-    tmp: string,
+    tmp: Temp,
     path: string,
     options: PutOptions,
     writeId: string | undefined,
-  ): Promise<{ etag: string }> {
+  ): Promise<string> {
     try {
-      await fs.link(tmp, path)
+      await fs.link(tmp.path, path)
     } catch (err) {
-      if (!isCode(err, 'EEXIST')) throw this.mapError(err, `put ${key}`)
-      const current = await this.head(key)
-      if (checkPutPrecondition(key, current, options, writeId) === 'replayed') return { etag: current!.etag }
+      if (!isCode(err, 'EEXIST')) throw err
+      const current = await this.info(path)
+      if (checkPutPrecondition(key, current, options, writeId) === 'replayed') return current!.etag
       // The key vanished between link and head: let the caller retry.
       throw StreamSegmentError.conflict(`${key}: changed during create-only put`)
     }
-    await syncDir(join(path, '..'))
-    return { etag: etagOf(await fs.stat(path)) }
+    tmp.published = true
+    await syncDir(dirname(path))
+    return tmp.etag
   }
 
-  private async replace(tmp: string, path: string): Promise<string> {
-    const old = await fs.stat(path).catch(() => undefined)
-    await fs.rename(tmp, path)
-    await syncDir(join(path, '..'))
-    if (old?.isFile()) await fs.rm(join(this.root, META, String(old.ino)), { force: true })
-    return etagOf(await fs.stat(path))
+  /** Renames the temporary file over `path`; the replaced object's sidecar goes once no name links it. */
+  private async replace(tmp: Temp, path: string): Promise<string> {
+    let old: fs.FileHandle | undefined
+    try {
+      old = await fs.open(path, OPEN_PROBE)
+    } catch (err) {
+      if (!isMissing(err)) throw err
+    }
+    try {
+      await fs.rename(tmp.path, path)
+      tmp.published = true
+      await syncDir(dirname(path))
+      if (old !== undefined) {
+        // Held open, the replaced file keeps its inode number: the sidecar is surely its.
+        const st = await old.stat()
+        if (st.isFile() && st.nlink === 0) await fs.rm(this.sidecarPath(st.ino), { force: true }).catch(() => {})
+      }
+    } finally {
+      await old?.close().catch(() => {})
+    }
+    return tmp.etag
   }
 
-  private async writeMetadata(ino: number, metadata: Record<string, string>): Promise<void> {
-    const path = join(this.root, META, String(ino))
-    if (Object.keys(metadata).length === 0) await fs.rm(path, { force: true })
-    else await fs.writeFile(path, JSON.stringify(metadata))
-  }
-
-  private async readMetadata(ino: number): Promise<Record<string, string>> {
-    const text = await fs.readFile(join(this.root, META, String(ino)), 'utf8').catch(() => undefined)
-    return text === undefined ? {} : (JSON.parse(text) as Record<string, string>)
+  /**
+   * Deletes the object at `path`, and its sidecar once no name links its file: the file is
+   * held open meanwhile, so that its inode number cannot pass to another. (An unlink never
+   * needs room: this works on a full disk.)
+   */
+  private async remove(path: string): Promise<void> {
+    let fh: fs.FileHandle
+    try {
+      fh = await fs.open(path, OPEN_PROBE)
+    } catch (err) {
+      if (isMissing(err) || isCode(err, 'EISDIR')) return
+      throw err
+    }
+    try {
+      const st = await fh.stat()
+      if (!st.isFile()) return
+      try {
+        await fs.unlink(path)
+      } catch (err) {
+        if (isMissing(err)) return
+        throw err
+      }
+      if ((await fh.stat()).nlink === 0) await fs.rm(this.sidecarPath(st.ino), { force: true })
+    } finally {
+      await fh.close().catch(() => {})
+    }
   }
 
   private async upload(
@@ -376,41 +577,37 @@ export class DirectoryStore implements ObjectStore {
     const upload =
       text === undefined
         ? undefined
-        : (JSON.parse(text) as { key: string; metadata: Record<string, string>; claimed: boolean })
+        : parseJson<{ key: string; metadata: Record<string, string>; claimed: boolean }>(text)
     if (upload?.key !== key) throw StreamSegmentError.notFound(`${this.url}/${key}: no multipart upload ${uploadId}`)
     return { dir, metadata: upload.metadata, claimed: upload.claimed }
   }
 
   private async withLock<T>(key: string, fn: () => Promise<T>): Promise<T> {
     await this.init()
-    const lock = join(this.root, LOCKS, escapeSegment(key.replaceAll('/', '%2F')))
-    const deadline = Date.now() + LOCK_WAIT_MS
-    for (let delay = 1; ; delay = Math.min(delay * 2, 50)) {
-      try {
-        await fs.mkdir(lock)
-        break
-      } catch (err) {
-        if (!isCode(err, 'EEXIST')) throw this.mapError(err, `lock ${key}`)
-        const st = await fs.stat(lock).catch(() => undefined)
-        if (st !== undefined && Date.now() - st.mtimeMs > LOCK_STALE_MS)
-          await fs.rm(lock, { recursive: true, force: true })
-        if (Date.now() > deadline)
-          throw StreamSegmentError.store(`${this.url}/${key}: lock ${lock} held for over ${LOCK_WAIT_MS} ms`)
-        await new Promise((r) => setTimeout(r, delay))
-      }
-    }
+    const lock = await acquireLock(
+      join(this.root, LOCKS, escapeSegment(key.replaceAll('/', '%2F'))),
+      join(this.root, TMP),
+      `${this.url}/${key}`,
+    )
     try {
+      await this.hooks.lockHeld?.(key)
       return await fn()
     } finally {
-      await fs.rm(lock, { recursive: true, force: true })
+      await lock.release()
     }
   }
 
-  private async walk(dir: string, keyPrefix: string, want: string, out: ListEntry[], signal?: AbortSignal) {
+  private async walk(
+    dir: string,
+    keyPrefix: string,
+    want: string,
+    out: Array<{ key: string; path: string }>,
+    signal?: AbortSignal,
+  ) {
     throwIfAborted(signal, `list ${want}`)
     const entries = await fs.readdir(dir, { withFileTypes: true }).catch((err) => {
       if (isCode(err, 'ENOENT')) return []
-      throw this.mapError(err, `list ${dir}`)
+      throw err
     })
     for (const e of entries) {
       if (e.name.startsWith('.')) continue // the store's own folders; keys never map to dot names
@@ -419,20 +616,221 @@ export class DirectoryStore implements ObjectStore {
         if (k.startsWith(want) || want.startsWith(k)) await this.walk(join(dir, e.name), k, want, out, signal)
       } else if (e.isFile()) {
         const key = keyPrefix + unescapeSegment(e.name)
-        if (!key.startsWith(want)) continue
-        const st = await fs.stat(join(dir, e.name)).catch(() => undefined)
-        if (st !== undefined) out.push({ key, size: st.size, etag: etagOf(st), lastModifiedMs: st.mtimeMs })
+        if (key.startsWith(want)) out.push({ key, path: join(dir, e.name) })
       }
     }
   }
 
-  private mapError(err: unknown, what: string): StreamSegmentError {
+  /**
+   * The error to throw for a failure while doing `what`: ERR_STORE naming the cause
+   * (`no space left on the device (ENOSPC)`); ERR_NOT_FOUND for a missing file when
+   * `missingIsNotFound` (a get).
+   */
+  private mapError(err: unknown, what: string, missingIsNotFound = false): StreamSegmentError {
     if (err instanceof StreamSegmentError) return err
-    if (isCode(err, 'ENOENT') || isCode(err, 'ENOTDIR') || isCode(err, 'EISDIR')) {
+    const code = (err as NodeJS.ErrnoException | undefined)?.code
+    if (missingIsNotFound && (code === 'ENOENT' || code === 'ENOTDIR' || code === 'EISDIR')) {
       return StreamSegmentError.notFound(`${this.url}: ${what}: no such key`, err)
     }
-    return StreamSegmentError.store(`${this.url}: ${what} failed: ${(err as Error).message}`, err)
+    const known = code === undefined ? undefined : ERRNO_TEXT[code]
+    const why = known !== undefined ? `${known} (${code})` : err instanceof Error ? err.message : String(err)
+    return StreamSegmentError.store(`${this.url}: ${what} failed: ${why}`, err)
   }
+}
+
+/** What the file system's failures mean, for messages. */
+const ERRNO_TEXT: Record<string, string> = {
+  ENOSPC: 'no space left on the device',
+  EDQUOT: 'disk quota exceeded',
+  EROFS: 'the file system is read-only',
+  EIO: 'input/output error: the device or the file system failed',
+  EMFILE: 'too many open files in this process',
+  ENFILE: 'too many open files in the system',
+  EFBIG: 'file too large for the file system',
+  ENOMEM: 'out of memory in the kernel',
+  EACCES: 'permission denied',
+  EPERM: 'operation not permitted',
+  EBUSY: 'device or resource busy',
+  EAGAIN: 'resource temporarily unavailable',
+  ESTALE: 'stale file handle: the network file system lost the file',
+  ETIMEDOUT: 'the network file system timed out',
+  ENAMETOOLONG: 'file name too long',
+  EMLINK: 'too many links',
+  ENOENT: "a file or folder of the store's is missing",
+  ENOTDIR: 'a path in the store is not a folder',
+}
+
+// --- the per-key lock ---
+
+/** What a lock says about its holder, so that a waiter can tell whether it still lives. */
+interface LockOwner {
+  pid: number
+  token: string
+  host: string
+  /** The kernel's boot id: a process of another boot is gone. */
+  boot?: string | undefined
+  /** The holder's PID namespace: its pid means something here only when it is ours. */
+  pidNs?: string | undefined
+  /** The holder's start time (clock ticks since boot), so that a reused pid is not taken for it. */
+  start?: string | undefined
+}
+
+type Identity = Omit<LockOwner, 'token'>
+
+let identity: Promise<Identity> | undefined
+
+function myIdentity(): Promise<Identity> {
+  identity ??= (async () => ({
+    pid: process.pid,
+    host: hostname(),
+    boot: await fs.readFile('/proc/sys/kernel/random/boot_id', 'utf8').then(
+      (s) => s.trim(),
+      () => undefined,
+    ),
+    pidNs: await fs.readlink('/proc/self/ns/pid').catch(() => undefined),
+    start: (await procStat(process.pid))?.start,
+  }))()
+  return identity
+}
+
+/** A process's state letter and start time from /proc (Linux); undefined when there is no such entry. */
+async function procStat(pid: number): Promise<{ state: string; start: string } | undefined> {
+  const text = await fs.readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined)
+  if (text === undefined) return undefined
+  // Fields after the command name (in parentheses, which may hold anything): state is field 3, starttime 22.
+  const f = text.slice(text.lastIndexOf(')') + 2).split(' ')
+  return f[0] === undefined || f[19] === undefined ? undefined : { state: f[0], start: f[19] }
+}
+
+/**
+ * Whether a lock's holder still runs: true or false when its process can be checked (this
+ * machine, this PID namespace), undefined when it cannot (then its heartbeat tells).
+ */
+async function holderAlive(owner: LockOwner, me: Identity): Promise<boolean | undefined> {
+  if (owner.host !== me.host || owner.boot !== me.boot || owner.pidNs !== me.pidNs) return undefined
+  if (owner.pid === me.pid) return owner.start === me.start
+  try {
+    process.kill(owner.pid, 0)
+  } catch (err) {
+    if (isCode(err, 'ESRCH')) return false
+    if (!isCode(err, 'EPERM')) return undefined
+  }
+  if (me.boot === undefined) return undefined // no /proc: a live pid may be another process
+  const st = await procStat(owner.pid)
+  if (st === undefined) return undefined
+  if (st.state === 'Z' || st.state === 'X') return false // killed, not yet reaped by its parent
+  return owner.start === undefined || st.start === owner.start
+}
+
+/**
+ * Takes the lock at `lockDir` (a directory), waiting while another holds it.
+ *
+ * A lock is a directory holding exactly one file, `owner-<token>` (a random token per
+ * taking), whose JSON says who holds it (LockOwner). It is built complete in `staging`
+ * and renamed into place: a rename onto a directory that is not empty fails, so only one
+ * taker can succeed, and nobody ever sees a lock without its owner (an empty lock
+ * directory, left for a moment by a release or a break, is free: the rename replaces it).
+ *
+ * A waiter that finds the lock taken reads its owner. When that process is gone (checked
+ * with kill(pid, 0) and /proc, pid reuse and zombies included), or when it cannot be
+ * checked and its heartbeat has stopped for LOCK_STALE_MS, the waiter breaks the lock by
+ * unlinking that very owner file, `owner-<token>`: of several waiters that saw it stale,
+ * one unlink succeeds, and none can touch a lock taken since, whose owner file has
+ * another name. The holder releases the same way, then removes the directory if it is
+ * still empty. So at most one owner file is ever in the lock, and its holder alone may
+ * remove it while it lives.
+ */
+async function acquireLock(
+  lockDir: string,
+  stagingParent: string,
+  what: string,
+): Promise<{ release(): Promise<void> }> {
+  const me = await myIdentity()
+  const owner: LockOwner = { ...me, token: randomBytes(16).toString('hex') }
+  const ownerName = `owner-${owner.token}`
+  const staging = join(stagingParent, `lock-${owner.token}`)
+  await fs.mkdir(staging)
+  try {
+    await fs.writeFile(join(staging, ownerName), JSON.stringify(owner))
+    const deadline = Date.now() + LOCK_WAIT_MS
+    for (let delay = 1; ; ) {
+      try {
+        await fs.rename(staging, lockDir)
+        break
+      } catch (err) {
+        if (!isCode(err, 'ENOTEMPTY') && !isCode(err, 'EEXIST')) throw err
+      }
+      if (Date.now() > deadline) {
+        throw StreamSegmentError.store(`${what}: lock ${lockDir} held for over ${LOCK_WAIT_MS} ms by a live holder`)
+      }
+      if (await breakIfStale(lockDir, me)) continue
+      await sleep(delay)
+      delay = Math.min(delay * 2, LOCK_POLL_MAX_MS)
+    }
+  } catch (err) {
+    await fs.rm(staging, { recursive: true, force: true }).catch(() => {})
+    throw err
+  }
+  const ownerPath = join(lockDir, ownerName)
+  const heartbeat = setInterval(() => {
+    const now = new Date()
+    fs.utimes(ownerPath, now, now).catch(() => {})
+  }, LOCK_HEARTBEAT_MS)
+  heartbeat.unref()
+  return {
+    async release() {
+      clearInterval(heartbeat)
+      try {
+        await fs.unlink(ownerPath)
+      } catch (err) {
+        log('releasing %s: %s', ownerPath, (err as Error).message)
+        if (!isMissing(err)) return // left for a waiter to break once this process is gone
+      }
+      await fs.rmdir(lockDir).catch(() => {}) // ENOTEMPTY: taken again already
+    },
+  }
+}
+
+/** Breaks the lock if its holder is gone; true when the lock may be free now (take it again at once). */
+async function breakIfStale(lockDir: string, me: Identity): Promise<boolean> {
+  let names: string[]
+  try {
+    names = await fs.readdir(lockDir)
+  } catch (err) {
+    if (isMissing(err)) return true
+    throw err
+  }
+  const name = names.find((n) => n.startsWith('owner-'))
+  // Empty: being released or broken, free to take. Anything else without an owner is not
+  // ours: wait, and time out naming it.
+  if (name === undefined) return names.length === 0
+  const file = join(lockDir, name)
+  let text: string
+  let st: Stats
+  try {
+    ;[text, st] = await Promise.all([fs.readFile(file, 'utf8'), fs.stat(file)])
+  } catch (err) {
+    if (isMissing(err)) return true
+    throw err
+  }
+  const owner = parseJson<LockOwner>(text)
+  const alive = owner !== undefined && name === `owner-${owner.token}` ? await holderAlive(owner, me) : undefined
+  if (alive === true || (alive === undefined && Date.now() - st.mtimeMs <= LOCK_STALE_MS)) return false
+  try {
+    await fs.unlink(file)
+  } catch (err) {
+    if (isMissing(err)) return true // another waiter broke it, or its holder released it
+    throw err
+  }
+  log('broke the lock %s of pid %s (%s)', lockDir, owner?.pid, alive === false ? 'gone' : 'no heartbeat')
+  await fs.rmdir(lockDir).catch(() => {})
+  return true
+}
+
+// --- helpers ---
+
+function bodyChunks(body: Body): readonly Uint8Array[] {
+  return body instanceof Uint8Array ? [body] : body
 }
 
 /** writev until every byte is written (writev may write less than asked). */
@@ -451,6 +849,49 @@ async function writeFully(fh: fs.FileHandle, chunks: readonly Uint8Array[]): Pro
       }
     }
   }
+}
+
+/** Copies the files at `paths`, in order, into `out`. */
+async function concatInto(out: fs.FileHandle, paths: readonly string[]): Promise<void> {
+  const buf = Buffer.allocUnsafe(COPY_BUFFER)
+  let pos = 0
+  for (const p of paths) {
+    const src = await fs.open(p, 'r')
+    try {
+      for (;;) {
+        const { bytesRead } = await src.read(buf, 0, buf.byteLength, null)
+        if (bytesRead === 0) break
+        let done = 0
+        while (done < bytesRead) done += (await out.write(buf, done, bytesRead - done, pos + done)).bytesWritten
+        pos += bytesRead
+      }
+    } finally {
+      await src.close()
+    }
+  }
+}
+
+/** Waits for all of `ps`; rejects with the first failure once all have settled. */
+async function allOrFirstError(ps: readonly Promise<unknown>[]): Promise<void> {
+  const failed = (await Promise.allSettled(ps)).find((r) => r.status === 'rejected')
+  if (failed !== undefined) throw (failed as PromiseRejectedResult).reason
+}
+
+function parseJson<T>(text: string): T | undefined {
+  try {
+    const v = JSON.parse(text) as unknown
+    return v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as T) : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** A sidecar's metadata, without the store's own fields. */
+function userMetadata(side: Record<string, unknown> | undefined): Record<string, string> {
+  const out: Record<string, string> = {}
+  if (side === undefined) return out
+  for (const [k, v] of Object.entries(side)) if (k !== ETAG_FIELD && typeof v === 'string') out[k] = v
+  return out
 }
 
 function escapeSegment(s: string): string {
@@ -472,8 +913,29 @@ function unescapeSegment(s: string): string {
   ).toString('utf8')
 }
 
-function etagOf(st: Stats): string {
+/** The ETag of a file by its identity: for objects whose sidecar has no ETag (older versions), and for parts. */
+function legacyEtag(st: Stats): string {
   return `${st.ino.toString(16)}-${st.size.toString(16)}-${Math.round(st.mtimeMs * 1000).toString(16)}`
+}
+
+/**
+ * `mkdir -p`, keeping the file system's error: a recursive fs.mkdir reports ENOENT when
+ * the disk is full or read-only.
+ */
+async function mkdirs(dir: string): Promise<void> {
+  try {
+    await fs.mkdir(dir)
+    return
+  } catch (err) {
+    if (isCode(err, 'EEXIST')) return
+    if (!isCode(err, 'ENOENT') || dirname(dir) === dir) throw err
+  }
+  await mkdirs(dirname(dir))
+  try {
+    await fs.mkdir(dir)
+  } catch (err) {
+    if (!isCode(err, 'EEXIST')) throw err
+  }
 }
 
 async function syncDir(dir: string): Promise<void> {
@@ -487,4 +949,8 @@ async function syncDir(dir: string): Promise<void> {
 
 function isCode(err: unknown, code: string): boolean {
   return (err as NodeJS.ErrnoException | undefined)?.code === code
+}
+
+function isMissing(err: unknown): boolean {
+  return isCode(err, 'ENOENT') || isCode(err, 'ENOTDIR')
 }
