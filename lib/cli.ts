@@ -8,6 +8,7 @@ import { createWriteStream, promises as fs } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import type { Readable, Writable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
+import { parseArgs as parseArgv } from 'node:util'
 import {
   gc,
   inspectCheckpoint,
@@ -42,6 +43,44 @@ export const EXIT_CODES: Record<ErrorCode | 'usage', number> = {
   ERR_INTERNAL: 70,
 }
 
+/** What each exit code means to someone at the command line (the --help table). */
+const EXIT_MEANINGS: Record<ErrorCode, string> = {
+  ERR_INVALID_ARGUMENT: 'usage: no or unknown command, unknown option, bad value or URL',
+  ERR_NOT_FOUND: 'no such container, checkpoint, bucket or file',
+  ERR_CORRUPT: 'bytes on storage fail a check',
+  ERR_UNSUPPORTED: 'a layout version newer than this build',
+  ERR_CONFLICT: 'another writer got there first',
+  ERR_STORE: 'the store failed (network, 5xx, throttling)',
+  ERR_ABORTED: 'interrupted (Ctrl-C)',
+  ERR_RANGE: 'a range starting at or past the end',
+  ERR_STATE: 'wrong state (e.g. a file that changed while being uploaded)',
+  ERR_TIMEOUT: 'a request or a call ran past its time limit',
+  ERR_AUTH: 'the store refused the credentials or the permission',
+  ERR_INTERNAL: 'a bug: please report it',
+}
+
+function exitCodeTable(): string {
+  const codes = (Object.keys(EXIT_MEANINGS) as ErrorCode[]).sort((a, b) => EXIT_CODES[a] - EXIT_CODES[b])
+  const width = Math.max(...codes.map((c) => c.length))
+  return [
+    `   0  ${''.padEnd(width)}  success`,
+    ...codes.map((c) => `${String(EXIT_CODES[c]).padStart(4)}  ${c.padEnd(width)}  ${EXIT_MEANINGS[c]}`),
+  ].join('\n')
+}
+
+/** Text wrapped at spaces to lines of at most `width` characters, each starting with `indent`. */
+function wrap(text: string, indent: string, width: number): string {
+  const lines: string[] = []
+  let line = ''
+  for (const word of text.split(' ')) {
+    if (line !== '' && indent.length + line.length + 1 + word.length > width) {
+      lines.push(indent + line)
+      line = word
+    } else line = line === '' ? word : `${line} ${word}`
+  }
+  return [...lines, indent + line].join('\n')
+}
+
 const USAGE = `Usage: stream-segment <command> [options]
 
 Write large byte streams to object storage as StreamSegment checkpoints, and read them back.
@@ -51,8 +90,10 @@ Commands:
                    write a file as a new checkpoint, replacing the content; prints the FlushTiming.
                    A regular file goes by reference (read as its objects are sent, the spec's
                    defaults); stdin (-), a pipe, a FIFO or a device by value (streaming profile)
-  get <url> [file|-] [--range a-b] [--cno N]
-                   read the file (or bytes a..b, inclusive; "a-" to the end) to a file or stdout
+  get <url> [file|-] [-o file] [--range a-b] [--cno N] [--json]
+                   read the file (or bytes a..b, inclusive; "a-" to the end; clipped to the
+                   end, ERR_RANGE when a is past it) to a file (-o, --output) or stdout (-).
+                   With no file it refuses to write to a terminal; --json reports as JSON
   ls <url> [--json]              list checkpoints (cno, size, objects, bytes, bytes only it holds,
                                  time, state) and the bytes the container stores
   inspect <url> [--cno N] [--json]
@@ -70,16 +111,21 @@ Commands:
 Options:
   -h, --help       show this help
   -v, --version    print the version
+Options are --name value or --name=value, multi-word names in kebab or camel case; after --
+every argument is a positional one (a file named -x: put -- -x URL).
 
 Settings for put, by their names or in kebab case, sizes with K/M/G (binary) suffixes:
-  ${Object.keys(SPEC_DEFAULTS).join(', ')}
+${wrap(Object.keys(SPEC_DEFAULTS).join(', '), '  ', 92)}
 --format stream|parted chooses a new container's layout: StreamSegment (tail first, sent
 while written, the default) or PartedSegment (head first, each object built whole).
 Reads take --read-get-max-bytes, --read-max-concurrency, --read-ahead-bytes.
 
-Container URLs: s3://bucket/prefix, file:///dir or a directory path, mem://name.
-Exit codes: 2 usage, 3 not found, 4 corrupt, 5 unsupported, 6 conflict, 7 store,
-8 aborted, 9 range, 10 state, 11 timeout, 12 auth, 70 internal.
+Container URLs: s3://bucket/prefix, file:///dir or a directory path, mem://name (schemes in
+any case). Anything else that starts like a URL (s3:/x, gs://, https://) is refused; a local
+directory whose name has a colon is given as ./name.
+
+Exit codes:
+${exitCodeTable()}
 Set DEBUG=stream-segment:* to log requests and flushes (DEBUG set also prints stacks).
 `
 
@@ -91,31 +137,72 @@ export function version(): string {
   return optionalRequire<{ version: string }>('../../../../package.json')?.version ?? 'unknown'
 }
 
-interface Parsed {
-  positional: string[]
-  options: Map<string, string>
-  flags: Set<string>
+/** What a command accepts besides its positional arguments. */
+interface CommandSpec {
+  /** Options taking a value, in camelCase; each is accepted in kebab case too. */
+  values?: readonly string[]
+  /** Options taking no value (flags), likewise. */
+  flags?: readonly string[]
+  /** One-letter aliases: letter → option. */
+  short?: Readonly<Record<string, string>>
 }
 
-/** `--name value`, `--name=value`, and the flags in `flagNames`; names in camelCase. */
-function parseArgs(args: readonly string[], flagNames: readonly string[]): Parsed {
-  const p: Parsed = { positional: [], options: new Map(), flags: new Set() }
-  for (let i = 0; i < args.length; i++) {
-    const a = args[i] as string
-    if (!a.startsWith('--') || a === '--') {
-      p.positional.push(a)
-      continue
-    }
-    const eq = a.indexOf('=')
-    const name = camel(a.slice(2, eq < 0 ? undefined : eq))
-    if (flagNames.includes(name)) {
-      if (eq >= 0) throw StreamSegmentError.invalidArgument(`option --${name} takes no value`)
+interface Parsed {
+  positional: string[]
+  /** Options by their camelCase names. */
+  options: Map<string, string>
+  flags: Set<string>
+  /** Each option as it was typed (`--keep-cnos`, `-o`), for messages. */
+  typed: Map<string, string>
+  help: boolean
+}
+
+/**
+ * The arguments after the command, tokenized by node:util's parseArgs (`--name value`,
+ * `--name=value`, `-o value`, `--` ending the options, `-` a positional) and checked here,
+ * so that every mistake is one line naming the option.
+ */
+function parseCommand(args: readonly string[], spec: CommandSpec): Parsed {
+  const config: Record<string, { type: 'string' | 'boolean'; short?: string }> = {}
+  const kinds = new Map<string, 'string' | 'boolean'>([['help', 'boolean']])
+  for (const name of spec.values ?? []) kinds.set(name, 'string')
+  for (const name of spec.flags ?? []) kinds.set(name, 'boolean')
+  for (const [name, type] of kinds) {
+    config[name] = { type }
+    config[kebab(name)] = { type }
+  }
+  const short: Record<string, string> = { h: 'help', ...spec.short }
+  for (const [letter, name] of Object.entries(short))
+    config[name] = { ...config[name], type: kinds.get(name) ?? 'boolean', short: letter }
+  const { tokens } = parseArgv({
+    args: [...args],
+    options: config,
+    strict: false,
+    allowPositionals: true,
+    tokens: true,
+  })
+  const p: Parsed = { positional: [], options: new Map(), flags: new Set(), typed: new Map(), help: false }
+  if (tokens.some((t) => t.kind === 'option' && t.name === 'help')) return { ...p, help: true }
+  for (const t of tokens) {
+    if (t.kind === 'positional') p.positional.push(t.value)
+    if (t.kind !== 'option') continue
+    const name = camel(t.name)
+    const kind = kinds.get(name)
+    if (kind === undefined)
+      throw StreamSegmentError.invalidArgument(`unknown option ${t.rawName} (see stream-segment --help)`)
+    p.typed.set(name, t.rawName)
+    if (kind === 'boolean') {
+      if (t.value !== undefined) throw StreamSegmentError.invalidArgument(`option ${t.rawName} takes no value`)
       p.flags.add(name)
       continue
     }
-    const value = eq >= 0 ? a.slice(eq + 1) : args[++i]
-    if (value === undefined) throw StreamSegmentError.invalidArgument(`option --${name} needs a value`)
-    p.options.set(name, value)
+    // `--cno --json`: the next argument is another option, not this one's value.
+    if (t.value === undefined || (!t.inlineValue && t.value.length > 1 && t.value.startsWith('-'))) {
+      const got =
+        t.value === undefined ? '' : ` (got ${t.value}; if that is the value, write --${kebab(name)}=${t.value})`
+      throw StreamSegmentError.invalidArgument(`option ${t.rawName} needs a value${got}`)
+    }
+    p.options.set(name, t.value)
   }
   return p
 }
@@ -124,13 +211,22 @@ function camel(s: string): string {
   return s.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase())
 }
 
-/** An integer, with an optional binary size suffix (K, KiB, M, MiB, G, GiB). */
-function parseSize(name: string, text: string): number {
+function kebab(s: string): string {
+  return s.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)
+}
+
+/** An option's name for messages: as typed, else in kebab case. */
+function optionName(p: Parsed, name: string): string {
+  return p.typed.get(name) ?? `--${kebab(name)}`
+}
+
+/** An integer, with an optional binary size suffix (K, KiB, M, MiB, G, GiB); `option` names it in messages. */
+function parseSize(option: string, text: string): number {
   const m = /^(\d+)\s*(k|ki|kib|m|mi|mib|g|gi|gib)?b?$/i.exec(text.trim())
   const unit = { k: KiB, m: MiB, g: 1024 * MiB }[(m?.[2]?.[0] ?? '').toLowerCase() as 'k' | 'm' | 'g'] ?? 1
   const n = m ? Number(m[1]) * unit : Number.NaN
   if (!Number.isSafeInteger(n))
-    throw StreamSegmentError.invalidArgument(`option --${name}: ${JSON.stringify(text)} is not a size`)
+    throw StreamSegmentError.invalidArgument(`option ${option}: ${JSON.stringify(text)} is not a size`)
   return n
 }
 
@@ -141,17 +237,13 @@ function positionals(p: Parsed, min: number, max: number, usage: string): string
   return p.positional
 }
 
-function noOtherOptions(p: Parsed, allowed: readonly string[]): void {
-  for (const name of p.options.keys()) {
-    if (!allowed.includes(name)) throw StreamSegmentError.invalidArgument(`unknown option --${name}`)
-  }
-}
-
 function cnoOption(p: Parsed): number | undefined {
   const v = p.options.get('cno')
   if (v === undefined) return undefined
   if (!/^\d+$/.test(v) || Number(v) < 1)
-    throw StreamSegmentError.invalidArgument(`option --cno: ${JSON.stringify(v)} is not a checkpoint number`)
+    throw StreamSegmentError.invalidArgument(
+      `option ${optionName(p, 'cno')}: ${JSON.stringify(v)} is not a checkpoint number`,
+    )
   return Number(v)
 }
 
@@ -161,7 +253,7 @@ function readOptions(p: Parsed): Partial<Record<(typeof READ_OPTIONS)[number], n
   const out: Partial<Record<(typeof READ_OPTIONS)[number], number>> = {}
   for (const name of READ_OPTIONS) {
     const v = p.options.get(name)
-    if (v !== undefined) out[name] = parseSize(name, v)
+    if (v !== undefined) out[name] = parseSize(optionName(p, name), v)
   }
   return out
 }
@@ -198,15 +290,13 @@ type Out = NodeJS.WritableStream & { isTTY?: boolean }
 
 // --- commands ---
 
-async function put(args: readonly string[], out: Out, err: Out): Promise<number> {
-  const p = parseArgs(args, ['json'])
+async function put(p: Parsed, out: Out, err: Out): Promise<number> {
   const [source, url] = positionals(p, 2, 2, 'put <file|-> <url> [--<setting> <value>…] [--json]') as [string, string]
   const settings: Partial<Record<keyof Settings, unknown>> = {}
   for (const [name, value] of p.options) {
-    if (!isSettingName(name))
-      throw StreamSegmentError.invalidArgument(`unknown option --${name} (see stream-segment --help)`)
+    if (!isSettingName(name)) throw StreamSegmentError.internal(`put: option --${name} is not a setting`)
     // String settings (format, conflictPolicy) are taken as given; resolveSettings checks them.
-    settings[name] = typeof SPEC_DEFAULTS[name] === 'string' ? value : parseSize(name, value)
+    settings[name] = typeof SPEC_DEFAULTS[name] === 'string' ? value : parseSize(optionName(p, name), value)
   }
   const store = openStore(url)
   const fh = source === '-' ? undefined : await openLocalFile(source)
@@ -230,6 +320,12 @@ async function put(args: readonly string[], out: Out, err: Out): Promise<number>
           ac.signal,
           err,
         )
+  } catch (e) {
+    // The file source says the file ended early, not which file.
+    if (StreamSegmentError.is(e, 'ERR_STATE') && !e.message.includes(source)) {
+      throw new StreamSegmentError('ERR_STATE', `${source}: ${e.message}`, { cause: e })
+    }
+    throw e
   } finally {
     process.removeListener('SIGINT', onSigint)
     await fh?.close()
@@ -342,56 +438,90 @@ function showProgress(err: Out, sample: () => ProgressSample): () => void {
   }
 }
 
-async function get(args: readonly string[], out: Out, err: Out): Promise<number> {
-  const p = parseArgs(args, [])
-  const [url, target = '-'] = positionals(p, 1, 2, 'get <url> [file|-] [--range a-b] [--cno N]')
-  noOtherOptions(p, ['range', 'cno', ...READ_OPTIONS])
+const GET_USAGE = 'get <url> [file|-] [-o file] [--range a-b] [--cno N] [--json]'
+
+async function get(p: Parsed, out: Out): Promise<number> {
+  const [url, file] = positionals(p, 1, 2, GET_USAGE) as [string, string | undefined]
+  const output = p.options.get('output')
+  if (file !== undefined && output !== undefined) {
+    throw StreamSegmentError.invalidArgument(
+      `get: two targets, ${file} and ${optionName(p, 'output')} ${output}: give one (usage: stream-segment ${GET_USAGE})`,
+    )
+  }
+  const target = file ?? output ?? '-'
+  const json = p.flags.has('json')
+  if (target === '-' && json) {
+    throw StreamSegmentError.invalidArgument(
+      'get --json reports on stdout, where the data would go: give a file (get URL FILE, or -o FILE)',
+    )
+  }
   let start: number | undefined
   let end: number | undefined
   const range = p.options.get('range')
+  const rangeName = optionName(p, 'range')
   if (range !== undefined) {
     const m = /^(\d+)-(\d*)$/.exec(range)
-    if (!m) throw StreamSegmentError.invalidArgument(`option --range: ${JSON.stringify(range)} is not a-b or a-`)
+    if (!m) throw StreamSegmentError.invalidArgument(`option ${rangeName}: ${JSON.stringify(range)} is not a-b or a-`)
     start = Number(m[1])
     end = m[2] === '' ? undefined : Number(m[2])
     if (end !== undefined && end < start) {
-      throw StreamSegmentError.invalidArgument(`option --range: ${range} ends before it starts`)
+      throw StreamSegmentError.invalidArgument(`option ${rangeName}: ${range} ends before it starts`)
     }
   }
-  const store = openStore(url as string)
+  const cno = cnoOption(p)
+  const reads = readOptions(p)
+  const store = openStore(url)
+  // Binary data on a terminal garbles it: only when asked for explicitly (`-`, `-o -`).
+  if (target === '-' && file === undefined && output === undefined && out.isTTY) {
+    throw StreamSegmentError.invalidArgument(
+      'get: not writing binary data to a terminal: give a file (get URL FILE, or -o FILE), ' +
+        'redirect stdout, or give - to write to the terminal anyway',
+    )
+  }
   const ac = new AbortController()
   const onSigint = () => ac.abort(new Error('interrupted (SIGINT)'))
   process.once('SIGINT', onSigint)
-  const rs = createStreamSegmentReadStream({
-    store,
-    start,
-    end,
-    cno: cnoOption(p),
-    signal: ac.signal,
-    ...readOptions(p),
-  })
+  const rs = createStreamSegmentReadStream({ store, start, end, cno, signal: ac.signal, ...reads })
+  // The read stream clips the range to the file; a range starting at or past its end reads
+  // nothing, which here is an error rather than an empty result.
+  const pastEnd = () => {
+    if (start === undefined || rs.size < 0 || start < rs.size) return
+    const which = `checkpoint ${rs.file?.cno} of ${store.url}`
+    throw StreamSegmentError.range(
+      `option ${rangeName} ${range}: starts at byte ${start}, at or past the end of ${which} ` +
+        `(${rs.size} bytes${rs.size > 0 ? `, bytes 0-${rs.size - 1}` : ''})`,
+    )
+  }
   const t0 = performance.now()
   try {
     if (target === '-') {
       await pipeline(rs, out as Writable)
+      pastEnd()
+      return 0
+    }
+    // Into a temporary name first: a failed read leaves no partial file behind.
+    const tmp = `${target}.stream-segment-${process.pid}.tmp`
+    try {
+      await pipeline(rs, createWriteStream(tmp)).catch((e) => {
+        throw fsError(e, target)
+      })
+      pastEnd()
+      await fs.rename(tmp, target)
+    } catch (e) {
+      await fs.rm(tmp, { force: true })
+      throw e
+    }
+    const seconds = (performance.now() - t0) / 1000
+    const t = rs.timing
+    const requests = t ? Object.values(t.requests).reduce((a, b) => a + b, 0) : 0
+    const bytes = rs.bytesRead
+    if (json) {
+      const r = { url: store.url, cno: rs.file?.cno, size: rs.size, file: target, bytes, seconds, requests, timing: t }
+      out.write(`${JSON.stringify(r)}\n`)
     } else {
-      // Into a temporary name first: a failed read leaves no partial file behind.
-      const tmp = `${target}.stream-segment-${process.pid}.tmp`
-      try {
-        await pipeline(rs, createWriteStream(tmp)).catch((e) => {
-          throw fsError(e, target)
-        })
-        await fs.rename(tmp, target)
-      } catch (e) {
-        await fs.rm(tmp, { force: true })
-        throw e
-      }
-      const s = (performance.now() - t0) / 1000
-      const t = rs.timing
-      const requests = t ? Object.values(t.requests).reduce((a, b) => a + b, 0) : 0
       out.write(
-        `got ${formatBytes(rs.bytesRead)} of checkpoint ${rs.file?.cno} into ${target} in ${s.toFixed(2)} s ` +
-          `(${formatBytes(rs.bytesRead / s)}/s, ${requests} requests)\n`,
+        `got ${formatBytes(bytes)} of checkpoint ${rs.file?.cno} into ${target} in ${seconds.toFixed(2)} s ` +
+          `(${formatBytes(bytes / seconds)}/s, ${requests} requests)\n`,
       )
     }
   } catch (e) {
@@ -399,15 +529,12 @@ async function get(args: readonly string[], out: Out, err: Out): Promise<number>
     throw e
   } finally {
     process.removeListener('SIGINT', onSigint)
-    void err
   }
   return 0
 }
 
-async function ls(args: readonly string[], out: Out): Promise<number> {
-  const p = parseArgs(args, ['json'])
+async function ls(p: Parsed, out: Out): Promise<number> {
   const [url] = positionals(p, 1, 1, 'ls <url> [--json]')
-  noOtherOptions(p, [])
   const store = openStore(url as string)
   const list = await listCheckpoints(store)
   if (p.flags.has('json')) {
@@ -435,10 +562,8 @@ async function ls(args: readonly string[], out: Out): Promise<number> {
   return 0
 }
 
-async function inspect(args: readonly string[], out: Out): Promise<number> {
-  const p = parseArgs(args, ['json'])
+async function inspect(p: Parsed, out: Out): Promise<number> {
   const [url] = positionals(p, 1, 1, 'inspect <url> [--cno N] [--json]')
-  noOtherOptions(p, ['cno'])
   const store = openStore(url as string)
   const r = await inspectCheckpoint(store, { cno: cnoOption(p) })
   if (p.flags.has('json')) {
@@ -475,10 +600,8 @@ async function inspect(args: readonly string[], out: Out): Promise<number> {
   return r.problems.length > 0 ? worstExit(r.problems) : 0
 }
 
-async function verify(args: readonly string[], out: Out, err: Out): Promise<number> {
-  const p = parseArgs(args, ['json'])
+async function verify(p: Parsed, out: Out, err: Out): Promise<number> {
   const [url] = positionals(p, 1, 1, 'verify <url> [--cno N] [--json]')
-  noOtherOptions(p, ['cno'])
   const store = openStore(url as string)
   const t0 = performance.now()
   const r = await verifyCheckpoint(store, {
@@ -506,42 +629,44 @@ function worstCode(problems: readonly Problem[]): ErrorCode {
   return problems.some((x) => x.code === 'ERR_CORRUPT') ? 'ERR_CORRUPT' : ((problems[0] as Problem).code as ErrorCode)
 }
 
-/** A duration: milliseconds, or a number with s, m, h or d. */
-function parseDuration(name: string, text: string): number {
+/** A duration: milliseconds, or a number with s, m, h or d; `option` names it in messages. */
+function parseDuration(option: string, text: string): number {
   const m = /^(\d+)(ms|s|m|h|d)?$/.exec(text.trim())
   const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[(m?.[2] ?? 'ms') as 'ms']
   const n = m ? Number(m[1]) * unit : Number.NaN
   if (!Number.isSafeInteger(n)) {
-    throw StreamSegmentError.invalidArgument(`option --${name}: ${JSON.stringify(text)} is not a duration`)
+    throw StreamSegmentError.invalidArgument(`option ${option}: ${JSON.stringify(text)} is not a duration`)
   }
   return n
 }
 
-async function gcCommand(args: readonly string[], out: Out): Promise<number> {
-  const p = parseArgs(args, ['json', 'dryRun'])
+async function gcCommand(p: Parsed, out: Out): Promise<number> {
   const [url] = positionals(
     p,
     1,
     1,
-    'gc <url> [--keep N] [--keep-cnos a,b] [--keep-newer-than T] [--grace T] [--dry-run]',
+    'gc <url> [--keep N] [--keep-cnos a,b] [--keep-newer-than T] [--grace T] [--dry-run] [--json]',
   )
-  noOtherOptions(p, ['keep', 'keepCnos', 'keepNewerThan', 'grace'])
   const number = (name: string, v: string) => {
     if (!/^\d+$/.test(v))
-      throw StreamSegmentError.invalidArgument(`option --${name}: ${JSON.stringify(v)} is not a number`)
+      throw StreamSegmentError.invalidArgument(`option ${optionName(p, name)}: ${JSON.stringify(v)} is not a number`)
     return Number(v)
   }
   const opt = (name: string) => p.options.get(name)
-  const r = await gc(openStore(url as string), {
+  const duration = (name: string) => {
+    const v = opt(name)
+    return v === undefined ? undefined : parseDuration(optionName(p, name), v)
+  }
+  const options = {
     keep: opt('keep') === undefined ? undefined : number('keep', opt('keep') as string),
     keepCnos: opt('keepCnos')
       ?.split(',')
-      .map((c) => number('keep-cnos', c)),
-    keepNewerThanMs:
-      opt('keepNewerThan') === undefined ? undefined : parseDuration('keep-newer-than', opt('keepNewerThan') as string),
-    graceMs: opt('grace') === undefined ? undefined : parseDuration('grace', opt('grace') as string),
+      .map((c) => number('keepCnos', c)),
+    keepNewerThanMs: duration('keepNewerThan'),
+    graceMs: duration('grace'),
     dryRun: p.flags.has('dryRun'),
-  })
+  }
+  const r = await gc(openStore(url as string), options)
   if (p.flags.has('json')) {
     out.write(`${JSON.stringify(r)}\n`)
     return 0
@@ -556,10 +681,8 @@ async function gcCommand(args: readonly string[], out: Out): Promise<number> {
   return 0
 }
 
-async function rm(args: readonly string[], out: Out): Promise<number> {
-  const p = parseArgs(args, ['json', 'yes'])
-  const [url] = positionals(p, 1, 1, 'rm <url> [--yes]')
-  noOtherOptions(p, [])
+async function rm(p: Parsed, out: Out): Promise<number> {
+  const [url] = positionals(p, 1, 1, 'rm <url> [--yes] [--json]')
   if (process.stdin.isTTY && !p.flags.has('yes')) {
     throw StreamSegmentError.invalidArgument(`rm deletes every object of ${url}: add --yes to confirm`)
   }
@@ -574,6 +697,20 @@ async function rm(args: readonly string[], out: Out): Promise<number> {
 
 function worstExit(problems: readonly Problem[]): number {
   return EXIT_CODES[worstCode(problems)]
+}
+
+/** Every command: what it accepts, and what runs it. */
+const COMMANDS: Record<string, { spec: CommandSpec; run: (p: Parsed, out: Out, err: Out) => Promise<number> }> = {
+  put: { spec: { values: Object.keys(SPEC_DEFAULTS).filter(isSettingName), flags: ['json'] }, run: put },
+  get: {
+    spec: { values: ['range', 'cno', 'output', ...READ_OPTIONS], flags: ['json'], short: { o: 'output' } },
+    run: get,
+  },
+  ls: { spec: { flags: ['json'] }, run: ls },
+  inspect: { spec: { values: ['cno'], flags: ['json'] }, run: inspect },
+  verify: { spec: { values: ['cno'], flags: ['json'] }, run: verify },
+  gc: { spec: { values: ['keep', 'keepCnos', 'keepNewerThan', 'grace'], flags: ['json', 'dryRun'] }, run: gcCommand },
+  rm: { spec: { flags: ['json', 'yes'] }, run: rm },
 }
 
 /** Runs the CLI; resolves to the process exit code. */
@@ -594,27 +731,20 @@ export async function main(
       out.write(`${version()}\n`)
       return 0
     }
-    if (rest.includes('-h') || rest.includes('--help')) {
+    const command = Object.hasOwn(COMMANDS, first) ? COMMANDS[first as keyof typeof COMMANDS] : undefined
+    if (command === undefined) {
+      if (rest.includes('-h') || rest.includes('--help')) {
+        out.write(USAGE)
+        return 0
+      }
+      throw StreamSegmentError.invalidArgument(`unknown command ${JSON.stringify(first)} (see stream-segment --help)`)
+    }
+    const p = parseCommand(rest, command.spec)
+    if (p.help) {
       out.write(USAGE)
       return 0
     }
-    switch (first) {
-      case 'put':
-        return await put(rest, out, err)
-      case 'get':
-        return await get(rest, out, err)
-      case 'ls':
-        return await ls(rest, out)
-      case 'inspect':
-        return await inspect(rest, out)
-      case 'verify':
-        return await verify(rest, out, err)
-      case 'gc':
-        return await gcCommand(rest, out)
-      case 'rm':
-        return await rm(rest, out)
-    }
-    throw StreamSegmentError.invalidArgument(`unknown command ${JSON.stringify(first)} (see stream-segment --help)`)
+    return await command.run(p, out, err)
   } catch (e) {
     const code = StreamSegmentError.is(e) ? e.code : 'ERR_INTERNAL'
     const message = (e as Error)?.message ?? String(e)

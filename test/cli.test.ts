@@ -8,16 +8,18 @@ import assert from 'node:assert/strict'
 import { execFileSync, type SpawnSyncOptions, spawn, spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { once } from 'node:events'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { after, describe, it } from 'node:test'
-import { main, progressLine } from '../lib/cli.js'
-import type { StreamSegmentError } from '../lib/errors.js'
+import { join, resolve } from 'node:path'
+import { Writable } from 'node:stream'
+import { after, before, describe, it } from 'node:test'
+import { EXIT_CODES, main, progressLine } from '../lib/cli.js'
+import { ERROR_CODES, type ErrorCode, type StreamSegmentError } from '../lib/errors.js'
 import { uploadFile } from '../lib/streams/upload-file.js'
+import { resealInodeObject } from './helpers/format.js'
 
-const bin = 'bin/stream-segment.cjs'
+const bin = resolve('bin/stream-segment.cjs')
 const quietEnv = () => {
   const env = { ...process.env }
   delete env.DEBUG
@@ -34,6 +36,76 @@ const run = (args: string[], options: SpawnSyncOptions = {}) => {
   }
 }
 const MiB = 1024 * 1024
+
+/** A stand-in for stdout or stderr, a terminal or not, that keeps what is written. */
+const fake = (isTTY: boolean) => {
+  const writes: string[] = []
+  const stream = {
+    isTTY,
+    writes,
+    write(chunk: string | Uint8Array) {
+      writes.push(String(chunk))
+      return true
+    },
+  }
+  return stream as typeof stream & NodeJS.WritableStream
+}
+
+/** Whether util-linux `script` is here to run a command under a pseudo-terminal. */
+
+/** A child process's exit code and output, once it has closed. */
+interface Outcome {
+  status: number | null
+  stderr: string
+}
+
+/** Spawns the CLI with the debug log of file opens on stderr, resolving once the container is open. */
+function spawnOpened(args: string[]) {
+  const child = spawn(process.execPath, [bin, ...args], { env: { ...quietEnv(), DEBUG: 'stream-segment:file' } })
+  let stderr = ''
+  child.stdin.on('error', () => {}) // EPIPE once it has exited
+  const closed = once(child, 'close').then(([status]): Outcome => ({ status: status as number | null, stderr }))
+  // Or closed without opening: the caller then sees why, rather than waiting for ever.
+  const opened = new Promise<void>((resolve) => {
+    child.stderr.on('data', (c) => {
+      stderr += c
+      if (/open .* at checkpoint \d+/.test(stderr)) resolve()
+    })
+    closed.then(() => resolve())
+  })
+  return { child, opened, closed }
+}
+
+/**
+ * `put - URL` interrupted by SIGINT: stdin stays open, so the put is still running when the
+ * signal comes; the debug log says when the container is open (the SIGINT handler is in
+ * place by then).
+ */
+async function interruptedPut(url: string): Promise<Outcome> {
+  const p = spawnOpened(['put', '-', url])
+  p.child.stdin.write(randomBytes(MiB))
+  await p.opened
+  p.child.kill('SIGINT')
+  const r = await p.closed
+  p.child.stdin.destroy()
+  return r
+}
+
+/**
+ * Two `put - URL --conflict-policy fail` open the same checkpoint; the first publishes, so
+ * the second's publication fails its condition: ERR_CONFLICT.
+ */
+async function conflictingPuts(url: string): Promise<[Outcome, Outcome]> {
+  const args = ['put', '-', url, '--conflict-policy', 'fail']
+  const [a, b] = [spawnOpened(args), spawnOpened(args)]
+  a.child.stdin.write('first ')
+  b.child.stdin.write('second ')
+  await Promise.all([a.opened, b.opened])
+  a.child.stdin.end('writer')
+  const first = await a.closed
+  b.child.stdin.end('writer')
+  return [first, await b.closed]
+}
 
 it('--version prints the package version', () => {
   const r = run(['--version'])
@@ -120,9 +192,90 @@ describe('commands on a directory store', () => {
     assert.ok(range.stdout.equals(data.subarray(4000, 9001)))
     const tail = run(['get', url, '-', '--range', `${data.length - 10}-`])
     assert.ok(tail.stdout.equals(data.subarray(data.length - 10)))
-    const past = run(['get', url, '-', '--range', `${data.length + 10}-${data.length + 20}`])
-    assert.equal(past.status, 0)
-    assert.equal(past.stdout.length, 0)
+    // Starting inside and ending past the end: clipped to the end.
+    const clipped = run(['get', url, '-', '--range', `${data.length - 10}-${data.length + 1000}`])
+    assert.equal(clipped.status, 0, clipped.stderr)
+    assert.ok(clipped.stdout.equals(data.subarray(data.length - 10)))
+    // Starting at or past the end: ERR_RANGE, naming the range and the size; no data.
+    for (const range of [`${data.length + 10}-${data.length + 20}`, `${data.length}-`]) {
+      const past = run(['get', url, '-', '--range', range])
+      assert.equal(past.status, 9, past.stderr)
+      assert.equal(past.stdout.length, 0)
+      assert.match(
+        past.stderr,
+        new RegExp(
+          `^stream-segment: ERR_RANGE: option --range ${range}: starts at byte \\d+, at or past the end of checkpoint 3 of .*container \\(${data.length} bytes, bytes 0-${data.length - 1}\\)\n$`,
+        ),
+      )
+    }
+    const pastFile = join(dir, 'past.bin')
+    const pf = run(['get', url, pastFile, '--range', `${data.length}-`])
+    assert.equal(pf.status, 9, pf.stderr)
+    assert.equal(existsSync(pastFile), false, 'no file, and no temporary one, is left')
+    assert.deepEqual(
+      readdirSync(dir).filter((n) => n.includes('.tmp')),
+      [],
+    )
+  })
+
+  it('get: -o/--output name the file, --json reports on it, - is stdout, -- ends the options', () => {
+    const o = join(dir, 'o.bin')
+    const r = run(['get', url, '-o', o, '--cno', '2'])
+    assert.equal(r.status, 0, r.stderr)
+    assert.ok(readFileSync(o).equals(second))
+    const j = run(['get', url, `--output=${o}`, '--json', '--range', '0-99'])
+    assert.equal(j.status, 0, j.stderr)
+    const out = JSON.parse(j.text)
+    assert.deepEqual([out.cno, out.size, out.bytes, out.file], [3, data.length, 100, o])
+    assert.ok(out.timing.requests.data >= 1, j.text)
+    assert.ok(readFileSync(o).equals(data.subarray(0, 100)))
+    const flagLast = run(['get', url, o, '--json'])
+    assert.equal(flagLast.status, 0, flagLast.stderr)
+    assert.equal(JSON.parse(flagLast.text).bytes, data.length, '--json last is a flag, not an option needing a value')
+    const dash = run(['get', url, '-o', '-', '--range', '0-9'])
+    assert.equal(dash.status, 0, dash.stderr)
+    assert.ok(dash.stdout.equals(data.subarray(0, 10)))
+    // After --, an argument starting with - is a file name (here relative to the working directory).
+    const dd = run(['get', url, '--range=0-9', '--', '--odd'], { cwd: dir })
+    assert.equal(dd.status, 0, dd.stderr)
+    assert.ok(readFileSync(join(dir, '--odd')).equals(data.subarray(0, 10)))
+    const cases: Array<[string[], RegExp]> = [
+      [['get', url, '--json'], /--json reports on stdout, where the data would go: give a file/],
+      [['get', url, '-', '--json'], /--json reports on stdout/],
+      [['get', url, o, '-o', o], /get: two targets, .* and -o .*: give one/],
+      [['get', url, '--cno'], /^stream-segment: ERR_INVALID_ARGUMENT: option --cno needs a value\n$/],
+      [
+        ['get', url, '--cno', '--json'],
+        /option --cno needs a value \(got --json; if that is the value, write --cno=--json\)/,
+      ],
+      [['get', url, '--json=yes', o], /option --json takes no value/],
+      [['get', url, '-x'], /unknown option -x/],
+      [['ls', url, '--cno', '1'], /unknown option --cno/],
+      [['rm', url, '--frob=1'], /unknown option --frob/],
+      [['gc', url, '--keep-cnos', '1,x'], /option --keep-cnos: "x" is not a number/],
+      [['gc', url, '--keepCnos=1,x'], /option --keepCnos: "x" is not a number/],
+      [['put', '-', url, '--stream-segment-bytes', 'many'], /option --stream-segment-bytes: "many" is not a size/],
+      [['put', '-', url, '--format', 'fancy'], /format fancy: the container at .* has stream/],
+    ]
+    for (const [args, re] of cases) {
+      const f = run(args, { input: '' })
+      assert.equal(f.status, 2, `${args.join(' ')}: ${f.stderr}`)
+      assert.match(f.stderr, re, args.join(' '))
+      assert.match(f.stderr, /^stream-segment: ERR_INVALID_ARGUMENT: [^\n]*\n$/, `${args.join(' ')}: one line`)
+    }
+    // -h or --help anywhere after a command prints the usage, unless after --.
+    for (const args of [
+      ['put', '-h'],
+      ['get', url, '--help'],
+      ['gc', '--frob', '-h'],
+    ]) {
+      const h = run(args)
+      assert.equal(h.status, 0, `${args.join(' ')}: ${h.stderr}`)
+      assert.match(h.text, /^Usage: stream-segment/)
+    }
+    const notHelp = run(['get', url, '--range', '0-0', '--', '--help'], { cwd: dir })
+    assert.equal(notHelp.status, 0, notHelp.stderr)
+    assert.ok(readFileSync(join(dir, '--help')).equals(data.subarray(0, 1)))
   })
 
   it('ls lists the checkpoints; --json too', () => {
@@ -363,21 +516,8 @@ describe('put: by reference or by value, over an existing container, progress', 
   it('SIGINT aborts a put: one line, ERR_ABORTED, exit 8, nothing published', async () => {
     const url = join(dir, 'interrupted')
     assert.equal(run(['put', '-', url], { input: randomBytes(10000) }).status, 0)
-    // stdin stays open, so the put is still running when the signal comes; the debug log
-    // says when the container is open (the SIGINT handler is in place by then).
-    const env = { ...quietEnv(), DEBUG: 'stream-segment:file' }
-    const child = spawn(process.execPath, [bin, 'put', '-', url], { env })
-    let stderr = ''
-    let killed = false
-    child.stderr.on('data', (c) => {
-      stderr += c
-      if (!killed && /open .* at checkpoint 1/.test(stderr)) killed = child.kill('SIGINT')
-    })
-    child.stdin.on('error', () => {}) // EPIPE once it has exited
-    child.stdin.write(randomBytes(MiB))
-    const [code] = await once(child, 'close')
-    child.stdin.destroy()
-    assert.equal(code, 8, stderr)
+    const { status, stderr } = await interruptedPut(url)
+    assert.equal(status, 8, stderr)
     assert.match(stderr, /\nstream-segment: ERR_ABORTED: write to .*interrupted aborted\n/)
     assert.equal(JSON.parse(run(['ls', url, '--json']).text).published, 1)
   })
@@ -398,18 +538,6 @@ describe('put: by reference or by value, over an existing container, progress', 
     const path = join(dir, 'progress.bin')
     const bytes = randomBytes(3 * MiB)
     writeFileSync(path, bytes)
-    const fake = (isTTY: boolean) => {
-      const writes: string[] = []
-      const stream = {
-        isTTY,
-        writes,
-        write(chunk: string | Uint8Array) {
-          writes.push(String(chunk))
-          return true
-        },
-      }
-      return stream as typeof stream & NodeJS.WritableStream
-    }
     const out = fake(false)
     const err = fake(true)
     const code = await main(['put', path, join(dir, 'progress'), '--json', '--stream-segment-bytes', '1M'], out, err)
@@ -447,5 +575,251 @@ describe('put: by reference or by value, over an existing container, progress', 
       'put: 0 B of 0 B (100%)  -  0 requests in flight',
     )
     assert.equal(progressLine({ done: 1536, requestsInFlight: 1 }, 3), 'put: 1.5 KiB  512 B/s  1 request in flight')
+  })
+})
+
+describe('get and terminals', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'ss-cli-tty-'))
+  const url = join(dir, 'container')
+  const data = randomBytes(10000)
+  after(() => rmSync(dir, { recursive: true, force: true }))
+  const refusal =
+    /^stream-segment: ERR_INVALID_ARGUMENT: get: not writing binary data to a terminal: give a file \(get URL FILE, or -o FILE\), redirect stdout, or give - to write to the terminal anyway\n$/
+
+  /** A terminal as stdout: a real Writable (the data is piped to it), with isTTY. */
+  const terminal = () => {
+    const chunks: Buffer[] = []
+    const stream = new Writable({
+      write(c, _e, cb) {
+        chunks.push(c)
+        cb()
+      },
+    })
+    return Object.assign(stream, { isTTY: true, chunks })
+  }
+
+  it('get with no file refuses a terminal; - writes to it anyway; a file or -o is fine', async () => {
+    assert.equal(run(['put', '-', url], { input: data }).status, 0)
+    const out = terminal()
+    const err = fake(false)
+    assert.equal(await main(['get', url], out, err), 2)
+    assert.deepEqual(out.chunks, [], 'nothing written to the terminal')
+    assert.match(err.writes.join(''), refusal)
+    // `-` (or `-o -`) asks for stdout explicitly.
+    for (const target of [['-'], ['-o', '-']]) {
+      const tty = terminal()
+      const e = fake(false)
+      assert.equal(await main(['get', url, ...target, '--range', '0-99'], tty, e), 0, e.writes.join(''))
+      assert.ok(Buffer.concat(tty.chunks).equals(data.subarray(0, 100)))
+    }
+    const o = join(dir, 'o.bin')
+    const summary = fake(true)
+    assert.equal(await main(['get', url, '-o', o], summary, fake(false)), 0)
+    assert.match(summary.writes.join(''), /^got 9\.8 KiB of checkpoint 1 into .*o\.bin/)
+    assert.ok(readFileSync(o).equals(data))
+  })
+
+  // `script` is util-linux's (Debian's essential bsdutils): the test fails, not skips, without it.
+  it('under a real pseudo-terminal (util-linux script)', () => {
+    const q = (a: string) => `'${a.replaceAll("'", "'\\''")}'`
+    const underTty = (args: string[]) =>
+      spawnSync('script', ['-qec', [process.execPath, bin, ...args].map(q).join(' '), '/dev/null'], {
+        env: quietEnv(),
+        encoding: 'utf8',
+      })
+    const r = underTty(['get', url])
+    assert.equal(r.status, 2, r.stdout + r.stderr)
+    assert.match(r.stdout.replaceAll('\r', ''), refusal)
+    const dash = underTty(['get', url, '-', '--range', '0-99'])
+    assert.equal(dash.status, 0, dash.stdout + dash.stderr)
+    assert.doesNotMatch(dash.stdout, /stream-segment:/)
+  })
+})
+
+describe('container URLs', () => {
+  const cwd = mkdtempSync(join(tmpdir(), 'ss-cli-url-'))
+  after(() => rmSync(cwd, { recursive: true, force: true }))
+  const data = randomBytes(5000)
+
+  it('a misspelt or unknown scheme is ERR_INVALID_ARGUMENT with the fix, never a local directory', () => {
+    const cases: Array<[string, RegExp]> = [
+      [
+        's3:/bucket/x',
+        /: openStore: s3:\/bucket\/x: did you mean s3:\/\/bucket\/x\? \(a local directory by that name: \.\/s3:\/bucket\/x\)$/,
+      ],
+      ['s3:bucket/x', /: s3:bucket\/x: did you mean s3:\/\/bucket\/x\?/],
+      ['s3//bucket/x', /: s3\/\/bucket\/x: did you mean s3:\/\/bucket\/x\?/],
+      ['s3:///bucket/x', /expected s3:\/\/bucket\/prefix with a valid bucket name: did you mean s3:\/\/bucket\/x\?/],
+      ['S3://Bucket/x', /S3:\/\/Bucket\/x: expected s3:\/\/bucket\/prefix with a valid bucket name$/],
+      ['file:/x/y', /: file:\/x\/y: did you mean file:\/\/\/x\/y\?/],
+      ['file:x', /: file:x: did you mean file:\/\/\/x\?/],
+      [
+        'file://dir/x',
+        /: file:\/\/dir\/x: a file URL has an empty host: did you mean file:\/\/\/dir\/x, or the path dir\/x\?$/,
+      ],
+      ['mem:x', /: mem:x: did you mean mem:\/\/x\?/],
+      [
+        'gs://bucket/x',
+        /: gs:\/\/bucket\/x: unsupported scheme gs:\/\/ .*AWS_ENDPOINT_URL_S3=https:\/\/storage\.googleapis\.com/,
+      ],
+      ['https://host/bucket/x', /: https:\/\/host\/bucket\/x: unsupported scheme https:\/\/ .*set AWS_ENDPOINT_URL_S3/],
+      ['HTTP://host/x', /unsupported scheme http:\/\//],
+      ['ftp://host/x', /unsupported scheme ftp:\/\/ \(use s3:\/\/bucket\/prefix, file:\/\/\/dir or mem:\/\/name/],
+      ['a:b', /: a:b: not a URL this reads .*; for a local directory named so, write \.\/a:b$/],
+    ]
+    for (const [where, re] of cases) {
+      for (const args of [
+        ['ls', where],
+        ['put', '-', where],
+        ['get', where, join(cwd, 'out')],
+      ]) {
+        const r = run(args, { cwd, input: data })
+        assert.equal(r.status, 2, `${args.join(' ')}: ${r.stderr}`)
+        assert.match(r.stderr.trimEnd(), re, args.join(' '))
+        assert.match(r.stderr, /^stream-segment: ERR_INVALID_ARGUMENT: openStore: [^\n]*\n$/, args.join(' '))
+      }
+    }
+    assert.deepEqual(readdirSync(cwd), [], 'no local directory was made')
+  })
+
+  it('a relative path, ./name:with-colon, file:// (any case) are local directories', () => {
+    for (const where of ['dir', './a:b', 'nested/dir']) {
+      const put = run(['put', '-', where], { cwd, input: data })
+      assert.equal(put.status, 0, `${where}: ${put.stderr}`)
+      assert.ok(existsSync(join(cwd, where, 'inode')), where)
+      for (const again of [where, join(cwd, where), `file://${join(cwd, where)}`, `FILE://${join(cwd, where)}`]) {
+        const g = run(['get', again, '-'], { cwd })
+        assert.equal(g.status, 0, `${again}: ${g.stderr}`)
+        assert.ok(g.stdout.equals(data), again)
+      }
+    }
+  })
+})
+
+/** The text of a markdown section, from its heading to the next heading of that level or higher. */
+function section(markdown: string, heading: string): string {
+  const at = markdown.indexOf(`\n${heading}\n`)
+  assert.ok(at >= 0, `no section ${heading}`)
+  const level = heading.split(' ')[0] as string
+  const rest = markdown.slice(at + heading.length + 2)
+  const next = rest.search(new RegExp(`^#{1,${level.length}} `, 'm'))
+  return next < 0 ? rest : rest.slice(0, next)
+}
+
+describe('exit codes', () => {
+  const codes = Object.keys(ERROR_CODES) as ErrorCode[]
+
+  it('README, docs/cli.md, --help and EXIT_CODES give every ErrorCode the same exit code', () => {
+    assert.deepEqual(
+      Object.keys(EXIT_CODES)
+        .filter((k) => k !== 'usage')
+        .sort(),
+      [...codes].sort(),
+      'EXIT_CODES has every ErrorCode, and nothing else but usage',
+    )
+    assert.equal(EXIT_CODES.usage, EXIT_CODES.ERR_INVALID_ARGUMENT)
+    const exits = codes.map((c) => EXIT_CODES[c])
+    assert.equal(new Set(exits).size, codes.length, 'one exit code per error code')
+    assert.ok(
+      exits.every((e) => e !== 0 && e !== 1 && e < 128),
+      'none is success, 1 (node itself) or a signal',
+    )
+    const tables: Array<[string, Map<string, number>]> = [
+      [
+        'README.md, Errors',
+        new Map(
+          [
+            ...section(readFileSync('README.md', 'utf8'), '## Errors').matchAll(/^\| `(ERR_[A-Z_]+)` +\| +(\d+) +\|/gm),
+          ].map((m) => [m[1] as string, Number(m[2])]),
+        ),
+      ],
+      [
+        'docs/cli.md, Failures and exit codes',
+        new Map(
+          [
+            ...section(readFileSync('docs/cli.md', 'utf8'), '## Failures and exit codes').matchAll(
+              /^\| +(\d+) +\| [^|]*`(ERR_[A-Z_]+)`/gm,
+            ),
+          ].map((m) => [m[2] as string, Number(m[1])]),
+        ),
+      ],
+      [
+        '--help',
+        new Map(
+          [...run(['--help']).text.matchAll(/^ +(\d+) {2}(ERR_[A-Z_]+) /gm)].map((m) => [m[2] as string, Number(m[1])]),
+        ),
+      ],
+    ]
+    for (const [where, table] of tables) {
+      for (const code of codes) assert.equal(table.get(code), EXIT_CODES[code], `${where}: ${code}`)
+      assert.equal(table.size, codes.length, `${where}: ${[...table.keys()].join(', ')}`)
+    }
+  })
+
+  describe('each code a local invocation can produce, produced by one', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ss-cli-exit-'))
+    const base = join(dir, 'base')
+    const size = 300 * 1024
+    const input = join(dir, 'in.bin')
+    writeFileSync(input, randomBytes(size))
+    after(() => rmSync(dir, { recursive: true, force: true }))
+    const copy = (name: string) => {
+      const to = join(dir, name)
+      cpSync(base, to, { recursive: true })
+      return to
+    }
+    /** A file that says it holds 4096 bytes and holds a few (sysfs): it "changes" while uploaded. */
+    const shrinking = '/sys/devices/system/cpu/online'
+    const producers: Record<ErrorCode, (() => Outcome | Promise<Outcome>) | string> = {
+      ERR_INVALID_ARGUMENT: () => run(['get', base, '-', '--range', 'x']),
+      ERR_NOT_FOUND: () => run(['get', base, '-', '--cno', '99']),
+      ERR_CORRUPT: () => {
+        const c = copy('corrupt')
+        const victim = join(c, '0000000001.1')
+        const b = readFileSync(victim)
+        b[5000] = (b[5000] as number) ^ 0x10 // data block 1
+        writeFileSync(victim, b)
+        return run(['get', c, '-'])
+      },
+      ERR_UNSUPPORTED: () => {
+        // The inode object of a newer layout version (byte 8, u16), its CRC resealed.
+        const c = copy('newer')
+        const b = readFileSync(join(c, 'inode'))
+        b.writeUInt16LE(b.readUInt16LE(8) + 1, 8)
+        writeFileSync(join(c, 'inode'), resealInodeObject(b))
+        return run(['get', c, '-'])
+      },
+      ERR_CONFLICT: async () => {
+        const [first, second] = await conflictingPuts(copy('conflict'))
+        assert.equal(first.status, 0, first.stderr)
+        return second
+      },
+      ERR_STORE: 'a store failing after its retries: not with a local directory (the stores map it: test/store)',
+      ERR_ABORTED: () => interruptedPut(copy('aborted')),
+      ERR_RANGE: () => run(['get', base, '-', '--range', `${size}-`]),
+      ERR_STATE: () => run(['put', shrinking, join(dir, 'state')]),
+      ERR_TIMEOUT: 'a request running past its time limit: a remote store only',
+      ERR_AUTH: 'a store refusing the credentials: S3 only',
+      ERR_INTERNAL: 'a bug: never on purpose',
+    }
+
+    before(() => {
+      const r = run(['put', input, base, '--stream-segment-bytes', '64K'])
+      assert.equal(r.status, 0, r.stderr)
+    })
+    /** The producers that follow the child's debug log (to know when it has opened the container). */
+    const followed: ErrorCode[] = ['ERR_CONFLICT', 'ERR_ABORTED']
+
+    for (const code of codes) {
+      const produce = producers[code]
+      if (typeof produce === 'string') continue // the table check above is all there is for it
+      it(`${code}: exit ${EXIT_CODES[code]}`, async () => {
+        const r = await produce()
+        assert.equal(r.status, EXIT_CODES[code], r.stderr)
+        const line = new RegExp(`^stream-segment: ${code}: [^\\n]+\\n`, 'm')
+        if (followed.includes(code)) assert.match(r.stderr, line)
+        else assert.match(r.stderr, new RegExp(`${line.source}$`), 'one line, nothing else')
+      })
+    }
   })
 })

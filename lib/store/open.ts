@@ -4,6 +4,10 @@
  *                          AWS_ENDPOINT_URL_S3 included; path-style on a custom endpoint)
  *   file:///dir or a path  a local directory (the embedded default)
  *   mem://name             memory, shared by name within the process
+ * Schemes are matched case-insensitively (`S3://bucket/x` is S3). Anything else that starts
+ * like a URL (`word:`) is ERR_INVALID_ARGUMENT with the fix in the message, never a local
+ * directory: `s3:/bucket/x`, `s3:bucket/x`, `file:/x`, `s3//bucket/x`, `gs://…`, `https://…`.
+ * A local directory named so is written as a path: `./s3:x`.
  */
 import { resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -18,6 +22,30 @@ export type StoreLocation = string | URL | { client: S3Client; bucket: string; p
 
 let defaultClient: S3Client | undefined
 
+const KNOWN = ['s3', 'file', 'mem'] as const
+const USE = 'use s3://bucket/prefix, file:///dir or mem://name; a local directory is a path or a file:// URL'
+
+/** What a URL with a known scheme but a malformed `//` should have been. */
+function corrected(scheme: string, rest: string): string {
+  const tail = rest.replace(/^\/+/, '')
+  return scheme === 'file' ? `file:///${tail}` : `${scheme}://${tail}`
+}
+
+function invalid(text: string, message: string): StreamSegmentError {
+  return StreamSegmentError.invalidArgument(`openStore: ${text}: ${message}`)
+}
+
+/** Hints for schemes people try: the store is S3 behind an endpoint, or a path. */
+function unsupported(text: string, scheme: string): StreamSegmentError {
+  const hint =
+    scheme === 'http' || scheme === 'https'
+      ? '; for an S3-compatible server set AWS_ENDPOINT_URL_S3 to its address and use s3://bucket/prefix'
+      : scheme === 'gs'
+        ? '; for Google Cloud Storage use its S3-compatible API (AWS_ENDPOINT_URL_S3=https://storage.googleapis.com and HMAC keys) with s3://bucket/prefix'
+        : ''
+  return invalid(text, `unsupported scheme ${scheme}:// (${USE})${hint}`)
+}
+
 export function openStore(location: StoreLocation): ObjectStore {
   if (typeof location === 'object' && !(location instanceof URL)) {
     if (typeof location.bucket !== 'string' || location.bucket === '') {
@@ -27,23 +55,56 @@ export function openStore(location: StoreLocation): ObjectStore {
   }
   const text = String(location)
   if (text === '') throw StreamSegmentError.invalidArgument('openStore: empty location')
-  const scheme = /^([a-zA-Z][a-zA-Z0-9+.-]*):\/\//.exec(text)?.[1]?.toLowerCase()
-  if (scheme === undefined) return new DirectoryStore(resolve(text))
-  if (scheme === 'file') return new DirectoryStore(fileURLToPath(text))
-  if (scheme === 'mem') return new MemoryStore(text.slice('mem://'.length))
-  if (scheme === 's3') {
-    const m = /^s3:\/\/([^/]+)\/?(.*)$/i.exec(text)
-    if (!m?.[1] || !/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(m[1])) {
-      throw StreamSegmentError.invalidArgument(
-        `openStore: ${text}: expected s3://bucket/prefix with a valid bucket name`,
+  const url = /^([a-zA-Z][a-zA-Z0-9+.-]*):(\/\/)?(.*)$/s.exec(text)
+  if (url === null) {
+    // A path. A known scheme missing its colon (`s3//bucket/x`) is a typo, not a directory.
+    const typo = /^([a-zA-Z][a-zA-Z0-9+.-]*)\/\/(.*)$/s.exec(text)
+    const scheme = typo?.[1]?.toLowerCase()
+    if (scheme !== undefined && (KNOWN as readonly string[]).includes(scheme)) {
+      throw invalid(
+        text,
+        `did you mean ${corrected(scheme, typo?.[2] ?? '')}? (a local directory by that name: ./${text})`,
       )
     }
-    defaultClient ??= createS3Client()
-    return new S3Store({ client: defaultClient, bucket: m[1], prefix: decodeURIComponent(m[2] ?? '') })
+    return new DirectoryStore(resolve(text))
   }
-  throw StreamSegmentError.invalidArgument(
-    `openStore: ${text}: unsupported scheme ${scheme}:// (use s3://, file:// or mem://)`,
-  )
+  const scheme = (url[1] as string).toLowerCase()
+  const rest = url[3] ?? ''
+  if (url[2] === undefined) {
+    // `word:` without `//`: a misspelt URL, or a relative path that would be read as one.
+    if ((KNOWN as readonly string[]).includes(scheme)) {
+      throw invalid(text, `did you mean ${corrected(scheme, rest)}? (a local directory by that name: ./${text})`)
+    }
+    throw invalid(text, `not a URL this reads (${USE}); for a local directory named so, write ./${text}`)
+  }
+  if (scheme === 'file') {
+    try {
+      return new DirectoryStore(fileURLToPath(`file://${rest}`))
+    } catch (err) {
+      // file://dir/x: `dir` is read as a host.
+      throw rest.startsWith('/')
+        ? invalid(text, (err as Error).message)
+        : invalid(text, `a file URL has an empty host: did you mean ${corrected('file', rest)}, or the path ${rest}?`)
+    }
+  }
+  if (scheme === 'mem') return new MemoryStore(rest)
+  if (scheme === 's3') {
+    const m = /^([^/]*)\/?(.*)$/s.exec(rest)
+    const bucket = m?.[1] ?? ''
+    if (!/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(bucket)) {
+      const fix = bucket === '' && rest.replace(/^\/+/, '') !== '' ? `: did you mean ${corrected('s3', rest)}?` : ''
+      throw invalid(text, `expected s3://bucket/prefix with a valid bucket name${fix}`)
+    }
+    let prefix: string
+    try {
+      prefix = decodeURIComponent(m?.[2] ?? '')
+    } catch {
+      throw invalid(text, 'the prefix has a malformed %-escape')
+    }
+    defaultClient ??= createS3Client()
+    return new S3Store({ client: defaultClient, bucket, prefix })
+  }
+  throw unsupported(text, scheme)
 }
 
 /** The store itself when given one, else the store at `where` (openStore). */
