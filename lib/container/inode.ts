@@ -54,22 +54,40 @@ export async function hasInode(store: ObjectStore, signal?: AbortSignal): Promis
 }
 
 /**
- * The published inode. `withEtag`: a writer's read (HEAD, then GET); otherwise one GET.
- * ERR_NOT_FOUND when the container has none.
+ * The published inode. `withEtag`: a writer's read (HEAD, GET, HEAD: the ETag is that of
+ * the bytes read); otherwise one GET. ERR_NOT_FOUND when the container has none.
  */
 export async function readInode(
   store: ObjectStore,
   options: { withEtag?: boolean; signal?: AbortSignal | undefined } = {},
 ): Promise<Published> {
   const { withEtag = false, signal } = options
-  // A HEAD says only that nothing is there; the GET then says why (a missing bucket is
-  // named as such, not as a missing container).
-  const info = withEtag ? await store.head(INODE_KEY, { signal }) : undefined
-  const bytes = await store.get(INODE_KEY, { signal }).catch((err) => {
-    throw StreamSegmentError.is(err, 'ERR_NOT_FOUND') && !missingBucket(err) ? noContainer(store) : err
-  })
-  if (withEtag && info === undefined) throw noContainer(store) // created meanwhile: open again
-  return { inode: decodeAt(store, bytes), etag: info?.etag }
+  const get = () =>
+    store.get(INODE_KEY, { signal }).catch((err) => {
+      // A HEAD says only that nothing is there; the GET says why (a missing bucket is named
+      // as such, not as a missing container).
+      throw StreamSegmentError.is(err, 'ERR_NOT_FOUND') && !missingBucket(err) ? noContainer(store) : err
+    })
+  if (!withEtag) return { inode: decodeAt(store, await get()), etag: undefined }
+  // The ETag must be the one of the bytes read: a publication between the HEAD and the
+  // GET would pair an old ETag with a new inode, and the writer would build on the new one
+  // a checkpoint that can only be published by a roll-forward. So: HEAD, GET, HEAD again,
+  // until both HEADs agree.
+  for (let attempt = 1; ; attempt++) {
+    const before = await store.head(INODE_KEY, { signal })
+    if (before === undefined) {
+      await get() // says why: no container, or no bucket
+      throw noContainer(store) // created meanwhile: open again
+    }
+    const bytes = await get()
+    const after = await store.head(INODE_KEY, { signal })
+    if (after?.etag === before.etag) return { inode: decodeAt(store, bytes), etag: before.etag }
+    if (attempt >= 16) {
+      throw StreamSegmentError.conflict(
+        `${store.url}/${INODE_KEY}: it changed on every read (16 times): too many writers`,
+      )
+    }
+  }
 }
 
 /**

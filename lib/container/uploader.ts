@@ -115,13 +115,14 @@ export class Uploader {
     try {
       for (let start = 0; start < size && mpu.failure === undefined; start += this.pieceSize) {
         const end = Math.min(start + this.pieceSize, size)
-        await mpu.startPart(() => obj.take(start, end))
+        // A piece that got room after another failed is not sent: the upload is lost anyway.
+        await mpu.startPart(() => (mpu.failure === undefined ? obj.take(start, end) : Promise.reject(mpu.failure)))
       }
       await mpu.complete()
       return { key, bytes: size, requests: pieces + 2 }
     } catch (err) {
       await mpu.abort()
-      throw err
+      throw mpu.failure ?? err
     }
   }
 }
@@ -171,11 +172,17 @@ export class MultipartObject {
     this.parts.push(part)
     try {
       const { done } = await this.uploader.start(take, async (chunks) => {
-        const { etag } = await this.uploader.store.uploadPart(this.key, await this.uploadId, partNumber, chunks, {
-          signal: this.signal,
-        })
-        log('part %s #%d', this.key, partNumber)
-        return { partNumber, etag }
+        try {
+          const id = await this.uploadId
+          const { etag } = await this.uploader.store.uploadPart(this.key, id, partNumber, chunks, {
+            signal: this.signal,
+          })
+          log('part %s #%d', this.key, partNumber)
+          return { partNumber, etag }
+        } catch (err) {
+          this.fail(err) // at once: a piece waiting for room must see it
+          throw err
+        }
       })
       done.catch((err) => this.fail(err))
       settle(done)

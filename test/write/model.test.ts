@@ -210,6 +210,8 @@ async function runModel(sequence: Op[], settings: Partial<Settings>, failEvery =
 }
 
 const runs = Number(process.env.MODEL_RUNS ?? 100)
+/** MODEL_SEED=n replays fast-check's seed n (printed with a failure). */
+const seed = process.env.MODEL_SEED === undefined ? {} : { seed: Number(process.env.MODEL_SEED) }
 
 /** Every way of sending ahead: nothing, objects sent whole (≤ one 16 KiB piece), objects filled in pieces; and the head-first format. */
 const modes: Array<[string, Partial<Settings>]> = [
@@ -236,7 +238,7 @@ for (const [mode, extra] of modes) {
       fc.asyncProperty(fc.array(ops, { minLength: 1, maxLength: 40 }), (seq) =>
         runModel(seq, { ...smallSettings, ...extra }),
       ),
-      { numRuns: runs },
+      { numRuns: runs, ...seed },
     )
   })
 
@@ -245,7 +247,7 @@ for (const [mode, extra] of modes) {
       fc.asyncProperty(fc.array(ops, { minLength: 1, maxLength: 40 }), fc.integer({ min: 4, max: 12 }), (seq, every) =>
         runModel(seq, { ...smallSettings, ...extra }, every),
       ),
-      { numRuns: runs },
+      { numRuns: runs, ...seed },
     )
   })
 }
