@@ -20,6 +20,7 @@ import type { ObjectStore } from '../../lib/store/types.js'
 import { createStreamSegmentReadStream } from '../../lib/streams/read-stream.js'
 import { createStreamSegmentWriteStream } from '../../lib/streams/write-stream.js'
 import { rejectsCode } from '../helpers/assert.js'
+import { prng } from '../helpers/containers.js'
 import { blockStream, fillBlocks, pattern } from '../helpers/pattern.js'
 import { clearS3Store, s3TestBucket, s3TestStore, uniquePrefix } from '../helpers/s3-env.js'
 import { smallSettings } from '../helpers/small-settings.js'
@@ -56,18 +57,6 @@ function runCli(args: string[]): Promise<CliResult> {
       }),
     )
   })
-}
-
-/** A seeded PRNG (mulberry32): the same rounds on every run. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32
-  }
 }
 
 /** Checkpoint `cno` opened read-only and read whole. */

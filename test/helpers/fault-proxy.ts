@@ -37,6 +37,7 @@ import {
 import type { AddressInfo, Socket } from 'node:net'
 import type { S3Client } from '@aws-sdk/client-s3'
 import { createS3Client } from '../../lib/store/s3.js'
+import { prng } from './containers.js'
 
 export const FAULT_KINDS = [
   'slowdown',
@@ -129,18 +130,6 @@ export interface FaultProxy {
 
 const LOOPBACK = /^(127\.\d+\.\d+\.\d+|localhost|\[::1\])$/
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'upgrade'])
-
-/** mulberry32: a small seeded PRNG, uniform in [0, 1). */
-function prng(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 /** The S3 operation of a path-style request. */
 export function s3Op(method: string, key: string, query: URLSearchParams): string {
