@@ -9,7 +9,7 @@
 // Ends with a summary (seconds and exit code of each); exits 1 when any benchmark failed.
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { ensureS3Server, ROOT, run, S3SetupError } from './s3-server.mjs'
+import { ROOT, run, s3ServerIfNeeded } from './s3-server.mjs'
 
 process.chdir(ROOT)
 const DIR = 'dist/esm/test/bench'
@@ -29,18 +29,7 @@ if (benches.length === 0) {
 }
 
 const usesS3 = (f) => /s3-env|AWS_ENDPOINT_URL_S3/.test(readFileSync(join(DIR, f), 'utf8'))
-let server = { env: process.env, stop() {} }
-if (benches.some(usesS3)) {
-  try {
-    server = await ensureS3Server()
-  } catch (err) {
-    if (!(err instanceof S3SetupError)) throw err
-    console.error(err.message)
-    process.exit(1)
-  }
-} else {
-  console.log('# S3: no selected benchmark uses S3; no server needed')
-}
+const server = await s3ServerIfNeeded(benches.some(usesS3), 'benchmark')
 
 const results = []
 for (const f of benches) {

@@ -10,7 +10,7 @@
 // The exit code is the test run's; the node:test summary (ℹ pass / ℹ fail) is printed last.
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { ensureS3Server, ROOT, run, S3SetupError } from './s3-server.mjs'
+import { ROOT, run, s3ServerIfNeeded } from './s3-server.mjs'
 
 process.chdir(ROOT)
 
@@ -36,18 +36,7 @@ if (files.length === 0) {
 
 // A test file needs S3 when it imports the helper that locates the server.
 const s3Files = files.filter((f) => readFileSync(f, 'utf8').includes('s3-env'))
-let server = { env: process.env, stop() {} }
-if (s3Files.length > 0) {
-  try {
-    server = await ensureS3Server()
-  } catch (err) {
-    if (!(err instanceof S3SetupError)) throw err
-    console.error(err.message)
-    process.exit(1)
-  }
-} else {
-  console.log('# S3: no selected test file uses S3; no server needed')
-}
+const server = await s3ServerIfNeeded(s3Files.length > 0, 'test file')
 
 const r = await run(
   process.execPath,

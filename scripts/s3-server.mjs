@@ -246,3 +246,21 @@ export async function ensureS3Server({ log = console.log } = {}) {
     )
   }
 }
+
+/**
+ * For the runners: the server when `needed` (its one-line setup failure ends the process
+ * with exit code 1), else the environment as it is and a line saying no server was needed.
+ */
+export async function s3ServerIfNeeded(needed, what) {
+  if (!needed) {
+    console.log(`# S3: no selected ${what} uses S3; no server needed`)
+    return { env: process.env, stop() {} }
+  }
+  try {
+    return await ensureS3Server()
+  } catch (err) {
+    if (!(err instanceof S3SetupError)) throw err
+    console.error(err.message)
+    process.exit(1)
+  }
+}
