@@ -4,9 +4,11 @@
  * Data goes to stdout only for `get` to `-`; everything else a command reports goes to
  * stdout (tables, or JSON with --json), progress to stderr on a TTY.
  */
+
+import { type ChildProcess, spawn } from 'node:child_process'
 import { createWriteStream, promises as fs } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
-import type { Readable, Writable } from 'node:stream'
+import { type Readable, Transform, type Writable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { parseArgs as parseArgv } from 'node:util'
 import {
@@ -89,7 +91,11 @@ Commands:
   put <file|-> <url> [--<setting> <value>…] [--json]
                    write a file as a new checkpoint, replacing the content; prints the FlushTiming.
                    A regular file goes by reference (read as its objects are sent, the spec's
-                   defaults); stdin (-), a pipe, a FIFO or a device by value (streaming profile)
+                   defaults); stdin (-), a pipe, a FIFO or a device by value (streaming profile).
+                   --size N: publish only if exactly N bytes came (stdin or a command)
+  put <url> [--size N] [--<setting> <value>…] -- <command> [args…]
+                   run the command and write its stdout as a new checkpoint, published only when
+                   it exits 0 (else ERR_ABORTED, exit 8, nothing published)
   get <url> [file|-] [-o file] [--range a-b] [--cno N] [--json]
                    read the file (or bytes a..b, inclusive; "a-" to the end; clipped to the
                    end, ERR_RANGE when a is past it) to a file (-o, --output) or stdout (-).
@@ -155,6 +161,8 @@ interface Parsed {
   /** Each option as it was typed (`--keep-cnos`, `-o`), for messages. */
   typed: Map<string, string>
   help: boolean
+  /** How many positionals came before a `--` ending the options (undefined: there was none). */
+  beforeTerminator?: number
 }
 
 /**
@@ -185,6 +193,7 @@ function parseCommand(args: readonly string[], spec: CommandSpec): Parsed {
   if (tokens.some((t) => t.kind === 'option' && t.name === 'help')) return { ...p, help: true }
   for (const t of tokens) {
     if (t.kind === 'positional') p.positional.push(t.value)
+    if (t.kind === 'option-terminator') p.beforeTerminator = p.positional.length
     if (t.kind !== 'option') continue
     const name = camel(t.name)
     const kind = kinds.get(name)
@@ -291,15 +300,27 @@ type Out = NodeJS.WritableStream & { isTTY?: boolean }
 // --- commands ---
 
 async function put(p: Parsed, out: Out, err: Out): Promise<number> {
-  const [source, url] = positionals(p, 2, 2, 'put <file|-> <url> [--<setting> <value>…] [--json]') as [string, string]
+  // `put <url> -- <command> [args…]`: the producer's stdout, published only when it exits 0.
+  const producer = p.beforeTerminator === 1 && p.positional.length > 1 ? p.positional.slice(1) : undefined
+  const [source, url] =
+    producer === undefined
+      ? (positionals(p, 2, 2, 'put <file|-> <url> [--size N] [--<setting> <value>…] [--json]') as [string, string])
+      : ['-', p.positional[0] as string]
+  const sizeText = p.options.get('size')
+  const size = sizeText === undefined ? undefined : parseSize(optionName(p, 'size'), sizeText)
+  if (size !== undefined && source !== '-') {
+    throw StreamSegmentError.invalidArgument(`option ${optionName(p, 'size')} is for stdin or a command, not a file`)
+  }
   const settings: Partial<Record<keyof Settings, unknown>> = {}
   for (const [name, value] of p.options) {
+    if (name === 'size') continue
     if (!isSettingName(name)) throw StreamSegmentError.internal(`put: option --${name} is not a setting`)
     // String settings (format, conflictPolicy) are taken as given; resolveSettings checks them.
     settings[name] = typeof SPEC_DEFAULTS[name] === 'string' ? value : parseSize(optionName(p, name), value)
   }
   const store = openStore(url)
   const fh = source === '-' ? undefined : await openLocalFile(source)
+  const child = producer === undefined ? undefined : startProducer(producer)
   const ac = new AbortController()
   const onSigint = () => ac.abort(new Error('interrupted (SIGINT)'))
   process.once('SIGINT', onSigint)
@@ -313,12 +334,13 @@ async function put(p: Parsed, out: Out, err: Out): Promise<number> {
     r = st?.isFile()
       ? await putByReference(fh as FileHandle, store, settings as Partial<Settings>, ac.signal, err)
       : await putByValue(
-          fh?.createReadStream({ highWaterMark: MiB, autoClose: false }) ?? process.stdin,
-          source,
+          fh?.createReadStream({ highWaterMark: MiB, autoClose: false }) ?? child?.stdout ?? process.stdin,
+          producer === undefined ? source : producer.join(' '),
           store,
           settings as Partial<Settings>,
           ac.signal,
           err,
+          completeWhen({ size, child }),
         )
   } catch (e) {
     // The file source says the file ended early, not which file.
@@ -329,6 +351,7 @@ async function put(p: Parsed, out: Out, err: Out): Promise<number> {
   } finally {
     process.removeListener('SIGINT', onSigint)
     await fh?.close()
+    child?.process.kill('SIGTERM') // a producer still running after a failure is stopped
   }
   const seconds = (performance.now() - t0) / 1000
   const { bytes, by, timing: t } = r
@@ -381,6 +404,56 @@ async function putByReference(
   }
 }
 
+/** A producer command run as a child process: its stdout is the input; stdin and stderr are ours. */
+function startProducer(argv: readonly string[]): {
+  process: ChildProcess
+  stdout: Readable
+  exit: Promise<string | undefined>
+} {
+  const [cmd, ...args] = argv as [string, ...string[]]
+  const child = spawn(cmd, args, { stdio: ['inherit', 'pipe', 'inherit'] })
+  // Why the producer failed, or undefined when it exited 0.
+  const exit = new Promise<string | undefined>((resolve) => {
+    child.once('error', (e) => resolve(`${cmd} could not start: ${e.message}`))
+    child.once('close', (code, sig) =>
+      resolve(
+        code === 0 ? undefined : `${argv.join(' ')} ${sig ? `was killed by ${sig}` : `exited with code ${code}`}`,
+      ),
+    )
+  })
+  return { process: child, stdout: child.stdout as Readable, exit }
+}
+
+/**
+ * All-or-nothing input: a stage between the input and the write stream that lets the end
+ * of the input through (so that the write stream commits) only when the producer exited
+ * 0 and exactly `size` bytes came; otherwise the put fails with ERR_ABORTED and the write
+ * stream publishes nothing.
+ */
+function completeWhen(check: {
+  size: number | undefined
+  child: { exit: Promise<string | undefined> } | undefined
+}): Transform | undefined {
+  if (check.size === undefined && check.child === undefined) return undefined
+  let bytes = 0
+  const refuse = (why: string) => StreamSegmentError.aborted(`${why}: nothing was published`)
+  return new Transform({
+    transform(chunk: Buffer, _encoding, cb) {
+      bytes += chunk.byteLength
+      if (check.size !== undefined && bytes > check.size) cb(refuse(`more than --size ${check.size} bytes came`))
+      else cb(null, chunk)
+    },
+    flush(cb) {
+      ;(check.child?.exit ?? Promise.resolve(undefined)).then((failed) => {
+        if (failed !== undefined) cb(refuse(failed))
+        else if (check.size !== undefined && bytes !== check.size) {
+          cb(refuse(`${bytes} bytes came, --size says ${check.size}`))
+        } else cb()
+      }, cb)
+    },
+  })
+}
+
 /** A stream, by value, through the write stream (its streaming profile). */
 async function putByValue(
   input: Readable,
@@ -389,12 +462,13 @@ async function putByValue(
   settings: Partial<Settings>,
   signal: AbortSignal,
   err: Out,
+  gate?: Transform,
 ): Promise<PutResult> {
   const writer = createStreamSegmentWriteStream({ store, signal, ...settings })
   const sample = () => ({ done: writer.bytesWritten, requestsInFlight: writer.file?.progress.requestsInFlight ?? 0 })
   const stop = err.isTTY ? showProgress(err, sample) : undefined
   try {
-    await pipeline(input, writer)
+    await (gate === undefined ? pipeline(input, writer) : pipeline(input, gate, writer))
   } catch (e) {
     throw fsError(e, source)
   } finally {
@@ -701,7 +775,7 @@ function worstExit(problems: readonly Problem[]): number {
 
 /** Every command: what it accepts, and what runs it. */
 const COMMANDS: Record<string, { spec: CommandSpec; run: (p: Parsed, out: Out, err: Out) => Promise<number> }> = {
-  put: { spec: { values: Object.keys(SPEC_DEFAULTS).filter(isSettingName), flags: ['json'] }, run: put },
+  put: { spec: { values: ['size', ...Object.keys(SPEC_DEFAULTS).filter(isSettingName)], flags: ['json'] }, run: put },
   get: {
     spec: { values: ['range', 'cno', 'output', ...READ_OPTIONS], flags: ['json'], short: { o: 'output' } },
     run: get,

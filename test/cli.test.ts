@@ -458,6 +458,49 @@ describe('gc and rm', () => {
   })
 })
 
+describe('put: all or nothing from a pipe or a command', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'ss-cli-all-'))
+  after(() => rmSync(dir, { recursive: true, force: true }))
+
+  it('put URL -- cmd publishes the output only when the command exits 0', () => {
+    const failing = join(dir, 'failing')
+    const r = run(['put', failing, '--', 'sh', '-c', 'head -c 50000000 /dev/urandom; exit 3'])
+    assert.equal(r.status, 8, r.stderr)
+    assert.match(r.stderr, /^stream-segment: ERR_ABORTED: sh -c .* exited with code 3: nothing was published\n$/)
+    // What was sent ahead stays as an abandoned attempt (for gc); nothing is published.
+    const ls = run(['ls', failing, '--json'])
+    assert.ok(ls.status === 3 || JSON.parse(ls.text).checkpoints.length === 0, ls.text + ls.stderr)
+    assert.equal(run(['get', failing, '-']).status, 3, 'no checkpoint to read')
+    const ok = join(dir, 'ok')
+    const good = run(['put', ok, '--json', '--', 'sh', '-c', 'head -c 50000000 /dev/zero; exit 0'])
+    assert.equal(good.status, 0, good.stderr)
+    assert.equal(JSON.parse(good.text).bytes, 50_000_000)
+    const back = run(['get', ok, '-'])
+    assert.equal(back.stdout.length, 50_000_000)
+    assert.ok(back.stdout.every((b) => b === 0))
+    const missing = run(['put', join(dir, 'none'), '--', join(dir, 'no-such-command')])
+    assert.equal(missing.status, 8)
+    assert.match(missing.stderr, /could not start/)
+  })
+
+  it('put - --size N publishes only when exactly N bytes came', () => {
+    const url = join(dir, 'sized')
+    const data = randomBytes(10_000)
+    const short = run(['put', '-', url, '--size', '10001'], { input: data })
+    assert.equal(short.status, 8, short.stderr)
+    assert.match(short.stderr, /10000 bytes came, --size says 10001: nothing was published/)
+    const long = run(['put', '-', url, '--size', '9999'], { input: data })
+    assert.equal(long.status, 8)
+    assert.match(long.stderr, /more than --size 9999 bytes came/)
+    assert.equal(run(['ls', url]).status, 3, 'nothing published')
+    assert.equal(run(['put', '-', url, '--size', '10000'], { input: data }).status, 0)
+    assert.ok(run(['get', url, '-']).stdout.equals(data))
+    const file = join(dir, 'f.bin')
+    writeFileSync(file, data)
+    assert.equal(run(['put', file, url, '--size', '10000']).status, 2, '--size is for stdin or a command')
+  })
+})
+
 describe('put: by reference or by value, over an existing container, progress', () => {
   const dir = mkdtempSync(join(tmpdir(), 'ss-cli-put-'))
   after(() => rmSync(dir, { recursive: true, force: true }))
