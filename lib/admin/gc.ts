@@ -140,7 +140,7 @@ export async function gc(where: StoreLocation | ObjectStore, options: GcOptions 
   for (const cno of [...retained].sort((a, b) => b - a)) {
     const inode = cno === published && first !== undefined ? first.inode : (complete.get(cno) as { inode: Inode }).inode
     live.add(segmentKey(cno, 0))
-    const walk = await walkMap(store, inode, problems, signal, seen)
+    const walk = await walkMap(store, inode, problems, signal, { seen })
     for (const key of walk.reached.keys()) live.add(key)
   }
   if (problems.length > 0) {

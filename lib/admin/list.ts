@@ -17,6 +17,7 @@ import { StreamSegmentError } from '../errors.js'
 import type { Header } from '../format/header.js'
 import type { Inode } from '../format/inode.js'
 import { INODE_KEY, segmentKey } from '../format/names.js'
+import type { BlockMapNode } from '../format/node.js'
 import type { ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
 import { type Problem, walkMap } from './map-walk.js'
@@ -78,6 +79,9 @@ export async function listCheckpoints(
   /** The objects each checkpoint's map reaches, and how many checkpoints reach each object. */
   const reaches = new Map<number, Set<string>>()
   const reachedBy = new Map<string, number>()
+  /** Checkpoints share most nodes: each is fetched once for all the walks. */
+  const nodes = new Map<string, BlockMapNode>()
+  const inodes = new Map<number, Inode>()
   const limiter = new Limiter(8)
   const cnos = [...listing.byCno.keys()].sort((a, b) => a - b)
   await Promise.all(
@@ -102,13 +106,7 @@ export async function listCheckpoints(
             .header
           entry.size = h.inode.size
           entry.timeMs = h.inode.mtimeMs
-          const problems: Problem[] = []
-          const keys = new Set((await walkMap(store, h.inode, problems, signal)).reached.keys())
-          keys.add(segmentKey(cno, 0))
-          if (problems.length === 0) {
-            reaches.set(cno, keys)
-            for (const k of keys) reachedBy.set(k, (reachedBy.get(k) ?? 0) + 1)
-          }
+          inodes.set(cno, h.inode)
         } catch (err) {
           if (!StreamSegmentError.is(err, 'ERR_CORRUPT') && !StreamSegmentError.is(err, 'ERR_UNSUPPORTED')) throw err
           entry.error = (err as Error).message
@@ -119,6 +117,18 @@ export async function listCheckpoints(
   )
   checkpoints.sort((a, b) => a.cno - b.cno)
   abandoned.sort((a, b) => a.cno - b.cno)
+  // The maps one after the other, so that each walk finds in memory the nodes the ones
+  // before it fetched: checkpoints share most of their nodes.
+  for (const entry of checkpoints) {
+    const inode = inodes.get(entry.cno)
+    if (inode === undefined) continue
+    const problems: Problem[] = []
+    const keys = new Set((await walkMap(store, inode, problems, signal, { nodes })).reached.keys())
+    keys.add(segmentKey(entry.cno, 0))
+    if (problems.length > 0) continue
+    reaches.set(entry.cno, keys)
+    for (const k of keys) reachedBy.set(k, (reachedBy.get(k) ?? 0) + 1)
+  }
   for (const entry of checkpoints) {
     const keys = reaches.get(entry.cno)
     if (keys === undefined) continue

@@ -62,18 +62,23 @@ export function toProblem(err: unknown, what: Problem['what'], where: string): P
   throw err
 }
 
-/**
- * Walks every node reachable from `inode`; nodes that fail their checks become problems.
- * `seen`: node pointers ("hi:lo") whose subtrees an earlier walk covered; they are not
- * walked again (nodes are never changed once stored), and every node walked is added.
- */
+/** What several walks of one container may share (nodes are never changed once stored). */
+export interface WalkShare {
+  /** Node pointers ("hi:lo") whose subtrees an earlier walk covered: not walked again; every node walked is added. */
+  seen?: Set<string>
+  /** Nodes decoded by earlier walks, by pointer: walked again from memory, not fetched again. */
+  nodes?: Map<string, BlockMapNode>
+}
+
+/** Walks every node reachable from `inode`; nodes that fail their checks become problems. */
 export async function walkMap(
   store: ObjectStore,
   inode: Inode,
   problems: Problem[],
   signal?: AbortSignal,
-  seen?: Set<string>,
+  share: WalkShare = {},
 ): Promise<MapWalk> {
+  const { seen, nodes } = share
   const mbs = 2 ** inode.metaShift
   const walk: MapWalk = { reached: new Map(), nodes: 0, leaves: 0, dataPointers: 0, holes: 0, height: inode.rootLevel }
   const reach = (key: string): Reached => {
@@ -96,6 +101,12 @@ export async function walkMap(
   ]
   while (level.length > 0) {
     const refs = new Map<string, Ref[]>()
+    const next: Entries[] = []
+    const take = (n: BlockMapNode, upper: number) => {
+      walk.nodes++
+      if (n.level === 0) walk.leaves++
+      next.push({ level: n.level, keys: n.keys, hi: n.ptrHi, lo: n.ptrLo, count: n.count, upper })
+    }
     for (const e of level) {
       for (let i = 0; i < e.count; i++) {
         const hi = e.hi[i] as number
@@ -120,6 +131,11 @@ export async function walkMap(
         }
         reach(objectKey).nodes.push(offset)
         const upper = i + 1 < e.count ? (e.keys[i + 1] as number) : e.upper
+        const known = nodes?.get(`${hi}:${lo}`)
+        if (known !== undefined) {
+          take(known, upper)
+          continue
+        }
         const ref: Ref = {
           hi,
           lo,
@@ -135,7 +151,6 @@ export async function walkMap(
         else list.push(ref)
       }
     }
-    const next: Entries[] = []
     await Promise.all(
       [...refs].flatMap(([key, list]) =>
         nodeSpans(list, mbs, NODE_SPAN_BYTES).map((span) =>
@@ -165,9 +180,8 @@ export async function walkMap(
                   maxCno: inode.cno,
                   where: `${store.url}/${r.where}`,
                 })
-                walk.nodes++
-                if (n.level === 0) walk.leaves++
-                next.push({ level: n.level, keys: n.keys, hi: n.ptrHi, lo: n.ptrLo, count: n.count, upper: r.upper })
+                nodes?.set(`${r.hi}:${r.lo}`, n)
+                take(n, r.upper)
               } catch (err) {
                 problems.push(toProblem(err, 'node', r.where))
               }

@@ -7,10 +7,15 @@
 import assert from 'node:assert/strict'
 import { before, describe, it } from 'node:test'
 import { inspectCheckpoint, listCheckpoints, verifyCheckpoint } from '../../lib/admin/index.js'
+import { walkMap } from '../../lib/admin/map-walk.js'
+import { readObjectHeader } from '../../lib/container/object-header.js'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import { buildContainer, copyStore } from '../helpers/containers.js'
+import { FailingStore } from '../helpers/failing-store.js'
+import { pattern } from '../helpers/pattern.js'
+import { smallSettings } from '../helpers/small-settings.js'
 
 const isCode = (code: string, re?: RegExp) => (e: unknown) =>
   StreamSegmentError.is(e) && e.code === code && (re === undefined || re.test(e.message))
@@ -131,5 +136,32 @@ describe('checkpoints', () => {
     await assert.rejects(listCheckpoints(empty), isCode('ERR_NOT_FOUND', /no container/))
     await assert.rejects(inspectCheckpoint(empty), isCode('ERR_NOT_FOUND'))
     await assert.rejects(verifyCheckpoint(empty), isCode('ERR_NOT_FOUND'))
+  })
+})
+
+describe('listCheckpoints and shared nodes', () => {
+  it('fetches each block-map node once for all the checkpoints that share it', async () => {
+    const inner = new MemoryStore()
+    const f = await SegmentFile.create(inner, smallSettings)
+    await f.write(0, pattern(0, 200 * 4096, 1))
+    await f.flush()
+    for (let i = 1; i <= 5; i++) {
+      await f.write(i * 4096 * 17, pattern(i * 4096 * 17, 4096, i + 1))
+      await f.flush()
+    }
+    await f.close()
+    const counted = new FailingStore(inner)
+    const list = await listCheckpoints(counted)
+    assert.equal(list.checkpoints.length, 6)
+    const shared = counted.count('get')
+    // The same walks, each on its own: every checkpoint fetches the nodes it shares again.
+    const alone = new FailingStore(inner)
+    for (const c of list.checkpoints) {
+      const header = await readObjectHeader(alone, c.cno, 0)
+      await walkMap(alone, header.header.inode, [])
+    }
+    assert.ok(shared < alone.count('get'), `${shared} GETs listing, ${alone.count('get')} walking one by one`)
+    // The newest checkpoint's part 0 (its new root and path) is its alone.
+    assert.ok((list.checkpoints.at(-1)?.uniqueBytes ?? 0) > 0)
   })
 })
