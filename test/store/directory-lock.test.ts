@@ -246,8 +246,9 @@ describe('directory store: the per-key lock across processes', () => {
   it(`locks left by other gone holders are broken at once: a reused pid, a zombie, the older version's (${RUNS} runs)`, async () => {
     const boot = (await fs.readFile('/proc/sys/kernel/random/boot_id', 'utf8')).trim()
     const pidNs = await fs.readlink('/proc/self/ns/pid')
-    // A process that has exited but is not reaped (its parent, sh exec'd into sleep, never waits).
-    const zombieParent = spawn('sh', ['-c', 'sleep 0 & echo $!; exec sleep 30'], {
+    // A process that has exited but is not reaped: its parent, sh exec'd into sleep, never
+    // waits. The child outlives the exec (sh reaps a child that is already done before it).
+    const zombieParent = spawn('sh', ['-c', 'sleep 0.3 & echo $!; exec sleep 30'], {
       stdio: ['ignore', 'pipe', 'inherit'],
     })
     const zombie = Number(
@@ -256,7 +257,7 @@ describe('directory store: the per-key lock across processes', () => {
     for (let i = 0; ; i++) {
       const state = (await fs.readFile(`/proc/${zombie}/stat`, 'utf8')).split(') ')[1]?.[0]
       if (state === 'Z') break
-      assert.ok(i < 200, `process ${zombie} did not become a zombie (${state})`)
+      assert.ok(i < 600, `process ${zombie} did not become a zombie (${state})`)
       await sleep(5)
     }
     const me = { host: hostname(), boot, pidNs }
