@@ -24,6 +24,7 @@ export const LAYERS = [
   ['store', 'settings.ts'],
   ['container'],
   ['state'],
+  ['wal'],
   ['read'],
   ['write'],
   ['admin'],

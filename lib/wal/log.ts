@@ -1,0 +1,537 @@
+/**
+ * The write-ahead log: a local, append-only record of the writes made since a checkpoint,
+ * so that a process that dies before the next checkpoint is published loses nothing that
+ * was acknowledged.
+ *
+ * What it guarantees:
+ * - An append resolves only once its record is in the file, and with `sync: 'always'` only
+ *   once the file is fsynced: appends waiting together share one fsync (group commit).
+ *   With `'interval'` the file is fsynced at most `intervalMs` after an append (the loss
+ *   window on a machine crash; a process crash loses nothing), with `'none'` never by us.
+ * - Every record carries its sequence number, the checkpoint its file builds on and a
+ *   CRC-32 over its header and payload. The scan at open stops at the first record that is
+ *   torn (the file ends inside it), fails its CRC, or breaks the sequence; that record and
+ *   everything after it are cut off (the file is truncated there) and the cut is reported.
+ *   Nothing after a bad record is ever returned.
+ * - A log is a series of files, one per generation (`rotate()` starts the next, when a
+ *   publish takes a snapshot); `dropBefore()` deletes the generations a publish made
+ *   durable. Files are read back in generation order.
+ *
+ * File layout (little-endian):
+ *
+ *   file header, 40 bytes
+ *   +--------+---------+------------+----------+-----------+-------+----------+
+ *   | magic  | version | generation | base cno | first seq | crc32 | reserved |
+ *   | 8 B    | u32     | u32        | u64      | u64       | u32   | 4 B zero |
+ *   +--------+---------+------------+----------+-----------+-------+----------+
+ *   record, 40-byte header then the payload
+ *   +-------+------+----------+-----+--------+--------+-------------+-------+---------+
+ *   | magic | kind | reserved | seq | offset | length | payload len | crc32 | payload |
+ *   | u32   | u8   | 3 B zero | u64 | u64    | u64    | u32         | u32   |         |
+ *   +-------+------+----------+-----+--------+--------+-------------+-------+---------+
+ *
+ * The file header CRC covers its bytes 0..32; a record's CRC covers bytes 0..36 of its
+ * header, then its payload. Sequence numbers run on across generations. `write` records carry
+ * the bytes (payload length = length), `zeroes` none, `truncate` none (offset = new size).
+ */
+import { promises as fs } from 'node:fs'
+import { join } from 'node:path'
+import { StreamSegmentError } from '../errors.js'
+import { crc32 } from '../util/crc32.js'
+
+export type WalSync = 'always' | 'interval' | 'none'
+
+export type WalRecord =
+  | { kind: 'write'; seq: number; offset: number; data: Uint8Array }
+  | { kind: 'zeroes'; seq: number; offset: number; length: number }
+  | { kind: 'truncate'; seq: number; size: number }
+
+/** What the scan at open found in one generation's file. */
+export interface WalGeneration {
+  generation: number
+  baseCno: number
+  path: string
+  records: number
+  /** Bytes of whole, checked records (after the file header). */
+  bytes: number
+  /** Bytes cut off the end (a torn or bad record and all after it); 0 when clean. */
+  cutBytes: number
+  /** Why the scan stopped early, when it did. */
+  cutReason?: string
+}
+
+/** Files removed whole at open: they followed a cut, broke the sequence, or were torn in their header. */
+export interface WalDropped {
+  paths: string[]
+  bytes: number
+  reason: string
+}
+
+export interface WalOpened {
+  log: WalLog
+  /** The generations replayed, oldest first (a cut one ends the list). */
+  generations: WalGeneration[]
+  dropped?: WalDropped
+}
+
+export interface WalLogOptions {
+  sync?: WalSync
+  /** With `sync: 'interval'`: the longest time an appended record waits for its fsync. */
+  intervalMs?: number
+  /** Tests: called before each fsync. */
+  onSync?: () => void
+}
+
+const FILE_MAGIC = Buffer.from('SSWALv1\n', 'latin1')
+const FILE_HEADER = 40
+const VERSION = 1
+const RECORD_MAGIC = 0x52_4c_41_57 // "WALR" read little-endian
+const RECORD_HEADER = 40
+/** A payload this large is a torn or hostile length, not a record (writes are split below it). */
+export const MAX_RECORD_PAYLOAD = 256 * 1024 * 1024
+const KINDS = ['write', 'zeroes', 'truncate'] as const
+const FILE_RE = /^wal-(\d{10})\.log$/
+
+export function walFileName(generation: number): string {
+  return `wal-${String(generation).padStart(10, '0')}.log`
+}
+
+export interface WalFileHeader {
+  generation: number
+  baseCno: number
+  firstSeq: number
+}
+
+function encodeFileHeader(h: WalFileHeader): Buffer {
+  const b = Buffer.alloc(FILE_HEADER)
+  FILE_MAGIC.copy(b, 0)
+  b.writeUInt32LE(VERSION, 8)
+  b.writeUInt32LE(h.generation, 12)
+  b.writeBigUInt64LE(BigInt(h.baseCno), 16)
+  b.writeBigUInt64LE(BigInt(h.firstSeq), 24)
+  b.writeUInt32LE(crc32(b.subarray(0, 32)), 32)
+  return b
+}
+
+function decodeFileHeader(b: Buffer, path: string): WalFileHeader {
+  if (b.length < FILE_HEADER)
+    throw StreamSegmentError.corrupt(`${path}: ${b.length} bytes, a log starts with ${FILE_HEADER}`)
+  if (!b.subarray(0, 8).equals(FILE_MAGIC))
+    throw StreamSegmentError.corrupt(`${path}: not a stream-segment log (bad magic)`)
+  const version = b.readUInt32LE(8)
+  if (version !== VERSION)
+    throw StreamSegmentError.unsupported(`${path}: log version ${version}, this build reads ${VERSION}`)
+  const crc = crc32(b.subarray(0, 32))
+  if (crc !== b.readUInt32LE(32)) {
+    throw StreamSegmentError.corrupt(`${path}: file header CRC ${b.readUInt32LE(32)} != computed ${crc}`)
+  }
+  return {
+    generation: b.readUInt32LE(12),
+    baseCno: Number(b.readBigUInt64LE(16)),
+    firstSeq: Number(b.readBigUInt64LE(24)),
+  }
+}
+
+function encodeRecordHeader(kind: number, seq: number, offset: number, length: number, payload: Uint8Array): Buffer {
+  const h = Buffer.alloc(RECORD_HEADER)
+  h.writeUInt32LE(RECORD_MAGIC, 0)
+  h.writeUInt8(kind, 4)
+  h.writeBigUInt64LE(BigInt(seq), 8)
+  h.writeBigUInt64LE(BigInt(offset), 16)
+  h.writeBigUInt64LE(BigInt(length), 24)
+  h.writeUInt32LE(payload.byteLength, 32)
+  h.writeUInt32LE(crc32(payload, crc32(h.subarray(0, 36))), 36)
+  return h
+}
+
+/** Reads `length` bytes at `position`; fewer when the file ends first. */
+async function readAt(fh: fs.FileHandle, position: number, length: number): Promise<Buffer> {
+  const b = Buffer.allocUnsafe(length)
+  let got = 0
+  while (got < length) {
+    const { bytesRead } = await fh.read(b, got, length - got, position + got)
+    if (bytesRead === 0) break
+    got += bytesRead
+  }
+  return b.subarray(0, got)
+}
+
+/**
+ * Reads one generation's records in order, calling `apply` for each whole, checked one,
+ * and truncates the file after the last of them. Returns what it found.
+ */
+export async function scanGeneration(
+  path: string,
+  apply: (r: WalRecord, h: WalFileHeader) => void | Promise<void>,
+): Promise<WalGeneration & { nextSeq: number }> {
+  const fh = await fs.open(path, 'r+')
+  try {
+    const size = (await fh.stat()).size
+    const header = decodeFileHeader(await readAt(fh, 0, FILE_HEADER), path)
+    const { generation, baseCno } = header
+    let at = FILE_HEADER
+    let seq = header.firstSeq
+    let records = 0
+    let cutReason: string | undefined
+    while (at < size) {
+      const h = await readAt(fh, at, RECORD_HEADER)
+      const where = `${path} at byte ${at} (record ${seq})`
+      if (h.length < RECORD_HEADER) {
+        cutReason = `${where}: torn header, ${h.length} of ${RECORD_HEADER} bytes`
+        break
+      }
+      const kind = KINDS[h.readUInt8(4) - 1]
+      const payloadLen = h.readUInt32LE(32)
+      if (h.readUInt32LE(0) !== RECORD_MAGIC || kind === undefined || payloadLen > MAX_RECORD_PAYLOAD) {
+        cutReason = `${where}: not a record (magic, kind ${h.readUInt8(4)} or payload length ${payloadLen})`
+        break
+      }
+      if (at + RECORD_HEADER + payloadLen > size) {
+        cutReason = `${where}: torn payload, ${size - at - RECORD_HEADER} of ${payloadLen} bytes`
+        break
+      }
+      const payload = await readAt(fh, at + RECORD_HEADER, payloadLen)
+      const crc = crc32(payload, crc32(h.subarray(0, 36)))
+      if (crc !== h.readUInt32LE(36)) {
+        cutReason = `${where}: CRC ${h.readUInt32LE(36)} != computed ${crc}`
+        break
+      }
+      const gotSeq = Number(h.readBigUInt64LE(8))
+      const offset = Number(h.readBigUInt64LE(16))
+      const length = Number(h.readBigUInt64LE(24))
+      if (gotSeq !== seq) {
+        cutReason = `${where}: sequence ${gotSeq}, expected ${seq}`
+        break
+      }
+      if ((kind === 'write' && length !== payloadLen) || (kind !== 'write' && payloadLen !== 0)) {
+        cutReason = `${where}: ${kind} of ${length} bytes with a ${payloadLen}-byte payload`
+        break
+      }
+      await apply(
+        kind === 'write'
+          ? { kind, seq, offset, data: payload }
+          : kind === 'zeroes'
+            ? { kind, seq, offset, length }
+            : { kind, seq, size: offset },
+        header,
+      )
+      at += RECORD_HEADER + payloadLen
+      seq++
+      records++
+    }
+    if (at < size) await fh.truncate(at)
+    return {
+      generation,
+      baseCno,
+      path,
+      records,
+      bytes: at - FILE_HEADER,
+      cutBytes: size - at,
+      ...(cutReason === undefined ? {} : { cutReason }),
+      nextSeq: seq,
+    }
+  } finally {
+    await fh.close()
+  }
+}
+
+/** A log file's header (it must be whole and check). */
+export async function readFileHeader(path: string): Promise<WalFileHeader> {
+  const fh = await fs.open(path, 'r')
+  try {
+    return decodeFileHeader(await readAt(fh, 0, FILE_HEADER), path)
+  } finally {
+    await fh.close()
+  }
+}
+
+/** The generations in `dir`, oldest first. */
+export async function listGenerations(dir: string): Promise<{ generation: number; path: string }[]> {
+  const names = await fs.readdir(dir).catch((err: NodeJS.ErrnoException) => {
+    if (err.code === 'ENOENT') return [] as string[]
+    throw err
+  })
+  return names
+    .map((n) => FILE_RE.exec(n))
+    .filter((m): m is RegExpExecArray => m !== null)
+    .map((m) => ({ generation: Number(m[1]), path: join(dir, m[0]) }))
+    .sort((a, b) => a.generation - b.generation)
+}
+
+/**
+ * The log's writing end: appends to the newest generation. Made by `WalLog.open` after the
+ * caller has replayed what `scan` returned.
+ */
+export class WalLog {
+  readonly dir: string
+  readonly sync: WalSync
+  readonly intervalMs: number
+  #fh: fs.FileHandle
+  #generation: number
+  #baseCno: number
+  #size: number
+  #seq: number
+  /** Appends run one after the other, in sequence order. */
+  #tail: Promise<void> = Promise.resolve()
+  /** Appended but not yet fsynced; their waiters (with `'always'`). */
+  #unsynced: { resolve: () => void; reject: (err: unknown) => void }[] = []
+  #syncing = false
+  #timer: NodeJS.Timeout | undefined
+  #failed: unknown
+  #onSync: (() => void) | undefined
+
+  private constructor(
+    dir: string,
+    fh: fs.FileHandle,
+    gen: number,
+    base: number,
+    size: number,
+    seq: number,
+    o: WalLogOptions,
+  ) {
+    this.dir = dir
+    this.sync = o.sync ?? 'always'
+    this.intervalMs = o.intervalMs ?? 100
+    this.#fh = fh
+    this.#generation = gen
+    this.#baseCno = base
+    this.#size = size
+    this.#seq = seq
+    this.#onSync = o.onSync
+  }
+
+  /**
+   * Replays every generation in `dir` in order through `apply` (cutting torn tails), then
+   * opens the log for appending: to the newest generation, or to a new one on `baseCno`
+   * when the directory holds none. The directory is made when missing.
+   */
+  static async open(
+    dir: string,
+    baseCno: number,
+    apply: (r: WalRecord, h: WalFileHeader) => void | Promise<void>,
+    options: WalLogOptions = {},
+  ): Promise<WalOpened> {
+    if (options.sync !== undefined && !['always', 'interval', 'none'].includes(options.sync)) {
+      throw StreamSegmentError.invalidArgument(
+        `wal.sync is ${String(options.sync)}: use 'always', 'interval' or 'none'`,
+      )
+    }
+    const ms = options.intervalMs
+    if (ms !== undefined && !(Number.isInteger(ms) && ms >= 1 && ms <= 60_000)) {
+      throw StreamSegmentError.invalidArgument(`wal.intervalMs is ${ms}: an integer from 1 to 60000`)
+    }
+    await fs.mkdir(dir, { recursive: true })
+    const generations: WalGeneration[] = []
+    let dropped: WalDropped | undefined
+    const files = await listGenerations(dir)
+    let seq = 1
+    for (const [i, { path }] of files.entries()) {
+      const previous = generations.at(-1)
+      let h: WalFileHeader | undefined
+      let broken: string | undefined
+      try {
+        h = await readFileHeader(path)
+      } catch (err) {
+        // The newest file may be torn inside its header (a crash while it was being made).
+        if (!(StreamSegmentError.is(err, 'ERR_CORRUPT') && i === files.length - 1)) throw err
+        broken = err.message
+      }
+      // A file that does not take up where the previous one ended, or that follows a cut,
+      // would apply on top of missing records: it and every later file are removed.
+      if (previous !== undefined && previous.cutBytes > 0) broken = `follows ${previous.path}, which was cut`
+      else if (previous !== undefined && h !== undefined && h.firstSeq !== seq) {
+        broken = `starts at record ${h.firstSeq}, the previous file ended before ${seq}`
+      }
+      if (broken !== undefined || h === undefined) {
+        const rest = files.slice(i)
+        let bytes = 0
+        for (const f of rest) bytes += (await fs.stat(f.path)).size
+        for (const f of rest) await fs.rm(f.path)
+        dropped = { paths: rest.map((f) => f.path), bytes, reason: `${path}: ${broken}` }
+        break
+      }
+      const header = h
+      const { nextSeq, ...g } = await scanGeneration(path, (r) => apply(r, header))
+      generations.push(g)
+      seq = nextSeq
+    }
+    const last = generations.at(-1)
+    if (last === undefined) {
+      const gen = (files.at(-1)?.generation ?? 0) + 1
+      const log = await WalLog.#create(dir, gen, baseCno, seq, options)
+      return { log, generations, ...(dropped ? { dropped } : {}) }
+    }
+    const fh = await fs.open(last.path, 'r+')
+    const size = FILE_HEADER + last.bytes
+    const log = new WalLog(dir, fh, last.generation, last.baseCno, size, seq, options)
+    return { log, generations, ...(dropped ? { dropped } : {}) }
+  }
+
+  static async #create(dir: string, gen: number, base: number, seq: number, o: WalLogOptions): Promise<WalLog> {
+    const fh = await createFile(dir, { generation: gen, baseCno: base, firstSeq: seq })
+    return new WalLog(dir, fh, gen, base, FILE_HEADER, seq, o)
+  }
+
+  get generation(): number {
+    return this.#generation
+  }
+  get baseCno(): number {
+    return this.#baseCno
+  }
+  /** The sequence number the next record gets. */
+  get nextSeq(): number {
+    return this.#seq
+  }
+  /** Bytes in the current generation's file. */
+  get size(): number {
+    return this.#size
+  }
+
+  appendWrite(offset: number, data: Uint8Array): Promise<void> {
+    if (data.byteLength > MAX_RECORD_PAYLOAD) {
+      return Promise.reject(
+        StreamSegmentError.invalidArgument(
+          `a log record holds at most ${MAX_RECORD_PAYLOAD} bytes, got ${data.byteLength}`,
+        ),
+      )
+    }
+    return this.#append(1, offset, data.byteLength, data)
+  }
+  appendZeroes(offset: number, length: number): Promise<void> {
+    return this.#append(2, offset, length, new Uint8Array(0))
+  }
+  appendTruncate(size: number): Promise<void> {
+    return this.#append(3, size, 0, new Uint8Array(0))
+  }
+
+  #append(kind: number, offset: number, length: number, payload: Uint8Array): Promise<void> {
+    if (this.#failed !== undefined) return Promise.reject(this.#failed)
+    const seq = this.#seq++
+    const header = encodeRecordHeader(kind, seq, offset, length, payload)
+    const written = this.#tail.then(async () => {
+      if (this.#failed !== undefined) throw this.#failed
+      const at = this.#size
+      const n = RECORD_HEADER + payload.byteLength
+      let done = (await this.#fh.writev([header, payload], at)).bytesWritten
+      while (done < n) {
+        // A short write (a full disk, a signal): write the rest, or fail with what the OS says.
+        const rest =
+          done < RECORD_HEADER
+            ? Buffer.concat([header.subarray(done), payload])
+            : payload.subarray(done - RECORD_HEADER)
+        const { bytesWritten } = await this.#fh.write(rest, 0, rest.byteLength, at + done)
+        if (bytesWritten === 0) throw StreamSegmentError.store(`${this.#path()}: wrote ${done} of ${n} bytes at ${at}`)
+        done += bytesWritten
+      }
+      this.#size += n
+    })
+    this.#tail = written.catch((err) => {
+      this.#failed ??= err
+    })
+    return written.then(() => this.#durable())
+  }
+
+  #durable(): Promise<void> {
+    if (this.sync === 'none') return Promise.resolve()
+    if (this.sync === 'interval') {
+      this.#timer ??= setTimeout(() => {
+        this.#timer = undefined
+        this.#syncNow().catch(() => {}) // sticky in #failed; the next append rejects
+      }, this.intervalMs)
+      return Promise.resolve()
+    }
+    const done = new Promise<void>((resolve, reject) => this.#unsynced.push({ resolve, reject }))
+    if (!this.#syncing) this.#syncNow().catch(() => {})
+    return done
+  }
+
+  /** One fsync for every append that finished before it starts; repeats while more wait. */
+  async #syncNow(): Promise<void> {
+    this.#syncing = true
+    try {
+      while (this.#unsynced.length > 0 || this.sync === 'interval') {
+        const waiters = this.#unsynced.splice(0)
+        try {
+          this.#onSync?.()
+          await this.#fh.sync()
+        } catch (err) {
+          this.#failed ??= StreamSegmentError.store(`${this.#path()}: fsync failed`, err)
+          for (const w of waiters) w.reject(this.#failed)
+          throw this.#failed
+        }
+        for (const w of waiters) w.resolve()
+        if (this.sync === 'interval') break
+      }
+    } finally {
+      this.#syncing = false
+    }
+  }
+
+  /** Waits for every append so far, then fsyncs (whatever the sync mode). */
+  async flush(): Promise<void> {
+    await this.#tail
+    if (this.#failed !== undefined) throw this.#failed
+    this.#onSync?.()
+    await this.#fh.sync()
+  }
+
+  /**
+   * Starts the next generation on `baseCno` (the checkpoint a publish in progress will
+   * make): records appended from now on go there. Returns the generation just closed.
+   */
+  async rotate(baseCno: number): Promise<number> {
+    await this.flush()
+    const old = this.#generation
+    const fh = await createFile(this.dir, { generation: old + 1, baseCno, firstSeq: this.#seq })
+    await this.#fh.close()
+    this.#fh = fh
+    this.#generation = old + 1
+    this.#baseCno = baseCno
+    this.#size = FILE_HEADER
+    return old
+  }
+
+  /** Deletes every generation older than `generation` (their checkpoint is published). */
+  async dropBefore(generation: number): Promise<void> {
+    for (const g of await listGenerations(this.dir)) if (g.generation < generation) await fs.rm(g.path, { force: true })
+    await syncDir(this.dir)
+  }
+
+  async close(): Promise<void> {
+    clearTimeout(this.#timer)
+    this.#timer = undefined
+    try {
+      await this.flush()
+    } finally {
+      await this.#fh.close()
+    }
+  }
+
+  #path(): string {
+    return join(this.dir, walFileName(this.#generation))
+  }
+}
+
+/** Makes a generation's file, its header durable before it is used. */
+async function createFile(dir: string, header: WalFileHeader): Promise<fs.FileHandle> {
+  const fh = await fs.open(join(dir, walFileName(header.generation)), 'wx')
+  try {
+    await fh.write(encodeFileHeader(header), 0, FILE_HEADER, 0)
+    await fh.sync()
+    await syncDir(dir)
+    return fh
+  } catch (err) {
+    await fh.close()
+    throw err
+  }
+}
+
+/** Makes a directory's entries (a new or removed file) durable. */
+async function syncDir(dir: string): Promise<void> {
+  const d = await fs.open(dir, 'r')
+  try {
+    await d.sync()
+  } finally {
+    await d.close()
+  }
+}

@@ -1,0 +1,276 @@
+import assert from 'node:assert/strict'
+import { promises as fs } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, describe, it } from 'node:test'
+import { listGenerations, type WalLogOptions, type WalRecord, WalLog, walFileName } from '../../lib/wal/log.js'
+import { rejectsCode } from '../helpers/assert.js'
+
+const roots: string[] = []
+after(() => Promise.all(roots.map((d) => fs.rm(d, { recursive: true, force: true }))))
+
+async function freshDir(): Promise<string> {
+  const d = await fs.mkdtemp(join(tmpdir(), 'ss-wal-'))
+  roots.push(d)
+  return join(d, 'wal') // made by open
+}
+
+/** Opens the log at `dir`, collecting the replayed records. */
+async function openLog(dir: string, base = 7, options: WalLogOptions = {}) {
+  const replayed: WalRecord[] = []
+  const bases: number[] = []
+  const opened = await WalLog.open(
+    dir,
+    base,
+    (r, h) => {
+      replayed.push(r)
+      bases.push(h.baseCno)
+    },
+    options,
+  )
+  return { ...opened, replayed, bases }
+}
+
+function bytes(n: number, seed: number): Uint8Array {
+  const b = new Uint8Array(n)
+  for (let i = 0; i < n; i++) b[i] = (i * 31 + seed * 7) & 0xff
+  return b
+}
+
+/** Appends a fixed mix of records; returns what a replay must give back. */
+async function appendMix(log: WalLog, count: number, firstSeq = 1): Promise<WalRecord[]> {
+  const want: WalRecord[] = []
+  for (let i = 0; i < count; i++) {
+    const seq = firstSeq + i
+    if (i % 5 === 3) {
+      await log.appendZeroes(i * 4096, 8192)
+      want.push({ kind: 'zeroes', seq, offset: i * 4096, length: 8192 })
+    } else if (i % 5 === 4) {
+      await log.appendTruncate(i * 1000 + 1)
+      want.push({ kind: 'truncate', seq, size: i * 1000 + 1 })
+    } else {
+      const data = bytes(100 + i * 13, i)
+      await log.appendWrite(i * 512, data)
+      want.push({ kind: 'write', seq, offset: i * 512, data })
+    }
+  }
+  return want
+}
+
+function normal(rs: WalRecord[]) {
+  return rs.map((r) => (r.kind === 'write' ? { ...r, data: Buffer.from(r.data).toString('hex') } : r))
+}
+
+describe('WAL log', () => {
+  it('replays every record in order, with its bytes, and appends on after reopening', async () => {
+    const dir = await freshDir()
+    const first = await openLog(dir, 7)
+    assert.deepEqual(first.replayed, [])
+    assert.equal(first.log.baseCno, 7)
+    const want = await appendMix(first.log, 12)
+    await first.log.close()
+
+    const second = await openLog(dir, 99) // the base of an existing log is its own
+    assert.deepEqual(normal(second.replayed), normal(want))
+    assert.deepEqual(new Set(second.bases), new Set([7]))
+    assert.equal(second.generations.length, 1)
+    assert.equal(second.generations[0]?.records, 12)
+    assert.equal(second.generations[0]?.cutBytes, 0)
+    assert.equal(second.log.nextSeq, 13)
+    const more = await appendMix(second.log, 3, 13)
+    await second.log.close()
+
+    const third = await openLog(dir)
+    assert.deepEqual(normal(third.replayed), normal([...want, ...more]))
+    await third.log.close()
+  })
+
+  it('cut at every byte of its last record, recovers exactly the whole records before it', async () => {
+    const dir = await freshDir()
+    const { log } = await openLog(dir)
+    const want = await appendMix(log, 4)
+    const before = log.size
+    await log.appendWrite(40_000, bytes(300, 9))
+    const end = log.size
+    await log.close()
+    const path = join(dir, walFileName(1))
+    const whole = await fs.readFile(path)
+    assert.equal(whole.length, end)
+    for (let cut = before; cut < end; cut++) {
+      await fs.writeFile(path, whole.subarray(0, cut))
+      const r = await openLog(dir)
+      assert.deepEqual(normal(r.replayed), normal(want), `cut at ${cut}`)
+      assert.equal(r.generations[0]?.cutBytes, cut - before, `cut at ${cut}`)
+      assert.equal(r.generations[0]?.cutBytes === 0, cut === before)
+      if (cut > before) assert.match(r.generations[0]?.cutReason ?? '', /torn/)
+      await r.log.close()
+      assert.equal((await fs.stat(path)).size, before, `the torn tail is cut off (cut at ${cut})`)
+    }
+    // The log goes on from the last whole record.
+    const r = await openLog(dir)
+    await r.log.appendTruncate(5)
+    await r.log.close()
+    const again = await openLog(dir)
+    assert.deepEqual(normal(again.replayed), normal([...want, { kind: 'truncate', seq: 5, size: 5 }]))
+    await again.log.close()
+  })
+
+  it('stops at a record that fails its CRC, and applies nothing after it', async () => {
+    const dir = await freshDir()
+    const { log } = await openLog(dir)
+    const want = await appendMix(log, 3)
+    const at = log.size
+    await appendMix(log, 5, 4)
+    await log.close()
+    const path = join(dir, walFileName(1))
+    const b = await fs.readFile(path)
+    b[at + 40 + 10] = (b[at + 40 + 10] ?? 0) ^ 0x20 // a payload byte of record 4
+    await fs.writeFile(path, b)
+    const r = await openLog(dir)
+    assert.deepEqual(normal(r.replayed), normal(want))
+    assert.match(r.generations[0]?.cutReason ?? '', new RegExp(`at byte ${at} \\(record 4\\): CRC`))
+    assert.equal(r.generations[0]?.cutBytes, b.length - at)
+    await r.log.close()
+  })
+
+  it('refuses a hostile payload length as a record, without reading it', async () => {
+    const dir = await freshDir()
+    const { log } = await openLog(dir)
+    const want = await appendMix(log, 2)
+    const at = log.size
+    await log.appendWrite(0, bytes(10, 1))
+    await log.close()
+    const path = join(dir, walFileName(1))
+    const b = await fs.readFile(path)
+    b.writeUInt32LE(0xffff_fff0, at + 32)
+    await fs.writeFile(path, b)
+    const r = await openLog(dir)
+    assert.deepEqual(normal(r.replayed), normal(want))
+    assert.match(r.generations[0]?.cutReason ?? '', /not a record .*payload length 4294967280/)
+    await r.log.close()
+  })
+
+  it('rotates: sequence numbers run on, each generation keeps its base, dropBefore removes the published', async () => {
+    const dir = await freshDir()
+    const { log } = await openLog(dir, 3)
+    const a = await appendMix(log, 4)
+    assert.equal(await log.rotate(4), 1)
+    const b = await appendMix(log, 3, 5)
+    await log.close()
+
+    const r = await openLog(dir)
+    assert.deepEqual(normal(r.replayed), normal([...a, ...b]))
+    assert.deepEqual(r.bases, [3, 3, 3, 3, 4, 4, 4])
+    assert.deepEqual(
+      r.generations.map((g) => [g.generation, g.baseCno, g.records]),
+      [
+        [1, 3, 4],
+        [2, 4, 3],
+      ],
+    )
+    await r.log.dropBefore(2)
+    await r.log.close()
+    assert.deepEqual(
+      (await listGenerations(dir)).map((g) => g.generation),
+      [2],
+    )
+    const s = await openLog(dir)
+    assert.deepEqual(normal(s.replayed), normal(b))
+    assert.equal(s.log.nextSeq, 8)
+    await s.log.close()
+  })
+
+  it('drops a generation that does not follow on from the one before, and every later one', async () => {
+    const dir = await freshDir()
+    const { log } = await openLog(dir)
+    const a = await appendMix(log, 2)
+    await log.rotate(8)
+    await appendMix(log, 2, 3)
+    await log.rotate(9)
+    await appendMix(log, 2, 5)
+    await log.close()
+    await fs.rm(join(dir, walFileName(2)))
+    const r = await openLog(dir)
+    assert.deepEqual(normal(r.replayed), normal(a))
+    assert.match(r.dropped?.reason ?? '', /starts at record 5, the previous file ended before 3/)
+    assert.deepEqual(
+      (await listGenerations(dir)).map((g) => g.generation),
+      [1],
+    )
+    await r.log.close()
+  })
+
+  it('a newest file torn inside its header is dropped and the log goes on', async () => {
+    const dir = await freshDir()
+    const { log } = await openLog(dir)
+    const a = await appendMix(log, 2)
+    await log.close()
+    await fs.writeFile(join(dir, walFileName(2)), Buffer.from('SSWAL'))
+    const r = await openLog(dir)
+    assert.deepEqual(normal(r.replayed), normal(a))
+    assert.match(r.dropped?.reason ?? '', /5 bytes, a log starts with 40/)
+    await r.log.appendZeroes(0, 1)
+    await r.log.close()
+    const again = await openLog(dir)
+    assert.equal(again.replayed.length, 3)
+    await again.log.close()
+  })
+
+  it("sync 'always' shares one fsync between appends waiting together; 'none' never syncs", async () => {
+    const dir = await freshDir()
+    let syncs = 0
+    const { log } = await openLog(dir, 1, { sync: 'always', onSync: () => syncs++ })
+    await Promise.all(Array.from({ length: 64 }, (_, i) => log.appendWrite(i, bytes(1000, i))))
+    assert.ok(syncs >= 1 && syncs < 64, `${syncs} fsyncs for 64 appends made together`)
+    const before = syncs
+    await log.appendZeroes(0, 1)
+    assert.equal(syncs, before + 1, 'an append alone gets its own fsync before it resolves')
+    await log.close()
+
+    let none = 0
+    const n = await openLog(await freshDir(), 1, { sync: 'none', onSync: () => none++ })
+    await appendMix(n.log, 10)
+    assert.equal(none, 0)
+    await n.log.close() // close syncs once
+    assert.equal(none, 1)
+  })
+
+  it("sync 'interval' resolves at once and syncs within the interval", async () => {
+    let syncs = 0
+    const { log } = await openLog(await freshDir(), 1, { sync: 'interval', intervalMs: 20, onSync: () => syncs++ })
+    await appendMix(log, 5)
+    assert.equal(syncs, 0)
+    await new Promise((r) => setTimeout(r, 200))
+    assert.equal(syncs, 1, 'one fsync for the appends of one interval')
+    await log.close()
+  })
+
+  it('rejects bad options with what was wrong', async () => {
+    await rejectsCode(
+      WalLog.open(await freshDir(), 1, () => {}, { sync: 'often' as never }),
+      'ERR_INVALID_ARGUMENT',
+      /wal.sync is often/,
+    )
+    await rejectsCode(
+      WalLog.open(await freshDir(), 1, () => {}, { intervalMs: 0 }),
+      'ERR_INVALID_ARGUMENT',
+      /wal.intervalMs is 0/,
+    )
+  })
+
+  it('a file that is not a log fails the open with ERR_CORRUPT, naming it', async () => {
+    const dir = await freshDir()
+    const { log } = await openLog(dir)
+    await log.rotate(2)
+    await log.close()
+    const path = join(dir, walFileName(1))
+    const b = await fs.readFile(path)
+    b[20] = (b[20] ?? 0) ^ 1
+    await fs.writeFile(path, b)
+    await rejectsCode(
+      WalLog.open(dir, 1, () => {}),
+      'ERR_CORRUPT',
+      /wal-0000000001.log: file header CRC/,
+    )
+  })
+})
