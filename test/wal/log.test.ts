@@ -3,7 +3,7 @@ import { promises as fs } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
-import { listGenerations, type WalLogOptions, type WalRecord, WalLog, walFileName } from '../../lib/wal/log.js'
+import { listGenerations, WalLog, type WalLogOptions, type WalRecord, walFileName } from '../../lib/wal/log.js'
 import { rejectsCode } from '../helpers/assert.js'
 
 const roots: string[] = []
