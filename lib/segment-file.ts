@@ -11,6 +11,10 @@
  * - A failure of the store during a write or flush leaves the handle usable: what was
  *   not stored is still dirty and the next flush writes it. A bug (ERR_INTERNAL) or an
  *   abort makes the handle unusable; every later call throws it again.
+ * - With a WAL (`wal: { dir }`), every write, writeZeroes and truncate is in the local log
+ *   before the call resolves (wal/), in call order, and applied only once logged. A flush
+ *   that publishes rotates the log; close keeps it: the next open with the same folder
+ *   replays what no published checkpoint holds and publishes it before it returns.
  */
 import debug from 'debug'
 import { gc } from './admin/gc.js'
@@ -23,9 +27,14 @@ import { checkForStore, dirtyLimitBytes, resolveSettings, type Settings } from '
 import type { BlockSource } from './state/dirty-tier.js'
 import { FileState } from './state/file-state.js'
 import type { ObjectStore } from './store/types.js'
+import type { WalRecord } from './wal/log.js'
+import { checkWalOptions, type OpenedWal, openWal, type WalOptions, type WalReplay } from './wal/wal.js'
 import { type FlushTiming, flush } from './write/flush.js'
 import { SendAhead } from './write/send-ahead.js'
 import { BlockWriter, checkRange } from './write/write-blocks.js'
+
+/** A write is logged in pieces of at most this many bytes, each applied once logged. */
+const WAL_PIECE = 64 * 1024 * 1024
 
 const log = debug('stream-segment:file')
 
@@ -33,6 +42,12 @@ export interface OpenOptions extends Partial<Settings> {
   /** Open this checkpoint instead of the latest; writing to it publishes a new checkpoint with its content. */
   cno?: number
   readOnly?: boolean
+  /** A write-ahead log for this writer (not with readOnly). */
+  wal?: WalOptions
+}
+
+export interface CreateOptions extends Partial<Settings> {
+  wal?: WalOptions
 }
 
 export class SegmentFile {
@@ -45,6 +60,7 @@ export class SegmentFile {
   /** The cleaner running in the background, if any (retainCheckpoints). */
   private cleaning: Promise<void> | undefined
   private cleanAgain = false
+  private wal: OpenedWal | undefined
 
   private constructor(
     readonly core: FileState,
@@ -66,9 +82,10 @@ export class SegmentFile {
   }
 
   /** Starts a new container in `store`; ERR_CONFLICT if it already has a checkpoint. */
-  static async create(store: ObjectStore, settings: Partial<Settings> = {}): Promise<SegmentFile> {
+  static async create(store: ObjectStore, settings: CreateOptions = {}): Promise<SegmentFile> {
     const s = resolveSettings(settings)
     checkForStore(s, store)
+    if (settings.wal !== undefined) checkWalOptions(settings.wal)
     if (await hasInode(store)) {
       throw StreamSegmentError.conflict(`${store.url}: a container exists here already (open it instead)`)
     }
@@ -81,7 +98,9 @@ export class SegmentFile {
     })
     const state = new FileState(store, s, base, none, undefined)
     state.skipTo(await firstFreeCno(store, 1))
-    return new SegmentFile(state, false)
+    const file = new SegmentFile(state, false)
+    if (settings.wal !== undefined) await file.attachWal(settings.wal)
+    return file
   }
 
   /**
@@ -98,6 +117,10 @@ export class SegmentFile {
     const { cno, readOnly = false } = options
     if (cno !== undefined && (!Number.isSafeInteger(cno) || cno < 1)) {
       throw StreamSegmentError.invalidArgument(`cno must be a positive integer, got ${cno}`)
+    }
+    if (options.wal !== undefined) {
+      if (readOnly) throw StreamSegmentError.invalidArgument('wal: a read-only handle writes no log')
+      checkWalOptions(options.wal)
     }
     let { inode: published, etag } = await (readOnly && cno !== undefined
       ? readCheckpointInode(store, cno).then((inode) => ({ inode, etag: undefined }))
@@ -141,7 +164,87 @@ export class SegmentFile {
     // A writer's first object must not land on a number an abandoned attempt took: that
     // would move the checkpoint at its first collision and lose what was sent ahead.
     state.skipTo(firstFree)
-    return new SegmentFile(state, readOnly)
+    const file = new SegmentFile(state, readOnly)
+    if (options.wal !== undefined) await file.attachWal(options.wal)
+    return file
+  }
+
+  /**
+   * Opens the WAL and replays what it holds past the published checkpoint, then publishes
+   * it. A log built on an older checkpoint than the published one is either this writer's
+   * (it published, then died before rotating the log: the checkpoint holds the records
+   * already) or lost a race to another writer: with conflictPolicy 'fail' the second is
+   * ERR_CONFLICT, the log kept; with 'retry' the records are published on top.
+   */
+  private async attachWal(o: WalOptions): Promise<void> {
+    const touched: [number, number][] = []
+    const opened = await openWal(o, this.core.store.url, this.core.published.cno, async (r) => {
+      if (r.kind === 'truncate') touched.push([Math.min(r.size, this.core.size), Number.POSITIVE_INFINITY])
+      else touched.push([r.offset, r.kind === 'write' ? r.data.byteLength : r.length])
+      await this.apply(r)
+    })
+    this.wal = opened
+    const { replay } = opened
+    log('wal %s: replayed %d records (skipped %d) on checkpoint %d', o.dir, replay.records, replay.skipped, this.cno)
+    try {
+      if (replay.records === 0) return
+      const stale = (replay.baseCno ?? 0) < this.core.published.cno
+      if (stale && (await this.holdsAlready(touched))) {
+        this.core.rollback()
+        this.reader.clear()
+        await this.rotateWal()
+        return
+      }
+      if (stale && this.core.settings.conflictPolicy === 'fail') {
+        throw StreamSegmentError.conflict(
+          `WAL ${o.dir}: its records apply to checkpoint ${replay.baseCno}, and checkpoint ${this.core.published.cno} was published since by another writer (the log is kept)`,
+        )
+      }
+      await this.flush()
+    } catch (err) {
+      await this.close()
+      throw err
+    }
+  }
+
+  /** Whether the published checkpoint already holds what replay made of `touched`. */
+  private async holdsAlready(touched: [number, number][]): Promise<boolean> {
+    const store = this.core.store
+    const published = await SegmentFile.open(store, { readOnly: true, cno: this.core.published.cno })
+    try {
+      if (published.size !== this.core.size) return false
+      for (const [offset, length] of touched) {
+        const end = Math.min(offset + length, this.core.size)
+        for (let at = offset; at < end; at += WAL_PIECE) {
+          const n = Math.min(WAL_PIECE, end - at)
+          const [mine, theirs] = await Promise.all([this.reader.read(at, n), published.read(at, n)])
+          if (Buffer.compare(mine, theirs) !== 0) return false
+        }
+      }
+      return true
+    } finally {
+      await published.close()
+    }
+  }
+
+  /** Applies a replayed record (not logged again). */
+  private apply(r: WalRecord): Promise<void> {
+    if (r.kind === 'write') return this.writer.write(r.offset, r.data)
+    if (r.kind === 'zeroes') return this.writer.writeZeroes(r.offset, r.length)
+    return this.writer.truncate(r.size)
+  }
+
+  /** Starts the log afresh on the checkpoint just published, and deletes what it holds. */
+  private async rotateWal(): Promise<void> {
+    const w = this.wal
+    if (w === undefined) return
+    const gen = await w.log.rotate(this.core.published.cno)
+    await w.log.dropBefore(gen + 1)
+  }
+
+  /** What the open found in the WAL (undefined without one). */
+  get walReplay(): WalReplay | undefined {
+    return this.wal?.replay
   }
 
   get settings(): Settings {
@@ -173,7 +276,16 @@ export class SegmentFile {
   }
 
   write(offset: number, bytes: Uint8Array): Promise<void> {
-    return this.run('write', true, () => this.writer.write(offset, bytes))
+    const wal = this.wal?.log
+    if (wal === undefined) return this.run('write', true, () => this.writer.write(offset, bytes))
+    return this.run('write', true, async () => {
+      checkRange(offset, bytes.byteLength, this.core.blockSize)
+      for (let at = 0; at < bytes.byteLength || at === 0; at += WAL_PIECE) {
+        const piece = bytes.subarray(at, at + WAL_PIECE)
+        await wal.appendWrite(offset + at, piece)
+        await this.writer.write(offset + at, piece)
+      }
+    })
   }
 
   /**
@@ -184,15 +296,30 @@ export class SegmentFile {
    * source gives the same bytes until the flush that publishes them returns.
    */
   writeRef(offset: number, length: number, source: BlockSource, sourceOffset = 0): Promise<void> {
-    return this.run('writeRef', true, () => this.writer.writeRef(offset, length, source, sourceOffset))
+    return this.run('writeRef', true, async () => {
+      if (this.wal !== undefined) {
+        throw StreamSegmentError.invalidArgument(
+          'writeRef: a write by reference is not logged; with a WAL, write by value',
+        )
+      }
+      await this.writer.writeRef(offset, length, source, sourceOffset)
+    })
   }
 
   writeZeroes(offset: number, length: number): Promise<void> {
-    return this.run('writeZeroes', true, () => this.writer.writeZeroes(offset, length))
+    return this.run('writeZeroes', true, async () => {
+      checkRange(offset, length, this.core.blockSize)
+      await this.wal?.log.appendZeroes(offset, length)
+      await this.writer.writeZeroes(offset, length)
+    })
   }
 
   truncate(size: number): Promise<void> {
-    return this.run('truncate', true, () => this.writer.truncate(size))
+    return this.run('truncate', true, async () => {
+      checkRange(size, 0, this.core.blockSize)
+      await this.wal?.log.appendTruncate(size)
+      await this.writer.truncate(size)
+    })
   }
 
   read(offset: number, length: number): Promise<Uint8Array> {
@@ -209,6 +336,7 @@ export class SegmentFile {
       await this.sendAhead.drain()
       const timing = await flush(this.core)
       if (timing.objects > 0) this.retain()
+      if (this.wal !== undefined && (timing.objects > 0 || this.wal.log.size > 40)) await this.rotateWal()
       return timing
     })
   }
@@ -264,6 +392,7 @@ export class SegmentFile {
       this.sendAhead.check()
       this.core.rollback()
       this.reader.clear()
+      await this.rotateWal()
     })
   }
 
@@ -275,10 +404,17 @@ export class SegmentFile {
     const p = this.queue.then(async () => {
       if (this.closed) return
       this.closed = true
-      await this.sendAhead.abandon()
-      this.cleanAgain = false
-      while (this.cleaning !== undefined) await this.cleaning
-      this.core.tier.clear()
+      try {
+        await this.sendAhead.abandon()
+        this.cleanAgain = false
+        while (this.cleaning !== undefined) await this.cleaning
+        this.core.tier.clear()
+      } finally {
+        // The log stays: the next open with its folder replays what was not published.
+        const wal = this.wal
+        this.wal = undefined
+        if (wal !== undefined) await wal.log.close().finally(() => wal.release())
+      }
     })
     this.queue = p.catch(() => undefined)
     return p

@@ -723,7 +723,8 @@ async function holderAlive(owner: LockOwner, me: Identity): Promise<boolean | un
 }
 
 /**
- * Takes the lock at `lockDir` (a directory), waiting while another holds it.
+ * Takes the lock at `lockDir` (a directory), waiting while another holds it, at most
+ * `waitMs` (then ERR_STORE). The directory store locks keys with it; the WAL its folder.
  *
  * A lock is a directory holding exactly one file, `owner-<token>` (a random token per
  * taking), whose JSON says who holds it (LockOwner). It is built complete in `staging`
@@ -740,10 +741,11 @@ async function holderAlive(owner: LockOwner, me: Identity): Promise<boolean | un
  * still empty. So at most one owner file is ever in the lock, and its holder alone may
  * remove it while it lives.
  */
-async function acquireLock(
+export async function acquireLock(
   lockDir: string,
   stagingParent: string,
   what: string,
+  waitMs = LOCK_WAIT_MS,
 ): Promise<{ release(): Promise<void> }> {
   const me = await myIdentity()
   const owner: LockOwner = { ...me, token: randomBytes(16).toString('hex') }
@@ -752,7 +754,7 @@ async function acquireLock(
   await fs.mkdir(staging)
   try {
     await fs.writeFile(join(staging, ownerName), JSON.stringify(owner))
-    const deadline = Date.now() + LOCK_WAIT_MS
+    const deadline = Date.now() + waitMs
     for (let delay = 1; ; ) {
       try {
         await fs.rename(staging, lockDir)
@@ -760,10 +762,10 @@ async function acquireLock(
       } catch (err) {
         if (!isCode(err, 'ENOTEMPTY') && !isCode(err, 'EEXIST')) throw err
       }
-      if (Date.now() > deadline) {
-        throw StreamSegmentError.store(`${what}: lock ${lockDir} held for over ${LOCK_WAIT_MS} ms by a live holder`)
-      }
       if (await breakIfStale(lockDir, me)) continue
+      if (Date.now() > deadline) {
+        throw StreamSegmentError.store(`${what}: lock ${lockDir} held for over ${waitMs} ms by a live holder`)
+      }
       await sleep(delay)
       delay = Math.min(delay * 2, LOCK_POLL_MAX_MS)
     }

@@ -535,3 +535,17 @@ async function syncDir(dir: string): Promise<void> {
     await d.close()
   }
 }
+
+/** The headers of the generations in `dir`, oldest first (a newest file torn in its header is left out). */
+export async function readHeaders(dir: string): Promise<WalFileHeader[]> {
+  const files = await listGenerations(dir)
+  const out: WalFileHeader[] = []
+  for (const [i, f] of files.entries()) {
+    try {
+      out.push(await readFileHeader(f.path))
+    } catch (err) {
+      if (!(StreamSegmentError.is(err, 'ERR_CORRUPT') && i === files.length - 1)) throw err
+    }
+  }
+  return out
+}
