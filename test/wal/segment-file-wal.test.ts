@@ -1,0 +1,169 @@
+import assert from 'node:assert/strict'
+import { promises as fs } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, describe, it } from 'node:test'
+import { SegmentFile } from '../../lib/segment-file.js'
+import { MemoryStore } from '../../lib/store/memory.js'
+import { rejectsCode } from '../helpers/assert.js'
+import { FailingStore } from '../helpers/failing-store.js'
+import { pattern } from '../helpers/pattern.js'
+
+const roots: string[] = []
+after(() => Promise.all(roots.map((d) => fs.rm(d, { recursive: true, force: true }))))
+
+async function walDir(): Promise<string> {
+  const d = await fs.mkdtemp(join(tmpdir(), 'ss-walfile-'))
+  roots.push(d)
+  return join(d, 'wal')
+}
+
+async function contents(f: SegmentFile): Promise<Buffer> {
+  return Buffer.from(await f.read(0, f.size))
+}
+
+async function published(store: MemoryStore | FailingStore): Promise<Buffer> {
+  const r = await SegmentFile.open(store, { readOnly: true })
+  try {
+    return await contents(r)
+  } finally {
+    await r.close()
+  }
+}
+
+describe('SegmentFile with a WAL', () => {
+  it('what was written and never flushed is replayed and published by the next open', async () => {
+    const store = new MemoryStore('wal-a')
+    const dir = await walDir()
+    const f = await SegmentFile.create(store, { wal: { dir } })
+    await f.write(0, pattern(0, 10_000))
+    await f.flush()
+    await f.write(5_000, pattern(5_000, 20_000, 2))
+    await f.writeZeroes(100, 300)
+    await f.truncate(22_000)
+    const want = await contents(f)
+    await f.close() // discards the unflushed state in memory; the log keeps it
+    assert.notDeepEqual(await published(store), want)
+
+    const g = await SegmentFile.open(store, { wal: { dir } })
+    assert.deepEqual({ records: g.walReplay?.records, skipped: g.walReplay?.skipped }, { records: 3, skipped: 0 })
+    assert.equal(g.cno, 2, 'the replay was published at open')
+    assert.deepEqual(await contents(g), want)
+    await g.close()
+    assert.deepEqual(await published(store), want)
+
+    const h = await SegmentFile.open(store, { wal: { dir } })
+    assert.equal(h.walReplay?.records, 0, 'a published replay is not replayed again')
+    await h.close()
+  })
+
+  it('a flush that publishes empties the log; rollback discards it', async () => {
+    const store = new MemoryStore('wal-b')
+    const dir = await walDir()
+    const f = await SegmentFile.create(store, { wal: { dir } })
+    await f.write(0, pattern(0, 5_000))
+    await f.flush()
+    await f.write(0, pattern(0, 5_000, 9))
+    await f.rollback()
+    await f.close()
+    const g = await SegmentFile.open(store, { wal: { dir } })
+    assert.equal(g.walReplay?.records, 0)
+    assert.deepEqual(await contents(g), pattern(0, 5_000))
+    await g.close()
+  })
+
+  it('refuses what it cannot log, a second writer, and a log of another container', async () => {
+    const store = new MemoryStore('wal-c')
+    const dir = await walDir()
+    await rejectsCode(SegmentFile.create(store, { wal: { dir: '' } }), 'ERR_INVALID_ARGUMENT', /wal: \{ dir \}/)
+    const f = await SegmentFile.create(store, { wal: { dir } })
+    await rejectsCode(
+      f.writeRef(0, 4096, { read: async () => new Uint8Array(4096) } as never),
+      'ERR_INVALID_ARGUMENT',
+      /with a WAL, write by value/,
+    )
+    await f.write(0, pattern(0, 100))
+    await f.flush()
+    await rejectsCode(SegmentFile.open(store, { wal: { dir } }), 'ERR_STATE', /in use by another writer/)
+    await rejectsCode(SegmentFile.open(store, { wal: { dir }, readOnly: true }), 'ERR_INVALID_ARGUMENT', /read-only/)
+    await f.close()
+    const other = new MemoryStore('wal-other')
+    await rejectsCode(
+      SegmentFile.create(other, { wal: { dir } }),
+      'ERR_INVALID_ARGUMENT',
+      /belongs to the container at mem:\/\/wal-c/,
+    )
+  })
+
+  it('a log whose checkpoint was published before the process died is not published again', async () => {
+    const store = new MemoryStore('wal-d')
+    const dir = await walDir()
+    const f = await SegmentFile.create(store, { wal: { dir } })
+    await f.write(0, pattern(0, 8_000))
+    await f.flush()
+    await f.write(1_000, pattern(1_000, 3_000, 5))
+    // The log as it was just before the flush: as if the process died once the inode
+    // landed, before the log was rotated.
+    const copy = `${dir}-copy`
+    await fs.cp(dir, copy, { recursive: true })
+    await f.flush()
+    await f.close()
+    await fs.rm(dir, { recursive: true })
+    await fs.rename(copy, dir)
+    await fs.rm(join(dir, '.lock'), { recursive: true, force: true })
+
+    const g = await SegmentFile.open(store, { wal: { dir }, conflictPolicy: 'fail' })
+    assert.equal(g.walReplay?.records, 1)
+    assert.equal(g.walReplay?.baseCno, 1)
+    assert.equal(g.cno, 2, 'no new checkpoint: checkpoint 2 holds the record already')
+    assert.equal((await g.flush()).objects, 0)
+    await g.close()
+  })
+
+  it("a log overtaken by another writer: conflictPolicy 'fail' keeps it, 'retry' publishes it on top", async () => {
+    const store = new MemoryStore('wal-e')
+    const dir = await walDir()
+    const f = await SegmentFile.create(store, { wal: { dir } })
+    await f.write(0, pattern(0, 8_000))
+    await f.flush()
+    await f.write(0, pattern(0, 1_000, 3))
+    await f.close()
+    const other = await SegmentFile.open(store)
+    await other.write(4_000, pattern(4_000, 6_000, 4))
+    await other.flush()
+    const theirs = await contents(other)
+    await other.close()
+
+    await rejectsCode(
+      SegmentFile.open(store, { wal: { dir }, conflictPolicy: 'fail' }),
+      'ERR_CONFLICT',
+      /published since by another writer \(the log is kept\)/,
+    )
+    assert.deepEqual(await published(store), theirs)
+    const g = await SegmentFile.open(store, { wal: { dir } })
+    assert.equal(g.walReplay?.records, 1)
+    const want = Buffer.from(theirs)
+    pattern(0, 1_000, 3).copy(want, 0)
+    assert.deepEqual(await contents(g), want)
+    assert.equal(g.cno, 3)
+    await g.close()
+  })
+
+  it('a store failing the publish at open leaves the log whole; the next open publishes it', async () => {
+    const inner = new MemoryStore('wal-f')
+    const dir = await walDir()
+    const f = await SegmentFile.create(inner, { wal: { dir } })
+    await f.write(0, pattern(0, 6_000))
+    await f.flush()
+    await f.write(2_000, pattern(2_000, 2_000, 7))
+    const want = await contents(f)
+    await f.close()
+    const failing = new FailingStore(inner, [{ ops: ['put'], key: /^inode$/ }])
+    await rejectsCode(SegmentFile.open(failing, { wal: { dir }, conflictRetries: 0 } as never), 'ERR_STORE')
+    const g = await SegmentFile.open(inner, { wal: { dir } })
+    assert.equal(g.walReplay?.records, 1)
+    assert.deepEqual(await contents(g), want)
+    await g.close()
+    assert.deepEqual(await published(inner), want)
+  })
+})
