@@ -158,13 +158,15 @@ async function readAt(fh: fs.FileHandle, position: number, length: number): Prom
 
 /**
  * Reads one generation's records in order, calling `apply` for each whole, checked one,
- * and truncates the file after the last of them. Returns what it found.
+ * and (unless `repair` is false) truncates the file after the last of them. Returns what
+ * it found.
  */
 export async function scanGeneration(
   path: string,
   apply: (r: WalRecord, h: WalFileHeader) => void | Promise<void>,
+  repair = true,
 ): Promise<WalGeneration & { nextSeq: number }> {
-  const fh = await fs.open(path, 'r+')
+  const fh = await fs.open(path, repair ? 'r+' : 'r')
   try {
     const size = (await fh.stat()).size
     const header = decodeFileHeader(await readAt(fh, 0, FILE_HEADER), path)
@@ -219,7 +221,7 @@ export async function scanGeneration(
       seq++
       records++
     }
-    if (at < size) await fh.truncate(at)
+    if (at < size && repair) await fh.truncate(at)
     return {
       generation,
       baseCno,
@@ -548,4 +550,34 @@ export async function readHeaders(dir: string): Promise<WalFileHeader[]> {
     }
   }
   return out
+}
+
+/** What a WAL folder holds, read without changing it (`stream-segment inspect DIR`). */
+export interface WalReport {
+  dir: string
+  generations: Array<WalGeneration & { firstSeq: number }>
+  /** Records a replay would consider (before skipping those already published). */
+  records: number
+  /** Bytes of write payload in them. */
+  payloadBytes: number
+}
+
+export async function inspectWalFiles(dir: string): Promise<WalReport> {
+  const generations: WalReport['generations'] = []
+  let records = 0
+  let payloadBytes = 0
+  for (const { path } of await listGenerations(dir)) {
+    const h = await readFileHeader(path)
+    const { nextSeq: _, ...g } = await scanGeneration(
+      path,
+      (r) => {
+        records++
+        if (r.kind === 'write') payloadBytes += r.data.byteLength
+      },
+      false,
+    )
+    generations.push({ ...g, firstSeq: h.firstSeq })
+    if (g.cutBytes > 0) break
+  }
+  return { dir, generations, records, payloadBytes }
 }

@@ -18,7 +18,16 @@ import { promises as fs } from 'node:fs'
 import { join } from 'node:path'
 import { StreamSegmentError } from '../errors.js'
 import { acquireLock } from '../store/directory.js'
-import { readHeaders, type WalDropped, type WalGeneration, WalLog, type WalRecord, type WalSync } from './log.js'
+import {
+  inspectWalFiles,
+  readHeaders,
+  type WalDropped,
+  type WalGeneration,
+  WalLog,
+  type WalRecord,
+  type WalReport,
+  type WalSync,
+} from './log.js'
 
 export interface WalOptions {
   /** The folder of the log, made when missing; one writer and one container per folder. */
@@ -107,4 +116,28 @@ export async function openWal(
     await lock.release()
     throw err
   }
+}
+
+/**
+ * A WAL folder's state, read without changing it: its container, its log, and the lock's
+ * holder when the folder is locked (a holder that died leaves its lock until the next open).
+ */
+export async function inspectWal(
+  dir: string,
+): Promise<WalReport & { container: string | undefined; lockedBy: { pid: number; host: string } | undefined }> {
+  const st = await fs.stat(dir).catch(() => undefined)
+  if (!st?.isDirectory()) throw StreamSegmentError.notFound(`${dir}: no WAL folder here`)
+  const container = await fs.readFile(join(dir, BINDING), 'utf8').catch(() => undefined)
+  const owner = (await fs.readdir(join(dir, LOCK)).catch(() => [] as string[])).find((n) => n.startsWith('owner-'))
+  let lockedBy: { pid: number; host: string } | undefined
+  if (owner !== undefined) {
+    const text = await fs.readFile(join(dir, LOCK, owner), 'utf8').catch(() => '{}')
+    try {
+      const o = JSON.parse(text) as { pid?: unknown; host?: unknown }
+      lockedBy = { pid: Number(o.pid), host: String(o.host) }
+    } catch {
+      lockedBy = { pid: Number.NaN, host: 'unknown' }
+    }
+  }
+  return { ...(await inspectWalFiles(dir)), container, lockedBy }
 }

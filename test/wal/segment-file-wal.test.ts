@@ -5,6 +5,7 @@ import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
+import { inspectWal } from '../../lib/wal/wal.js'
 import { rejectsCode } from '../helpers/assert.js'
 import { FailingStore } from '../helpers/failing-store.js'
 import { pattern } from '../helpers/pattern.js'
@@ -45,7 +46,13 @@ describe('SegmentFile with a WAL', () => {
     await f.close() // discards the unflushed state in memory; the log keeps it
     assert.notDeepEqual(await published(store), want)
 
+    const seen = await inspectWal(dir)
+    assert.deepEqual(
+      { container: seen.container, records: seen.records, payloadBytes: seen.payloadBytes, lockedBy: seen.lockedBy },
+      { container: 'mem://wal-a', records: 3, payloadBytes: 20_000, lockedBy: undefined },
+    )
     const g = await SegmentFile.open(store, { wal: { dir } })
+    assert.equal((await inspectWal(dir)).lockedBy?.pid, process.pid)
     assert.deepEqual({ records: g.walReplay?.records, skipped: g.walReplay?.skipped }, { records: 3, skipped: 0 })
     assert.equal(g.cno, 2, 'the replay was published at open')
     assert.deepEqual(await contents(g), want)
@@ -159,7 +166,7 @@ describe('SegmentFile with a WAL', () => {
     const want = await contents(f)
     await f.close()
     const failing = new FailingStore(inner, [{ ops: ['put'], key: /^inode$/ }])
-    await rejectsCode(SegmentFile.open(failing, { wal: { dir }, conflictRetries: 0 } as never), 'ERR_STORE')
+    await rejectsCode(SegmentFile.open(failing, { wal: { dir }, conflictRetries: 0 }), 'ERR_STORE')
     const g = await SegmentFile.open(inner, { wal: { dir } })
     assert.equal(g.walReplay?.records, 1)
     assert.deepEqual(await contents(g), want)
