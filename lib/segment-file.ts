@@ -33,6 +33,11 @@ import { type FlushTiming, flush } from './write/flush.js'
 import { SendAhead } from './write/send-ahead.js'
 import { BlockWriter, checkRange } from './write/write-blocks.js'
 
+/** With a WAL nothing is sent ahead (the spec's "With the WAL"): streamSegmentBytes is unused. */
+function withWal<T extends CreateOptions>(options: T): T {
+  return options.wal === undefined ? options : { ...options, streamSegmentBytes: 0 }
+}
+
 /** A write is logged in pieces of at most this many bytes, each applied once logged. */
 const WAL_PIECE = 64 * 1024 * 1024
 
@@ -83,7 +88,7 @@ export class SegmentFile {
 
   /** Starts a new container in `store`; ERR_CONFLICT if it already has a checkpoint. */
   static async create(store: ObjectStore, settings: CreateOptions = {}): Promise<SegmentFile> {
-    const s = resolveSettings(settings)
+    const s = resolveSettings(withWal(settings))
     checkForStore(s, store)
     if (settings.wal !== undefined) checkWalOptions(settings.wal)
     if (await hasInode(store)) {
@@ -129,7 +134,7 @@ export class SegmentFile {
     // The format and block sizes are the container's, fixed for its life: checked before
     // a writer changes anything.
     const s = resolveSettings({
-      ...options,
+      ...withWal(options),
       format: base.format === FORMAT_PARTED ? 'parted' : 'stream',
       dataBlockSize: 2 ** base.dataShift,
       metaBlockSize: 2 ** base.metaShift,

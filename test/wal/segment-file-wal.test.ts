@@ -64,6 +64,22 @@ describe('SegmentFile with a WAL', () => {
     await h.close()
   })
 
+  it('nothing is sent ahead with a WAL: the objects are written by the flush', async () => {
+    const store = new FailingStore(new MemoryStore('wal-g'))
+    const f = await SegmentFile.create(store, { wal: { dir: await walDir() }, streamSegmentBytes: 1024 * 1024 })
+    assert.equal(f.settings.streamSegmentBytes, 0)
+    const atOpen = store.calls.length
+    for (let at = 0; at < 3 * 1024 * 1024; at += 256 * 1024) await f.write(at, pattern(at, 256 * 1024))
+    await f.settle()
+    assert.deepEqual(store.calls.slice(atOpen), [], 'no request between the open and the flush')
+    await f.flush()
+    assert.ok(
+      store.calls.some((c) => c.op === 'put' && c.key.endsWith('.0')),
+      'the flush wrote part 0',
+    )
+    await f.close()
+  })
+
   it('a flush that publishes empties the log; rollback discards it', async () => {
     const store = new MemoryStore('wal-b')
     const dir = await walDir()
