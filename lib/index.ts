@@ -13,6 +13,7 @@
  *                      summaries and node spans, the uploader (every PutObject and multipart
  *                      lifecycle), listing
  *   state/             the open file's state (FileState), block map and dirty tier
+ *   wal/               the write-ahead log: its local files, replay order, lock and binding
  *   read/              the reader: plans a read, walks the block map, checks every block
  *   write/             the write paths, object plans, send-ahead, the flush in phases
  *   admin/             list, inspect and verify, on container/ and format/ only
@@ -45,7 +46,7 @@ export {
 } from './admin/index.js'
 export { ERROR_CODES, type ErrorCode, StreamSegmentError } from './errors.js'
 export type { ReadKind, ReadOptions, ReadTiming } from './read/reader.js'
-export { type OpenOptions, SegmentFile } from './segment-file.js'
+export { type CreateOptions, type OpenOptions, SegmentFile } from './segment-file.js'
 export {
   type ContainerShape,
   dirtyLimitBytes,
@@ -86,4 +87,6 @@ export {
   type WriteStreamOptions,
 } from './streams/write-stream.js'
 export { crc32, crc32Implementation } from './util/crc32.js'
+export type { WalGeneration, WalSync } from './wal/log.js'
+export { inspectWal, type WalOptions, type WalReplay } from './wal/wal.js'
 export type { FlushTiming } from './write/flush.js'

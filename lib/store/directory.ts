@@ -18,7 +18,7 @@
  *   A sidecar is removed only while its inode is held (an open handle, or a name only
  *   this process knows), so it can never be another file's, which later gets that number.
  * - `ifMatch` puts and claimed multipart completions run under a per-key lock, so that
- *   compare-and-swap is atomic (see `acquireLock`): a holder that crashed is detected at
+ *   compare-and-swap is atomic (see `acquireLock` in util/local-fs.ts): a holder that crashed is detected at
  *   once when it ran on this machine (its process is gone), within LOCK_STALE_MS
  *   otherwise (its heartbeat stops), and only that holder's lock is ever broken.
  * - Failures of the file system are ERR_STORE naming the cause (`no space left on the
@@ -31,11 +31,9 @@
 import { randomBytes, randomUUID } from 'node:crypto'
 import { constants as fsConstants, type Stats } from 'node:fs'
 import * as fs from 'node:fs/promises'
-import { hostname } from 'node:os'
 import { dirname, join } from 'node:path'
-import { setTimeout as sleep } from 'node:timers/promises'
-import debug from 'debug'
 import { StreamSegmentError } from '../errors.js'
+import { acquireLock, isCode, isMissing, parseJson, syncDir } from '../util/local-fs.js'
 import {
   checkKey,
   checkPartList,
@@ -61,20 +59,12 @@ import type {
 } from './types.js'
 import { WRITE_ID_METADATA } from './types.js'
 
-const log = debug('stream-segment:directory')
-
 const TMP = '.ss-tmp'
 const META = '.ss-meta'
 const LOCKS = '.ss-lock'
 const UPLOADS = '.ss-multipart'
 /** The sidecar field holding the ETag: not a valid metadata key, so never a caller's. */
 const ETAG_FIELD = 'ss:etag'
-const LOCK_WAIT_MS = 60_000
-const LOCK_POLL_MAX_MS = 20
-/** A holder touches its lock this often, so that a waiter that cannot see its process can tell it lives. */
-const LOCK_HEARTBEAT_MS = 1_000
-/** A lock whose holder's process cannot be checked (another machine or PID namespace) is stale without a heartbeat for this long. */
-const LOCK_STALE_MS = 10_000
 const COPY_BUFFER = 1024 * 1024
 const LIST_CONCURRENCY = 32
 /** Opens whatever is at a key's path without blocking (a FIFO someone put there) and without writing. */
@@ -660,175 +650,6 @@ const ERRNO_TEXT: Record<string, string> = {
   ENOTDIR: 'a path in the store is not a folder',
 }
 
-// --- the per-key lock ---
-
-/** What a lock says about its holder, so that a waiter can tell whether it still lives. */
-interface LockOwner {
-  pid: number
-  token: string
-  host: string
-  /** The kernel's boot id: a process of another boot is gone. */
-  boot?: string | undefined
-  /** The holder's PID namespace: its pid means something here only when it is ours. */
-  pidNs?: string | undefined
-  /** The holder's start time (clock ticks since boot), so that a reused pid is not taken for it. */
-  start?: string | undefined
-}
-
-type Identity = Omit<LockOwner, 'token'>
-
-let identity: Promise<Identity> | undefined
-
-function myIdentity(): Promise<Identity> {
-  identity ??= (async () => ({
-    pid: process.pid,
-    host: hostname(),
-    boot: await fs.readFile('/proc/sys/kernel/random/boot_id', 'utf8').then(
-      (s) => s.trim(),
-      () => undefined,
-    ),
-    pidNs: await fs.readlink('/proc/self/ns/pid').catch(() => undefined),
-    start: (await procStat(process.pid))?.start,
-  }))()
-  return identity
-}
-
-/** A process's state letter and start time from /proc (Linux); undefined when there is no such entry. */
-async function procStat(pid: number): Promise<{ state: string; start: string } | undefined> {
-  const text = await fs.readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined)
-  if (text === undefined) return undefined
-  // Fields after the command name (in parentheses, which may hold anything): state is field 3, starttime 22.
-  const f = text.slice(text.lastIndexOf(')') + 2).split(' ')
-  return f[0] === undefined || f[19] === undefined ? undefined : { state: f[0], start: f[19] }
-}
-
-/**
- * Whether a lock's holder still runs: true or false when its process can be checked (this
- * machine, this PID namespace), undefined when it cannot (then its heartbeat tells).
- */
-async function holderAlive(owner: LockOwner, me: Identity): Promise<boolean | undefined> {
-  if (owner.host !== me.host || owner.boot !== me.boot || owner.pidNs !== me.pidNs) return undefined
-  if (owner.pid === me.pid) return owner.start === me.start
-  try {
-    process.kill(owner.pid, 0)
-  } catch (err) {
-    if (isCode(err, 'ESRCH')) return false
-    if (!isCode(err, 'EPERM')) return undefined
-  }
-  if (me.boot === undefined) return undefined // no /proc: a live pid may be another process
-  const st = await procStat(owner.pid)
-  if (st === undefined) return undefined
-  if (st.state === 'Z' || st.state === 'X') return false // killed, not yet reaped by its parent
-  return owner.start === undefined || st.start === owner.start
-}
-
-/**
- * Takes the lock at `lockDir` (a directory), waiting while another holds it, at most
- * `waitMs` (then ERR_STORE). The directory store locks keys with it; the WAL its folder.
- *
- * A lock is a directory holding exactly one file, `owner-<token>` (a random token per
- * taking), whose JSON says who holds it (LockOwner). It is built complete in `staging`
- * and renamed into place: a rename onto a directory that is not empty fails, so only one
- * taker can succeed, and nobody ever sees a lock without its owner (an empty lock
- * directory, left for a moment by a release or a break, is free: the rename replaces it).
- *
- * A waiter that finds the lock taken reads its owner. When that process is gone (checked
- * with kill(pid, 0) and /proc, pid reuse and zombies included), or when it cannot be
- * checked and its heartbeat has stopped for LOCK_STALE_MS, the waiter breaks the lock by
- * unlinking that very owner file, `owner-<token>`: of several waiters that saw it stale,
- * one unlink succeeds, and none can touch a lock taken since, whose owner file has
- * another name. The holder releases the same way, then removes the directory if it is
- * still empty. So at most one owner file is ever in the lock, and its holder alone may
- * remove it while it lives.
- */
-export async function acquireLock(
-  lockDir: string,
-  stagingParent: string,
-  what: string,
-  waitMs = LOCK_WAIT_MS,
-): Promise<{ release(): Promise<void> }> {
-  const me = await myIdentity()
-  const owner: LockOwner = { ...me, token: randomBytes(16).toString('hex') }
-  const ownerName = `owner-${owner.token}`
-  const staging = join(stagingParent, `lock-${owner.token}`)
-  await fs.mkdir(staging)
-  try {
-    await fs.writeFile(join(staging, ownerName), JSON.stringify(owner))
-    const deadline = Date.now() + waitMs
-    for (let delay = 1; ; ) {
-      try {
-        await fs.rename(staging, lockDir)
-        break
-      } catch (err) {
-        if (!isCode(err, 'ENOTEMPTY') && !isCode(err, 'EEXIST')) throw err
-      }
-      if (await breakIfStale(lockDir, me)) continue
-      if (Date.now() > deadline) {
-        throw StreamSegmentError.store(`${what}: lock ${lockDir} held for over ${waitMs} ms by a live holder`)
-      }
-      await sleep(delay)
-      delay = Math.min(delay * 2, LOCK_POLL_MAX_MS)
-    }
-  } catch (err) {
-    await fs.rm(staging, { recursive: true, force: true }).catch(() => {})
-    throw err
-  }
-  const ownerPath = join(lockDir, ownerName)
-  const heartbeat = setInterval(() => {
-    const now = new Date()
-    fs.utimes(ownerPath, now, now).catch(() => {})
-  }, LOCK_HEARTBEAT_MS)
-  heartbeat.unref()
-  return {
-    async release() {
-      clearInterval(heartbeat)
-      try {
-        await fs.unlink(ownerPath)
-      } catch (err) {
-        log('releasing %s: %s', ownerPath, (err as Error).message)
-        if (!isMissing(err)) return // left for a waiter to break once this process is gone
-      }
-      await fs.rmdir(lockDir).catch(() => {}) // ENOTEMPTY: taken again already
-    },
-  }
-}
-
-/** Breaks the lock if its holder is gone; true when the lock may be free now (take it again at once). */
-async function breakIfStale(lockDir: string, me: Identity): Promise<boolean> {
-  let names: string[]
-  try {
-    names = await fs.readdir(lockDir)
-  } catch (err) {
-    if (isMissing(err)) return true
-    throw err
-  }
-  const name = names.find((n) => n.startsWith('owner-'))
-  // Empty: being released or broken, free to take. Anything else without an owner is not
-  // ours: wait, and time out naming it.
-  if (name === undefined) return names.length === 0
-  const file = join(lockDir, name)
-  let text: string
-  let st: Stats
-  try {
-    ;[text, st] = await Promise.all([fs.readFile(file, 'utf8'), fs.stat(file)])
-  } catch (err) {
-    if (isMissing(err)) return true
-    throw err
-  }
-  const owner = parseJson<LockOwner>(text)
-  const alive = owner !== undefined && name === `owner-${owner.token}` ? await holderAlive(owner, me) : undefined
-  if (alive === true || (alive === undefined && Date.now() - st.mtimeMs <= LOCK_STALE_MS)) return false
-  try {
-    await fs.unlink(file)
-  } catch (err) {
-    if (isMissing(err)) return true // another waiter broke it, or its holder released it
-    throw err
-  }
-  log('broke the lock %s of pid %s (%s)', lockDir, owner?.pid, alive === false ? 'gone' : 'no heartbeat')
-  await fs.rmdir(lockDir).catch(() => {})
-  return true
-}
-
 // --- helpers ---
 
 function bodyChunks(body: Body): readonly Uint8Array[] {
@@ -877,15 +698,6 @@ async function concatInto(out: fs.FileHandle, paths: readonly string[]): Promise
 async function allOrFirstError(ps: readonly Promise<unknown>[]): Promise<void> {
   const failed = (await Promise.allSettled(ps)).find((r) => r.status === 'rejected')
   if (failed !== undefined) throw (failed as PromiseRejectedResult).reason
-}
-
-function parseJson<T>(text: string): T | undefined {
-  try {
-    const v = JSON.parse(text) as unknown
-    return v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as T) : undefined
-  } catch {
-    return undefined
-  }
 }
 
 /** A sidecar's metadata, without the store's own fields. */
@@ -938,21 +750,4 @@ async function mkdirs(dir: string): Promise<void> {
   } catch (err) {
     if (!isCode(err, 'EEXIST')) throw err
   }
-}
-
-async function syncDir(dir: string): Promise<void> {
-  const fh = await fs.open(dir, 'r')
-  try {
-    await fh.sync()
-  } finally {
-    await fh.close()
-  }
-}
-
-function isCode(err: unknown, code: string): boolean {
-  return (err as NodeJS.ErrnoException | undefined)?.code === code
-}
-
-function isMissing(err: unknown): boolean {
-  return isCode(err, 'ENOENT') || isCode(err, 'ENOTDIR')
 }

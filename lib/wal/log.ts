@@ -38,6 +38,7 @@ import { promises as fs } from 'node:fs'
 import { join } from 'node:path'
 import { StreamSegmentError } from '../errors.js'
 import { crc32 } from '../util/crc32.js'
+import { syncDir } from '../util/local-fs.js'
 
 export type WalSync = 'always' | 'interval' | 'none'
 
@@ -525,16 +526,6 @@ async function createFile(dir: string, header: WalFileHeader): Promise<fs.FileHa
   } catch (err) {
     await fh.close()
     throw err
-  }
-}
-
-/** Makes a directory's entries (a new or removed file) durable. */
-async function syncDir(dir: string): Promise<void> {
-  const d = await fs.open(dir, 'r')
-  try {
-    await d.sync()
-  } finally {
-    await d.close()
   }
 }
 

@@ -17,7 +17,7 @@
 import { promises as fs } from 'node:fs'
 import { join } from 'node:path'
 import { StreamSegmentError } from '../errors.js'
-import { acquireLock } from '../store/directory.js'
+import { acquireLock } from '../util/local-fs.js'
 import {
   inspectWalFiles,
   readHeaders,
@@ -89,7 +89,7 @@ export async function openWal(
     const headers = await readHeaders(o.dir)
     const skip = new Set(
       headers
-        .filter((h, i) => headers.slice(i + 1).some((later) => later.baseCno <= publishedCno))
+        .filter((_, i) => headers.slice(i + 1).some((later) => later.baseCno <= publishedCno))
         .map((h) => h.generation),
     )
     let records = 0

@@ -193,7 +193,9 @@ describe('stalls on radosgw through the fault proxy', () => {
         try {
           await run(store)
           const ms = Math.round(performance.now() - t0)
-          const problem = store.retries !== 1 ? `${store.retries} retries` : ms > 3000 ? `took ${ms} ms` : undefined
+          // Success proves the stall was cut by idleTimeoutMs (it never ends on its own, and
+          // the 4 s deadline would have failed the call); its time is printed, not asserted.
+          const problem = store.retries !== 1 ? `${store.retries} retries` : undefined
           return { line: `${op} ${kind}: ${ms} ms, ${store.retries} retries`, problem }
         } catch (err) {
           const ms = Math.round(performance.now() - t0)
