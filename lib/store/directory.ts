@@ -37,10 +37,10 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import debug from 'debug'
 import { StreamSegmentError } from '../errors.js'
 import {
+  checkCopyRange,
   checkKey,
   checkPartList,
   checkPartNumber,
-  checkCopyRange,
   checkPartSizes,
   checkPutPrecondition,
   newWriteId,

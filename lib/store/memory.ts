@@ -7,10 +7,10 @@
  */
 import { StreamSegmentError } from '../errors.js'
 import {
+  checkCopyRange,
   checkKey,
   checkPartList,
   checkPartNumber,
-  checkCopyRange,
   checkPartSizes,
   checkPutPrecondition,
   copyBody,
