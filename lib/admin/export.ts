@@ -100,8 +100,10 @@ export interface ExportResult {
   /** Parts of the multipart upload (0: one PutObject, or a file). */
   parts: number
   copyParts: number
-  /** Requests that wrote: PutObject, UploadPart, UploadPartCopy, Complete. */
+  /** Requests that wrote: PutObject, or CreateMultipartUpload, UploadPart, UploadPartCopy, Complete. */
   requests: number
+  /** Requests the stores made again after a failure that may pass (S3: throttling, timeouts). */
+  retries: number
 }
 
 /** A stretch of the file: bytes [start, end) stored from byte `at` of `key`, or a hole (no key). */
@@ -144,6 +146,8 @@ export async function exportObject(
   if (typeof target === 'string')
     return { ...base, ...(await exportToFile(store, extents, inode.size, target, options)) }
   const dest = destination(store, target)
+  const retries0 = (store.retries ?? 0) + (dest.store === store ? 0 : (dest.store.retries ?? 0))
+  const retries = () => (store.retries ?? 0) + (dest.store === store ? 0 : (dest.store.retries ?? 0)) - retries0
   const concurrency = options.concurrency ?? 8
   if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64) {
     throw StreamSegmentError.invalidArgument(`export: concurrency must be 1..64, got ${concurrency}`)
@@ -168,7 +172,17 @@ export async function exportObject(
       attributes: dest.attributes,
       signal,
     })
-    return { ...base, location, etag, copiedBytes: 0, sentBytes: inode.size, parts: 0, copyParts: 0, requests: 1 }
+    return {
+      ...base,
+      location,
+      etag,
+      copiedBytes: 0,
+      sentBytes: inode.size,
+      parts: 0,
+      copyParts: 0,
+      requests: 1,
+      retries: retries(),
+    }
   }
   const mpu = uploader.openMultipart(dest.key, signal, {
     metadata: dest.metadata,
@@ -204,6 +218,7 @@ export async function exportObject(
       parts: plan.length,
       copyParts: plan.filter((p) => p.kind === 'copy').length,
       requests: uploader.requests + 1,
+      retries: retries(),
     }
   } catch (err) {
     await mpu.abort()
@@ -541,5 +556,5 @@ async function exportToFile(
     ?.sync()
     .catch(() => {})
     .finally(() => dir.close())
-  return { location: path, copiedBytes: 0, sentBytes: written, parts: 0, copyParts: 0, requests: 0 }
+  return { location: path, copiedBytes: 0, sentBytes: written, parts: 0, copyParts: 0, requests: 0, retries: 0 }
 }

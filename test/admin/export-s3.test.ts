@@ -14,6 +14,7 @@ import { GetObjectCommand, HeadObjectCommand, ListMultipartUploadsCommand } from
 import { exportObject } from '../../lib/admin/export.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import type { Settings } from '../../lib/settings.js'
+import { DirectoryStore } from '../../lib/store/directory.js'
 import type { S3Store } from '../../lib/store/s3.js'
 import { rejectsCode } from '../helpers/assert.js'
 import { prng } from '../helpers/containers.js'
@@ -144,6 +145,24 @@ describe('export on S3 (radosgw)', () => {
       assert.equal(sha(got), sha(ref), `${what}: same bytes`)
       if (what !== 'holes') assert.equal(r.parts, 0, `${what}: one PutObject`)
     }
+  })
+
+  it('from a directory-store container to S3: every byte sent by the client, same bytes', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'ss-export-dir-'))
+    const store = new DirectoryStore(join(root, 'c'))
+    const f = await SegmentFile.create(store)
+    const b = Buffer.allocUnsafe(20 * MiB + 5)
+    fillPattern(b, 0, 4)
+    await f.write(0, b)
+    await f.flush()
+    await f.close()
+    const dest = await s3TestStore()
+    const Key = `${dest.prefix}from-dir.bin`
+    const r = await exportObject(store, { client: s3TestClient(), Bucket: dest.bucket, Key })
+    assert.equal(sha(await getExport(dest.bucket, Key)), sha(b))
+    assert.equal(r.copiedBytes, 0)
+    assert.equal(r.sentBytes, b.byteLength)
+    assert.ok(r.parts >= 2, `${r.parts} parts`)
   })
 
   it('to a local file from an S3 container: same bytes', async () => {

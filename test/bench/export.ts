@@ -67,16 +67,32 @@ interface Row {
   copiedBytes: number
   sentBytes: number
   requests: number
+  retries: number
 }
 
-async function measure(name: string, fn: () => Promise<{ copiedBytes: number; sentBytes: number }>): Promise<Row> {
+async function measure(
+  name: string,
+  fn: () => Promise<{ copiedBytes: number; sentBytes: number; retries?: number }>,
+): Promise<Row> {
   const r0 = requests
   const cpu0 = process.cpuUsage()
   const t0 = performance.now()
-  const { copiedBytes, sentBytes } = await fn()
+  const { copiedBytes, sentBytes, retries = 0 } = await fn()
   const seconds = (performance.now() - t0) / 1000
   const cpu = process.cpuUsage(cpu0)
-  return { name, seconds, cpuSeconds: (cpu.user + cpu.system) / 1e6, copiedBytes, sentBytes, requests: requests - r0 }
+  const row = {
+    name,
+    seconds,
+    cpuSeconds: (cpu.user + cpu.system) / 1e6,
+    copiedBytes,
+    sentBytes,
+    requests: requests - r0,
+    retries,
+  }
+  console.log(
+    `  ${name}: ${seconds.toFixed(2)} s, ${row.cpuSeconds.toFixed(2)} CPU-s, ${row.requests} requests, ${retries} retries, load ${os.loadavg()[0]?.toFixed(1)}`,
+  )
+  return row
 }
 
 function median(xs: number[]): number {
@@ -134,7 +150,7 @@ async function main(): Promise<void> {
     keep(
       await measure('exportObject', async () => {
         const r = await exportObject(store, { client, Bucket: bucket, Key: exportKey })
-        return { copiedBytes: r.copiedBytes, sentBytes: r.sentBytes }
+        return { copiedBytes: r.copiedBytes, sentBytes: r.sentBytes, retries: r.retries }
       }),
     )
     keep(
