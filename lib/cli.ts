@@ -822,7 +822,8 @@ async function exportCommand(p: Parsed, out: Out, err: Out): Promise<number> {
   out.write(
     `exported checkpoint ${r.cno} of ${r.url} to ${r.location}: ${formatBytes(r.size)} (${r.size} bytes) in ${s.toFixed(2)} s\n` +
       `copied server-side ${r.copiedBytes} bytes (${pct.toFixed(1)} %), sent ${r.sentBytes} bytes; ` +
-      `${r.parts === 0 ? 'one object' : `${r.parts} parts (${r.copyParts} copied)`}, ${r.requests} requests` +
+      `${r.parts === 0 ? 'one object' : `${r.parts} parts (${r.copyParts} copied)`}, ` +
+      `${r.requests} ${r.requests === 1 ? 'request' : 'requests'}` +
       `${r.etag === undefined ? '' : `, ETag ${r.etag}`}\n`,
   )
   return 0
