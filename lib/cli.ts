@@ -12,6 +12,8 @@ import { type Readable, Transform, type Writable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { parseArgs as parseArgv } from 'node:util'
 import {
+  type ExportTarget,
+  exportObject,
   gc,
   inspectCheckpoint,
   listCheckpoints,
@@ -113,6 +115,10 @@ Commands:
                    milliseconds or a number with s, m, h or d
   rm <url> [--yes] [--json]
                    delete every object of the container, the inode last (--yes on a terminal)
+  export <url> <s3://bucket/key|file> [--cno N] [--content-type T] [--no-copy] [--json]
+                   write a checkpoint (default: the published one) as one plain object or file
+                   that any S3 tool reads; S3 to S3 copies server-side what it can; prints the
+                   bytes copied server-side and the bytes sent. Nothing is left on failure
 
 Options:
   -h, --help       show this help
@@ -769,6 +775,60 @@ async function rm(p: Parsed, out: Out): Promise<number> {
   return 0
 }
 
+const EXPORT_USAGE = 'export <url> <s3://bucket/key|file> [--cno N] [--content-type T] [--no-copy] [--json]'
+
+/** `s3://bucket/key` → an S3 target; a path (or file:///path) → itself; other URLs are refused. */
+function exportTarget(dest: string, contentType: string | undefined): ExportTarget {
+  const s3 = /^s3:\/\/([^/]+)\/(.+)$/i.exec(dest)
+  if (s3 !== null) return { Bucket: s3[1] as string, Key: s3[2] as string, ContentType: contentType }
+  if (/^s3:/i.test(dest)) {
+    throw StreamSegmentError.invalidArgument(`export: ${JSON.stringify(dest)} is not s3://bucket/key`)
+  }
+  if (contentType !== undefined) {
+    throw StreamSegmentError.invalidArgument('export: --content-type applies to an S3 object only')
+  }
+  if (/^file:\/\//i.test(dest)) return decodeURIComponent(dest.slice('file://'.length))
+  if (/^[a-z][a-z0-9+.-]*:\//i.test(dest)) {
+    throw StreamSegmentError.invalidArgument(`export: ${JSON.stringify(dest)}: only s3://bucket/key or a file path`)
+  }
+  return dest
+}
+
+async function exportCommand(p: Parsed, out: Out, err: Out): Promise<number> {
+  const [url, dest] = positionals(p, 2, 2, EXPORT_USAGE) as [string, string]
+  const target = exportTarget(dest, p.options.get('contentType'))
+  const store = openStore(url)
+  const t0 = performance.now()
+  let last = 0
+  const r = await exportObject(store, target, {
+    cno: cnoOption(p),
+    copy: !p.flags.has('noCopy'),
+    onProgress: err.isTTY
+      ? (pr) => {
+          const now = performance.now()
+          if (now - last < PROGRESS_MS) return
+          last = now
+          err.write(`\r\x1b[Kexport: ${formatBytes(pr.copiedBytes + pr.sentBytes)} of ${formatBytes(pr.totalBytes)}`)
+        }
+      : undefined,
+  })
+  if (err.isTTY) err.write('\r\x1b[K')
+  const s = (performance.now() - t0) / 1000
+  if (p.flags.has('json')) {
+    out.write(`${JSON.stringify({ ...r, seconds: s })}\n`)
+    return 0
+  }
+  const pct = r.size === 0 ? 0 : (100 * r.copiedBytes) / r.size
+  out.write(
+    `exported checkpoint ${r.cno} of ${r.url} to ${r.location}: ${formatBytes(r.size)} (${r.size} bytes) in ${s.toFixed(2)} s\n` +
+      `copied server-side ${r.copiedBytes} bytes (${pct.toFixed(1)} %), sent ${r.sentBytes} bytes; ` +
+      `${r.parts === 0 ? 'one object' : `${r.parts} parts (${r.copyParts} copied)`}, ` +
+      `${r.requests} ${r.requests === 1 ? 'request' : 'requests'}` +
+      `${r.etag === undefined ? '' : `, ETag ${r.etag}`}\n`,
+  )
+  return 0
+}
+
 function worstExit(problems: readonly Problem[]): number {
   return EXIT_CODES[worstCode(problems)]
 }
@@ -785,6 +845,7 @@ const COMMANDS: Record<string, { spec: CommandSpec; run: (p: Parsed, out: Out, e
   verify: { spec: { values: ['cno'], flags: ['json'] }, run: verify },
   gc: { spec: { values: ['keep', 'keepCnos', 'keepNewerThan', 'grace'], flags: ['json', 'dryRun'] }, run: gcCommand },
   rm: { spec: { flags: ['json', 'yes'] }, run: rm },
+  export: { spec: { values: ['cno', 'contentType'], flags: ['json', 'noCopy'] }, run: exportCommand },
 }
 
 /** Runs the CLI; resolves to the process exit code. */

@@ -1,5 +1,14 @@
-/** The admin wing: list, inspect and verify a container's checkpoints, on container/ and format/ only. */
+/** The admin wing: list, inspect, verify and export a container's checkpoints, on container/ and format/ only. */
 
+export {
+  type ExportOptions,
+  type ExportProgress,
+  type ExportResult,
+  type ExportTarget,
+  exportObject,
+  type S3ExportTarget,
+  type StoreExportTarget,
+} from './export.js'
 export { type GcOptions, type GcResult, gc } from './gc.js'
 export { type InspectReport, inspectCheckpoint, type ObjectReport } from './inspect.js'
 export { type AbandonedCheckpoint, type CheckpointEntry, type CheckpointList, listCheckpoints } from './list.js'

@@ -12,6 +12,8 @@ export interface ContainerListing {
   sizes: Map<string, number>
   /** When every segment object was written (ms since the epoch), by key. */
   modified: Map<string, number>
+  /** The ETag of every segment object, by key. */
+  etags: Map<string, string>
   /** The parts of every checkpoint number seen, and their bytes. */
   byCno: Map<number, { parts: number[]; bytes: number }>
   hasInode: boolean
@@ -21,6 +23,7 @@ export interface ContainerListing {
 export async function listContainer(store: ObjectStore, signal?: AbortSignal): Promise<ContainerListing> {
   const sizes = new Map<string, number>()
   const modified = new Map<string, number>()
+  const etags = new Map<string, string>()
   const byCno = new Map<number, { parts: number[]; bytes: number }>()
   let hasInode = false
   for await (const e of store.list('', { signal })) {
@@ -32,6 +35,7 @@ export async function listContainer(store: ObjectStore, signal?: AbortSignal): P
     }
     sizes.set(e.key, e.size)
     modified.set(e.key, e.lastModifiedMs)
+    etags.set(e.key, e.etag)
     let c = byCno.get(k.cno)
     if (c === undefined) byCno.set(k.cno, (c = { parts: [], bytes: 0 }))
     c.parts.push(k.part)
@@ -40,7 +44,7 @@ export async function listContainer(store: ObjectStore, signal?: AbortSignal): P
   if (!hasInode && byCno.size === 0) {
     throw StreamSegmentError.notFound(`${store.url}: no container here (no ${INODE_KEY} object, no checkpoints)`)
   }
-  return { sizes, modified, byCno, hasInode }
+  return { sizes, modified, etags, byCno, hasInode }
 }
 
 /** The multipart uploads open under the container's segment keys (others are never touched). */

@@ -14,10 +14,20 @@
  * - A multipart upload that fails, or is given up, is aborted (best effort, logged)
  *   after its pieces in flight have settled; nothing of it becomes visible. The error is
  *   the store's, unchanged.
+ * - The same lifecycle makes plain objects (exports): no claim, the caller's metadata and
+ *   attributes, parts of uneven sizes, and parts copied server-side from a range of
+ *   another object (`startCopy`, within the same request slots) beside parts sent.
  */
 import debug from 'debug'
 import { StreamSegmentError } from '../errors.js'
-import type { CompletedPart, ObjectStore } from '../store/types.js'
+import type {
+  CompletedPart,
+  CopySource,
+  CreateMultipartOptions,
+  ObjectStore,
+  PutOptions,
+  Body as StoreBody,
+} from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
 
 const log = debug('stream-segment:upload')
@@ -49,6 +59,12 @@ export class Uploader {
   readonly slots: Limiter
   /** Body bytes of every request that completed (PutObject and UploadPart), for progress. */
   uploadedBytes = 0
+  /** Bytes of every part copied server-side that completed (UploadPartCopy). */
+  copiedBytes = 0
+  /** Requests that completed. */
+  requests = 0
+  /** Called when a request carrying a body or copying a part has completed (progress). */
+  onRequestDone: (() => void) | undefined
 
   constructor(
     readonly store: ObjectStore,
@@ -75,6 +91,8 @@ export class Uploader {
     const done = send(body.chunks)
       .then((result) => {
         this.uploadedBytes += byteLength(body.chunks)
+        this.requests++
+        this.onRequestDone?.()
         return result
       })
       .finally(() => {
@@ -95,9 +113,33 @@ export class Uploader {
     )
   }
 
-  /** Claims `key` and starts a multipart upload to fill piece by piece. */
-  openMultipart(key: string, signal?: AbortSignal): MultipartObject {
-    return new MultipartObject(this, key, signal)
+  /**
+   * Starts a multipart upload to fill piece by piece: by default claiming `key`
+   * create-only; `options` without `ifNoneMatch` make a plain object, replaced at completion.
+   */
+  openMultipart(
+    key: string,
+    signal?: AbortSignal,
+    options: Omit<CreateMultipartOptions, 'signal'> = { ifNoneMatch: '*' },
+  ): MultipartObject {
+    return new MultipartObject(this, key, signal, options)
+  }
+
+  /** Whether parts of this store's uploads can be copied server-side from objects of `source`. */
+  canCopyFrom(source: ObjectStore): boolean {
+    return this.store.uploadPartCopy !== undefined && this.store.canCopyFrom?.(source) === true
+  }
+
+  /** One PutObject of `body` as `options` say (waiting for room); resolves with its ETag. */
+  async putObject(key: string, body: StoreBody, options: PutOptions = {}): Promise<{ etag: string }> {
+    return this.slots.run(async () => {
+      const out = await this.store.put(key, body, options)
+      this.uploadedBytes += body instanceof Uint8Array ? body.byteLength : byteLength(body)
+      this.requests++
+      this.onRequestDone?.()
+      log('put %s', key)
+      return out
+    })
   }
 
   /** Uploads `obj` create-only and waits for it: one PutObject, or a multipart upload. */
@@ -141,8 +183,9 @@ export class MultipartObject {
     private readonly uploader: Uploader,
     readonly key: string,
     private readonly signal?: AbortSignal,
+    options: Omit<CreateMultipartOptions, 'signal'> = { ifNoneMatch: '*' },
   ) {
-    this.uploadId = uploader.store.createMultipart(key, { ifNoneMatch: '*', signal })
+    this.uploadId = uploader.store.createMultipart(key, { ...options, signal })
     this.uploadId.catch((err) => this.fail(err)) // judged when the object completes
   }
 
@@ -193,16 +236,67 @@ export class MultipartObject {
     }
   }
 
+  /**
+   * Waits for room and starts the next piece as a server-side copy of `source`'s range
+   * (see ObjectStore.uploadPartCopy); a failure is the upload's, as a sent piece's.
+   */
+  async startCopy(source: CopySource): Promise<void> {
+    const partNumber = this.parts.length + 1
+    const { store } = this.uploader
+    if (store.uploadPartCopy === undefined) {
+      throw StreamSegmentError.unsupported(`${store.url}: copies no parts server-side`)
+    }
+    const copy = store.uploadPartCopy.bind(store)
+    const bytes = source.range.end - source.range.start
+    let settle!: (p: Promise<CompletedPart>) => void
+    const part = new Promise<CompletedPart>((resolve) => {
+      settle = resolve as (p: Promise<CompletedPart>) => void
+    })
+    part.catch(() => undefined) // judged at completion
+    this.parts.push(part)
+    try {
+      await this.uploader.slots.acquire()
+    } catch (err) {
+      this.fail(err)
+      settle(Promise.reject(err))
+      throw err
+    }
+    const done = (async () => {
+      try {
+        if (this.failed !== undefined) throw this.failed.err
+        const id = await this.uploadId
+        const { etag } = await copy(this.key, id, partNumber, source, { signal: this.signal })
+        this.uploader.copiedBytes += bytes
+        this.uploader.requests++
+        this.uploader.onRequestDone?.()
+        log('copy part %s #%d from %s [%d, %d)', this.key, partNumber, source.key, source.range.start, source.range.end)
+        return { partNumber, etag }
+      } catch (err) {
+        this.fail(err)
+        throw err
+      } finally {
+        this.uploader.slots.release()
+      }
+    })()
+    done.catch(() => undefined)
+    settle(done)
+  }
+
   /** Waits for every piece started, whatever its outcome. */
   async settled(): Promise<void> {
     await Promise.allSettled(this.parts)
   }
 
   /** Waits for every piece and completes the upload; rejects with the first failure. */
-  async complete(): Promise<void> {
+  async complete(): Promise<{ etag: string }> {
     const parts = await Promise.all(this.parts)
-    await this.uploader.store.completeMultipart(this.key, await this.uploadId, parts, { signal: this.signal })
+    if (this.failed !== undefined) throw this.failed.err
+    const out = await this.uploader.store.completeMultipart(this.key, await this.uploadId, parts, {
+      signal: this.signal,
+    })
+    this.uploader.requests++
     log('complete %s in %d pieces', this.key, parts.length)
+    return out
   }
 
   /** Gives the upload up: waits for its pieces in flight, then aborts it (best effort, logged). */

@@ -24,6 +24,17 @@ export function resolveRange(range: ByteRange | undefined, size: number, where: 
   return [start, Math.min(end, size)]
 }
 
+/** A copy source's range must lie within the source: ERR_INVALID_ARGUMENT when empty, ERR_RANGE past its end. */
+export function checkCopyRange(range: { start: number; end: number }, size: number, where: string): void {
+  const { start, end } = range
+  if (!Number.isSafeInteger(start) || !Number.isSafeInteger(end) || start < 0 || end <= start) {
+    throw StreamSegmentError.invalidArgument(`${where}: copy range must be 0 ≤ start < end, got [${start}, ${end})`)
+  }
+  if (end > size) {
+    throw StreamSegmentError.range(`${where}: copy range [${start}, ${end}) ends past the object's ${size} bytes`)
+  }
+}
+
 export function bodyLength(body: Body): number {
   if (body instanceof Uint8Array) return body.byteLength
   let n = 0

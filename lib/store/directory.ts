@@ -35,6 +35,7 @@ import { dirname, join } from 'node:path'
 import { StreamSegmentError } from '../errors.js'
 import { acquireLock, isCode, isMissing, parseJson, syncDir } from '../util/local-fs.js'
 import {
+  checkCopyRange,
   checkKey,
   checkPartList,
   checkPartNumber,
@@ -44,10 +45,12 @@ import {
   putMetadata,
   resolveRange,
   throwIfAborted,
+  unquoteEtag,
 } from './common.js'
 import type {
   Body,
   CompletedPart,
+  CopySource,
   CreateMultipartOptions,
   GetOptions,
   ListEntry,
@@ -220,7 +223,11 @@ export class DirectoryStore implements ObjectStore {
       try {
         // Written whole, then renamed: a full disk leaves no half upload.json behind.
         const file = join(dir, 'upload.json')
-        await fs.writeFile(`${file}.tmp`, JSON.stringify({ key, metadata, claimed: options?.ifNoneMatch === '*' }))
+        const uneven = options?.unevenParts === true
+        await fs.writeFile(
+          `${file}.tmp`,
+          JSON.stringify({ key, metadata, claimed: options?.ifNoneMatch === '*', uneven }),
+        )
         await fs.rename(`${file}.tmp`, file)
       } catch (err) {
         await fs.rm(dir, { recursive: true, force: true }).catch(() => {})
@@ -258,6 +265,63 @@ export class DirectoryStore implements ObjectStore {
     }
   }
 
+  canCopyFrom(source: ObjectStore): boolean {
+    return source instanceof DirectoryStore
+  }
+
+  /** Copies the source range into the part's file; `ifMatch` is checked on the very file read. */
+  async uploadPartCopy(
+    key: string,
+    uploadId: string,
+    partNumber: number,
+    source: CopySource,
+    options?: RequestOptions,
+  ): Promise<{ etag: string }> {
+    checkPartNumber(key, partNumber)
+    throwIfAborted(options?.signal, `upload part copy ${partNumber} of ${key}`)
+    const from = source.store
+    if (!(from instanceof DirectoryStore)) {
+      throw StreamSegmentError.invalidArgument(`${this.url}/${key}: cannot copy a part from ${from.url}`)
+    }
+    checkKey(source.key)
+    const where = `${from.url}/${source.key}`
+    try {
+      const dir = (await this.upload(key, uploadId)).dir
+      let src: fs.FileHandle
+      try {
+        src = await fs.open(from.pathOf(source.key), 'r')
+      } catch (err) {
+        throw from.mapError(err, `copy source ${source.key}`, true)
+      }
+      try {
+        const st = await src.stat()
+        if (!st.isFile()) throw StreamSegmentError.notFound(`${where}: no such key (copy source)`)
+        if (source.ifMatch !== undefined) {
+          const want = unquoteEtag(source.ifMatch)
+          const found = await from.info(from.pathOf(source.key))
+          if (found === undefined || found.st.ino !== st.ino || found.etag !== want) {
+            throw StreamSegmentError.conflict(`${where}: etag is ${found?.etag ?? 'gone'}, copy expected ${want}`)
+          }
+        }
+        checkCopyRange(source.range, st.size, where)
+        const { start, end } = source.range
+        const tmp = await this.writeTemp((out) => copyRangeInto(out, src, start, end), undefined, false)
+        try {
+          const path = join(dir, String(partNumber))
+          await fs.rename(tmp.path, path)
+          tmp.published = true
+          return { etag: legacyEtag(await fs.stat(path)) }
+        } finally {
+          await this.dropTemp(tmp)
+        }
+      } finally {
+        await src.close().catch(() => {})
+      }
+    } catch (err) {
+      throw this.mapError(err, `upload part copy ${partNumber} of ${key}`)
+    }
+  }
+
   async completeMultipart(
     key: string,
     uploadId: string,
@@ -279,7 +343,7 @@ export class DirectoryStore implements ObjectStore {
         paths.push(path)
         sizes.push(st.size)
       }
-      checkPartSizes(key, sizes)
+      if (!upload.uneven) checkPartSizes(key, sizes)
       return await this.publish(
         key,
         (out) => concatInto(out, paths),
@@ -559,7 +623,7 @@ export class DirectoryStore implements ObjectStore {
   private async upload(
     key: string,
     uploadId: string,
-  ): Promise<{ dir: string; metadata: Record<string, string>; claimed: boolean }> {
+  ): Promise<{ dir: string; metadata: Record<string, string>; claimed: boolean; uneven: boolean }> {
     const dir = join(this.root, UPLOADS, uploadId)
     const text = /^[0-9a-f-]{36}$/.test(uploadId)
       ? await fs.readFile(join(dir, 'upload.json'), 'utf8').catch(() => undefined)
@@ -567,9 +631,9 @@ export class DirectoryStore implements ObjectStore {
     const upload =
       text === undefined
         ? undefined
-        : parseJson<{ key: string; metadata: Record<string, string>; claimed: boolean }>(text)
+        : parseJson<{ key: string; metadata: Record<string, string>; claimed: boolean; uneven?: boolean }>(text)
     if (upload?.key !== key) throw StreamSegmentError.notFound(`${this.url}/${key}: no multipart upload ${uploadId}`)
-    return { dir, metadata: upload.metadata, claimed: upload.claimed }
+    return { dir, metadata: upload.metadata, claimed: upload.claimed, uneven: upload.uneven === true }
   }
 
   private async withLock<T>(key: string, fn: () => Promise<T>): Promise<T> {
@@ -691,6 +755,18 @@ async function concatInto(out: fs.FileHandle, paths: readonly string[]): Promise
     } finally {
       await src.close()
     }
+  }
+}
+
+/** Copies bytes [start, end) of `src` to the start of `out`. */
+async function copyRangeInto(out: fs.FileHandle, src: fs.FileHandle, start: number, end: number): Promise<void> {
+  const buf = Buffer.allocUnsafe(Math.min(COPY_BUFFER, end - start))
+  for (let pos = start; pos < end; ) {
+    const { bytesRead } = await src.read(buf, 0, Math.min(buf.byteLength, end - pos), pos)
+    if (bytesRead === 0) throw StreamSegmentError.store(`file shrank while being copied, at byte ${pos}`)
+    let done = 0
+    while (done < bytesRead) done += (await out.write(buf, done, bytesRead - done, pos - start + done)).bytesWritten
+    pos += bytesRead
   }
 }
 

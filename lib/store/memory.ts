@@ -7,6 +7,7 @@
  */
 import { StreamSegmentError } from '../errors.js'
 import {
+  checkCopyRange,
   checkKey,
   checkPartList,
   checkPartNumber,
@@ -17,10 +18,12 @@ import {
   putMetadata,
   resolveRange,
   throwIfAborted,
+  unquoteEtag,
 } from './common.js'
 import type {
   Body,
   CompletedPart,
+  CopySource,
   CreateMultipartOptions,
   GetOptions,
   ListEntry,
@@ -46,6 +49,7 @@ interface Upload {
   metadata: Record<string, string>
   parts: Map<number, { body: Uint8Array; etag: string }>
   initiatedMs: number
+  uneven: boolean
 }
 
 interface Bucket {
@@ -134,7 +138,13 @@ export class MemoryStore implements ObjectStore {
       metadata[WRITE_ID_METADATA] = writeId
     }
     const uploadId = `mem-upload-${++uploadSeq}`
-    this.bucket.uploads.set(uploadId, { key, metadata, parts: new Map(), initiatedMs: Date.now() })
+    this.bucket.uploads.set(uploadId, {
+      key,
+      metadata,
+      parts: new Map(),
+      initiatedMs: Date.now(),
+      uneven: options?.unevenParts === true,
+    })
     return uploadId
   }
 
@@ -150,6 +160,37 @@ export class MemoryStore implements ObjectStore {
     const upload = this.upload(key, uploadId)
     const etag = newEtag()
     upload.parts.set(partNumber, { body: copyBody(body), etag })
+    return { etag }
+  }
+
+  canCopyFrom(source: ObjectStore): boolean {
+    return source instanceof MemoryStore
+  }
+
+  async uploadPartCopy(
+    key: string,
+    uploadId: string,
+    partNumber: number,
+    source: CopySource,
+    options?: RequestOptions,
+  ): Promise<{ etag: string }> {
+    checkPartNumber(key, partNumber)
+    throwIfAborted(options?.signal, `upload part copy ${partNumber} of ${key}`)
+    const from = source.store
+    if (!(from instanceof MemoryStore)) {
+      throw StreamSegmentError.invalidArgument(`${this.url}/${key}: cannot copy a part from ${from.url}`)
+    }
+    const upload = this.upload(key, uploadId)
+    const where = `${from.url}/${source.key}`
+    const o = from.bucket.objects.get(source.key)
+    if (o === undefined) throw StreamSegmentError.notFound(`${where}: no such key (copy source)`)
+    if (source.ifMatch !== undefined && unquoteEtag(source.ifMatch) !== o.etag) {
+      throw StreamSegmentError.conflict(`${where}: etag is ${o.etag}, copy expected ${unquoteEtag(source.ifMatch)}`)
+    }
+    checkCopyRange(source.range, o.size, where)
+    const body = await from.get(source.key, { range: source.range })
+    const etag = newEtag()
+    upload.parts.set(partNumber, { body, etag })
     return { etag }
   }
 
@@ -169,10 +210,12 @@ export class MemoryStore implements ObjectStore {
       }
       return stored.body
     })
-    checkPartSizes(
-      key,
-      bodies.map((b) => b.byteLength),
-    )
+    if (!upload.uneven) {
+      checkPartSizes(
+        key,
+        bodies.map((b) => b.byteLength),
+      )
+    }
     const etag = `${newEtag()}-${parts.length}`
     const size = bodies.reduce((n, b) => n + b.byteLength, 0)
     this.bucket.objects.set(key, { chunks: bodies, size, etag, metadata: upload.metadata, modifiedMs: Date.now() })

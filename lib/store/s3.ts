@@ -41,6 +41,7 @@ import {
   S3Client,
   type S3ClientConfig,
   UploadPartCommand,
+  UploadPartCopyCommand,
 } from '@aws-sdk/client-s3'
 import createDebug from 'debug'
 import { StreamSegmentError } from '../errors.js'
@@ -50,10 +51,12 @@ import {
   type Body,
   type ByteRange,
   type CompletedPart,
+  type CopySource,
   type CreateMultipartOptions,
   type GetOptions,
   type ListEntry,
   type MultipartUpload,
+  type ObjectAttributes,
   type ObjectInfo,
   type ObjectStore,
   type PutOptions,
@@ -262,6 +265,7 @@ export class S3Store implements ObjectStore {
         IfNoneMatch: ifNoneMatch,
         IfMatch: ifMatch === undefined ? undefined : unquoteEtag(ifMatch),
         Metadata: metadata,
+        ...s3Attributes(options.attributes),
         ChecksumCRC32: this.checksums ? crc32Base64(body) : undefined,
         ContentMD5: this.contentMd5 ? md5Base64(body) : undefined,
       }),
@@ -397,6 +401,7 @@ export class S3Store implements ObjectStore {
       Bucket: this.bucket,
       Key: this.prefix + key,
       Metadata: metadata,
+      ...s3Attributes(options.attributes),
       ChecksumAlgorithm: this.checksums ? 'CRC32' : undefined,
     })
     let tries = 0
@@ -451,6 +456,79 @@ export class S3Store implements ObjectStore {
       crcs.set(partNumber, crc)
     }
     return { etag: unquoteEtag(out.ETag) }
+  }
+
+  canCopyFrom(source: ObjectStore): boolean {
+    return source instanceof S3Store
+  }
+
+  /**
+   * UploadPartCopy of bytes [start, end) of an object of another S3Store (same endpoint and
+   * credentials). radosgw ignores `x-amz-copy-source-if-match` on UploadPartCopy, so with
+   * `ifMatch` the source is also HEADed after the copy: an ETag names its content, so an
+   * unchanged ETag then means the bytes copied were the expected ones.
+   */
+  async uploadPartCopy(
+    key: string,
+    uploadId: string,
+    partNumber: number,
+    source: CopySource,
+    options: RequestOptions = {},
+  ): Promise<{ etag: string }> {
+    const { signal } = options
+    const from = source.store
+    if (!(from instanceof S3Store)) {
+      throw StreamSegmentError.invalidArgument(`${this.#where(key)}: cannot copy a part from ${from.url}`)
+    }
+    checkKey(source.key)
+    const { start, end } = source.range
+    const what = `${from.#where(source.key)} [${start}, ${end})`
+    if (!Number.isSafeInteger(start) || !Number.isSafeInteger(end) || start < 0 || end <= start) {
+      throw StreamSegmentError.invalidArgument(`${what}: copy range must be 0 ≤ start < end`)
+    }
+    const ifMatch = source.ifMatch === undefined ? undefined : unquoteEtag(source.ifMatch)
+    const command = new UploadPartCopyCommand({
+      Bucket: this.bucket,
+      Key: this.prefix + key,
+      UploadId: uploadId,
+      PartNumber: partNumber,
+      CopySource: `${from.bucket}/${(from.prefix + source.key).split('/').map(encodeURIComponent).join('/')}`,
+      CopySourceRange: `bytes=${start}-${end - 1}`,
+      CopySourceIfMatch: ifMatch,
+    })
+    let out: { CopyPartResult?: { ETag?: string; ChecksumCRC32?: string } }
+    try {
+      out = await this.#send('UploadPartCopy', `${key}#${partNumber}`, signal, (s) =>
+        this.client.send(command, { abortSignal: s }),
+      )
+    } catch (err) {
+      const name = StreamSegmentError.is(err) ? nameOf(err.cause) : ''
+      if (name === 'NoSuchKey') throw StreamSegmentError.notFound(`copy from ${what}: no such source object`, err)
+      if (StreamSegmentError.is(err, 'ERR_CONFLICT')) {
+        // 412: the source changed, or (radosgw, with If-Match) it is missing.
+        const info = await from.head(source.key, { signal })
+        if (info === undefined) throw StreamSegmentError.notFound(`copy from ${what}: no such source object`, err)
+        throw StreamSegmentError.conflict(`copy from ${what}: etag is ${info.etag}, copy expected ${ifMatch}`, err)
+      }
+      if (name === 'InvalidArgument' && /range/i.test((err as Error).message)) {
+        throw StreamSegmentError.range(`copy from ${what}: range not within the source`, err)
+      }
+      throw err
+    }
+    if (ifMatch !== undefined) {
+      const info = await from.head(source.key, { signal })
+      if (info === undefined) throw StreamSegmentError.notFound(`copy from ${what}: the source vanished meanwhile`)
+      if (info.etag !== ifMatch) {
+        throw StreamSegmentError.conflict(`copy from ${what}: etag is ${info.etag}, copy expected ${ifMatch}`)
+      }
+    }
+    const crc = out.CopyPartResult?.ChecksumCRC32
+    if (crc !== undefined && this.checksums) {
+      let crcs = this.#partCrcs.get(uploadId)
+      if (crcs === undefined) this.#partCrcs.set(uploadId, (crcs = new Map()))
+      crcs.set(partNumber, crc)
+    }
+    return { etag: unquoteEtag(out.CopyPartResult?.ETag) }
   }
 
   async completeMultipart(
@@ -749,6 +827,17 @@ export class S3Store implements ObjectStore {
       )
     }
     return StreamSegmentError.store(`${what}${message ? `: ${message}` : ''}`, err)
+  }
+}
+
+/** The SDK's fields for the standard headers of `attributes`. */
+function s3Attributes(a: ObjectAttributes | undefined) {
+  return {
+    ContentType: a?.contentType,
+    CacheControl: a?.cacheControl,
+    ContentDisposition: a?.contentDisposition,
+    ContentEncoding: a?.contentEncoding,
+    ContentLanguage: a?.contentLanguage,
   }
 }
 

@@ -22,6 +22,14 @@
  *   placeholder object put create-only (S3 ignores conditions on
  *   CompleteMultipartUpload), which the completed upload then replaces. An empty object
  *   is never a valid segment, so a placeholder left by an abandoned upload is garbage.
+ * - `uploadPartCopy` makes a part of a multipart upload from bytes [start, end) of an
+ *   object of a store of the same kind, server-side where the backend can (S3's
+ *   UploadPartCopy): the range must lie within the source (ERR_RANGE otherwise), a
+ *   missing source is ERR_NOT_FOUND, and a source whose ETag is not `ifMatch` is
+ *   ERR_CONFLICT: a replaced object is never copied silently. An upload created with
+ *   `unevenParts` may mix parts of any sizes (each non-final one still at least
+ *   `minPartBytes`), as copies of arbitrary ranges need; stores that demand equal parts
+ *   (R2) refuse such an upload at completion.
  */
 
 /** The metadata key holding a conditional write's id. */
@@ -36,12 +44,25 @@ export type ByteRange = { start: number; end: number } | { suffix: number }
  */
 export type Body = Uint8Array | readonly Uint8Array[]
 
+/**
+ * Standard headers stored with an object and returned with it by S3 (HeadObject,
+ * GetObject). The memory and directory stores accept and ignore them.
+ */
+export interface ObjectAttributes {
+  contentType?: string
+  cacheControl?: string
+  contentDisposition?: string
+  contentEncoding?: string
+  contentLanguage?: string
+}
+
 export interface PutOptions {
   /** `'*'`: create only; fails with ERR_CONFLICT if the key exists. */
   ifNoneMatch?: '*'
   /** Replace only if the current ETag is this one; ERR_CONFLICT otherwise (or if missing). */
   ifMatch?: string
   metadata?: Record<string, string>
+  attributes?: ObjectAttributes
   /** The id stored in `hf-write`; a fresh random one when absent. Only for conditional puts. */
   writeId?: string
   signal?: AbortSignal
@@ -51,7 +72,20 @@ export interface CreateMultipartOptions {
   /** `'*'`: claim the key create-only (see above); ERR_CONFLICT if it exists. */
   ifNoneMatch?: '*'
   metadata?: Record<string, string>
+  attributes?: ObjectAttributes
+  /** Parts may differ in size (see above): for uploads made of copied ranges. */
+  unevenParts?: boolean
   signal?: AbortSignal
+}
+
+/** Where `uploadPartCopy` takes a part's bytes from: bytes [start, end) of `key` in `store`. */
+export interface CopySource {
+  /** A store of the same kind as the one copying (`canCopyFrom` says which). */
+  store: ObjectStore
+  key: string
+  range: { start: number; end: number }
+  /** Copy only if the source's ETag is this one; ERR_CONFLICT otherwise. */
+  ifMatch?: string
 }
 
 export interface GetOptions {
@@ -120,4 +154,14 @@ export interface ObjectStore {
   /** Aborting an upload that no longer exists is not an error. */
   abortMultipart(key: string, uploadId: string, options?: RequestOptions): Promise<void>
   listMultipart(prefix?: string, options?: RequestOptions): AsyncIterable<MultipartUpload>
+  /** Whether `uploadPartCopy` can take its bytes from objects of `source` (absent: never). */
+  canCopyFrom?(source: ObjectStore): boolean
+  /** A part made of a range of another object, server-side where the backend can (see above). */
+  uploadPartCopy?(
+    key: string,
+    uploadId: string,
+    partNumber: number,
+    source: CopySource,
+    options?: RequestOptions,
+  ): Promise<{ etag: string }>
 }

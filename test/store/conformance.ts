@@ -281,5 +281,110 @@ export function runStoreConformance(name: string, make: () => Promise<ObjectStor
         last = next
       }
     })
+
+    describe('uploadPartCopy', () => {
+      /** A source store holding `src` (one part and 12,000 bytes, random), and a destination store. */
+      const pair = async () => {
+        const from = await make()
+        const to = await make()
+        assert.ok(to.uploadPartCopy !== undefined && to.canCopyFrom?.(from) === true, `${name} copies parts`)
+        const src = randomBytes(partSize + 12_000)
+        const { etag } = await from.put('dir/src', src)
+        return { from, to, src, etag, copy: to.uploadPartCopy.bind(to) }
+      }
+
+      it('copies byte ranges of another object, after an uploaded part, with parts of uneven sizes', async () => {
+        const { from, to, src, etag, copy } = await pair()
+        const first = randomBytes(partSize)
+        const id = await to.createMultipart('out', { unevenParts: true })
+        const p1 = await to.uploadPart('out', id, 1, first)
+        const p2 = await copy('out', id, 2, { store: from, key: 'dir/src', range: { start: 7, end: partSize + 1007 } })
+        const p3 = await copy('out', id, 3, {
+          store: from,
+          key: 'dir/src',
+          range: { start: 100, end: 4196 },
+          ifMatch: etag,
+        })
+        await to.completeMultipart('out', id, [
+          { partNumber: 1, etag: p1.etag },
+          { partNumber: 2, etag: p2.etag },
+          { partNumber: 3, etag: p3.etag },
+        ])
+        const want = Buffer.concat([first, src.subarray(7, partSize + 1007), src.subarray(100, 4196)])
+        assert.deepEqual(Buffer.from(await to.get('out')), want)
+        assert.deepEqual(Buffer.from(await from.get('dir/src')), src, 'the source is unchanged')
+      })
+
+      it('a copied part of a full-size range is the whole part', async () => {
+        const { from, to, src, copy } = await pair()
+        const id = await to.createMultipart('whole', { unevenParts: true })
+        const p = await copy('whole', id, 1, { store: from, key: 'dir/src', range: { start: 0, end: src.byteLength } })
+        await to.completeMultipart('whole', id, [{ partNumber: 1, etag: p.etag }])
+        assert.deepEqual(Buffer.from(await to.get('whole')), src)
+      })
+
+      it('a range starting or ending past the source is ERR_RANGE; an empty one ERR_INVALID_ARGUMENT', async () => {
+        const { from, to, src, copy } = await pair()
+        const id = await to.createMultipart('bad', { unevenParts: true })
+        await rejectsCode(
+          copy('bad', id, 1, {
+            store: from,
+            key: 'dir/src',
+            range: { start: src.byteLength, end: src.byteLength + 10 },
+          }),
+          'ERR_RANGE',
+        )
+        await rejectsCode(
+          copy('bad', id, 1, { store: from, key: 'dir/src', range: { start: 10, end: src.byteLength + 1 } }),
+          'ERR_RANGE',
+        )
+        await rejectsCode(
+          copy('bad', id, 1, { store: from, key: 'dir/src', range: { start: 10, end: 10 } }),
+          'ERR_INVALID_ARGUMENT',
+        )
+        await to.abortMultipart('bad', id)
+      })
+
+      it('a missing source is ERR_NOT_FOUND naming it, with or without If-Match', async () => {
+        const { from, to, etag, copy } = await pair()
+        const id = await to.createMultipart('nf', { unevenParts: true })
+        const range = { start: 0, end: 10 }
+        await rejectsCode(copy('nf', id, 1, { store: from, key: 'dir/gone', range }), 'ERR_NOT_FOUND', /dir\/gone/)
+        await rejectsCode(
+          copy('nf', id, 1, { store: from, key: 'dir/gone', range, ifMatch: etag }),
+          'ERR_NOT_FOUND',
+          /dir\/gone/,
+        )
+        await to.abortMultipart('nf', id)
+      })
+
+      it('a source whose ETag is not If-Match is ERR_CONFLICT: a replaced object is never copied', async () => {
+        const { from, to, etag, copy } = await pair()
+        const id = await to.createMultipart('im', { unevenParts: true })
+        await from.put('dir/src', randomBytes(100))
+        await rejectsCode(
+          copy('im', id, 1, { store: from, key: 'dir/src', range: { start: 0, end: 10 }, ifMatch: etag }),
+          'ERR_CONFLICT',
+        )
+        await to.abortMultipart('im', id)
+        assert.deepEqual(await collect(to.listMultipart('im')), [])
+      })
+
+      it('an upload without unevenParts still refuses non-final parts of different sizes', async () => {
+        const { from, to, copy } = await pair()
+        const id = await to.createMultipart('even')
+        const p1 = await to.uploadPart('even', id, 1, randomBytes(partSize))
+        const p2 = await copy('even', id, 2, { store: from, key: 'dir/src', range: { start: 0, end: 12_000 } })
+        const p3 = await to.uploadPart('even', id, 3, randomBytes(100))
+        const parts = [
+          { partNumber: 1, etag: p1.etag },
+          { partNumber: 2, etag: p2.etag },
+          { partNumber: 3, etag: p3.etag },
+        ]
+        // S3 itself takes any part of at least 5 MiB but refuses a smaller non-final one.
+        await assert.rejects(to.completeMultipart('even', id, parts))
+        await to.abortMultipart('even', id)
+      })
+    })
   })
 }

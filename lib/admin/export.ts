@@ -1,0 +1,560 @@
+/**
+ * `export`: one checkpoint's bytes as an ordinary object (or local file), which plain
+ * tools (`aws s3 cp`, GetObject) read: byte for byte the file, zeros for holes.
+ *
+ * What it guarantees and bounds:
+ * - The checkpoint's extents come from one walk of its block map (map-walk.ts), in file
+ *   order: runs of blocks stored back to back in one object, and holes. A map that does
+ *   not walk cleanly fails the export (ERR_CORRUPT / ERR_NOT_FOUND): nothing is written.
+ * - Into a store that copies server-side from the container's (S3 into S3), every run of
+ *   at least `minPartBytes` is copied by UploadPartCopy of its range, with the source's
+ *   listed ETag as If-Match; what is left (short runs, holes, and what a short neighbour
+ *   borrows to reach the minimum) is read and sent, merged into parts of at least
+ *   `minPartBytes` (but the last) and at most `sendPartBytes`. A part never mixes a copy
+ *   and bytes sent. Parts are in file order, at most 10,000 (sizes grow until they fit).
+ * - Nothing half-written is ever visible: a multipart upload shows nothing until its
+ *   completion, which replaces any object at the key at once; on any failure it is
+ *   aborted. A checkpoint smaller than one part goes in one PutObject. A local file is
+ *   written to a temporary file beside it, synced and renamed into place.
+ * - A source object deleted or replaced meanwhile (gc) fails the export: ERR_NOT_FOUND or
+ *   ERR_CONFLICT naming the object. Bytes are copied as stored: their CRCs are not checked
+ *   (`verify` checks them).
+ * - Memory: at most `concurrency` sent parts in flight, each at most `sendPartBytes`.
+ */
+import { randomBytes } from 'node:crypto'
+import * as fs from 'node:fs/promises'
+import { basename, dirname, join } from 'node:path'
+import type { S3Client } from '@aws-sdk/client-s3'
+import { listContainer } from '../container/listing.js'
+import { readExact } from '../container/objects.js'
+import { Uploader } from '../container/uploader.js'
+import { StreamSegmentError } from '../errors.js'
+import { createS3Client, S3Store } from '../store/s3.js'
+import type { ObjectAttributes, ObjectStore } from '../store/types.js'
+import { Limiter } from '../util/limiter.js'
+import { GiB, MiB } from '../util/units.js'
+import { resolveCheckpoint } from './list.js'
+import { type Problem, walkMap } from './map-walk.js'
+
+/** An S3 object, named as the SDK names it. */
+export interface S3ExportTarget {
+  /** Default: the container's own client when it is on S3, else `createS3Client()`. */
+  client?: S3Client
+  Bucket: string
+  Key: string
+  ContentType?: string
+  Metadata?: Record<string, string>
+  CacheControl?: string
+  ContentDisposition?: string
+  ContentEncoding?: string
+  ContentLanguage?: string
+}
+
+/** An object in any ObjectStore (memory, directory, S3Store), by key relative to it. */
+export interface StoreExportTarget {
+  store: ObjectStore
+  key: string
+  metadata?: Record<string, string>
+  attributes?: ObjectAttributes
+}
+
+/** An S3 object, an object of a store, or a local file path. */
+export type ExportTarget = S3ExportTarget | StoreExportTarget | string
+
+export interface ExportProgress {
+  totalBytes: number
+  /** Bytes copied server-side and bytes sent, of parts that completed. */
+  copiedBytes: number
+  sentBytes: number
+}
+
+export interface ExportOptions {
+  /** The checkpoint (default: the published one). */
+  cno?: number
+  signal?: AbortSignal
+  /** Called as parts complete (and file chunks are written). */
+  onProgress?: (progress: ExportProgress) => void
+  /** Requests in flight (default 8). */
+  concurrency?: number
+  /** Copy server-side where the stores allow it (default true). */
+  copy?: boolean
+  /** The smallest part but the last (default and least: the destination's minimum, else 5 MiB). */
+  minPartBytes?: number
+  /** The largest part sent (default 16 MiB; at least 2 × minPartBytes). */
+  sendPartBytes?: number
+  /** The largest part copied (default 256 MiB; at least 2 × minPartBytes, at most 5 GiB). */
+  copyPartBytes?: number
+}
+
+export interface ExportResult {
+  url: string
+  cno: number
+  size: number
+  /** `s3://bucket/key`, the store's URL and key, or the file's path. */
+  location: string
+  /** Of the object written (absent for a file). */
+  etag?: string
+  /** Bytes copied server-side, and bytes the client sent (or wrote to the file). */
+  copiedBytes: number
+  sentBytes: number
+  /** Parts of the multipart upload (0: one PutObject, or a file). */
+  parts: number
+  copyParts: number
+  /** Requests that wrote: PutObject, or CreateMultipartUpload, UploadPart, UploadPartCopy, Complete. */
+  requests: number
+  /** Requests the stores made again after a failure that may pass (S3: throttling, timeouts). */
+  retries: number
+}
+
+/** A stretch of the file: bytes [start, end) stored from byte `at` of `key`, or a hole (no key). */
+export interface Extent {
+  start: number
+  end: number
+  key?: string
+  at: number
+}
+
+export type PlannedPart =
+  | { kind: 'copy'; start: number; end: number; key: string; at: number }
+  | { kind: 'send'; start: number; end: number }
+
+const MAX_PARTS = 10_000
+const MAX_PART_BYTES = 5 * GiB
+const DEFAULT_MIN_PART = 5 * MiB
+
+/**
+ * Exports checkpoint `cno` (default: the published one) of the container in `store` to
+ * `target`; see the top of this file for what it guarantees.
+ */
+export async function exportObject(
+  store: ObjectStore,
+  target: ExportTarget,
+  options: ExportOptions = {},
+): Promise<ExportResult> {
+  const { signal } = options
+  const listing = await listContainer(store, signal)
+  const { inode } = await resolveCheckpoint(store, listing, options.cno, signal)
+  const problems: Problem[] = []
+  const walk = await walkMap(store, inode, problems, signal)
+  const first = problems[0]
+  if (first !== undefined) {
+    const err = new StreamSegmentError(first.code, `export of checkpoint ${inode.cno}: ${first.message}`)
+    throw err
+  }
+  const extents = checkpointExtents(walk.reached, inode.size, 2 ** inode.dataShift)
+  const base = { url: store.url, cno: inode.cno, size: inode.size }
+  if (typeof target === 'string')
+    return { ...base, ...(await exportToFile(store, extents, inode.size, target, options)) }
+  const dest = destination(store, target)
+  const retries0 = (store.retries ?? 0) + (dest.store === store ? 0 : (dest.store.retries ?? 0))
+  const retries = () => (store.retries ?? 0) + (dest.store === store ? 0 : (dest.store.retries ?? 0)) - retries0
+  const concurrency = options.concurrency ?? 8
+  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64) {
+    throw StreamSegmentError.invalidArgument(`export: concurrency must be 1..64, got ${concurrency}`)
+  }
+  const uploader = new Uploader(dest.store, 0, concurrency)
+  const copy = options.copy !== false && uploader.canCopyFrom(store)
+  const sizes = partSizes(dest.store, options)
+  const plan = planParts(extents, inode.size, { ...sizes, copy })
+  const location = dest.location
+  const progress = () =>
+    options.onProgress?.({
+      totalBytes: inode.size,
+      copiedBytes: uploader.copiedBytes,
+      sentBytes: uploader.uploadedBytes,
+    })
+  uploader.onRequestDone = progress
+  const put = plan.length === 0 || (plan.length === 1 && plan[0]?.kind === 'send')
+  if (put) {
+    const body = await gather(store, extents, 0, inode.size, signal)
+    const { etag } = await uploader.putObject(dest.key, body, {
+      metadata: dest.metadata,
+      attributes: dest.attributes,
+      signal,
+    })
+    return {
+      ...base,
+      location,
+      etag,
+      copiedBytes: 0,
+      sentBytes: inode.size,
+      parts: 0,
+      copyParts: 0,
+      requests: 1,
+      retries: retries(),
+    }
+  }
+  const mpu = uploader.openMultipart(dest.key, signal, {
+    metadata: dest.metadata,
+    attributes: dest.attributes,
+    unevenParts: true,
+  })
+  try {
+    for (const p of plan) {
+      if (mpu.failure !== undefined) break
+      if (p.kind === 'copy') {
+        const etag = listing.etags.get(p.key)
+        if (etag === undefined) {
+          throw StreamSegmentError.notFound(
+            `${store.url}/${p.key}: no such object, but checkpoint ${inode.cno} points into it`,
+          )
+        }
+        await mpu.startCopy({ store, key: p.key, range: { start: p.at, end: p.at + p.end - p.start }, ifMatch: etag })
+      } else {
+        await mpu.startPart(async () => {
+          if (mpu.failure !== undefined) throw mpu.failure
+          const bytes = await gather(store, extents, p.start, p.end, signal)
+          return { chunks: [bytes], done: () => {} }
+        })
+      }
+    }
+    const { etag } = await mpu.complete()
+    return {
+      ...base,
+      location,
+      etag,
+      copiedBytes: uploader.copiedBytes,
+      sentBytes: uploader.uploadedBytes,
+      parts: plan.length,
+      copyParts: plan.filter((p) => p.kind === 'copy').length,
+      requests: uploader.requests + 1,
+      retries: retries(),
+    }
+  } catch (err) {
+    await mpu.abort()
+    throw explain(mpu.failure ?? err, inode.cno)
+  }
+}
+
+/** A gc that deleted or replaced a source meanwhile shows as a missing or changed object: say so. */
+function explain(err: unknown, cno: number): unknown {
+  if (StreamSegmentError.is(err, 'ERR_NOT_FOUND') || StreamSegmentError.is(err, 'ERR_CONFLICT')) {
+    return new StreamSegmentError(
+      err.code,
+      `export of checkpoint ${cno}: ${err.message} (deleted or replaced while exporting: was the checkpoint collected by gc?)`,
+      { cause: err },
+    )
+  }
+  return err
+}
+
+function partSizes(
+  dest: ObjectStore,
+  options: ExportOptions,
+): { minPartBytes: number; sendPartBytes: number; copyPartBytes: number } {
+  const least = dest.minPartBytes ?? 1
+  const minPartBytes = options.minPartBytes ?? dest.minPartBytes ?? DEFAULT_MIN_PART
+  if (!Number.isSafeInteger(minPartBytes) || minPartBytes < least) {
+    throw StreamSegmentError.invalidArgument(`export: minPartBytes must be an integer ≥ ${least}, got ${minPartBytes}`)
+  }
+  const sendPartBytes = options.sendPartBytes ?? Math.max(16 * MiB, 2 * minPartBytes)
+  const copyPartBytes = options.copyPartBytes ?? Math.max(256 * MiB, 2 * minPartBytes)
+  for (const [name, v] of [
+    ['sendPartBytes', sendPartBytes],
+    ['copyPartBytes', copyPartBytes],
+  ] as const) {
+    if (!Number.isSafeInteger(v) || v < 2 * minPartBytes || v > MAX_PART_BYTES) {
+      throw StreamSegmentError.invalidArgument(
+        `export: ${name} must be an integer in [${2 * minPartBytes}, ${MAX_PART_BYTES}] (2 × minPartBytes .. 5 GiB), got ${v}`,
+      )
+    }
+  }
+  return { minPartBytes, sendPartBytes, copyPartBytes }
+}
+
+const TARGET_FIELDS = new Set([
+  'client',
+  'Bucket',
+  'Key',
+  'ContentType',
+  'Metadata',
+  'CacheControl',
+  'ContentDisposition',
+  'ContentEncoding',
+  'ContentLanguage',
+])
+
+/** The store and key to write, from the target: checked, with its metadata and attributes. */
+function destination(
+  source: ObjectStore,
+  target: S3ExportTarget | StoreExportTarget,
+): {
+  store: ObjectStore
+  key: string
+  location: string
+  metadata?: Record<string, string>
+  attributes?: ObjectAttributes
+} {
+  if (typeof target !== 'object' || target === null) {
+    throw StreamSegmentError.invalidArgument(
+      'export: the target must be { Bucket, Key }, { store, key } or a file path',
+    )
+  }
+  if ('store' in target) {
+    return {
+      store: target.store,
+      key: target.key,
+      location: `${target.store.url}/${target.key}`,
+      metadata: lowerKeys(target.metadata),
+      attributes: target.attributes,
+    }
+  }
+  for (const k of Object.keys(target)) {
+    if (!TARGET_FIELDS.has(k)) {
+      throw StreamSegmentError.invalidArgument(
+        `export: target field ${k} is not supported (supported: ${[...TARGET_FIELDS].join(', ')})`,
+      )
+    }
+  }
+  const { Bucket, Key } = target
+  if (typeof Bucket !== 'string' || Bucket === '' || typeof Key !== 'string' || Key === '' || Key.endsWith('/')) {
+    throw StreamSegmentError.invalidArgument(`export: the target needs a Bucket and a Key not ending in /`)
+  }
+  const client = target.client ?? (source instanceof S3Store ? source.client : createS3Client())
+  const slash = Key.lastIndexOf('/')
+  const store = new S3Store({ client, bucket: Bucket, prefix: slash < 0 ? '' : Key.slice(0, slash + 1) })
+  return {
+    store,
+    key: Key.slice(slash + 1),
+    location: `s3://${Bucket}/${Key}`,
+    metadata: lowerKeys(target.Metadata),
+    attributes: {
+      contentType: target.ContentType,
+      cacheControl: target.CacheControl,
+      contentDisposition: target.ContentDisposition,
+      contentEncoding: target.ContentEncoding,
+      contentLanguage: target.ContentLanguage,
+    },
+  }
+}
+
+/** S3 stores metadata keys in lower case (the SDK sends them as given): so do we. */
+function lowerKeys(m: Record<string, string> | undefined): Record<string, string> | undefined {
+  return m === undefined ? undefined : Object.fromEntries(Object.entries(m).map(([k, v]) => [k.toLowerCase(), v]))
+}
+
+/**
+ * The file's extents in order, from the block map's data pointers (per object: byte
+ * offsets and block indexes): blocks stored back to back in one object make one extent,
+ * unmapped blocks holes; the last block is cut at the file's size.
+ */
+export function checkpointExtents(
+  reached: ReadonlyMap<string, { dataAt: number[]; dataBlock: number[] }>,
+  size: number,
+  blockSize: number,
+): Extent[] {
+  const keys: string[] = []
+  let n = 0
+  for (const [key, r] of reached) {
+    keys.push(key)
+    n += r.dataBlock.length
+  }
+  const block = new Float64Array(n)
+  const obj = new Uint32Array(n)
+  const at = new Float64Array(n)
+  let i = 0
+  keys.forEach((key, k) => {
+    const r = reached.get(key) as { dataAt: number[]; dataBlock: number[] }
+    for (let j = 0; j < r.dataBlock.length; j++, i++) {
+      block[i] = r.dataBlock[j] as number
+      at[i] = r.dataAt[j] as number
+      obj[i] = k
+    }
+  })
+  const order = new Uint32Array(n)
+  for (let j = 0; j < n; j++) order[j] = j
+  order.sort((a, b) => (block[a] as number) - (block[b] as number))
+  const out: Extent[] = []
+  let pos = 0
+  let cur: Extent | undefined
+  let curObj = -1
+  for (let j = 0; j < n; j++) {
+    const x = order[j] as number
+    const start = (block[x] as number) * blockSize
+    if (start >= size) break
+    const end = Math.min(start + blockSize, size)
+    const o = obj[x] as number
+    const a = at[x] as number
+    if (cur !== undefined && start === cur.end && o === curObj && a === cur.at + (cur.end - cur.start)) {
+      cur.end = end
+      pos = end
+      continue
+    }
+    if (start > pos) out.push({ start: pos, end: start, at: 0 })
+    cur = { start, end, key: keys[o] as string, at: a }
+    curObj = o
+    out.push(cur)
+    pos = end
+  }
+  if (pos < size) out.push({ start: pos, end: size, at: 0 })
+  return out
+}
+
+/**
+ * The parts of the exported object, in file order: runs of at least `minPartBytes` copied
+ * (when `copy`), the rest sent, every part but the last at least `minPartBytes`; sizes
+ * double until the parts number at most 10,000. No part for an empty file.
+ */
+export function planParts(
+  extents: readonly Extent[],
+  size: number,
+  o: { minPartBytes: number; sendPartBytes: number; copyPartBytes: number; copy: boolean },
+): PlannedPart[] {
+  for (let scale = 1; ; scale *= 2) {
+    const min = o.minPartBytes * scale
+    const plan = planOnce(extents, size, {
+      min,
+      send: Math.min(o.sendPartBytes * scale, MAX_PART_BYTES),
+      copyMax: Math.min(o.copyPartBytes * scale, MAX_PART_BYTES),
+      copy: o.copy,
+    })
+    if (plan.length <= MAX_PARTS) return plan
+    if (min > MAX_PART_BYTES / 2) {
+      throw StreamSegmentError.invalidArgument(`export: ${size} bytes do not fit in ${MAX_PARTS} parts`)
+    }
+  }
+}
+
+function planOnce(
+  extents: readonly Extent[],
+  size: number,
+  o: { min: number; send: number; copyMax: number; copy: boolean },
+): PlannedPart[] {
+  const parts: PlannedPart[] = []
+  const split = (start: number, end: number, max: number, emit: (s: number, e: number) => void) => {
+    const n = Math.ceil((end - start) / max)
+    const piece = Math.ceil((end - start) / n)
+    for (let s = start; s < end; s += piece) emit(s, Math.min(s + piece, end))
+  }
+  const send = (start: number, end: number) =>
+    split(start, end, o.send, (s, e) => parts.push({ kind: 'send', start: s, end: e }))
+  let sendStart = -1
+  for (let i = 0; i < extents.length; i++) {
+    const x = extents[i] as Extent
+    const key = x.key
+    if (!o.copy || key === undefined || x.end - x.start < o.min) {
+      if (sendStart < 0) sendStart = x.start
+      continue
+    }
+    let from = x.start
+    if (sendStart >= 0) {
+      const need = o.min - (x.start - sendStart)
+      if (need > 0) {
+        // The bytes sent before this run are too few for a part: they borrow its head.
+        const rest = x.end - x.start - need
+        if (!(rest >= o.min || (i === extents.length - 1 && rest > 0))) continue // all of it is sent
+        from = x.start + need
+      }
+      send(sendStart, from)
+      sendStart = -1
+    }
+    const at = x.at + (from - x.start)
+    split(from, x.end, o.copyMax, (s, e) => parts.push({ kind: 'copy', start: s, end: e, key, at: at + (s - from) }))
+  }
+  if (sendStart >= 0 && sendStart < size) send(sendStart, size)
+  return parts
+}
+
+/** Bytes [start, end) of the file: zeros, with every stored stretch in it read (4 GETs at a time). */
+async function gather(
+  store: ObjectStore,
+  extents: readonly Extent[],
+  start: number,
+  end: number,
+  signal: AbortSignal | undefined,
+): Promise<Uint8Array> {
+  const out = Buffer.alloc(end - start)
+  const limiter = new Limiter(4)
+  const reads: Promise<void>[] = []
+  for (let i = firstExtent(extents, start); i < extents.length; i++) {
+    const x = extents[i] as Extent
+    if (x.start >= end) break
+    const key = x.key
+    if (key === undefined) continue
+    const s = Math.max(start, x.start)
+    const e = Math.min(end, x.end)
+    const from = x.at + (s - x.start)
+    reads.push(
+      limiter.run(async () => {
+        out.set(await readExact(store, key, from, from + (e - s), signal), s - start)
+      }),
+    )
+  }
+  const settled = await Promise.allSettled(reads)
+  const failed = settled.find((r) => r.status === 'rejected')
+  if (failed !== undefined) throw (failed as PromiseRejectedResult).reason
+  return out
+}
+
+/** The index of the extent holding byte `pos` (extents cover the file in order). */
+function firstExtent(extents: readonly Extent[], pos: number): number {
+  let lo = 0
+  let hi = extents.length
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1
+    if ((extents[mid] as Extent).end <= pos) lo = mid + 1
+    else hi = mid
+  }
+  return lo
+}
+
+/** Bytes read and written per step when exporting to a file. */
+const FILE_CHUNK = 16 * MiB
+
+/**
+ * Writes the file to a temporary file beside `path` (holes left sparse), syncs it and
+ * renames it into place; on failure the temporary file is removed.
+ */
+async function exportToFile(
+  store: ObjectStore,
+  extents: readonly Extent[],
+  size: number,
+  path: string,
+  options: ExportOptions,
+): Promise<Omit<ExportResult, 'url' | 'cno' | 'size'>> {
+  const { signal } = options
+  const tmp = join(dirname(path), `.${basename(path)}.ss-export-${randomBytes(6).toString('hex')}`)
+  let written = 0
+  const fh = await fs.open(tmp, 'wx')
+  try {
+    await fh.truncate(size)
+    const limiter = new Limiter(4)
+    const steps: Promise<void>[] = []
+    for (const x of extents) {
+      const key = x.key
+      if (key === undefined) continue
+      for (let s = x.start; s < x.end; s += FILE_CHUNK) {
+        const e = Math.min(s + FILE_CHUNK, x.end)
+        const from = x.at + (s - x.start)
+        steps.push(
+          limiter.run(async () => {
+            const bytes = await readExact(store, key, from, from + (e - s), signal)
+            for (let done = 0; done < bytes.byteLength; ) {
+              done += (await fh.write(bytes, done, bytes.byteLength - done, s + done)).bytesWritten
+            }
+            written += bytes.byteLength
+            options.onProgress?.({ totalBytes: size, copiedBytes: 0, sentBytes: written })
+          }),
+        )
+      }
+    }
+    const settled = await Promise.allSettled(steps)
+    const failed = settled.find((r) => r.status === 'rejected')
+    if (failed !== undefined) throw (failed as PromiseRejectedResult).reason
+    await fh.sync()
+    await fh.close()
+    await fs.rename(tmp, path)
+  } catch (err) {
+    await fh.close().catch(() => {})
+    await fs.rm(tmp, { force: true }).catch(() => {})
+    throw StreamSegmentError.is(err)
+      ? err
+      : StreamSegmentError.store(`export to ${path}: ${(err as Error).message}`, err)
+  }
+  const dir = await fs.open(dirname(path), 'r').catch(() => undefined)
+  await dir
+    ?.sync()
+    .catch(() => {})
+    .finally(() => dir.close())
+  return { location: path, copiedBytes: 0, sentBytes: written, parts: 0, copyParts: 0, requests: 0, retries: 0 }
+}

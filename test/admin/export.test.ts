@@ -1,0 +1,268 @@
+/**
+ * exportObject on the memory and directory stores: the part plan's rules (every part but
+ * the last at least the minimum, copies only of stored runs, file order, no gap), and
+ * exports whose bytes equal the checkpoint's — sequential, patched at random, with holes,
+ * empty, small, into a file — and a failure that leaves nothing behind.
+ */
+import assert from 'node:assert/strict'
+import { createHash } from 'node:crypto'
+import { mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, it } from 'node:test'
+import { type Extent, exportObject, planParts } from '../../lib/admin/export.js'
+import { SegmentFile } from '../../lib/segment-file.js'
+import { DirectoryStore } from '../../lib/store/directory.js'
+import { MemoryStore } from '../../lib/store/memory.js'
+import type { ObjectStore } from '../../lib/store/types.js'
+import { rejectsCode } from '../helpers/assert.js'
+import { buildContainer, prng, smallSettings, Tracked } from '../helpers/containers.js'
+import { pattern } from '../helpers/pattern.js'
+
+const KiB = 1024
+/** Small parts, so that kilobytes of data make many parts. */
+const SMALL = { minPartBytes: 16 * KiB, sendPartBytes: 32 * KiB, copyPartBytes: 64 * KiB }
+
+function sha(b: Uint8Array): string {
+  return createHash('sha256').update(b).digest('hex')
+}
+
+async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {
+  const out: T[] = []
+  for await (const x of it) out.push(x)
+  return out
+}
+
+/** The plan's rules, whatever the extents. */
+function checkPlan(extents: Extent[], size: number, plan: ReturnType<typeof planParts>, min: number): void {
+  let pos = 0
+  plan.forEach((p, i) => {
+    assert.equal(p.start, pos, `part ${i + 1} starts where the previous ended`)
+    assert.ok(p.end > p.start, `part ${i + 1} is not empty`)
+    if (i < plan.length - 1) assert.ok(p.end - p.start >= min, `part ${i + 1} (${p.end - p.start} B) ≥ ${min}`)
+    if (p.kind === 'copy') {
+      const x = extents.find((e) => e.start <= p.start && p.end <= e.end)
+      assert.ok(x?.key !== undefined && x.key === p.key, `copy part ${i + 1} lies within one stored run`)
+      assert.equal(p.at, x.at + (p.start - x.start), `copy part ${i + 1} reads the run's bytes`)
+    }
+    pos = p.end
+  })
+  assert.equal(pos, size, 'the parts cover the file')
+}
+
+describe('export: the part plan', () => {
+  it('copies long runs, sends short runs and holes, borrows from a long run to reach the minimum', () => {
+    const ext: Extent[] = [
+      { start: 0, end: 100, key: 'a', at: 0 }, // short: sent
+      { start: 100, end: 200, at: 0 }, // hole: sent
+      { start: 200, end: 5200, key: 'b', at: 4096 }, // long: lends 800 bytes to the 200 before it
+      { start: 5200, end: 5300, key: 'c', at: 0 }, // short, last: sent
+    ]
+    const plan = planParts(ext, 5300, { minPartBytes: 1000, sendPartBytes: 2000, copyPartBytes: 10_000, copy: true })
+    assert.deepEqual(plan, [
+      { kind: 'send', start: 0, end: 1000 },
+      { kind: 'copy', start: 1000, end: 5200, key: 'b', at: 4896 },
+      { kind: 'send', start: 5200, end: 5300 },
+    ])
+    checkPlan(ext, 5300, plan, 1000)
+    const none = planParts(ext, 5300, { minPartBytes: 1000, sendPartBytes: 2000, copyPartBytes: 10_000, copy: false })
+    assert.ok(
+      none.every((p) => p.kind === 'send'),
+      'without copy everything is sent',
+    )
+    checkPlan(ext, 5300, none, 1000)
+  })
+
+  it('holds its rules for random extents, and stays within 10,000 parts', () => {
+    const rnd = prng(11)
+    for (let run = 0; run < 300; run++) {
+      const ext: Extent[] = []
+      let pos = 0
+      const n = 1 + Math.floor(rnd() * 40)
+      for (let i = 0; i < n; i++) {
+        const len = 1 + Math.floor(rnd() * (rnd() < 0.3 ? 9000 : 1500))
+        const r = rnd()
+        ext.push(
+          r < 0.2
+            ? { start: pos, end: pos + len, at: 0 }
+            : { start: pos, end: pos + len, key: `k${i % 5}`, at: i * 8192 },
+        )
+        pos += len
+      }
+      const plan = planParts(ext, pos, { minPartBytes: 1000, sendPartBytes: 2000, copyPartBytes: 4000, copy: true })
+      checkPlan(ext, pos, plan, 1000)
+    }
+    // 30,000 runs that could each be copied: sizes double until the parts fit.
+    const many: Extent[] = []
+    for (let i = 0; i < 30_000; i++) many.push({ start: i * 1000, end: (i + 1) * 1000, key: `k${i}`, at: 0 })
+    const plan = planParts(many, 30_000_000, {
+      minPartBytes: 1000,
+      sendPartBytes: 2000,
+      copyPartBytes: 4000,
+      copy: true,
+    })
+    assert.ok(plan.length <= 10_000, `${plan.length} parts`)
+    checkPlan(many, 30_000_000, plan, 1000)
+  })
+})
+
+describe('export: memory and directory stores', () => {
+  it('each checkpoint of a container with holes, rewrites and a truncation exports equal, copied and sent', async () => {
+    const store = new MemoryStore()
+    const refs = await buildContainer(store)
+    for (const [cno, ref] of refs) {
+      const dest = new MemoryStore()
+      const progress: number[] = []
+      const r = await exportObject(
+        store,
+        { store: dest, key: 'out/file.bin', metadata: { Origin: 'test' } },
+        { cno, ...SMALL, onProgress: (p) => progress.push(p.copiedBytes + p.sentBytes) },
+      )
+      const got = await dest.get('out/file.bin')
+      assert.equal(sha(got), sha(ref), `checkpoint ${cno}: same bytes`)
+      assert.equal(r.size, ref.length)
+      assert.ok(r.copiedBytes > 0 && r.sentBytes > 0, `checkpoint ${cno}: a mix (${r.copiedBytes} / ${r.sentBytes})`)
+      assert.equal(r.copiedBytes + r.sentBytes, ref.length, 'every byte copied or sent once')
+      assert.ok(r.parts > 1 && r.copyParts > 0)
+      assert.equal((await dest.head('out/file.bin'))?.metadata.origin, 'test')
+      assert.deepEqual(await collect(dest.listMultipart()), [], 'no upload left open')
+      assert.ok(progress.length >= r.parts, 'progress per part')
+      assert.ok(
+        progress.every((v, i) => i === 0 || v >= (progress[i - 1] as number)),
+        'progress never goes back',
+      )
+      assert.equal(progress.at(-1), ref.length)
+    }
+  })
+
+  it('a randomly patched checkpoint exports the same bytes, with copy on or off, for several seeds', async () => {
+    for (const seed of [1, 2, 3]) {
+      const store = new MemoryStore()
+      const rnd = prng(seed)
+      const t = new Tracked(await SegmentFile.create(store, { ...smallSettings, segmentMaxObjectBytes: 256 * KiB }))
+      await t.write(0, 1024 * KiB, seed)
+      await t.file.flush()
+      for (let i = 0; i < 40; i++) {
+        const at = Math.floor(rnd() * 1100 * KiB)
+        const len = 1 + Math.floor(rnd() * (rnd() < 0.2 ? 64 * KiB : 6 * KiB))
+        await t.write(at, len, seed * 100 + i)
+      }
+      await t.file.flush()
+      await t.file.close()
+      for (const copy of [true, false]) {
+        const dest = new MemoryStore()
+        const r = await exportObject(store, { store: dest, key: 'x' }, { ...SMALL, copy })
+        assert.equal(sha(await dest.get('x')), sha(t.ref), `seed ${seed}, copy ${copy}: same bytes`)
+        assert.equal(r.copiedBytes + r.sentBytes, t.ref.length)
+        if (!copy) assert.equal(r.copiedBytes, 0)
+        else assert.ok(r.copiedBytes > 0, `seed ${seed}: some runs copied`)
+      }
+    }
+  })
+
+  it('an empty checkpoint is one empty object; a small one is one put', async () => {
+    const store = new MemoryStore()
+    const f = await SegmentFile.create(store)
+    await f.truncate(0)
+    await f.write(0, new Uint8Array(0))
+    await f.flush()
+    const dest = new MemoryStore()
+    const empty = await exportObject(store, { store: dest, key: 'e' }, SMALL)
+    assert.equal(empty.size, 0)
+    assert.equal((await dest.get('e')).byteLength, 0)
+    await f.write(0, pattern(0, 10 * KiB, 3))
+    await f.flush()
+    await f.close()
+    const small = await exportObject(store, { store: dest, key: 's' }, SMALL)
+    assert.deepEqual(Buffer.from(await dest.get('s')), pattern(0, 10 * KiB, 3))
+    assert.equal(small.parts, 0, 'one PutObject')
+    assert.equal(small.requests, 1)
+  })
+
+  it('a PartedSegment (head-first) container exports equal, its runs copied from past the headers', async () => {
+    const store = new MemoryStore()
+    const refs = await buildContainer(store, { ...smallSettings, format: 'parted' })
+    for (const [cno, ref] of refs) {
+      const dest = new MemoryStore()
+      const r = await exportObject(store, { store: dest, key: 'p' }, { cno, ...SMALL })
+      assert.equal(sha(await dest.get('p')), sha(ref), `checkpoint ${cno}`)
+      assert.ok(r.copiedBytes > 0, `checkpoint ${cno}: some runs copied`)
+    }
+  })
+
+  it('a file of holes only exports as zeros', async () => {
+    const store = new MemoryStore()
+    const f = await SegmentFile.create(store)
+    await f.truncate(100 * KiB + 3)
+    await f.flush()
+    await f.close()
+    const dest = new MemoryStore()
+    await exportObject(store, { store: dest, key: 'z' }, SMALL)
+    assert.deepEqual(Buffer.from(await dest.get('z')), Buffer.alloc(100 * KiB + 3))
+  })
+
+  it('to a local file, from a directory-store container: same bytes, no temporary file left', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'ss-export-'))
+    const store = new DirectoryStore(join(root, 'container'))
+    const refs = await buildContainer(store)
+    const out = join(root, 'out.bin')
+    for (const [cno, ref] of refs) {
+      const r = await exportObject(store, out, { cno })
+      assert.equal(sha(readFileSync(out)), sha(ref), `checkpoint ${cno}`)
+      assert.equal(statSync(out).size, ref.length)
+      assert.equal(r.location, out)
+    }
+    assert.deepEqual(readdirSync(root).sort(), ['container', 'out.bin'], 'only the file: no temporary file left')
+  })
+
+  it('a source object gone mid-way fails the export clearly and leaves no object, no open upload', async () => {
+    const store = new MemoryStore()
+    const f = await SegmentFile.create(store, smallSettings)
+    await f.write(0, pattern(0, 512 * KiB, 9))
+    await f.flush()
+    await f.close()
+    const dest = new MemoryStore()
+    await dest.put('x', Buffer.from('old'))
+    let deleted = false
+    // gc, as it were: every data part goes once the first part of the export is done.
+    const victims = (await collect(store.list())).map((e) => e.key).filter((k) => /\.[1-9]/.test(k))
+    const err = await rejectsCode(
+      exportObject(
+        store,
+        { store: dest, key: 'x' },
+        {
+          ...SMALL,
+          concurrency: 1,
+          onProgress: () => {
+            if (!deleted) void store.delete(victims)
+            deleted = true
+          },
+        },
+      ),
+      'ERR_NOT_FOUND',
+      /gc/,
+    )
+    assert.ok(
+      victims.some((v) => err.message.includes(v)),
+      `the message names the object: ${err.message}`,
+    )
+    assert.equal(Buffer.from(await dest.get('x')).toString(), 'old', 'the object at the key is unchanged')
+    assert.deepEqual(await collect(dest.listMultipart()), [], 'the upload was aborted')
+  })
+
+  it('refuses targets and options it cannot honour, before writing anything', async () => {
+    const store: ObjectStore = new MemoryStore()
+    await buildContainer(store)
+    const dest = new MemoryStore()
+    await rejectsCode(exportObject(store, { store: dest, key: 'x' }, { sendPartBytes: 1 }), 'ERR_INVALID_ARGUMENT')
+    await rejectsCode(exportObject(store, { store: dest, key: 'x' }, { concurrency: 0 }), 'ERR_INVALID_ARGUMENT')
+    await rejectsCode(
+      exportObject(store, { Bucket: 'b', Key: 'k', ACL: 'public-read' } as never, {}),
+      'ERR_INVALID_ARGUMENT',
+      /ACL/,
+    )
+    await rejectsCode(exportObject(store, { Bucket: 'b', Key: 'dir/' }, {}), 'ERR_INVALID_ARGUMENT')
+    await rejectsCode(exportObject(new MemoryStore(), { store: dest, key: 'x' }), 'ERR_NOT_FOUND')
+    assert.deepEqual(await collect(dest.list()), [])
+  })
+})
