@@ -16,7 +16,7 @@
  *   wal/               the write-ahead log: its local files, replay order, lock and binding
  *   read/              the reader: plans a read, walks the block map, checks every block
  *   write/             the write paths, object plans, send-ahead, the flush in phases
- *   admin/             list, inspect and verify, on container/ and format/ only
+ *   admin/             list, inspect, verify, gc, remove and export, on container/ and format/ only
  *   segment-file.ts    SegmentFile, the handle users hold
  *   streams/           the write and read streams and uploadFile, thin adapters over it
  *   cli.ts, index.ts   the CLI and this file
