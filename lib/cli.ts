@@ -29,6 +29,7 @@ import { createStreamSegmentReadStream } from './streams/read-stream.js'
 import { openLocalFile, uploadFile } from './streams/upload-file.js'
 import { createStreamSegmentWriteStream } from './streams/write-stream.js'
 import { optionalRequire } from './util/optional-require.cjs'
+import { inspectWal } from './wal/wal.js'
 import type { FlushTiming } from './write/flush.js'
 
 export const EXIT_CODES: Record<ErrorCode | 'usage', number> = {
@@ -106,6 +107,8 @@ Commands:
                                  time, state) and the bytes the container stores
   inspect <url> [--cno N] [--json]
                    every object of a checkpoint: name, size, header fields, counts, dead slots
+  inspect --wal <dir> [--json]
+                   a write-ahead log folder: its container, files, records, a torn tail, the lock
   verify <url> [--cno N] [--json]
                    check every header, summary, node and block CRC reachable from a checkpoint;
                    exits 4 (ERR_CORRUPT) or 3 (ERR_NOT_FOUND) when anything is wrong
@@ -643,6 +646,8 @@ async function ls(p: Parsed, out: Out): Promise<number> {
 }
 
 async function inspect(p: Parsed, out: Out): Promise<number> {
+  const walDir = p.options.get('wal')
+  if (walDir !== undefined) return inspectWalFolder(p, walDir, out)
   const [url] = positionals(p, 1, 1, 'inspect <url> [--cno N] [--json]')
   const store = openStore(url as string)
   const r = await inspectCheckpoint(store, { cno: cnoOption(p) })
@@ -678,6 +683,28 @@ async function inspect(p: Parsed, out: Out): Promise<number> {
   out.write(`${table(rows, [false, true, false, true, true, true, true, true, true, true, false])}\n`)
   for (const pr of r.problems) out.write(`${pr.code} ${pr.what} ${pr.where}: ${pr.message}\n`)
   return r.problems.length > 0 ? worstExit(r.problems) : 0
+}
+
+/** `inspect --wal DIR`: what a replay would find, read without changing anything. */
+async function inspectWalFolder(p: Parsed, dir: string, out: Out): Promise<number> {
+  positionals(p, 0, 0, 'inspect --wal <dir> [--json]')
+  const r = await inspectWal(dir)
+  if (p.flags.has('json')) {
+    out.write(`${JSON.stringify(r)}\n`)
+    return 0
+  }
+  const lock = r.lockedBy === undefined ? 'not locked' : `locked by pid ${r.lockedBy.pid} on ${r.lockedBy.host}`
+  out.write(
+    `WAL ${r.dir} of ${r.container ?? '(no container yet)'}: ${r.records} records, ` +
+      `${formatBytes(r.payloadBytes)} written, ${lock}\n`,
+  )
+  const rows: Array<Array<string | number>> = [['file', 'base cno', 'first record', 'records', 'bytes', 'cut']]
+  for (const g of r.generations) {
+    rows.push([g.path, g.baseCno, g.firstSeq, g.records, g.bytes, g.cutBytes > 0 ? `${g.cutBytes} bytes` : '-'])
+  }
+  out.write(`${table(rows, [false, true, true, true, true, false])}\n`)
+  for (const g of r.generations) if (g.cutReason !== undefined) out.write(`torn or bad tail: ${g.cutReason}\n`)
+  return 0
 }
 
 async function verify(p: Parsed, out: Out, err: Out): Promise<number> {
@@ -841,7 +868,7 @@ const COMMANDS: Record<string, { spec: CommandSpec; run: (p: Parsed, out: Out, e
     run: get,
   },
   ls: { spec: { flags: ['json'] }, run: ls },
-  inspect: { spec: { values: ['cno'], flags: ['json'] }, run: inspect },
+  inspect: { spec: { values: ['cno', 'wal'], flags: ['json'] }, run: inspect },
   verify: { spec: { values: ['cno'], flags: ['json'] }, run: verify },
   gc: { spec: { values: ['keep', 'keepCnos', 'keepNewerThan', 'grace'], flags: ['json', 'dryRun'] }, run: gcCommand },
   rm: { spec: { flags: ['json', 'yes'] }, run: rm },
