@@ -49,6 +49,8 @@ export class Uploader {
   readonly slots: Limiter
   /** Body bytes of every request that completed (PutObject and UploadPart), for progress. */
   uploadedBytes = 0
+  /** Called after each of those requests completes (the write stream's 'progress'); must not throw. */
+  onUploaded: (() => void) | undefined
 
   constructor(
     readonly store: ObjectStore,
@@ -75,6 +77,7 @@ export class Uploader {
     const done = send(body.chunks)
       .then((result) => {
         this.uploadedBytes += byteLength(body.chunks)
+        this.onUploaded?.()
         return result
       })
       .finally(() => {
