@@ -83,6 +83,8 @@ export { fileSource, uploadFile } from './streams/upload-file.js'
 export {
   createStreamSegmentWriteStream,
   StreamSegmentWriteStream,
+  type WriteProgress,
+  type WriteStreamEvents,
   type WriteStreamOptions,
 } from './streams/write-stream.js'
 export { crc32, crc32Implementation } from './util/crc32.js'

@@ -68,26 +68,31 @@ export interface WriteStreamEvents {
 type Listener<K extends keyof WriteStreamEvents> = (...args: WriteStreamEvents[K]) => void
 // biome-ignore lint/suspicious/noExplicitAny: the catch-all overload, as node:stream's own
 type AnyListener = (...args: any[]) => void
+/** Any other event name: the catch-all overload does not take the events typed above. */
+type Other<E> = E extends keyof WriteStreamEvents ? never : E
 
-/** Typed events: a strict handler of 'flush' or 'progress' gets its argument's type. */
+/**
+ * Typed events: a handler of 'flush' or 'progress' (or of Node's own events) must take
+ * the event's arguments; strict TypeScript rejects `on('flush', (t: string) => …)`.
+ */
 export interface StreamSegmentWriteStream {
   on<K extends keyof WriteStreamEvents>(event: K, listener: Listener<K>): this
-  on(event: string | symbol, listener: AnyListener): this
+  on<E extends string | symbol>(event: Other<E>, listener: AnyListener): this
   once<K extends keyof WriteStreamEvents>(event: K, listener: Listener<K>): this
-  once(event: string | symbol, listener: AnyListener): this
+  once<E extends string | symbol>(event: Other<E>, listener: AnyListener): this
   off<K extends keyof WriteStreamEvents>(event: K, listener: Listener<K>): this
-  off(event: string | symbol, listener: AnyListener): this
+  off<E extends string | symbol>(event: Other<E>, listener: AnyListener): this
   addListener<K extends keyof WriteStreamEvents>(event: K, listener: Listener<K>): this
-  addListener(event: string | symbol, listener: AnyListener): this
+  addListener<E extends string | symbol>(event: Other<E>, listener: AnyListener): this
   prependListener<K extends keyof WriteStreamEvents>(event: K, listener: Listener<K>): this
-  prependListener(event: string | symbol, listener: AnyListener): this
+  prependListener<E extends string | symbol>(event: Other<E>, listener: AnyListener): this
   prependOnceListener<K extends keyof WriteStreamEvents>(event: K, listener: Listener<K>): this
-  prependOnceListener(event: string | symbol, listener: AnyListener): this
+  prependOnceListener<E extends string | symbol>(event: Other<E>, listener: AnyListener): this
   removeListener<K extends keyof WriteStreamEvents>(event: K, listener: Listener<K>): this
-  removeListener(event: string | symbol, listener: AnyListener): this
+  removeListener<E extends string | symbol>(event: Other<E>, listener: AnyListener): this
   emit<K extends keyof WriteStreamEvents>(event: K, ...args: WriteStreamEvents[K]): boolean
   // biome-ignore lint/suspicious/noExplicitAny: the catch-all overload, as node:stream's own
-  emit(event: string | symbol, ...args: any[]): boolean
+  emit<E extends string | symbol>(event: Other<E>, ...args: any[]): boolean
 }
 
 type Callback = (err?: Error | null) => void
@@ -102,6 +107,8 @@ export class StreamSegmentWriteStream extends Writable {
   readonly store: ObjectStore
   private readonly settings: Partial<Settings>
   private committed = false
+  /** The last 'progress' (at the commit) was emitted. */
+  private progressDone = false
   private requests = 0
 
   constructor(options: WriteStreamOptions) {
@@ -130,7 +137,7 @@ export class StreamSegmentWriteStream extends Writable {
       file.core.uploader.onUploaded = () => {
         this.requests++
         process.nextTick(() => {
-          if (!this.committed && !this.destroyed) this.emit('progress', this.progress)
+          if (!this.progressDone && !this.destroyed) this.emit('progress', this.progress)
         })
       }
       cb()
@@ -149,9 +156,13 @@ export class StreamSegmentWriteStream extends Writable {
     ;(this.file as SegmentFile).flush().then((timing) => {
       this.flushTiming = timing
       this.committed = true
-      this.emit('progress', this.progress)
-      this.emit('flush', timing)
-      cb()
+      // After the 'progress' of the flush's own requests, queued the same way.
+      process.nextTick(() => {
+        this.progressDone = true
+        this.emit('progress', this.progress)
+        this.emit('flush', timing)
+        cb()
+      })
     }, cb)
   }
 
