@@ -79,6 +79,14 @@ export {
   type ReadStreamOptions,
   StreamSegmentReadStream,
 } from './streams/read-stream.js'
+export {
+  PARAMS as UPLOAD_PARAMS,
+  type Progress,
+  Upload,
+  type UploadOptions,
+  type UploadParams,
+  type UploadResult,
+} from './streams/upload.js'
 export { fileSource, uploadFile } from './streams/upload-file.js'
 export {
   createStreamSegmentWriteStream,
