@@ -7,7 +7,7 @@
  *   mid-way (AbortError, nothing published, no multipart upload left open);
  * - the same program with lib-storage's own import, so that our progress events, done()
  *   result and abort error are checked against the real thing's shape;
- * - each Body kind lib-storage takes, each parameter's treatment, abortController,
+ * - each Body kind lib-storage takes, queueSize and partSize, abortController,
  *   ContentLength, a failing Body, done() twice.
  */
 import assert from 'node:assert/strict'
@@ -18,7 +18,7 @@ import { Readable } from 'node:stream'
 import { describe, it } from 'node:test'
 import { HeadObjectCommand, S3Client } from '@aws-sdk/client-s3'
 import { StreamSegmentError } from '../../lib/errors.js'
-import { UPLOAD_PARAMS, Upload, type UploadParams } from '../../lib/index.js'
+import { Upload, type UploadParams } from '../../lib/index.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import type { S3Store } from '../../lib/store/s3.js'
 import { s3TestBucket, s3TestClient, s3TestStore, uniquePrefix } from '../helpers/s3-env.js'
@@ -201,78 +201,6 @@ describe('Upload', () => {
       assert.equal(events.at(-1)?.total, known ? expected.length : undefined)
     })
   }
-
-  it('a Body of another kind is refused in the constructor', () => {
-    for (const Body of [42, null, { not: 'a stream' }]) {
-      assert.throws(
-        () => new Upload({ client: client(), params: { Bucket: 'b', Key: 'k', Body: Body as never } }),
-        (err) => StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT') && /params\.Body must be/.test(err.message),
-      )
-    }
-  })
-
-  it('each parameter: honoured and ignored ones accepted, refused ones refused naming it and why', () => {
-    const sample: Record<string, unknown> = {
-      StorageClass: 'GLACIER',
-      Tagging: 'team=ml',
-      ServerSideEncryption: 'aws:kms',
-      ACL: 'public-read',
-      ObjectLockMode: 'COMPLIANCE',
-      ContentMD5: 'x',
-      IfNoneMatch: '*',
-      UploadId: 'u',
-      PartNumber: 1,
-    }
-    const refused = Object.entries(UPLOAD_PARAMS).filter(([, t]) => t.kind === 'refused')
-    assert.ok(refused.length >= 20, `${refused.length} refused`)
-    for (const [name] of refused) {
-      const params = { Bucket: 'b', Key: 'k', Body: 'x', [name]: sample[name] ?? 'value' } as UploadParams
-      assert.throws(
-        () => new Upload({ client: client(), params }),
-        (err) =>
-          StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT') &&
-          err.message.includes(`params.${name}: `) &&
-          err.message.length > 60,
-        name,
-      )
-    }
-    for (const [name, t] of Object.entries(UPLOAD_PARAMS)) {
-      if (t.kind !== 'ignored') continue
-      const value = name === 'Metadata' ? { a: 'b' } : name === 'Expires' ? new Date() : 'value'
-      assert.ok(new Upload({ client: client(), params: { Bucket: 'b', Key: 'k', Body: 'x', [name]: value } }), name)
-    }
-    // Accepted as given: STANDARD, undefined values, an empty tag list, leavePartsOnError.
-    assert.ok(new Upload({ client: client(), params: { Bucket: 'b', Key: 'k', Body: 'x', StorageClass: 'STANDARD' } }))
-    assert.ok(new Upload({ client: client(), params: { Bucket: 'b', Key: 'k', Body: 'x', ACL: undefined } }))
-    assert.ok(
-      new Upload({ client: client(), params: { Bucket: 'b', Key: 'k', Body: 'x' }, tags: [], leavePartsOnError: true }),
-    )
-    assert.throws(
-      () => new Upload({ client: client(), params: { Bucket: 'b', Key: 'k', Body: 'x', Unheard: 1 } as UploadParams }),
-      /params\.Unheard is not supported/,
-    )
-    assert.throws(
-      () =>
-        new Upload({
-          client: client(),
-          params: { Bucket: 'b', Key: 'k', Body: 'x' },
-          tags: [{ Key: 'a', Value: 'b' }],
-        }),
-      (err) => StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT') && /^Upload: tags: /.test(err.message),
-    )
-    for (const bad of [{ queueSize: 0 }, { queueSize: 1.5 }, { partSize: 4 * MiB }, { partSize: Number.NaN }]) {
-      assert.throws(
-        () => new Upload({ client: client(), params: { Bucket: 'b', Key: 'k', Body: 'x' }, ...bad }),
-        (err) =>
-          StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT') && err.message.includes(Object.keys(bad)[0] as string),
-      )
-    }
-    assert.throws(() => new Upload({ client: client(), params: { Bucket: '', Key: 'k', Body: 'x' } }), /params\.Bucket/)
-    assert.throws(
-      () => new Upload({ client: client(), params: { Bucket: 'b', Key: 'k', Body: 'x', ContentLength: -1 } }),
-      /ContentLength/,
-    )
-  })
 
   it('queueSize and partSize become the requests in flight and the piece size (capped at 64, rounded up to a block)', async () => {
     const { Bucket, Key, store } = await target('upload-sizes')
