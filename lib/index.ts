@@ -17,7 +17,7 @@
  *   write/             the write paths, object plans, send-ahead, the flush in phases
  *   admin/             list, inspect and verify, on container/ and format/ only
  *   segment-file.ts    SegmentFile, the handle users hold
- *   streams/           the write and read streams and uploadFile, thin adapters over it
+ *   streams/           the write and read streams, Upload and uploadFile, thin adapters over it
  *   cli.ts, index.ts   the CLI and this file
  *
  * The dependency rule, checked by `npm run lint` (scripts/check-deps.mjs): a wing imports

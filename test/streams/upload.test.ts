@@ -112,6 +112,16 @@ describe('Upload: the constructor', () => {
     for (const name of documented.keys()) assert.ok(name in UPLOAD_PARAMS, `${name} documented, not in UPLOAD_PARAMS`)
   })
 
+  it('the README shows the migration as the example makes it: the one import line', () => {
+    const readme = readFileSync('README.md', 'utf8')
+    assert.match(
+      readme,
+      /-import \{ Upload \} from '@aws-sdk\/lib-storage'\n\+import \{ Upload \} from 'stream-segment'/,
+    )
+    const example = readFileSync('examples/lib-storage-upload.ts', 'utf8')
+    assert.match(example, /^import \{ Upload \} from 'stream-segment'$/m)
+  })
+
   it('lib-storage is a devDependency and nothing in lib/ imports it (or any other package not a dependency)', () => {
     const pkg = JSON.parse(readFileSync('package.json', 'utf8'))
     assert.equal(pkg.dependencies['@aws-sdk/lib-storage'], undefined)
