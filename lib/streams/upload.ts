@@ -21,6 +21,7 @@
  *   bytes taken in, and is the Body's size in the last event.
  */
 import { EventEmitter } from 'node:events'
+import { ReadStream, statSync } from 'node:fs'
 import { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import type { ReadableStream as WebReadableStream } from 'node:stream/web'
@@ -193,11 +194,20 @@ function checkParams(params: UploadParams): void {
   }
 }
 
-/** The Body's size when it says it (string, bytes, Blob), as lib-storage reads it. */
+/** The Body's size when it says it (string, bytes, Blob, a file's read stream), as lib-storage reads it. */
 function bodyLength(body: unknown): number | undefined {
   if (typeof body === 'string') return Buffer.byteLength(body)
   if (body instanceof Uint8Array) return body.byteLength
   if (typeof Blob !== 'undefined' && body instanceof Blob) return body.size
+  if (body instanceof ReadStream) {
+    const { start, end, path } = body as ReadStream & { start?: number; end?: number }
+    if (typeof start === 'number' && typeof end === 'number' && Number.isFinite(end)) return end + 1 - start
+    try {
+      return statSync(path).size
+    } catch {
+      return undefined
+    }
+  }
   return undefined
 }
 
