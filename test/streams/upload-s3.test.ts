@@ -18,7 +18,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Readable } from 'node:stream'
 import { after, describe, it } from 'node:test'
-import { HeadObjectCommand, S3Client } from '@aws-sdk/client-s3'
+import { DeleteObjectCommand, HeadObjectCommand, S3Client } from '@aws-sdk/client-s3'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { Upload, type UploadParams } from '../../lib/index.js'
 import { SegmentFile } from '../../lib/segment-file.js'
@@ -138,7 +138,6 @@ describe('examples/lib-storage-upload: a lib-storage program, only its import ch
     )
     const bucket = await s3TestBucket()
     const key = uniquePrefix('lib-storage-original').replace(/\/$/, '')
-    await s3TestStore(`${key}`) // cleaned up with the others
     try {
       const { lines: theirs } = await runProgram(original, [bucket, key, '40'])
       const ourKey = uniquePrefix('lib-storage-ours').replace(/\/$/, '')
@@ -157,6 +156,7 @@ describe('examples/lib-storage-upload: a lib-storage program, only its import ch
       assert.equal(head.ContentLength, 40 * MiB)
     } finally {
       rmSync(original, { force: true })
+      await s3TestClient().send(new DeleteObjectCommand({ Bucket: bucket, Key: key }))
     }
   })
 })
