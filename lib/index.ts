@@ -18,7 +18,7 @@
  *   write/             the write paths, object plans, send-ahead, the flush in phases
  *   admin/             list, inspect, verify, gc, remove and export, on container/ and format/ only
  *   segment-file.ts    SegmentFile, the handle users hold
- *   streams/           the write and read streams and uploadFile, thin adapters over it
+ *   streams/           the write and read streams, Upload and uploadFile, thin adapters over it
  *   cli.ts, index.ts   the CLI and this file
  *
  * The dependency rule, checked by `npm run lint` (scripts/check-deps.mjs): a wing imports
@@ -84,10 +84,20 @@ export {
   type ReadStreamOptions,
   StreamSegmentReadStream,
 } from './streams/read-stream.js'
+export {
+  PARAMS as UPLOAD_PARAMS,
+  type Progress,
+  Upload,
+  type UploadOptions,
+  type UploadParams,
+  type UploadResult,
+} from './streams/upload.js'
 export { fileSource, uploadFile } from './streams/upload-file.js'
 export {
   createStreamSegmentWriteStream,
   StreamSegmentWriteStream,
+  type WriteProgress,
+  type WriteStreamEvents,
   type WriteStreamOptions,
 } from './streams/write-stream.js'
 export { crc32, crc32Implementation } from './util/crc32.js'

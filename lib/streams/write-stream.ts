@@ -1,19 +1,27 @@
 /**
- * `createStreamSegmentWriteStream`: a streamx Writable that writes what is piped into it
- * as a new checkpoint of a container, from offset 0 (an existing container gets a new
+ * `createStreamSegmentWriteStream`: a Node Writable that writes what is piped into it as
+ * a new checkpoint of a container, from offset 0 (an existing container gets a new
  * checkpoint that replaces its content).
  *
- * A thin adapter over SegmentFile: `_writev` awaits `file.write`, which holds the
- * callback back while partial segments are written, so a fast source is paused and
- * memory stays within the dirty limit (plus what the stream itself buffers:
- * `highWaterMark`, small by default). `_final` runs the flush; 'finish' therefore means
- * committed: every object and the inode are written, and `flushTiming` holds the
- * FlushTiming (also emitted as 'flush'). A source error, a store error, `destroy()` or
- * the AbortSignal aborts every request in flight and publishes nothing; the stream is
- * destroyed with a StreamSegmentError (the cause attached). Note streamx's ways:
- * `write(chunk, cb)` never calls `cb`, and `_destroy` runs after a clean end too.
+ * A thin adapter over SegmentFile: `_write`/`_writev` await the file's write (`intake`,
+ * the one call into it), which holds the callback back while partial segments are
+ * written, so a fast source is paused and memory stays within the dirty limit (plus what
+ * the stream itself buffers: `highWaterMark`, small by default). `_final` runs the flush;
+ * 'finish' therefore means committed: every object and the inode are written, and
+ * `flushTiming` holds the FlushTiming (also emitted as 'flush', just before 'finish').
+ * 'close' follows 'finish', or the error. A source error, a store error, `destroy()`
+ * (with or without an error) or the AbortSignal aborts every request in flight and
+ * publishes nothing; 'progress' is emitted after each upload request completes.
+ *
+ * Why node:stream and not streamx (which the read stream uses): the contract here is
+ * Node's Writable, whole — `write(chunk, encoding, cb)` calling `cb`, strings with an
+ * encoding, `cork()`/`uncork()`, `writableFinished`, `writableNeedDrain`, `errored`,
+ * 'close' after 'finish' — and streamx has none of these (its `write` ignores `cb`, it
+ * takes no strings, has no cork, and runs `_destroy` after a clean end). Node's Writable
+ * batches what is queued into one `_writev` as streamx does, so it costs nothing in
+ * speed (test/bench/stream-flush.ts).
  */
-import { Writable } from 'streamx'
+import { Writable } from 'node:stream'
 import { StreamSegmentError } from '../errors.js'
 import { SegmentFile } from '../segment-file.js'
 import { type Settings, STREAMING_PROFILE } from '../settings.js'
@@ -23,7 +31,7 @@ import { destroyOnAbort, type StreamLocation, storeOf } from './options.js'
 
 export interface WriteStreamOptions extends Partial<Settings>, StreamLocation {
   signal?: AbortSignal
-  /** Bytes the stream itself may queue before the source is paused (default 64 KiB). */
+  /** Bytes the stream itself may queue before `write` returns false (default 64 KiB). */
   highWaterMark?: number
   /**
    * Defaults for the settings not given: 'streaming' (the default: STREAMING_PROFILE,
@@ -33,8 +41,63 @@ export interface WriteStreamOptions extends Partial<Settings>, StreamLocation {
   profile?: 'streaming' | 'spec'
 }
 
-type Callback = (err: Error | null) => void
+/** The 'progress' event: emitted after each upload request completes, and once at the commit. */
+export interface WriteProgress {
+  /** Bytes taken in so far. */
+  bytesWritten: number
+  /** Body bytes of the upload requests completed so far (SegmentFile.progress). */
+  uploadedBytes: number
+  /** Upload requests completed so far. */
+  requests: number
+  /** Requests carrying bodies in flight now. */
+  requestsInFlight: number
+}
 
+/** The stream's events and their arguments. */
+export interface WriteStreamEvents {
+  close: []
+  drain: []
+  error: [err: Error]
+  finish: []
+  flush: [timing: FlushTiming]
+  pipe: [src: NodeJS.ReadableStream]
+  progress: [progress: WriteProgress]
+  unpipe: [src: NodeJS.ReadableStream]
+}
+
+type Listener<K extends keyof WriteStreamEvents> = (...args: WriteStreamEvents[K]) => void
+// biome-ignore lint/suspicious/noExplicitAny: the catch-all overload, as node:stream's own
+type AnyListener = (...args: any[]) => void
+/** Any other event name: the catch-all overload does not take the events typed above. */
+type Other<E> = E extends keyof WriteStreamEvents ? never : E
+
+/**
+ * Typed events: a handler of 'flush' or 'progress' (or of Node's own events) must take
+ * the event's arguments; strict TypeScript rejects `on('flush', (t: string) => …)`.
+ */
+export interface StreamSegmentWriteStream {
+  on<K extends keyof WriteStreamEvents>(event: K, listener: Listener<K>): this
+  on<E extends string | symbol>(event: Other<E>, listener: AnyListener): this
+  once<K extends keyof WriteStreamEvents>(event: K, listener: Listener<K>): this
+  once<E extends string | symbol>(event: Other<E>, listener: AnyListener): this
+  off<K extends keyof WriteStreamEvents>(event: K, listener: Listener<K>): this
+  off<E extends string | symbol>(event: Other<E>, listener: AnyListener): this
+  addListener<K extends keyof WriteStreamEvents>(event: K, listener: Listener<K>): this
+  addListener<E extends string | symbol>(event: Other<E>, listener: AnyListener): this
+  prependListener<K extends keyof WriteStreamEvents>(event: K, listener: Listener<K>): this
+  prependListener<E extends string | symbol>(event: Other<E>, listener: AnyListener): this
+  prependOnceListener<K extends keyof WriteStreamEvents>(event: K, listener: Listener<K>): this
+  prependOnceListener<E extends string | symbol>(event: Other<E>, listener: AnyListener): this
+  removeListener<K extends keyof WriteStreamEvents>(event: K, listener: Listener<K>): this
+  removeListener<E extends string | symbol>(event: Other<E>, listener: AnyListener): this
+  emit<K extends keyof WriteStreamEvents>(event: K, ...args: WriteStreamEvents[K]): boolean
+  // biome-ignore lint/suspicious/noExplicitAny: the catch-all overload, as node:stream's own
+  emit<E extends string | symbol>(event: Other<E>, ...args: any[]): boolean
+}
+
+type Callback = (err?: Error | null) => void
+
+// biome-ignore lint/suspicious/noUnsafeDeclarationMerging: see the interface above
 export class StreamSegmentWriteStream extends Writable {
   /** The flush's timing once the stream has finished. */
   flushTiming: FlushTiming | undefined
@@ -44,80 +107,95 @@ export class StreamSegmentWriteStream extends Writable {
   readonly store: ObjectStore
   private readonly settings: Partial<Settings>
   private committed = false
+  /** The last 'progress' (at the commit) was emitted. */
+  private progressDone = false
+  private requests = 0
 
   constructor(options: WriteStreamOptions) {
     const { url, store, signal, highWaterMark = 64 * 1024, profile = 'streaming', ...settings } = options
-    super({ highWaterMark })
+    // Checked before super(): Node's Writable schedules `_construct` as soon as it is made.
     if (profile !== 'streaming' && profile !== 'spec') {
       throw StreamSegmentError.invalidArgument(`profile ${JSON.stringify(profile)}: must be 'streaming' or 'spec'`)
     }
-    this.store = storeOf({ url, store }, 'createStreamSegmentWriteStream')
+    const target = storeOf({ url, store }, 'createStreamSegmentWriteStream')
+    super({ highWaterMark })
+    this.store = target
     this.settings = profile === 'streaming' ? { ...STREAMING_PROFILE, ...settings } : settings
     destroyOnAbort(this, signal, `write to ${this.store.url}`)
   }
 
-  override _open(cb: Callback): void {
+  /** Where the upload stands (the 'progress' event's argument). */
+  get progress(): WriteProgress {
+    const { uploadedBytes, requestsInFlight } = this.file?.progress ?? { uploadedBytes: 0, requestsInFlight: 0 }
+    return { bytesWritten: this.bytesWritten, uploadedBytes, requests: this.requests, requestsInFlight }
+  }
+
+  override _construct(cb: Callback): void {
     openForAppend(this.store, this.settings).then((file) => {
       this.file = file
-      cb(null)
+      // Called inside the uploader's promise chain: a listener's throw must not fail an upload.
+      file.core.uploader.onRequestDone = () => {
+        this.requests++
+        process.nextTick(() => {
+          if (!this.progressDone && !this.destroyed) this.emit('progress', this.progress)
+        })
+      }
+      cb()
     }, cb)
   }
 
-  override _writev(batch: Uint8Array[], cb: Callback): void {
-    this.writeAll(batch).then(() => cb(null), cb)
+  override _write(chunk: Buffer, _encoding: BufferEncoding, cb: Callback): void {
+    this.take(chunk).then(() => cb(), cb)
+  }
+
+  override _writev(chunks: { chunk: Buffer }[], cb: Callback): void {
+    this.takeAll(chunks).then(() => cb(), cb)
   }
 
   override _final(cb: Callback): void {
     ;(this.file as SegmentFile).flush().then((timing) => {
       this.flushTiming = timing
       this.committed = true
-      ;(this as unknown as NodeJS.EventEmitter).emit('flush', timing)
-      cb(null)
+      // After the 'progress' of the flush's own requests, queued the same way.
+      process.nextTick(() => {
+        this.progressDone = true
+        this.emit('progress', this.progress)
+        this.emit('flush', timing)
+        cb()
+      })
     }, cb)
   }
 
-  override _predestroy(): void {
-    // Stop uploads now; the destroy error (source, store or abort) says why.
-    if (!this.committed) this.file?.abort(this.destroyError())
-  }
-
-  override _destroy(cb: Callback): void {
+  override _destroy(err: Error | null, cb: Callback): void {
     const file = this.file
     if (file === undefined) {
-      cb(null)
+      cb(err)
       return
     }
-    if (!this.committed) file.abort(this.destroyError())
+    // Stop uploads now; the destroy error (source, store or abort) says why.
+    if (!this.committed) file.abort(err ?? StreamSegmentError.aborted(`write to ${this.store.url}: destroyed`))
     file.close().then(
-      () => cb(null),
-      () => cb(null), // the stream's own error is what matters
+      () => cb(err),
+      () => cb(err), // the stream's own error is what matters
     )
   }
 
-  /** The error the stream is being destroyed with (streamx keeps it in its state). */
-  private destroyError(): unknown {
-    return (this as unknown as { _writableState?: { error: unknown } | null })._writableState?.error ?? undefined
+  private async take(chunk: Uint8Array): Promise<void> {
+    await intake(this.file as SegmentFile, this.bytesWritten, chunk)
+    this.bytesWritten += chunk.byteLength
   }
 
-  private async writeAll(batch: Uint8Array[]): Promise<void> {
-    const file = this.file as SegmentFile
-    for (const chunk of batch) {
-      if (!(chunk instanceof Uint8Array)) {
-        throw StreamSegmentError.invalidArgument(`write stream takes Buffers or Uint8Arrays, got ${typeof chunk}`)
-      }
-      await file.write(this.bytesWritten, chunk)
-      this.bytesWritten += chunk.byteLength
-    }
+  private async takeAll(chunks: { chunk: Uint8Array }[]): Promise<void> {
+    for (const { chunk } of chunks) await this.take(chunk)
   }
 }
 
-declare module 'streamx' {
-  interface Writable {
-    _writableState?: { error: Error | null } | null
-    _open(cb: Callback): void
-    _predestroy(): void
-    _destroy(cb: Callback): void
-  }
+/**
+ * The stream's one call into SegmentFile: `chunk` written at `offset`. Node's Writable has
+ * turned strings into Buffers (with their encoding) and Uint8Arrays into Buffer views.
+ */
+function intake(file: SegmentFile, offset: number, chunk: Uint8Array): Promise<void> {
+  return file.write(offset, chunk)
 }
 
 /** Opens the container's latest checkpoint (or starts one) and empties it, for a stream from offset 0. */

@@ -188,6 +188,8 @@ export class SendAhead {
     const core = this.core
     const s = core.settings
     for (;;) {
+      // Aborted, every request fails and puts its blocks back: never send them again.
+      if (core.signal.aborted) return
       // Whole leaves, in order, while the object stays within the target.
       const group: MapNode[] = []
       let blocks = 0
@@ -230,6 +232,7 @@ export class SendAhead {
     const core = this.core
     const perPiece = this.pieceSize / core.blockSize
     for (;;) {
+      if (core.signal.aborted) return // as in sendWhole
       const piece: Unsent[] = []
       for (const u of this.unsent(this.open?.id ?? 0)) {
         piece.push(u)

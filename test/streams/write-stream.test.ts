@@ -187,6 +187,30 @@ describe('createStreamSegmentWriteStream', () => {
     assert.equal(await store.head('inode'), undefined)
   })
 
+  it('destroy while a write waits for room among hung uploads: the requests stop, none is started again', async () => {
+    // Objects sent ahead whole (PutObject), every one hanging until aborted: the writer fills
+    // the requests in flight, then waits for room. Aborting frees the room, and an object
+    // that fails puts its blocks back: nothing may send them again once the file is aborted.
+    const store = new FailingStore(new MemoryStore(), [{ ops: ['put'], mode: 'hang' }])
+    const ws = createStreamSegmentWriteStream({ store, streamSegmentBytes: 1 * MiB, segmentMpuChunkSize: 1 * MiB })
+    const errors: unknown[] = []
+    ws.on('error', (err) => errors.push(err))
+    const writes: Promise<unknown>[] = []
+    for (let i = 0; i < 24; i++) writes.push(new Promise((r) => ws.write(Buffer.alloc(1 * MiB, i), r)))
+    while (store.count('put', 'hung') < 4) await new Promise((r) => setTimeout(r, 5))
+    await new Promise((r) => setTimeout(r, 50))
+    const before = store.count('put')
+    const t0 = performance.now()
+    ws.destroy(new Error('stop'))
+    await new Promise<void>((r) => ws.on('close', () => r()))
+    await Promise.all(writes)
+    const after = store.count('put') - before
+    assert.ok(after <= 4, `${after} PutObjects started after the abort`)
+    assert.ok(performance.now() - t0 < 5_000)
+    assert.equal(await store.inner.head('inode'), undefined)
+    assert.match(String(errors[0]), /stop/)
+  })
+
   it('rejects bad options with the setting named', () => {
     assert.throws(
       () => createStreamSegmentWriteStream({ store: new MemoryStore(), url: 'mem://x' }),

@@ -1,0 +1,391 @@
+/**
+ * `Upload`: `@aws-sdk/lib-storage`'s `Upload`, constructor and behaviour, writing a
+ * StreamSegment container at `s3://Bucket/Key` instead of one object. A lib-storage
+ * program works by changing its import line only:
+ *
+ *   new Upload({ client, params: { Bucket, Key, Body, … }, queueSize, partSize, … })
+ *   upload.on('httpUploadProgress', ({ loaded, total, part, Key, Bucket }) => …)
+ *   await upload.done()   // { Bucket, Key, ETag, Location, cno, size, timing }
+ *   await upload.abort()  // done() rejects with an error named 'AbortError'
+ *
+ * - Every parameter lib-storage takes is honoured, accepted and ignored, or refused in the
+ *   constructor with ERR_INVALID_ARGUMENT naming it and saying why (PARAMS below; the
+ *   table in docs/api.md). Refused are those whose silent loss would change security,
+ *   retention or cost (tags, encryption, ACLs, object lock, storage class, whole-body
+ *   checksums): a container is many objects, and the store does not set them per object.
+ * - All or nothing: `done()` resolves once the checkpoint is published; a Body error, a
+ *   store error or `abort()` publishes nothing and leaves no multipart upload open (it
+ *   rejects once they are aborted, not before).
+ * - 'httpUploadProgress' is emitted after each upload request completes (so at least once
+ *   per object sent) and once at the commit; `loaded` never decreases, never passes the
+ *   bytes taken in, and is the Body's size in the last event.
+ */
+import { EventEmitter } from 'node:events'
+import { ReadStream, statSync } from 'node:fs'
+import { Readable } from 'node:stream'
+import { pipeline } from 'node:stream/promises'
+import type { ReadableStream as WebReadableStream } from 'node:stream/web'
+import type {
+  CompleteMultipartUploadCommandInput,
+  CreateMultipartUploadCommandInput,
+  PutObjectCommandInput,
+  S3Client,
+  Tag,
+  UploadPartCommandInput,
+} from '@aws-sdk/client-s3'
+import { StreamSegmentError } from '../errors.js'
+import type { Settings } from '../settings.js'
+import { openStore } from '../store/open.js'
+import type { ObjectStore } from '../store/types.js'
+import type { FlushTiming } from '../write/flush.js'
+import { createStreamSegmentWriteStream, type StreamSegmentWriteStream } from './write-stream.js'
+
+const MiB = 1024 * 1024
+/** lib-storage's smallest part, and its default. */
+const MIN_PART_SIZE = 5 * MiB
+/** The most requests with bodies a file may have in flight (segmentMpuMaxConcurrency's bound). */
+const MAX_QUEUE = 64
+/** A Buffer or string Body is fed to the writer in views of this size. */
+const FEED_BYTES = MiB
+
+/** lib-storage's progress event. */
+export interface Progress {
+  loaded?: number
+  total?: number
+  part?: number
+  Key?: string
+  Bucket?: string
+}
+
+/** lib-storage's `params`: PutObject's input and the multipart ones'. */
+export type UploadParams = PutObjectCommandInput &
+  Partial<CreateMultipartUploadCommandInput & UploadPartCommandInput & CompleteMultipartUploadCommandInput>
+
+export interface UploadOptions {
+  client: S3Client
+  params: UploadParams
+  /** Requests carrying bodies in flight (segmentMpuMaxConcurrency), 1…64; larger is capped at 64. Default 4. */
+  queueSize?: number
+  /** Bytes per upload request (segmentMpuChunkSize), at least 5 MiB, rounded up to a whole data block. Default 16 MiB. */
+  partSize?: number
+  /** Accepted and ignored: a failed or aborted upload always aborts its multipart uploads. */
+  leavePartsOnError?: boolean
+  /** Refused unless empty: see docs/api.md. */
+  tags?: Tag[]
+  /** Its signal aborts the upload, as `abort()` does. */
+  abortController?: { readonly signal: AbortSignal; abort(): void }
+  /** Not in lib-storage: the container's settings (the write stream's streaming profile fills the rest). */
+  settings?: Partial<Settings>
+}
+
+/** What `done()` resolves with: lib-storage's fields, and the checkpoint's. */
+export interface UploadResult {
+  Bucket: string
+  Key: string
+  /** The ETag of the container's inode as published (the commit point). */
+  ETag: string | undefined
+  /** The container's address, in the form lib-storage gives an object's. */
+  Location: string
+  /** The checkpoint published. */
+  cno: number
+  /** Bytes the checkpoint holds: the Body's. */
+  size: number
+  timing: FlushTiming
+}
+
+type Treatment = { kind: 'honoured' } | { kind: 'ignored' } | { kind: 'refused'; why: string }
+
+const HONOURED: Treatment = { kind: 'honoured' }
+const IGNORED: Treatment = { kind: 'ignored' }
+const refused = (why: string): Treatment => ({ kind: 'refused', why })
+
+const TAGS_WHY =
+  'a container is many objects and tags are not set on them; dropping the tags could defeat a lifecycle or access rule that reads them'
+const TAGS = refused(TAGS_WHY)
+const SSE = refused(
+  "per-object encryption is not applied to a container's objects; the bucket's default encryption applies (set it with PutBucketEncryption)",
+)
+const ACL = refused("per-object access control is not applied to a container's objects; use a bucket policy")
+const LOCK = refused("object lock is not applied to a container's objects; use the bucket's default retention")
+const CHECKSUM = refused(
+  'a checksum of the whole Body cannot be checked against a container; every block is stored with its own CRC-32 and read back checked',
+)
+const CONDITIONAL = refused('a container publishes its checkpoints by compare-and-swap on its inode already')
+const REQUESTER = refused("not passed on to the container's requests")
+const PART = refused('a multipart upload field: the container makes its own uploads')
+
+/** How each parameter lib-storage takes is treated; a name not here is refused as unknown. */
+export const PARAMS: Readonly<Record<string, Treatment>> = {
+  Bucket: HONOURED,
+  Key: HONOURED,
+  Body: HONOURED,
+  ContentLength: HONOURED,
+  ContentType: IGNORED,
+  ContentDisposition: IGNORED,
+  ContentEncoding: IGNORED,
+  ContentLanguage: IGNORED,
+  CacheControl: IGNORED,
+  Expires: IGNORED,
+  Metadata: IGNORED,
+  WebsiteRedirectLocation: IGNORED,
+  ChecksumAlgorithm: IGNORED,
+  ChecksumType: IGNORED,
+  StorageClass: refused(
+    "a container's objects are written in the bucket's default storage class (only 'STANDARD' is accepted); use a lifecycle rule",
+  ),
+  Tagging: TAGS,
+  ServerSideEncryption: SSE,
+  SSEKMSKeyId: SSE,
+  SSEKMSEncryptionContext: SSE,
+  SSECustomerAlgorithm: SSE,
+  SSECustomerKey: SSE,
+  SSECustomerKeyMD5: SSE,
+  BucketKeyEnabled: SSE,
+  ACL,
+  GrantFullControl: ACL,
+  GrantRead: ACL,
+  GrantReadACP: ACL,
+  GrantWriteACP: ACL,
+  ObjectLockMode: LOCK,
+  ObjectLockRetainUntilDate: LOCK,
+  ObjectLockLegalHoldStatus: LOCK,
+  ContentMD5: CHECKSUM,
+  ChecksumCRC32: CHECKSUM,
+  ChecksumCRC32C: CHECKSUM,
+  ChecksumCRC64NVME: CHECKSUM,
+  ChecksumSHA1: CHECKSUM,
+  ChecksumSHA256: CHECKSUM,
+  IfMatch: CONDITIONAL,
+  IfNoneMatch: CONDITIONAL,
+  WriteOffsetBytes: refused('appending to an object of a directory bucket is not a container write'),
+  ExpectedBucketOwner: REQUESTER,
+  RequestPayer: REQUESTER,
+  UploadId: PART,
+  PartNumber: PART,
+  MultipartUpload: PART,
+  MpuObjectSize: PART,
+}
+
+function invalid(message: string): StreamSegmentError {
+  return StreamSegmentError.invalidArgument(`Upload: ${message}`)
+}
+
+/** The error `done()` rejects with after `abort()`: ERR_ABORTED, named 'AbortError' as lib-storage's. */
+function abortError(cause?: unknown): StreamSegmentError {
+  const err = StreamSegmentError.aborted('Upload aborted.', cause)
+  err.name = 'AbortError'
+  return err
+}
+
+/** Checks every parameter against PARAMS; undefined values count as not given. */
+function checkParams(params: UploadParams): void {
+  for (const [name, value] of Object.entries(params)) {
+    if (value === undefined) continue
+    const t = PARAMS[name]
+    if (t === undefined) throw invalid(`params.${name} is not supported: a container is not one object`)
+    if (t.kind === 'refused' && !(name === 'StorageClass' && value === 'STANDARD')) {
+      throw invalid(`params.${name}: ${t.why}`)
+    }
+  }
+  for (const name of ['Bucket', 'Key'] as const) {
+    if (typeof params[name] !== 'string' || params[name] === '') {
+      throw invalid(`params.${name} must be a non-empty string`)
+    }
+  }
+}
+
+/** The Body's size when it says it (string, bytes, Blob, a file's read stream), as lib-storage reads it. */
+function bodyLength(body: unknown): number | undefined {
+  if (typeof body === 'string') return Buffer.byteLength(body)
+  if (body instanceof Uint8Array) return body.byteLength
+  if (typeof Blob !== 'undefined' && body instanceof Blob) return body.size
+  if (body instanceof ReadStream) {
+    const { start, end, path } = body as ReadStream & { start?: number; end?: number }
+    if (typeof start === 'number' && typeof end === 'number' && Number.isFinite(end)) return end + 1 - start
+    try {
+      return statSync(path).size
+    } catch {
+      return undefined
+    }
+  }
+  return undefined
+}
+
+function isWebStream(body: unknown): body is WebReadableStream<Uint8Array> {
+  return typeof (body as { getReader?: unknown })?.getReader === 'function'
+}
+
+/** The Body as a source of bytes for pipeline(); ERR_INVALID_ARGUMENT for a kind lib-storage does not take. */
+function bodySource(body: unknown): AsyncIterable<Uint8Array> {
+  if (typeof body === 'string') return feed(Buffer.from(body))
+  if (body instanceof Uint8Array) return feed(body)
+  if (typeof Blob !== 'undefined' && body instanceof Blob) {
+    return Readable.fromWeb(body.stream() as unknown as WebReadableStream<Uint8Array>)
+  }
+  if (isWebStream(body)) return Readable.fromWeb(body)
+  if (body instanceof Readable) return body
+  if (typeof (body as { pipe?: unknown })?.pipe === 'function' && Symbol.asyncIterator in (body as object)) {
+    return body as AsyncIterable<Uint8Array>
+  }
+  throw invalid(
+    `params.Body must be a string, Buffer, Uint8Array, Blob, Node Readable or web ReadableStream, got ${
+      body === null ? 'null' : typeof body
+    }`,
+  )
+}
+
+/** Bytes in views of FEED_BYTES (no copy), so the writer takes them as it takes a stream. */
+async function* feed(bytes: Uint8Array): AsyncGenerator<Uint8Array> {
+  for (let at = 0; at < bytes.byteLength; at += FEED_BYTES) {
+    yield bytes.subarray(at, Math.min(at + FEED_BYTES, bytes.byteLength))
+  }
+}
+
+/** lib-storage's Location for an object at `key` (here: the container's prefix). */
+async function locationOf(client: S3Client, bucket: string, key: string): Promise<string> {
+  const path = key
+    .split('/')
+    .map((s) => encodeURIComponent(s))
+    .join('/')
+  const config = client.config as {
+    endpoint?: () => Promise<{ protocol: string; hostname: string; port?: number; path?: string }>
+    forcePathStyle?: boolean
+    region?: () => Promise<string>
+  }
+  // A client configured by the environment has no endpoint in its config: the SDK reads
+  // these variables when it sends (createS3Client reads them the same way).
+  const fromEnv = process.env.AWS_ENDPOINT_URL_S3 || process.env.AWS_ENDPOINT_URL
+  const url = fromEnv ? new URL(fromEnv) : undefined
+  const endpoint =
+    (await config.endpoint?.()) ??
+    (url && { protocol: url.protocol, hostname: url.hostname, port: Number(url.port) || undefined, path: url.pathname })
+  if (endpoint === undefined) {
+    const region = (await config.region?.()) ?? 'us-east-1'
+    return `https://${encodeURIComponent(bucket)}.s3.${region}.amazonaws.com/${path}`
+  }
+  const port = endpoint.port ? `:${endpoint.port}` : ''
+  const base = (endpoint.path ?? '/').replace(/\/+$/, '')
+  return config.forcePathStyle
+    ? `${endpoint.protocol}//${endpoint.hostname}${port}${base}/${encodeURIComponent(bucket)}/${path}`
+    : `${endpoint.protocol}//${encodeURIComponent(bucket)}.${endpoint.hostname}${port}${base}/${path}`
+}
+
+export class Upload extends EventEmitter {
+  readonly client: S3Client
+  readonly params: UploadParams
+  /** The container's store: s3://Bucket/Key. */
+  readonly store: ObjectStore
+  private readonly settings: Partial<Settings>
+  private readonly abortController: { readonly signal: AbortSignal; abort(): void }
+  private readonly total: number | undefined
+  private readonly source: AsyncIterable<Uint8Array>
+  private sent = false
+  private loaded = 0
+  /** The write stream, once `done()` has started it. */
+  writer: StreamSegmentWriteStream | undefined
+
+  constructor(options: UploadOptions) {
+    super()
+    const { client, params, queueSize, partSize, tags, abortController, settings = {} } = options ?? {}
+    if (params === undefined || params === null || typeof params !== 'object') {
+      throw invalid('params are required ({ Bucket, Key, Body })')
+    }
+    if (client === undefined || client === null) throw invalid('client is required (an S3Client)')
+    checkParams(params)
+    const length = params.ContentLength
+    if (length !== undefined && (!Number.isSafeInteger(length) || length < 0)) {
+      throw invalid(`params.ContentLength ${length}: must be a non-negative integer`)
+    }
+    if (tags !== undefined && (!Array.isArray(tags) || tags.length > 0)) throw invalid(`tags: ${TAGS_WHY}`)
+    const s: Partial<Settings> = { ...settings }
+    if (queueSize !== undefined) {
+      if (!Number.isSafeInteger(queueSize) || queueSize < 1) {
+        throw invalid(`queueSize ${queueSize}: must be an integer, at least 1`)
+      }
+      s.segmentMpuMaxConcurrency = Math.min(queueSize, MAX_QUEUE)
+    }
+    if (partSize !== undefined) {
+      if (!Number.isSafeInteger(partSize) || partSize < MIN_PART_SIZE) {
+        throw invalid(`partSize ${partSize}: must be an integer, at least ${MIN_PART_SIZE} (5 MiB)`)
+      }
+      const block = s.dataBlockSize ?? 4096
+      s.segmentMpuChunkSize = Math.ceil(partSize / block) * block
+    }
+    this.client = client
+    this.params = params
+    this.settings = s
+    this.abortController = abortController ?? new AbortController()
+    this.source = bodySource(params.Body)
+    this.total = params.ContentLength ?? bodyLength(params.Body)
+    this.store = openStore({ client, bucket: params.Bucket as string, prefix: params.Key as string })
+  }
+
+  /** Aborts the upload: every request in flight is aborted, nothing is published. */
+  async abort(): Promise<void> {
+    this.abortController.abort()
+  }
+
+  override on(event: 'httpUploadProgress', listener: (progress: Progress) => void): this
+  // biome-ignore lint/suspicious/noExplicitAny: EventEmitter's own catch-all
+  override on(event: string | symbol, listener: (...args: any[]) => void): this
+  // biome-ignore lint/suspicious/noExplicitAny: EventEmitter's own catch-all
+  override on(event: string | symbol, listener: (...args: any[]) => void): this {
+    return super.on(event, listener)
+  }
+
+  /** Writes the Body as a new checkpoint; resolves once it is published. Once per Upload, as lib-storage's. */
+  async done(): Promise<UploadResult> {
+    if (this.sent) throw invalid('done() was called already: make a new Upload')
+    this.sent = true
+    const signal = this.abortController.signal
+    if (signal.aborted) throw abortError(signal.reason)
+    const Bucket = this.params.Bucket as string
+    const Key = this.params.Key as string
+    const writer = createStreamSegmentWriteStream({ store: this.store, signal, ...this.settings })
+    this.writer = writer
+    const report = (loaded: number, part: number) => {
+      this.loaded = Math.max(this.loaded, loaded)
+      this.emit('httpUploadProgress', { loaded: this.loaded, total: this.total, part, Key, Bucket })
+    }
+    writer.on('progress', (p) => report(Math.min(p.uploadedBytes, p.bytesWritten), p.requests))
+    writer.on('flush', () => report(writer.bytesWritten, writer.progress.requests))
+    const closed = new Promise<void>((r) => (writer.closed ? r() : writer.once('close', () => r())))
+    try {
+      await pipeline(this.source, this.sized(), writer)
+    } catch (err) {
+      writer.destroy(err as Error)
+      await closed // every multipart upload aborted, the file closed
+      if (signal.aborted) throw abortError(signal.reason)
+      throw err
+    }
+    await closed
+    const timing = writer.flushTiming as FlushTiming
+    return {
+      Bucket,
+      Key,
+      ETag: writer.file?.core.publishedEtag,
+      Location: await locationOf(this.client, Bucket, Key),
+      cno: timing.cno,
+      size: writer.bytesWritten,
+      timing,
+    }
+  }
+
+  /** Passes the Body through, failing unless it has exactly ContentLength bytes (when given). */
+  private sized(): (source: AsyncIterable<Uint8Array>) => AsyncGenerator<Uint8Array> {
+    const expected = this.params.ContentLength
+    return async function* (source) {
+      let bytes = 0
+      for await (const chunk of source) {
+        bytes += chunk.byteLength
+        if (expected !== undefined && bytes > expected) {
+          throw invalid(`the Body has more than params.ContentLength (${expected}) bytes: nothing was published`)
+        }
+        yield typeof chunk === 'string' ? Buffer.from(chunk) : chunk
+      }
+      if (expected !== undefined && bytes !== expected) {
+        throw invalid(`the Body has ${bytes} bytes, params.ContentLength says ${expected}: nothing was published`)
+      }
+    }
+  }
+}

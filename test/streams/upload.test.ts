@@ -1,0 +1,142 @@
+/**
+ * `Upload`'s constructor, without a server: each Body kind and each lib-storage parameter
+ * honoured, ignored or refused (with its name and why) as UPLOAD_PARAMS says, and as the
+ * table in docs/api.md says; and the package keeps lib-storage out of lib/ (a devDependency,
+ * for the benchmarks and the comparison test). The uploads themselves: upload-s3.test.ts.
+ */
+import assert from 'node:assert/strict'
+import { readdirSync, readFileSync } from 'node:fs'
+import { builtinModules } from 'node:module'
+import { join } from 'node:path'
+import { describe, it } from 'node:test'
+import { S3Client } from '@aws-sdk/client-s3'
+import { StreamSegmentError } from '../../lib/errors.js'
+import { UPLOAD_PARAMS, Upload, type UploadParams } from '../../lib/index.js'
+
+const MiB = 1024 * 1024
+const client = new S3Client({ region: 'us-east-1', credentials: { accessKeyId: 'a', secretAccessKey: 'b' } })
+
+describe('Upload: the constructor', () => {
+  it('a Body of another kind is refused in the constructor', () => {
+    for (const Body of [42, null, { not: 'a stream' }]) {
+      assert.throws(
+        () => new Upload({ client: client, params: { Bucket: 'b', Key: 'k', Body: Body as never } }),
+        (err) => StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT') && /params\.Body must be/.test(err.message),
+      )
+    }
+  })
+
+  it('each parameter: honoured and ignored ones accepted, refused ones refused naming it and why', () => {
+    const sample: Record<string, unknown> = {
+      StorageClass: 'GLACIER',
+      Tagging: 'team=ml',
+      ServerSideEncryption: 'aws:kms',
+      ACL: 'public-read',
+      ObjectLockMode: 'COMPLIANCE',
+      ContentMD5: 'x',
+      IfNoneMatch: '*',
+      UploadId: 'u',
+      PartNumber: 1,
+    }
+    const refused = Object.entries(UPLOAD_PARAMS).filter(([, t]) => t.kind === 'refused')
+    assert.ok(refused.length >= 20, `${refused.length} refused`)
+    for (const [name] of refused) {
+      const params = { Bucket: 'b', Key: 'k', Body: 'x', [name]: sample[name] ?? 'value' } as UploadParams
+      assert.throws(
+        () => new Upload({ client: client, params }),
+        (err) =>
+          StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT') &&
+          err.message.includes(`params.${name}: `) &&
+          err.message.length > 60,
+        name,
+      )
+    }
+    for (const [name, t] of Object.entries(UPLOAD_PARAMS)) {
+      if (t.kind !== 'ignored') continue
+      const value = name === 'Metadata' ? { a: 'b' } : name === 'Expires' ? new Date() : 'value'
+      assert.ok(new Upload({ client: client, params: { Bucket: 'b', Key: 'k', Body: 'x', [name]: value } }), name)
+    }
+    // Accepted as given: STANDARD, undefined values, an empty tag list, leavePartsOnError.
+    assert.ok(new Upload({ client: client, params: { Bucket: 'b', Key: 'k', Body: 'x', StorageClass: 'STANDARD' } }))
+    assert.ok(new Upload({ client: client, params: { Bucket: 'b', Key: 'k', Body: 'x', ACL: undefined } }))
+    assert.ok(
+      new Upload({ client: client, params: { Bucket: 'b', Key: 'k', Body: 'x' }, tags: [], leavePartsOnError: true }),
+    )
+    assert.throws(
+      () => new Upload({ client: client, params: { Bucket: 'b', Key: 'k', Body: 'x', Unheard: 1 } as UploadParams }),
+      /params\.Unheard is not supported/,
+    )
+    assert.throws(
+      () =>
+        new Upload({
+          client: client,
+          params: { Bucket: 'b', Key: 'k', Body: 'x' },
+          tags: [{ Key: 'a', Value: 'b' }],
+        }),
+      (err) => StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT') && /^Upload: tags: /.test(err.message),
+    )
+    for (const bad of [{ queueSize: 0 }, { queueSize: 1.5 }, { partSize: 4 * MiB }, { partSize: Number.NaN }]) {
+      assert.throws(
+        () => new Upload({ client: client, params: { Bucket: 'b', Key: 'k', Body: 'x' }, ...bad }),
+        (err) =>
+          StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT') && err.message.includes(Object.keys(bad)[0] as string),
+      )
+    }
+    assert.throws(() => new Upload({ client: client, params: { Bucket: '', Key: 'k', Body: 'x' } }), /params\.Bucket/)
+    assert.throws(
+      () => new Upload({ client: client, params: { Bucket: 'b', Key: 'k', Body: 'x', ContentLength: -1 } }),
+      /ContentLength/,
+    )
+  })
+
+  it("docs/api.md's table gives every parameter the treatment UPLOAD_PARAMS gives it", () => {
+    const doc = readFileSync('docs/api.md', 'utf8')
+    const section = doc.slice(doc.indexOf('## Upload'), doc.indexOf('\n## ', doc.indexOf('## Upload') + 5))
+    const rows = section.split('\n').filter((l) => l.startsWith('| `params.'))
+    const documented = new Map<string, string>()
+    for (const row of rows) {
+      const [names = '', treatment = ''] = row
+        .split('|')
+        .slice(1)
+        .map((c) => c.trim())
+      for (const m of names.matchAll(/`(?:params\.)?([A-Za-z0-9]+)`/g)) documented.set(m[1] as string, treatment)
+    }
+    for (const [name, t] of Object.entries(UPLOAD_PARAMS)) {
+      const doc = documented.get(name)
+      assert.ok(doc !== undefined, `params.${name} is not in the table`)
+      assert.ok(
+        doc.startsWith(t.kind === 'honoured' ? 'honoured' : t.kind === 'ignored' ? 'ignored' : 'refused'),
+        `${name}: ${doc} vs ${t.kind}`,
+      )
+    }
+    for (const name of documented.keys()) assert.ok(name in UPLOAD_PARAMS, `${name} documented, not in UPLOAD_PARAMS`)
+  })
+
+  it('the README shows the migration as the example makes it: the one import line', () => {
+    const readme = readFileSync('README.md', 'utf8')
+    assert.match(
+      readme,
+      /-import \{ Upload \} from '@aws-sdk\/lib-storage'\n\+import \{ Upload \} from 'stream-segment'/,
+    )
+    const example = readFileSync('examples/lib-storage-upload.ts', 'utf8')
+    assert.match(example, /^import \{ Upload \} from 'stream-segment'$/m)
+  })
+
+  it('lib-storage is a devDependency and nothing in lib/ imports it (or any other package not a dependency)', () => {
+    const pkg = JSON.parse(readFileSync('package.json', 'utf8'))
+    assert.equal(pkg.dependencies['@aws-sdk/lib-storage'], undefined)
+    assert.match(pkg.devDependencies['@aws-sdk/lib-storage'], /^\d+\.\d+\.\d+$/, 'pinned exactly')
+    const allowed = new Set([...Object.keys(pkg.dependencies), ...Object.keys(pkg.optionalDependencies ?? {})])
+    const files = readdirSync('lib', { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.ts'))
+    assert.ok(files.length > 20)
+    for (const f of files) {
+      const source = readFileSync(join('lib', f), 'utf8')
+      for (const m of source.matchAll(/^\s*(?:import|export)\b[^'"]*?from\s+'([^']+)'|import\('([^']+)'\)/gm)) {
+        const spec = (m[1] ?? m[2]) as string
+        if (spec.startsWith('.') || spec.startsWith('node:') || builtinModules.includes(spec)) continue
+        const name = spec.startsWith('@') ? spec.split('/').slice(0, 2).join('/') : (spec.split('/')[0] as string)
+        assert.ok(allowed.has(name), `lib/${f} imports ${spec}, not a dependency`)
+      }
+    }
+  })
+})
