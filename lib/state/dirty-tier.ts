@@ -26,6 +26,11 @@
  * - A slot is free when no block maps to it (`release`) and no request pins it.
  *   `usedBytes` counts every slot that is not free: a block stays in the tier, and counts
  *   against the dirty limit, until the object holding it has completed.
+ * - Slots are handed out as runs (`allocRun`): next fit over a bitmap of free slots, from
+ *   a cursor that moves up the slabs and wraps around. Where a run lands depends only on
+ *   which slots are free, never on the order they were freed in, so a stream whose
+ *   objects complete out of order still gets its blocks side by side, and an object's
+ *   bytes go out as a few slab-sized views, not one view per block.
  */
 
 import { StreamSegmentError } from '../errors.js'
@@ -56,8 +61,14 @@ export class DirtyTier {
   private readonly slabShift: number
   /** Pages of ids: a slab for byte slots, or undefined for a page of references. */
   private slabs: Array<Buffer | undefined> = []
-  private freeSlots = new Int32Array(1024)
+  /** One bit per id, set while the slot is free (byte slots only). */
+  private freeBits = new Uint32Array(32)
+  /** Free slots per page, and in all; where the next allocation starts looking. */
+  private slabFree: number[] = []
   private freeCount = 0
+  private cursor = 0
+  /** The length of the run `allocRun` returned last. */
+  lastRun = 0
   private freeRefs = new Int32Array(1024)
   private freeRefCount = 0
   /** References: the source and the position in it of the block's first byte. */
@@ -94,11 +105,65 @@ export class DirtyTier {
 
   /** A slot for one block, its bytes unspecified (the caller fills all of them). */
   alloc(): number {
+    return this.allocRun(1)
+  }
+
+  /**
+   * Slots first … first + lastRun − 1 of one slab, 1 ≤ lastRun ≤ max, their bytes
+   * unspecified: the first free slot at or after the cursor (wrapping around), and the
+   * free slots right after it.
+   */
+  allocRun(max: number): number {
     if (this.freeCount === 0) this.grow(true)
-    const slot = this.freeSlots[--this.freeCount] as number
-    this.allocated++
-    this.taken(slot)
-    return slot
+    const first = this.findFree()
+    const sps = this.slotsPerSlab
+    const end = Math.min(first + max, (Math.floor(first / sps) + 1) * sps)
+    const bits = this.freeBits
+    let s = first
+    do {
+      bits[s >>> 5] = (bits[s >>> 5] as number) & ~(1 << (s & 31))
+      this.taken(s)
+      s++
+    } while (s < end && ((bits[s >>> 5] as number) & (1 << (s & 31))) !== 0)
+    const n = s - first
+    const page = Math.floor(first / sps)
+    this.slabFree[page] = (this.slabFree[page] as number) - n
+    this.freeCount -= n
+    this.allocated += n
+    this.cursor = s < this.slabs.length * sps ? s : 0
+    this.lastRun = n
+    return first
+  }
+
+  /** The first free slot at or after the cursor, wrapping around (one exists). */
+  private findFree(): number {
+    const sps = this.slotsPerSlab
+    const pages = this.slabs.length
+    const start = Math.floor(this.cursor / sps)
+    for (let i = 0; i <= pages; i++) {
+      const page = (start + i) % pages
+      if (this.slabs[page] === undefined || this.slabFree[page] === 0) continue
+      const from = i === 0 ? this.cursor : page * sps
+      const id = this.nextFree(from, (page + 1) * sps)
+      if (id >= 0) return id
+    }
+    throw StreamSegmentError.internal(`dirty tier counts ${this.freeCount} free slots and finds none`)
+  }
+
+  /** The first free slot in [from, end), or −1. */
+  private nextFree(from: number, end: number): number {
+    const bits = this.freeBits
+    let w = from >>> 5
+    let word = (bits[w] as number) & (-1 << (from & 31))
+    for (;;) {
+      if (word !== 0) {
+        const id = (w << 5) + 31 - Math.clz32(word & -word)
+        return id < end ? id : -1
+      }
+      w++
+      if (w << 5 >= end) return -1
+      word = bits[w] as number
+    }
   }
 
   /** An id for a block written by reference: its bytes are `source`'s at `position`. */
@@ -172,12 +237,10 @@ export class DirtyTier {
       this.freeRefs[this.freeRefCount++] = slot
       return
     }
-    if (this.freeCount === this.freeSlots.length) {
-      const bigger = new Int32Array(this.freeSlots.length * 2)
-      bigger.set(this.freeSlots)
-      this.freeSlots = bigger
-    }
-    this.freeSlots[this.freeCount++] = slot
+    this.freeBits[slot >>> 5] = (this.freeBits[slot >>> 5] as number) | (1 << (slot & 31))
+    const page = Math.floor(slot / this.slotsPerSlab)
+    this.slabFree[page] = (this.slabFree[page] as number) + 1
+    this.freeCount++
     this.allocated--
   }
 
@@ -256,9 +319,11 @@ export class DirtyTier {
   /** Frees every slab (the handle is closing or rolling back; nothing may be in flight). */
   clear(): void {
     this.slabs = []
+    this.slabFree = []
+    this.freeBits.fill(0)
     this.freeCount = 0
+    this.cursor = 0
     this.allocated = 0
-    this.freeSlots = new Int32Array(1024)
     this.freeRefCount = 0
     this.sources = []
     this.sourceIds.clear()
@@ -345,18 +410,16 @@ export class DirtyTier {
       pos.set(this.refPos)
       this.refPos = pos
     }
-    // Push in reverse so ids come out in ascending order: sequential writes then fill
-    // a slab front to back, and an object's blocks sit side by side.
     if (bytes) {
-      if (this.freeSlots.length < this.freeCount + this.slotsPerSlab) {
-        this.freeSlots = grownInt(
-          this.freeSlots,
-          Math.max(this.freeCount + this.slotsPerSlab, this.freeSlots.length * 2),
-          this.freeCount,
-        )
+      if (this.freeBits.length * 32 < need) {
+        this.freeBits = grown(this.freeBits, new Uint32Array(Math.max(Math.ceil(need / 32), this.freeBits.length * 2)))
       }
-      for (let s = need - 1; s >= first; s--) this.freeSlots[this.freeCount++] = s
+      for (let s = first; s < need; s++) this.freeBits[s >>> 5] = (this.freeBits[s >>> 5] as number) | (1 << (s & 31))
+      this.slabFree[index] = this.slotsPerSlab
+      this.freeCount += this.slotsPerSlab
+      this.cursor = first
     } else {
+      this.slabFree[index] = 0
       if (this.freeRefs.length < this.freeRefCount + this.slotsPerSlab) {
         this.freeRefs = grownInt(
           this.freeRefs,

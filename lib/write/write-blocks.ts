@@ -148,9 +148,27 @@ export class BlockWriter {
       if (runCount > 0) tier.writeRun(runSlot, runCount, src as Uint8Array, runFrom - offset)
       runCount = 0
     }
+    const wholeEnd = Math.floor(end / bs)
     for (let b = Math.floor(offset / bs); b * bs < end; b++) {
       const from = Math.max(offset, b * bs)
       const to = Math.min(end, (b + 1) * bs)
+      if (src !== undefined && to - from === bs) {
+        // Whole blocks that held nothing dirty (an append, or a rewrite of stored data) go
+        // as runs: slots taken a run at a time, copied and hashed as one, mapped as one.
+        const n = map.freshRun(b, wholeEnd - b)
+        if (n > 0) {
+          flushRun()
+          for (let k = 0; k < n; ) {
+            const slot = tier.allocRun(n - k)
+            const m = tier.lastRun
+            tier.writeRun(slot, m, src, (b + k) * bs - offset)
+            map.setRun(b + k, m, 0, DIRTY_BASE + slot)
+            k += m
+          }
+          b += n - 1
+          continue
+        }
+      }
       if (!map.lookup(b, ptr)) {
         flushRun()
         await map.load(b)
