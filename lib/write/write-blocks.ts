@@ -50,10 +50,28 @@ export class BlockWriter {
     private readonly dirtyLimit: number,
   ) {}
 
+  /**
+   * Bytes taken per step of one write: a quarter of the dirty limit, whole blocks. A
+   * write larger than that is taken a step at a time, each followed by the dirty limits,
+   * so one write larger than the limit never holds more than the limit and a step.
+   */
+  get writeStep(): number {
+    const bs = this.core.blockSize
+    return Math.max(bs, Math.floor(this.dirtyLimit / 4 / bs) * bs)
+  }
+
   async write(offset: number, bytes: Uint8Array): Promise<void> {
     checkRange(offset, bytes.byteLength, this.core.blockSize)
-    await this.writeBlocks(offset, bytes.byteLength, bytes)
-    await this.afterWrite()
+    const length = bytes.byteLength
+    const step = this.writeStep
+    let at = 0
+    do {
+      // Steps end on block boundaries of the file.
+      const end = Math.min(length, Math.floor((offset + at + step) / step) * step - offset)
+      await this.writeBlocks(offset + at, end - at, at === 0 && end === length ? bytes : bytes.subarray(at, end))
+      await this.afterWrite()
+      at = end
+    } while (at < length)
   }
 
   async writeRef(offset: number, length: number, source: BlockSource, sourceOffset: number): Promise<void> {

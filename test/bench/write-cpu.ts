@@ -11,11 +11,13 @@
 // Run: npm run build && node dist/esm/test/bench/write-cpu.js
 //   BENCH_MIB (512) and BENCH_STREAM_MIB (1024) change the sizes, BENCH_ROUNDS (3) the
 //   rounds, BENCH_TABLES=1 or 2 runs one table.
+import { spawnSync } from 'node:child_process'
 import { once } from 'node:events'
 import { createWriteStream } from 'node:fs'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import type { Writable as NodeWritable } from 'node:stream'
 import { Upload } from '@aws-sdk/lib-storage'
 import { SegmentFile } from '../../lib/segment-file.js'
@@ -99,6 +101,7 @@ async function tableFiles() {
 
 const streamTotal = Number(process.env.BENCH_STREAM_MIB ?? 1024) * MiB
 const rounds = Number(process.env.BENCH_ROUNDS ?? 3)
+const child = process.env.BENCH_CHILD
 const CHUNK = MiB
 /** The source: 64 patterned 1 MiB chunks, handed out in turn and never changed. */
 const chunks = Array.from({ length: 64 }, (_, i) => {
@@ -133,10 +136,10 @@ async function feed(sink: NodeWritable | ReturnType<typeof createStreamSegmentWr
   let peak = process.memoryUsage().rss
   for (let at = 0, i = 0; at < streamTotal; at += CHUNK, i++) {
     if (failed !== undefined) throw failed
-    if (!w.write(chunks[i % chunks.length] as Buffer)) await Promise.race([once(w, 'drain'), once(w, 'close')])
+    if (!w.write(chunks[i % chunks.length] as Buffer)) await once(w, 'drain')
     if (i % 16 === 0) peak = Math.max(peak, process.memoryUsage().rss)
   }
-  const finished = Promise.race([once(w, 'finish'), once(w, 'close')])
+  const finished = once(w, 'finish')
   w.end()
   await finished
   if (failed !== undefined) throw failed
@@ -191,7 +194,11 @@ async function tableStreams() {
   }
   let n = 0
   const variants: Array<{ name: string; subtractSource: boolean; run: () => Promise<number | undefined> }> = [
-    { name: 'source alone (its cost, subtracted below where marked)', subtractSource: false, run: () => ideal(() => {}) },
+    {
+      name: 'source alone (its cost, subtracted below where marked)',
+      subtractSource: false,
+      run: () => ideal(() => {}),
+    },
     {
       name: 'ideal writer by value: copy once, CRC-32 per 4 KiB block (discarding)',
       subtractSource: true,
@@ -288,14 +295,33 @@ async function tableStreams() {
       },
     )
   }
-  console.log(
-    `\n# write-cpu, streams: ${streamTotal / MiB} MiB in 1 MiB chunks, default profile, ${rounds} rounds, median (min–max) (node ${process.version}, ${cpus()[0]?.model}, ${cpus().length} cores, CRC ${crc32Implementation})`,
-  )
-  console.log('| variant | CPU-s/GiB | MB/s | peak RSS growth MiB |')
-  console.log('|---|---:|---:|---:|')
+  if (child === undefined)
+    console.log(
+      `\n# write-cpu, streams: ${streamTotal / MiB} MiB in 1 MiB chunks, default profile, ${rounds} rounds, median (min–max) (node ${process.version}, ${cpus()[0]?.model}, ${cpus().length} cores, CRC ${crc32Implementation})`,
+    )
+  if (child === undefined) {
+    console.log('| variant | CPU-s/GiB | MB/s | peak RSS growth MiB |')
+    console.log('|---|---:|---:|---:|')
+  }
+  if (child !== undefined) {
+    // One variant, one round, in a process of its own: its peak RSS is its own.
+    process.stdout.write(`${JSON.stringify(await measure((variants[Number(child)] as (typeof variants)[0]).run))}\n`)
+    await rm(dir, { recursive: true, force: true })
+    client?.destroy()
+    return
+  }
   const results = variants.map(() => [] as Sample[])
   for (let r = 0; r < rounds; r++) {
-    for (const [i, v] of variants.entries()) (results[i] as Sample[]).push(await measure(v.run))
+    for (const i of variants.keys()) {
+      const out = spawnSync(process.execPath, ['--expose-gc', fileURLToPath(import.meta.url)], {
+        env: { ...process.env, BENCH_TABLES: '2', BENCH_CHILD: String(i) },
+        encoding: 'utf8',
+        maxBuffer: 1 << 20,
+      })
+      const line = out.stdout.trim().split('\n').pop() ?? ''
+      if (out.status !== 0 || !line.startsWith('{')) throw new Error(`variant ${i} failed: ${out.stderr}`)
+      ;(results[i] as Sample[]).push(JSON.parse(line) as Sample)
+    }
   }
   const source = (results[0] as Sample[]).map((s) => s.cpu)
   const sourceMed = [...source].sort((a, b) => a - b)[Math.floor(source.length / 2)] as number
@@ -317,5 +343,6 @@ async function tableStreams() {
 }
 
 const tables = process.env.BENCH_TABLES ?? '1,2'
+// Each run of the stream table is a child process: its own peak RSS, its own JIT.
 if (tables.includes('1')) await tableFiles()
 if (tables.includes('2')) await tableStreams()
