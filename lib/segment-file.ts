@@ -172,8 +172,16 @@ export class SegmentFile {
     return this.core.tier.usedBytes
   }
 
-  write(offset: number, bytes: Uint8Array): Promise<void> {
-    return this.run('write', true, () => this.writer.write(offset, bytes))
+  /**
+   * Writes `bytes` at `offset`. With `{ adopt: true }` the caller hands the bytes over:
+   * runs of whole blocks (from a block boundary of the file, at least 256 KiB at 4 KiB
+   * blocks) are kept as they are, not copied, until the object holding them is stored;
+   * the rest is copied. The Writable rule then applies: `bytes` must not be changed after
+   * the call. Adopted bytes count against the dirty limit like copied ones.
+   */
+  write(offset: number, bytes: Uint8Array, options?: { adopt?: boolean }): Promise<void> {
+    const adopt = options?.adopt === true
+    return this.run('write', true, () => this.writer.write(offset, bytes, adopt))
   }
 
   /**

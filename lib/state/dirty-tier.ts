@@ -26,6 +26,9 @@
  * - A slot is free when no block maps to it (`release`) and no request pins it.
  *   `usedBytes` counts every slot that is not free: a block stays in the tier, and counts
  *   against the dirty limit, until the object holding it has completed.
+ * - Whole blocks of a caller's buffer may be adopted (`adoptRun`) instead of copied: a page
+ *   of ids whose "slab" is the caller's bytes, never written (a rewrite copies on write),
+ *   let go once none of its slots is live. The caller must not change them meanwhile.
  * - Slots are handed out as runs (`allocRun`): next fit over a bitmap of free slots, from
  *   a cursor that moves up the slabs and wraps around. Where a run lands depends only on
  *   which slots are free, never on the order they were freed in, so a stream whose
@@ -34,9 +37,11 @@
  */
 
 import { StreamSegmentError } from '../errors.js'
-import { crc32 } from '../util/crc32.js'
+import { crc32, crc32Blocks } from '../util/crc32.js'
 
 const SLAB_BYTES = 4 * 1024 * 1024
+/** The bytes of a page of adopted bytes let go (its ids are unmapped until used again). */
+const NO_BYTES = Buffer.alloc(0)
 /** Bytes copied before they are hashed: small enough to stay in the CPU cache. */
 const CACHE_STEP = 64 * 1024
 
@@ -67,8 +72,12 @@ export class DirtyTier {
   private slabFree: number[] = []
   private freeCount = 0
   private cursor = 0
-  /** The length of the run `allocRun` returned last. */
+  /** The length of the run `allocRun` or `adoptRun` returned last. */
   lastRun = 0
+  /** Per page: −1 for a slab or a page of references; for a page of adopted bytes, its live slots. */
+  private adoptLive: number[] = []
+  /** Pages of adopted bytes whose slots are all free, to be used again. */
+  private freeAdoptPages: number[] = []
   private freeRefs = new Int32Array(1024)
   private freeRefCount = 0
   /** References: the source and the position in it of the block's first byte. */
@@ -96,6 +105,7 @@ export class DirtyTier {
     this.blockSize = blockSize
     this.slotsPerSlab = Math.max(1, Math.floor(SLAB_BYTES / blockSize))
     this.slabShift = Math.log2(this.slotsPerSlab)
+    this.adoptMinBlocks = Math.max(1, this.slotsPerSlab / 16)
   }
 
   /** Bytes held by allocated slots. */
@@ -133,6 +143,47 @@ export class DirtyTier {
     this.cursor = s < this.slabs.length * sps ? s : 0
     this.lastRun = n
     return first
+  }
+
+  /**
+   * The fewest whole blocks `adoptRun` takes: an adopted run has a page of ids to itself,
+   * and per-id state costs ~45 bytes, so short runs are copied instead (tests lower it).
+   */
+  adoptMinBlocks: number
+
+  /**
+   * Takes whole blocks of the caller's bytes as they are, without copying: `count` blocks
+   * of `src` from byte `from` (at most a page's worth; `lastRun` says how many), as slots
+   * first … first + lastRun − 1 whose bytes are `src`'s. The caller gave them up: they
+   * must not change while a block maps to them (the Writable rule). Their CRC-32s are
+   * computed now. They are never written (`frozen`): a rewrite takes a fresh slot. They
+   * count in `usedBytes` like any slot, until the object holding them completes.
+   */
+  adoptRun(src: Uint8Array, from: number, count: number): number {
+    const sps = this.slotsPerSlab
+    const bs = this.blockSize
+    const n = Math.min(count, sps)
+    const view = Buffer.from(src.buffer, src.byteOffset + from, n * bs)
+    let page = this.freeAdoptPages.pop()
+    if (page === undefined) {
+      page = this.slabs.length
+      this.slabs.push(view)
+      this.slabFree[page] = 0
+      this.reserveIds((page + 1) * sps)
+    } else this.slabs[page] = view
+    this.adoptLive[page] = n
+    const first = page * sps
+    for (let s = first; s < first + n; s++) this.taken(s)
+    this.allocated += n
+    crc32Blocks(view, bs, this.crcs.subarray(first, first + n))
+    this.crcGen.set(this.generation.subarray(first, first + n), first)
+    this.lastRun = n
+    return first
+  }
+
+  /** Whether the slot holds adopted bytes, which are never written. */
+  frozen(slot: number): boolean {
+    return (this.adoptLive[slot >>> this.slabShift] as number) >= 0
   }
 
   /** The first free slot at or after the cursor, wrapping around (one exists). */
@@ -237,8 +288,19 @@ export class DirtyTier {
       this.freeRefs[this.freeRefCount++] = slot
       return
     }
+    const page = slot >>> this.slabShift
+    const live = this.adoptLive[page] as number
+    if (live >= 0) {
+      // Adopted bytes: the page is let go (and its ids used again) once none is live.
+      this.adoptLive[page] = live - 1
+      this.allocated--
+      if (live === 1) {
+        this.slabs[page] = NO_BYTES
+        this.freeAdoptPages.push(page)
+      }
+      return
+    }
     this.freeBits[slot >>> 5] = (this.freeBits[slot >>> 5] as number) | (1 << (slot & 31))
-    const page = Math.floor(slot / this.slotsPerSlab)
     this.slabFree[page] = (this.slabFree[page] as number) + 1
     this.freeCount++
     this.allocated--
@@ -320,6 +382,8 @@ export class DirtyTier {
   clear(): void {
     this.slabs = []
     this.slabFree = []
+    this.adoptLive = []
+    this.freeAdoptPages = []
     this.freeBits.fill(0)
     this.freeCount = 0
     this.cursor = 0
@@ -382,18 +446,8 @@ export class DirtyTier {
     return this.placedLo[slot] as number
   }
 
-  /** Adds a page of ids: a pre-faulted slab of byte slots, or a page of references. */
-  private grow(bytes: boolean): void {
-    const index = this.slabs.length
-    if (bytes) {
-      const slab = Buffer.allocUnsafeSlow(this.slotsPerSlab * this.blockSize)
-      slab.fill(0) // fault the pages in now, not on the write path
-      this.slabs.push(slab)
-    } else {
-      this.slabs.push(undefined)
-    }
-    const first = index * this.slotsPerSlab
-    const need = first + this.slotsPerSlab
+  /** Per-id state for ids below `need`. */
+  private reserveIds(need: number): void {
     if (this.generation.length < need) {
       const n = Math.max(need, this.generation.length * 2)
       this.generation = grown(this.generation, new Uint32Array(n))
@@ -410,6 +464,22 @@ export class DirtyTier {
       pos.set(this.refPos)
       this.refPos = pos
     }
+  }
+
+  /** Adds a page of ids: a pre-faulted slab of byte slots, or a page of references. */
+  private grow(bytes: boolean): void {
+    const index = this.slabs.length
+    if (bytes) {
+      const slab = Buffer.allocUnsafeSlow(this.slotsPerSlab * this.blockSize)
+      slab.fill(0) // fault the pages in now, not on the write path
+      this.slabs.push(slab)
+    } else {
+      this.slabs.push(undefined)
+    }
+    this.adoptLive[index] = -1
+    const first = index * this.slotsPerSlab
+    const need = first + this.slotsPerSlab
+    this.reserveIds(need)
     if (bytes) {
       if (this.freeBits.length * 32 < need) {
         this.freeBits = grown(this.freeBits, new Uint32Array(Math.max(Math.ceil(need / 32), this.freeBits.length * 2)))

@@ -105,7 +105,7 @@ export class StreamSegmentWriteStream extends Writable {
       if (!(chunk instanceof Uint8Array)) {
         throw StreamSegmentError.invalidArgument(`write stream takes Buffers or Uint8Arrays, got ${typeof chunk}`)
       }
-      await file.write(this.bytesWritten, chunk)
+      await file.write(this.bytesWritten, chunk, { adopt: true })
       this.bytesWritten += chunk.byteLength
     }
   }

@@ -60,18 +60,30 @@ export class BlockWriter {
     return Math.max(bs, Math.floor(this.dirtyLimit / 4 / bs) * bs)
   }
 
-  async write(offset: number, bytes: Uint8Array): Promise<void> {
+  /** `adopt`: runs of whole blocks of `bytes` are kept as they are, not copied (dirty-tier.ts, adoptRun). */
+  async write(offset: number, bytes: Uint8Array, adopt = false): Promise<void> {
     checkRange(offset, bytes.byteLength, this.core.blockSize)
     const length = bytes.byteLength
     const step = this.writeStep
+    // A store failure in the limits after one step fails the write, but all its bytes go
+    // in first (as in a write taken in one step): the later steps skip the limits.
+    let failed: { err: unknown } | undefined
     let at = 0
     do {
       // Steps end on block boundaries of the file.
       const end = Math.min(length, Math.floor((offset + at + step) / step) * step - offset)
-      await this.writeBlocks(offset + at, end - at, at === 0 && end === length ? bytes : bytes.subarray(at, end))
-      await this.afterWrite()
+      await this.writeBlocks(offset + at, end - at, at === 0 && end === length ? bytes : bytes.subarray(at, end), adopt)
+      if (failed === undefined) {
+        try {
+          await this.afterWrite()
+        } catch (err) {
+          if (!StreamSegmentError.is(err) || err.code === 'ERR_INTERNAL' || err.code === 'ERR_ABORTED') throw err
+          failed = { err }
+        }
+      }
       at = end
     } while (at < length)
+    if (failed !== undefined) throw failed.err
   }
 
   async writeRef(offset: number, length: number, source: BlockSource, sourceOffset: number): Promise<void> {
@@ -152,7 +164,7 @@ export class BlockWriter {
    * are copied as one run; a run is copied before anything is awaited, so no block is
    * ever mapped to a slot that does not hold its bytes yet when control leaves.
    */
-  private async writeBlocks(offset: number, length: number, src: Uint8Array | undefined): Promise<void> {
+  private async writeBlocks(offset: number, length: number, src: Uint8Array | undefined, adopt = false): Promise<void> {
     const core = this.core
     const { tier, map } = core
     const bs = core.blockSize
@@ -177,9 +189,13 @@ export class BlockWriter {
         if (n > 0) {
           flushRun()
           for (let k = 0; k < n; ) {
-            const slot = tier.allocRun(n - k)
+            let slot: number
+            if (adopt && n - k >= tier.adoptMinBlocks) slot = tier.adoptRun(src, (b + k) * bs - offset, n - k)
+            else {
+              slot = tier.allocRun(n - k)
+              tier.writeRun(slot, tier.lastRun, src, (b + k) * bs - offset)
+            }
             const m = tier.lastRun
-            tier.writeRun(slot, m, src, (b + k) * bs - offset)
             map.setRun(b + k, m, 0, DIRTY_BASE + slot)
             k += m
           }
@@ -195,11 +211,17 @@ export class BlockWriter {
       const [hi, lo] = ptr
       const whole = to - from === bs
       let slot: number
-      if (isDirtyRef(hi, lo) && !tier.pinned(lo - DIRTY_BASE) && !tier.isRef(lo - DIRTY_BASE)) {
+      if (
+        isDirtyRef(hi, lo) &&
+        !tier.pinned(lo - DIRTY_BASE) &&
+        !tier.isRef(lo - DIRTY_BASE) &&
+        !tier.frozen(lo - DIRTY_BASE)
+      ) {
         slot = lo - DIRTY_BASE
       } else if (isDirtyRef(hi, lo)) {
-        // Its slot is being sent (copy-on-write into a fresh one), or it is written by
-        // reference (its bytes come from the source into a slot of their own).
+        // Its slot is being sent or holds adopted bytes (copy-on-write into a fresh one),
+        // or it is written by reference (its bytes come from the source into a slot of
+        // their own).
         const old = lo - DIRTY_BASE
         flushRun()
         slot = tier.alloc()

@@ -10,7 +10,7 @@
 //    flight) and lib-storage's Upload against the stream to that server.
 // Run: npm run build && node dist/esm/test/bench/write-cpu.js
 //   BENCH_MIB (512) and BENCH_STREAM_MIB (1024) change the sizes, BENCH_ROUNDS (3) the
-//   rounds, BENCH_TABLES=1 or 2 runs one table.
+//   rounds, BENCH_TABLES=1 or 2 runs one table, BENCH_VARIANTS=1,3 some rows of table 2.
 import { spawnSync } from 'node:child_process'
 import { once } from 'node:events'
 import { createWriteStream } from 'node:fs'
@@ -193,6 +193,7 @@ async function tableStreams() {
     await client.send(new CreateBucketCommand({ Bucket: bucket })).catch(() => undefined)
   }
   let n = 0
+  const cleanups: Array<() => Promise<void>> = []
   const variants: Array<{ name: string; subtractSource: boolean; run: () => Promise<number | undefined> }> = [
     {
       name: 'source alone (its cost, subtracted below where marked)',
@@ -242,33 +243,44 @@ async function tableStreams() {
     },
   ]
   if (client) {
-    const store = () => new S3Store({ client, bucket, prefix: `write-cpu-${Date.now().toString(36)}-${n++}/` })
+    const store = (contentMd5?: boolean) => {
+      const st = new S3Store({ client, bucket, prefix: `write-cpu-${Date.now().toString(36)}-${n++}/`, contentMd5 })
+      cleanups.push(async () => {
+        const keys: string[] = []
+        for await (const e of st.list('')) keys.push(e.key)
+        for (const u of await collect(st.listMultipart(''))) await st.abortMultipart(u.key, u.uploadId)
+        await st.delete(keys)
+      })
+      return st
+    }
+    /** S3Store.put of the stream's bytes: 16 MiB objects, each the same 16 source chunks, 4 in flight. */
+    const putObjects = (contentMd5?: boolean) => async () => {
+      const s = store(contentMd5)
+      const limiter = new Limiter(4)
+      const running = new Set<Promise<void>>()
+      let peak = 0
+      const piece = 16 * MiB
+      const parts = chunks.slice(0, 16)
+      for (let at = 0, i = 0; at < streamTotal; at += piece, i++) {
+        await limiter.acquire()
+        const p: Promise<void> = s
+          .put(`o${i}`, parts, { ifNoneMatch: '*' })
+          .then(() => undefined)
+          .finally(() => {
+            limiter.release()
+            running.delete(p)
+          })
+        running.add(p)
+        peak = Math.max(peak, process.memoryUsage().rss)
+      }
+      await Promise.all(running)
+      return peak
+    }
     variants.push(
       {
         name: 'S3Store.put, the same bytes in 16 MiB objects, 4 in flight (radosgw)',
         subtractSource: false,
-        run: async () => {
-          const s = store()
-          const limiter = new Limiter(4)
-          const running = new Set<Promise<void>>()
-          let peak = 0
-          const piece = 16 * MiB
-          const parts = chunks.slice(0, 16)
-          for (let at = 0, i = 0; at < streamTotal; at += piece, i++) {
-            await limiter.acquire()
-            const p: Promise<void> = s
-              .put(`o${i}`, parts, { ifNoneMatch: '*' })
-              .then(() => undefined)
-              .finally(() => {
-                limiter.release()
-                running.delete(p)
-              })
-            running.add(p)
-            peak = Math.max(peak, process.memoryUsage().rss)
-          }
-          await Promise.all(running)
-          return peak
-        },
+        run: putObjects(),
       },
       {
         name: "lib-storage's Upload, 16 MiB parts, queue 4 (radosgw)",
@@ -276,9 +288,14 @@ async function tableStreams() {
         run: async () => {
           const { PassThrough } = await import('node:stream')
           const pass = new PassThrough({ highWaterMark: 64 * 1024 })
+          const key = `write-cpu-upload-${Date.now().toString(36)}-${n++}`
+          cleanups.push(async () => {
+            const { DeleteObjectCommand } = await import('@aws-sdk/client-s3')
+            await client.send(new DeleteObjectCommand({ Bucket: bucket, Key: key }))
+          })
           const up = new Upload({
             client,
-            params: { Bucket: bucket, Key: `write-cpu-upload-${n++}`, Body: pass },
+            params: { Bucket: bucket, Key: key, Body: pass },
             partSize: 16 * MiB,
             queueSize: 4,
           })
@@ -293,6 +310,16 @@ async function tableStreams() {
         subtractSource: false,
         run: () => feed(createStreamSegmentWriteStream({ store: store() })),
       },
+      {
+        name: 'S3Store.put as above, contentMd5: false (radosgw)',
+        subtractSource: false,
+        run: putObjects(false),
+      },
+      {
+        name: 'write stream, S3Store with contentMd5: false (radosgw)',
+        subtractSource: false,
+        run: () => feed(createStreamSegmentWriteStream({ store: store(false) })),
+      },
     )
   }
   if (child === undefined)
@@ -305,14 +332,20 @@ async function tableStreams() {
   }
   if (child !== undefined) {
     // One variant, one round, in a process of its own: its peak RSS is its own.
-    process.stdout.write(`${JSON.stringify(await measure((variants[Number(child)] as (typeof variants)[0]).run))}\n`)
+    const sample = await measure((variants[Number(child)] as (typeof variants)[0]).run)
+    // What the run stored is deleted (radosgw keeps it in memory).
+    for (const c of cleanups) await c()
+    process.stdout.write(`${JSON.stringify(sample)}\n`)
     await rm(dir, { recursive: true, force: true })
     client?.destroy()
     return
   }
   const results = variants.map(() => [] as Sample[])
+  // BENCH_VARIANTS=0,6,7,8 runs only those rows (0, the source alone, is always run).
+  const only = process.env.BENCH_VARIANTS?.split(',').map(Number)
+  const chosen = [...variants.keys()].filter((i) => i === 0 || only === undefined || only.includes(i))
   for (let r = 0; r < rounds; r++) {
-    for (const i of variants.keys()) {
+    for (const i of chosen) {
       const out = spawnSync(process.execPath, ['--expose-gc', fileURLToPath(import.meta.url)], {
         env: { ...process.env, BENCH_TABLES: '2', BENCH_CHILD: String(i) },
         encoding: 'utf8',
@@ -327,6 +360,7 @@ async function tableStreams() {
   const sourceMed = [...source].sort((a, b) => a - b)[Math.floor(source.length / 2)] as number
   for (const [i, v] of variants.entries()) {
     const rs = results[i] as Sample[]
+    if (rs.length === 0) continue
     const cpu = rs.map((s) => (s.cpu - (v.subtractSource ? sourceMed : 0)) / gib)
     console.log(
       `| ${v.name}${v.subtractSource ? ' (beyond the source)' : ''} | ${stat(cpu)} | ${stat(
@@ -340,6 +374,12 @@ async function tableStreams() {
   }
   await rm(dir, { recursive: true, force: true })
   client?.destroy()
+}
+
+async function collect<T>(xs: AsyncIterable<T>): Promise<T[]> {
+  const out: T[] = []
+  for await (const x of xs) out.push(x)
+  return out
 }
 
 const tables = process.env.BENCH_TABLES ?? '1,2'
