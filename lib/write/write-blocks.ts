@@ -8,9 +8,13 @@
  * - A block being sent is never changed in place: a rewrite takes a fresh slot (copy on
  *   write). A block only partly written is first filled from storage, from its source
  *   (by reference) or with zeros.
+ * - Whole blocks that held nothing dirty go as runs: slots taken a run at a time, copied
+ *   and hashed in one pass, mapped in one step (BlockMap.setRun). With `adopt`, runs long
+ *   enough are kept as the caller's bytes instead of copied (DirtyTier.adoptRun).
  * - The dirty limits come first: over the limit the open object closes early and the
  *   writer waits for every object in flight, then writes partial segments if that is not
- *   enough. Under it, what there is to send ahead is sent.
+ *   enough. Under it, what there is to send ahead is sent. A write larger than a quarter
+ *   of the limit is taken in steps of that size, the limits applied after each.
  */
 
 import { StreamSegmentError } from '../errors.js'
