@@ -233,6 +233,31 @@ export class DirtyTier {
     return id
   }
 
+  /**
+   * Ids for up to `max` consecutive blocks written by reference, the first at `position`
+   * of `source`: ids first … first + lastRun − 1, as many as come in a row.
+   */
+  allocRefRun(source: BlockSource, position: number, max: number): number {
+    const first = this.allocRef(source, position)
+    const s = this.refSource[first] as number
+    const bs = this.blockSize
+    let n = 1
+    while (
+      n < max &&
+      this.freeRefCount > 0 &&
+      this.freeRefs[this.freeRefCount - 1] === first + n &&
+      ((first + n) & (this.slotsPerSlab - 1)) !== 0
+    ) {
+      this.freeRefCount--
+      this.refSource[first + n] = s
+      this.refPos[first + n] = position + n * bs
+      this.taken(first + n)
+      n++
+    }
+    this.lastRun = n
+    return first
+  }
+
   isRef(id: number): boolean {
     return this.slabs[id >>> this.slabShift] === undefined
   }

@@ -111,6 +111,17 @@ export class BlockWriter {
       this.sendAhead.noteWrite(span.firstWhole)
       const ptr: [number, number] = [0, 0]
       for (let b = span.firstWhole; b < span.endWhole; b++) {
+        // Blocks that held nothing dirty take ids as runs, mapped as one.
+        const n = map.freshRun(b, span.endWhole - b)
+        if (n > 0) {
+          for (let k = 0; k < n; ) {
+            const id = tier.allocRefRun(source, sourceOffset + (b + k) * bs - offset, n - k)
+            map.setRun(b + k, tier.lastRun, 0, DIRTY_BASE + id)
+            k += tier.lastRun
+          }
+          b += n - 1
+          continue
+        }
         if (!map.lookup(b, ptr)) {
           await map.load(b)
           map.lookup(b, ptr)
