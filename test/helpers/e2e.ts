@@ -20,10 +20,13 @@ export async function endToEnd(store: ObjectStore, mib: number, chunk = 1 * MiB)
   const want = createHash('sha256')
   const rss0 = process.memoryUsage().rss
   let peakRss = rss0
-  // The source reuses 32 buffers round and round, so the memory measured is the writer's,
-  // not the source's garbage. The streams hold far fewer chunks than 32 at once, and a
-  // buffer reused too early would change what is stored and fail the hash comparison.
-  const pool = Array.from({ length: 32 }, () => Buffer.allocUnsafe(chunk))
+  // The source reuses a pool of buffers round and round, so the memory measured is the
+  // writer's, not the source's garbage. The write stream adopts its chunks (keeps them,
+  // uncopied, until their object is stored): it holds at most the dirty limit plus one
+  // chunk of them (peakDirtyBytes, checked below), the pipeline 17 more (Readable.from
+  // buffers 16, the stream 1). The pool is larger than that; a buffer reused while held
+  // would change what is stored and fail the hash comparison.
+  const pool = Array.from({ length: Math.ceil(limit / chunk) + 32 }, () => Buffer.allocUnsafe(chunk))
   const source = Readable.from(
     (async function* () {
       for (let at = 0, i = 0; at < total; at += chunk, i++) {
