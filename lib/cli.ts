@@ -473,7 +473,8 @@ async function putByValue(
   err: Out,
   gate?: Transform,
 ): Promise<PutResult> {
-  const writer = createStreamSegmentWriteStream({ store, signal, ...settings })
+  // Files, pipes, sockets and a child's stdout hand over a new buffer for every chunk.
+  const writer = createStreamSegmentWriteStream({ store, signal, adoptChunks: true, ...settings })
   const sample = () => ({ done: writer.bytesWritten, requestsInFlight: writer.file?.progress.requestsInFlight ?? 0 })
   const stop = err.isTTY ? showProgress(err, sample) : undefined
   try {

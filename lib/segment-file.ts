@@ -280,15 +280,24 @@ export class SegmentFile {
     return this.core.tier.usedBytes
   }
 
-  write(offset: number, bytes: Uint8Array): Promise<void> {
+  /**
+   * Writes `bytes` at `offset`. With `{ adopt: true }` the caller hands the bytes over:
+   * runs of whole blocks (from a block boundary of the file, at least 256 KiB at 4 KiB
+   * blocks) are kept as they are, not copied, until the object holding them is stored;
+   * the rest is copied. The caller must then not change `bytes` until the checkpoint
+   * holding them is published (or the handle closed). Adopted bytes count against the
+   * dirty limit like copied ones. With a WAL the bytes are logged first, then applied.
+   */
+  write(offset: number, bytes: Uint8Array, options?: { adopt?: boolean }): Promise<void> {
+    const adopt = options?.adopt === true
     const wal = this.wal?.log
-    if (wal === undefined) return this.run('write', true, () => this.writer.write(offset, bytes))
+    if (wal === undefined) return this.run('write', true, () => this.writer.write(offset, bytes, adopt))
     return this.run('write', true, async () => {
       checkRange(offset, bytes.byteLength, this.core.blockSize)
       for (let at = 0; at < bytes.byteLength || at === 0; at += WAL_PIECE) {
         const piece = bytes.subarray(at, at + WAL_PIECE)
         await wal.appendWrite(offset + at, piece)
-        await this.writer.write(offset + at, piece)
+        await this.writer.write(offset + at, piece, adopt)
       }
     })
   }

@@ -215,6 +215,94 @@ export class BlockMap {
     return true
   }
 
+  /**
+   * How many keys from `key` on (at most `max`) a run of whole blocks may take over
+   * without looking at what they held: keys present in its leaf, consecutive, and not
+   * dirty (stored, or holes), or keys absent past the leaf's last one, up to where the
+   * next leaf's keys begin. 0 when the path is not in memory, `key` is dirty, or it falls
+   * in a gap inside its leaf (the caller goes block by block).
+   */
+  freshRun(key: number, max: number): number {
+    const leaf = this.leafLoaded(key)
+    if (leaf === undefined || leaf === EMPTY) return 0
+    const i = leaf.search(key)
+    if (i >= 0) {
+      let n = 0
+      while (
+        n < max &&
+        i + n < leaf.count &&
+        leaf.keys[i + n] === key + n &&
+        !isDirtyRef(leaf.hi[i + n] as number, leaf.lo[i + n] as number)
+      )
+        n++
+      return n
+    }
+    if (-i - 1 !== leaf.count) return 0
+    return Math.max(0, Math.min(max, this.upperBound(leaf) - key))
+  }
+
+  /**
+   * Sets keys key … key + count − 1 to (hi, lo), (hi, lo + 1), …: a leaf's entries are
+   * filled in place, appended keys in bulk (a full leaf splits as appends do), one dirty
+   * mark per leaf. Every path must be in memory; old pointers are overwritten, so the
+   * caller has dealt with them (a run of fresh keys, see `freshRun`).
+   */
+  setRun(key: number, count: number, hi: number, lo: number): void {
+    const dirty = isDirtyRef(hi, lo) ? 1 : 0
+    while (count > 0) {
+      const leaf = this.leafLoaded(key)
+      if (leaf === undefined || leaf === EMPTY) throw StreamSegmentError.internal(`setRun: block ${key}: path unloaded`)
+      const i = leaf.search(key)
+      if (i >= 0) {
+        let n = 0
+        while (n < count && i + n < leaf.count && leaf.keys[i + n] === key + n) {
+          const j = i + n
+          leaf.dirtyCount += dirty - (isDirtyRef(leaf.hi[j] as number, leaf.lo[j] as number) ? 1 : 0)
+          leaf.hi[j] = hi
+          leaf.lo[j] = lo + n
+          n++
+        }
+        this.markDirty(leaf)
+        key += n
+        lo += n
+        count -= n
+        continue
+      }
+      const at = -i - 1
+      const n =
+        at === leaf.count && leaf.count > 0
+          ? Math.min(count, leaf.capacity - leaf.count, this.upperBound(leaf) - key)
+          : 0
+      if (n <= 0) {
+        // A gap inside the leaf, an empty leaf or a full one: one key by insertion (which splits).
+        this.insert(leaf, at, key, hi, lo)
+        key++
+        lo++
+        count--
+        continue
+      }
+      const keys = leaf.keys
+      const los = leaf.lo
+      for (let j = 0; j < n; j++) {
+        keys[at + j] = key + j
+        los[at + j] = lo + j
+      }
+      leaf.hi.fill(hi, at, at + n)
+      leaf.count += n
+      leaf.dirtyCount += dirty * n
+      this.markDirty(leaf)
+      key += n
+      lo += n
+      count -= n
+    }
+  }
+
+  /** The leaf (or level-0 root) where `key` lives or would go, when its path is in memory. */
+  leafAt(key: number): MapNode | undefined {
+    const leaf = this.leafLoaded(key)
+    return leaf === EMPTY ? undefined : leaf
+  }
+
   /** The leaf (never the root) holding `key`, when its path is in memory and the key is present. */
   leafOf(key: number): MapNode | undefined {
     const leaf = this.leafLoaded(key)

@@ -26,12 +26,22 @@
  * - A slot is free when no block maps to it (`release`) and no request pins it.
  *   `usedBytes` counts every slot that is not free: a block stays in the tier, and counts
  *   against the dirty limit, until the object holding it has completed.
+ * - Whole blocks of a caller's buffer may be adopted (`adoptRun`) instead of copied: a page
+ *   of ids whose "slab" is the caller's bytes, never written (a rewrite copies on write),
+ *   let go once none of its slots is live. The caller must not change them meanwhile.
+ * - Slots are handed out as runs (`allocRun`): next fit over a bitmap of free slots, from
+ *   a cursor that moves up the slabs and wraps around. Where a run lands depends only on
+ *   which slots are free, never on the order they were freed in, so a stream whose
+ *   objects complete out of order still gets its blocks side by side, and an object's
+ *   bytes go out as a few slab-sized views, not one view per block.
  */
 
 import { StreamSegmentError } from '../errors.js'
-import { crc32 } from '../util/crc32.js'
+import { crc32, crc32Blocks } from '../util/crc32.js'
 
 const SLAB_BYTES = 4 * 1024 * 1024
+/** The bytes of a page of adopted bytes let go (its ids are unmapped until used again). */
+const NO_BYTES = Buffer.alloc(0)
 /** Bytes copied before they are hashed: small enough to stay in the CPU cache. */
 const CACHE_STEP = 64 * 1024
 
@@ -56,8 +66,18 @@ export class DirtyTier {
   private readonly slabShift: number
   /** Pages of ids: a slab for byte slots, or undefined for a page of references. */
   private slabs: Array<Buffer | undefined> = []
-  private freeSlots = new Int32Array(1024)
+  /** One bit per id, set while the slot is free (byte slots only). */
+  private freeBits = new Uint32Array(32)
+  /** Free slots per page, and in all; where the next allocation starts looking. */
+  private slabFree: number[] = []
   private freeCount = 0
+  private cursor = 0
+  /** The length of the run `allocRun` or `adoptRun` returned last. */
+  lastRun = 0
+  /** Per page: −1 for a slab or a page of references; for a page of adopted bytes, its live slots. */
+  private adoptLive: number[] = []
+  /** Pages of adopted bytes whose slots are all free, to be used again. */
+  private freeAdoptPages: number[] = []
   private freeRefs = new Int32Array(1024)
   private freeRefCount = 0
   /** References: the source and the position in it of the block's first byte. */
@@ -85,6 +105,7 @@ export class DirtyTier {
     this.blockSize = blockSize
     this.slotsPerSlab = Math.max(1, Math.floor(SLAB_BYTES / blockSize))
     this.slabShift = Math.log2(this.slotsPerSlab)
+    this.adoptMinBlocks = Math.max(1, this.slotsPerSlab / 16)
   }
 
   /** Bytes held by allocated slots. */
@@ -94,11 +115,106 @@ export class DirtyTier {
 
   /** A slot for one block, its bytes unspecified (the caller fills all of them). */
   alloc(): number {
+    return this.allocRun(1)
+  }
+
+  /**
+   * Slots first … first + lastRun − 1 of one slab, 1 ≤ lastRun ≤ max, their bytes
+   * unspecified: the first free slot at or after the cursor (wrapping around), and the
+   * free slots right after it.
+   */
+  allocRun(max: number): number {
     if (this.freeCount === 0) this.grow(true)
-    const slot = this.freeSlots[--this.freeCount] as number
-    this.allocated++
-    this.taken(slot)
-    return slot
+    const first = this.findFree()
+    const sps = this.slotsPerSlab
+    const end = Math.min(first + max, (Math.floor(first / sps) + 1) * sps)
+    const bits = this.freeBits
+    let s = first
+    do {
+      bits[s >>> 5] = (bits[s >>> 5] as number) & ~(1 << (s & 31))
+      this.taken(s)
+      s++
+    } while (s < end && ((bits[s >>> 5] as number) & (1 << (s & 31))) !== 0)
+    const n = s - first
+    const page = Math.floor(first / sps)
+    this.slabFree[page] = (this.slabFree[page] as number) - n
+    this.freeCount -= n
+    this.allocated += n
+    this.cursor = s < this.slabs.length * sps ? s : 0
+    this.lastRun = n
+    return first
+  }
+
+  /**
+   * The fewest whole blocks `adoptRun` takes: an adopted run has a page of ids to itself,
+   * and per-id state costs ~45 bytes, so short runs are copied instead (tests lower it).
+   */
+  adoptMinBlocks: number
+
+  /**
+   * Takes whole blocks of the caller's bytes as they are, without copying: `count` blocks
+   * of `src` from byte `from` (at most a page's worth; `lastRun` says how many), as slots
+   * first … first + lastRun − 1 whose bytes are `src`'s. The caller gave them up: they
+   * must not change while a block maps to them (the Writable rule). Their CRC-32s are
+   * computed now. They are never written (`frozen`): a rewrite takes a fresh slot. They
+   * count in `usedBytes` like any slot, until the object holding them completes.
+   */
+  adoptRun(src: Uint8Array, from: number, count: number): number {
+    const sps = this.slotsPerSlab
+    const bs = this.blockSize
+    const n = Math.min(count, sps)
+    const view = Buffer.from(src.buffer, src.byteOffset + from, n * bs)
+    let page = this.freeAdoptPages.pop()
+    if (page === undefined) {
+      page = this.slabs.length
+      this.slabs.push(view)
+      this.slabFree[page] = 0
+      this.reserveIds((page + 1) * sps)
+    } else this.slabs[page] = view
+    this.adoptLive[page] = n
+    const first = page * sps
+    for (let s = first; s < first + n; s++) this.taken(s)
+    this.allocated += n
+    crc32Blocks(view, bs, this.crcs.subarray(first, first + n))
+    this.crcGen.set(this.generation.subarray(first, first + n), first)
+    this.lastRun = n
+    return first
+  }
+
+  /** Whether the slot holds adopted bytes, which are never written. */
+  frozen(slot: number): boolean {
+    return (this.adoptLive[slot >>> this.slabShift] as number) >= 0
+  }
+
+  /** The first free slot at or after the cursor, wrapping around (one exists). */
+  private findFree(): number {
+    const sps = this.slotsPerSlab
+    const pages = this.slabs.length
+    const start = Math.floor(this.cursor / sps)
+    for (let i = 0; i <= pages; i++) {
+      const page = (start + i) % pages
+      if (this.slabs[page] === undefined || this.slabFree[page] === 0) continue
+      const from = i === 0 ? this.cursor : page * sps
+      const id = this.nextFree(from, (page + 1) * sps)
+      if (id >= 0) return id
+    }
+    throw StreamSegmentError.internal(`dirty tier counts ${this.freeCount} free slots and finds none`)
+  }
+
+  /** The first free slot in [from, end), or −1. */
+  private nextFree(from: number, end: number): number {
+    const bits = this.freeBits
+    let w = from >>> 5
+    let word = (bits[w] as number) & (-1 << (from & 31))
+    for (;;) {
+      if (word !== 0) {
+        const id = (w << 5) + 31 - Math.clz32(word & -word)
+        return id < end ? id : -1
+      }
+      w++
+      if (w << 5 >= end) return -1
+      word = bits[w] as number
+    }
   }
 
   /** An id for a block written by reference: its bytes are `source`'s at `position`. */
@@ -115,6 +231,31 @@ export class DirtyTier {
     this.refPos[id] = position
     this.taken(id)
     return id
+  }
+
+  /**
+   * Ids for up to `max` consecutive blocks written by reference, the first at `position`
+   * of `source`: ids first … first + lastRun − 1, as many as come in a row.
+   */
+  allocRefRun(source: BlockSource, position: number, max: number): number {
+    const first = this.allocRef(source, position)
+    const s = this.refSource[first] as number
+    const bs = this.blockSize
+    let n = 1
+    while (
+      n < max &&
+      this.freeRefCount > 0 &&
+      this.freeRefs[this.freeRefCount - 1] === first + n &&
+      ((first + n) & (this.slotsPerSlab - 1)) !== 0
+    ) {
+      this.freeRefCount--
+      this.refSource[first + n] = s
+      this.refPos[first + n] = position + n * bs
+      this.taken(first + n)
+      n++
+    }
+    this.lastRun = n
+    return first
   }
 
   isRef(id: number): boolean {
@@ -172,12 +313,21 @@ export class DirtyTier {
       this.freeRefs[this.freeRefCount++] = slot
       return
     }
-    if (this.freeCount === this.freeSlots.length) {
-      const bigger = new Int32Array(this.freeSlots.length * 2)
-      bigger.set(this.freeSlots)
-      this.freeSlots = bigger
+    const page = slot >>> this.slabShift
+    const live = this.adoptLive[page] as number
+    if (live >= 0) {
+      // Adopted bytes: the page is let go (and its ids used again) once none is live.
+      this.adoptLive[page] = live - 1
+      this.allocated--
+      if (live === 1) {
+        this.slabs[page] = NO_BYTES
+        this.freeAdoptPages.push(page)
+      }
+      return
     }
-    this.freeSlots[this.freeCount++] = slot
+    this.freeBits[slot >>> 5] = (this.freeBits[slot >>> 5] as number) | (1 << (slot & 31))
+    this.slabFree[page] = (this.slabFree[page] as number) + 1
+    this.freeCount++
     this.allocated--
   }
 
@@ -256,9 +406,13 @@ export class DirtyTier {
   /** Frees every slab (the handle is closing or rolling back; nothing may be in flight). */
   clear(): void {
     this.slabs = []
+    this.slabFree = []
+    this.adoptLive = []
+    this.freeAdoptPages = []
+    this.freeBits.fill(0)
     this.freeCount = 0
+    this.cursor = 0
     this.allocated = 0
-    this.freeSlots = new Int32Array(1024)
     this.freeRefCount = 0
     this.sources = []
     this.sourceIds.clear()
@@ -317,18 +471,8 @@ export class DirtyTier {
     return this.placedLo[slot] as number
   }
 
-  /** Adds a page of ids: a pre-faulted slab of byte slots, or a page of references. */
-  private grow(bytes: boolean): void {
-    const index = this.slabs.length
-    if (bytes) {
-      const slab = Buffer.allocUnsafeSlow(this.slotsPerSlab * this.blockSize)
-      slab.fill(0) // fault the pages in now, not on the write path
-      this.slabs.push(slab)
-    } else {
-      this.slabs.push(undefined)
-    }
-    const first = index * this.slotsPerSlab
-    const need = first + this.slotsPerSlab
+  /** Per-id state for ids below `need`. */
+  private reserveIds(need: number): void {
     if (this.generation.length < need) {
       const n = Math.max(need, this.generation.length * 2)
       this.generation = grown(this.generation, new Uint32Array(n))
@@ -345,18 +489,32 @@ export class DirtyTier {
       pos.set(this.refPos)
       this.refPos = pos
     }
-    // Push in reverse so ids come out in ascending order: sequential writes then fill
-    // a slab front to back, and an object's blocks sit side by side.
+  }
+
+  /** Adds a page of ids: a pre-faulted slab of byte slots, or a page of references. */
+  private grow(bytes: boolean): void {
+    const index = this.slabs.length
     if (bytes) {
-      if (this.freeSlots.length < this.freeCount + this.slotsPerSlab) {
-        this.freeSlots = grownInt(
-          this.freeSlots,
-          Math.max(this.freeCount + this.slotsPerSlab, this.freeSlots.length * 2),
-          this.freeCount,
-        )
-      }
-      for (let s = need - 1; s >= first; s--) this.freeSlots[this.freeCount++] = s
+      const slab = Buffer.allocUnsafeSlow(this.slotsPerSlab * this.blockSize)
+      slab.fill(0) // fault the pages in now, not on the write path
+      this.slabs.push(slab)
     } else {
+      this.slabs.push(undefined)
+    }
+    this.adoptLive[index] = -1
+    const first = index * this.slotsPerSlab
+    const need = first + this.slotsPerSlab
+    this.reserveIds(need)
+    if (bytes) {
+      if (this.freeBits.length * 32 < need) {
+        this.freeBits = grown(this.freeBits, new Uint32Array(Math.max(Math.ceil(need / 32), this.freeBits.length * 2)))
+      }
+      for (let s = first; s < need; s++) this.freeBits[s >>> 5] = (this.freeBits[s >>> 5] as number) | (1 << (s & 31))
+      this.slabFree[index] = this.slotsPerSlab
+      this.freeCount += this.slotsPerSlab
+      this.cursor = first
+    } else {
+      this.slabFree[index] = 0
       if (this.freeRefs.length < this.freeRefCount + this.slotsPerSlab) {
         this.freeRefs = grownInt(
           this.freeRefs,

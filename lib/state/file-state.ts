@@ -294,14 +294,23 @@ export class FileState {
   applyStored(plan: StoredObject): number {
     const { cno } = plan.ctx
     let dead = 0
+    // Blocks in key order walk a leaf entry by entry: the tree is descended once per leaf.
+    let leaf: MapNode | undefined
+    let i = -1
     for (let k = 0; k < plan.dataBlocks; k++) {
       const slot = plan.slot[k] as number
-      if (plan.unchanged(k)) {
-        const leaf = this.map.replaceIf(plan.blockIndex[k] as number, 0, DIRTY_BASE + slot, cno, plan.dataLo(k))
-        if (leaf !== undefined) {
-          this.tier.release(slot)
-          continue
-        }
+      const key = plan.blockIndex[k] as number
+      if (leaf !== undefined && i + 1 < leaf.count && leaf.keys[i + 1] === key) i++
+      else {
+        leaf = this.map.leafAt(key)
+        i = leaf === undefined ? -1 : leaf.search(key)
+      }
+      if (leaf !== undefined && i >= 0 && leaf.hi[i] === 0 && leaf.lo[i] === DIRTY_BASE + slot && plan.unchanged(k)) {
+        leaf.hi[i] = cno
+        leaf.lo[i] = plan.dataLo(k)
+        leaf.dirtyCount--
+        this.tier.release(slot)
+        continue
       }
       dead += this.blockSize
     }

@@ -722,21 +722,27 @@ function bodyChunks(body: Body): readonly Uint8Array[] {
 
 /** writev until every byte is written (writev may write less than asked). */
 async function writeFully(fh: fs.FileHandle, chunks: readonly Uint8Array[]): Promise<void> {
-  let rest = chunks.filter((c) => c.byteLength > 0)
-  while (rest.length > 0) {
-    let n = (await fh.writev(rest.slice(0, 1024))).bytesWritten
-    while (n > 0 && rest.length > 0) {
-      const first = rest[0] as Uint8Array
-      if (n >= first.byteLength) {
-        n -= first.byteLength
-        rest = rest.slice(1)
+  // writev takes the chunks as they are; a short write resumes at the first chunk not
+  // fully written (only that one is re-sliced), so the cost stays linear in the chunks.
+  const rest = chunks.filter((c) => c.byteLength > 0)
+  let i = 0
+  while (i < rest.length) {
+    let n = (await fh.writev(i === 0 && rest.length <= IOV_BATCH ? rest : rest.slice(i, i + IOV_BATCH))).bytesWritten
+    while (n > 0 && i < rest.length) {
+      const c = rest[i] as Uint8Array
+      if (n >= c.byteLength) {
+        n -= c.byteLength
+        i++
       } else {
-        rest = [first.subarray(n), ...rest.slice(1)]
+        rest[i] = c.subarray(n)
         n = 0
       }
     }
   }
 }
+
+/** Chunks per writev call (the kernel's IOV_MAX is 1024). */
+const IOV_BATCH = 1024
 
 /** Copies the files at `paths`, in order, into `out`. */
 async function concatInto(out: fs.FileHandle, paths: readonly string[]): Promise<void> {

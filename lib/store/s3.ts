@@ -5,8 +5,12 @@
  * - Every request carries the caller's AbortSignal; a fired signal is ERR_ABORTED with
  *   the signal's reason as cause, even mid-body (the SDK destroys the socket; a GET body
  *   being read is destroyed by our own listener).
- * - Bodies are whole Uint8Arrays (never streams, so never aws-chunked). A GET body is
- *   read into one buffer of the announced length; a shorter or longer body is ERR_STORE.
+ * - A body of several chunks (views of the writer's slabs) goes to the socket as the
+ *   chunks are, never joined into a copy: a `ChunkBody` whose `pipe` writes every chunk
+ *   to the request each time it is called (so a retry sends it again), with its
+ *   Content-Length known, UNSIGNED-PAYLOAD, and no SDK checksum: never aws-chunked. A
+ *   GET body is read into one buffer of the announced length; a shorter or longer body
+ *   is ERR_STORE.
  * - Per-byte client costs are avoided: payloads are sent UNSIGNED-PAYLOAD (no SHA-256
  *   pass), the SDK computes no checksum of its own (`createS3Client` sets WHEN_REQUIRED),
  *   and with `checksums` on we send our CRC-32 (lib/crc32.ts) as `x-amz-checksum-crc32`.
@@ -25,6 +29,7 @@
 import { createHash, randomUUID } from 'node:crypto'
 import { Agent as HttpAgent } from 'node:http'
 import { Agent as HttpsAgent } from 'node:https'
+import { Readable } from 'node:stream'
 import { setTimeout as sleep } from 'node:timers/promises'
 import {
   AbortMultipartUploadCommand,
@@ -46,7 +51,7 @@ import {
 import createDebug from 'debug'
 import { StreamSegmentError } from '../errors.js'
 import { crc32 } from '../util/crc32.js'
-import { checkKey, joinBody, unquoteEtag } from './common.js'
+import { bodyLength, checkKey, joinBody, unquoteEtag } from './common.js'
 import {
   type Body,
   type ByteRange,
@@ -137,14 +142,58 @@ export function createS3Client(options: CreateS3ClientOptions = {}): S3Client {
   })
 }
 
-function md5Base64(body: Uint8Array): string {
-  return createHash('md5').update(body).digest('base64')
+function md5Base64(chunks: readonly Uint8Array[]): string {
+  const h = createHash('md5')
+  for (const c of chunks) h.update(c)
+  return h.digest('base64')
 }
 
-function crc32Base64(body: Uint8Array): string {
+function crc32Base64(chunks: readonly Uint8Array[]): string {
+  let crc = 0
+  for (const c of chunks) crc = crc32(c, crc)
   const b = Buffer.allocUnsafe(4)
-  b.writeUInt32BE(crc32(body) >>> 0)
+  b.writeUInt32BE(crc >>> 0)
   return b.toString('base64')
+}
+
+/**
+ * A request body of several chunks, sent as they are. The SDK's Node handler sends a
+ * Readable body with `pipe`: this one writes every chunk to the request on each call,
+ * so the same command can be sent again. Read as a stream, it gives the chunks once.
+ */
+class ChunkBody extends Readable {
+  private next = 0
+
+  constructor(readonly chunks: readonly Uint8Array[]) {
+    super()
+  }
+
+  override _read(): void {
+    const c = this.chunks[this.next++]
+    this.push(c === undefined ? null : c)
+  }
+
+  override pipe<T extends NodeJS.WritableStream>(dest: T): T {
+    for (const c of this.chunks) dest.write(c)
+    dest.end()
+    return dest
+  }
+}
+
+/**
+ * What to hand the SDK as the body of `chunks`: one buffer as it is, or several as a
+ * ChunkBody (no copy) when the payload is unsigned; a signed payload must be hashed by
+ * the SDK, which takes one buffer, so it is joined then.
+ */
+function requestBody(
+  chunks: Body,
+  unsigned: boolean,
+): { body: Uint8Array | ChunkBody; list: readonly Uint8Array[]; length: number; release: () => void } {
+  const list = chunks instanceof Uint8Array ? [chunks] : chunks.filter((c) => c.byteLength > 0)
+  if (list.length > 1 && unsigned)
+    return { body: new ChunkBody(list), list, length: bodyLength(list), release: () => {} }
+  const joined = joinBody(list.length === 0 ? EMPTY : list)
+  return { body: joined.bytes, list: [joined.bytes], length: joined.bytes.byteLength, release: joined.release }
 }
 
 type SdkError = { name?: string; message?: string; $metadata?: { httpStatusCode?: number } }
@@ -241,6 +290,21 @@ export class S3Store implements ObjectStore {
     this.deadlineMs = nat('deadlineMs', options.deadlineMs ?? 300_000)
   }
 
+  #chunks: Promise<boolean> | undefined
+
+  /**
+   * Whether a body of several chunks may go as a ChunkBody: only unsigned, and only when
+   * the client computes no checksum of its own (it would send a stream aws-chunked).
+   */
+  #chunkBodies(): Promise<boolean> {
+    this.#chunks ??= (async () => {
+      if (!this.unsignedPayload) return false
+      const config = this.client.config as { requestChecksumCalculation?: () => Promise<string> }
+      return (await config.requestChecksumCalculation?.()) === 'WHEN_REQUIRED'
+    })().catch(() => false)
+    return this.#chunks
+  }
+
   async put(key: string, chunks: Body, options: PutOptions = {}): Promise<{ etag: string }> {
     const { ifNoneMatch, ifMatch, signal } = options
     checkKey(key)
@@ -253,21 +317,19 @@ export class S3Store implements ObjectStore {
     const conditional = ifNoneMatch !== undefined || ifMatch !== undefined
     const writeId = conditional ? (options.writeId ?? randomUUID()) : undefined
     const metadata = writeId === undefined ? options.metadata : { ...options.metadata, [WRITE_ID_METADATA]: writeId }
-    // The SDK takes one buffer (a stream body would go aws-chunked): several are joined here.
-    const joined = joinBody(chunks)
-    const body = joined.bytes
+    const joined = requestBody(chunks, await this.#chunkBodies())
     const command = this.#unsigned(
       new PutObjectCommand({
         Bucket: this.bucket,
         Key: this.prefix + key,
-        Body: body,
-        ContentLength: body.byteLength,
+        Body: joined.body,
+        ContentLength: joined.length,
         IfNoneMatch: ifNoneMatch,
         IfMatch: ifMatch === undefined ? undefined : unquoteEtag(ifMatch),
         Metadata: metadata,
         ...s3Attributes(options.attributes),
-        ChecksumCRC32: this.checksums ? crc32Base64(body) : undefined,
-        ContentMD5: this.contentMd5 ? md5Base64(body) : undefined,
+        ChecksumCRC32: this.checksums ? crc32Base64(joined.list) : undefined,
+        ContentMD5: this.contentMd5 ? md5Base64(joined.list) : undefined,
       }),
     )
     try {
@@ -432,19 +494,18 @@ export class S3Store implements ObjectStore {
     options: RequestOptions = {},
   ): Promise<{ etag: string }> {
     const { signal } = options
-    const joined = joinBody(chunks)
-    const body = joined.bytes
-    const crc = this.checksums ? crc32Base64(body) : undefined
+    const joined = requestBody(chunks, await this.#chunkBodies())
+    const crc = this.checksums ? crc32Base64(joined.list) : undefined
     const command = this.#unsigned(
       new UploadPartCommand({
         Bucket: this.bucket,
         Key: this.prefix + key,
         UploadId: uploadId,
         PartNumber: partNumber,
-        Body: body,
-        ContentLength: body.byteLength,
+        Body: joined.body,
+        ContentLength: joined.length,
         ChecksumCRC32: crc,
-        ContentMD5: this.contentMd5 ? md5Base64(body) : undefined,
+        ContentMD5: this.contentMd5 ? md5Base64(joined.list) : undefined,
       }),
     )
     const out = await this.#send('UploadPart', `${key}#${partNumber}`, signal, (s) =>

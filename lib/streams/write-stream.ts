@@ -39,6 +39,14 @@ export interface WriteStreamOptions extends Partial<Settings>, StreamLocation {
    * which nothing is sent ahead and memory stays within 8 MiB).
    */
   profile?: 'streaming' | 'spec'
+  /**
+   * Keep the chunks written (runs of whole blocks, ≥ 256 KiB at 4 KiB blocks) as they are
+   * until their object is stored, instead of copying them (default false). Only for a
+   * source that never changes a chunk once written, even after its write callback, as
+   * Node's own readables (files, sockets, pipes, zlib) do: a source that reuses its
+   * buffers would have the new bytes stored under the old bytes' CRCs.
+   */
+  adoptChunks?: boolean
 }
 
 /** The 'progress' event: emitted after each upload request completes, and once at the commit. */
@@ -110,16 +118,29 @@ export class StreamSegmentWriteStream extends Writable {
   /** The last 'progress' (at the commit) was emitted. */
   private progressDone = false
   private requests = 0
+  private readonly adopt: boolean
 
   constructor(options: WriteStreamOptions) {
-    const { url, store, signal, highWaterMark = 64 * 1024, profile = 'streaming', ...settings } = options
+    const {
+      url,
+      store,
+      signal,
+      highWaterMark = 64 * 1024,
+      profile = 'streaming',
+      adoptChunks = false,
+      ...settings
+    } = options
     // Checked before super(): Node's Writable schedules `_construct` as soon as it is made.
     if (profile !== 'streaming' && profile !== 'spec') {
       throw StreamSegmentError.invalidArgument(`profile ${JSON.stringify(profile)}: must be 'streaming' or 'spec'`)
     }
+    if (typeof adoptChunks !== 'boolean') {
+      throw StreamSegmentError.invalidArgument(`adoptChunks ${JSON.stringify(adoptChunks)}: must be true or false`)
+    }
     const target = storeOf({ url, store }, 'createStreamSegmentWriteStream')
     super({ highWaterMark })
     this.store = target
+    this.adopt = adoptChunks
     this.settings = profile === 'streaming' ? { ...STREAMING_PROFILE, ...settings } : settings
     destroyOnAbort(this, signal, `write to ${this.store.url}`)
   }
@@ -181,7 +202,7 @@ export class StreamSegmentWriteStream extends Writable {
   }
 
   private async take(chunk: Uint8Array): Promise<void> {
-    await intake(this.file as SegmentFile, this.bytesWritten, chunk)
+    await intake(this.file as SegmentFile, this.bytesWritten, chunk, this.adopt)
     this.bytesWritten += chunk.byteLength
   }
 
@@ -194,8 +215,8 @@ export class StreamSegmentWriteStream extends Writable {
  * The stream's one call into SegmentFile: `chunk` written at `offset`. Node's Writable has
  * turned strings into Buffers (with their encoding) and Uint8Arrays into Buffer views.
  */
-function intake(file: SegmentFile, offset: number, chunk: Uint8Array): Promise<void> {
-  return file.write(offset, chunk)
+function intake(file: SegmentFile, offset: number, chunk: Uint8Array, adopt: boolean): Promise<void> {
+  return file.write(offset, chunk, { adopt })
 }
 
 /** Opens the container's latest checkpoint (or starts one) and empties it, for a stream from offset 0. */

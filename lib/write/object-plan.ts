@@ -406,9 +406,15 @@ export async function takeBlocks(
 ): Promise<{ chunks: Uint8Array[]; done: () => void }> {
   const bs = tier.blockSize
   const chunks: Uint8Array[] = []
+  /** Runs pinned: first slot, count, first slot, count, … */
   const pinned: number[] = []
   const done = () => {
-    for (const slot of pinned.splice(0)) tier.unpin(slot)
+    for (let j = 0; j < pinned.length; j += 2) {
+      const s = pinned[j] as number
+      const end = s + (pinned[j + 1] as number)
+      for (let slot = s; slot < end; slot++) tier.unpin(slot)
+    }
+    pinned.length = 0
   }
   try {
     for (let k = first; k < first + count; ) {
@@ -428,9 +434,10 @@ export async function takeBlocks(
         chunks.push(bytes)
       } else {
         while (k + n < first + count && tier.follows(s0 + n - 1, slots[k + n] as number)) n++
+        pinned.push(s0, 0)
         for (let i = 0; i < n; i++) {
           tier.pin(s0 + i)
-          pinned.push(s0 + i)
+          pinned[pinned.length - 1] = i + 1
           onBlock(k + i, s0 + i, tier.crcOf(s0 + i))
         }
         const so = tier.offset(s0)

@@ -42,10 +42,11 @@ import { newObjectId, ObjectPlan, type SentPrefix, takeBlocks, unsentUnder } fro
 const log = debug('stream-segment:send')
 const FAILURES_BEFORE_PAUSE = 3
 
-interface Unsent {
-  key: number
-  slot: number
-  leaf: MapNode
+/** Unsent blocks in key order: their keys, slots, and the leaf of each. */
+interface Piece {
+  keys: number[]
+  slots: number[]
+  leaves: MapNode[]
 }
 
 /** The multipart object being filled. */
@@ -164,23 +165,48 @@ export class SendAhead {
     return this.core.settings.segmentMpuChunkSize
   }
 
-  /** Unsent blocks from the scan hint on, in key order, but those `skip` held before. */
-  private *unsent(skip: number): Generator<Unsent> {
+  /**
+   * Up to `max` unsent blocks from the scan hint on, in key order, but those `skip` held
+   * before: their keys, slots and leaves (a leaf once per block) into the arrays given.
+   */
+  private unsent(skip: number, max: number, piece: Piece): void {
     const { tier, map } = this.core
+    piece.keys.length = piece.slots.length = piece.leaves.length = 0
     let first = true
     for (const leaf of map.dirtyNodes().leaves) {
       if (leaf.dirtyCount === 0 || (leaf.keys[leaf.count - 1] as number) < this.scanFrom) continue
+      const his = leaf.hi
+      const los = leaf.lo
       for (let i = 0; i < leaf.count; i++) {
-        const lo = leaf.lo[i] as number
-        if (!isDirtyRef(leaf.hi[i] as number, lo)) continue
+        const lo = los[i] as number
+        if (!isDirtyRef(his[i] as number, lo)) continue
         const slot = lo - DIRTY_BASE
         if (tier.placed(slot) || (skip !== 0 && tier.placedObject(slot) === skip)) continue
         if (first) {
           this.scanFrom = leaf.keys[0] as number
           first = false
         }
-        yield { key: leaf.keys[i] as number, slot, leaf }
+        piece.keys.push(leaf.keys[i] as number)
+        piece.slots.push(slot)
+        piece.leaves.push(leaf)
+        if (piece.keys.length === max) return
       }
+    }
+  }
+
+  /** Leaves holding unsent blocks from the scan hint on, in key order, with their counts. */
+  private *unsentLeaves(): Generator<[MapNode, number]> {
+    const { tier, map } = this.core
+    let first = true
+    for (const leaf of map.dirtyNodes().leaves) {
+      if (leaf.dirtyCount === 0 || (leaf.keys[leaf.count - 1] as number) < this.scanFrom) continue
+      const n = unsentUnder(leaf, tier)
+      if (n === 0) continue
+      if (first) {
+        this.scanFrom = leaf.keys[0] as number
+        first = false
+      }
+      yield [leaf, n]
     }
   }
 
@@ -194,12 +220,8 @@ export class SendAhead {
       const group: MapNode[] = []
       let blocks = 0
       let size = objectBytes(0, 0, 1, 1)
-      let last: MapNode | undefined
       let full = false
-      for (const u of this.unsent(0)) {
-        if (u.leaf === last) continue
-        last = u.leaf
-        const n = unsentUnder(u.leaf, core.tier)
+      for (const [leaf, n] of this.unsentLeaves()) {
         const add = dataSlotsBytes(n, core.blockSize) + s.metaBlockSize
         // A leaf never leaves its data, so the last leaf may take the object a little over
         // its target, never over segmentMaxObjectBytes.
@@ -207,7 +229,7 @@ export class SendAhead {
           full = true
           break
         }
-        group.push(u.leaf)
+        group.push(leaf)
         blocks += n
         size += add
         if (size >= target) {
@@ -231,15 +253,12 @@ export class SendAhead {
   private async sendPieces(target: number, flushing: boolean): Promise<void> {
     const core = this.core
     const perPiece = this.pieceSize / core.blockSize
+    const piece: Piece = { keys: [], slots: [], leaves: [] }
     for (;;) {
       if (core.signal.aborted) return // as in sendWhole
-      const piece: Unsent[] = []
-      for (const u of this.unsent(this.open?.id ?? 0)) {
-        piece.push(u)
-        if (piece.length === perPiece) break
-      }
-      if (piece.length < perPiece) {
-        this.scanAt = core.tier.unplacedBytes + (perPiece - piece.length) * core.blockSize
+      this.unsent(this.open?.id ?? 0, perPiece, piece)
+      if (piece.keys.length < perPiece) {
+        this.scanAt = core.tier.unplacedBytes + (perPiece - piece.keys.length) * core.blockSize
         return
       }
       let open = this.open
@@ -259,10 +278,12 @@ export class SendAhead {
         open = this.openObject()
       }
       const first = open.sent.slot.length
-      for (const u of piece) {
-        open.sent.blockIndex.push(u.key)
-        open.sent.slot.push(u.slot)
-        open.leaves.add(u.leaf)
+      let last: MapNode | undefined
+      for (let j = 0; j < piece.keys.length; j++) {
+        open.sent.blockIndex.push(piece.keys[j] as number)
+        open.sent.slot.push(piece.slots[j] as number)
+        const leaf = piece.leaves[j] as MapNode
+        if (leaf !== last) open.leaves.add((last = leaf))
       }
       const o = open
       const counters = this.core.counters
@@ -274,10 +295,11 @@ export class SendAhead {
   }
 
   /** Whether an object holding `sent` blocks and `leaves` has room for `piece` as the spec counts it. */
-  private fits(sent: number, leaves: ReadonlySet<MapNode>, piece: readonly Unsent[]): boolean {
+  private fits(sent: number, leaves: ReadonlySet<MapNode>, piece: Piece): boolean {
     const core = this.core
     const all = new Set(leaves)
-    for (const u of piece) all.add(u.leaf)
+    let last: MapNode | undefined
+    for (const leaf of piece.leaves) if (leaf !== last) all.add((last = leaf))
     let unsent = 0
     for (const leaf of all) unsent += unsentUnder(leaf, core.tier)
     const spare = Math.ceil((all.size * 17) / 16)

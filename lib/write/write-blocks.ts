@@ -8,9 +8,13 @@
  * - A block being sent is never changed in place: a rewrite takes a fresh slot (copy on
  *   write). A block only partly written is first filled from storage, from its source
  *   (by reference) or with zeros.
+ * - Whole blocks that held nothing dirty go as runs: slots taken a run at a time, copied
+ *   and hashed in one pass, mapped in one step (BlockMap.setRun). With `adopt`, runs long
+ *   enough are kept as the caller's bytes instead of copied (DirtyTier.adoptRun).
  * - The dirty limits come first: over the limit the open object closes early and the
  *   writer waits for every object in flight, then writes partial segments if that is not
- *   enough. Under it, what there is to send ahead is sent.
+ *   enough. Under it, what there is to send ahead is sent. A write larger than a quarter
+ *   of the limit is taken in steps of that size, the limits applied after each.
  */
 
 import { StreamSegmentError } from '../errors.js'
@@ -50,10 +54,40 @@ export class BlockWriter {
     private readonly dirtyLimit: number,
   ) {}
 
-  async write(offset: number, bytes: Uint8Array): Promise<void> {
+  /**
+   * Bytes taken per step of one write: a quarter of the dirty limit, whole blocks. A
+   * write larger than that is taken a step at a time, each followed by the dirty limits,
+   * so one write larger than the limit never holds more than the limit and a step.
+   */
+  get writeStep(): number {
+    const bs = this.core.blockSize
+    return Math.max(bs, Math.floor(this.dirtyLimit / 4 / bs) * bs)
+  }
+
+  /** `adopt`: runs of whole blocks of `bytes` are kept as they are, not copied (dirty-tier.ts, adoptRun). */
+  async write(offset: number, bytes: Uint8Array, adopt = false): Promise<void> {
     checkRange(offset, bytes.byteLength, this.core.blockSize)
-    await this.writeBlocks(offset, bytes.byteLength, bytes)
-    await this.afterWrite()
+    const length = bytes.byteLength
+    const step = this.writeStep
+    // A store failure in the limits after one step fails the write, but all its bytes go
+    // in first (as in a write taken in one step): the later steps skip the limits.
+    let failed: { err: unknown } | undefined
+    let at = 0
+    do {
+      // Steps end on block boundaries of the file.
+      const end = Math.min(length, Math.floor((offset + at + step) / step) * step - offset)
+      await this.writeBlocks(offset + at, end - at, at === 0 && end === length ? bytes : bytes.subarray(at, end), adopt)
+      if (failed === undefined) {
+        try {
+          await this.afterWrite()
+        } catch (err) {
+          if (!StreamSegmentError.is(err) || err.code === 'ERR_INTERNAL' || err.code === 'ERR_ABORTED') throw err
+          failed = { err }
+        }
+      }
+      at = end
+    } while (at < length)
+    if (failed !== undefined) throw failed.err
   }
 
   async writeRef(offset: number, length: number, source: BlockSource, sourceOffset: number): Promise<void> {
@@ -77,6 +111,17 @@ export class BlockWriter {
       this.sendAhead.noteWrite(span.firstWhole)
       const ptr: [number, number] = [0, 0]
       for (let b = span.firstWhole; b < span.endWhole; b++) {
+        // Blocks that held nothing dirty take ids as runs, mapped as one.
+        const n = map.freshRun(b, span.endWhole - b)
+        if (n > 0) {
+          for (let k = 0; k < n; ) {
+            const id = tier.allocRefRun(source, sourceOffset + (b + k) * bs - offset, n - k)
+            map.setRun(b + k, tier.lastRun, 0, DIRTY_BASE + id)
+            k += tier.lastRun
+          }
+          b += n - 1
+          continue
+        }
         if (!map.lookup(b, ptr)) {
           await map.load(b)
           map.lookup(b, ptr)
@@ -134,7 +179,7 @@ export class BlockWriter {
    * are copied as one run; a run is copied before anything is awaited, so no block is
    * ever mapped to a slot that does not hold its bytes yet when control leaves.
    */
-  private async writeBlocks(offset: number, length: number, src: Uint8Array | undefined): Promise<void> {
+  private async writeBlocks(offset: number, length: number, src: Uint8Array | undefined, adopt = false): Promise<void> {
     const core = this.core
     const { tier, map } = core
     const bs = core.blockSize
@@ -148,9 +193,31 @@ export class BlockWriter {
       if (runCount > 0) tier.writeRun(runSlot, runCount, src as Uint8Array, runFrom - offset)
       runCount = 0
     }
+    const wholeEnd = Math.floor(end / bs)
     for (let b = Math.floor(offset / bs); b * bs < end; b++) {
       const from = Math.max(offset, b * bs)
       const to = Math.min(end, (b + 1) * bs)
+      if (src !== undefined && to - from === bs) {
+        // Whole blocks that held nothing dirty (an append, or a rewrite of stored data) go
+        // as runs: slots taken a run at a time, copied and hashed as one, mapped as one.
+        const n = map.freshRun(b, wholeEnd - b)
+        if (n > 0) {
+          flushRun()
+          for (let k = 0; k < n; ) {
+            let slot: number
+            if (adopt && n - k >= tier.adoptMinBlocks) slot = tier.adoptRun(src, (b + k) * bs - offset, n - k)
+            else {
+              slot = tier.allocRun(n - k)
+              tier.writeRun(slot, tier.lastRun, src, (b + k) * bs - offset)
+            }
+            const m = tier.lastRun
+            map.setRun(b + k, m, 0, DIRTY_BASE + slot)
+            k += m
+          }
+          b += n - 1
+          continue
+        }
+      }
       if (!map.lookup(b, ptr)) {
         flushRun()
         await map.load(b)
@@ -159,11 +226,17 @@ export class BlockWriter {
       const [hi, lo] = ptr
       const whole = to - from === bs
       let slot: number
-      if (isDirtyRef(hi, lo) && !tier.pinned(lo - DIRTY_BASE) && !tier.isRef(lo - DIRTY_BASE)) {
+      if (
+        isDirtyRef(hi, lo) &&
+        !tier.pinned(lo - DIRTY_BASE) &&
+        !tier.isRef(lo - DIRTY_BASE) &&
+        !tier.frozen(lo - DIRTY_BASE)
+      ) {
         slot = lo - DIRTY_BASE
       } else if (isDirtyRef(hi, lo)) {
-        // Its slot is being sent (copy-on-write into a fresh one), or it is written by
-        // reference (its bytes come from the source into a slot of their own).
+        // Its slot is being sent or holds adopted bytes (copy-on-write into a fresh one),
+        // or it is written by reference (its bytes come from the source into a slot of
+        // their own).
         const old = lo - DIRTY_BASE
         flushRun()
         slot = tier.alloc()

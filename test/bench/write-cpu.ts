@@ -1,12 +1,34 @@
-// Writer CPU by value: 512 MiB in 16 MiB writes at 4 KiB blocks into the memory store,
-// then one flush. Prints CPU seconds per GiB spent in write() calls (copy on intake, block
-// map, and the partial segments the writer waits for), the flush, objects and peak RSS.
-// Run: npm run build && node dist/esm/test/bench/write-cpu.js   (BENCH_MIB=… to change the size)
-import { cpus } from 'node:os'
+// Writer CPU by value, two tables.
+// 1. SegmentFile.write: 512 MiB in 16 MiB writes at 4 KiB blocks into the memory store,
+//    then one flush. CPU seconds per GiB spent in write() calls (copy on intake, block
+//    map, and the partial segments the writer waits for), the flush, objects and peak RSS.
+// 2. The write stream with its default profile: 1 GiB in 1 MiB chunks, 3 rounds, median
+//    (min–max), against baselines in the same process: an ideal writer that copies every
+//    byte once and hashes every 4 KiB block (by value) or only hashes (by reference), on a
+//    store that discards bodies; fs.createWriteStream against the directory store; and,
+//    with AWS_ENDPOINT_URL_S3 set, S3Store.put of the same bytes in 16 MiB objects (4 in
+//    flight) and lib-storage's Upload against the stream to that server.
+// Run: npm run build && node dist/esm/test/bench/write-cpu.js
+//   BENCH_MIB (512) and BENCH_STREAM_MIB (1024) change the sizes, BENCH_ROUNDS (3) the
+//   rounds, BENCH_TABLES=1 or 2 runs one table, BENCH_VARIANTS=1,3 some rows of table 2.
+import { spawnSync } from 'node:child_process'
+import { once } from 'node:events'
+import { createWriteStream } from 'node:fs'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { cpus, tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { Writable as NodeWritable } from 'node:stream'
+import { fileURLToPath } from 'node:url'
+import { Upload } from '@aws-sdk/lib-storage'
 import { SegmentFile } from '../../lib/segment-file.js'
 import type { Settings } from '../../lib/settings.js'
+import { DirectoryStore } from '../../lib/store/directory.js'
 import { MemoryStore } from '../../lib/store/memory.js'
-import { crc32Implementation } from '../../lib/util/crc32.js'
+import { createS3Client, S3Store } from '../../lib/store/s3.js'
+import type { Body, PutOptions, RequestOptions } from '../../lib/store/types.js'
+import { createStreamSegmentWriteStream } from '../../lib/streams/write-stream.js'
+import { crc32Blocks, crc32Implementation } from '../../lib/util/crc32.js'
+import { Limiter } from '../../lib/util/limiter.js'
 import { CpuCountingStore } from '../helpers/cpu-store.js'
 import { fillBlocks } from '../helpers/pattern.js'
 
@@ -48,27 +70,324 @@ async function run(name: string | undefined, settings: Partial<Settings>) {
   await file.close()
 }
 
-console.log(
-  `# write-cpu: ${total / MiB} MiB in ${writeSize / MiB} MiB writes, 4 KiB blocks, memory store (node ${process.version}, ${cpus()[0]?.model}, ${cpus().length} cores, CRC ${crc32Implementation})`,
-)
-console.log(
-  '| settings | writer CPU-s/GiB in write() | writer CPU-s/GiB, write + flush | memory store CPU-s/GiB (its copies, excluded) | write s | longest write ms | flush s | objects | peak RSS growth MiB |',
-)
-console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|')
-await run(undefined, {}) // let the JIT settle first
-await run('spec defaults (8 MiB dirty limit: partials while writing)', {})
-await run('limits raised, nothing sent ahead (the flush writes everything)', {
-  dataCacheDirtyMaxBytesThreshold: 2 * total,
-  segmentBufferSize: 2 * total,
-  streamSegmentBytes: 0,
+async function tableFiles() {
+  console.log(
+    `# write-cpu: ${total / MiB} MiB in ${writeSize / MiB} MiB writes, 4 KiB blocks, memory store (node ${process.version}, ${cpus()[0]?.model}, ${cpus().length} cores, CRC ${crc32Implementation})`,
+  )
+  console.log(
+    '| settings | writer CPU-s/GiB in write() | writer CPU-s/GiB, write + flush | memory store CPU-s/GiB (its copies, excluded) | write s | longest write ms | flush s | objects | peak RSS growth MiB |',
+  )
+  console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|')
+  await run(undefined, {}) // let the JIT settle first
+  await run('spec defaults (8 MiB dirty limit: partials while writing)', {})
+  await run('limits raised, nothing sent ahead (the flush writes everything)', {
+    dataCacheDirtyMaxBytesThreshold: 2 * total,
+    segmentBufferSize: 2 * total,
+    streamSegmentBytes: 0,
+  })
+  await run('PartedSegment, limits raised (the flush builds and writes everything)', {
+    format: 'parted',
+    dataCacheDirtyMaxBytesThreshold: 2 * total,
+    segmentBufferSize: 2 * total,
+  })
+  await run('limits raised, 1 GiB target (objects filled a piece at a time while writing)', {
+    dataCacheDirtyMaxBytesThreshold: 2 * total,
+    segmentBufferSize: 2 * total,
+    streamSegmentBytes: 1024 * MiB,
+  })
+}
+
+// --- table 2: streams ---
+
+const streamTotal = Number(process.env.BENCH_STREAM_MIB ?? 1024) * MiB
+const rounds = Number(process.env.BENCH_ROUNDS ?? 3)
+const child = process.env.BENCH_CHILD
+const CHUNK = MiB
+/** The source: 64 patterned 1 MiB chunks, handed out in turn and never changed. */
+const chunks = Array.from({ length: 64 }, (_, i) => {
+  const c = Buffer.allocUnsafe(CHUNK)
+  fillBlocks(c, i * CHUNK)
+  return c
 })
-await run('PartedSegment, limits raised (the flush builds and writes everything)', {
-  format: 'parted',
-  dataCacheDirtyMaxBytesThreshold: 2 * total,
-  segmentBufferSize: 2 * total,
-})
-await run('limits raised, 1 GiB target (objects filled a piece at a time while writing)', {
-  dataCacheDirtyMaxBytesThreshold: 2 * total,
-  segmentBufferSize: 2 * total,
-  streamSegmentBytes: 1024 * MiB,
-})
+
+/** A memory store that keeps only `inode`: segment bodies are dropped, so it costs nothing. */
+class DiscardingStore extends MemoryStore {
+  override put(key: string, body: Body, options?: PutOptions) {
+    return super.put(key, key === 'inode' ? body : [], options)
+  }
+  override uploadPart(key: string, uploadId: string, n: number, _body: Body, options?: RequestOptions) {
+    return super.uploadPart(key, uploadId, n, [], options)
+  }
+}
+
+interface Sample {
+  cpu: number
+  seconds: number
+  rss: number
+}
+
+/** Writes streamTotal bytes of the source into `sink` (a Node or streamx Writable), honouring backpressure. */
+async function feed(sink: NodeWritable | ReturnType<typeof createStreamSegmentWriteStream>): Promise<number> {
+  const w = sink as unknown as NodeJS.EventEmitter & { write(c: Uint8Array): boolean; end(): void }
+  let failed: unknown
+  w.on('error', (err) => {
+    failed = err
+  })
+  let peak = process.memoryUsage().rss
+  for (let at = 0, i = 0; at < streamTotal; at += CHUNK, i++) {
+    if (failed !== undefined) throw failed
+    if (!w.write(chunks[i % chunks.length] as Buffer)) await once(w, 'drain')
+    if (i % 16 === 0) peak = Math.max(peak, process.memoryUsage().rss)
+  }
+  const finished = once(w, 'finish')
+  w.end()
+  await finished
+  if (failed !== undefined) throw failed
+  return Math.max(peak, process.memoryUsage().rss)
+}
+
+async function measure(fn: () => Promise<number | undefined>): Promise<Sample> {
+  global.gc?.()
+  const rss0 = process.memoryUsage().rss
+  const c0 = process.cpuUsage()
+  const t0 = performance.now()
+  const peak = (await fn()) ?? process.memoryUsage().rss
+  const c = process.cpuUsage(c0)
+  return { cpu: (c.user + c.system) / 1e6, seconds: (performance.now() - t0) / 1000, rss: Math.max(0, peak - rss0) }
+}
+
+/** A Writable (Node's) doing `each(chunk)` per chunk: the ideal writers and the bare source. */
+async function ideal(each: (chunk: Buffer) => void): Promise<number> {
+  const { Writable } = await import('node:stream')
+  return feed(
+    new Writable({
+      highWaterMark: 64 * 1024,
+      write(chunk: Buffer, _enc, cb) {
+        each(chunk)
+        cb()
+      },
+    }),
+  )
+}
+
+const ring = Buffer.alloc(16 * MiB)
+let ringAt = 0
+const crcs = new Uint32Array(CHUNK / 4096)
+
+function stat(xs: number[], digits = 2): string {
+  const s = [...xs].sort((a, b) => a - b)
+  const med = s[Math.floor(s.length / 2)] as number
+  return s.length > 1
+    ? `${med.toFixed(digits)} (${(s[0] as number).toFixed(digits)}–${(s[s.length - 1] as number).toFixed(digits)})`
+    : med.toFixed(digits)
+}
+
+async function tableStreams() {
+  const gib = streamTotal / 1024 ** 3
+  const dir = await mkdtemp(join(process.env.BENCH_TMPDIR ?? tmpdir(), 'write-cpu-'))
+  const s3 = process.env.AWS_ENDPOINT_URL_S3 !== undefined
+  const bucket = 'stream-segment-bench'
+  const client = s3 ? createS3Client() : undefined
+  if (client) {
+    const { CreateBucketCommand } = await import('@aws-sdk/client-s3')
+    await client.send(new CreateBucketCommand({ Bucket: bucket })).catch(() => undefined)
+  }
+  let n = 0
+  const cleanups: Array<() => Promise<void>> = []
+  const variants: Array<{ name: string; subtractSource: boolean; run: () => Promise<number | undefined> }> = [
+    {
+      name: 'source alone (its cost, subtracted below where marked)',
+      subtractSource: false,
+      run: () => ideal(() => {}),
+    },
+    {
+      name: 'ideal writer by value: copy once, CRC-32 per 4 KiB block (discarding)',
+      subtractSource: true,
+      run: () =>
+        ideal((c) => {
+          if (ringAt + c.byteLength > ring.byteLength) ringAt = 0
+          ring.set(c, ringAt)
+          crc32Blocks(ring.subarray(ringAt, ringAt + c.byteLength), 4096, crcs)
+          ringAt += c.byteLength
+        }),
+    },
+    {
+      name: 'ideal writer by reference: CRC-32 per 4 KiB block only (discarding)',
+      subtractSource: true,
+      run: () => ideal((c) => crc32Blocks(c, 4096, crcs)),
+    },
+    {
+      name: 'write stream, discarding store',
+      subtractSource: true,
+      run: () => feed(createStreamSegmentWriteStream({ store: new DiscardingStore() })),
+    },
+    {
+      name: 'write stream with adoptChunks (chunks kept, not copied), discarding store',
+      subtractSource: true,
+      run: () => feed(createStreamSegmentWriteStream({ store: new DiscardingStore(), adoptChunks: true })),
+    },
+    {
+      name: 'fs.createWriteStream, a file in the directory',
+      subtractSource: false,
+      run: async () => {
+        const path = join(dir, `plain-${n++}`)
+        const peak = await feed(createWriteStream(path))
+        await rm(path)
+        return peak
+      },
+    },
+    {
+      name: 'write stream, directory store',
+      subtractSource: false,
+      run: async () => {
+        const root = join(dir, `c-${n++}`)
+        const peak = await feed(createStreamSegmentWriteStream({ store: new DirectoryStore(root) }))
+        await rm(root, { recursive: true })
+        return peak
+      },
+    },
+  ]
+  if (client) {
+    const store = (contentMd5?: boolean) => {
+      const st = new S3Store({ client, bucket, prefix: `write-cpu-${Date.now().toString(36)}-${n++}/`, contentMd5 })
+      cleanups.push(async () => {
+        const keys: string[] = []
+        for await (const e of st.list('')) keys.push(e.key)
+        for (const u of await collect(st.listMultipart(''))) await st.abortMultipart(u.key, u.uploadId)
+        await st.delete(keys)
+      })
+      return st
+    }
+    /** S3Store.put of the stream's bytes: 16 MiB objects, each the same 16 source chunks, 4 in flight. */
+    const putObjects = (contentMd5?: boolean) => async () => {
+      const s = store(contentMd5)
+      const limiter = new Limiter(4)
+      const running = new Set<Promise<void>>()
+      let peak = 0
+      const piece = 16 * MiB
+      const parts = chunks.slice(0, 16)
+      for (let at = 0, i = 0; at < streamTotal; at += piece, i++) {
+        await limiter.acquire()
+        const p: Promise<void> = s
+          .put(`o${i}`, parts, { ifNoneMatch: '*' })
+          .then(() => undefined)
+          .finally(() => {
+            limiter.release()
+            running.delete(p)
+          })
+        running.add(p)
+        peak = Math.max(peak, process.memoryUsage().rss)
+      }
+      await Promise.all(running)
+      return peak
+    }
+    variants.push(
+      {
+        name: 'S3Store.put, the same bytes in 16 MiB objects, 4 in flight (radosgw)',
+        subtractSource: false,
+        run: putObjects(),
+      },
+      {
+        name: "lib-storage's Upload, 16 MiB parts, queue 4 (radosgw)",
+        subtractSource: false,
+        run: async () => {
+          const { PassThrough } = await import('node:stream')
+          const pass = new PassThrough({ highWaterMark: 64 * 1024 })
+          const key = `write-cpu-upload-${Date.now().toString(36)}-${n++}`
+          cleanups.push(async () => {
+            const { DeleteObjectCommand } = await import('@aws-sdk/client-s3')
+            await client.send(new DeleteObjectCommand({ Bucket: bucket, Key: key }))
+          })
+          const up = new Upload({
+            client,
+            params: { Bucket: bucket, Key: key, Body: pass },
+            partSize: 16 * MiB,
+            queueSize: 4,
+          })
+          const done = up.done()
+          const peak = await feed(pass)
+          await done
+          return peak
+        },
+      },
+      {
+        name: 'write stream, S3Store (radosgw)',
+        subtractSource: false,
+        run: () => feed(createStreamSegmentWriteStream({ store: store() })),
+      },
+      {
+        name: 'S3Store.put as above, contentMd5: false (radosgw)',
+        subtractSource: false,
+        run: putObjects(false),
+      },
+      {
+        name: 'write stream, S3Store with contentMd5: false (radosgw)',
+        subtractSource: false,
+        run: () => feed(createStreamSegmentWriteStream({ store: store(false) })),
+      },
+    )
+  }
+  if (child === undefined)
+    console.log(
+      `\n# write-cpu, streams: ${streamTotal / MiB} MiB in 1 MiB chunks, default profile, ${rounds} rounds, median (min–max) (node ${process.version}, ${cpus()[0]?.model}, ${cpus().length} cores, CRC ${crc32Implementation})`,
+    )
+  if (child === undefined) {
+    console.log('| variant | CPU-s/GiB | MB/s | peak RSS growth MiB |')
+    console.log('|---|---:|---:|---:|')
+  }
+  if (child !== undefined) {
+    // One variant, one round, in a process of its own: its peak RSS is its own.
+    const sample = await measure((variants[Number(child)] as (typeof variants)[0]).run)
+    // What the run stored is deleted (radosgw keeps it in memory).
+    for (const c of cleanups) await c()
+    process.stdout.write(`${JSON.stringify(sample)}\n`)
+    await rm(dir, { recursive: true, force: true })
+    client?.destroy()
+    return
+  }
+  const results = variants.map(() => [] as Sample[])
+  // BENCH_VARIANTS=0,6,7,8 runs only those rows (0, the source alone, is always run).
+  const only = process.env.BENCH_VARIANTS?.split(',').map(Number)
+  const chosen = [...variants.keys()].filter((i) => i === 0 || only === undefined || only.includes(i))
+  for (let r = 0; r < rounds; r++) {
+    for (const i of chosen) {
+      const out = spawnSync(process.execPath, ['--expose-gc', fileURLToPath(import.meta.url)], {
+        env: { ...process.env, BENCH_TABLES: '2', BENCH_CHILD: String(i) },
+        encoding: 'utf8',
+        maxBuffer: 1 << 20,
+      })
+      const line = out.stdout.trim().split('\n').pop() ?? ''
+      if (out.status !== 0 || !line.startsWith('{')) throw new Error(`variant ${i} failed: ${out.stderr}`)
+      ;(results[i] as Sample[]).push(JSON.parse(line) as Sample)
+    }
+  }
+  const source = (results[0] as Sample[]).map((s) => s.cpu)
+  const sourceMed = [...source].sort((a, b) => a - b)[Math.floor(source.length / 2)] as number
+  for (const [i, v] of variants.entries()) {
+    const rs = results[i] as Sample[]
+    if (rs.length === 0) continue
+    const cpu = rs.map((s) => (s.cpu - (v.subtractSource ? sourceMed : 0)) / gib)
+    console.log(
+      `| ${v.name}${v.subtractSource ? ' (beyond the source)' : ''} | ${stat(cpu)} | ${stat(
+        rs.map((s) => streamTotal / 1e6 / s.seconds),
+        0,
+      )} | ${stat(
+        rs.map((s) => s.rss / MiB),
+        0,
+      )} |`,
+    )
+  }
+  await rm(dir, { recursive: true, force: true })
+  client?.destroy()
+}
+
+async function collect<T>(xs: AsyncIterable<T>): Promise<T[]> {
+  const out: T[] = []
+  for await (const x of xs) out.push(x)
+  return out
+}
+
+const tables = process.env.BENCH_TABLES ?? '1,2'
+// Each run of the stream table is a child process: its own peak RSS, its own JIT.
+if (tables.includes('1')) await tableFiles()
+if (tables.includes('2')) await tableStreams()

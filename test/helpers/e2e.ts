@@ -20,10 +20,12 @@ export async function endToEnd(store: ObjectStore, mib: number, chunk = 1 * MiB)
   const want = createHash('sha256')
   const rss0 = process.memoryUsage().rss
   let peakRss = rss0
-  // The source reuses 32 buffers round and round, so the memory measured is the writer's,
-  // not the source's garbage. The streams hold far fewer chunks than 32 at once, and a
-  // buffer reused too early would change what is stored and fail the hash comparison.
-  const pool = Array.from({ length: 32 }, () => Buffer.allocUnsafe(chunk))
+  // The source reuses a pool of buffers round and round, so the memory measured is the
+  // writer's, not the source's garbage. The write stream copies its chunks (adoptChunks is
+  // off), so a buffer may be reused once its write has called back; the pool is larger
+  // than what the pipeline holds (Readable.from buffers 16, the stream 1), and a buffer
+  // reused too early would change what is stored and fail the hash comparison.
+  const pool = Array.from({ length: Math.ceil(limit / chunk) + 32 }, () => Buffer.allocUnsafe(chunk))
   const source = Readable.from(
     (async function* () {
       for (let at = 0, i = 0; at < total; at += chunk, i++) {

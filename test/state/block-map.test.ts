@@ -120,3 +120,58 @@ describe('BlockMap', () => {
     for (const k of [0, 339, 340, 777_777, n - 1]) assert.deepEqual(await map.get(k), [1, k])
   })
 })
+
+describe('BlockMap runs', () => {
+  /** A small xorshift, so a failure replays. */
+  function rng(seed: number) {
+    let x = seed
+    return (n: number) => {
+      x ^= x << 13
+      x ^= x >>> 17
+      x ^= x << 5
+      return (x >>> 0) % n
+    }
+  }
+
+  it('setRun gives what setting each key alone gives, with splits, gaps and overwrites', async () => {
+    for (const seed of [1, 2, 3, 4, 5, 6, 7, 8]) {
+      const r = rng(seed)
+      const cap = 4 + r(12)
+      const runs = new BlockMap(cap, noLoad)
+      const single = new BlockMap(cap, noLoad)
+      const want = new Map<number, number>()
+      for (let op = 0; op < 60; op++) {
+        // Mostly appends past the end, some rewrites and some runs into holes.
+        const last = want.size === 0 ? 0 : Math.max(...want.keys()) + 1
+        const key = r(4) === 0 ? r(last + 1) : last + r(3) * r(20)
+        const count = 1 + r(50)
+        const lo = DIRTY_BASE + op * 1000
+        runs.setRun(key, count, 0, lo)
+        for (let i = 0; i < count; i++) {
+          await single.set(key + i, 0, lo + i)
+          want.set(key + i, lo + i)
+        }
+        assert.deepEqual(check(runs), check(single), `seed ${seed}, op ${op}: same keys`)
+      }
+      for (const [k, lo] of want) assert.deepEqual(await runs.get(k), [0, lo], `seed ${seed}, key ${k}`)
+      const dirty = (m: BlockMap) =>
+        m.dirtyNodes().leaves.reduce((n, l) => n + l.dirtyCount, m.root.level === 0 ? m.root.dirtyCount : 0)
+      assert.equal(dirty(runs), want.size, `seed ${seed}: every entry counted dirty once`)
+    }
+  })
+
+  it('freshRun: present clean keys, or absent keys up to the next leaf; none over a dirty key', async () => {
+    const map = new BlockMap(8, noLoad)
+    for (let k = 0; k < 16; k++) await map.set(k, 5, k + 1) // stored: two full leaves
+    await map.set(20, 5, 99)
+    assert.equal(map.freshRun(0, 100), 8, 'the clean keys of the first leaf')
+    assert.equal(map.freshRun(3, 2), 2, 'at most max')
+    await map.set(4, 0, DIRTY_BASE + 1)
+    assert.equal(map.freshRun(0, 100), 4, 'stops before a dirty key')
+    assert.equal(map.freshRun(4, 100), 0, 'a dirty key first: none')
+    assert.equal(map.freshRun(17, 100), 3, 'past a leaf: up to the next leaf’s first key')
+    await map.set(22, 5, 98)
+    assert.equal(map.freshRun(21, 100), 0, 'a gap inside a leaf: none')
+    assert.equal(map.freshRun(23, 100), 100, 'past the last key: as many as asked')
+  })
+})

@@ -56,6 +56,43 @@ describe('createStreamSegmentWriteStream', () => {
     assert.deepEqual(await readAllHash(store), { size: 20 * MiB, hash: await sha(blockStream(20 * MiB)) })
   })
 
+  it('a source that reuses one buffer once each write has called back stores what it wrote (chunks are copied by default)', async () => {
+    const store = new MemoryStore()
+    const ws = createStreamSegmentWriteStream({ store })
+    const buf = Buffer.alloc(MiB)
+    const want = createHash('sha256')
+    for (let i = 0; i < 24; i++) {
+      buf.fill(i + 1)
+      want.update(buf)
+      await new Promise<void>((resolve, reject) => ws.write(buf, (err) => (err ? reject(err) : resolve())))
+    }
+    await new Promise<void>((resolve, reject) => ws.end((err?: Error | null) => (err ? reject(err) : resolve())))
+    assert.deepEqual(await readAllHash(store), { size: 24 * MiB, hash: want.digest('hex') })
+  })
+
+  it('adoptChunks keeps the chunks uncopied (a chunk changed after its write shows in what is stored)', async () => {
+    // The documented hazard, shown so that the option is known to adopt: never do this.
+    const store = new MemoryStore()
+    const ws = createStreamSegmentWriteStream({ store, adoptChunks: true })
+    const buf = Buffer.alloc(MiB, 1)
+    await new Promise<void>((resolve, reject) => ws.write(buf, (err) => (err ? reject(err) : resolve())))
+    buf.fill(2)
+    await new Promise<void>((resolve, reject) => ws.end((err?: Error | null) => (err ? reject(err) : resolve())))
+    const f = await SegmentFile.open(store, { readOnly: true })
+    const got = await f.read(0, MiB).then(
+      (b) => Buffer.from(b),
+      (err: unknown) => err,
+    )
+    // Adopted, not copied: the object holds the changed bytes, under the CRCs of the bytes
+    // as written, so the read fails its check (or, hashed late, returns the changed bytes).
+    // A copy would have kept the bytes as written.
+    assert.ok(
+      StreamSegmentError.is(got, 'ERR_CORRUPT') || (Buffer.isBuffer(got) && got.equals(buf)),
+      `got ${got instanceof Error ? got.message : 'the bytes as written'}`,
+    )
+    assert.throws(() => createStreamSegmentWriteStream({ store, adoptChunks: 'yes' as never }), /adoptChunks "yes"/)
+  })
+
   it('streamx pipeline, and a second stream replaces the content in a new checkpoint', async () => {
     const store = new MemoryStore()
     await pipelinePromise(

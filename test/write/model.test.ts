@@ -47,7 +47,7 @@ const KiB = 1024
 const MAX_FILE = 400 * KiB
 
 type Op =
-  | { op: 'write'; offset: number; length: number; seed: number }
+  | { op: 'write'; offset: number; length: number; seed: number; adopt?: boolean }
   | { op: 'zero'; offset: number; length: number }
   | { op: 'ref'; offset: number; length: number; seed: number; shift: number }
   | { op: 'truncate'; size: number }
@@ -60,7 +60,10 @@ const offset = offsets(MAX_FILE)
 const length = lengths(16)
 const common = commonOps(offset, length, MAX_FILE)
 const ops: fc.Arbitrary<Op> = fc.oneof(
-  { weight: 8, arbitrary: common.write },
+  {
+    weight: 8,
+    arbitrary: fc.tuple(common.write, fc.boolean()).map(([w, adopt]) => ({ ...w, adopt })),
+  },
   { weight: 2, arbitrary: common.zero },
   {
     weight: 4,
@@ -135,13 +138,20 @@ async function runModel(sequence: Op[], settings: Partial<Settings>, failEvery =
   let model = new Reference()
   let published = new Reference()
   let hasCheckpoint = false
+  /** Buffers handed over with { adopt: true }: the writer must never change them. */
+  const adopted: Array<{ o: Op & { op: 'write' }; data: Uint8Array }> = []
   for (const [step, o] of sequence.entries()) {
     const where = `step ${step} ${JSON.stringify(o)}`
     switch (o.op) {
       case 'write': {
         const data = pattern(o.offset, o.length, o.seed)
+        // Adopted: any run of whole blocks is kept as it is (the threshold lowered to one block).
+        if (o.adopt) {
+          file.core.tier.adoptMinBlocks = 1
+          adopted.push({ o, data })
+        }
         // A partial segment the write waited for may fail: the write's bytes are in the file all the same.
-        await tolerateStoreFailure(file.write(o.offset, data))
+        await tolerateStoreFailure(file.write(o.offset, data, { adopt: o.adopt }))
         model.write(o.offset, data)
         break
       }
@@ -192,6 +202,9 @@ async function runModel(sequence: Op[], settings: Partial<Settings>, failEvery =
   }
   // Everything flushed is what a fresh reader sees.
   await flushRetrying(file)
+  for (const { o, data } of adopted) {
+    assert.ok(Buffer.from(data).equals(pattern(o.offset, o.length, o.seed)), `adopted ${JSON.stringify(o)} was changed`)
+  }
   if (store instanceof FlakyStore) store.every = 0
   const reader = await SegmentFile.open(store, { readOnly: true })
   const all = await reader.read(0, model.size)
