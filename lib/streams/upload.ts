@@ -33,6 +33,7 @@ import type {
   Tag,
   UploadPartCommandInput,
 } from '@aws-sdk/client-s3'
+import { type ExportResult, exportObject, type S3ExportTarget } from '../admin/export.js'
 import { StreamSegmentError } from '../errors.js'
 import type { Settings } from '../settings.js'
 import { openStore } from '../store/open.js'
@@ -76,6 +77,12 @@ export interface UploadOptions {
   abortController?: { readonly signal: AbortSignal; abort(): void }
   /** Not in lib-storage: the container's settings (the write stream's streaming profile fills the rest). */
   settings?: Partial<Settings>
+  /**
+   * Not in lib-storage: once the checkpoint is published, also export it as one plain object
+   * (`exportObject`, copied server-side) at `{ Bucket, Key, ContentType?, Metadata?, … }`,
+   * with this Upload's client; `done()` then resolves with its result as `export`.
+   */
+  exportTo?: Omit<S3ExportTarget, 'client'>
 }
 
 /** What `done()` resolves with: lib-storage's fields, and the checkpoint's. */
@@ -91,6 +98,8 @@ export interface UploadResult {
   /** Bytes the checkpoint holds: the Body's. */
   size: number
   timing: FlushTiming
+  /** With `exportTo`: the plain object written. */
+  export?: ExportResult
 }
 
 type Treatment = { kind: 'honoured' } | { kind: 'ignored' } | { kind: 'refused'; why: string }
@@ -279,6 +288,7 @@ export class Upload extends EventEmitter {
   private readonly abortController: { readonly signal: AbortSignal; abort(): void }
   private readonly total: number | undefined
   private readonly source: AsyncIterable<Uint8Array>
+  private readonly exportTo: Omit<S3ExportTarget, 'client'> | undefined
   private sent = false
   private loaded = 0
   /** The write stream, once `done()` has started it. */
@@ -286,7 +296,7 @@ export class Upload extends EventEmitter {
 
   constructor(options: UploadOptions) {
     super()
-    const { client, params, queueSize, partSize, tags, abortController, settings = {} } = options ?? {}
+    const { client, params, queueSize, partSize, tags, abortController, settings = {}, exportTo } = options ?? {}
     if (params === undefined || params === null || typeof params !== 'object') {
       throw invalid('params are required ({ Bucket, Key, Body })')
     }
@@ -311,6 +321,14 @@ export class Upload extends EventEmitter {
       const block = s.dataBlockSize ?? 4096
       s.segmentMpuChunkSize = Math.ceil(partSize / block) * block
     }
+    if (exportTo !== undefined) {
+      const t = exportTo as Partial<S3ExportTarget> | null
+      if (t === null || typeof t !== 'object' || typeof t.Bucket !== 'string' || typeof t.Key !== 'string') {
+        throw invalid('exportTo: { Bucket, Key, … } naming the plain object to write')
+      }
+      if ('client' in t) throw invalid("exportTo: no client (the Upload's own is used)")
+    }
+    this.exportTo = exportTo
     this.client = client
     this.params = params
     this.settings = s
@@ -360,7 +378,7 @@ export class Upload extends EventEmitter {
     }
     await closed
     const timing = writer.flushTiming as FlushTiming
-    return {
+    const result: UploadResult = {
       Bucket,
       Key,
       ETag: writer.file?.core.publishedEtag,
@@ -369,6 +387,13 @@ export class Upload extends EventEmitter {
       size: writer.bytesWritten,
       timing,
     }
+    if (this.exportTo !== undefined) {
+      const target = { ...this.exportTo, client: this.client }
+      result.export = await exportObject(this.store, target, { cno: timing.cno, signal }).catch((err: unknown) => {
+        throw signal.aborted ? abortError(signal.reason) : err
+      })
+    }
+    return result
   }
 
   /** Passes the Body through, failing unless it has exactly ContentLength bytes (when given). */

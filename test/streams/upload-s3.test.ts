@@ -18,7 +18,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Readable } from 'node:stream'
 import { after, describe, it } from 'node:test'
-import { DeleteObjectCommand, HeadObjectCommand, S3Client } from '@aws-sdk/client-s3'
+import { DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, S3Client } from '@aws-sdk/client-s3'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { Upload, type UploadParams } from '../../lib/index.js'
 import { SegmentFile } from '../../lib/segment-file.js'
@@ -213,6 +213,35 @@ describe('Upload', () => {
       assert.equal(events.at(-1)?.total, known ? expected.length : undefined)
     })
   }
+
+  it('exportTo: the checkpoint also as one plain object, which GetObject returns byte for byte', async () => {
+    const { Bucket, Key, store } = await target('upload-export')
+    const big = Buffer.alloc(12 * MiB)
+    for (let i = 0; i < big.length; i += 4) big.writeUInt32LE(Math.imul(i, 2654435761) >>> 0, i)
+    const plainKey = `${Key}.plain`
+    const upload = new Upload({
+      client: client(),
+      params: { Bucket, Key, Body: big },
+      exportTo: { Bucket, Key: plainKey, ContentType: 'application/octet-stream', Metadata: { run: '42' } },
+    })
+    const result = await upload.done()
+    assert.deepEqual(await readBack(store), { size: big.length, sha256: sha(big) })
+    assert.equal(result.export?.size, big.length)
+    assert.equal(result.export?.location, `s3://${Bucket}/${plainKey}`)
+    assert.equal(result.export?.copiedBytes + (result.export?.sentBytes ?? 0), big.length)
+    const got = await client().send(new GetObjectCommand({ Bucket, Key: plainKey }))
+    assert.equal(
+      sha(await (got.Body as { transformToByteArray(): Promise<Uint8Array> }).transformToByteArray()),
+      sha(big),
+    )
+    assert.equal(got.ContentType, 'application/octet-stream')
+    assert.deepEqual(got.Metadata, { run: '42' })
+    await client().send(new DeleteObjectCommand({ Bucket, Key: plainKey }))
+    assert.throws(
+      () => new Upload({ client: client(), params: { Bucket, Key, Body: big }, exportTo: { Bucket } as never }),
+      /exportTo: \{ Bucket, Key/,
+    )
+  })
 
   it('queueSize and partSize become the requests in flight and the piece size (capped at 64, rounded up to a block)', async () => {
     const { Bucket, Key, store } = await target('upload-sizes')
