@@ -36,6 +36,7 @@ import { decodeHeader, HEADER_BYTES, type Header, objectLayout, SUMMARY_ENTRY_BY
 import { FORMAT_PARTED, FORMAT_STREAM } from '../format/inode.js'
 import { TAIL_END } from '../format/layout.js'
 import { decodeSummary, type Summary } from '../format/summary.js'
+import { hasChunkedGet } from '../store/common.js'
 import type { ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
 import { MiB } from '../util/units.js'
@@ -152,9 +153,12 @@ export class ObjectReads {
     return st.header === undefined ? 0 : objectLayout(st.header, st.header).dataOffset
   }
 
-  /** Bytes [start, end) of the object's data region: one data GET. */
-  readData(st: ObjectState, start: number, end: number): Promise<Uint8Array> {
-    return this.get(st.key, { start, end }, 'data', st.cno)
+  /**
+   * Bytes [start, end) of the object's data region: one data GET, its body as the chunks
+   * it came in when the store can answer so (S3Store: no copy into one buffer), else one.
+   */
+  readData(st: ObjectState, start: number, end: number): Promise<Uint8Array[]> {
+    return this.get(st.key, { start, end }, 'data', st.cno, true)
   }
 
   /**
@@ -407,17 +411,40 @@ export class ObjectReads {
   }
 
   /** One GET through the limiter, counted; missing and short objects say where. */
+  private get(
+    key: string,
+    range: { start: number; end: number } | { suffix: number },
+    kind: ReadKind,
+    cno: number,
+  ): Promise<Uint8Array>
+  private get(
+    key: string,
+    range: { start: number; end: number } | { suffix: number },
+    kind: ReadKind,
+    cno: number,
+    chunked: true,
+  ): Promise<Uint8Array[]>
   private async get(
     key: string,
     range: { start: number; end: number } | { suffix: number },
     kind: ReadKind,
     cno: number,
-  ): Promise<Uint8Array> {
+    chunked = false,
+  ): Promise<Uint8Array | Uint8Array[]> {
     this.timing.requests[kind]++
     const where = `${this.store.url}/${key}`
     try {
       const limiter = kind === 'data' ? this.dataLimiter : this.walkLimiter
-      const bytes = await limiter.run(() => this.store.get(key, { range, signal: this.signal }))
+      const store = this.store
+      const options = { range, signal: this.signal }
+      if (chunked) {
+        const chunks = await limiter.run(() =>
+          hasChunkedGet(store) ? store.getChunks(key, options) : store.get(key, options).then((b) => [b]),
+        )
+        if (kind === 'data') for (const c of chunks) this.timing.bytes.data += c.byteLength
+        return chunks
+      }
+      const bytes = await limiter.run(() => store.get(key, options))
       if (kind === 'data') this.timing.bytes.data += bytes.byteLength
       return bytes
     } catch (err) {

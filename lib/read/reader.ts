@@ -31,7 +31,7 @@ import { hex32, pointerPart, pointerUnit, UNIT_BYTES } from '../format/pointer.j
 import { type ReadOptions, resolveReadOptions } from '../settings.js'
 import { type BlockMap, DIRTY_BASE, isDirtyRef, type MapNode } from '../state/block-map.js'
 import type { FileState } from '../state/file-state.js'
-import { crc32Blocks } from '../util/crc32.js'
+import { crc32, crc32Blocks } from '../util/crc32.js'
 import type { Limiter } from '../util/limiter.js'
 
 export type { ReadKind, ReadTiming } from '../container/objects.js'
@@ -211,21 +211,28 @@ export class Reader {
     return pieces
   }
 
-  /** The bytes of a data piece: a view of the GET's answer, checked block by block. */
-  async fetchPiece(p: Piece & { kind: 'data' }): Promise<Uint8Array> {
-    const bytes = await this.fetchBlocks(p.run)
+  /**
+   * The bytes of a data piece: views of the GET's answer as it came (no copy), in order,
+   * every block of the run checked before any is returned.
+   */
+  async fetchPiece(p: Piece & { kind: 'data' }): Promise<Uint8Array[]> {
+    const chunks = await this.fetchBlocks(p.run)
     const base = p.run.first * this.core.blockSize
-    return bytes.subarray(p.start - base, p.end - base)
+    return sliceChunks(chunks, p.start - base, p.end - base)
   }
 
   private async fetchRun(r: Run, out: Uint8Array, offset: number, start: number, end: number): Promise<void> {
-    const bytes = await this.fetchBlocks(r)
+    const chunks = await this.fetchBlocks(r)
     const base = r.first * this.core.blockSize
-    out.set(bytes.subarray(start - base, end - base), start - offset)
+    let at = start - offset
+    for (const c of sliceChunks(chunks, start - base, end - base)) {
+      out.set(c, at)
+      at += c.byteLength
+    }
   }
 
-  /** The run's blocks, each checked against the object's summary. */
-  private async fetchBlocks(r: Run): Promise<Uint8Array> {
+  /** The run's blocks (the GET's answer as it came), each checked against the object's summary. */
+  private async fetchBlocks(r: Run): Promise<Uint8Array[]> {
     try {
       return await this.fetchBlocksOnce(r)
     } catch (err) {
@@ -237,23 +244,25 @@ export class Reader {
     }
   }
 
-  private async fetchBlocksOnce(r: Run): Promise<Uint8Array> {
+  private async fetchBlocksOnce(r: Run): Promise<Uint8Array[]> {
     const bs = this.core.blockSize
     const st = this.objects.state(r.key, r.cno, r.part)
     const length = r.count * bs
-    const [bytes, summary] = await Promise.all([
+    const [chunks, summary] = await Promise.all([
       this.objects.readData(st, r.at, r.at + length),
       this.objects.summaryOf(st, Math.ceil((r.at + length) / bs)),
     ])
     const where = `${this.core.store.url}/${r.key}`
-    if (bytes.byteLength !== length) {
-      throw StreamSegmentError.corrupt(`${where}: read ${bytes.byteLength} bytes at ${r.at}, expected ${length}`)
+    let got = 0
+    for (const c of chunks) got += c.byteLength
+    if (got !== length) {
+      throw StreamSegmentError.corrupt(`${where}: read ${got} bytes at ${r.at}, expected ${length}`)
     }
     // The summary came with the header: head first, the data region starts after the meta blocks.
     const dataOffset = this.objects.dataOffset(st)
     if (this.crcs.length < r.count) this.crcs = new Uint32Array(r.count)
     const crcs = this.crcs
-    crc32Blocks(bytes, bs, crcs)
+    crc32Chunks(chunks, bs, crcs)
     for (let i = 0; i < r.count; i++) {
       const b = r.first + i
       const at = r.at + i * bs
@@ -275,7 +284,7 @@ export class Reader {
         )
       }
     }
-    return bytes
+    return chunks
   }
 
   // --- the walk ---
@@ -396,4 +405,56 @@ export class Reader {
       }
     }
   }
+}
+
+/**
+ * The CRC-32 of each `blockSize` block of the bytes `chunks` hold in order, into
+ * `into[0…]`: the whole blocks inside a chunk in one crc32Blocks call over that view, a
+ * block across chunks continued from one to the next (the seed).
+ */
+export function crc32Chunks(chunks: readonly Uint8Array[], blockSize: number, into: Uint32Array): void {
+  let block = 0
+  let partial = 0 // bytes of block `block` seen in earlier chunks
+  let seed = 0
+  for (const c of chunks) {
+    let at = 0
+    if (partial > 0) {
+      const n = Math.min(blockSize - partial, c.byteLength)
+      seed = crc32(c.subarray(0, n), seed)
+      partial += n
+      at = n
+      if (partial < blockSize) continue
+      into[block++] = seed
+      partial = 0
+      seed = 0
+    }
+    const whole = Math.floor((c.byteLength - at) / blockSize)
+    if (whole > 0) {
+      crc32Blocks(c.subarray(at, at + whole * blockSize), blockSize, into.subarray(block, block + whole))
+      block += whole
+      at += whole * blockSize
+    }
+    if (at < c.byteLength) {
+      seed = crc32(c.subarray(at))
+      partial = c.byteLength - at
+    }
+  }
+  if (partial > 0) into[block] = seed
+}
+
+/** Views of bytes [from, to) of what `chunks` hold in order. */
+export function sliceChunks(chunks: readonly Uint8Array[], from: number, to: number): Uint8Array[] {
+  const out: Uint8Array[] = []
+  let base = 0
+  for (const c of chunks) {
+    const end = base + c.byteLength
+    if (end > from && base < to) {
+      const a = Math.max(from, base) - base
+      const b = Math.min(to, end) - base
+      out.push(a === 0 && b === c.byteLength ? c : c.subarray(a, b))
+    }
+    base = end
+    if (base >= to) break
+  }
+  return out
 }

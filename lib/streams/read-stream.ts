@@ -47,7 +47,8 @@ type Callback = (err: Error | null) => void
 
 interface Ahead {
   size: number
-  bytes: Promise<Uint8Array> | (() => Uint8Array)
+  /** The bytes: one view, or views in order (a GET's body as it came, checked). */
+  bytes: Promise<Uint8Array | Uint8Array[]> | (() => Uint8Array)
 }
 
 export class StreamSegmentReadStream extends Readable {
@@ -69,6 +70,8 @@ export class StreamSegmentReadStream extends Readable {
   private filling: Promise<void> | undefined
   private planning: Promise<void> | undefined
   private plannedBytes = 0
+  /** The next window planned: one GET's worth first, doubling up to window(). */
+  private nextWindow = 0
   private fillError: unknown
 
   constructor(options: ReadStreamOptions) {
@@ -147,21 +150,46 @@ export class StreamSegmentReadStream extends Readable {
   }
 
   private async next(): Promise<void> {
-    if (this.fillError !== undefined) throw this.fillError
-    await this.fill()
-    const head = this.queue.shift()
-    if (head === undefined) {
-      this.push(null)
-      return
+    // The first piece queued is pushed as soon as it is there: the fill goes on behind it
+    // (planning and starting the GETs of the rest of the read-ahead).
+    while (this.queue.length === 0) {
+      if (this.fillError !== undefined) throw this.fillError
+      const filling = this.fill()
+      await Promise.race([filling, new Promise<void>((resolve) => (this.wake = resolve))])
+      this.wake = undefined
+      if (this.queue.length === 0 && this.filling === undefined) {
+        if (this.fillError !== undefined) throw this.fillError
+        if (this.pos >= this.end && this.planned.length === 0) {
+          this.push(null)
+          return
+        }
+      }
     }
+    const head = this.queue.shift() as Ahead
     const bytes = typeof head.bytes === 'function' ? head.bytes() : await head.bytes
     this.ahead -= head.size
-    this.bytesRead += bytes.byteLength
-    this.push(bytes)
+    if (bytes instanceof Uint8Array) {
+      this.bytesRead += bytes.byteLength
+      this.push(bytes)
+    } else {
+      for (const b of bytes) {
+        this.bytesRead += b.byteLength
+        this.push(b)
+      }
+    }
     // Keep the window full while the consumer works.
     this.fill().catch((err) => {
       this.fillError ??= err
     })
+  }
+
+  /** Wakes next() waiting for the first queued piece. */
+  private wake: (() => void) | undefined
+
+  private enqueue(a: Ahead): void {
+    this.queue.push(a)
+    this.ahead += a.size
+    this.wake?.()
   }
 
   /** Starts fetches until `readAheadBytes` are ahead (and at least one piece is queued). */
@@ -184,17 +212,14 @@ export class StreamSegmentReadStream extends Readable {
       if (p.kind === 'data') {
         const bytes = (this.reader as Reader).fetchPiece(p)
         bytes.catch(() => undefined) // awaited in order by next(); never unhandled
-        this.queue.push({ size: p.end - p.start, bytes })
-        this.ahead += p.end - p.start
+        this.enqueue({ size: p.end - p.start, bytes })
       } else if (p.kind === 'memory') {
         const b = p.bytes
-        this.queue.push({ size: b.byteLength, bytes: () => b })
-        this.ahead += b.byteLength
+        this.enqueue({ size: b.byteLength, bytes: () => b })
       } else {
         for (let at = p.start; at < p.end; at += ZERO_CHUNK) {
           const n = Math.min(ZERO_CHUNK, p.end - at)
-          this.queue.push({ size: n, bytes: () => Buffer.alloc(n) })
-          this.ahead += n
+          this.enqueue({ size: n, bytes: () => Buffer.alloc(n) })
         }
       }
     }
@@ -216,9 +241,30 @@ export class StreamSegmentReadStream extends Readable {
     this.planning ??= (async () => {
       const bs = (this.file as SegmentFile).settings.dataBlockSize
       const from = this.pos
-      const to = Math.min(this.end, (Math.floor(from / bs) + Math.ceil(this.window() / bs)) * bs)
+      // The first window is one GET: its walk fetches only the nodes on the way to the
+      // first leaves, so the first data GET starts after one index read; the windows
+      // then double, each walked while the GETs of the one before run.
+      const full = this.window()
+      const size =
+        this.nextWindow === 0 ? Math.min(full, (this.reader as Reader).options.readGetMaxBytes) : this.nextWindow
+      this.nextWindow = Math.min(full, 2 * size)
+      const to = Math.min(this.end, (Math.floor(from / bs) + Math.max(1, Math.ceil(size / bs))) * bs)
       this.pos = to
-      const pieces = await (this.reader as Reader).plan(from, to)
+      const reader = this.reader as Reader
+      const pieces = await reader.plan(from, to)
+      // A run cut short by the window's end is planned again with the next window, so the
+      // windows cost no more GETs than one plan of the whole range.
+      const last = pieces[pieces.length - 1]
+      if (
+        to < this.end &&
+        pieces.length > 1 &&
+        last?.kind === 'data' &&
+        last.end === to &&
+        last.run.count * bs < reader.options.readGetMaxBytes
+      ) {
+        pieces.pop()
+        this.pos = last.start
+      }
       for (const p of pieces) {
         this.planned.push(p)
         this.plannedBytes += p.end - p.start
