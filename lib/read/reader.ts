@@ -35,6 +35,9 @@ import { crc32, crc32Blocks } from '../util/crc32.js'
 import type { Limiter } from '../util/limiter.js'
 
 export type { ReadKind, ReadTiming } from '../container/objects.js'
+
+/** A data run this close to its object's last known meta block comes with the summary, in one tail read. */
+const TAIL_DATA_MAX_BYTES = 4 * NODE_SPAN_BYTES
 export type { ReadOptions } from '../settings.js'
 
 /** A contiguous piece of a read, in file order. */
@@ -248,10 +251,21 @@ export class Reader {
     const bs = this.core.blockSize
     const st = this.objects.state(r.key, r.cno, r.part)
     const length = r.count * bs
-    const [chunks, summary] = await Promise.all([
-      this.objects.readData(st, r.at, r.at + length),
-      this.objects.summaryOf(st, Math.ceil((r.at + length) / bs)),
-    ])
+    // Data just before the object's meta blocks, of an object whose summary is unknown:
+    // one tail read brings both (a cold read into the last blocks of an object, whose
+    // leaf was written with the next one, costs one request, not two).
+    const tail =
+      st.summary === undefined &&
+      st.pending === undefined &&
+      this.core.format !== FORMAT_PARTED &&
+      st.maxMeta >= r.at + length &&
+      st.maxMeta - r.at <= TAIL_DATA_MAX_BYTES
+    const [chunks, summary] = tail
+      ? await this.objects.readDataWithSummary(st, r.at, r.at + length).then((t) => [t.chunks, t.summary] as const)
+      : await Promise.all([
+          this.objects.readData(st, r.at, r.at + length),
+          this.objects.summaryOf(st, Math.ceil((r.at + length) / bs)),
+        ])
     const where = `${this.core.store.url}/${r.key}`
     let got = 0
     for (const c of chunks) got += c.byteLength
@@ -359,7 +373,10 @@ export class Reader {
         const tail =
           withSummary &&
           (st.part !== 0 || st.maxMeta + this.core.settings.metaBlockSize - lastSpan.start <= NODE_SPAN_BYTES)
-        for (const span of spans) fetches.push(this.fetchSpan(st, span, tail && span === lastSpan))
+        // Index nodes of part 0 with more index levels under them: one read widened
+        // downwards brings those levels along (a deep map costs one index read, not one per level).
+        const widen = (frontier[0] as { node: MapNode }).node.level >= 3 && st.part === 0
+        for (const span of spans) fetches.push(this.fetchSpan(st, span, tail && span === lastSpan, widen))
       }
       await Promise.all(fetches)
       for (const refs of byObject.values()) {
@@ -373,9 +390,14 @@ export class Reader {
    * Fetches one span of nodes (with the summary when `withSummary`: a tail read, or head
    * first a head read) and attaches those that check out.
    */
-  private async fetchSpan(st: ObjectState, span: NodeSpan<NodeRef>, withSummary: boolean): Promise<void> {
+  private async fetchSpan(
+    st: ObjectState,
+    span: NodeSpan<NodeRef>,
+    withSummary: boolean,
+    widen = false,
+  ): Promise<void> {
     const mbs = this.core.settings.metaBlockSize
-    const bytes = await this.objects.readNodeSpan(st, span, withSummary)
+    const bytes = await this.objects.readNodeSpan(st, span, withSummary, widen)
     const maxCno = this.core.maxCno
     for (const r of span.refs) {
       const at = r.offset - span.start

@@ -41,6 +41,7 @@ const { values: args } = parseArgs({
     rounds: { type: 'string', default: '3' },
     only: { type: 'string' },
     links: { type: 'string', default: 'directory,general' },
+    'ahead-mib': { type: 'string' },
   },
 })
 const total = Number(args.mib) * MiB
@@ -150,7 +151,12 @@ async function sdkDrain(
 async function sequential(store: ObjectStore) {
   const c0 = process.cpuUsage()
   const t0 = performance.now()
-  const rs = createStreamSegmentReadStream({ store, readGetMaxBytes: GET_MAX, readMaxConcurrency: CONCURRENCY })
+  const rs = createStreamSegmentReadStream({
+    store,
+    readGetMaxBytes: GET_MAX,
+    readMaxConcurrency: CONCURRENCY,
+    ...(args['ahead-mib'] !== undefined && { readAheadBytes: Number(args['ahead-mib']) * MiB }),
+  })
   let bytes = 0
   let firstMs = -1
   for await (const c of rs) {
