@@ -38,6 +38,7 @@ export type { ReadKind, ReadTiming } from '../container/objects.js'
 
 /** A data run this close to its object's last known meta block comes with the summary, in one tail read. */
 const TAIL_DATA_MAX_BYTES = 4 * NODE_SPAN_BYTES
+
 export type { ReadOptions } from '../settings.js'
 
 /** A contiguous piece of a read, in file order. */
