@@ -150,6 +150,8 @@ export class StreamSegmentReadStream extends Readable {
   }
 
   private async next(): Promise<void> {
+    // A window that failed to plan left a gap after the pieces queued: nothing more is pushed.
+    if (this.fillError !== undefined) throw this.fillError
     // The first piece queued is pushed as soon as it is there: the fill goes on behind it
     // (planning and starting the GETs of the rest of the read-ahead).
     while (this.queue.length === 0) {
@@ -202,6 +204,8 @@ export class StreamSegmentReadStream extends Readable {
 
   private async doFill(): Promise<void> {
     while (this.queue.length === 0 || this.ahead < this.readAheadBytes) {
+      // Never plan past a window that failed: its range would be skipped.
+      if (this.fillError !== undefined) throw this.fillError
       if (this.planned.length === 0) {
         if (this.pos >= this.end && this.planning === undefined) return
         await this.planNext()
@@ -264,14 +268,21 @@ export class StreamSegmentReadStream extends Readable {
       ) {
         pieces.pop()
         this.pos = last.start
+        reader.timing.storedBlocks -= last.run.count // counted again with the next window
       }
       for (const p of pieces) {
         this.planned.push(p)
         this.plannedBytes += p.end - p.start
       }
-    })().finally(() => {
-      this.planning = undefined
-    })
+    })()
+      .catch((err) => {
+        // Recorded before anyone can plan on: `pos` is already past this window.
+        this.fillError ??= err
+        throw err
+      })
+      .finally(() => {
+        this.planning = undefined
+      })
     return this.planning
   }
 }
