@@ -4,7 +4,9 @@
 //    createStreamSegmentReadStream (verifying every block), against raw ranged GETs of
 //    the same data bytes (the physical limit: the same GET size and GETs in flight, no
 //    open, no nodes, no summaries, no checks; the ranges computed beforehand).
-//    Throughput ratio (goal >= 0.85) and requests by kind.
+//    On radosgw also the SDK's own GetObject of the same ranges, each body drained chunk
+//    by chunk (a baseline no one here wrote). Throughput ratios, CPU-s/GiB of each, the
+//    stream's first byte against the first raw GET, and requests by kind.
 // 2. Cold random 4 KiB reads: requests per read after open (goal <= 3) and latency, on a
 //    fresh handle per read (the cold case), and on one handle for many reads.
 //
@@ -17,7 +19,8 @@
 // open: the inode, then the index nodes, then leaves with summaries, then a data GET).
 //
 //   node dist/esm/test/bench/read.js [--mib 1024] [--object-mib 16] [--random 100] [--rounds 3]
-//     [--only memory|s3] [--links directory,general]   (--random 0: no random reads)
+//     [--only memory|s3] [--links directory,general] [--ahead-mib N]   (--random 0: no random reads;
+//     --ahead-mib: the stream's readAheadBytes, default readGetMaxBytes × readMaxConcurrency)
 import { parseArgs } from 'node:util'
 import { GetObjectCommand } from '@aws-sdk/client-s3'
 import { decodeHeader, HEADER_BYTES, objectLayout } from '../../lib/format/header.js'
