@@ -12,8 +12,14 @@
  *   BlockMap, whose node cache is bounded (`nodeCacheNodes`). A sibling that fails its
  *   checks is dropped; the walk that needs it later reports it. A leaf span fetched for
  *   a read brings its object's summary along (a tail read, or head first a head read).
+ *   Index nodes of part 0 with more index levels under them are read widened downwards
+ *   (WIDE_INDEX_BYTES) and the bytes kept, so a deep map costs one index read, not one per level.
  * - Data. Holes cost nothing; dirty blocks are copied from the dirty tier; stored blocks
  *   contiguous in one object coalesce into one ranged GET of at most `readGetMaxBytes`.
+ *   The answer is kept as the chunks it came in (S3Store.getChunks: no copy) and handed
+ *   on as views. Data just before its object's meta blocks, of an object whose summary
+ *   is not known, comes with that summary in one tail read (a leaf written with the next
+ *   object points at the last blocks of this one: a cold read stays at 3 requests).
  *   Every block fetched must sit in a live summary slot naming that block, with a
  *   matching CRC-32 (computed for the whole GET before its bytes are returned). A run
  *   that fails is fetched once more with its summary (bytes damaged on the way fail the

@@ -6,7 +6,9 @@
  *   the signal's reason as cause, even mid-body (the SDK destroys the socket; a GET body
  *   being read is destroyed by our own listener).
  * - Bodies are whole Uint8Arrays (never streams, so never aws-chunked). A GET body is
- *   read into one buffer of the announced length; a shorter or longer body is ERR_STORE.
+ *   kept as the chunks it arrived in (`getChunks`; `get` joins them), exactly the
+ *   announced length: a shorter or longer body, or a connection closed mid-body, is a
+ *   failure with no HTTP status, retried by the policy below.
  * - Per-byte client costs are avoided: payloads are sent UNSIGNED-PAYLOAD (no SHA-256
  *   pass), the SDK computes no checksum of its own (`createS3Client` sets WHEN_REQUIRED),
  *   and with `checksums` on we send our CRC-32 (lib/crc32.ts) as `x-amz-checksum-crc32`.
@@ -808,7 +810,6 @@ type NodeReadable = {
   on(event: 'end' | 'close', fn: () => void): unknown
   on(event: 'error', fn: (err: Error) => void): unknown
   destroy(err?: Error): void
-  readableEnded?: boolean
 }
 
 /**

@@ -5,7 +5,11 @@
  * - A thin adapter over a read-only SegmentFile and a Reader: `_open` opens the file,
  *   `_read` pushes the next piece, in file order.
  * - Read-ahead: the range is planned a window at a time (Reader.plan: holes, data runs
- *   of at most `readGetMaxBytes`) and data runs are fetched ahead of the consumer, so
+ *   of at most `readGetMaxBytes`): the first window is one GET, so the first data GET
+ *   starts once the nodes on the way to the first leaf are read and its piece is pushed
+ *   as soon as it is checked; the windows then double up to the read-ahead, each walked
+ *   while the GETs of the one before run. A window that fails to plan fails the stream
+ *   before anything after it is planned or pushed. Data runs are fetched ahead of the consumer, so
  *   several GETs are in flight (at most `readMaxConcurrency` data GETs; the walk of the
  *   next window runs beside them, in slots of its own). Memory bound: the runs
  *   fetched or in flight and not yet pushed hold at most `readAheadBytes` (default
