@@ -5,10 +5,10 @@
  * - A thin adapter over a read-only SegmentFile and a Reader: `_open` opens the file,
  *   `_read` pushes the next piece, in file order.
  * - Read-ahead: the range is planned a window at a time (Reader.plan: holes, data runs
- *   of at most `readGetMaxBytes`): the first window is one GET, so the first data GET
- *   starts once the nodes on the way to the first leaf are read and its piece is pushed
- *   as soon as it is checked; the windows then double up to the read-ahead, each walked
- *   while the GETs of the one before run. A window that fails to plan fails the stream
+ *   of at most `readGetMaxBytes`): the first window is one short GET (1 MiB), so the
+ *   first data GET starts once the nodes on the way to the first leaf are read and its
+ *   piece is pushed as soon as it is checked; the next windows are the whole read-ahead,
+ *   each walked while the GETs of the one before run. A window that fails to plan fails the stream
  *   before anything after it is planned or pushed. Data runs are fetched ahead of the consumer, so
  *   several GETs are in flight (at most `readMaxConcurrency` data GETs; the walk of the
  *   next window runs beside them, in slots of its own). Memory bound: the runs
@@ -33,6 +33,8 @@ import { destroyOnAbort, type StreamLocation, storeOf } from './options.js'
 const MiB = 1024 * 1024
 /** Zeros of a hole are pushed in pieces of at most this. */
 const ZERO_CHUNK = MiB
+/** The first window planned (and so the first data GET at most): small, for an early first byte. */
+const FIRST_WINDOW_BYTES = MiB
 
 export interface ReadStreamOptions extends ReadOptions, StreamLocation {
   /** First byte (default 0) and last byte, inclusive (default the file's last). */
@@ -74,7 +76,7 @@ export class StreamSegmentReadStream extends Readable {
   private filling: Promise<void> | undefined
   private planning: Promise<void> | undefined
   private plannedBytes = 0
-  /** The next window planned: one GET's worth first, doubling up to window(). */
+  /** The size of the next window planned: 0 before the first (FIRST_WINDOW_BYTES), then window(). */
   private nextWindow = 0
   private fillError: unknown
 
@@ -249,13 +251,13 @@ export class StreamSegmentReadStream extends Readable {
     this.planning ??= (async () => {
       const bs = (this.file as SegmentFile).settings.dataBlockSize
       const from = this.pos
-      // The first window is one GET: its walk fetches only the nodes on the way to the
-      // first leaves, so the first data GET starts after one index read; the windows
-      // then double, each walked while the GETs of the one before run.
+      // The first window is one small GET: its walk fetches only the nodes on the way to
+      // the first leaf, and its answer comes before the GETs of the next window share the
+      // link with it, so the first byte comes after one index read and one short GET. The
+      // next window, the whole read-ahead, is walked while that GET runs.
       const full = this.window()
-      const size =
-        this.nextWindow === 0 ? Math.min(full, (this.reader as Reader).options.readGetMaxBytes) : this.nextWindow
-      this.nextWindow = Math.min(full, 2 * size)
+      const size = this.nextWindow === 0 ? Math.min(full, FIRST_WINDOW_BYTES) : full
+      this.nextWindow = full
       const to = Math.min(this.end, (Math.floor(from / bs) + Math.max(1, Math.ceil(size / bs))) * bs)
       this.pos = to
       const reader = this.reader as Reader
