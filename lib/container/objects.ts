@@ -36,9 +36,13 @@ import { decodeHeader, HEADER_BYTES, type Header, objectLayout, SUMMARY_ENTRY_BY
 import { FORMAT_PARTED, FORMAT_STREAM } from '../format/inode.js'
 import { TAIL_END } from '../format/layout.js'
 import { decodeSummary, type Summary } from '../format/summary.js'
+import { hasChunkedGet } from '../store/common.js'
 import type { ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
 import { MiB } from '../util/units.js'
+
+/** How far below an index span a widened read of part 0 reaches (the index levels under it). */
+export const WIDE_INDEX_BYTES = 4 * MiB
 
 /** The farthest a head read (header, summary and a leaf span, head first) reaches into an object. */
 export const HEAD_READ_MAX_BYTES = 8 * MiB
@@ -89,6 +93,8 @@ export class ObjectState {
   pending: Promise<Summary> | undefined
   /** The highest offset of a meta block known to be in this object (−1: none). */
   maxMeta = -1
+  /** Bytes of the object kept from a widened index read (the walk's next levels are in them). */
+  metaBytes: { start: number; bytes: Uint8Array } | undefined
   constructor(
     readonly key: string,
     readonly cno: number,
@@ -152,20 +158,66 @@ export class ObjectReads {
     return st.header === undefined ? 0 : objectLayout(st.header, st.header).dataOffset
   }
 
-  /** Bytes [start, end) of the object's data region: one data GET. */
-  readData(st: ObjectState, start: number, end: number): Promise<Uint8Array> {
-    return this.get(st.key, { start, end }, 'data', st.cno)
+  /**
+   * Bytes [start, end) of the object's data region: one data GET, its body as the chunks
+   * it came in when the store can answer so (S3Store: no copy into one buffer), else one.
+   */
+  readData(st: ObjectState, start: number, end: number): Promise<Uint8Array[]> {
+    return this.get(st.key, { start, end }, 'data', st.cno, true)
+  }
+
+  /**
+   * Bytes [start, end) of the data region and the object's summary in one GET: a tail
+   * read from `start` (data, then meta blocks, summary and header), for data that lies
+   * just before the object's meta blocks and an object whose summary is not known yet
+   * (a leaf written with a later object points at the last data blocks of this one).
+   * The data bytes come first in the answer; its length tells the object's size.
+   */
+  async readDataWithSummary(
+    st: ObjectState,
+    start: number,
+    end: number,
+  ): Promise<{ chunks: Uint8Array[]; summary: Summary }> {
+    const p = this.tailRead(st, start, 'data', end - start)
+    const pending = p.then((t) => t.summary)
+    st.pending = pending
+    pending.then(
+      () => {
+        if (st.pending === pending) st.pending = undefined
+      },
+      () => {
+        if (st.pending === pending) st.pending = undefined
+      },
+    )
+    const { bytes, summary } = await p
+    this.timing.bytes.data += Math.min(end - start, bytes.byteLength)
+    return { chunks: [bytes.subarray(0, Math.min(end - start, bytes.byteLength))], summary }
   }
 
   /**
    * The bytes of a span of meta blocks, from `span.start`. `withSummary`: the object's
    * summary comes along (a tail read, or head first a head read) and is cached.
    */
-  async readNodeSpan(st: ObjectState, span: { start: number; end: number }, withSummary: boolean): Promise<Uint8Array> {
+  async readNodeSpan(
+    st: ObjectState,
+    span: { start: number; end: number },
+    withSummary: boolean,
+    widen = false,
+  ): Promise<Uint8Array> {
     if (!withSummary) {
-      const bytes = await this.get(st.key, { start: span.start, end: span.end }, 'meta', st.cno)
+      const kept = st.metaBytes
+      if (kept !== undefined && span.start >= kept.start && span.end <= kept.start + kept.bytes.byteLength) {
+        this.timing.nodeCacheHits++
+        return kept.bytes.subarray(span.start - kept.start, span.end - kept.start)
+      }
+      // Index nodes lie below their parent in the object (a map is written bottom up): the
+      // bytes before the span bring the next levels along, kept for the walk's next steps.
+      const start = widen ? Math.max(0, span.end - WIDE_INDEX_BYTES) : span.start
+      const bytes = await this.get(st.key, { start, end: span.end }, 'meta', st.cno)
       this.timing.bytes.meta += bytes.byteLength
-      return bytes
+      if (!widen) return bytes
+      st.metaBytes = { start, bytes }
+      return bytes.subarray(Math.min(bytes.byteLength, span.start - start))
     }
     const p = this.parted ? this.headSpanRead(st, span) : this.tailRead(st, span.start, 'meta')
     const pending = p.then((t) => t.summary)
@@ -376,6 +428,7 @@ export class ObjectReads {
     st: ObjectState,
     start: number,
     kind: ReadKind,
+    dataBytes = 0,
   ): Promise<{ bytes: Uint8Array; summary: Summary }> {
     const bytes = await this.get(st.key, { start, end: Math.max(TAIL_END, start + 1) }, kind, st.cno)
     const size = start + bytes.byteLength
@@ -399,7 +452,7 @@ export class ObjectReads {
       where,
     })
     const t = this.timing.bytes
-    t.meta += layout.summaryOffset - start
+    t.meta += Math.max(0, layout.summaryOffset - start - dataBytes)
     t.summary += layout.headerOffset - layout.summaryOffset
     t.header += HEADER_BYTES
     st.size = size
@@ -407,17 +460,40 @@ export class ObjectReads {
   }
 
   /** One GET through the limiter, counted; missing and short objects say where. */
+  private get(
+    key: string,
+    range: { start: number; end: number } | { suffix: number },
+    kind: ReadKind,
+    cno: number,
+  ): Promise<Uint8Array>
+  private get(
+    key: string,
+    range: { start: number; end: number } | { suffix: number },
+    kind: ReadKind,
+    cno: number,
+    chunked: true,
+  ): Promise<Uint8Array[]>
   private async get(
     key: string,
     range: { start: number; end: number } | { suffix: number },
     kind: ReadKind,
     cno: number,
-  ): Promise<Uint8Array> {
+    chunked = false,
+  ): Promise<Uint8Array | Uint8Array[]> {
     this.timing.requests[kind]++
     const where = `${this.store.url}/${key}`
     try {
       const limiter = kind === 'data' ? this.dataLimiter : this.walkLimiter
-      const bytes = await limiter.run(() => this.store.get(key, { range, signal: this.signal }))
+      const store = this.store
+      const options = { range, signal: this.signal }
+      if (chunked) {
+        const chunks = await limiter.run(() =>
+          hasChunkedGet(store) ? store.getChunks(key, options) : store.get(key, options).then((b) => [b]),
+        )
+        if (kind === 'data') for (const c of chunks) this.timing.bytes.data += c.byteLength
+        return chunks
+      }
+      const bytes = await limiter.run(() => store.get(key, options))
       if (kind === 'data') this.timing.bytes.data += bytes.byteLength
       return bytes
     } catch (err) {

@@ -12,8 +12,14 @@
  *   BlockMap, whose node cache is bounded (`nodeCacheNodes`). A sibling that fails its
  *   checks is dropped; the walk that needs it later reports it. A leaf span fetched for
  *   a read brings its object's summary along (a tail read, or head first a head read).
+ *   Index nodes of part 0 with more index levels under them are read widened downwards
+ *   (WIDE_INDEX_BYTES) and the bytes kept, so a deep map costs one index read, not one per level.
  * - Data. Holes cost nothing; dirty blocks are copied from the dirty tier; stored blocks
  *   contiguous in one object coalesce into one ranged GET of at most `readGetMaxBytes`.
+ *   The answer is kept as the chunks it came in (S3Store.getChunks: no copy) and handed
+ *   on as views. Data just before its object's meta blocks, of an object whose summary
+ *   is not known, comes with that summary in one tail read (a leaf written with the next
+ *   object points at the last blocks of this one: a cold read stays at 3 requests).
  *   Every block fetched must sit in a live summary slot naming that block, with a
  *   matching CRC-32 (computed for the whole GET before its bytes are returned). A run
  *   that fails is fetched once more with its summary (bytes damaged on the way fail the
@@ -31,10 +37,14 @@ import { hex32, pointerPart, pointerUnit, UNIT_BYTES } from '../format/pointer.j
 import { type ReadOptions, resolveReadOptions } from '../settings.js'
 import { type BlockMap, DIRTY_BASE, isDirtyRef, type MapNode } from '../state/block-map.js'
 import type { FileState } from '../state/file-state.js'
-import { crc32Blocks } from '../util/crc32.js'
+import { crc32, crc32Blocks } from '../util/crc32.js'
 import type { Limiter } from '../util/limiter.js'
 
 export type { ReadKind, ReadTiming } from '../container/objects.js'
+
+/** A data run this close to its object's last known meta block comes with the summary, in one tail read. */
+const TAIL_DATA_MAX_BYTES = 4 * NODE_SPAN_BYTES
+
 export type { ReadOptions } from '../settings.js'
 
 /** A contiguous piece of a read, in file order. */
@@ -211,21 +221,28 @@ export class Reader {
     return pieces
   }
 
-  /** The bytes of a data piece: a view of the GET's answer, checked block by block. */
-  async fetchPiece(p: Piece & { kind: 'data' }): Promise<Uint8Array> {
-    const bytes = await this.fetchBlocks(p.run)
+  /**
+   * The bytes of a data piece: views of the GET's answer as it came (no copy), in order,
+   * every block of the run checked before any is returned.
+   */
+  async fetchPiece(p: Piece & { kind: 'data' }): Promise<Uint8Array[]> {
+    const chunks = await this.fetchBlocks(p.run)
     const base = p.run.first * this.core.blockSize
-    return bytes.subarray(p.start - base, p.end - base)
+    return sliceChunks(chunks, p.start - base, p.end - base)
   }
 
   private async fetchRun(r: Run, out: Uint8Array, offset: number, start: number, end: number): Promise<void> {
-    const bytes = await this.fetchBlocks(r)
+    const chunks = await this.fetchBlocks(r)
     const base = r.first * this.core.blockSize
-    out.set(bytes.subarray(start - base, end - base), start - offset)
+    let at = start - offset
+    for (const c of sliceChunks(chunks, start - base, end - base)) {
+      out.set(c, at)
+      at += c.byteLength
+    }
   }
 
-  /** The run's blocks, each checked against the object's summary. */
-  private async fetchBlocks(r: Run): Promise<Uint8Array> {
+  /** The run's blocks (the GET's answer as it came), each checked against the object's summary. */
+  private async fetchBlocks(r: Run): Promise<Uint8Array[]> {
     try {
       return await this.fetchBlocksOnce(r)
     } catch (err) {
@@ -237,23 +254,36 @@ export class Reader {
     }
   }
 
-  private async fetchBlocksOnce(r: Run): Promise<Uint8Array> {
+  private async fetchBlocksOnce(r: Run): Promise<Uint8Array[]> {
     const bs = this.core.blockSize
     const st = this.objects.state(r.key, r.cno, r.part)
     const length = r.count * bs
-    const [bytes, summary] = await Promise.all([
-      this.objects.readData(st, r.at, r.at + length),
-      this.objects.summaryOf(st, Math.ceil((r.at + length) / bs)),
-    ])
+    // Data just before the object's meta blocks, of an object whose summary is unknown:
+    // one tail read brings both (a cold read into the last blocks of an object, whose
+    // leaf was written with the next one, costs one request, not two).
+    const tail =
+      st.summary === undefined &&
+      st.pending === undefined &&
+      this.core.format !== FORMAT_PARTED &&
+      st.maxMeta >= r.at + length &&
+      st.maxMeta - r.at <= TAIL_DATA_MAX_BYTES
+    const [chunks, summary] = tail
+      ? await this.objects.readDataWithSummary(st, r.at, r.at + length).then((t) => [t.chunks, t.summary] as const)
+      : await Promise.all([
+          this.objects.readData(st, r.at, r.at + length),
+          this.objects.summaryOf(st, Math.ceil((r.at + length) / bs)),
+        ])
     const where = `${this.core.store.url}/${r.key}`
-    if (bytes.byteLength !== length) {
-      throw StreamSegmentError.corrupt(`${where}: read ${bytes.byteLength} bytes at ${r.at}, expected ${length}`)
+    let got = 0
+    for (const c of chunks) got += c.byteLength
+    if (got !== length) {
+      throw StreamSegmentError.corrupt(`${where}: read ${got} bytes at ${r.at}, expected ${length}`)
     }
     // The summary came with the header: head first, the data region starts after the meta blocks.
     const dataOffset = this.objects.dataOffset(st)
     if (this.crcs.length < r.count) this.crcs = new Uint32Array(r.count)
     const crcs = this.crcs
-    crc32Blocks(bytes, bs, crcs)
+    crc32Chunks(chunks, bs, crcs)
     for (let i = 0; i < r.count; i++) {
       const b = r.first + i
       const at = r.at + i * bs
@@ -275,7 +305,7 @@ export class Reader {
         )
       }
     }
-    return bytes
+    return chunks
   }
 
   // --- the walk ---
@@ -350,7 +380,10 @@ export class Reader {
         const tail =
           withSummary &&
           (st.part !== 0 || st.maxMeta + this.core.settings.metaBlockSize - lastSpan.start <= NODE_SPAN_BYTES)
-        for (const span of spans) fetches.push(this.fetchSpan(st, span, tail && span === lastSpan))
+        // Index nodes of part 0 with more index levels under them: one read widened
+        // downwards brings those levels along (a deep map costs one index read, not one per level).
+        const widen = (frontier[0] as { node: MapNode }).node.level >= 3 && st.part === 0
+        for (const span of spans) fetches.push(this.fetchSpan(st, span, tail && span === lastSpan, widen))
       }
       await Promise.all(fetches)
       for (const refs of byObject.values()) {
@@ -364,9 +397,14 @@ export class Reader {
    * Fetches one span of nodes (with the summary when `withSummary`: a tail read, or head
    * first a head read) and attaches those that check out.
    */
-  private async fetchSpan(st: ObjectState, span: NodeSpan<NodeRef>, withSummary: boolean): Promise<void> {
+  private async fetchSpan(
+    st: ObjectState,
+    span: NodeSpan<NodeRef>,
+    withSummary: boolean,
+    widen = false,
+  ): Promise<void> {
     const mbs = this.core.settings.metaBlockSize
-    const bytes = await this.objects.readNodeSpan(st, span, withSummary)
+    const bytes = await this.objects.readNodeSpan(st, span, withSummary, widen)
     const maxCno = this.core.maxCno
     for (const r of span.refs) {
       const at = r.offset - span.start
@@ -396,4 +434,56 @@ export class Reader {
       }
     }
   }
+}
+
+/**
+ * The CRC-32 of each `blockSize` block of the bytes `chunks` hold in order, into
+ * `into[0…]`: the whole blocks inside a chunk in one crc32Blocks call over that view, a
+ * block across chunks continued from one to the next (the seed).
+ */
+export function crc32Chunks(chunks: readonly Uint8Array[], blockSize: number, into: Uint32Array): void {
+  let block = 0
+  let partial = 0 // bytes of block `block` seen in earlier chunks
+  let seed = 0
+  for (const c of chunks) {
+    let at = 0
+    if (partial > 0) {
+      const n = Math.min(blockSize - partial, c.byteLength)
+      seed = crc32(c.subarray(0, n), seed)
+      partial += n
+      at = n
+      if (partial < blockSize) continue
+      into[block++] = seed
+      partial = 0
+      seed = 0
+    }
+    const whole = Math.floor((c.byteLength - at) / blockSize)
+    if (whole > 0) {
+      crc32Blocks(c.subarray(at, at + whole * blockSize), blockSize, into.subarray(block, block + whole))
+      block += whole
+      at += whole * blockSize
+    }
+    if (at < c.byteLength) {
+      seed = crc32(c.subarray(at))
+      partial = c.byteLength - at
+    }
+  }
+  if (partial > 0) into[block] = seed
+}
+
+/** Views of bytes [from, to) of what `chunks` hold in order. */
+export function sliceChunks(chunks: readonly Uint8Array[], from: number, to: number): Uint8Array[] {
+  const out: Uint8Array[] = []
+  let base = 0
+  for (const c of chunks) {
+    const end = base + c.byteLength
+    if (end > from && base < to) {
+      const a = Math.max(from, base) - base
+      const b = Math.min(to, end) - base
+      out.push(a === 0 && b === c.byteLength ? c : c.subarray(a, b))
+    }
+    base = end
+    if (base >= to) break
+  }
+  return out
 }

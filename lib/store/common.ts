@@ -4,7 +4,7 @@
  */
 import { randomUUID } from 'node:crypto'
 import { StreamSegmentError, throwIfAborted } from '../errors.js'
-import type { Body, ByteRange, CompletedPart, ObjectInfo, PutOptions } from './types.js'
+import type { Body, ByteRange, CompletedPart, GetOptions, ObjectInfo, PutOptions } from './types.js'
 import { WRITE_ID_METADATA } from './types.js'
 
 /** Resolves a range against an object's size to [start, end); ERR_RANGE past the end. */
@@ -184,3 +184,16 @@ export function checkKey(key: string): void {
 }
 
 export { throwIfAborted }
+
+/**
+ * A store that can answer a GET with its body as the chunks it arrived in, in order, with
+ * no copy into one buffer (S3Store): the same request, range rules and errors as `get`,
+ * the total length checked against the announced one.
+ */
+export interface ChunkedGet {
+  getChunks(key: string, options?: GetOptions): Promise<Uint8Array[]>
+}
+
+export function hasChunkedGet<S extends object>(store: S): store is S & ChunkedGet {
+  return typeof (store as Partial<ChunkedGet>).getChunks === 'function'
+}

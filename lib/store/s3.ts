@@ -8,9 +8,10 @@
  * - A body of several chunks (views of the writer's slabs) goes to the socket as the
  *   chunks are, never joined into a copy: a `ChunkBody` whose `pipe` writes every chunk
  *   to the request each time it is called (so a retry sends it again), with its
- *   Content-Length known, UNSIGNED-PAYLOAD, and no SDK checksum: never aws-chunked. A
- *   GET body is read into one buffer of the announced length; a shorter or longer body
- *   is ERR_STORE.
+ *   Content-Length known, UNSIGNED-PAYLOAD, and no SDK checksum: never aws-chunked.
+ * - A GET body is kept as the chunks it arrived in (`getChunks`; `get` joins them),
+ *   exactly the announced length: a shorter or longer body, or a connection closed
+ *   mid-body, is a failure with no HTTP status, retried by the policy below.
  * - Per-byte client costs are avoided: payloads are sent UNSIGNED-PAYLOAD (no SHA-256
  *   pass), the SDK computes no checksum of its own (`createS3Client` sets WHEN_REQUIRED),
  *   and with `checksums` on we send our CRC-32 (lib/crc32.ts) as `x-amz-checksum-crc32`.
@@ -356,6 +357,16 @@ export class S3Store implements ObjectStore {
   }
 
   async get(key: string, options: GetOptions = {}): Promise<Uint8Array> {
+    const chunks = await this.#get(key, options)
+    return chunks.length === 1 ? (chunks[0] as Uint8Array) : Buffer.concat(chunks)
+  }
+
+  /** As `get`, the body as the chunks it arrived in (no copy into one buffer). */
+  getChunks(key: string, options: GetOptions = {}): Promise<Uint8Array[]> {
+    return this.#get(key, options)
+  }
+
+  async #get(key: string, options: GetOptions): Promise<Uint8Array[]> {
     const { range, signal } = options
     checkKey(key)
     const header = range === undefined ? undefined : this.#rangeHeader(key, range)
@@ -367,7 +378,7 @@ export class S3Store implements ObjectStore {
       })
     } catch (err) {
       // A suffix of an empty object is empty (servers answer 416: no byte to return).
-      if (range !== undefined && 'suffix' in range && StreamSegmentError.is(err, 'ERR_RANGE')) return EMPTY
+      if (range !== undefined && 'suffix' in range && StreamSegmentError.is(err, 'ERR_RANGE')) return []
       throw err
     }
   }
@@ -943,48 +954,75 @@ function requestIdOf(err: unknown): string | undefined {
   return (err as { $metadata?: { requestId?: string } } | undefined)?.$metadata?.requestId
 }
 
-type NodeReadable = AsyncIterable<Uint8Array> & { destroy(err?: Error): void }
+type NodeReadable = {
+  on(event: 'data', fn: (chunk: Uint8Array) => void): unknown
+  on(event: 'end' | 'close', fn: () => void): unknown
+  on(event: 'error', fn: (err: Error) => void): unknown
+  destroy(err?: Error): void
+}
 
 /**
- * Reads a response body into one buffer of `length` bytes (copying each chunk once; a
- * body that arrives in one chunk is returned as is). The signal destroys the stream.
+ * A response body as the chunks it arrived in, exactly `length` bytes when the length was
+ * announced: a shorter body (the connection cut) or a longer one is an error with no
+ * HTTP status, which the retry policy makes again. No copy, no per-chunk promise: the
+ * chunks are kept as the socket gave them. The signal destroys the stream.
  */
-async function readBody(
+export async function readBody(
   body: unknown,
   length: number | undefined,
   signal: AbortSignal | undefined,
-): Promise<Uint8Array> {
-  if (body === undefined || body === null) return EMPTY
+): Promise<Uint8Array[]> {
+  if (body === undefined || body === null) return []
   const stream = body as Partial<NodeReadable>
-  if (typeof stream[Symbol.asyncIterator] !== 'function' || typeof stream.destroy !== 'function') {
-    return (body as { transformToByteArray(): Promise<Uint8Array> }).transformToByteArray()
+  if (typeof stream.on !== 'function' || typeof stream.destroy !== 'function') {
+    return [await (body as { transformToByteArray(): Promise<Uint8Array> }).transformToByteArray()]
   }
   const readable = stream as NodeReadable
-  const onAbort = () => readable.destroy(new Error('aborted while reading the body', { cause: signal?.reason }))
-  if (signal?.aborted) onAbort()
-  signal?.addEventListener('abort', onAbort, { once: true })
+  const chunks: Uint8Array[] = []
+  let filled = 0
+  let onAbort: (() => void) | undefined
   try {
-    if (length === undefined) {
-      const chunks: Uint8Array[] = []
-      for await (const chunk of readable) chunks.push(chunk)
-      return chunks.length === 1 ? (chunks[0] as Uint8Array) : Buffer.concat(chunks)
-    }
-    let out: Uint8Array | undefined
-    let filled = 0
-    for await (const chunk of readable) {
-      if (out === undefined && chunk.byteLength === length) {
-        out = chunk
-        filled = length
-        continue
+    await new Promise<void>((resolve, reject) => {
+      let done = false
+      const fail = (err: Error) => {
+        if (done) return
+        done = true
+        readable.destroy(err)
+        reject(err)
       }
-      if (filled + chunk.byteLength > length) throw new Error(`body longer than its Content-Length ${length}`)
-      if (out === undefined) out = Buffer.allocUnsafe(length)
-      out.set(chunk, filled)
-      filled += chunk.byteLength
-    }
-    if (filled !== length) throw new Error(`body ended after ${filled} of ${length} bytes`)
-    return out ?? EMPTY
+      onAbort = () => fail(new Error('aborted while reading the body', { cause: signal?.reason }))
+      if (signal?.aborted) {
+        onAbort()
+        return
+      }
+      signal?.addEventListener('abort', onAbort, { once: true })
+      readable.on('data', (chunk) => {
+        if (done) return
+        filled += chunk.byteLength
+        if (length !== undefined && filled > length) {
+          fail(new Error(`body longer than its Content-Length ${length}`))
+          return
+        }
+        chunks.push(chunk)
+      })
+      readable.on('error', fail)
+      const end = () => {
+        if (done) return
+        if (length !== undefined && filled !== length) {
+          fail(new Error(`body ended after ${filled} of ${length} bytes`))
+          return
+        }
+        done = true
+        resolve()
+      }
+      readable.on('end', end)
+      // A socket closed before the end (no 'end'): the body was cut.
+      readable.on('close', () => {
+        if (!done) fail(new Error(`connection closed after ${filled} of ${length ?? '?'} bytes`))
+      })
+    })
   } finally {
-    signal?.removeEventListener('abort', onAbort)
+    if (onAbort !== undefined) signal?.removeEventListener('abort', onAbort)
   }
+  return chunks
 }

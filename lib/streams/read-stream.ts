@@ -5,7 +5,11 @@
  * - A thin adapter over a read-only SegmentFile and a Reader: `_open` opens the file,
  *   `_read` pushes the next piece, in file order.
  * - Read-ahead: the range is planned a window at a time (Reader.plan: holes, data runs
- *   of at most `readGetMaxBytes`) and data runs are fetched ahead of the consumer, so
+ *   of at most `readGetMaxBytes`): the first window is one short GET (1 MiB), so the
+ *   first data GET starts once the nodes on the way to the first leaf are read and its
+ *   piece is pushed as soon as it is checked; the next windows are the whole read-ahead,
+ *   each walked while the GETs of the one before run. A window that fails to plan fails the stream
+ *   before anything after it is planned or pushed. Data runs are fetched ahead of the consumer, so
  *   several GETs are in flight (at most `readMaxConcurrency` data GETs; the walk of the
  *   next window runs beside them, in slots of its own). Memory bound: the runs
  *   fetched or in flight and not yet pushed hold at most `readAheadBytes` (default
@@ -29,6 +33,8 @@ import { destroyOnAbort, type StreamLocation, storeOf } from './options.js'
 const MiB = 1024 * 1024
 /** Zeros of a hole are pushed in pieces of at most this. */
 const ZERO_CHUNK = MiB
+/** The first window planned (and so the first data GET at most): small, for an early first byte. */
+const FIRST_WINDOW_BYTES = MiB
 
 export interface ReadStreamOptions extends ReadOptions, StreamLocation {
   /** First byte (default 0) and last byte, inclusive (default the file's last). */
@@ -47,7 +53,8 @@ type Callback = (err: Error | null) => void
 
 interface Ahead {
   size: number
-  bytes: Promise<Uint8Array> | (() => Uint8Array)
+  /** The bytes: one view, or views in order (a GET's body as it came, checked). */
+  bytes: Promise<Uint8Array | Uint8Array[]> | (() => Uint8Array)
 }
 
 export class StreamSegmentReadStream extends Readable {
@@ -69,6 +76,8 @@ export class StreamSegmentReadStream extends Readable {
   private filling: Promise<void> | undefined
   private planning: Promise<void> | undefined
   private plannedBytes = 0
+  /** The size of the next window planned: 0 before the first (FIRST_WINDOW_BYTES), then window(). */
+  private nextWindow = 0
   private fillError: unknown
 
   constructor(options: ReadStreamOptions) {
@@ -147,21 +156,48 @@ export class StreamSegmentReadStream extends Readable {
   }
 
   private async next(): Promise<void> {
+    // A window that failed to plan left a gap after the pieces queued: nothing more is pushed.
     if (this.fillError !== undefined) throw this.fillError
-    await this.fill()
-    const head = this.queue.shift()
-    if (head === undefined) {
-      this.push(null)
-      return
+    // The first piece queued is pushed as soon as it is there: the fill goes on behind it
+    // (planning and starting the GETs of the rest of the read-ahead).
+    while (this.queue.length === 0) {
+      if (this.fillError !== undefined) throw this.fillError
+      const filling = this.fill()
+      await Promise.race([filling, new Promise<void>((resolve) => (this.wake = resolve))])
+      this.wake = undefined
+      if (this.queue.length === 0 && this.filling === undefined) {
+        if (this.fillError !== undefined) throw this.fillError
+        if (this.pos >= this.end && this.planned.length === 0) {
+          this.push(null)
+          return
+        }
+      }
     }
+    const head = this.queue.shift() as Ahead
     const bytes = typeof head.bytes === 'function' ? head.bytes() : await head.bytes
     this.ahead -= head.size
-    this.bytesRead += bytes.byteLength
-    this.push(bytes)
+    if (bytes instanceof Uint8Array) {
+      this.bytesRead += bytes.byteLength
+      this.push(bytes)
+    } else {
+      for (const b of bytes) {
+        this.bytesRead += b.byteLength
+        this.push(b)
+      }
+    }
     // Keep the window full while the consumer works.
     this.fill().catch((err) => {
       this.fillError ??= err
     })
+  }
+
+  /** Wakes next() waiting for the first queued piece. */
+  private wake: (() => void) | undefined
+
+  private enqueue(a: Ahead): void {
+    this.queue.push(a)
+    this.ahead += a.size
+    this.wake?.()
   }
 
   /** Starts fetches until `readAheadBytes` are ahead (and at least one piece is queued). */
@@ -174,6 +210,8 @@ export class StreamSegmentReadStream extends Readable {
 
   private async doFill(): Promise<void> {
     while (this.queue.length === 0 || this.ahead < this.readAheadBytes) {
+      // Never plan past a window that failed: its range would be skipped.
+      if (this.fillError !== undefined) throw this.fillError
       if (this.planned.length === 0) {
         if (this.pos >= this.end && this.planning === undefined) return
         await this.planNext()
@@ -184,17 +222,14 @@ export class StreamSegmentReadStream extends Readable {
       if (p.kind === 'data') {
         const bytes = (this.reader as Reader).fetchPiece(p)
         bytes.catch(() => undefined) // awaited in order by next(); never unhandled
-        this.queue.push({ size: p.end - p.start, bytes })
-        this.ahead += p.end - p.start
+        this.enqueue({ size: p.end - p.start, bytes })
       } else if (p.kind === 'memory') {
         const b = p.bytes
-        this.queue.push({ size: b.byteLength, bytes: () => b })
-        this.ahead += b.byteLength
+        this.enqueue({ size: b.byteLength, bytes: () => b })
       } else {
         for (let at = p.start; at < p.end; at += ZERO_CHUNK) {
           const n = Math.min(ZERO_CHUNK, p.end - at)
-          this.queue.push({ size: n, bytes: () => Buffer.alloc(n) })
-          this.ahead += n
+          this.enqueue({ size: n, bytes: () => Buffer.alloc(n) })
         }
       }
     }
@@ -216,16 +251,44 @@ export class StreamSegmentReadStream extends Readable {
     this.planning ??= (async () => {
       const bs = (this.file as SegmentFile).settings.dataBlockSize
       const from = this.pos
-      const to = Math.min(this.end, (Math.floor(from / bs) + Math.ceil(this.window() / bs)) * bs)
+      // The first window is one small GET: its walk fetches only the nodes on the way to
+      // the first leaf, and its answer comes before the GETs of the next window share the
+      // link with it, so the first byte comes after one index read and one short GET. The
+      // next window, the whole read-ahead, is walked while that GET runs.
+      const full = this.window()
+      const size = this.nextWindow === 0 ? Math.min(full, FIRST_WINDOW_BYTES) : full
+      this.nextWindow = full
+      const to = Math.min(this.end, (Math.floor(from / bs) + Math.max(1, Math.ceil(size / bs))) * bs)
       this.pos = to
-      const pieces = await (this.reader as Reader).plan(from, to)
+      const reader = this.reader as Reader
+      const pieces = await reader.plan(from, to)
+      // A run cut short by the window's end is planned again with the next window, so the
+      // windows cost no more GETs than one plan of the whole range.
+      const last = pieces[pieces.length - 1]
+      if (
+        to < this.end &&
+        pieces.length > 1 &&
+        last?.kind === 'data' &&
+        last.end === to &&
+        last.run.count * bs < reader.options.readGetMaxBytes
+      ) {
+        pieces.pop()
+        this.pos = last.start
+        reader.timing.storedBlocks -= last.run.count // counted again with the next window
+      }
       for (const p of pieces) {
         this.planned.push(p)
         this.plannedBytes += p.end - p.start
       }
-    })().finally(() => {
-      this.planning = undefined
-    })
+    })()
+      .catch((err) => {
+        // Recorded before anyone can plan on: `pos` is already past this window.
+        this.fillError ??= err
+        throw err
+      })
+      .finally(() => {
+        this.planning = undefined
+      })
     return this.planning
   }
 }

@@ -1,0 +1,120 @@
+/**
+ * The GET body path of S3Store: a body is kept as the chunks it came in (no copy into one
+ * buffer), exactly Content-Length bytes: a short body, a long one, a connection cut or
+ * closed early, and an abort are errors; on radosgw through the fault proxy a body cut or
+ * truncated mid-answer is made again by the retry policy and returns the right bytes.
+ */
+import assert from 'node:assert/strict'
+import { PassThrough } from 'node:stream'
+import { after, before, beforeEach, describe, it } from 'node:test'
+import { readBody, S3Store } from '../../lib/store/s3.js'
+import { type FaultProxy, proxiedS3Client, startFaultProxy } from '../helpers/fault-proxy.js'
+import { s3TestBucket, s3TestStore, uniquePrefix } from '../helpers/s3-env.js'
+
+const MiB = 1024 * 1024
+
+function body(): PassThrough {
+  return new PassThrough()
+}
+
+describe('readBody', () => {
+  it('returns the chunks as they came, exactly Content-Length bytes, no copy', async () => {
+    const b = body()
+    const sent = [Buffer.alloc(5, 1), Buffer.alloc(7, 2), Buffer.alloc(4, 3)]
+    const p = readBody(b, 16, undefined)
+    for (const c of sent) b.write(c)
+    b.end()
+    const got = await p
+    assert.equal(got.length, 3)
+    for (let i = 0; i < 3; i++) assert.equal(got[i], sent[i], `chunk ${i} is the one received, not a copy`)
+  })
+
+  it('a short body (ended early) is an error naming the bytes', async () => {
+    const b = body()
+    const p = readBody(b, 16, undefined)
+    b.write(Buffer.alloc(10))
+    b.end()
+    await assert.rejects(p, /body ended after 10 of 16 bytes/)
+  })
+
+  it('a long body is an error, and the stream is destroyed', async () => {
+    const b = body()
+    const p = readBody(b, 16, undefined)
+    b.write(Buffer.alloc(10))
+    b.write(Buffer.alloc(10))
+    await assert.rejects(p, /body longer than its Content-Length 16/)
+    assert.ok(b.destroyed)
+  })
+
+  it('a connection cut mid-body (an error, or a close with no end) is an error', async () => {
+    const b = body()
+    const p = readBody(b, 16, undefined)
+    b.write(Buffer.alloc(10))
+    b.destroy(Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }))
+    await assert.rejects(p, /socket hang up/)
+    const c = body()
+    const q = readBody(c, 16, undefined)
+    c.write(Buffer.alloc(3))
+    c.destroy()
+    await assert.rejects(q, /closed after 3 of 16 bytes/)
+  })
+
+  it('an abort mid-body destroys the stream and fails', async () => {
+    const b = body()
+    const ac = new AbortController()
+    const p = readBody(b, 16, ac.signal)
+    b.write(Buffer.alloc(10))
+    ac.abort(new Error('stop'))
+    await assert.rejects(p, /aborted while reading the body/)
+    assert.ok(b.destroyed)
+  })
+})
+
+describe('S3Store GET bodies on radosgw', () => {
+  let proxy: FaultProxy
+  const clients: { destroy(): void }[] = []
+  before(async () => {
+    await s3TestBucket() // without the server: fails here, with the hint
+    proxy = await startFaultProxy({})
+  })
+  after(async () => {
+    for (const c of clients) c.destroy()
+    await proxy?.close()
+  })
+  beforeEach(() => {
+    proxy.setRate(0)
+    proxy.clearInjected()
+  })
+
+  it('getChunks: a ranged body in chunks, exactly the range; get joins them', async () => {
+    const store = await s3TestStore()
+    const bytes = Buffer.allocUnsafe(8 * MiB)
+    for (let i = 0; i < bytes.length; i += 4) bytes.writeUInt32LE(i, i)
+    await store.put('obj', bytes)
+    const chunks = await store.getChunks('obj', { range: { start: 12345, end: 12345 + 5 * MiB } })
+    assert.ok(chunks.length > 1, 'a 5 MiB body comes in several chunks')
+    assert.ok(Buffer.concat(chunks).equals(bytes.subarray(12345, 12345 + 5 * MiB)))
+    assert.ok(
+      Buffer.from(await store.get('obj', { range: { start: 1, end: 3 * MiB } })).equals(bytes.subarray(1, 3 * MiB)),
+    )
+    assert.deepEqual(await store.getChunks('obj', { range: { suffix: 4 } }), [bytes.subarray(8 * MiB - 4)])
+  })
+
+  for (const kind of ['cut', 'truncate'] as const) {
+    it(`getChunks: a body ${kind} mid-answer is made again (one retry) and returns the right bytes`, async () => {
+      const prefix = uniquePrefix(`get-${kind}`)
+      const direct = await s3TestStore(prefix)
+      const bytes = Buffer.allocUnsafe(4 * MiB)
+      for (let i = 0; i < bytes.length; i += 4) bytes.writeUInt32LE(i * 7, i)
+      await direct.put('obj', bytes)
+      const client = proxiedS3Client(proxy, { idleTimeoutMs: 2000 })
+      clients.push(client)
+      const store = new S3Store({ client, bucket: await s3TestBucket(), prefix })
+      proxy.inject(kind, (r) => r.op === 'GetObject')
+      const chunks = await store.getChunks('obj', { range: { start: MiB, end: 4 * MiB } })
+      assert.ok(Buffer.concat(chunks).equals(bytes.subarray(MiB)))
+      assert.equal(proxy.stats().faults[kind], 1, `the ${kind} was not injected`)
+      assert.equal(store.retries, 1)
+    })
+  }
+})
