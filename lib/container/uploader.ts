@@ -203,16 +203,22 @@ export class MultipartObject {
     this.failed ??= { err }
   }
 
-  /** Waits for room, takes the next piece's bytes with `take` and starts its UploadPart. */
-  async startPart(take: () => Promise<Body>): Promise<void> {
+  /** Takes the next part number; `settle` hands it the request's outcome, judged at completion. */
+  private reservePart(): { partNumber: number; settle: (p: Promise<CompletedPart>) => void } {
     const partNumber = this.parts.length + 1
-    // Reserve the number before waiting, so pieces started together keep their order.
     let settle!: (p: Promise<CompletedPart>) => void
     const part = new Promise<CompletedPart>((resolve) => {
       settle = resolve as (p: Promise<CompletedPart>) => void
     })
-    part.catch(() => undefined) // judged at completion
+    part.catch(() => undefined)
     this.parts.push(part)
+    return { partNumber, settle }
+  }
+
+  /** Waits for room, takes the next piece's bytes with `take` and starts its UploadPart. */
+  async startPart(take: () => Promise<Body>): Promise<void> {
+    // Reserve the number before waiting, so pieces started together keep their order.
+    const { partNumber, settle } = this.reservePart()
     try {
       const { done } = await this.uploader.start(take, async (chunks) => {
         try {
@@ -241,19 +247,13 @@ export class MultipartObject {
    * (see ObjectStore.uploadPartCopy); a failure is the upload's, as a sent piece's.
    */
   async startCopy(source: CopySource): Promise<void> {
-    const partNumber = this.parts.length + 1
     const { store } = this.uploader
     if (store.uploadPartCopy === undefined) {
       throw StreamSegmentError.unsupported(`${store.url}: copies no parts server-side`)
     }
     const copy = store.uploadPartCopy.bind(store)
     const bytes = source.range.end - source.range.start
-    let settle!: (p: Promise<CompletedPart>) => void
-    const part = new Promise<CompletedPart>((resolve) => {
-      settle = resolve as (p: Promise<CompletedPart>) => void
-    })
-    part.catch(() => undefined) // judged at completion
-    this.parts.push(part)
+    const { partNumber, settle } = this.reservePart()
     try {
       await this.uploader.slots.acquire()
     } catch (err) {

@@ -251,15 +251,7 @@ export class DirectoryStore implements ObjectStore {
     try {
       const dir = (await this.upload(key, uploadId)).dir
       // Parts need no fsync of their own: the completed object is written anew and synced.
-      const tmp = await this.writeTemp((fh) => writeFully(fh, bodyChunks(body)), undefined, false)
-      try {
-        const path = join(dir, String(partNumber))
-        await fs.rename(tmp.path, path)
-        tmp.published = true
-        return { etag: legacyEtag(await fs.stat(path)) }
-      } finally {
-        await this.dropTemp(tmp)
-      }
+      return await this.placePart(dir, partNumber, (fh) => writeFully(fh, bodyChunks(body)))
     } catch (err) {
       throw this.mapError(err, `upload part ${partNumber} of ${key}`)
     }
@@ -267,6 +259,23 @@ export class DirectoryStore implements ObjectStore {
 
   canCopyFrom(source: ObjectStore): boolean {
     return source instanceof DirectoryStore
+  }
+
+  /** Writes a part's bytes with `fill` into a temporary file and renames it into the upload's folder. */
+  private async placePart(
+    dir: string,
+    partNumber: number,
+    fill: (fh: fs.FileHandle) => Promise<void>,
+  ): Promise<{ etag: string }> {
+    const tmp = await this.writeTemp(fill, undefined, false)
+    try {
+      const path = join(dir, String(partNumber))
+      await fs.rename(tmp.path, path)
+      tmp.published = true
+      return { etag: legacyEtag(await fs.stat(path)) }
+    } finally {
+      await this.dropTemp(tmp)
+    }
   }
 
   /** Copies the source range into the part's file; `ifMatch` is checked on the very file read. */
@@ -305,15 +314,7 @@ export class DirectoryStore implements ObjectStore {
         }
         checkCopyRange(source.range, st.size, where)
         const { start, end } = source.range
-        const tmp = await this.writeTemp((out) => copyRangeInto(out, src, start, end), undefined, false)
-        try {
-          const path = join(dir, String(partNumber))
-          await fs.rename(tmp.path, path)
-          tmp.published = true
-          return { etag: legacyEtag(await fs.stat(path)) }
-        } finally {
-          await this.dropTemp(tmp)
-        }
+        return await this.placePart(dir, partNumber, (out) => copyRangeInto(out, src, start, end))
       } finally {
         await src.close().catch(() => {})
       }

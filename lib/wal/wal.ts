@@ -17,7 +17,7 @@
 import { promises as fs } from 'node:fs'
 import { join } from 'node:path'
 import { StreamSegmentError } from '../errors.js'
-import { acquireLock } from '../util/local-fs.js'
+import { acquireLock, parseJson } from '../util/local-fs.js'
 import {
   inspectWalFiles,
   readHeaders,
@@ -131,13 +131,9 @@ export async function inspectWal(
   const owner = (await fs.readdir(join(dir, LOCK)).catch(() => [] as string[])).find((n) => n.startsWith('owner-'))
   let lockedBy: { pid: number; host: string } | undefined
   if (owner !== undefined) {
-    const text = await fs.readFile(join(dir, LOCK, owner), 'utf8').catch(() => '{}')
-    try {
-      const o = JSON.parse(text) as { pid?: unknown; host?: unknown }
-      lockedBy = { pid: Number(o.pid), host: String(o.host) }
-    } catch {
-      lockedBy = { pid: Number.NaN, host: 'unknown' }
-    }
+    const text = await fs.readFile(join(dir, LOCK, owner), 'utf8').catch(() => '')
+    const o = parseJson<{ pid?: unknown; host?: unknown }>(text)
+    lockedBy = { pid: Number(o?.pid ?? Number.NaN), host: String(o?.host ?? 'unknown') }
   }
   return { ...(await inspectWalFiles(dir)), container, lockedBy }
 }
