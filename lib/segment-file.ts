@@ -29,7 +29,7 @@ import { FileState } from './state/file-state.js'
 import type { ObjectStore } from './store/types.js'
 import type { WalRecord } from './wal/log.js'
 import { checkWalOptions, type OpenedWal, openWal, type WalOptions, type WalReplay } from './wal/wal.js'
-import { type FlushTiming, flush } from './write/flush.js'
+import { type FlushTiming, flush, startPublish } from './write/flush.js'
 import { SendAhead } from './write/send-ahead.js'
 import { BlockWriter, checkRange } from './write/write-blocks.js'
 
@@ -66,6 +66,8 @@ export class SegmentFile {
   private cleaning: Promise<void> | undefined
   private cleanAgain = false
   private wal: OpenedWal | undefined
+  /** The background publish under way (publish()), settled: flush, rollback, close and the next publish wait for it. */
+  private publishing: Promise<unknown> = Promise.resolve()
 
   private constructor(
     readonly core: FileState,
@@ -344,15 +346,54 @@ export class SegmentFile {
     })
   }
 
-  /** Publishes a checkpoint with everything written so far (a no-op when nothing changed). */
+  /**
+   * Publishes a checkpoint with everything written so far (a no-op when nothing changed),
+   * in parts when it is larger than one object. Waits for a background publish under way first.
+   */
   flush(): Promise<FlushTiming> {
     return this.run('flush', true, async () => {
+      await this.publishing
       await this.sendAhead.drain()
       const timing = await flush(this.core)
       if (timing.objects > 0) this.retain()
       if (this.wal !== undefined && (timing.objects > 0 || this.wal.log.size > 40)) await this.rotateWal()
       return timing
     })
+  }
+
+  /**
+   * Publishes a checkpoint with everything written so far as one object, part 0, in the
+   * background: the handle takes the next calls as soon as the object is built (its bytes
+   * pinned in memory, and reads of them served from there until it lands); writes from
+   * then on build the next checkpoint. Resolves once the checkpoint is published (the same
+   * timing as flush), or rejects when it was not: its changes then stay, for the next
+   * publish or flush. With a WAL, the log is cut to the records after it once it lands.
+   * A checkpoint larger than segmentMaxObjectBytes, or holding writes by reference, is
+   * refused (ERR_STATE): flush() writes those. A publish waits for the one before it to
+   * settle; a no-op when nothing changed.
+   */
+  publish(): Promise<FlushTiming> {
+    return this.run('publish', true, async () => {
+      await this.publishing
+      await this.sendAhead.drain()
+      const job = await startPublish(this.core)
+      if (job === undefined) return { landed: flush(this.core) } // nothing changed: its timing
+      this.publishing = job.landed.catch(() => undefined)
+      const wal = this.wal?.log
+      // Records appended from now on are the next checkpoint's: a new log file, based on
+      // this one; the old file goes once this checkpoint is published.
+      const closed = wal === undefined ? undefined : await wal.rotate(job.cno)
+      const landed = job.landed.then(async (timing) => {
+        this.retain()
+        // A file left behind is harmless: a replay skips it (a later one is based on this checkpoint).
+        if (closed !== undefined) {
+          await this.wal?.log.dropBefore(closed + 1).catch((err) => log('wal: old log files not removed: %s', err))
+        }
+        return timing
+      })
+      this.publishing = landed.catch(() => undefined)
+      return { landed }
+    }).then(({ landed }) => landed)
   }
 
   /**
@@ -402,6 +443,7 @@ export class SegmentFile {
   /** Discards every change since the last checkpoint this handle opened or published. */
   rollback(): Promise<void> {
     return this.run('rollback', true, async () => {
+      await this.publishing
       await this.sendAhead.abandon()
       this.sendAhead.check()
       this.core.rollback()
@@ -419,6 +461,7 @@ export class SegmentFile {
       if (this.closed) return
       this.closed = true
       try {
+        await this.publishing
         await this.sendAhead.abandon()
         this.cleanAgain = false
         while (this.cleaning !== undefined) await this.cleaning

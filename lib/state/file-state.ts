@@ -149,8 +149,11 @@ export class FileState {
 
   /** The highest checkpoint number this file knows of: a node naming a higher one is corrupt. */
   get maxCno(): number {
-    return Math.max(this._published.cno, this._base.cno, this._pending?.cno ?? 0)
+    return Math.max(this._published.cno, this._base.cno, this._pending?.cno ?? 0, this.detachedCno)
   }
+
+  /** The highest checkpoint handed to a background publish (detachCheckpoint), 0 if none. */
+  private detachedCno = 0
 
   /** Sources of blocks written by reference into the checkpoint being built (verified before it publishes). */
   readonly sources = new Set<BlockSource>()
@@ -194,6 +197,30 @@ export class FileState {
     this._counters = newCounters()
     this.retriesBefore = this.store.retries ?? 0
     this.sources.clear()
+  }
+
+  /**
+   * The checkpoint being built, number `cno`, goes to a background publish (write/flush.ts,
+   * `startPublish`) with its counters: what is written from now on builds the next one,
+   * numbered above it, with counters of its own.
+   */
+  detachCheckpoint(cno: number): { counters: CheckpointCounters; retries: number } {
+    const detached = { counters: this._counters, retries: this.retries }
+    this.detachedCno = Math.max(this.detachedCno, cno)
+    this.skipTo(cno + 1)
+    this._pending = undefined
+    this._counters = newCounters()
+    this.retriesBefore = this.store.retries ?? 0
+    return detached
+  }
+
+  /**
+   * A checkpoint published in the background landed: the file is built on it now, and
+   * what was written since stays dirty on top of it.
+   */
+  landed(inode: Inode, etag: string): void {
+    this._base = this._published = inode
+    this._publishedEtag = etag
   }
 
   /** The commit point was read again (after a conflict): what is published now, if anything. */
@@ -316,7 +343,9 @@ export class FileState {
     }
     plan.images.forEach((im, j) => {
       const n = im.node
-      if (!sameEntries(n, im)) return
+      // An index node whose child changed after the object was built (a write while part 0
+      // uploads in the background) keeps its entries, yet must be written again.
+      if (!sameEntries(n, im) || hasDirtyChild(n)) return
       if (n === this.map.root) return
       this.map.setStored(n, cno, plan.metaLo(j))
     })
@@ -332,6 +361,11 @@ export class FileState {
   ): Promise<BlockMapNode> {
     return readNode(this.store, hi, lo, this.settings.metaBlockSize, { ...expect, maxCno: this.maxCno }, this.signal)
   }
+}
+
+function hasDirtyChild(n: MapNode): boolean {
+  for (let i = 0; i < n.count; i++) if (n.children?.[i]?.dirty) return true
+  return false
 }
 
 function sameEntries(n: MapNode, im: { level: number; keys: Uint32Array; hi: Uint32Array; lo: Uint32Array }): boolean {

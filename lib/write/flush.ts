@@ -21,11 +21,12 @@
  */
 import debug from 'debug'
 import { type Published, publishInode, reloadInode, sameInode, wasPublished } from '../container/inode.js'
-import { deleteSegments } from '../container/listing.js'
+import { deleteSegments, listCheckpoint } from '../container/listing.js'
 import { StreamSegmentError } from '../errors.js'
 import { FLAG_CHECKPOINT, FLAG_PARTIAL } from '../format/header.js'
 import type { Inode } from '../format/inode.js'
 import { objectBytes } from '../format/layout.js'
+import { segmentKey } from '../format/names.js'
 import type { MapNode } from '../state/block-map.js'
 import type { FileState } from '../state/file-state.js'
 import { ObjectPlan } from './object-plan.js'
@@ -195,30 +196,19 @@ export async function flush(core: FileState): Promise<FlushTiming> {
     const t3 = performance.now()
     const { cno, inode } = part0.ctx
     await verifySources(core, part0)
-    let etag: string
+    let committed: Awaited<ReturnType<typeof commitInode>>
     try {
-      const put = await publishInode(core.store, inode, core.publishedEtag, core.signal)
-      etag = put.etag
-      timing.bytes += put.bytes
+      committed = await commitInode(core, inode, timing)
     } catch (err) {
-      if (!StreamSegmentError.is(err, 'ERR_CONFLICT')) {
-        part0.unplace() // stored, not published: its blocks stay dirty for the next attempt
-        throw err
-      }
-      // Another writer that opened the container meanwhile may have rolled this very
-      // checkpoint forward (and perhaps published more on top since): then it is
-      // published, exactly as this flush built it.
-      const now = await reloadInode(core.store, core.signal)
-      const latest = now !== undefined && sameInode(now.inode, inode)
-      if (now === undefined || !(latest || (await wasPublished(core.store, inode, now.inode, core.signal)))) {
-        part0.unplace()
-        await afterConflict(core, timing, cno, err, now)
-        continue
-      }
-      log('checkpoint %d: published meanwhile by a writer that rolled it forward: ours', cno)
-      // Superseded already: the next flush with changes meets the newer one as a conflict.
-      etag = latest ? (now.etag as string) : SUPERSEDED
+      part0.unplace() // stored, not published: its blocks stay dirty for the next attempt
+      throw err
     }
+    if ('lost' in committed) {
+      part0.unplace()
+      await afterConflict(core, timing, cno, committed.lost, committed.now)
+      continue
+    }
+    const { etag } = committed
     timing.inodeMs += performance.now() - t3
     record(core, timing, part0)
     core.map.root.dirty = false
@@ -234,6 +224,166 @@ export async function flush(core: FileState): Promise<FlushTiming> {
     timing.totalMs = performance.now() - t0
     log('checkpoint %d: %d objects, %d bytes in %d ms', cno, timing.objects, timing.bytes, Math.round(timing.totalMs))
     return timing
+  }
+}
+
+/** A checkpoint whose part 0 is built and goes to storage in the background (startPublish). */
+export interface PublishInFlight {
+  cno: number
+  /** Resolves once the checkpoint is published; rejects when it was not (its changes stay dirty). */
+  landed: Promise<FlushTiming>
+}
+
+/**
+ * The background publish: a checkpoint of everything written so far as one object, part
+ * 0, built now and uploaded, then published, in the background. What the caller awaits
+ * (serialised with writes) is the build: every dirty leaf and index node planned into part
+ * 0 and its bytes taken, the slots pinned, so the object keeps the bytes of this moment and
+ * reads of them are served from those slots until it lands; writes from then on go to
+ * fresh slots and build the next checkpoint (`detachCheckpoint`). When part 0 is stored and
+ * the inode replaced, the blocks and nodes not changed since become stored; when either
+ * fails, nothing is published and every change stays dirty for the next publish or flush.
+ * A checkpoint that does not fit one object (segmentMaxObjectBytes) is refused: flush()
+ * writes it in parts. So is one holding writes by reference (their sources are verified
+ * before a flush publishes). Undefined when nothing changed.
+ */
+export async function startPublish(core: FileState): Promise<PublishInFlight | undefined> {
+  const t0 = performance.now()
+  if (!core.changed) return undefined
+  if (core.sources.size > 0) {
+    throw StreamSegmentError.state('publish: this checkpoint holds writes by reference; use flush()')
+  }
+  const s = core.settings
+  const { leaves, index } = core.map.dirtyNodes()
+  const root = core.map.root
+  const rootLeaf = root.level === 0 && root.dirtyCount > 0 ? root : undefined
+  let blocks = rootLeaf?.dirtyCount ?? 0
+  for (const leaf of leaves) blocks += leaf.dirtyCount
+  const need = objectBytes(blocks, leaves.length + index.length, core.blockSize, s.metaBlockSize, core.format)
+  if (need > s.segmentMaxObjectBytes) {
+    throw StreamSegmentError.state(
+      `publish: the checkpoint needs ${need} bytes as one object, over segmentMaxObjectBytes (${s.segmentMaxObjectBytes}); use flush(), which writes it in parts`,
+    )
+  }
+  const cno = await freePart0(core)
+  const plan = new ObjectPlan(core.context(cno, 0, FLAG_CHECKPOINT), core.tier, leaves, index, rootLeaf)
+  const inode = checkpointInode(core, cno, plan)
+  plan.ctx.inode = inode
+  const whole = await plan.snapshot()
+  const { counters, retries } = core.detachCheckpoint(cno)
+  const timing: FlushTiming = {
+    cno,
+    objects: counters.objects + 1,
+    bytes: 0,
+    dataBlocks: plan.dataBlocks,
+    metaBlocks: plan.images.length,
+    totalMs: 0,
+    dataMs: 0,
+    part0Ms: 0,
+    inodeMs: 0,
+    conflicts: 0,
+    retries,
+    streamSentBytes: counters.streamSentBytes,
+    streamDeadBytes: counters.streamDeadBytes,
+    streamFlushBytes: counters.streamFlushBytes + plan.dataBlocks * core.blockSize,
+    streamMetaBytes: counters.streamMetaBytes + plan.images.length * s.metaBlockSize,
+  }
+  let released = false
+  const landed = (async () => {
+    try {
+      const t1 = performance.now()
+      await core.uploader.upload(whole.upload, core.signal)
+      timing.bytes += plan.size
+      timing.part0Ms = performance.now() - t1
+      const t2 = performance.now()
+      const committed = await commitInode(core, inode, timing)
+      if ('lost' in committed) {
+        timing.conflicts++
+        core.republished(committed.now)
+        throw StreamSegmentError.conflict(
+          `${core.store.url}: checkpoint ${cno} was not published: another writer got there first (${committed.lost.message}); its changes stay, and the next publish or flush puts them on top`,
+          committed.lost,
+        )
+      }
+      timing.inodeMs = performance.now() - t2
+      released = true
+      whole.release()
+      timing.streamDeadBytes += core.applyStored(plan)
+      core.landed(inode, committed.etag)
+      settleRoot(core, inode)
+      timing.totalMs = performance.now() - t0
+      log('checkpoint %d published in the background: %d bytes in %d ms', cno, timing.bytes, Math.round(timing.totalMs))
+      return timing
+    } catch (err) {
+      if (!released) whole.release()
+      plan.unplace()
+      log('checkpoint %d: background publish failed: %s', cno, (err as Error)?.message ?? err)
+      throw err
+    }
+  })()
+  return { cno, landed }
+}
+
+/**
+ * The number of the checkpoint being built, moved on while an attempt abandoned before
+ * (this writer's own that failed, or a dead writer's) holds its part 0: the background
+ * publish cannot build part 0 again under another number once it is under way, as a flush
+ * does. One LIST per number looked at. Another writer taking the number between this and
+ * the upload still fails the publish (ERR_CONFLICT), its changes kept.
+ */
+async function freePart0(core: FileState): Promise<number> {
+  for (let i = 1; ; i++) {
+    const { cno } = core.reserve(true)
+    const keys = await listCheckpoint(core.store, cno, core.signal)
+    if (!keys.has(segmentKey(cno, 0))) return cno
+    if (i >= MAX_TAKEN_NUMBERS) {
+      throw StreamSegmentError.conflict(`${core.store.url}: checkpoints ${cno - i + 1} to ${cno} are all taken`)
+    }
+    log('%s exists: checkpoint %d moves to a new number', segmentKey(cno, 0), cno)
+    core.abandonCheckpoint()
+  }
+}
+
+/**
+ * After a background publish landed: the root is clean only when nothing changed it
+ * since part 0 was built (its entries are the inode's, no child and no block of it dirty).
+ */
+function settleRoot(core: FileState, inode: Inode): void {
+  const root = core.map.root
+  if (root.level !== inode.rootLevel || root.count !== inode.rootCount) return
+  if (hasDirtyChild(root) || (root.level === 0 && root.dirtyCount > 0)) return
+  for (let i = 0; i < root.count; i++) {
+    if (root.keys[i] !== inode.rootKeys[i] || root.hi[i] !== inode.rootPtrHi[i] || root.lo[i] !== inode.rootPtrLo[i])
+      return
+  }
+  root.dirty = false
+}
+
+/**
+ * Phase 3: the `inode` object replaced, If-Match the version the file is built on. Resolves
+ * to the new ETag, or to `lost` when another writer published first (with the commit point
+ * as read again). A checkpoint another writer rolled forward (it opened the container
+ * while part 0 was stored and the inode not yet) is published as built: ours.
+ */
+async function commitInode(
+  core: FileState,
+  inode: Inode,
+  timing: FlushTiming,
+): Promise<{ etag: string } | { lost: StreamSegmentError; now: Published | undefined }> {
+  try {
+    const put = await publishInode(core.store, inode, core.publishedEtag, core.signal)
+    timing.bytes += put.bytes
+    return { etag: put.etag }
+  } catch (err) {
+    if (!StreamSegmentError.is(err, 'ERR_CONFLICT')) throw err
+    const now = await reloadInode(core.store, core.signal)
+    const latest = now !== undefined && sameInode(now.inode, inode)
+    if (now === undefined || !(latest || (await wasPublished(core.store, inode, now.inode, core.signal)))) {
+      return { lost: err, now }
+    }
+    log('checkpoint %d: published meanwhile by a writer that rolled it forward: ours', inode.cno)
+    // Superseded already: the next flush with changes meets the newer one as a conflict.
+    return { etag: latest ? (now.etag as string) : SUPERSEDED }
   }
 }
 

@@ -23,6 +23,7 @@
  *   in flight, as in a StreamSegment object.
  */
 
+import type { Uploadable } from '../container/uploader.js'
 import { StreamSegmentError } from '../errors.js'
 import { type ObjectLayout, objectLayout } from '../format/header.js'
 import { FORMAT_PARTED } from '../format/inode.js'
@@ -213,6 +214,23 @@ export class ObjectPlan {
       chunks.push(tail.subarray(at - summaryOffset, end - summaryOffset))
     }
     return { chunks, done }
+  }
+
+  /**
+   * The whole object taken at once (a background publish): every data slot pinned until
+   * `release`, so the object keeps the bytes of this moment whatever is written next (a
+   * write to one of its blocks takes a fresh slot). `upload` hands out views of them, any
+   * range any number of times (a piece sent again after a failure).
+   */
+  async snapshot(): Promise<{ upload: Uploadable; release: () => void }> {
+    const whole = await this.take(0, this.size)
+    const { key, size } = this
+    const upload: Uploadable = {
+      key,
+      size,
+      take: async (start, end) => ({ chunks: trim(whole.chunks, start, end - start), done: () => {} }),
+    }
+    return { upload, release: whole.done }
   }
 
   /** A PartedSegment object's bytes [offset, end): any range, the object built whole at the first. */

@@ -1,6 +1,6 @@
 /**
  * A writer with a WAL (sync 'always') killed with SIGKILL at random moments: between
- * writes, mid-write, mid-flush. After the next open with the same log folder, every write
+ * writes, mid-write, mid-flush, while a background publish uploads. After the next open with the same log folder, every write
  * whose call resolved before the kill is there, byte for byte, and nothing else changed
  * (the one call in flight at the kill may or may not be there, whole).
  */
@@ -21,6 +21,8 @@ import { applyOps, walOps } from '../helpers/wal-ops.js'
 const CHILD = fileURLToPath(new URL('../helpers/wal-child.js', import.meta.url))
 const OPS = 24
 const FLUSH_EVERY = 7
+/** Between flushes, a background publish every this many operations, the writes going on meanwhile. */
+const PUBLISH_EVERY = 3
 
 const roots: string[] = []
 after(() => Promise.all(roots.map((d) => fs.rm(d, { recursive: true, force: true }))))
@@ -28,7 +30,7 @@ after(() => Promise.all(roots.map((d) => fs.rm(d, { recursive: true, force: true
 /** Runs the child until it has printed `killAfter` lines (plus a random moment), then kills it. */
 function runAndKill(url: string, dir: string, seed: number, killAfter: number, extraMs: number): Promise<string[]> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CHILD, url, dir, String(seed), String(OPS), String(FLUSH_EVERY)], {
+    const child = spawn(process.execPath, [CHILD, url, dir, String(seed), String(OPS), String(FLUSH_EVERY), String(PUBLISH_EVERY)], {
       stdio: ['ignore', 'pipe', 'pipe'],
     })
     const lines: string[] = []
@@ -74,13 +76,19 @@ async function crashRuns(runs: number, seed0: number, urlFor: (i: number) => Pro
   const root = await fs.mkdtemp(join(tmpdir(), 'ss-wal-crash-'))
   roots.push(root)
   let replayedRuns = 0
+  let midPublish = 0
   for (let i = 0; i < runs; i++) {
     const seed = seed0 + i
     const url = await urlFor(i)
     const dir = join(root, `wal-${i}`)
-    const killAfter = Math.floor(rnd() * (OPS + OPS / FLUSH_EVERY + 2))
+    const killAfter = Math.floor(rnd() * (OPS + OPS / FLUSH_EVERY + OPS / PUBLISH_EVERY + 2))
     const lines = await runAndKill(url, dir, seed, killAfter, Math.floor(rnd() * 30))
     const acked = lines.filter((l) => l.startsWith('w ')).length
+    // A publish starts right after its operation's `w` line and prints `p` once it landed.
+    const started = Array.from({ length: acked }, (_, j) => j).filter(
+      (j) => (j + 1) % PUBLISH_EVERY === 0 && (j + 1) % FLUSH_EVERY !== 0,
+    )
+    if (started.some((j) => !lines.includes(`p ${j}`))) midPublish++
     const ops = walOps(seed, OPS)
     const { file, created } = await reopen(openStore(url), dir)
     try {
@@ -109,6 +117,7 @@ async function crashRuns(runs: number, seed0: number, urlFor: (i: number) => Pro
     await again.close()
   }
   assert.ok(replayedRuns > 0, `no run killed the writer with records left to replay (${runs} runs)`)
+  assert.ok(midPublish > 0, `no run killed the writer while a background publish was under way (${runs} runs)`)
 }
 
 describe('WAL crash recovery (SIGKILL at random moments)', () => {
