@@ -30,9 +30,13 @@ after(() => Promise.all(roots.map((d) => fs.rm(d, { recursive: true, force: true
 /** Runs the child until it has printed `killAfter` lines (plus a random moment), then kills it. */
 function runAndKill(url: string, dir: string, seed: number, killAfter: number, extraMs: number): Promise<string[]> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CHILD, url, dir, String(seed), String(OPS), String(FLUSH_EVERY), String(PUBLISH_EVERY)], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
+    const child = spawn(
+      process.execPath,
+      [CHILD, url, dir, String(seed), String(OPS), String(FLUSH_EVERY), String(PUBLISH_EVERY)],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    )
     const lines: string[] = []
     let pending = ''
     let stderr = ''
