@@ -27,7 +27,7 @@ import { checkForStore, dirtyLimitBytes, resolveSettings, type Settings } from '
 import type { BlockSource } from './state/dirty-tier.js'
 import { FileState } from './state/file-state.js'
 import type { ObjectStore } from './store/types.js'
-import type { WalRecord } from './wal/log.js'
+import type { WalLog, WalRecord } from './wal/log.js'
 import { checkWalOptions, type OpenedWal, openWal, type WalOptions, type WalReplay } from './wal/wal.js'
 import { type FlushTiming, flush, startPublish } from './write/flush.js'
 import { SendAhead } from './write/send-ahead.js'
@@ -66,6 +66,8 @@ export class SegmentFile {
   private cleaning: Promise<void> | undefined
   private cleanAgain = false
   private wal: OpenedWal | undefined
+  /** An atomic group is open in the log (walBegin, not yet walCommit). */
+  private walGroup = false
   /** The background publish under way (publish()), settled: flush, rollback, close and the next publish wait for it. */
   private publishing: Promise<unknown> = Promise.resolve()
 
@@ -249,6 +251,44 @@ export class SegmentFile {
     await w.log.dropBefore(gen + 1)
   }
 
+  /**
+   * Opens an atomic group in the WAL: the writes, zeroes and truncates logged from now on
+   * are replayed by a later open only if `walCommit()` was logged after them, so a writer
+   * that dies inside the group leaves the container as if the group never began (the write
+   * stream makes its whole stream one group). A flush or publish inside a group is refused
+   * (it would make part of it visible); rollback ends the group with the changes.
+   */
+  walBegin(): Promise<void> {
+    return this.run('walBegin', true, async () => {
+      const wal = this.requireWal('walBegin')
+      if (this.walGroup) throw StreamSegmentError.state('walBegin: an atomic group is open already')
+      await wal.appendBegin()
+      this.walGroup = true
+    })
+  }
+
+  /** Ends the atomic group: once this resolves (fsynced with sync 'always'), a replay applies the group whole. */
+  walCommit(): Promise<void> {
+    return this.run('walCommit', true, async () => {
+      const wal = this.requireWal('walCommit')
+      if (!this.walGroup) throw StreamSegmentError.state('walCommit: no atomic group is open')
+      await wal.appendCommit()
+      this.walGroup = false
+    })
+  }
+
+  private requireWal(what: string): WalLog {
+    const wal = this.wal?.log
+    if (wal === undefined) throw StreamSegmentError.state(`${what}: this file has no WAL`)
+    return wal
+  }
+
+  private refuseInGroup(what: string): void {
+    if (this.walGroup) {
+      throw StreamSegmentError.state(`${what}: an atomic group is open in the WAL (walCommit() first, or rollback())`)
+    }
+  }
+
   /** What the open found in the WAL (undefined without one). */
   get walReplay(): WalReplay | undefined {
     return this.wal?.replay
@@ -352,6 +392,7 @@ export class SegmentFile {
    */
   flush(): Promise<FlushTiming> {
     return this.run('flush', true, async () => {
+      this.refuseInGroup('flush')
       await this.publishing
       await this.sendAhead.drain()
       const timing = await flush(this.core)
@@ -374,6 +415,7 @@ export class SegmentFile {
    */
   publish(): Promise<FlushTiming> {
     return this.run('publish', true, async () => {
+      this.refuseInGroup('publish')
       await this.publishing
       await this.sendAhead.drain()
       const job = await startPublish(this.core)
@@ -448,6 +490,7 @@ export class SegmentFile {
       this.sendAhead.check()
       this.core.rollback()
       this.reader.clear()
+      this.walGroup = false
       await this.rotateWal()
     })
   }

@@ -20,12 +20,20 @@
  * takes no strings, has no cork, and runs `_destroy` after a clean end). Node's Writable
  * batches what is queued into one `_writev` as streamx does, so it costs nothing in
  * speed (test/bench/stream-flush.ts).
+ *
+ * With `wal`, the whole stream is one atomic group in the log (SegmentFile.walBegin): each
+ * chunk is in the log before its callback, the commit is logged when the stream ends, then
+ * the flush publishes. A process that dies after the end and before the commit point is
+ * published leaves a log that the next writer with the folder replays and publishes; one
+ * that dies mid-stream leaves a group never committed, which is dropped: a stream is
+ * published whole or not at all, as without a log.
  */
 import { Writable } from 'node:stream'
 import { StreamSegmentError } from '../errors.js'
 import { SegmentFile } from '../segment-file.js'
 import { type Settings, STREAMING_PROFILE } from '../settings.js'
 import type { ObjectStore } from '../store/types.js'
+import type { WalOptions } from '../wal/wal.js'
 import type { FlushTiming } from '../write/flush.js'
 import { destroyOnAbort, type StreamLocation, storeOf } from './options.js'
 
@@ -47,6 +55,12 @@ export interface WriteStreamOptions extends Partial<Settings>, StreamLocation {
    * buffers would have the new bytes stored under the old bytes' CRCs.
    */
   adoptChunks?: boolean
+  /**
+   * A write-ahead log (docs/wal.md): every chunk is logged before its write callback, and a
+   * stream that ended is published by the next writer with the same folder if the process
+   * dies before its flush does. Nothing is sent ahead with a log.
+   */
+  wal?: WalOptions
 }
 
 /** The 'progress' event: emitted after each upload request completes, and once at the commit. */
@@ -113,7 +127,7 @@ export class StreamSegmentWriteStream extends Writable {
   bytesWritten = 0
   file: SegmentFile | undefined
   readonly store: ObjectStore
-  private readonly settings: Partial<Settings>
+  private readonly settings: Partial<Settings> & { wal?: WalOptions }
   private committed = false
   /** The last 'progress' (at the commit) was emitted. */
   private progressDone = false
@@ -128,6 +142,7 @@ export class StreamSegmentWriteStream extends Writable {
       highWaterMark = 64 * 1024,
       profile = 'streaming',
       adoptChunks = false,
+      wal,
       ...settings
     } = options
     // Checked before super(): Node's Writable schedules `_construct` as soon as it is made.
@@ -141,7 +156,10 @@ export class StreamSegmentWriteStream extends Writable {
     super({ highWaterMark })
     this.store = target
     this.adopt = adoptChunks
-    this.settings = profile === 'streaming' ? { ...STREAMING_PROFILE, ...settings } : settings
+    this.settings = {
+      ...(profile === 'streaming' ? { ...STREAMING_PROFILE, ...settings } : settings),
+      ...(wal === undefined ? {} : { wal }),
+    }
     destroyOnAbort(this, signal, `write to ${this.store.url}`)
   }
 
@@ -174,17 +192,21 @@ export class StreamSegmentWriteStream extends Writable {
   }
 
   override _final(cb: Callback): void {
-    ;(this.file as SegmentFile).flush().then((timing) => {
-      this.flushTiming = timing
-      this.committed = true
-      // After the 'progress' of the flush's own requests, queued the same way.
-      process.nextTick(() => {
-        this.progressDone = true
-        this.emit('progress', this.progress)
-        this.emit('flush', timing)
-        cb()
-      })
-    }, cb)
+    const file = this.file as SegmentFile
+    const committed = this.settings.wal === undefined ? Promise.resolve() : file.walCommit()
+    committed
+      .then(() => file.flush())
+      .then((timing) => {
+        this.flushTiming = timing
+        this.committed = true
+        // After the 'progress' of the flush's own requests, queued the same way.
+        process.nextTick(() => {
+          this.progressDone = true
+          this.emit('progress', this.progress)
+          this.emit('flush', timing)
+          cb()
+        })
+      }, cb)
   }
 
   override _destroy(err: Error | null, cb: Callback): void {
@@ -219,8 +241,14 @@ function intake(file: SegmentFile, offset: number, chunk: Uint8Array, adopt: boo
   return file.write(offset, chunk, { adopt })
 }
 
-/** Opens the container's latest checkpoint (or starts one) and empties it, for a stream from offset 0. */
-export async function openForAppend(store: ObjectStore, settings: Partial<Settings>): Promise<SegmentFile> {
+/**
+ * Opens the container's latest checkpoint (or starts one) and empties it, for a stream from
+ * offset 0. With a WAL, the emptying and all that follows is one atomic group in the log.
+ */
+export async function openForAppend(
+  store: ObjectStore,
+  settings: Partial<Settings> & { wal?: WalOptions },
+): Promise<SegmentFile> {
   let file: SegmentFile
   try {
     file = await SegmentFile.open(store, settings)
@@ -228,7 +256,13 @@ export async function openForAppend(store: ObjectStore, settings: Partial<Settin
     if (!StreamSegmentError.is(err, 'ERR_NOT_FOUND')) throw err
     file = await SegmentFile.create(store, settings)
   }
-  await file.truncate(0)
+  try {
+    if (settings.wal !== undefined) await file.walBegin()
+    await file.truncate(0)
+  } catch (err) {
+    await file.close()
+    throw err
+  }
   return file
 }
 

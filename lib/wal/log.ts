@@ -32,7 +32,8 @@
  *
  * The file header CRC covers its bytes 0..32; a record's CRC covers bytes 0..36 of its
  * header, then its payload. Sequence numbers run on across generations. `write` records carry
- * the bytes (payload length = length), `zeroes` none, `truncate` none (offset = new size).
+ * the bytes (payload length = length), `zeroes` none, `truncate` none (offset = new size),
+ * `begin` and `commit` (kinds 4 and 5, an atomic group's bounds) none, offset and length 0.
  */
 import { promises as fs } from 'node:fs'
 import { join } from 'node:path'
@@ -59,6 +60,8 @@ export interface WalGeneration {
   cutBytes: number
   /** Why the scan stopped early, when it did. */
   cutReason?: string
+  /** Records of an atomic group never committed, left in an older file and not applied. */
+  passedOver?: number
 }
 
 /** Files removed whole at open: they followed a cut, broke the sequence, or were torn in their header. */
@@ -90,7 +93,7 @@ const RECORD_MAGIC = 0x52_4c_41_57 // "WALR" read little-endian
 const RECORD_HEADER = 40
 /** A payload this large is a torn or hostile length, not a record (writes are split below it). */
 export const MAX_RECORD_PAYLOAD = 256 * 1024 * 1024
-const KINDS = ['write', 'zeroes', 'truncate'] as const
+const KINDS = ['write', 'zeroes', 'truncate', 'begin', 'commit'] as const
 const FILE_RE = /^wal-(\d{10})\.log$/
 
 export function walFileName(generation: number): string {
@@ -157,81 +160,141 @@ async function readAt(fh: fs.FileHandle, position: number, length: number): Prom
   return b.subarray(0, got)
 }
 
+/** Where a record starts: its byte in the file, its sequence number, the records before it. */
+interface Position {
+  at: number
+  seq: number
+  records: number
+}
+
+/**
+ * Walks the records of an open log file from `from`, checking each, up to `until` (a byte
+ * position, exclusive) or the first bad record, calling `onRecord` for each whole one.
+ */
+async function walk(
+  fh: fs.FileHandle,
+  path: string,
+  size: number,
+  from: Position,
+  until: number,
+  onRecord: (kind: (typeof KINDS)[number], r: WalRecord | undefined, at: Position) => void | Promise<void>,
+): Promise<{ end: Position; cutReason?: string }> {
+  let { at, seq, records } = from
+  let cutReason: string | undefined
+  while (at < until) {
+    const h = await readAt(fh, at, RECORD_HEADER)
+    const where = `${path} at byte ${at} (record ${seq})`
+    if (h.length < RECORD_HEADER) {
+      cutReason = `${where}: torn header, ${h.length} of ${RECORD_HEADER} bytes`
+      break
+    }
+    const kind = KINDS[h.readUInt8(4) - 1]
+    const payloadLen = h.readUInt32LE(32)
+    if (h.readUInt32LE(0) !== RECORD_MAGIC || kind === undefined || payloadLen > MAX_RECORD_PAYLOAD) {
+      cutReason = `${where}: not a record (magic, kind ${h.readUInt8(4)} or payload length ${payloadLen})`
+      break
+    }
+    if (at + RECORD_HEADER + payloadLen > size) {
+      cutReason = `${where}: torn payload, ${size - at - RECORD_HEADER} of ${payloadLen} bytes`
+      break
+    }
+    const payload = await readAt(fh, at + RECORD_HEADER, payloadLen)
+    const crc = crc32(payload, crc32(h.subarray(0, 36)))
+    if (crc !== h.readUInt32LE(36)) {
+      cutReason = `${where}: CRC ${h.readUInt32LE(36)} != computed ${crc}`
+      break
+    }
+    const gotSeq = Number(h.readBigUInt64LE(8))
+    const offset = Number(h.readBigUInt64LE(16))
+    const length = Number(h.readBigUInt64LE(24))
+    if (gotSeq !== seq) {
+      cutReason = `${where}: sequence ${gotSeq}, expected ${seq}`
+      break
+    }
+    if ((kind === 'write' && length !== payloadLen) || (kind !== 'write' && payloadLen !== 0)) {
+      cutReason = `${where}: ${kind} of ${length} bytes with a ${payloadLen}-byte payload`
+      break
+    }
+    const r: WalRecord | undefined =
+      kind === 'write'
+        ? { kind, seq, offset, data: payload }
+        : kind === 'zeroes'
+          ? { kind, seq, offset, length }
+          : kind === 'truncate'
+            ? { kind, seq, size: offset }
+            : undefined
+    await onRecord(kind, r, { at, seq, records })
+    at += RECORD_HEADER + payloadLen
+    seq++
+    records++
+  }
+  return { end: { at, seq, records }, ...(cutReason === undefined ? {} : { cutReason }) }
+}
+
 /**
  * Reads one generation's records in order, calling `apply` for each whole, checked one,
  * and (unless `repair` is false) truncates the file after the last of them. Returns what
  * it found.
+ *
+ * Records of an atomic group (`begin` … `commit`) are applied once its commit is read
+ * (read a second time from the file then, not held in memory). A group without its commit
+ * (the writer died inside it) is not applied: in the newest file (`last`) the file is cut
+ * at its `begin`, so records appended later do not join it; in an older one (a writer
+ * that rolled back inside a group, then rotated) its records are passed over.
  */
 export async function scanGeneration(
   path: string,
   apply: (r: WalRecord, h: WalFileHeader) => void | Promise<void>,
   repair = true,
+  last = true,
 ): Promise<WalGeneration & { nextSeq: number }> {
   const fh = await fs.open(path, repair ? 'r+' : 'r')
   try {
     const size = (await fh.stat()).size
     const header = decodeFileHeader(await readAt(fh, 0, FILE_HEADER), path)
     const { generation, baseCno } = header
-    let at = FILE_HEADER
-    let seq = header.firstSeq
-    let records = 0
-    let cutReason: string | undefined
-    while (at < size) {
-      const h = await readAt(fh, at, RECORD_HEADER)
-      const where = `${path} at byte ${at} (record ${seq})`
-      if (h.length < RECORD_HEADER) {
-        cutReason = `${where}: torn header, ${h.length} of ${RECORD_HEADER} bytes`
-        break
-      }
-      const kind = KINDS[h.readUInt8(4) - 1]
-      const payloadLen = h.readUInt32LE(32)
-      if (h.readUInt32LE(0) !== RECORD_MAGIC || kind === undefined || payloadLen > MAX_RECORD_PAYLOAD) {
-        cutReason = `${where}: not a record (magic, kind ${h.readUInt8(4)} or payload length ${payloadLen})`
-        break
-      }
-      if (at + RECORD_HEADER + payloadLen > size) {
-        cutReason = `${where}: torn payload, ${size - at - RECORD_HEADER} of ${payloadLen} bytes`
-        break
-      }
-      const payload = await readAt(fh, at + RECORD_HEADER, payloadLen)
-      const crc = crc32(payload, crc32(h.subarray(0, 36)))
-      if (crc !== h.readUInt32LE(36)) {
-        cutReason = `${where}: CRC ${h.readUInt32LE(36)} != computed ${crc}`
-        break
-      }
-      const gotSeq = Number(h.readBigUInt64LE(8))
-      const offset = Number(h.readBigUInt64LE(16))
-      const length = Number(h.readBigUInt64LE(24))
-      if (gotSeq !== seq) {
-        cutReason = `${where}: sequence ${gotSeq}, expected ${seq}`
-        break
-      }
-      if ((kind === 'write' && length !== payloadLen) || (kind !== 'write' && payloadLen !== 0)) {
-        cutReason = `${where}: ${kind} of ${length} bytes with a ${payloadLen}-byte payload`
-        break
-      }
-      await apply(
-        kind === 'write'
-          ? { kind, seq, offset, data: payload }
-          : kind === 'zeroes'
-            ? { kind, seq, offset, length }
-            : { kind, seq, size: offset },
-        header,
-      )
-      at += RECORD_HEADER + payloadLen
-      seq++
-      records++
+    /** The first `begin` (records from it on wait to be applied), and the `begin` of the group still open. */
+    let firstBegin: Position | undefined
+    let open: Position | undefined
+    const scan = await walk(
+      fh,
+      path,
+      size,
+      { at: FILE_HEADER, seq: header.firstSeq, records: 0 },
+      size,
+      async (kind, r, at) => {
+        if (kind === 'begin') {
+          firstBegin ??= at
+          open ??= at
+        } else if (kind === 'commit') open = undefined
+        else if (firstBegin === undefined && r !== undefined) await apply(r, header)
+      },
+    )
+    // From the first `begin` on, every record in a committed group or outside any, up to the
+    // group still open: applied now, read a second time.
+    if (firstBegin !== undefined) {
+      await walk(fh, path, size, firstBegin, open?.at ?? scan.end.at, async (_, r) => {
+        if (r !== undefined) await apply(r, header)
+      })
     }
-    if (at < size && repair) await fh.truncate(at)
+    let { end, cutReason } = scan
+    if (open !== undefined && last) {
+      const group = `${path} at byte ${open.at} (record ${open.seq}): an atomic group that was never committed (${end.records - open.records} records)`
+      cutReason = cutReason === undefined ? group : `${group}; after it, ${cutReason}`
+      end = open
+    }
+    const cutAt = end.at
+    if (cutAt < size && repair) await fh.truncate(cutAt)
     return {
       generation,
       baseCno,
       path,
-      records,
-      bytes: at - FILE_HEADER,
-      cutBytes: size - at,
+      records: end.records,
+      bytes: cutAt - FILE_HEADER,
+      cutBytes: size - cutAt,
       ...(cutReason === undefined ? {} : { cutReason }),
-      nextSeq: seq,
+      ...(open !== undefined && !last ? { passedOver: end.records - open.records } : {}),
+      nextSeq: end.seq,
     }
   } finally {
     await fh.close()
@@ -354,7 +417,7 @@ export class WalLog {
         break
       }
       const header = h
-      const { nextSeq, ...g } = await scanGeneration(path, (r) => apply(r, header))
+      const { nextSeq, ...g } = await scanGeneration(path, (r) => apply(r, header), true, i === files.length - 1)
       generations.push(g)
       seq = nextSeq
     }
@@ -405,6 +468,13 @@ export class WalLog {
   }
   appendTruncate(size: number): Promise<void> {
     return this.#append(3, size, 0, new Uint8Array(0))
+  }
+  /** Opens an atomic group: the records up to its commit are replayed only if the commit is logged. */
+  appendBegin(): Promise<void> {
+    return this.#append(4, 0, 0, new Uint8Array(0))
+  }
+  appendCommit(): Promise<void> {
+    return this.#append(5, 0, 0, new Uint8Array(0))
   }
 
   #append(kind: number, offset: number, length: number, payload: Uint8Array): Promise<void> {
@@ -547,7 +617,7 @@ export async function readHeaders(dir: string): Promise<WalFileHeader[]> {
 export interface WalReport {
   dir: string
   generations: Array<WalGeneration & { firstSeq: number }>
-  /** Records a replay would consider (before skipping those already published). */
+  /** Records a replay would consider (before skipping those already published; not those of a group never committed). */
   records: number
   /** Bytes of write payload in them. */
   payloadBytes: number
@@ -557,7 +627,8 @@ export async function inspectWalFiles(dir: string): Promise<WalReport> {
   const generations: WalReport['generations'] = []
   let records = 0
   let payloadBytes = 0
-  for (const { path } of await listGenerations(dir)) {
+  const files = await listGenerations(dir)
+  for (const [i, { path }] of files.entries()) {
     const h = await readFileHeader(path)
     const { nextSeq: _, ...g } = await scanGeneration(
       path,
@@ -566,6 +637,7 @@ export async function inspectWalFiles(dir: string): Promise<WalReport> {
         if (r.kind === 'write') payloadBytes += r.data.byteLength
       },
       false,
+      i === files.length - 1,
     )
     generations.push({ ...g, firstSeq: h.firstSeq })
     if (g.cutBytes > 0) break

@@ -180,6 +180,82 @@ describe('WAL log', () => {
     await s.log.close()
   })
 
+  it('atomic groups: a committed one is replayed with what surrounds it, one never committed is cut off', async () => {
+    const dir = await freshDir()
+    const { log } = await openLog(dir)
+    const before = await appendMix(log, 3)
+    await log.appendBegin() // seq 4
+    const inGroup = await appendMix(log, 4, 5)
+    await log.appendCommit() // seq 9
+    const after = await appendMix(log, 2, 10)
+    const whole = log.size
+    await log.appendBegin() // seq 12
+    await appendMix(log, 3, 13)
+    await log.close()
+
+    const r = await openLog(dir)
+    assert.deepEqual(normal(r.replayed), normal([...before, ...inGroup, ...after]), 'the open group is not replayed')
+    const g = r.generations[0]
+    assert.equal(g?.records, 11)
+    assert.match(g?.cutReason ?? '', /record 12\): an atomic group that was never committed \(4 records\)/)
+    assert.equal((await fs.stat(join(dir, walFileName(1)))).size, whole, 'the file is cut at the open group')
+    // Records appended now do not join the group that was cut.
+    await r.log.appendTruncate(77)
+    await r.log.close()
+    const again = await openLog(dir)
+    assert.deepEqual(
+      normal(again.replayed),
+      normal([...before, ...inGroup, ...after, { kind: 'truncate', seq: 12, size: 77 }]),
+    )
+    await again.log.close()
+  })
+
+  it('an atomic group is cut whole wherever the writer died inside it, and only then', async () => {
+    const dir = await freshDir()
+    const { log } = await openLog(dir)
+    const want = await appendMix(log, 2)
+    const atBegin = log.size
+    await log.appendBegin()
+    await appendMix(log, 3, 4)
+    const atCommit = log.size
+    await log.appendCommit()
+    const end = log.size
+    await log.close()
+    const path = join(dir, walFileName(1))
+    const full = await fs.readFile(path)
+    for (let cut = atBegin; cut <= end; cut++) {
+      await fs.writeFile(path, full.subarray(0, cut))
+      const r = await openLog(dir)
+      if (cut === end) assert.equal(r.replayed.length, 5, 'committed: every record')
+      else {
+        assert.deepEqual(normal(r.replayed), normal(want), `cut at ${cut} (commit at ${atCommit})`)
+        assert.equal((await fs.stat(path)).size, atBegin, `cut at ${cut}: the file ends before the group`)
+      }
+      await r.log.close()
+    }
+  })
+
+  it('an older file with a group never committed (rolled back, then rotated) is passed over, the next one kept', async () => {
+    const dir = await freshDir()
+    const { log } = await openLog(dir, 3)
+    const a = await appendMix(log, 2)
+    await log.appendBegin()
+    await appendMix(log, 2, 4)
+    await log.rotate(3)
+    const b = await appendMix(log, 2, 6)
+    await log.close()
+    const r = await openLog(dir)
+    assert.deepEqual(normal(r.replayed), normal([...a, ...b]))
+    assert.deepEqual(
+      r.generations.map((g) => [g.generation, g.records, g.cutBytes, g.passedOver]),
+      [
+        [1, 5, 0, 3],
+        [2, 2, 0, undefined],
+      ],
+    )
+    await r.log.close()
+  })
+
   it('drops a generation that does not follow on from the one before, and every later one', async () => {
     const dir = await freshDir()
     const { log } = await openLog(dir)
