@@ -29,7 +29,8 @@ import { createStreamSegmentReadStream } from './streams/read-stream.js'
 import { openLocalFile, uploadFile } from './streams/upload-file.js'
 import { createStreamSegmentWriteStream } from './streams/write-stream.js'
 import { optionalRequire } from './util/optional-require.cjs'
-import { inspectWal } from './wal/wal.js'
+import type { WalSync } from './wal/log.js'
+import { inspectWal, type WalOptions } from './wal/wal.js'
 import type { FlushTiming } from './write/flush.js'
 
 export const EXIT_CODES: Record<ErrorCode | 'usage', number> = {
@@ -96,6 +97,9 @@ Commands:
                    A regular file goes by reference (read as its objects are sent, the spec's
                    defaults); stdin (-), a pipe, a FIFO or a device by value (streaming profile).
                    --size N: publish only if exactly N bytes came (stdin or a command)
+                   --wal DIR [--wal-sync always|interval|none]: log the stream (stdin or a
+                   command) in DIR first; if the process dies after the input ended, the next
+                   put or open with DIR publishes it; a stream cut short is dropped
   put <url> [--size N] [--<setting> <value>…] -- <command> [args…]
                    run the command and write its stdout as a new checkpoint, published only when
                    it exits 0 (else ERR_ABORTED, exit 8, nothing published)
@@ -320,9 +324,15 @@ async function put(p: Parsed, out: Out, err: Out): Promise<number> {
   if (size !== undefined && source !== '-') {
     throw StreamSegmentError.invalidArgument(`option ${optionName(p, 'size')} is for stdin or a command, not a file`)
   }
+  const wal = walOption(p)
+  if (wal !== undefined && source !== '-') {
+    throw StreamSegmentError.invalidArgument(
+      `option ${optionName(p, 'wal')} is for stdin or a command: a regular file goes by reference, not through a log`,
+    )
+  }
   const settings: Partial<Record<keyof Settings, unknown>> = {}
   for (const [name, value] of p.options) {
-    if (name === 'size') continue
+    if (name === 'size' || name === 'wal' || name === 'walSync') continue
     if (!isSettingName(name)) throw StreamSegmentError.internal(`put: option --${name} is not a setting`)
     // String settings (format, conflictPolicy) are taken as given; resolveSettings checks them.
     settings[name] = typeof SPEC_DEFAULTS[name] === 'string' ? value : parseSize(optionName(p, name), value)
@@ -350,6 +360,7 @@ async function put(p: Parsed, out: Out, err: Out): Promise<number> {
           ac.signal,
           err,
           completeWhen({ size, child }),
+          wal,
         )
   } catch (e) {
     // The file source says the file ended early, not which file.
@@ -377,6 +388,23 @@ async function put(p: Parsed, out: Out, err: Out): Promise<number> {
       `dead ${formatBytes(t.streamDeadBytes)}, meta ${formatBytes(t.streamMetaBytes)}\n`,
   )
   return 0
+}
+
+/** `--wal DIR [--wal-sync MODE]`, checked (the mode again when the log opens). */
+function walOption(p: Parsed): WalOptions | undefined {
+  const dir = p.options.get('wal')
+  const sync = p.options.get('walSync')
+  if (dir === undefined) {
+    if (sync !== undefined)
+      throw StreamSegmentError.invalidArgument(`option ${optionName(p, 'walSync')} needs --wal DIR`)
+    return undefined
+  }
+  if (sync !== undefined && !['always', 'interval', 'none'].includes(sync)) {
+    throw StreamSegmentError.invalidArgument(
+      `option ${optionName(p, 'walSync')} is ${JSON.stringify(sync)}: use always, interval or none`,
+    )
+  }
+  return { dir, ...(sync !== undefined && { sync: sync as WalSync }) }
 }
 
 interface PutResult {
@@ -472,9 +500,10 @@ async function putByValue(
   signal: AbortSignal,
   err: Out,
   gate?: Transform,
+  wal?: WalOptions,
 ): Promise<PutResult> {
   // Files, pipes, sockets and a child's stdout hand over a new buffer for every chunk.
-  const writer = createStreamSegmentWriteStream({ store, signal, adoptChunks: true, ...settings })
+  const writer = createStreamSegmentWriteStream({ store, signal, adoptChunks: true, ...settings, ...(wal && { wal }) })
   const sample = () => ({ done: writer.bytesWritten, requestsInFlight: writer.file?.progress.requestsInFlight ?? 0 })
   const stop = err.isTTY ? showProgress(err, sample) : undefined
   try {
@@ -863,7 +892,10 @@ function worstExit(problems: readonly Problem[]): number {
 
 /** Every command: what it accepts, and what runs it. */
 const COMMANDS: Record<string, { spec: CommandSpec; run: (p: Parsed, out: Out, err: Out) => Promise<number> }> = {
-  put: { spec: { values: ['size', ...Object.keys(SPEC_DEFAULTS).filter(isSettingName)], flags: ['json'] }, run: put },
+  put: {
+    spec: { values: ['size', 'wal', 'walSync', ...Object.keys(SPEC_DEFAULTS).filter(isSettingName)], flags: ['json'] },
+    run: put,
+  },
   get: {
     spec: { values: ['range', 'cno', 'output', ...READ_OPTIONS], flags: ['json'], short: { o: 'output' } },
     run: get,

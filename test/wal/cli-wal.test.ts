@@ -1,4 +1,4 @@
-/** The CLI and the WAL: `inspect --wal DIR`. */
+/** The CLI and the WAL: `inspect --wal DIR`, `put --wal DIR`. */
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
 import { promises as fs } from 'node:fs'
@@ -14,10 +14,19 @@ const bin = resolve('bin/stream-segment.cjs')
 const roots: string[] = []
 after(() => Promise.all(roots.map((d) => fs.rm(d, { recursive: true, force: true }))))
 
-function cli(args: string[]) {
+function cli(args: string[], input?: Buffer) {
   const { DEBUG: _, ...env } = process.env
-  const r = spawnSync(process.execPath, [bin, ...args], { env, encoding: 'utf8', timeout: 60_000 })
+  const r = spawnSync(process.execPath, [bin, ...args], { env, encoding: 'utf8', timeout: 60_000, input })
   return { status: r.status, text: r.stdout, stderr: r.stderr }
+}
+
+async function published(dir: string): Promise<Buffer> {
+  const f = await SegmentFile.open(new DirectoryStore(dir), { readOnly: true })
+  try {
+    return Buffer.from(await f.read(0, f.size))
+  } finally {
+    await f.close()
+  }
 }
 
 describe('CLI: inspect --wal', () => {
@@ -52,5 +61,61 @@ describe('CLI: inspect --wal', () => {
     const none = cli(['inspect', '--wal', join(root, 'nothing')])
     assert.equal(none.status, 3, none.stderr)
     assert.match(none.stderr, /no WAL folder here/)
+  })
+})
+
+describe('CLI: put --wal', () => {
+  it('logs stdin and publishes it; a producer that fails publishes nothing and leaves nothing to replay', async () => {
+    const root = await fs.mkdtemp(join(tmpdir(), 'ss-cli-putwal-'))
+    roots.push(root)
+    const dir = join(root, 'wal')
+    const c = join(root, 'c')
+    const input = pattern(0, 3 * 1024 * 1024 + 17)
+    const r = cli(['put', '-', c, '--wal', dir, '--wal-sync', 'interval', '--json'], input)
+    assert.equal(r.status, 0, r.stderr)
+    assert.equal(JSON.parse(r.text).flushTiming.streamSentBytes, 0, 'nothing sent ahead with a log')
+    assert.deepEqual(await published(c), input)
+    assert.equal(
+      JSON.parse(cli(['inspect', '--wal', dir, '--json']).text).records,
+      0,
+      'the log is empty once published',
+    )
+
+    const failed = cli([
+      'put',
+      c,
+      '--wal',
+      dir,
+      '--',
+      process.execPath,
+      '-e',
+      "process.stdout.write('x'.repeat(300000)); process.exit(3)",
+    ])
+    assert.equal(failed.status, 8, failed.stderr)
+    assert.match(failed.stderr, /exited with code 3: nothing was published/)
+    assert.deepEqual(await published(c), input)
+    const seen = JSON.parse(cli(['inspect', '--wal', dir, '--json']).text)
+    assert.match(seen.generations.at(-1).cutReason, /an atomic group that was never committed/)
+    assert.equal(seen.lockedBy, undefined, 'the folder is released')
+
+    const again = cli(['put', '-', c, '--wal', dir], pattern(0, 5000, 2))
+    assert.equal(again.status, 0, again.stderr)
+    assert.deepEqual(await published(c), pattern(0, 5000, 2))
+  })
+
+  it('refuses --wal with a regular file, and a bad --wal-sync', async () => {
+    const root = await fs.mkdtemp(join(tmpdir(), 'ss-cli-putwal-'))
+    roots.push(root)
+    const file = join(root, 'f')
+    await fs.writeFile(file, pattern(0, 100))
+    const r = cli(['put', file, join(root, 'c'), '--wal', join(root, 'wal')])
+    assert.equal(r.status, 2, r.stderr)
+    assert.match(r.stderr, /--wal is for stdin or a command/)
+    const bad = cli(
+      ['put', '-', join(root, 'c'), '--wal', join(root, 'wal'), '--wal-sync', 'sometimes'],
+      Buffer.alloc(1),
+    )
+    assert.equal(bad.status, 2, bad.stderr)
+    assert.match(bad.stderr, /--wal-sync is "sometimes": use always, interval or none/)
   })
 })
