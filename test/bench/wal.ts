@@ -1,6 +1,7 @@
 // The cost of the WAL: BENCH_MIB (default 512) MiB written in 1 MiB writes into a directory
 // store, then one flush, with no WAL and with each sync mode ('none', 'interval' at 100 ms,
-// 'always'), in one process run. Prints writer CPU seconds per GiB (write + flush), the
+// 'always'), and with 'always' and a background publish() every 64 MiB while writing (the
+// flush then has only the tail left), in one process run. Prints writer CPU seconds per GiB (write + flush), the
 // write and flush times, MB/s over both, the log's fsyncs and bytes, and peak RSS growth.
 // The store and the log are in one temporary folder (the file system is printed).
 // Run: npm run build && node dist/esm/test/bench/wal.js
@@ -22,7 +23,7 @@ fillBlocks(source, 0)
 const cpuSeconds = (u: NodeJS.CpuUsage) => (u.user + u.system) / 1e6
 const root = await fs.mkdtemp(join(tmpdir(), 'ss-bench-wal-'))
 
-async function run(name: string | undefined, wal: Omit<WalOptions, 'dir'> | undefined, i: number) {
+async function run(name: string | undefined, wal: Omit<WalOptions, 'dir'> | undefined, i: number, publishEvery = 0) {
   const store = new DirectoryStore(join(root, `c${i}`))
   const dir = join(root, `wal${i}`)
   const file = await SegmentFile.create(store, wal === undefined ? {} : { wal: { dir, ...wal } })
@@ -31,14 +32,21 @@ async function run(name: string | undefined, wal: Omit<WalOptions, 'dir'> | unde
   let walBytes = 0
   const c0 = process.cpuUsage()
   const t0 = performance.now()
+  const publishes: Promise<unknown>[] = []
   for (let at = 0; at < total; at += writeSize) {
     await file.write(at, source.subarray(at, at + writeSize))
+    if (publishEvery > 0 && (at + writeSize) % publishEvery === 0 && at + writeSize < total)
+      publishes.push(file.publish())
     rss = Math.max(rss, process.memoryUsage().rss)
   }
   const writeS = (performance.now() - t0) / 1000
-  if (wal !== undefined) walBytes = (await fs.stat(join(dir, 'wal-0000000001.log'))).size
+  if (wal !== undefined) {
+    for (const name of await fs.readdir(dir))
+      if (name.endsWith('.log')) walBytes += (await fs.stat(join(dir, name))).size
+  }
   const t1 = performance.now()
   await file.flush()
+  await Promise.all(publishes)
   const flushS = (performance.now() - t1) / 1000
   const cpu = cpuSeconds(process.cpuUsage(c0))
   await file.close()
@@ -55,7 +63,9 @@ const fsType = execFileSync('df', ['--output=fstype', root], { encoding: 'utf8' 
 console.log(
   `# wal: ${total / MiB} MiB in ${writeSize / MiB} MiB writes into a directory store, then one flush (node ${process.version}, ${cpus()[0]?.model}, ${cpus().length} cores, ${tmpdir()} on ${fsType})`,
 )
-console.log('| WAL | writer CPU-s/GiB (write + flush) | write s | flush s | MB/s | log MiB | peak RSS growth MiB |')
+console.log(
+  '| WAL | writer CPU-s/GiB (write + flush) | write s | flush s | MB/s | log MiB at the flush | peak RSS growth MiB |',
+)
 console.log('|---|---:|---:|---:|---:|---:|---:|')
 try {
   await run(undefined, undefined, 0) // let the JIT settle first
@@ -63,6 +73,7 @@ try {
   await run("sync 'none'", { sync: 'none' }, 2)
   await run("sync 'interval', 100 ms", { sync: 'interval', intervalMs: 100 }, 3)
   await run("sync 'always'", { sync: 'always' }, 4)
+  await run("sync 'always', publish() every 64 MiB", { sync: 'always' }, 5, 64 * MiB)
 } finally {
   await fs.rm(root, { recursive: true, force: true })
 }
