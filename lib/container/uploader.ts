@@ -17,9 +17,17 @@
  * - The same lifecycle makes plain objects (exports): no claim, the caller's metadata and
  *   attributes, parts of uneven sizes, and parts copied server-side from a range of
  *   another object (`startCopy`, within the same request slots) beside parts sent.
+ * - Resume (`resumer`, set by uploadFile): each new segment object's upload records, as
+ *   metadata on its claim, what a later attempt checks (`Resumer.metadata`); and an object
+ *   that starts where an interrupted attempt's open upload started continues that upload
+ *   (`openSegment`): a part it already holds is not sent again when its size and MD5 are
+ *   those of the bytes this object puts there, read from the source now; any other part
+ *   is uploaded again over it. See container/resume.ts for the reasoning.
  */
+import { createHash } from 'node:crypto'
 import debug from 'debug'
 import { StreamSegmentError } from '../errors.js'
+import { segmentKey } from '../format/names.js'
 import type {
   CompletedPart,
   CopySource,
@@ -27,6 +35,7 @@ import type {
   ObjectStore,
   PutOptions,
   Body as StoreBody,
+  UploadedPart,
 } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
 
@@ -48,6 +57,35 @@ export interface Uploadable {
   take(start: number, end: number): Promise<Body>
 }
 
+/** An interrupted attempt's open upload of a segment object, found by a resume. */
+export interface Leftover {
+  key: string
+  cno: number
+  part: number
+  uploadId: string
+  /** The parts it holds, as the store listed them. */
+  parts: readonly UploadedPart[]
+}
+
+/** What makes a file's segment objects resumable (see container/resume.ts). */
+export interface Resumer {
+  /** Metadata recorded on the claim of a new object whose data starts at byte `first` of the file. */
+  metadata(first: number): Record<string, string>
+  /** An interrupted upload of an object whose data started at byte `first`, to continue (each one once). */
+  take(first: number): Leftover | undefined
+  /** An upload `take` gave has completed: its object is in the checkpoint. */
+  completed(key: string): void
+}
+
+/** A segment object's upload as `openSegment` starts it: fresh, or an interrupted one continued. */
+export interface SegmentUpload {
+  cno: number
+  part: number
+  key: string
+  upload: MultipartObject
+  continued: boolean
+}
+
 export interface UploadResult {
   key: string
   bytes: number
@@ -61,8 +99,12 @@ export class Uploader {
   uploadedBytes = 0
   /** Bytes of every part copied server-side that completed (UploadPartCopy). */
   copiedBytes = 0
+  /** Bytes of parts an interrupted upload held and that were taken instead of being sent (resume). */
+  reusedBytes = 0
   /** Requests that completed. */
   requests = 0
+  /** Set by uploadFile: records what a later resume checks, and continues interrupted uploads. */
+  resumer: Resumer | undefined
   /** Called when a request carrying a body or copying a part has completed (progress). */
   onRequestDone: (() => void) | undefined
 
@@ -79,7 +121,11 @@ export class Uploader {
    * them; resolves once the request is under way, with a promise of its end. The slot
    * and the body are given back when it ends.
    */
-  async start<T>(take: () => Promise<Body>, send: (chunks: Uint8Array[]) => Promise<T>): Promise<{ done: Promise<T> }> {
+  async start<T>(
+    take: () => Promise<Body>,
+    send: (chunks: Uint8Array[]) => Promise<T>,
+    reused?: (result: T) => boolean,
+  ): Promise<{ done: Promise<T> }> {
     await this.slots.acquire()
     let body: Body
     try {
@@ -90,8 +136,11 @@ export class Uploader {
     }
     const done = send(body.chunks)
       .then((result) => {
-        this.uploadedBytes += byteLength(body.chunks)
-        this.requests++
+        if (reused?.(result) === true) this.reusedBytes += byteLength(body.chunks)
+        else {
+          this.uploadedBytes += byteLength(body.chunks)
+          this.requests++
+        }
         this.onRequestDone?.()
         return result
       })
@@ -123,6 +172,32 @@ export class Uploader {
     options: Omit<CreateMultipartOptions, 'signal'> = { ifNoneMatch: '*' },
   ): MultipartObject {
     return new MultipartObject(this, key, signal, options)
+  }
+
+  /**
+   * Starts the multipart upload of a segment object whose data starts at byte `first` of
+   * the file (undefined: not at a place a resume can match): an interrupted upload of
+   * the object that started there, continued, when the resumer has one; otherwise a new
+   * claim under `fresh()`'s number, recording the resumer's metadata.
+   */
+  openSegment(
+    first: number | undefined,
+    fresh: () => { cno: number; part: number },
+    signal?: AbortSignal,
+  ): SegmentUpload {
+    const left = first === undefined ? undefined : this.resumer?.take(first)
+    if (left !== undefined) {
+      log('continue %s (upload %s, %d parts there)', left.key, left.uploadId, left.parts.length)
+      const upload = new MultipartObject(this, left.key, signal, {}, left)
+      upload.resumable = true
+      return { cno: left.cno, part: left.part, key: left.key, upload, continued: true }
+    }
+    const { cno, part } = fresh()
+    const key = segmentKey(cno, part)
+    const metadata = first === undefined ? undefined : this.resumer?.metadata(first)
+    const upload = this.openMultipart(key, signal, metadata === undefined ? undefined : { ifNoneMatch: '*', metadata })
+    upload.resumable = metadata !== undefined
+    return { cno, part, key, upload, continued: false }
   }
 
   /** Whether parts of this store's uploads can be copied server-side from objects of `source`. */
@@ -178,14 +253,26 @@ export class MultipartObject {
   private readonly uploadId: Promise<string>
   private readonly parts: Array<Promise<CompletedPart>> = []
   private failed: { err: unknown } | undefined
+  /** Parts an interrupted upload continued here holds, by number, until a piece takes or replaces each. */
+  private readonly held = new Map<number, UploadedPart>()
+  private readonly continued: boolean
+  /** Opened by `openSegment` for a resumable file: a resume can find and continue it. */
+  resumable = false
 
   constructor(
     private readonly uploader: Uploader,
     readonly key: string,
     private readonly signal?: AbortSignal,
     options: Omit<CreateMultipartOptions, 'signal'> = { ifNoneMatch: '*' },
+    continued?: Leftover,
   ) {
-    this.uploadId = uploader.store.createMultipart(key, { ...options, signal })
+    this.continued = continued !== undefined
+    if (continued !== undefined) {
+      this.uploadId = Promise.resolve(continued.uploadId)
+      for (const p of continued.parts) this.held.set(p.partNumber, p)
+    } else {
+      this.uploadId = uploader.store.createMultipart(key, { ...options, signal })
+    }
     this.uploadId.catch((err) => this.fail(err)) // judged when the object completes
   }
 
@@ -219,20 +306,32 @@ export class MultipartObject {
   async startPart(take: () => Promise<Body>): Promise<void> {
     // Reserve the number before waiting, so pieces started together keep their order.
     const { partNumber, settle } = this.reservePart()
+    const held = this.held.get(partNumber)
+    this.held.delete(partNumber)
+    let reused = false
     try {
-      const { done } = await this.uploader.start(take, async (chunks) => {
-        try {
-          const id = await this.uploadId
-          const { etag } = await this.uploader.store.uploadPart(this.key, id, partNumber, chunks, {
-            signal: this.signal,
-          })
-          log('part %s #%d', this.key, partNumber)
-          return { partNumber, etag }
-        } catch (err) {
-          this.fail(err) // at once: a piece waiting for room must see it
-          throw err
-        }
-      })
+      const { done } = await this.uploader.start(
+        take,
+        async (chunks) => {
+          try {
+            if (held !== undefined && sameBytes(held, chunks)) {
+              reused = true
+              log('part %s #%d: held already, the same %d bytes', this.key, partNumber, held.size)
+              return { partNumber, etag: held.etag }
+            }
+            const id = await this.uploadId
+            const { etag } = await this.uploader.store.uploadPart(this.key, id, partNumber, chunks, {
+              signal: this.signal,
+            })
+            log('part %s #%d', this.key, partNumber)
+            return { partNumber, etag }
+          } catch (err) {
+            this.fail(err) // at once: a piece waiting for room must see it
+            throw err
+          }
+        },
+        () => reused,
+      )
       done.catch((err) => this.fail(err))
       settle(done)
     } catch (err) {
@@ -295,13 +394,22 @@ export class MultipartObject {
       signal: this.signal,
     })
     this.uploader.requests++
+    if (this.continued) this.uploader.resumer?.completed(this.key)
     log('complete %s in %d pieces', this.key, parts.length)
     return out
   }
 
-  /** Gives the upload up: waits for its pieces in flight, then aborts it (best effort, logged). */
+  /**
+   * Gives the upload up: waits for its pieces in flight, then aborts it (best effort,
+   * logged). When the caller's signal gave it up and a resume can find it (`resumable`),
+   * it is left open instead, for the next attempt to continue (or gc to abort).
+   */
   async abort(): Promise<void> {
     await this.settled()
+    if (this.signal?.aborted === true && this.resumable) {
+      log('keep %s open for a resume', this.key)
+      return
+    }
     let id: string
     try {
       id = await this.uploadId
@@ -310,6 +418,18 @@ export class MultipartObject {
     }
     await this.uploader.store.abortMultipart(this.key, id).catch((e) => log('abort %s %s failed: %s', this.key, id, e))
   }
+}
+
+/**
+ * Whether a part an upload holds is exactly `chunks`: the same size and the same MD5.
+ * A store that gives no MD5 of the part (`md5` absent) never matches: nothing is taken
+ * that was not checked against the bytes.
+ */
+function sameBytes(part: UploadedPart, chunks: readonly Uint8Array[]): boolean {
+  if (part.md5 === undefined || part.size !== byteLength(chunks)) return false
+  const h = createHash('md5')
+  for (const c of chunks) h.update(c)
+  return h.digest('hex') === part.md5
 }
 
 function byteLength(chunks: readonly Uint8Array[]): number {

@@ -63,6 +63,11 @@ export interface FlushTiming {
   streamDeadBytes: number
   streamFlushBytes: number
   streamMetaBytes: number
+  /**
+   * Bytes of this checkpoint's objects that an interrupted upload had sent already and
+   * that were kept instead of being sent again (uploadFile's resume); 0 otherwise.
+   */
+  reusedBytes: number
 }
 
 /** An object's bytes before any block: its header (and, head first, the padding it may need). */
@@ -178,6 +183,7 @@ export async function flush(core: FileState): Promise<FlushTiming> {
     streamDeadBytes: counters.streamDeadBytes,
     streamFlushBytes: counters.streamFlushBytes,
     streamMetaBytes: counters.streamMetaBytes,
+    reusedBytes: 0,
   }
   if (!core.changed) {
     timing.totalMs = performance.now() - t0

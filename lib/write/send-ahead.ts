@@ -275,7 +275,7 @@ export class SendAhead {
           this.scanAt = core.tier.unplacedBytes + this.pieceSize
           return
         }
-        open = this.openObject()
+        open = this.openObject(piece)
       }
       const first = open.sent.slot.length
       let last: MapNode | undefined
@@ -309,16 +309,20 @@ export class SendAhead {
     )
   }
 
-  private openObject(): OpenObject {
+  private openObject(piece: Piece): OpenObject {
     const core = this.core
-    const { cno, part } = core.reserve()
-    const key = segmentKey(cno, part)
+    // Where its data starts, for a resume (uploader.openSegment) when that is a leaf's first
+    // block: an object continuing an interrupted upload keeps that upload's (older) number,
+    // so its leaves must point into itself only, never into this checkpoint's other objects.
+    const firstKey = piece.keys[0] as number
+    const first = (piece.leaves[0] as MapNode).keys[0] === firstKey ? firstKey * core.blockSize : undefined
+    const { cno, part, key, upload } = core.uploader.openSegment(first, () => core.reserve(), core.signal)
     const open: OpenObject = {
       id: newObjectId(),
       cno,
       part,
       key,
-      upload: core.uploader.openMultipart(key, core.signal),
+      upload,
       sent: { id: 0, blockIndex: [], slot: [], gen: [], crc: [] },
       leaves: new Set(),
     }

@@ -1,0 +1,191 @@
+/**
+ * Resumed uploads (uploadFile's `resume`), the same checks on every store: an upload
+ * interrupted part-way, then run again, keeps what the first attempt sent and checks it
+ * against the file. Used by test/streams/resume.test.ts (memory, directory) and
+ * test/streams/resume-s3.test.ts (radosgw).
+ */
+import assert from 'node:assert/strict'
+import { createHash } from 'node:crypto'
+import { mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, describe, it } from 'node:test'
+import { verifyCheckpoint } from '../../lib/admin/verify.js'
+import type { StreamSegmentError } from '../../lib/errors.js'
+import { SegmentFile } from '../../lib/segment-file.js'
+import type { Settings } from '../../lib/settings.js'
+import type { ObjectStore } from '../../lib/store/types.js'
+import { type UploadFileOptions, uploadFile } from '../../lib/streams/upload-file.js'
+import type { FlushTiming } from '../../lib/write/flush.js'
+import { fillBlocks } from './pattern.js'
+import { type CallInfo, WrappedStore } from './wrapped-store.js'
+
+/** Counts the body bytes sent (PutObject and UploadPart) and the requests, by operation. */
+export class CountingStore extends WrappedStore {
+  bytesUp = 0
+  readonly requests: Record<string, number> = {}
+  protected async around<T>(call: CallInfo, run: () => Promise<T>): Promise<T> {
+    const out = await run()
+    this.bytesUp += call.bytesUp
+    this.requests[call.op] = (this.requests[call.op] ?? 0) + 1
+    return out
+  }
+}
+
+/** A file of `bytes` patterned bytes (every 4 KiB block distinct, `seed` in each). */
+export function writePatternFile(path: string, bytes: number, seed = 1): Buffer {
+  const data = Buffer.allocUnsafe(bytes)
+  fillBlocks(data, 0, seed)
+  writeFileSync(path, data)
+  return data
+}
+
+export function sha256(b: Uint8Array): string {
+  return createHash('sha256').update(b).digest('hex')
+}
+
+/** The published checkpoint's bytes' SHA-256 (read back 8 MiB at a time) and size. */
+export async function readBackSha256(store: ObjectStore): Promise<{ size: number; sha256: string }> {
+  const f = await SegmentFile.open(store, { readOnly: true })
+  try {
+    const h = createHash('sha256')
+    for (let at = 0; at < f.size; at += 8 << 20) h.update(await f.read(at, Math.min(8 << 20, f.size - at)))
+    return { size: f.size, sha256: h.digest('hex') }
+  } finally {
+    await f.close()
+  }
+}
+
+/** Runs uploadFile and aborts it once `stopAt` body bytes were uploaded; resolves with what was uploaded. */
+export async function interruptedUpload(
+  path: string,
+  store: ObjectStore,
+  settings: Partial<Settings>,
+  stopAt: number,
+): Promise<number> {
+  const ac = new AbortController()
+  let uploaded = 0
+  const options: UploadFileOptions = {
+    signal: ac.signal,
+    onStart: (file) => {
+      const uploader = file.core.uploader
+      const before = uploader.onRequestDone
+      uploader.onRequestDone = () => {
+        before?.()
+        uploaded = uploader.uploadedBytes
+        if (uploaded >= stopAt) ac.abort(new Error('interrupted by the test'))
+      }
+    },
+  }
+  await assert.rejects(uploadFile(path, store, settings, options), (e: StreamSegmentError) => {
+    assert.equal(e.code, 'ERR_ABORTED', e.message)
+    return true
+  })
+  return uploaded
+}
+
+async function assertPublished(store: ObjectStore, data: Buffer, t: FlushTiming): Promise<void> {
+  const back = await readBackSha256(store)
+  assert.deepEqual(back, { size: data.length, sha256: sha256(data) }, 'the checkpoint is the file, byte for byte')
+  const report = await verifyCheckpoint(store)
+  assert.deepEqual(report.problems, [], 'every header, node and block CRC checks out')
+  assert.equal(report.cno, t.cno)
+}
+
+export interface ResumeSuiteOptions {
+  /** The multipart piece size to use (the store's minimum or more). */
+  pieceSize: number
+  /** The file's size: several pieces. */
+  fileBytes: number
+}
+
+/**
+ * `make` returns a fresh, empty store for each test, wrapped or not; the suite wraps it
+ * in a CountingStore for the second attempt.
+ */
+export function runResumeTests(name: string, make: () => Promise<ObjectStore>, o: ResumeSuiteOptions): void {
+  const dir = mkdtempSync(join(tmpdir(), 'ss-resume-'))
+  after(() => rmSync(dir, { recursive: true, force: true }))
+  const settings: Partial<Settings> = { segmentMpuChunkSize: o.pieceSize, segmentMpuMaxConcurrency: 2 }
+  let n = 0
+  const file = (seed: number) => {
+    const path = join(dir, `f${++n}.bin`)
+    return { path, data: writePatternFile(path, o.fileBytes, seed) }
+  }
+
+  describe(`uploadFile resume: ${name}`, () => {
+    it('an upload aborted part-way is resumed: only the rest is sent, the checkpoint is the file', async () => {
+      const store = await make()
+      const { path, data } = file(11)
+      const first = await interruptedUpload(path, store, settings, o.fileBytes / 2)
+      assert.ok(first >= o.fileBytes / 2 && first < o.fileBytes, `first attempt uploaded ${first} bytes`)
+      const counting = new CountingStore(store)
+      const t = await uploadFile(path, counting, settings)
+      assert.ok(t.reusedBytes >= o.fileBytes / 2 - 2 * o.pieceSize, `reused ${t.reusedBytes} bytes`)
+      assert.equal(t.reusedBytes % o.pieceSize, 0, 'whole pieces are kept')
+      // Sent: the rest of the data, plus the leaves, summaries, headers, part 0 and inode.
+      assert.ok(
+        counting.bytesUp <= o.fileBytes - t.reusedBytes + o.fileBytes / 16,
+        `sent ${counting.bytesUp} bytes the second time, ${t.reusedBytes} kept of ${o.fileBytes}`,
+      )
+      assert.ok(counting.bytesUp + t.reusedBytes >= o.fileBytes, 'every byte was sent or kept')
+      assert.ok((counting.requests.listParts ?? 0) >= 1, 'the parts of the interrupted upload were listed')
+      await assertPublished(store, data, t)
+    })
+
+    it('a file changed between attempts (new mtime) keeps nothing, and is published right', async () => {
+      const store = await make()
+      const { path } = file(12)
+      await interruptedUpload(path, store, settings, o.fileBytes / 2)
+      const changed = writePatternFile(path, o.fileBytes, 13) // same size, new bytes, new mtime
+      const later = new Date(Date.now() + 5000)
+      utimesSync(path, later, later)
+      const counting = new CountingStore(store)
+      const t = await uploadFile(path, counting, settings)
+      assert.equal(t.reusedBytes, 0)
+      assert.ok(counting.bytesUp >= o.fileBytes, `sent ${counting.bytesUp} bytes: all of it`)
+      await assertPublished(store, changed, t)
+    })
+
+    it('bytes changed under the same size and mtime: the changed piece is sent again, the others kept', async () => {
+      const store = await make()
+      const { path, data } = file(14)
+      const t0 = new Date('2026-01-02T03:04:05.678Z')
+      utimesSync(path, t0, t0)
+      await interruptedUpload(path, store, settings, o.fileBytes / 2)
+      // One byte of the first piece changes; the mtime is set back as it was.
+      data[o.pieceSize / 2] = (data[o.pieceSize / 2] as number) ^ 0xff
+      writeFileSync(path, data)
+      utimesSync(path, t0, t0)
+      const counting = new CountingStore(store)
+      const t = await uploadFile(path, counting, settings)
+      assert.ok(t.reusedBytes > 0, 'the unchanged pieces are kept')
+      assert.ok(counting.bytesUp + t.reusedBytes >= o.fileBytes)
+      await assertPublished(store, data, t)
+    })
+
+    it('resume: false sends everything again; so does an interrupted upload older than resumeMaxAgeMs', async () => {
+      const store = await make()
+      const { path, data } = file(15)
+      await interruptedUpload(path, store, settings, o.fileBytes / 2)
+      const old = new CountingStore(store)
+      await new Promise((r) => setTimeout(r, 20))
+      const t0 = await uploadFile(path, old, settings, { resumeMaxAgeMs: 10 })
+      assert.equal(t0.reusedBytes, 0)
+      assert.ok(old.bytesUp >= o.fileBytes)
+      await assertPublished(store, data, t0)
+
+      await interruptedUpload(path, store, settings, o.fileBytes / 2)
+      const counting = new CountingStore(store)
+      const t = await uploadFile(path, counting, settings, { resume: false })
+      assert.equal(t.reusedBytes, 0)
+      assert.equal(counting.requests.listParts ?? 0, 0, 'nothing was looked for')
+      assert.ok(counting.bytesUp >= o.fileBytes, `sent ${counting.bytesUp} bytes: all of it`)
+      await assertPublished(store, data, t)
+      await assert.rejects(
+        uploadFile(path, store, settings, { resume: 'yes' as unknown as boolean }),
+        (e: StreamSegmentError) => e.code === 'ERR_INVALID_ARGUMENT' && /resume = "yes"/.test(e.message),
+      )
+    })
+  })
+}
