@@ -20,8 +20,14 @@
  * always, and a part the upload holds is kept only when its size and MD5 are those of
  * the piece's bytes; every other part is uploaded again over it. A store that cannot give
  * a part's MD5 (S3 with SSE-KMS: its ETag is not one) has nothing kept. Nothing is ever
- * taken unchecked against the file. Completed objects of the interrupted attempt are not
- * taken: they are sent again (and left to gc).
+ * taken unchecked against the file.
+ *
+ * Objects the interrupted attempt completed (`findCompleted`: the same metadata, on the
+ * object now; its summary's block CRC-32s) are not pointed at: a new object laid out the
+ * same way copies, server-side (UploadPartCopy, If-Match its ETag), each piece whose
+ * every block is a live slot there with the CRC-32 of the file's block, and sends the
+ * others. So what the checkpoint points at is always new, and young for gc; a source gc
+ * deleted meanwhile only fails the copy, and the object's blocks go again.
  *
  * The continued object keeps the interrupted attempt's number (its key, header and block
  * pointers say `<old cno>.<part>`), as ARCHITECTURE §2 allows: a later checkpoint may
@@ -44,7 +50,8 @@
  *
  * Beside gc. gc deletes unreached segment objects (placeholders among them) and aborts
  * open uploads once older than its grace period (1 hour by default), which protects a
- * live writer whose objects are younger than that. A continued upload is as old as the
+ * live writer whose objects are younger than that (objects copied from are never pointed
+ * at: they need no age limit). A continued upload is as old as the
  * interrupted attempt's claim, so a resume takes only uploads younger than `maxAgeMs`
  * (default 30 minutes, half gc's default grace): run gc with a grace longer than a
  * resumed upload's whole life, from its first attempt, as for any writer. A resumed
@@ -54,10 +61,14 @@
  */
 import debug from 'debug'
 import { StreamSegmentError } from '../errors.js'
-import { parseKey } from '../format/names.js'
+import { objectLayout } from '../format/header.js'
+import { FORMAT_STREAM } from '../format/inode.js'
+import { parseKey, segmentKey } from '../format/names.js'
+import { decodeSummary } from '../format/summary.js'
 import type { ObjectStore } from '../store/types.js'
-import { listOpenUploads } from './listing.js'
-import type { Leftover, Resumer } from './uploader.js'
+import { listContainer, listOpenUploads } from './listing.js'
+import { readObjectHeader } from './object-header.js'
+import type { CompletedLeftover, Leftover, Resumer } from './uploader.js'
 
 const log = debug('stream-segment:resume')
 
@@ -151,7 +162,60 @@ export async function findLeftovers(
   return found
 }
 
-/** A Resumer over leftovers found: records `id` on new objects, continues each leftover once. */
+/**
+ * The objects an interrupted upload of this file completed and never published (under a
+ * number above the published one, without a part 0), by where their data started in the
+ * file, with their summaries' block CRCs. Reads: one listing, then for each object of such
+ * a number a HEAD, its header and its summary. An object that does not decode is skipped.
+ */
+export async function findCompleted(
+  store: ObjectStore,
+  id: FileIdentity,
+  options: FindOptions = {},
+): Promise<Map<number, CompletedLeftover>> {
+  const { signal, publishedCno = 0 } = options
+  const found = new Map<number, CompletedLeftover>()
+  let listing: Awaited<ReturnType<typeof listContainer>>
+  try {
+    listing = await listContainer(store, signal)
+  } catch (err) {
+    if (StreamSegmentError.is(err, 'ERR_NOT_FOUND')) return found
+    throw err
+  }
+  for (const [cno, c] of listing.byCno) {
+    if (cno <= publishedCno || c.parts.includes(0)) continue
+    for (const part of c.parts) {
+      const key = segmentKey(cno, part)
+      const size = listing.sizes.get(key) ?? 0
+      if (size === 0) continue // a claim: its upload is open, or was abandoned
+      try {
+        const info = await store.head(key, { signal })
+        const first = info === undefined ? undefined : firstByteOf(info.metadata, id)
+        if (info === undefined || first === undefined || found.has(first)) continue
+        const { header } = await readObjectHeader(store, cno, part, { format: FORMAT_STREAM, size: info.size, signal })
+        if (2 ** header.dataShift !== id.blockSize || header.dataCount === 0) continue
+        const layout = objectLayout(header, header)
+        const bytes = await store.get(key, { range: { start: layout.summaryOffset, end: layout.summaryEnd }, signal })
+        const summary = decodeSummary(bytes, { count: header.dataCount, summaryCrc: header.summaryCrc, where: key })
+        found.set(first, {
+          key,
+          etag: info.etag,
+          blockSize: id.blockSize,
+          crc: summary.crc.subarray(0, summary.count),
+          live: summary.live.subarray(0, summary.count),
+        })
+      } catch (err) {
+        // Gone meanwhile (gc), or not a readable object: nothing to copy from it.
+        if (!StreamSegmentError.is(err, 'ERR_NOT_FOUND') && !StreamSegmentError.is(err, 'ERR_CORRUPT')) throw err
+        log('%s/%s: not taken (%s)', store.url, key, (err as Error).message)
+      }
+    }
+  }
+  log('%s: %d completed objects of an interrupted upload of this file', store.url, found.size)
+  return found
+}
+
+/** A Resumer over leftovers found: records `id` on new objects, gives each leftover once. */
 export class FileResumer implements Resumer {
   /** The keys of the uploads continued and completed: objects of the checkpoint. */
   readonly continued: string[] = []
@@ -159,17 +223,18 @@ export class FileResumer implements Resumer {
   constructor(
     private readonly id: FileIdentity,
     private readonly leftovers: Map<number, Leftover> = new Map(),
+    private readonly completedObjects: Map<number, CompletedLeftover> = new Map(),
   ) {}
 
   metadata(first: number): Record<string, string> {
     return resumeMetadata(this.id, first)
   }
 
-  take(first: number): Leftover | undefined {
-    const left = this.leftovers.get(first)
-    if (left !== undefined) {
-      this.leftovers.delete(first)
-    }
+  take(first: number): Leftover | CompletedLeftover | undefined {
+    // An open upload continued costs nothing; a completed object's pieces are copied.
+    const left = this.leftovers.get(first) ?? this.completedObjects.get(first)
+    this.leftovers.delete(first)
+    this.completedObjects.delete(first)
     return left
   }
 

@@ -22,7 +22,9 @@
  *   that starts where an interrupted attempt's open upload started continues that upload
  *   (`openSegment`): a part it already holds is not sent again when its size and MD5 are
  *   those of the bytes this object puts there, read from the source now; any other part
- *   is uploaded again over it. See container/resume.ts for the reasoning.
+ *   is uploaded again over it. A new object laid out as an object the interrupted attempt
+ *   completed copies from it, server-side, each piece whose blocks all have the CRC-32s
+ *   of that object's live slots (`copyFrom`). See container/resume.ts for the reasoning.
  */
 import { createHash } from 'node:crypto'
 import debug from 'debug'
@@ -37,6 +39,7 @@ import type {
   Body as StoreBody,
   UploadedPart,
 } from '../store/types.js'
+import { crc32 } from '../util/crc32.js'
 import { Limiter } from '../util/limiter.js'
 
 const log = debug('stream-segment:upload')
@@ -67,12 +70,29 @@ export interface Leftover {
   parts: readonly UploadedPart[]
 }
 
+/**
+ * An object an interrupted attempt completed (never published), found by a resume: its
+ * data's block CRC-32s (its summary), so that a new object laid out the same way can copy
+ * the pieces whose every block matches instead of sending them.
+ */
+export interface CompletedLeftover {
+  key: string
+  etag: string
+  blockSize: number
+  /** Its data slots' CRC-32s and whether each is live, in slot order. */
+  crc: Uint32Array
+  live: Uint8Array
+}
+
 /** What makes a file's segment objects resumable (see container/resume.ts). */
 export interface Resumer {
   /** Metadata recorded on the claim of a new object whose data starts at byte `first` of the file. */
   metadata(first: number): Record<string, string>
-  /** An interrupted upload of an object whose data started at byte `first`, to continue (each one once). */
-  take(first: number): Leftover | undefined
+  /**
+   * What an interrupted attempt left of an object whose data started at byte `first`
+   * (each one given once): its open upload to continue, or a completed object to copy from.
+   */
+  take(first: number): Leftover | CompletedLeftover | undefined
   /** An upload `take` gave has completed: its object is in the checkpoint. */
   completed(key: string): void
 }
@@ -185,7 +205,9 @@ export class Uploader {
     fresh: () => { cno: number; part: number },
     signal?: AbortSignal,
   ): SegmentUpload {
-    const left = first === undefined ? undefined : this.resumer?.take(first)
+    const found = first === undefined ? undefined : this.resumer?.take(first)
+    const left = found !== undefined && 'uploadId' in found ? found : undefined
+    const copyFrom = found !== undefined && !('uploadId' in found) ? found : undefined
     if (left !== undefined) {
       log('continue %s (upload %s, %d parts there)', left.key, left.uploadId, left.parts.length)
       const upload = new MultipartObject(this, left.key, signal, {}, left)
@@ -197,6 +219,10 @@ export class Uploader {
     const metadata = first === undefined ? undefined : this.resumer?.metadata(first)
     const upload = this.openMultipart(key, signal, metadata === undefined ? undefined : { ifNoneMatch: '*', metadata })
     upload.resumable = metadata !== undefined
+    if (copyFrom !== undefined && this.store.uploadPartCopy !== undefined && this.canCopyFrom(this.store)) {
+      log('%s: pieces matching %s are copied from it', key, copyFrom.key)
+      upload.copyFrom = copyFrom
+    }
     return { cno, part, key, upload, continued: false }
   }
 
@@ -258,6 +284,8 @@ export class MultipartObject {
   private readonly continued: boolean
   /** Opened by `openSegment` for a resumable file: a resume can find and continue it. */
   resumable = false
+  /** A completed object of an interrupted attempt laid out as this one: pieces matching it are copied. */
+  copyFrom: CompletedLeftover | undefined
 
   constructor(
     private readonly uploader: Uploader,
@@ -320,6 +348,26 @@ export class MultipartObject {
               return { partNumber, etag: held.etag }
             }
             const id = await this.uploadId
+            const copy =
+              this.copyFrom === undefined
+                ? undefined
+                : copyRange(this.copyFrom, (partNumber - 1) * this.uploader.pieceSize, chunks)
+            if (copy !== undefined && this.uploader.store.uploadPartCopy !== undefined) {
+              const source = { store: this.uploader.store, key: copy.key, range: copy.range, ifMatch: copy.etag }
+              const { etag } = await this.uploader.store.uploadPartCopy(this.key, id, partNumber, source, {
+                signal: this.signal,
+              })
+              reused = true
+              log(
+                'part %s #%d: copied from %s [%d, %d)',
+                this.key,
+                partNumber,
+                copy.key,
+                copy.range.start,
+                copy.range.end,
+              )
+              return { partNumber, etag }
+            }
             const { etag } = await this.uploader.store.uploadPart(this.key, id, partNumber, chunks, {
               signal: this.signal,
             })
@@ -430,6 +478,48 @@ function sameBytes(part: UploadedPart, chunks: readonly Uint8Array[]): boolean {
   const h = createHash('md5')
   for (const c of chunks) h.update(c)
   return h.digest('hex') === part.md5
+}
+
+/**
+ * The range of `from` to copy instead of sending `chunks`, the part starting at byte
+ * `start` of this object: the same bytes of an object laid out as this one, when every
+ * block of them is a live data slot of `from` with the CRC-32 of the block here.
+ */
+function copyRange(
+  from: CompletedLeftover,
+  start: number,
+  chunks: readonly Uint8Array[],
+): { key: string; etag: string; range: { start: number; end: number } } | undefined {
+  const bs = from.blockSize
+  const bytes = byteLength(chunks)
+  if (bytes === 0 || bytes % bs !== 0 || start % bs !== 0) return undefined
+  const first = start / bs
+  const count = bytes / bs
+  if (first + count > from.crc.length) return undefined
+  for (let i = 0; i < count; i++) if (from.live[first + i] !== 1) return undefined
+  const block = Buffer.allocUnsafe(bs)
+  let slot = first
+  let filled = 0
+  for (const c of chunks) {
+    for (let at = 0; at < c.byteLength; ) {
+      if (filled === 0 && c.byteLength - at >= bs) {
+        if (crc32(c.subarray(at, at + bs)) !== from.crc[slot]) return undefined
+        slot++
+        at += bs
+        continue
+      }
+      const n = Math.min(bs - filled, c.byteLength - at)
+      block.set(c.subarray(at, at + n), filled)
+      filled += n
+      at += n
+      if (filled === bs) {
+        if (crc32(block) !== from.crc[slot]) return undefined
+        slot++
+        filled = 0
+      }
+    }
+  }
+  return { key: from.key, etag: from.etag, range: { start, end: start + bytes } }
 }
 
 function byteLength(chunks: readonly Uint8Array[]): number {

@@ -13,7 +13,13 @@
  * (`FlushTiming.reusedBytes` says how much was kept). See container/resume.ts.
  */
 import { type FileHandle, open } from 'node:fs/promises'
-import { checkContinued, DEFAULT_RESUME_MAX_AGE_MS, FileResumer, findLeftovers } from '../container/resume.js'
+import {
+  checkContinued,
+  DEFAULT_RESUME_MAX_AGE_MS,
+  FileResumer,
+  findCompleted,
+  findLeftovers,
+} from '../container/resume.js'
 import { StreamSegmentError } from '../errors.js'
 import type { SegmentFile } from '../segment-file.js'
 import type { Settings } from '../settings.js'
@@ -138,10 +144,10 @@ export async function uploadFile(
         blockSize: file.core.blockSize,
         pieceSize: file.core.settings.segmentMpuChunkSize,
       }
-      const leftovers = resume
-        ? await findLeftovers(store, id, { maxAgeMs: resumeMaxAgeMs, publishedCno: file.core.published.cno, signal })
-        : undefined
-      const resumer = new FileResumer(id, leftovers)
+      const find = { maxAgeMs: resumeMaxAgeMs, publishedCno: file.core.published.cno, signal }
+      const leftovers = resume ? await findLeftovers(store, id, find) : undefined
+      const completed = resume ? await findCompleted(store, id, find) : undefined
+      const resumer = new FileResumer(id, leftovers, completed)
       file.core.uploader.resumer = resumer
       onStart?.(file, size)
       const source = fileSource(fh, version)

@@ -14,13 +14,16 @@ import { verifyCheckpoint } from '../../lib/admin/verify.js'
 import type { StreamSegmentError } from '../../lib/errors.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import type { Settings } from '../../lib/settings.js'
-import type { ObjectStore } from '../../lib/store/types.js'
+import type { CopySource, ObjectStore, RequestOptions } from '../../lib/store/types.js'
 import { type UploadFileOptions, uploadFile } from '../../lib/streams/upload-file.js'
 import type { FlushTiming } from '../../lib/write/flush.js'
 import { fillBlocks } from './pattern.js'
 import { type CallInfo, WrappedStore } from './wrapped-store.js'
 
-/** Counts the body bytes sent (PutObject and UploadPart) and the requests, by operation. */
+/**
+ * Counts the body bytes sent (PutObject and UploadPart) and the requests, by operation;
+ * passes server-side part copies through (counted, no body) when the store makes them.
+ */
 export class CountingStore extends WrappedStore {
   bytesUp = 0
   readonly requests: Record<string, number> = {}
@@ -28,6 +31,24 @@ export class CountingStore extends WrappedStore {
     const out = await run()
     this.bytesUp += call.bytesUp
     this.requests[call.op] = (this.requests[call.op] ?? 0) + 1
+    return out
+  }
+  canCopyFrom(source: ObjectStore): boolean {
+    const from = source instanceof WrappedStore ? source.inner : source
+    return this.inner.uploadPartCopy !== undefined && this.inner.canCopyFrom?.(from) === true
+  }
+  async uploadPartCopy(
+    key: string,
+    uploadId: string,
+    partNumber: number,
+    source: CopySource,
+    options?: RequestOptions,
+  ) {
+    const copy = this.inner.uploadPartCopy?.bind(this.inner)
+    if (copy === undefined) throw new Error(`${this.inner.url}: no uploadPartCopy`)
+    const from = source.store instanceof WrappedStore ? source.store.inner : source.store
+    const out = await copy(key, uploadId, partNumber, { ...source, store: from }, options)
+    this.requests.uploadPartCopy = (this.requests.uploadPartCopy ?? 0) + 1
     return out
   }
 }
@@ -133,6 +154,22 @@ export function runResumeTests(name: string, make: () => Promise<ObjectStore>, o
       await assertPublished(store, data, t)
     })
 
+    it('a file of several objects: the completed ones are copied piece by piece, the open one continued', async () => {
+      const store = await make()
+      const { path, data } = file(16)
+      const small = { ...settings, streamSegmentBytes: 4 * o.pieceSize }
+      await interruptedUpload(path, store, small, o.fileBytes * 0.6)
+      const counting = new CountingStore(store)
+      const t = await uploadFile(path, counting, small)
+      assert.ok((counting.requests.uploadPartCopy ?? 0) >= 3, `${counting.requests.uploadPartCopy} parts copied`)
+      assert.ok(t.reusedBytes >= o.fileBytes * 0.4, `reused ${t.reusedBytes} bytes`)
+      assert.ok(
+        counting.bytesUp <= o.fileBytes - t.reusedBytes + o.fileBytes / 8,
+        `sent ${counting.bytesUp} bytes the second time, ${t.reusedBytes} kept of ${o.fileBytes}`,
+      )
+      await assertPublished(store, data, t)
+    })
+
     it('a file changed between attempts (new mtime) keeps nothing, and is published right', async () => {
       const store = await make()
       const { path } = file(12)
@@ -147,22 +184,29 @@ export function runResumeTests(name: string, make: () => Promise<ObjectStore>, o
       await assertPublished(store, changed, t)
     })
 
-    it('bytes changed under the same size and mtime: the changed piece is sent again, the others kept', async () => {
-      const store = await make()
-      const { path, data } = file(14)
-      const t0 = new Date('2026-01-02T03:04:05.678Z')
-      utimesSync(path, t0, t0)
-      await interruptedUpload(path, store, settings, o.fileBytes / 2)
-      // One byte of the first piece changes; the mtime is set back as it was.
-      data[o.pieceSize / 2] = (data[o.pieceSize / 2] as number) ^ 0xff
-      writeFileSync(path, data)
-      utimesSync(path, t0, t0)
-      const counting = new CountingStore(store)
-      const t = await uploadFile(path, counting, settings)
-      assert.ok(t.reusedBytes > 0, 'the unchanged pieces are kept')
-      assert.ok(counting.bytesUp + t.reusedBytes >= o.fileBytes)
-      await assertPublished(store, data, t)
-    })
+    for (const [what, target] of [
+      ['one object', undefined],
+      ['objects of 4 pieces', 4 * o.pieceSize],
+    ] as const) {
+      it(`bytes changed under the same size and mtime (${what}): the changed pieces are sent again, the others kept`, async () => {
+        const store = await make()
+        const { path, data } = file(14)
+        const s = { ...settings, streamSegmentBytes: target }
+        const t0 = new Date('2026-01-02T03:04:05.678Z')
+        utimesSync(path, t0, t0)
+        await interruptedUpload(path, store, s, o.fileBytes * 0.6)
+        // A byte of the first piece and one of the sixth change; the mtime is set back as it was.
+        for (const at of [o.pieceSize / 2, 5 * o.pieceSize + 77]) data[at] = (data[at] as number) ^ 0xff
+        writeFileSync(path, data)
+        utimesSync(path, t0, t0)
+        const counting = new CountingStore(store)
+        const t = await uploadFile(path, counting, s)
+        assert.ok(t.reusedBytes > 0, 'the unchanged pieces are kept')
+        assert.ok(counting.bytesUp >= 2 * o.pieceSize, 'the two changed pieces were sent')
+        assert.ok(counting.bytesUp + t.reusedBytes >= o.fileBytes)
+        await assertPublished(store, data, t)
+      })
+    }
 
     it('resume: false sends everything again; so does an interrupted upload older than resumeMaxAgeMs', async () => {
       const store = await make()
