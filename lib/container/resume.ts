@@ -66,7 +66,7 @@ import { FORMAT_STREAM } from '../format/inode.js'
 import { parseKey, segmentKey } from '../format/names.js'
 import { decodeSummary } from '../format/summary.js'
 import type { ObjectStore } from '../store/types.js'
-import { listContainer, listOpenUploads } from './listing.js'
+import { listCheckpoint, listOpenUploads } from './listing.js'
 import { readObjectHeader } from './object-header.js'
 import type { CompletedLeftover, Leftover, Resumer } from './uploader.js'
 
@@ -165,8 +165,8 @@ export async function findLeftovers(
 /**
  * The objects an interrupted upload of this file completed and never published (under a
  * number above the published one, without a part 0), by where their data started in the
- * file, with their summaries' block CRCs. Reads: one listing, then for each object of such
- * a number a HEAD, its header and its summary. An object that does not decode is skipped.
+ * file, with their summaries' block CRCs. Reads: a LIST of each such number's objects,
+ * then for each object a HEAD, its header and its summary. One that does not decode is skipped.
  */
 export async function findCompleted(
   store: ObjectStore,
@@ -175,19 +175,16 @@ export async function findCompleted(
 ): Promise<Map<number, CompletedLeftover>> {
   const { signal, publishedCno = 0 } = options
   const found = new Map<number, CompletedLeftover>()
-  let listing: Awaited<ReturnType<typeof listContainer>>
-  try {
-    listing = await listContainer(store, signal)
-  } catch (err) {
-    if (StreamSegmentError.is(err, 'ERR_NOT_FOUND')) return found
-    throw err
-  }
-  for (const [cno, c] of listing.byCno) {
-    if (cno <= publishedCno || c.parts.includes(0)) continue
-    for (const part of c.parts) {
-      const key = segmentKey(cno, part)
-      const size = listing.sizes.get(key) ?? 0
-      if (size === 0) continue // a claim: its upload is open, or was abandoned
+  // The numbers above the published one that objects use, one LIST each, as firstFreeCno
+  // walks them (an attempt takes the first free number, so they follow each other).
+  for (let cno = publishedCno + 1; ; cno++) {
+    const objects = await listCheckpoint(store, cno, signal)
+    if (objects.size === 0) break
+    if (objects.has(segmentKey(cno, 0))) continue // a complete checkpoint, not an interrupted attempt
+    for (const [key, { size }] of objects) {
+      const k = parseKey(key)
+      if (k?.kind !== 'segment' || size === 0) continue // a claim: its upload is open, or was abandoned
+      const part = k.part
       try {
         const info = await store.head(key, { signal })
         const first = info === undefined ? undefined : firstByteOf(info.metadata, id)
@@ -206,7 +203,8 @@ export async function findCompleted(
         })
       } catch (err) {
         // Gone meanwhile (gc), or not a readable object: nothing to copy from it.
-        if (!StreamSegmentError.is(err, 'ERR_NOT_FOUND') && !StreamSegmentError.is(err, 'ERR_CORRUPT')) throw err
+        const skip = ['ERR_NOT_FOUND', 'ERR_CORRUPT', 'ERR_UNSUPPORTED', 'ERR_RANGE'] as const
+        if (!skip.some((code) => StreamSegmentError.is(err, code))) throw err
         log('%s/%s: not taken (%s)', store.url, key, (err as Error).message)
       }
     }
