@@ -53,6 +53,20 @@ export class CountingStore extends WrappedStore {
   }
 }
 
+/** A store whose part uploads take `delayMs` longer: a writer that stays open a while. */
+export class SlowPartsStore extends WrappedStore {
+  constructor(
+    inner: ObjectStore,
+    readonly delayMs: number,
+  ) {
+    super(inner)
+  }
+  protected async around<T>(call: CallInfo, run: () => Promise<T>): Promise<T> {
+    if (call.op === 'uploadPart') await new Promise((r) => setTimeout(r, this.delayMs))
+    return run()
+  }
+}
+
 /** A file of `bytes` patterned bytes (every 4 KiB block distinct, `seed` in each). */
 export function writePatternFile(path: string, bytes: number, seed = 1): Buffer {
   const data = Buffer.allocUnsafe(bytes)
@@ -168,6 +182,41 @@ export function runResumeTests(name: string, make: () => Promise<ObjectStore>, o
         `sent ${counting.bytesUp} bytes the second time, ${t.reusedBytes} kept of ${o.fileBytes}`,
       )
       await assertPublished(store, data, t)
+    })
+
+    it("two uploads of the same file at once (the second continues the first's open upload): the file is published whole", async () => {
+      const store = await make()
+      const { path, data } = file(17)
+      const slow = new SlowPartsStore(store, 30)
+      let second: Promise<FlushTiming> | undefined
+      let started: () => void = () => {}
+      const secondStarted = new Promise<void>((r) => {
+        started = r
+      })
+      const first = uploadFile(path, slow, settings, {
+        onStart: (f) => {
+          const uploader = f.core.uploader
+          uploader.onRequestDone = () => {
+            // Half way through the first, a second upload of the file starts and finds its open upload.
+            if (second === undefined && uploader.uploadedBytes >= o.fileBytes / 2) {
+              second = uploadFile(path, slow, settings)
+              started()
+            }
+          }
+        },
+      })
+      const results = await Promise.allSettled([first, secondStarted.then(() => second as Promise<FlushTiming>)])
+      for (const r of results) {
+        // The inode's compare-and-swap may refuse the loser; nothing else may fail.
+        if (r.status === 'rejected')
+          assert.equal((r.reason as StreamSegmentError).code, 'ERR_CONFLICT', String(r.reason))
+      }
+      const won = results.filter((r): r is PromiseFulfilledResult<FlushTiming> => r.status === 'fulfilled')
+      assert.ok(won.length >= 1, 'at least one published')
+      const [, b] = results
+      if (b.status === 'fulfilled') assert.ok(b.value.reusedBytes > 0, "the second continued the first's upload")
+      const latest = won.map((r) => r.value).sort((a, b) => b.cno - a.cno)[0] as FlushTiming
+      await assertPublished(store, data, latest)
     })
 
     it('a file changed between attempts (new mtime) keeps nothing, and is published right', async () => {
