@@ -10,6 +10,7 @@ import { mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
+import { gc } from '../../lib/admin/gc.js'
 import { verifyCheckpoint } from '../../lib/admin/verify.js'
 import type { StreamSegmentError } from '../../lib/errors.js'
 import { SegmentFile } from '../../lib/segment-file.js'
@@ -217,6 +218,39 @@ export function runResumeTests(name: string, make: () => Promise<ObjectStore>, o
       if (b.status === 'fulfilled') assert.ok(b.value.reusedBytes > 0, "the second continued the first's upload")
       const latest = won.map((r) => r.value).sort((a, b) => b.cno - a.cno)[0] as FlushTiming
       await assertPublished(store, data, latest)
+    })
+
+    it('after gc (grace 0) took the interrupted upload, nothing is kept and the file is published', async () => {
+      const store = await make()
+      const { path, data } = file(18)
+      await interruptedUpload(path, store, settings, o.fileBytes / 2)
+      const cleaned = await gc(store, { graceMs: 0 })
+      assert.ok(cleaned.abortedUploads >= 1 && cleaned.deletedObjects >= 1, JSON.stringify(cleaned))
+      const t = await uploadFile(path, store, settings)
+      assert.equal(t.reusedBytes, 0)
+      await assertPublished(store, data, t)
+    })
+
+    it('an object continued, then deleted (as gc would) before publication: ERR_STATE, nothing published', async () => {
+      const store = await make()
+      const { path } = file(19)
+      await interruptedUpload(path, store, settings, o.fileBytes / 2)
+      const deleting = new (class extends WrappedStore {
+        protected async around<T>(call: CallInfo, run: () => Promise<T>): Promise<T> {
+          const out = await run()
+          if (call.op === 'completeMultipart') await this.inner.delete(call.key)
+          return out
+        }
+      })(store)
+      await assert.rejects(uploadFile(path, deleting, settings), (e: StreamSegmentError) => {
+        assert.equal(e.code, 'ERR_STATE', e.message)
+        assert.match(e.message, /continued from an interrupted upload is gone .*nothing was published/)
+        return true
+      })
+      await assert.rejects(
+        SegmentFile.open(store, { readOnly: true }),
+        (e: StreamSegmentError) => e.code === 'ERR_NOT_FOUND',
+      )
     })
 
     it('a file changed between attempts (new mtime) keeps nothing, and is published right', async () => {
