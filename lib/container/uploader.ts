@@ -358,6 +358,7 @@ export class MultipartObject {
                 signal: this.signal,
               })
               reused = true
+              this.uploader.requests++
               log(
                 'part %s #%d: copied from %s [%d, %d)',
                 this.key,
