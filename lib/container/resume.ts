@@ -32,7 +32,8 @@
  * The continued object keeps the interrupted attempt's number (its key, header and block
  * pointers say `<old cno>.<part>`), as ARCHITECTURE §2 allows: a later checkpoint may
  * point into the parts of an abandoned attempt. The new writer's checkpoint number is
- * always above it (firstFreeCno skips numbers with objects, and the placeholder is one).
+ * above it: an upload under a number not below the writer's is not continued
+ * (Uploader.openSegment).
  * Its leaves point only into itself (it starts at a leaf's first block and takes every
  * block under its leaves), so no node of the old number points into a newer object.
  *

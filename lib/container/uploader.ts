@@ -206,7 +206,11 @@ export class Uploader {
     signal?: AbortSignal,
   ): SegmentUpload {
     const found = first === undefined ? undefined : this.resumer?.take(first)
-    const left = found !== undefined && 'uploadId' in found ? found : undefined
+    // The checkpoint's number now (a part number taken, and left unused when continuing:
+    // harmless). An upload is continued only under a lower number, so that no node of this
+    // checkpoint points into an object of a higher one (the node checks refuse that).
+    const { cno, part } = fresh()
+    const left = found !== undefined && 'uploadId' in found && found.cno < cno ? found : undefined
     const copyFrom = found !== undefined && !('uploadId' in found) ? found : undefined
     if (left !== undefined) {
       log('continue %s (upload %s, %d parts there)', left.key, left.uploadId, left.parts.length)
@@ -214,7 +218,6 @@ export class Uploader {
       upload.resumable = true
       return { cno: left.cno, part: left.part, key: left.key, upload, continued: true }
     }
-    const { cno, part } = fresh()
     const key = segmentKey(cno, part)
     const metadata = first === undefined ? undefined : this.resumer?.metadata(first)
     const upload = this.openMultipart(key, signal, metadata === undefined ? undefined : { ifNoneMatch: '*', metadata })

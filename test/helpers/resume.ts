@@ -253,6 +253,22 @@ export function runResumeTests(name: string, make: () => Promise<ObjectStore>, o
       )
     })
 
+    it("an interrupted upload under a number above the new writer's is not continued (nodes never point up)", async () => {
+      const store = await make()
+      const { path, data } = file(20)
+      // Checkpoint number 1 is taken when the first attempt starts: it writes under 2.
+      await store.put('0000000001.5', new Uint8Array(0))
+      await interruptedUpload(path, store, settings, o.fileBytes / 2)
+      let open = 0
+      for await (const u of store.listMultipart('')) if (u.key.startsWith('0000000002.')) open++
+      assert.equal(open, 1, 'the first attempt left its upload under checkpoint number 2')
+      await store.delete('0000000001.5') // number 1 is free again: the next writer takes it
+      const t = await uploadFile(path, store, settings)
+      assert.equal(t.cno, 1)
+      assert.equal(t.reusedBytes, 0)
+      await assertPublished(store, data, t)
+    })
+
     it('a file changed between attempts (new mtime) keeps nothing, and is published right', async () => {
       const store = await make()
       const { path } = file(12)
