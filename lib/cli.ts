@@ -387,7 +387,7 @@ async function put(p: Parsed, out: Out, err: Out): Promise<number> {
       `sent ahead ${formatBytes(t.streamSentBytes)}, written by the flush ${formatBytes(t.streamFlushBytes)}, ` +
       `dead ${formatBytes(t.streamDeadBytes)}, meta ${formatBytes(t.streamMetaBytes)}\n` +
       (by === 'reference'
-        ? `resumed: ${formatBytes(t.reusedBytes)} kept from an interrupted upload of this file\n`
+        ? `reused ${formatBytes(t.reusedBytes)} sent before by an interrupted upload of this file\n`
         : ''),
   )
   return 0

@@ -43,7 +43,7 @@ it('put FILE URL resumes an interrupted upload and says what it kept; --no-resum
 
   await interruptedUpload(path, store, settings, 8 * MiB)
   const text = await put([path, url, ...flags])
-  const m = /\nresumed: ([\d.]+) MiB kept from an interrupted upload of this file\n/.exec(text)
+  const m = /\nreused ([\d.]+) MiB sent before by an interrupted upload of this file\n/.exec(text)
   assert.ok(m !== null, text)
   assert.ok(Number(m[1]) >= 6, text)
   assert.deepEqual(await readBackSha256(store), { size: data.length, sha256: sha256(data) })
