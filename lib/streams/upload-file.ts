@@ -9,8 +9,9 @@
  * Resume (`resume`, default on): an upload interrupted by a crash, a kill or an abort
  * left open multipart uploads in the container; the next `uploadFile` of the same file
  * (same size and mtime) to the same container continues them, keeping every part whose
- * size and MD5 are those of the file's bytes there, and sends only the rest
- * (`FlushTiming.reusedBytes` says how much was kept). See container/resume.ts.
+ * size and MD5 are those of the file's bytes there, copies server-side the pieces of the
+ * objects it completed whose block CRC-32s are the file's, and sends only the rest
+ * (`FlushTiming.reusedBytes` says how much was kept or copied). See container/resume.ts.
  */
 import { type FileHandle, open } from 'node:fs/promises'
 import {
