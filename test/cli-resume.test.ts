@@ -1,8 +1,10 @@
 /** The CLI's put of a file resumes an interrupted upload of it; --no-resume sends everything again. */
 import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
+import { once } from 'node:events'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { join, resolve } from 'node:path'
 import { after, it } from 'node:test'
 import { main } from '../lib/cli.js'
 import { DirectoryStore } from '../lib/store/directory.js'
@@ -57,4 +59,36 @@ it('put FILE URL resumes an interrupted upload and says what it kept; --no-resum
   const err = fake()
   assert.equal(await main(['put', '-', url, '--no-resume'], fake(), err), 2)
   assert.match(err.writes.join(''), /--no-resume is for a file/)
+})
+
+/**
+ * `put FILE URL` run by the CLI and interrupted by SIGINT (Ctrl-C) once `parts` pieces
+ * were uploaded (its debug log says each one): resolves with its exit code and stderr.
+ */
+async function interruptedPut(args: string[], parts: number): Promise<{ status: number | null; stderr: string }> {
+  const env = { ...process.env, DEBUG: 'stream-segment:upload' }
+  const child = spawn(process.execPath, [resolve('bin/stream-segment.cjs'), 'put', ...args], { env })
+  let stderr = ''
+  let seen = 0
+  child.stderr.on('data', (c) => {
+    stderr += c
+    seen = (stderr.match(/ part \S+ #\d+/g) ?? []).length
+    if (seen >= parts && !child.killed) child.kill('SIGINT')
+  })
+  const [status] = await once(child, 'close')
+  return { status: status as number | null, stderr }
+}
+
+it('put FILE URL interrupted by Ctrl-C (SIGINT) exits 8 and leaves its upload for the next put to resume', async () => {
+  const path = join(dir, 'ctrl-c.bin')
+  const data = writePatternFile(path, 48 * MiB, 6)
+  const url = join(dir, 'ctrl-c')
+  const flags = ['--segment-mpu-chunk-size', '256K', '--segment-mpu-max-concurrency', '1']
+  const r = await interruptedPut([path, url, ...flags], 40)
+  assert.equal(r.status, 8, r.stderr.slice(-2000))
+  assert.match(r.stderr, /keep \S+ open for a resume/)
+  const text = await put([path, url, ...flags])
+  const m = /\nreused ([\d.]+) MiB sent before by an interrupted upload of this file\n/.exec(text)
+  assert.ok(m !== null && Number(m[1]) >= 40 / 4 - 1, text)
+  assert.deepEqual(await readBackSha256(new DirectoryStore(url)), { size: data.length, sha256: sha256(data) })
 })
