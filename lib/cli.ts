@@ -92,10 +92,14 @@ const USAGE = `Usage: stream-segment <command> [options]
 Write large byte streams to object storage as StreamSegment checkpoints, and read them back.
 
 Commands:
-  put <file|-> <url> [--<setting> <value>…] [--json]
+  put <file|-> <url> [--<setting> <value>…] [--no-resume] [--json]
                    write a file as a new checkpoint, replacing the content; prints the FlushTiming.
                    A regular file goes by reference (read as its objects are sent, the spec's
                    defaults); stdin (-), a pipe, a FIFO or a device by value (streaming profile).
+                   A regular file's put interrupted (a crash, a kill, Ctrl-C) resumes: run again,
+                   it keeps what was sent of the same file (same size and mtime), each piece
+                   checked against the file, and says how many bytes it kept; --no-resume
+                   sends everything again
                    --size N: publish only if exactly N bytes came (stdin or a command)
                    --wal DIR [--wal-sync always|interval|none]: log the stream (stdin or a
                    command) in DIR first; if the process dies after the input ended, the next
@@ -317,7 +321,10 @@ async function put(p: Parsed, out: Out, err: Out): Promise<number> {
   const producer = p.beforeTerminator === 1 && p.positional.length > 1 ? p.positional.slice(1) : undefined
   const [source, url] =
     producer === undefined
-      ? (positionals(p, 2, 2, 'put <file|-> <url> [--size N] [--<setting> <value>…] [--json]') as [string, string])
+      ? (positionals(p, 2, 2, 'put <file|-> <url> [--size N] [--<setting> <value>…] [--no-resume] [--json]') as [
+          string,
+          string,
+        ])
       : ['-', p.positional[0] as string]
   const sizeText = p.options.get('size')
   const size = sizeText === undefined ? undefined : parseSize(optionName(p, 'size'), sizeText)
@@ -329,6 +336,10 @@ async function put(p: Parsed, out: Out, err: Out): Promise<number> {
     throw StreamSegmentError.invalidArgument(
       `option ${optionName(p, 'wal')} is for stdin or a command: a regular file goes by reference, not through a log`,
     )
+  }
+  const resume = !p.flags.has('noResume')
+  if (!resume && source === '-') {
+    throw StreamSegmentError.invalidArgument('option --no-resume is for a file: stdin or a command never resumes')
   }
   const settings: Partial<Record<keyof Settings, unknown>> = {}
   for (const [name, value] of p.options) {
@@ -351,7 +362,7 @@ async function put(p: Parsed, out: Out, err: Out): Promise<number> {
     // A regular file goes by reference: its blocks are read when their objects are sent.
     // Anything else (stdin, a pipe, a FIFO, a device) can be read only once, in order.
     r = st?.isFile()
-      ? await putByReference(fh as FileHandle, store, settings as Partial<Settings>, ac.signal, err)
+      ? await putByReference(fh as FileHandle, store, settings as Partial<Settings>, ac.signal, err, resume)
       : await putByValue(
           fh?.createReadStream({ highWaterMark: MiB, autoClose: false }) ?? child?.stdout ?? process.stdin,
           producer === undefined ? source : producer.join(' '),
@@ -385,7 +396,10 @@ async function put(p: Parsed, out: Out, err: Out): Promise<number> {
       `flush: ${t.totalMs.toFixed(1)} ms (data ${t.dataMs.toFixed(1)}, part 0 ${t.part0Ms.toFixed(1)}, inode ${t.inodeMs.toFixed(1)}), ` +
       `${t.conflicts} conflicts\n` +
       `sent ahead ${formatBytes(t.streamSentBytes)}, written by the flush ${formatBytes(t.streamFlushBytes)}, ` +
-      `dead ${formatBytes(t.streamDeadBytes)}, meta ${formatBytes(t.streamMetaBytes)}\n`,
+      `dead ${formatBytes(t.streamDeadBytes)}, meta ${formatBytes(t.streamMetaBytes)}\n` +
+      (by === 'reference'
+        ? `reused ${formatBytes(t.reusedBytes)} sent before by an interrupted upload of this file\n`
+        : ''),
   )
   return 0
 }
@@ -420,17 +434,20 @@ async function putByReference(
   settings: Partial<Settings>,
   signal: AbortSignal,
   err: Out,
+  resume: boolean,
 ): Promise<PutResult> {
   let bytes = 0
   let stop: (() => void) | undefined
   try {
     const timing = await uploadFile(fh, store, settings, {
       signal,
+      resume,
       onStart: (file, size) => {
         bytes = size
         const sample = () => {
           const { uploadedBytes, requestsInFlight } = file.progress
-          return { done: uploadedBytes, total: size, requestsInFlight }
+          // Bytes kept from an interrupted upload of the file count as done.
+          return { done: uploadedBytes + file.core.uploader.reusedBytes, total: size, requestsInFlight }
         }
         if (err.isTTY) stop = showProgress(err, sample)
       },
@@ -893,7 +910,10 @@ function worstExit(problems: readonly Problem[]): number {
 /** Every command: what it accepts, and what runs it. */
 const COMMANDS: Record<string, { spec: CommandSpec; run: (p: Parsed, out: Out, err: Out) => Promise<number> }> = {
   put: {
-    spec: { values: ['size', 'wal', 'walSync', ...Object.keys(SPEC_DEFAULTS).filter(isSettingName)], flags: ['json'] },
+    spec: {
+      values: ['size', 'wal', 'walSync', ...Object.keys(SPEC_DEFAULTS).filter(isSettingName)],
+      flags: ['json', 'noResume'],
+    },
     run: put,
   },
   get: {

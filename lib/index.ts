@@ -77,6 +77,7 @@ export type {
   ObjectStore,
   PutOptions,
   RequestOptions,
+  UploadedPart,
 } from './store/types.js'
 export { WRITE_ID_METADATA } from './store/types.js'
 export {
@@ -92,7 +93,7 @@ export {
   type UploadParams,
   type UploadResult,
 } from './streams/upload.js'
-export { fileSource, uploadFile } from './streams/upload-file.js'
+export { fileSource, type UploadFileOptions, uploadFile } from './streams/upload-file.js'
 export {
   createStreamSegmentWriteStream,
   StreamSegmentWriteStream,

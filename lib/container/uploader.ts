@@ -17,9 +17,19 @@
  * - The same lifecycle makes plain objects (exports): no claim, the caller's metadata and
  *   attributes, parts of uneven sizes, and parts copied server-side from a range of
  *   another object (`startCopy`, within the same request slots) beside parts sent.
+ * - Resume (`resumer`, set by uploadFile): each new segment object's upload records, as
+ *   metadata on its claim, what a later attempt checks (`Resumer.metadata`); and an object
+ *   that starts where an interrupted attempt's open upload started continues that upload
+ *   (`openSegment`): a part it already holds is not sent again when its size and MD5 are
+ *   those of the bytes this object puts there, read from the source now; any other part
+ *   is uploaded again over it. A new object laid out as an object the interrupted attempt
+ *   completed copies from it, server-side, each piece whose blocks all have the CRC-32s
+ *   of that object's live slots (`copyFrom`). See container/resume.ts for the reasoning.
  */
+import { createHash } from 'node:crypto'
 import debug from 'debug'
 import { StreamSegmentError } from '../errors.js'
+import { segmentKey } from '../format/names.js'
 import type {
   CompletedPart,
   CopySource,
@@ -27,7 +37,9 @@ import type {
   ObjectStore,
   PutOptions,
   Body as StoreBody,
+  UploadedPart,
 } from '../store/types.js'
+import { crc32 } from '../util/crc32.js'
 import { Limiter } from '../util/limiter.js'
 
 const log = debug('stream-segment:upload')
@@ -48,6 +60,52 @@ export interface Uploadable {
   take(start: number, end: number): Promise<Body>
 }
 
+/** An interrupted attempt's open upload of a segment object, found by a resume. */
+export interface Leftover {
+  key: string
+  cno: number
+  part: number
+  uploadId: string
+  /** The parts it holds, as the store listed them. */
+  parts: readonly UploadedPart[]
+}
+
+/**
+ * An object an interrupted attempt completed (never published), found by a resume: its
+ * data's block CRC-32s (its summary), so that a new object laid out the same way can copy
+ * the pieces whose every block matches instead of sending them.
+ */
+export interface CompletedLeftover {
+  key: string
+  etag: string
+  blockSize: number
+  /** Its data slots' CRC-32s and whether each is live, in slot order. */
+  crc: Uint32Array
+  live: Uint8Array
+}
+
+/** What makes a file's segment objects resumable (see container/resume.ts). */
+export interface Resumer {
+  /** Metadata recorded on the claim of a new object whose data starts at byte `first` of the file. */
+  metadata(first: number): Record<string, string>
+  /**
+   * What an interrupted attempt left of an object whose data started at byte `first`
+   * (each one given once): its open upload to continue, or a completed object to copy from.
+   */
+  take(first: number): Leftover | CompletedLeftover | undefined
+  /** An upload `take` gave has completed: its object is in the checkpoint. */
+  completed(key: string): void
+}
+
+/** A segment object's upload as `openSegment` starts it: fresh, or an interrupted one continued. */
+export interface SegmentUpload {
+  cno: number
+  part: number
+  key: string
+  upload: MultipartObject
+  continued: boolean
+}
+
 export interface UploadResult {
   key: string
   bytes: number
@@ -61,8 +119,12 @@ export class Uploader {
   uploadedBytes = 0
   /** Bytes of every part copied server-side that completed (UploadPartCopy). */
   copiedBytes = 0
+  /** Bytes of parts an interrupted upload held and that were taken instead of being sent (resume). */
+  reusedBytes = 0
   /** Requests that completed. */
   requests = 0
+  /** Set by uploadFile: records what a later resume checks, and continues interrupted uploads. */
+  resumer: Resumer | undefined
   /** Called when a request carrying a body or copying a part has completed (progress). */
   onRequestDone: (() => void) | undefined
 
@@ -79,7 +141,11 @@ export class Uploader {
    * them; resolves once the request is under way, with a promise of its end. The slot
    * and the body are given back when it ends.
    */
-  async start<T>(take: () => Promise<Body>, send: (chunks: Uint8Array[]) => Promise<T>): Promise<{ done: Promise<T> }> {
+  async start<T>(
+    take: () => Promise<Body>,
+    send: (chunks: Uint8Array[]) => Promise<T>,
+    reused?: (result: T) => boolean,
+  ): Promise<{ done: Promise<T> }> {
     await this.slots.acquire()
     let body: Body
     try {
@@ -90,8 +156,11 @@ export class Uploader {
     }
     const done = send(body.chunks)
       .then((result) => {
-        this.uploadedBytes += byteLength(body.chunks)
-        this.requests++
+        if (reused?.(result) === true) this.reusedBytes += byteLength(body.chunks)
+        else {
+          this.uploadedBytes += byteLength(body.chunks)
+          this.requests++
+        }
         this.onRequestDone?.()
         return result
       })
@@ -123,6 +192,41 @@ export class Uploader {
     options: Omit<CreateMultipartOptions, 'signal'> = { ifNoneMatch: '*' },
   ): MultipartObject {
     return new MultipartObject(this, key, signal, options)
+  }
+
+  /**
+   * Starts the multipart upload of a segment object whose data starts at byte `first` of
+   * the file (undefined: not at a place a resume can match): an interrupted upload of
+   * the object that started there, continued, when the resumer has one; otherwise a new
+   * claim under `fresh()`'s number, recording the resumer's metadata.
+   */
+  openSegment(
+    first: number | undefined,
+    fresh: () => { cno: number; part: number },
+    signal?: AbortSignal,
+  ): SegmentUpload {
+    const found = first === undefined ? undefined : this.resumer?.take(first)
+    // The checkpoint's number now (a part number taken, and left unused when continuing:
+    // harmless). An upload is continued only under a lower number, so that no node of this
+    // checkpoint points into an object of a higher one (the node checks refuse that).
+    const { cno, part } = fresh()
+    const left = found !== undefined && 'uploadId' in found && found.cno < cno ? found : undefined
+    const copyFrom = found !== undefined && !('uploadId' in found) ? found : undefined
+    if (left !== undefined) {
+      log('continue %s (upload %s, %d parts there)', left.key, left.uploadId, left.parts.length)
+      const upload = new MultipartObject(this, left.key, signal, {}, left)
+      upload.resumable = true
+      return { cno: left.cno, part: left.part, key: left.key, upload, continued: true }
+    }
+    const key = segmentKey(cno, part)
+    const metadata = first === undefined ? undefined : this.resumer?.metadata(first)
+    const upload = this.openMultipart(key, signal, metadata === undefined ? undefined : { ifNoneMatch: '*', metadata })
+    upload.resumable = metadata !== undefined
+    if (copyFrom !== undefined && this.store.uploadPartCopy !== undefined && this.canCopyFrom(this.store)) {
+      log('%s: pieces matching %s are copied from it', key, copyFrom.key)
+      upload.copyFrom = copyFrom
+    }
+    return { cno, part, key, upload, continued: false }
   }
 
   /** Whether parts of this store's uploads can be copied server-side from objects of `source`. */
@@ -178,14 +282,28 @@ export class MultipartObject {
   private readonly uploadId: Promise<string>
   private readonly parts: Array<Promise<CompletedPart>> = []
   private failed: { err: unknown } | undefined
+  /** Parts an interrupted upload continued here holds, by number, until a piece takes or replaces each. */
+  private readonly held = new Map<number, UploadedPart>()
+  private readonly continued: boolean
+  /** Opened by `openSegment` for a resumable file: a resume can find and continue it. */
+  resumable = false
+  /** A completed object of an interrupted attempt laid out as this one: pieces matching it are copied. */
+  copyFrom: CompletedLeftover | undefined
 
   constructor(
     private readonly uploader: Uploader,
     readonly key: string,
     private readonly signal?: AbortSignal,
     options: Omit<CreateMultipartOptions, 'signal'> = { ifNoneMatch: '*' },
+    continued?: Leftover,
   ) {
-    this.uploadId = uploader.store.createMultipart(key, { ...options, signal })
+    this.continued = continued !== undefined
+    if (continued !== undefined) {
+      this.uploadId = Promise.resolve(continued.uploadId)
+      for (const p of continued.parts) this.held.set(p.partNumber, p)
+    } else {
+      this.uploadId = uploader.store.createMultipart(key, { ...options, signal })
+    }
     this.uploadId.catch((err) => this.fail(err)) // judged when the object completes
   }
 
@@ -219,20 +337,53 @@ export class MultipartObject {
   async startPart(take: () => Promise<Body>): Promise<void> {
     // Reserve the number before waiting, so pieces started together keep their order.
     const { partNumber, settle } = this.reservePart()
+    const held = this.held.get(partNumber)
+    this.held.delete(partNumber)
+    let reused = false
     try {
-      const { done } = await this.uploader.start(take, async (chunks) => {
-        try {
-          const id = await this.uploadId
-          const { etag } = await this.uploader.store.uploadPart(this.key, id, partNumber, chunks, {
-            signal: this.signal,
-          })
-          log('part %s #%d', this.key, partNumber)
-          return { partNumber, etag }
-        } catch (err) {
-          this.fail(err) // at once: a piece waiting for room must see it
-          throw err
-        }
-      })
+      const { done } = await this.uploader.start(
+        take,
+        async (chunks) => {
+          try {
+            if (held !== undefined && sameBytes(held, chunks)) {
+              reused = true
+              log('part %s #%d: held already, the same %d bytes', this.key, partNumber, held.size)
+              return { partNumber, etag: held.etag }
+            }
+            const id = await this.uploadId
+            const copy =
+              this.copyFrom === undefined
+                ? undefined
+                : copyRange(this.copyFrom, (partNumber - 1) * this.uploader.pieceSize, chunks)
+            if (copy !== undefined && this.uploader.store.uploadPartCopy !== undefined) {
+              const source = { store: this.uploader.store, key: copy.key, range: copy.range, ifMatch: copy.etag }
+              const { etag } = await this.uploader.store.uploadPartCopy(this.key, id, partNumber, source, {
+                signal: this.signal,
+              })
+              reused = true
+              this.uploader.requests++
+              log(
+                'part %s #%d: copied from %s [%d, %d)',
+                this.key,
+                partNumber,
+                copy.key,
+                copy.range.start,
+                copy.range.end,
+              )
+              return { partNumber, etag }
+            }
+            const { etag } = await this.uploader.store.uploadPart(this.key, id, partNumber, chunks, {
+              signal: this.signal,
+            })
+            log('part %s #%d', this.key, partNumber)
+            return { partNumber, etag }
+          } catch (err) {
+            this.fail(err) // at once: a piece waiting for room must see it
+            throw err
+          }
+        },
+        () => reused,
+      )
       done.catch((err) => this.fail(err))
       settle(done)
     } catch (err) {
@@ -295,13 +446,22 @@ export class MultipartObject {
       signal: this.signal,
     })
     this.uploader.requests++
+    if (this.continued) this.uploader.resumer?.completed(this.key)
     log('complete %s in %d pieces', this.key, parts.length)
     return out
   }
 
-  /** Gives the upload up: waits for its pieces in flight, then aborts it (best effort, logged). */
+  /**
+   * Gives the upload up: waits for its pieces in flight, then aborts it (best effort,
+   * logged). When the caller's signal gave it up and a resume can find it (`resumable`),
+   * it is left open instead, for the next attempt to continue (or gc to abort).
+   */
   async abort(): Promise<void> {
     await this.settled()
+    if (this.signal?.aborted === true && this.resumable) {
+      log('keep %s open for a resume', this.key)
+      return
+    }
     let id: string
     try {
       id = await this.uploadId
@@ -310,6 +470,60 @@ export class MultipartObject {
     }
     await this.uploader.store.abortMultipart(this.key, id).catch((e) => log('abort %s %s failed: %s', this.key, id, e))
   }
+}
+
+/**
+ * Whether a part an upload holds is exactly `chunks`: the same size and the same MD5.
+ * A store that gives no MD5 of the part (`md5` absent) never matches: nothing is taken
+ * that was not checked against the bytes.
+ */
+function sameBytes(part: UploadedPart, chunks: readonly Uint8Array[]): boolean {
+  if (part.md5 === undefined || part.size !== byteLength(chunks)) return false
+  const h = createHash('md5')
+  for (const c of chunks) h.update(c)
+  return h.digest('hex') === part.md5
+}
+
+/**
+ * The range of `from` to copy instead of sending `chunks`, the part starting at byte
+ * `start` of this object: the same bytes of an object laid out as this one, when every
+ * block of them is a live data slot of `from` with the CRC-32 of the block here.
+ */
+function copyRange(
+  from: CompletedLeftover,
+  start: number,
+  chunks: readonly Uint8Array[],
+): { key: string; etag: string; range: { start: number; end: number } } | undefined {
+  const bs = from.blockSize
+  const bytes = byteLength(chunks)
+  if (bytes === 0 || bytes % bs !== 0 || start % bs !== 0) return undefined
+  const first = start / bs
+  const count = bytes / bs
+  if (first + count > from.crc.length) return undefined
+  for (let i = 0; i < count; i++) if (from.live[first + i] !== 1) return undefined
+  const block = Buffer.allocUnsafe(bs)
+  let slot = first
+  let filled = 0
+  for (const c of chunks) {
+    for (let at = 0; at < c.byteLength; ) {
+      if (filled === 0 && c.byteLength - at >= bs) {
+        if (crc32(c.subarray(at, at + bs)) !== from.crc[slot]) return undefined
+        slot++
+        at += bs
+        continue
+      }
+      const n = Math.min(bs - filled, c.byteLength - at)
+      block.set(c.subarray(at, at + n), filled)
+      filled += n
+      at += n
+      if (filled === bs) {
+        if (crc32(block) !== from.crc[slot]) return undefined
+        slot++
+        filled = 0
+      }
+    }
+  }
+  return { key: from.key, etag: from.etag, range: { start, end: start + bytes } }
 }
 
 function byteLength(chunks: readonly Uint8Array[]): number {

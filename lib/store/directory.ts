@@ -28,7 +28,7 @@
  *   directory named `<segment>%2F`, so the key `a` and the key `a/b` never collide and
  *   no key reaches outside the root or into the store's own dot-folders.
  */
-import { randomBytes, randomUUID } from 'node:crypto'
+import { createHash, randomBytes, randomUUID } from 'node:crypto'
 import { constants as fsConstants, type Stats } from 'node:fs'
 import * as fs from 'node:fs/promises'
 import { dirname, join } from 'node:path'
@@ -59,6 +59,7 @@ import type {
   ObjectStore,
   PutOptions,
   RequestOptions,
+  UploadedPart,
 } from './types.js'
 import { WRITE_ID_METADATA } from './types.js'
 
@@ -212,7 +213,7 @@ export class DirectoryStore implements ObjectStore {
     const metadata = { ...options?.metadata }
     if (options?.ifNoneMatch === '*') {
       const claim = newWriteId()
-      await this.put(key, new Uint8Array(0), { ifNoneMatch: '*', writeId: claim })
+      await this.put(key, new Uint8Array(0), { ifNoneMatch: '*', writeId: claim, metadata: options?.metadata })
       metadata[WRITE_ID_METADATA] = claim
     }
     try {
@@ -381,6 +382,37 @@ export class DirectoryStore implements ObjectStore {
       await fs.rm(join(this.root, UPLOADS, uploadId), { recursive: true, force: true })
     } catch (err) {
       throw this.mapError(err, `abort multipart ${uploadId} of ${key}`)
+    }
+  }
+
+  /** The parts in the upload's folder, each read once for its MD5. */
+  async listParts(key: string, uploadId: string, options?: RequestOptions): Promise<UploadedPart[]> {
+    throwIfAborted(options?.signal, `list parts of ${key}`)
+    try {
+      const { dir } = await this.upload(key, uploadId)
+      const parts: UploadedPart[] = []
+      for (const name of await fs.readdir(dir)) {
+        if (!/^[1-9][0-9]{0,4}$/.test(name)) continue
+        throwIfAborted(options?.signal, `list parts of ${key}`)
+        const path = join(dir, name)
+        // A part is renamed into place whole; one replaced meanwhile is read as it was opened.
+        const fh = await fs.open(path, 'r').catch((err) => {
+          if (isMissing(err)) return undefined
+          throw err
+        })
+        if (fh === undefined) continue
+        try {
+          const st = await fh.stat()
+          const md5 = createHash('md5')
+          for await (const chunk of fh.createReadStream({ autoClose: false, highWaterMark: 1 << 20 })) md5.update(chunk)
+          parts.push({ partNumber: Number(name), size: st.size, etag: legacyEtag(st), md5: md5.digest('hex') })
+        } finally {
+          await fh.close().catch(() => {})
+        }
+      }
+      return parts.sort((a, b) => a.partNumber - b.partNumber)
+    } catch (err) {
+      throw this.mapError(err, `list parts of ${key}`)
     }
   }
 

@@ -5,6 +5,7 @@
  * copy at completion). ETags are unique per write, not hashes, so storing costs one copy.
  * Stores with the same `mem://name` in one process share their objects.
  */
+import { createHash } from 'node:crypto'
 import { StreamSegmentError } from '../errors.js'
 import {
   checkCopyRange,
@@ -32,6 +33,7 @@ import type {
   ObjectStore,
   PutOptions,
   RequestOptions,
+  UploadedPart,
 } from './types.js'
 import { WRITE_ID_METADATA } from './types.js'
 
@@ -134,7 +136,7 @@ export class MemoryStore implements ObjectStore {
     if (options?.ifNoneMatch === '*') {
       // The claim: an empty create-only placeholder, as S3Store makes.
       const writeId = newWriteId()
-      await this.put(key, new Uint8Array(0), { ifNoneMatch: '*', writeId })
+      await this.put(key, new Uint8Array(0), { ifNoneMatch: '*', writeId, metadata: options?.metadata })
       metadata[WRITE_ID_METADATA] = writeId
     }
     const uploadId = `mem-upload-${++uploadSeq}`
@@ -161,6 +163,19 @@ export class MemoryStore implements ObjectStore {
     const etag = newEtag()
     upload.parts.set(partNumber, { body: copyBody(body), etag })
     return { etag }
+  }
+
+  async listParts(key: string, uploadId: string, options?: RequestOptions): Promise<UploadedPart[]> {
+    throwIfAborted(options?.signal, `list parts of ${key}`)
+    const upload = this.upload(key, uploadId)
+    return [...upload.parts]
+      .map(([partNumber, p]) => ({
+        partNumber,
+        size: p.body.byteLength,
+        etag: p.etag,
+        md5: createHash('md5').update(p.body).digest('hex'),
+      }))
+      .sort((a, b) => a.partNumber - b.partNumber)
   }
 
   canCopyFrom(source: ObjectStore): boolean {

@@ -67,11 +67,13 @@ import {
   type ObjectStore,
   type PutOptions,
   type RequestOptions,
+  type UploadedPart,
   WRITE_ID_METADATA,
 } from './types.js'
 
 const log = createDebug('stream-segment:s3')
 const EMPTY = new Uint8Array(0)
+const MD5_HEX = /^[0-9a-f]{32}$/
 const MAX_PAGE = 1000
 
 export interface S3StoreOptions {
@@ -467,7 +469,8 @@ export class S3Store implements ObjectStore {
       if (ifNoneMatch !== '*')
         throw StreamSegmentError.invalidArgument(`createMultipart ${key}: ifNoneMatch must be '*'`)
       writeId = randomUUID()
-      await this.put(key, EMPTY, { ifNoneMatch: '*', writeId, signal })
+      // The placeholder carries the upload's metadata: an open upload's own is readable by nobody.
+      await this.put(key, EMPTY, { ifNoneMatch: '*', writeId, metadata: options.metadata, signal })
     }
     const metadata = writeId === undefined ? options.metadata : { ...options.metadata, [WRITE_ID_METADATA]: writeId }
     const command = new CreateMultipartUploadCommand({
@@ -690,6 +693,34 @@ export class S3Store implements ObjectStore {
       keyMarker = out.NextKeyMarker
       uploadIdMarker = out.NextUploadIdMarker
     }
+  }
+
+  /**
+   * The parts an open upload holds (ListParts, paged). S3 has no digest of a part's bytes
+   * but its ETag, the MD5 of the part on radosgw and on AWS without SSE-KMS or SSE-C: an
+   * ETag of an MD5's form is offered as `md5` (a caller finds no false match with it).
+   */
+  async listParts(key: string, uploadId: string, options: RequestOptions = {}): Promise<UploadedPart[]> {
+    const { signal } = options
+    const parts: UploadedPart[] = []
+    let marker: string | undefined
+    do {
+      const command = new ListPartsCommand({
+        Bucket: this.bucket,
+        Key: this.prefix + key,
+        UploadId: uploadId,
+        PartNumberMarker: marker,
+        MaxParts: this.pageSize,
+      })
+      const out = await this.#send('ListParts', key, signal, (s) => this.client.send(command, { abortSignal: s }))
+      for (const p of out.Parts ?? []) {
+        if (p.PartNumber === undefined || p.ETag === undefined || p.Size === undefined) continue
+        const etag = unquoteEtag(p.ETag)
+        parts.push({ partNumber: p.PartNumber, size: p.Size, etag, md5: MD5_HEX.test(etag) ? etag : undefined })
+      }
+      marker = out.IsTruncated ? out.NextPartNumberMarker : undefined
+    } while (marker !== undefined)
+    return parts.sort((a, b) => a.partNumber - b.partNumber)
   }
 
   #where(key: string): string {

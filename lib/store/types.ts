@@ -30,6 +30,15 @@
  *   `unevenParts` may mix parts of any sizes (each non-final one still at least
  *   `minPartBytes`), as copies of arbitrary ranges need; stores that demand equal parts
  *   (R2) refuse such an upload at completion.
+ * - The claim placeholder carries the upload's `metadata` (beside its write id), so that
+ *   what an upload is for can be read back (`head`) while it is still open: S3 gives an
+ *   open upload's metadata to nobody.
+ * - `listParts` lists the parts an open upload holds, in part-number order, each with its
+ *   size, its ETag (what `completeMultipart` takes) and, where the store knows it, the
+ *   MD5 of its bytes (`md5`, hex). S3 gives no digest of its own: there `md5` is the ETag
+ *   when it has an MD5's form, which AWS (without SSE-KMS or SSE-C) and radosgw make the
+ *   MD5 of the part; elsewhere (KMS) it is not, and a caller comparing it with the MD5 of
+ *   bytes it holds finds no match: never a false one. An unknown upload is ERR_NOT_FOUND.
  */
 
 /** The metadata key holding a conditional write's id. */
@@ -116,6 +125,15 @@ export interface CompletedPart {
   etag: string
 }
 
+/** A part an open multipart upload holds (`listParts`). */
+export interface UploadedPart {
+  partNumber: number
+  size: number
+  etag: string
+  /** The MD5 of the part's bytes (hex), when the store can say; see `listParts`. */
+  md5?: string
+}
+
 export interface MultipartUpload {
   key: string
   uploadId: string
@@ -154,6 +172,8 @@ export interface ObjectStore {
   /** Aborting an upload that no longer exists is not an error. */
   abortMultipart(key: string, uploadId: string, options?: RequestOptions): Promise<void>
   listMultipart(prefix?: string, options?: RequestOptions): AsyncIterable<MultipartUpload>
+  /** The parts an open upload holds, in part-number order (see above; absent: cannot say). */
+  listParts?(key: string, uploadId: string, options?: RequestOptions): Promise<UploadedPart[]>
   /** Whether `uploadPartCopy` can take its bytes from objects of `source` (absent: never). */
   canCopyFrom?(source: ObjectStore): boolean
   /** A part made of a range of another object, server-side where the backend can (see above). */

@@ -5,8 +5,22 @@
  * file only when the object holding them is sent, so memory stays at the pieces in flight
  * whatever the file's size; the file must not change until this returns (the
  * block-source contract). The signal aborts every request in flight and publishes nothing.
+ *
+ * Resume (`resume`, default on): an upload interrupted by a crash, a kill or an abort
+ * left open multipart uploads in the container; the next `uploadFile` of the same file
+ * (same size and mtime) to the same container continues them, keeping every part whose
+ * size and MD5 are those of the file's bytes there, copies server-side the pieces of the
+ * objects it completed whose block CRC-32s are the file's, and sends only the rest
+ * (`FlushTiming.reusedBytes` says how much was kept or copied). See container/resume.ts.
  */
 import { type FileHandle, open } from 'node:fs/promises'
+import {
+  checkContinued,
+  DEFAULT_RESUME_MAX_AGE_MS,
+  FileResumer,
+  findCompleted,
+  findLeftovers,
+} from '../container/resume.js'
 import { StreamSegmentError } from '../errors.js'
 import type { SegmentFile } from '../segment-file.js'
 import type { Settings } from '../settings.js'
@@ -74,6 +88,14 @@ export interface UploadFileOptions {
    * written and the bytes it will hold: for progress displays (`file.progress`).
    */
   onStart?: (file: SegmentFile, bytes: number) => void
+  /**
+   * Continue what an interrupted upload of the same file (same size and mtime) to this
+   * container left, checked part by part against the file (default true); false sends
+   * everything again (what was left stays for gc).
+   */
+  resume?: boolean
+  /** Interrupted uploads started longer ago than this are not continued (default 30 minutes; see gc's grace). */
+  resumeMaxAgeMs?: number
 }
 
 /** Opens a local file for reading, its failures as the library's errors. */
@@ -95,7 +117,15 @@ export async function uploadFile(
   settings: Partial<Settings> = {},
   options: UploadFileOptions = {},
 ): Promise<FlushTiming> {
-  const { signal, onStart } = options
+  const { signal, onStart, resume = true, resumeMaxAgeMs = DEFAULT_RESUME_MAX_AGE_MS } = options
+  if (typeof resume !== 'boolean') {
+    throw StreamSegmentError.invalidArgument(`uploadFile: resume = ${JSON.stringify(resume)}: must be true or false`)
+  }
+  if (!Number.isSafeInteger(resumeMaxAgeMs) || resumeMaxAgeMs < 0) {
+    throw StreamSegmentError.invalidArgument(
+      `uploadFile: resumeMaxAgeMs = ${JSON.stringify(resumeMaxAgeMs)}: must be an integer ≥ 0`,
+    )
+  }
   const store = storeAt(location)
   const what = typeof path === 'string' ? `upload of ${path} to ${store.url}` : `upload to ${store.url}`
   const aborted = () => StreamSegmentError.aborted(`${what} aborted`, signal?.reason)
@@ -109,9 +139,27 @@ export async function uploadFile(
     signal?.addEventListener('abort', onAbort, { once: true })
     try {
       if (signal?.aborted) onAbort()
+      const id = {
+        size,
+        mtimeMs: version.mtimeMs,
+        blockSize: file.core.blockSize,
+        pieceSize: file.core.settings.segmentMpuChunkSize,
+      }
+      const find = { maxAgeMs: resumeMaxAgeMs, publishedCno: file.core.published.cno, signal }
+      const leftovers = resume ? await findLeftovers(store, id, find) : undefined
+      const completed = resume ? await findCompleted(store, id, find) : undefined
+      const resumer = new FileResumer(id, leftovers, completed)
+      file.core.uploader.resumer = resumer
       onStart?.(file, size)
-      await file.writeRef(0, size, fileSource(fh, version))
-      return await file.flush()
+      const source = fileSource(fh, version)
+      const verify = source.verify?.bind(source)
+      source.verify = async () => {
+        await verify?.()
+        await checkContinued(store, resumer.continued, signal)
+      }
+      await file.writeRef(0, size, source)
+      const timing = await file.flush()
+      return { ...timing, reusedBytes: file.core.uploader.reusedBytes }
     } finally {
       signal?.removeEventListener('abort', onAbort)
       await file.close()

@@ -64,6 +64,11 @@ export interface FlushTiming {
   streamDeadBytes: number
   streamFlushBytes: number
   streamMetaBytes: number
+  /**
+   * Bytes of this checkpoint's objects that an interrupted upload had sent already and
+   * that were kept instead of being sent again (uploadFile's resume); 0 otherwise.
+   */
+  reusedBytes: number
 }
 
 /** An object's bytes before any block: its header (and, head first, the padding it may need). */
@@ -179,6 +184,7 @@ export async function flush(core: FileState): Promise<FlushTiming> {
     streamDeadBytes: counters.streamDeadBytes,
     streamFlushBytes: counters.streamFlushBytes,
     streamMetaBytes: counters.streamMetaBytes,
+    reusedBytes: 0,
   }
   if (!core.changed) {
     timing.totalMs = performance.now() - t0
@@ -287,6 +293,7 @@ export async function startPublish(core: FileState): Promise<PublishInFlight | u
     streamDeadBytes: counters.streamDeadBytes,
     streamFlushBytes: counters.streamFlushBytes + plan.dataBlocks * core.blockSize,
     streamMetaBytes: counters.streamMetaBytes + plan.images.length * s.metaBlockSize,
+    reusedBytes: 0,
   }
   let released = false
   const landed = (async () => {

@@ -32,7 +32,6 @@ import { StreamSegmentError } from '../errors.js'
 import { FLAG_SENT_AHEAD } from '../format/header.js'
 import { FORMAT_PARTED } from '../format/inode.js'
 import { dataSlotsBytes, MAX_OBJECT_BYTES, objectBytes } from '../format/layout.js'
-import { segmentKey } from '../format/names.js'
 import { pointerLo, UNIT_BYTES } from '../format/pointer.js'
 import type { MapNode } from '../state/block-map.js'
 import { DIRTY_BASE, isDirtyRef } from '../state/block-map.js'
@@ -275,7 +274,7 @@ export class SendAhead {
           this.scanAt = core.tier.unplacedBytes + this.pieceSize
           return
         }
-        open = this.openObject()
+        open = this.openObject(piece)
       }
       const first = open.sent.slot.length
       let last: MapNode | undefined
@@ -309,16 +308,20 @@ export class SendAhead {
     )
   }
 
-  private openObject(): OpenObject {
+  private openObject(piece: Piece): OpenObject {
     const core = this.core
-    const { cno, part } = core.reserve()
-    const key = segmentKey(cno, part)
+    // Where its data starts, for a resume (uploader.openSegment) when that is a leaf's first
+    // block: an object continuing an interrupted upload keeps that upload's (older) number,
+    // so its leaves must point into itself only, never into this checkpoint's other objects.
+    const firstKey = piece.keys[0] as number
+    const first = (piece.leaves[0] as MapNode).keys[0] === firstKey ? firstKey * core.blockSize : undefined
+    const { cno, part, key, upload } = core.uploader.openSegment(first, () => core.reserve(), core.signal)
     const open: OpenObject = {
       id: newObjectId(),
       cno,
       part,
       key,
-      upload: core.uploader.openMultipart(key, core.signal),
+      upload,
       sent: { id: 0, blockIndex: [], slot: [], gen: [], crc: [] },
       leaves: new Set(),
     }

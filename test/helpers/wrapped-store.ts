@@ -15,6 +15,7 @@ import type {
   ObjectStore,
   PutOptions,
   RequestOptions,
+  UploadedPart,
 } from '../../lib/store/types.js'
 
 export type StoreOp =
@@ -28,6 +29,7 @@ export type StoreOp =
   | 'completeMultipart'
   | 'abortMultipart'
   | 'listMultipart'
+  | 'listParts'
 
 export interface CallInfo {
   op: StoreOp
@@ -112,6 +114,15 @@ export abstract class WrappedStore implements ObjectStore {
     return this.around(
       { op: 'abortMultipart', key, bytesUp: 0, signal: options?.signal },
       () => this.inner.abortMultipart(key, uploadId, options),
+      () => 0,
+    )
+  }
+  listParts(key: string, uploadId: string, options?: RequestOptions): Promise<UploadedPart[]> {
+    const inner = this.inner
+    if (inner.listParts === undefined) return Promise.reject(new Error(`${inner.url}: no listParts`))
+    return this.around(
+      { op: 'listParts', key, bytesUp: 0, signal: options?.signal },
+      () => (inner.listParts as NonNullable<ObjectStore['listParts']>).call(inner, key, uploadId, options),
       () => 0,
     )
   }

@@ -3,7 +3,7 @@
  * the contract of lib/store/types.ts, checked the same way everywhere.
  */
 import assert from 'node:assert/strict'
-import { randomBytes } from 'node:crypto'
+import { createHash, randomBytes } from 'node:crypto'
 import { describe, it } from 'node:test'
 import type { StreamSegmentError } from '../../lib/errors.js'
 import type { ObjectStore } from '../../lib/store/types.js'
@@ -237,6 +237,57 @@ export function runStoreConformance(name: string, make: () => Promise<ObjectStor
       await s.completeMultipart('claimed', id, [{ partNumber: 1, etag: e.etag }])
       assert.deepEqual(Buffer.from(await s.get('claimed')), body)
       await rejectsCode(s.createMultipart('claimed', { ifNoneMatch: '*' }), 'ERR_CONFLICT')
+    })
+
+    it('listParts: each part with its size, its ETag and the MD5 of its bytes, in order; ERR_NOT_FOUND after completion', async () => {
+      const s = await make()
+      assert.ok(s.listParts !== undefined, 'every store lists the parts of an open upload')
+      const listParts = s.listParts.bind(s)
+      const p1 = randomBytes(partSize)
+      const p2 = randomBytes(partSize)
+      const p3 = randomBytes(777)
+      const id = await s.createMultipart('lp', { ifNoneMatch: '*' })
+      assert.deepEqual(await listParts('lp', id), [])
+      const e3 = await s.uploadPart('lp', id, 3, p3)
+      const e1 = await s.uploadPart('lp', id, 1, [p1.subarray(0, 100), p1.subarray(100)])
+      const e2 = await s.uploadPart('lp', id, 2, randomBytes(partSize))
+      const replaced = await s.uploadPart('lp', id, 2, p2) // a part sent again replaces the first one
+      const md5 = (b: Uint8Array) => createHash('md5').update(b).digest('hex')
+      const parts = await listParts('lp', id)
+      assert.deepEqual(
+        parts.map((p) => [p.partNumber, p.size, p.etag]),
+        [
+          [1, partSize, e1.etag],
+          [2, partSize, replaced.etag],
+          [3, 777, e3.etag],
+        ],
+      )
+      assert.notEqual(replaced.etag, e2.etag)
+      // Where a store gives an MD5 it is the bytes' (radosgw's ETag is the part's MD5).
+      assert.deepEqual(
+        parts.map((p) => p.md5),
+        [md5(p1), md5(p2), md5(p3)],
+      )
+      await rejectsCode(listParts('lp', 'no-such-upload-0000-0000-000000000000'), 'ERR_NOT_FOUND')
+      await s.completeMultipart('lp', id, [
+        { partNumber: 1, etag: e1.etag },
+        { partNumber: 2, etag: replaced.etag },
+        { partNumber: 3, etag: e3.etag },
+      ])
+      await rejectsCode(listParts('lp', id), 'ERR_NOT_FOUND')
+    })
+
+    it("a create-only claim's placeholder carries the upload's metadata while it is open", async () => {
+      const s = await make()
+      const id = await s.createMultipart('meta-claim', { ifNoneMatch: '*', metadata: { 'ss-file-size': '12345' } })
+      const claim = await s.head('meta-claim')
+      assert.equal(claim?.size, 0)
+      assert.equal(claim?.metadata['ss-file-size'], '12345')
+      const e = await s.uploadPart('meta-claim', id, 1, Buffer.from('done'))
+      await s.completeMultipart('meta-claim', id, [{ partNumber: 1, etag: e.etag }])
+      const done = await s.head('meta-claim')
+      assert.equal(done?.size, 4)
+      assert.equal(done?.metadata['ss-file-size'], '12345')
     })
 
     it('an aborted signal rejects with ERR_ABORTED', async () => {

@@ -1,0 +1,94 @@
+/** The CLI's put of a file resumes an interrupted upload of it; --no-resume sends everything again. */
+import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
+import { once } from 'node:events'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
+import { after, it } from 'node:test'
+import { main } from '../lib/cli.js'
+import { DirectoryStore } from '../lib/store/directory.js'
+import { interruptedUpload, readBackSha256, sha256, writePatternFile } from './helpers/resume.js'
+
+const MiB = 1024 * 1024
+const dir = mkdtempSync(join(tmpdir(), 'ss-cli-resume-'))
+after(() => rmSync(dir, { recursive: true, force: true }))
+
+const fake = () => {
+  const writes: string[] = []
+  const stream = {
+    isTTY: false,
+    writes,
+    write(chunk: string | Uint8Array) {
+      writes.push(String(chunk))
+      return true
+    },
+  }
+  return stream as typeof stream & NodeJS.WritableStream
+}
+
+async function put(args: string[]): Promise<string> {
+  const out = fake()
+  const err = fake()
+  const code = await main(['put', ...args], out, err)
+  assert.equal(code, 0, err.writes.join(''))
+  return out.writes.join('')
+}
+
+it('put FILE URL resumes an interrupted upload and says what it kept; --no-resume keeps nothing', async () => {
+  const path = join(dir, 'file.bin')
+  const data = writePatternFile(path, 16 * MiB, 5)
+  const url = join(dir, 'c')
+  const store = new DirectoryStore(url)
+  const settings = { segmentMpuChunkSize: MiB, segmentMpuMaxConcurrency: 2 }
+  const flags = ['--segment-mpu-chunk-size', '1M', '--segment-mpu-max-concurrency', '2']
+
+  await interruptedUpload(path, store, settings, 8 * MiB)
+  const text = await put([path, url, ...flags])
+  const m = /\nreused ([\d.]+) MiB sent before by an interrupted upload of this file\n/.exec(text)
+  assert.ok(m !== null, text)
+  assert.ok(Number(m[1]) >= 6, text)
+  assert.deepEqual(await readBackSha256(store), { size: data.length, sha256: sha256(data) })
+
+  await interruptedUpload(path, store, settings, 8 * MiB)
+  const json = JSON.parse(await put([path, url, ...flags, '--no-resume', '--json']))
+  assert.equal(json.flushTiming.reusedBytes, 0)
+  assert.equal(json.flushTiming.streamSentBytes + json.flushTiming.streamFlushBytes, data.length)
+  assert.deepEqual(await readBackSha256(store), { size: data.length, sha256: sha256(data) })
+
+  const err = fake()
+  assert.equal(await main(['put', '-', url, '--no-resume'], fake(), err), 2)
+  assert.match(err.writes.join(''), /--no-resume is for a file/)
+})
+
+/**
+ * `put FILE URL` run by the CLI and interrupted by SIGINT (Ctrl-C) once `parts` pieces
+ * were uploaded (its debug log says each one): resolves with its exit code and stderr.
+ */
+async function interruptedPut(args: string[], parts: number): Promise<{ status: number | null; stderr: string }> {
+  const env = { ...process.env, DEBUG: 'stream-segment:upload' }
+  const child = spawn(process.execPath, [resolve('bin/stream-segment.cjs'), 'put', ...args], { env })
+  let stderr = ''
+  let seen = 0
+  child.stderr.on('data', (c) => {
+    stderr += c
+    seen = (stderr.match(/ part \S+ #\d+/g) ?? []).length
+    if (seen >= parts && !child.killed) child.kill('SIGINT')
+  })
+  const [status] = await once(child, 'close')
+  return { status: status as number | null, stderr }
+}
+
+it('put FILE URL interrupted by Ctrl-C (SIGINT) exits 8 and leaves its upload for the next put to resume', async () => {
+  const path = join(dir, 'ctrl-c.bin')
+  const data = writePatternFile(path, 48 * MiB, 6)
+  const url = join(dir, 'ctrl-c')
+  const flags = ['--segment-mpu-chunk-size', '256K', '--segment-mpu-max-concurrency', '1']
+  const r = await interruptedPut([path, url, ...flags], 40)
+  assert.equal(r.status, 8, r.stderr.slice(-2000))
+  assert.match(r.stderr, /keep \S+ open for a resume/)
+  const text = await put([path, url, ...flags])
+  const m = /\nreused ([\d.]+) MiB sent before by an interrupted upload of this file\n/.exec(text)
+  assert.ok(m !== null && Number(m[1]) >= 40 / 4 - 1, text)
+  assert.deepEqual(await readBackSha256(new DirectoryStore(url)), { size: data.length, sha256: sha256(data) })
+})
