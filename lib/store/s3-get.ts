@@ -143,16 +143,16 @@ function queryString(query: SignedRequest['query']): string {
   if (query === undefined) return ''
   const parts: string[] = []
   for (const [k, v] of Object.entries(query)) {
-    const key = escape(k)
+    const key = uriEscape(k)
     if (v === null || v === undefined) parts.push(key)
-    else if (Array.isArray(v)) for (const x of v) parts.push(`${key}=${escape(x)}`)
-    else parts.push(`${key}=${escape(v)}`)
+    else if (Array.isArray(v)) for (const x of v) parts.push(`${key}=${uriEscape(x)}`)
+    else parts.push(`${key}=${uriEscape(v)}`)
   }
   return parts.length === 0 ? '' : `?${parts.join('&')}`
 }
 
 /** RFC 3986 escaping, as SigV4 signs the query. */
-function escape(s: string): string {
+function uriEscape(s: string): string {
   return encodeURIComponent(s).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)
 }
 
