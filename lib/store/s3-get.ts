@@ -57,6 +57,7 @@ export interface Transport {
 
 type HandlerConfig = {
   httpAgent?: HttpAgent
+  httpAgentProvider?: () => Promise<HttpAgent>
   httpsAgent?: HttpsAgent
   connectionTimeout?: number
   socketTimeout?: number
@@ -79,7 +80,7 @@ export function transportOf(client: S3Client): Promise<Transport> {
         a !== undefined && Number.isSafeInteger(a.maxSockets) && a.maxSockets > 0 ? a.maxSockets : DEFAULT_MAX_SOCKETS
       const tls = (config.httpsAgent as { options?: Record<string, unknown> } | undefined)?.options ?? {}
       return {
-        pool: new Pool(bound(config.httpAgent), bound(config.httpsAgent), tls),
+        pool: new Pool(bound(config.httpAgent ?? (await config.httpAgentProvider?.())), bound(config.httpsAgent), tls),
         connectTimeoutMs: nat(config.connectionTimeout, DEFAULT_CONNECT_TIMEOUT_MS),
         idleTimeoutMs: nat(config.socketTimeout, DEFAULT_IDLE_TIMEOUT_MS),
       }
