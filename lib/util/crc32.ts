@@ -100,23 +100,38 @@ export function crc32Combine(crcA: number, crcB: number, shift: number): number 
 }
 
 /**
- * The CRC-32 of the blocks whose CRCs are `crcs` (each `blockSize` bytes), one after the
- * other: one multiplication per block, ~30× cheaper than a native CRC call on a 4 KiB
- * block. With it a run of blocks is checked by one CRC call over its bytes.
+ * The CRC-32 of the blocks whose CRCs are `crcs[from…from+count)` (each `blockSize`
+ * bytes), one after the other. Shifting a CRC past a block is linear in the CRC's bits,
+ * so it is four table lookups (tables per block size, made once): ~5 ns a block, against
+ * ~1 µs for a native CRC call on a 4 KiB block. With it a run of blocks is checked by one
+ * CRC call over its bytes.
  */
 export function crc32OfBlocks(crcs: ArrayLike<number>, from: number, count: number, blockSize: number): number {
-  const shift = shiftOf(blockSize)
+  const t = shiftTables(blockSize)
   let crc = 0
-  for (let i = from; i < from + count; i++) crc = (multModP(shift, crc) ^ (crcs[i] as number)) >>> 0
+  for (let i = from; i < from + count; i++) {
+    crc =
+      ((t[crc & 0xff] as number) ^
+        (t[256 + ((crc >>> 8) & 0xff)] as number) ^
+        (t[512 + ((crc >>> 16) & 0xff)] as number) ^
+        (t[768 + (crc >>> 24)] as number) ^
+        (crcs[i] as number)) >>>
+      0
+  }
   return crc
 }
 
-let lastBlockSize = -1
-let lastShift = 0
-function shiftOf(blockSize: number): number {
-  if (blockSize !== lastBlockSize) {
-    lastShift = crc32Shift(blockSize)
-    lastBlockSize = blockSize
+const tables = new Map<number, Uint32Array>()
+
+/** For each byte j of a CRC and each value v: v << 8j shifted past `blockSize` zero bytes. */
+function shiftTables(blockSize: number): Uint32Array {
+  let t = tables.get(blockSize)
+  if (t === undefined) {
+    const shift = crc32Shift(blockSize)
+    t = new Uint32Array(1024)
+    for (let j = 0; j < 4; j++) for (let v = 0; v < 256; v++) t[j * 256 + v] = multModP(shift, (v << (8 * j)) >>> 0)
+    if (tables.size >= 8) tables.clear()
+    tables.set(blockSize, t)
   }
-  return lastShift
+  return t
 }
