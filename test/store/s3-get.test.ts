@@ -5,16 +5,20 @@
  * - against a tiny local server that answers as scripted (raw bytes on a socket): a
  *   short body, a wrong or missing Content-Length, a reset mid-body, bytes past the
  *   body, an abort mid-body, a stall (idle timeout), 503 SlowDown then success,
- *   virtual-host addressing (the Host header), and the bound on sockets.
+ *   virtual-host addressing (the Host header), the bound on sockets, and HTTPS (a
+ *   self-signed certificate in test/fixtures/tls, trusted through the client's agent).
  * Fails, never skips, without the S3 server (s3-env).
  */
 import assert from 'node:assert/strict'
 import dns from 'node:dns'
+import { readFileSync } from 'node:fs'
+import { Agent as HttpsAgent, createServer as createHttpsServer } from 'node:https'
 import { createServer, type Server, type Socket } from 'node:net'
 import { after, describe, test } from 'node:test'
 import { transportOf } from '../../lib/store/s3-get.js'
 import { createS3Client, S3Store, type S3StoreOptions } from '../../lib/store/s3.js'
 import { rejectsCode } from '../helpers/assert.js'
+import { FIXTURES_DIR } from '../fixtures/make-fixtures.js'
 import { fillBlocks } from '../helpers/pattern.js'
 import { s3TestStore } from '../helpers/s3-env.js'
 
@@ -351,5 +355,51 @@ describe('lean GETs against a scripted server', () => {
     assert.deepEqual(await store.get('k', { range: { start: 1, end: 3000 } }), BODY.subarray(1, 3000))
     assert.deepEqual((await transportOf(store.client)).pool.sockets(), {})
     assert.throws(() => storeAt(s.url, { getPath: 'curl' as 'sdk' }), /getPath "curl"/)
+  })
+
+  test("https: TLS with the CA and socket bound of the client's https agent; one kept socket", async () => {
+    const cert = readFileSync(new URL('tls/localhost.crt', FIXTURES_DIR))
+    const key = readFileSync(new URL('tls/localhost.key', FIXTURES_DIR))
+    const hosts: string[] = []
+    let connections = 0
+    const server = createHttpsServer({ cert, key }, (req, res) => {
+      hosts.push(req.headers.host ?? '')
+      const m = /^bytes=(\d+)-(\d+)$/.exec(req.headers.range ?? '')
+      const [start, end] = m === null ? [0, BODY.length] : [Number(m[1]), Number(m[2]) + 1]
+      res.writeHead(206, { 'content-length': end - start, 'content-range': `bytes ${start}-${end - 1}/${BODY.length}` })
+      res.end(BODY.subarray(start, end))
+    })
+    server.on('secureConnection', () => connections++)
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    servers.push({ close: () => new Promise<void>((resolve) => server.close(() => resolve()).closeAllConnections()) })
+    const port = (server.address() as { port: number }).port
+    const store = new S3Store({
+      client: createS3Client({
+        endpoint: `https://localhost:${port}`,
+        region: 'us-east-1',
+        credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+        requestHandler: { httpsAgent: new HttpsAgent({ ca: cert, keepAlive: true, maxSockets: 2 }) },
+      }),
+      bucket: 'bucket',
+      prefix: 'p',
+      maxRetries: 0,
+    })
+    assert.deepEqual(await store.get('k', { range: { start: 7, end: 3007 } }), BODY.subarray(7, 3007))
+    assert.deepEqual(await store.get('k', { range: { start: 0, end: 9 } }), BODY.subarray(0, 9))
+    assert.deepEqual(hosts, [`localhost:${port}`, `localhost:${port}`])
+    assert.equal(connections, 1)
+    assert.deepEqual((await transportOf(store.client)).pool.sockets(), { [`tls:localhost:${port}`]: 1 })
+    // Without the CA, the certificate is refused: not retried as a passing fault would be.
+    const untrusting = new S3Store({
+      client: createS3Client({
+        endpoint: `https://localhost:${port}`,
+        region: 'us-east-1',
+        credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+      }),
+      bucket: 'bucket',
+      prefix: 'p',
+      maxRetries: 0,
+    })
+    await rejectsCode(untrusting.get('k'), 'ERR_STORE', /self.signed certificate/i)
   })
 })
