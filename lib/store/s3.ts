@@ -377,7 +377,7 @@ export class S3Store implements ObjectStore {
     return chunks.length === 1 ? (chunks[0] as Uint8Array) : Buffer.concat(chunks)
   }
 
-  /** As `get`, the body as the chunks it arrived in (no copy into one buffer). */
+  /** As `get`, the body as read: one buffer (`getPath` 'http') or the chunks it arrived in ('sdk'), never joined. */
   getChunks(key: string, options: GetOptions = {}): Promise<Uint8Array[]> {
     return this.#get(key, options)
   }
