@@ -12,7 +12,8 @@
  * - A GET body is exactly the announced length: a shorter or longer body, or a connection
  *   closed mid-body, is a failure with no HTTP status, retried by the policy below. By
  *   default (`getPath: 'http'`, lib/store/s3-get.ts) the SDK signs the request, which goes
- *   out on node:http, its body read into one buffer; with `getPath: 'sdk'` the SDK's body
+ *   out on keep-alive sockets of our own, its body read by the kernel into one buffer; with
+ *   `getPath: 'sdk'` the SDK's body
  *   stream is kept as the chunks it arrived in (`getChunks`; `get` joins them).
  * - Per-byte client costs are avoided: payloads are sent UNSIGNED-PAYLOAD (no SHA-256
  *   pass), the SDK computes no checksum of its own (`createS3Client` sets WHEN_REQUIRED),
@@ -107,7 +108,8 @@ export interface S3StoreOptions {
   deadlineMs?: number
   /**
    * How GetObject answers are read: `'http'` (default) sends the SDK's signed request on
-   * node:http and reads the body into one buffer (lib/store/s3-get.ts); `'sdk'` reads the
+   * keep-alive sockets of our own and reads the body into one buffer (lib/store/s3-get.ts,
+   * HTTP/1.1 over node:net and node:tls); `'sdk'` reads the
    * SDK's body stream, kept as the chunks it arrived in.
    */
   getPath?: 'http' | 'sdk'
