@@ -21,7 +21,9 @@
  *   is not known, comes with that summary in one tail read (a leaf written with the next
  *   object points at the last blocks of this one: a cold read stays at 3 requests).
  *   Every block fetched must sit in a live summary slot naming that block, with a
- *   matching CRC-32 (computed for the whole GET before its bytes are returned). A run
+ *   matching CRC-32 (checked for the whole GET before its bytes are returned: one CRC
+ *   over the run against the combination of its blocks' CRCs, block by block on a
+ *   mismatch). A run
  *   that fails is fetched once more with its summary (bytes damaged on the way fail the
  *   same checks); failing again it is ERR_CORRUPT naming the key, offset and both CRCs,
  *   never the bytes.
@@ -37,7 +39,7 @@ import { hex32, pointerPart, pointerUnit, UNIT_BYTES } from '../format/pointer.j
 import { type ReadOptions, resolveReadOptions } from '../settings.js'
 import { type BlockMap, DIRTY_BASE, isDirtyRef, type MapNode } from '../state/block-map.js'
 import type { FileState } from '../state/file-state.js'
-import { crc32, crc32Blocks } from '../util/crc32.js'
+import { crc32, crc32Blocks, crc32OfBlocks } from '../util/crc32.js'
 import type { Limiter } from '../util/limiter.js'
 
 export type { ReadKind, ReadTiming } from '../container/objects.js'
@@ -80,7 +82,7 @@ interface NodeRef {
 export class Reader {
   readonly options: Required<ReadOptions>
   private readonly objects: ObjectReads
-  /** CRCs of the blocks of one data GET (filled and compared with no await between). */
+  /** CRCs of the blocks of a data GET that failed its run check (filled and compared with no await between). */
   private crcs = new Uint32Array(0)
 
   constructor(
@@ -281,9 +283,6 @@ export class Reader {
     }
     // The summary came with the header: head first, the data region starts after the meta blocks.
     const dataOffset = this.objects.dataOffset(st)
-    if (this.crcs.length < r.count) this.crcs = new Uint32Array(r.count)
-    const crcs = this.crcs
-    crc32Chunks(chunks, bs, crcs)
     for (let i = 0; i < r.count; i++) {
       const b = r.first + i
       const at = r.at + i * bs
@@ -298,14 +297,26 @@ export class Reader {
           `${where}: slot ${k} (offset ${at}) holds block ${summary.blockIndex[k]}${summary.live[k] ? '' : ' (dead)'}, the block map says block ${b}`,
         )
       }
+    }
+    // Every block against its CRC: one CRC call over the run's bytes, compared with the
+    // CRC its blocks' CRCs combine to (four table lookups per block); only a run that
+    // fails is checked block by block, to name the block.
+    let run = 0
+    for (const c of chunks) run = crc32(c, run)
+    const k0 = (r.at - dataOffset) / bs
+    if (run === crc32OfBlocks(summary.crc, k0, r.count, bs)) return chunks
+    if (this.crcs.length < r.count) this.crcs = new Uint32Array(r.count)
+    const crcs = this.crcs
+    crc32Chunks(chunks, bs, crcs)
+    for (let i = 0; i < r.count; i++) {
       const crc = crcs[i] as number
-      if (crc !== summary.crc[k]) {
+      if (crc !== summary.crc[k0 + i]) {
         throw StreamSegmentError.corrupt(
-          `${where}: block ${b} at offset ${at} has CRC-32 ${hex32(crc)}, the summary says ${hex32(summary.crc[k] as number)}`,
+          `${where}: block ${r.first + i} at offset ${r.at + i * bs} has CRC-32 ${hex32(crc)}, the summary says ${hex32(summary.crc[k0 + i] as number)}`,
         )
       }
     }
-    return chunks
+    throw StreamSegmentError.corrupt(`${where}: blocks at offset ${r.at}: the run's CRC-32 does not match its blocks'`)
   }
 
   // --- the walk ---

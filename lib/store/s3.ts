@@ -9,9 +9,12 @@
  *   chunks are, never joined into a copy: a `ChunkBody` whose `pipe` writes every chunk
  *   to the request each time it is called (so a retry sends it again), with its
  *   Content-Length known, UNSIGNED-PAYLOAD, and no SDK checksum: never aws-chunked.
- * - A GET body is kept as the chunks it arrived in (`getChunks`; `get` joins them),
- *   exactly the announced length: a shorter or longer body, or a connection closed
- *   mid-body, is a failure with no HTTP status, retried by the policy below.
+ * - A GET body is exactly the announced length: a shorter or longer body, or a connection
+ *   closed mid-body, is a failure with no HTTP status, retried by the policy below. By
+ *   default (`getPath: 'http'`, lib/store/s3-get.ts) the SDK signs the request, which goes
+ *   out on keep-alive sockets of our own, its body read by the kernel into one buffer; with
+ *   `getPath: 'sdk'` the SDK's body
+ *   stream is kept as the chunks it arrived in (`getChunks`; `get` joins them).
  * - Per-byte client costs are avoided: payloads are sent UNSIGNED-PAYLOAD (no SHA-256
  *   pass), the SDK computes no checksum of its own (`createS3Client` sets WHEN_REQUIRED),
  *   and with `checksums` on we send our CRC-32 (lib/crc32.ts) as `x-amz-checksum-crc32`.
@@ -53,6 +56,7 @@ import createDebug from 'debug'
 import { StreamSegmentError } from '../errors.js'
 import { crc32 } from '../util/crc32.js'
 import { bodyLength, checkKey, joinBody, unquoteEtag } from './common.js'
+import { bytesOf, sendOverHttp, transportOf } from './s3-get.js'
 import {
   type Body,
   type ByteRange,
@@ -104,6 +108,13 @@ export interface S3StoreOptions {
   retryMaxMs?: number
   /** A call's whole time, its retries included, before ERR_TIMEOUT (default 300000 ms; 0: none). */
   deadlineMs?: number
+  /**
+   * How GetObject answers are read: `'http'` (default) sends the SDK's signed request on
+   * keep-alive sockets of our own and reads the body into one buffer (lib/store/s3-get.ts,
+   * HTTP/1.1 over node:net and node:tls); `'sdk'` reads the
+   * SDK's body stream, kept as the chunks it arrived in.
+   */
+  getPath?: 'http' | 'sdk'
 }
 
 export type CreateS3ClientOptions = S3ClientConfig & {
@@ -254,6 +265,7 @@ export class S3Store implements ObjectStore {
   readonly retryBaseMs: number
   readonly retryMaxMs: number
   readonly deadlineMs: number
+  readonly getPath: 'http' | 'sdk'
   /** Requests made again after a failure that may pass (for FlushTiming and ReadTiming). */
   retries = 0
   /** S3's minimum for every multipart piece but the last. */
@@ -291,6 +303,12 @@ export class S3Store implements ObjectStore {
     this.retryBaseMs = nat('retryBaseMs', options.retryBaseMs ?? 100)
     this.retryMaxMs = nat('retryMaxMs', options.retryMaxMs ?? 5_000)
     this.deadlineMs = nat('deadlineMs', options.deadlineMs ?? 300_000)
+    this.getPath = options.getPath ?? 'http'
+    if (this.getPath !== 'http' && this.getPath !== 'sdk') {
+      throw StreamSegmentError.invalidArgument(
+        `S3Store: getPath ${JSON.stringify(this.getPath)} is not 'http' or 'sdk'`,
+      )
+    }
   }
 
   #chunks: Promise<boolean> | undefined
@@ -363,7 +381,7 @@ export class S3Store implements ObjectStore {
     return chunks.length === 1 ? (chunks[0] as Uint8Array) : Buffer.concat(chunks)
   }
 
-  /** As `get`, the body as the chunks it arrived in (no copy into one buffer). */
+  /** As `get`, the body as read: one buffer (`getPath` 'http') or the chunks it arrived in ('sdk'), never joined. */
   getChunks(key: string, options: GetOptions = {}): Promise<Uint8Array[]> {
     return this.#get(key, options)
   }
@@ -375,8 +393,10 @@ export class S3Store implements ObjectStore {
     try {
       return await this.#send('GetObject', key, signal, async (s) => {
         const command = new GetObjectCommand({ Bucket: this.bucket, Key: this.prefix + key, Range: header })
+        if (this.getPath === 'http') sendOverHttp(command, await transportOf(this.client), s, this.#where(key))
         const out = await this.client.send(command, { abortSignal: s })
-        return readBody(out.Body, out.ContentLength, s)
+        const bytes = bytesOf(out.Body)
+        return bytes === undefined ? readBody(out.Body, out.ContentLength, s) : [bytes]
       })
     } catch (err) {
       // A suffix of an empty object is empty (servers answer 416: no byte to return).

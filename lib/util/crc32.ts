@@ -57,3 +57,81 @@ export function crc32Blocks(bytes: Uint8Array, blockSize: number, into: Uint32Ar
   const fn = chosen.fn
   for (let i = 0, at = 0; i < n; i++, at += blockSize) into[i] = fn(view.subarray(at, at + blockSize))
 }
+
+// --- Combining CRCs (zlib's crc32_combine: polynomial arithmetic modulo the CRC's
+// polynomial, bit-reflected: x^0 is the top bit) ---
+
+const POLY = 0xedb88320
+
+/** a(x)·b(x) modulo the polynomial. */
+function multModP(a: number, b: number): number {
+  let m = 0x80000000
+  let p = 0
+  for (;;) {
+    if (a & m) {
+      p ^= b
+      if ((a & (m - 1)) === 0) break
+    }
+    m >>>= 1
+    b = b & 1 ? (b >>> 1) ^ POLY : b >>> 1
+  }
+  return p >>> 0
+}
+
+/** X2N[k] = x^(2^k) modulo the polynomial. */
+const X2N = new Uint32Array(32)
+X2N[0] = 0x40000000 // x^1
+for (let k = 1; k < 32; k++) X2N[k] = multModP(X2N[k - 1] as number, X2N[k - 1] as number)
+
+/** x^(8·bytes) modulo the polynomial: what shifts a CRC past `bytes` zero bytes. */
+export function crc32Shift(bytes: number): number {
+  if (!Number.isSafeInteger(bytes) || bytes < 0) throw new RangeError(`crc32Shift: ${bytes} is not a byte count`)
+  let p = 0x80000000 // x^0
+  let k = 3
+  for (let n = bytes; n > 0; n = Math.floor(n / 2), k++) {
+    if (n % 2 === 1) p = multModP(X2N[k & 31] as number, p)
+  }
+  return p
+}
+
+/** The CRC-32 of A then B from crc(A), crc(B) and `shift` = crc32Shift(B's length). */
+export function crc32Combine(crcA: number, crcB: number, shift: number): number {
+  return (multModP(shift, crcA) ^ crcB) >>> 0
+}
+
+/**
+ * The CRC-32 of the blocks whose CRCs are `crcs[from…from+count)` (each `blockSize`
+ * bytes), one after the other. Shifting a CRC past a block is linear in the CRC's bits,
+ * so it is four table lookups (tables per block size, made once): ~5 ns a block, against
+ * ~1 µs for a native CRC call on a 4 KiB block. With it a run of blocks is checked by one
+ * CRC call over its bytes.
+ */
+export function crc32OfBlocks(crcs: ArrayLike<number>, from: number, count: number, blockSize: number): number {
+  const t = shiftTables(blockSize)
+  let crc = 0
+  for (let i = from; i < from + count; i++) {
+    crc =
+      ((t[crc & 0xff] as number) ^
+        (t[256 + ((crc >>> 8) & 0xff)] as number) ^
+        (t[512 + ((crc >>> 16) & 0xff)] as number) ^
+        (t[768 + (crc >>> 24)] as number) ^
+        (crcs[i] as number)) >>>
+      0
+  }
+  return crc
+}
+
+const tables = new Map<number, Uint32Array>()
+
+/** For each byte j of a CRC and each value v: v << 8j shifted past `blockSize` zero bytes. */
+function shiftTables(blockSize: number): Uint32Array {
+  let t = tables.get(blockSize)
+  if (t === undefined) {
+    const shift = crc32Shift(blockSize)
+    t = new Uint32Array(1024)
+    for (let j = 0; j < 4; j++) for (let v = 0; v < 256; v++) t[j * 256 + v] = multModP(shift, (v << (8 * j)) >>> 0)
+    if (tables.size >= 8) tables.clear()
+    tables.set(blockSize, t)
+  }
+  return t
+}

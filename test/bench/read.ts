@@ -5,7 +5,9 @@
 //    the same data bytes (the physical limit: the same GET size and GETs in flight, no
 //    open, no nodes, no summaries, no checks; the ranges computed beforehand).
 //    On radosgw also the SDK's own GetObject of the same ranges, each body drained chunk
-//    by chunk (a baseline no one here wrote). Throughput ratios, CPU-s/GiB of each, the
+//    by chunk (a baseline no one here wrote), and the whole pass once per S3Store GET path
+//    (`getPath` 'http': node:http into one buffer; 'sdk': the SDK's body stream, as its
+//    chunks), both over the same objects. Throughput ratios, CPU-s/GiB of each, the
 //    stream's first byte against the first raw GET, and requests by kind.
 // 2. Cold random 4 KiB reads: requests per read after open (goal <= 3) and latency, on a
 //    fresh handle per read (the cold case), and on one handle for many reads.
@@ -19,7 +21,8 @@
 // open: the inode, then the index nodes, then leaves with summaries, then a data GET).
 //
 //   node dist/esm/test/bench/read.js [--mib 1024] [--object-mib 16] [--random 100] [--rounds 3]
-//     [--only memory|s3] [--links directory,general] [--ahead-mib N]   (--random 0: no random reads;
+//     [--only memory|s3] [--links directory,general] [--ahead-mib N] [--get-path http,sdk]
+//     (--random 0: no random reads;
 //     --ahead-mib: the stream's readAheadBytes, default readGetMaxBytes × readMaxConcurrency)
 import { parseArgs } from 'node:util'
 import { GetObjectCommand } from '@aws-sdk/client-s3'
@@ -28,7 +31,7 @@ import { parseKey } from '../../lib/format/names.js'
 import type { ReadKind } from '../../lib/read/reader.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
-import type { S3Store } from '../../lib/store/s3.js'
+import { S3Store } from '../../lib/store/s3.js'
 import type { GetOptions, ObjectStore } from '../../lib/store/types.js'
 import { createStreamSegmentReadStream } from '../../lib/streams/read-stream.js'
 import { fillBlocks } from '../helpers/pattern.js'
@@ -45,6 +48,7 @@ const { values: args } = parseArgs({
     only: { type: 'string' },
     links: { type: 'string', default: 'directory,general' },
     'ahead-mib': { type: 'string' },
+    'get-path': { type: 'string', default: 'http,sdk' },
   },
 })
 const total = Number(args.mib) * MiB
@@ -337,10 +341,15 @@ async function main() {
     console.log(
       `# radosgw ${process.env.AWS_ENDPOINT_URL_S3}: ${objects} objects written in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
     )
-    const r = await benchStore('radosgw', new CountingStore(s3), s3, s3)
-    seqRows.push(...r.rows)
-    summaryRows.push(r.summary)
-    if (r.randomRow !== undefined) randomRows.push(r.randomRow)
+    for (const path of (args['get-path'] as string).split(',').map((x) => x.trim())) {
+      if (path !== 'http' && path !== 'sdk') throw new Error(`--get-path ${path}: not http or sdk`)
+      // The same objects, read through a store with this GET path.
+      const store = new S3Store({ client: s3.client, bucket: s3.bucket, prefix: s3.prefix, getPath: path })
+      const r = await benchStore(`radosgw, ${path} GETs`, new CountingStore(store), store, store)
+      seqRows.push(...r.rows)
+      summaryRows.push(r.summary)
+      if (r.randomRow !== undefined) randomRows.push(r.randomRow)
+    }
   }
   console.log('\nCold open + sequential read (MiB/s), vs raw ranged GETs of the same data bytes and the SDK drain')
   console.log(

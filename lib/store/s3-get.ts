@@ -1,0 +1,637 @@
+/**
+ * The lean GET of S3Store (`getPath: 'http'`): the SDK builds and signs the GetObject
+ * request (endpoint and addressing style, region, credentials from the client's provider,
+ * refreshed as it refreshes them) and parses error answers into its named errors; the
+ * request goes out on a keep-alive socket of our own pool, and a 2xx body is read by the
+ * kernel straight into ONE buffer sized from its Content-Length (the socket's `onread`
+ * buffer is that buffer's unfilled rest: no per-read socket buffers, no copy, no concat).
+ *
+ * How: one middleware per command at the end of the deserialize step (after signing,
+ * inside the deserializer) that does not call the SDK's handler. It answers the
+ * deserializer with the body already read: a 2xx body as a `BodyBytes` (a Readable that
+ * holds the buffer, never read as a stream by S3Store), an error body as its bytes.
+ *
+ * Invariants and failure handling:
+ * - A 2xx answer must carry a Content-Length (a decimal integer); a ranged request must be
+ *   answered 206 with a Content-Range that starts at the requested byte and spans exactly
+ *   Content-Length bytes (or 200 with the whole object, no longer than asked). Otherwise
+ *   the answer is refused (its status kept: not retried), naming what was wrong, the
+ *   range and the object.
+ * - The body fills exactly Content-Length bytes: an end or a close before the last byte,
+ *   a reset, malformed headers, or body bytes past Content-Length in the read that holds
+ *   the headers are a failure with no HTTP status, which the store's retry policy makes
+ *   again (as on the SDK path). Reads into the buffer stop at Content-Length, so bytes a
+ *   server sends past it are never part of an answer: they arrive while the connection
+ *   is idle, and it is closed. The buffer is handed out only when complete.
+ * - Sockets: per origin at most the client's agent's `maxSockets` (64 when unbounded),
+ *   kept alive between requests, waiting requests served in order. The client's connect
+ *   timeout (no connection in time) and idle timeout (no byte received for that long,
+ *   headers or body) fail the request with a TimeoutError, retried by the store. A kept
+ *   socket that fails before any byte of the answer (the server closed it meanwhile) is
+ *   replaced once, at once: a GET can be sent again.
+ * - The AbortSignal destroys the request at any point, body included: AbortError.
+ * - Headers are read up to HEAD_MAX bytes, an error body up to ERROR_BODY_MAX.
+ */
+import type { Agent as HttpAgent } from 'node:http'
+import type { Agent as HttpsAgent } from 'node:https'
+import { connect as netConnect, type Socket } from 'node:net'
+import { Readable } from 'node:stream'
+import { connect as tlsConnect } from 'node:tls'
+import type { S3Client } from '@aws-sdk/client-s3'
+
+const HEAD_MAX = 64 * 1024
+const ERROR_BODY_MAX = 1024 * 1024
+const DEFAULT_CONNECT_TIMEOUT_MS = 5_000
+const DEFAULT_IDLE_TIMEOUT_MS = 30_000
+const DEFAULT_MAX_SOCKETS = 64
+/** A kept socket unused this long is closed. */
+const FREE_SOCKET_MS = 15_000
+
+/** How requests go out: the client's agents (their TLS options and socket bound) and timeouts. */
+export interface Transport {
+  pool: Pool
+  /** 0: none. */
+  connectTimeoutMs: number
+  idleTimeoutMs: number
+}
+
+type HandlerConfig = {
+  httpAgent?: HttpAgent
+  httpAgentProvider?: () => Promise<HttpAgent>
+  httpsAgent?: HttpsAgent
+  connectionTimeout?: number
+  socketTimeout?: number
+}
+
+const transports = new WeakMap<S3Client, Promise<Transport>>()
+
+/**
+ * The transport of `client`: the socket bound, TLS options and timeouts of its Node request
+ * handler when it has one (every client createS3Client makes), else the defaults.
+ */
+export function transportOf(client: S3Client): Promise<Transport> {
+  let t = transports.get(client)
+  if (t === undefined) {
+    t = (async (): Promise<Transport> => {
+      const handler = (client.config as { requestHandler?: { configProvider?: Promise<HandlerConfig> } }).requestHandler
+      const config: HandlerConfig = (await handler?.configProvider) ?? {}
+      const nat = (v: number | undefined, d: number) => (typeof v === 'number' && v >= 0 ? v : d)
+      const bound = (a: HttpAgent | undefined) =>
+        a !== undefined && Number.isSafeInteger(a.maxSockets) && a.maxSockets > 0 ? a.maxSockets : DEFAULT_MAX_SOCKETS
+      const tls = (config.httpsAgent as { options?: Record<string, unknown> } | undefined)?.options ?? {}
+      return {
+        pool: new Pool(bound(config.httpAgent ?? (await config.httpAgentProvider?.())), bound(config.httpsAgent), tls),
+        connectTimeoutMs: nat(config.connectionTimeout, DEFAULT_CONNECT_TIMEOUT_MS),
+        idleTimeoutMs: nat(config.socketTimeout, DEFAULT_IDLE_TIMEOUT_MS),
+      }
+    })()
+    transports.set(client, t)
+  }
+  return t
+}
+
+/** A 2xx body already read: the buffer, as a Readable for the SDK's deserializer. */
+export class BodyBytes extends Readable {
+  constructor(readonly bytes: Uint8Array) {
+    super()
+  }
+
+  override _read(): void {
+    // Only read when something of the SDK wants the stream (a response checksum).
+    this.push(this.bytes)
+    this.push(null)
+  }
+}
+
+/** The signed request as the SDK's middleware sees it (@smithy/protocol-http HttpRequest). */
+interface SignedRequest {
+  protocol: string
+  hostname: string
+  port?: number
+  method: string
+  path: string
+  query?: Record<string, string | string[] | null>
+  headers: Record<string, string>
+}
+
+/** What the deserializer reads (@smithy/protocol-http HttpResponse's fields). */
+export interface RawResponse {
+  statusCode: number
+  reason?: string
+  headers: Record<string, string>
+  body: Uint8Array | BodyBytes
+}
+
+type Middleware = (next: unknown) => (args: unknown) => Promise<{ response: RawResponse }>
+
+type Stack = {
+  middlewareStack: { add(mw: Middleware, options: { step: 'deserialize'; priority: 'low'; name: string }): void }
+}
+
+/**
+ * Makes `command` (a GetObjectCommand) go out through `transport`: its 2xx body comes back
+ * as a BodyBytes (`bytesOf` takes it). `where` names the object in error messages.
+ */
+export function sendOverHttp<C>(command: C, transport: Transport, signal: AbortSignal, where: string): C {
+  ;(command as unknown as Stack).middlewareStack.add(
+    () => async (args) => ({
+      response: await httpGet((args as { request: SignedRequest }).request, transport, signal, where),
+    }),
+    { step: 'deserialize', priority: 'low', name: 'streamSegmentHttpGet' },
+  )
+  return command
+}
+
+/** The bytes of a GetObject output's Body when it came the lean way, else undefined. */
+export function bytesOf(body: unknown): Uint8Array | undefined {
+  return body instanceof BodyBytes ? body.bytes : undefined
+}
+
+/** One GET: a kept socket, or a new one; a kept one that failed before any answer byte is replaced once. */
+export async function httpGet(
+  request: SignedRequest,
+  t: Transport,
+  signal: AbortSignal,
+  where: string,
+): Promise<RawResponse> {
+  const range = request.headers.range ?? request.headers.Range
+  const what = `${where}${range === undefined ? '' : ` (${range})`}`
+  const head = requestHead(request, what)
+  const origin = {
+    tls: request.protocol === 'https:',
+    host: request.hostname.startsWith('[') ? request.hostname.slice(1, -1) : request.hostname,
+    port: request.port ?? (request.protocol === 'https:' ? 443 : 80),
+  }
+  for (let fresh = false; ; fresh = true) {
+    const conn = await t.pool.acquire(origin, t, signal, what, fresh)
+    try {
+      return await conn.exchange(head, askedRange(range), t.idleTimeoutMs, signal, what)
+    } catch (err) {
+      if (fresh || !conn.reused || conn.answered || signal.aborted) throw err
+    }
+  }
+}
+
+function requestHead(request: SignedRequest, what: string): Buffer {
+  const path = request.path + queryString(request.query)
+  let head = `${request.method} ${path} HTTP/1.1\r\n`
+  for (const [k, v] of Object.entries(request.headers)) head += `${k}: ${v}\r\n`
+  // A signed request never holds these: a guard against a header split.
+  for (const [k, v] of Object.entries(request.headers)) {
+    if (/[\r\n]/.test(k) || /[\r\n]/.test(String(v))) throw new Error(`GET ${what}: header ${k} holds a line break`)
+  }
+  if (/[\s]/.test(path)) throw new Error(`GET ${what}: request path ${JSON.stringify(path)} holds white space`)
+  return Buffer.from(`${head}\r\n`, 'latin1')
+}
+
+function queryString(query: SignedRequest['query']): string {
+  if (query === undefined) return ''
+  const parts: string[] = []
+  for (const [k, v] of Object.entries(query)) {
+    const key = uriEscape(k)
+    if (v === null || v === undefined) parts.push(key)
+    else if (Array.isArray(v)) for (const x of v) parts.push(`${key}=${uriEscape(x)}`)
+    else parts.push(`${key}=${uriEscape(v)}`)
+  }
+  return parts.length === 0 ? '' : `?${parts.join('&')}`
+}
+
+/** RFC 3986 escaping, as SigV4 signs the query. */
+function uriEscape(s: string): string {
+  return encodeURIComponent(s).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)
+}
+
+/** A failure with an HTTP status: the answer was refused as it is (never retried). */
+function refused(status: number, message: string): Error {
+  return Object.assign(new Error(message), { name: 'InvalidResponse', $metadata: { httpStatusCode: status } })
+}
+
+function named(name: string, message: string, cause?: unknown): Error {
+  return Object.assign(new Error(message, { cause }), { name })
+}
+
+/** Which bytes the request asked for, from its Range header. */
+type Asked = { start: number; end: number } | { suffix: number } | undefined
+
+function askedRange(h: string | undefined): Asked {
+  if (h === undefined) return undefined
+  const m = /^bytes=(\d*)-(\d*)$/.exec(h)
+  if (m === null) return undefined
+  if (m[1] === '') return { suffix: Number(m[2]) }
+  return { start: Number(m[1]), end: m[2] === '' ? Number.POSITIVE_INFINITY : Number(m[2]) + 1 }
+}
+
+/**
+ * The number of body bytes a 2xx answer must carry, checked against what was asked, or
+ * the reason it is refused.
+ */
+function expectedLength(status: number, headers: Record<string, string>, asked: Asked): number | string {
+  const cl = headers['content-length']
+  if (headers['transfer-encoding'] !== undefined) return `Transfer-Encoding ${headers['transfer-encoding']}`
+  if (cl === undefined) return 'no Content-Length'
+  if (!/^\d{1,15}$/.test(cl)) return `Content-Length ${JSON.stringify(cl)} is not a byte count`
+  const n = Number(cl)
+  if (asked === undefined) return n
+  if (status === 200) {
+    // The whole object: acceptable when it is all that was asked.
+    const max = 'suffix' in asked ? asked.suffix : asked.start === 0 ? asked.end : -1
+    return n <= max ? n : `${status} with the whole object (${n} bytes) to a request for a range`
+  }
+  const cr = headers['content-range']
+  const m = cr === undefined ? null : /^bytes (\d+)-(\d+)\/(\d+|\*)$/.exec(cr)
+  if (m === null) return `${status} with Content-Range ${JSON.stringify(cr ?? null)}`
+  const first = Number(m[1])
+  const last = Number(m[2])
+  if (last < first || last - first + 1 !== n) return `Content-Range ${cr} does not span Content-Length ${n}`
+  if ('suffix' in asked) {
+    if (n > asked.suffix) return `Content-Range ${cr}: more than the last ${asked.suffix} bytes`
+  } else if (first !== asked.start || last >= asked.end) {
+    return `Content-Range ${cr} is not within the bytes asked, [${asked.start}, ${asked.end})`
+  }
+  return n
+}
+
+interface Origin {
+  tls: boolean
+  host: string
+  port: number
+}
+
+/** Keep-alive sockets per origin, at most `max` each; requests wait in order for one. */
+export class Pool {
+  private readonly idle = new Map<string, Connection[]>()
+  private readonly open = new Map<string, number>()
+  private readonly waiting = new Map<string, Array<() => void>>()
+
+  constructor(
+    readonly maxHttp: number,
+    readonly maxHttps: number,
+    private readonly tlsOptions: Record<string, unknown>,
+  ) {}
+
+  /** Sockets open now, per origin (`host:port`, with `tls:` first for TLS). */
+  sockets(): Record<string, number> {
+    return Object.fromEntries(this.open)
+  }
+
+  async acquire(o: Origin, t: Transport, signal: AbortSignal, what: string, fresh: boolean): Promise<Connection> {
+    const key = `${o.tls ? 'tls:' : ''}${o.host}:${o.port}`
+    const max = o.tls ? this.maxHttps : this.maxHttp
+    for (;;) {
+      if (signal.aborted) throw named('AbortError', `GET ${what} aborted`, signal.reason)
+      const idle = this.idle.get(key)
+      const kept = fresh ? undefined : idle?.pop()
+      if (kept !== undefined) return kept.take()
+      const n = this.open.get(key) ?? 0
+      if (n < max) {
+        this.open.set(key, n + 1)
+        return new Connection(this, key, o, this.tlsOptions, t.connectTimeoutMs, what)
+      }
+      if (fresh && idle !== undefined && idle.length > 0) {
+        ;(idle.shift() as Connection).destroy() // room for a fresh one
+        continue
+      }
+      await new Promise<void>((resolve, reject) => {
+        const list = this.waiting.get(key) ?? []
+        this.waiting.set(key, list)
+        const onAbort = () => {
+          list.splice(list.indexOf(wake), 1)
+          reject(named('AbortError', `GET ${what} aborted while waiting for a socket`, signal.reason))
+        }
+        const wake = () => {
+          signal.removeEventListener('abort', onAbort)
+          resolve()
+        }
+        list.push(wake)
+        signal.addEventListener('abort', onAbort, { once: true })
+      })
+    }
+  }
+
+  /** A connection done with its exchange: kept for the next request, or gone. */
+  release(c: Connection, keep: boolean): void {
+    if (keep) {
+      const list = this.idle.get(c.key) ?? []
+      this.idle.set(c.key, list)
+      list.push(c)
+    } else c.destroy()
+    this.waiting.get(c.key)?.shift()?.()
+  }
+
+  /** A connection closed: its slot is free. */
+  closed(c: Connection): void {
+    const list = this.idle.get(c.key)
+    const i = list?.indexOf(c) ?? -1
+    if (i >= 0) list?.splice(i, 1)
+    this.open.set(c.key, (this.open.get(c.key) ?? 1) - 1)
+    this.waiting.get(c.key)?.shift()?.()
+  }
+}
+
+/** The answer being read on a connection. */
+interface Exchange {
+  what: string
+  asked: Asked
+  resolve: (r: RawResponse) => void
+  reject: (err: Error) => void
+  phase: 'head' | 'body' | 'error'
+  status: number
+  reason: string
+  headers: Record<string, string>
+  keepAlive: boolean
+  into: Buffer
+  filled: number
+  expected: number
+  /** Error body: bytes so far, and how it ends ('close': at the connection's end). */
+  errorChunks: Buffer[]
+  errorSize: number
+  errorLength: number | 'chunked' | 'close'
+  onAbort: () => void
+  signal: AbortSignal
+}
+
+/** One socket and the exchange on it (one at a time). */
+class Connection {
+  readonly socket: Socket
+  /** Headers, error bodies and any byte while idle are read here. */
+  private readonly scratch = Buffer.allocUnsafe(HEAD_MAX)
+  private headLen = 0
+  private x: Exchange | undefined
+  private closed = false
+  private connectTimer: NodeJS.Timeout | undefined
+  /** Whether this socket served an exchange before this one. */
+  reused = false
+  /** Whether the current exchange has received a byte. */
+  answered = false
+
+  constructor(
+    private readonly pool: Pool,
+    readonly key: string,
+    o: Origin,
+    tlsOptions: Record<string, unknown>,
+    connectTimeoutMs: number,
+    what: string,
+  ) {
+    const onread = {
+      buffer: () => this.nextBuffer(),
+      callback: (n: number, buf: Uint8Array) => {
+        this.onRead(n, buf)
+        return true // keep reading
+      },
+    }
+    const base = { host: o.host, port: o.port, onread, noDelay: true }
+    this.socket = o.tls
+      ? tlsConnect({
+          ...tlsOptions,
+          ...base,
+          servername: /^[\d.]+$|:/.test(o.host) ? undefined : o.host,
+          ALPNProtocols: ['http/1.1'],
+        })
+      : netConnect(base)
+    if (connectTimeoutMs > 0) {
+      this.connectTimer = setTimeout(() => {
+        this.fail(
+          named('TimeoutError', `GET ${what}: no connection to ${o.host}:${o.port} within ${connectTimeoutMs} ms`),
+        )
+      }, connectTimeoutMs)
+      this.socket.once(o.tls ? 'secureConnect' : 'connect', () => clearTimeout(this.connectTimer))
+    }
+    this.socket.on('error', (err: Error & { code?: string }) => {
+      this.fail(err.code === 'ETIMEDOUT' ? named('TimeoutError', err.message, err) : err)
+    })
+    this.socket.on('end', () => {
+      const x = this.x
+      if (x?.phase === 'error' && x.errorLength === 'close') this.finishError(x, false)
+    })
+    this.socket.on('close', () => {
+      clearTimeout(this.connectTimer)
+      const x = this.x
+      if (x !== undefined) {
+        const got =
+          x.phase === 'body' ? ` after ${x.filled} of ${x.expected} bytes` : this.answered ? ' mid-answer' : ''
+        this.fail(new Error(`GET ${x.what}: connection closed${got || ' before any answer'}`))
+      }
+      if (!this.closed) {
+        this.closed = true
+        this.pool.closed(this)
+      }
+    })
+    this.socket.on('timeout', () => {
+      const x = this.x
+      if (x === undefined) this.destroy()
+      else this.fail(named('TimeoutError', `GET ${x.what}: nothing received for ${this.socket.timeout} ms`))
+    })
+  }
+
+  /** A kept connection, taken for a new exchange. */
+  take(): Connection {
+    this.reused = true
+    return this
+  }
+
+  destroy(): void {
+    this.socket.destroy()
+  }
+
+  exchange(head: Buffer, asked: Asked, idleTimeoutMs: number, signal: AbortSignal, what: string): Promise<RawResponse> {
+    return new Promise<RawResponse>((resolve, reject) => {
+      if (this.closed) {
+        reject(new Error(`GET ${what}: connection closed before any answer`))
+        return
+      }
+      const x: Exchange = {
+        what,
+        asked,
+        resolve,
+        reject,
+        phase: 'head',
+        status: 0,
+        reason: '',
+        headers: {},
+        keepAlive: true,
+        into: this.scratch,
+        filled: 0,
+        expected: 0,
+        errorChunks: [],
+        errorSize: 0,
+        errorLength: 'close',
+        signal,
+        onAbort: () => this.fail(named('AbortError', `GET ${what} aborted`, signal.reason)),
+      }
+      this.x = x
+      this.answered = false
+      this.headLen = 0
+      signal.addEventListener('abort', x.onAbort, { once: true })
+      this.socket.ref()
+      this.socket.setTimeout(idleTimeoutMs)
+      this.socket.write(head)
+    })
+  }
+
+  /** Where the next read goes: the rest of the body's buffer, else the scratch. */
+  private nextBuffer(): Uint8Array {
+    const x = this.x
+    if (x?.phase === 'body') return x.into.subarray(x.filled, x.expected)
+    if (x?.phase === 'head') return this.scratch.subarray(this.headLen)
+    return this.scratch
+  }
+
+  private onRead(n: number, buf: Uint8Array): void {
+    const x = this.x
+    if (x === undefined) {
+      // Bytes while no request is out (past an answer's Content-Length): never trusted.
+      this.destroy()
+      return
+    }
+    this.answered = true
+    if (x.phase === 'body') {
+      x.filled += n
+      if (x.filled === x.expected) this.finishBody(x)
+    } else if (x.phase === 'head') {
+      this.headLen += n
+      this.parseHead(x)
+    } else {
+      this.addErrorBytes(x, buf.subarray(0, n))
+    }
+  }
+
+  private parseHead(x: Exchange): void {
+    const end = this.scratch.subarray(0, this.headLen).indexOf('\r\n\r\n')
+    if (end < 0) {
+      if (this.headLen === HEAD_MAX) this.fail(new Error(`GET ${x.what}: answer headers over ${HEAD_MAX} bytes`))
+      return
+    }
+    const lines = this.scratch.toString('latin1', 0, end).split('\r\n')
+    const m = /^HTTP\/1\.([01]) (\d{3})(?: (.*))?$/.exec(lines[0] as string)
+    if (m === null) {
+      this.fail(new Error(`GET ${x.what}: answer starts with ${JSON.stringify((lines[0] as string).slice(0, 80))}`))
+      return
+    }
+    const headers: Record<string, string> = {}
+    for (let i = 1; i < lines.length; i++) {
+      const line = lines[i] as string
+      const c = line.indexOf(':')
+      if (c <= 0) {
+        this.fail(new Error(`GET ${x.what}: malformed header line ${JSON.stringify(line.slice(0, 80))}`))
+        return
+      }
+      const name = line.slice(0, c).trim().toLowerCase()
+      const value = line.slice(c + 1).trim()
+      headers[name] = headers[name] === undefined ? value : `${headers[name]}, ${value}`
+    }
+    const rest = this.scratch.subarray(end + 4, this.headLen)
+    this.headLen = 0
+    const status = Number(m[2])
+    if (status >= 100 && status < 200) {
+      // An interim answer: the real one follows.
+      rest.copy(this.scratch, 0)
+      this.headLen = rest.byteLength
+      this.parseHead(x)
+      return
+    }
+    x.status = status
+    x.reason = m[3] ?? ''
+    x.headers = headers
+    const connection = (headers.connection ?? '').toLowerCase()
+    x.keepAlive = m[1] === '1' ? !connection.includes('close') : connection.includes('keep-alive')
+    if (status < 200 || status >= 300) {
+      x.phase = 'error'
+      const cl = headers['content-length']
+      x.errorLength = /chunked/i.test(headers['transfer-encoding'] ?? '')
+        ? 'chunked'
+        : cl !== undefined && /^\d{1,15}$/.test(cl)
+          ? Number(cl)
+          : 'close'
+      if (x.errorLength === 'close') x.keepAlive = false
+      this.addErrorBytes(x, rest)
+      return
+    }
+    const expected = expectedLength(status, headers, x.asked)
+    if (typeof expected === 'string') {
+      this.fail(refused(status, `GET ${x.what}: answer refused: ${expected}`))
+      return
+    }
+    if (rest.byteLength > expected) {
+      this.fail(new Error(`GET ${x.what}: body longer than its Content-Length ${expected}`))
+      return
+    }
+    x.phase = 'body'
+    x.into = Buffer.allocUnsafeSlow(expected)
+    x.expected = expected
+    x.into.set(rest, 0)
+    x.filled = rest.byteLength
+    if (x.filled === expected) this.finishBody(x)
+  }
+
+  private finishBody(x: Exchange): void {
+    this.done(x)
+    x.resolve({ statusCode: x.status, reason: x.reason, headers: x.headers, body: new BodyBytes(x.into) })
+  }
+
+  private addErrorBytes(x: Exchange, bytes: Uint8Array): void {
+    if (bytes.byteLength > 0) {
+      x.errorChunks.push(Buffer.from(bytes)) // a copy: the scratch is read into again
+      x.errorSize += bytes.byteLength
+    }
+    if (x.errorSize > ERROR_BODY_MAX) {
+      x.keepAlive = false
+      this.finishError(x, true)
+      return
+    }
+    if (typeof x.errorLength === 'number' && x.errorSize >= x.errorLength)
+      this.finishError(x, x.errorSize > x.errorLength)
+    else if (x.errorLength === 'chunked' && dechunk(Buffer.concat(x.errorChunks)) !== undefined)
+      this.finishError(x, false)
+  }
+
+  /** Hands the error answer to the SDK's parser (`cut`: the body is what came, the socket goes). */
+  private finishError(x: Exchange, cut: boolean): void {
+    if (cut) x.keepAlive = false
+    const all = Buffer.concat(x.errorChunks)
+    const body =
+      x.errorLength === 'chunked'
+        ? (dechunk(all) ?? all)
+        : typeof x.errorLength === 'number'
+          ? all.subarray(0, x.errorLength)
+          : all
+    this.done(x)
+    x.resolve({ statusCode: x.status, reason: x.reason, headers: x.headers, body })
+  }
+
+  /** The exchange is over: the socket goes back to the pool, or is closed. */
+  private done(x: Exchange): void {
+    this.x = undefined
+    x.signal.removeEventListener('abort', x.onAbort)
+    if (this.closed) return
+    this.socket.setTimeout(FREE_SOCKET_MS)
+    this.socket.unref()
+    this.pool.release(this, x.keepAlive)
+  }
+
+  /** Fails the exchange in progress (if any) and closes the socket. */
+  private fail(err: Error): void {
+    const x = this.x
+    this.x = undefined
+    if (x !== undefined) {
+      x.signal.removeEventListener('abort', x.onAbort)
+      x.reject(err)
+    }
+    this.destroy()
+  }
+}
+
+/** The payload of a complete chunked body, or undefined while it is incomplete. */
+function dechunk(all: Buffer): Buffer | undefined {
+  const out: Buffer[] = []
+  let at = 0
+  for (;;) {
+    const eol = all.indexOf('\r\n', at)
+    if (eol < 0) return undefined
+    const size = Number.parseInt(all.toString('latin1', at, eol).split(';')[0] as string, 16)
+    if (!Number.isSafeInteger(size) || size < 0) return all // not chunked after all: what came
+    if (size === 0) return Buffer.concat(out)
+    if (eol + 2 + size + 2 > all.byteLength) return undefined
+    out.push(all.subarray(eol + 2, eol + 2 + size))
+    at = eol + 2 + size + 2
+  }
+}
