@@ -46,6 +46,7 @@ import {
   ListMultipartUploadsCommand,
   ListObjectsV2Command,
   ListPartsCommand,
+  type Part,
   PutObjectCommand,
   S3Client,
   type S3ClientConfig,
@@ -721,8 +722,17 @@ export class S3Store implements ObjectStore {
    * ETag of an MD5's form is offered as `md5` (a caller finds no false match with it).
    */
   async listParts(key: string, uploadId: string, options: RequestOptions = {}): Promise<UploadedPart[]> {
-    const { signal } = options
     const parts: UploadedPart[] = []
+    for await (const p of this.#parts(key, uploadId, options.signal)) {
+      if (p.PartNumber === undefined || p.ETag === undefined || p.Size === undefined) continue
+      const etag = unquoteEtag(p.ETag)
+      parts.push({ partNumber: p.PartNumber, size: p.Size, etag, md5: MD5_HEX.test(etag) ? etag : undefined })
+    }
+    return parts.sort((a, b) => a.partNumber - b.partNumber)
+  }
+
+  /** Every part an open upload holds, as ListParts gives them, page after page. */
+  async *#parts(key: string, uploadId: string, signal: AbortSignal | undefined): AsyncGenerator<Part> {
     let marker: string | undefined
     do {
       const command = new ListPartsCommand({
@@ -733,14 +743,9 @@ export class S3Store implements ObjectStore {
         MaxParts: this.pageSize,
       })
       const out = await this.#send('ListParts', key, signal, (s) => this.client.send(command, { abortSignal: s }))
-      for (const p of out.Parts ?? []) {
-        if (p.PartNumber === undefined || p.ETag === undefined || p.Size === undefined) continue
-        const etag = unquoteEtag(p.ETag)
-        parts.push({ partNumber: p.PartNumber, size: p.Size, etag, md5: MD5_HEX.test(etag) ? etag : undefined })
-      }
+      yield* out.Parts ?? []
       marker = out.IsTruncated ? out.NextPartNumberMarker : undefined
     } while (marker !== undefined)
-    return parts.sort((a, b) => a.partNumber - b.partNumber)
   }
 
   #where(key: string): string {
@@ -784,21 +789,9 @@ export class S3Store implements ObjectStore {
     if (known !== undefined && parts.every((p) => known.has(p.partNumber))) return known
     // Parts uploaded by another process (or store): ask the server.
     const crcs = new Map<number, string>()
-    let marker: string | undefined
-    do {
-      const command = new ListPartsCommand({
-        Bucket: this.bucket,
-        Key: this.prefix + key,
-        UploadId: uploadId,
-        PartNumberMarker: marker,
-        MaxParts: this.pageSize,
-      })
-      const out = await this.#send('ListParts', key, signal, (s) => this.client.send(command, { abortSignal: s }))
-      for (const p of out.Parts ?? []) {
-        if (p.PartNumber !== undefined && p.ChecksumCRC32 !== undefined) crcs.set(p.PartNumber, p.ChecksumCRC32)
-      }
-      marker = out.IsTruncated ? out.NextPartNumberMarker : undefined
-    } while (marker !== undefined)
+    for await (const p of this.#parts(key, uploadId, signal)) {
+      if (p.PartNumber !== undefined && p.ChecksumCRC32 !== undefined) crcs.set(p.PartNumber, p.ChecksumCRC32)
+    }
     return crcs
   }
 
