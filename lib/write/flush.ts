@@ -82,6 +82,23 @@ function leafBytes(core: FileState, leaf: MapNode): number {
   )
 }
 
+/** The size of a part 0 holding every dirty node given (and the root's own dirty blocks, a leaf root). */
+function part0Size(
+  core: FileState,
+  rootLeaf: MapNode | undefined,
+  dirty: { leaves: MapNode[]; index: MapNode[] },
+): number {
+  let blocks = rootLeaf?.dirtyCount ?? 0
+  for (const leaf of dirty.leaves) blocks += leaf.dirtyCount
+  return objectBytes(
+    blocks,
+    dirty.leaves.length + dirty.index.length,
+    core.blockSize,
+    core.settings.metaBlockSize,
+    core.format,
+  )
+}
+
 /** Packs leaves, in order, into groups whose objects fit `limit` bytes. */
 function pack(core: FileState, leaves: readonly MapNode[], limit: number): MapNode[][] {
   const groups: MapNode[][] = []
@@ -263,9 +280,7 @@ export async function startPublish(core: FileState): Promise<PublishInFlight | u
   const { leaves, index } = core.map.dirtyNodes()
   const root = core.map.root
   const rootLeaf = root.level === 0 && root.dirtyCount > 0 ? root : undefined
-  let blocks = rootLeaf?.dirtyCount ?? 0
-  for (const leaf of leaves) blocks += leaf.dirtyCount
-  const need = objectBytes(blocks, leaves.length + index.length, core.blockSize, s.metaBlockSize, core.format)
+  const need = part0Size(core, rootLeaf, { leaves, index })
   if (need > s.segmentMaxObjectBytes) {
     throw StreamSegmentError.state(
       `publish: the checkpoint needs ${need} bytes as one object, over segmentMaxObjectBytes (${s.segmentMaxObjectBytes}); use flush(), which writes it in parts`,
@@ -421,13 +436,7 @@ async function writeDataParts(core: FileState, timing: FlushTiming): Promise<Map
   )
   for (;;) {
     const rest = core.map.dirtyNodes()
-    const need = objectBytes(
-      (rootLeaf?.dirtyCount ?? 0) + rest.leaves.reduce((n, l) => n + l.dirtyCount, 0),
-      rest.leaves.length + rest.index.length,
-      core.blockSize,
-      s.metaBlockSize,
-      core.format,
-    )
+    const need = part0Size(core, rootLeaf, rest)
     if (need <= limit) return rootLeaf
     const level = Math.min(...rest.index.map((n) => n.level))
     const ready = rest.index.filter((n) => n.level === level && !hasDirtyChild(n))
