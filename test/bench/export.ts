@@ -14,13 +14,14 @@ import { createHash } from 'node:crypto'
 import * as os from 'node:os'
 import type { Readable } from 'node:stream'
 import { parseArgs } from 'node:util'
-import { CreateBucketCommand, DeleteObjectCommand, GetObjectCommand, type S3Client } from '@aws-sdk/client-s3'
+import { DeleteObjectCommand, GetObjectCommand, type S3Client } from '@aws-sdk/client-s3'
 import { Upload } from '@aws-sdk/lib-storage'
 import { exportObject } from '../../lib/admin/export.js'
 import { removeContainer } from '../../lib/admin/remove.js'
 import { SegmentFile } from '../../lib/segment-file.js'
-import { createS3Client, S3Store } from '../../lib/store/s3.js'
+import { S3Store } from '../../lib/store/s3.js'
 import { createStreamSegmentReadStream } from '../../lib/streams/read-stream.js'
+import { countingClient, ensureBucket, median, medianRange, requireS3Server } from '../helpers/bench.js'
 import { fillPattern } from '../helpers/pattern.js'
 
 const MiB = 1024 * 1024
@@ -36,18 +37,8 @@ const size = Number(args.mib) * MiB
 const rounds = Number(args.rounds)
 const bucket = args.bucket as string
 
-let requests = 0
-function countingClient(): S3Client {
-  const client = createS3Client()
-  client.middlewareStack.add(
-    (next) => async (a) => {
-      requests++
-      return next(a)
-    },
-    { step: 'finalizeRequest', name: 'benchCountRequests' },
-  )
-  return client
-}
+requireS3Server()
+const { client, counts } = countingClient()
 
 async function shaOf(stream: AsyncIterable<Uint8Array>): Promise<string> {
   const h = createHash('sha256')
@@ -74,7 +65,7 @@ async function measure(
   name: string,
   fn: () => Promise<{ copiedBytes: number; sentBytes: number; retries?: number }>,
 ): Promise<Row> {
-  const r0 = requests
+  const r0 = counts.requests
   const cpu0 = process.cpuUsage()
   const t0 = performance.now()
   const { copiedBytes, sentBytes, retries = 0 } = await fn()
@@ -86,7 +77,7 @@ async function measure(
     cpuSeconds: (cpu.user + cpu.system) / 1e6,
     copiedBytes,
     sentBytes,
-    requests: requests - r0,
+    requests: counts.requests - r0,
     retries,
   }
   console.log(
@@ -95,25 +86,8 @@ async function measure(
   return row
 }
 
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b)
-  return s[Math.floor((s.length - 1) / 2)] as number
-}
-
-function range(xs: number[], digits: number): string {
-  return `${median(xs).toFixed(digits)} (${Math.min(...xs).toFixed(digits)}–${Math.max(...xs).toFixed(digits)})`
-}
-
 async function main(): Promise<void> {
-  if (!process.env.AWS_ENDPOINT_URL_S3) {
-    console.error(`needs radosgw: bash test/rgw/rgw.sh start && eval "$(bash test/rgw/rgw.sh env)"`)
-    process.exit(2)
-  }
-  process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true'
-  const client = countingClient()
-  await client.send(new CreateBucketCommand({ Bucket: bucket })).catch((err) => {
-    if (err.name !== 'BucketAlreadyOwnedByYou' && err.name !== 'BucketAlreadyExists') throw err
-  })
+  await ensureBucket(client, bucket)
   const prefix = `bench-export-${process.pid}`
   const store = new S3Store({ client, bucket, prefix })
   // The checkpoint: `size` patterned bytes in 1 MiB writes, the spec's default settings.
@@ -176,18 +150,18 @@ async function main(): Promise<void> {
   const header = ['how', 'seconds', 'MB/s', 'copied %', 'sent bytes', 'requests', 'client CPU-s/GiB']
   const table = [...rows].map(([name, rs]) => [
     name,
-    range(
+    medianRange(
       rs.map((r) => r.seconds),
       2,
     ),
-    range(
+    medianRange(
       rs.map((r) => size / 1e6 / r.seconds),
       0,
     ),
     (100 * median(rs.map((r) => r.copiedBytes / size))).toFixed(2),
     String(median(rs.map((r) => r.sentBytes))),
     String(median(rs.map((r) => r.requests))),
-    range(
+    medianRange(
       rs.map((r) => r.cpuSeconds / (size / GiB)),
       3,
     ),

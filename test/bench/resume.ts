@@ -11,17 +11,17 @@
 //
 //   node dist/esm/test/bench/resume.js [--mib 1024] [--rounds 3] [--at 0.6]
 import { createHash } from 'node:crypto'
-import { closeSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import * as os from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import { CreateBucketCommand, type S3Client } from '@aws-sdk/client-s3'
 import { removeContainer } from '../../lib/admin/remove.js'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { SegmentFile } from '../../lib/segment-file.js'
-import { createS3Client, S3Store } from '../../lib/store/s3.js'
+import { S3Store } from '../../lib/store/s3.js'
 import { uploadFile } from '../../lib/streams/upload-file.js'
-import { fillBlocks } from '../helpers/pattern.js'
+import { countingClient, ensureBucket, median, requireS3Server } from '../helpers/bench.js'
+import { writeBlocksFile } from '../helpers/pattern.js'
 
 const MiB = 1024 * 1024
 const { values: args } = parseArgs({
@@ -37,21 +37,8 @@ const rounds = Number(args.rounds)
 const at = Number(args.at)
 const bucket = args.bucket as string
 
-let requests = 0
-let bytesUp = 0
-function countingClient(): S3Client {
-  const client = createS3Client()
-  client.middlewareStack.add(
-    (next) => async (a) => {
-      requests++
-      const headers = (a.request as { headers?: Record<string, string> }).headers ?? {}
-      bytesUp += Number(headers['content-length'] ?? 0)
-      return next(a)
-    },
-    { step: 'finalizeRequest', name: 'benchCountRequests' },
-  )
-  return client
-}
+requireS3Server()
+const { client, counts } = countingClient()
 
 interface Row {
   name: string
@@ -59,11 +46,6 @@ interface Row {
   sent: number
   reused: number
   requests: number
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b)
-  return s[Math.floor((s.length - 1) / 2)] as number
 }
 
 async function readBackSha(store: S3Store): Promise<string> {
@@ -75,28 +57,10 @@ async function readBackSha(store: S3Store): Promise<string> {
 }
 
 async function main(): Promise<void> {
-  if (!process.env.AWS_ENDPOINT_URL_S3) {
-    console.error(`needs radosgw: bash test/rgw/rgw.sh start && eval "$(bash test/rgw/rgw.sh env)"`)
-    process.exit(2)
-  }
-  process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true'
-  const client = countingClient()
-  await client.send(new CreateBucketCommand({ Bucket: bucket })).catch((err) => {
-    if (err.name !== 'BucketAlreadyOwnedByYou' && err.name !== 'BucketAlreadyExists') throw err
-  })
+  await ensureBucket(client, bucket)
   const dir = mkdtempSync(join(os.tmpdir(), 'ss-bench-resume-'))
   const path = join(dir, 'file.bin')
-  const h = createHash('sha256')
-  const fd = openSync(path, 'w')
-  const chunk = Buffer.allocUnsafe(16 * MiB)
-  for (let p = 0; p < size; p += chunk.length) {
-    const b = chunk.subarray(0, Math.min(chunk.length, size - p))
-    fillBlocks(b, p, 9)
-    h.update(b)
-    writeSync(fd, b)
-  }
-  closeSync(fd)
-  const want = h.digest('hex')
+  const want = writeBlocksFile(path, size, 9)
   const cpus = os.cpus()
   console.log(
     `uploadFile of a ${size / MiB} MiB file (spec defaults), the run after an interruption at ${at * 100} %: ` +
@@ -131,16 +95,16 @@ async function main(): Promise<void> {
         ).catch((err) => {
           if (!StreamSegmentError.is(err, 'ERR_ABORTED')) throw err
         })
-        const r0 = requests
-        const b0 = bytesUp
+        const r0 = counts.requests
+        const b0 = counts.bytesUp
         const t0 = performance.now()
         const t = await uploadFile(path, store, {}, { resume: name === 'resumed' })
         const row = {
           name,
           seconds: (performance.now() - t0) / 1000,
-          sent: bytesUp - b0,
+          sent: counts.bytesUp - b0,
           reused: t.reusedBytes,
-          requests: requests - r0,
+          requests: counts.requests - r0,
         }
         rows.push(row)
         console.log(

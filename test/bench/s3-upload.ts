@@ -19,7 +19,6 @@ import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import {
   CompleteMultipartUploadCommand,
-  CreateBucketCommand,
   CreateMultipartUploadCommand,
   DeleteObjectCommand,
   S3Client,
@@ -27,6 +26,7 @@ import {
 } from '@aws-sdk/client-s3'
 import { Upload } from '@aws-sdk/lib-storage'
 import { createS3Client, S3Store } from '../../lib/store/s3.js'
+import { ensureBucket, median, requireS3Server } from '../helpers/bench.js'
 
 const MiB = 1024 * 1024
 const CHUNK = 64 * 1024
@@ -170,23 +170,10 @@ async function child(variant: Variant): Promise<void> {
   process.stdout.write(`${JSON.stringify(result)}\n`)
 }
 
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b)
-  return s[Math.floor((s.length - 1) / 2)] as number
-}
-
 async function main(): Promise<void> {
-  if (!process.env.AWS_ENDPOINT_URL_S3) {
-    console.error(`needs radosgw: bash test/rgw/rgw.sh start && eval "$(bash test/rgw/rgw.sh env)"`)
-    process.exit(2)
-  }
+  requireS3Server()
   if (args.child) return child(args.child as Variant)
-  process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true'
-  await createS3Client()
-    .send(new CreateBucketCommand({ Bucket: bucket }))
-    .catch((err) => {
-      if (err.name !== 'BucketAlreadyOwnedByYou' && err.name !== 'BucketAlreadyExists') throw err
-    })
+  await ensureBucket(createS3Client(), bucket)
   const only = args.only?.split(',') ?? []
   const variants = VARIANTS.filter(
     (v, i) => only.length === 0 || only.includes(v) || only.includes('abcd'[i] as string),

@@ -1,0 +1,47 @@
+// What the S3 benchmark programs (test/bench/) share: the server check, the bench bucket, a
+// client that counts its requests and the body bytes it sends, and medians over rounds.
+import { CreateBucketCommand, type S3Client } from '@aws-sdk/client-s3'
+import { createS3Client } from '../../lib/store/s3.js'
+
+/** Exits 2 with how to start radosgw unless AWS_ENDPOINT_URL_S3 names a server. */
+export function requireS3Server(): void {
+  if (!process.env.AWS_ENDPOINT_URL_S3) {
+    console.error(`needs radosgw: bash test/rgw/rgw.sh start && eval "$(bash test/rgw/rgw.sh env)"`)
+    process.exit(2)
+  }
+  process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true'
+}
+
+/** Makes `bucket` unless it exists. */
+export async function ensureBucket(client: S3Client, bucket: string): Promise<void> {
+  await client.send(new CreateBucketCommand({ Bucket: bucket })).catch((err) => {
+    if (err.name !== 'BucketAlreadyOwnedByYou' && err.name !== 'BucketAlreadyExists') throw err
+  })
+}
+
+/** A createS3Client client whose `counts` add up every request it makes and the body bytes they send. */
+export function countingClient(): { client: S3Client; counts: { requests: number; bytesUp: number } } {
+  const counts = { requests: 0, bytesUp: 0 }
+  const client = createS3Client()
+  client.middlewareStack.add(
+    (next) => async (a) => {
+      counts.requests++
+      const headers = (a.request as { headers?: Record<string, string> }).headers ?? {}
+      counts.bytesUp += Number(headers['content-length'] ?? 0)
+      return next(a)
+    },
+    { step: 'finalizeRequest', name: 'benchCountRequests' },
+  )
+  return { client, counts }
+}
+
+/** The median of `xs` (the lower one of an even count). */
+export function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b)
+  return s[Math.floor((s.length - 1) / 2)] as number
+}
+
+/** "median (min–max)" with `digits` decimals. */
+export function medianRange(xs: number[], digits: number): string {
+  return `${median(xs).toFixed(digits)} (${Math.min(...xs).toFixed(digits)}–${Math.max(...xs).toFixed(digits)})`
+}
