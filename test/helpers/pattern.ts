@@ -2,6 +2,9 @@
  * Patterned bytes: each byte derived from its file offset and a seed, so an offset bug
  * shows up as wrong bytes, and any range can be regenerated to compare without keeping it.
  */
+import { createHash } from 'node:crypto'
+import { closeSync, openSync, writeSync } from 'node:fs'
+
 export function patternByte(offset: number, seed: number): number {
   // A cheap integer hash of (offset, seed); the low bits of offset alone would repeat every 256 bytes.
   let x = (Math.imul(offset ^ 0x9e3779b9, 0x85ebca6b) + Math.imul(Math.floor(offset / 2 ** 32) + seed, 0xc2b2ae35)) | 0
@@ -47,4 +50,22 @@ export async function* blockStream(total: number, chunk = 1 << 20, seed = 1): As
     fillBlocks(b, at, seed)
     yield b
   }
+}
+
+/** Writes a file of `bytes` fillBlocks bytes (16 MiB at a time); returns its SHA-256, hex. */
+export function writeBlocksFile(path: string, bytes: number, seed: number): string {
+  const fd = openSync(path, 'w')
+  const h = createHash('sha256')
+  try {
+    const chunk = Buffer.allocUnsafe(16 * 1024 * 1024)
+    for (let at = 0; at < bytes; at += chunk.length) {
+      const b = chunk.subarray(0, Math.min(chunk.length, bytes - at))
+      fillBlocks(b, at, seed)
+      h.update(b)
+      writeSync(fd, b)
+    }
+  } finally {
+    closeSync(fd)
+  }
+  return h.digest('hex')
 }

@@ -5,15 +5,14 @@
  * publishes a checkpoint equal to the file.
  */
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
-import { createHash } from 'node:crypto'
-import { closeSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { uploadFile } from '../../lib/streams/upload-file.js'
-import { fillBlocks } from '../helpers/pattern.js'
+import { runNode } from '../helpers/child.js'
+import { writeBlocksFile } from '../helpers/pattern.js'
 import { CountingStore, readBackSha256 } from '../helpers/resume.js'
 import { s3TestStore } from '../helpers/s3-env.js'
 
@@ -25,60 +24,28 @@ const dir = mkdtempSync(join(tmpdir(), 'ss-resume-kill-'))
 after(() => rmSync(dir, { recursive: true, force: true }))
 
 /** Writes `bytes` of the block pattern to `path`; resolves with its SHA-256. */
-function writeFile(path: string, bytes: number): string {
-  const fd = openSync(path, 'w')
-  const h = createHash('sha256')
-  try {
-    const chunk = Buffer.allocUnsafe(16 * MiB)
-    for (let at = 0; at < bytes; at += chunk.length) {
-      const b = chunk.subarray(0, Math.min(chunk.length, bytes - at))
-      fillBlocks(b, at, 61)
-      h.update(b)
-      writeSync(fd, b)
-    }
-  } finally {
-    closeSync(fd)
-  }
-  return h.digest('hex')
-}
-
 /** Runs the child until it has uploaded `killAt` bytes, then SIGKILLs it; resolves with the bytes it had uploaded. */
-function uploadAndKill(url: string, path: string, killAt: number): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CHILD, url, path], { stdio: ['ignore', 'pipe', 'pipe'] })
-    let uploaded = 0
-    let killed = false
-    let stderr = ''
-    let rest = ''
-    child.stderr.on('data', (d) => {
-      stderr += d
-    })
-    child.stdout.on('data', (d) => {
-      rest += d
-      const lines = rest.split('\n')
-      rest = lines.pop() ?? ''
-      for (const line of lines) {
-        if (line.startsWith('done ')) reject(new Error(`the upload finished before it was killed: ${line}`))
-        const m = /^p (\d+)$/.exec(line)
-        if (m === null || killed) continue
-        uploaded = Number(m[1])
-        if (uploaded >= killAt) {
-          killed = true
-          child.kill('SIGKILL')
-        }
+async function uploadAndKill(url: string, path: string, killAt: number): Promise<number> {
+  let uploaded = 0
+  let stopped = false
+  const { killed, lines } = await runNode(CHILD, [url, path], {
+    onLine: (line, _, kill) => {
+      const m = /^p (\d+)$/.exec(line)
+      if (m === null || stopped) return
+      uploaded = Number(m[1])
+      if (uploaded >= killAt) {
+        stopped = true
+        kill()
       }
-    })
-    child.on('error', reject)
-    child.on('exit', (code, signal) => {
-      if (signal === 'SIGKILL' && killed) resolve(uploaded)
-      else reject(new Error(`upload-child exited ${code ?? signal} before it was killed: ${stderr}`))
-    })
+    },
   })
+  if (!killed) throw new Error(`the upload finished before it was killed: ${lines.at(-1)}`)
+  return uploaded
 }
 
 it(`s3 (radosgw): a ${SIZE / MiB} MiB uploadFile killed at 60 % and run again sends ≤ 45 % and publishes the file`, async (ctx) => {
   const path = join(dir, 'big.bin')
-  const sha256 = writeFile(path, SIZE)
+  const sha256 = writeBlocksFile(path, SIZE, 61)
   const store = await s3TestStore()
   const uploaded = await uploadAndKill(store.url, path, 0.6 * SIZE)
   assert.ok(uploaded >= 0.6 * SIZE && uploaded < SIZE, `killed with ${uploaded} bytes uploaded`)

@@ -4,7 +4,6 @@
  * with the folder; one cut off mid-stream is dropped, whatever moment it was cut at.
  */
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
 import { promises as fs } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -19,6 +18,7 @@ import type { ObjectStore } from '../../lib/store/types.js'
 import { createStreamSegmentWriteStream } from '../../lib/streams/write-stream.js'
 import { inspectWal } from '../../lib/wal/wal.js'
 import { rejectsCode } from '../helpers/assert.js'
+import { runNode } from '../helpers/child.js'
 import { prng } from '../helpers/containers.js'
 import { FailingStore } from '../helpers/failing-store.js'
 import { blockStream, pattern } from '../helpers/pattern.js'
@@ -125,30 +125,16 @@ describe('createStreamSegmentWriteStream with a WAL', () => {
      * Runs the child, killing it `killMs` after the line `after` (never when undefined);
      * resolves to its lines and its run time from `ready`.
      */
-    const run = (url: string, dir: string, killMs?: number, after = 'ready') =>
-      new Promise<{ lines: string[]; ms: number }>((resolve, reject) => {
-        const child = spawn(process.execPath, [CHILD, url, dir, String(4 * MiB), String(64 * 1024)], {
-          stdio: ['ignore', 'pipe', 'pipe'],
-        })
-        const lines: string[] = []
-        let stderr = ''
-        let ready = 0
-        child.stdout.on('data', (d: Buffer) => {
-          for (const line of d.toString().split('\n').filter(Boolean)) {
-            lines.push(line)
-            if (line === 'ready') ready = performance.now()
-            if (line === after && killMs !== undefined) setTimeout(() => child.kill('SIGKILL'), killMs)
-          }
-        })
-        child.stderr.on('data', (d: Buffer) => {
-          stderr += d.toString()
-        })
-        child.on('error', reject)
-        child.on('exit', (code, signal) => {
-          if (signal !== 'SIGKILL' && code !== 0) reject(new Error(`stream-wal-child exited ${code}: ${stderr}`))
-          else resolve({ lines, ms: performance.now() - ready })
-        })
+    const run = async (url: string, dir: string, killMs?: number, after = 'ready') => {
+      let ready = 0
+      const { lines } = await runNode(CHILD, [url, dir, String(4 * MiB), String(64 * 1024)], {
+        onLine: (line, _, kill) => {
+          if (line === 'ready') ready = performance.now()
+          if (line === after && killMs !== undefined) kill(killMs)
+        },
       })
+      return { lines, ms: performance.now() - ready }
+    }
     // How long a whole run takes here, from ready to exit. Half the kills fall anywhere in
     // that span, the others just after the source's end: at the commit, mid-flush, after it.
     const calibration = join(root, 'calibration')

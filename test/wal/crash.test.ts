@@ -5,7 +5,6 @@
  * (the one call in flight at the kill may or may not be there, whole).
  */
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
 import { promises as fs } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -14,6 +13,7 @@ import { fileURLToPath } from 'node:url'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { openStore } from '../../lib/store/open.js'
 import type { ObjectStore } from '../../lib/store/types.js'
+import { runNode } from '../helpers/child.js'
 import { prng } from '../helpers/containers.js'
 import { s3TestBucket, uniquePrefix } from '../helpers/s3-env.js'
 import { applyOps, walOps } from '../helpers/wal-ops.js'
@@ -28,41 +28,26 @@ const roots: string[] = []
 after(() => Promise.all(roots.map((d) => fs.rm(d, { recursive: true, force: true }))))
 
 /** Runs the child until it has printed `killAfter` lines (plus a random moment), then kills it. */
-function runAndKill(url: string, dir: string, seed: number, killAfter: number, extraMs: number): Promise<string[]> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(
-      process.execPath,
-      [CHILD, url, dir, String(seed), String(OPS), String(FLUSH_EVERY), String(PUBLISH_EVERY)],
-      {
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
-    )
-    const lines: string[] = []
-    let pending = ''
-    let stderr = ''
-    let killing = false
-    const kill = () => {
-      if (killing) return
-      killing = true
-      setTimeout(() => child.kill('SIGKILL'), extraMs)
-    }
-    if (killAfter === 0) kill()
-    child.stdout.on('data', (d: Buffer) => {
-      pending += d.toString()
-      const parts = pending.split('\n')
-      pending = parts.pop() ?? ''
-      lines.push(...parts)
-      if (lines.length >= killAfter) kill()
-    })
-    child.stderr.on('data', (d: Buffer) => {
-      stderr += d.toString()
-    })
-    child.on('error', reject)
-    child.on('exit', (code, signal) => {
-      if (signal !== 'SIGKILL' && code !== 0) reject(new Error(`wal-child exited ${code}: ${stderr}`))
-      else resolve(lines)
-    })
-  })
+async function runAndKill(
+  url: string,
+  dir: string,
+  seed: number,
+  killAfter: number,
+  extraMs: number,
+): Promise<string[]> {
+  const args = [url, dir, String(seed), String(OPS), String(FLUSH_EVERY), String(PUBLISH_EVERY)]
+  const { lines } = await runNode(
+    CHILD,
+    args,
+    killAfter === 0
+      ? { killAfterMs: extraMs }
+      : {
+          onLine: (_, all, kill) => {
+            if (all.length >= killAfter) kill(extraMs)
+          },
+        },
+  )
+  return lines
 }
 
 /** Opens the container with the log (creating it when the writer died before its first publish). */

@@ -1,0 +1,58 @@
+/**
+ * Runs a Node program (a compiled test helper) as its own process, for the tests that kill
+ * a writer with SIGKILL at a chosen moment and look at what it left.
+ */
+import { spawn } from 'node:child_process'
+
+export interface ChildRun {
+  /** Every line it printed on stdout, in order. */
+  lines: string[]
+  /** Whether it ended by our SIGKILL. */
+  killed: boolean
+}
+
+export interface ChildWatch {
+  /** Called with each stdout line as it comes (with every line so far); `kill` SIGKILLs it after `ms` (default at once). */
+  onLine?: (line: string, lines: readonly string[], kill: (ms?: number) => void) => void
+  /** SIGKILL it this long after it starts, whatever it printed. */
+  killAfterMs?: number
+}
+
+/**
+ * Resolves once the program has exited, with its lines: after our SIGKILL, or by itself
+ * with exit code 0. Any other end (an exit code, another signal, a failed spawn) rejects
+ * with its stderr.
+ */
+export function runNode(program: string, args: readonly string[], watch: ChildWatch = {}): Promise<ChildRun> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [program, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+    const lines: string[] = []
+    let pending = ''
+    let stderr = ''
+    let killing = false
+    const kill = (ms = 0) => {
+      if (killing) return
+      killing = true
+      setTimeout(() => child.kill('SIGKILL'), ms)
+    }
+    if (watch.killAfterMs !== undefined) kill(watch.killAfterMs)
+    child.stdout.on('data', (d: Buffer) => {
+      pending += d.toString()
+      const parts = pending.split('\n')
+      pending = parts.pop() ?? ''
+      for (const line of parts) {
+        lines.push(line)
+        watch.onLine?.(line, lines, kill)
+      }
+    })
+    child.stderr.on('data', (d: Buffer) => {
+      stderr += d.toString()
+    })
+    child.on('error', reject)
+    child.on('exit', (code, signal) => {
+      if (signal === 'SIGKILL' && killing) resolve({ lines, killed: true })
+      else if (code === 0) resolve({ lines, killed: false })
+      else reject(new Error(`${program} exited ${code ?? signal}: ${stderr}`))
+    })
+  })
+}
