@@ -58,9 +58,11 @@ export class MapNode {
 
   constructor(level: number, capacity: number, parent: MapNode | undefined) {
     this.level = level
-    this.keys = new Uint32Array(capacity)
-    this.hi = new Uint32Array(capacity)
-    this.lo = new Uint32Array(capacity)
+    // One allocation for the three columns.
+    const columns = new ArrayBuffer(12 * capacity)
+    this.keys = new Uint32Array(columns, 0, capacity)
+    this.hi = new Uint32Array(columns, 4 * capacity, capacity)
+    this.lo = new Uint32Array(columns, 8 * capacity, capacity)
     this.children = level > 0 ? new Array(capacity) : undefined
     this.parent = parent
   }

@@ -34,7 +34,7 @@ import { pointerLo, UNIT_BYTES } from '../format/pointer.js'
 import { DIRTY_BASE, isDirtyRef, type MapNode } from '../state/block-map.js'
 import { type DirtyTier, readSource } from '../state/dirty-tier.js'
 import type { NodeImage, ObjectContext } from '../state/file-state.js'
-import { crc32 } from '../util/crc32.js'
+import { crc32Blocks } from '../util/crc32.js'
 
 let nextObjectId = 1
 
@@ -424,6 +424,7 @@ export async function takeBlocks(
 ): Promise<{ chunks: Uint8Array[]; done: () => void }> {
   const bs = tier.blockSize
   const chunks: Uint8Array[] = []
+  let crcs = new Uint32Array(0)
   /** Runs pinned: first slot, count, first slot, count, … */
   const pinned: number[] = []
   const done = () => {
@@ -448,7 +449,10 @@ export async function takeBlocks(
           n++
         }
         const bytes = await readSource(source, position, n * bs)
-        for (let i = 0; i < n; i++) onBlock(k + i, slots[k + i] as number, crc32(bytes.subarray(i * bs, (i + 1) * bs)))
+        // One pass over plain views (a Buffer's subarray per block costs more than its CRC).
+        if (crcs.length < n) crcs = new Uint32Array(n)
+        crc32Blocks(bytes, bs, crcs)
+        for (let i = 0; i < n; i++) onBlock(k + i, slots[k + i] as number, crcs[i] as number)
         chunks.push(bytes)
       } else {
         while (k + n < first + count && tier.follows(s0 + n - 1, slots[k + n] as number)) n++

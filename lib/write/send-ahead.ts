@@ -296,16 +296,28 @@ export class SendAhead {
   /** Whether an object holding `sent` blocks and `leaves` has room for `piece` as the spec counts it. */
   private fits(sent: number, leaves: ReadonlySet<MapNode>, piece: Piece): boolean {
     const core = this.core
-    const all = new Set(leaves)
+    const bs = core.blockSize
+    const mbs = core.settings.metaBlockSize
+    const max = core.settings.segmentMaxObjectBytes
+    // The piece's leaves not yet in the object (a piece's blocks come in key order, so a
+    // leaf's blocks are adjacent in it).
+    const added: MapNode[] = []
     let last: MapNode | undefined
-    for (const leaf of piece.leaves) if (leaf !== last) all.add((last = leaf))
+    for (const leaf of piece.leaves) {
+      if (leaf !== last && !leaves.has(leaf) && !added.includes(leaf)) added.push(leaf)
+      last = leaf
+    }
+    const spare = Math.ceil(((leaves.size + added.length) * 17) / 16)
+    // Every entry of those leaves bounds the unsent blocks under them: when even that
+    // fits, no leaf need be scanned (the usual case but near an object's end).
+    let entries = 0
+    for (const leaf of leaves) entries += leaf.dirtyCount
+    for (const leaf of added) entries += leaf.dirtyCount
+    if (objectBytes(sent + entries, spare, bs, mbs) <= max) return true
     let unsent = 0
-    for (const leaf of all) unsent += unsentUnder(leaf, core.tier)
-    const spare = Math.ceil((all.size * 17) / 16)
-    return (
-      objectBytes(sent + unsent, spare, core.blockSize, core.settings.metaBlockSize) <=
-      core.settings.segmentMaxObjectBytes
-    )
+    for (const leaf of leaves) unsent += unsentUnder(leaf, core.tier)
+    for (const leaf of added) unsent += unsentUnder(leaf, core.tier)
+    return objectBytes(sent + unsent, spare, bs, mbs) <= max
   }
 
   private openObject(piece: Piece): OpenObject {
@@ -355,9 +367,14 @@ export class SendAhead {
     const s = core.settings
     // The leaves holding its blocks now (a split may have moved some).
     const leaves = new Set<MapNode>()
+    let last: MapNode | undefined
     for (const key of o.sent.blockIndex) {
+      // A key within the last leaf's range is in that leaf, if in the map at all.
+      if (last !== undefined && key >= (last.keys[0] as number) && key <= (last.keys[last.count - 1] as number)) {
+        continue
+      }
       const leaf = core.map.leafOf(key)
-      if (leaf !== undefined) leaves.add(leaf)
+      if (leaf !== undefined) leaves.add((last = leaf))
     }
     const ordered = [...leaves].sort((a, b) => (a.keys[0] as number) - (b.keys[0] as number))
     const plan = new ObjectPlan(core.context(o.cno, o.part, FLAG_SENT_AHEAD), core.tier, ordered, [], undefined, o.sent)
