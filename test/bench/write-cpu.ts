@@ -5,7 +5,8 @@
 // 2. The write stream with its default profile: 1 GiB in 1 MiB chunks, 3 rounds, median
 //    (min–max), against baselines in the same process: an ideal writer that copies every
 //    byte once and hashes every 4 KiB block (by value) or only hashes (by reference), on a
-//    store that discards bodies; fs.createWriteStream against the directory store; and,
+//    store that discards bodies; fs.createWriteStream against the directory store; the
+//    writer by reference (SegmentFile.writeRef, sending ahead, then the flush); and,
 //    with AWS_ENDPOINT_URL_S3 set, S3Store.put of the same bytes in 16 MiB objects (4 in
 //    flight) and lib-storage's Upload against the stream to that server.
 // Run: npm run build && node dist/esm/test/bench/write-cpu.js
@@ -170,6 +171,47 @@ async function ideal(each: (chunk: Buffer) => void): Promise<number> {
   )
 }
 
+/** The source of the by-reference rows: the patterned chunks in one buffer, handed out as views. */
+let refBytes: Buffer | undefined
+function prepareReference(): void {
+  refBytes = Buffer.allocUnsafe(chunks.length * CHUNK)
+  for (const [i, c] of chunks.entries()) c.copy(refBytes, i * CHUNK)
+}
+
+/**
+ * The writer by reference alone: every block read from a source that hands out views (no
+ * copy to leave out), hashed, placed and sent to a store that drops the bodies (ahead of
+ * the flush, under StreamSegment); the flush included.
+ */
+async function byReference(settings: Partial<Settings>): Promise<number> {
+  const all = refBytes
+  if (all === undefined) throw new Error('prepareReference() first')
+  const source = {
+    async read(position: number, length: number) {
+      const at = position % all.byteLength
+      if (at + length <= all.byteLength) return all.subarray(at, at + length)
+      // Across the end (rare): the bytes from both ends, copied.
+      const out = Buffer.allocUnsafe(length)
+      for (let o = 0; o < length; ) {
+        const from = (position + o) % all.byteLength
+        const n = Math.min(length - o, all.byteLength - from)
+        all.copy(out, o, from, from + n)
+        o += n
+      }
+      return out
+    },
+  }
+  const file = await SegmentFile.create(new DiscardingStore(), settings)
+  let peak = process.memoryUsage().rss
+  for (let at = 0, i = 0; at < streamTotal; at += CHUNK, i++) {
+    await file.writeRef(at, CHUNK, source, at)
+    if (i % 16 === 0) peak = Math.max(peak, process.memoryUsage().rss)
+  }
+  await file.flush()
+  await file.close()
+  return Math.max(peak, process.memoryUsage().rss)
+}
+
 const ring = Buffer.alloc(16 * MiB)
 let ringAt = 0
 const crcs = new Uint32Array(CHUNK / 4096)
@@ -194,7 +236,13 @@ async function tableStreams() {
   }
   let n = 0
   const cleanups: Array<() => Promise<void>> = []
-  const variants: Array<{ name: string; subtractSource: boolean; run: () => Promise<number | undefined> }> = [
+  const variants: Array<{
+    name: string
+    subtractSource: boolean
+    /** Set-up not measured (run first in the variant's process). */
+    prepare?: () => void
+    run: () => Promise<number | undefined>
+  }> = [
     {
       name: 'source alone (its cost, subtracted below where marked)',
       subtractSource: false,
@@ -245,6 +293,18 @@ async function tableStreams() {
         await rm(root, { recursive: true })
         return peak
       },
+    },
+    {
+      name: 'by reference: SegmentFile.writeRef in 1 MiB calls, then flush; 1 GiB target, 16 MiB pieces (discarding)',
+      subtractSource: false,
+      prepare: prepareReference,
+      run: () => byReference({ streamSegmentBytes: 1024 * MiB }),
+    },
+    {
+      name: 'by reference as above, PartedSegment (the flush builds and sends every object)',
+      subtractSource: false,
+      prepare: prepareReference,
+      run: () => byReference({ format: 'parted' }),
     },
   ]
   if (client) {
@@ -337,7 +397,9 @@ async function tableStreams() {
   }
   if (child !== undefined) {
     // One variant, one round, in a process of its own: its peak RSS is its own.
-    const sample = await measure((variants[Number(child)] as (typeof variants)[0]).run)
+    const variant = variants[Number(child)] as (typeof variants)[0]
+    variant.prepare?.()
+    const sample = await measure(variant.run)
     // What the run stored is deleted (radosgw keeps it in memory).
     for (const c of cleanups) await c()
     process.stdout.write(`${JSON.stringify(sample)}\n`)
@@ -346,7 +408,7 @@ async function tableStreams() {
     return
   }
   const results = variants.map(() => [] as Sample[])
-  // BENCH_VARIANTS=0,6,7,8 runs only those rows (0, the source alone, is always run).
+  // BENCH_VARIANTS=0,3,7 runs only those rows (0, the source alone, is always run).
   const only = process.env.BENCH_VARIANTS?.split(',').map(Number)
   const chosen = [...variants.keys()].filter((i) => i === 0 || only === undefined || only.includes(i))
   for (let r = 0; r < rounds; r++) {
