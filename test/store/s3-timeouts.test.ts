@@ -3,6 +3,8 @@
  * - A server that accepts connections and never answers: every call fails with
  *   ERR_TIMEOUT within its deadline, and each try ends after `idleTimeoutMs` of silence
  *   and is retried.
+ * - A listener that never completes a connection: each try ends after `connectTimeoutMs`
+ *   and is retried, on both GET paths and for a PUT.
  * - Stalls on radosgw through the fault proxy (before the answer, or mid-body) are
  *   retried to the right answer once `idleTimeoutMs` has passed.
  * - Wrong credentials on radosgw: ERR_AUTH naming the credentials after exactly one
@@ -14,7 +16,7 @@
  */
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
-import { createServer, type Server, type Socket } from 'node:net'
+import { connect as connectSocket, createServer, type Server, type Socket } from 'node:net'
 import { after, before, describe, test } from 'node:test'
 import { EXIT_CODES } from '../../lib/cli.js'
 import { StreamSegmentError } from '../../lib/errors.js'
@@ -123,6 +125,98 @@ describe('S3Store against a server that never answers', () => {
         '@smithy/node-http-handler only warns about unless throwOnRequestTimeout; socketTimeout is the idle timeout)',
     )
     assert.equal(store.retries, 2)
+  })
+})
+
+/**
+ * A listener on 127.0.0.1 that never completes a connection: a child process listens with
+ * a backlog of 1 and blocks its event loop, fillers take the accept queue, and Linux then
+ * drops every further SYN, so a connect stays pending until the client gives up.
+ */
+async function neverAccepting(): Promise<{ url: string; close: () => void }> {
+  const child = spawn(
+    process.execPath,
+    [
+      '-e',
+      `const s = require('node:net').createServer()
+s.listen({ port: 0, host: '127.0.0.1', backlog: 1 }, () => {
+  console.log(s.address().port)
+  setTimeout(() => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0), 50)
+})`,
+    ],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  )
+  const port = await new Promise<number>((resolve, reject) => {
+    child.once('error', reject)
+    child.stdout.once('data', (d) => resolve(Number(String(d).trim())))
+  })
+  await new Promise((r) => setTimeout(r, 200)) // its event loop is blocked by now
+  const fillers: Socket[] = []
+  for (let i = 0; i < 8; i++) {
+    const f = connectSocket(port, '127.0.0.1')
+    f.on('error', () => undefined)
+    fillers.push(f)
+  }
+  await new Promise((r) => setTimeout(r, 300))
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: () => {
+      for (const f of fillers) f.destroy()
+      child.kill('SIGKILL')
+    },
+  }
+}
+
+describe('S3Store against a listener that never completes a connection', () => {
+  let hole: Awaited<ReturnType<typeof neverAccepting>>
+  const clients: { destroy(): void }[] = []
+  before(async () => {
+    hole = await neverAccepting()
+  })
+  after(() => {
+    for (const c of clients) c.destroy()
+    hole?.close()
+  })
+
+  test('each try ends after connectTimeoutMs and is tried again, on both GET paths and for a PUT', async () => {
+    // connectTimeoutMs 300, 2 retries: 3 tries of ~300 ms; the idle timeout and the
+    // deadline (20 s each) would end them far later.
+    const store = (getPath: 'http' | 'sdk') => {
+      const client = createS3Client({
+        endpoint: hole.url,
+        idleTimeoutMs: 20_000,
+        connectTimeoutMs: 300,
+        credentials: { accessKeyId: 'x', secretAccessKey: 'y' },
+        region: 'us-east-1',
+      })
+      clients.push(client)
+      return new S3Store({
+        client,
+        bucket: 'bucket',
+        prefix: 'x',
+        getPath,
+        deadlineMs: 20_000,
+        maxRetries: 2,
+        retryBaseMs: 10,
+        retryMaxMs: 20,
+      })
+    }
+    const cases = [
+      ['get, http path', store('http'), (s: S3Store) => s.get('k', { range: { start: 0, end: 10 } })],
+      ['get, sdk path', store('sdk'), (s: S3Store) => s.get('k', { range: { start: 0, end: 10 } })],
+      ['put', store('http'), (s: S3Store) => s.put('k', Buffer.alloc(1024))],
+    ] as const
+    const outcomes = await Promise.all(cases.map(([, s, call]) => timed(call(s))))
+    outcomes.forEach(({ err, ms }, i) => {
+      const [name, s] = cases[i] as (typeof cases)[number]
+      console.log(
+        `# never accepting, ${name}: ${(err as Error).message} after ${Math.round(ms)} ms, ${s.retries} retries`,
+      )
+      assert.ok(StreamSegmentError.is(err, 'ERR_TIMEOUT'), `${name}: ${err}`)
+      assert.equal(s.retries, 2, `${name}: retries`)
+      // (the first try starts just before the clock does)
+      assert.ok(ms >= 3 * 300 - 50 && ms < 5000, `${name}: 3 tries of 300 ms took ${Math.round(ms)} ms`)
+    })
   })
 })
 
