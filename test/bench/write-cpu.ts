@@ -5,8 +5,10 @@
 // 2. The write stream with its default profile: 1 GiB in 1 MiB chunks, 3 rounds, median
 //    (min–max), against baselines in the same process: an ideal writer that copies every
 //    byte once and hashes every 4 KiB block (by value) or only hashes (by reference), on a
-//    store that discards bodies; fs.createWriteStream against the directory store; the
-//    writer by reference (SegmentFile.writeRef, sending ahead, then the flush); and,
+//    store that discards bodies; fs.createWriteStream (also with one fsync at the end)
+//    and the same bytes as 16 MiB files each fsynced (the directory store's I/O alone)
+//    against the directory store; the writer by reference (SegmentFile.writeRef, sending
+//    ahead, then the flush); and,
 //    with AWS_ENDPOINT_URL_S3 set, S3Store.put of the same bytes in 16 MiB objects (4 in
 //    flight) and lib-storage's Upload against the stream to that server.
 // Run: npm run build && node dist/esm/test/bench/write-cpu.js
@@ -15,7 +17,7 @@
 import { spawnSync } from 'node:child_process'
 import { once } from 'node:events'
 import { createWriteStream } from 'node:fs'
-import { mkdtemp, rm } from 'node:fs/promises'
+import { mkdir, mkdtemp, open, rm } from 'node:fs/promises'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Writable as NodeWritable } from 'node:stream'
@@ -285,6 +287,41 @@ async function tableStreams() {
       },
     },
     {
+      name: 'fs.createWriteStream as above, then one fsync at the end',
+      subtractSource: false,
+      run: async () => {
+        const path = join(dir, `plain-${n++}`)
+        const peak = await feed(createWriteStream(path))
+        const fh = await open(path, 'r+')
+        await fh.sync()
+        await fh.close()
+        await rm(path)
+        return peak
+      },
+    },
+    {
+      name: 'the same bytes as 16 MiB files, each written and fsynced (the directory store I/O without its writer)',
+      subtractSource: false,
+      run: async () => {
+        const sub = join(dir, `files-${n++}`)
+        await mkdir(sub)
+        let peak = process.memoryUsage().rss
+        const object = Buffer.allocUnsafe(16 * MiB)
+        for (let at = 0, k = 0; at < streamTotal; at += object.byteLength, k++) {
+          for (let o = 0; o < object.byteLength; o += CHUNK) {
+            ;(chunks[((at + o) / CHUNK) % chunks.length] as Buffer).copy(object, o)
+          }
+          const fh = await open(join(sub, String(k)), 'wx')
+          await fh.write(object)
+          await fh.sync()
+          await fh.close()
+          peak = Math.max(peak, process.memoryUsage().rss)
+        }
+        await rm(sub, { recursive: true })
+        return peak
+      },
+    },
+    {
       name: 'write stream, directory store',
       subtractSource: false,
       run: async () => {
@@ -385,6 +422,11 @@ async function tableStreams() {
         subtractSource: false,
         run: () => feed(createStreamSegmentWriteStream({ store: store(false) })),
       },
+      {
+        name: 'write stream, S3Store with contentMd5: false, adoptChunks (radosgw)',
+        subtractSource: false,
+        run: () => feed(createStreamSegmentWriteStream({ store: store(false), adoptChunks: true })),
+      },
     )
   }
   if (child === undefined)
@@ -408,7 +450,7 @@ async function tableStreams() {
     return
   }
   const results = variants.map(() => [] as Sample[])
-  // BENCH_VARIANTS=0,3,7 runs only those rows (0, the source alone, is always run).
+  // BENCH_VARIANTS=0,3,9 runs only those rows (0, the source alone, is always run).
   const only = process.env.BENCH_VARIANTS?.split(',').map(Number)
   const chosen = [...variants.keys()].filter((i) => i === 0 || only === undefined || only.includes(i))
   for (let r = 0; r < rounds; r++) {
