@@ -11,7 +11,9 @@
  *   object's end and tells its exact size; the header (the answer's last 256 bytes) is
  *   checked against it: magic, version, CRC, counts adding up to exactly the size, names,
  *   bounds. A leaf span of a data part fetched for a read is a tail read itself: leaves,
- *   summary and header in one GET. An object of which no meta block is known (data under
+ *   summary and header in one GET; for a small read it may start lower, and the data
+ *   bytes below the span are kept for that read (at most DATA_BELOW_OBJECTS objects keep
+ *   some; the oldest give theirs up). An object of which no meta block is known (data under
  *   a leaf stored elsewhere) is read by one suffix request sized for the largest summary
  *   seen: it tells the size only when the object is shorter than the suffix, but every
  *   block is still checked against the summary, which is found from the end, so a wrong
@@ -46,6 +48,9 @@ export const WIDE_INDEX_BYTES = 4 * MiB
 
 /** The farthest a head read (header, summary and a leaf span, head first) reaches into an object. */
 export const HEAD_READ_MAX_BYTES = 8 * MiB
+
+/** Objects that keep data bytes fetched below a leaf span (the oldest give theirs up). */
+const DATA_BELOW_OBJECTS = 32
 
 export type ReadKind = 'inode' | 'header' | 'meta' | 'summary' | 'data'
 
@@ -95,6 +100,8 @@ export class ObjectState {
   maxMeta = -1
   /** Bytes of the object kept from a widened index read (the walk's next levels are in them). */
   metaBytes: { start: number; bytes: Uint8Array } | undefined
+  /** Data bytes just below a leaf span, fetched with it for a small read (few objects keep some). */
+  dataBytes: { start: number; bytes: Uint8Array } | undefined
   constructor(
     readonly key: string,
     readonly cno: number,
@@ -119,6 +126,8 @@ export class ObjectReads {
   readonly dataLimiter: Limiter
   readonly walkLimiter: Limiter
   private objects = new Map<string, ObjectState>()
+  /** The objects holding `dataBytes`, oldest first. */
+  private withData: ObjectState[] = []
   private summaryBytes = 0
   /** The most data slots seen in an object: sizes the suffix read of an object not seen yet. */
   private typicalSlots = 1024
@@ -144,13 +153,23 @@ export class ObjectReads {
     const st = this.objects.get(key)
     if (st === undefined) return
     this.objects.delete(key)
+    this.dropData(st)
     if (st.summary !== undefined) this.summaryBytes -= summaryMemory(st.summary)
   }
 
   /** Forgets cached headers and summaries. */
   clear(): void {
     this.objects.clear()
+    for (const st of this.withData) st.dataBytes = undefined
+    this.withData = []
     this.summaryBytes = 0
+  }
+
+  private dropData(st: ObjectState): void {
+    if (st.dataBytes === undefined) return
+    st.dataBytes = undefined
+    const i = this.withData.indexOf(st)
+    if (i >= 0) this.withData.splice(i, 1)
   }
 
   /** Where the data slots of `st` start (head first they follow the meta blocks; 0 until its header is known). */
@@ -203,6 +222,7 @@ export class ObjectReads {
     span: { start: number; end: number },
     withSummary: boolean,
     widen = false,
+    below = 0,
   ): Promise<Uint8Array> {
     if (!withSummary) {
       const kept = st.metaBytes
@@ -219,13 +239,35 @@ export class ObjectReads {
       st.metaBytes = { start, bytes }
       return bytes.subarray(Math.min(bytes.byteLength, span.start - start))
     }
-    const p = this.parted ? this.headSpanRead(st, span) : this.tailRead(st, span.start, 'meta')
+    // Tail first, a small read may want the data blocks just below the span (a leaf's
+    // last blocks lie right before the object's meta blocks): `below` bytes come along.
+    const from = this.parted ? span.start : span.start - Math.min(below, span.start)
+    const p = this.parted ? this.headSpanRead(st, span) : this.tailRead(st, from, 'meta', span.start - from)
     const pending = p.then((t) => t.summary)
     st.pending = pending
     pending.catch(() => {
       if (st.pending === pending) st.pending = undefined
     })
-    return (await p).bytes
+    const { bytes } = await p
+    if (from === span.start) return bytes
+    this.timing.bytes.data += span.start - from
+    this.keepData(st, from, bytes.subarray(0, span.start - from))
+    return bytes.subarray(span.start - from)
+  }
+
+  /** Bytes [start, end) of the object when a read below a leaf span brought them, else undefined. */
+  keptData(st: ObjectState, start: number, end: number): Uint8Array | undefined {
+    const kept = st.dataBytes
+    if (kept === undefined || start < kept.start || end > kept.start + kept.bytes.byteLength) return undefined
+    return kept.bytes.subarray(start - kept.start, end - kept.start)
+  }
+
+  private keepData(st: ObjectState, start: number, bytes: Uint8Array): void {
+    if (st.dataBytes === undefined) {
+      this.withData.push(st)
+      if (this.withData.length > DATA_BELOW_OBJECTS) (this.withData.shift() as ObjectState).dataBytes = undefined
+    }
+    st.dataBytes = { start, bytes }
   }
 
   state(key: string, cno: number, part: number): ObjectState {
@@ -246,6 +288,7 @@ export class ObjectReads {
     for (const [key, st] of this.objects) {
       if (this.summaryBytes <= this.summaryCacheBytes && this.objects.size <= 65536) return
       this.objects.delete(key)
+      this.dropData(st)
       if (st.summary !== undefined) this.summaryBytes -= summaryMemory(st.summary)
     }
   }

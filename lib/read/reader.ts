@@ -14,6 +14,11 @@
  *   a read brings its object's summary along (a tail read, or head first a head read).
  *   Index nodes of part 0 with more index levels under them are read widened downwards
  *   (WIDE_INDEX_BYTES) and the bytes kept, so a deep map costs one index read, not one per level.
+ *   A small read (≤ SMALL_READ_BYTES) whose leaves in an object are one span widens that
+ *   tail read downwards by its own size: an object's last data blocks lie right before its
+ *   meta blocks, so a read across an object's end gets them with the leaf (4 requests: the
+ *   index node, two leaf spans, the next object's data; not 5). The bytes are kept for the
+ *   data run (ObjectReads.keptData, a few objects' worth) and checked as a GET's are.
  * - Data. Holes cost nothing; dirty blocks are copied from the dirty tier; stored blocks
  *   contiguous in one object coalesce into one ranged GET of at most `readGetMaxBytes`.
  *   The answer is kept as the chunks it came in (S3Store.getChunks: no copy) and handed
@@ -46,6 +51,9 @@ export type { ReadKind, ReadTiming } from '../container/objects.js'
 
 /** A data run this close to its object's last known meta block comes with the summary, in one tail read. */
 const TAIL_DATA_MAX_BYTES = 4 * NODE_SPAN_BYTES
+
+/** A read of at most this much takes as many data bytes below its leaf spans along (see walk). */
+const SMALL_READ_BYTES = 64 * 1024
 
 export type { ReadOptions } from '../settings.js'
 
@@ -260,6 +268,7 @@ export class Reader {
     const bs = this.core.blockSize
     const st = this.objects.state(r.key, r.cno, r.part)
     const length = r.count * bs
+    const kept = this.objects.keptData(st, r.at, r.at + length)
     // Data just before the object's meta blocks, of an object whose summary is unknown:
     // one tail read brings both (a cold read into the last blocks of an object, whose
     // leaf was written with the next one, costs one request, not two).
@@ -269,12 +278,13 @@ export class Reader {
       this.core.format !== FORMAT_PARTED &&
       st.maxMeta >= r.at + length &&
       st.maxMeta - r.at <= TAIL_DATA_MAX_BYTES
-    const [chunks, summary] = tail
-      ? await this.objects.readDataWithSummary(st, r.at, r.at + length).then((t) => [t.chunks, t.summary] as const)
-      : await Promise.all([
-          this.objects.readData(st, r.at, r.at + length),
-          this.objects.summaryOf(st, Math.ceil((r.at + length) / bs)),
-        ])
+    const minSlots = Math.ceil((r.at + length) / bs)
+    const [chunks, summary] =
+      kept !== undefined
+        ? [[kept], await this.objects.summaryOf(st, minSlots)]
+        : tail
+          ? await this.objects.readDataWithSummary(st, r.at, r.at + length).then((t) => [t.chunks, t.summary] as const)
+          : await Promise.all([this.objects.readData(st, r.at, r.at + length), this.objects.summaryOf(st, minSlots)])
     const where = `${this.core.store.url}/${r.key}`
     let got = 0
     for (const c of chunks) got += c.byteLength
@@ -328,6 +338,8 @@ export class Reader {
    * is fetched as a tail read that brings the object's summary along.
    */
   async walk(from: number, to: number, wantData: boolean): Promise<void> {
+    const readBytes = (to - from) * this.core.blockSize
+    const smallRead = wantData && readBytes <= SMALL_READ_BYTES
     let frontier: Array<{ node: MapNode; upper: number }> = [{ node: this.map.root, upper: 2 ** 32 }]
     while (frontier.length > 0 && (frontier[0] as { node: MapNode }).node.level > 0) {
       const next: Array<{ node: MapNode; upper: number }> = []
@@ -394,7 +406,11 @@ export class Reader {
         // Index nodes of part 0 with more index levels under them: one read widened
         // downwards brings those levels along (a deep map costs one index read, not one per level).
         const widen = (frontier[0] as { node: MapNode }).node.level >= 3 && st.part === 0
-        for (const span of spans) fetches.push(this.fetchSpan(st, span, tail && span === lastSpan, widen))
+        // A small read whose leaves are one span: the data blocks just below it (where the
+        // last blocks under the object's leaves lie) come along in the same tail read, so a
+        // read across an object's end gets that object's data with its leaf.
+        const below = tail && spans.length === 1 && smallRead ? readBytes : 0
+        for (const span of spans) fetches.push(this.fetchSpan(st, span, tail && span === lastSpan, widen, below))
       }
       await Promise.all(fetches)
       for (const refs of byObject.values()) {
@@ -413,9 +429,10 @@ export class Reader {
     span: NodeSpan<NodeRef>,
     withSummary: boolean,
     widen = false,
+    below = 0,
   ): Promise<void> {
     const mbs = this.core.settings.metaBlockSize
-    const bytes = await this.objects.readNodeSpan(st, span, withSummary, widen)
+    const bytes = await this.objects.readNodeSpan(st, span, withSummary, widen, below)
     const maxCno = this.core.maxCno
     for (const r of span.refs) {
       const at = r.offset - span.start

@@ -3,13 +3,18 @@
  * - a cold 4 KiB read after open (a fresh handle per read) costs at most 3 requests, in
  *   every layout: one object, many objects (leaves written with the object after their
  *   data), a deep map (TestHooks maxNodeEntries: many index levels in part 0);
+ * - one across the end of an object's data costs at most 4 (both objects' data, the leaf
+ *   naming the second block, the index node), with leaves holding blocks of both objects
+ *   or not; the last blocks that come with a leaf span are checked like any others;
  * - a sequential read stream starts its first data GET after the few node reads on the
  *   way to the first leaf, long before the map under the rest of the range is walked.
  */
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
+import { StreamSegmentError } from '../../lib/errors.js'
 import { decodeHeader, HEADER_BYTES, objectLayout } from '../../lib/format/header.js'
 import { parseKey } from '../../lib/format/names.js'
+import { decodeSummary } from '../../lib/format/summary.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import type { Settings, TestHooks } from '../../lib/settings.js'
 import { MemoryStore } from '../../lib/store/memory.js'
@@ -45,6 +50,27 @@ const LAYOUTS: Layout[] = [
     minObjects: 4,
   },
 ]
+
+/** Where each live block is stored: object key and byte offset, from the objects' summaries. */
+async function blockObjects(store: MemoryStore): Promise<Map<number, { key: string; offset: number }>> {
+  const out = new Map<number, { key: string; offset: number }>()
+  for await (const e of store.list('')) {
+    const k = parseKey(e.key)
+    if (k?.kind !== 'segment') continue
+    const bytes = await store.get(e.key)
+    const h = decodeHeader(bytes.subarray(bytes.byteLength - HEADER_BYTES), e.size, k)
+    const layout = objectLayout(h, h)
+    const summary = decodeSummary(bytes.subarray(layout.summaryOffset, layout.headerOffset), {
+      count: h.dataCount,
+      summaryCrc: h.summaryCrc,
+      where: e.key,
+    })
+    for (let i = 0; i < summary.count; i++) {
+      if (summary.live[i] === 1) out.set(summary.blockIndex[i] as number, { key: e.key, offset: i * 4096 })
+    }
+  }
+  return out
+}
 
 async function build(store: ObjectStore, layout: Layout): Promise<{ want: Buffer; objects: number }> {
   const f = await SegmentFile.create(store, layout.settings)
@@ -88,6 +114,74 @@ describe('cold reads', () => {
       assert.equal(store.requests.head ?? 0, 0, 'no HEAD')
     })
   }
+
+  // A 4 KiB read across the end of an object's data needs both objects' data and the leaf
+  // naming the second block (after the index node): 4 requests, the first object's last
+  // blocks coming with its leaf span. Leaves may hold blocks of both objects (partial
+  // segments) or not (objects sent whole take whole leaves).
+  const ACROSS: Layout[] = [
+    { name: 'partial segments', size: 24 * MiB, settings: LAYOUTS[1]?.settings ?? {}, minObjects: 8 },
+    {
+      name: 'objects sent whole',
+      size: 64 * MiB,
+      settings: {
+        dataCacheDirtyMaxBytesThreshold: 64 * MiB,
+        segmentBufferSize: 64 * MiB,
+        streamSegmentBytes: 16 * MiB,
+      },
+      minObjects: 4,
+    },
+  ]
+  for (const layout of ACROSS) {
+    it(`${layout.name}: a cold 4 KiB read across an object's end costs at most 4 requests`, async () => {
+      const inner = new MemoryStore()
+      const { want } = await build(inner, layout)
+      const where = await blockObjects(inner)
+      const across: number[] = []
+      for (let b = 1; b < layout.size / 4096; b++) {
+        if (where.get(b - 1)?.key !== where.get(b)?.key) across.push(b * 4096 - 2048)
+      }
+      assert.ok(across.length >= layout.minObjects - 1, `${across.length} boundaries`)
+      const store = new ThrottledStore(inner, { latencyMs: 0, bandwidth: Number.POSITIVE_INFINITY })
+      const counts: number[] = []
+      for (const at of across) {
+        const f = await SegmentFile.open(store, { readOnly: true })
+        const before = store.totalRequests
+        const got = await f.read(at, 4096)
+        counts.push(store.totalRequests - before)
+        assert.ok(Buffer.from(got).equals(want.subarray(at, at + 4096)), `bytes at ${at}`)
+        await f.close()
+      }
+      assert.ok(Math.max(...counts) <= 4, `requests per read across an object's end: ${counts.join(' ')}`)
+    })
+  }
+
+  it("an object's last block that came with its leaf span is checked like any other", async () => {
+    const inner = new MemoryStore()
+    const layout = ACROSS[1] as Layout
+    const { want } = await build(inner, layout)
+    const where = await blockObjects(inner)
+    // The first boundary: block b − 1 is the last of its object's data.
+    let b = 1
+    while (where.get(b - 1)?.key === where.get(b)?.key) b++
+    const last = where.get(b - 1) as { key: string; offset: number }
+    const damaged = Buffer.from(await inner.get(last.key))
+    damaged[last.offset + 100] = (damaged[last.offset + 100] as number) ^ 1
+    await inner.put(last.key, damaged)
+    const store = new ThrottledStore(inner, { latencyMs: 0, bandwidth: Number.POSITIVE_INFINITY })
+    const f = await SegmentFile.open(store, { readOnly: true })
+    await assert.rejects(f.read(b * 4096 - 2048, 4096), (err) => {
+      assert.ok(StreamSegmentError.is(err, 'ERR_CORRUPT'), String(err))
+      assert.match((err as Error).message, new RegExp(`block ${b - 1} at offset ${last.offset} has CRC-32`))
+      return true
+    })
+    // The bytes around it still read.
+    const g = await SegmentFile.open(store, { readOnly: true })
+    const got = await g.read(b * 4096, 4096)
+    assert.ok(Buffer.from(got).equals(want.subarray(b * 4096, (b + 1) * 4096)))
+    await f.close()
+    await g.close()
+  })
 
   it('a sequential read starts its first data GET before the map under the rest is walked', async () => {
     const inner = new MemoryStore()
