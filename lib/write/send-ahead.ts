@@ -308,8 +308,8 @@ export class SendAhead {
       last = leaf
     }
     const spare = Math.ceil(((leaves.size + added.length) * 17) / 16)
-    // Every entry of those leaves bounds the unsent blocks under them: when even that
-    // fits, no leaf need be scanned (the usual case but near an object's end).
+    // Their dirty entries bound the unsent blocks under them: when even that fits, no
+    // leaf need be scanned (the usual case but near an object's end).
     let entries = 0
     for (const leaf of leaves) entries += leaf.dirtyCount
     for (const leaf of added) entries += leaf.dirtyCount

@@ -141,10 +141,14 @@ async function neverAccepting(): Promise<{ url: string; close: () => void }> {
       `const s = require('node:net').createServer()
 s.listen({ port: 0, host: '127.0.0.1', backlog: 1 }, () => {
   console.log(s.address().port)
-  setTimeout(() => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0), 50)
+  // Blocked for at most a minute, then gone, even if nobody kills it.
+  setTimeout(() => {
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 60000)
+    process.exit(0)
+  }, 50)
 })`,
     ],
-    { stdio: ['ignore', 'pipe', 'inherit'] },
+    { stdio: ['ignore', 'pipe', 'ignore'] },
   )
   const port = await new Promise<number>((resolve, reject) => {
     child.once('error', reject)
