@@ -1,27 +1,16 @@
 import assert from 'node:assert/strict'
 import { promises as fs } from 'node:fs'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { after, describe, it } from 'node:test'
+import { describe, it } from 'node:test'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import { inspectWal } from '../../lib/wal/wal.js'
 import { rejectsCode } from '../helpers/assert.js'
 import { FailingStore } from '../helpers/failing-store.js'
 import { pattern } from '../helpers/pattern.js'
+import { contents, walDirs } from '../helpers/wal-dirs.js'
 
-const roots: string[] = []
-after(() => Promise.all(roots.map((d) => fs.rm(d, { recursive: true, force: true }))))
-
-async function walDir(): Promise<string> {
-  const d = await fs.mkdtemp(join(tmpdir(), 'ss-walfile-'))
-  roots.push(d)
-  return join(d, 'wal')
-}
-
-async function contents(f: SegmentFile): Promise<Buffer> {
-  return Buffer.from(await f.read(0, f.size))
-}
+const walDir = walDirs('ss-walfile-')
 
 async function published(store: MemoryStore | FailingStore): Promise<Buffer> {
   const r = await SegmentFile.open(store, { readOnly: true })
