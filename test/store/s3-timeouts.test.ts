@@ -54,6 +54,23 @@ async function blackHole(): Promise<{ url: string; connections: () => number; cl
   }
 }
 
+/** A store on a test server at `url` with these time limits; its client goes into `clients` (destroyed after). */
+function storeAt(
+  url: string,
+  limits: { idleTimeoutMs: number; connectTimeoutMs: number },
+  clients: { destroy(): void }[],
+  options: Partial<S3StoreOptions>,
+): S3Store {
+  const client = createS3Client({
+    endpoint: url,
+    ...limits,
+    credentials: { accessKeyId: 'x', secretAccessKey: 'y' },
+    region: 'us-east-1',
+  })
+  clients.push(client)
+  return new S3Store({ client, bucket: 'bucket', prefix: 'x', ...options })
+}
+
 /** `p`'s rejection and how long it took. */
 async function timed(p: Promise<unknown>): Promise<{ err: unknown; ms: number }> {
   const t0 = performance.now()
@@ -76,17 +93,8 @@ describe('S3Store against a server that never answers', () => {
     await hole?.close()
   })
 
-  function holeStore(options: Partial<S3StoreOptions>): S3Store {
-    const client = createS3Client({
-      endpoint: hole.url,
-      idleTimeoutMs: 500,
-      connectTimeoutMs: 500,
-      credentials: { accessKeyId: 'x', secretAccessKey: 'y' },
-      region: 'us-east-1',
-    })
-    clients.push(client)
-    return new S3Store({ client, bucket: 'bucket', prefix: 'x', ...options })
-  }
+  const holeStore = (options: Partial<S3StoreOptions>) =>
+    storeAt(hole.url, { idleTimeoutMs: 500, connectTimeoutMs: 500 }, clients, options)
 
   test('put, get and head fail with ERR_TIMEOUT within the deadline + 20 %', async () => {
     const deadlineMs = 2000
@@ -185,26 +193,14 @@ describe('S3Store against a listener that never completes a connection', () => {
   test('each try ends after connectTimeoutMs and is tried again, on both GET paths and for a PUT', async () => {
     // connectTimeoutMs 300, 2 retries: 3 tries of ~300 ms; the idle timeout and the
     // deadline (20 s each) would end them far later.
-    const store = (getPath: 'http' | 'sdk') => {
-      const client = createS3Client({
-        endpoint: hole.url,
-        idleTimeoutMs: 20_000,
-        connectTimeoutMs: 300,
-        credentials: { accessKeyId: 'x', secretAccessKey: 'y' },
-        region: 'us-east-1',
-      })
-      clients.push(client)
-      return new S3Store({
-        client,
-        bucket: 'bucket',
-        prefix: 'x',
+    const store = (getPath: 'http' | 'sdk') =>
+      storeAt(hole.url, { idleTimeoutMs: 20_000, connectTimeoutMs: 300 }, clients, {
         getPath,
         deadlineMs: 20_000,
         maxRetries: 2,
         retryBaseMs: 10,
         retryMaxMs: 20,
       })
-    }
     const cases = [
       ['get, http path', store('http'), (s: S3Store) => s.get('k', { range: { start: 0, end: 10 } })],
       ['get, sdk path', store('sdk'), (s: S3Store) => s.get('k', { range: { start: 0, end: 10 } })],
