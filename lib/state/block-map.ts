@@ -547,7 +547,8 @@ export class BlockMap {
     if (at <= mid && at < n) node.insertAt(at, key, hi, lo, child)
     else right.insertAt(at - mid, key, hi, lo, child)
     if (at === 0) this.fixFirstKey(node)
-    this.markDirty(node)
+    // An append leaves the full node as it was: stored already, it need not be stored again.
+    if (at < n) this.markDirty(node)
     right.dirty = true
     const parent = node.parent as MapNode
     const pi = node.indexInParent()
