@@ -818,7 +818,7 @@ describe('exit codes', () => {
       ERR_NOT_FOUND: () => run(['get', base, '-', '--cno', '99']),
       ERR_CORRUPT: () => {
         const c = copy('corrupt')
-        const victim = join(c, '0000000001.1')
+        const victim = join(c, '0000000001.0')
         const b = readFileSync(victim)
         b[5000] = (b[5000] as number) ^ 0x10 // data block 1
         writeFileSync(victim, b)

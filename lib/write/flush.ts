@@ -29,7 +29,7 @@ import { objectBytes } from '../format/layout.js'
 import { segmentKey } from '../format/names.js'
 import type { MapNode } from '../state/block-map.js'
 import type { FileState } from '../state/file-state.js'
-import { ObjectPlan } from './object-plan.js'
+import { growingLeaf, ObjectPlan } from './object-plan.js'
 
 const log = debug('stream-segment:flush')
 
@@ -121,9 +121,11 @@ function pack(core: FileState, leaves: readonly MapNode[], limit: number): MapNo
 /**
  * Writes dirty leaves holding data as partial segments (data parts of the pending
  * checkpoint), one object at a time up to segmentMaxObjectBytes; the caller waits.
+ * `holdBack`: but the leaf sequential writes still append to (object-plan.ts, growingLeaf).
  */
-export async function writePartials(core: FileState): Promise<void> {
-  const leaves = core.map.dirtyNodes().leaves.filter((l) => l.dirtyCount > 0)
+export async function writePartials(core: FileState, holdBack: boolean): Promise<void> {
+  const hold = holdBack ? growingLeaf(core) : undefined
+  const leaves = core.map.dirtyNodes().leaves.filter((l) => l.dirtyCount > 0 && l !== hold)
   for (const group of pack(core, leaves, core.settings.segmentMaxObjectBytes)) {
     const plan = await send(
       core,

@@ -31,9 +31,10 @@ import { segmentKey } from '../format/names.js'
 import { encodeNode } from '../format/node.js'
 import { encodeObjectHead, encodeObjectTail, type TailFields } from '../format/object.js'
 import { pointerLo, UNIT_BYTES } from '../format/pointer.js'
+import { dirtyLimitBytes } from '../settings.js'
 import { DIRTY_BASE, isDirtyRef, type MapNode } from '../state/block-map.js'
 import { type DirtyTier, readSource } from '../state/dirty-tier.js'
-import type { NodeImage, ObjectContext } from '../state/file-state.js'
+import type { FileState, NodeImage, ObjectContext } from '../state/file-state.js'
 import { crc32Blocks } from '../util/crc32.js'
 
 let nextObjectId = 1
@@ -408,6 +409,25 @@ export function unsentUnder(node: MapNode, tier: DirtyTier): number {
   }
   return n
 }
+
+/**
+ * The leaf that sequential writes still append to: the map's rightmost leaf while it is
+ * not full and holds dirty blocks. Objects sent before the flush (ahead, or partial
+ * segments) leave it out until it is full: taken now, it would be split from the blocks
+ * written next, which would go to a later object with the leaf stored again. Its blocks
+ * wait in memory meanwhile, so it is held back only when a full leaf's data is under the
+ * dirty limit; the flush takes it as it is.
+ */
+export function growingLeaf(core: FileState): MapNode | undefined {
+  const leaf = core.map.leafAt(MAX_BLOCK_KEY)
+  if (leaf === undefined || leaf === core.map.root || leaf.dirtyCount === 0 || leaf.count >= leaf.capacity) {
+    return undefined
+  }
+  return leaf.capacity * core.blockSize < dirtyLimitBytes(core.settings) ? leaf : undefined
+}
+
+/** The largest block index. */
+const MAX_BLOCK_KEY = 2 ** 32 - 1
 
 /**
  * The bytes of blocks slots[first … first + count): views of the slabs for slots (a run of

@@ -19,6 +19,9 @@
  *   with pointers to where each dirty block under it was placed (this object, or another
  *   in flight). Such a leaf becomes clean only if, when the object completes, it is
  *   entry for entry what the object stored.
+ * - Nor is a leaf split from the data written next: the leaf sequential writes still
+ *   append to waits until it is full (object-plan.ts, growingLeaf), and only the flush
+ *   takes it as it is.
  * - At most `segmentMpuMaxConcurrency` requests are in flight (the uploader's shared
  *   semaphore); the writer waits for room, never for completion.
  * - An object that fails is aborted and its blocks are unsent again: the flush (or a
@@ -36,7 +39,7 @@ import { pointerLo, UNIT_BYTES } from '../format/pointer.js'
 import type { MapNode } from '../state/block-map.js'
 import { DIRTY_BASE, isDirtyRef } from '../state/block-map.js'
 import type { CheckpointCounters, FileState } from '../state/file-state.js'
-import { newObjectId, ObjectPlan, type SentPrefix, takeBlocks, unsentUnder } from './object-plan.js'
+import { growingLeaf, newObjectId, ObjectPlan, type SentPrefix, takeBlocks, unsentUnder } from './object-plan.js'
 
 const log = debug('stream-segment:send')
 const FAILURES_BEFORE_PAUSE = 3
@@ -166,14 +169,15 @@ export class SendAhead {
 
   /**
    * Up to `max` unsent blocks from the scan hint on, in key order, but those `skip` held
-   * before: their keys, slots and leaves (a leaf once per block) into the arrays given.
+   * before and those under `hold`: their keys, slots and leaves (a leaf once per block)
+   * into the arrays given.
    */
-  private unsent(skip: number, max: number, piece: Piece): void {
+  private unsent(skip: number, max: number, piece: Piece, hold: MapNode | undefined): void {
     const { tier, map } = this.core
     piece.keys.length = piece.slots.length = piece.leaves.length = 0
     let first = true
     for (const leaf of map.dirtyNodes().leaves) {
-      if (leaf.dirtyCount === 0 || (leaf.keys[leaf.count - 1] as number) < this.scanFrom) continue
+      if (leaf.dirtyCount === 0 || (leaf.keys[leaf.count - 1] as number) < this.scanFrom || leaf === hold) continue
       const his = leaf.hi
       const los = leaf.lo
       for (let i = 0; i < leaf.count; i++) {
@@ -193,12 +197,12 @@ export class SendAhead {
     }
   }
 
-  /** Leaves holding unsent blocks from the scan hint on, in key order, with their counts. */
-  private *unsentLeaves(): Generator<[MapNode, number]> {
+  /** Leaves holding unsent blocks from the scan hint on, in key order, with their counts, but `hold`. */
+  private *unsentLeaves(hold: MapNode | undefined): Generator<[MapNode, number]> {
     const { tier, map } = this.core
     let first = true
     for (const leaf of map.dirtyNodes().leaves) {
-      if (leaf.dirtyCount === 0 || (leaf.keys[leaf.count - 1] as number) < this.scanFrom) continue
+      if (leaf.dirtyCount === 0 || (leaf.keys[leaf.count - 1] as number) < this.scanFrom || leaf === hold) continue
       const n = unsentUnder(leaf, tier)
       if (n === 0) continue
       if (first) {
@@ -220,7 +224,7 @@ export class SendAhead {
       let blocks = 0
       let size = objectBytes(0, 0, 1, 1)
       let full = false
-      for (const [leaf, n] of this.unsentLeaves()) {
+      for (const [leaf, n] of this.unsentLeaves(growingLeaf(core))) {
         const add = dataSlotsBytes(n, core.blockSize) + s.metaBlockSize
         // A leaf never leaves its data, so the last leaf may take the object a little over
         // its target, never over segmentMaxObjectBytes.
@@ -255,7 +259,8 @@ export class SendAhead {
     const piece: Piece = { keys: [], slots: [], leaves: [] }
     for (;;) {
       if (core.signal.aborted) return // as in sendWhole
-      this.unsent(this.open?.id ?? 0, perPiece, piece)
+      // The flush takes the leaf still growing too: nothing more will be appended to it.
+      this.unsent(this.open?.id ?? 0, perPiece, piece, flushing ? undefined : growingLeaf(core))
       if (piece.keys.length < perPiece) {
         this.scanAt = core.tier.unplacedBytes + (perPiece - piece.keys.length) * core.blockSize
         return

@@ -295,8 +295,11 @@ export class BlockWriter {
     if (tier.usedBytes > this.dirtyLimit) {
       await this.sendAhead.relieve()
       if (tier.usedBytes > this.dirtyLimit) {
-        await writePartials(this.core)
+        // The leaf still growing stays (it is under the limit); should the rest not be
+        // enough, it goes too.
+        await writePartials(this.core, true)
         this.partials++
+        if (tier.usedBytes > this.dirtyLimit) await writePartials(this.core, false)
       }
     } else {
       await this.sendAhead.afterWrite()

@@ -82,10 +82,9 @@ describe('read requests', () => {
     const small = new ThrottledStore(inner, { latencyMs: 0, bandwidth: Number.POSITIVE_INFINITY })
     const rs1 = createStreamSegmentReadStream({ store: small, readGetMaxBytes: MiB })
     assert.ok((await drain(rs1)).equals(want))
-    assert.ok(
-      rs1.timing?.requests.data === 64 || rs1.timing?.requests.data === 64 + objects,
-      `${rs1.timing?.requests.data}`,
-    )
+    // 1 MiB GETs of each object's data: one more where an object's data does not end on a MiB.
+    const data = rs1.timing?.requests.data ?? 0
+    assert.ok(data >= 64 && data <= 64 + objects, `${data} data GETs of 1 MiB for ${objects} objects`)
   })
 
   it('holes cost no data or summary request', async () => {

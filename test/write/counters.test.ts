@@ -1,11 +1,13 @@
 /**
- * The spec's stream counters, on scenarios with known answers (4 KiB blocks, one leaf,
- * limits out of the way): bytes sent ahead, dead, written by the flush, and of nodes.
+ * The spec's stream counters, on scenarios with known answers (4 KiB blocks, one leaf
+ * that the writes fill, limits out of the way): bytes sent ahead, dead, written by the
+ * flush, and of nodes. A leaf that is not full yet is not sent ahead (appends still go
+ * into it).
  */
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { SegmentFile } from '../../lib/segment-file.js'
-import type { Settings } from '../../lib/settings.js'
+import type { Settings, TestHooks } from '../../lib/settings.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
 import { FailingStore } from '../helpers/failing-store.js'
@@ -14,10 +16,16 @@ import { pattern } from '../helpers/pattern.js'
 const KiB = 1024
 const MiB = 1024 * KiB
 const raised: Partial<Settings> = { dataCacheDirtyMaxBytesThreshold: 64 * MiB, segmentBufferSize: 64 * MiB }
-// Objects sent whole once a leaf's unsent blocks make 64 KiB with their leaf, summary and header (15 blocks).
-const whole: Partial<Settings> = { ...raised, streamSegmentBytes: 64 * KiB }
-// One object filled in 16 KiB pieces (4 blocks each), aiming at 1 MiB.
-const pieces: Partial<Settings> = { ...raised, streamSegmentBytes: 1 * MiB, segmentMpuChunkSize: 16 * KiB }
+// Objects sent whole once a leaf's unsent blocks make 64 KiB with their leaf, summary and
+// header (15 blocks); leaves of 16 blocks, so 64 KiB fills one.
+const whole: Partial<Settings> & TestHooks = { ...raised, streamSegmentBytes: 64 * KiB, maxNodeEntries: 16 }
+// One object filled in 16 KiB pieces (4 blocks each), aiming at 1 MiB; leaves of 8 blocks.
+const pieces: Partial<Settings> & TestHooks = {
+  ...raised,
+  streamSegmentBytes: 1 * MiB,
+  segmentMpuChunkSize: 16 * KiB,
+  maxNodeEntries: 8,
+}
 
 async function check(store: ObjectStore, want: Buffer) {
   const f = await SegmentFile.open(store, { readOnly: true })
@@ -36,6 +44,25 @@ describe('stream counters', () => {
       [64 * KiB, 0, 0, 4 * KiB, 2],
     )
     await check(store, pattern(0, 64 * KiB))
+  })
+
+  it('a leaf not full yet stays for the flush: nothing sent ahead, whole or in pieces', async () => {
+    for (const [settings, size] of [
+      [whole, 60 * KiB],
+      [pieces, 28 * KiB],
+    ] as const) {
+      const store = new MemoryStore()
+      const f = await SegmentFile.create(store, settings)
+      await f.write(0, pattern(0, size))
+      await f.settle()
+      const t = await f.flush()
+      assert.deepEqual(
+        [t.streamSentBytes, t.streamDeadBytes, t.streamFlushBytes, t.streamMetaBytes, t.objects],
+        [0, 0, size, 4 * KiB, 1], // part 0: the data and its leaf
+        `${size / KiB} KiB`,
+      )
+      await check(store, pattern(0, size))
+    }
   })
 
   it('a rewrite of a block in a completed object: sent again by the flush, nothing dead', async () => {
