@@ -313,12 +313,14 @@ export class SendAhead {
       last = leaf
     }
     const spare = Math.ceil(((leaves.size + added.length) * 17) / 16)
-    // Their dirty entries bound the unsent blocks under them: when even that fits, no
-    // leaf need be scanned (the usual case but near an object's end).
+    // Their dirty entries bound the unsent blocks under them, and so do all the tier's
+    // unsent blocks: when even the lesser fits, no leaf need be scanned (the usual case
+    // but near the end of an object that fills the limit).
     let entries = 0
     for (const leaf of leaves) entries += leaf.dirtyCount
     for (const leaf of added) entries += leaf.dirtyCount
-    if (objectBytes(sent + entries, spare, bs, mbs) <= max) return true
+    const unsentAll = core.tier.unplacedBytes / bs
+    if (objectBytes(sent + Math.min(entries, unsentAll), spare, bs, mbs) <= max) return true
     let unsent = 0
     for (const leaf of leaves) unsent += unsentUnder(leaf, core.tier)
     for (const leaf of added) unsent += unsentUnder(leaf, core.tier)
