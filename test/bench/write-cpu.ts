@@ -11,6 +11,11 @@
 //    ahead, then the flush); and,
 //    with AWS_ENDPOINT_URL_S3 set, S3Store.put of the same bytes in 16 MiB objects (4 in
 //    flight) and lib-storage's Upload against the stream to that server.
+//    The last two columns divide a row's CPU and MB/s by its baseline's in the same round
+//    (the directory store by fs.createWriteStream; the S3 streams by Upload for CPU and by
+//    S3Store.put with the same Content-MD5 setting for MB/s): the disk's state and
+//    radosgw's share of the 2 cores change between rounds, so each row is also compared
+//    with its baseline round by round.
 // Run: npm run build && node dist/esm/test/bench/write-cpu.js
 //   BENCH_MIB (512) and BENCH_STREAM_MIB (1024) change the sizes, BENCH_ROUNDS (3) the
 //   rounds, BENCH_TABLES=1 or 2 runs one table, BENCH_VARIANTS=1,3 some rows of table 2.
@@ -226,6 +231,18 @@ function stat(xs: number[], digits = 2): string {
     : med.toFixed(digits)
 }
 
+/** A row of the stream table. */
+interface Variant {
+  name: string
+  subtractSource: boolean
+  /** Set-up not measured (run first in the variant's process). */
+  prepare?: () => void
+  run: () => Promise<number | undefined>
+  /** Rows (index, label) its CPU and its MB/s are divided by, round by round. */
+  cpuVs?: [number, string]
+  rateVs?: [number, string]
+}
+
 async function tableStreams() {
   const gib = streamTotal / 1024 ** 3
   const dir = await mkdtemp(join(process.env.BENCH_TMPDIR ?? tmpdir(), 'write-cpu-'))
@@ -238,13 +255,7 @@ async function tableStreams() {
   }
   let n = 0
   const cleanups: Array<() => Promise<void>> = []
-  const variants: Array<{
-    name: string
-    subtractSource: boolean
-    /** Set-up not measured (run first in the variant's process). */
-    prepare?: () => void
-    run: () => Promise<number | undefined>
-  }> = [
+  const variants: Variant[] = [
     {
       name: 'source alone (its cost, subtracted below where marked)',
       subtractSource: false,
@@ -331,6 +342,16 @@ async function tableStreams() {
       run: () => byReference({ format: 'parted' }),
     },
   ]
+  /** The index of the row named `name`. */
+  const rowOf = (name: string) => {
+    const i = variants.findIndex((v) => v.name === name)
+    if (i < 0) throw new Error(`no row ${name}`)
+    return i
+  }
+  ;(variants[rowOf('write stream, directory store')] as Variant).cpuVs = [
+    rowOf('fs.createWriteStream, a file in the directory'),
+    'fs.createWriteStream',
+  ]
   /** fs.createWriteStream into a file of the directory, then one fsync when `sync`. */
   async function plainFile(sync: boolean): Promise<number> {
     const path = join(dir, `plain-${n++}`)
@@ -377,6 +398,9 @@ async function tableStreams() {
       await Promise.all(running)
       return peak
     }
+    const put = variants.length
+    const upload = put + 1
+    const putNoMd5 = put + 3
     variants.push(
       {
         name: 'S3Store.put, the same bytes in 16 MiB objects, 4 in flight (radosgw)',
@@ -409,6 +433,8 @@ async function tableStreams() {
       {
         name: 'write stream, S3Store (radosgw)',
         subtractSource: false,
+        cpuVs: [upload, 'Upload'],
+        rateVs: [put, 'S3Store.put'],
         run: () => feed(createStreamSegmentWriteStream({ store: store() })),
       },
       {
@@ -419,11 +445,15 @@ async function tableStreams() {
       {
         name: 'write stream, S3Store with contentMd5: false (radosgw)',
         subtractSource: false,
+        cpuVs: [upload, 'Upload'],
+        rateVs: [putNoMd5, 'S3Store.put, no MD5'],
         run: () => feed(createStreamSegmentWriteStream({ store: store(false) })),
       },
       {
         name: 'write stream, S3Store with contentMd5: false, adoptChunks (radosgw)',
         subtractSource: false,
+        cpuVs: [upload, 'Upload'],
+        rateVs: [putNoMd5, 'S3Store.put, no MD5'],
         run: () => feed(createStreamSegmentWriteStream({ store: store(false), adoptChunks: true })),
       },
     )
@@ -433,8 +463,10 @@ async function tableStreams() {
       `\n# write-cpu, streams: ${streamTotal / MiB} MiB in 1 MiB chunks, default profile, ${rounds} rounds, median (min–max) (node ${process.version}, ${cpus()[0]?.model}, ${cpus().length} cores, CRC ${crc32Implementation})`,
     )
   if (child === undefined) {
-    console.log('| variant | CPU-s/GiB | MB/s | peak RSS growth MiB |')
-    console.log('|---|---:|---:|---:|')
+    console.log(
+      '| variant | CPU-s/GiB | MB/s | peak RSS growth MiB | CPU ÷ baseline, same round | MB/s ÷ baseline, same round |',
+    )
+    console.log('|---|---:|---:|---:|---:|---:|')
   }
   if (child !== undefined) {
     // One variant, one round, in a process of its own: its peak RSS is its own.
@@ -466,18 +498,24 @@ async function tableStreams() {
   }
   const source = (results[0] as Sample[]).map((s) => s.cpu)
   const sourceMed = [...source].sort((a, b) => a - b)[Math.floor(source.length / 2)] as number
+  const cpuOf = (i: number) =>
+    (results[i] as Sample[]).map((s) => (s.cpu - ((variants[i] as Variant).subtractSource ? sourceMed : 0)) / gib)
+  /** Row i's figures divided by row j's of the same round, as "median (min–max) × label". */
+  const ratio = (mine: number[], vs: [number, string] | undefined, theirs: (j: number) => number[]) => {
+    if (vs === undefined || (results[vs[0]] as Sample[]).length !== mine.length) return '-'
+    const base = theirs(vs[0])
+    return `${stat(mine.map((x, r) => x / (base[r] as number)))} × ${vs[1]}`
+  }
   for (const [i, v] of variants.entries()) {
     const rs = results[i] as Sample[]
     if (rs.length === 0) continue
-    const cpu = rs.map((s) => (s.cpu - (v.subtractSource ? sourceMed : 0)) / gib)
+    const cpu = cpuOf(i)
+    const rate = (j: number) => (results[j] as Sample[]).map((s) => streamTotal / 1e6 / s.seconds)
     console.log(
-      `| ${v.name}${v.subtractSource ? ' (beyond the source)' : ''} | ${stat(cpu)} | ${stat(
-        rs.map((s) => streamTotal / 1e6 / s.seconds),
-        0,
-      )} | ${stat(
+      `| ${v.name}${v.subtractSource ? ' (beyond the source)' : ''} | ${stat(cpu)} | ${stat(rate(i), 0)} | ${stat(
         rs.map((s) => s.rss / MiB),
         0,
-      )} |`,
+      )} | ${ratio(cpu, v.cpuVs, cpuOf)} | ${ratio(rate(i), v.rateVs, rate)} |`,
     )
   }
   await rm(dir, { recursive: true, force: true })

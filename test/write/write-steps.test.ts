@@ -27,3 +27,23 @@ describe('one write larger than the dirty limit', () => {
     await file.close()
   })
 })
+
+describe('the leaf appends still go into', () => {
+  it('is not kept past the dirty limit when a full leaf holds more than the limit', async () => {
+    // 64 KiB blocks: a full leaf holds 340 × 64 KiB, more than the 8 MiB limit; kept until
+    // it is full, it would hold up to 21 MiB in memory.
+    const store = new MemoryStore()
+    const file = await SegmentFile.create(store, { dataBlockSize: 64 * 1024 })
+    const limit = dirtyLimitBytes(resolveSettings({ dataBlockSize: 64 * 1024 }))
+    const bytes = Buffer.allocUnsafe(32 * MiB)
+    fillBlocks(bytes, 0)
+    for (let at = 0; at < bytes.byteLength; at += MiB) await file.write(at, bytes.subarray(at, at + MiB))
+    assert.ok(file.peakDirtyBytes <= limit + MiB, `peak ${file.peakDirtyBytes} bytes held, limit ${limit}`)
+    assert.ok(file.partials >= 3, `${file.partials} partial segments`)
+    await file.flush()
+    const again = await SegmentFile.open(store, { readOnly: true })
+    assert.ok(Buffer.from(await again.read(0, bytes.byteLength)).equals(bytes), 'the bytes read back')
+    await again.close()
+    await file.close()
+  })
+})
