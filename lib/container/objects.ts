@@ -216,12 +216,14 @@ export class ObjectReads {
   /**
    * The bytes of a span of meta blocks, from `span.start`. `withSummary`: the object's
    * summary comes along (a tail read, or head first a head read) and is cached.
+   * `widen`: bytes read below the span too and kept for the nodes the walk reads there
+   * next (`metaBytes`). `below`: bytes below a tail read kept as data (`keptData`).
    */
   async readNodeSpan(
     st: ObjectState,
     span: { start: number; end: number },
     withSummary: boolean,
-    widen = false,
+    widen = 0,
     below = 0,
   ): Promise<Uint8Array> {
     if (!withSummary) {
@@ -232,17 +234,19 @@ export class ObjectReads {
       }
       // Index nodes lie below their parent in the object (a map is written bottom up): the
       // bytes before the span bring the next levels along, kept for the walk's next steps.
-      const start = widen ? Math.max(0, span.end - WIDE_INDEX_BYTES) : span.start
+      const start = widen > 0 ? Math.max(0, span.end - widen) : span.start
       const bytes = await this.get(st.key, { start, end: span.end }, 'meta', st.cno)
       this.timing.bytes.meta += bytes.byteLength
-      if (!widen) return bytes
+      if (widen === 0) return bytes
       st.metaBytes = { start, bytes }
       return bytes.subarray(Math.min(bytes.byteLength, span.start - start))
     }
     // Tail first, a small read may want the data blocks just below the span (a leaf's
     // last blocks lie right before the object's meta blocks): `below` bytes come along.
-    const from = this.parted ? span.start : span.start - Math.min(below, span.start)
-    const p = this.parted ? this.headSpanRead(st, span) : this.tailRead(st, from, 'meta', span.start - from)
+    const from = this.parted ? span.start : span.start - Math.min(widen > 0 ? widen : below, span.start)
+    const p = this.parted
+      ? this.headSpanRead(st, span)
+      : this.tailRead(st, from, 'meta', widen > 0 ? 0 : span.start - from)
     const pending = p.then((t) => t.summary)
     st.pending = pending
     pending.catch(() => {
@@ -250,6 +254,10 @@ export class ObjectReads {
     })
     const { bytes } = await p
     if (from === span.start) return bytes
+    if (widen > 0) {
+      st.metaBytes = { start: from, bytes }
+      return bytes.subarray(span.start - from)
+    }
     this.timing.bytes.data += span.start - from
     this.keepData(st, from, bytes.subarray(0, span.start - from))
     return bytes.subarray(span.start - from)

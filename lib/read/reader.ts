@@ -14,6 +14,11 @@
  *   a read brings its object's summary along (a tail read, or head first a head read).
  *   Index nodes of part 0 with more index levels under them are read widened downwards
  *   (WIDE_INDEX_BYTES) and the bytes kept, so a deep map costs one index read, not one per level.
+ *   For a read, part 0's index nodes come in a tail read (its summary along) widened
+ *   downwards over the leaves part 0 holds (PART0_LEAVES_BYTES): those of blocks written
+ *   again after their object was sent, or changed in a later checkpoint, which name
+ *   blocks of older objects. A read under them then costs the index read, that block's
+ *   object's summary and its data: 3 requests, as elsewhere.
  *   A small read (≤ SMALL_READ_BYTES) whose leaves in an object are one span widens that
  *   tail read downwards by its own size: an object's last data blocks lie right before its
  *   meta blocks, so a read across an object's end gets them with the leaf (4 requests: the
@@ -35,7 +40,13 @@
  */
 
 import { NODE_SPAN_BYTES, type NodeSpan, nodeSpans } from '../container/nodes.js'
-import { HEAD_READ_MAX_BYTES, ObjectReads, type ObjectState, type ReadTiming } from '../container/objects.js'
+import {
+  HEAD_READ_MAX_BYTES,
+  ObjectReads,
+  type ObjectState,
+  type ReadTiming,
+  WIDE_INDEX_BYTES,
+} from '../container/objects.js'
 import { StreamSegmentError } from '../errors.js'
 import { FORMAT_PARTED } from '../format/inode.js'
 import { segmentKey } from '../format/names.js'
@@ -54,6 +65,8 @@ const TAIL_DATA_MAX_BYTES = 4 * NODE_SPAN_BYTES
 
 /** A read of at most this much takes as many data bytes below its leaf spans along (see walk). */
 const SMALL_READ_BYTES = 64 * 1024
+/** How far below part 0's index nodes a read's first walk reads, for the leaves part 0 holds. */
+const PART0_LEAVES_BYTES = 256 * 1024
 
 export type { ReadOptions } from '../settings.js'
 
@@ -400,17 +413,28 @@ export class Reader {
         // A data part holds only leaves before its summary; part 0 index nodes too, which
         // the walk has seen from above (maxMeta), so its tail is bounded when they are near.
         const lastSpan = spans[spans.length - 1] as NodeSpan<NodeRef>
-        const tail =
-          withSummary &&
-          (st.part !== 0 || st.maxMeta + this.core.settings.metaBlockSize - lastSpan.start <= NODE_SPAN_BYTES)
+        const partTail =
+          st.part === 0 && st.maxMeta + this.core.settings.metaBlockSize - lastSpan.start <= NODE_SPAN_BYTES
+        const tail = withSummary && (st.part !== 0 || partTail)
         // Index nodes of part 0 with more index levels under them: one read widened
         // downwards brings those levels along (a deep map costs one index read, not one per level).
-        const widen = (frontier[0] as { node: MapNode }).node.level >= 3 && st.part === 0
+        const level = (frontier[0] as { node: MapNode }).node.level
+        const widen = level >= 3 && st.part === 0 ? WIDE_INDEX_BYTES : 0
+        // Index nodes of part 0 over leaves, for a read: a tail read widened downwards
+        // brings the leaves part 0 holds (those of blocks written since the objects before
+        // it, the file's last blocks) and its summary, so a read under them needs no leaf
+        // read of its own.
+        const indexTail =
+          level >= 2 && st.part === 0 && wantData && st.summary === undefined && st.pending === undefined && partTail
         // A small read whose leaves are one span: the data blocks just below it (where the
         // last blocks under the object's leaves lie) come along in the same tail read, so a
         // read across an object's end gets that object's data with its leaf.
         const below = tail && spans.length === 1 && smallRead ? readBytes : 0
-        for (const span of spans) fetches.push(this.fetchSpan(st, span, tail && span === lastSpan, widen, below))
+        for (const span of spans) {
+          const last = span === lastSpan
+          if (last && indexTail) fetches.push(this.fetchSpan(st, span, true, Math.max(widen, PART0_LEAVES_BYTES)))
+          else fetches.push(this.fetchSpan(st, span, tail && last, widen, below))
+        }
       }
       await Promise.all(fetches)
       for (const refs of byObject.values()) {
@@ -428,7 +452,7 @@ export class Reader {
     st: ObjectState,
     span: NodeSpan<NodeRef>,
     withSummary: boolean,
-    widen = false,
+    widen = 0,
     below = 0,
   ): Promise<void> {
     const mbs = this.core.settings.metaBlockSize
