@@ -195,6 +195,33 @@ describe('cold reads', () => {
     })
   }
 
+  it("a damaged summary in part 0 fails the reads of part 0's data, not the others", async () => {
+    const inner = new MemoryStore()
+    const { want } = await build(inner, WRITTEN_AGAIN)
+    const where = await blockObjects(inner)
+    const part0 = [...where.values()].find((w) => w.key.endsWith('.0'))?.key as string
+    const bytes = Buffer.from(await inner.get(part0))
+    const k = parseKey(part0)
+    assert.ok(k?.kind === 'segment')
+    const h = decodeHeader(bytes.subarray(bytes.byteLength - HEADER_BYTES), bytes.byteLength, k)
+    const { summaryOffset } = objectLayout(h, h)
+    bytes[summaryOffset + 5] = (bytes[summaryOffset + 5] as number) ^ 1
+    await inner.put(part0, bytes)
+    // A block under a leaf that part 0 does not hold (none of these was written again):
+    // its read never needs part 0's summary.
+    const elsewhere = [...where.entries()].find(([b, w]) => b > 4800 && b < 5000 && !w.key.endsWith('.0'))
+    assert.ok(elsewhere !== undefined)
+    const at = elsewhere[0] * 4096
+    const f = await SegmentFile.open(inner, { readOnly: true })
+    assert.ok(Buffer.from(await f.read(at, 4096)).equals(want.subarray(at, at + 4096)), `bytes at ${at}`)
+    await f.close()
+    // A block whose data part 0 holds is checked against that summary.
+    const inPart0 = [...where.entries()].find(([, w]) => w.key === part0)?.[0] as number
+    const g = await SegmentFile.open(inner, { readOnly: true })
+    await assert.rejects(g.read(inPart0 * 4096, 4096), (err) => StreamSegmentError.is(err, 'ERR_CORRUPT'))
+    await g.close()
+  })
+
   it("an object's last block that came with its leaf span is checked like any other", async () => {
     const inner = new MemoryStore()
     const layout = ACROSS[2] as Layout
