@@ -431,16 +431,21 @@ export class Reader {
         // read across an object's end gets that object's data with its leaf.
         const below = tail && spans.length === 1 && smallRead ? readBytes : 0
         for (const span of spans) {
-          const last = span === lastSpan
-          if (last && indexTail) {
-            // Part 0's summary is not what this read needs yet: damaged, it must fail only
-            // the reads of part 0's data, so the nodes are then read as they would be.
-            const withTail = this.fetchSpan(st, span, true, Math.max(widen, PART0_LEAVES_BYTES)).catch((err) => {
+          if (span !== lastSpan || !(tail || indexTail)) {
+            fetches.push(this.fetchSpan(st, span, false, widen))
+            continue
+          }
+          const read = indexTail
+            ? this.fetchSpan(st, span, true, Math.max(widen, PART0_LEAVES_BYTES))
+            : this.fetchSpan(st, span, true, widen, below)
+          // A summary that fails its checks must fail only the reads of this object's data
+          // (a leaf may name blocks of other objects): the nodes are then read without it.
+          fetches.push(
+            read.catch((err) => {
               if (!StreamSegmentError.is(err, 'ERR_CORRUPT')) throw err
               return this.fetchSpan(st, span, false, widen)
-            })
-            fetches.push(withTail)
-          } else fetches.push(this.fetchSpan(st, span, tail && last, widen, below))
+            }),
+          )
         }
       }
       await Promise.all(fetches)
