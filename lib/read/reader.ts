@@ -18,7 +18,9 @@
  *   downwards over the leaves part 0 holds (PART0_LEAVES_BYTES): those of blocks written
  *   again after their object was sent, or changed in a later checkpoint, which name
  *   blocks of older objects. A read under them then costs the index read, that block's
- *   object's summary and its data: 3 requests, as elsewhere.
+ *   object's summary and its data: 3 requests, as elsewhere. A summary fetched along
+ *   with nodes that fails its checks fails only the reads of that object's data: the
+ *   nodes are then read without it.
  *   A small read (≤ SMALL_READ_BYTES) whose leaves in an object are one span widens that
  *   tail read downwards by its own size: an object's last data blocks lie right before its
  *   meta blocks, so a read across an object's end gets them with the leaf (4 requests: the
