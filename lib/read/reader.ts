@@ -107,6 +107,8 @@ export class Reader {
   private readonly objects: ObjectReads
   /** CRCs of the blocks of a data GET that failed its run check (filled and compared with no await between). */
   private crcs = new Uint32Array(0)
+  /** A data GET started before the leaf naming its blocks came (`plan` with `guess`; see walk). */
+  private guess: { key: string; at: number; end: number; chunks: Promise<Uint8Array[] | undefined> } | undefined
 
   constructor(
     private readonly core: FileState,
@@ -167,13 +169,17 @@ export class Reader {
 
   /**
    * The pieces of [start, end): walks the block map (fetching nodes), then cuts the range
-   * into holes, bytes from memory (copied now) and runs of stored blocks. Fetches no data.
+   * into holes, bytes from memory (copied now) and runs of stored blocks. Fetches no data,
+   * but with `guess` (a read stream's first window): the range's data GET starts with the
+   * leaf read, on a guess of where the leaf's object holds it (see walk); the run that
+   * comes out exactly so takes that GET's answer, checked as any is.
    */
-  async plan(start: number, end: number): Promise<Piece[]> {
+  async plan(start: number, end: number, guess = false): Promise<Piece[]> {
     const bs = this.core.blockSize
     const first = Math.floor(start / bs)
     const last = Math.ceil(end / bs)
-    await this.walk(first, last, true)
+    this.guess = undefined
+    await this.walk(first, last, true, guess)
     const { map, tier } = this.core
     const pieces: Piece[] = []
     const ptr: [number, number] = [0, 0]
@@ -283,7 +289,13 @@ export class Reader {
     const bs = this.core.blockSize
     const st = this.objects.state(r.key, r.cno, r.part)
     const length = r.count * bs
-    const kept = this.objects.keptData(st, r.at, r.at + length)
+    const g = this.guess
+    let guessed: Uint8Array[] | undefined
+    if (g !== undefined && g.key === r.key && g.at === r.at && g.end === r.at + length) {
+      this.guess = undefined
+      guessed = await g.chunks
+    }
+    const kept = guessed !== undefined ? undefined : this.objects.keptData(st, r.at, r.at + length)
     // Data just before the object's meta blocks, of an object whose summary is unknown:
     // one tail read brings both (a cold read into the last blocks of an object, whose
     // leaf was written with the next one, costs one request, not two).
@@ -295,11 +307,15 @@ export class Reader {
       st.maxMeta - r.at <= TAIL_DATA_MAX_BYTES
     const minSlots = Math.ceil((r.at + length) / bs)
     const [chunks, summary] =
-      kept !== undefined
-        ? [[kept], await this.objects.summaryOf(st, minSlots)]
-        : tail
-          ? await this.objects.readDataWithSummary(st, r.at, r.at + length).then((t) => [t.chunks, t.summary] as const)
-          : await Promise.all([this.objects.readData(st, r.at, r.at + length), this.objects.summaryOf(st, minSlots)])
+      guessed !== undefined
+        ? [guessed, await this.objects.summaryOf(st, minSlots)]
+        : kept !== undefined
+          ? [[kept], await this.objects.summaryOf(st, minSlots)]
+          : tail
+            ? await this.objects
+                .readDataWithSummary(st, r.at, r.at + length)
+                .then((t) => [t.chunks, t.summary] as const)
+            : await Promise.all([this.objects.readData(st, r.at, r.at + length), this.objects.summaryOf(st, minSlots)])
     const where = `${this.core.store.url}/${r.key}`
     let got = 0
     for (const c of chunks) got += c.byteLength
@@ -352,7 +368,7 @@ export class Reader {
    * `wantData`: the caller will read data under the leaves, so a leaf span of a data part
    * is fetched as a tail read that brings the object's summary along.
    */
-  async walk(from: number, to: number, wantData: boolean): Promise<void> {
+  async walk(from: number, to: number, wantData: boolean, guess = false): Promise<void> {
     const readBytes = (to - from) * this.core.blockSize
     const smallRead = wantData && readBytes <= SMALL_READ_BYTES
     let frontier: Array<{ node: MapNode; upper: number }> = [{ node: this.map.root, upper: 2 ** 32 }]
@@ -450,11 +466,39 @@ export class Reader {
           )
         }
       }
+      if (guess && leaves) this.guessData(byObject, from, to)
       await Promise.all(fetches)
       for (const refs of byObject.values()) {
         for (const r of refs) if (r.needed && r.node !== undefined) next.push({ node: r.node, upper: r.upper })
       }
       frontier = next
+    }
+  }
+
+  /**
+   * Starts the data GET of blocks [from, to) before the leaf naming them is read, on a
+   * guess: the leaf holding `from` is the first of a data part's leaves (the one before it
+   * under the same parent lies in another object), and that object holds its data in key
+   * order from its start up to that leaf, as a file written front to back does (a leaf
+   * goes with its data, placed in leaf order, the leaves right after the data). A wrong guess costs that GET; nothing uses its bytes
+   * unless the map then puts the run exactly there, and they are checked as any are.
+   */
+  private guessData(byObject: Map<string, NodeRef[]>, from: number, to: number): void {
+    const bs = this.core.blockSize
+    for (const refs of byObject.values()) {
+      const r = refs.find((x) => x.needed && x.minKey <= from && from < x.upper)
+      if (r === undefined) continue
+      const part = pointerPart(r.lo)
+      const p = r.parent
+      const before = r.i > 0 && (p.hi[r.i - 1] as number) === r.hi && pointerPart(p.lo[r.i - 1] as number) === part
+      // The object's data ends where its meta blocks start, with its first leaf.
+      const at = (from - r.minKey) * bs
+      const end = Math.min(at + (to - from) * bs, r.offset)
+      if (part === 0 || before || end <= at) return
+      const st = this.objects.state(r.key, r.hi, part)
+      const chunks = this.objects.readData(st, at, end).catch(() => undefined)
+      this.guess = { key: r.key, at, end, chunks }
+      return
     }
   }
 

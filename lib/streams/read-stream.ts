@@ -256,12 +256,14 @@ export class StreamSegmentReadStream extends Readable {
       // link with it, so the first byte comes after one index read and one short GET. The
       // next window, the whole read-ahead, is walked while that GET runs.
       const full = this.window()
-      const size = this.nextWindow === 0 ? Math.min(full, FIRST_WINDOW_BYTES) : full
+      const firstWindow = this.nextWindow === 0
+      const size = firstWindow ? Math.min(full, FIRST_WINDOW_BYTES) : full
       this.nextWindow = full
       const to = Math.min(this.end, (Math.floor(from / bs) + Math.max(1, Math.ceil(size / bs))) * bs)
       this.pos = to
       const reader = this.reader as Reader
-      const pieces = await reader.plan(from, to)
+      // Its data GET starts with its leaf's read, on a guess of where the data lies (Reader.plan).
+      const pieces = await reader.plan(from, to, firstWindow)
       // A run cut short by the window's end is planned again with the next window, so the
       // windows cost no more GETs than one plan of the whole range.
       const last = pieces[pieces.length - 1]

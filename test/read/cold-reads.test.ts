@@ -295,3 +295,86 @@ describe('cold reads', () => {
     assert.ok(order.lastIndexOf('meta') > firstData + 4, `order: ${order.join(' ')}`)
   })
 })
+
+describe("a read stream's first data GET", () => {
+  /** A store that logs each GET: key, range start, and how many GETs had answered when it went out. */
+  function logging(inner: ObjectStore) {
+    const log: Array<{ key: string; start: number; answeredBefore: number }> = []
+    let answered = 0
+    const store = new Proxy(inner, {
+      get(target, prop) {
+        const v = Reflect.get(target, prop, target)
+        if (prop !== 'get') return typeof v === 'function' ? v.bind(target) : v
+        return async (key: string, options?: GetOptions) => {
+          const range = options?.range
+          log.push({ key, start: range !== undefined && 'start' in range ? range.start : -1, answeredBefore: answered })
+          try {
+            return await target.get(key, options)
+          } finally {
+            answered++
+          }
+        }
+      },
+    })
+    return { store, log }
+  }
+
+  it('goes out with the first leaf read, on a guess of where the data lies', async () => {
+    const inner = new MemoryStore()
+    const { want } = await build(inner, {
+      name: 'many',
+      size: 24 * MiB,
+      settings: LAYOUTS[1]?.settings ?? {},
+      minObjects: 8,
+    })
+    const where = await blockObjects(inner)
+    for (const start of [0, 5 * MiB + 12345]) {
+      const { store, log } = logging(new ThrottledStore(inner, { latencyMs: 5, bandwidth: Number.POSITIVE_INFINITY }))
+      const rs = createStreamSegmentReadStream({ store, start })
+      assert.ok((await drain(rs)).equals(want.subarray(start)), `bytes from ${start}`)
+      // The inode and part 0's index nodes had answered, not yet the leaf, when the data GET
+      // of the first block went out.
+      const first = where.get(Math.floor(start / 4096)) as { key: string; offset: number }
+      const get = log.find((g) => g.key === first.key && g.start === first.offset)
+      assert.ok(get !== undefined, `a GET of ${first.key} at ${first.offset}`)
+      assert.equal(get.answeredBefore, 2, `from ${start}: ${JSON.stringify(log.slice(0, 5))}`)
+      assert.ok((rs.timing?.requests.data ?? 0) <= 26, `${rs.timing?.requests.data} data GETs`)
+    }
+  })
+
+  it('guessed right, its bytes are checked as any are', async () => {
+    const inner = new MemoryStore()
+    await build(inner, { name: 'many', size: 8 * MiB, settings: LAYOUTS[1]?.settings ?? {}, minObjects: 3 })
+    const where = await blockObjects(inner)
+    const b0 = where.get(3) as { key: string; offset: number }
+    const damaged = Buffer.from(await inner.get(b0.key))
+    damaged[b0.offset + 7] = (damaged[b0.offset + 7] as number) ^ 1
+    await inner.put(b0.key, damaged)
+    const { store, log } = logging(inner)
+    await assert.rejects(drain(createStreamSegmentReadStream({ store })), (err) => {
+      assert.ok(StreamSegmentError.is(err, 'ERR_CORRUPT'), String(err))
+      assert.match((err as Error).message, /block 3 at offset 12288 has CRC-32/)
+      return true
+    })
+    assert.equal(log.find((g) => g.key === b0.key && g.start === 0)?.answeredBefore, 2, 'the guess was made')
+  })
+
+  it('guessed wrong costs that GET only: the run is read where the map says', async () => {
+    // Blocks 768… written again go to a later object that holds the leaf of blocks 680…
+    // (written again in part), and its data from its start: a stream from block 700 guesses
+    // that object at 80 KiB, where block 788 lies.
+    const inner = new MemoryStore()
+    const layout: Layout = { ...WRITTEN_AGAIN, again: [[3 * MiB, 3 * MiB]] }
+    const { want } = await build(inner, layout)
+    const where = await blockObjects(inner)
+    assert.notEqual(where.get(700)?.key, where.get(768)?.key, 'blocks 700 and 768 in two objects')
+    const { store, log } = logging(inner)
+    const start = 700 * 4096
+    const rs = createStreamSegmentReadStream({ store, start, end: start + MiB - 1 })
+    assert.ok((await drain(rs)).equals(want.subarray(start, start + MiB)))
+    const guessed = log.find((g) => g.key === where.get(768)?.key && g.start === 80 * 1024)
+    assert.ok(guessed !== undefined, `the guess: ${JSON.stringify(log)}`)
+    // Blocks 700–767 and 768–955 in their two objects, and the guess.
+    assert.equal(rs.timing?.requests.data, 3)
+  })
+})
