@@ -5,8 +5,8 @@
  * - A thin adapter over a read-only SegmentFile and a Reader: `_open` opens the file,
  *   `_read` pushes the next piece, in file order.
  * - Read-ahead: the range is planned a window at a time (Reader.plan: holes, data runs
- *   of at most `readGetMaxBytes`): the first window is one short GET (1 MiB), so the
- *   first data GET starts once the nodes on the way to the first leaf are read and its
+ *   of at most `readGetMaxBytes`): the first window is one short GET (1 MiB), started
+ *   with the read of its leaf on a guess of where the data lies (Reader.plan), and its
  *   piece is pushed as soon as it is checked; the next windows are the whole read-ahead,
  *   each walked while the GETs of the one before run. A window that fails to plan fails the stream
  *   before anything after it is planned or pushed. Data runs are fetched ahead of the consumer, so
