@@ -484,6 +484,8 @@ export class Reader {
    * unless the map then puts the run exactly there, and they are checked as any are.
    */
   private guessData(byObject: Map<string, NodeRef[]>, from: number, to: number): void {
+    // Head first, an object's data lies after its header, summary and meta blocks.
+    if (this.core.format === FORMAT_PARTED) return
     const bs = this.core.blockSize
     for (const refs of byObject.values()) {
       const r = refs.find((x) => x.needed && x.minKey <= from && from < x.upper)

@@ -342,6 +342,18 @@ describe("a read stream's first data GET", () => {
     }
   })
 
+  for (const format of ['stream', 'parted'] as const) {
+    it(`${format}: one data GET per object and the short first one, the guess included or none made`, async () => {
+      const inner = new MemoryStore()
+      const settings = { ...(LAYOUTS[1]?.settings ?? {}), format }
+      const { want } = await build(inner, { name: format, size: 8 * MiB, settings, minObjects: 3 })
+      const keys = new Set([...(await blockObjects(inner)).values()].map((w) => w.key))
+      const rs = createStreamSegmentReadStream({ store: inner })
+      assert.ok((await drain(rs)).equals(want))
+      assert.equal(rs.timing?.requests.data, keys.size + 1, `${keys.size} objects hold data`)
+    })
+  }
+
   it('guessed right, its bytes are checked as any are', async () => {
     const inner = new MemoryStore()
     await build(inner, { name: 'many', size: 8 * MiB, settings: LAYOUTS[1]?.settings ?? {}, minObjects: 3 })
