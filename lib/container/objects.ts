@@ -216,8 +216,10 @@ export class ObjectReads {
   /**
    * The bytes of a span of meta blocks, from `span.start`. `withSummary`: the object's
    * summary comes along (a tail read, or head first a head read) and is cached.
-   * `widen`: bytes read below the span too and kept for the nodes the walk reads there
-   * next (`metaBytes`). `below`: bytes below a tail read kept as data (`keptData`).
+   * `widen`: more bytes read below, kept for the nodes the walk reads there next
+   * (`metaBytes`): without the summary, `widen` bytes up to the span's end; with it, from
+   * `widen` bytes below the span's start. `below`: bytes below a tail read kept as data
+   * (`keptData`).
    */
   async readNodeSpan(
     st: ObjectState,

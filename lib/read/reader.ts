@@ -289,13 +289,17 @@ export class Reader {
     const bs = this.core.blockSize
     const st = this.objects.state(r.key, r.cno, r.part)
     const length = r.count * bs
+    // Bytes here already: the answer of the GET started on a guess, or data below a leaf span.
     const g = this.guess
-    let guessed: Uint8Array[] | undefined
+    let have: Uint8Array[] | undefined
     if (g !== undefined && g.key === r.key && g.at === r.at && g.end === r.at + length) {
       this.guess = undefined
-      guessed = await g.chunks
+      have = await g.chunks
     }
-    const kept = guessed !== undefined ? undefined : this.objects.keptData(st, r.at, r.at + length)
+    if (have === undefined) {
+      const kept = this.objects.keptData(st, r.at, r.at + length)
+      if (kept !== undefined) have = [kept]
+    }
     // Data just before the object's meta blocks, of an object whose summary is unknown:
     // one tail read brings both (a cold read into the last blocks of an object, whose
     // leaf was written with the next one, costs one request, not two).
@@ -307,15 +311,11 @@ export class Reader {
       st.maxMeta - r.at <= TAIL_DATA_MAX_BYTES
     const minSlots = Math.ceil((r.at + length) / bs)
     const [chunks, summary] =
-      guessed !== undefined
-        ? [guessed, await this.objects.summaryOf(st, minSlots)]
-        : kept !== undefined
-          ? [[kept], await this.objects.summaryOf(st, minSlots)]
-          : tail
-            ? await this.objects
-                .readDataWithSummary(st, r.at, r.at + length)
-                .then((t) => [t.chunks, t.summary] as const)
-            : await Promise.all([this.objects.readData(st, r.at, r.at + length), this.objects.summaryOf(st, minSlots)])
+      have !== undefined
+        ? [have, await this.objects.summaryOf(st, minSlots)]
+        : tail
+          ? await this.objects.readDataWithSummary(st, r.at, r.at + length).then((t) => [t.chunks, t.summary] as const)
+          : await Promise.all([this.objects.readData(st, r.at, r.at + length), this.objects.summaryOf(st, minSlots)])
     const where = `${this.core.store.url}/${r.key}`
     let got = 0
     for (const c of chunks) got += c.byteLength
@@ -480,8 +480,9 @@ export class Reader {
    * guess: the leaf holding `from` is the first of a data part's leaves (the one before it
    * under the same parent lies in another object), and that object holds its data in key
    * order from its start up to that leaf, as a file written front to back does (a leaf
-   * goes with its data, placed in leaf order, the leaves right after the data). A wrong guess costs that GET; nothing uses its bytes
-   * unless the map then puts the run exactly there, and they are checked as any are.
+   * goes with its data, placed in leaf order, the leaves right after the data). A wrong
+   * guess costs that GET; nothing uses its bytes unless the map then puts the run exactly
+   * there, and they are checked as any are.
    */
   private guessData(byObject: Map<string, NodeRef[]>, from: number, to: number): void {
     // Head first, an object's data lies after its header, summary and meta blocks.
