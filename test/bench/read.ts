@@ -24,6 +24,7 @@
 //     [--only memory|s3] [--links directory,general] [--ahead-mib N] [--get-path http,sdk]
 //     (--random 0: no random reads;
 //     --ahead-mib: the stream's readAheadBytes, default readGetMaxBytes × readMaxConcurrency)
+import { cpus } from 'node:os'
 import { parseArgs } from 'node:util'
 import { GetObjectCommand } from '@aws-sdk/client-s3'
 import { decodeHeader, HEADER_BYTES, objectLayout } from '../../lib/format/header.js'
@@ -34,6 +35,7 @@ import { MemoryStore } from '../../lib/store/memory.js'
 import { S3Store } from '../../lib/store/s3.js'
 import type { GetOptions, ObjectStore } from '../../lib/store/types.js'
 import { createStreamSegmentReadStream } from '../../lib/streams/read-stream.js'
+import { freshMemoryCost } from '../helpers/bench.js'
 import { fillBlocks } from '../helpers/pattern.js'
 import { s3TestStore } from '../helpers/s3-env.js'
 import { type LinkModel, ThrottledStore } from '../helpers/throttled-store.js'
@@ -315,7 +317,8 @@ async function benchStore(name: string, store: ThrottledStore | CountingStore, i
 async function main() {
   console.log(
     `# read benchmark: ${total / MiB} MiB checkpoint of ~${objectBytes / MiB} MiB objects, 4 KiB blocks; ` +
-      `GETs of <= ${GET_MAX / MiB} MiB, ${CONCURRENCY} in flight; ${randomReads} random reads; Node ${process.version}`,
+      `GETs of <= ${GET_MAX / MiB} MiB, ${CONCURRENCY} in flight; ${randomReads} random reads ` +
+      `(node ${process.version}, ${cpus()[0]?.model}, ${cpus().length} cores; fresh memory ${freshMemoryCost().toFixed(2)} CPU-s/GiB)`,
   )
   const seqRows: string[] = []
   const summaryRows: string[] = []

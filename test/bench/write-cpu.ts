@@ -37,6 +37,7 @@ import type { Body, PutOptions, RequestOptions } from '../../lib/store/types.js'
 import { createStreamSegmentWriteStream } from '../../lib/streams/write-stream.js'
 import { crc32Blocks, crc32Implementation } from '../../lib/util/crc32.js'
 import { Limiter } from '../../lib/util/limiter.js'
+import { freshMemoryCost } from '../helpers/bench.js'
 import { CpuCountingStore } from '../helpers/cpu-store.js'
 import { fillBlocks } from '../helpers/pattern.js'
 
@@ -460,7 +461,7 @@ async function tableStreams() {
   }
   if (child === undefined)
     console.log(
-      `\n# write-cpu, streams: ${streamTotal / MiB} MiB in 1 MiB chunks, default profile, ${rounds} rounds, median (min–max) (node ${process.version}, ${cpus()[0]?.model}, ${cpus().length} cores, CRC ${crc32Implementation})`,
+      `\n# write-cpu, streams: ${streamTotal / MiB} MiB in 1 MiB chunks, default profile, ${rounds} rounds, median (min–max) (node ${process.version}, ${cpus()[0]?.model}, ${cpus().length} cores, CRC ${crc32Implementation}; fresh memory ${freshMemoryCost().toFixed(2)} CPU-s/GiB)`,
     )
   if (child === undefined) {
     console.log(

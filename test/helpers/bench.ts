@@ -45,3 +45,17 @@ export function median(xs: number[]): number {
 export function medianRange(xs: number[], digits: number): string {
   return `${median(xs).toFixed(digits)} (${Math.min(...xs).toFixed(digits)}–${Math.max(...xs).toFixed(digits)})`
 }
+
+/**
+ * What fresh memory costs this machine: CPU-s per GiB to fault in pages never touched
+ * before (64 MiB of them). A few tenths on bare metal; on some virtual machines several
+ * CPU-s, which then shows in every row that keeps many MiB in flight (read-ahead, dirty
+ * data, part buffers) as the pages are faulted in, given back and faulted in again.
+ */
+export function freshMemoryCost(): number {
+  const bytes = 64 * 1024 * 1024
+  const c0 = process.cpuUsage()
+  Buffer.allocUnsafeSlow(bytes).fill(1)
+  const c = process.cpuUsage(c0)
+  return (c.user + c.system) / 1e6 / (bytes / 2 ** 30)
+}
