@@ -262,6 +262,13 @@ export class DirtyTier {
     return this.slabs[id >>> this.slabShift] === undefined
   }
 
+  /** Whether reference `next` is the block right after reference `id`'s in the same source. */
+  refFollows(id: number, next: number): boolean {
+    return (
+      this.refSource[next] === this.refSource[id] && this.refPos[next] === (this.refPos[id] as number) + this.blockSize
+    )
+  }
+
   /** The source of reference `id`, and the position of its block in it. */
   refOf(id: number): { source: BlockSource; position: number } {
     return { source: this.sources[this.refSource[id] as number] as BlockSource, position: this.refPos[id] as number }

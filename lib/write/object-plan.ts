@@ -45,14 +45,39 @@ export function newObjectId(): number {
 
 /**
  * The data blocks an object filled a piece at a time already sent (send-ahead.ts), in
- * object order, with the generation and CRC-32 each was sent with.
+ * object order, with the generation and CRC-32 each was sent with (set as its piece is
+ * taken): typed arrays grown by doubling, the first `count` entries in use.
  */
-export interface SentPrefix {
-  id: number
-  blockIndex: number[]
-  slot: number[]
-  gen: number[]
-  crc: number[]
+export class SentBlocks {
+  count = 0
+  blockIndex = new Uint32Array(1024)
+  slot = new Int32Array(1024)
+  gen = new Uint32Array(1024)
+  crc = new Uint32Array(1024)
+
+  /** `id`: the object's id in the dirty tier's placement records. */
+  constructor(readonly id: number) {}
+
+  /** Appends the blocks keys[0…n), in slots slots[0…n). */
+  append(keys: Uint32Array, slots: Int32Array, n: number): void {
+    const need = this.count + n
+    if (need > this.slot.length) {
+      let size = this.slot.length
+      while (size < need) size *= 2
+      this.blockIndex = grownTo(this.blockIndex, new Uint32Array(size), this.count)
+      this.slot = grownTo(this.slot, new Int32Array(size), this.count)
+      this.gen = grownTo(this.gen, new Uint32Array(size), this.count)
+      this.crc = grownTo(this.crc, new Uint32Array(size), this.count)
+    }
+    this.blockIndex.set(keys.subarray(0, n), this.count)
+    this.slot.set(slots.subarray(0, n), this.count)
+    this.count = need
+  }
+}
+
+function grownTo<T extends Uint32Array | Int32Array>(old: T, bigger: T, used: number): T {
+  bigger.set(old.subarray(0, used))
+  return bigger
 }
 
 export class ObjectPlan {
@@ -84,7 +109,7 @@ export class ObjectPlan {
     /** Part 0 of a checkpoint with a level-0 root: the root's own dirty blocks go here. */
     rootLeaf?: MapNode,
     /** The blocks this object already sent, when it was filled a piece at a time. */
-    prefix?: SentPrefix,
+    prefix?: SentBlocks,
   ) {
     this.id = prefix?.id ?? newObjectId()
     this.key = segmentKey(ctx.cno, ctx.part)
@@ -92,7 +117,7 @@ export class ObjectPlan {
     // The blocks this object carries: those it sent already, then the unsent dirty blocks
     // under its leaves. Dirty blocks that an object in flight holds (this one included)
     // are pointed at where that object put them.
-    const p = prefix?.blockIndex.length ?? 0
+    const p = prefix?.count ?? 0
     let n = p + (rootLeaf ? unsentUnder(rootLeaf, tier) : 0)
     for (const leaf of leaves) n += unsentUnder(leaf, tier)
     this.layout = objectLayout({ dataCount: n, metaCount: nodes.length }, ctx)
@@ -105,10 +130,10 @@ export class ObjectPlan {
       planned.set(node, this.metaLo(j))
     })
     if (prefix) {
-      this.blockIndex.set(prefix.blockIndex)
-      this.slot.set(prefix.slot)
-      this.gen.set(prefix.gen)
-      this.crc.set(prefix.crc)
+      this.blockIndex.set(prefix.blockIndex.subarray(0, p))
+      this.slot.set(prefix.slot.subarray(0, p))
+      this.gen.set(prefix.gen.subarray(0, p))
+      this.crc.set(prefix.crc.subarray(0, p))
       this.taken = p * this.layout.dataBlockSize
     }
     let k = p
@@ -463,9 +488,7 @@ export async function takeBlocks(
         const { source, position } = tier.refOf(s0)
         while (k + n < first + count) {
           const next = slots[k + n] as number
-          if (!tier.isRef(next)) break
-          const r = tier.refOf(next)
-          if (r.source !== source || r.position !== position + n * bs) break
+          if (!tier.isRef(next) || !tier.refFollows(slots[k + n - 1] as number, next)) break
           n++
         }
         const bytes = await readSource(source, position, n * bs)

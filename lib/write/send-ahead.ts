@@ -39,15 +39,16 @@ import { pointerLo, UNIT_BYTES } from '../format/pointer.js'
 import type { MapNode } from '../state/block-map.js'
 import { DIRTY_BASE, isDirtyRef } from '../state/block-map.js'
 import type { CheckpointCounters, FileState } from '../state/file-state.js'
-import { growingLeaf, newObjectId, ObjectPlan, type SentPrefix, takeBlocks, unsentUnder } from './object-plan.js'
+import { growingLeaf, newObjectId, ObjectPlan, SentBlocks, takeBlocks, unsentUnder } from './object-plan.js'
 
 const log = debug('stream-segment:send')
 const FAILURES_BEFORE_PAUSE = 3
 
-/** Unsent blocks in key order: their keys, slots, and the leaf of each. */
+/** Unsent blocks in key order: the first `count` keys, slots, and the leaf of each. */
 interface Piece {
-  keys: number[]
-  slots: number[]
+  count: number
+  keys: Uint32Array
+  slots: Int32Array
   leaves: MapNode[]
 }
 
@@ -58,7 +59,7 @@ interface OpenObject {
   part: number
   key: string
   upload: MultipartObject
-  sent: SentPrefix
+  sent: SentBlocks
   leaves: Set<MapNode>
 }
 
@@ -155,7 +156,7 @@ export class SendAhead {
         undefined,
         open.sent,
       )
-      await this.fail(plan, open.sent.slot.length, 'abandoned', open)
+      await this.fail(plan, open.sent.count, 'abandoned', open)
     }
     await this.settle()
     await Promise.allSettled([...this.aborting])
@@ -170,11 +171,13 @@ export class SendAhead {
   /**
    * Up to `max` unsent blocks from the scan hint on, in key order, but those `skip` held
    * before and those under `hold`: their keys, slots and leaves (a leaf once per block)
-   * into the arrays given.
+   * into `piece`.
    */
   private unsent(skip: number, max: number, piece: Piece, hold: MapNode | undefined): void {
     const { tier, map } = this.core
-    piece.keys.length = piece.slots.length = piece.leaves.length = 0
+    const { keys, slots, leaves } = piece
+    let n = 0
+    piece.count = 0
     let first = true
     for (const leaf of map.dirtyNodes().leaves) {
       if (leaf.dirtyCount === 0 || (leaf.keys[leaf.count - 1] as number) < this.scanFrom || leaf === hold) continue
@@ -189,10 +192,11 @@ export class SendAhead {
           this.scanFrom = leaf.keys[0] as number
           first = false
         }
-        piece.keys.push(leaf.keys[i] as number)
-        piece.slots.push(slot)
-        piece.leaves.push(leaf)
-        if (piece.keys.length === max) return
+        keys[n] = leaf.keys[i] as number
+        slots[n] = slot
+        leaves[n] = leaf
+        piece.count = ++n
+        if (n === max) return
       }
     }
   }
@@ -256,19 +260,24 @@ export class SendAhead {
   private async sendPieces(target: number, flushing: boolean): Promise<void> {
     const core = this.core
     const perPiece = this.pieceSize / core.blockSize
-    const piece: Piece = { keys: [], slots: [], leaves: [] }
+    const piece: Piece = {
+      count: 0,
+      keys: new Uint32Array(perPiece),
+      slots: new Int32Array(perPiece),
+      leaves: new Array<MapNode>(perPiece),
+    }
     for (;;) {
       if (core.signal.aborted) return // as in sendWhole
       // The flush takes the leaf still growing too: nothing more will be appended to it.
       this.unsent(this.open?.id ?? 0, perPiece, piece, flushing ? undefined : growingLeaf(core))
-      if (piece.keys.length < perPiece) {
-        this.scanAt = core.tier.unplacedBytes + (perPiece - piece.keys.length) * core.blockSize
+      if (piece.count < perPiece) {
+        this.scanAt = core.tier.unplacedBytes + (perPiece - piece.count) * core.blockSize
         return
       }
       let open = this.open
       // Room for this piece, its leaves (one in sixteen spare) and every unsent block under
       // them, which go with the leaves when the object closes?
-      if (open !== undefined && !this.fits(open.sent.slot.length, open.leaves, piece)) {
+      if (open !== undefined && !this.fits(open.sent.count, open.leaves, piece)) {
         if (!(await this.close(flushing))) return // given up: try again after the next write
         continue // closing took the unsent blocks under its leaves: look again
       }
@@ -281,11 +290,10 @@ export class SendAhead {
         }
         open = this.openObject(piece)
       }
-      const first = open.sent.slot.length
+      const first = open.sent.count
+      open.sent.append(piece.keys, piece.slots, piece.count)
       let last: MapNode | undefined
-      for (let j = 0; j < piece.keys.length; j++) {
-        open.sent.blockIndex.push(piece.keys[j] as number)
-        open.sent.slot.push(piece.slots[j] as number)
+      for (let j = 0; j < piece.count; j++) {
         const leaf = piece.leaves[j] as MapNode
         if (leaf !== last) open.leaves.add((last = leaf))
       }
@@ -294,7 +302,7 @@ export class SendAhead {
       if (flushing) counters.streamFlushBytes += this.pieceSize
       else counters.streamSentBytes += this.pieceSize
       await o.upload.startPart(() => this.takePiece(o, first, perPiece)) // judged when the object closes
-      if (!flushing && open.sent.slot.length * core.blockSize >= target && !(await this.close(false))) return
+      if (!flushing && open.sent.count * core.blockSize >= target && !(await this.close(false))) return
     }
   }
 
@@ -308,7 +316,8 @@ export class SendAhead {
     // leaf's blocks are adjacent in it).
     const added: MapNode[] = []
     let last: MapNode | undefined
-    for (const leaf of piece.leaves) {
+    for (let j = 0; j < piece.count; j++) {
+      const leaf = piece.leaves[j] as MapNode
       if (leaf !== last && !leaves.has(leaf) && !added.includes(leaf)) added.push(leaf)
       last = leaf
     }
@@ -335,16 +344,8 @@ export class SendAhead {
     const firstKey = piece.keys[0] as number
     const first = (piece.leaves[0] as MapNode).keys[0] === firstKey ? firstKey * core.blockSize : undefined
     const { cno, part, key, upload } = core.uploader.openSegment(first, () => core.reserve(), core.signal)
-    const open: OpenObject = {
-      id: newObjectId(),
-      cno,
-      part,
-      key,
-      upload,
-      sent: { id: 0, blockIndex: [], slot: [], gen: [], crc: [] },
-      leaves: new Set(),
-    }
-    open.sent.id = open.id
+    const id = newObjectId()
+    const open: OpenObject = { id, cno, part, key, upload, sent: new SentBlocks(id), leaves: new Set() }
     this.open = open
     log('open %s', key)
     return open
@@ -375,7 +376,8 @@ export class SendAhead {
     // The leaves holding its blocks now (a split may have moved some).
     const leaves = new Set<MapNode>()
     let last: MapNode | undefined
-    for (const key of o.sent.blockIndex) {
+    for (let j = 0; j < o.sent.count; j++) {
+      const key = o.sent.blockIndex[j] as number
       // A key within the last leaf's range is in that leaf, if in the map at all.
       if (last !== undefined && key >= (last.keys[0] as number) && key <= (last.keys[last.count - 1] as number)) {
         continue
@@ -390,16 +392,16 @@ export class SendAhead {
       await o.upload.settled()
       void this.fail(
         plan,
-        o.sent.slot.length,
+        o.sent.count,
         `leaves split past the spare: ${plan.size} bytes > ${s.segmentMaxObjectBytes}`,
         o,
       )
       return false
     }
-    const appended = (plan.dataBlocks - o.sent.slot.length) * core.blockSize
+    const appended = (plan.dataBlocks - o.sent.count) * core.blockSize
     if (flushing) counters.streamFlushBytes += appended
     else counters.streamSentBytes += appended
-    const start = o.sent.slot.length * core.blockSize
+    const start = o.sent.count * core.blockSize
     for (let at = start; at < plan.size; at += this.pieceSize) {
       const end = Math.min(at + this.pieceSize, plan.size)
       await o.upload.startPart(() => plan.take(at, end))
