@@ -179,11 +179,20 @@ async function ideal(each: (chunk: Buffer) => void): Promise<number> {
   )
 }
 
-/** The source of the by-reference rows: the patterned chunks in one buffer, handed out as views. */
+/**
+ * The source of the by-reference rows: the patterned chunks in one buffer, handed out as
+ * views. The chunks repeat every REF_PERIOD bytes of the file; the buffer holds them twice,
+ * so any read up to REF_PERIOD long is one view (a piece of sent-ahead data starts where a
+ * leaf does, anywhere in the period).
+ */
 let refBytes: Buffer | undefined
+const REF_PERIOD = chunks.length * CHUNK
 function prepareReference(): void {
-  refBytes = Buffer.allocUnsafe(chunks.length * CHUNK)
-  for (const [i, c] of chunks.entries()) c.copy(refBytes, i * CHUNK)
+  refBytes = Buffer.allocUnsafe(2 * REF_PERIOD)
+  for (const [i, c] of chunks.entries()) {
+    c.copy(refBytes, i * CHUNK)
+    c.copy(refBytes, REF_PERIOD + i * CHUNK)
+  }
 }
 
 /**
@@ -196,13 +205,13 @@ async function byReference(settings: Partial<Settings>): Promise<number> {
   if (all === undefined) throw new Error('prepareReference() first')
   const source = {
     async read(position: number, length: number) {
-      const at = position % all.byteLength
+      const at = position % REF_PERIOD
       if (at + length <= all.byteLength) return all.subarray(at, at + length)
-      // Across the end (rare): the bytes from both ends, copied.
+      // Longer than a period (no read here is): the bytes copied, a period at a time.
       const out = Buffer.allocUnsafe(length)
       for (let o = 0; o < length; ) {
-        const from = (position + o) % all.byteLength
-        const n = Math.min(length - o, all.byteLength - from)
+        const from = (position + o) % REF_PERIOD
+        const n = Math.min(length - o, REF_PERIOD - from)
         all.copy(out, o, from, from + n)
         o += n
       }
