@@ -47,10 +47,10 @@ export function medianRange(xs: number[], digits: number): string {
 }
 
 /**
- * What fresh memory costs this machine: CPU-s per GiB to fault in pages never touched
- * before (64 MiB of them). A few tenths on bare metal; on some virtual machines several
- * CPU-s, which then shows in every row that keeps many MiB in flight (read-ahead, dirty
- * data, part buffers) as the pages are faulted in, given back and faulted in again.
+ * What fresh memory costs this machine: CPU-s per GiB to fault in and fill pages never
+ * touched before (64 MiB of them). Filling them again costs a few hundredths; on some
+ * virtual machines the first time costs several CPU-s, which then shows in every row that
+ * keeps many MiB in flight (read-ahead, dirty data, part buffers).
  */
 export function freshMemoryCost(): number {
   const bytes = 64 * 1024 * 1024
