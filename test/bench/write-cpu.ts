@@ -18,7 +18,8 @@
 //    with its baseline round by round.
 // Run: npm run build && node dist/esm/test/bench/write-cpu.js
 //   BENCH_MIB (512) and BENCH_STREAM_MIB (1024) change the sizes, BENCH_ROUNDS (3) the
-//   rounds, BENCH_TABLES=1 or 2 runs one table, BENCH_VARIANTS=1,3 some rows of table 2.
+//   rounds, BENCH_TABLES=1 or 2 runs one table, BENCH_VARIANTS=1,3 some rows of table 2,
+//   BENCH_WARM=1 measures each row of table 2 after an unmeasured run in the same process.
 import { spawnSync } from 'node:child_process'
 import { once } from 'node:events'
 import { createWriteStream } from 'node:fs'
@@ -109,6 +110,8 @@ async function tableFiles() {
 // --- table 2: streams ---
 
 const streamTotal = Number(process.env.BENCH_STREAM_MIB ?? 1024) * MiB
+/** BENCH_WARM=1: each measured run of the stream table follows an unmeasured one in the same process. */
+const warm = process.env.BENCH_WARM === '1'
 const rounds = Number(process.env.BENCH_ROUNDS ?? 3)
 const child = process.env.BENCH_CHILD
 const CHUNK = MiB
@@ -470,7 +473,7 @@ async function tableStreams() {
   }
   if (child === undefined)
     console.log(
-      `\n# write-cpu, streams: ${streamTotal / MiB} MiB in 1 MiB chunks, default profile, ${rounds} rounds, median (min–max) (node ${process.version}, ${cpus()[0]?.model}, ${cpus().length} cores, CRC ${crc32Implementation}; fresh memory ${freshMemoryCost().toFixed(2)} CPU-s/GiB)`,
+      `\n# write-cpu, streams: ${streamTotal / MiB} MiB in 1 MiB chunks, default profile, ${rounds} rounds${warm ? ', each run after an unmeasured one in its process' : ''}, median (min–max) (node ${process.version}, ${cpus()[0]?.model}, ${cpus().length} cores, CRC ${crc32Implementation}; fresh memory ${freshMemoryCost().toFixed(2)} CPU-s/GiB)`,
     )
   if (child === undefined) {
     console.log(
@@ -482,6 +485,11 @@ async function tableStreams() {
     // One variant, one round, in a process of its own: its peak RSS is its own.
     const variant = variants[Number(child)] as (typeof variants)[0]
     variant.prepare?.()
+    if (warm) {
+      // An unmeasured run first: the measured one finds the code compiled and the memory mapped.
+      await variant.run()
+      for (const c of cleanups.splice(0)) await c()
+    }
     const sample = await measure(variant.run)
     // What the run stored is deleted (radosgw keeps it in memory).
     for (const c of cleanups) await c()
