@@ -38,6 +38,7 @@
 
 import { StreamSegmentError } from '../errors.js'
 import { crc32, crc32Blocks } from '../util/crc32.js'
+import { giveSlabs, takeSlab } from './slab-pool.js'
 
 const SLAB_BYTES = 4 * 1024 * 1024
 /** The bytes of a page of adopted bytes let go (its ids are unmapped until used again). */
@@ -413,8 +414,19 @@ export class DirtyTier {
     this.bump(slot)
   }
 
-  /** Frees every slab (the handle is closing or rolling back; nothing may be in flight). */
+  /**
+   * Frees every slab (the handle is closing or rolling back; nothing may be in flight):
+   * byte slabs none of whose slots is pinned go to the process's slab pool.
+   */
   clear(): void {
+    const sps = this.slotsPerSlab
+    const mine: Buffer[] = []
+    this.slabs.forEach((slab, page) => {
+      if (slab === undefined || this.adoptLive[page] !== -1) return // references, adopted bytes
+      for (let s = page * sps; s < (page + 1) * sps; s++) if (this.pins[s] !== 0) return
+      mine.push(slab)
+    })
+    giveSlabs(mine)
     this.slabs = []
     this.slabFree = []
     this.adoptLive = []
@@ -505,9 +517,7 @@ export class DirtyTier {
   private grow(bytes: boolean): void {
     const index = this.slabs.length
     if (bytes) {
-      const slab = Buffer.allocUnsafeSlow(this.slotsPerSlab * this.blockSize)
-      slab.fill(0) // fault the pages in now, not on the write path
-      this.slabs.push(slab)
+      this.slabs.push(takeSlab(this.slotsPerSlab * this.blockSize))
     } else {
       this.slabs.push(undefined)
     }
