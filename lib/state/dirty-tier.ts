@@ -2,7 +2,9 @@
  * The dirty tier: bytes written by value and not yet stored, in pooled slabs.
  *
  * - Bytes are copied once, on intake, into a slot of a slab (a large Buffer filled once
- *   when allocated, so its pages are faulted in before the hot path touches them).
+ *   when allocated, so its pages are faulted in before the hot path touches them). Slabs
+ *   come from the process's slab pool and go back to it when the tier clears
+ *   (slab-pool.ts), so the next file's tier finds its pages faulted in already.
  *   Slots are plain numbers; per-slot state lives in typed arrays, never in one JS
  *   object per block.
  * - Uploads send views of the slabs, not copies. While a request carrying a slot is in
