@@ -40,6 +40,7 @@
 
 import { StreamSegmentError } from '../errors.js'
 import { crc32, crc32Blocks } from '../util/crc32.js'
+import { grownArray } from '../util/typed-arrays.js'
 import { giveSlabs, takeSlab } from './slab-pool.js'
 
 const SLAB_BYTES = 4 * 1024 * 1024
@@ -319,7 +320,8 @@ export class DirtyTier {
 
   private free(slot: number): void {
     if (this.isRef(slot)) {
-      if (this.freeRefCount === this.freeRefs.length) this.freeRefs = grownInt(this.freeRefs, this.freeRefs.length * 2)
+      if (this.freeRefCount === this.freeRefs.length)
+        this.freeRefs = grownArray(this.freeRefs, new Int32Array(this.freeRefs.length * 2))
       this.freeRefs[this.freeRefCount++] = slot
       return
     }
@@ -499,19 +501,17 @@ export class DirtyTier {
   private reserveIds(need: number): void {
     if (this.generation.length < need) {
       const n = Math.max(need, this.generation.length * 2)
-      this.generation = grown(this.generation, new Uint32Array(n))
-      this.pins = grown(this.pins, new Uint16Array(n))
-      this.mapped = grown(this.mapped, new Uint8Array(n))
-      this.crcs = grown(this.crcs, new Uint32Array(n))
-      this.crcGen = grown(this.crcGen, new Uint32Array(n))
-      this.placedGen = grown(this.placedGen, new Uint32Array(n))
-      this.placedIn = grown(this.placedIn, new Uint32Array(n))
-      this.placedHi = grown(this.placedHi, new Uint32Array(n))
-      this.placedLo = grown(this.placedLo, new Uint32Array(n))
-      this.refSource = grown(this.refSource, new Uint32Array(n))
-      const pos = new Float64Array(n)
-      pos.set(this.refPos)
-      this.refPos = pos
+      this.generation = grownArray(this.generation, new Uint32Array(n))
+      this.pins = grownArray(this.pins, new Uint16Array(n))
+      this.mapped = grownArray(this.mapped, new Uint8Array(n))
+      this.crcs = grownArray(this.crcs, new Uint32Array(n))
+      this.crcGen = grownArray(this.crcGen, new Uint32Array(n))
+      this.placedGen = grownArray(this.placedGen, new Uint32Array(n))
+      this.placedIn = grownArray(this.placedIn, new Uint32Array(n))
+      this.placedHi = grownArray(this.placedHi, new Uint32Array(n))
+      this.placedLo = grownArray(this.placedLo, new Uint32Array(n))
+      this.refSource = grownArray(this.refSource, new Uint32Array(n))
+      this.refPos = grownArray(this.refPos, new Float64Array(n))
     }
   }
 
@@ -529,7 +529,10 @@ export class DirtyTier {
     this.reserveIds(need)
     if (bytes) {
       if (this.freeBits.length * 32 < need) {
-        this.freeBits = grown(this.freeBits, new Uint32Array(Math.max(Math.ceil(need / 32), this.freeBits.length * 2)))
+        this.freeBits = grownArray(
+          this.freeBits,
+          new Uint32Array(Math.max(Math.ceil(need / 32), this.freeBits.length * 2)),
+        )
       }
       for (let s = first; s < need; s++) this.freeBits[s >>> 5] = (this.freeBits[s >>> 5] as number) | (1 << (s & 31))
       this.slabFree[index] = this.slotsPerSlab
@@ -538,26 +541,15 @@ export class DirtyTier {
     } else {
       this.slabFree[index] = 0
       if (this.freeRefs.length < this.freeRefCount + this.slotsPerSlab) {
-        this.freeRefs = grownInt(
+        this.freeRefs = grownArray(
           this.freeRefs,
-          Math.max(this.freeRefCount + this.slotsPerSlab, this.freeRefs.length * 2),
+          new Int32Array(Math.max(this.freeRefCount + this.slotsPerSlab, this.freeRefs.length * 2)),
           this.freeRefCount,
         )
       }
       for (let s = need - 1; s >= first; s--) this.freeRefs[this.freeRefCount++] = s
     }
   }
-}
-
-function grown<T extends Uint8Array | Uint16Array | Uint32Array>(old: T, bigger: T): T {
-  bigger.set(old)
-  return bigger
-}
-
-function grownInt(old: Int32Array, n: number, used = old.length): Int32Array<ArrayBuffer> {
-  const bigger = new Int32Array(n)
-  bigger.set(old.subarray(0, used))
-  return bigger
 }
 
 /** `length` bytes at `position` of a source; a short or long answer is ERR_STATE (the source broke its contract). */

@@ -3,7 +3,8 @@
  * this process. A slab's pages, once faulted in, cost nothing to write again; fresh ones
  * cost a page fault each, which on some virtual machines adds up to several CPU-seconds
  * per GiB, paid again by every file, as the allocator hands freed memory back to the
- * system. A stream that writes one checkpoint after another reuses its slabs this way.
+ * system. A process that writes one file or stream after another reuses its slabs this
+ * way (the checkpoints of one open file share its tier already).
  *
  * - A slab is given back only when nothing may read it any more (DirtyTier.clear: the file
  *   is closing or rolling back, no request in flight) and no slot of it is pinned.

@@ -36,6 +36,7 @@ import { DIRTY_BASE, isDirtyRef, type MapNode } from '../state/block-map.js'
 import { type DirtyTier, readSource } from '../state/dirty-tier.js'
 import type { FileState, NodeImage, ObjectContext } from '../state/file-state.js'
 import { crc32Blocks } from '../util/crc32.js'
+import { grownArray } from '../util/typed-arrays.js'
 
 let nextObjectId = 1
 
@@ -64,20 +65,15 @@ export class SentBlocks {
     if (need > this.slot.length) {
       let size = this.slot.length
       while (size < need) size *= 2
-      this.blockIndex = grownTo(this.blockIndex, new Uint32Array(size), this.count)
-      this.slot = grownTo(this.slot, new Int32Array(size), this.count)
-      this.gen = grownTo(this.gen, new Uint32Array(size), this.count)
-      this.crc = grownTo(this.crc, new Uint32Array(size), this.count)
+      this.blockIndex = grownArray(this.blockIndex, new Uint32Array(size), this.count)
+      this.slot = grownArray(this.slot, new Int32Array(size), this.count)
+      this.gen = grownArray(this.gen, new Uint32Array(size), this.count)
+      this.crc = grownArray(this.crc, new Uint32Array(size), this.count)
     }
     this.blockIndex.set(keys.subarray(0, n), this.count)
     this.slot.set(slots.subarray(0, n), this.count)
     this.count = need
   }
-}
-
-function grownTo<T extends Uint32Array | Int32Array>(old: T, bigger: T, used: number): T {
-  bigger.set(old.subarray(0, used))
-  return bigger
 }
 
 export class ObjectPlan {
