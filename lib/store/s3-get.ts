@@ -3,8 +3,13 @@
  * request (endpoint and addressing style, region, credentials from the client's provider,
  * refreshed as it refreshes them) and parses error answers into its named errors; the
  * request goes out on a keep-alive socket of our own pool, and a 2xx body is read by the
- * kernel straight into ONE buffer sized from its Content-Length (the socket's `onread`
- * buffer is that buffer's unfilled rest: no per-read socket buffers, no copy, no concat).
+ * kernel straight into pieces of at most BODY_PIECE bytes, allocated as the body arrives
+ * (the socket's `onread` buffer is the current piece's unfilled rest: no per-read socket
+ * buffers, no copy, no concat). Pieces of 64 KiB, not one buffer sized from
+ * Content-Length: C allocators (glibc, musl) serve a request under 128 KiB from memory the
+ * process freed before, its pages in place, but map a larger one afresh each time, every
+ * page faulted in on first use. On some virtual machines those faults cost more CPU than
+ * all the rest of a GET (docs/benchmarks.md, "Reads").
  *
  * How: one middleware per command at the end of the deserialize step (after signing,
  * inside the deserializer) that does not call the SDK's handler. It answers the
@@ -41,6 +46,8 @@ import type { S3Client } from '@aws-sdk/client-s3'
 
 const HEAD_MAX = 64 * 1024
 const ERROR_BODY_MAX = 1024 * 1024
+/** The most bytes of a body read into one buffer (see the top): what a Node socket reads at a time. */
+const BODY_PIECE = 64 * 1024
 const DEFAULT_CONNECT_TIMEOUT_MS = 5_000
 const DEFAULT_IDLE_TIMEOUT_MS = 30_000
 const DEFAULT_MAX_SOCKETS = 64
@@ -90,15 +97,15 @@ export function transportOf(client: S3Client): Promise<Transport> {
   return t
 }
 
-/** A 2xx body already read: the buffer, as a Readable for the SDK's deserializer. */
+/** A 2xx body already read: its pieces, as a Readable for the SDK's deserializer. */
 export class BodyBytes extends Readable {
-  constructor(readonly bytes: Uint8Array) {
+  constructor(readonly pieces: Uint8Array[]) {
     super()
   }
 
   override _read(): void {
     // Only read when something of the SDK wants the stream (a response checksum).
-    this.push(this.bytes)
+    for (const p of this.pieces) this.push(p)
     this.push(null)
   }
 }
@@ -130,7 +137,7 @@ type Stack = {
 
 /**
  * Makes `command` (a GetObjectCommand) go out through `transport`: its 2xx body comes back
- * as a BodyBytes (`bytesOf` takes it). `where` names the object in error messages.
+ * as a BodyBytes (`piecesOf` takes it). `where` names the object in error messages.
  */
 export function sendOverHttp<C>(command: C, transport: Transport, signal: AbortSignal, where: string): C {
   ;(command as unknown as Stack).middlewareStack.add(
@@ -142,9 +149,9 @@ export function sendOverHttp<C>(command: C, transport: Transport, signal: AbortS
   return command
 }
 
-/** The bytes of a GetObject output's Body when it came the lean way, else undefined. */
-export function bytesOf(body: unknown): Uint8Array | undefined {
-  return body instanceof BodyBytes ? body.bytes : undefined
+/** The pieces of a GetObject output's Body when it came the lean way, else undefined. */
+export function piecesOf(body: unknown): Uint8Array[] | undefined {
+  return body instanceof BodyBytes ? body.pieces : undefined
 }
 
 /** One GET: a kept socket, or a new one; a kept one that failed before any answer byte is replaced once. */
@@ -339,7 +346,8 @@ interface Exchange {
   reason: string
   headers: Record<string, string>
   keepAlive: boolean
-  into: Buffer
+  /** The body: its pieces, the last one being filled; bytes filled in all of them. */
+  pieces: Buffer[]
   filled: number
   expected: number
   /** Error body: bytes so far, and how it ends ('close': at the connection's end). */
@@ -449,7 +457,7 @@ class Connection {
         reason: '',
         headers: {},
         keepAlive: true,
-        into: this.scratch,
+        pieces: [],
         filled: 0,
         expected: 0,
         errorChunks: [],
@@ -471,7 +479,7 @@ class Connection {
   /** Where the next read goes: the rest of the body's buffer, else the scratch. */
   private nextBuffer(): Uint8Array {
     const x = this.x
-    if (x?.phase === 'body') return x.into.subarray(x.filled, x.expected)
+    if (x?.phase === 'body') return this.bodyRoom(x)
     if (x?.phase === 'head') return this.scratch.subarray(this.headLen)
     return this.scratch
   }
@@ -556,16 +564,25 @@ class Connection {
       return
     }
     x.phase = 'body'
-    x.into = Buffer.allocUnsafeSlow(expected)
     x.expected = expected
-    x.into.set(rest, 0)
-    x.filled = rest.byteLength
+    // Body bytes that came with the headers.
+    while (x.filled < rest.byteLength) x.filled += rest.copy(this.bodyRoom(x), 0, x.filled)
     if (x.filled === expected) this.finishBody(x)
+  }
+
+  /**
+   * Where the body's next bytes go: the unfilled rest of its last piece, or a new piece
+   * of BODY_PIECE bytes (fewer for the last). Called only while bytes are missing.
+   */
+  private bodyRoom(x: Exchange): Buffer {
+    const at = x.filled % BODY_PIECE
+    if (at === 0) x.pieces.push(Buffer.allocUnsafeSlow(Math.min(BODY_PIECE, x.expected - x.filled)))
+    return (x.pieces[x.pieces.length - 1] as Buffer).subarray(at)
   }
 
   private finishBody(x: Exchange): void {
     this.done(x)
-    x.resolve({ statusCode: x.status, reason: x.reason, headers: x.headers, body: new BodyBytes(x.into) })
+    x.resolve({ statusCode: x.status, reason: x.reason, headers: x.headers, body: new BodyBytes(x.pieces) })
   }
 
   private addErrorBytes(x: Exchange, bytes: Uint8Array): void {

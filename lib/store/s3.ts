@@ -12,9 +12,9 @@
  * - A GET body is exactly the announced length: a shorter or longer body, or a connection
  *   closed mid-body, is a failure with no HTTP status, retried by the policy below. By
  *   default (`getPath: 'http'`, lib/store/s3-get.ts) the SDK signs the request, which goes
- *   out on keep-alive sockets of our own, its body read by the kernel into one buffer; with
- *   `getPath: 'sdk'` the SDK's body
- *   stream is kept as the chunks it arrived in (`getChunks`; `get` joins them).
+ *   out on keep-alive sockets of our own, its body read by the kernel into pieces of
+ *   64 KiB; with `getPath: 'sdk'` the SDK's body stream is kept as the chunks it arrived
+ *   in. `getChunks` hands out either as they are; `get` joins them when there are several.
  * - Per-byte client costs are avoided: payloads are sent UNSIGNED-PAYLOAD (no SHA-256
  *   pass), the SDK computes no checksum of its own (`createS3Client` sets WHEN_REQUIRED),
  *   and with `checksums` on we send our CRC-32 (lib/crc32.ts) as `x-amz-checksum-crc32`.
@@ -57,7 +57,7 @@ import createDebug from 'debug'
 import { StreamSegmentError } from '../errors.js'
 import { crc32 } from '../util/crc32.js'
 import { bodyLength, checkKey, joinBody, unquoteEtag } from './common.js'
-import { bytesOf, sendOverHttp, transportOf } from './s3-get.js'
+import { piecesOf, sendOverHttp, transportOf } from './s3-get.js'
 import {
   type Body,
   type ByteRange,
@@ -111,7 +111,7 @@ export interface S3StoreOptions {
   deadlineMs?: number
   /**
    * How GetObject answers are read: `'http'` (default) sends the SDK's signed request on
-   * keep-alive sockets of our own and reads the body into one buffer (lib/store/s3-get.ts,
+   * keep-alive sockets of our own and reads the body into 64 KiB pieces (lib/store/s3-get.ts,
    * HTTP/1.1 over node:net and node:tls); `'sdk'` reads the
    * SDK's body stream, kept as the chunks it arrived in.
    */
@@ -382,7 +382,7 @@ export class S3Store implements ObjectStore {
     return chunks.length === 1 ? (chunks[0] as Uint8Array) : Buffer.concat(chunks)
   }
 
-  /** As `get`, the body as read: one buffer (`getPath` 'http') or the chunks it arrived in ('sdk'), never joined. */
+  /** As `get`, the body as read: 64 KiB pieces (`getPath` 'http') or the chunks it arrived in ('sdk'), never joined. */
   getChunks(key: string, options: GetOptions = {}): Promise<Uint8Array[]> {
     return this.#get(key, options)
   }
@@ -396,8 +396,7 @@ export class S3Store implements ObjectStore {
         const command = new GetObjectCommand({ Bucket: this.bucket, Key: this.prefix + key, Range: header })
         if (this.getPath === 'http') sendOverHttp(command, await transportOf(this.client), s, this.#where(key))
         const out = await this.client.send(command, { abortSignal: s })
-        const bytes = bytesOf(out.Body)
-        return bytes === undefined ? readBody(out.Body, out.ContentLength, s) : [bytes]
+        return piecesOf(out.Body) ?? readBody(out.Body, out.ContentLength, s)
       })
     } catch (err) {
       // A suffix of an empty object is empty (servers answer 416: no byte to return).
