@@ -70,6 +70,10 @@ const UPLOADS = '.ss-multipart'
 /** The sidecar field holding the ETag: not a valid metadata key, so never a caller's. */
 const ETAG_FIELD = 'ss:etag'
 const COPY_BUFFER = 1024 * 1024
+/** The most bytes of a read in one buffer (`getChunks`). */
+const READ_PIECE = 64 * 1024
+/** Buffers per readv or writev call (the kernel's IOV_MAX is 1024). */
+const IOV_BATCH = 1024
 const LIST_CONCURRENCY = 32
 /** Opens whatever is at a key's path without blocking (a FIFO someone put there) and without writing. */
 const OPEN_PROBE = fsConstants.O_RDONLY | fsConstants.O_NONBLOCK
@@ -131,6 +135,22 @@ export class DirectoryStore implements ObjectStore {
   }
 
   async get(key: string, options?: GetOptions): Promise<Uint8Array> {
+    const [out] = await this.#read(key, options, Number.POSITIVE_INFINITY)
+    return out ?? Buffer.alloc(0)
+  }
+
+  /**
+   * As `get`, the bytes in pieces of 64 KiB, the last one shorter. Pieces, not one buffer
+   * of the range's length: C allocators serve a request under 128 KiB from memory the
+   * process freed before, but map a larger one afresh each time, its pages faulted in on
+   * first use (see lib/store/s3-get.ts).
+   */
+  getChunks(key: string, options?: GetOptions): Promise<Uint8Array[]> {
+    return this.#read(key, options, READ_PIECE)
+  }
+
+  /** The bytes asked, in buffers of `piece` bytes but the last, filled by `readv` calls. */
+  async #read(key: string, options: GetOptions | undefined, piece: number): Promise<Buffer[]> {
     checkKey(key)
     throwIfAborted(options?.signal, `get ${key}`)
     const where = `${this.url}/${key}`
@@ -144,15 +164,23 @@ export class DirectoryStore implements ObjectStore {
       const st = await fh.stat()
       if (!st.isFile()) throw StreamSegmentError.notFound(`${where}: no such key`)
       const [start, end] = resolveRange(options?.range, st.size, where)
-      const out = Buffer.allocUnsafe(end - start)
-      let done = 0
-      while (done < out.byteLength) {
+      const pieces: Buffer[] = []
+      for (let at = start; at < end; at += piece) pieces.push(Buffer.allocUnsafe(Math.min(piece, end - at)))
+      // The first piece not yet full, and how much of it is.
+      let i = 0
+      let filled = 0
+      for (let done = 0; done < end - start; ) {
         throwIfAborted(options?.signal, `get ${key}`)
-        const { bytesRead } = await fh.read(out, done, out.byteLength - done, start + done)
+        const batch = pieces.slice(i, i + IOV_BATCH)
+        batch[0] = (batch[0] as Buffer).subarray(filled)
+        const { bytesRead } = await fh.readv(batch, start + done)
         if (bytesRead === 0) throw StreamSegmentError.store(`${where}: file shrank while being read`)
         done += bytesRead
+        for (filled += bytesRead; i < pieces.length && filled >= (pieces[i] as Buffer).byteLength; i++) {
+          filled -= (pieces[i] as Buffer).byteLength
+        }
       }
-      return out
+      return pieces
     } catch (err) {
       throw this.mapError(err, `get ${key}`)
     } finally {
@@ -773,9 +801,6 @@ async function writeFully(fh: fs.FileHandle, chunks: readonly Uint8Array[]): Pro
     }
   }
 }
-
-/** Chunks per writev call (the kernel's IOV_MAX is 1024). */
-const IOV_BATCH = 1024
 
 /** Copies the files at `paths`, in order, into `out`. */
 async function concatInto(out: fs.FileHandle, paths: readonly string[]): Promise<void> {

@@ -6,7 +6,8 @@ import assert from 'node:assert/strict'
 import { createHash, randomBytes } from 'node:crypto'
 import { describe, it } from 'node:test'
 import type { StreamSegmentError } from '../../lib/errors.js'
-import type { ObjectStore } from '../../lib/store/types.js'
+import { hasChunkedGet } from '../../lib/store/common.js'
+import type { GetOptions, ObjectStore } from '../../lib/store/types.js'
 import { rejectsCode } from '../helpers/assert.js'
 
 const MiB = 1024 * 1024
@@ -18,7 +19,11 @@ async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {
 }
 
 /** `make` returns a fresh, empty store for each test. */
-export function runStoreConformance(name: string, make: () => Promise<ObjectStore>, opts: { partSize?: number } = {}) {
+export function runStoreConformance(
+  name: string,
+  make: () => Promise<ObjectStore>,
+  opts: { partSize?: number; chunkedGet?: boolean } = {},
+) {
   const partSize = opts.partSize ?? 5 * MiB
 
   describe(`ObjectStore conformance: ${name}`, () => {
@@ -83,6 +88,37 @@ export function runStoreConformance(name: string, make: () => Promise<ObjectStor
       await rejectsCode(s.get('r', { range: { start: 20_000, end: 30_000 } }), 'ERR_RANGE')
       await rejectsCode(s.get('r', { range: { start: 5, end: 5 } }), 'ERR_INVALID_ARGUMENT')
     })
+
+    // Only for the stores that declare getChunks (the memory store has none).
+    if (opts.chunkedGet === true)
+      it('getChunks: the bytes and the errors of get, for every kind of range', async () => {
+        const s = await make()
+        assert.ok(hasChunkedGet(s), `${name} has no getChunks`)
+        const body = randomBytes(300_000)
+        await s.put('r', body)
+        await s.put('empty', Buffer.alloc(0))
+        const ranges: Array<GetOptions['range']> = [
+          undefined,
+          { start: 0, end: 1 },
+          { start: 65_535, end: 65_537 },
+          { start: 1000, end: 299_999 },
+          { start: 131_072, end: 400_000 },
+          { suffix: 70_000 },
+        ]
+        for (const range of ranges) {
+          const want =
+            range === undefined
+              ? body
+              : 'suffix' in range
+                ? body.subarray(-range.suffix)
+                : body.subarray(range.start, range.end)
+          const chunks = await s.getChunks('r', { range })
+          assert.deepEqual(Buffer.concat(chunks), want, JSON.stringify(range))
+        }
+        assert.equal(Buffer.concat(await s.getChunks('empty')).byteLength, 0)
+        await rejectsCode(s.getChunks('r', { range: { start: 300_000, end: 300_001 } }), 'ERR_RANGE')
+        await rejectsCode(s.getChunks('missing'), 'ERR_NOT_FOUND')
+      })
 
     it('create-only: exactly one of 8 concurrent writers wins', async () => {
       const s = await make()

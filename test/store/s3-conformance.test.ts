@@ -5,7 +5,7 @@ import { endToEnd } from '../helpers/e2e.js'
 import { s3TestStore } from '../helpers/s3-env.js'
 import { runStoreConformance } from './conformance.js'
 
-runStoreConformance('s3 (radosgw)', () => s3TestStore())
+runStoreConformance('s3 (radosgw)', () => s3TestStore(), { chunkedGet: true })
 // radosgw's smallest multipart piece is 5 MiB.
 runConflictTests('s3 (radosgw)', () => s3TestStore(), { segmentMpuChunkSize: 5 * 1024 * 1024 })
 
