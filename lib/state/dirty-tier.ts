@@ -62,6 +62,13 @@ export interface BlockSource {
    * it after its last read of the source and before it publishes.
    */
   verify?(): Promise<void>
+  /**
+   * Optional: the writer is done with bytes `read` gave it for an upload (their request
+   * has ended, or they were only hashed), and reads them no more: the source may read
+   * into their memory again. Bytes read for a caller of `SegmentFile.read` are never
+   * given back.
+   */
+  release?(bytes: Uint8Array): void
 }
 
 export class DirtyTier {

@@ -37,11 +37,19 @@ export interface FileVersion {
   ctimeMs: number
 }
 
+/** Bytes of buffers a fileSource keeps, given back by the writer, to read into again. */
+const SOURCE_POOL_BYTES = 64 * 1024 * 1024
+
 /**
  * A BlockSource reading a file handle. `verify` (called by the flush before it publishes)
  * compares the file's size, mtime and ctime with `version` (default: as when the source
  * was made), and fails with ERR_STATE when the file changed: rewritten in place during
  * the upload, it would be published torn.
+ *
+ * Reads go into buffers the writer gives back once their request has ended (`release`),
+ * up to SOURCE_POOL_BYTES of them kept: a new buffer of a piece's size is mapped by the C
+ * allocator and faulted in page by page, which costs more than the read on some virtual
+ * machines.
  */
 export function fileSource(
   fh: {
@@ -53,9 +61,20 @@ export function fileSource(
   const stat = fh.stat?.bind(fh)
   const first: Promise<FileVersion> | undefined = version !== undefined ? Promise.resolve(version) : stat?.()
   first?.catch(() => undefined) // judged by verify
+  /** Buffers given back; the views lent out (a read never given back is not held). */
+  const free: Buffer[] = []
+  let freeBytes = 0
+  const lent = new WeakSet<Uint8Array>()
+  const take = (length: number): Buffer => {
+    const at = free.findIndex((b) => b.byteLength >= length)
+    if (at < 0) return Buffer.allocUnsafeSlow(length)
+    const b = free.splice(at, 1)[0] as Buffer
+    freeBytes -= b.byteLength
+    return b
+  }
   return {
     async read(position, length) {
-      const out = Buffer.allocUnsafe(length)
+      const out = take(length).subarray(0, length)
       let done = 0
       while (done < length) {
         const { bytesRead } = await fh.read(out, done, length - done, position + done)
@@ -66,7 +85,20 @@ export function fileSource(
         }
         done += bytesRead
       }
+      lent.add(out)
       return out
+    },
+    release(bytes) {
+      // Only the very view a read returned, once: a stale view of reused memory is ignored.
+      if (!lent.delete(bytes)) return
+      const whole = Buffer.from(bytes.buffer)
+      while (free.length > 0 && freeBytes + whole.byteLength > SOURCE_POOL_BYTES) {
+        freeBytes -= (free.shift() as Buffer).byteLength
+      }
+      if (whole.byteLength <= SOURCE_POOL_BYTES) {
+        free.push(whole)
+        freeBytes += whole.byteLength
+      }
     },
     async verify() {
       if (stat === undefined || first === undefined) return

@@ -33,7 +33,7 @@ import { encodeObjectHead, encodeObjectTail, type TailFields } from '../format/o
 import { pointerLo, UNIT_BYTES } from '../format/pointer.js'
 import { dirtyLimitBytes } from '../settings.js'
 import { DIRTY_BASE, isDirtyRef, type MapNode } from '../state/block-map.js'
-import { type DirtyTier, readSource } from '../state/dirty-tier.js'
+import { type BlockSource, type DirtyTier, readSource } from '../state/dirty-tier.js'
 import type { FileState, NodeImage, ObjectContext } from '../state/file-state.js'
 import { crc32Blocks } from '../util/crc32.js'
 import { grownArray } from '../util/typed-arrays.js'
@@ -453,8 +453,9 @@ const MAX_BLOCK_KEY = 2 ** 32 - 1
 /**
  * The bytes of blocks slots[first … first + count): views of the slabs for slots (a run of
  * consecutive slots as one view, pinned until `done`), bytes read from the source for
- * references (a run contiguous in one source as one read). `onBlock(k, slot, crc)` is told
- * the CRC-32 of each block's bytes as they will be sent.
+ * references (a run contiguous in one source as one read, given back to the source by
+ * `done`). `onBlock(k, slot, crc)` is told the CRC-32 of each block's bytes as they will
+ * be sent.
  */
 export async function takeBlocks(
   tier: DirtyTier,
@@ -468,6 +469,8 @@ export async function takeBlocks(
   let crcs = new Uint32Array(0)
   /** Runs pinned: first slot, count, first slot, count, … */
   const pinned: number[] = []
+  /** Bytes read from sources, and the sources. */
+  const read: Array<{ source: BlockSource; bytes: Uint8Array }> = []
   const done = () => {
     for (let j = 0; j < pinned.length; j += 2) {
       const s = pinned[j] as number
@@ -475,6 +478,7 @@ export async function takeBlocks(
       for (let slot = s; slot < end; slot++) tier.unpin(slot)
     }
     pinned.length = 0
+    for (const { source, bytes } of read.splice(0)) source.release?.(bytes)
   }
   try {
     for (let k = first; k < first + count; ) {
@@ -488,6 +492,7 @@ export async function takeBlocks(
           n++
         }
         const bytes = await readSource(source, position, n * bs)
+        read.push({ source, bytes })
         // One pass over plain views (a Buffer's subarray per block costs more than its CRC).
         if (crcs.length < n) crcs = new Uint32Array(n)
         crc32Blocks(bytes, bs, crcs)

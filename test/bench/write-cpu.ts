@@ -8,7 +8,8 @@
 //    store that discards bodies; fs.createWriteStream (also with one fsync at the end)
 //    and the same bytes as 16 MiB files each fsynced (the directory store's I/O alone)
 //    against the directory store; the writer by reference (SegmentFile.writeRef, sending
-//    ahead, then the flush); and,
+//    ahead, then the flush); uploadFile of a local file in the page cache against reading
+//    it in 16 MiB reads with a CRC-32 per block; and,
 //    with AWS_ENDPOINT_URL_S3 set, S3Store.put of the same bytes in 16 MiB objects (4 in
 //    flight) and lib-storage's Upload against the stream to that server.
 //    The last two columns divide a row's CPU and MB/s by its baseline's in the same round
@@ -35,6 +36,7 @@ import { DirectoryStore } from '../../lib/store/directory.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import { createS3Client, S3Store } from '../../lib/store/s3.js'
 import type { Body, PutOptions, RequestOptions } from '../../lib/store/types.js'
+import { uploadFile } from '../../lib/streams/upload-file.js'
 import { createStreamSegmentWriteStream } from '../../lib/streams/write-stream.js'
 import { crc32Blocks, crc32Implementation } from '../../lib/util/crc32.js'
 import { Limiter } from '../../lib/util/limiter.js'
@@ -229,6 +231,37 @@ async function byReference(settings: Partial<Settings>): Promise<number> {
   }
   await file.flush()
   await file.close()
+  return Math.max(peak, process.memoryUsage().rss)
+}
+
+/**
+ * The file the uploadFile rows read: streamTotal bytes of the source's chunks, written
+ * once (by the parent, which passes its path to the children as BENCH_SOURCE_FILE).
+ */
+async function sourceFile(dir: string): Promise<string> {
+  const given = process.env.BENCH_SOURCE_FILE
+  if (given !== undefined) return given
+  const path = join(dir, 'source')
+  const fh = await open(path, 'wx')
+  for (let at = 0, i = 0; at < streamTotal; at += CHUNK, i++) {
+    await fh.write(chunks[i % chunks.length] as Buffer, 0, CHUNK, at)
+  }
+  await fh.close()
+  process.env.BENCH_SOURCE_FILE = path
+  return path
+}
+
+/** The peak RSS while `work` runs, sampled every 10 ms. */
+async function withPeak(work: Promise<unknown>): Promise<number> {
+  let peak = process.memoryUsage().rss
+  const timer = setInterval(() => {
+    peak = Math.max(peak, process.memoryUsage().rss)
+  }, 10)
+  try {
+    await work
+  } finally {
+    clearInterval(timer)
+  }
   return Math.max(peak, process.memoryUsage().rss)
 }
 
@@ -471,6 +504,39 @@ async function tableStreams() {
       },
     )
   }
+  // By reference from a file (uploadFile, the path a user takes): the file written once by
+  // the parent, read from the page cache by every row.
+  variants.push(
+    {
+      name: 'ideal upload of a local file by reference: 16 MiB reads into one buffer, CRC-32 per 4 KiB block (page cache)',
+      subtractSource: false,
+      run: async () => {
+        const fh = await open(await sourceFile(dir), 'r')
+        const buf = Buffer.allocUnsafeSlow(16 * MiB)
+        const crcs16 = new Uint32Array(buf.byteLength / 4096)
+        let peak = process.memoryUsage().rss
+        for (let at = 0; at < streamTotal; at += buf.byteLength) {
+          const { bytesRead } = await fh.read(buf, 0, buf.byteLength, at)
+          crc32Blocks(buf.subarray(0, bytesRead), 4096, crcs16)
+          peak = Math.max(peak, process.memoryUsage().rss)
+        }
+        await fh.close()
+        return peak
+      },
+    },
+    {
+      name: 'uploadFile of that file: 1 GiB target, 16 MiB pieces (discarding)',
+      subtractSource: false,
+      run: async () =>
+        withPeak(uploadFile(await sourceFile(dir), new DiscardingStore(), { streamSegmentBytes: 1024 * MiB })),
+    },
+    {
+      name: 'uploadFile of that file, PartedSegment (discarding)',
+      subtractSource: false,
+      run: async () => withPeak(uploadFile(await sourceFile(dir), new DiscardingStore(), { format: 'parted' })),
+    },
+  )
+  const fileRows = variants.length - 3
   if (child === undefined)
     console.log(
       `\n# write-cpu, streams: ${streamTotal / MiB} MiB in 1 MiB chunks, default profile, ${rounds} rounds${warm ? ', each run after an unmeasured one in its process' : ''}, median (min–max) (node ${process.version}, ${cpus()[0]?.model}, ${cpus().length} cores, CRC ${crc32Implementation}; fresh memory ${freshMemoryCost().toFixed(2)} CPU-s/GiB)`,
@@ -502,10 +568,11 @@ async function tableStreams() {
   // BENCH_VARIANTS=0,3,9 runs only those rows (0, the source alone, is always run).
   const only = process.env.BENCH_VARIANTS?.split(',').map(Number)
   const chosen = [...variants.keys()].filter((i) => i === 0 || only === undefined || only.includes(i))
+  const sourceEnv = chosen.some((i) => i >= fileRows) ? { BENCH_SOURCE_FILE: await sourceFile(dir) } : {}
   for (let r = 0; r < rounds; r++) {
     for (const i of chosen) {
       const out = spawnSync(process.execPath, ['--expose-gc', fileURLToPath(import.meta.url)], {
-        env: { ...process.env, BENCH_TABLES: '2', BENCH_CHILD: String(i) },
+        env: { ...process.env, ...sourceEnv, BENCH_TABLES: '2', BENCH_CHILD: String(i) },
         encoding: 'utf8',
         maxBuffer: 1 << 20,
       })

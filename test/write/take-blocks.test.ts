@@ -8,14 +8,21 @@ import { fillBlocks } from '../helpers/pattern.js'
 
 const BS = 4096
 
-/** A source over `bytes` that records every read as [position, length]. */
-function recordingSource(bytes: Buffer): BlockSource & { reads: Array<[number, number]> } {
+/** A source over `bytes` that records every read as [position, length], and every read given back. */
+function recordingSource(
+  bytes: Buffer,
+): BlockSource & { reads: Array<[number, number]>; released: Array<[number, number]> } {
   const reads: Array<[number, number]> = []
+  const released: Array<[number, number]> = []
   return {
     reads,
+    released,
     async read(position, length) {
       reads.push([position, length])
       return bytes.subarray(position, position + length)
+    },
+    release(b) {
+      released.push([b.byteOffset - bytes.byteOffset, b.byteLength])
     },
   }
 }
@@ -46,7 +53,12 @@ describe('takeBlocks over blocks written by reference', () => {
       seen.push([k, crc])
       assert.equal(slot, slots[k])
     })
+    assert.deepEqual([...sa.released, ...sb.released], [], 'nothing given back before done')
     done()
+    done()
+    // Every read given back to its source once, by done (the source may then reuse it).
+    assert.deepEqual(sa.released, sa.reads)
+    assert.deepEqual(sb.released, sb.reads)
     assert.deepEqual(sa.reads, [
       [0, 3 * BS],
       [5 * BS, 2 * BS],

@@ -1,0 +1,60 @@
+import assert from 'node:assert/strict'
+import { mkdtempSync } from 'node:fs'
+import { open } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, it } from 'node:test'
+import { fileSource } from '../../lib/streams/upload-file.js'
+import { fillBlocks } from '../helpers/pattern.js'
+
+const MiB = 1024 * 1024
+
+describe('fileSource', () => {
+  it('reads into buffers given back, never into one still lent; stale or foreign views are ignored', async () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'ss-src-')), 'f')
+    const bytes = Buffer.allocUnsafe(3 * MiB)
+    fillBlocks(bytes, 0)
+    const fh = await open(path, 'w+')
+    try {
+      await fh.write(bytes, 0, bytes.length, 0)
+      const src = fileSource(fh)
+      const release = src.release as (b: Uint8Array) => void
+      const a = await src.read(0, MiB)
+      const b = await src.read(MiB, MiB)
+      assert.notEqual(a.buffer, b.buffer, 'two reads lent at once share no memory')
+      release(a)
+      const c = await src.read(2 * MiB, MiB / 2)
+      assert.equal(c.buffer, a.buffer, 'a read given back is read into again')
+      assert.ok(Buffer.from(c).equals(bytes.subarray(2 * MiB, 2.5 * MiB)))
+      assert.ok(Buffer.from(b).equals(bytes.subarray(MiB, 2 * MiB)), 'a lent read is left as it was')
+      // `a` again (its memory is c's now) and bytes the source never gave: both ignored.
+      release(a)
+      release(Buffer.alloc(MiB))
+      const d = await src.read(0, MiB)
+      assert.notEqual(d.buffer, c.buffer)
+      assert.notEqual(d.buffer, b.buffer)
+      assert.ok(Buffer.from(d).equals(bytes.subarray(0, MiB)))
+      assert.ok(Buffer.from(c).equals(bytes.subarray(2 * MiB, 2.5 * MiB)), 'c is left as it was')
+    } finally {
+      await fh.close()
+    }
+  })
+
+  it('keeps at most 64 MiB of buffers given back', async () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'ss-src-')), 'sparse')
+    const fh = await open(path, 'w+')
+    try {
+      await fh.truncate(80 * MiB) // sparse: reads are zeros
+      const src = fileSource(fh)
+      const release = src.release as (b: Uint8Array) => void
+      const first = await Promise.all([0, 1, 2, 3, 4].map((i) => src.read(i * 16 * MiB, 16 * MiB)))
+      assert.equal(new Set(first.map((r) => r.buffer)).size, 5)
+      for (const r of first) release(r)
+      const again = await Promise.all([0, 1, 2, 3, 4].map((i) => src.read(i * 16 * MiB, 16 * MiB)))
+      const reused = again.filter((r) => first.some((f) => f.buffer === r.buffer)).length
+      assert.equal(reused, 4, 'four 16 MiB buffers kept, the fifth let go')
+    } finally {
+      await fh.close()
+    }
+  })
+})
