@@ -6,8 +6,7 @@
 //    open, no nodes, no summaries, no checks; the ranges computed beforehand).
 //    On radosgw also the SDK's own GetObject of the same ranges, each body drained chunk
 //    by chunk (a baseline no one here wrote), also reading every byte once (a CRC-32 of
-//    each chunk: what a consumer that looks at the bytes pays, as the stream's checks do;
-//    some virtual machines charge the first read of pages the kernel has just written),
+//    each chunk: what a consumer that looks at the bytes pays, as the stream's checks do),
 //    and the whole pass once per S3Store GET path
 //    (`getPath` 'http': node:net into 64 KiB pieces; 'sdk': the SDK's body stream, as its
 //    chunks), both over the same objects. Throughput ratios, CPU-s/GiB of each, the
@@ -16,6 +15,7 @@
 //    fresh handle per read (the cold case), and on one handle for many reads.
 //
 // Stores: ThrottledStore over MemoryStore with the two link models of stream-flush.ts,
+// the directory store (the embedded default) in a temporary directory of the local disk,
 // and radosgw when AWS_ENDPOINT_URL_S3 is set (test/rgw/rgw.sh).
 //
 // CPU-s/GiB is the whole process's CPU time (user + system) over the pass, per GiB read:
@@ -24,17 +24,20 @@
 // open: the inode, then the index nodes, then leaves with summaries, then a data GET).
 //
 //   node dist/esm/test/bench/read.js [--mib 1024] [--object-mib 16] [--random 100] [--rounds 3]
-//     [--only memory|s3] [--links directory,general] [--ahead-mib N] [--get-path http,sdk]
+//     [--only memory|dir|s3] [--links directory,general] [--ahead-mib N] [--get-path http,sdk]
 //     (--random 0: no random reads;
 //     --ahead-mib: the stream's readAheadBytes, default readGetMaxBytes × readMaxConcurrency)
-import { cpus } from 'node:os'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { cpus, tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { GetObjectCommand } from '@aws-sdk/client-s3'
 import { decodeHeader, HEADER_BYTES, objectLayout } from '../../lib/format/header.js'
 import { parseKey } from '../../lib/format/names.js'
 import type { ReadKind } from '../../lib/read/reader.js'
 import { SegmentFile } from '../../lib/segment-file.js'
-import { hasChunkedGet } from '../../lib/store/common.js'
+import { type ChunkedGet, hasChunkedGet } from '../../lib/store/common.js'
+import { DirectoryStore } from '../../lib/store/directory.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import { S3Store } from '../../lib/store/s3.js'
 import type { GetOptions, ObjectStore } from '../../lib/store/types.js'
@@ -71,7 +74,7 @@ const ALL_LINKS: Array<[string, LinkModel]> = [
 ]
 const wanted = (args.links as string).split(',').map((s) => s.trim())
 const LINKS = ALL_LINKS.filter(([name]) => wanted.some((w) => w !== '' && name.startsWith(w)))
-if (LINKS.length === 0 && args.only !== 's3')
+if (LINKS.length === 0 && (args.only === undefined || args.only === 'memory'))
   throw new Error(`--links ${args.links}: no such link (directory, general)`)
 
 /** Writes the checkpoint: `objectBytes` of dirty data make one partial object. */
@@ -224,17 +227,17 @@ async function random(store: ThrottledStore | CountingStore) {
   return { cold, coldMs, warm, warmMs, mean }
 }
 
-/** Counts requests of a store without changing it (for radosgw). */
+/** Counts requests of a store without changing it (radosgw, the directory store). */
 class CountingStore extends ThrottledStore {
-  constructor(readonly s3: S3Store) {
-    super(s3, { latencyMs: 0, bandwidth: Number.POSITIVE_INFINITY })
+  constructor(readonly base: ObjectStore & ChunkedGet) {
+    super(base, { latencyMs: 0, bandwidth: Number.POSITIVE_INFINITY })
   }
 
-  /** S3Store's chunked GET, counted as a GET (the reader takes it when the store has it). */
+  /** The store's chunked GET, counted as a GET (the reader takes it when the store has it). */
   getChunks(key: string, options?: GetOptions): Promise<Uint8Array[]> {
     return this.around(
       { op: 'get', key, bytesUp: 0, signal: options?.signal },
-      () => this.s3.getChunks(key, options),
+      () => this.base.getChunks(key, options),
       (cs) => cs.reduce((n, c) => n + c.byteLength, 0),
     )
   }
@@ -350,6 +353,24 @@ async function main() {
       seqRows.push(...r.rows)
       summaryRows.push(r.summary)
       if (r.randomRow !== undefined) randomRows.push(r.randomRow)
+    }
+  }
+  if (args.only === undefined || args.only === 'dir') {
+    // The embedded default: a directory on the local disk, its objects in the page cache.
+    const root = await mkdtemp(join(tmpdir(), 'read-bench-'))
+    try {
+      const dir = new DirectoryStore(root)
+      const t0 = performance.now()
+      const objects = await build(dir)
+      console.log(
+        `# directory store ${root}: ${objects} objects written in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
+      )
+      const r = await benchStore('directory store', new CountingStore(dir), dir)
+      seqRows.push(...r.rows)
+      summaryRows.push(r.summary)
+      if (r.randomRow !== undefined) randomRows.push(r.randomRow)
+    } finally {
+      await rm(root, { recursive: true, force: true })
     }
   }
   if ((args.only === undefined || args.only === 's3') && process.env.AWS_ENDPOINT_URL_S3) {
