@@ -571,13 +571,18 @@ class Connection {
   }
 
   /**
-   * Where the body's next bytes go: the unfilled rest of its last piece, or a new piece
-   * of BODY_PIECE bytes (fewer for the last). Called only while bytes are missing.
+   * Where the body's next bytes go: the unfilled rest of its last piece, or, when that is
+   * full, a new piece of BODY_PIECE bytes (fewer for the last). Called only while bytes
+   * are missing; calling it again before any byte lands gives the same room.
    */
   private bodyRoom(x: Exchange): Buffer {
+    let last = x.pieces[x.pieces.length - 1]
     const at = x.filled % BODY_PIECE
-    if (at === 0) x.pieces.push(Buffer.allocUnsafeSlow(Math.min(BODY_PIECE, x.expected - x.filled)))
-    return (x.pieces[x.pieces.length - 1] as Buffer).subarray(at)
+    if (last === undefined || (at === 0 && x.filled === x.pieces.length * BODY_PIECE)) {
+      last = Buffer.allocUnsafeSlow(Math.min(BODY_PIECE, x.expected - x.filled))
+      x.pieces.push(last)
+    }
+    return last.subarray(at)
   }
 
   private finishBody(x: Exchange): void {
