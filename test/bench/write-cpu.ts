@@ -282,7 +282,7 @@ interface Variant {
   name: string
   subtractSource: boolean
   /** Set-up not measured (run first in the variant's process). */
-  prepare?: () => void
+  prepare?: () => void | Promise<void>
   run: () => Promise<number | undefined>
   /** Rows (index, label) its CPU and its MB/s are divided by, round by round. */
   cpuVs?: [number, string]
@@ -510,6 +510,7 @@ async function tableStreams() {
     {
       name: 'ideal upload of a local file by reference: 16 MiB reads into one buffer, CRC-32 per 4 KiB block (page cache)',
       subtractSource: false,
+      prepare: () => sourceFile(dir).then(() => undefined),
       run: async () => {
         const fh = await open(await sourceFile(dir), 'r')
         const buf = Buffer.allocUnsafeSlow(16 * MiB)
@@ -527,12 +528,14 @@ async function tableStreams() {
     {
       name: 'uploadFile of that file: 1 GiB target, 16 MiB pieces (discarding)',
       subtractSource: false,
+      prepare: () => sourceFile(dir).then(() => undefined),
       run: async () =>
         withPeak(uploadFile(await sourceFile(dir), new DiscardingStore(), { streamSegmentBytes: 1024 * MiB })),
     },
     {
       name: 'uploadFile of that file, PartedSegment (discarding)',
       subtractSource: false,
+      prepare: () => sourceFile(dir).then(() => undefined),
       run: async () => withPeak(uploadFile(await sourceFile(dir), new DiscardingStore(), { format: 'parted' })),
     },
   )
@@ -550,7 +553,7 @@ async function tableStreams() {
   if (child !== undefined) {
     // One variant, one round, in a process of its own: its peak RSS is its own.
     const variant = variants[Number(child)] as (typeof variants)[0]
-    variant.prepare?.()
+    await variant.prepare?.()
     if (warm) {
       // An unmeasured run first: the measured one finds the code compiled and the memory mapped.
       await variant.run()
