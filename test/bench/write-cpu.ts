@@ -9,7 +9,8 @@
 //    and the same bytes as 16 MiB files each fsynced (the directory store's I/O alone)
 //    against the directory store; the writer by reference (SegmentFile.writeRef, sending
 //    ahead, then the flush); uploadFile of a local file in the page cache against reading
-//    it in 16 MiB reads with a CRC-32 per block; and,
+//    it in 16 MiB reads with a CRC-32 per block (and, on S3, against lib-storage's Upload
+//    of fs.createReadStream of the file); and,
 //    with AWS_ENDPOINT_URL_S3 set, S3Store.put of the same bytes in 16 MiB objects (4 in
 //    flight) and lib-storage's Upload against the stream to that server.
 //    The last two columns divide a row's CPU and MB/s by its baseline's in the same round
@@ -23,7 +24,7 @@
 //   BENCH_WARM=1 measures each row of table 2 after an unmeasured run in the same process.
 import { spawnSync } from 'node:child_process'
 import { once } from 'node:events'
-import { createWriteStream } from 'node:fs'
+import { createReadStream, createWriteStream } from 'node:fs'
 import { mkdir, mkdtemp, open, rm } from 'node:fs/promises'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -410,6 +411,8 @@ async function tableStreams() {
     await rm(path)
     return peak
   }
+  /** A fresh S3Store under its own prefix, deleted after the run (radosgw rows). */
+  let s3Store: ((contentMd5?: boolean) => S3Store) | undefined
   if (client) {
     const store = (contentMd5?: boolean) => {
       const st = new S3Store({ client, bucket, prefix: `write-cpu-${Date.now().toString(36)}-${n++}/`, contentMd5 })
@@ -421,6 +424,7 @@ async function tableStreams() {
       })
       return st
     }
+    s3Store = store
     /** S3Store.put of the stream's bytes: 16 MiB objects, each the same 16 source chunks, 4 in flight. */
     const putObjects = (contentMd5?: boolean) => async () => {
       const s = store(contentMd5)
@@ -540,6 +544,50 @@ async function tableStreams() {
     },
   )
   const fileRows = variants.length - 3
+  if (client && s3Store) {
+    // The file to radosgw: uploadFile (spec defaults: one 1 GiB object filled in 16 MiB
+    // pieces, 4 in flight) against what a user of lib-storage writes for a file.
+    const st = s3Store
+    const uploadOfFile = variants.length
+    variants.push(
+      {
+        name: "lib-storage's Upload of fs.createReadStream(that file), 16 MiB parts, queue 4 (radosgw)",
+        subtractSource: false,
+        prepare: () => sourceFile(dir).then(() => undefined),
+        run: async () => {
+          const key = `write-cpu-upload-file-${Date.now().toString(36)}-${n++}`
+          cleanups.push(async () => {
+            const { DeleteObjectCommand } = await import('@aws-sdk/client-s3')
+            await client.send(new DeleteObjectCommand({ Bucket: bucket, Key: key }))
+          })
+          const body = createReadStream(await sourceFile(dir))
+          const up = new Upload({
+            client,
+            params: { Bucket: bucket, Key: key, Body: body },
+            partSize: 16 * MiB,
+            queueSize: 4,
+          })
+          return withPeak(up.done())
+        },
+      },
+      {
+        name: 'uploadFile of that file, spec defaults (radosgw)',
+        subtractSource: false,
+        cpuVs: [uploadOfFile, 'Upload of the file'],
+        rateVs: [uploadOfFile, 'Upload of the file'],
+        prepare: () => sourceFile(dir).then(() => undefined),
+        run: async () => withPeak(uploadFile(await sourceFile(dir), st())),
+      },
+      {
+        name: 'uploadFile of that file, spec defaults, contentMd5: false (radosgw)',
+        subtractSource: false,
+        cpuVs: [uploadOfFile, 'Upload of the file'],
+        rateVs: [uploadOfFile, 'Upload of the file'],
+        prepare: () => sourceFile(dir).then(() => undefined),
+        run: async () => withPeak(uploadFile(await sourceFile(dir), st(false))),
+      },
+    )
+  }
   if (child === undefined)
     console.log(
       `\n# write-cpu, streams: ${streamTotal / MiB} MiB in 1 MiB chunks, default profile, ${rounds} rounds${warm ? ', each run after an unmeasured one in its process' : ''}, median (min–max) (node ${process.version}, ${cpus()[0]?.model}, ${cpus().length} cores, CRC ${crc32Implementation}; fresh memory ${freshMemoryCost().toFixed(2)} CPU-s/GiB)`,
