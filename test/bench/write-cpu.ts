@@ -56,7 +56,7 @@ const cpuSeconds = (u: NodeJS.CpuUsage) => (u.user + u.system) / 1e6
 async function run(name: string | undefined, settings: Partial<Settings>) {
   const store = new CpuCountingStore(new MemoryStore())
   const file = await SegmentFile.create(store, settings)
-  let rss = process.memoryUsage().rss
+  let rss = process.memoryUsage.rss()
   const rss0 = rss
   let longest = 0
   const c0 = process.cpuUsage()
@@ -65,7 +65,7 @@ async function run(name: string | undefined, settings: Partial<Settings>) {
     const w0 = performance.now()
     await file.write(at, source)
     longest = Math.max(longest, performance.now() - w0)
-    rss = Math.max(rss, process.memoryUsage().rss)
+    rss = Math.max(rss, process.memoryUsage.rss())
   }
   const writeCpu = cpuSeconds(process.cpuUsage(c0))
   const writeStoreCpu = store.cpuMicros / 1e6
@@ -74,7 +74,7 @@ async function run(name: string | undefined, settings: Partial<Settings>) {
   const timing = await file.flush()
   const flushCpu = cpuSeconds(process.cpuUsage(c1))
   const storeCpu = store.cpuMicros / 1e6
-  rss = Math.max(rss, process.memoryUsage().rss)
+  rss = Math.max(rss, process.memoryUsage.rss())
   const gib = total / 1024 ** 3
   if (name === undefined) return // warm-up
   console.log(
@@ -148,25 +148,25 @@ async function feed(sink: NodeWritable | ReturnType<typeof createStreamSegmentWr
   w.on('error', (err) => {
     failed = err
   })
-  let peak = process.memoryUsage().rss
+  let peak = process.memoryUsage.rss()
   for (let at = 0, i = 0; at < streamTotal; at += CHUNK, i++) {
     if (failed !== undefined) throw failed
     if (!w.write(chunks[i % chunks.length] as Buffer)) await once(w, 'drain')
-    if (i % 16 === 0) peak = Math.max(peak, process.memoryUsage().rss)
+    if (i % 16 === 0) peak = Math.max(peak, process.memoryUsage.rss())
   }
   const finished = once(w, 'finish')
   w.end()
   await finished
   if (failed !== undefined) throw failed
-  return Math.max(peak, process.memoryUsage().rss)
+  return Math.max(peak, process.memoryUsage.rss())
 }
 
 async function measure(fn: () => Promise<number | undefined>): Promise<Sample> {
   global.gc?.()
-  const rss0 = process.memoryUsage().rss
+  const rss0 = process.memoryUsage.rss()
   const c0 = process.cpuUsage()
   const t0 = performance.now()
-  const peak = (await fn()) ?? process.memoryUsage().rss
+  const peak = (await fn()) ?? process.memoryUsage.rss()
   const c = process.cpuUsage(c0)
   return { cpu: (c.user + c.system) / 1e6, seconds: (performance.now() - t0) / 1000, rss: Math.max(0, peak - rss0) }
 }
@@ -225,14 +225,14 @@ async function byReference(settings: Partial<Settings>): Promise<number> {
     },
   }
   const file = await SegmentFile.create(new DiscardingStore(), settings)
-  let peak = process.memoryUsage().rss
+  let peak = process.memoryUsage.rss()
   for (let at = 0, i = 0; at < streamTotal; at += CHUNK, i++) {
     await file.writeRef(at, CHUNK, source, at)
-    if (i % 16 === 0) peak = Math.max(peak, process.memoryUsage().rss)
+    if (i % 16 === 0) peak = Math.max(peak, process.memoryUsage.rss())
   }
   await file.flush()
   await file.close()
-  return Math.max(peak, process.memoryUsage().rss)
+  return Math.max(peak, process.memoryUsage.rss())
 }
 
 /**
@@ -254,16 +254,16 @@ async function sourceFile(dir: string): Promise<string> {
 
 /** The peak RSS while `work` runs, sampled every 10 ms. */
 async function withPeak(work: Promise<unknown>): Promise<number> {
-  let peak = process.memoryUsage().rss
+  let peak = process.memoryUsage.rss()
   const timer = setInterval(() => {
-    peak = Math.max(peak, process.memoryUsage().rss)
+    peak = Math.max(peak, process.memoryUsage.rss())
   }, 10)
   try {
     await work
   } finally {
     clearInterval(timer)
   }
-  return Math.max(peak, process.memoryUsage().rss)
+  return Math.max(peak, process.memoryUsage.rss())
 }
 
 const ring = Buffer.alloc(16 * MiB)
@@ -350,7 +350,7 @@ async function tableStreams() {
       run: async () => {
         const sub = join(dir, `files-${n++}`)
         await mkdir(sub)
-        let peak = process.memoryUsage().rss
+        let peak = process.memoryUsage.rss()
         const per = (16 * MiB) / CHUNK
         for (let at = 0, k = 0; at < streamTotal; at += per * CHUNK, k++) {
           // The chunks as they are, in one writev (the store writes its slab views so).
@@ -360,7 +360,7 @@ async function tableStreams() {
           if (bytesWritten !== per * CHUNK) throw new Error(`short write: ${bytesWritten} of ${per * CHUNK} bytes`)
           await fh.sync()
           await fh.close()
-          peak = Math.max(peak, process.memoryUsage().rss)
+          peak = Math.max(peak, process.memoryUsage.rss())
         }
         await rm(sub, { recursive: true })
         return peak
@@ -443,7 +443,7 @@ async function tableStreams() {
             running.delete(p)
           })
         running.add(p)
-        peak = Math.max(peak, process.memoryUsage().rss)
+        peak = Math.max(peak, process.memoryUsage.rss())
       }
       await Promise.all(running)
       return peak
@@ -519,11 +519,11 @@ async function tableStreams() {
         const fh = await open(await sourceFile(dir), 'r')
         const buf = Buffer.allocUnsafeSlow(16 * MiB)
         const crcs16 = new Uint32Array(buf.byteLength / 4096)
-        let peak = process.memoryUsage().rss
+        let peak = process.memoryUsage.rss()
         for (let at = 0; at < streamTotal; at += buf.byteLength) {
           const { bytesRead } = await fh.read(buf, 0, buf.byteLength, at)
           crc32Blocks(buf.subarray(0, bytesRead), 4096, crcs16)
-          peak = Math.max(peak, process.memoryUsage().rss)
+          peak = Math.max(peak, process.memoryUsage.rss())
         }
         await fh.close()
         return peak
