@@ -584,18 +584,52 @@ export async function readExact(
   signal?: AbortSignal,
 ): Promise<Uint8Array> {
   if (end <= start) return new Uint8Array(0)
+  const [bytes] = await exactly(store, key, start, end, () =>
+    store.get(key, { range: { start, end }, signal }).then((b) => [b]),
+  )
+  return bytes as Uint8Array
+}
+
+/**
+ * As readExact, the bytes as the store's GET gives them (`getChunks` when it has it: no
+ * buffer of the whole range, no copy), for a reader that walks them once (verify).
+ */
+export async function readExactChunks(
+  store: ObjectStore,
+  key: string,
+  start: number,
+  end: number,
+  signal?: AbortSignal,
+): Promise<Uint8Array[]> {
+  if (end <= start) return []
+  const options = { range: { start, end }, signal }
+  return exactly(store, key, start, end, () =>
+    hasChunkedGet(store) ? store.getChunks(key, options) : store.get(key, options).then((b) => [b]),
+  )
+}
+
+/** `get`'s answer, checked to be exactly [start, end): a range past the end or a short answer is ERR_CORRUPT. */
+async function exactly(
+  store: ObjectStore,
+  key: string,
+  start: number,
+  end: number,
+  get: () => Promise<Uint8Array[]>,
+): Promise<Uint8Array[]> {
   const where = `${store.url}/${key}`
-  let bytes: Uint8Array
+  let chunks: Uint8Array[]
   try {
-    bytes = await store.get(key, { range: { start, end }, signal })
+    chunks = await get()
   } catch (err) {
     if (StreamSegmentError.is(err, 'ERR_RANGE')) {
       throw StreamSegmentError.corrupt(`${where}: the object ends before byte ${start}`, err)
     }
     throw err
   }
-  if (bytes.byteLength !== end - start) {
-    throw StreamSegmentError.corrupt(`${where}: short read at ${start}: ${bytes.byteLength} of ${end - start} bytes`)
+  let got = 0
+  for (const c of chunks) got += c.byteLength
+  if (got !== end - start) {
+    throw StreamSegmentError.corrupt(`${where}: short read at ${start}: ${got} of ${end - start} bytes`)
   }
-  return bytes
+  return chunks
 }

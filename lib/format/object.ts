@@ -22,7 +22,7 @@
  */
 
 import { StreamSegmentError } from '../errors.js'
-import { crc32Blocks } from '../util/crc32.js'
+import { crc32Blocks, crc32Chunks } from '../util/crc32.js'
 import {
   detectedHeader,
   encodeHeader,
@@ -238,20 +238,30 @@ export function decodeMetaBlocks(
 }
 
 /**
- * Checks data slots `first`… whose bytes are `bytes` (whole slots) against the summary's
- * CRC-32s, dead slots too, in one pass; `bad` is called for each that does not match.
- * Returns the number of slots checked.
+ * Checks data slots `first`… whose bytes are `bytes` (whole slots; one buffer, or the
+ * chunks of a GET in order) against the summary's CRC-32s, dead slots too, in one pass;
+ * `bad` is called for each that does not match. Returns the number of slots checked.
  */
 export function checkSlotCrcs(
-  bytes: Uint8Array,
+  bytes: Uint8Array | readonly Uint8Array[],
   first: number,
   summary: Summary,
   blockSize: number,
   bad: (slot: number, computed: number) => void,
 ): number {
-  const n = Math.floor(bytes.byteLength / blockSize)
-  const crcs = new Uint32Array(n)
-  crc32Blocks(bytes.subarray(0, n * blockSize), blockSize, crcs)
+  let crcs: Uint32Array
+  let n: number
+  if (bytes instanceof Uint8Array) {
+    n = Math.floor(bytes.byteLength / blockSize)
+    crcs = new Uint32Array(n)
+    crc32Blocks(bytes.subarray(0, n * blockSize), blockSize, crcs)
+  } else {
+    let total = 0
+    for (const c of bytes) total += c.byteLength
+    n = Math.floor(total / blockSize)
+    crcs = new Uint32Array(Math.ceil(total / blockSize))
+    crc32Chunks(bytes, blockSize, crcs)
+  }
   for (let i = 0; i < n; i++) {
     const computed = crcs[i] as number
     if (computed !== summary.crc[first + i]) bad(first + i, computed)

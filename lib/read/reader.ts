@@ -57,7 +57,7 @@ import { hex32, pointerPart, pointerUnit, UNIT_BYTES } from '../format/pointer.j
 import { type ReadOptions, resolveReadOptions } from '../settings.js'
 import { type BlockMap, DIRTY_BASE, isDirtyRef, type MapNode } from '../state/block-map.js'
 import type { FileState } from '../state/file-state.js'
-import { crc32, crc32Blocks, crc32OfBlocks } from '../util/crc32.js'
+import { crc32, crc32Chunks, crc32OfBlocks } from '../util/crc32.js'
 import type { Limiter } from '../util/limiter.js'
 
 export type { ReadKind, ReadTiming } from '../container/objects.js'
@@ -547,41 +547,6 @@ export class Reader {
       }
     }
   }
-}
-
-/**
- * The CRC-32 of each `blockSize` block of the bytes `chunks` hold in order, into
- * `into[0…]`: the whole blocks inside a chunk in one crc32Blocks call over that view, a
- * block across chunks continued from one to the next (the seed).
- */
-export function crc32Chunks(chunks: readonly Uint8Array[], blockSize: number, into: Uint32Array): void {
-  let block = 0
-  let partial = 0 // bytes of block `block` seen in earlier chunks
-  let seed = 0
-  for (const c of chunks) {
-    let at = 0
-    if (partial > 0) {
-      const n = Math.min(blockSize - partial, c.byteLength)
-      seed = crc32(c.subarray(0, n), seed)
-      partial += n
-      at = n
-      if (partial < blockSize) continue
-      into[block++] = seed
-      partial = 0
-      seed = 0
-    }
-    const whole = Math.floor((c.byteLength - at) / blockSize)
-    if (whole > 0) {
-      crc32Blocks(c.subarray(at, at + whole * blockSize), blockSize, into.subarray(block, block + whole))
-      block += whole
-      at += whole * blockSize
-    }
-    if (at < c.byteLength) {
-      seed = crc32(c.subarray(at))
-      partial = c.byteLength - at
-    }
-  }
-  if (partial > 0) into[block] = seed
 }
 
 /** Views of bytes [from, to) of what `chunks` hold in order. */

@@ -58,6 +58,41 @@ export function crc32Blocks(bytes: Uint8Array, blockSize: number, into: Uint32Ar
   for (let i = 0, at = 0; i < n; i++, at += blockSize) into[i] = fn(view.subarray(at, at + blockSize))
 }
 
+/**
+ * The CRC-32 of each `blockSize` block of the bytes `chunks` hold in order, into
+ * `into[0…]`: the whole blocks inside a chunk in one crc32Blocks call over that view, a
+ * block across chunks continued from one to the next (the seed).
+ */
+export function crc32Chunks(chunks: readonly Uint8Array[], blockSize: number, into: Uint32Array): void {
+  let block = 0
+  let partial = 0 // bytes of block `block` seen in earlier chunks
+  let seed = 0
+  for (const c of chunks) {
+    let at = 0
+    if (partial > 0) {
+      const n = Math.min(blockSize - partial, c.byteLength)
+      seed = crc32(c.subarray(0, n), seed)
+      partial += n
+      at = n
+      if (partial < blockSize) continue
+      into[block++] = seed
+      partial = 0
+      seed = 0
+    }
+    const whole = Math.floor((c.byteLength - at) / blockSize)
+    if (whole > 0) {
+      crc32Blocks(c.subarray(at, at + whole * blockSize), blockSize, into.subarray(block, block + whole))
+      block += whole
+      at += whole * blockSize
+    }
+    if (at < c.byteLength) {
+      seed = crc32(c.subarray(at))
+      partial = c.byteLength - at
+    }
+  }
+  if (partial > 0) into[block] = seed
+}
+
 // --- Combining CRCs (zlib's crc32_combine: polynomial arithmetic modulo the CRC's
 // polynomial, bit-reflected: x^0 is the top bit) ---
 

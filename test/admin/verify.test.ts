@@ -5,11 +5,15 @@
  * block and both CRCs, with none of that run's bytes returned.
  */
 import assert from 'node:assert/strict'
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { verifyCheckpoint } from '../../lib/admin/index.js'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { pointerPart, pointerUnit, segmentKey, UNIT_BYTES } from '../../lib/format/index.js'
 import { SegmentFile } from '../../lib/segment-file.js'
+import { DirectoryStore } from '../../lib/store/directory.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import { createStreamSegmentReadStream } from '../../lib/streams/read-stream.js'
 import { crc32, crc32Blocks } from '../../lib/util/crc32.js'
@@ -121,5 +125,30 @@ describe('verifyCheckpoint and abandoned claims', () => {
       dirty.problems.map((p) => [p.code, p.what, p.where.split(' ')[0]]),
       [['ERR_CORRUPT', 'header', segmentKey(cno, 8)]],
     )
+  })
+})
+
+describe('verifyCheckpoint on the directory store', () => {
+  it('checks the data slots of 64 KiB GET pieces: a flipped byte deep in an object names its slot, and only it', async () => {
+    const store = new DirectoryStore(mkdtempSync(join(tmpdir(), 'ss-verify-')))
+    const f = await SegmentFile.create(store)
+    await f.write(0, pattern(0, 2 * 1024 * KiB, 5)) // 512 blocks, 32 GET pieces
+    const { cno } = await f.flush()
+    await f.close()
+    const clean = await verifyCheckpoint(store)
+    assert.deepEqual(clean.problems, [])
+    assert.equal(clean.slots, 512)
+    const key = segmentKey(cno, 0)
+    const path = join(store.root, key)
+    const bytes = readFileSync(path)
+    // Block 301 of the file is data slot 301 (one object, written front to back).
+    bytes[301 * BLOCK + 4000] = (bytes[301 * BLOCK + 4000] as number) ^ 0x01
+    writeFileSync(path, bytes)
+    const dirty = await verifyCheckpoint(store)
+    assert.deepEqual(
+      dirty.problems.map((p) => [p.code, p.what, p.where]),
+      [['ERR_CORRUPT', 'block', `${key} byte ${301 * BLOCK}`]],
+    )
+    assert.match(dirty.problems[0]?.message ?? '', /data slot 301 \(block 301, live\)/)
   })
 })
