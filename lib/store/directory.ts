@@ -33,7 +33,7 @@ import { constants as fsConstants, type Stats } from 'node:fs'
 import * as fs from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import { StreamSegmentError } from '../errors.js'
-import { acquireLock, isCode, isMissing, parseJson, syncDir } from '../util/local-fs.js'
+import { acquireLock, IOV_MAX, isCode, isMissing, parseJson, syncDir, writeFully } from '../util/local-fs.js'
 import {
   checkCopyRange,
   checkKey,
@@ -72,8 +72,6 @@ const ETAG_FIELD = 'ss:etag'
 const COPY_BUFFER = 1024 * 1024
 /** The most bytes of a read in one buffer (`getChunks`). */
 const READ_PIECE = 64 * 1024
-/** Buffers per readv or writev call (the kernel's IOV_MAX is 1024). */
-const IOV_BATCH = 1024
 const LIST_CONCURRENCY = 32
 /** Opens whatever is at a key's path without blocking (a FIFO someone put there) and without writing. */
 const OPEN_PROBE = fsConstants.O_RDONLY | fsConstants.O_NONBLOCK
@@ -171,7 +169,7 @@ export class DirectoryStore implements ObjectStore {
       let filled = 0
       for (let done = 0; done < end - start; ) {
         throwIfAborted(options?.signal, `get ${key}`)
-        const batch = pieces.slice(i, i + IOV_BATCH)
+        const batch = pieces.slice(i, i + IOV_MAX)
         batch[0] = (batch[0] as Buffer).subarray(filled)
         const { bytesRead } = await fh.readv(batch, start + done)
         if (bytesRead === 0) throw StreamSegmentError.store(`${where}: file shrank while being read`)
@@ -782,25 +780,6 @@ function bodyChunks(body: Body): readonly Uint8Array[] {
 }
 
 /** writev until every byte is written (writev may write less than asked). */
-async function writeFully(fh: fs.FileHandle, chunks: readonly Uint8Array[]): Promise<void> {
-  // writev takes the chunks as they are; a short write resumes at the first chunk not
-  // fully written (only that one is re-sliced), so the cost stays linear in the chunks.
-  const rest = chunks.filter((c) => c.byteLength > 0)
-  let i = 0
-  while (i < rest.length) {
-    let n = (await fh.writev(i === 0 && rest.length <= IOV_BATCH ? rest : rest.slice(i, i + IOV_BATCH))).bytesWritten
-    while (n > 0 && i < rest.length) {
-      const c = rest[i] as Uint8Array
-      if (n >= c.byteLength) {
-        n -= c.byteLength
-        i++
-      } else {
-        rest[i] = c.subarray(n)
-        n = 0
-      }
-    }
-  }
-}
 
 /** Copies the files at `paths`, in order, into `out`. */
 async function concatInto(out: fs.FileHandle, paths: readonly string[]): Promise<void> {

@@ -1,6 +1,6 @@
 /**
- * The local file system helpers the directory store and the WAL share: the crash-safe
- * folder lock, errno tests, a directory fsync.
+ * The local file system helpers the directory store, the WAL and export share: the
+ * crash-safe folder lock, errno tests, a directory fsync, writing a list of chunks.
  *
  * The lock (`acquireLock`) is what makes the directory store's compare-and-swap atomic and
  * keeps a WAL folder to one writer. A holder that crashed is detected at once when it ran
@@ -45,6 +45,36 @@ export function parseJson<T>(text: string): T | undefined {
 }
 
 /** Makes a folder's entries (files made, renamed or removed in it) durable. */
+/** Buffers per readv or writev call (the kernel's IOV_MAX is 1024). */
+export const IOV_MAX = 1024
+
+/**
+ * Writes every byte of `chunks`, in order, with `writev` calls of at most IOV_MAX chunks:
+ * from `position` on, or at the file's position when it is undefined. A short write
+ * resumes at the first chunk not fully written (only that one is re-sliced), so the cost
+ * stays linear in the chunks.
+ */
+export async function writeFully(fh: fs.FileHandle, chunks: readonly Uint8Array[], position?: number): Promise<void> {
+  const rest = chunks.filter((c) => c.byteLength > 0)
+  let at = position
+  let i = 0
+  while (i < rest.length) {
+    const batch = i === 0 && rest.length <= IOV_MAX ? rest : rest.slice(i, i + IOV_MAX)
+    let n = (await fh.writev(batch, at)).bytesWritten
+    if (at !== undefined) at += n
+    while (n > 0 && i < rest.length) {
+      const c = rest[i] as Uint8Array
+      if (n >= c.byteLength) {
+        n -= c.byteLength
+        i++
+      } else {
+        rest[i] = c.subarray(n)
+        n = 0
+      }
+    }
+  }
+}
+
 export async function syncDir(dir: string): Promise<void> {
   const fh = await fs.open(dir, 'r')
   try {
