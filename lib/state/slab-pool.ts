@@ -11,37 +11,30 @@
  * - Its bytes are left as they were: a tier hands out slots whose bytes are unspecified,
  *   and writes every byte of a slot before it is read or sent, as it does when it reuses
  *   a slot of its own.
- * - At most KEEP_BYTES are kept, and nothing once KEEP_MS have passed since a slab was
- *   last given back (the timer does not keep the process alive).
+ * - At most KEEP_BYTES are kept (a BufferPool), and nothing once KEEP_MS have passed
+ *   since a slab was last given back (the timer does not keep the process alive).
  */
+import { BufferPool } from '../util/buffer-pool.js'
 
 const KEEP_BYTES = 128 * 1024 * 1024
 const KEEP_MS = 30_000
 
-const kept: Buffer[] = []
-let keptBytes = 0
+const pool = new BufferPool(KEEP_BYTES)
 let timer: NodeJS.Timeout | undefined
 
 /** A slab of `bytes`: a kept one of that size, else a fresh one with its pages faulted in. */
 export function takeSlab(bytes: number): Buffer {
-  const i = kept.findIndex((b) => b.byteLength === bytes)
-  if (i >= 0) {
-    keptBytes -= bytes
-    return kept.splice(i, 1)[0] as Buffer
-  }
+  const kept = pool.take(bytes, true)
+  if (kept !== undefined) return kept
   const slab = Buffer.allocUnsafeSlow(bytes)
   slab.fill(0) // fault the pages in now, not on the write path
   return slab
 }
 
-/** Keeps `slabs` for the next tier, as many as fit under KEEP_BYTES. */
+/** Keeps `slabs` for the next tier, within KEEP_BYTES. */
 export function giveSlabs(slabs: readonly Buffer[]): void {
-  for (const s of slabs) {
-    if (keptBytes + s.byteLength > KEEP_BYTES) break
-    kept.push(s)
-    keptBytes += s.byteLength
-  }
-  if (kept.length === 0) return
+  for (const s of slabs) pool.give(s)
+  if (pool.bytes === 0) return
   clearTimeout(timer)
   timer = setTimeout(dropSlabs, KEEP_MS)
   timer.unref()
@@ -51,11 +44,10 @@ export function giveSlabs(slabs: readonly Buffer[]): void {
 export function dropSlabs(): void {
   clearTimeout(timer)
   timer = undefined
-  kept.length = 0
-  keptBytes = 0
+  pool.clear()
 }
 
 /** Bytes kept now (for tests). */
 export function keptSlabBytes(): number {
-  return keptBytes
+  return pool.bytes
 }

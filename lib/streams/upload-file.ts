@@ -27,6 +27,7 @@ import type { Settings } from '../settings.js'
 import type { BlockSource } from '../state/dirty-tier.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
+import { BufferPool } from '../util/buffer-pool.js'
 import type { FlushTiming } from '../write/flush.js'
 import { openForAppend } from './write-stream.js'
 
@@ -62,19 +63,11 @@ export function fileSource(
   const first: Promise<FileVersion> | undefined = version !== undefined ? Promise.resolve(version) : stat?.()
   first?.catch(() => undefined) // judged by verify
   /** Buffers given back; the views lent out (a read never given back is not held). */
-  const free: Buffer[] = []
-  let freeBytes = 0
+  const pool = new BufferPool(SOURCE_POOL_BYTES)
   const lent = new WeakSet<Uint8Array>()
-  const take = (length: number): Buffer => {
-    const at = free.findIndex((b) => b.byteLength >= length)
-    if (at < 0) return Buffer.allocUnsafeSlow(length)
-    const b = free.splice(at, 1)[0] as Buffer
-    freeBytes -= b.byteLength
-    return b
-  }
   return {
     async read(position, length) {
-      const out = take(length).subarray(0, length)
+      const out = (pool.take(length) ?? Buffer.allocUnsafeSlow(length)).subarray(0, length)
       let done = 0
       while (done < length) {
         const { bytesRead } = await fh.read(out, done, length - done, position + done)
@@ -90,15 +83,7 @@ export function fileSource(
     },
     release(bytes) {
       // Only the very view a read returned, once: a stale view of reused memory is ignored.
-      if (!lent.delete(bytes)) return
-      const whole = Buffer.from(bytes.buffer)
-      while (free.length > 0 && freeBytes + whole.byteLength > SOURCE_POOL_BYTES) {
-        freeBytes -= (free.shift() as Buffer).byteLength
-      }
-      if (whole.byteLength <= SOURCE_POOL_BYTES) {
-        free.push(whole)
-        freeBytes += whole.byteLength
-      }
+      if (lent.delete(bytes)) pool.give(Buffer.from(bytes.buffer))
     },
     async verify() {
       if (stat === undefined || first === undefined) return

@@ -44,7 +44,6 @@ export function parseJson<T>(text: string): T | undefined {
   }
 }
 
-/** Makes a folder's entries (files made, renamed or removed in it) durable. */
 /** Buffers per readv or writev call (the kernel's IOV_MAX is 1024). */
 export const IOV_MAX = 1024
 
@@ -75,6 +74,7 @@ export async function writeFully(fh: fs.FileHandle, chunks: readonly Uint8Array[
   }
 }
 
+/** Makes a folder's entries (files made, renamed or removed in it) durable. */
 export async function syncDir(dir: string): Promise<void> {
   const fh = await fs.open(dir, 'r')
   try {
