@@ -22,7 +22,7 @@
  */
 
 import { StreamSegmentError } from '../errors.js'
-import { crc32Blocks, crc32Chunks } from '../util/crc32.js'
+import { crc32Chunks } from '../util/crc32.js'
 import {
   detectedHeader,
   encodeHeader,
@@ -249,19 +249,12 @@ export function checkSlotCrcs(
   blockSize: number,
   bad: (slot: number, computed: number) => void,
 ): number {
-  let crcs: Uint32Array
-  let n: number
-  if (bytes instanceof Uint8Array) {
-    n = Math.floor(bytes.byteLength / blockSize)
-    crcs = new Uint32Array(n)
-    crc32Blocks(bytes.subarray(0, n * blockSize), blockSize, crcs)
-  } else {
-    let total = 0
-    for (const c of bytes) total += c.byteLength
-    n = Math.floor(total / blockSize)
-    crcs = new Uint32Array(Math.ceil(total / blockSize))
-    crc32Chunks(bytes, blockSize, crcs)
-  }
+  const chunks = bytes instanceof Uint8Array ? [bytes] : bytes
+  let total = 0
+  for (const c of chunks) total += c.byteLength
+  const n = Math.floor(total / blockSize)
+  const crcs = new Uint32Array(Math.ceil(total / blockSize)) // a last partial slot's CRC is not checked
+  crc32Chunks(chunks, blockSize, crcs)
   for (let i = 0; i < n; i++) {
     const computed = crcs[i] as number
     if (computed !== summary.crc[first + i]) bad(first + i, computed)

@@ -33,7 +33,7 @@ import { constants as fsConstants, type Stats } from 'node:fs'
 import * as fs from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import { StreamSegmentError } from '../errors.js'
-import { acquireLock, IOV_MAX, isCode, isMissing, parseJson, syncDir, writeFully } from '../util/local-fs.js'
+import { acquireLock, isCode, isMissing, parseJson, readFully, syncDir, writeFully } from '../util/local-fs.js'
 import {
   checkCopyRange,
   checkKey,
@@ -147,7 +147,7 @@ export class DirectoryStore implements ObjectStore {
     return this.#read(key, options, READ_PIECE)
   }
 
-  /** The bytes asked, in buffers of `piece` bytes but the last, filled by `readv` calls. */
+  /** The bytes asked, in buffers of `piece` bytes but the last, filled by `readv` (readFully). */
   async #read(key: string, options: GetOptions | undefined, piece: number): Promise<Buffer[]> {
     checkKey(key)
     throwIfAborted(options?.signal, `get ${key}`)
@@ -164,19 +164,8 @@ export class DirectoryStore implements ObjectStore {
       const [start, end] = resolveRange(options?.range, st.size, where)
       const pieces: Buffer[] = []
       for (let at = start; at < end; at += piece) pieces.push(Buffer.allocUnsafe(Math.min(piece, end - at)))
-      // The first piece not yet full, and how much of it is.
-      let i = 0
-      let filled = 0
-      for (let done = 0; done < end - start; ) {
-        throwIfAborted(options?.signal, `get ${key}`)
-        const batch = pieces.slice(i, i + IOV_MAX)
-        batch[0] = (batch[0] as Buffer).subarray(filled)
-        const { bytesRead } = await fh.readv(batch, start + done)
-        if (bytesRead === 0) throw StreamSegmentError.store(`${where}: file shrank while being read`)
-        done += bytesRead
-        for (filled += bytesRead; i < pieces.length && filled >= (pieces[i] as Buffer).byteLength; i++) {
-          filled -= (pieces[i] as Buffer).byteLength
-        }
+      if ((await readFully(fh, pieces, start)) < end - start) {
+        throw StreamSegmentError.store(`${where}: file shrank while being read`)
       }
       return pieces
     } catch (err) {

@@ -54,12 +54,39 @@ export const IOV_MAX = 1024
  * stays linear in the chunks.
  */
 export async function writeFully(fh: fs.FileHandle, chunks: readonly Uint8Array[], position?: number): Promise<void> {
+  let total = 0
+  for (const c of chunks) total += c.byteLength
+  const written = await vectored(chunks, position, (batch, at) => fh.writev(batch, at).then((r) => r.bytesWritten))
+  if (written < total) throw StreamSegmentError.store(`writev wrote nothing with ${total - written} bytes left`)
+}
+
+/**
+ * Fills `buffers`, in order, with `readv` calls of at most IOV_MAX buffers from
+ * `position` on, as writeFully writes. Returns the bytes read: fewer than the buffers
+ * hold when the file ends first.
+ */
+export async function readFully(fh: fs.FileHandle, buffers: readonly Uint8Array[], position: number): Promise<number> {
+  return vectored(buffers, position, (batch, at) => fh.readv(batch, at).then((r) => r.bytesRead))
+}
+
+/**
+ * Moves every byte of `chunks` by `io` calls of at most IOV_MAX of them, each resuming
+ * where the last stopped (only a chunk done in part is re-sliced); stops when one moves
+ * nothing. Returns the bytes moved.
+ */
+async function vectored(
+  chunks: readonly Uint8Array[],
+  position: number | undefined,
+  io: (batch: Uint8Array[], at: number | undefined) => Promise<number>,
+): Promise<number> {
   const rest = chunks.filter((c) => c.byteLength > 0)
   let at = position
+  let moved = 0
   let i = 0
   while (i < rest.length) {
-    const batch = i === 0 && rest.length <= IOV_MAX ? rest : rest.slice(i, i + IOV_MAX)
-    let n = (await fh.writev(batch, at)).bytesWritten
+    let n = await io(i === 0 && rest.length <= IOV_MAX ? rest : rest.slice(i, i + IOV_MAX), at)
+    if (n === 0) break
+    moved += n
     if (at !== undefined) at += n
     while (n > 0 && i < rest.length) {
       const c = rest[i] as Uint8Array
@@ -72,6 +99,7 @@ export async function writeFully(fh: fs.FileHandle, chunks: readonly Uint8Array[
       }
     }
   }
+  return moved
 }
 
 /** Makes a folder's entries (files made, renamed or removed in it) durable. */

@@ -619,11 +619,12 @@ async function tableStreams() {
   // BENCH_VARIANTS=0,3,9 runs only those rows (0, the source alone, is always run).
   const only = process.env.BENCH_VARIANTS?.split(',').map(Number)
   const chosen = [...variants.keys()].filter((i) => i === 0 || only === undefined || only.includes(i))
-  const sourceEnv = chosen.some((i) => i >= fileRows) ? { BENCH_SOURCE_FILE: await sourceFile(dir) } : {}
+  // The file rows' file, made once: sourceFile sets BENCH_SOURCE_FILE, which the children inherit.
+  if (chosen.some((i) => i >= fileRows)) await sourceFile(dir)
   for (let r = 0; r < rounds; r++) {
     for (const i of chosen) {
       const out = spawnSync(process.execPath, ['--expose-gc', fileURLToPath(import.meta.url)], {
-        env: { ...process.env, ...sourceEnv, BENCH_TABLES: '2', BENCH_CHILD: String(i) },
+        env: { ...process.env, BENCH_TABLES: '2', BENCH_CHILD: String(i) },
         encoding: 'utf8',
         maxBuffer: 1 << 20,
       })

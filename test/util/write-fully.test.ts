@@ -4,9 +4,9 @@ import { open } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { it } from 'node:test'
-import { IOV_MAX, writeFully } from '../../lib/util/local-fs.js'
+import { IOV_MAX, readFully, writeFully } from '../../lib/util/local-fs.js'
 
-it('writeFully: every chunk in order, at a position or at the file position, over more chunks than one writev takes', async () => {
+it('writeFully and readFully: every chunk in order, at a position or at the file position, over more chunks than one writev takes', async () => {
   const path = join(mkdtempSync(join(tmpdir(), 'ss-wf-')), 'f')
   // IOV_MAX + 300 chunks of 1..7 bytes, empty ones among them.
   const chunks = Array.from({ length: IOV_MAX + 300 }, (_, i) => Buffer.alloc(i % 8, i % 251))
@@ -17,6 +17,14 @@ it('writeFully: every chunk in order, at a position or at the file position, ove
     await writeFully(fh, chunks) // at the file position: after "head"
     await writeFully(fh, chunks, 10_000) // at a position
     await writeFully(fh, [Buffer.from('tail')]) // the file position is after the first list
+    // Read back the same way, and past the end: fewer bytes than the buffers hold.
+    const back = chunks.map((c) => Buffer.alloc(c.length))
+    assert.equal(await readFully(fh, back, 10_000), all.length)
+    assert.ok(Buffer.concat(back).equals(all), 'readFully: the list at position 10000')
+    const past = [Buffer.alloc(5000), Buffer.alloc(5000)]
+    const size = 10_000 + all.length
+    assert.equal(await readFully(fh, past, size - 6000), 6000, 'stops where the file ends')
+    assert.ok(past[1]?.subarray(0, 1000).equals(all.subarray(-1000)))
   } finally {
     await fh.close()
   }
