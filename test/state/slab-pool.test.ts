@@ -2,6 +2,7 @@ import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { DirtyTier } from '../../lib/state/dirty-tier.js'
 import { dropSlabs, giveSlabs, keptSlabBytes, takeSlab } from '../../lib/state/slab-pool.js'
+import { crc32 } from '../../lib/util/crc32.js'
 
 const BS = 4096
 const SLAB_BYTES = 4 * 1024 * 1024
@@ -66,6 +67,34 @@ describe('slab pool', () => {
     assert.equal(back.length, 2, 'the two unpinned slabs are reused')
     assert.ok(!reused.has(pinned), 'the pinned one is not')
     assert.equal(keptSlabBytes(), 0)
+    dropSlabs()
+  })
+
+  it('a slab given back by a tier of one block size hashes the blocks of the next tier, of another', () => {
+    dropSlabs()
+    const patterned = (n: number, seed: number) => Uint8Array.from({ length: n }, (_, i) => (i * 31 + seed) & 255)
+    const check = (tier: DirtyTier, bs: number, seed: number) => {
+      const first = tier.allocRun(SLAB_BYTES / bs)
+      assert.equal(tier.lastRun, SLAB_BYTES / bs)
+      const bytes = patterned(SLAB_BYTES, seed)
+      tier.writeRun(first, tier.lastRun, bytes, 0)
+      for (const i of [0, 1, tier.lastRun - 1]) {
+        const want = crc32(bytes.subarray(i * bs, (i + 1) * bs))
+        assert.equal(tier.crcOf(first + i), want, `${bs}-byte block ${i}, as written`)
+        tier.write(first + i, 0, patterned(bs, seed + i + 1)) // changed: computed again
+        assert.equal(tier.crcOf(first + i), crc32(patterned(bs, seed + i + 1)), `${bs}-byte block ${i}, rewritten`)
+      }
+      return tier.slab(first)
+    }
+    const a = new DirtyTier(BS)
+    const slab = check(a, BS, 1)
+    a.clear()
+    const b = new DirtyTier(2 * BS)
+    assert.equal(check(b, 2 * BS, 2), slab, 'the same slab, now of 8 KiB blocks')
+    b.clear()
+    const c = new DirtyTier(BS)
+    assert.equal(check(c, BS, 3), slab, 'and of 4 KiB blocks again')
+    c.clear()
     dropSlabs()
   })
 })
