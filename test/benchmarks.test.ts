@@ -1,0 +1,143 @@
+/**
+ * Every benchmark program under test/bench runs to its end on a few MiB and prints its
+ * tables, the radosgw rows included (the test runner starts radosgw and the programs
+ * inherit AWS_ENDPOINT_URL_S3). The figures are not checked: they are measurements, made
+ * at full size by hand (docs/benchmarks.md). What this pins is that the commands the docs
+ * give still run. Fails, never skips, without the server.
+ */
+import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
+import { resolve } from 'node:path'
+import { describe, it } from 'node:test'
+import { s3TestBucket } from './helpers/s3-env.js'
+
+interface Case {
+  program: string
+  args?: string[]
+  env?: Record<string, string>
+  /** Lines stdout must have (each a regular expression over one line). */
+  lines: RegExp[]
+}
+
+const MIB = '16'
+const cases: Case[] = [
+  {
+    program: 'crc32',
+    lines: [/^# CRC-32 throughput, GB\/s/, /^\| crc-32 \| [\d.]+ \|/, /^# Per-block CRC-32s of 1 MiB runs/],
+  },
+  {
+    program: 'read',
+    args: ['--mib', MIB, '--object-mib', '4', '--random', '5', '--rounds', '1'],
+    lines: [
+      /^Cold open \+ sequential read/,
+      /^\| throttled directory \| 1 \| \d+ \|/,
+      /^\| throttled general purpose \| 1 \| \d+ \|/,
+      /^\| directory store \| 1 \| \d+ \|/,
+      /^\| radosgw, http GETs \| 1 \| \d+ \| \d+ \|/,
+      /^\| radosgw, sdk GETs \| 1 \| \d+ \| \d+ \|/,
+      /^Random 4 KiB reads/,
+      /^\| radosgw, http GETs \| \d+ \| [\d.]+ \|/,
+    ],
+  },
+  {
+    program: 'export',
+    args: ['--mib', MIB, '--rounds', '1'],
+    lines: [
+      /^\| exportObject +\| [\d.]+/,
+      /^\| sdk-copy \(GetObject \+ Upload\) \| [\d.]+/,
+      /^SHA-256 of GetObject of every export equals/,
+    ],
+  },
+  {
+    program: 'resume',
+    args: ['--mib', MIB, '--rounds', '1'],
+    lines: [
+      /^\| full \(resume: false\) +\| [\d.]+/,
+      /^\| resumed +\| [\d.]+/,
+      /^SHA-256 of every checkpoint equals the file's/,
+    ],
+  },
+  {
+    program: 's3-upload',
+    args: ['--mib', MIB, '--part-mib', '8', '--rounds', '1'],
+    lines: [/^s3store +[\d.]+/, /^s3store-no-md5 +[\d.]+/, /^lib-storage +[\d.]+/],
+  },
+  {
+    program: 'stream-flush',
+    env: { BENCH_MIB: MIB, BENCH_HOT_MIB: '4' },
+    lines: [
+      /^## 1\. Flush seconds/,
+      /^## 2\. Write amplification/,
+      /^## 3\. The spec's default limits/,
+      /^## 4\. Writer CPU by value/,
+      /^## 5\. radosgw/,
+      /^\| lib-storage Upload \(16 MiB parts, queue 4\) \| [\d.]+ \|/,
+      /^## 6\. By reference/,
+      /^Writer CPU by reference, StreamSegment/,
+    ],
+  },
+  {
+    program: 'wal',
+    env: { BENCH_MIB: MIB },
+    lines: [/^\| none \(no WAL\) \| [\d.]+ \|/, /^\| sync 'always' \| [\d.]+ \|/],
+  },
+  {
+    program: 'write-cpu',
+    env: { BENCH_MIB: MIB, BENCH_STREAM_MIB: MIB, BENCH_ROUNDS: '1' },
+    lines: [
+      /^# write-cpu, streams:/,
+      /^\| write stream, discarding store \(beyond the source\) \| [\d.]+/,
+      /^\| write stream, directory store \| [\d.]+/,
+      /^\| write stream, S3Store \(radosgw\) \| [\d.]+/,
+      /^\| by reference: SegmentFile\.writeRef in 1 MiB calls/,
+      /^\| lib-storage's Upload, 16 MiB parts, queue 4 \(radosgw\) \| [\d.]+/,
+      /uploadFile of that file, spec defaults \(radosgw\)/,
+    ],
+  },
+  {
+    program: 'write-stream',
+    env: { BENCH_MIB: MIB, BENCH_ROUNDS: '1' },
+    lines: [/^\| 1024 KiB \| node:stream Writable \(ours\) \| [\d.]+ \|/],
+  },
+]
+
+/** Runs a compiled benchmark program; resolves with its exit code and output. */
+function runBench(c: Case): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const file = resolve(`dist/esm/test/bench/${c.program}.js`)
+  const env = { ...process.env, ...c.env }
+  delete env.DEBUG
+  return new Promise((done, fail) => {
+    const child = spawn(process.execPath, [file, ...(c.args ?? [])], { env, stdio: ['ignore', 'pipe', 'pipe'] })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.setEncoding('utf8').on('data', (s: string) => {
+      stdout += s
+    })
+    child.stderr.setEncoding('utf8').on('data', (s: string) => {
+      stderr += s
+    })
+    const timer = setTimeout(() => child.kill('SIGKILL'), 240_000)
+    child.on('error', fail)
+    child.on('close', (code) => {
+      clearTimeout(timer)
+      done({ code, stdout, stderr })
+    })
+  })
+}
+
+describe('the benchmark programs run on a few MiB', () => {
+  for (const c of cases) {
+    it(`${c.program}${c.args ? ` ${c.args.join(' ')}` : ''}`, { timeout: 300_000 }, async () => {
+      await s3TestBucket() // the server answers (else this fails with how to start one)
+      const r = await runBench(c)
+      assert.equal(r.code, 0, `exit code ${r.code}; stderr:\n${r.stderr.slice(-4000)}`)
+      const lines = r.stdout.split('\n')
+      for (const want of c.lines) {
+        assert.ok(
+          lines.some((l) => want.test(l)),
+          `no line matches ${want}; output:\n${r.stdout.slice(-6000)}`,
+        )
+      }
+    })
+  }
+})
