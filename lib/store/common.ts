@@ -4,6 +4,7 @@
  */
 import { randomUUID } from 'node:crypto'
 import { StreamSegmentError, throwIfAborted } from '../errors.js'
+import { BufferPool } from '../util/buffer-pool.js'
 import type { Body, ByteRange, CompletedPart, GetOptions, ObjectInfo, PutOptions } from './types.js'
 import { WRITE_ID_METADATA } from './types.js'
 
@@ -53,8 +54,7 @@ export function joinBody(body: Body): { bytes: Uint8Array; release: () => void }
   if (body.length === 1) return { bytes: body[0] as Uint8Array, release: () => {} }
   const n = bodyLength(body)
   const capacity = Math.ceil(n / JOIN_QUANTUM) * JOIN_QUANTUM
-  const at = joinPool.findIndex((b) => b.byteLength === capacity)
-  const buf = at >= 0 ? (joinPool.splice(at, 1)[0] as Buffer) : Buffer.allocUnsafeSlow(capacity)
+  const buf = joinPool.take(capacity, true) ?? Buffer.allocUnsafeSlow(capacity)
   let o = 0
   for (const b of body) {
     buf.set(b, o)
@@ -62,16 +62,13 @@ export function joinBody(body: Body): { bytes: Uint8Array; release: () => void }
   }
   return {
     bytes: buf.subarray(0, n),
-    release: () => {
-      if (joinPool.length >= JOIN_POOL_MAX) joinPool.shift()
-      joinPool.push(buf)
-    },
+    release: () => joinPool.give(buf),
   }
 }
 
+/** Joined sizes are rounded up to a MiB, so that bodies of a few sizes share buffers. */
 const JOIN_QUANTUM = 1024 * 1024
-const JOIN_POOL_MAX = 8
-const joinPool: Buffer[] = []
+const joinPool = new BufferPool(128 * 1024 * 1024)
 
 /** A copy of the body in one new buffer (for stores that keep it). */
 export function copyBody(body: Body): Uint8Array {

@@ -2,7 +2,8 @@
  * Buffers given back, kept to be used again: memory whose pages are faulted in already
  * (a new buffer of a few MiB is mapped afresh by the C allocator and faulted in page by
  * page). At most `maxBytes` are kept; giving one more lets the oldest go. The dirty
- * tier's slabs (state/slab-pool.ts) and fileSource's reads (streams/upload-file.ts) use it.
+ * tier's slabs (state/slab-pool.ts), fileSource's reads (streams/upload-file.ts) and the
+ * bodies joined for a request (store/common.ts) use it.
  */
 export class BufferPool {
   private readonly kept: Buffer[] = []

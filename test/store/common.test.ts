@@ -1,0 +1,34 @@
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+import { joinBody } from '../../lib/store/common.js'
+
+const MiB = 1024 * 1024
+const patterned = (n: number, seed: number) =>
+  Buffer.from(Uint8Array.from({ length: n }, (_, i) => (i * 7 + seed) & 255))
+
+describe('joinBody', () => {
+  it('gives one buffer as it is, and several joined in order', () => {
+    const one = patterned(1000, 1)
+    assert.equal(joinBody(one).bytes, one)
+    assert.equal(joinBody([one]).bytes, one)
+    const parts = [patterned(3 * MiB + 5, 2), patterned(0, 3), patterned(MiB - 1, 4)]
+    const joined = joinBody(parts)
+    assert.deepEqual(Buffer.from(joined.bytes), Buffer.concat(parts))
+    joined.release()
+  })
+
+  it('a buffer given back is joined into again for a body of the same MiB count, never while lent', () => {
+    const a = joinBody([patterned(5 * MiB + 1, 5), patterned(100, 6)])
+    const b = joinBody([patterned(5 * MiB + 1, 7), patterned(100, 8)])
+    assert.notEqual(b.bytes.buffer, a.bytes.buffer, 'a is still lent out')
+    const aMemory = a.bytes.buffer
+    a.release()
+    const other = joinBody([patterned(2 * MiB, 9), patterned(1, 10)])
+    assert.notEqual(other.bytes.buffer, aMemory, 'a 3 MiB body does not take a 6 MiB buffer')
+    const parts = [patterned(6 * MiB - 10, 11), patterned(10, 12)]
+    const c = joinBody(parts)
+    assert.equal(c.bytes.buffer, aMemory, 'a 6 MiB body does')
+    assert.deepEqual(Buffer.from(c.bytes), Buffer.concat(parts))
+    for (const x of [b, other, c]) x.release()
+  })
+})
