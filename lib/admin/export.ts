@@ -33,6 +33,7 @@ import { createS3Client, S3Store } from '../store/s3.js'
 import type { ObjectAttributes, ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
 import { writeFully } from '../util/local-fs.js'
+import { givePieces } from '../util/piece-pool.js'
 import { GiB, MiB } from '../util/units.js'
 import { resolveCheckpoint } from './list.js'
 import { type Problem, walkMap } from './map-walk.js'
@@ -530,7 +531,9 @@ async function exportToFile(
         steps.push(
           limiter.run(async () => {
             // As the store's GET gives them (64 KiB buffers on S3 and the directory store).
-            await writeFully(fh, await readExactChunks(store, key, from, from + (e - s), signal), s)
+            const pieces = await readExactChunks(store, key, from, from + (e - s), signal)
+            await writeFully(fh, pieces, s)
+            givePieces(pieces) // written: the store's pieces can be read into again
             written += e - s
             options.onProgress?.({ totalBytes: size, copiedBytes: 0, sentBytes: written })
           }),

@@ -25,6 +25,7 @@ import {
 import { decodeSummary, type Summary } from '../format/summary.js'
 import type { ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
+import { givePieces } from '../util/piece-pool.js'
 import { MiB } from '../util/units.js'
 import { objectKeys } from './inspect.js'
 import { resolveCheckpoint } from './list.js'
@@ -307,5 +308,6 @@ async function verifyObject(
         message: slotCrcMessage(url, s, slot, computed, at),
       })
     })
+    givePieces(bytes) // checked: the store's pieces can be read into again
   }
 }

@@ -59,6 +59,7 @@ import { type BlockMap, DIRTY_BASE, isDirtyRef, type MapNode } from '../state/bl
 import type { FileState } from '../state/file-state.js'
 import { crc32, crc32Chunks, crc32OfBlocks } from '../util/crc32.js'
 import type { Limiter } from '../util/limiter.js'
+import { givePieces } from '../util/piece-pool.js'
 
 export type { ReadKind, ReadTiming } from '../container/objects.js'
 
@@ -254,7 +255,8 @@ export class Reader {
 
   /**
    * The bytes of a data piece: views of the GET's answer as it came (no copy), in order,
-   * every block of the run checked before any is returned.
+   * every block of the run checked before any is returned. The caller owns the store's
+   * pieces under them, and may give them back (util/piece-pool.ts) once done with these.
    */
   async fetchPiece(p: Piece & { kind: 'data' }): Promise<Uint8Array[]> {
     const chunks = await this.fetchBlocks(p.run)
@@ -270,6 +272,7 @@ export class Reader {
       out.set(c, at)
       at += c.byteLength
     }
+    givePieces(chunks) // copied: the store's pieces can be read into again
   }
 
   /** The run's blocks (the GET's answer as it came), each checked against the object's summary. */

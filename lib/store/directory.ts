@@ -34,6 +34,7 @@ import * as fs from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import { StreamSegmentError } from '../errors.js'
 import { acquireLock, isCode, isMissing, parseJson, readFully, syncDir, writeFully } from '../util/local-fs.js'
+import { lendPieces, PIECE_BYTES, takePiece } from '../util/piece-pool.js'
 import {
   checkCopyRange,
   checkKey,
@@ -70,8 +71,6 @@ const UPLOADS = '.ss-multipart'
 /** The sidecar field holding the ETag: not a valid metadata key, so never a caller's. */
 const ETAG_FIELD = 'ss:etag'
 const COPY_BUFFER = 1024 * 1024
-/** The most bytes of a read in one buffer (`getChunks`). */
-const READ_PIECE = 64 * 1024
 const LIST_CONCURRENCY = 32
 /** Opens whatever is at a key's path without blocking (a FIFO someone put there) and without writing. */
 const OPEN_PROBE = fsConstants.O_RDONLY | fsConstants.O_NONBLOCK
@@ -141,10 +140,13 @@ export class DirectoryStore implements ObjectStore {
    * As `get`, the bytes in pieces of 64 KiB, the last one shorter. Pieces, not one buffer
    * of the range's length: C allocators serve a request under 128 KiB from memory the
    * process freed before, but map a larger one afresh each time, its pages faulted in on
-   * first use (see lib/store/s3-get.ts).
+   * first use (see lib/store/s3-get.ts). Full pieces come from util/piece-pool.ts and
+   * are lent to the caller, who may give them back.
    */
-  getChunks(key: string, options?: GetOptions): Promise<Uint8Array[]> {
-    return this.#read(key, options, READ_PIECE)
+  async getChunks(key: string, options?: GetOptions): Promise<Uint8Array[]> {
+    const pieces = await this.#read(key, options, PIECE_BYTES)
+    lendPieces(pieces)
+    return pieces
   }
 
   /** The bytes asked, in buffers of `piece` bytes but the last, filled by `readv` (readFully). */
@@ -163,7 +165,10 @@ export class DirectoryStore implements ObjectStore {
       if (!st.isFile()) throw StreamSegmentError.notFound(`${where}: no such key`)
       const [start, end] = resolveRange(options?.range, st.size, where)
       const pieces: Buffer[] = []
-      for (let at = start; at < end; at += piece) pieces.push(Buffer.allocUnsafe(Math.min(piece, end - at)))
+      for (let at = start; at < end; at += piece) {
+        const n = Math.min(piece, end - at)
+        pieces.push(n === PIECE_BYTES ? takePiece() : Buffer.allocUnsafe(n))
+      }
       if ((await readFully(fh, pieces, start)) < end - start) {
         throw StreamSegmentError.store(`${where}: file shrank while being read`)
       }

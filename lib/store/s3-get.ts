@@ -3,9 +3,10 @@
  * request (endpoint and addressing style, region, credentials from the client's provider,
  * refreshed as it refreshes them) and parses error answers into its named errors; the
  * request goes out on a keep-alive socket of our own pool, and a 2xx body is read by the
- * kernel straight into pieces of at most BODY_PIECE bytes, allocated as the body arrives
+ * kernel straight into pieces of at most BODY_PIECE bytes, taken as the body arrives
  * (the socket's `onread` buffer is the current piece's unfilled rest: no per-read socket
- * buffers, no copy, no concat). Pieces of 64 KiB, not one buffer sized from
+ * buffers, no copy, no concat); full pieces come from util/piece-pool.ts, where the
+ * reader gives them back. Pieces of 64 KiB, not one buffer sized from
  * Content-Length: C allocators (glibc, musl) serve a request under 128 KiB from memory the
  * process freed before, its pages in place, but map a larger one afresh each time, every
  * page faulted in on first use. On some virtual machines those faults cost more CPU than
@@ -43,11 +44,12 @@ import { connect as netConnect, type Socket } from 'node:net'
 import { Readable } from 'node:stream'
 import { connect as tlsConnect } from 'node:tls'
 import type { S3Client } from '@aws-sdk/client-s3'
+import { PIECE_BYTES, takePiece } from '../util/piece-pool.js'
 
 const HEAD_MAX = 64 * 1024
 const ERROR_BODY_MAX = 1024 * 1024
 /** The most bytes of a body read into one buffer (see the top): what a Node socket reads at a time. */
-const BODY_PIECE = 64 * 1024
+const BODY_PIECE = PIECE_BYTES
 const DEFAULT_CONNECT_TIMEOUT_MS = 5_000
 const DEFAULT_IDLE_TIMEOUT_MS = 30_000
 const DEFAULT_MAX_SOCKETS = 64
@@ -579,7 +581,8 @@ class Connection {
     let last = x.pieces[x.pieces.length - 1]
     const at = x.filled % BODY_PIECE
     if (last === undefined || (at === 0 && x.filled === x.pieces.length * BODY_PIECE)) {
-      last = Buffer.allocUnsafeSlow(Math.min(BODY_PIECE, x.expected - x.filled))
+      const n = Math.min(BODY_PIECE, x.expected - x.filled)
+      last = n === PIECE_BYTES ? takePiece() : Buffer.allocUnsafeSlow(n)
       x.pieces.push(last)
     }
     return last.subarray(at)

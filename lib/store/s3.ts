@@ -56,6 +56,7 @@ import {
 import createDebug from 'debug'
 import { StreamSegmentError } from '../errors.js'
 import { crc32 } from '../util/crc32.js'
+import { lendPieces } from '../util/piece-pool.js'
 import { bodyLength, checkKey, joinBody, unquoteEtag } from './common.js'
 import { piecesOf, sendOverHttp, transportOf } from './s3-get.js'
 import {
@@ -383,8 +384,10 @@ export class S3Store implements ObjectStore {
   }
 
   /** As `get`, the body as read: 64 KiB pieces (`getPath` 'http') or the chunks it arrived in ('sdk'), never joined. */
-  getChunks(key: string, options: GetOptions = {}): Promise<Uint8Array[]> {
-    return this.#get(key, options)
+  async getChunks(key: string, options: GetOptions = {}): Promise<Uint8Array[]> {
+    const chunks = await this.#get(key, options)
+    lendPieces(chunks)
+    return chunks
   }
 
   async #get(key: string, options: GetOptions): Promise<Uint8Array[]> {

@@ -16,6 +16,10 @@
  *   readGetMaxBytes × readMaxConcurrency, 160 MiB: enough for every GET allowed in
  *   flight) plus one run; the stream's own buffer is `highWaterMark`. The consumer's
  *   backpressure stops `_read`, and with it the read-ahead.
+ * - The consumer gets buffers of its own: a GET's pooled pieces are copied as they are
+ *   pushed and given back to be read into again (util/piece-pool.ts), other answers are
+ *   pushed as they are. A chunk the consumer keeps stays as it is, whatever is read
+ *   after it.
  * - `start` and `end` are byte offsets, `end` inclusive, as in `fs.createReadStream` and
  *   HTTP ranges; both are clipped to the file, and a start at or past its end gives an
  *   empty stream.
@@ -28,6 +32,7 @@ import { type Piece, Reader, type ReadTiming } from '../read/reader.js'
 import { SegmentFile } from '../segment-file.js'
 import { type ReadOptions, resolveReadOptions } from '../settings.js'
 import type { ObjectStore } from '../store/types.js'
+import { givePieces, isLentPiece } from '../util/piece-pool.js'
 import { destroyOnAbort, type StreamLocation, storeOf } from './options.js'
 
 const MiB = 1024 * 1024
@@ -180,10 +185,17 @@ export class StreamSegmentReadStream extends Readable {
       this.bytesRead += bytes.byteLength
       this.push(bytes)
     } else {
+      // A GET's bytes: a pooled piece is copied as it is handed over and goes back to be
+      // read into again (util/piece-pool.ts says why); any other buffer is the consumer's.
       for (const b of bytes) {
         this.bytesRead += b.byteLength
-        this.push(b)
+        if (isLentPiece(b)) {
+          const copy = Buffer.allocUnsafe(b.byteLength)
+          copy.set(b)
+          this.push(copy)
+        } else this.push(b)
       }
+      givePieces(bytes)
     }
     // Keep the window full while the consumer works.
     this.fill().catch((err) => {

@@ -12,6 +12,7 @@ import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { createStreamSegmentReadStream } from '../../lib/streams/read-stream.js'
+import { pieceStats } from '../../lib/util/piece-pool.js'
 import { s3TestBucket, s3TestStore, uniquePrefix } from '../helpers/s3-env.js'
 import { ThrottledStore } from '../helpers/throttled-store.js'
 
@@ -35,6 +36,27 @@ describe('reads on radosgw', () => {
       assert.ok(Buffer.from(got).equals(data.subarray(at, at + 4096)))
       assert.ok(counted.totalRequests <= 3, `${counted.totalRequests} requests for a cold read at ${at}`)
     }
+  })
+
+  it("hands out chunks of the consumer's own: kept ones stay as they were while a later read reuses the GET pieces", async () => {
+    const size = 6 * MiB + 12_345
+    const data = [randomBytes(size), randomBytes(size)]
+    const stores = await Promise.all(data.map(() => s3TestStore()))
+    for (const [i, store] of stores.entries()) {
+      const f = await SegmentFile.create(store, { dataCacheDirtyMaxBytesThreshold: 2 * MiB })
+      const d = data[i] as Buffer
+      for (let at = 0; at < size; at += MiB) await f.write(at, d.subarray(at, at + MiB))
+      assert.ok((await f.flush()).objects >= 3)
+      await f.close()
+    }
+    const kept: Uint8Array[][] = [[], []]
+    const reused = pieceStats().reused
+    for (const [i, store] of stores.entries()) {
+      for await (const c of createStreamSegmentReadStream({ store, readGetMaxBytes: MiB }))
+        kept[i]?.push(c as Uint8Array)
+    }
+    assert.ok(pieceStats().reused - reused >= 64, `${pieceStats().reused - reused} pieces read into again`)
+    for (const [i, d] of data.entries()) assert.ok(Buffer.concat(kept[i] as Uint8Array[]).equals(d), `read ${i + 1}`)
   })
 
   describe('the CLI on an s3:// URL', () => {

@@ -1,0 +1,90 @@
+/**
+ * The 64 KiB pieces GET bodies are read into (S3Store's `http` path and
+ * DirectoryStore.getChunks), kept when their reader gives them back, to be read into again.
+ *
+ * Why: a read stream keeps up to its read-ahead (160 MiB by default) in pieces for a while,
+ * long enough for V8 to move them to its old generation. Pieces freed only by its
+ * mark-compact collections make the process's external memory climb, which starts more
+ * of those collections, and the C allocator hands much of the freed memory back to the
+ * system, to be faulted in again (docs/benchmarks.md, "Reads"). Pieces read into again
+ * cost neither; the stream hands its consumer copies, which die young.
+ *
+ * The ownership rule, which keeps a piece from being read into while anything can still
+ * see its bytes:
+ * - `takePiece` makes or reuses a piece; a store that answers `getChunks` with pieces it
+ *   took calls `lendPieces` on the answer. From then on the caller of `getChunks` owns
+ *   them, and any other holder (a `get` answered by one piece, say) never gives them back.
+ * - `givePieces(views)`: the caller is done with every view of these pieces. Only a view
+ *   covering a whole lent piece counts, and a piece is given back once: the first give
+ *   ends the loan, so a second, or a view of a piece never lent, is ignored.
+ * - At most KEEP_PIECES are kept, and none once KEEP_MS have passed since one was last
+ *   given back (the timer does not keep the process alive).
+ */
+
+/** The size of a piece. */
+export const PIECE_BYTES = 64 * 1024
+
+const KEEP_PIECES = 2048 // 128 MiB
+const KEEP_MS = 30_000
+
+const kept: Buffer[] = []
+/** Memory of pieces made here, and of those lent out now. */
+const made = new WeakSet<ArrayBuffer>()
+const lent = new WeakSet<ArrayBuffer>()
+let timer: NodeJS.Timeout | undefined
+let reused = 0
+
+/** A piece of PIECE_BYTES: one given back, else a new one. Its bytes are unspecified. */
+export function takePiece(): Buffer {
+  const p = kept.pop()
+  if (p !== undefined) {
+    reused++
+    return p
+  }
+  const fresh = Buffer.allocUnsafeSlow(PIECE_BYTES)
+  made.add(fresh.buffer as ArrayBuffer)
+  return fresh
+}
+
+/** The caller of getChunks now owns these pieces (those made here) and may give them back. */
+export function lendPieces(pieces: readonly Uint8Array[]): void {
+  for (const p of pieces) if (whole(p) && made.has(p.buffer as ArrayBuffer)) lent.add(p.buffer as ArrayBuffer)
+}
+
+/** Whether `v` is a whole piece lent out now: what givePieces would keep. */
+export function isLentPiece(v: Uint8Array): boolean {
+  return whole(v) && lent.has(v.buffer as ArrayBuffer)
+}
+
+/** The caller is done with every view of these pieces: each whole lent one is kept. */
+export function givePieces(views: readonly Uint8Array[]): void {
+  let gave = false
+  for (const v of views) {
+    if (!isLentPiece(v)) continue
+    const memory = v.buffer as ArrayBuffer
+    lent.delete(memory)
+    if (kept.length >= KEEP_PIECES) continue
+    kept.push(Buffer.from(memory))
+    gave = true
+  }
+  if (!gave) return
+  clearTimeout(timer)
+  timer = setTimeout(dropPieces, KEEP_MS)
+  timer.unref()
+}
+
+/** Lets every kept piece go. */
+export function dropPieces(): void {
+  clearTimeout(timer)
+  timer = undefined
+  kept.length = 0
+}
+
+/** Bytes kept now, and how many pieces takePiece has reused (for tests and benchmarks). */
+export function pieceStats(): { keptBytes: number; reused: number } {
+  return { keptBytes: kept.length * PIECE_BYTES, reused }
+}
+
+function whole(v: Uint8Array): boolean {
+  return v.byteOffset === 0 && v.byteLength === PIECE_BYTES && v.buffer.byteLength === PIECE_BYTES
+}

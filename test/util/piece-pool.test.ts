@@ -1,0 +1,115 @@
+/**
+ * The pool of 64 KiB GET pieces: what is given back is read into again, and nothing is
+ * read into while a holder can still see it; a read stream's consumer keeps chunks that
+ * stay as they were while later reads reuse the pieces under them (directory store here;
+ * test/read/s3-read.test.ts does the same on radosgw).
+ */
+import assert from 'node:assert/strict'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, describe, it } from 'node:test'
+import { SegmentFile } from '../../lib/segment-file.js'
+import { DirectoryStore } from '../../lib/store/directory.js'
+import { createStreamSegmentReadStream } from '../../lib/streams/read-stream.js'
+import {
+  dropPieces,
+  givePieces,
+  isLentPiece,
+  lendPieces,
+  PIECE_BYTES,
+  pieceStats,
+  takePiece,
+} from '../../lib/util/piece-pool.js'
+import { pattern } from '../helpers/pattern.js'
+
+const MiB = 1024 * 1024
+
+describe('piece pool', () => {
+  it('a piece lent and given back is read into again; once only', () => {
+    dropPieces()
+    const a = takePiece()
+    assert.equal(a.byteLength, PIECE_BYTES)
+    assert.equal(isLentPiece(a), false)
+    lendPieces([a])
+    assert.equal(isLentPiece(a), true)
+    assert.equal(isLentPiece(a.subarray(1)), false, 'a part of it')
+    givePieces([a.subarray(0)]) // any view of the whole piece
+    assert.equal(isLentPiece(a), false)
+    assert.equal(pieceStats().keptBytes, PIECE_BYTES)
+    givePieces([a]) // given twice: the loan ended with the first
+    assert.equal(pieceStats().keptBytes, PIECE_BYTES)
+    assert.equal(takePiece().buffer, a.buffer)
+    assert.notEqual(takePiece().buffer, a.buffer, 'kept once')
+  })
+
+  it('ignores pieces not lent, views of part of a piece, and memory not made here', () => {
+    dropPieces()
+    const notLent = takePiece() // a `get` answered by one piece: its caller keeps it
+    givePieces([notLent])
+    const part = takePiece()
+    lendPieces([part])
+    givePieces([part.subarray(0, PIECE_BYTES - 1), part.subarray(1)])
+    const foreign = Buffer.allocUnsafeSlow(PIECE_BYTES)
+    lendPieces([foreign])
+    givePieces([foreign])
+    assert.equal(pieceStats().keptBytes, 0)
+    // The piece seen only in part is still lent: given back whole later, it is kept.
+    givePieces([part])
+    assert.equal(pieceStats().keptBytes, PIECE_BYTES)
+    dropPieces()
+  })
+
+  it('keeps at most 128 MiB', () => {
+    dropPieces()
+    const many = Array.from({ length: 2100 }, () => takePiece())
+    lendPieces(many)
+    givePieces(many)
+    assert.equal(pieceStats().keptBytes, 128 * MiB)
+    dropPieces()
+    assert.equal(pieceStats().keptBytes, 0)
+  })
+})
+
+describe('a read stream over pooled pieces', () => {
+  const dirs: string[] = []
+  after(async () => {
+    for (const d of dirs) await rm(d, { recursive: true, force: true })
+  })
+
+  async function container(seed: number, bytes: number): Promise<DirectoryStore> {
+    const dir = await mkdtemp(join(tmpdir(), 'ss-pieces-'))
+    dirs.push(dir)
+    const store = new DirectoryStore(dir)
+    const f = await SegmentFile.create(store, { dataCacheDirtyMaxBytesThreshold: 2 * MiB })
+    const data = pattern(0, bytes, seed)
+    for (let at = 0; at < bytes; at += MiB) await f.write(at, data.subarray(at, at + MiB))
+    assert.ok((await f.flush()).objects >= 3)
+    await f.close()
+    return store
+  }
+
+  it("hands out chunks of the consumer's own: kept ones stay as they were while later reads reuse the pieces", async () => {
+    dropPieces()
+    const size = 6 * MiB + 12_345
+    const a = await container(1, size)
+    const b = await container(2, size)
+    const kept: Uint8Array[] = []
+    for await (const c of createStreamSegmentReadStream({ store: a, readGetMaxBytes: MiB })) kept.push(c as Uint8Array)
+    assert.ok(pieceStats().keptBytes >= 4 * MiB, `${pieceStats().keptBytes} bytes given back`)
+    const before = pieceStats().reused
+    const other: Uint8Array[] = []
+    for await (const c of createStreamSegmentReadStream({ store: b, readGetMaxBytes: MiB })) other.push(c as Uint8Array)
+    assert.ok(pieceStats().reused - before >= 64, `${pieceStats().reused - before} pieces read into again`)
+    assert.ok(Buffer.concat(kept).equals(pattern(0, size, 1)), 'the first read, kept while the second ran')
+    assert.ok(Buffer.concat(other).equals(pattern(0, size, 2)))
+    // SegmentFile.read copies out and gives the pieces back too.
+    const r = await SegmentFile.open(a, { readOnly: true })
+    const at = 2 * MiB + 100
+    const got = await r.read(at, 3 * MiB)
+    assert.ok(Buffer.from(got).equals(pattern(at, 3 * MiB, 1)))
+    await r.close()
+    assert.ok(Buffer.concat(kept).equals(pattern(0, size, 1)), 'still, after a SegmentFile.read')
+    dropPieces()
+  })
+})
