@@ -11,16 +11,15 @@
  * - Its bytes are left as they were: a tier hands out slots whose bytes are unspecified,
  *   and writes every byte of a slot before it is read or sent, as it does when it reuses
  *   a slot of its own.
- * - At most KEEP_BYTES are kept (a BufferPool), and nothing once KEEP_MS have passed
- *   since a slab was last given back (the timer does not keep the process alive).
+ * - At most KEEP_BYTES are kept, and nothing once KEEP_MS have passed since a slab was
+ *   last given back (a BufferPool: its timer does not keep the process alive).
  */
 import { BufferPool } from '../util/buffer-pool.js'
 
 const KEEP_BYTES = 128 * 1024 * 1024
 const KEEP_MS = 30_000
 
-const pool = new BufferPool(KEEP_BYTES)
-let timer: NodeJS.Timeout | undefined
+const pool = new BufferPool(KEEP_BYTES, KEEP_MS)
 
 /** A slab of `bytes`: a kept one of that size, else a fresh one with its pages faulted in. */
 export function takeSlab(bytes: number): Buffer {
@@ -33,17 +32,11 @@ export function takeSlab(bytes: number): Buffer {
 
 /** Keeps `slabs` for the next tier, within KEEP_BYTES. */
 export function giveSlabs(slabs: readonly Buffer[]): void {
-  for (const s of slabs) pool.give(s)
-  if (pool.bytes === 0) return
-  clearTimeout(timer)
-  timer = setTimeout(dropSlabs, KEEP_MS)
-  timer.unref()
+  pool.give(slabs)
 }
 
 /** Lets every kept slab go. */
 export function dropSlabs(): void {
-  clearTimeout(timer)
-  timer = undefined
   pool.clear()
 }
 

@@ -17,26 +17,26 @@
  * - `givePieces(views)`: the caller is done with every view of these pieces. Only a view
  *   covering a whole lent piece counts, and a piece is given back once: the first give
  *   ends the loan, so a second, or a view of a piece never lent, is ignored.
- * - At most KEEP_PIECES are kept, and none once KEEP_MS have passed since one was last
- *   given back (the timer does not keep the process alive).
+ * - At most KEEP_BYTES are kept, and none once KEEP_MS have passed since one was last
+ *   given back (a BufferPool: its timer does not keep the process alive).
  */
+import { BufferPool } from './buffer-pool.js'
 
 /** The size of a piece. */
 export const PIECE_BYTES = 64 * 1024
 
-const KEEP_PIECES = 2048 // 128 MiB
+const KEEP_BYTES = 128 * 1024 * 1024
 const KEEP_MS = 30_000
 
-const kept: Buffer[] = []
+const pool = new BufferPool(KEEP_BYTES, KEEP_MS)
 /** Memory of pieces made here, and of those lent out now. */
 const made = new WeakSet<ArrayBuffer>()
 const lent = new WeakSet<ArrayBuffer>()
-let timer: NodeJS.Timeout | undefined
 let reused = 0
 
 /** A piece of PIECE_BYTES: one given back, else a new one. Its bytes are unspecified. */
 export function takePiece(): Buffer {
-  const p = kept.pop()
+  const p = pool.take(PIECE_BYTES, true)
   if (p !== undefined) {
     reused++
     return p
@@ -58,31 +58,23 @@ export function isLentPiece(v: Uint8Array): boolean {
 
 /** The caller is done with every view of these pieces: each whole lent one is kept. */
 export function givePieces(views: readonly Uint8Array[]): void {
-  let gave = false
+  const back: Buffer[] = []
   for (const v of views) {
     if (!isLentPiece(v)) continue
-    const memory = v.buffer as ArrayBuffer
-    lent.delete(memory)
-    if (kept.length >= KEEP_PIECES) continue
-    kept.push(Buffer.from(memory))
-    gave = true
+    lent.delete(v.buffer as ArrayBuffer)
+    back.push(Buffer.from(v.buffer))
   }
-  if (!gave) return
-  clearTimeout(timer)
-  timer = setTimeout(dropPieces, KEEP_MS)
-  timer.unref()
+  if (back.length > 0) pool.give(back)
 }
 
 /** Lets every kept piece go. */
 export function dropPieces(): void {
-  clearTimeout(timer)
-  timer = undefined
-  kept.length = 0
+  pool.clear()
 }
 
 /** Bytes kept now, and how many pieces takePiece has reused (for tests and benchmarks). */
 export function pieceStats(): { keptBytes: number; reused: number } {
-  return { keptBytes: kept.length * PIECE_BYTES, reused }
+  return { keptBytes: pool.bytes, reused }
 }
 
 function whole(v: Uint8Array): boolean {
