@@ -3,7 +3,7 @@
  * request (endpoint and addressing style, region, credentials from the client's provider,
  * refreshed as it refreshes them) and parses error answers into its named errors; the
  * request goes out on a keep-alive socket of our own pool, and a 2xx body is read by the
- * kernel straight into pieces of at most BODY_PIECE bytes, taken as the body arrives
+ * kernel straight into pieces of at most PIECE_BYTES bytes, taken as the body arrives
  * (the socket's `onread` buffer is the current piece's unfilled rest: no per-read socket
  * buffers, no copy, no concat); full pieces come from util/piece-pool.ts, where the
  * reader gives them back. Pieces of 64 KiB, not one buffer sized from
@@ -48,8 +48,6 @@ import { PIECE_BYTES, takePiece } from '../util/piece-pool.js'
 
 const HEAD_MAX = 64 * 1024
 const ERROR_BODY_MAX = 1024 * 1024
-/** The most bytes of a body read into one buffer (see the top): what a Node socket reads at a time. */
-const BODY_PIECE = PIECE_BYTES
 const DEFAULT_CONNECT_TIMEOUT_MS = 5_000
 const DEFAULT_IDLE_TIMEOUT_MS = 30_000
 const DEFAULT_MAX_SOCKETS = 64
@@ -574,14 +572,14 @@ class Connection {
 
   /**
    * Where the body's next bytes go: the unfilled rest of its last piece, or, when that is
-   * full, a new piece of BODY_PIECE bytes (fewer for the last). Called only while bytes
+   * full, a new piece of PIECE_BYTES bytes (fewer for the last). Called only while bytes
    * are missing; calling it again before any byte lands gives the same room.
    */
   private bodyRoom(x: Exchange): Buffer {
     let last = x.pieces[x.pieces.length - 1]
-    const at = x.filled % BODY_PIECE
-    if (last === undefined || (at === 0 && x.filled === x.pieces.length * BODY_PIECE)) {
-      const n = Math.min(BODY_PIECE, x.expected - x.filled)
+    const at = x.filled % PIECE_BYTES
+    if (last === undefined || (at === 0 && x.filled === x.pieces.length * PIECE_BYTES)) {
+      const n = Math.min(PIECE_BYTES, x.expected - x.filled)
       last = n === PIECE_BYTES ? takePiece() : Buffer.allocUnsafeSlow(n)
       x.pieces.push(last)
     }
