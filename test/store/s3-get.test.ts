@@ -260,15 +260,20 @@ describe('lean GETs against a scripted server', () => {
   })
 
   test('bytes past the Content-Length never join an answer; the next GET gets a fresh socket', async () => {
+    // Resolves when the first socket, the garbage written to it, has closed: the next GET
+    // waits for that (at most 10 s; the count below then fails), not for a time a loaded
+    // machine may overrun.
+    let firstClosed: Promise<void> | undefined
     const s = await serve((req, socket) => {
       const [start, end] = rangeOf(req)
       socket.write(partial(start, end))
       socket.write(BODY.subarray(start, end))
-      setTimeout(() => socket.write('GARBAGE'), 20)
+      const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()))
+      firstClosed ??= new Promise((resolve) => setTimeout(() => socket.write('GARBAGE', () => resolve(closed)), 20))
     })
     const store = storeAt(s.url)
     assert.deepEqual(await store.get('k', { range: { start: 0, end: 10 } }), BODY.subarray(0, 10))
-    await new Promise((r) => setTimeout(r, 100))
+    await Promise.race([firstClosed, new Promise((r) => setTimeout(r, 10_000).unref())])
     assert.deepEqual(await store.get('k', { range: { start: 10, end: 20 } }), BODY.subarray(10, 20))
     assert.equal(s.connections(), 2, 'the socket that got the extra bytes was closed')
     // The same bytes in the read that holds the headers: refused, as a longer body.
