@@ -39,7 +39,7 @@
  */
 
 import { StreamSegmentError } from '../errors.js'
-import { crc32, crc32Blocks } from '../util/crc32.js'
+import { crc32, crc32Blocks, crc32HashesRuns } from '../util/crc32.js'
 import { grownArray } from '../util/typed-arrays.js'
 import { giveSlabs, takeSlab } from './slab-pool.js'
 
@@ -409,13 +409,16 @@ export class DirtyTier {
     const run = new Uint8Array(slab.buffer, slab.byteOffset + at * bs, count * bs)
     const input = new Uint8Array(src.buffer, src.byteOffset + from, count * bs)
     const step = Math.max(1, Math.floor(CACHE_STEP / bs))
+    // One call per step when the CRC implementation takes runs, else one per block.
+    const batched = crc32HashesRuns && step > 1
     for (let i = 0; i < count; i += step) {
       const m = Math.min(step, count - i)
       run.set(input.subarray(i * bs, (i + m) * bs), i * bs)
+      if (batched) crc32Blocks(run.subarray(i * bs, (i + m) * bs), bs, this.crcs.subarray(first + i, first + i + m))
       for (let j = i; j < i + m; j++) {
         const s = first + j
         this.bump(s)
-        this.crcs[s] = crc32(views[at + j] as Uint8Array)
+        if (!batched) this.crcs[s] = crc32(views[at + j] as Uint8Array)
         this.crcGen[s] = this.generation[s] as number
       }
     }

@@ -1,9 +1,16 @@
 /**
  * CRC-32 (IEEE 802.3, the zlib/PNG polynomial), bit-identical to the `crc-32` package.
  * The implementation is chosen once, at load, by speed as measured by
- * `test/bench/crc32.ts`: `@node-rs/crc32` (SIMD, an optional dependency) when it loads,
- * else `zlib.crc32` (Node ≥ 20.15), else `crc-32` (pure JS, always present).
- * `test/crc32.test.ts` pins that every available implementation agrees.
+ * `test/bench/crc32.ts`:
+ * - the package's own addon (`lib/native/crc32.c`, built at install by node-gyp) when it
+ *   loads and the CPU has carry-less multiply (`pclmul`, or `vpclmul` with AVX-512): the
+ *   only one that hashes a run of blocks in one call (`crc32Blocks`), where the others take
+ *   one call per block;
+ * - `@node-rs/crc32` (SIMD, an optional dependency);
+ * - the addon's table path (a CPU without carry-less multiply);
+ * - `zlib.crc32` (Node ≥ 20.15);
+ * - `crc-32` (pure JS, always present).
+ * `test/util/crc32.test.ts` pins that every available implementation agrees.
  */
 import * as zlib from 'node:zlib'
 import crc32js from 'crc-32'
@@ -12,49 +19,116 @@ import { optionalRequire } from './optional-require.cjs'
 /** crc32(bytes, seed) continues a CRC from `seed` (the CRC of the preceding bytes). */
 export type Crc32Fn = (bytes: Uint8Array, seed?: number) => number
 
-function loadNodeRs(): Crc32Fn | undefined {
+/** CRCs of each `blockSize` block of `bytes` (the last may be shorter) into `into[0…]`. */
+export type Crc32BlocksFn = (bytes: Uint8Array, blockSize: number, into: Uint32Array) => void
+
+export interface Crc32Implementation {
+  readonly name: string
+  readonly fn: Crc32Fn
+  /** Present when one call hashes many blocks. */
+  readonly blocks?: Crc32BlocksFn
+}
+
+/** The addon's exports (lib/native/crc32.c). */
+interface NativeCrc32 {
+  crc32(bytes: Uint8Array, seed?: number): number
+  blocks(bytes: Uint8Array, blockSize: number, into: Uint32Array): void
+  tableCrc32(bytes: Uint8Array, seed?: number): number
+  impl: 'vpclmul' | 'pclmul' | 'table'
+}
+
+/** Where node-gyp leaves the addon, from dist/{esm,cjs}/lib/util/ (optionalRequire's folder). */
+export const NATIVE_ADDON_PATH = '../../../../build/Release/stream_segment_crc32.node'
+
+/** The addon, or undefined when it was not built (no compiler at install) or fails its check. */
+export const nativeCrc32: NativeCrc32 | undefined = (() => {
+  const mod = optionalRequire<NativeCrc32>(NATIVE_ADDON_PATH)
+  if (mod === undefined || typeof mod.blocks !== 'function') return undefined
+  const check = new TextEncoder().encode('123456789')
+  const into = new Uint32Array(2)
+  mod.blocks(check, 5, into)
+  const ok =
+    mod.crc32(check) >>> 0 === 0xcbf43926 &&
+    mod.tableCrc32(check) >>> 0 === 0xcbf43926 &&
+    into[0] === mod.crc32(check.subarray(0, 5)) >>> 0 &&
+    into[1] === mod.crc32(check.subarray(5)) >>> 0
+  return ok ? mod : undefined
+})()
+
+function loadNative(fast: boolean): Crc32Implementation | undefined {
+  const mod = nativeCrc32
+  if (mod === undefined || (mod.impl !== 'table') !== fast) return undefined
+  return {
+    name: `stream-segment addon (${mod.impl})`,
+    fn: (bytes, seed = 0) => mod.crc32(bytes, seed) >>> 0,
+    blocks: (bytes, blockSize, into) => mod.blocks(bytes, blockSize, into),
+  }
+}
+
+function loadNodeRs(): Crc32Implementation | undefined {
   const mod = optionalRequire<{ crc32(input: Uint8Array, initial?: number): number }>('@node-rs/crc32')
   if (mod === undefined) return undefined
-  const f: Crc32Fn = (bytes, seed = 0) => mod.crc32(bytes, seed) >>> 0
+  const fn: Crc32Fn = (bytes, seed = 0) => mod.crc32(bytes, seed) >>> 0
   // "123456789" has the check value 0xcbf43926 for this polynomial.
-  return f(new TextEncoder().encode('123456789')) === 0xcbf43926 ? f : undefined
+  return fn(new TextEncoder().encode('123456789')) === 0xcbf43926 ? { name: '@node-rs/crc32', fn } : undefined
 }
 
-function loadZlib(): Crc32Fn | undefined {
+function loadZlib(): Crc32Implementation | undefined {
   const z = zlib as unknown as { crc32?: (data: Uint8Array, value?: number) => number }
   if (typeof z.crc32 !== 'function') return undefined
-  const fn = z.crc32
-  return (bytes, seed = 0) => fn(bytes, seed) >>> 0
+  const f = z.crc32
+  return { name: 'zlib.crc32', fn: (bytes, seed = 0) => f(bytes, seed) >>> 0 }
 }
 
-function loadCrc32Js(): Crc32Fn {
-  return (bytes, seed = 0) => crc32js.buf(bytes, seed) >>> 0
+function loadCrc32Js(): Crc32Implementation {
+  return { name: 'crc-32', fn: (bytes, seed = 0) => crc32js.buf(bytes, seed) >>> 0 }
 }
 
 /** Every implementation present here, fastest first (exported for the test and benchmark). */
-export const crc32Implementations: ReadonlyArray<{ name: string; fn: Crc32Fn }> = [
-  { name: '@node-rs/crc32', fn: loadNodeRs() },
-  { name: 'zlib.crc32', fn: loadZlib() },
-  { name: 'crc-32', fn: loadCrc32Js() },
-].filter((x): x is { name: string; fn: Crc32Fn } => x.fn !== undefined)
+export const crc32Implementations: readonly Crc32Implementation[] = [
+  loadNative(true),
+  loadNodeRs(),
+  loadNative(false),
+  loadZlib(),
+  loadCrc32Js(),
+].filter((x): x is Crc32Implementation => x !== undefined)
 
-const chosen = crc32Implementations[0] as { name: string; fn: Crc32Fn }
+const chosen = crc32Implementations[0] as Crc32Implementation
 
 export const crc32Implementation: string = chosen.name
 export const crc32: Crc32Fn = chosen.fn
+/** Whether crc32Blocks hashes a run in one call (else it costs one call per block). */
+export const crc32HashesRuns: boolean = chosen.blocks !== undefined
 
 /**
  * The CRC-32 of each `blockSize` block of `bytes` (the last one may be shorter), into
- * `into[0…]`: one call per block, as the summary holds one CRC per block (no
- * implementation here takes many blocks in one call). The views are plain Uint8Arrays:
- * a Buffer's `subarray` makes a FastBuffer, ~0.2 µs here, a fifth of a 4 KiB CRC call;
- * a plain view costs about half that.
+ * `into[0…]`, as the summary holds one CRC per block: one call over the run with the addon,
+ * else one call per block. The views are then plain Uint8Arrays: a Buffer's `subarray`
+ * makes a FastBuffer, ~0.2 µs here, a fifth of a 4 KiB CRC call; a plain view costs about
+ * half that.
  */
 export function crc32Blocks(bytes: Uint8Array, blockSize: number, into: Uint32Array): void {
-  const view = new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength)
-  const n = Math.ceil(view.byteLength / blockSize)
+  crc32BlocksWith(chosen, bytes, blockSize, into)
+}
+
+/** crc32Blocks by a given implementation (for the test and benchmark). */
+export function crc32BlocksWith(
+  impl: Crc32Implementation,
+  bytes: Uint8Array,
+  blockSize: number,
+  into: Uint32Array,
+): void {
+  if (!Number.isSafeInteger(blockSize) || blockSize <= 0 || blockSize > 0xffffffff) {
+    throw new RangeError(`crc32Blocks: block size ${blockSize} is not a positive integer`)
+  }
+  const n = Math.ceil(bytes.byteLength / blockSize)
   if (into.length < n) throw new RangeError(`crc32Blocks: ${n} blocks, room for ${into.length}`)
-  const fn = chosen.fn
+  if (impl.blocks !== undefined) {
+    impl.blocks(bytes, blockSize, into)
+    return
+  }
+  const view = new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+  const fn = impl.fn
   for (let i = 0, at = 0; i < n; i++, at += blockSize) into[i] = fn(view.subarray(at, at + blockSize))
 }
 

@@ -1,8 +1,18 @@
 import assert from 'node:assert/strict'
+import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { it } from 'node:test'
 import fc from 'fast-check'
-import { crc32, crc32Chunks, crc32Implementation, crc32Implementations } from '../../lib/util/crc32.js'
+import {
+  crc32,
+  crc32Blocks,
+  crc32BlocksWith,
+  crc32Chunks,
+  crc32HashesRuns,
+  crc32Implementation,
+  crc32Implementations,
+  nativeCrc32,
+} from '../../lib/util/crc32.js'
 
 const crc32js = createRequire(import.meta.url)('crc-32') as { buf(b: Uint8Array, seed?: number): number }
 
@@ -12,6 +22,17 @@ it('the chosen implementation is the first (fastest) one available', () => {
     crc32Implementations.some((i) => i.name === 'crc-32'),
     'the portable fallback is always present',
   )
+})
+
+it('the native addon is built and loaded (npm ci builds it; `npm run build:native` again)', () => {
+  assert.ok(nativeCrc32 !== undefined, 'build/Release/stream_segment_crc32.node is missing or fails its check')
+  const fast = nativeCrc32.impl !== 'table'
+  assert.equal(
+    crc32Implementation,
+    fast ? `stream-segment addon (${nativeCrc32.impl})` : '@node-rs/crc32',
+    'the addon is chosen where the CPU has carry-less multiply',
+  )
+  assert.equal(crc32HashesRuns, fast)
 })
 
 it('check value: CRC-32 of "123456789" is 0xcbf43926 in every implementation', () => {
@@ -54,4 +75,125 @@ it('crc32Chunks: each block of bytes cut into chunks anywhere has its own CRC-32
       },
     ),
   )
+})
+
+/** Random bytes (fast-check's arrays are too small to reach the 64-byte folding path often). */
+function randomBytesAt(length: number, offset: number): Uint8Array {
+  const backing = new Uint8Array(length + offset)
+  for (let i = 0; i < backing.length; i++) backing[i] = (i * 2654435761) >>> 24
+  return backing.subarray(offset)
+}
+
+it("the addon's paths agree with crc-32 at every length around its folding steps, at any alignment and seed", () => {
+  assert.ok(nativeCrc32 !== undefined, 'addon missing')
+  // 64 and 256 bytes start the two folding paths; 16-byte steps and table bytes end them.
+  const lengths = [0, 1, 7, 8, 15, 16, 17, 63, 64, 65, 79, 80, 127, 128, 129, 191, 255, 256, 257, 271, 272]
+  lengths.push(319, 320, 335, 511, 512, 513, 527, 4095, 4096, 4097, 65536 + 48 + 5)
+  for (const length of lengths) {
+    for (const offset of [0, 1, 3, 8, 13]) {
+      const bytes = randomBytesAt(length, offset)
+      for (const seed of [0, 1, 0xffffffff, 0x12345678]) {
+        const want = crc32js.buf(bytes, seed | 0) >>> 0
+        assert.equal(nativeCrc32.crc32(bytes, seed) >>> 0, want, `crc32 length ${length} offset ${offset} seed ${seed}`)
+        assert.equal(nativeCrc32.tableCrc32(bytes, seed) >>> 0, want, `table length ${length} offset ${offset}`)
+      }
+    }
+  }
+})
+
+it('crc32Blocks: every implementation gives each block its own CRC, the last one short, nothing past it', () => {
+  fc.assert(
+    fc.property(
+      fc.nat({ max: 40000 }),
+      fc.nat({ max: 15 }),
+      fc.constantFrom(1, 16, 64, 100, 512, 4096, 8192),
+      (length, offset, blockSize) => {
+        const bytes = randomBytesAt(length, offset)
+        const n = Math.ceil(length / blockSize)
+        for (const impl of crc32Implementations) {
+          const got = new Uint32Array(n + 1).fill(0xdeadbeef)
+          crc32BlocksWith(impl, bytes, blockSize, got)
+          for (let b = 0; b < n; b++) {
+            const want = crc32js.buf(bytes.subarray(b * blockSize, (b + 1) * blockSize)) >>> 0
+            assert.equal(got[b], want, `${impl.name}: block ${b} of ${n}`)
+          }
+          assert.equal(got[n], 0xdeadbeef, `${impl.name}: nothing written past the last block`)
+        }
+      },
+    ),
+    { numRuns: 60 },
+  )
+})
+
+it('crc32Blocks refuses a bad block size or too little room, in every implementation', () => {
+  const bytes = new Uint8Array(100)
+  for (const impl of crc32Implementations) {
+    assert.throws(() => crc32BlocksWith(impl, bytes, 0, new Uint32Array(4)), /block size 0/, impl.name)
+    assert.throws(() => crc32BlocksWith(impl, bytes, 1.5, new Uint32Array(100)), /block size 1.5/, impl.name)
+    assert.throws(() => crc32BlocksWith(impl, bytes, 32, new Uint32Array(3)), /4 blocks, room for 3/, impl.name)
+  }
+  assert.throws(() => crc32Blocks(bytes, 32, new Uint32Array(3)), RangeError)
+})
+
+it("the addon's own argument checks: wrong types and sizes throw, never crash", () => {
+  assert.ok(nativeCrc32 !== undefined, 'addon missing')
+  const addon = nativeCrc32 as unknown as Record<string, (...a: unknown[]) => unknown>
+  const blocks = addon.blocks as (...a: unknown[]) => unknown
+  const one = addon.crc32 as (...a: unknown[]) => unknown
+  assert.throws(() => one('text'), TypeError)
+  assert.throws(() => one(new Uint16Array(4)), TypeError)
+  assert.throws(() => one(new Uint8Array(4), 'seed'), TypeError)
+  assert.throws(() => blocks(new Uint8Array(64), 16), TypeError)
+  assert.throws(() => blocks(new Uint8Array(64), 0, new Uint32Array(4)), RangeError)
+  assert.throws(() => blocks(new Uint8Array(64), 16, new Int32Array(4)), TypeError)
+  assert.throws(() => blocks(new Uint8Array(64), 16, new Uint32Array(3)), RangeError)
+  assert.throws(() => blocks([1, 2, 3], 16, new Uint32Array(3)), TypeError)
+})
+
+it("the addon's folding constants are the remainders of x^n modulo the polynomial, as its comments say", () => {
+  const source = readFileSync(new URL('../../../../lib/native/crc32.c', import.meta.url), 'utf8')
+  const defined = (name: string) => {
+    const m = new RegExp(`#define ${name} 0x([0-9a-f]+)ull`).exec(source)
+    assert.ok(m !== null, `${name} is defined`)
+    return BigInt(`0x${m[1]}`)
+  }
+  const P = 0x104c11db7n
+  /** x^n mod P, 32 bits, most significant bit first. */
+  const xPowMod = (n: number) => {
+    let r = 1n
+    for (let i = 0; i < n; i++) {
+      r <<= 1n
+      if (r & (1n << 32n)) r ^= P
+    }
+    return r
+  }
+  const reflect = (v: bigint, bits: number) => {
+    let out = 0n
+    for (let i = 0; i < bits; i++) if ((v >> BigInt(i)) & 1n) out |= 1n << BigInt(bits - 1 - i)
+    return out
+  }
+  const k = (n: number) => reflect(xPowMod(n), 32) << 1n
+  const want: Record<string, bigint> = {
+    K1: k(4 * 128 + 32),
+    K2: k(4 * 128 - 32),
+    K3: k(128 + 32),
+    K4: k(128 - 32),
+    K5: k(64),
+    K2048_LO: k(2048 + 32),
+    K2048_HI: k(2048 - 32),
+    PX: reflect(P, 33),
+  }
+  // MU: floor(x^64 / P), 33 bits, reflected.
+  let q = 0n
+  let rem = 1n << 64n
+  for (let bit = 64; bit >= 32; bit--) {
+    if ((rem >> BigInt(bit)) & 1n) {
+      q |= 1n << BigInt(bit - 32)
+      rem ^= P << BigInt(bit - 32)
+    }
+  }
+  want.MU = reflect(q, 33)
+  for (const [name, value] of Object.entries(want)) {
+    assert.equal(defined(name).toString(16), value.toString(16), name)
+  }
 })

@@ -1,0 +1,323 @@
+/*
+ * CRC-32 (IEEE 802.3, reflected, polynomial 0xEDB88320) of many blocks in one call: the
+ * native part of lib/util/crc32.ts, built at install by node-gyp (binding.gyp) and
+ * optional: without it the library uses @node-rs/crc32, zlib.crc32 or crc-32.
+ *
+ * Why a native call over many blocks: a summary holds one CRC per 4 KiB block, and one
+ * JS-to-native call per block costs about as much as hashing the block. Here one call
+ * hashes a whole run of blocks.
+ *
+ * The fast path (x86-64 with PCLMULQDQ, checked at run time) folds 64 bytes at a time with
+ * carry-less multiplication, as in Intel's paper "Fast CRC Computation for Generic
+ * Polynomials Using PCLMULQDQ Instruction" (2009), then reduces the 128-bit remainder to
+ * 32 bits with a Barrett step; with AVX-512 VPCLMULQDQ, 256 bytes at a time. Elsewhere,
+ * and for the last bytes, a slicing-by-8 table.
+ *
+ * Exports:
+ *   crc32(bytes: Uint8Array, seed: number): number       the CRC of seed's bytes then these
+ *   blocks(bytes: Uint8Array, blockSize: number, into: Uint32Array): void
+ *                                                        into[i] = CRC of block i (the last
+ *                                                        may be shorter)
+ *   tableCrc32(bytes, seed): number                      the table path alone (for the tests)
+ *   impl: 'vpclmul' | 'pclmul' | 'table'                 the path crc32 and blocks take
+ */
+#define NAPI_VERSION 8
+#include <node_api.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HAVE_PCLMUL_PATH 1
+#include <immintrin.h>
+#endif
+
+/* --- Table path: slicing-by-8 ------------------------------------------------------- */
+
+static uint32_t table[8][256];
+
+static void make_tables(void) {
+  for (uint32_t v = 0; v < 256; v++) {
+    uint32_t c = v;
+    for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ 0xedb88320u : c >> 1;
+    table[0][v] = c;
+  }
+  for (uint32_t v = 0; v < 256; v++)
+    for (int t = 1; t < 8; t++) table[t][v] = (table[t - 1][v] >> 8) ^ table[0][table[t - 1][v] & 0xff];
+}
+
+static inline uint32_t load_le32(const uint8_t *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* `state` is the running register (the CRC inverted); returns the register after `p[0…n)`. */
+static uint32_t table_update(uint32_t state, const uint8_t *p, size_t n) {
+  while (n >= 8) {
+    uint32_t a = load_le32(p) ^ state;
+    uint32_t b = load_le32(p + 4);
+    state = table[7][a & 0xff] ^ table[6][(a >> 8) & 0xff] ^ table[5][(a >> 16) & 0xff] ^ table[4][a >> 24] ^
+            table[3][b & 0xff] ^ table[2][(b >> 8) & 0xff] ^ table[1][(b >> 16) & 0xff] ^ table[0][b >> 24];
+    p += 8;
+    n -= 8;
+  }
+  while (n-- > 0) state = (state >> 8) ^ table[0][(state ^ *p++) & 0xff];
+  return state;
+}
+
+/* --- PCLMULQDQ path ------------------------------------------------------------------- */
+
+#ifdef HAVE_PCLMUL_PATH
+/*
+ * The folding constants, bit-reflected, for P(x) = 0x104C11DB7:
+ *   K1 = x^(4·128+32) mod P, K2 = x^(4·128−32) mod P   fold 512 bits forward
+ *   K3 = x^(128+32) mod P,   K4 = x^(128−32) mod P     fold 128 bits forward
+ *   K5 = x^64 mod P                                     fold 64 bits to 32 bits (with K4 first)
+ *   P' and MU: P itself and floor(x^64 / P) for the Barrett reduction
+ * (the same values as in the paper and in every PCLMUL CRC-32 since). Each K is the
+ * remainder's 32 bits reflected, shifted left by one: test/util/crc32.test.ts derives them
+ * all from P.
+ */
+#define K1 0x154442bd4ull
+#define K2 0x1c6e41596ull
+#define K3 0x1751997d0ull
+#define K4 0x0ccaa009eull
+#define K5 0x163cd6124ull
+#define PX 0x1db710641ull
+#define MU 0x1f7011641ull
+/* Fold 2048 bits forward (four 512-bit registers at a time): x^(2048+32), x^(2048−32). */
+#define K2048_LO 0x11542778aull
+#define K2048_HI 0x1322d1430ull
+
+__attribute__((target("pclmul,sse4.1"))) static inline __m128i fold(__m128i x, __m128i k, __m128i next) {
+  __m128i lo = _mm_clmulepi64_si128(x, k, 0x00);
+  __m128i hi = _mm_clmulepi64_si128(x, k, 0x11);
+  return _mm_xor_si128(_mm_xor_si128(lo, hi), next);
+}
+
+/* The CRC register from a 128-bit remainder x (the message folded into 16 bytes). */
+__attribute__((target("pclmul,sse4.1"))) static inline uint32_t reduce128(__m128i x) {
+  const __m128i k34 = _mm_set_epi64x((long long)K4, (long long)K3);
+  /* 128 bits to 64: the low half times K4, plus the high half. */
+  const __m128i mask32 = _mm_set_epi32(0, 0, 0, -1);
+  x = _mm_xor_si128(_mm_clmulepi64_si128(x, k34, 0x10), _mm_srli_si128(x, 8));
+  /* 64 bits to 32: the low 32 bits times K5, plus the rest. */
+  const __m128i k5 = _mm_set_epi64x(0, (long long)K5);
+  x = _mm_xor_si128(_mm_clmulepi64_si128(_mm_and_si128(x, mask32), k5, 0x00), _mm_srli_si128(x, 4));
+  /* Barrett: t = (x mod x^32)·MU, then (t mod x^32)·P, added to x; the CRC is bits 32…63. */
+  const __m128i pmu = _mm_set_epi64x((long long)MU, (long long)PX);
+  __m128i t = _mm_clmulepi64_si128(_mm_and_si128(x, mask32), pmu, 0x10);
+  t = _mm_clmulepi64_si128(_mm_and_si128(t, mask32), pmu, 0x00);
+  return (uint32_t)_mm_extract_epi32(_mm_xor_si128(x, t), 1);
+}
+
+/* The register after p[0…n), n ≥ 64 and a multiple of 16. */
+__attribute__((target("pclmul,sse4.1"))) static uint32_t pclmul_update(uint32_t state, const uint8_t *p, size_t n) {
+  __m128i x0 = _mm_loadu_si128((const __m128i *)p);
+  __m128i x1 = _mm_loadu_si128((const __m128i *)(p + 16));
+  __m128i x2 = _mm_loadu_si128((const __m128i *)(p + 32));
+  __m128i x3 = _mm_loadu_si128((const __m128i *)(p + 48));
+  x0 = _mm_xor_si128(x0, _mm_cvtsi32_si128((int)state));
+  p += 64;
+  n -= 64;
+
+  const __m128i k12 = _mm_set_epi64x((long long)K2, (long long)K1);
+  while (n >= 64) {
+    x0 = fold(x0, k12, _mm_loadu_si128((const __m128i *)p));
+    x1 = fold(x1, k12, _mm_loadu_si128((const __m128i *)(p + 16)));
+    x2 = fold(x2, k12, _mm_loadu_si128((const __m128i *)(p + 32)));
+    x3 = fold(x3, k12, _mm_loadu_si128((const __m128i *)(p + 48)));
+    p += 64;
+    n -= 64;
+  }
+
+  const __m128i k34 = _mm_set_epi64x((long long)K4, (long long)K3);
+  __m128i x = fold(x0, k34, x1);
+  x = fold(x, k34, x2);
+  x = fold(x, k34, x3);
+  while (n >= 16) {
+    x = fold(x, k34, _mm_loadu_si128((const __m128i *)p));
+    p += 16;
+    n -= 16;
+  }
+
+  return reduce128(x);
+}
+
+/*
+ * The same folding with AVX-512 VPCLMULQDQ: four 512-bit registers (256 bytes) per step,
+ * each 128-bit lane folded as above; then the registers fold into one (K1, K2: 512 bits),
+ * its four lanes into one (K3, K4), and the 128-bit reduction ends it. n ≥ 256, a multiple
+ * of 16.
+ */
+__attribute__((target("avx512f,vpclmulqdq,pclmul,sse4.1"))) static inline __m512i fold512(__m512i x, __m512i k,
+                                                                                           __m512i next) {
+  __m512i lo = _mm512_clmulepi64_epi128(x, k, 0x00);
+  __m512i hi = _mm512_clmulepi64_epi128(x, k, 0x11);
+  return _mm512_ternarylogic_epi64(lo, hi, next, 0x96); /* lo ^ hi ^ next */
+}
+
+__attribute__((target("avx512f,vpclmulqdq,pclmul,sse4.1"))) static uint32_t vpclmul_update(uint32_t state,
+                                                                                           const uint8_t *p,
+                                                                                           size_t n) {
+  __m512i x0 = _mm512_loadu_si512((const void *)p);
+  __m512i x1 = _mm512_loadu_si512((const void *)(p + 64));
+  __m512i x2 = _mm512_loadu_si512((const void *)(p + 128));
+  __m512i x3 = _mm512_loadu_si512((const void *)(p + 192));
+  x0 = _mm512_xor_si512(x0, _mm512_zextsi128_si512(_mm_cvtsi32_si128((int)state)));
+  p += 256;
+  n -= 256;
+
+  const __m512i k2048 = _mm512_broadcast_i32x4(_mm_set_epi64x((long long)K2048_HI, (long long)K2048_LO));
+  while (n >= 256) {
+    x0 = fold512(x0, k2048, _mm512_loadu_si512((const void *)p));
+    x1 = fold512(x1, k2048, _mm512_loadu_si512((const void *)(p + 64)));
+    x2 = fold512(x2, k2048, _mm512_loadu_si512((const void *)(p + 128)));
+    x3 = fold512(x3, k2048, _mm512_loadu_si512((const void *)(p + 192)));
+    p += 256;
+    n -= 256;
+  }
+
+  const __m512i k512 = _mm512_broadcast_i32x4(_mm_set_epi64x((long long)K2, (long long)K1));
+  __m512i y = fold512(x0, k512, x1);
+  y = fold512(y, k512, x2);
+  y = fold512(y, k512, x3);
+  while (n >= 64) {
+    y = fold512(y, k512, _mm512_loadu_si512((const void *)p));
+    p += 64;
+    n -= 64;
+  }
+
+  const __m128i k34 = _mm_set_epi64x((long long)K4, (long long)K3);
+  __m128i x = fold(_mm512_extracti32x4_epi32(y, 0), k34, _mm512_extracti32x4_epi32(y, 1));
+  x = fold(x, k34, _mm512_extracti32x4_epi32(y, 2));
+  x = fold(x, k34, _mm512_extracti32x4_epi32(y, 3));
+  while (n >= 16) {
+    x = fold(x, k34, _mm_loadu_si128((const __m128i *)p));
+    p += 16;
+    n -= 16;
+  }
+  return reduce128(x);
+}
+
+static int use_pclmul = 0;
+static int use_vpclmul = 0;
+#endif
+
+/* The register after p[0…n), by the fastest path this CPU has. */
+static uint32_t update(uint32_t state, const uint8_t *p, size_t n) {
+#ifdef HAVE_PCLMUL_PATH
+  if (use_vpclmul && n >= 256) {
+    size_t m = n & ~(size_t)15;
+    state = vpclmul_update(state, p, m);
+    p += m;
+    n -= m;
+  } else if (use_pclmul && n >= 64) {
+    size_t m = n & ~(size_t)15;
+    state = pclmul_update(state, p, m);
+    p += m;
+    n -= m;
+  }
+#endif
+  return table_update(state, p, n);
+}
+
+/* --- N-API ---------------------------------------------------------------------------- */
+
+static napi_value throw_error(napi_env env, int range, const char *message) {
+  if (range)
+    napi_throw_range_error(env, NULL, message);
+  else
+    napi_throw_type_error(env, NULL, message);
+  return NULL;
+}
+
+/* The bytes of a typed array of `want` type (Uint8Array, Buffer) or NULL with an error thrown. */
+static int typed_array(napi_env env, napi_value v, napi_typedarray_type want, void **data, size_t *length,
+                       const char *what) {
+  bool is = false;
+  napi_typedarray_type type;
+  if (napi_is_typedarray(env, v, &is) != napi_ok || !is ||
+      napi_get_typedarray_info(env, v, &type, length, data, NULL, NULL) != napi_ok || type != want) {
+    throw_error(env, 0, what);
+    return 0;
+  }
+  return 1;
+}
+
+static napi_value crc_of(napi_env env, napi_callback_info info, int table_only) {
+  size_t argc = 2;
+  napi_value argv[2];
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok) return NULL;
+  if (argc < 1) return throw_error(env, 0, "crc32: bytes must be a Uint8Array");
+  void *data;
+  size_t length;
+  if (!typed_array(env, argv[0], napi_uint8_array, &data, &length, "crc32: bytes must be a Uint8Array")) return NULL;
+  uint32_t seed = 0;
+  if (argc >= 2) {
+    napi_valuetype t;
+    if (napi_typeof(env, argv[1], &t) != napi_ok) return NULL;
+    if (t != napi_undefined && napi_get_value_uint32(env, argv[1], &seed) != napi_ok)
+      return throw_error(env, 0, "crc32: seed must be a number");
+  }
+  uint32_t state = ~seed;
+  state = table_only ? table_update(state, data, length) : update(state, data, length);
+  napi_value out;
+  if (napi_create_uint32(env, ~state, &out) != napi_ok) return NULL;
+  return out;
+}
+
+static napi_value js_crc32(napi_env env, napi_callback_info info) { return crc_of(env, info, 0); }
+static napi_value js_table_crc32(napi_env env, napi_callback_info info) { return crc_of(env, info, 1); }
+
+static napi_value js_blocks(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value argv[3];
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok) return NULL;
+  if (argc < 3) return throw_error(env, 0, "crc32 blocks: (bytes, blockSize, into) expected");
+  void *data;
+  size_t length;
+  if (!typed_array(env, argv[0], napi_uint8_array, &data, &length, "crc32 blocks: bytes must be a Uint8Array"))
+    return NULL;
+  uint32_t block_size = 0;
+  if (napi_get_value_uint32(env, argv[1], &block_size) != napi_ok || block_size == 0)
+    return throw_error(env, 1, "crc32 blocks: blockSize must be a positive integer");
+  void *into;
+  size_t room;
+  if (!typed_array(env, argv[2], napi_uint32_array, &into, &room, "crc32 blocks: into must be a Uint32Array"))
+    return NULL;
+  size_t count = length / block_size + (length % block_size != 0);
+  if (room < count) return throw_error(env, 1, "crc32 blocks: into has room for fewer CRCs than there are blocks");
+  const uint8_t *p = data;
+  uint32_t *out = into;
+  for (size_t i = 0; i < count; i++) {
+    size_t n = length - i * (size_t)block_size < block_size ? length - i * (size_t)block_size : block_size;
+    out[i] = ~update(0xffffffffu, p, n);
+    p += n;
+  }
+  return NULL;
+}
+
+static napi_value init(napi_env env, napi_value exports) {
+  make_tables();
+#ifdef HAVE_PCLMUL_PATH
+  __builtin_cpu_init();
+  use_pclmul = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+  use_vpclmul = use_pclmul && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("vpclmulqdq");
+  const char *impl = use_vpclmul ? "vpclmul" : use_pclmul ? "pclmul" : "table";
+#else
+  const char *impl = "table";
+#endif
+  napi_value f_crc, f_blocks, f_table, s_impl;
+  if (napi_create_function(env, "crc32", NAPI_AUTO_LENGTH, js_crc32, NULL, &f_crc) != napi_ok ||
+      napi_create_function(env, "blocks", NAPI_AUTO_LENGTH, js_blocks, NULL, &f_blocks) != napi_ok ||
+      napi_create_function(env, "tableCrc32", NAPI_AUTO_LENGTH, js_table_crc32, NULL, &f_table) != napi_ok ||
+      napi_create_string_utf8(env, impl, NAPI_AUTO_LENGTH, &s_impl) != napi_ok ||
+      napi_set_named_property(env, exports, "crc32", f_crc) != napi_ok ||
+      napi_set_named_property(env, exports, "blocks", f_blocks) != napi_ok ||
+      napi_set_named_property(env, exports, "tableCrc32", f_table) != napi_ok ||
+      napi_set_named_property(env, exports, "impl", s_impl) != napi_ok)
+    return NULL;
+  return exports;
+}
+
+NAPI_MODULE(NODE_GYP_MODULE_NAME, init)
