@@ -25,7 +25,11 @@
 #include <node_api.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <string.h>
+#ifdef _WIN32
+#include <windows.h>
+#else
+#include <pthread.h>
+#endif
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define HAVE_PCLMUL_PATH 1
@@ -297,15 +301,37 @@ static napi_value js_blocks(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
-static napi_value init(napi_env env, napi_value exports) {
+/* The tables and the CPU's paths, once per process (worker threads load the addon too). */
+static const char *impl = "table";
+
+static void setup(void) {
   make_tables();
 #ifdef HAVE_PCLMUL_PATH
   __builtin_cpu_init();
   use_pclmul = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
   use_vpclmul = use_pclmul && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("vpclmulqdq");
-  const char *impl = use_vpclmul ? "vpclmul" : use_pclmul ? "pclmul" : "table";
+  impl = use_vpclmul ? "vpclmul" : use_pclmul ? "pclmul" : "table";
+#endif
+}
+
+#ifdef _WIN32
+static INIT_ONCE setup_once = INIT_ONCE_STATIC_INIT;
+static BOOL CALLBACK setup_win(PINIT_ONCE once, PVOID param, PVOID *context) {
+  (void)once;
+  (void)param;
+  (void)context;
+  setup();
+  return TRUE;
+}
 #else
-  const char *impl = "table";
+static pthread_once_t setup_once = PTHREAD_ONCE_INIT;
+#endif
+
+static napi_value init(napi_env env, napi_value exports) {
+#ifdef _WIN32
+  InitOnceExecuteOnce(&setup_once, setup_win, NULL, NULL);
+#else
+  pthread_once(&setup_once, setup);
 #endif
   napi_value f_crc, f_blocks, f_table, s_impl;
   if (napi_create_function(env, "crc32", NAPI_AUTO_LENGTH, js_crc32, NULL, &f_crc) != napi_ok ||

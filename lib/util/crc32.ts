@@ -38,20 +38,27 @@ interface NativeCrc32 {
 }
 
 /** Where node-gyp leaves the addon, from dist/{esm,cjs}/lib/util/ (optionalRequire's folder). */
-export const NATIVE_ADDON_PATH = '../../../../build/Release/stream_segment_crc32.node'
+const NATIVE_ADDON_PATH = '../../../../build/Release/stream_segment_crc32.node'
 
-/** The addon, or undefined when it was not built (no compiler at install) or fails its check. */
+/**
+ * The addon, or undefined when it was not built (no compiler at install) or fails its
+ * check: its paths against `crc-32` on bytes long enough for every folding step (256-byte
+ * steps, 64-byte steps, 16-byte steps, table bytes), at an odd offset.
+ */
 export const nativeCrc32: NativeCrc32 | undefined = (() => {
   const mod = optionalRequire<NativeCrc32>(NATIVE_ADDON_PATH)
-  if (mod === undefined || typeof mod.blocks !== 'function') return undefined
-  const check = new TextEncoder().encode('123456789')
+  if (mod === undefined || typeof mod.blocks !== 'function' || typeof mod.crc32 !== 'function') return undefined
+  const bytes = new Uint8Array(1 + 2 * 343).subarray(1)
+  for (let i = 0; i < bytes.length; i++) bytes[i] = (i * 167 + 13) & 0xff
+  const want = (b: Uint8Array) => crc32js.buf(b) >>> 0
   const into = new Uint32Array(2)
-  mod.blocks(check, 5, into)
+  mod.blocks(bytes, 343, into)
   const ok =
-    mod.crc32(check) >>> 0 === 0xcbf43926 &&
-    mod.tableCrc32(check) >>> 0 === 0xcbf43926 &&
-    into[0] === mod.crc32(check.subarray(0, 5)) >>> 0 &&
-    into[1] === mod.crc32(check.subarray(5)) >>> 0
+    mod.crc32(new TextEncoder().encode('123456789')) >>> 0 === 0xcbf43926 &&
+    mod.crc32(bytes) >>> 0 === want(bytes) &&
+    mod.tableCrc32(bytes) >>> 0 === want(bytes) &&
+    into[0] === want(bytes.subarray(0, 343)) &&
+    into[1] === want(bytes.subarray(343))
   return ok ? mod : undefined
 })()
 

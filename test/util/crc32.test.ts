@@ -197,3 +197,31 @@ it("the addon's folding constants are the remainders of x^n modulo the polynomia
     assert.equal(defined(name).toString(16), value.toString(16), name)
   }
 })
+
+it('crc32Blocks in a worker thread, while the main thread hashes too, gives the same CRCs', async () => {
+  const { Worker } = await import('node:worker_threads')
+  const bytes = randomBytesAt(1 << 20, 3)
+  const want = new Uint32Array(256)
+  crc32BlocksWith({ name: 'crc-32', fn: (b, seed = 0) => crc32js.buf(b, seed) >>> 0 }, bytes, 4096, want)
+  const url = new URL('../../lib/util/crc32.js', import.meta.url).href
+  const worker = new Worker(
+    `const { parentPort, workerData } = require('node:worker_threads')
+     import(workerData.url).then((m) => {
+       const into = new Uint32Array(256)
+       for (let i = 0; i < 50; i++) m.crc32Blocks(workerData.bytes, 4096, into)
+       parentPort.postMessage({ name: m.crc32Implementation, into })
+     })`,
+    { eval: true, workerData: { url, bytes } },
+  )
+  const got = new Promise<{ name: string; into: Uint32Array }>((resolve, reject) => {
+    worker.once('message', resolve)
+    worker.once('error', reject)
+  })
+  const mine = new Uint32Array(256)
+  for (let i = 0; i < 50; i++) crc32Blocks(bytes, 4096, mine)
+  const { name, into } = await got
+  await worker.terminate()
+  assert.equal(name, crc32Implementation, 'the worker loads the same implementation')
+  assert.deepEqual([...into], [...want])
+  assert.deepEqual([...mine], [...want])
+})
