@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import { spawnSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { it } from 'node:test'
@@ -16,8 +17,12 @@ import {
 
 const crc32js = createRequire(import.meta.url)('crc-32') as { buf(b: Uint8Array, seed?: number): number }
 
-it('the chosen implementation is the first (fastest) one available', () => {
-  assert.equal(crc32Implementation, crc32Implementations[0]?.name)
+/** Set when this run was told to use one implementation (see STREAM_SEGMENT_CRC32 below). */
+const forced = process.env.STREAM_SEGMENT_CRC32
+
+it('the chosen implementation is the first (fastest) one available, unless STREAM_SEGMENT_CRC32 names one', () => {
+  if (forced === undefined || forced === '') assert.equal(crc32Implementation, crc32Implementations[0]?.name)
+  else assert.ok(crc32Implementation === forced || (forced === 'addon' && crc32Implementation.includes('addon')))
   assert.ok(
     crc32Implementations.some((i) => i.name === 'crc-32'),
     'the portable fallback is always present',
@@ -27,6 +32,7 @@ it('the chosen implementation is the first (fastest) one available', () => {
 it('the native addon is built and loaded (npm ci builds it; `npm run build:native` again)', () => {
   assert.ok(nativeCrc32 !== undefined, 'build/Release/stream_segment_crc32.node is missing or fails its check')
   const fast = nativeCrc32.impl !== 'table'
+  if (forced !== undefined && forced !== '') return
   assert.equal(
     crc32Implementation,
     fast ? `stream-segment addon (${nativeCrc32.impl})` : '@node-rs/crc32',
@@ -224,4 +230,52 @@ it('crc32Blocks in a worker thread, while the main thread hashes too, gives the 
   assert.equal(name, crc32Implementation, 'the worker loads the same implementation')
   assert.deepEqual([...into], [...want])
   assert.deepEqual([...mine], [...want])
+})
+
+/** Runs `args` in a child node with STREAM_SEGMENT_CRC32=`name`, in the project's root. */
+function withCrc32(name: string, args: string[]) {
+  const root = new URL('../../../../', import.meta.url)
+  return spawnSync(process.execPath, args, {
+    cwd: root,
+    // Without NODE_TEST_CONTEXT: with it, a child `node --test` reports to this runner.
+    env: { ...process.env, NODE_TEST_CONTEXT: undefined, STREAM_SEGMENT_CRC32: name },
+    encoding: 'utf8',
+    timeout: 120_000,
+  })
+}
+
+it('STREAM_SEGMENT_CRC32 picks the implementation; the write path works on one that takes a call per block', () => {
+  const name = '@node-rs/crc32'
+  assert.ok(
+    crc32Implementations.some((i) => i.name === name),
+    `${name} (an optional dependency) is installed`,
+  )
+  const which = withCrc32(name, [
+    '--input-type=module',
+    '-e',
+    "const m = await import('./dist/esm/lib/util/crc32.js'); console.log(m.crc32Implementation, m.crc32HashesRuns)",
+  ])
+  assert.equal(which.status, 0, which.stderr)
+  assert.equal(which.stdout.trim(), `${name} false`)
+  // The write model in every mode, the write stream and the dirty tier: writeRun's
+  // per-block CRCs instead of one call per run.
+  const files = ['write/model.test.js', 'streams/write-stream.test.js', 'state/dirty-tier.test.js']
+  const run = withCrc32(name, ['--test', '--test-reporter=tap', ...files.map((f) => `dist/esm/test/${f}`)])
+  assert.equal(run.status, 0, `${run.stdout.slice(-3000)}\n${run.stderr.slice(-2000)}`)
+  const count = (what: string) => Number(new RegExp(`^# ${what} (\\d+)$`, 'm').exec(run.stdout)?.[1] ?? Number.NaN)
+  assert.equal(count('fail'), 0)
+  assert.ok(count('pass') >= 20, `${count('pass')} tests passed`)
+})
+
+it('STREAM_SEGMENT_CRC32 naming an implementation not present fails at load, saying which are', () => {
+  const r = withCrc32('crc-33', [
+    '--input-type=module',
+    '-e',
+    "await import('./dist/esm/lib/index.js').then(() => console.log('loaded'), (e) => console.log(e.code, e.message))",
+  ])
+  assert.equal(r.status, 0, r.stderr)
+  assert.match(
+    r.stdout,
+    /^ERR_INVALID_ARGUMENT STREAM_SEGMENT_CRC32="crc-33": no such CRC-32 implementation here; present: .*crc-32/,
+  )
 })
