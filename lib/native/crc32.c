@@ -235,7 +235,7 @@ static napi_value throw_error(napi_env env, int range, const char *message) {
   return NULL;
 }
 
-/* The bytes of a typed array of `want` type (Uint8Array, Buffer) or NULL with an error thrown. */
+/* The bytes of a typed array of type `want` (a Buffer is a Uint8Array); 0 with a TypeError thrown if not. */
 static int typed_array(napi_env env, napi_value v, napi_typedarray_type want, void **data, size_t *length,
                        const char *what) {
   bool is = false;
