@@ -114,6 +114,22 @@ __attribute__((target("pclmul,sse4.1"))) static inline uint32_t reduce128(__m128
   return (uint32_t)_mm_extract_epi32(_mm_xor_si128(x, t), 1);
 }
 
+/*
+ * The register from four 128-bit remainders of consecutive 16 bytes (x0 first), folded
+ * into one (K3, K4), then the last 16-byte steps p[0…n) (n a multiple of 16), reduced.
+ */
+__attribute__((target("pclmul,sse4.1"))) static inline uint32_t finish128(__m128i x0, __m128i x1, __m128i x2,
+                                                                          __m128i x3, const uint8_t *p, size_t n) {
+  const __m128i k34 = _mm_set_epi64x((long long)K4, (long long)K3);
+  __m128i x = fold(fold(fold(x0, k34, x1), k34, x2), k34, x3);
+  while (n >= 16) {
+    x = fold(x, k34, _mm_loadu_si128((const __m128i *)p));
+    p += 16;
+    n -= 16;
+  }
+  return reduce128(x);
+}
+
 /* The register after p[0…n), n ≥ 64 and a multiple of 16. */
 __attribute__((target("pclmul,sse4.1"))) static uint32_t pclmul_update(uint32_t state, const uint8_t *p, size_t n) {
   __m128i x0 = _mm_loadu_si128((const __m128i *)p);
@@ -134,17 +150,7 @@ __attribute__((target("pclmul,sse4.1"))) static uint32_t pclmul_update(uint32_t 
     n -= 64;
   }
 
-  const __m128i k34 = _mm_set_epi64x((long long)K4, (long long)K3);
-  __m128i x = fold(x0, k34, x1);
-  x = fold(x, k34, x2);
-  x = fold(x, k34, x3);
-  while (n >= 16) {
-    x = fold(x, k34, _mm_loadu_si128((const __m128i *)p));
-    p += 16;
-    n -= 16;
-  }
-
-  return reduce128(x);
+  return finish128(x0, x1, x2, x3, p, n);
 }
 
 /*
@@ -191,16 +197,8 @@ __attribute__((target("avx512f,vpclmulqdq,pclmul,sse4.1"))) static uint32_t vpcl
     n -= 64;
   }
 
-  const __m128i k34 = _mm_set_epi64x((long long)K4, (long long)K3);
-  __m128i x = fold(_mm512_extracti32x4_epi32(y, 0), k34, _mm512_extracti32x4_epi32(y, 1));
-  x = fold(x, k34, _mm512_extracti32x4_epi32(y, 2));
-  x = fold(x, k34, _mm512_extracti32x4_epi32(y, 3));
-  while (n >= 16) {
-    x = fold(x, k34, _mm_loadu_si128((const __m128i *)p));
-    p += 16;
-    n -= 16;
-  }
-  return reduce128(x);
+  return finish128(_mm512_extracti32x4_epi32(y, 0), _mm512_extracti32x4_epi32(y, 1), _mm512_extracti32x4_epi32(y, 2),
+                   _mm512_extracti32x4_epi32(y, 3), p, n);
 }
 
 static int use_pclmul = 0;
@@ -293,10 +291,11 @@ static napi_value js_blocks(napi_env env, napi_callback_info info) {
   if (room < count) return throw_error(env, 1, "crc32 blocks: into has room for fewer CRCs than there are blocks");
   const uint8_t *p = data;
   uint32_t *out = into;
-  for (size_t i = 0; i < count; i++) {
-    size_t n = length - i * (size_t)block_size < block_size ? length - i * (size_t)block_size : block_size;
+  for (size_t i = 0, left = length; i < count; i++) {
+    size_t n = left < block_size ? left : block_size;
     out[i] = ~update(0xffffffffu, p, n);
     p += n;
+    left -= n;
   }
   return NULL;
 }

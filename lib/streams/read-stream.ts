@@ -189,11 +189,7 @@ export class StreamSegmentReadStream extends Readable {
       // read into again (util/piece-pool.ts says why); any other buffer is the consumer's.
       for (const b of bytes) {
         this.bytesRead += b.byteLength
-        if (isLentPiece(b)) {
-          const copy = Buffer.allocUnsafe(b.byteLength)
-          copy.set(b)
-          this.push(copy)
-        } else this.push(b)
+        this.push(isLentPiece(b) ? Buffer.from(b) : b)
       }
       givePieces(bytes)
     }

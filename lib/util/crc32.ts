@@ -64,11 +64,14 @@ export const nativeCrc32: NativeCrc32 | undefined = (() => {
   return ok ? mod : undefined
 })()
 
+/** The start of the addon's name in crc32Implementations (its path follows, in brackets). */
+const ADDON_NAME = 'stream-segment addon'
+
 function loadNative(fast: boolean): Crc32Implementation | undefined {
   const mod = nativeCrc32
   if (mod === undefined || (mod.impl !== 'table') !== fast) return undefined
   return {
-    name: `stream-segment addon (${mod.impl})`,
+    name: `${ADDON_NAME} (${mod.impl})`,
     fn: (bytes, seed = 0) => mod.crc32(bytes, seed) >>> 0,
     blocks: (bytes, blockSize, into) => mod.blocks(bytes, blockSize, into),
   }
@@ -111,13 +114,11 @@ export const crc32Implementations: readonly Crc32Implementation[] = [
 function choose(): Crc32Implementation {
   const want = process.env.STREAM_SEGMENT_CRC32
   if (want === undefined || want === '') return crc32Implementations[0] as Crc32Implementation
-  const found = crc32Implementations.find(
-    (i) => i.name === want || (want === 'addon' && i.name.startsWith('stream-segment addon')),
-  )
+  const found = crc32Implementations.find((i) => i.name === want || (want === 'addon' && i.name.startsWith(ADDON_NAME)))
   if (found === undefined) {
     throw StreamSegmentError.invalidArgument(
       `STREAM_SEGMENT_CRC32=${JSON.stringify(want)}: no such CRC-32 implementation here; present: ${crc32Implementations
-        .map((i) => (i.name.startsWith('stream-segment addon') ? `addon (${i.name})` : i.name))
+        .map((i) => (i.name.startsWith(ADDON_NAME) ? `addon (${i.name})` : i.name))
         .join(', ')}`,
     )
   }
