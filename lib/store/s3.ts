@@ -8,16 +8,21 @@
  * - A body of several chunks (views of the writer's slabs) goes to the socket as the
  *   chunks are, never joined into a copy: a `ChunkBody` whose `pipe` writes every chunk
  *   to the request each time it is called (so a retry sends it again), with its
- *   Content-Length known, UNSIGNED-PAYLOAD, and no SDK checksum: never aws-chunked.
+ *   Content-Length and payload hash known, and no SDK checksum: never aws-chunked.
  * - A GET body is exactly the announced length: a shorter or longer body, or a connection
  *   closed mid-body, is a failure with no HTTP status, retried by the policy below. By
  *   default (`getPath: 'http'`, lib/store/s3-get.ts) the SDK signs the request, which goes
  *   out on keep-alive sockets of our own, its body read by the kernel into pieces of
  *   64 KiB; with `getPath: 'sdk'` the SDK's body stream is kept as the chunks it arrived
  *   in. `getChunks` hands out either as they are; `get` joins them when there are several.
- * - Per-byte client costs are avoided: payloads are sent UNSIGNED-PAYLOAD (no SHA-256
- *   pass), the SDK computes no checksum of its own (`createS3Client` sets WHEN_REQUIRED),
- *   and with `checksums` on we send our CRC-32 (lib/crc32.ts) as `x-amz-checksum-crc32`.
+ * - Every body is checked by the server, at one pass of client CPU at most: on AWS it goes
+ *   UNSIGNED-PAYLOAD with our CRC-32 (lib/util/crc32.ts) as `x-amz-checksum-crc32`
+ *   (`checksums`); on a custom endpoint, whose server may ignore that header, it carries
+ *   its SHA-256 as the signed payload hash, or Content-MD5 where MD5 is the cheaper pass
+ *   on this CPU (lib/util/digest.ts). We compute the hash over the chunks, once for every
+ *   try; the SDK computes no checksum of its own (`createS3Client` sets WHEN_REQUIRED).
+ *   A body the server refuses as damaged (BadDigest, XAmzContentSHA256Mismatch) is sent
+ *   again.
  * - ETags are returned unquoted everywhere, and sent unquoted in If-Match (radosgw,
  *   R2 and Spaces match only that form; AWS ignores the quotes).
  * - A conditional put stores a write id in metadata `hf-write`. When it fails its
@@ -56,6 +61,7 @@ import {
 import createDebug from 'debug'
 import { StreamSegmentError } from '../errors.js'
 import { crc32 } from '../util/crc32.js'
+import { digestChunks, sha256BeatsMd5 } from '../util/digest.js'
 import { lendPieces } from '../util/piece-pool.js'
 import { bodyLength, checkKey, joinBody, unquoteEtag } from './common.js'
 import { piecesOf, sendOverHttp, transportOf } from './s3-get.js'
@@ -78,6 +84,8 @@ import {
 } from './types.js'
 
 const log = createDebug('stream-segment:s3')
+const sdkLog = createDebug('stream-segment:sdk')
+const sdkLogger = { trace: sdkLog, debug: sdkLog, info: sdkLog, warn: sdkLog, error: sdkLog }
 const EMPTY = new Uint8Array(0)
 const MD5_HEX = /^[0-9a-f]{32}$/
 const MAX_PAGE = 1000
@@ -89,14 +97,21 @@ export interface S3StoreOptions {
   prefix: string
   /** Send our CRC-32 with every body. Default: on for AWS, off for a custom endpoint. */
   checksums?: boolean
-  /** Sign bodies as UNSIGNED-PAYLOAD instead of hashing them (default true). */
+  /**
+   * Send bodies as UNSIGNED-PAYLOAD (true), or sign each body's SHA-256
+   * (`x-amz-content-sha256`), which every SigV4 server checks against the bytes it
+   * receives (false): a body damaged on the way up is refused and sent again. Default:
+   * signed on a custom endpoint when this CPU hashes SHA-256 faster than MD5 (SHA
+   * extensions: then it replaces Content-MD5 there), else unsigned.
+   */
   unsignedPayload?: boolean
   /** Entries per list page and keys per DeleteObjects batch, 1..1000 (default 1000; small in tests). */
   pageSize?: number
   /**
    * Send Content-MD5 with every body, which S3-compatible servers check (radosgw, MinIO):
    * a body damaged on the way up is refused and sent again. Default: on for a custom
-   * endpoint, where `checksums` is off; costs one MD5 pass over the bytes sent.
+   * endpoint whose bodies go unsigned and without `checksums`; costs one MD5 pass over
+   * the bytes sent.
    */
   contentMd5?: boolean
   /**
@@ -132,7 +147,8 @@ export type CreateS3ClientOptions = S3ClientConfig & {
  * An S3Client configured the SDK's usual way (credential chain, region,
  * `AWS_ENDPOINT_URL_S3`) and tuned for whole-buffer bodies: keep-alive agents, no
  * `Expect: 100-continue`, no SDK checksums, path-style addressing on a custom endpoint,
- * a connect and an idle timeout, and no SDK retries (S3Store retries).
+ * a connect and an idle timeout, no SDK retries (S3Store retries), and the SDK's log
+ * messages under the `debug` namespace `stream-segment:sdk`.
  */
 export function createS3Client(options: CreateS3ClientOptions = {}): S3Client {
   const { maxSockets = 64, connectTimeoutMs = 5_000, idleTimeoutMs = 30_000, ...config } = options
@@ -151,17 +167,14 @@ export function createS3Client(options: CreateS3ClientOptions = {}): S3Client {
     expectContinueHeader: false,
     requestChecksumCalculation: 'WHEN_REQUIRED',
     responseChecksumValidation: 'WHEN_REQUIRED',
+    // The SDK's own messages go to `debug`, not the console: among them a warning on every
+    // failed request with a stream body, which S3Store sends again by itself.
+    logger: sdkLogger,
     ...config,
     ...(endpoint !== undefined && { endpoint, forcePathStyle: config.forcePathStyle ?? true }),
     // A custom endpoint (radosgw, MinIO) needs some region to sign with.
     ...((region !== undefined || endpoint !== undefined) && { region: region ?? 'us-east-1' }),
   })
-}
-
-function md5Base64(chunks: readonly Uint8Array[]): string {
-  const h = createHash('md5')
-  for (const c of chunks) h.update(c)
-  return h.digest('base64')
 }
 
 function crc32Base64(chunks: readonly Uint8Array[]): string {
@@ -198,15 +211,15 @@ class ChunkBody extends Readable {
 
 /**
  * What to hand the SDK as the body of `chunks`: one buffer as it is, or several as a
- * ChunkBody (no copy) when the payload is unsigned; a signed payload must be hashed by
- * the SDK, which takes one buffer, so it is joined then.
+ * ChunkBody (no copy) when the client hashes no body of its own (`chunked`); otherwise
+ * they are joined into one buffer, which the SDK takes.
  */
 function requestBody(
   chunks: Body,
-  unsigned: boolean,
+  chunked: boolean,
 ): { body: Uint8Array | ChunkBody; list: readonly Uint8Array[]; length: number; release: () => void } {
   const list = chunks instanceof Uint8Array ? [chunks] : chunks.filter((c) => c.byteLength > 0)
-  if (list.length > 1 && unsigned)
+  if (list.length > 1 && chunked)
     return { body: new ChunkBody(list), list, length: bodyLength(list), release: () => {} }
   const joined = joinBody(list.length === 0 ? EMPTY : list)
   return { body: joined.bytes, list: [joined.bytes], length: joined.bytes.byteLength, release: joined.release }
@@ -290,12 +303,12 @@ export class S3Store implements ObjectStore {
     this.url = `s3://${this.bucket}/${this.prefix.replace(/\/$/, '')}`
     const custom = (this.client.config as { isCustomEndpoint?: boolean }).isCustomEndpoint === true
     this.checksums = options.checksums ?? !custom
-    this.unsignedPayload = options.unsignedPayload ?? true
+    this.unsignedPayload = options.unsignedPayload ?? !(custom && !this.checksums && sha256BeatsMd5())
     this.pageSize = options.pageSize ?? MAX_PAGE
     if (!Number.isInteger(this.pageSize) || this.pageSize < 1 || this.pageSize > MAX_PAGE) {
       throw StreamSegmentError.invalidArgument(`S3Store: pageSize ${this.pageSize} is not in 1..${MAX_PAGE}`)
     }
-    this.contentMd5 = options.contentMd5 ?? (custom && !this.checksums)
+    this.contentMd5 = options.contentMd5 ?? (custom && !this.checksums && this.unsignedPayload)
     const nat = (name: string, v: number) => {
       if (!Number.isSafeInteger(v) || v < 0)
         throw StreamSegmentError.invalidArgument(`S3Store: ${name} ${v} must be an integer ≥ 0`)
@@ -316,12 +329,11 @@ export class S3Store implements ObjectStore {
   #chunks: Promise<boolean> | undefined
 
   /**
-   * Whether a body of several chunks may go as a ChunkBody: only unsigned, and only when
-   * the client computes no checksum of its own (it would send a stream aws-chunked).
+   * Whether a body of several chunks may go as a ChunkBody: only when the client computes
+   * no checksum of its own (it would send a stream aws-chunked). Its payload hash is ours.
    */
   #chunkBodies(): Promise<boolean> {
     this.#chunks ??= (async () => {
-      if (!this.unsignedPayload) return false
       const config = this.client.config as { requestChecksumCalculation?: () => Promise<string> }
       return (await config.requestChecksumCalculation?.()) === 'WHEN_REQUIRED'
     })().catch(() => false)
@@ -341,7 +353,8 @@ export class S3Store implements ObjectStore {
     const writeId = conditional ? (options.writeId ?? randomUUID()) : undefined
     const metadata = writeId === undefined ? options.metadata : { ...options.metadata, [WRITE_ID_METADATA]: writeId }
     const joined = requestBody(chunks, await this.#chunkBodies())
-    const command = this.#unsigned(
+    const command = this.#payload(
+      joined.list,
       new PutObjectCommand({
         Bucket: this.bucket,
         Key: this.prefix + key,
@@ -352,7 +365,7 @@ export class S3Store implements ObjectStore {
         Metadata: metadata,
         ...s3Attributes(options.attributes),
         ChecksumCRC32: this.checksums ? crc32Base64(joined.list) : undefined,
-        ContentMD5: this.contentMd5 ? md5Base64(joined.list) : undefined,
+        ContentMD5: this.contentMd5 ? digestChunks('md5', joined.list, 'base64') : undefined,
       }),
     )
     try {
@@ -533,7 +546,8 @@ export class S3Store implements ObjectStore {
     const { signal } = options
     const joined = requestBody(chunks, await this.#chunkBodies())
     const crc = this.checksums ? crc32Base64(joined.list) : undefined
-    const command = this.#unsigned(
+    const command = this.#payload(
+      joined.list,
       new UploadPartCommand({
         Bucket: this.bucket,
         Key: this.prefix + key,
@@ -542,7 +556,7 @@ export class S3Store implements ObjectStore {
         Body: joined.body,
         ContentLength: joined.length,
         ChecksumCRC32: crc,
-        ContentMD5: this.contentMd5 ? md5Base64(joined.list) : undefined,
+        ContentMD5: this.contentMd5 ? digestChunks('md5', joined.list, 'base64') : undefined,
       }),
     )
     const out = await this.#send('UploadPart', `${key}#${partNumber}`, signal, (s) =>
@@ -754,8 +768,10 @@ export class S3Store implements ObjectStore {
     return `s3://${this.bucket}/${this.prefix}${key}`
   }
 
-  #unsigned<C>(command: C): C {
-    return this.unsignedPayload ? addHeader(command, 'x-amz-content-sha256', () => 'UNSIGNED-PAYLOAD') : command
+  /** A body's payload hash: UNSIGNED-PAYLOAD, or its SHA-256 computed here once for every try. */
+  #payload<C>(body: readonly Uint8Array[], command: C): C {
+    const hash = this.unsignedPayload ? 'UNSIGNED-PAYLOAD' : digestChunks('sha256', body, 'hex')
+    return addHeader(command, 'x-amz-content-sha256', () => hash)
   }
 
   /** The Range header for `range`; an empty range is a caller's error, as in every store. */
@@ -987,6 +1003,7 @@ function retryable(mapped: StreamSegmentError, err: unknown): boolean {
     status === 429 ||
     status === 408 ||
     name === 'BadDigest' ||
+    name === 'XAmzContentSHA256Mismatch' ||
     name === 'SlowDown' ||
     name === 'RequestTimeout'
   )

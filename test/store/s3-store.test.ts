@@ -2,13 +2,16 @@
 // aborts mid-request, create-only races, If-Match forms, and radosgw's quirks made uniform.
 // The generic ObjectStore contract is the conformance suite's job.
 import assert from 'node:assert/strict'
+import { createHash } from 'node:crypto'
 import { describe, test } from 'node:test'
 import { S3Client } from '@aws-sdk/client-s3'
+import createDebug from 'debug'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { unquoteEtag } from '../../lib/store/common.js'
 import { createS3Client, S3Store } from '../../lib/store/s3.js'
 import { WRITE_ID_METADATA } from '../../lib/store/types.js'
 import { crc32 } from '../../lib/util/crc32.js'
+import { sha256BeatsMd5 } from '../../lib/util/digest.js'
 import { rejectsCode } from '../helpers/assert.js'
 import { s3TestBucket, s3TestStore, uniquePrefix } from '../helpers/s3-env.js'
 
@@ -38,6 +41,47 @@ function clientLosingFirstAnswer(commandName: string): { client: S3Client; lost:
     { step: 'deserialize', name: 'loseFirstAnswer' },
   )
   return { client, lost: () => lost }
+}
+
+/**
+ * A client that records the headers of every request as sent, and damages one byte of the
+ * first body of each of `commands` after it was signed (a byte flipped on the way up).
+ */
+function clientDamagingFirstBodies(commands: readonly string[]): {
+  client: S3Client
+  sent: { command: string; headers: Record<string, string> }[]
+  damaged: () => number
+} {
+  const client = createS3Client()
+  const sent: { command: string; headers: Record<string, string> }[] = []
+  const done = new Set<string>()
+  client.middlewareStack.add(
+    (next, context) => async (args) => {
+      const command = context.commandName as string
+      const req = args.request as { headers: Record<string, string>; body?: unknown }
+      sent.push({
+        command,
+        headers: Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k.toLowerCase(), v])),
+      })
+      if (commands.includes(command) && !done.has(command)) {
+        done.add(command)
+        const body = req.body
+        const bytes = Buffer.concat(body instanceof Uint8Array ? [body] : (body as { chunks: Uint8Array[] }).chunks)
+        const at = bytes.length >> 1
+        bytes[at] = (bytes[at] ?? 0) ^ 0x40
+        req.body = bytes
+      }
+      return next(args)
+    },
+    { step: 'deserialize', name: 'damageFirstBody' },
+  )
+  return { client, sent, damaged: () => done.size }
+}
+
+const md5Hex = (chunks: readonly Uint8Array[]) => {
+  const h = createHash('md5')
+  for (const c of chunks) h.update(c)
+  return h.digest('hex')
 }
 
 describe('S3Store on radosgw', () => {
@@ -319,12 +363,87 @@ describe('S3Store on radosgw', () => {
     client.destroy()
   })
 
+  test('a custom endpoint checks every body: signed SHA-256 where it is the cheaper hash, else Content-MD5', async () => {
+    const base = await s3TestStore()
+    const { client, sent } = clientDamagingFirstBodies([])
+    const store = new S3Store({ client, bucket: base.bucket, prefix: base.prefix })
+    assert.equal(store.checksums, false)
+    assert.equal(store.unsignedPayload, !sha256BeatsMd5())
+    assert.equal(store.contentMd5, store.unsignedPayload)
+    const body = [pattern(MiB, 3), pattern(MiB + 5, 4)]
+    await store.put('p', body)
+    const id = await store.createMultipart('m')
+    await store.uploadPart('m', id, 1, body)
+    await store.abortMultipart('m', id)
+    const whole = Buffer.concat(body)
+    for (const name of ['PutObjectCommand', 'UploadPartCommand']) {
+      const h = sent.find((s) => s.command === name)?.headers ?? {}
+      if (store.unsignedPayload) {
+        assert.equal(h['x-amz-content-sha256'], 'UNSIGNED-PAYLOAD', name)
+        assert.equal(h['content-md5'], createHash('md5').update(whole).digest('base64'), name)
+      } else {
+        assert.equal(h['x-amz-content-sha256'], createHash('sha256').update(whole).digest('hex'), name)
+        assert.equal(h['content-md5'], undefined, name)
+      }
+    }
+    assert.deepEqual(Buffer.from(await store.get('p')), whole)
+    client.destroy()
+  })
+
+  for (const [label, options, checked] of [
+    ['signed SHA-256', { unsignedPayload: false }, true],
+    ['unsigned, Content-MD5', { unsignedPayload: true }, true],
+    ['unsigned, no Content-MD5', { unsignedPayload: true, contentMd5: false }, false],
+  ] as const) {
+    test(`a body damaged on the way up, ${label}: ${checked ? 'refused and sent again' : 'stored damaged'}`, async () => {
+      const base = await s3TestStore()
+      const { client, sent, damaged } = clientDamagingFirstBodies(['PutObjectCommand', 'UploadPartCommand'])
+      const store = new S3Store({ client, bucket: base.bucket, prefix: base.prefix, retryBaseMs: 1, ...options })
+      const body = [pattern(MiB, 5), pattern(3 * MiB, 6)]
+      await store.put('p', body)
+      const id = await store.createMultipart('m')
+      const part = await store.uploadPart('m', id, 1, body)
+      await store.abortMultipart('m', id)
+      assert.equal(damaged(), 2)
+      const tries = (name: string) => sent.filter((s) => s.command === name).length
+      const stored = Buffer.from(await store.get('p'))
+      if (checked) {
+        assert.equal(tries('PutObjectCommand'), 2, 'the damaged put was sent again')
+        assert.equal(tries('UploadPartCommand'), 2, 'the damaged part was sent again')
+        assert.deepEqual(stored, Buffer.concat(body))
+        assert.equal(part.etag, md5Hex(body), "radosgw's part ETag is the MD5 of the bytes it kept")
+      } else {
+        assert.equal(tries('PutObjectCommand'), 1)
+        assert.notDeepEqual(stored, Buffer.concat(body), 'nothing checked the body: the damage was kept')
+        assert.notEqual(part.etag, md5Hex(body))
+      }
+      client.destroy()
+    })
+  }
+
   test('createS3Client: tuned defaults, and checksums default by endpoint', async () => {
     const store = await s3TestStore()
     assert.equal(store.checksums, false, 'custom endpoint: radosgw checks no checksum')
     assert.equal(store.client.config.forcePathStyle, true)
     assert.equal(await store.client.config.requestChecksumCalculation(), 'WHEN_REQUIRED')
     assert.equal(await store.client.config.responseChecksumValidation(), 'WHEN_REQUIRED')
+    // The SDK's messages (a warning on each failed request with a stream body) go to debug.
+    const warn = console.warn
+    const logged: string[] = []
+    const { log } = createDebug
+    const enabled = createDebug.disable()
+    createDebug.enable('stream-segment:sdk')
+    console.warn = (...args: unknown[]) => void logged.push(`console: ${args.join(' ')}`)
+    createDebug.log = (...args: unknown[]) => void logged.push(`debug: ${args.join(' ')}`)
+    try {
+      store.client.config.logger.warn('a failed streaming request')
+    } finally {
+      console.warn = warn
+      createDebug.log = log
+      createDebug.enable(enabled)
+    }
+    assert.equal(logged.length, 1)
+    assert.match(logged[0] ?? '', /^debug: .*stream-segment:sdk.*a failed streaming request/)
     const aws = new S3Client({ region: 'us-east-1' })
     assert.equal(new S3Store({ client: aws, bucket: 'b', prefix: 'p' }).checksums, true)
     assert.equal(new S3Store({ client: aws, bucket: 'b', prefix: '/a/b' }).url, 's3://b/a/b')
