@@ -60,7 +60,7 @@ const cases: Case[] = [
   {
     program: 's3-upload',
     args: ['--mib', MIB, '--part-mib', '8', '--rounds', '1'],
-    lines: [/^s3store +[\d.]+/, /^s3store-no-md5 +[\d.]+/, /^lib-storage +[\d.]+/],
+    lines: [/^s3store +[\d.]+/, /^s3store-md5 +[\d.]+/, /^s3store-unchecked +[\d.]+/, /^lib-storage +[\d.]+/],
   },
   {
     program: 'stream-flush',
@@ -88,7 +88,8 @@ const cases: Case[] = [
       /^# write-cpu, streams:/,
       /^\| write stream, discarding store \(beyond the source\) \| [\d.]+/,
       /^\| write stream, directory store \| [\d.]+/,
-      /^\| write stream, S3Store \(radosgw\) \| [\d.]+/,
+      /^\| write stream, S3Store, default body check: (signed SHA-256|Content-MD5) \(radosgw\) \| [\d.]+/,
+      /^\| write stream, S3Store with no body check \(radosgw\) \| [\d.]+/,
       /^\| by reference: SegmentFile\.writeRef in 1 MiB calls/,
       /^\| lib-storage's Upload, 16 MiB parts, queue 4 \(radosgw\) \| [\d.]+/,
       /uploadFile of that file, spec defaults \(radosgw\)/,

@@ -15,7 +15,7 @@
 //    flight) and lib-storage's Upload against the stream to that server.
 //    The last two columns divide a row's CPU and MB/s by its baseline's in the same round
 //    (the directory store by fs.createWriteStream; the S3 streams by Upload for CPU and by
-//    S3Store.put with the same Content-MD5 setting for MB/s): the disk's state and
+//    S3Store.put with the same body check for MB/s): the disk's state and
 //    radosgw's share of the 2 cores change between rounds, so each row is also compared
 //    with its baseline round by round.
 // Run: npm run build && node dist/esm/test/bench/write-cpu.js
@@ -412,10 +412,16 @@ async function tableStreams() {
     return peak
   }
   /** A fresh S3Store under its own prefix, deleted after the run (radosgw rows). */
-  let s3Store: ((contentMd5?: boolean) => S3Store) | undefined
+  let s3Store: ((unchecked?: boolean) => S3Store) | undefined
   if (client) {
-    const store = (contentMd5?: boolean) => {
-      const st = new S3Store({ client, bucket, prefix: `write-cpu-${Date.now().toString(36)}-${n++}/`, contentMd5 })
+    /** A store with the default body check (signed SHA-256 or Content-MD5), or none. */
+    const store = (unchecked = false) => {
+      const st = new S3Store({
+        client,
+        bucket,
+        prefix: `write-cpu-${Date.now().toString(36)}-${n++}/`,
+        ...(unchecked && { unsignedPayload: true, contentMd5: false }),
+      })
       cleanups.push(async () => {
         const keys: string[] = []
         for await (const e of st.list('')) keys.push(e.key)
@@ -426,8 +432,8 @@ async function tableStreams() {
     }
     s3Store = store
     /** S3Store.put of the stream's bytes: 16 MiB objects, each the same 16 source chunks, 4 in flight. */
-    const putObjects = (contentMd5?: boolean) => async () => {
-      const s = store(contentMd5)
+    const putObjects = (unchecked?: boolean) => async () => {
+      const s = store(unchecked)
       const limiter = new Limiter(4)
       const running = new Set<Promise<void>>()
       let peak = 0
@@ -450,10 +456,11 @@ async function tableStreams() {
     }
     const put = variants.length
     const upload = put + 1
-    const putNoMd5 = put + 3
+    const putUnchecked = put + 3
+    const check = store().unsignedPayload ? 'Content-MD5' : 'signed SHA-256'
     variants.push(
       {
-        name: 'S3Store.put, the same bytes in 16 MiB objects, 4 in flight (radosgw)',
+        name: `S3Store.put, the same bytes in 16 MiB objects, 4 in flight, default body check: ${check} (radosgw)`,
         subtractSource: false,
         run: putObjects(),
       },
@@ -481,30 +488,30 @@ async function tableStreams() {
         },
       },
       {
-        name: 'write stream, S3Store (radosgw)',
+        name: `write stream, S3Store, default body check: ${check} (radosgw)`,
         subtractSource: false,
         cpuVs: [upload, 'Upload'],
         rateVs: [put, 'S3Store.put'],
         run: () => feed(createStreamSegmentWriteStream({ store: store() })),
       },
       {
-        name: 'S3Store.put as above, contentMd5: false (radosgw)',
+        name: 'S3Store.put as above, no body check: unsignedPayload: true, contentMd5: false (radosgw)',
         subtractSource: false,
-        run: putObjects(false),
+        run: putObjects(true),
       },
       {
-        name: 'write stream, S3Store with contentMd5: false (radosgw)',
+        name: 'write stream, S3Store with no body check (radosgw)',
         subtractSource: false,
         cpuVs: [upload, 'Upload'],
-        rateVs: [putNoMd5, 'S3Store.put, no MD5'],
-        run: () => feed(createStreamSegmentWriteStream({ store: store(false) })),
+        rateVs: [putUnchecked, 'S3Store.put, unchecked'],
+        run: () => feed(createStreamSegmentWriteStream({ store: store(true) })),
       },
       {
-        name: 'write stream, S3Store with contentMd5: false, adoptChunks (radosgw)',
+        name: 'write stream, S3Store with no body check, adoptChunks (radosgw)',
         subtractSource: false,
         cpuVs: [upload, 'Upload'],
-        rateVs: [putNoMd5, 'S3Store.put, no MD5'],
-        run: () => feed(createStreamSegmentWriteStream({ store: store(false), adoptChunks: true })),
+        rateVs: [putUnchecked, 'S3Store.put, unchecked'],
+        run: () => feed(createStreamSegmentWriteStream({ store: store(true), adoptChunks: true })),
       },
     )
   }
@@ -579,12 +586,12 @@ async function tableStreams() {
         run: async () => withPeak(uploadFile(await sourceFile(dir), st())),
       },
       {
-        name: 'uploadFile of that file, spec defaults, contentMd5: false (radosgw)',
+        name: 'uploadFile of that file, spec defaults, no body check (radosgw)',
         subtractSource: false,
         cpuVs: [uploadOfFile, 'Upload of the file'],
         rateVs: [uploadOfFile, 'Upload of the file'],
         prepare: () => sourceFile(dir).then(() => undefined),
-        run: async () => withPeak(uploadFile(await sourceFile(dir), st(false))),
+        run: async () => withPeak(uploadFile(await sourceFile(dir), st(true))),
       },
     )
   }
