@@ -49,11 +49,11 @@ function clientLosingFirstAnswer(commandName: string): { client: S3Client; lost:
  */
 function clientDamagingFirstBodies(commands: readonly string[]): {
   client: S3Client
-  sent: { command: string; headers: Record<string, string> }[]
+  sent: { command: string; headers: Record<string, string>; chunked: boolean }[]
   damaged: () => number
 } {
   const client = createS3Client()
-  const sent: { command: string; headers: Record<string, string> }[] = []
+  const sent: { command: string; headers: Record<string, string>; chunked: boolean }[] = []
   const done = new Set<string>()
   client.middlewareStack.add(
     (next, context) => async (args) => {
@@ -62,6 +62,7 @@ function clientDamagingFirstBodies(commands: readonly string[]): {
       sent.push({
         command,
         headers: Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k.toLowerCase(), v])),
+        chunked: req.body !== undefined && !(req.body instanceof Uint8Array) && typeof req.body !== 'string',
       })
       if (commands.includes(command) && !done.has(command)) {
         done.add(command)
@@ -377,7 +378,9 @@ describe('S3Store on radosgw', () => {
     await store.abortMultipart('m', id)
     const whole = Buffer.concat(body)
     for (const name of ['PutObjectCommand', 'UploadPartCommand']) {
-      const h = sent.find((s) => s.command === name)?.headers ?? {}
+      const request = sent.find((s) => s.command === name)
+      assert.equal(request?.chunked, true, `${name}: the chunks went as they are, not joined`)
+      const h = request?.headers ?? {}
       if (store.unsignedPayload) {
         assert.equal(h['x-amz-content-sha256'], 'UNSIGNED-PAYLOAD', name)
         assert.equal(h['content-md5'], createHash('md5').update(whole).digest('base64'), name)
@@ -445,7 +448,10 @@ describe('S3Store on radosgw', () => {
     assert.equal(logged.length, 1)
     assert.match(logged[0] ?? '', /^debug: .*stream-segment:sdk.*a failed streaming request/)
     const aws = new S3Client({ region: 'us-east-1' })
-    assert.equal(new S3Store({ client: aws, bucket: 'b', prefix: 'p' }).checksums, true)
+    const onAws = new S3Store({ client: aws, bucket: 'b', prefix: 'p' })
+    assert.equal(onAws.checksums, true)
+    assert.equal(onAws.unsignedPayload, true, 'AWS: our CRC-32 is checked, no hash pass')
+    assert.equal(onAws.contentMd5, false)
     assert.equal(new S3Store({ client: aws, bucket: 'b', prefix: '/a/b' }).url, 's3://b/a/b')
     assert.equal(unquoteEtag('W/"abc"'), 'abc')
     assert.throws(() => new S3Store({ client: aws, bucket: '', prefix: '' }), /bucket/)
