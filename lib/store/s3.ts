@@ -99,10 +99,10 @@ export interface S3StoreOptions {
   checksums?: boolean
   /**
    * Send bodies as UNSIGNED-PAYLOAD (true), or sign each body's SHA-256
-   * (`x-amz-content-sha256`), which every SigV4 server checks against the bytes it
-   * receives (false): a body damaged on the way up is refused and sent again. Default:
-   * signed on a custom endpoint when this CPU hashes SHA-256 faster than MD5 (SHA
-   * extensions: then it replaces Content-MD5 there), else unsigned.
+   * (`x-amz-content-sha256`), which S3 servers (AWS, radosgw, MinIO) check against the
+   * bytes they receive (false): a body damaged on the way up is refused and sent again.
+   * Default: signed on a custom endpoint when this CPU hashes SHA-256 faster than MD5
+   * (SHA extensions: then it replaces Content-MD5 there), else unsigned.
    */
   unsignedPayload?: boolean
   /** Entries per list page and keys per DeleteObjects batch, 1..1000 (default 1000; small in tests). */
