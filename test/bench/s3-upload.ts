@@ -1,5 +1,5 @@
 // Benchmark (a program, not a test): upload one object in equal parts to the S3 server of
-// AWS_ENDPOINT_URL_S3 (radosgw from test/rgw/rgw.sh) with a few parts in flight, three ways:
+// AWS_ENDPOINT_URL_S3 (radosgw from test/rgw/rgw.sh) with a few parts in flight, six ways:
 //   sdk-defaults  S3Client defaults (SigV4 SHA-256 of each body, the SDK's CRC32, Expect: 100-continue)
 //   s3store       S3Store on createS3Client (no SDK checksum, keep-alive; on a custom
 //                 endpoint each part's SHA-256 signed, or Content-MD5 where MD5 is the

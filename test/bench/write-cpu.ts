@@ -457,7 +457,7 @@ async function tableStreams() {
     const put = variants.length
     const upload = put + 1
     const putUnchecked = put + 3
-    const check = store().unsignedPayload ? 'Content-MD5' : 'signed SHA-256'
+    const check = new S3Store({ client, bucket, prefix: '' }).unsignedPayload ? 'Content-MD5' : 'signed SHA-256'
     variants.push(
       {
         name: `S3Store.put, the same bytes in 16 MiB objects, 4 in flight, default body check: ${check} (radosgw)`,
