@@ -93,6 +93,7 @@ const cases: Case[] = [
       /^\| by reference: SegmentFile\.writeRef in 1 MiB calls/,
       /^\| lib-storage's Upload, 16 MiB parts, queue 4 \(radosgw\) \| [\d.]+/,
       /uploadFile of that file, spec defaults \(radosgw\)/,
+      /^\| write stream, S3Store on an S3Client with the SDK's defaults, default body check: .* \(radosgw\) \| [\d.]+/,
     ],
   },
   {

@@ -20,9 +20,10 @@
  *   (`checksums`); on a custom endpoint, whose server may ignore that header, it carries
  *   its SHA-256 as the signed payload hash, or Content-MD5 where MD5 is the cheaper pass
  *   on this CPU (lib/util/digest.ts). We compute the hash over the chunks, once for every
- *   try; the SDK computes no checksum of its own (`createS3Client` sets WHEN_REQUIRED).
- *   A body the server refuses as damaged (BadDigest, XAmzContentSHA256Mismatch) is sent
- *   again.
+ *   try. The SDK computes no checksum of its own: `createS3Client` sets WHEN_REQUIRED, and
+ *   on a client that would (the SDK's default) every body carries our CRC-32, which the
+ *   SDK then takes as it is. A body the server refuses as damaged (BadDigest,
+ *   XAmzContentSHA256Mismatch) is sent again.
  * - ETags are returned unquoted everywhere, and sent unquoted in If-Match (radosgw,
  *   R2 and Spaces match only that form; AWS ignores the quotes).
  * - A conditional put stores a write id in metadata `hf-write`. When it fails its
@@ -211,16 +212,16 @@ class ChunkBody extends Readable {
 
 /**
  * What to hand the SDK as the body of `chunks`: one buffer as it is, or several as a
- * ChunkBody (no copy) when the client hashes no body of its own (`chunked`); otherwise
- * they are joined into one buffer, which the SDK takes.
+ * ChunkBody (no copy). The SDK reads neither: their payload hash and any checksum are ours.
  */
-function requestBody(
-  chunks: Body,
-  chunked: boolean,
-): { body: Uint8Array | ChunkBody; list: readonly Uint8Array[]; length: number; release: () => void } {
+function requestBody(chunks: Body): {
+  body: Uint8Array | ChunkBody
+  list: readonly Uint8Array[]
+  length: number
+  release: () => void
+} {
   const list = chunks instanceof Uint8Array ? [chunks] : chunks.filter((c) => c.byteLength > 0)
-  if (list.length > 1 && chunked)
-    return { body: new ChunkBody(list), list, length: bodyLength(list), release: () => {} }
+  if (list.length > 1) return { body: new ChunkBody(list), list, length: bodyLength(list), release: () => {} }
   const joined = joinBody(list.length === 0 ? EMPTY : list)
   return { body: joined.bytes, list: [joined.bytes], length: joined.bytes.byteLength, release: joined.release }
 }
@@ -326,18 +327,22 @@ export class S3Store implements ObjectStore {
     }
   }
 
-  #chunks: Promise<boolean> | undefined
+  #clientChecksums: Promise<boolean> | undefined
 
   /**
-   * Whether a body of several chunks may go as a ChunkBody: only when the client computes
-   * no checksum of its own (it would send a stream aws-chunked). Its payload hash is ours.
+   * Whether a body must carry our CRC-32 (`x-amz-checksum-crc32`): with `checksums` on, or
+   * when the client would otherwise compute a checksum of its own (`requestChecksumCalculation`
+   * other than WHEN_REQUIRED, the SDK's default). The SDK skips its checksum when one is
+   * there, so a body of several chunks still goes as a ChunkBody (never joined into a copy,
+   * never aws-chunked), and the same header costs one pass of our CRC-32, not the SDK's.
    */
-  #chunkBodies(): Promise<boolean> {
-    this.#chunks ??= (async () => {
+  async #sendsCrc(): Promise<boolean> {
+    if (this.checksums) return true
+    this.#clientChecksums ??= (async () => {
       const config = this.client.config as { requestChecksumCalculation?: () => Promise<string> }
-      return (await config.requestChecksumCalculation?.()) === 'WHEN_REQUIRED'
-    })().catch(() => false)
-    return this.#chunks
+      return (await config.requestChecksumCalculation?.()) !== 'WHEN_REQUIRED'
+    })().catch(() => true)
+    return this.#clientChecksums
   }
 
   async put(key: string, chunks: Body, options: PutOptions = {}): Promise<{ etag: string }> {
@@ -352,7 +357,8 @@ export class S3Store implements ObjectStore {
     const conditional = ifNoneMatch !== undefined || ifMatch !== undefined
     const writeId = conditional ? (options.writeId ?? randomUUID()) : undefined
     const metadata = writeId === undefined ? options.metadata : { ...options.metadata, [WRITE_ID_METADATA]: writeId }
-    const joined = requestBody(chunks, await this.#chunkBodies())
+    const joined = requestBody(chunks)
+    const crc = (await this.#sendsCrc()) ? crc32Base64(joined.list) : undefined
     const command = this.#payload(
       joined.list,
       new PutObjectCommand({
@@ -364,7 +370,7 @@ export class S3Store implements ObjectStore {
         IfMatch: ifMatch === undefined ? undefined : unquoteEtag(ifMatch),
         Metadata: metadata,
         ...s3Attributes(options.attributes),
-        ChecksumCRC32: this.checksums ? crc32Base64(joined.list) : undefined,
+        ChecksumCRC32: crc,
         ContentMD5: this.contentMd5 ? digestChunks('md5', joined.list, 'base64') : undefined,
       }),
     )
@@ -544,8 +550,8 @@ export class S3Store implements ObjectStore {
     options: RequestOptions = {},
   ): Promise<{ etag: string }> {
     const { signal } = options
-    const joined = requestBody(chunks, await this.#chunkBodies())
-    const crc = this.checksums ? crc32Base64(joined.list) : undefined
+    const joined = requestBody(chunks)
+    const crc = (await this.#sendsCrc()) ? crc32Base64(joined.list) : undefined
     const command = this.#payload(
       joined.list,
       new UploadPartCommand({
@@ -562,7 +568,8 @@ export class S3Store implements ObjectStore {
     const out = await this.#send('UploadPart', `${key}#${partNumber}`, signal, (s) =>
       this.client.send(command, { abortSignal: s }),
     ).finally(joined.release)
-    if (crc !== undefined) {
+    // Complete lists the parts' CRCs only for an upload declared CRC32 (`checksums`).
+    if (crc !== undefined && this.checksums) {
       let crcs = this.#partCrcs.get(uploadId)
       if (crcs === undefined) this.#partCrcs.set(uploadId, (crcs = new Map()))
       crcs.set(partNumber, crc)

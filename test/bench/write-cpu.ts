@@ -12,7 +12,8 @@
 //    it in 16 MiB reads with a CRC-32 per block (and, on S3, against lib-storage's Upload
 //    of fs.createReadStream of the file); and,
 //    with AWS_ENDPOINT_URL_S3 set, S3Store.put of the same bytes in 16 MiB objects (4 in
-//    flight) and lib-storage's Upload against the stream to that server.
+//    flight) and lib-storage's Upload against the stream to that server (on createS3Client's
+//    client, and last, on a client with the SDK's defaults).
 //    The last two columns divide a row's CPU and MB/s by its baseline's in the same round
 //    (the directory store by fs.createWriteStream; the S3 streams by Upload for CPU and by
 //    S3Store.put with the same body check for MB/s): the disk's state and
@@ -30,6 +31,7 @@ import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Writable as NodeWritable } from 'node:stream'
 import { fileURLToPath } from 'node:url'
+import { S3Client } from '@aws-sdk/client-s3'
 import { Upload } from '@aws-sdk/lib-storage'
 import { SegmentFile } from '../../lib/segment-file.js'
 import type { Settings } from '../../lib/settings.js'
@@ -413,11 +415,13 @@ async function tableStreams() {
   }
   /** A fresh S3Store under its own prefix, deleted after the run (radosgw rows). */
   let s3Store: ((unchecked?: boolean) => S3Store) | undefined
+  /** Rows numbered after the others (so that earlier rows keep their numbers). */
+  const lateRows: Variant[] = []
   if (client) {
-    /** A store with the default body check (signed SHA-256 or Content-MD5), or none. */
-    const store = (unchecked = false) => {
+    /** A store with the default body check (signed SHA-256 or Content-MD5), or none; on `on`, a client. */
+    const store = (unchecked = false, on: S3Client = client) => {
       const st = new S3Store({
-        client,
+        client: on,
         bucket,
         prefix: `write-cpu-${Date.now().toString(36)}-${n++}/`,
         ...(unchecked && { unsignedPayload: true, contentMd5: false }),
@@ -514,6 +518,22 @@ async function tableStreams() {
         run: () => feed(createStreamSegmentWriteStream({ store: store(true), adoptChunks: true })),
       },
     )
+    lateRows.push({
+      // What a user of the Upload drop-in often has: a client with the SDK's defaults
+      // (its own checksums on, no keep-alive tuning), not createS3Client's.
+      name: `write stream, S3Store on an S3Client with the SDK's defaults, default body check: ${check} (radosgw)`,
+      subtractSource: false,
+      cpuVs: [upload, 'Upload'],
+      rateVs: [put, 'S3Store.put'],
+      run: async () => {
+        const plain = new S3Client({ endpoint: process.env.AWS_ENDPOINT_URL_S3, forcePathStyle: true })
+        try {
+          return await feed(createStreamSegmentWriteStream({ store: store(false, plain) }))
+        } finally {
+          plain.destroy()
+        }
+      },
+    })
   }
   // By reference from a file (uploadFile, the path a user takes): the file written once by
   // the parent, read from the page cache by every row.
@@ -595,6 +615,7 @@ async function tableStreams() {
       },
     )
   }
+  variants.push(...lateRows)
   if (child === undefined)
     console.log(
       `\n# write-cpu, streams: ${streamTotal / MiB} MiB in 1 MiB chunks, default profile, ${rounds} rounds${warm ? ', each run after an unmeasured one in its process' : ''}, median (min–max) (node ${process.version}, ${cpus()[0]?.model}, ${cpus().length} cores, CRC ${crc32Implementation}; fresh memory ${freshMemoryCost().toFixed(2)} CPU-s/GiB)`,

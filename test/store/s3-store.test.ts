@@ -47,12 +47,14 @@ function clientLosingFirstAnswer(commandName: string): { client: S3Client; lost:
  * A client that records the headers of every request as sent, and damages one byte of the
  * first body of each of `commands` after it was signed (a byte flipped on the way up).
  */
-function clientDamagingFirstBodies(commands: readonly string[]): {
+function clientDamagingFirstBodies(
+  commands: readonly string[],
+  client: S3Client = createS3Client(),
+): {
   client: S3Client
   sent: { command: string; headers: Record<string, string>; chunked: boolean }[]
   damaged: () => number
 } {
-  const client = createS3Client()
   const sent: { command: string; headers: Record<string, string>; chunked: boolean }[] = []
   const done = new Set<string>()
   client.middlewareStack.add(
@@ -423,6 +425,40 @@ describe('S3Store on radosgw', () => {
       client.destroy()
     })
   }
+
+  test("a client with the SDK's default checksums: our CRC-32 on every body, which goes unjoined and not aws-chunked", async () => {
+    const base = await s3TestStore()
+    const endpoint = process.env.AWS_ENDPOINT_URL_S3
+    const plain = new S3Client({ endpoint, forcePathStyle: true, region: 'us-east-1' })
+    assert.equal(await plain.config.requestChecksumCalculation(), 'WHEN_SUPPORTED')
+    const { client, sent } = clientDamagingFirstBodies([], plain)
+    const store = new S3Store({ client, bucket: base.bucket, prefix: base.prefix })
+    assert.equal(store.checksums, false)
+    const body = [pattern(MiB, 7), pattern(2 * MiB + 3, 8)]
+    const whole = Buffer.concat(body)
+    const crc = Buffer.alloc(4)
+    crc.writeUInt32BE(crc32(whole))
+    await store.put('p', body)
+    const id = await store.createMultipart('m')
+    const part = await store.uploadPart('m', id, 1, body)
+    await store.completeMultipart('m', id, [{ partNumber: 1, etag: part.etag }])
+    for (const name of ['PutObjectCommand', 'UploadPartCommand']) {
+      const request = sent.find((s) => s.command === name)
+      assert.equal(request?.chunked, true, `${name}: the chunks went as they are, not joined`)
+      const h = request?.headers ?? {}
+      assert.deepEqual(
+        Object.keys(h).filter((k) => k.startsWith('x-amz-checksum-')),
+        ['x-amz-checksum-crc32'],
+        name,
+      )
+      assert.equal(h['x-amz-checksum-crc32'], crc.toString('base64'), name)
+      assert.equal(h['content-encoding'], undefined, `${name}: not aws-chunked`)
+      assert.equal(h['content-length'], String(whole.length), name)
+    }
+    assert.deepEqual(Buffer.from(await store.get('p')), whole)
+    assert.deepEqual(Buffer.from(await store.get('m')), whole)
+    client.destroy()
+  })
 
   test('createS3Client: tuned defaults, and checksums default by endpoint', async () => {
     const store = await s3TestStore()
