@@ -44,11 +44,12 @@ function clientLosingFirstAnswer(commandName: string): { client: S3Client; lost:
 }
 
 /**
- * A client that records the headers of every request as sent, and damages one byte of the
- * first body of each of `commands` after it was signed (a byte flipped on the way up).
+ * `client` (createS3Client's by default), recording every request as sent (headers in
+ * lower case, and whether the body went as chunks), and damaging one byte of the first
+ * body of each of `damage` after it was signed (a byte flipped on the way up).
  */
-function clientDamagingFirstBodies(
-  commands: readonly string[],
+function recordingClient(
+  damage: readonly string[] = [],
   client: S3Client = createS3Client(),
 ): {
   client: S3Client
@@ -66,7 +67,7 @@ function clientDamagingFirstBodies(
         headers: Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k.toLowerCase(), v])),
         chunked: req.body !== undefined && !(req.body instanceof Uint8Array) && typeof req.body !== 'string',
       })
-      if (commands.includes(command) && !done.has(command)) {
+      if (damage.includes(command) && !done.has(command)) {
         done.add(command)
         const body = req.body
         const bytes = Buffer.concat(body instanceof Uint8Array ? [body] : (body as { chunks: Uint8Array[] }).chunks)
@@ -81,10 +82,11 @@ function clientDamagingFirstBodies(
   return { client, sent, damaged: () => done.size }
 }
 
-const md5Hex = (chunks: readonly Uint8Array[]) => {
-  const h = createHash('md5')
-  for (const c of chunks) h.update(c)
-  return h.digest('hex')
+/** The `x-amz-checksum-crc32` value of `bytes`. */
+function crc32Header(bytes: Uint8Array): string {
+  const crc = Buffer.alloc(4)
+  crc.writeUInt32BE(crc32(bytes))
+  return crc.toString('base64')
 }
 
 describe('S3Store on radosgw', () => {
@@ -328,16 +330,7 @@ describe('S3Store on radosgw', () => {
 
   test('requests as sent: UNSIGNED-PAYLOAD, no Expect, our CRC-32 only, Content-MD5 on DeleteObjects', async () => {
     const base = await s3TestStore()
-    const client = createS3Client()
-    const seen: { command: string; headers: Record<string, string> }[] = []
-    client.middlewareStack.add(
-      (next, context) => async (args) => {
-        const headers = (args.request as { headers: Record<string, string> }).headers
-        seen.push({ command: context.commandName as string, headers: { ...headers } })
-        return next(args)
-      },
-      { step: 'deserialize', name: 'recordHeaders' },
-    )
+    const { client, sent } = recordingClient()
     const store = new S3Store({ client, bucket: base.bucket, prefix: base.prefix, checksums: true })
     const body = pattern(3 * MiB, 11)
     await store.put('h', body)
@@ -345,22 +338,18 @@ describe('S3Store on radosgw', () => {
     await store.uploadPart('h2', id, 1, body)
     await store.abortMultipart('h2', id)
     await store.delete(['h', 'h2'])
-    const lower = (h: Record<string, string>) =>
-      Object.fromEntries(Object.entries(h).map(([k, v]) => [k.toLowerCase(), v]))
     for (const name of ['PutObjectCommand', 'UploadPartCommand']) {
-      const h = lower(seen.find((s) => s.command === name)?.headers ?? {})
+      const h = sent.find((s) => s.command === name)?.headers ?? {}
       assert.equal(h['x-amz-content-sha256'], 'UNSIGNED-PAYLOAD', name)
       assert.equal(h.expect, undefined, name)
-      const crc = Buffer.alloc(4)
-      crc.writeUInt32BE(crc32(body))
-      assert.equal(h['x-amz-checksum-crc32'], crc.toString('base64'), name)
+      assert.equal(h['x-amz-checksum-crc32'], crc32Header(body), name)
       assert.deepEqual(
         Object.keys(h).filter((k) => k.startsWith('x-amz-checksum-')),
         ['x-amz-checksum-crc32'],
       )
     }
     assert.match(
-      lower(seen.find((s) => s.command === 'DeleteObjectsCommand')?.headers ?? {})['content-md5'] ?? '',
+      sent.find((s) => s.command === 'DeleteObjectsCommand')?.headers['content-md5'] ?? '',
       /^[A-Za-z0-9+/]{22}==$/,
     )
     client.destroy()
@@ -368,7 +357,7 @@ describe('S3Store on radosgw', () => {
 
   test('a custom endpoint checks every body: signed SHA-256 where it is the cheaper hash, else Content-MD5', async () => {
     const base = await s3TestStore()
-    const { client, sent } = clientDamagingFirstBodies([])
+    const { client, sent } = recordingClient()
     const store = new S3Store({ client, bucket: base.bucket, prefix: base.prefix })
     assert.equal(store.checksums, false)
     assert.equal(store.unsignedPayload, !sha256BeatsMd5())
@@ -402,7 +391,7 @@ describe('S3Store on radosgw', () => {
   ] as const) {
     test(`a body damaged on the way up, ${label}: ${checked ? 'refused and sent again' : 'stored damaged'}`, async () => {
       const base = await s3TestStore()
-      const { client, sent, damaged } = clientDamagingFirstBodies(['PutObjectCommand', 'UploadPartCommand'])
+      const { client, sent, damaged } = recordingClient(['PutObjectCommand', 'UploadPartCommand'])
       const store = new S3Store({ client, bucket: base.bucket, prefix: base.prefix, retryBaseMs: 1, ...options })
       const body = [pattern(MiB, 5), pattern(3 * MiB, 6)]
       await store.put('p', body)
@@ -412,15 +401,17 @@ describe('S3Store on radosgw', () => {
       assert.equal(damaged(), 2)
       const tries = (name: string) => sent.filter((s) => s.command === name).length
       const stored = Buffer.from(await store.get('p'))
+      const whole = Buffer.concat(body)
+      const md5 = createHash('md5').update(whole).digest('hex')
       if (checked) {
         assert.equal(tries('PutObjectCommand'), 2, 'the damaged put was sent again')
         assert.equal(tries('UploadPartCommand'), 2, 'the damaged part was sent again')
-        assert.deepEqual(stored, Buffer.concat(body))
-        assert.equal(part.etag, md5Hex(body), "radosgw's part ETag is the MD5 of the bytes it kept")
+        assert.deepEqual(stored, whole)
+        assert.equal(part.etag, md5, "radosgw's part ETag is the MD5 of the bytes it kept")
       } else {
         assert.equal(tries('PutObjectCommand'), 1)
-        assert.notDeepEqual(stored, Buffer.concat(body), 'nothing checked the body: the damage was kept')
-        assert.notEqual(part.etag, md5Hex(body))
+        assert.notDeepEqual(stored, whole, 'nothing checked the body: the damage was kept')
+        assert.notEqual(part.etag, md5)
       }
       client.destroy()
     })
@@ -431,13 +422,11 @@ describe('S3Store on radosgw', () => {
     const endpoint = process.env.AWS_ENDPOINT_URL_S3
     const plain = new S3Client({ endpoint, forcePathStyle: true, region: 'us-east-1' })
     assert.equal(await plain.config.requestChecksumCalculation(), 'WHEN_SUPPORTED')
-    const { client, sent } = clientDamagingFirstBodies([], plain)
+    const { client, sent } = recordingClient([], plain)
     const store = new S3Store({ client, bucket: base.bucket, prefix: base.prefix })
     assert.equal(store.checksums, false)
     const body = [pattern(MiB, 7), pattern(2 * MiB + 3, 8)]
     const whole = Buffer.concat(body)
-    const crc = Buffer.alloc(4)
-    crc.writeUInt32BE(crc32(whole))
     await store.put('p', body)
     const id = await store.createMultipart('m')
     const part = await store.uploadPart('m', id, 1, body)
@@ -451,7 +440,7 @@ describe('S3Store on radosgw', () => {
         ['x-amz-checksum-crc32'],
         name,
       )
-      assert.equal(h['x-amz-checksum-crc32'], crc.toString('base64'), name)
+      assert.equal(h['x-amz-checksum-crc32'], crc32Header(whole), name)
       assert.equal(h['content-encoding'], undefined, `${name}: not aws-chunked`)
       assert.equal(h['content-length'], String(whole.length), name)
     }
