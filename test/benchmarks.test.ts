@@ -26,6 +26,16 @@ const cases: Case[] = [
     lines: [/^# CRC-32 throughput, GB\/s/, /^\| crc-32 \| [\d.]+ \|/, /^# Per-block CRC-32s of 1 MiB runs/],
   },
   {
+    program: 'first-read',
+    args: ['--mib', MIB, '--rounds', '1'],
+    lines: [
+      /^# first read of a process: 16 MiB/,
+      /^\| directory store \| 4 KiB pages \| [\d.]+/,
+      /^\| directory store \| memory addon \| [\d.]+/,
+      /^\| radosgw, http GETs \| memory addon \| [\d.]+/,
+    ],
+  },
+  {
     program: 'read',
     args: ['--mib', MIB, '--object-mib', '4', '--random', '5', '--rounds', '1'],
     lines: [
@@ -94,6 +104,8 @@ const cases: Case[] = [
       /^\| lib-storage's Upload, 16 MiB parts, queue 4 \(radosgw\) \| [\d.]+/,
       /uploadFile of that file, spec defaults \(radosgw\)/,
       /^\| write stream, S3Store on an S3Client with the SDK's defaults, default body check: .* \(radosgw\) \| [\d.]+/,
+      /^\| write stream, directory store, slabs in 4 KiB pages \| [\d.]+/,
+      /^\| write stream, S3Store, default body check: .* \(radosgw\), slabs in 4 KiB pages \| [\d.]+/,
     ],
   },
   {

@@ -4,7 +4,8 @@
  * cost a page fault each, which on some virtual machines adds up to several CPU-seconds
  * per GiB, paid again by every file, as the allocator hands freed memory back to the
  * system. A process that writes one file or stream after another reuses its slabs this
- * way (the checkpoints of one open file share its tier already).
+ * way (the checkpoints of one open file share its tier already). Fresh slabs come from
+ * util/huge-memory.ts, whose pages cost less to fault in where huge pages are at hand.
  *
  * - A slab is given back only when nothing may read it any more (DirtyTier.clear: the file
  *   is closing or rolling back, no request in flight) and no slot of it is pinned.
@@ -15,6 +16,7 @@
  *   last given back (a BufferPool: its timer does not keep the process alive).
  */
 import { BufferPool } from '../util/buffer-pool.js'
+import { allocSlabMemory } from '../util/huge-memory.js'
 
 const KEEP_BYTES = 128 * 1024 * 1024
 const KEEP_MS = 30_000
@@ -25,7 +27,7 @@ const pool = new BufferPool(KEEP_BYTES, KEEP_MS)
 export function takeSlab(bytes: number): Buffer {
   const kept = pool.take(bytes, true)
   if (kept !== undefined) return kept
-  const slab = Buffer.allocUnsafeSlow(bytes)
+  const slab = allocSlabMemory(bytes)
   slab.fill(0) // fault the pages in now, not on the write path
   return slab
 }

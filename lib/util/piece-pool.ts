@@ -21,6 +21,7 @@
  *   given back (a BufferPool: its timer does not keep the process alive).
  */
 import { BufferPool } from './buffer-pool.js'
+import { allocPieces } from './huge-memory.js'
 
 /** The size of a piece. */
 export const PIECE_BYTES = 64 * 1024
@@ -29,21 +30,27 @@ const KEEP_BYTES = 128 * 1024 * 1024
 const KEEP_MS = 30_000
 
 const pool = new BufferPool(KEEP_BYTES, KEEP_MS)
+/** Pieces made and never taken yet: the rest of the last 2 MiB of huge-page memory (util/huge-memory.ts). */
+let fresh: Buffer[] = []
 /** Memory of pieces made here, and of those lent out now. */
 const made = new WeakSet<ArrayBuffer>()
 const lent = new WeakSet<ArrayBuffer>()
 let reused = 0
 
-/** A piece of PIECE_BYTES: one given back, else a new one. Its bytes are unspecified. */
+/**
+ * A piece of PIECE_BYTES: one given back, else a new one (made 2 MiB at a time in memory
+ * the kernel may back with huge pages, where the addon is). Its bytes are unspecified.
+ */
 export function takePiece(): Buffer {
   const p = pool.take(PIECE_BYTES, true)
   if (p !== undefined) {
     reused++
     return p
   }
-  const fresh = Buffer.allocUnsafeSlow(PIECE_BYTES)
-  made.add(fresh.buffer as ArrayBuffer)
-  return fresh
+  if (fresh.length === 0) fresh = allocPieces(PIECE_BYTES)?.reverse() ?? [Buffer.allocUnsafeSlow(PIECE_BYTES)]
+  const piece = fresh.pop() as Buffer
+  made.add(piece.buffer as ArrayBuffer)
+  return piece
 }
 
 /** The caller of getChunks now owns these pieces (those made here) and may give them back. */
@@ -67,9 +74,10 @@ export function givePieces(views: readonly Uint8Array[]): void {
   if (back.length > 0) pool.give(back)
 }
 
-/** Lets every kept piece go. */
+/** Lets every kept piece go, and those made but not taken yet. */
 export function dropPieces(): void {
   pool.clear()
+  fresh = []
 }
 
 /** Bytes kept now, and how many pieces takePiece has reused (for tests and benchmarks). */

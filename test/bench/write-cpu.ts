@@ -43,7 +43,7 @@ import { uploadFile } from '../../lib/streams/upload-file.js'
 import { createStreamSegmentWriteStream } from '../../lib/streams/write-stream.js'
 import { crc32Blocks, crc32Implementation } from '../../lib/util/crc32.js'
 import { Limiter } from '../../lib/util/limiter.js'
-import { freshMemoryCost } from '../helpers/bench.js'
+import { freshMemoryCost, freshSlabMemoryCost } from '../helpers/bench.js'
 import { CpuCountingStore } from '../helpers/cpu-store.js'
 import { fillBlocks } from '../helpers/pattern.js'
 
@@ -287,6 +287,8 @@ interface Variant {
   /** Set-up not measured (run first in the variant's process). */
   prepare?: () => void | Promise<void>
   run: () => Promise<number | undefined>
+  /** Environment its process gets on top of the parent's. */
+  env?: Record<string, string>
   /** Rows (index, label) its CPU and its MB/s are divided by, round by round. */
   cpuVs?: [number, string]
   rateVs?: [number, string]
@@ -615,10 +617,17 @@ async function tableStreams() {
       },
     )
   }
+  // The same rows with slabs of ordinary 4 KiB pages (no huge pages: STREAM_SEGMENT_HUGE_PAGES=0).
+  const smallPages = { STREAM_SEGMENT_HUGE_PAGES: '0' }
+  const dirStream = variants[rowOf('write stream, directory store')] as Variant
+  lateRows.push({ ...dirStream, name: `${dirStream.name}, slabs in 4 KiB pages`, env: smallPages })
+  const s3Stream = variants.find((v) => v.name.startsWith('write stream, S3Store, default body check'))
+  if (s3Stream !== undefined)
+    lateRows.push({ ...s3Stream, name: `${s3Stream.name}, slabs in 4 KiB pages`, env: smallPages })
   variants.push(...lateRows)
   if (child === undefined)
     console.log(
-      `\n# write-cpu, streams: ${streamTotal / MiB} MiB in 1 MiB chunks, default profile, ${rounds} rounds${warm ? ', each run after an unmeasured one in its process' : ''}, median (min–max) (node ${process.version}, ${cpus()[0]?.model}, ${cpus().length} cores, CRC ${crc32Implementation}; fresh memory ${freshMemoryCost().toFixed(2)} CPU-s/GiB)`,
+      `\n# write-cpu, streams: ${streamTotal / MiB} MiB in 1 MiB chunks, default profile, ${rounds} rounds${warm ? ', each run after an unmeasured one in its process' : ''}, median (min–max) (node ${process.version}, ${cpus()[0]?.model}, ${cpus().length} cores, CRC ${crc32Implementation}; fresh memory ${freshMemoryCost().toFixed(2)} CPU-s/GiB, fresh slab memory ${freshSlabMemoryCost().toFixed(2)})`,
     )
   if (child === undefined) {
     console.log(
@@ -652,7 +661,7 @@ async function tableStreams() {
   for (let r = 0; r < rounds; r++) {
     for (const i of chosen) {
       const out = spawnSync(process.execPath, ['--expose-gc', fileURLToPath(import.meta.url)], {
-        env: { ...process.env, BENCH_TABLES: '2', BENCH_CHILD: String(i) },
+        env: { ...process.env, ...(variants[i] as Variant).env, BENCH_TABLES: '2', BENCH_CHILD: String(i) },
         encoding: 'utf8',
         maxBuffer: 1 << 20,
       })
