@@ -28,6 +28,7 @@ import type { BlockSource } from '../state/dirty-tier.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import { BufferPool } from '../util/buffer-pool.js'
+import { allocLarge } from '../util/huge-memory.js'
 import type { FlushTiming } from '../write/flush.js'
 import { openForAppend } from './write-stream.js'
 
@@ -48,9 +49,9 @@ const SOURCE_POOL_BYTES = 64 * 1024 * 1024
  * the upload, it would be published torn.
  *
  * Reads go into buffers the writer gives back once their request has ended (`release`),
- * up to SOURCE_POOL_BYTES of them kept: a new buffer of a piece's size is mapped by the C
- * allocator and faulted in page by page, which costs more than the read on some virtual
- * machines.
+ * up to SOURCE_POOL_BYTES of them kept: a new buffer of a piece's size is mapped afresh
+ * and faulted in, which costs more than the read on some virtual machines (less in the
+ * huge pages util/huge-memory.ts asks for).
  */
 export function fileSource(
   fh: {
@@ -67,7 +68,7 @@ export function fileSource(
   const lent = new WeakSet<Uint8Array>()
   return {
     async read(position, length) {
-      const out = (pool.take(length) ?? Buffer.allocUnsafeSlow(length)).subarray(0, length)
+      const out = (pool.take(length) ?? allocLarge(length)).subarray(0, length)
       let done = 0
       while (done < length) {
         const { bytesRead } = await fh.read(out, done, length - done, position + done)

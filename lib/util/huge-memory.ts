@@ -45,6 +45,17 @@ export function allocSlabMemory(bytes: number): Buffer {
 }
 
 /**
+ * A buffer of at least `bytes` for reads of a source: from allocSlabMemory rounded up to
+ * the addon's alignment when `bytes` is 1 MiB or more (so less than half of it is never
+ * used), else `bytes` from Buffer.allocUnsafeSlow. Its bytes are unspecified.
+ */
+export function allocLarge(bytes: number): Buffer {
+  const align = nativeMemory?.ALIGN
+  if (align === undefined || bytes < align / 2) return Buffer.allocUnsafeSlow(bytes)
+  return allocSlabMemory(Math.ceil(bytes / align) * align)
+}
+
+/**
  * 2 MiB of memory as pieces of `pieceBytes` (a divisor of 2 MiB), each a buffer over its
  * own ArrayBuffer, their bytes unspecified and their pages not faulted in yet; undefined
  * without the addon or when the mapping fails. The memory goes back to the system once

@@ -4,7 +4,7 @@ import { it } from 'node:test'
 import { setImmediate as turn } from 'node:timers/promises'
 import { setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
-import { allocPieces, allocSlabMemory, nativeMemory } from '../../lib/util/huge-memory.js'
+import { allocLarge, allocPieces, allocSlabMemory, nativeMemory } from '../../lib/util/huge-memory.js'
 
 setFlagsFromString('--expose-gc')
 const gc = runInNewContext('gc') as () => void
@@ -127,6 +127,15 @@ it('allocSlabMemory: the size asked, from the addon at multiples of 2 MiB, from 
   assert.equal(other.byteLength, 3 * MiB)
   other.fill(1)
   assert.equal(other[3 * MiB - 1], 1)
+})
+
+it('allocLarge: at least the size asked; from 1 MiB up, rounded up to 2 MiB of the addon', () => {
+  const small = allocLarge(4096)
+  assert.equal(small.byteLength, 4096)
+  const large = allocLarge(3 * MiB)
+  assert.equal(large.byteLength, nativeMemory === undefined ? 3 * MiB : 4 * MiB)
+  assert.equal(allocLarge(MiB).byteLength, nativeMemory === undefined ? MiB : 2 * MiB)
+  assert.equal(allocLarge(MiB - 1).byteLength, MiB - 1, 'under 1 MiB: exact')
 })
 
 it('memory that is no longer referenced is unmapped: 1 GiB allocated in turn keeps RSS far below it', async () => {
