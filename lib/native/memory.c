@@ -5,11 +5,12 @@
  * without it they come from Buffer.allocUnsafeSlow.
  *
  * Why: a fresh 4 KiB page costs a fault, and on a virtual machine a fault costs several
- * CPU-seconds per GiB (docs/benchmarks.md). A writer that fills its dirty limit (96 MiB by
- * default), or a reader its read-ahead (160 MiB), pays that for every new page of it. A region advised MADV_HUGEPAGE is faulted
- * in 2 MiB at a time when the kernel has a huge page free, at a small part of that cost;
- * when it has none, the pages are ordinary ones, as before. Linux's default THP mode
- * ("madvise") honours the advice; "never" ignores it.
+ * CPU-seconds per GiB (docs/benchmarks.md, "Huge pages"). A writer that fills its dirty
+ * limit (96 MiB by default), or a reader its read-ahead (160 MiB), pays that for every new
+ * page of it. A region advised MADV_HUGEPAGE is faulted in 2 MiB at a time when the kernel
+ * has a huge page free, at a small part of that cost; when it has none, the pages are
+ * ordinary ones, as before. Linux's default THP mode ("madvise") honours the advice;
+ * "never" ignores it.
  *
  * Exports (Linux only; elsewhere the module exports nothing):
  *   alloc(bytes, pieceBytes): ArrayBuffer[] | undefined
@@ -50,7 +51,7 @@ static uint8_t *map_aligned(size_t bytes) {
   uint8_t *start = (uint8_t *)(((uintptr_t)mapped + ALIGN - 1) & ~(uintptr_t)(ALIGN - 1));
   size_t head = (size_t)(start - mapped);
   if (head > 0) munmap(mapped, head);
-  if (ALIGN - head > 0) munmap(start + bytes, ALIGN - head);
+  munmap(start + bytes, ALIGN - head); /* head < ALIGN: the tail is at least a page */
   madvise(start, bytes, MADV_HUGEPAGE); /* advice: a kernel without THP refuses it, harmlessly */
   return start;
 }
