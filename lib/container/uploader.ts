@@ -26,7 +26,6 @@
  *   completed copies from it, server-side, each piece whose blocks all have the CRC-32s
  *   of that object's live slots (`copyFrom`). See container/resume.ts for the reasoning.
  */
-import { createHash } from 'node:crypto'
 import debug from 'debug'
 import { StreamSegmentError } from '../errors.js'
 import { segmentKey } from '../format/names.js'
@@ -40,6 +39,7 @@ import type {
   UploadedPart,
 } from '../store/types.js'
 import { crc32 } from '../util/crc32.js'
+import { digestChunks } from '../util/digest.js'
 import { Limiter } from '../util/limiter.js'
 
 const log = debug('stream-segment:upload')
@@ -479,9 +479,7 @@ export class MultipartObject {
  */
 function sameBytes(part: UploadedPart, chunks: readonly Uint8Array[]): boolean {
   if (part.md5 === undefined || part.size !== byteLength(chunks)) return false
-  const h = createHash('md5')
-  for (const c of chunks) h.update(c)
-  return h.digest('hex') === part.md5
+  return digestChunks('md5', chunks, 'hex') === part.md5
 }
 
 /**

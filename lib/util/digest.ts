@@ -9,6 +9,7 @@
  */
 import { createHash } from 'node:crypto'
 
+/** The digest of `chunks` as one body, in `encoding`. */
 export function digestChunks(
   algorithm: 'md5' | 'sha256',
   chunks: readonly Uint8Array[],

@@ -53,23 +53,19 @@ export function medianRange(xs: number[], digits: number): string {
  * virtual machines the first time costs several CPU-s, which then shows in every row that
  * keeps many MiB in flight (read-ahead, dirty data, part buffers).
  */
-export function freshMemoryCost(): number {
+export function freshMemoryCost(alloc: (bytes: number) => Buffer = (bytes) => Buffer.allocUnsafeSlow(bytes)): number {
   const bytes = 64 * 1024 * 1024
   const c0 = process.cpuUsage()
-  Buffer.allocUnsafeSlow(bytes).fill(1)
+  alloc(bytes).fill(1)
   const c = process.cpuUsage(c0)
   return (c.user + c.system) / 1e6 / (bytes / 2 ** 30)
 }
 
 /**
- * The same for the dirty tier's slab memory (util/huge-memory.ts): 64 MiB that the kernel
- * may back with huge pages, faulted in and filled. Close to freshMemoryCost() where the
- * addon is missing, THP is off or no huge page is free.
+ * The same for the dirty tier's slab memory (util/huge-memory.ts), which the kernel may
+ * back with huge pages. Close to freshMemoryCost() where the addon is missing, THP is off
+ * or no huge page is free.
  */
 export function freshSlabMemoryCost(): number {
-  const bytes = 64 * 1024 * 1024
-  const c0 = process.cpuUsage()
-  allocSlabMemory(bytes).fill(1)
-  const c = process.cpuUsage(c0)
-  return (c.user + c.system) / 1e6 / (bytes / 2 ** 30)
+  return freshMemoryCost(allocSlabMemory)
 }
