@@ -127,11 +127,11 @@ async function tolerateStoreFailure(p: Promise<void>): Promise<void> {
 }
 
 /**
- * Flushes, retrying when an injected store failure hit the flush's own objects. An attempt
- * sends every object it builds again (PartedSegment builds each whole): ~5 uploads, so at
- * one failure in 4 an attempt succeeds ~1 time in 4, and 20 attempts all failed about once
- * in 200 flushes (seed 1899390174 found one). 400 attempts bound a flush that never
- * succeeds, not an unlucky one.
+ * Flushes, retrying when an injected store failure hit the flush's own objects. A failed
+ * attempt keeps no progress here: the next sends about as many uploads again (~5 under
+ * PartedSegment, counted), so at one failure in 4 an attempt succeeds ~1 time in 4, and 20
+ * attempts all failed about once in 200 flushes (seed 1899390174 found one). 400 attempts
+ * bound a flush that never succeeds, not an unlucky one.
  */
 async function flushRetrying(file: SegmentFile): Promise<void> {
   for (let attempt = 1; ; attempt++) {
