@@ -17,8 +17,8 @@
  *   flight) plus one run; the stream's own buffer is `highWaterMark`. The consumer's
  *   backpressure stops `_read`, and with it the read-ahead.
  * - The consumer gets buffers of its own: a GET's pooled pieces are copied as they are
- *   pushed and given back to be read into again (util/piece-pool.ts), other answers are
- *   pushed as they are. A chunk the consumer keeps stays as it is, whatever is read
+ *   pushed, four to a buffer, and given back to be read into again (util/piece-pool.ts);
+ *   other answers are pushed as they are. A chunk the consumer keeps stays as it is, whatever is read
  *   after it.
  * - `start` and `end` are byte offsets, `end` inclusive, as in `fs.createReadStream` and
  *   HTTP ranges; both are clipped to the file, and a start at or past its end gives an
@@ -40,6 +40,13 @@ const MiB = 1024 * 1024
 const ZERO_CHUNK = MiB
 /** The first window planned (and so the first data GET at most): small, for an early first byte. */
 const FIRST_WINDOW_BYTES = MiB
+/**
+ * A GET's pooled pieces reach the consumer copied, four 64 KiB pieces to a buffer: a
+ * quarter of the buffers to allocate, push and collect, as one per piece. Read from the
+ * directory store, the stream's CPU per GiB fell by about a sixth; over radosgw the
+ * difference was lost in the server's noise (docs/benchmarks.md, "Reads").
+ */
+const HANDOVER_BYTES = 256 * 1024
 
 export interface ReadStreamOptions extends ReadOptions, StreamLocation {
   /** First byte (default 0) and last byte, inclusive (default the file's last). */
@@ -185,11 +192,11 @@ export class StreamSegmentReadStream extends Readable {
       this.bytesRead += bytes.byteLength
       this.push(bytes)
     } else {
-      // A GET's bytes: a pooled piece is copied as it is handed over and goes back to be
-      // read into again (util/piece-pool.ts says why); any other buffer is the consumer's.
-      for (const b of bytes) {
+      // A GET's bytes: its pooled pieces are copied as they are handed over and go back to
+      // be read into again (util/piece-pool.ts says why); any other buffer is the consumer's.
+      for (const b of handOver(bytes)) {
         this.bytesRead += b.byteLength
-        this.push(isLentPiece(b) ? Buffer.from(b) : b)
+        this.push(b)
       }
       givePieces(bytes)
     }
@@ -301,6 +308,39 @@ export class StreamSegmentReadStream extends Readable {
       })
     return this.planning
   }
+}
+
+/**
+ * A GET's views as the consumer gets them, in order: each run of whole lent pieces copied
+ * into buffers of at most HANDOVER_BYTES, of the consumer's own; any other view as it is
+ * (it is never given back, so it is the consumer's already).
+ */
+export function handOver(views: readonly Uint8Array[]): Uint8Array[] {
+  const out: Uint8Array[] = []
+  let i = 0
+  while (i < views.length) {
+    const first = views[i] as Uint8Array
+    if (!isLentPiece(first)) {
+      out.push(first)
+      i++
+      continue
+    }
+    let bytes = first.byteLength
+    let end = i + 1
+    for (; end < views.length; end++) {
+      const v = views[end] as Uint8Array
+      if (!isLentPiece(v) || bytes + v.byteLength > HANDOVER_BYTES) break
+      bytes += v.byteLength
+    }
+    const copy = Buffer.allocUnsafe(bytes)
+    for (let at = 0; i < end; i++) {
+      const v = views[i] as Uint8Array
+      copy.set(v, at)
+      at += v.byteLength
+    }
+    out.push(copy)
+  }
+  return out
 }
 
 declare module 'streamx' {

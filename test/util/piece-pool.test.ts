@@ -11,7 +11,7 @@ import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { DirectoryStore } from '../../lib/store/directory.js'
-import { createStreamSegmentReadStream } from '../../lib/streams/read-stream.js'
+import { createStreamSegmentReadStream, handOver } from '../../lib/streams/read-stream.js'
 import {
   dropPieces,
   givePieces,
@@ -71,6 +71,36 @@ describe('piece pool', () => {
   })
 })
 
+describe('handOver: what a read stream pushes for a GET', () => {
+  it('copies runs of lent pieces four to a buffer, and passes anything else as it is', () => {
+    dropPieces()
+    const lent = Array.from({ length: 7 }, (_, i) => takePiece().fill(i + 1))
+    lendPieces(lent)
+    const part = (lent[6] as Buffer).subarray(0, 100) // a body's last piece, filled in part
+    const foreign = Buffer.from('not a piece')
+    const views = [...lent.slice(0, 5), foreign, lent[5] as Buffer, part]
+    const out = handOver(views)
+    assert.deepEqual(
+      out.map((b) => b.byteLength),
+      [4 * PIECE_BYTES, PIECE_BYTES, foreign.byteLength, PIECE_BYTES, 100],
+    )
+    assert.equal(out[2], foreign, 'not a lent piece: pushed as it is')
+    assert.equal(out[4], part, 'part of a piece: never given back, so pushed as it is')
+    assert.ok(Buffer.concat(out).equals(Buffer.concat(views)))
+    for (const i of [0, 1, 3]) {
+      const b = out[i] as Uint8Array
+      assert.equal(b.buffer.byteLength, b.byteLength, `copy ${i} is over memory of its own`)
+      assert.ok(lent.every((p) => p.buffer !== b.buffer))
+    }
+    const before = Buffer.concat(out)
+    givePieces(views)
+    for (const p of lent.slice(0, 6)) p.fill(0) // read into again
+    assert.ok(Buffer.concat(out).equals(before), 'the copies stay as they were')
+    assert.equal((out[0] as Uint8Array)[3 * PIECE_BYTES], 4)
+    dropPieces()
+  })
+})
+
 describe('a read stream over pooled pieces', () => {
   const dirs: string[] = []
   after(async () => {
@@ -97,6 +127,13 @@ describe('a read stream over pooled pieces', () => {
     const kept: Uint8Array[] = []
     for await (const c of createStreamSegmentReadStream({ store: a, readGetMaxBytes: MiB })) kept.push(c as Uint8Array)
     assert.ok(pieceStats().keptBytes >= 4 * MiB, `${pieceStats().keptBytes} bytes given back`)
+    // A GET's whole pieces came as copies of at most four of them, each over memory of its
+    // own; the part of a piece that ends a body, as it was (it is never read into again).
+    for (const c of kept) {
+      if (c.buffer.byteLength !== c.byteLength) assert.ok(c.byteLength < PIECE_BYTES, `a view of ${c.byteLength} bytes`)
+      else assert.ok(c.byteLength <= 4 * PIECE_BYTES, `a chunk of ${c.byteLength} bytes`)
+    }
+    assert.ok(kept.filter((c) => c.byteLength === 4 * PIECE_BYTES).length >= 20, 'most chunks are four pieces')
     const before = pieceStats().reused
     const other: Uint8Array[] = []
     for await (const c of createStreamSegmentReadStream({ store: b, readGetMaxBytes: MiB })) other.push(c as Uint8Array)
