@@ -45,6 +45,8 @@ const cases: Case[] = [
       /^\| directory store \| 1 \| \d+ \|/,
       /^\| radosgw, http GETs \| 1 \| \d+ \| \d+ \|/,
       /^\| radosgw, sdk GETs \| 1 \| \d+ \| \d+ \|/,
+      /^Memory work per GiB read/,
+      /^\| radosgw, http GETs \| 1 \| [\d.]+ \| \d+ \| [\d.]+ \| \d+ \| [\d.]+ \| \d+ \|/,
       /^Random 4 KiB reads/,
       /^\| radosgw, http GETs \| \d+ \| [\d.]+ \|/,
     ],

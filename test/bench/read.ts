@@ -10,7 +10,8 @@
 //    and the whole pass once per S3Store GET path
 //    (`getPath` 'http': node:net into 64 KiB pieces; 'sdk': the SDK's body stream, as its
 //    chunks), both over the same objects. Throughput ratios, CPU-s/GiB of each, the
-//    stream's first byte against the first raw GET, and requests by kind.
+//    stream's first byte against the first raw GET, and requests by kind; and, per GiB
+//    read by each pass, V8's mark-compact collections and the process's minor page faults.
 // 2. Cold random 4 KiB reads: requests per read after open (goal <= 3) and latency, on a
 //    fresh handle per read (the cold case), and on one handle for many reads.
 //
@@ -30,6 +31,7 @@
 import { mkdtemp, rm } from 'node:fs/promises'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { constants, type PerformanceEntry, PerformanceObserver } from 'node:perf_hooks'
 import { parseArgs } from 'node:util'
 import { GetObjectCommand } from '@aws-sdk/client-s3'
 import { decodeHeader, HEADER_BYTES, objectLayout } from '../../lib/format/header.js'
@@ -113,10 +115,36 @@ function cpuSeconds(from: NodeJS.CpuUsage): number {
   return (u.user + u.system) / 1e6
 }
 
+/** Mark-compact collections so far (V8's major GCs), counted as Node reports them. */
+let majorGcs = 0
+new PerformanceObserver((list) => {
+  for (const e of list.getEntries() as Array<PerformanceEntry & { detail?: { kind?: number } }>)
+    if (e.detail?.kind === constants.NODE_PERFORMANCE_GC_MAJOR) majorGcs++
+}).observe({ entryTypes: ['gc'] })
+
+/** What a pass made the process's memory do: mark-compacts and minor page faults, per GiB read. */
+interface MemoryWork {
+  majorGcs: number
+  faults: number
+}
+
+/** Starts counting; the function returned ends the count (after letting the last GC entries arrive). */
+function countMemoryWork(): () => Promise<MemoryWork> {
+  const gc0 = majorGcs
+  const f0 = process.resourceUsage().minorPageFault
+  return async () => {
+    const faults = process.resourceUsage().minorPageFault - f0
+    await new Promise((r) => setTimeout(r, 20))
+    const gib = total / (1024 * MiB)
+    return { majorGcs: (majorGcs - gc0) / gib, faults: faults / gib }
+  }
+}
+
 async function raw(
   store: ObjectStore,
   ranges: Array<{ key: string; start: number; end: number }>,
-): Promise<{ seconds: number; cpu: number; firstMs: number }> {
+): Promise<{ seconds: number; cpu: number; firstMs: number; memory: MemoryWork }> {
+  const counted = countMemoryWork()
   const c0 = process.cpuUsage()
   const t0 = performance.now()
   let next = 0
@@ -134,7 +162,9 @@ async function raw(
   }
   await Promise.all(Array.from({ length: CONCURRENCY }, worker))
   if (bytes < total) throw new Error(`raw read ${bytes} bytes`)
-  return { seconds: (performance.now() - t0) / 1000, cpu: cpuSeconds(c0), firstMs }
+  const seconds = (performance.now() - t0) / 1000
+  const cpu = cpuSeconds(c0)
+  return { seconds, cpu, firstMs, memory: await counted() }
 }
 
 /**
@@ -146,7 +176,8 @@ async function sdkDrain(
   s3: S3Store,
   ranges: Array<{ key: string; start: number; end: number }>,
   readBytes = false,
-): Promise<{ seconds: number; cpu: number; firstMs: number }> {
+): Promise<{ seconds: number; cpu: number; firstMs: number; memory: MemoryWork }> {
+  const counted = countMemoryWork()
   const c0 = process.cpuUsage()
   const t0 = performance.now()
   let next = 0
@@ -168,10 +199,13 @@ async function sdkDrain(
   }
   await Promise.all(Array.from({ length: CONCURRENCY }, worker))
   if (bytes < total) throw new Error(`SDK drain read ${bytes} bytes`)
-  return { seconds: (performance.now() - t0) / 1000, cpu: cpuSeconds(c0), firstMs }
+  const seconds = (performance.now() - t0) / 1000
+  const cpu = cpuSeconds(c0)
+  return { seconds, cpu, firstMs, memory: await counted() }
 }
 
 async function sequential(store: ObjectStore) {
+  const counted = countMemoryWork()
   const c0 = process.cpuUsage()
   const t0 = performance.now()
   const rs = createStreamSegmentReadStream({
@@ -187,7 +221,9 @@ async function sequential(store: ObjectStore) {
     bytes += (c as Uint8Array).byteLength
   }
   if (bytes !== total) throw new Error(`stream read ${bytes} bytes`)
-  return { seconds: (performance.now() - t0) / 1000, cpu: cpuSeconds(c0), firstMs, timing: rs.timing }
+  const seconds = (performance.now() - t0) / 1000
+  const cpu = cpuSeconds(c0)
+  return { seconds, cpu, firstMs, timing: rs.timing, memory: await counted() }
 }
 
 function percentile(xs: number[], p: number): number {
@@ -286,6 +322,7 @@ function summaryRow(name: string, rs: Round[]): string {
 async function benchStore(name: string, store: ThrottledStore | CountingStore, inner: ObjectStore, s3?: S3Store) {
   const ranges = await dataRanges(inner)
   const rows: string[] = []
+  const memoryRows: string[] = []
   const measured: Round[] = []
   // A warm-up pass of each, not reported: the first pass pays for page faults and compilation.
   await raw(store, ranges)
@@ -321,15 +358,18 @@ async function benchStore(name: string, store: ThrottledStore | CountingStore, i
         `${f(m.rawCpu, 2)} | ${f(m.sdkCpu, 2)} | ${f(m.sdkReadCpu, 2)} | ${f(m.streamCpu, 2)} | ${f(rw.firstMs, 0)} | ${f(seq.firstMs, 0)} | ` +
         `${ranges.length} | ${kinds} |`,
     )
+    const work = (w: MemoryWork | undefined) =>
+      w === undefined ? '- | -' : `${w.majorGcs.toFixed(1)} | ${Math.round(w.faults)}`
+    memoryRows.push(`| ${name} | ${r + 1} | ${work(rw.memory)} | ${work(sdk?.memory)} | ${work(seq.memory)} |`)
   }
   const summary = summaryRow(name, measured)
-  if (randomReads <= 0) return { rows, summary, randomRow: undefined }
+  if (randomReads <= 0) return { rows, memoryRows, summary, randomRow: undefined }
   const rnd = await random(store)
   const randomRow =
     `| ${name} | ${Math.max(...rnd.cold)} | ${rnd.mean(rnd.cold).toFixed(2)} | ${percentile(rnd.coldMs, 50).toFixed(1)} | ` +
     `${percentile(rnd.coldMs, 99).toFixed(1)} | ${rnd.mean(rnd.warm).toFixed(2)} | ${percentile(rnd.warmMs, 50).toFixed(1)} | ` +
     `${percentile(rnd.warmMs, 99).toFixed(1)} |`
-  return { rows, summary, randomRow }
+  return { rows, memoryRows, summary, randomRow }
 }
 
 async function main() {
@@ -339,6 +379,7 @@ async function main() {
       `(node ${process.version}, ${cpus()[0]?.model}, ${cpus().length} cores; fresh memory ${freshMemoryCost().toFixed(2)} CPU-s/GiB)`,
   )
   const seqRows: string[] = []
+  const memoryRows: string[] = []
   const summaryRows: string[] = []
   const randomRows: string[] = []
   if (args.only === undefined || args.only === 'memory') {
@@ -351,6 +392,7 @@ async function main() {
       )
       const r = await benchStore(`throttled ${name}`, new ThrottledStore(mem, link), mem)
       seqRows.push(...r.rows)
+      memoryRows.push(...r.memoryRows)
       summaryRows.push(r.summary)
       if (r.randomRow !== undefined) randomRows.push(r.randomRow)
     }
@@ -367,6 +409,7 @@ async function main() {
       )
       const r = await benchStore('directory store', new CountingStore(dir), dir)
       seqRows.push(...r.rows)
+      memoryRows.push(...r.memoryRows)
       summaryRows.push(r.summary)
       if (r.randomRow !== undefined) randomRows.push(r.randomRow)
     } finally {
@@ -386,6 +429,7 @@ async function main() {
       const store = new S3Store({ client: s3.client, bucket: s3.bucket, prefix: s3.prefix, getPath: path })
       const r = await benchStore(`radosgw, ${path} GETs`, new CountingStore(store), store, store)
       seqRows.push(...r.rows)
+      memoryRows.push(...r.memoryRows)
       summaryRows.push(r.summary)
       if (r.randomRow !== undefined) randomRows.push(r.randomRow)
     }
@@ -396,6 +440,12 @@ async function main() {
   )
   console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|')
   for (const row of seqRows) console.log(row)
+  console.log('\nMemory work per GiB read: mark-compact collections (V8) and minor page faults (the process)')
+  console.log(
+    '| store | round | raw GETs mark-compacts | raw GETs faults | SDK drain mark-compacts | SDK drain faults | stream mark-compacts | stream faults |',
+  )
+  console.log('|---|---:|---:|---:|---:|---:|---:|---:|')
+  for (const row of memoryRows) console.log(row)
   console.log('\nMedian (min–max) over the rounds')
   console.log(
     '| store | rounds | raw GETs MiB/s | SDK drain MiB/s | stream MiB/s | stream/raw (goal ≥ 0.95) | stream/SDK (goal ≥ 0.95) | raw CPU-s/GiB | SDK CPU-s/GiB | SDK reading the bytes CPU-s/GiB | stream CPU-s/GiB (goal ≤ 1.5) | raw first GET ms | stream first byte ms | first byte / first GET (goal ≤ 3) |',
