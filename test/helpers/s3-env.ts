@@ -57,7 +57,14 @@ export function s3TestBucket(): Promise<string> {
     try {
       await c.send(new CreateBucketCommand({ Bucket: bucket }), { abortSignal: AbortSignal.timeout(10_000) })
     } catch (err) {
-      if ((err as Error).name !== 'BucketAlreadyOwnedByYou') throw err
+      if ((err as Error).name === 'BucketAlreadyOwnedByYou') return bucket
+      // A server that answers but cannot create a bucket (e.g. a full OSD: radosgw then
+      // holds the request) is named, not left as a bare abort.
+      throw new Error(
+        `${endpoint} answers but did not create bucket ${bucket}: ${(err as Error).message || (err as Error).name} ` +
+          "(a radosgw whose OSD is full holds writes: 'ceph -s' says so)",
+        { cause: err },
+      )
     }
     return bucket
   })()
