@@ -18,8 +18,8 @@
  *   backpressure stops `_read`, and with it the read-ahead.
  * - The consumer gets buffers of its own: a GET's pooled pieces are copied as they are
  *   pushed, four to a buffer, and given back to be read into again (util/piece-pool.ts);
- *   other answers are pushed as they are. A chunk the consumer keeps stays as it is, whatever is read
- *   after it.
+ *   other answers are pushed as they are. A chunk the consumer keeps stays as it is,
+ *   whatever is read after it.
  * - `start` and `end` are byte offsets, `end` inclusive, as in `fs.createReadStream` and
  *   HTTP ranges; both are clipped to the file, and a start at or past its end gives an
  *   empty stream.
