@@ -23,7 +23,14 @@ import { firstFreeCno } from './container/listing.js'
 import { StreamSegmentError } from './errors.js'
 import { emptyInode, FORMAT_PARTED, FORMAT_STREAM, type Inode } from './format/inode.js'
 import { Reader } from './read/reader.js'
-import { checkForStore, dirtyLimitBytes, resolveSettings, type Settings } from './settings.js'
+import {
+  checkForStore,
+  dirtyLimitBytes,
+  type ReadOptions,
+  resolveReadOptions,
+  resolveSettings,
+  type Settings,
+} from './settings.js'
 import type { BlockSource } from './state/dirty-tier.js'
 import { FileState } from './state/file-state.js'
 import type { ObjectStore } from './store/types.js'
@@ -43,7 +50,8 @@ const WAL_PIECE = 64 * 1024 * 1024
 
 const log = debug('stream-segment:file')
 
-export interface OpenOptions extends Partial<Settings> {
+/** Settings, and how the handle's reads fetch (`read`, `readInto`). */
+export interface OpenOptions extends Partial<Settings>, ReadOptions {
   /** Open this checkpoint instead of the latest; writing to it publishes a new checkpoint with its content. */
   cno?: number
   readOnly?: boolean
@@ -51,7 +59,7 @@ export interface OpenOptions extends Partial<Settings> {
   wal?: WalOptions
 }
 
-export interface CreateOptions extends Partial<Settings> {
+export interface CreateOptions extends Partial<Settings>, ReadOptions {
   wal?: WalOptions
 }
 
@@ -74,8 +82,9 @@ export class SegmentFile {
   private constructor(
     readonly core: FileState,
     readonly readOnly: boolean,
+    read: ReadOptions,
   ) {
-    this.reader = new Reader(core)
+    this.reader = new Reader(core, read)
     this.sendAhead = new SendAhead(core)
     this.writer = new BlockWriter(core, this.sendAhead, this.reader, dirtyLimitBytes(core.settings))
   }
@@ -93,6 +102,7 @@ export class SegmentFile {
   /** Starts a new container in `store`; ERR_CONFLICT if it already has a checkpoint. */
   static async create(store: ObjectStore, settings: CreateOptions = {}): Promise<SegmentFile> {
     const s = resolveSettings(withWal(settings))
+    const read = resolveReadOptions(settings)
     checkForStore(s, store)
     if (settings.wal !== undefined) checkWalOptions(settings.wal)
     if (await hasInode(store)) {
@@ -107,7 +117,7 @@ export class SegmentFile {
     })
     const state = new FileState(store, s, base, none, undefined)
     state.skipTo(await firstFreeCno(store, 1))
-    const file = new SegmentFile(state, false)
+    const file = new SegmentFile(state, false, read)
     if (settings.wal !== undefined) await file.attachWal(settings.wal)
     return file
   }
@@ -131,6 +141,7 @@ export class SegmentFile {
       if (readOnly) throw StreamSegmentError.invalidArgument('wal: a read-only handle writes no log')
       checkWalOptions(options.wal)
     }
+    const read = resolveReadOptions(options)
     let { inode: published, etag } = await (readOnly && cno !== undefined
       ? readCheckpointInode(store, cno).then((inode) => ({ inode, etag: undefined }))
       : readInode(store, { withEtag: !readOnly }))
@@ -173,7 +184,7 @@ export class SegmentFile {
     // A writer's first object must not land on a number an abandoned attempt took: that
     // would move the checkpoint at its first collision and lose what was sent ahead.
     state.skipTo(firstFree)
-    const file = new SegmentFile(state, readOnly)
+    const file = new SegmentFile(state, readOnly, read)
     if (options.wal !== undefined) await file.attachWal(options.wal)
     return file
   }
@@ -383,6 +394,28 @@ export class SegmentFile {
       checkRange(offset, length, this.core.blockSize)
       const end = Math.min(offset + length, this.core.size)
       return end <= offset ? new Uint8Array(0) : this.reader.read(offset, end - offset)
+    })
+  }
+
+  /**
+   * Reads the bytes from `offset` into `target` (memory the caller owns and may reuse:
+   * no buffer is made for the bytes) and resolves to how many were read: fewer than
+   * `target.byteLength` at the end of the file, and the rest of `target` is left as it
+   * was. Otherwise as `read`. On failure, resolves only once nothing writes into
+   * `target` any more; what it holds then is unspecified.
+   */
+  readInto(offset: number, target: Uint8Array): Promise<number> {
+    return this.run('read', false, async () => {
+      if (!(target instanceof Uint8Array)) {
+        const got =
+          target === null ? 'null' : typeof target === 'object' ? (target as object).constructor?.name : typeof target
+        throw StreamSegmentError.invalidArgument(`readInto: target must be a Uint8Array or a Buffer, got ${got}`)
+      }
+      checkRange(offset, target.byteLength, this.core.blockSize)
+      const end = Math.min(offset + target.byteLength, this.core.size)
+      if (end <= offset) return 0
+      await this.reader.readInto(offset, target.subarray(0, end - offset))
+      return end - offset
     })
   }
 

@@ -51,8 +51,83 @@ describe('SegmentFile', () => {
     await f.flush()
     const r = await SegmentFile.open(store, { readOnly: true })
     await assert.rejects(r.write(0, pattern(0, 1)), code('ERR_STATE'))
+    await assert.rejects(r.readInto(-1, Buffer.alloc(1)), code('ERR_INVALID_ARGUMENT'))
+    await assert.rejects(
+      r.readInto(0, [1, 2, 3] as unknown as Uint8Array),
+      (err) =>
+        code('ERR_INVALID_ARGUMENT')(err) && /target must be a Uint8Array or a Buffer, got Array/.test(String(err)),
+    )
+    await assert.rejects(r.readInto(0, 'abc' as unknown as Uint8Array), /got string/)
     await f.close()
     await assert.rejects(f.read(0, 1), code('ERR_STATE'))
+    await assert.rejects(f.readInto(0, Buffer.alloc(1)), code('ERR_STATE'))
+    await r.close()
+  })
+
+  it('readInto fills memory the caller owns, GETs as the read options say; once it has failed nothing writes into it', async () => {
+    const store = new MemoryStore()
+    const f = await SegmentFile.create(store, {
+      segmentBufferSize: 64 * 1024,
+      dataCacheDirtyMaxBytesThreshold: 64 * 1024,
+    })
+    const want = pattern(3, 256 * 1024)
+    await f.write(0, want)
+    await f.flush()
+    await f.close()
+    let armed = false
+    let fail = false
+    const sizes: number[] = []
+    let inFlight = 0
+    let most = 0
+    const slow = new Proxy(store, {
+      get(target, name, receiver) {
+        if (name !== 'get') return Reflect.get(target, name, receiver)
+        return async (key: string, options?: { range?: { start: number; end: number } }) => {
+          if (!armed) return target.get(key, options)
+          sizes.push((options?.range?.end ?? 0) - (options?.range?.start ?? 0))
+          most = Math.max(most, ++inFlight)
+          try {
+            // With `fail`, the first GET fails at once; every GET answers late.
+            if (fail && sizes.length === 1) throw new Error('the link went down')
+            await new Promise((r) => setTimeout(r, 5))
+            return await target.get(key, options)
+          } finally {
+            inFlight--
+          }
+        }
+      },
+    })
+    await assert.rejects(SegmentFile.open(slow, { readOnly: true, readMaxConcurrency: 0 }), /readMaxConcurrency/)
+    const r = await SegmentFile.open(slow, { readOnly: true, readGetMaxBytes: 8192, readMaxConcurrency: 2 })
+    const target = Buffer.alloc(want.length + 100, 0xee)
+    assert.equal(await r.readInto(0, target), want.length)
+    assert.ok(target.subarray(0, want.length).equals(want))
+    assert.ok(
+      target.subarray(want.length).every((b) => b === 0xee),
+      'bytes past the end of the file are left as they were',
+    )
+    // The index is known now: the next reads make data GETs only, of 8 KiB, 2 at a time.
+    armed = true
+    target.fill(0xee)
+    assert.equal(await r.readInto(0, target), want.length)
+    assert.ok(target.subarray(0, want.length).equals(want))
+    // 8 KiB GETs (the default would make one per object); part 0's few data blocks may
+    // come with its index, read before.
+    assert.ok(sizes.length >= 28, `${sizes.length} data GETs`)
+    assert.ok(
+      sizes.every((n) => n <= 8192),
+      `GET sizes ${sizes}`,
+    )
+    assert.equal(most, 2, 'GETs in flight at most')
+    sizes.length = 0
+    fail = true
+    target.fill(0xee)
+    await assert.rejects(r.readInto(0, target), /the link went down/)
+    assert.ok(sizes.length <= 2, `${sizes.length} data GETs: none is started after one failed`)
+    const seen = Buffer.from(target)
+    await new Promise((r) => setTimeout(r, 100))
+    assert.ok(target.equals(seen), 'the target changed after readInto failed')
+    await r.close()
   })
 
   it('an older checkpoint opens as it was, and writing to it publishes a new checkpoint on top', async () => {

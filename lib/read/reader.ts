@@ -156,16 +156,69 @@ export class Reader {
 
   /** The bytes [offset, offset + length) (the caller clips to the file size); holes read as zeros. */
   async read(offset: number, length: number): Promise<Uint8Array> {
-    const out = Buffer.alloc(length)
-    if (length === 0) return out
-    const pieces = await this.plan(offset, offset + length)
-    await Promise.all(
-      pieces.map(async (p) => {
-        if (p.kind === 'memory') out.set(p.bytes, p.start - offset)
-        else if (p.kind === 'data') await this.fetchRun(p.run, out, offset, p.start, p.end)
-      }),
-    )
+    const out = Buffer.allocUnsafe(length)
+    await this.readInto(offset, out)
     return out
+  }
+
+  /**
+   * Fills `out` with the bytes [offset, offset + out.byteLength) (the caller clips to the
+   * file size): holes as zeros, every byte written. The range is planned a window at a
+   * time (readGetMaxBytes × readMaxConcurrency), the next window's walk under way while
+   * the data runs of those before it are fetched by at most readMaxConcurrency workers,
+   * each answer copied into `out` and its pieces given back. After a failure nothing new
+   * is started; it settles once nothing can write into `out` any more.
+   */
+  async readInto(offset: number, out: Uint8Array): Promise<void> {
+    const end = offset + out.byteLength
+    const window = this.options.readGetMaxBytes * this.options.readMaxConcurrency
+    const pieces: Piece[] = []
+    let next = 0
+    let planned = false
+    let failure: { err: unknown } | undefined
+    /** Wakes the workers waiting for pieces (more planned, the plan done or failed). */
+    let wake: () => void = () => {}
+    let more = new Promise<void>((r) => {
+      wake = r
+    })
+    const announce = () => {
+      const woken = wake
+      more = new Promise<void>((r) => {
+        wake = r
+      })
+      woken()
+    }
+    const planner = async () => {
+      try {
+        for (let at = offset; at < end && failure === undefined; at += window) {
+          pieces.push(...(await this.plan(at, Math.min(end, at + window))))
+          announce()
+        }
+      } catch (err) {
+        failure ??= { err }
+      }
+      planned = true
+      announce()
+    }
+    const worker = async () => {
+      while (failure === undefined) {
+        if (next === pieces.length) {
+          if (planned) return
+          await more
+          continue
+        }
+        const p = pieces[next++] as Piece
+        try {
+          if (p.kind === 'zero') out.fill(0, p.start - offset, p.end - offset)
+          else if (p.kind === 'memory') out.set(p.bytes, p.start - offset)
+          else await this.fetchRun(p.run, out, offset, p.start, p.end)
+        } catch (err) {
+          failure ??= { err }
+        }
+      }
+    }
+    await Promise.all([planner(), ...Array.from({ length: this.options.readMaxConcurrency }, worker)])
+    if (failure !== undefined) throw failure.err
   }
 
   /**

@@ -3,7 +3,8 @@
 // 1. Cold open + sequential read of a 1 GiB checkpoint made of ~16 MiB objects, through
 //    createStreamSegmentReadStream (verifying every block), against raw ranged GETs of
 //    the same data bytes (the physical limit: the same GET size and GETs in flight, no
-//    open, no nodes, no summaries, no checks; the ranges computed beforehand).
+//    open, no nodes, no summaries, no checks, the store's pieces given back as the reader
+//    gives them; the ranges computed beforehand).
 //    On radosgw also the SDK's own GetObject of the same ranges, each body drained chunk
 //    by chunk (a baseline no one here wrote), also reading every byte once (a CRC-32 of
 //    each chunk: what a consumer that looks at the bytes pays, as the stream's checks do),
@@ -45,6 +46,7 @@ import { S3Store } from '../../lib/store/s3.js'
 import type { GetOptions, ObjectStore } from '../../lib/store/types.js'
 import { createStreamSegmentReadStream } from '../../lib/streams/read-stream.js'
 import { crc32 } from '../../lib/util/crc32.js'
+import { givePieces } from '../../lib/util/piece-pool.js'
 import { freshMemoryCost } from '../helpers/bench.js'
 import { fillBlocks } from '../helpers/pattern.js'
 import { s3TestStore } from '../helpers/s3-env.js'
@@ -153,11 +155,13 @@ async function raw(
   const worker = async () => {
     while (next < ranges.length) {
       const r = ranges[next++] as { key: string; start: number; end: number }
-      // The body as the store read it (S3Store: its pieces), never joined.
+      // The body as the store read it (S3Store: its pieces), never joined, and its pieces
+      // given back as the reader gives them: the store's GET path alone, its memory reused.
       const range = { start: r.start, end: r.end }
       const got = hasChunkedGet(store) ? await store.getChunks(r.key, { range }) : [await store.get(r.key, { range })]
       if (firstMs < 0) firstMs = performance.now() - t0
       for (const c of got) bytes += c.byteLength
+      givePieces(got)
     }
   }
   await Promise.all(Array.from({ length: CONCURRENCY }, worker))
@@ -224,6 +228,28 @@ async function sequential(store: ObjectStore) {
   const seconds = (performance.now() - t0) / 1000
   const cpu = cpuSeconds(c0)
   return { seconds, cpu, firstMs, timing: rs.timing, memory: await counted() }
+}
+
+/**
+ * The checkpoint read whole into memory the caller owns: a cold open, then one
+ * `SegmentFile.readInto` into `target` (made and faulted in once, outside the pass), the
+ * same GET size and GETs in flight as the stream.
+ */
+async function into(store: ObjectStore, target: Buffer) {
+  const counted = countMemoryWork()
+  const c0 = process.cpuUsage()
+  const t0 = performance.now()
+  const f = await SegmentFile.open(store, {
+    readOnly: true,
+    readGetMaxBytes: GET_MAX,
+    readMaxConcurrency: CONCURRENCY,
+  })
+  const n = await f.readInto(0, target)
+  await f.close()
+  if (n !== total) throw new Error(`readInto read ${n} bytes`)
+  const seconds = (performance.now() - t0) / 1000
+  const cpu = cpuSeconds(c0)
+  return { seconds, cpu, memory: await counted() }
 }
 
 function percentile(xs: number[], p: number): number {
@@ -296,6 +322,9 @@ interface Round {
   rawFirstMs: number
   streamFirstMs: number
   firstRatio: number
+  /** readInto the caller's memory. */
+  into: number
+  intoCpu: number
 }
 
 function median(xs: number[]): number {
@@ -323,11 +352,14 @@ async function benchStore(name: string, store: ThrottledStore | CountingStore, i
   const ranges = await dataRanges(inner)
   const rows: string[] = []
   const memoryRows: string[] = []
+  const intoRows: string[] = []
   const measured: Round[] = []
+  const target = Buffer.alloc(total, 1) // faulted in now, reused by every readInto pass
   // A warm-up pass of each, not reported: the first pass pays for page faults and compilation.
   await raw(store, ranges)
   if (s3 !== undefined) await sdkDrain(s3, ranges)
   await sequential(store)
+  await into(store, target)
   const gib = total / (1024 * MiB)
   const f = (x: number, d: number) => (Number.isNaN(x) ? '-' : x.toFixed(d))
   for (let r = 0; r < rounds; r++) {
@@ -336,6 +368,7 @@ async function benchStore(name: string, store: ThrottledStore | CountingStore, i
     const sdk = s3 === undefined ? undefined : await sdkDrain(s3, ranges)
     const sdkRead = s3 === undefined ? undefined : await sdkDrain(s3, ranges, true)
     const seq = await sequential(store)
+    const mine = await into(store, target)
     const t = seq.timing
     const kinds = KINDS.map((k) => `${t?.requests[k]}`).join(' / ')
     const m: Round = {
@@ -351,6 +384,8 @@ async function benchStore(name: string, store: ThrottledStore | CountingStore, i
       rawFirstMs: rw.firstMs,
       streamFirstMs: seq.firstMs,
       firstRatio: seq.firstMs / rw.firstMs,
+      into: total / MiB / mine.seconds,
+      intoCpu: mine.cpu / gib,
     }
     measured.push(m)
     rows.push(
@@ -361,15 +396,39 @@ async function benchStore(name: string, store: ThrottledStore | CountingStore, i
     const work = (w: MemoryWork | undefined) =>
       w === undefined ? '- | -' : `${w.majorGcs.toFixed(1)} | ${Math.round(w.faults)}`
     memoryRows.push(`| ${name} | ${r + 1} | ${work(rw.memory)} | ${work(sdk?.memory)} | ${work(seq.memory)} |`)
+    intoRows.push(
+      `| ${name} | ${r + 1} | ${f(m.into, 0)} | ${f(m.into / m.raw, 2)} | ${f(m.intoCpu, 2)} | ${f(m.rawCpu, 2)} | ` +
+        `${f(m.streamCpu, 2)} | ${work(mine.memory)} |`,
+    )
   }
+  const col = (xs: number[], digits: number) =>
+    `${median(xs).toFixed(digits)} (${Math.min(...xs).toFixed(digits)}–${Math.max(...xs).toFixed(digits)})`
+  intoRows.push(
+    `| ${name} | median (min–max) | ${col(
+      measured.map((m) => m.into),
+      0,
+    )} | ${col(
+      measured.map((m) => m.into / m.raw),
+      2,
+    )} | ${col(
+      measured.map((m) => m.intoCpu),
+      2,
+    )} | ${col(
+      measured.map((m) => m.rawCpu),
+      2,
+    )} | ${col(
+      measured.map((m) => m.streamCpu),
+      2,
+    )} | - | - |`,
+  )
   const summary = summaryRow(name, measured)
-  if (randomReads <= 0) return { rows, memoryRows, summary, randomRow: undefined }
+  if (randomReads <= 0) return { rows, memoryRows, intoRows, summary, randomRow: undefined }
   const rnd = await random(store)
   const randomRow =
     `| ${name} | ${Math.max(...rnd.cold)} | ${rnd.mean(rnd.cold).toFixed(2)} | ${percentile(rnd.coldMs, 50).toFixed(1)} | ` +
     `${percentile(rnd.coldMs, 99).toFixed(1)} | ${rnd.mean(rnd.warm).toFixed(2)} | ${percentile(rnd.warmMs, 50).toFixed(1)} | ` +
     `${percentile(rnd.warmMs, 99).toFixed(1)} |`
-  return { rows, memoryRows, summary, randomRow }
+  return { rows, memoryRows, intoRows, summary, randomRow }
 }
 
 async function main() {
@@ -380,6 +439,7 @@ async function main() {
   )
   const seqRows: string[] = []
   const memoryRows: string[] = []
+  const intoRows: string[] = []
   const summaryRows: string[] = []
   const randomRows: string[] = []
   if (args.only === undefined || args.only === 'memory') {
@@ -393,6 +453,7 @@ async function main() {
       const r = await benchStore(`throttled ${name}`, new ThrottledStore(mem, link), mem)
       seqRows.push(...r.rows)
       memoryRows.push(...r.memoryRows)
+      intoRows.push(...r.intoRows)
       summaryRows.push(r.summary)
       if (r.randomRow !== undefined) randomRows.push(r.randomRow)
     }
@@ -410,6 +471,7 @@ async function main() {
       const r = await benchStore('directory store', new CountingStore(dir), dir)
       seqRows.push(...r.rows)
       memoryRows.push(...r.memoryRows)
+      intoRows.push(...r.intoRows)
       summaryRows.push(r.summary)
       if (r.randomRow !== undefined) randomRows.push(r.randomRow)
     } finally {
@@ -430,6 +492,7 @@ async function main() {
       const r = await benchStore(`radosgw, ${path} GETs`, new CountingStore(store), store, store)
       seqRows.push(...r.rows)
       memoryRows.push(...r.memoryRows)
+      intoRows.push(...r.intoRows)
       summaryRows.push(r.summary)
       if (r.randomRow !== undefined) randomRows.push(r.randomRow)
     }
@@ -446,6 +509,14 @@ async function main() {
   )
   console.log('|---|---:|---:|---:|---:|---:|---:|---:|')
   for (const row of memoryRows) console.log(row)
+  console.log(
+    "\nInto the caller's memory: SegmentFile.readInto of the whole checkpoint (cold open) into one buffer made once, every block checked",
+  )
+  console.log(
+    '| store | round | readInto MiB/s | readInto/raw MiB/s | readInto CPU-s/GiB | raw CPU-s/GiB | stream CPU-s/GiB | readInto mark-compacts | readInto faults |',
+  )
+  console.log('|---|---|---:|---:|---:|---:|---:|---:|---:|')
+  for (const row of intoRows) console.log(row)
   console.log('\nMedian (min–max) over the rounds')
   console.log(
     '| store | rounds | raw GETs MiB/s | SDK drain MiB/s | stream MiB/s | stream/raw (goal ≥ 0.95) | stream/SDK (goal ≥ 0.95) | raw CPU-s/GiB | SDK CPU-s/GiB | SDK reading the bytes CPU-s/GiB | stream CPU-s/GiB (goal ≤ 1.5) | raw first GET ms | stream first byte ms | first byte / first GET (goal ≤ 3) |',

@@ -62,6 +62,21 @@ async function streamBytes(store: MemoryStore, cno: number, start: number, end: 
   return Buffer.concat(chunks)
 }
 
+/**
+ * readInto of `length` bytes from `offset` into a target of stale bytes reads `want`:
+ * every byte up to the end of the file written (holes as zeros), none past it.
+ */
+async function checkReadInto(file: SegmentFile, offset: number, length: number, want: Buffer, where: string) {
+  const target = Buffer.alloc(length + 8, 0xee)
+  const n = await file.readInto(offset, target.subarray(0, length))
+  assert.equal(n, want.length, `${where}: bytes read`)
+  assert.ok(target.subarray(0, n).equals(want), `${where}: wrong bytes`)
+  assert.ok(
+    target.subarray(n).every((b) => b === 0xee),
+    `${where}: bytes past those read changed`,
+  )
+}
+
 async function runModel(sequence: Op[], format: ContainerFormat = 'stream'): Promise<void> {
   const store = new MemoryStore()
   const t = new Tracked(await SegmentFile.create(store, { ...smallSettings, format }))
@@ -88,6 +103,7 @@ async function runModel(sequence: Op[], format: ContainerFormat = 'stream'): Pro
         const got = Buffer.from(await t.file.read(o.offset, o.length))
         const want = t.ref.subarray(Math.min(o.offset, t.ref.length), Math.min(o.offset + o.length, t.ref.length))
         assert.ok(got.equals(want), `${where}: the open file reads wrong bytes`)
+        await checkReadInto(t.file, o.offset, o.length, want, `${where}, readInto`)
         break
       }
       case 'readOld': {
@@ -106,6 +122,7 @@ async function runModel(sequence: Op[], format: ContainerFormat = 'stream'): Pro
           if (r === undefined) readers.set(cno, (r = await SegmentFile.open(store, { cno, readOnly: true })))
           assert.equal(r.size, ref.length, `${where}: size of checkpoint ${cno}`)
           got = Buffer.from(await r.read(start, end - start))
+          await checkReadInto(r, start, o.length, ref.subarray(start, end), `${where}: checkpoint ${cno}, readInto`)
         }
         assert.ok(got.equals(ref.subarray(start, end)), `${where}: checkpoint ${cno} reads wrong bytes`)
         break
