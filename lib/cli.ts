@@ -6,7 +6,6 @@
  */
 
 import { type ChildProcess, spawn } from 'node:child_process'
-import { createWriteStream, promises as fs } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import { type Readable, Transform, type Writable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
@@ -25,6 +24,7 @@ import { type ErrorCode, StreamSegmentError } from './errors.js'
 import { isSettingName, type Settings, SPEC_DEFAULTS } from './settings.js'
 import { openStore } from './store/open.js'
 import type { ObjectStore } from './store/types.js'
+import { downloadFile } from './streams/download-file.js'
 import { createStreamSegmentReadStream } from './streams/read-stream.js'
 import { openLocalFile, uploadFile } from './streams/upload-file.js'
 import { createStreamSegmentWriteStream } from './streams/write-stream.js'
@@ -611,47 +611,49 @@ async function get(p: Parsed, out: Out): Promise<number> {
   const ac = new AbortController()
   const onSigint = () => ac.abort(new Error('interrupted (SIGINT)'))
   process.once('SIGINT', onSigint)
-  const rs = createStreamSegmentReadStream({ store, start, end, cno, signal: ac.signal, ...reads })
-  // The read stream clips the range to the file; a range starting at or past its end reads
-  // nothing, which here is an error rather than an empty result.
-  const pastEnd = () => {
-    if (start === undefined || rs.size < 0 || start < rs.size) return
-    const which = `checkpoint ${rs.file?.cno} of ${store.url}`
+  // A range starting at or past the end of the file reads nothing, which here is an error
+  // rather than an empty result.
+  const pastEnd = (size: number, which: string) => {
+    if (start === undefined || start < size) return
     throw StreamSegmentError.range(
       `option ${rangeName} ${range}: starts at byte ${start}, at or past the end of ${which} ` +
-        `(${rs.size} bytes${rs.size > 0 ? `, bytes 0-${rs.size - 1}` : ''})`,
+        `(${size} bytes${size > 0 ? `, bytes 0-${size - 1}` : ''})`,
     )
   }
-  const t0 = performance.now()
   try {
     if (target === '-') {
+      const rs = createStreamSegmentReadStream({ store, start, end, cno, signal: ac.signal, ...reads })
       await pipeline(rs, out as Writable)
-      pastEnd()
+      pastEnd(rs.size, `checkpoint ${rs.file?.cno} of ${store.url}`)
       return 0
     }
-    // Into a temporary name first: a failed read leaves no partial file behind.
-    const tmp = `${target}.stream-segment-${process.pid}.tmp`
-    try {
-      await pipeline(rs, createWriteStream(tmp)).catch((e) => {
-        throw fsError(e, target)
-      })
-      pastEnd()
-      await fs.rename(tmp, target)
-    } catch (e) {
-      await fs.rm(tmp, { force: true })
-      throw e
-    }
-    const seconds = (performance.now() - t0) / 1000
-    const t = rs.timing
-    const requests = t ? Object.values(t.requests).reduce((a, b) => a + b, 0) : 0
-    const bytes = rs.bytesRead
+    // Into a temporary file, renamed into place once complete (downloadFile).
+    const got = await downloadFile(store, target, {
+      start,
+      end,
+      cno,
+      signal: ac.signal,
+      ...reads,
+      onStart: (file) => pastEnd(file.size, `checkpoint ${file.cno} of ${store.url}`),
+    })
+    const t = got.timing
+    const requests = Object.values(t.requests).reduce((a, b) => a + b, 0)
     if (json) {
-      const r = { url: store.url, cno: rs.file?.cno, size: rs.size, file: target, bytes, seconds, requests, timing: t }
+      const r = {
+        url: store.url,
+        cno: got.cno,
+        size: got.size,
+        file: target,
+        bytes: got.bytes,
+        seconds: got.seconds,
+        requests,
+        timing: t,
+      }
       out.write(`${JSON.stringify(r)}\n`)
     } else {
       out.write(
-        `got ${formatBytes(bytes)} of checkpoint ${rs.file?.cno} into ${target} in ${seconds.toFixed(2)} s ` +
-          `(${formatBytes(bytes / seconds)}/s, ${requests} requests)\n`,
+        `got ${formatBytes(got.bytes)} of checkpoint ${got.cno} into ${target} in ${got.seconds.toFixed(2)} s ` +
+          `(${formatBytes(got.bytes / got.seconds)}/s, ${requests} requests)\n`,
       )
     }
   } catch (e) {

@@ -18,7 +18,7 @@
  *   write/             the write paths, object plans, send-ahead, the flush in phases
  *   admin/             list, inspect, verify, gc, remove and export, on container/ and format/ only
  *   segment-file.ts    SegmentFile, the handle users hold
- *   streams/           the write and read streams, Upload and uploadFile, thin adapters over it
+ *   streams/           the write and read streams, Upload, uploadFile and downloadFile, thin adapters over it
  *   cli.ts, index.ts   the CLI and this file
  *
  * The dependency rule, checked by `npm run lint` (scripts/check-deps.mjs): a wing imports
@@ -93,6 +93,7 @@ export {
   type UploadParams,
   type UploadResult,
 } from './streams/upload.js'
+export { type DownloadFileOptions, type DownloadResult, downloadFile } from './streams/download-file.js'
 export { fileSource, type UploadFileOptions, uploadFile } from './streams/upload-file.js'
 export {
   createStreamSegmentWriteStream,

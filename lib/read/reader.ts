@@ -73,6 +73,14 @@ const PART0_LEAVES_BYTES = 256 * 1024
 
 export type { ReadOptions } from '../settings.js'
 
+/** Where `scan` hands the bytes of a range. */
+export interface Sink {
+  /** The bytes from `at`: views to be done with once the returned promise settles. */
+  bytes(at: number, views: readonly Uint8Array[]): void | Promise<void>
+  /** `length` zeros from `at` (a hole). */
+  zeros(at: number, length: number): void | Promise<void>
+}
+
 /** A contiguous piece of a read, in file order. */
 export type Piece =
   | { kind: 'zero'; start: number; end: number }
@@ -161,16 +169,32 @@ export class Reader {
     return out
   }
 
+  /** Fills `out` with the bytes [offset, offset + out.byteLength), as `scan` reads them. */
+  readInto(offset: number, out: Uint8Array): Promise<void> {
+    return this.scan(offset, offset + out.byteLength, {
+      bytes(at, views) {
+        let o = at - offset
+        for (const v of views) {
+          out.set(v, o)
+          o += v.byteLength
+        }
+      },
+      zeros(at, length) {
+        out.fill(0, at - offset, at - offset + length)
+      },
+    })
+  }
+
   /**
-   * Fills `out` with the bytes [offset, offset + out.byteLength) (the caller clips to the
-   * file size): holes as zeros, every byte written. The range is planned a window at a
-   * time (readGetMaxBytes × readMaxConcurrency), the next window's walk under way while
-   * the data runs of those before it are fetched by at most readMaxConcurrency workers,
-   * each answer copied into `out` and its pieces given back. After a failure nothing new
-   * is started; it settles once nothing can write into `out` any more.
+   * Hands `sink` every byte of [start, end) (the caller clips to the file size), in no
+   * particular order: holes as `zeros`, other bytes as `bytes` views, each data run
+   * checked first. The range is planned a window at a time (readGetMaxBytes ×
+   * readMaxConcurrency), the next window's walk under way while the data runs of those
+   * before it are fetched by at most readMaxConcurrency workers; a GET's pieces are given
+   * back once `bytes` has settled, so the sink must be done with the views by then. After
+   * a failure nothing new is started; it settles once no sink call is under way.
    */
-  async readInto(offset: number, out: Uint8Array): Promise<void> {
-    const end = offset + out.byteLength
+  async scan(start: number, end: number, sink: Sink): Promise<void> {
     const window = this.options.readGetMaxBytes * this.options.readMaxConcurrency
     const pieces: Piece[] = []
     let next = 0
@@ -190,7 +214,7 @@ export class Reader {
     }
     const planner = async () => {
       try {
-        for (let at = offset; at < end && failure === undefined; at += window) {
+        for (let at = start; at < end && failure === undefined; at += window) {
           pieces.push(...(await this.plan(at, Math.min(end, at + window))))
           announce()
         }
@@ -209,9 +233,17 @@ export class Reader {
         }
         const p = pieces[next++] as Piece
         try {
-          if (p.kind === 'zero') out.fill(0, p.start - offset, p.end - offset)
-          else if (p.kind === 'memory') out.set(p.bytes, p.start - offset)
-          else await this.fetchRun(p.run, out, offset, p.start, p.end)
+          if (p.kind === 'zero') await sink.zeros(p.start, p.end - p.start)
+          else if (p.kind === 'memory') await sink.bytes(p.start, [p.bytes])
+          else {
+            const chunks = await this.fetchBlocks(p.run)
+            const base = p.run.first * this.core.blockSize
+            try {
+              await sink.bytes(p.start, sliceChunks(chunks, p.start - base, p.end - base))
+            } finally {
+              givePieces(chunks) // done with: the store's pieces can be read into again
+            }
+          }
         } catch (err) {
           failure ??= { err }
         }
@@ -315,17 +347,6 @@ export class Reader {
     const chunks = await this.fetchBlocks(p.run)
     const base = p.run.first * this.core.blockSize
     return sliceChunks(chunks, p.start - base, p.end - base)
-  }
-
-  private async fetchRun(r: Run, out: Uint8Array, offset: number, start: number, end: number): Promise<void> {
-    const chunks = await this.fetchBlocks(r)
-    const base = r.first * this.core.blockSize
-    let at = start - offset
-    for (const c of sliceChunks(chunks, start - base, end - base)) {
-      out.set(c, at)
-      at += c.byteLength
-    }
-    givePieces(chunks) // copied: the store's pieces can be read into again
   }
 
   /** The run's blocks (the GET's answer as it came), each checked against the object's summary. */

@@ -352,7 +352,8 @@ declare module 'streamx' {
 }
 
 /** The store, counting its requests into `into` until `stop()` (the open's cost). */
-function countingStore(
+/** `store` with its GETs and HEADs counted into `into` until `stop` (a handle's open, say). */
+export function countingStore(
   store: ObjectStore,
   into: { requests: number; bytes: number },
 ): { store: ObjectStore; stop: () => void } {

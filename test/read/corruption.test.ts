@@ -2,15 +2,16 @@
  * Corruption anywhere in a stored container is reported, never returned as data: bytes
  * flipped in data, meta blocks, summaries and headers, objects truncated, extended,
  * deleted or swapped between keys, on the memory and the directory store. After each
- * damage every checkpoint is read whole (SegmentFile.read and the read stream), the
- * latest also by small cold reads (across objects' ends and elsewhere), and verified: a
- * read returns exactly the checkpoint's content or fails with ERR_CORRUPT (ERR_NOT_FOUND
- * for a missing object), within a time limit; verify reports a problem whenever the
+ * damage every checkpoint is read whole (SegmentFile.read), the latest also through the
+ * read stream, by downloadFile (a failed one leaves no file) and by small cold reads
+ * (across objects' ends and elsewhere), and verified: a read returns exactly the
+ * checkpoint's content or fails with ERR_CORRUPT (ERR_NOT_FOUND for a missing object),
+ * within a time limit; verify reports a problem whenever the
  * damaged object belongs to the checkpoint. In both formats: tail first (StreamSegment)
  * and head first (PartedSegment). CORRUPTION_RUNS=n flips more.
  */
 import assert from 'node:assert/strict'
-import { mkdtemp, readFile, rm, truncate as truncateFile, writeFile } from 'node:fs/promises'
+import { mkdtemp, readdir, readFile, rm, truncate as truncateFile, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
@@ -25,6 +26,7 @@ import { SegmentFile } from '../../lib/segment-file.js'
 import { DirectoryStore } from '../../lib/store/directory.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
+import { downloadFile } from '../../lib/streams/download-file.js'
 import { createStreamSegmentReadStream } from '../../lib/streams/read-stream.js'
 import { buildContainer, copyStore, prng, smallSettings, within } from '../helpers/containers.js'
 
@@ -87,6 +89,8 @@ for (const format of ['stream', 'parted'] as const)
     /** Per key: its layout, and which data slots the latest checkpoint reads from it. */
     const layouts = new Map<string, ReturnType<typeof objectLayout> & { live: Set<number> }>()
     const dirs: string[] = []
+    /** Where downloadFile writes the latest checkpoint after each damage. */
+    let downloads = ''
 
     before(async () => {
       refs = await buildContainer(pristine, { ...smallSettings, format })
@@ -135,6 +139,8 @@ for (const format of ['stream', 'parted'] as const)
       for (let i = 0; i < 3; i++) small.push(Math.floor(rnd() * Math.max(1, file.size - bs)))
       assert.ok(small.length > 3, `${small.length} small reads`)
       await file.close()
+      downloads = await mkdtemp(join(tmpdir(), 'ss-corrupt-download-'))
+      dirs.push(downloads)
     })
 
     after(async () => {
@@ -187,6 +193,17 @@ for (const format of ['stream', 'parted'] as const)
           } catch (err) {
             if (!(err instanceof StreamSegmentError) || !ALLOWED.has(err.code)) throw err
           }
+          // downloadFile: the file holds exactly the checkpoint, or there is no file at all.
+          const path = join(downloads, 'latest.bin')
+          try {
+            await within(downloadFile(store, path, { readGetMaxBytes: 16 * 1024 }), 10_000, `${where}: downloadFile`)
+            assert.ok(Buffer.compare(await readFile(path), ref) === 0, `${where}: WRONG DATA from downloadFile`)
+            assert.ok(!mustFailLatest, `${where}: downloadFile read a damaged block without error`)
+          } catch (err) {
+            if (!(err instanceof StreamSegmentError) || !ALLOWED.has(err.code)) throw err
+            assert.deepEqual(await readdir(downloads), [], `${where}: a failed downloadFile left a file`)
+          }
+          await rm(path, { force: true })
         }
         let problems = -1
         try {

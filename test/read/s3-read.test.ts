@@ -1,16 +1,17 @@
 /**
  * The read path and the CLI against a real S3 server (radosgw, test/rgw/rgw.sh): a
  * container read back whole and by random 4 KiB reads costing at most 3 requests after
- * open, and every CLI command on an s3:// URL. Fails, never skips, without the server.
+ * open, downloaded to a local file, and every CLI command on an s3:// URL. Fails, never skips, without the server.
  */
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
 import { SegmentFile } from '../../lib/segment-file.js'
+import { downloadFile } from '../../lib/streams/download-file.js'
 import { createStreamSegmentReadStream } from '../../lib/streams/read-stream.js'
 import { pieceStats } from '../../lib/util/piece-pool.js'
 import { s3TestBucket, s3TestStore, uniquePrefix } from '../helpers/s3-env.js'
@@ -57,6 +58,27 @@ describe('reads on radosgw', () => {
     }
     assert.ok(pieceStats().reused - reused >= 64, `${pieceStats().reused - reused} pieces read into again`)
     for (const [i, d] of data.entries()) assert.ok(Buffer.concat(kept[i] as Uint8Array[]).equals(d), `read ${i + 1}`)
+  })
+
+  it("downloadFile writes a container to a local file from the GETs' pieces, read into again", async () => {
+    const store = await s3TestStore()
+    const data = randomBytes(24 * MiB)
+    const f = await SegmentFile.create(store, { dataCacheDirtyMaxBytesThreshold: 4 * MiB })
+    for (let at = 0; at < data.length; at += MiB) await f.write(at, data.subarray(at, at + MiB))
+    await f.flush()
+    await f.close()
+    const dir = mkdtempSync(join(tmpdir(), 'ss-s3download-'))
+    try {
+      const path = join(dir, 'whole.bin')
+      const reused = pieceStats().reused
+      const got = await downloadFile(store, path, { readGetMaxBytes: MiB, readMaxConcurrency: 4 })
+      assert.equal(got.bytes, data.length)
+      assert.ok(readFileSync(path).equals(data))
+      assert.ok(pieceStats().reused - reused >= 64, `${pieceStats().reused - reused} pieces read into again`)
+      assert.ok(got.timing.requests.data >= 24, JSON.stringify(got.timing.requests))
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
   })
 
   describe('the CLI on an s3:// URL', () => {

@@ -1,0 +1,137 @@
+/**
+ * `downloadFile(url, path)`: a checkpoint (or a byte range of it) written to a local file,
+ * every stored block checked against its CRC-32 as the read stream checks it.
+ *
+ * How: the range is read as `SegmentFile.readInto` reads it (read/reader.ts, `scan`): a
+ * window of the block map walked at a time, at most `readMaxConcurrency` data GETs in
+ * flight, and each GET's answer, once checked, written to its place in the file with
+ * positional `writev` calls straight from the store's pieces, which then go back to be
+ * read into again. No buffer is made for the bytes and none is handed to a consumer, so
+ * memory stays at the GETs in flight and nothing goes to the garbage collector. Holes are
+ * left to the file's length (set first), which reads them as zeros.
+ *
+ * Nothing half-written is visible at `path`: the bytes go to a temporary file beside it
+ * (`<path>.stream-segment-<pid>-<random>.tmp`), renamed over `path` once complete; on
+ * any failure or abort the temporary file is removed and `path` is left as it was. The
+ * file is not synced before the rename (as `fs.createWriteStream` does not).
+ */
+import { randomBytes } from 'node:crypto'
+import { open, rename, rm } from 'node:fs/promises'
+import { StreamSegmentError } from '../errors.js'
+import { Reader, type ReadTiming } from '../read/reader.js'
+import { SegmentFile } from '../segment-file.js'
+import { type ReadOptions, resolveReadOptions } from '../settings.js'
+import { type StoreLocation, storeAt } from '../store/open.js'
+import type { ObjectStore } from '../store/types.js'
+import { writeFully } from '../util/local-fs.js'
+import { countingStore } from './read-stream.js'
+
+export interface DownloadFileOptions extends ReadOptions {
+  /** The checkpoint to read (default: the latest). */
+  cno?: number
+  /** First byte (default 0) and last byte (inclusive, default the file's last), clipped to the file. */
+  start?: number
+  end?: number
+  /** Aborts every request in flight; nothing is written at `path`. */
+  signal?: AbortSignal
+  /**
+   * Called once the checkpoint is open, before anything is written, with the read-only
+   * handle and the bytes the range holds; what it throws ends the download.
+   */
+  onStart?: (file: SegmentFile, bytes: number) => void
+}
+
+export interface DownloadResult {
+  /** The checkpoint read, and the size of its file. */
+  cno: number
+  size: number
+  /** Bytes written to `path`: the range, clipped to the file. */
+  bytes: number
+  seconds: number
+  /** Requests and bytes by kind, as the read stream's `timing`: `inode` counts the open. */
+  timing: ReadTiming
+}
+
+/** Writes checkpoint `cno` (default: the latest) of the container at `location`, or bytes `start`…`end` of it, to `path`. */
+export async function downloadFile(
+  location: StoreLocation | ObjectStore,
+  path: string,
+  options: DownloadFileOptions = {},
+): Promise<DownloadResult> {
+  const { cno, signal, onStart } = options
+  if (typeof path !== 'string' || path === '') {
+    throw StreamSegmentError.invalidArgument(`downloadFile: path ${JSON.stringify(path)} must name a file`)
+  }
+  for (const name of ['start', 'end'] as const) {
+    const v = options[name]
+    if (v !== undefined && (!Number.isSafeInteger(v) || v < 0)) {
+      throw StreamSegmentError.invalidArgument(`downloadFile: ${name} ${v} is not an offset`)
+    }
+  }
+  const read = resolveReadOptions(options) // validates before any request
+  const store = storeAt(location)
+  const what = `download of ${store.url} to ${path}`
+  const aborted = () => StreamSegmentError.aborted(`${what} aborted`, signal?.reason)
+  if (signal?.aborted) throw aborted()
+  const t0 = performance.now()
+  const opening = { requests: 0, bytes: 0 }
+  const counted = countingStore(store, opening)
+  const file = await SegmentFile.open(counted.store, { cno, readOnly: true })
+  counted.stop()
+  const onAbort = () => file.abort(aborted())
+  signal?.addEventListener('abort', onAbort, { once: true })
+  const tmp = `${path}.stream-segment-${process.pid}-${randomBytes(4).toString('hex')}.tmp`
+  let written = false
+  try {
+    if (signal?.aborted) throw aborted()
+    const from = Math.min(options.start ?? 0, file.size)
+    const to = Math.min(options.end === undefined ? file.size : options.end + 1, file.size)
+    const bytes = Math.max(0, to - from)
+    onStart?.(file, bytes)
+    const reader = new Reader(file.core, read)
+    const fh = await open(tmp, 'wx').catch((err) => {
+      throw localError(err, tmp)
+    })
+    written = true
+    try {
+      await fh.truncate(bytes)
+      if (bytes > 0) {
+        await reader.scan(from, from + bytes, {
+          bytes: (at, views) =>
+            writeFully(fh, views, at - from).catch((err) => {
+              throw localError(err, tmp)
+            }),
+          zeros: () => {}, // the file's length reads as zeros there
+        })
+      }
+    } finally {
+      await fh.close()
+    }
+    if (signal?.aborted) throw aborted()
+    await rename(tmp, path).catch((err) => {
+      throw localError(err, path)
+    })
+    written = false
+    const t = reader.timing
+    const timing = {
+      ...t,
+      requests: { ...t.requests, inode: opening.requests },
+      bytes: { ...t.bytes, inode: opening.bytes },
+    }
+    return { cno: file.cno, size: file.size, bytes, seconds: (performance.now() - t0) / 1000, timing }
+  } catch (err) {
+    throw signal?.aborted ? aborted() : err
+  } finally {
+    signal?.removeEventListener('abort', onAbort)
+    if (written) await rm(tmp, { force: true })
+    await file.close().catch(() => undefined) // an aborted handle refuses close; nothing is held
+  }
+}
+
+/** A local file system failure naming the file, its cause kept: ERR_NOT_FOUND for a missing folder, else ERR_STORE. */
+function localError(err: unknown, path: string): Error {
+  if (StreamSegmentError.is(err)) return err
+  const e = err as NodeJS.ErrnoException
+  if (e.code === 'ENOENT') return StreamSegmentError.notFound(`${path}: no such file or directory`, err)
+  return StreamSegmentError.store(`${path}: ${e.message}`, err)
+}

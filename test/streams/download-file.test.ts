@@ -1,0 +1,158 @@
+/**
+ * downloadFile: a checkpoint, or a range of it, written to a local file through a
+ * temporary one renamed into place; holes read as zeros; an older checkpoint by cno; bad
+ * arguments refused before any request; an abort or a failure leaves `path` as it was and
+ * no temporary file. (Damaged objects: test/read/corruption.test.ts; radosgw:
+ * test/read/s3-read.test.ts.)
+ */
+import assert from 'node:assert/strict'
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, before, describe, it } from 'node:test'
+import { StreamSegmentError } from '../../lib/errors.js'
+import { SegmentFile } from '../../lib/segment-file.js'
+import { DirectoryStore } from '../../lib/store/directory.js'
+import type { GetOptions, ObjectStore } from '../../lib/store/types.js'
+import { downloadFile } from '../../lib/streams/download-file.js'
+import { pattern } from '../helpers/pattern.js'
+
+const KiB = 1024
+const code = (c: string) => (err: unknown) => StreamSegmentError.is(err) && err.code === c
+
+describe('downloadFile', () => {
+  let dir = ''
+  let store: DirectoryStore
+  /** Checkpoint 1 and checkpoint 2 (the latest), as written. */
+  let first: Buffer
+  let second: Buffer
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'ss-download-'))
+    store = new DirectoryStore(join(dir, 'container'))
+    // Small objects (many GETs), a hole in the middle, a second checkpoint on top.
+    const f = await SegmentFile.create(store, {
+      segmentBufferSize: 256 * KiB,
+      dataCacheDirtyMaxBytesThreshold: 256 * KiB,
+    })
+    first = pattern(0, 1024 * KiB, 7)
+    await f.write(0, first)
+    await f.writeZeroes(256 * KiB, 128 * KiB)
+    first.fill(0, 256 * KiB, 384 * KiB)
+    await f.flush()
+    const more = pattern(1024 * KiB, 300 * KiB + 123, 8)
+    await f.write(1024 * KiB, more)
+    await f.truncate(2048 * KiB) // the rest a hole
+    second = Buffer.concat([first, more, Buffer.alloc(2048 * KiB - first.length - more.length)])
+    await f.flush()
+    await f.close()
+  })
+  after(() => rm(dir, { recursive: true, force: true }))
+
+  /** Names in `dir` that are temporary files. */
+  const leftovers = async () => (await readdir(dir)).filter((n) => n.endsWith('.tmp'))
+
+  it('writes the latest checkpoint, a range of it, or an older one; replaces the file at path', async () => {
+    const path = join(dir, 'out.bin')
+    await writeFile(path, 'old content')
+    const got = await downloadFile(store, path, { readGetMaxBytes: 64 * KiB, readMaxConcurrency: 3 })
+    assert.ok((await readFile(path)).equals(second), 'the latest checkpoint, holes as zeros')
+    assert.deepEqual([got.cno, got.size, got.bytes], [2, second.length, second.length])
+    assert.ok(got.timing.requests.inode >= 1 && got.timing.requests.data > 4, JSON.stringify(got.timing.requests))
+    assert.ok(got.seconds > 0)
+
+    const range = await downloadFile(store.url, path, { start: 250 * KiB, end: 1100 * KiB - 1 })
+    assert.equal(range.bytes, 850 * KiB)
+    assert.ok((await readFile(path)).equals(second.subarray(250 * KiB, 1100 * KiB)), 'a range across the hole')
+
+    const clipped = await downloadFile(store, path, { start: 2000 * KiB, end: 10_000 * KiB })
+    assert.equal(clipped.bytes, 48 * KiB)
+    assert.ok((await readFile(path)).equals(second.subarray(2000 * KiB)), 'a range past the end is clipped')
+
+    const old = await downloadFile(store, path, { cno: 1 })
+    assert.deepEqual([old.cno, old.size], [1, first.length])
+    assert.ok((await readFile(path)).equals(first), 'checkpoint 1')
+
+    const empty = await downloadFile(store, path, { start: second.length })
+    assert.equal(empty.bytes, 0)
+    assert.equal((await readFile(path)).length, 0, 'a range starting at the end is empty')
+    assert.deepEqual(await leftovers(), [])
+  })
+
+  it('refuses bad arguments before any request, and a missing folder', async () => {
+    let requests = 0
+    const counting = new Proxy(store, {
+      get(target, name, receiver) {
+        const v = Reflect.get(target, name, receiver)
+        if (typeof v !== 'function') return v
+        return (...args: unknown[]) => {
+          requests++
+          return v.apply(target, args)
+        }
+      },
+    })
+    const path = join(dir, 'bad.bin')
+    await assert.rejects(downloadFile(counting, path, { start: -1 }), code('ERR_INVALID_ARGUMENT'))
+    await assert.rejects(downloadFile(counting, path, { end: 1.5 }), /end 1.5 is not an offset/)
+    await assert.rejects(downloadFile(counting, path, { readMaxConcurrency: 0 }), /readMaxConcurrency/)
+    await assert.rejects(downloadFile(counting, ''), /path "" must name a file/)
+    assert.equal(requests, 0, 'no request for bad arguments')
+    await assert.rejects(
+      downloadFile(store, join(dir, 'no-such-folder', 'x.bin')),
+      (err) => code('ERR_NOT_FOUND')(err) && /no-such-folder.*no such file or directory/.test(String(err)),
+    )
+    // What onStart throws ends it before anything is written.
+    await assert.rejects(
+      downloadFile(store, path, {
+        onStart: (file, bytes) => {
+          assert.deepEqual([file.cno, bytes], [2, second.length])
+          throw StreamSegmentError.range('not this one')
+        },
+      }),
+      /not this one/,
+    )
+    assert.deepEqual(await leftovers(), [])
+    await assert.rejects(readFile(path), /ENOENT/)
+  })
+
+  it('an abort or a failed GET leaves the file at path as it was, and no temporary file', async () => {
+    const path = join(dir, 'keep.bin')
+    await writeFile(path, 'keep me')
+    const ac = new AbortController()
+    let gets = 0
+    let failAt = -1
+    // Data GETs answer late; the second one aborts the download, or fails.
+    const slow = new Proxy(store, {
+      get(target, name, receiver) {
+        if (name !== 'get' && name !== 'getChunks') return Reflect.get(target, name, receiver)
+        const real = Reflect.get(target, name, receiver) as ObjectStore['get']
+        return async (key: string, options?: GetOptions) => {
+          if (!key.startsWith('inode') && key.includes('.') && !key.endsWith('.0')) {
+            gets++
+            if (gets === failAt) throw StreamSegmentError.store('the link went down')
+            if (gets === 2) ac.abort(new Error('enough'))
+            await new Promise((r) => setTimeout(r, 20))
+          }
+          return real.call(target, key, options)
+        }
+      },
+    }) as ObjectStore
+    await assert.rejects(
+      downloadFile(slow, path, { signal: ac.signal, readGetMaxBytes: 64 * KiB }),
+      (err) => code('ERR_ABORTED')(err) && /download of .* to .*keep\.bin aborted/.test(String(err)),
+    )
+    assert.ok(gets >= 2, `${gets} GETs`)
+    assert.equal(String(await readFile(path)), 'keep me')
+    assert.deepEqual(await leftovers(), [])
+    // Aborted before it starts: no request at all.
+    gets = 0
+    await assert.rejects(downloadFile(slow, path, { signal: ac.signal }), code('ERR_ABORTED'))
+    assert.equal(gets, 0)
+
+    gets = 0
+    failAt = 3
+    await assert.rejects(downloadFile(slow, path, { readGetMaxBytes: 64 * KiB }), /the link went down/)
+    assert.equal(String(await readFile(path)), 'keep me')
+    assert.deepEqual(await leftovers(), [])
+  })
+})
