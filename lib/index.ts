@@ -80,6 +80,7 @@ export type {
   UploadedPart,
 } from './store/types.js'
 export { WRITE_ID_METADATA } from './store/types.js'
+export { type DownloadFileOptions, type DownloadResult, downloadFile } from './streams/download-file.js'
 export {
   createStreamSegmentReadStream,
   type ReadStreamOptions,
@@ -93,7 +94,6 @@ export {
   type UploadParams,
   type UploadResult,
 } from './streams/upload.js'
-export { type DownloadFileOptions, type DownloadResult, downloadFile } from './streams/download-file.js'
 export { fileSource, type UploadFileOptions, uploadFile } from './streams/upload-file.js'
 export {
   createStreamSegmentWriteStream,
