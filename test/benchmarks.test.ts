@@ -50,6 +50,8 @@ const cases: Case[] = [
       /^Into the caller's memory: SegmentFile.readInto/,
       /^\| directory store \| 1 \| \d+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| \d+ \|/,
       /^\| radosgw, http GETs \| median \(min–max\) \| \d+ \(\d+–\d+\) \|/,
+      /^To a local file \(the temporary directory\): downloadFile/,
+      /^\| radosgw, http GETs \| 1 \| \d+ \| [\d.]+ \| \d+ \| [\d.]+ \| [\d.]+ \| \d+ \| [\d.]+ \| \d+ \|/,
       /^Random 4 KiB reads/,
       /^\| radosgw, http GETs \| \d+ \| [\d.]+ \|/,
     ],

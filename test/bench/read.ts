@@ -13,6 +13,9 @@
 //    chunks), both over the same objects. Throughput ratios, CPU-s/GiB of each, the
 //    stream's first byte against the first raw GET, and requests by kind; and, per GiB
 //    read by each pass, V8's mark-compact collections and the process's minor page faults.
+//    Then the reads that hand no chunks to a consumer: SegmentFile.readInto of the whole
+//    checkpoint into one buffer made once, and downloadFile to a local file against the
+//    stream piped into fs.createWriteStream (files in the temporary directory).
 // 2. Cold random 4 KiB reads: requests per read after open (goal <= 3) and latency, on a
 //    fresh handle per read (the cold case), and on one handle for many reads.
 //
@@ -29,10 +32,12 @@
 //     [--only memory|dir|s3] [--links directory,general] [--ahead-mib N] [--get-path http,sdk]
 //     (--random 0: no random reads;
 //     --ahead-mib: the stream's readAheadBytes, default readGetMaxBytes × readMaxConcurrency)
-import { mkdtemp, rm } from 'node:fs/promises'
+import { createWriteStream } from 'node:fs'
+import { mkdtemp, rm, stat } from 'node:fs/promises'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { constants, type PerformanceEntry, PerformanceObserver } from 'node:perf_hooks'
+import { pipeline } from 'node:stream/promises'
 import { parseArgs } from 'node:util'
 import { GetObjectCommand } from '@aws-sdk/client-s3'
 import { decodeHeader, HEADER_BYTES, objectLayout } from '../../lib/format/header.js'
@@ -44,6 +49,7 @@ import { DirectoryStore } from '../../lib/store/directory.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import { S3Store } from '../../lib/store/s3.js'
 import type { GetOptions, ObjectStore } from '../../lib/store/types.js'
+import { downloadFile } from '../../lib/streams/download-file.js'
 import { createStreamSegmentReadStream } from '../../lib/streams/read-stream.js'
 import { crc32 } from '../../lib/util/crc32.js'
 import { givePieces } from '../../lib/util/piece-pool.js'
@@ -252,6 +258,27 @@ async function into(store: ObjectStore, target: Buffer) {
   return { seconds, cpu, memory: await counted() }
 }
 
+/**
+ * The checkpoint to a local file, the two ways a user has: `downloadFile` (cold open, each
+ * GET's checked pieces written where they go), and the read stream piped into
+ * `fs.createWriteStream`. The same GET size and GETs in flight; the file is removed after.
+ */
+async function toFile(store: ObjectStore, dir: string, how: 'download' | 'pipe') {
+  const path = join(dir, `read-bench-${how}.bin`)
+  const counted = countMemoryWork()
+  const c0 = process.cpuUsage()
+  const t0 = performance.now()
+  const read = { readGetMaxBytes: GET_MAX, readMaxConcurrency: CONCURRENCY }
+  if (how === 'download') await downloadFile(store, path, read)
+  else await pipeline(createStreamSegmentReadStream({ store, ...read }), createWriteStream(path))
+  const seconds = (performance.now() - t0) / 1000
+  const cpu = cpuSeconds(c0)
+  const { size } = await stat(path)
+  await rm(path)
+  if (size !== total) throw new Error(`${how} wrote ${size} bytes`)
+  return { seconds, cpu, memory: await counted() }
+}
+
 function percentile(xs: number[], p: number): number {
   const s = [...xs].sort((a, b) => a - b)
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] as number
@@ -325,6 +352,11 @@ interface Round {
   /** readInto the caller's memory. */
   into: number
   intoCpu: number
+  /** To a local file: downloadFile, and the stream piped into fs.createWriteStream. */
+  download: number
+  downloadCpu: number
+  pipe: number
+  pipeCpu: number
 }
 
 function median(xs: number[]): number {
@@ -353,13 +385,17 @@ async function benchStore(name: string, store: ThrottledStore | CountingStore, i
   const rows: string[] = []
   const memoryRows: string[] = []
   const intoRows: string[] = []
+  const fileRows: string[] = []
   const measured: Round[] = []
+  const files = await mkdtemp(join(tmpdir(), 'read-bench-files-'))
   const target = Buffer.alloc(total, 1) // faulted in now, reused by every readInto pass
   // A warm-up pass of each, not reported: the first pass pays for page faults and compilation.
   await raw(store, ranges)
   if (s3 !== undefined) await sdkDrain(s3, ranges)
   await sequential(store)
   await into(store, target)
+  await toFile(store, files, 'download')
+  await toFile(store, files, 'pipe')
   const gib = total / (1024 * MiB)
   const f = (x: number, d: number) => (Number.isNaN(x) ? '-' : x.toFixed(d))
   for (let r = 0; r < rounds; r++) {
@@ -369,6 +405,10 @@ async function benchStore(name: string, store: ThrottledStore | CountingStore, i
     const sdkRead = s3 === undefined ? undefined : await sdkDrain(s3, ranges, true)
     const seq = await sequential(store)
     const mine = await into(store, target)
+    // The two file passes take turns going first: each finds the page cache as the other left it.
+    const pipeFirst = r % 2 === 1 ? await toFile(store, files, 'pipe') : undefined
+    const download = await toFile(store, files, 'download')
+    const pipe = pipeFirst ?? (await toFile(store, files, 'pipe'))
     const t = seq.timing
     const kinds = KINDS.map((k) => `${t?.requests[k]}`).join(' / ')
     const m: Round = {
@@ -386,6 +426,10 @@ async function benchStore(name: string, store: ThrottledStore | CountingStore, i
       firstRatio: seq.firstMs / rw.firstMs,
       into: total / MiB / mine.seconds,
       intoCpu: mine.cpu / gib,
+      download: total / MiB / download.seconds,
+      downloadCpu: download.cpu / gib,
+      pipe: total / MiB / pipe.seconds,
+      pipeCpu: pipe.cpu / gib,
     }
     measured.push(m)
     rows.push(
@@ -400,7 +444,12 @@ async function benchStore(name: string, store: ThrottledStore | CountingStore, i
       `| ${name} | ${r + 1} | ${f(m.into, 0)} | ${f(m.into / m.raw, 2)} | ${f(m.intoCpu, 2)} | ${f(m.rawCpu, 2)} | ` +
         `${f(m.streamCpu, 2)} | ${work(mine.memory)} |`,
     )
+    fileRows.push(
+      `| ${name} | ${r + 1} | ${f(m.download, 0)} | ${f(m.downloadCpu, 2)} | ${f(m.pipe, 0)} | ${f(m.pipeCpu, 2)} | ` +
+        `${work(download.memory)} | ${work(pipe.memory)} |`,
+    )
   }
+  await rm(files, { recursive: true, force: true })
   const col = (xs: number[], digits: number) =>
     `${median(xs).toFixed(digits)} (${Math.min(...xs).toFixed(digits)}–${Math.max(...xs).toFixed(digits)})`
   intoRows.push(
@@ -421,14 +470,22 @@ async function benchStore(name: string, store: ThrottledStore | CountingStore, i
       2,
     )} | - | - |`,
   )
+  const of = (k: keyof Round, digits: number) =>
+    col(
+      measured.map((m) => m[k]),
+      digits,
+    )
+  fileRows.push(
+    `| ${name} | median (min–max) | ${of('download', 0)} | ${of('downloadCpu', 2)} | ${of('pipe', 0)} | ${of('pipeCpu', 2)} | - | - | - | - |`,
+  )
   const summary = summaryRow(name, measured)
-  if (randomReads <= 0) return { rows, memoryRows, intoRows, summary, randomRow: undefined }
+  if (randomReads <= 0) return { rows, memoryRows, intoRows, fileRows, summary, randomRow: undefined }
   const rnd = await random(store)
   const randomRow =
     `| ${name} | ${Math.max(...rnd.cold)} | ${rnd.mean(rnd.cold).toFixed(2)} | ${percentile(rnd.coldMs, 50).toFixed(1)} | ` +
     `${percentile(rnd.coldMs, 99).toFixed(1)} | ${rnd.mean(rnd.warm).toFixed(2)} | ${percentile(rnd.warmMs, 50).toFixed(1)} | ` +
     `${percentile(rnd.warmMs, 99).toFixed(1)} |`
-  return { rows, memoryRows, intoRows, summary, randomRow }
+  return { rows, memoryRows, intoRows, fileRows, summary, randomRow }
 }
 
 async function main() {
@@ -440,6 +497,7 @@ async function main() {
   const seqRows: string[] = []
   const memoryRows: string[] = []
   const intoRows: string[] = []
+  const fileRows: string[] = []
   const summaryRows: string[] = []
   const randomRows: string[] = []
   if (args.only === undefined || args.only === 'memory') {
@@ -454,6 +512,7 @@ async function main() {
       seqRows.push(...r.rows)
       memoryRows.push(...r.memoryRows)
       intoRows.push(...r.intoRows)
+      fileRows.push(...r.fileRows)
       summaryRows.push(r.summary)
       if (r.randomRow !== undefined) randomRows.push(r.randomRow)
     }
@@ -472,6 +531,7 @@ async function main() {
       seqRows.push(...r.rows)
       memoryRows.push(...r.memoryRows)
       intoRows.push(...r.intoRows)
+      fileRows.push(...r.fileRows)
       summaryRows.push(r.summary)
       if (r.randomRow !== undefined) randomRows.push(r.randomRow)
     } finally {
@@ -493,6 +553,7 @@ async function main() {
       seqRows.push(...r.rows)
       memoryRows.push(...r.memoryRows)
       intoRows.push(...r.intoRows)
+      fileRows.push(...r.fileRows)
       summaryRows.push(r.summary)
       if (r.randomRow !== undefined) randomRows.push(r.randomRow)
     }
@@ -517,6 +578,14 @@ async function main() {
   )
   console.log('|---|---|---:|---:|---:|---:|---:|---:|---:|')
   for (const row of intoRows) console.log(row)
+  console.log(
+    '\nTo a local file (the temporary directory): downloadFile, and the stream piped into fs.createWriteStream; every block checked in both',
+  )
+  console.log(
+    '| store | round | downloadFile MiB/s | downloadFile CPU-s/GiB | stream → file MiB/s | stream → file CPU-s/GiB | downloadFile mark-compacts | downloadFile faults | stream → file mark-compacts | stream → file faults |',
+  )
+  console.log('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|')
+  for (const row of fileRows) console.log(row)
   console.log('\nMedian (min–max) over the rounds')
   console.log(
     '| store | rounds | raw GETs MiB/s | SDK drain MiB/s | stream MiB/s | stream/raw (goal ≥ 0.95) | stream/SDK (goal ≥ 0.95) | raw CPU-s/GiB | SDK CPU-s/GiB | SDK reading the bytes CPU-s/GiB | stream CPU-s/GiB (goal ≤ 1.5) | raw first GET ms | stream first byte ms | first byte / first GET (goal ≤ 3) |',
