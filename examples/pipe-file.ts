@@ -51,10 +51,15 @@ console.log(
 )
 console.log('FlushTiming', timing)
 
-// Read it back through a fresh handle and compare hashes.
+// Read it back through a fresh handle, 16 MiB at a time into one buffer, and compare hashes.
 const reader = await SegmentFile.open(openStore(container), { readOnly: true })
 const h = createHash('sha256')
-for (let at = 0; at < reader.size; at += 16 * MiB) h.update(await reader.read(at, Math.min(16 * MiB, reader.size - at)))
+const buffer = Buffer.allocUnsafe(16 * MiB)
+for (let at = 0; at < reader.size; ) {
+  const n = await reader.readInto(at, buffer) // every block checked against its CRC-32
+  h.update(buffer.subarray(0, n))
+  at += n
+}
 await reader.close()
 const [got, want] = [h.digest('hex'), await sha256File(file)]
 console.log(

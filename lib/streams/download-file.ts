@@ -81,7 +81,7 @@ export async function downloadFile(
   const onAbort = () => file.abort(aborted())
   signal?.addEventListener('abort', onAbort, { once: true })
   const tmp = `${path}.stream-segment-${process.pid}-${randomBytes(4).toString('hex')}.tmp`
-  let written = false
+  let tmpExists = false
   try {
     if (signal?.aborted) throw aborted()
     const from = Math.min(options.start ?? 0, file.size)
@@ -90,16 +90,16 @@ export async function downloadFile(
     onStart?.(file, bytes)
     const reader = new Reader(file.core, read)
     const fh = await open(tmp, 'wx').catch((err) => {
-      throw localError(err, tmp)
+      throw localError(err, path)
     })
-    written = true
+    tmpExists = true
     try {
       await fh.truncate(bytes)
       if (bytes > 0) {
         await reader.scan(from, from + bytes, {
           bytes: (at, views) =>
             writeFully(fh, views, at - from).catch((err) => {
-              throw localError(err, tmp)
+              throw localError(err, path)
             }),
           zeros: () => {}, // the file's length reads as zeros there
         })
@@ -111,7 +111,7 @@ export async function downloadFile(
     await rename(tmp, path).catch((err) => {
       throw localError(err, path)
     })
-    written = false
+    tmpExists = false
     const t = reader.timing
     const timing = {
       ...t,
@@ -123,15 +123,25 @@ export async function downloadFile(
     throw signal?.aborted ? aborted() : err
   } finally {
     signal?.removeEventListener('abort', onAbort)
-    if (written) await rm(tmp, { force: true })
+    if (tmpExists) await rm(tmp, { force: true })
     await file.close().catch(() => undefined) // an aborted handle refuses close; nothing is held
   }
 }
 
-/** A local file system failure naming the file, its cause kept: ERR_NOT_FOUND for a missing folder, else ERR_STORE. */
+/** Failures that writing again will not mend: the path is wrong for a file. */
+const BAD_PATH = new Set(['EISDIR', 'ENOTDIR', 'EACCES', 'EPERM', 'EROFS', 'ENAMETOOLONG'])
+
+/**
+ * A local file system failure naming `path`, its cause kept: ERR_NOT_FOUND for a missing
+ * folder, ERR_INVALID_ARGUMENT for a path that cannot be a writable file, else ERR_STORE
+ * (a full or failing disk).
+ */
 function localError(err: unknown, path: string): Error {
   if (StreamSegmentError.is(err)) return err
   const e = err as NodeJS.ErrnoException
   if (e.code === 'ENOENT') return StreamSegmentError.notFound(`${path}: no such file or directory`, err)
+  if (e.code !== undefined && BAD_PATH.has(e.code)) {
+    return StreamSegmentError.invalidArgument(`${path}: cannot be written as a file (${e.message})`)
+  }
   return StreamSegmentError.store(`${path}: ${e.message}`, err)
 }

@@ -6,7 +6,7 @@
  * test/read/s3-read.test.ts.)
  */
 import assert from 'node:assert/strict'
-import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
@@ -100,6 +100,12 @@ describe('downloadFile', () => {
     await assert.rejects(
       downloadFile(store, join(dir, 'no-such-folder', 'x.bin')),
       (err) => code('ERR_NOT_FOUND')(err) && /no-such-folder.*no such file or directory/.test(String(err)),
+    )
+    // A folder at path: the temporary file is written, then cannot replace it.
+    await mkdir(join(dir, 'a-folder'))
+    await assert.rejects(
+      downloadFile(store, join(dir, 'a-folder')),
+      (err) => code('ERR_INVALID_ARGUMENT')(err) && /a-folder: cannot be written as a file/.test(String(err)),
     )
     // What onStart throws ends it before anything is written.
     await assert.rejects(
