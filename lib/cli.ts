@@ -570,7 +570,7 @@ function showProgress(err: Out, sample: () => ProgressSample): () => void {
 
 const GET_USAGE = 'get <url> [file|-] [-o file] [--range a-b] [--cno N] [--json]'
 
-async function get(p: Parsed, out: Out): Promise<number> {
+async function get(p: Parsed, out: Out, err: Out): Promise<number> {
   const [url, file] = positionals(p, 1, 2, GET_USAGE) as [string, string | undefined]
   const output = p.options.get('output')
   if (file !== undefined && output !== undefined) {
@@ -611,6 +611,20 @@ async function get(p: Parsed, out: Out): Promise<number> {
   const ac = new AbortController()
   const onSigint = () => ac.abort(new Error('interrupted (SIGINT)'))
   process.once('SIGINT', onSigint)
+  // On a terminal, a progress line on stderr while a file is written (at most a few times a second).
+  let drawnAt = -1
+  const drawProgress = (done: number, all: number) => {
+    const now = performance.now()
+    if (done < all && drawnAt >= 0 && now - drawnAt < PROGRESS_MS) return
+    drawnAt = now
+    err.write(
+      `\r\x1b[Kget: ${formatBytes(done)} of ${formatBytes(all)} (${all > 0 ? Math.floor((done / all) * 100) : 100}%)`,
+    )
+  }
+  const clearProgress = () => {
+    if (drawnAt >= 0) err.write('\r\x1b[K')
+    drawnAt = -1
+  }
   // A range starting at or past the end of the file reads nothing, which here is an error
   // rather than an empty result.
   const pastEnd = (size: number, which: string) => {
@@ -635,7 +649,9 @@ async function get(p: Parsed, out: Out): Promise<number> {
       signal: ac.signal,
       ...reads,
       onStart: (file) => pastEnd(file.size, `checkpoint ${file.cno} of ${store.url}`),
+      onProgress: err.isTTY ? drawProgress : undefined,
     })
+    clearProgress()
     const t = got.timing
     const requests = Object.values(t.requests).reduce((a, b) => a + b, 0)
     if (json) {
@@ -661,6 +677,7 @@ async function get(p: Parsed, out: Out): Promise<number> {
     throw e
   } finally {
     process.removeListener('SIGINT', onSigint)
+    clearProgress()
   }
   return 0
 }

@@ -603,6 +603,29 @@ describe('put: by reference or by value, over an existing container, progress', 
     assert.deepEqual(quiet.writes, [])
   })
 
+  it('on a TTY, get to a file draws a progress line on stderr, ends it at 100 % and clears it before the report', async () => {
+    const path = join(dir, 'get-progress.bin')
+    const bytes = randomBytes(3 * MiB)
+    writeFileSync(path, bytes)
+    assert.equal(await main(['put', path, join(dir, 'get-progress')], fake(false), fake(false)), 0)
+    const out = fake(false)
+    const err = fake(true)
+    const target = join(dir, 'got.bin')
+    const code = await main(['get', join(dir, 'get-progress'), target, '--read-get-max-bytes', '256K'], out, err)
+    assert.equal(code, 0, err.writes.join(''))
+    assert.ok(readFileSync(target).equals(bytes))
+    const lines = err.writes.filter((w) => w !== '\r\x1b[K')
+    assert.ok(lines.length >= 1, 'drawn at least once')
+    for (const l of lines) assert.match(l, /^\r\x1b\[Kget: [\d.]+ \w?i?B of 3\.0 MiB \(\d+%\)$/)
+    assert.match(lines.at(-1) as string, /of 3\.0 MiB \(100%\)$/)
+    assert.equal(err.writes.at(-1), '\r\x1b[K', 'cleared at the end')
+    assert.match(out.writes.join(''), /^got 3\.0 MiB of checkpoint 1 into /)
+    // Not a TTY: nothing on stderr.
+    const quiet = fake(false)
+    assert.equal(await main(['get', join(dir, 'get-progress'), target], fake(false), quiet), 0)
+    assert.deepEqual(quiet.writes, [])
+  })
+
   it('progressLine: done of the total (capped) with a percentage, or bytes alone; the rate; requests in flight', () => {
     assert.equal(
       progressLine({ done: MiB, total: 4 * MiB, requestsInFlight: 3 }, 2),

@@ -39,6 +39,8 @@ export interface DownloadFileOptions extends ReadOptions {
    * handle and the bytes the range holds; what it throws ends the download.
    */
   onStart?: (file: SegmentFile, bytes: number) => void
+  /** Called as the download goes: bytes done of the range (holes count once passed), and the range's bytes. */
+  onProgress?: (done: number, total: number) => void
 }
 
 export interface DownloadResult {
@@ -58,7 +60,7 @@ export async function downloadFile(
   path: string,
   options: DownloadFileOptions = {},
 ): Promise<DownloadResult> {
-  const { cno, signal, onStart } = options
+  const { cno, signal, onStart, onProgress } = options
   if (typeof path !== 'string' || path === '') {
     throw StreamSegmentError.invalidArgument(`downloadFile: path ${JSON.stringify(path)} must name a file`)
   }
@@ -95,13 +97,20 @@ export async function downloadFile(
     tmpExists = true
     try {
       await fh.truncate(bytes)
+      let done = 0
+      const advance = (n: number) => {
+        done += n
+        onProgress?.(done, bytes)
+      }
       if (bytes > 0) {
         await reader.scan(from, from + bytes, {
-          bytes: (at, views) =>
-            writeFully(fh, views, at - from).catch((err) => {
+          bytes: async (at, views) => {
+            await writeFully(fh, views, at - from).catch((err) => {
               throw localError(err, path)
-            }),
-          zeros: () => {}, // the file's length reads as zeros there
+            })
+            advance(views.reduce((n, v) => n + v.byteLength, 0))
+          },
+          zeros: (_at, length) => advance(length), // the file's length reads as zeros there
         })
       }
     } finally {

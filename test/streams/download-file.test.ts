@@ -1,6 +1,6 @@
 /**
  * downloadFile: a checkpoint, or a range of it, written to a local file through a
- * temporary one renamed into place; holes read as zeros; an older checkpoint by cno; bad
+ * temporary one renamed into place; holes read as zeros; progress; an older checkpoint by cno; bad
  * arguments refused before any request; an abort or a failure leaves `path` as it was and
  * no temporary file. (Damaged objects: test/read/corruption.test.ts; radosgw:
  * test/read/s3-read.test.ts.)
@@ -55,8 +55,19 @@ describe('downloadFile', () => {
   it('writes the latest checkpoint, a range of it, or an older one; replaces the file at path', async () => {
     const path = join(dir, 'out.bin')
     await writeFile(path, 'old content')
-    const got = await downloadFile(store, path, { readGetMaxBytes: 64 * KiB, readMaxConcurrency: 3 })
+    const progress: Array<[number, number]> = []
+    const got = await downloadFile(store, path, {
+      readGetMaxBytes: 64 * KiB,
+      readMaxConcurrency: 3,
+      onProgress: (done, total) => progress.push([done, total]),
+    })
     assert.ok((await readFile(path)).equals(second), 'the latest checkpoint, holes as zeros')
+    assert.ok(progress.length > 10, `${progress.length} progress calls`)
+    assert.ok(
+      progress.every(([done, total], i) => total === second.length && done > (progress[i - 1]?.[0] ?? 0)),
+      'progress grows, of the whole range',
+    )
+    assert.deepEqual(progress.at(-1), [second.length, second.length], 'progress ends at the range')
     assert.deepEqual([got.cno, got.size, got.bytes], [2, second.length, second.length])
     assert.ok(got.timing.requests.inode >= 1 && got.timing.requests.data > 4, JSON.stringify(got.timing.requests))
     assert.ok(got.seconds > 0)
