@@ -616,7 +616,10 @@ describe('put: by reference or by value, over an existing container, progress', 
     assert.ok(readFileSync(target).equals(bytes))
     const lines = err.writes.filter((w) => w !== '\r\x1b[K')
     assert.ok(lines.length >= 1, 'drawn at least once')
-    for (const l of lines) assert.match(l, /^\r\x1b\[Kget: [\d.]+ \w?i?B of 3\.0 MiB \(\d+%\)$/)
+    for (const l of lines) {
+      assert.ok(l.startsWith('\r\x1b[K'), JSON.stringify(l))
+      assert.match(l.slice(4), /^get: [\d.]+ \w?i?B of 3\.0 MiB \(\d+%\)$/)
+    }
     assert.match(lines.at(-1) as string, /of 3\.0 MiB \(100%\)$/)
     assert.equal(err.writes.at(-1), '\r\x1b[K', 'cleared at the end')
     assert.match(out.writes.join(''), /^got 3\.0 MiB of checkpoint 1 into /)
