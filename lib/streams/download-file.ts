@@ -24,7 +24,7 @@ import { type ReadOptions, resolveReadOptions } from '../settings.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import { writeFully } from '../util/local-fs.js'
-import { countingStore } from './read-stream.js'
+import { countingStore, withOpen } from './options.js'
 
 export interface DownloadFileOptions extends ReadOptions {
   /** The checkpoint to read (default: the latest). */
@@ -121,12 +121,7 @@ export async function downloadFile(
       throw localError(err, path)
     })
     tmpExists = false
-    const t = reader.timing
-    const timing = {
-      ...t,
-      requests: { ...t.requests, inode: opening.requests },
-      bytes: { ...t.bytes, inode: opening.bytes },
-    }
+    const timing = withOpen(reader.timing, opening)
     return { cno: file.cno, size: file.size, bytes, seconds: (performance.now() - t0) / 1000, timing }
   } catch (err) {
     throw signal?.aborted ? aborted() : err

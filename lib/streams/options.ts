@@ -1,5 +1,9 @@
-/** What the stream adapters share: where the container is, and an AbortSignal that ends the stream. */
+/**
+ * What the stream adapters share: where the container is, an AbortSignal that ends the
+ * stream, and the open's requests counted into a read's timing.
+ */
 import { StreamSegmentError } from '../errors.js'
+import type { ReadTiming } from '../read/reader.js'
 import { openStore, type StoreLocation } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 
@@ -30,4 +34,35 @@ export function destroyOnAbort(
   const onAbort = () => stream.destroy(StreamSegmentError.aborted(`${what} aborted`, signal.reason))
   if (signal.aborted) queueMicrotask(onAbort)
   else signal.addEventListener('abort', onAbort, { once: true })
+}
+
+/** `store` with its GETs and HEADs counted into `into` until `stop` (a handle's open, say). */
+export function countingStore(
+  store: ObjectStore,
+  into: { requests: number; bytes: number },
+): { store: ObjectStore; stop: () => void } {
+  let counting = true
+  const proxy = new Proxy(store, {
+    get(target, prop) {
+      const v = Reflect.get(target, prop, target)
+      if (typeof v !== 'function') return v
+      if (prop !== 'get' && prop !== 'head') return v.bind(target)
+      return async (...args: unknown[]) => {
+        if (counting) into.requests++
+        const r = await v.apply(target, args)
+        if (counting && r instanceof Uint8Array) into.bytes += r.byteLength
+        return r
+      }
+    },
+  })
+  return { store: proxy, stop: () => (counting = false) }
+}
+
+/** A reader's timing with the open's requests and bytes (countingStore's) as `inode`. */
+export function withOpen(t: ReadTiming, open: { requests: number; bytes: number }): ReadTiming {
+  return {
+    ...t,
+    requests: { ...t.requests, inode: open.requests },
+    bytes: { ...t.bytes, inode: open.bytes },
+  }
 }

@@ -33,7 +33,7 @@ import { SegmentFile } from '../segment-file.js'
 import { type ReadOptions, resolveReadOptions } from '../settings.js'
 import type { ObjectStore } from '../store/types.js'
 import { givePieces, isLentPiece } from '../util/piece-pool.js'
-import { destroyOnAbort, type StreamLocation, storeOf } from './options.js'
+import { countingStore, destroyOnAbort, type StreamLocation, storeOf, withOpen } from './options.js'
 
 const MiB = 1024 * 1024
 /** Zeros of a hole are pushed in pieces of at most this. */
@@ -115,12 +115,7 @@ export class StreamSegmentReadStream extends Readable {
   /** Requests and bytes by kind, cache hits; `inode` counts the open. */
   get timing(): ReadTiming | undefined {
     const t = this.reader?.timing
-    if (t === undefined) return undefined
-    return {
-      ...t,
-      requests: { ...t.requests, inode: this.openRequests.requests },
-      bytes: { ...t.bytes, inode: this.openRequests.bytes },
-    }
+    return t === undefined ? undefined : withOpen(t, this.openRequests)
   }
 
   override _open(cb: Callback): void {
@@ -349,29 +344,6 @@ declare module 'streamx' {
     _predestroy(): void
     _destroy(cb: Callback): void
   }
-}
-
-/** The store, counting its requests into `into` until `stop()` (the open's cost). */
-/** `store` with its GETs and HEADs counted into `into` until `stop` (a handle's open, say). */
-export function countingStore(
-  store: ObjectStore,
-  into: { requests: number; bytes: number },
-): { store: ObjectStore; stop: () => void } {
-  let counting = true
-  const proxy = new Proxy(store, {
-    get(target, prop) {
-      const v = Reflect.get(target, prop, target)
-      if (typeof v !== 'function') return v
-      if (prop !== 'get' && prop !== 'head') return v.bind(target)
-      return async (...args: unknown[]) => {
-        if (counting) into.requests++
-        const r = await v.apply(target, args)
-        if (counting && r instanceof Uint8Array) into.bytes += r.byteLength
-        return r
-      }
-    },
-  })
-  return { store: proxy, stop: () => (counting = false) }
 }
 
 export function createStreamSegmentReadStream(options: ReadStreamOptions): StreamSegmentReadStream {
