@@ -556,16 +556,30 @@ export function progressLine(s: ProgressSample, seconds: number): string {
   return `put: ${amount}  ${rate}  ${n} ${n === 1 ? 'request' : 'requests'} in flight`
 }
 
-/** Draws the progress line on `err` now and a few times a second; the function returned clears it. */
-function showProgress(err: Out, sample: () => ProgressSample): () => void {
+/**
+ * Draws a progress line (`line`, put's by default) on `err` now and a few times a second;
+ * the function returned draws it once more, as it ends, then clears it.
+ */
+function showProgress(
+  err: Out,
+  sample: () => ProgressSample,
+  line: (s: ProgressSample, seconds: number) => string = progressLine,
+): () => void {
   const t0 = performance.now()
-  const draw = () => err.write(`\r\x1b[K${progressLine(sample(), (performance.now() - t0) / 1000)}`)
+  const draw = () => err.write(`\r\x1b[K${line(sample(), (performance.now() - t0) / 1000)}`)
   draw()
   const timer = setInterval(draw, PROGRESS_MS)
   return () => {
     clearInterval(timer)
+    draw()
     err.write('\r\x1b[K')
   }
+}
+
+/** get's progress line: bytes written of the range, with a percentage. */
+function getProgressLine(s: ProgressSample): string {
+  const total = s.total ?? s.done
+  return `get: ${formatBytes(s.done)} of ${formatBytes(total)} (${total > 0 ? Math.floor((s.done / total) * 100) : 100}%)`
 }
 
 const GET_USAGE = 'get <url> [file|-] [-o file] [--range a-b] [--cno N] [--json]'
@@ -611,19 +625,12 @@ async function get(p: Parsed, out: Out, err: Out): Promise<number> {
   const ac = new AbortController()
   const onSigint = () => ac.abort(new Error('interrupted (SIGINT)'))
   process.once('SIGINT', onSigint)
-  // On a terminal, a progress line on stderr while a file is written (at most a few times a second).
-  let drawnAt = -1
-  const drawProgress = (done: number, all: number) => {
-    const now = performance.now()
-    if (done < all && drawnAt >= 0 && now - drawnAt < PROGRESS_MS) return
-    drawnAt = now
-    err.write(
-      `\r\x1b[Kget: ${formatBytes(done)} of ${formatBytes(all)} (${all > 0 ? Math.floor((done / all) * 100) : 100}%)`,
-    )
-  }
+  // On a terminal, a progress line on stderr while a file is written.
+  let stopProgress: (() => void) | undefined
+  let done = 0
   const clearProgress = () => {
-    if (drawnAt >= 0) err.write('\r\x1b[K')
-    drawnAt = -1
+    stopProgress?.()
+    stopProgress = undefined
   }
   // A range starting at or past the end of the file reads nothing, which here is an error
   // rather than an empty result.
@@ -648,8 +655,13 @@ async function get(p: Parsed, out: Out, err: Out): Promise<number> {
       cno,
       signal: ac.signal,
       ...reads,
-      onStart: (file) => pastEnd(file.size, `checkpoint ${file.cno} of ${store.url}`),
-      onProgress: err.isTTY ? drawProgress : undefined,
+      onStart: (file, total) => {
+        pastEnd(file.size, `checkpoint ${file.cno} of ${store.url}`)
+        if (err.isTTY) stopProgress = showProgress(err, () => ({ done, total, requestsInFlight: 0 }), getProgressLine)
+      },
+      onProgress: (d) => {
+        done = d
+      },
     })
     clearProgress()
     const t = got.timing
