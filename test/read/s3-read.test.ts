@@ -19,13 +19,20 @@ import { ThrottledStore } from '../helpers/throttled-store.js'
 
 const MiB = 1024 * 1024
 
+/** 24 MiB of random bytes written in 1 MiB writes to a new container on radosgw and flushed; the handle left open. */
+async function container24() {
+  const store = await s3TestStore()
+  const data = randomBytes(24 * MiB)
+  const file = await SegmentFile.create(store, { dataCacheDirtyMaxBytesThreshold: 4 * MiB })
+  for (let at = 0; at < data.length; at += MiB) await file.write(at, data.subarray(at, at + MiB))
+  await file.flush()
+  return { store, data, file }
+}
+
 describe('reads on radosgw', () => {
   it('reads a container back whole, and cold random 4 KiB reads cost at most 3 requests after open', async () => {
-    const store = await s3TestStore()
-    const data = randomBytes(24 * MiB)
-    const f = await SegmentFile.create(store, { dataCacheDirtyMaxBytesThreshold: 4 * MiB })
-    for (let at = 0; at < data.length; at += MiB) await f.write(at, data.subarray(at, at + MiB))
-    await f.flush()
+    const { store, data, file } = await container24()
+    await file.close()
     const chunks: Buffer[] = []
     for await (const c of createStreamSegmentReadStream({ store })) chunks.push(Buffer.from(c as Uint8Array))
     assert.ok(Buffer.concat(chunks).equals(data))
@@ -61,12 +68,8 @@ describe('reads on radosgw', () => {
   })
 
   it("downloadFile writes a container to a local file from the GETs' pieces, read into again", async () => {
-    const store = await s3TestStore()
-    const data = randomBytes(24 * MiB)
-    const f = await SegmentFile.create(store, { dataCacheDirtyMaxBytesThreshold: 4 * MiB })
-    for (let at = 0; at < data.length; at += MiB) await f.write(at, data.subarray(at, at + MiB))
-    await f.flush()
-    await f.close()
+    const { store, data, file } = await container24()
+    await file.close()
     const dir = mkdtempSync(join(tmpdir(), 'ss-s3download-'))
     try {
       const path = join(dir, 'whole.bin')
