@@ -351,6 +351,7 @@ interface Round {
   firstRatio: number
   /** readInto the caller's memory. */
   into: number
+  intoToRaw: number
   intoCpu: number
   /** To a local file: downloadFile, and the stream piped into fs.createWriteStream. */
   download: number
@@ -365,14 +366,17 @@ function median(xs: number[]): number {
   return s.length % 2 === 1 ? (s[m] as number) : ((s[m - 1] as number) + (s[m] as number)) / 2
 }
 
+/** Column `k` over the rounds as "median (min–max)", or '-' where a round has none. */
+function spread(rs: Round[], k: keyof Round, digits: number): string {
+  const xs = rs.map((r) => r[k])
+  if (xs.some((x) => Number.isNaN(x))) return '-'
+  const f = (x: number) => x.toFixed(digits)
+  return `${f(median(xs))} (${f(Math.min(...xs))}–${f(Math.max(...xs))})`
+}
+
 /** One summary row: median (min–max) of each column over the rounds. */
 function summaryRow(name: string, rs: Round[]): string {
-  const col = (k: keyof Round, digits: number) => {
-    const xs = rs.map((r) => r[k])
-    if (xs.some((x) => Number.isNaN(x))) return '-'
-    const f = (x: number) => x.toFixed(digits)
-    return `${f(median(xs))} (${f(Math.min(...xs))}–${f(Math.max(...xs))})`
-  }
+  const col = (k: keyof Round, digits: number) => spread(rs, k, digits)
   return (
     `| ${name} | ${rs.length} | ${col('raw', 0)} | ${col('sdk', 0)} | ${col('stream', 0)} | ${col('ratio', 2)} | ` +
     `${col('streamToSdk', 2)} | ${col('rawCpu', 2)} | ${col('sdkCpu', 2)} | ${col('sdkReadCpu', 2)} | ${col('streamCpu', 2)} | ` +
@@ -425,6 +429,7 @@ async function benchStore(name: string, store: ThrottledStore | CountingStore, i
       streamFirstMs: seq.firstMs,
       firstRatio: seq.firstMs / rw.firstMs,
       into: total / MiB / mine.seconds,
+      intoToRaw: rw.seconds / mine.seconds,
       intoCpu: mine.cpu / gib,
       download: total / MiB / download.seconds,
       downloadCpu: download.cpu / gib,
@@ -441,7 +446,7 @@ async function benchStore(name: string, store: ThrottledStore | CountingStore, i
       w === undefined ? '- | -' : `${w.majorGcs.toFixed(1)} | ${Math.round(w.faults)}`
     memoryRows.push(`| ${name} | ${r + 1} | ${work(rw.memory)} | ${work(sdk?.memory)} | ${work(seq.memory)} |`)
     intoRows.push(
-      `| ${name} | ${r + 1} | ${f(m.into, 0)} | ${f(m.into / m.raw, 2)} | ${f(m.intoCpu, 2)} | ${f(m.rawCpu, 2)} | ` +
+      `| ${name} | ${r + 1} | ${f(m.into, 0)} | ${f(m.intoToRaw, 2)} | ${f(m.intoCpu, 2)} | ${f(m.rawCpu, 2)} | ` +
         `${f(m.streamCpu, 2)} | ${work(mine.memory)} |`,
     )
     fileRows.push(
@@ -450,31 +455,10 @@ async function benchStore(name: string, store: ThrottledStore | CountingStore, i
     )
   }
   await rm(files, { recursive: true, force: true })
-  const col = (xs: number[], digits: number) =>
-    `${median(xs).toFixed(digits)} (${Math.min(...xs).toFixed(digits)}–${Math.max(...xs).toFixed(digits)})`
+  const of = (k: keyof Round, digits: number) => spread(measured, k, digits)
   intoRows.push(
-    `| ${name} | median (min–max) | ${col(
-      measured.map((m) => m.into),
-      0,
-    )} | ${col(
-      measured.map((m) => m.into / m.raw),
-      2,
-    )} | ${col(
-      measured.map((m) => m.intoCpu),
-      2,
-    )} | ${col(
-      measured.map((m) => m.rawCpu),
-      2,
-    )} | ${col(
-      measured.map((m) => m.streamCpu),
-      2,
-    )} | - | - |`,
+    `| ${name} | median (min–max) | ${of('into', 0)} | ${of('intoToRaw', 2)} | ${of('intoCpu', 2)} | ${of('rawCpu', 2)} | ${of('streamCpu', 2)} | - | - |`,
   )
-  const of = (k: keyof Round, digits: number) =>
-    col(
-      measured.map((m) => m[k]),
-      digits,
-    )
   fileRows.push(
     `| ${name} | median (min–max) | ${of('download', 0)} | ${of('downloadCpu', 2)} | ${of('pipe', 0)} | ${of('pipeCpu', 2)} | - | - | - | - |`,
   )
