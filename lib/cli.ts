@@ -576,10 +576,16 @@ function showProgress(
   }
 }
 
-/** get's progress line: bytes written of the range, with a percentage. */
-function getProgressLine(s: ProgressSample): string {
-  const total = s.total ?? s.done
-  return `get: ${formatBytes(s.done)} of ${formatBytes(total)} (${total > 0 ? Math.floor((s.done / total) * 100) : 100}%)`
+/**
+ * The progress line of `verb` (get, export, verify): bytes done of the total, with a
+ * percentage, or bytes alone when the total is not known.
+ */
+function amountLine(verb: string): (s: ProgressSample) => string {
+  return (s) => {
+    if (s.total === undefined) return `${verb}: ${formatBytes(s.done)}`
+    const pct = s.total > 0 ? Math.floor((Math.min(s.done, s.total) / s.total) * 100) : 100
+    return `${verb}: ${formatBytes(s.done)} of ${formatBytes(s.total)} (${pct}%)`
+  }
 }
 
 const GET_USAGE = 'get <url> [file|-] [-o file] [--range a-b] [--cno N] [--json]'
@@ -657,7 +663,7 @@ async function get(p: Parsed, out: Out, err: Out): Promise<number> {
       ...reads,
       onStart: (file, total) => {
         pastEnd(file.size, `checkpoint ${file.cno} of ${store.url}`)
-        if (err.isTTY) stopProgress = showProgress(err, () => ({ done, total, requestsInFlight: 0 }), getProgressLine)
+        if (err.isTTY) stopProgress = showProgress(err, () => ({ done, total, requestsInFlight: 0 }), amountLine('get'))
       },
       onProgress: (d) => {
         done = d
@@ -789,11 +795,20 @@ async function verify(p: Parsed, out: Out, err: Out): Promise<number> {
   const [url] = positionals(p, 1, 1, 'verify <url> [--cno N] [--json]')
   const store = openStore(url as string)
   const t0 = performance.now()
-  const r = await verifyCheckpoint(store, {
-    cno: cnoOption(p),
-    onProgress: err.isTTY ? (b) => err.write(`\r\x1b[Kverify: ${formatBytes(b)}`) : undefined,
-  })
-  if (err.isTTY) err.write('\r\x1b[K')
+  // On a terminal, the bytes read so far, drawn a few times a second.
+  let done = 0
+  const stop = err.isTTY ? showProgress(err, () => ({ done, requestsInFlight: 0 }), amountLine('verify')) : undefined
+  let r: Awaited<ReturnType<typeof verifyCheckpoint>>
+  try {
+    r = await verifyCheckpoint(store, {
+      cno: cnoOption(p),
+      onProgress: (b) => {
+        done = b
+      },
+    })
+  } finally {
+    stop?.()
+  }
   const s = (performance.now() - t0) / 1000
   if (p.flags.has('json')) out.write(`${JSON.stringify({ ...r, seconds: s })}\n`)
   else {
@@ -904,20 +919,25 @@ async function exportCommand(p: Parsed, out: Out, err: Out): Promise<number> {
   const target = exportTarget(dest, p.options.get('contentType'))
   const store = openStore(url)
   const t0 = performance.now()
-  let last = 0
-  const r = await exportObject(store, target, {
-    cno: cnoOption(p),
-    copy: !p.flags.has('noCopy'),
-    onProgress: err.isTTY
-      ? (pr) => {
-          const now = performance.now()
-          if (now - last < PROGRESS_MS) return
-          last = now
-          err.write(`\r\x1b[Kexport: ${formatBytes(pr.copiedBytes + pr.sentBytes)} of ${formatBytes(pr.totalBytes)}`)
-        }
-      : undefined,
-  })
-  if (err.isTTY) err.write('\r\x1b[K')
+  // On a terminal, the bytes copied or sent of the export's size, drawn a few times a
+  // second once the first report gives the size.
+  let stop: (() => void) | undefined
+  let sample: ProgressSample = { done: 0, requestsInFlight: 0 }
+  let r: Awaited<ReturnType<typeof exportObject>>
+  try {
+    r = await exportObject(store, target, {
+      cno: cnoOption(p),
+      copy: !p.flags.has('noCopy'),
+      onProgress: err.isTTY
+        ? (pr) => {
+            sample = { done: pr.copiedBytes + pr.sentBytes, total: pr.totalBytes, requestsInFlight: 0 }
+            stop ??= showProgress(err, () => sample, amountLine('export'))
+          }
+        : undefined,
+    })
+  } finally {
+    stop?.()
+  }
   const s = (performance.now() - t0) / 1000
   if (p.flags.has('json')) {
     out.write(`${JSON.stringify({ ...r, seconds: s })}\n`)

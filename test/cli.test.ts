@@ -629,6 +629,51 @@ describe('put: by reference or by value, over an existing container, progress', 
     assert.deepEqual(quiet.writes, [])
   })
 
+  it('on a TTY, verify and export draw their progress lines on stderr, end them with the total and clear them', async () => {
+    const path = join(dir, 'admin-progress.bin')
+    writeFileSync(path, randomBytes(3 * MiB))
+    const container = join(dir, 'admin-progress')
+    // In a dozen objects: verify reads each one's header, summary, nodes and data.
+    assert.equal(await main(['put', path, container, '--stream-segment-bytes', '256K'], fake(false), fake(false)), 0)
+    /** The lines drawn (each starting with the terminal's erase), once checked to end with a clear. */
+    const drawn = (err: ReturnType<typeof fake>) => {
+      assert.equal(err.writes.at(-1), '\r\x1b[K', 'cleared at the end')
+      const lines = err.writes.filter((w) => w !== '\r\x1b[K')
+      assert.ok(lines.length >= 1, 'drawn at least once')
+      for (const l of lines) assert.ok(l.startsWith('\r\x1b[K'), JSON.stringify(l))
+      return lines.map((l) => l.slice(4))
+    }
+
+    const vOut = fake(false)
+    const vErr = fake(true)
+    const t0 = performance.now()
+    assert.equal(await main(['verify', container, '--json'], vOut, vErr), 0, vErr.writes.join(''))
+    const seconds = (performance.now() - t0) / 1000
+    const report = JSON.parse(vOut.writes.join('')) as { bytesRead: number; problems: unknown[] }
+    assert.deepEqual(report.problems, [])
+    const vLines = drawn(vErr)
+    for (const l of vLines) assert.match(l, /^verify: [\d.]+ \w?i?B$/)
+    // A few times a second, not once per read: at the start, every 250 ms, at the end.
+    assert.ok(vLines.length <= 2 + Math.ceil(seconds * 4), `${vLines.length} lines in ${seconds.toFixed(2)} s`)
+    // The last line is drawn as verify ends: every byte it read (3 MiB of data and more).
+    assert.ok(report.bytesRead >= 3 * MiB && report.bytesRead < 1024 * MiB, `verify read ${report.bytesRead} bytes`)
+    assert.equal(vLines.at(-1), `verify: ${(report.bytesRead / MiB).toFixed(1)} MiB`)
+
+    const eErr = fake(true)
+    const exported = join(dir, 'admin-progress.out')
+    assert.equal(await main(['export', container, exported], fake(false), eErr), 0, eErr.writes.join(''))
+    assert.ok(readFileSync(exported).equals(readFileSync(path)))
+    const eLines = drawn(eErr)
+    for (const l of eLines) assert.match(l, /^export: [\d.]+ \w?i?B of 3\.0 MiB \(\d+%\)$/)
+    assert.match(eLines.at(-1) as string, /^export: 3\.0 MiB of 3\.0 MiB \(100%\)$/)
+
+    // Not a TTY: nothing on stderr.
+    const quiet = fake(false)
+    assert.equal(await main(['verify', container], fake(false), quiet), 0)
+    assert.equal(await main(['export', container, `${exported}.2`], fake(false), quiet), 0)
+    assert.deepEqual(quiet.writes, [])
+  })
+
   it('progressLine: done of the total (capped) with a percentage, or bytes alone; the rate; requests in flight', () => {
     assert.equal(
       progressLine({ done: MiB, total: 4 * MiB, requestsInFlight: 3 }, 2),
