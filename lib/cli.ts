@@ -449,7 +449,7 @@ async function putByReference(
           // Bytes kept from an interrupted upload of the file count as done.
           return { done: uploadedBytes + file.core.uploader.reusedBytes, total: size, requestsInFlight }
         }
-        if (err.isTTY) stop = showProgress(err, sample)
+        if (err.isTTY) stop = showProgress(err, sample, progressLine)
       },
     })
     return { by: 'reference', bytes, timing }
@@ -522,7 +522,7 @@ async function putByValue(
   // Files, pipes, sockets and a child's stdout hand over a new buffer for every chunk.
   const writer = createStreamSegmentWriteStream({ store, signal, adoptChunks: true, ...settings, ...(wal && { wal }) })
   const sample = () => ({ done: writer.bytesWritten, requestsInFlight: writer.file?.progress.requestsInFlight ?? 0 })
-  const stop = err.isTTY ? showProgress(err, sample) : undefined
+  const stop = err.isTTY ? showProgress(err, sample, progressLine) : undefined
   try {
     await (gate === undefined ? pipeline(input, writer) : pipeline(input, gate, writer))
   } catch (e) {
@@ -557,14 +557,10 @@ export function progressLine(s: ProgressSample, seconds: number): string {
 }
 
 /**
- * Draws a progress line (`line`, put's by default) on `err` now and a few times a second;
- * the function returned draws it once more, as it ends, then clears it.
+ * Draws a progress line, `line` of what `sample` gives, on `err` now and a few times a
+ * second; the function returned draws it once more, as it ends, then clears it.
  */
-function showProgress(
-  err: Out,
-  sample: () => ProgressSample,
-  line: (s: ProgressSample, seconds: number) => string = progressLine,
-): () => void {
+function showProgress<S>(err: Out, sample: () => S, line: (s: S, seconds: number) => string): () => void {
   const t0 = performance.now()
   const draw = () => err.write(`\r\x1b[K${line(sample(), (performance.now() - t0) / 1000)}`)
   draw()
@@ -576,11 +572,17 @@ function showProgress(
   }
 }
 
+/** Bytes done of a command's work, and the total when it is known. */
+interface Amount {
+  done: number
+  total?: number
+}
+
 /**
  * The progress line of `verb` (get, export, verify): bytes done of the total, with a
  * percentage, or bytes alone when the total is not known.
  */
-function amountLine(verb: string): (s: ProgressSample) => string {
+function amountLine(verb: string): (s: Amount) => string {
   return (s) => {
     if (s.total === undefined) return `${verb}: ${formatBytes(s.done)}`
     const pct = s.total > 0 ? Math.floor((Math.min(s.done, s.total) / s.total) * 100) : 100
@@ -663,7 +665,7 @@ async function get(p: Parsed, out: Out, err: Out): Promise<number> {
       ...reads,
       onStart: (file, total) => {
         pastEnd(file.size, `checkpoint ${file.cno} of ${store.url}`)
-        if (err.isTTY) stopProgress = showProgress(err, () => ({ done, total, requestsInFlight: 0 }), amountLine('get'))
+        if (err.isTTY) stopProgress = showProgress(err, () => ({ done, total }), amountLine('get'))
       },
       onProgress: (d) => {
         done = d
@@ -797,7 +799,7 @@ async function verify(p: Parsed, out: Out, err: Out): Promise<number> {
   const t0 = performance.now()
   // On a terminal, the bytes read so far, drawn a few times a second.
   let done = 0
-  const stop = err.isTTY ? showProgress(err, () => ({ done, requestsInFlight: 0 }), amountLine('verify')) : undefined
+  const stop = err.isTTY ? showProgress(err, () => ({ done }), amountLine('verify')) : undefined
   let r: Awaited<ReturnType<typeof verifyCheckpoint>>
   try {
     r = await verifyCheckpoint(store, {
@@ -922,7 +924,7 @@ async function exportCommand(p: Parsed, out: Out, err: Out): Promise<number> {
   // On a terminal, the bytes copied or sent of the export's size, drawn a few times a
   // second once the first report gives the size.
   let stop: (() => void) | undefined
-  let sample: ProgressSample = { done: 0, requestsInFlight: 0 }
+  let sample: Amount = { done: 0 }
   let r: Awaited<ReturnType<typeof exportObject>>
   try {
     r = await exportObject(store, target, {
@@ -930,7 +932,7 @@ async function exportCommand(p: Parsed, out: Out, err: Out): Promise<number> {
       copy: !p.flags.has('noCopy'),
       onProgress: err.isTTY
         ? (pr) => {
-            sample = { done: pr.copiedBytes + pr.sentBytes, total: pr.totalBytes, requestsInFlight: 0 }
+            sample = { done: pr.copiedBytes + pr.sentBytes, total: pr.totalBytes }
             stop ??= showProgress(err, () => sample, amountLine('export'))
           }
         : undefined,
