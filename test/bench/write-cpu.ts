@@ -22,7 +22,9 @@
 // Run: npm run build && node dist/esm/test/bench/write-cpu.js
 //   BENCH_MIB (512) and BENCH_STREAM_MIB (1024) change the sizes, BENCH_ROUNDS (3) the
 //   rounds, BENCH_TABLES=1 or 2 runs one table, BENCH_VARIANTS=1,3 some rows of table 2,
-//   BENCH_WARM=1 measures each row of table 2 after an unmeasured run in the same process.
+//   BENCH_WARM=n measures each row of table 2 after n unmeasured runs in the same process
+//   (the steady state of a process that writes again and again: code compiled, memory
+//   mapped; a fresh process pays for both in its first GiB, docs/benchmarks.md).
 import { spawnSync } from 'node:child_process'
 import { once } from 'node:events'
 import { createReadStream, createWriteStream } from 'node:fs'
@@ -115,8 +117,10 @@ async function tableFiles() {
 // --- table 2: streams ---
 
 const streamTotal = Number(process.env.BENCH_STREAM_MIB ?? 1024) * MiB
-/** BENCH_WARM=1: each measured run of the stream table follows an unmeasured one in the same process. */
-const warm = process.env.BENCH_WARM === '1'
+/** BENCH_WARM=n: each measured run of the stream table follows n unmeasured ones in the same process. */
+const warmRuns = Number(process.env.BENCH_WARM ?? 0)
+if (!Number.isInteger(warmRuns) || warmRuns < 0)
+  throw new Error(`BENCH_WARM=${process.env.BENCH_WARM}: a count of runs`)
 const rounds = Number(process.env.BENCH_ROUNDS ?? 3)
 const child = process.env.BENCH_CHILD
 const CHUNK = MiB
@@ -141,6 +145,8 @@ interface Sample {
   cpu: number
   seconds: number
   rss: number
+  /** Minor page faults: memory the run touched for the first time in its process. */
+  faults: number
 }
 
 /** Writes streamTotal bytes of the source into `sink` (a Node or streamx Writable), honouring backpressure. */
@@ -167,10 +173,16 @@ async function measure(fn: () => Promise<number | undefined>): Promise<Sample> {
   global.gc?.()
   const rss0 = process.memoryUsage.rss()
   const c0 = process.cpuUsage()
+  const f0 = process.resourceUsage().minorPageFault
   const t0 = performance.now()
   const peak = (await fn()) ?? process.memoryUsage.rss()
   const c = process.cpuUsage(c0)
-  return { cpu: (c.user + c.system) / 1e6, seconds: (performance.now() - t0) / 1000, rss: Math.max(0, peak - rss0) }
+  return {
+    cpu: (c.user + c.system) / 1e6,
+    seconds: (performance.now() - t0) / 1000,
+    rss: Math.max(0, peak - rss0),
+    faults: process.resourceUsage().minorPageFault - f0,
+  }
 }
 
 /** A Writable (Node's) doing `each(chunk)` per chunk: the ideal writers and the bare source. */
@@ -627,20 +639,20 @@ async function tableStreams() {
   variants.push(...lateRows)
   if (child === undefined)
     console.log(
-      `\n# write-cpu, streams: ${streamTotal / MiB} MiB in 1 MiB chunks, default profile, ${rounds} rounds${warm ? ', each run after an unmeasured one in its process' : ''}, median (min–max) (node ${process.version}, ${cpus()[0]?.model}, ${cpus().length} cores, CRC ${crc32Implementation}; fresh memory ${freshMemoryCost().toFixed(2)} CPU-s/GiB, fresh slab memory ${freshSlabMemoryCost().toFixed(2)})`,
+      `\n# write-cpu, streams: ${streamTotal / MiB} MiB in 1 MiB chunks, default profile, ${rounds} rounds${warmRuns > 0 ? `, each run after ${warmRuns} unmeasured in its process` : ''}, median (min–max) (node ${process.version}, ${cpus()[0]?.model}, ${cpus().length} cores, CRC ${crc32Implementation}; fresh memory ${freshMemoryCost().toFixed(2)} CPU-s/GiB, fresh slab memory ${freshSlabMemoryCost().toFixed(2)})`,
     )
   if (child === undefined) {
     console.log(
-      '| variant | CPU-s/GiB | MB/s | peak RSS growth MiB | CPU ÷ baseline, same round | MB/s ÷ baseline, same round |',
+      '| variant | CPU-s/GiB | MB/s | peak RSS growth MiB | minor faults per GiB | CPU ÷ baseline, same round | MB/s ÷ baseline, same round |',
     )
-    console.log('|---|---:|---:|---:|---:|---:|')
+    console.log('|---|---:|---:|---:|---:|---:|---:|')
   }
   if (child !== undefined) {
     // One variant, one round, in a process of its own: its peak RSS is its own.
     const variant = variants[Number(child)] as (typeof variants)[0]
     await variant.prepare?.()
-    if (warm) {
-      // An unmeasured run first: the measured one finds the code compiled and the memory mapped.
+    // Unmeasured runs first: the measured one finds the code compiled and the memory mapped.
+    for (let w = 0; w < warmRuns; w++) {
       await variant.run()
       for (const c of cleanups.splice(0)) await c()
     }
@@ -688,6 +700,9 @@ async function tableStreams() {
     console.log(
       `| ${v.name}${v.subtractSource ? ' (beyond the source)' : ''} | ${stat(cpu)} | ${stat(rate(i), 0)} | ${stat(
         rs.map((s) => s.rss / MiB),
+        0,
+      )} | ${stat(
+        rs.map((s) => s.faults / gib),
         0,
       )} | ${ratio(cpu, v.cpuVs, cpuOf)} | ${ratio(rate(i), v.rateVs, rate)} |`,
     )
