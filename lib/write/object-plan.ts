@@ -59,17 +59,21 @@ export class SentBlocks {
   /** `id`: the object's id in the dirty tier's placement records. */
   constructor(readonly id: number) {}
 
+  /** Room for `need` entries in every array (they double until they have it). */
+  reserve(need: number): void {
+    if (need <= this.slot.length) return
+    let size = this.slot.length
+    while (size < need) size *= 2
+    this.blockIndex = grownArray(this.blockIndex, new Uint32Array(size), this.count)
+    this.slot = grownArray(this.slot, new Int32Array(size), this.count)
+    this.gen = grownArray(this.gen, new Uint32Array(size), this.count)
+    this.crc = grownArray(this.crc, new Uint32Array(size), this.count)
+  }
+
   /** Appends the blocks keys[0…n), in slots slots[0…n). */
   append(keys: Uint32Array, slots: Int32Array, n: number): void {
     const need = this.count + n
-    if (need > this.slot.length) {
-      let size = this.slot.length
-      while (size < need) size *= 2
-      this.blockIndex = grownArray(this.blockIndex, new Uint32Array(size), this.count)
-      this.slot = grownArray(this.slot, new Int32Array(size), this.count)
-      this.gen = grownArray(this.gen, new Uint32Array(size), this.count)
-      this.crc = grownArray(this.crc, new Uint32Array(size), this.count)
-    }
+    this.reserve(need)
     this.blockIndex.set(keys.subarray(0, n), this.count)
     this.slot.set(slots.subarray(0, n), this.count)
     this.count = need
@@ -117,9 +121,10 @@ export class ObjectPlan {
     let n = p + (rootLeaf ? unsentUnder(rootLeaf, tier) : 0)
     for (const leaf of leaves) n += unsentUnder(leaf, tier)
     this.layout = objectLayout({ dataCount: n, metaCount: nodes.length }, ctx)
-    if (prefix !== undefined && prefix.slot.length >= n) {
-      // The sent blocks' arrays have room for the rest: the plan takes them over (nothing
-      // appends to them once their object closes), instead of copying ~16 bytes per block.
+    if (prefix !== undefined) {
+      // The plan takes the sent blocks' arrays over, grown to hold the rest if they must
+      // (nothing appends to them once their object closes), instead of copying them.
+      prefix.reserve(n)
       this.blockIndex = prefix.blockIndex.subarray(0, n)
       this.slot = prefix.slot.subarray(0, n)
       this.gen = prefix.gen.subarray(0, n)
@@ -129,12 +134,6 @@ export class ObjectPlan {
       this.slot = new Int32Array(n)
       this.gen = new Uint32Array(n)
       this.crc = new Uint32Array(n)
-      if (prefix !== undefined) {
-        this.blockIndex.set(prefix.blockIndex.subarray(0, p))
-        this.slot.set(prefix.slot.subarray(0, p))
-        this.gen.set(prefix.gen.subarray(0, p))
-        this.crc.set(prefix.crc.subarray(0, p))
-      }
     }
     this.taken = p * this.layout.dataBlockSize
     const planned = new Map<MapNode, number>()
