@@ -17,9 +17,10 @@
  *   flight) plus one run; the stream's own buffer is `highWaterMark`. The consumer's
  *   backpressure stops `_read`, and with it the read-ahead.
  * - The consumer gets buffers of its own: a GET's pooled pieces are copied as they are
- *   pushed, four to a buffer, and given back to be read into again (util/piece-pool.ts);
- *   other answers are pushed as they are. A chunk the consumer keeps stays as it is,
- *   whatever is read after it.
+ *   pushed, four to a buffer, one buffer per `_read` (so the copies made ahead of the
+ *   consumer stay within `highWaterMark`), and given back to be read into again
+ *   (util/piece-pool.ts); other answers are pushed as they are. A chunk the consumer keeps
+ *   stays as it is, whatever is read after it.
  * - `start` and `end` are byte offsets, `end` inclusive, as in `fs.createReadStream` and
  *   HTTP ranges; both are clipped to the file, and a start at or past its end gives an
  *   empty stream.
@@ -63,6 +64,12 @@ export interface ReadStreamOptions extends ReadOptions, StreamLocation {
 
 type Callback = (err: Error | null) => void
 
+interface Handing {
+  views: Uint8Array[]
+  /** The first view not pushed yet. */
+  at: number
+}
+
 interface Ahead {
   size: number
   /** The bytes: one view, or views in order (a GET's body as it came, checked). */
@@ -91,6 +98,8 @@ export class StreamSegmentReadStream extends Readable {
   /** The size of the next window planned: 0 before the first (FIRST_WINDOW_BYTES), then window(). */
   private nextWindow = 0
   private fillError: unknown
+  /** The GET whose chunks are being pushed, one per `_read`, and how far. */
+  private handing: Handing | undefined
 
   constructor(options: ReadStreamOptions) {
     const { url, store, signal, highWaterMark = MiB } = options
@@ -148,6 +157,7 @@ export class StreamSegmentReadStream extends Readable {
     const err = state?.error ?? StreamSegmentError.aborted(`read of ${this.store.url} aborted`)
     if (this.queue.length > 0 || this.filling !== undefined || this.planning !== undefined) this.file?.abort(err)
     this.queue = []
+    this.handing = undefined
   }
 
   private async openFile(): Promise<void> {
@@ -163,6 +173,11 @@ export class StreamSegmentReadStream extends Readable {
   }
 
   private async next(): Promise<void> {
+    // A GET being handed over gives its next chunk first, whatever comes after it.
+    if (this.handing !== undefined) {
+      this.handNext(this.handing)
+      return
+    }
     // A window that failed to plan left a gap after the pieces queued: nothing more is pushed.
     if (this.fillError !== undefined) throw this.fillError
     // The first piece queued is pushed as soon as it is there: the fill goes on behind it
@@ -186,19 +201,28 @@ export class StreamSegmentReadStream extends Readable {
     if (bytes instanceof Uint8Array) {
       this.bytesRead += bytes.byteLength
       this.push(bytes)
-    } else {
-      // A GET's bytes: its pooled pieces are copied as they are handed over and go back to
-      // be read into again (util/piece-pool.ts says why); any other buffer is the consumer's.
-      for (const b of handOver(bytes)) {
-        this.bytesRead += b.byteLength
-        this.push(b)
-      }
-      givePieces(bytes)
+    } else if (bytes.length > 0) {
+      this.handNext({ views: bytes, at: 0 })
     }
     // Keep the window full while the consumer works.
     this.fill().catch((err) => {
       this.fillError ??= err
     })
+  }
+
+  /**
+   * Pushes the next chunk of a GET's views (handOverNext): one chunk per `_read`, so the
+   * copies made ahead of the consumer stay within the stream's `highWaterMark`, not a whole
+   * GET of them (up to `readGetMaxBytes`, 16 MiB), and each piece goes back to be read into
+   * again as soon as it is copied (util/piece-pool.ts says why).
+   */
+  private handNext(h: Handing): void {
+    const { chunk, end } = handOverNext(h.views, h.at)
+    givePieces(h.views.slice(h.at, end))
+    h.at = end
+    this.handing = end < h.views.length ? h : undefined
+    this.bytesRead += chunk.byteLength
+    this.push(chunk)
   }
 
   /** Wakes next() waiting for the first queued piece. */
@@ -306,36 +330,28 @@ export class StreamSegmentReadStream extends Readable {
 }
 
 /**
- * A GET's views as the consumer gets them, in order: each run of whole lent pieces copied
- * into buffers of at most HANDOVER_BYTES, of the consumer's own; any other view as it is
- * (it is never given back, so it is the consumer's already).
+ * The next chunk the consumer gets of a GET's views, from view `i` (< views.length), and
+ * the index after the views it holds: a run of whole lent pieces copied into a buffer of at
+ * most HANDOVER_BYTES, of the consumer's own; any other view as it is (it is never given
+ * back, so it is the consumer's already).
  */
-export function handOver(views: readonly Uint8Array[]): Uint8Array[] {
-  const out: Uint8Array[] = []
-  let i = 0
-  while (i < views.length) {
-    const first = views[i] as Uint8Array
-    if (!isLentPiece(first)) {
-      out.push(first)
-      i++
-      continue
-    }
-    let bytes = first.byteLength
-    let end = i + 1
-    for (; end < views.length; end++) {
-      const v = views[end] as Uint8Array
-      if (!isLentPiece(v) || bytes + v.byteLength > HANDOVER_BYTES) break
-      bytes += v.byteLength
-    }
-    const copy = Buffer.allocUnsafe(bytes)
-    for (let at = 0; i < end; i++) {
-      const v = views[i] as Uint8Array
-      copy.set(v, at)
-      at += v.byteLength
-    }
-    out.push(copy)
+export function handOverNext(views: readonly Uint8Array[], i: number): { chunk: Uint8Array; end: number } {
+  const first = views[i] as Uint8Array
+  if (!isLentPiece(first)) return { chunk: first, end: i + 1 }
+  let bytes = first.byteLength
+  let end = i + 1
+  for (; end < views.length; end++) {
+    const v = views[end] as Uint8Array
+    if (!isLentPiece(v) || bytes + v.byteLength > HANDOVER_BYTES) break
+    bytes += v.byteLength
   }
-  return out
+  const chunk = Buffer.allocUnsafe(bytes)
+  for (let at = 0, k = i; k < end; k++) {
+    const v = views[k] as Uint8Array
+    chunk.set(v, at)
+    at += v.byteLength
+  }
+  return { chunk, end }
 }
 
 declare module 'streamx' {

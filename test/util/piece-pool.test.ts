@@ -11,7 +11,7 @@ import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { DirectoryStore } from '../../lib/store/directory.js'
-import { createStreamSegmentReadStream, handOver } from '../../lib/streams/read-stream.js'
+import { createStreamSegmentReadStream, handOverNext } from '../../lib/streams/read-stream.js'
 import {
   dropPieces,
   givePieces,
@@ -71,7 +71,19 @@ describe('piece pool', () => {
   })
 })
 
-describe('handOver: what a read stream pushes for a GET', () => {
+/** Every chunk handOverNext gives for `views`, in order: what a read stream pushes for a GET. */
+function handOver(views: readonly Uint8Array[]): Uint8Array[] {
+  const out: Uint8Array[] = []
+  for (let i = 0; i < views.length; ) {
+    const { chunk, end } = handOverNext(views, i)
+    assert.ok(end > i, 'each chunk holds at least one view')
+    out.push(chunk)
+    i = end
+  }
+  return out
+}
+
+describe('handOverNext: what a read stream pushes for a GET', () => {
   it('copies runs of lent pieces four to a buffer, and passes anything else as it is', () => {
     dropPieces()
     const lent = Array.from({ length: 7 }, (_, i) => takePiece().fill(i + 1))
@@ -147,6 +159,34 @@ describe('a read stream over pooled pieces', () => {
     assert.ok(Buffer.from(got).equals(pattern(at, 3 * MiB, 1)))
     await r.close()
     assert.ok(Buffer.concat(kept).equals(pattern(0, size, 1)), 'still, after a SegmentFile.read')
+    dropPieces()
+  })
+
+  it("copies a GET's pieces as the consumer asks: what it has not taken stays within highWaterMark", async () => {
+    dropPieces()
+    const size = 12 * MiB
+    const store = await container(3, size)
+    const highWaterMark = 512 * 1024
+    // GETs of 4 MiB (after the first, short one), so a GET holds eight times highWaterMark.
+    const rs = createStreamSegmentReadStream({ store, readGetMaxBytes: 4 * MiB, highWaterMark })
+    const it = rs[Symbol.asyncIterator]()
+    const got: Uint8Array[] = []
+    let taken = 0
+    let most = 0
+    while (taken < size) {
+      const { value, done } = await it.next()
+      if (done) break
+      got.push(value as Uint8Array)
+      taken += (value as Uint8Array).byteLength
+      // Stall now and then, long enough for the stream to fill its buffer and stop.
+      if (got.length % 8 === 0) await new Promise((resolve) => setTimeout(resolve, 20))
+      most = Math.max(most, rs.bytesRead - taken)
+    }
+    assert.equal(taken, size)
+    assert.ok(Buffer.concat(got).equals(pattern(0, size, 3)))
+    // Pushed and not taken: the stream's buffer and one chunk (4 pieces), never a GET.
+    assert.ok(most <= highWaterMark + 4 * PIECE_BYTES, `${most} bytes pushed ahead of the consumer`)
+    assert.ok(most >= highWaterMark / 2, `${most}: the stream did fill its buffer while the consumer stalled`)
     dropPieces()
   })
 })
