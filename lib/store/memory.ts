@@ -4,8 +4,15 @@
  * stored object; a multipart object keeps its parts' copies as its chunks (no second
  * copy at completion). ETags are unique per write, not hashes, so storing costs one copy.
  * Stores with the same `mem://name` in one process share their objects.
+ *
+ * A write (put, part, completion) is done when called and answers in a later turn of the
+ * event loop, as a real store's request does. Memory that Node frees in such a turn would
+ * otherwise pile up in a program that works only with memory stores: the memory addon's
+ * slabs (util/huge-memory.ts) are unmapped by a finalizer that Node runs from the event
+ * loop, so a loop of writes that never yields to it held gigabytes.
  */
 import { createHash } from 'node:crypto'
+import { setImmediate as nextTurn } from 'node:timers/promises'
 import { StreamSegmentError } from '../errors.js'
 import {
   checkCopyRange,
@@ -89,6 +96,7 @@ export class MemoryStore implements ObjectStore {
     const etag = newEtag()
     const copy = copyBody(body)
     this.bucket.objects.set(key, { chunks: [copy], size: copy.byteLength, etag, metadata, modifiedMs: Date.now() })
+    await nextTurn()
     return { etag }
   }
 
@@ -162,6 +170,7 @@ export class MemoryStore implements ObjectStore {
     const upload = this.upload(key, uploadId)
     const etag = newEtag()
     upload.parts.set(partNumber, { body: copyBody(body), etag })
+    await nextTurn()
     return { etag }
   }
 
@@ -235,6 +244,7 @@ export class MemoryStore implements ObjectStore {
     const size = bodies.reduce((n, b) => n + b.byteLength, 0)
     this.bucket.objects.set(key, { chunks: bodies, size, etag, metadata: upload.metadata, modifiedMs: Date.now() })
     this.bucket.uploads.delete(uploadId)
+    await nextTurn()
     return { etag }
   }
 
