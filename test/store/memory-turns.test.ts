@@ -20,8 +20,8 @@ it('files on memory stores dropped without close: their slabs are freed as the p
   const before = process.memoryUsage.rss()
   let most = 0
   for (let i = 0; i < files; i++) {
-    // Each file's dirty tier takes two or three fresh 4 MiB slabs; the file is then dropped,
-    // so its slabs go back to the system only once collected and finalized.
+    // Each file's dirty tier takes fresh 4 MiB slabs (~8 MiB here); the file is then
+    // dropped, so its slabs go back to the system only once collected and finalized.
     const f = await SegmentFile.create(new MemoryStore())
     await f.write(0, data)
     await f.flush()
