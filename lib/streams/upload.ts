@@ -123,7 +123,10 @@ const CONDITIONAL = refused('a container publishes its checkpoints by compare-an
 const REQUESTER = refused("not passed on to the container's requests")
 const PART = refused('a multipart upload field: the container makes its own uploads')
 
-/** How each parameter lib-storage takes is treated; a name not here is refused as unknown. */
+/**
+ * How each parameter lib-storage takes is treated; a name not here is refused as unknown.
+ * Every name `UploadParams` has must be listed (checked below when the SDK is upgraded).
+ */
 export const PARAMS: Readonly<Record<string, Treatment>> = {
   Bucket: HONOURED,
   Key: HONOURED,
@@ -158,12 +161,20 @@ export const PARAMS: Readonly<Record<string, Treatment>> = {
   ObjectLockMode: LOCK,
   ObjectLockRetainUntilDate: LOCK,
   ObjectLockLegalHoldStatus: LOCK,
+  ObjectLockEventHold: LOCK,
+  ObjectLockEventHoldDurationDays: LOCK,
+  ObjectLockEventHoldDurationYears: LOCK,
   ContentMD5: CHECKSUM,
   ChecksumCRC32: CHECKSUM,
   ChecksumCRC32C: CHECKSUM,
   ChecksumCRC64NVME: CHECKSUM,
   ChecksumSHA1: CHECKSUM,
   ChecksumSHA256: CHECKSUM,
+  ChecksumSHA512: CHECKSUM,
+  ChecksumMD5: CHECKSUM,
+  ChecksumXXHASH3: CHECKSUM,
+  ChecksumXXHASH64: CHECKSUM,
+  ChecksumXXHASH128: CHECKSUM,
   IfMatch: CONDITIONAL,
   IfNoneMatch: CONDITIONAL,
   WriteOffsetBytes: refused('appending to an object of a directory bucket is not a container write'),
@@ -173,7 +184,7 @@ export const PARAMS: Readonly<Record<string, Treatment>> = {
   PartNumber: PART,
   MultipartUpload: PART,
   MpuObjectSize: PART,
-}
+} satisfies Record<keyof UploadParams, Treatment>
 
 function invalid(message: string): StreamSegmentError {
   return StreamSegmentError.invalidArgument(`Upload: ${message}`)
