@@ -32,6 +32,7 @@ export {
   type CheckpointEntry,
   type CheckpointList,
   type ExportOptions,
+  type ExportProgress,
   type ExportResult,
   type ExportTarget,
   exportObject,
@@ -45,6 +46,8 @@ export {
   type Problem,
   type RemoveResult,
   removeContainer,
+  type S3ExportTarget,
+  type StoreExportTarget,
   type VerifyReport,
   verifyCheckpoint,
 } from './admin/index.js'
@@ -65,7 +68,7 @@ export type { BlockSource } from './state/dirty-tier.js'
 export { DirectoryStore } from './store/directory.js'
 export { MemoryStore } from './store/memory.js'
 export { openStore, type StoreLocation } from './store/open.js'
-export { createS3Client, S3Store, type S3StoreOptions } from './store/s3.js'
+export { type CreateS3ClientOptions, createS3Client, S3Store, type S3StoreOptions } from './store/s3.js'
 export type {
   ByteRange,
   CompletedPart,

@@ -183,9 +183,9 @@ export function checkKey(key: string): void {
 export { throwIfAborted }
 
 /**
- * A store that can answer a GET with its body as the chunks it arrived in, in order, with
- * no copy into one buffer (S3Store): the same request, range rules and errors as `get`,
- * the total length checked against the announced one.
+ * A store that has `ObjectStore.getChunks`: it can answer a GET with its body as the chunks
+ * it arrived in, in order, with no copy into one buffer (S3Store): the same request, range
+ * rules and errors as `get`, the total length checked against the announced one.
  */
 export interface ChunkedGet {
   getChunks(key: string, options?: GetOptions): Promise<Uint8Array[]>

@@ -150,6 +150,11 @@ export interface ObjectStore {
   readonly minPartBytes?: number
   put(key: string, body: Body, options?: PutOptions): Promise<{ etag: string }>
   get(key: string, options?: GetOptions): Promise<Uint8Array>
+  /**
+   * Optional: `get`'s answer as a list of buffers, in order, which the caller owns (the same
+   * ranges and errors); the reader takes its data this way when a store has it.
+   */
+  getChunks?(key: string, options?: GetOptions): Promise<Uint8Array[]>
   head(key: string, options?: RequestOptions): Promise<ObjectInfo | undefined>
   /** Every key under `prefix` (relative to the container), in lexicographic order. */
   list(prefix?: string, options?: RequestOptions): AsyncIterable<ListEntry>
