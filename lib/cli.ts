@@ -119,7 +119,8 @@ Commands:
                    a write-ahead log folder: its container, files, records, a torn tail, the lock
   verify <url> [--cno N] [--json]
                    check every header, summary, node and block CRC reachable from a checkpoint;
-                   exits 4 (ERR_CORRUPT) or 3 (ERR_NOT_FOUND) when anything is wrong
+                   exits 4 (ERR_CORRUPT), 3 (ERR_NOT_FOUND) or 5 (ERR_UNSUPPORTED) when
+                   anything is wrong
   gc <url> [--keep N] [--keep-cnos a,b] [--keep-newer-than T] [--grace T] [--dry-run] [--json]
                    keep the N newest checkpoints (default 1) and delete the objects no kept
                    checkpoint reaches, once older than the grace period (default 1h); T is
@@ -141,7 +142,8 @@ Settings for put, by their names or in kebab case, sizes with K/M/G (binary) suf
 ${wrap(Object.keys(SPEC_DEFAULTS).join(', '), '  ', 92)}
 --format stream|parted chooses a new container's layout: StreamSegment (tail first, sent
 while written, the default) or PartedSegment (head first, each object built whole).
-Reads take --read-get-max-bytes, --read-max-concurrency, --read-ahead-bytes.
+Reads take --read-get-max-bytes, --read-max-concurrency, --read-summary-cache-bytes and
+--read-ahead-bytes.
 
 Container URLs: s3://bucket/prefix, file:///dir or a directory path, mem://name (schemes in
 any case). Anything else that starts like a URL (s3:/x, gs://, https://) is refused; a local
@@ -273,7 +275,7 @@ function cnoOption(p: Parsed): number | undefined {
   return Number(v)
 }
 
-const READ_OPTIONS = ['readGetMaxBytes', 'readMaxConcurrency', 'readAheadBytes'] as const
+const READ_OPTIONS = ['readGetMaxBytes', 'readMaxConcurrency', 'readSummaryCacheBytes', 'readAheadBytes'] as const
 
 function readOptions(p: Parsed): Partial<Record<(typeof READ_OPTIONS)[number], number>> {
   const out: Partial<Record<(typeof READ_OPTIONS)[number], number>> = {}
@@ -731,7 +733,7 @@ async function ls(p: Parsed, out: Out): Promise<number> {
   return 0
 }
 
-async function inspect(p: Parsed, out: Out): Promise<number> {
+async function inspect(p: Parsed, out: Out, err: Out): Promise<number> {
   const walDir = p.options.get('wal')
   if (walDir !== undefined) return inspectWalFolder(p, walDir, out)
   const [url] = positionals(p, 1, 1, 'inspect <url> [--cno N] [--json]')
@@ -739,7 +741,7 @@ async function inspect(p: Parsed, out: Out): Promise<number> {
   const r = await inspectCheckpoint(store, { cno: cnoOption(p) })
   if (p.flags.has('json')) {
     out.write(`${JSON.stringify(r)}\n`)
-    return r.problems.length > 0 ? worstExit(r.problems) : 0
+    return problemsFound('inspect', r, err)
   }
   out.write(
     `checkpoint ${r.cno} of ${r.url}${r.published ? ' (published)' : ''}: ${r.format}, ${r.size} bytes, ` +
@@ -768,7 +770,7 @@ async function inspect(p: Parsed, out: Out): Promise<number> {
   }
   out.write(`${table(rows, [false, true, false, true, true, true, true, true, true, true, false])}\n`)
   for (const pr of r.problems) out.write(`${pr.code} ${pr.what} ${pr.where}: ${pr.message}\n`)
-  return r.problems.length > 0 ? worstExit(r.problems) : 0
+  return problemsFound('inspect', r, err)
 }
 
 /** `inspect --wal DIR`: what a replay would find, read without changing anything. */
@@ -821,9 +823,20 @@ async function verify(p: Parsed, out: Out, err: Out): Promise<number> {
         `${r.problems.length === 0 ? 'ok' : `${r.problems.length} problems`}\n`,
     )
   }
+  return problemsFound('verify', r, err)
+}
+
+/** 0 when a report found no problem; else one line on stderr and the exit code of the worst. */
+function problemsFound(
+  command: string,
+  r: { problems: readonly Problem[]; cno: number; url: string },
+  err: Out,
+): number {
   if (r.problems.length === 0) return 0
   const code = worstCode(r.problems)
-  err.write(`stream-segment: ${code}: verify found ${r.problems.length} problems in checkpoint ${r.cno} of ${r.url}\n`)
+  err.write(
+    `stream-segment: ${code}: ${command} found ${r.problems.length} problems in checkpoint ${r.cno} of ${r.url}\n`,
+  )
   return EXIT_CODES[code]
 }
 
@@ -956,10 +969,6 @@ async function exportCommand(p: Parsed, out: Out, err: Out): Promise<number> {
   return 0
 }
 
-function worstExit(problems: readonly Problem[]): number {
-  return EXIT_CODES[worstCode(problems)]
-}
-
 /** Every command: what it accepts, and what runs it. */
 const COMMANDS: Record<string, { spec: CommandSpec; run: (p: Parsed, out: Out, err: Out) => Promise<number> }> = {
   put: {
@@ -991,9 +1000,14 @@ export async function main(
   process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true'
   try {
     const [first, ...rest] = argv
-    if (first === undefined || first === '-h' || first === '--help' || first === 'help') {
+    if (first === undefined) {
+      // A usage mistake: the usage goes where failures go, stdout stays empty.
+      err.write(USAGE)
+      return EXIT_CODES.usage
+    }
+    if (first === '-h' || first === '--help' || first === 'help') {
       out.write(USAGE)
-      return first === undefined ? EXIT_CODES.usage : 0
+      return 0
     }
     if (first === '-v' || first === '--version') {
       out.write(`${version()}\n`)

@@ -118,7 +118,11 @@ it('--help prints usage and exits 0; no arguments exits 2', () => {
   assert.equal(r.status, 0)
   assert.match(r.text, /^Usage: stream-segment <command>/)
   for (const c of ['put', 'get', 'ls', 'inspect', 'verify', 'gc', 'rm']) assert.match(r.text, new RegExp(`\\n  ${c} `))
-  assert.equal(run([]).status, 2)
+  // No command is a usage mistake: the usage goes to stderr, nothing to stdout.
+  const none = run([])
+  assert.equal(none.status, 2)
+  assert.equal(none.text, '')
+  assert.match(none.stderr, /^Usage: stream-segment <command>/)
 })
 
 it('an unknown command is a one-line error with its code, no stack', () => {
@@ -187,6 +191,20 @@ describe('commands on a directory store', () => {
     assert.equal(f.status, 0, f.stderr)
     assert.match(f.text, /^got 1\.0 MiB of checkpoint 2 into .*out\.bin/)
     assert.ok(readFileSync(out).equals(second))
+    // The read options: small GETs, one at a time, no summary cache, a small read-ahead.
+    const tuned = run(
+      ['get', url, '-', '--cno', '1', '--read-get-max-bytes', '8k', '--read-max-concurrency', '1'].concat([
+        '--read-summary-cache-bytes',
+        '0',
+        '--read-ahead-bytes',
+        '64k',
+      ]),
+    )
+    assert.equal(tuned.status, 0, tuned.stderr)
+    assert.ok(tuned.stdout.equals(data))
+    const badRead = run(['get', url, '-', '--read-max-concurrency', '0'])
+    assert.equal(badRead.status, 2)
+    assert.match(badRead.stderr, /^stream-segment: ERR_INVALID_ARGUMENT: .*readMaxConcurrency.*\n$/)
     const range = run(['get', url, '-', '--range', '4000-9000', '--cno', '1'])
     assert.equal(range.status, 0, range.stderr)
     assert.ok(range.stdout.equals(data.subarray(4000, 9001)))
@@ -353,6 +371,17 @@ describe('commands on a directory store', () => {
     )
     b[5000] = (b[5000] as number) ^ 0x10
     writeFileSync(victim, b)
+    // inspect reads headers, summaries and nodes, not data: a flipped header byte is its problem.
+    const h = readFileSync(victim)
+    h[h.length - 100] = (h[h.length - 100] as number) ^ 0x10
+    writeFileSync(victim, h)
+    const i = run(['inspect', url, '--cno', '1'])
+    assert.equal(i.status, 4, i.stderr)
+    assert.match(i.text, /\nERR_CORRUPT header 0000000001\.1[ :]/)
+    assert.match(i.stderr, /^stream-segment: ERR_CORRUPT: inspect found \d+ problems in checkpoint 1 of /)
+    assert.ok(i.stderr.endsWith(` of ${url}\n`) && i.stderr.split('\n').length === 2, i.stderr)
+    h[h.length - 100] = (h[h.length - 100] as number) ^ 0x10
+    writeFileSync(victim, h)
   })
 
   it('failures: one line with the code, distinct exit codes, a stack only with DEBUG', () => {

@@ -135,7 +135,10 @@ export async function inspectCheckpoint(
           report.liveSlots = live
           report.deadSlots = s.count - live
         } catch (err) {
-          report.error = toProblem(err, 'header', key).message
+          const problem = toProblem(err, 'header', key)
+          report.error = problem.message
+          // A problem of the report, as the walk's are (once per object: the walk may have met it).
+          if (!problems.some((p) => p.where.split(' ')[0] === key && p.message === problem.message)) problems.push(problem)
         }
         return report
       }),
