@@ -6,6 +6,7 @@
  */
 
 import { type ChildProcess, spawn } from 'node:child_process'
+import { fstatSync } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import { type Readable, Transform, type Writable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
@@ -316,6 +317,14 @@ function table(rows: Array<Array<string | number>>, right: boolean[]): string {
 
 type Out = NodeJS.WritableStream & { isTTY?: boolean }
 
+function stdinIsDirectory(): boolean {
+  try {
+    return fstatSync(0).isDirectory()
+  } catch {
+    return false // no stdin: reading it fails on its own
+  }
+}
+
 // --- commands ---
 
 async function put(p: Parsed, out: Out, err: Out): Promise<number> {
@@ -351,6 +360,10 @@ async function put(p: Parsed, out: Out, err: Out): Promise<number> {
     settings[name] = typeof SPEC_DEFAULTS[name] === 'string' ? value : parseSize(optionName(p, name), value)
   }
   const store = openStore(url)
+  if (source === '-' && producer === undefined && stdinIsDirectory()) {
+    // A shell's `< dir` gives a descriptor that reads as an empty file: that is no content.
+    throw StreamSegmentError.invalidArgument('-: stdin is a directory')
+  }
   const fh = source === '-' ? undefined : await openLocalFile(source)
   const child = producer === undefined ? undefined : startProducer(producer)
   const ac = new AbortController()
@@ -990,6 +1003,17 @@ const COMMANDS: Record<string, { spec: CommandSpec; run: (p: Parsed, out: Out, e
   export: { spec: { values: ['cno', 'contentType'], flags: ['json', 'noCopy'] }, run: exportCommand },
 }
 
+/**
+ * Errors stdout emits: EPIPE (the reader went away) ends the output quietly; the error
+ * of a pipeline that destroyed stdout is the command's own, reported once by `main`;
+ * anything else (a full disk behind a redirect) is reported here.
+ */
+function onStdoutError(e: NodeJS.ErrnoException): void {
+  if (e.code === 'EPIPE' || e instanceof StreamSegmentError) return
+  process.stderr.write(`stream-segment: ERR_STORE: stdout: ${e.message}\n`)
+  process.exitCode = EXIT_CODES.ERR_STORE
+}
+
 /** Runs the CLI; resolves to the process exit code. */
 export async function main(
   argv: readonly string[],
@@ -998,6 +1022,8 @@ export async function main(
 ): Promise<number> {
   // The SDK's multi-line notice about future Node versions would break the one-line output.
   process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true'
+  // A reader of stdout that went away (`ls | head -1`) ends the output, not the process.
+  if (out === process.stdout && process.stdout.listenerCount('error') === 0) process.stdout.on('error', onStdoutError)
   try {
     const [first, ...rest] = argv
     if (first === undefined) {

@@ -34,6 +34,7 @@ import {
 import type { BlockSource } from './state/dirty-tier.js'
 import { FileState } from './state/file-state.js'
 import type { ObjectStore } from './store/types.js'
+import { bytesOf } from './util/typed-arrays.js'
 import type { WalLog, WalRecord } from './wal/log.js'
 import { checkWalOptions, type OpenedWal, openWal, type WalOptions, type WalReplay } from './wal/wal.js'
 import { type FlushTiming, flush, startPublish } from './write/flush.js'
@@ -334,14 +335,22 @@ export class SegmentFile {
   }
 
   /**
-   * Writes `bytes` at `offset`. With `{ adopt: true }` the caller hands the bytes over:
+   * Writes `data` at `offset`: a Buffer or Uint8Array, or any other ArrayBufferView, whose
+   * bytes (not elements) are written. With `{ adopt: true }` the caller hands the bytes over:
    * runs of whole blocks (from a block boundary of the file, at least 256 KiB at 4 KiB
    * blocks) are kept as they are, not copied, until the object holding them is stored;
-   * the rest is copied. The caller must then not change `bytes` until the checkpoint
+   * the rest is copied. The caller must then not change `data` until the checkpoint
    * holding them is published (or the handle closed). Adopted bytes count against the
    * dirty limit like copied ones. With a WAL the bytes are logged first, then applied.
    */
-  write(offset: number, bytes: Uint8Array, options?: { adopt?: boolean }): Promise<void> {
+  write(offset: number, data: ArrayBufferView, options?: { adopt?: boolean }): Promise<void> {
+    // Checked before the call is queued: a bad argument fails this call only.
+    let bytes: Uint8Array
+    try {
+      bytes = bytesOf('write: bytes', data)
+    } catch (err) {
+      return Promise.reject(err)
+    }
     const adopt = options?.adopt === true
     const wal = this.wal?.log
     if (wal === undefined) return this.run('write', true, () => this.writer.write(offset, bytes, adopt))
@@ -398,19 +407,16 @@ export class SegmentFile {
   }
 
   /**
-   * Reads the bytes from `offset` into `target` (memory the caller owns and may reuse:
-   * no buffer is made for the bytes) and resolves to how many were read: fewer than
-   * `target.byteLength` at the end of the file, and the rest of `target` is left as it
-   * was. Otherwise as `read`. On failure, resolves only once nothing writes into
-   * `target` any more; what it holds then is unspecified.
+   * Reads the bytes from `offset` into `into` (memory the caller owns and may reuse: no
+   * buffer is made for the bytes; a Buffer, a Uint8Array or any ArrayBufferView, filled
+   * byte by byte) and resolves to how many were read: fewer than `into.byteLength` at the
+   * end of the file, and the rest of `into` is left as it was. Otherwise as `read`. On
+   * failure, resolves only once nothing writes into `into` any more; what it holds then is
+   * unspecified.
    */
-  readInto(offset: number, target: Uint8Array): Promise<number> {
+  readInto(offset: number, into: ArrayBufferView): Promise<number> {
     return this.run('read', false, async () => {
-      if (!(target instanceof Uint8Array)) {
-        const got =
-          target === null ? 'null' : typeof target === 'object' ? (target as object).constructor?.name : typeof target
-        throw StreamSegmentError.invalidArgument(`readInto: target must be a Uint8Array or a Buffer, got ${got}`)
-      }
+      const target = bytesOf('readInto: target', into)
       checkRange(offset, target.byteLength, this.core.blockSize)
       const end = Math.min(offset + target.byteLength, this.core.size)
       if (end <= offset) return 0

@@ -8,7 +8,17 @@ import assert from 'node:assert/strict'
 import { execFileSync, type SpawnSyncOptions, spawn, spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { once } from 'node:events'
-import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import {
+  closeSync,
+  cpSync,
+  existsSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs'
 import { writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
@@ -341,6 +351,36 @@ describe('commands on a directory store', () => {
     const j = JSON.parse(run(['inspect', url, '--json']).text)
     assert.equal(j.cno, 3)
     assert.ok(j.objects.every((o: { header?: unknown }) => o.header !== undefined))
+  })
+
+  it('a reader of stdout that goes away ends the output quietly (exit 0, no stack)', async () => {
+    for (const args of [
+      ['ls', url],
+      ['inspect', url],
+    ]) {
+      const child = spawn(process.execPath, [bin, ...args], { env: quietEnv(), stdio: ['ignore', 'pipe', 'pipe'] })
+      child.stdout.destroy() // before the command writes anything: its writes meet EPIPE
+      let stderr = ''
+      child.stderr.on('data', (d) => {
+        stderr += d
+      })
+      const [status] = await once(child, 'close')
+      assert.equal(status, 0, stderr)
+      assert.equal(stderr, '')
+    }
+  })
+
+  it('put - refuses a directory as stdin (it reads as an empty file) and publishes nothing', () => {
+    const before = run(['ls', url, '--json']).text
+    const fd = openSync(dir, 'r')
+    try {
+      const r = run(['put', '-', url], { stdio: [fd, 'pipe', 'pipe'] })
+      assert.equal(r.status, 2, r.stderr)
+      assert.equal(r.stderr, 'stream-segment: ERR_INVALID_ARGUMENT: -: stdin is a directory\n')
+    } finally {
+      closeSync(fd)
+    }
+    assert.equal(run(['ls', url, '--json']).text, before)
   })
 
   it('verify passes a clean checkpoint, and names what and where when a byte flips (exit 4)', () => {

@@ -55,13 +55,44 @@ describe('SegmentFile', () => {
     await assert.rejects(
       r.readInto(0, [1, 2, 3] as unknown as Uint8Array),
       (err) =>
-        code('ERR_INVALID_ARGUMENT')(err) && /target must be a Uint8Array or a Buffer, got Array/.test(String(err)),
+        code('ERR_INVALID_ARGUMENT')(err) &&
+        /target must be a Buffer, a Uint8Array or another ArrayBufferView, got Array/.test(String(err)),
     )
     await assert.rejects(r.readInto(0, 'abc' as unknown as Uint8Array), /got string/)
     await f.close()
     await assert.rejects(f.read(0, 1), code('ERR_STATE'))
     await assert.rejects(f.readInto(0, Buffer.alloc(1)), code('ERR_STATE'))
     await r.close()
+  })
+
+  it('write takes any ArrayBufferView as its bytes; anything else fails that call only, not the handle', async () => {
+    const store = new MemoryStore()
+    const f = await SegmentFile.create(store)
+    for (const bad of [null, undefined, 'abc', [1, 2], { byteLength: 10 }, new ArrayBuffer(8)]) {
+      await assert.rejects(
+        f.write(0, bad as unknown as Uint8Array),
+        (err) => code('ERR_INVALID_ARGUMENT')(err) && /write: bytes must be a Buffer, a Uint8Array/.test(String(err)),
+      )
+    }
+    // A typed array's bytes, not its elements; a DataView's window.
+    const words = new Uint16Array([0x0201, 0x0403])
+    const doubles = new Float64Array([1.5])
+    const window = new DataView(pattern(7, 64).buffer, 8, 16)
+    await f.write(0, words)
+    await f.write(4, doubles)
+    await f.write(12, window)
+    await f.flush()
+    const want = Buffer.concat([
+      Buffer.from(words.buffer),
+      Buffer.from(doubles.buffer),
+      Buffer.from(window.buffer, window.byteOffset, window.byteLength),
+    ])
+    assert.deepEqual(Buffer.from(await f.read(0, 28)), want)
+    // readInto fills a typed array's bytes the same way.
+    const into = new Uint32Array(7)
+    assert.equal(await f.readInto(0, into), 28)
+    assert.deepEqual(Buffer.from(into.buffer), want)
+    await f.close()
   })
 
   it('readInto fills memory the caller owns, GETs as the read options say; once it has failed nothing writes into it', async () => {

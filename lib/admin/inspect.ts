@@ -138,7 +138,8 @@ export async function inspectCheckpoint(
           const problem = toProblem(err, 'header', key)
           report.error = problem.message
           // A problem of the report, as the walk's are (once per object: the walk may have met it).
-          if (!problems.some((p) => p.where.split(' ')[0] === key && p.message === problem.message)) problems.push(problem)
+          if (!problems.some((p) => p.where.split(' ')[0] === key && p.message === problem.message))
+            problems.push(problem)
         }
         return report
       }),

@@ -24,7 +24,7 @@ import { type ReadOptions, resolveReadOptions } from '../settings.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import { writeFully } from '../util/local-fs.js'
-import { countingStore, withOpen } from './options.js'
+import { checkStreamOptions, countingStore, withOpen } from './options.js'
 
 export interface DownloadFileOptions extends ReadOptions {
   /** The checkpoint to read (default: the latest). */
@@ -60,6 +60,7 @@ export async function downloadFile(
   path: string,
   options: DownloadFileOptions = {},
 ): Promise<DownloadResult> {
+  checkStreamOptions('downloadFile', options)
   const { cno, signal, onStart, onProgress } = options
   if (typeof path !== 'string' || path === '') {
     throw StreamSegmentError.invalidArgument(`downloadFile: path ${JSON.stringify(path)} must name a file`)
@@ -96,7 +97,9 @@ export async function downloadFile(
     })
     tmpExists = true
     try {
-      await fh.truncate(bytes)
+      await fh.truncate(bytes).catch((err) => {
+        throw localError(err, path)
+      })
       let done = 0
       const advance = (n: number) => {
         done += n
@@ -133,7 +136,7 @@ export async function downloadFile(
 }
 
 /** Failures that writing again will not mend: the path is wrong for a file. */
-const BAD_PATH = new Set(['EISDIR', 'ENOTDIR', 'EACCES', 'EPERM', 'EROFS', 'ENAMETOOLONG'])
+const BAD_PATH = new Set(['EISDIR', 'ENOTDIR', 'EACCES', 'EPERM', 'EROFS', 'ENAMETOOLONG', 'EFBIG'])
 
 /**
  * A local file system failure naming `path`, its cause kept: ERR_NOT_FOUND for a missing

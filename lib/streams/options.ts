@@ -6,6 +6,7 @@ import { StreamSegmentError } from '../errors.js'
 import type { ReadTiming } from '../read/reader.js'
 import { openStore, type StoreLocation } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
+import { describeValue } from '../util/typed-arrays.js'
 
 /** Where a stream's container is: a URL, or the store itself (exactly one). */
 export interface StreamLocation {
@@ -22,6 +23,35 @@ export function storeOf(options: StreamLocation, who: string): ObjectStore {
     throw StreamSegmentError.invalidArgument(`${who}: give exactly one of url and store`)
   }
   return store ?? openStore(url as StoreLocation)
+}
+
+/**
+ * The options every stream checks before it is made (a stream made starts its work, so a
+ * bad option found later would fail that work, not the call): `signal` an AbortSignal,
+ * `highWaterMark` a byte count.
+ */
+export function checkStreamOptions(who: string, options: { signal?: unknown; highWaterMark?: unknown }): void {
+  if (typeof options !== 'object' || options === null) {
+    throw StreamSegmentError.invalidArgument(`${who}: options must be an object, got ${describeValue(options)}`)
+  }
+  const { signal, highWaterMark } = options
+  if (signal !== undefined && !isSignal(signal)) {
+    throw StreamSegmentError.invalidArgument(`${who}: signal must be an AbortSignal, got ${describeValue(signal)}`)
+  }
+  if (highWaterMark !== undefined && !(Number.isSafeInteger(highWaterMark) && (highWaterMark as number) >= 0)) {
+    throw StreamSegmentError.invalidArgument(
+      `${who}: highWaterMark ${describeValue(highWaterMark)} must be a byte count (an integer ≥ 0)`,
+    )
+  }
+}
+
+/** An AbortSignal, or an object that behaves as one (another realm's, a polyfill's). */
+export function isSignal(value: unknown): value is AbortSignal {
+  if (value instanceof AbortSignal) return true
+  const v = value as { aborted?: unknown; addEventListener?: unknown } | null
+  return (
+    typeof v === 'object' && v !== null && typeof v.aborted === 'boolean' && typeof v.addEventListener === 'function'
+  )
 }
 
 /** Destroys `stream` with ERR_ABORTED (`what` aborted) when `signal` aborts, or at once if it has. */

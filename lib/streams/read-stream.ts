@@ -34,7 +34,7 @@ import { SegmentFile } from '../segment-file.js'
 import { type ReadOptions, resolveReadOptions } from '../settings.js'
 import type { ObjectStore } from '../store/types.js'
 import { givePieces, isLentPiece } from '../util/piece-pool.js'
-import { countingStore, destroyOnAbort, type StreamLocation, storeOf, withOpen } from './options.js'
+import { checkStreamOptions, countingStore, destroyOnAbort, type StreamLocation, storeOf, withOpen } from './options.js'
 
 const MiB = 1024 * 1024
 /** Zeros of a hole are pushed in pieces of at most this. */
@@ -102,6 +102,7 @@ export class StreamSegmentReadStream extends Readable {
   private handing: Handing | undefined
 
   constructor(options: ReadStreamOptions) {
+    checkStreamOptions('createStreamSegmentReadStream', options)
     const { url, store, signal, highWaterMark = MiB } = options
     super({ highWaterMark })
     for (const name of ['start', 'end'] as const) {

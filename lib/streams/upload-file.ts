@@ -29,7 +29,9 @@ import { type StoreLocation, storeAt } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import { BufferPool } from '../util/buffer-pool.js'
 import { allocLarge } from '../util/huge-memory.js'
+import { describeValue } from '../util/typed-arrays.js'
 import type { FlushTiming } from '../write/flush.js'
+import { checkStreamOptions } from './options.js'
 import { openForAppend } from './write-stream.js'
 
 /** A file's version as a torn-source check compares it: size, mtime and ctime. */
@@ -135,6 +137,15 @@ export async function uploadFile(
   settings: Partial<Settings> = {},
   options: UploadFileOptions = {},
 ): Promise<FlushTiming> {
+  checkStreamOptions('uploadFile', options)
+  if (typeof settings !== 'object' || settings === null) {
+    throw StreamSegmentError.invalidArgument(`uploadFile: settings must be an object, got ${describeValue(settings)}`)
+  }
+  if (typeof path !== 'string' && !(typeof path === 'object' && path !== null && typeof path.stat === 'function')) {
+    throw StreamSegmentError.invalidArgument(
+      `uploadFile: path must be a path or an open FileHandle, got ${describeValue(path)}`,
+    )
+  }
   const { signal, onStart, resume = true, resumeMaxAgeMs = DEFAULT_RESUME_MAX_AGE_MS } = options
   if (typeof resume !== 'boolean') {
     throw StreamSegmentError.invalidArgument(`uploadFile: resume = ${JSON.stringify(resume)}: must be true or false`)
@@ -151,6 +162,12 @@ export async function uploadFile(
   const fh = typeof path === 'string' ? await openLocalFile(path) : path
   try {
     const version = await fh.stat()
+    if (!version.isFile()) {
+      // A directory reads as EISDIR, a FIFO or a device as bytes without a size to refer to.
+      throw StreamSegmentError.invalidArgument(
+        `${typeof path === 'string' ? path : 'uploadFile'}: not a regular file (give a stream of it to the write stream instead)`,
+      )
+    }
     const { size } = version
     const file = await openForAppend(store, settings)
     const onAbort = () => file.abort(aborted())

@@ -39,6 +39,7 @@ import type { Settings } from '../settings.js'
 import { openStore } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import type { FlushTiming } from '../write/flush.js'
+import { isSignal } from './options.js'
 import { createStreamSegmentWriteStream, type StreamSegmentWriteStream } from './write-stream.js'
 
 const MiB = 1024 * 1024
@@ -338,6 +339,9 @@ export class Upload extends EventEmitter {
         throw invalid('exportTo: { Bucket, Key, … } naming the plain object to write')
       }
       if ('client' in t) throw invalid("exportTo: no client (the Upload's own is used)")
+    }
+    if (abortController !== undefined && !isSignal((abortController as { signal?: unknown } | null)?.signal)) {
+      throw invalid('abortController: must be an AbortController (an object with an AbortSignal as its signal)')
     }
     this.exportTo = exportTo
     this.client = client

@@ -35,7 +35,7 @@ import { type Settings, STREAMING_PROFILE } from '../settings.js'
 import type { ObjectStore } from '../store/types.js'
 import type { WalOptions } from '../wal/wal.js'
 import type { FlushTiming } from '../write/flush.js'
-import { destroyOnAbort, type StreamLocation, storeOf } from './options.js'
+import { checkStreamOptions, destroyOnAbort, type StreamLocation, storeOf } from './options.js'
 
 export interface WriteStreamOptions extends Partial<Settings>, StreamLocation {
   signal?: AbortSignal
@@ -146,6 +146,7 @@ export class StreamSegmentWriteStream extends Writable {
       ...settings
     } = options
     // Checked before super(): Node's Writable schedules `_construct` as soon as it is made.
+    checkStreamOptions('createStreamSegmentWriteStream', options)
     if (profile !== 'streaming' && profile !== 'spec') {
       throw StreamSegmentError.invalidArgument(`profile ${JSON.stringify(profile)}: must be 'streaming' or 'spec'`)
     }

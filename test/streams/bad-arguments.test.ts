@@ -1,0 +1,124 @@
+/**
+ * Every stream entry point refuses a bad argument in the call itself, with
+ * ERR_INVALID_ARGUMENT naming it, before it starts any work: a stream that is made starts
+ * opening its container, and an option found bad only then would fail that work (or, for
+ * an option the work itself needs, such as the signal, throw where no one listens).
+ */
+import assert from 'node:assert/strict'
+import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, before, describe, it } from 'node:test'
+import { S3Client } from '@aws-sdk/client-s3'
+import { StreamSegmentError } from '../../lib/errors.js'
+import { MemoryStore } from '../../lib/store/memory.js'
+import { downloadFile } from '../../lib/streams/download-file.js'
+import { createStreamSegmentReadStream } from '../../lib/streams/read-stream.js'
+import { Upload } from '../../lib/streams/upload.js'
+import { uploadFile } from '../../lib/streams/upload-file.js'
+import { createStreamSegmentWriteStream } from '../../lib/streams/write-stream.js'
+
+const invalid = (pattern: RegExp) => (err: unknown) => {
+  assert.ok(StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT'), String(err))
+  assert.match(err.message, pattern)
+  return true
+}
+
+describe('bad arguments to the stream entry points', () => {
+  let dir = ''
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'ss-bad-args-'))
+  })
+  after(async () => {
+    await rm(dir, { recursive: true, force: true })
+  })
+
+  it('the read stream: a highWaterMark that is not a byte count, a signal that is not one', () => {
+    const store = new MemoryStore()
+    for (const highWaterMark of [-1, Number.NaN, 1.5, '1MiB']) {
+      assert.throws(
+        () => createStreamSegmentReadStream({ store, highWaterMark: highWaterMark as number }),
+        invalid(/createStreamSegmentReadStream: highWaterMark .* must be a byte count/),
+      )
+    }
+    assert.throws(
+      () => createStreamSegmentReadStream({ store, signal: {} as AbortSignal }),
+      invalid(/signal must be an AbortSignal, got Object/),
+    )
+    assert.throws(() => createStreamSegmentReadStream(null as never), invalid(/options must be an object, got null/))
+  })
+
+  it('the write stream: a bad signal or highWaterMark throws before the stream opens anything', async () => {
+    // A container path under a regular file: an open would fail, and with no one listening
+    // for the stream's 'error' that failure would end the process.
+    const file = join(dir, 'a-file')
+    await writeFile(file, 'x')
+    const url = join(file, 'container')
+    let unhandled: unknown
+    const onUncaught = (err: unknown) => {
+      unhandled = err
+    }
+    process.on('uncaughtException', onUncaught)
+    try {
+      assert.throws(
+        () => createStreamSegmentWriteStream({ url, signal: { aborted: false } as AbortSignal }),
+        invalid(/createStreamSegmentWriteStream: signal must be an AbortSignal/),
+      )
+      assert.throws(
+        () => createStreamSegmentWriteStream({ url, highWaterMark: -5 }),
+        invalid(/createStreamSegmentWriteStream: highWaterMark number -5 must be a byte count/),
+      )
+      await new Promise((resolve) => setTimeout(resolve, 200))
+    } finally {
+      process.off('uncaughtException', onUncaught)
+    }
+    assert.equal(unhandled, undefined)
+  })
+
+  it('Upload: an abortController without an AbortSignal is refused in the constructor', () => {
+    const client = new S3Client({
+      region: 'us-east-1',
+      endpoint: 'http://127.0.0.1:9',
+      credentials: { accessKeyId: 'a', secretAccessKey: 'b' },
+    })
+    assert.throws(
+      () =>
+        new Upload({
+          client,
+          params: { Bucket: 'b', Key: 'k', Body: 'x' },
+          abortController: { abort() {} } as unknown as AbortController,
+        }),
+      invalid(/abortController: must be an AbortController/),
+    )
+    client.destroy()
+  })
+
+  it('downloadFile: options that are not an object, a bad signal', async () => {
+    const store = new MemoryStore()
+    await assert.rejects(
+      downloadFile(store, join(dir, 'out'), null as never),
+      invalid(/downloadFile: options must be an object/),
+    )
+    await assert.rejects(
+      downloadFile(store, join(dir, 'out'), { signal: 'stop' as unknown as AbortSignal }),
+      invalid(/downloadFile: signal must be an AbortSignal, got string/),
+    )
+  })
+
+  it('uploadFile: a directory, a non-path, settings that are not an object; nothing is published', async () => {
+    const store = new MemoryStore()
+    await assert.rejects(uploadFile(dir, store), invalid(/: not a regular file/))
+    await assert.rejects(
+      uploadFile(5 as never, store),
+      invalid(/uploadFile: path must be a path or an open FileHandle, got number 5/),
+    )
+    const file = join(dir, 'small')
+    await writeFile(file, 'hello')
+    await assert.rejects(uploadFile(file, store, null as never), invalid(/uploadFile: settings must be an object/))
+    await assert.rejects(
+      uploadFile(file, store, {}, { signal: 1 as never }),
+      invalid(/uploadFile: signal must be an AbortSignal/),
+    )
+    assert.equal(await store.head('inode'), undefined, 'nothing was published')
+  })
+})
