@@ -25,6 +25,7 @@ import { emptyInode, FORMAT_PARTED, FORMAT_STREAM, type Inode } from './format/i
 import { Reader } from './read/reader.js'
 import {
   checkForStore,
+  checkSettingValues,
   dirtyLimitBytes,
   type ReadOptions,
   resolveReadOptions,
@@ -136,8 +137,9 @@ export class SegmentFile {
   static async open(store: ObjectStore, options: OpenOptions = {}): Promise<SegmentFile> {
     const { cno, readOnly = false } = options
     if (cno !== undefined && (!Number.isSafeInteger(cno) || cno < 1)) {
-      throw StreamSegmentError.invalidArgument(`cno must be a positive integer, got ${cno}`)
+      throw StreamSegmentError.invalidArgument(`cno must be a positive integer, got ${JSON.stringify(cno) ?? cno}`)
     }
+    checkSettingValues(options) // each alone, before any request; together once the inode is read
     if (options.wal !== undefined) {
       if (readOnly) throw StreamSegmentError.invalidArgument('wal: a read-only handle writes no log')
       checkWalOptions(options.wal)

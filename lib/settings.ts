@@ -178,7 +178,18 @@ export function isSettingName(name: string): name is keyof Settings {
 
 /** The error for a value that breaks its setting's rule. */
 export function badSetting(name: string, value: unknown, want: string): StreamSegmentError {
-  return StreamSegmentError.invalidArgument(`setting ${name} = ${JSON.stringify(value)}: ${want}`)
+  // NaN and Infinity as themselves (JSON says null), a string quoted, so "1" is not 1.
+  const shown = typeof value === 'number' || value === undefined ? String(value) : JSON.stringify(value)
+  return StreamSegmentError.invalidArgument(`setting ${name} = ${shown}: ${want}`)
+}
+
+/**
+ * Each setting the caller gave, checked alone. A writer opening a container does this
+ * before any request; the checks of the settings together need the container's block
+ * sizes, which only its inode says.
+ */
+export function checkSettingValues(overrides: object): void {
+  resolve<Settings>(SETTING_RULES, overrides, SPEC_DEFAULTS)
 }
 
 function check(name: string, v: unknown, rule: Rule): unknown {
@@ -244,6 +255,19 @@ export function resolveSettings(
     )
   }
   const minObject = minObjectBytes(entries, s.dataBlockSize, s.metaBlockSize)
+  if (minObject > MAX_OBJECT_BYTES) {
+    // No segmentMaxObjectBytes can hold them: the block sizes are what is wrong.
+    let largest = 0
+    for (let d = 4 * KiB; minObjectBytes(entries, d, s.metaBlockSize) <= MAX_OBJECT_BYTES; d *= 2) {
+      largest = d
+    }
+    throw badSetting(
+      'dataBlockSize',
+      s.dataBlockSize,
+      `with metaBlockSize ${s.metaBlockSize} (${entries} entries per leaf), two full leaves with their data take ` +
+        `${minObject} bytes, more than the largest object (${MAX_OBJECT_BYTES}); at most ${largest} with this metaBlockSize`,
+    )
+  }
   if (s.segmentMaxObjectBytes < minObject) {
     throw badSetting(
       'segmentMaxObjectBytes',

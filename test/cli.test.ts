@@ -283,7 +283,8 @@ describe('commands on a directory store', () => {
       [['gc', url, '--keep-cnos', '1,x'], /option --keep-cnos: "x" is not a number/],
       [['gc', url, '--keepCnos=1,x'], /option --keepCnos: "x" is not a number/],
       [['put', '-', url, '--stream-segment-bytes', 'many'], /option --stream-segment-bytes: "many" is not a size/],
-      [['put', '-', url, '--format', 'fancy'], /format fancy: the container at .* has stream/],
+      [['put', '-', url, '--format', 'fancy'], /setting format = "fancy": must be 'stream' or 'parted'/],
+      [['put', '-', url, '--format', 'parted'], /format parted: the container at .* has stream/],
     ]
     for (const [args, re] of cases) {
       const f = run(args, { input: '' })

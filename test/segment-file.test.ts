@@ -18,6 +18,35 @@ describe('SegmentFile', () => {
     assert.throws(() => resolveSettings({ segmentMpuChunkSize: 6000 }), /segmentMpuChunkSize = 6000/)
     assert.throws(() => resolveSettings({ segmentMaxObjectBytes: 2 ** 31 }), /segmentMaxObjectBytes = 2147483648/)
     assert.throws(() => resolveSettings({ streamSegmentBytes: -1 }), code('ERR_INVALID_ARGUMENT'))
+    // NaN as NaN, a string quoted: "1" is not 1.
+    assert.throws(() => resolveSettings({ segmentMpuMaxConcurrency: Number.NaN }), /segmentMpuMaxConcurrency = NaN:/)
+    assert.throws(() => resolveSettings({ segmentMpuMaxConcurrency: '4' as never }), /segmentMpuMaxConcurrency = "4":/)
+    // Block sizes whose two full leaves no object can hold: named as such, with the largest that fits.
+    assert.throws(
+      () => resolveSettings({ dataBlockSize: 16 * 2 ** 20 }),
+      /setting dataBlockSize = 16777216: with metaBlockSize 4096 \(340 entries per leaf\), .* more than the largest object \(1073741824\); at most 1048576 with this metaBlockSize/,
+    )
+    assert.throws(() => resolveSettings({ dataBlockSize: 128 * 1024, metaBlockSize: 65536 }), /at most 65536 with this/)
+    assert.equal(resolveSettings({ dataBlockSize: 2 ** 20 }).dataBlockSize, 2 ** 20)
+  })
+
+  it('open checks each setting given before any request', async () => {
+    let requests = 0
+    const store = new Proxy(new MemoryStore(), {
+      get(target, prop) {
+        const v = Reflect.get(target, prop, target)
+        if (typeof v !== 'function') return v
+        return (...args: unknown[]) => {
+          requests++
+          return v.apply(target, args)
+        }
+      },
+    })
+    await assert.rejects(
+      SegmentFile.open(store, { segmentMpuMaxConcurrency: 0 }),
+      (err) => code('ERR_INVALID_ARGUMENT')(err) && /segmentMpuMaxConcurrency = 0/.test(String(err)),
+    )
+    assert.equal(requests, 0)
   })
 
   it('create refuses an existing container; open refuses an empty prefix', async () => {

@@ -35,7 +35,7 @@ import type {
 } from '@aws-sdk/client-s3'
 import { type ExportResult, exportObject, type S3ExportTarget } from '../admin/export.js'
 import { StreamSegmentError } from '../errors.js'
-import type { Settings } from '../settings.js'
+import { checkSettingValues, type Settings } from '../settings.js'
 import { openStore } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import type { FlushTiming } from '../write/flush.js'
@@ -319,6 +319,8 @@ export class Upload extends EventEmitter {
       throw invalid(`params.ContentLength ${length}: must be a non-negative integer`)
     }
     if (tags !== undefined && (!Array.isArray(tags) || tags.length > 0)) throw invalid(`tags: ${TAGS_WHY}`)
+    if (typeof settings !== 'object' || settings === null) throw invalid('settings: must be an object of settings')
+    checkSettingValues(settings)
     const s: Partial<Settings> = { ...settings }
     if (queueSize !== undefined) {
       if (!Number.isSafeInteger(queueSize) || queueSize < 1) {

@@ -31,7 +31,7 @@
 import { Writable } from 'node:stream'
 import { StreamSegmentError } from '../errors.js'
 import { SegmentFile } from '../segment-file.js'
-import { type Settings, STREAMING_PROFILE } from '../settings.js'
+import { checkSettingValues, type Settings, STREAMING_PROFILE } from '../settings.js'
 import type { ObjectStore } from '../store/types.js'
 import type { WalOptions } from '../wal/wal.js'
 import type { FlushTiming } from '../write/flush.js'
@@ -147,6 +147,7 @@ export class StreamSegmentWriteStream extends Writable {
     } = options
     // Checked before super(): Node's Writable schedules `_construct` as soon as it is made.
     checkStreamOptions('createStreamSegmentWriteStream', options)
+    checkSettingValues(settings)
     if (profile !== 'streaming' && profile !== 'spec') {
       throw StreamSegmentError.invalidArgument(`profile ${JSON.stringify(profile)}: must be 'streaming' or 'spec'`)
     }
