@@ -728,21 +728,30 @@ export class DirectoryStore implements ObjectStore {
     }
   }
 
-  /**
-   * The error to throw for a failure while doing `what`: ERR_STORE naming the cause
-   * (`no space left on the device (ENOSPC)`); ERR_NOT_FOUND for a missing file when
-   * `missingIsNotFound` (a get).
-   */
   private mapError(err: unknown, what: string, missingIsNotFound = false): StreamSegmentError {
-    if (err instanceof StreamSegmentError) return err
-    const code = (err as NodeJS.ErrnoException | undefined)?.code
-    if (missingIsNotFound && (code === 'ENOENT' || code === 'ENOTDIR' || code === 'EISDIR')) {
-      return StreamSegmentError.notFound(`${this.url}: ${what}: no such key`, err)
-    }
-    const known = code === undefined ? undefined : ERRNO_TEXT[code]
-    const why = known !== undefined ? `${known} (${code})` : err instanceof Error ? err.message : String(err)
-    return StreamSegmentError.store(`${this.url}: ${what} failed: ${why}`, err)
+    return fsError(this.url, err, what, missingIsNotFound)
   }
+}
+
+/**
+ * The error to throw for a file system failure of the store at `url` while doing `what`,
+ * naming the cause (`no space left on the device (ENOSPC)`): ERR_NOT_FOUND for a missing
+ * file when `missingIsNotFound` (a get); ERR_AUTH for a permission refused (EACCES,
+ * EPERM); ERR_INVALID_ARGUMENT for a store path through a file (ENOTDIR); else ERR_STORE,
+ * which may pass when tried again (a full disk emptied, a read-only mount made writable).
+ */
+export function fsError(url: string, err: unknown, what: string, missingIsNotFound = false): StreamSegmentError {
+  if (err instanceof StreamSegmentError) return err
+  const code = (err as NodeJS.ErrnoException | undefined)?.code
+  if (missingIsNotFound && (code === 'ENOENT' || code === 'ENOTDIR' || code === 'EISDIR')) {
+    return StreamSegmentError.notFound(`${url}: ${what}: no such key`, err)
+  }
+  const known = code === undefined ? undefined : ERRNO_TEXT[code]
+  const why = known !== undefined ? `${known} (${code})` : err instanceof Error ? err.message : String(err)
+  const message = `${url}: ${what.trimEnd()} failed: ${why}`
+  if (code === 'EACCES' || code === 'EPERM') return StreamSegmentError.auth(message, err)
+  if (code === 'ENOTDIR') return StreamSegmentError.invalidArgument(message)
+  return StreamSegmentError.store(message, err)
 }
 
 /** What the file system's failures mean, for messages. */
