@@ -135,6 +135,38 @@ it('--help prints usage and exits 0; no arguments exits 2', () => {
   assert.match(none.stderr, /^Usage: stream-segment <command>/)
 })
 
+it('an S3 client with no region or no credentials fails at once with a code that says so, not ERR_STORE', () => {
+  // No server is needed: the SDK finds the configuration wanting before any request.
+  const env: NodeJS.ProcessEnv = { ...quietEnv(), AWS_ENDPOINT_URL_S3: 'http://127.0.0.1:9', HOME: '/nonexistent' }
+  for (const name of [
+    'AWS_REGION',
+    'AWS_DEFAULT_REGION',
+    'AWS_PROFILE',
+    'AWS_ACCESS_KEY_ID',
+    'AWS_SECRET_ACCESS_KEY',
+  ]) {
+    delete env[name]
+  }
+  Object.assign(env, {
+    AWS_CONFIG_FILE: '/nonexistent',
+    AWS_SHARED_CREDENTIALS_FILE: '/nonexistent',
+    AWS_EC2_METADATA_DISABLED: 'true',
+  })
+  const t0 = performance.now()
+  // A custom endpoint signs with us-east-1 when none is set; AWS itself needs one.
+  const aws: NodeJS.ProcessEnv = { ...env, AWS_ACCESS_KEY_ID: 'a', AWS_SECRET_ACCESS_KEY: 'b' }
+  delete aws.AWS_ENDPOINT_URL_S3
+  delete aws.AWS_ENDPOINT_URL
+  const noRegion = run(['ls', 's3://bucket/x'], { env: aws })
+  assert.equal(noRegion.status, 2, noRegion.stderr)
+  assert.match(noRegion.stderr, /^stream-segment: ERR_INVALID_ARGUMENT: .*no region is configured \(set AWS_REGION/)
+  const noKeys = run(['ls', 's3://bucket/x'], { env: { ...env, AWS_REGION: 'us-east-1' } })
+  assert.equal(noKeys.status, 12, noKeys.stderr)
+  assert.match(noKeys.stderr, /^stream-segment: ERR_AUTH: .*no credentials found/)
+  // Not retried: the library's retries back off for seconds in all.
+  assert.ok(performance.now() - t0 < 20_000, `${performance.now() - t0} ms`)
+})
+
 it('an unknown command is a one-line error with its code, no stack', () => {
   const r = run(['frobnicate'])
   assert.equal(r.status, 2)

@@ -940,6 +940,18 @@ export class S3Store implements ObjectStore {
     const name = nameOf(err)
     const what = `${op} ${where}: HTTP ${status ?? '-'} ${name}`
     if (name === 'AbortError') return StreamSegmentError.aborted(`${op} ${where} aborted`, err)
+    // The client's configuration, found wanting before any request: trying again cannot help.
+    if (name === 'CredentialsProviderError') {
+      return StreamSegmentError.auth(
+        `${op} ${where}: no credentials found (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or give the client credentials): ${(err as Error).message}`,
+        err,
+      )
+    }
+    if ((err as Error | undefined)?.message === 'Region is missing') {
+      return StreamSegmentError.invalidArgument(
+        `${op} ${where}: no region is configured (set AWS_REGION, or give the client a region)`,
+      )
+    }
     if (name === 'TimeoutError' || codeOf(err) === 'ETIMEDOUT') {
       return StreamSegmentError.timeout(`${op} ${where}: timed out (${(err as Error).message})`, err)
     }
