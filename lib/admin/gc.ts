@@ -6,7 +6,9 @@
  *   to it; every cno in `keepCnos`; every complete checkpoint younger than
  *   `keepNewerThanMs` (its part 0's age). The others are dropped.
  * - Mark: each retained checkpoint's block map is walked once from its inode (a subtree
- *   already walked for another checkpoint is not walked again); what it reaches, and its
+ *   already walked for another checkpoint is not walked again when reached at the same
+ *   level within a key range that holds the earlier one; reached otherwise, it is walked
+ *   and checked again, so a pointer back up the tree is a problem); what it reaches, and its
  *   own part 0, is live. A map that cannot be walked whole (a node missing or corrupt)
  *   stops the cleaner before anything is deleted: what it would delete is not known.
  * - Sweep: a segment object is garbage when nothing retained reaches it and it is older
@@ -30,7 +32,7 @@ import { parseKey, segmentKey } from '../format/names.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
-import { type Problem, walkMap } from './map-walk.js'
+import { type NodePlace, type Problem, walkMap } from './map-walk.js'
 
 const log = debug('stream-segment:gc')
 const HOUR_MS = 3_600_000
@@ -135,7 +137,7 @@ export async function gc(where: StoreLocation | ObjectStore, options: GcOptions 
 
   // Mark.
   const live = new Set<string>()
-  const seen = new Set<string>()
+  const seen = new Map<string, NodePlace>()
   const problems: Problem[] = []
   for (const cno of [...retained].sort((a, b) => b - a)) {
     const inode = cno === published && first !== undefined ? first.inode : (complete.get(cno) as { inode: Inode }).inode
