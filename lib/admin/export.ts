@@ -6,6 +6,10 @@
  * - The checkpoint's extents come from one walk of its block map (map-walk.ts), in file
  *   order: runs of blocks stored back to back in one object, and holes. A map that does
  *   not walk cleanly fails the export (ERR_CORRUPT / ERR_NOT_FOUND): nothing is written.
+ * - Before anything is written, every object the map points data into is checked by its
+ *   header and summary: the checkpoint's format and block sizes, and every pointer naming
+ *   a live slot that holds its block. A pointer that does not fails the export
+ *   (ERR_CORRUPT), as a read would: the extents come from the pointers alone.
  * - Into a store that copies server-side from the container's (S3 into S3), every run of
  *   at least `minPartBytes` is copied by UploadPartCopy of its range, with the source's
  *   listed ETag as If-Match; what is left (short runs, holes, and what a short neighbour
@@ -25,10 +29,16 @@ import { randomBytes } from 'node:crypto'
 import * as fs from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
 import type { S3Client } from '@aws-sdk/client-s3'
-import { listContainer } from '../container/listing.js'
+import { type ContainerListing, listContainer } from '../container/listing.js'
+import { readObjectHeader } from '../container/object-header.js'
 import { readExact, readExactChunks } from '../container/objects.js'
 import { Uploader } from '../container/uploader.js'
 import { StreamSegmentError } from '../errors.js'
+import { objectLayout } from '../format/header.js'
+import type { Inode } from '../format/inode.js'
+import { parseKey } from '../format/names.js'
+import { dataSlotAt } from '../format/object.js'
+import { decodeSummary } from '../format/summary.js'
 import { createS3Client, S3Store } from '../store/s3.js'
 import type { ObjectAttributes, ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
@@ -36,7 +46,7 @@ import { writeFully } from '../util/local-fs.js'
 import { givePieces } from '../util/piece-pool.js'
 import { GiB, MiB } from '../util/units.js'
 import { resolveCheckpoint } from './list.js'
-import { type Problem, walkMap } from './map-walk.js'
+import { type Problem, type Reached, walkMap } from './map-walk.js'
 
 /** An S3 object, named as the SDK names it. */
 export interface S3ExportTarget {
@@ -143,6 +153,7 @@ export async function exportObject(
     const err = new StreamSegmentError(first.code, `export of checkpoint ${inode.cno}: ${first.message}`)
     throw err
   }
+  await checkSources(store, listing, inode, walk.reached, signal)
   const extents = checkpointExtents(walk.reached, inode.size, 2 ** inode.dataShift)
   const base = { url: store.url, cno: inode.cno, size: inode.size }
   if (typeof target === 'string')
@@ -226,6 +237,78 @@ export async function exportObject(
     await mpu.abort()
     throw explain(mpu.failure ?? err, inode.cno)
   }
+}
+
+/**
+ * Every object the map points data into, by its header and summary (a few bytes per
+ * block): of the checkpoint's format and block sizes, and each pointer naming a live slot
+ * that holds that very block. ERR_CORRUPT (ERR_NOT_FOUND for an object missing) for the
+ * first that is not, before anything is written: the extents come from the pointers alone.
+ */
+async function checkSources(
+  store: ObjectStore,
+  listing: ContainerListing,
+  inode: Inode,
+  reached: ReadonlyMap<string, Reached>,
+  signal: AbortSignal | undefined,
+): Promise<void> {
+  const limiter = new Limiter(8)
+  const failures: StreamSegmentError[] = []
+  const fail = (err: StreamSegmentError) =>
+    new StreamSegmentError(err.code, `export of checkpoint ${inode.cno}: ${err.message}`, { cause: err })
+  await Promise.all(
+    [...reached].map(([key, r]) =>
+      limiter.run(async () => {
+        if (r.dataAt.length === 0 || failures.length > 0) return
+        const url = `${store.url}/${key}`
+        try {
+          const size = listing.sizes.get(key)
+          if (size === undefined) {
+            throw StreamSegmentError.notFound(
+              `${url}: no such object, but the block map points ${r.dataAt.length} blocks into it`,
+            )
+          }
+          const k = parseKey(key) as { cno: number; part: number }
+          const { header } = await readObjectHeader(store, k.cno, k.part, { format: inode.format, size, signal })
+          if (header.dataShift !== inode.dataShift || header.metaShift !== inode.metaShift) {
+            throw StreamSegmentError.corrupt(
+              `${url}: header says blocks of 2^${header.dataShift} and nodes of 2^${header.metaShift} bytes, the checkpoint 2^${inode.dataShift} and 2^${inode.metaShift}`,
+            )
+          }
+          const layout = objectLayout(header, header)
+          const summary = decodeSummary(await readExact(store, key, layout.summaryOffset, layout.summaryEnd, signal), {
+            count: header.dataCount,
+            summaryCrc: header.summaryCrc,
+            where: url,
+          })
+          for (let i = 0; i < r.dataAt.length; i++) {
+            const at = r.dataAt[i] as number
+            const block = r.dataBlock[i] as number
+            const slot = dataSlotAt(layout, at)
+            let problem: string | undefined
+            if (slot < 0) problem = `not one of its ${header.dataCount} data slots`
+            else if (summary.blockIndex[slot] !== block)
+              problem = `slot ${slot}, which holds block ${summary.blockIndex[slot]}`
+            else if (summary.live[slot] !== 1)
+              problem = `slot ${slot}, which is dead (block ${block} was written again)`
+            if (problem !== undefined) {
+              throw StreamSegmentError.corrupt(`${url}: the block map points block ${block} at byte ${at}, ${problem}`)
+            }
+          }
+        } catch (err) {
+          if (
+            StreamSegmentError.is(err, 'ERR_CORRUPT') ||
+            StreamSegmentError.is(err, 'ERR_NOT_FOUND') ||
+            StreamSegmentError.is(err, 'ERR_UNSUPPORTED')
+          ) {
+            failures.push(fail(err))
+          } else throw err
+        }
+      }),
+    ),
+  )
+  const first = failures[0]
+  if (first !== undefined) throw first
 }
 
 /** A gc that deleted or replaced a source meanwhile shows as a missing or changed object: say so. */
