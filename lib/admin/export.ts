@@ -27,7 +27,7 @@
  */
 import { randomBytes } from 'node:crypto'
 import * as fs from 'node:fs/promises'
-import { basename, dirname, join } from 'node:path'
+import { basename, dirname, join, resolve, sep } from 'node:path'
 import type { S3Client } from '@aws-sdk/client-s3'
 import { type ContainerListing, listContainer } from '../container/listing.js'
 import { readObjectHeader } from '../container/object-header.js'
@@ -36,9 +36,10 @@ import { Uploader } from '../container/uploader.js'
 import { StreamSegmentError } from '../errors.js'
 import { objectLayout } from '../format/header.js'
 import type { Inode } from '../format/inode.js'
-import { parseKey } from '../format/names.js'
+import { INODE_KEY, parseKey } from '../format/names.js'
 import { dataSlotAt } from '../format/object.js'
 import { decodeSummary } from '../format/summary.js'
+import { DirectoryStore } from '../store/directory.js'
 import { createS3Client, S3Store } from '../store/s3.js'
 import type { ObjectAttributes, ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
@@ -144,6 +145,7 @@ export async function exportObject(
   options: ExportOptions = {},
 ): Promise<ExportResult> {
   const { signal } = options
+  if (typeof target === 'string') await checkFileTarget(store, target)
   const listing = await listContainer(store, signal)
   const { inode } = await resolveCheckpoint(store, listing, options.cno, signal)
   const problems: Problem[] = []
@@ -159,6 +161,11 @@ export async function exportObject(
   if (typeof target === 'string')
     return { ...base, ...(await exportToFile(store, extents, inode.size, target, options)) }
   const dest = destination(store, target)
+  if (parseKey(dest.key) !== undefined && (await sameStore(store, dest.store))) {
+    throw StreamSegmentError.invalidArgument(
+      `export: ${dest.location} is the container's own ${dest.key === INODE_KEY ? 'inode' : 'segment object'} key: writing it would corrupt the container`,
+    )
+  }
   const retries0 = (store.retries ?? 0) + (dest.store === store ? 0 : (dest.store.retries ?? 0))
   const retries = () => (store.retries ?? 0) + (dest.store === store ? 0 : (dest.store.retries ?? 0)) - retries0
   const concurrency = options.concurrency ?? 8
@@ -309,6 +316,58 @@ async function checkSources(
   )
   const first = failures[0]
   if (first !== undefined) throw first
+}
+
+/** Whether `a` and `b` are one store: the same object, URL, or directory (real paths). */
+async function sameStore(a: ObjectStore, b: ObjectStore): Promise<boolean> {
+  if (a === b || a.url === b.url) return true
+  if (!(a instanceof DirectoryStore && b instanceof DirectoryStore)) return false
+  const [ra, rb] = await Promise.all([realPath(a.root), realPath(b.root)])
+  return ra === rb
+}
+
+/** The real path of `path`, or of its nearest existing ancestor with the rest appended. */
+async function realPath(path: string): Promise<string> {
+  const abs = resolve(path)
+  try {
+    return await fs.realpath(abs)
+  } catch {
+    const up = dirname(abs)
+    return up === abs ? abs : join(await realPath(up), basename(abs))
+  }
+}
+
+/** Errors of the local file system naming `path`: a bad path is the caller's, a missing folder not found. */
+const BAD_PATH = new Set(['EISDIR', 'ENOTDIR', 'EACCES', 'EPERM', 'EROFS', 'ENAMETOOLONG'])
+function fileError(err: unknown, path: string): Error {
+  if (StreamSegmentError.is(err)) return err
+  const e = err as NodeJS.ErrnoException
+  if (e.code === 'ENOENT') return StreamSegmentError.notFound(`export to ${path}: no such file or directory`, err)
+  if (e.code !== undefined && BAD_PATH.has(e.code)) {
+    return StreamSegmentError.invalidArgument(`export to ${path}: cannot be written as a file (${e.message})`)
+  }
+  return StreamSegmentError.store(`export to ${path}: ${e.message}`, err)
+}
+
+/**
+ * Before anything is read or written: the target is not a directory, and not inside the
+ * source directory store's folder (it would land among the container's objects).
+ */
+async function checkFileTarget(store: ObjectStore, path: string): Promise<void> {
+  if (typeof path !== 'string' || path === '') throw StreamSegmentError.invalidArgument('export: empty file path')
+  const stat = await fs.stat(path).catch((err: NodeJS.ErrnoException) => {
+    if (err.code === 'ENOENT') return undefined
+    throw fileError(err, path)
+  })
+  if (stat?.isDirectory()) throw StreamSegmentError.invalidArgument(`export to ${path}: is a directory`)
+  if (store instanceof DirectoryStore) {
+    const [root, file] = await Promise.all([realPath(store.root), realPath(path)])
+    if (file === root || file.startsWith(root.endsWith(sep) ? root : root + sep)) {
+      throw StreamSegmentError.invalidArgument(
+        `export to ${path}: inside the container's folder ${store.root}: writing there would corrupt the container`,
+      )
+    }
+  }
 }
 
 /** A gc that deleted or replaced a source meanwhile shows as a missing or changed object: say so. */
@@ -600,7 +659,9 @@ async function exportToFile(
   const { signal } = options
   const tmp = join(dirname(path), `.${basename(path)}.ss-export-${randomBytes(6).toString('hex')}`)
   let written = 0
-  const fh = await fs.open(tmp, 'wx')
+  const fh = await fs.open(tmp, 'wx').catch((err) => {
+    throw fileError(err, path)
+  })
   try {
     await fh.truncate(size)
     const limiter = new Limiter(4)
@@ -632,9 +693,7 @@ async function exportToFile(
   } catch (err) {
     await fh.close().catch(() => {})
     await fs.rm(tmp, { force: true }).catch(() => {})
-    throw StreamSegmentError.is(err)
-      ? err
-      : StreamSegmentError.store(`export to ${path}: ${(err as Error).message}`, err)
+    throw fileError(err, path)
   }
   const dir = await fs.open(dirname(path), 'r').catch(() => undefined)
   await dir

@@ -6,11 +6,12 @@
  */
 import assert from 'node:assert/strict'
 import { createHash } from 'node:crypto'
-import { mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { type Extent, exportObject, planParts } from '../../lib/admin/export.js'
+import { verifyCheckpoint } from '../../lib/admin/index.js'
 import { walkMap } from '../../lib/admin/map-walk.js'
 import { readInode } from '../../lib/container/inode.js'
 import {
@@ -376,4 +377,49 @@ describe('export: sources that do not hold what the map says', () => {
       assert.deepEqual(readdirSync(root), [])
     })
   }
+})
+
+describe('export: targets that would break something', () => {
+  it('a missing folder, a path through a file, a directory: refused naming the path, nothing written', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'ss-export-'))
+    const store = new DirectoryStore(join(root, 'container'))
+    await buildContainer(store)
+    writeFileSync(join(root, 'afile'), 'x')
+    await rejectsCode(exportObject(store, join(root, 'nonexist', 'x')), 'ERR_NOT_FOUND', /nonexist\/x: no such file/)
+    await rejectsCode(
+      exportObject(store, join(root, 'afile', 'sub')),
+      'ERR_INVALID_ARGUMENT',
+      /afile\/sub: cannot be written/,
+    )
+    await rejectsCode(exportObject(store, root), 'ERR_INVALID_ARGUMENT', /is a directory/)
+    assert.deepEqual(readdirSync(root).sort(), ['afile', 'container'])
+  })
+
+  it('into its own container: refused before anything is written, the container unchanged', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'ss-export-'))
+    const store = new DirectoryStore(join(root, 'container'))
+    await buildContainer(store)
+    const before = new Map<string, string>()
+    for (const e of await collect(store.list())) before.set(e.key, sha(await store.get(e.key)))
+    const again = new DirectoryStore(join(root, '.', 'container'))
+    for (const target of [
+      { store, key: 'inode' },
+      { store, key: '0000000001.0' },
+      { store: again, key: '0000000009.1' },
+    ]) {
+      await rejectsCode(exportObject(store, target), 'ERR_INVALID_ARGUMENT', /the container's own/)
+    }
+    for (const path of [join(root, 'container', '0000000001.0'), join(root, 'container', 'new', 'x')]) {
+      await rejectsCode(exportObject(store, path), 'ERR_INVALID_ARGUMENT', /inside the container's folder/)
+    }
+    const mem = new MemoryStore()
+    await buildContainer(mem)
+    await rejectsCode(exportObject(mem, { store: mem, key: 'inode' }), 'ERR_INVALID_ARGUMENT', /own inode/)
+    const after = new Map<string, string>()
+    for (const e of await collect(store.list())) after.set(e.key, sha(await store.get(e.key)))
+    assert.deepEqual(after, before)
+    // Another key of the same store is a plain object beside the container: allowed.
+    await exportObject(store, { store, key: 'export.bin' })
+    assert.deepEqual((await verifyCheckpoint(store)).problems, [])
+  })
 })
