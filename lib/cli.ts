@@ -23,7 +23,7 @@ import {
 } from './admin/index.js'
 import { type ErrorCode, StreamSegmentError } from './errors.js'
 import { isSettingName, type Settings, SPEC_DEFAULTS } from './settings.js'
-import { openStore } from './store/open.js'
+import { fileUrlPath, openStore } from './store/open.js'
 import type { ObjectStore } from './store/types.js'
 import { downloadFile } from './streams/download-file.js'
 import { createStreamSegmentReadStream } from './streams/read-stream.js'
@@ -935,7 +935,7 @@ function exportTarget(dest: string, contentType: string | undefined): ExportTarg
   if (contentType !== undefined) {
     throw StreamSegmentError.invalidArgument('export: --content-type applies to an S3 object only')
   }
-  if (/^file:\/\//i.test(dest)) return decodeURIComponent(dest.slice('file://'.length))
+  if (/^file:\/\//i.test(dest)) return fileUrlPath(dest, 'export')
   if (/^[a-z][a-z0-9+.-]*:\//i.test(dest)) {
     throw StreamSegmentError.invalidArgument(`export: ${JSON.stringify(dest)}: only s3://bucket/key or a file path`)
   }

@@ -67,6 +67,31 @@ describe('stream-segment export', () => {
     )
   })
 
+  it('file URLs as openStore reads them; a bad path, a directory or the container itself exit 2 or 3, nothing written', () => {
+    const container = join(dir, 'c3')
+    assert.equal(run(['put', '-', container], { input: randomBytes(1000) }).status, 0)
+    const objects = readdirSync(container).sort()
+    for (const [dest, status, message] of [
+      ['file:///tmp/%zz', 2, /ERR_INVALID_ARGUMENT: export: file:\/\/\/tmp\/%zz: URI malformed/],
+      ['file://host/x', 2, /ERR_INVALID_ARGUMENT: export: file:\/\/host\/x: a file URL has an empty host/],
+      [join(dir, 'nonexist', 'x'), 3, /ERR_NOT_FOUND: export to .*nonexist\/x: no such file or directory/],
+      [dir, 2, /ERR_INVALID_ARGUMENT: export to .*: is a directory/],
+      [join(container, '0000000001.0'), 2, /ERR_INVALID_ARGUMENT: export to .*: inside the container's folder/],
+    ] as const) {
+      const r = run(['export', container, dest])
+      assert.equal(r.status, status, `${dest}: ${r.stderr}`)
+      assert.match(r.stderr, message)
+    }
+    assert.equal(run(['export', container, `file://localhost${join(dir, 'ok.bin')}`]).status, 0)
+    assert.deepEqual(readdirSync(container).sort(), objects, 'the container is unchanged')
+    assert.equal(run(['verify', container]).status, 0)
+    assert.deepEqual(
+      readdirSync(dir).filter((n) => n.includes('ss-export')),
+      [],
+      'no temporary file left',
+    )
+  })
+
   it('an S3 container to an S3 object: copied server-side, GetObject returns what was put', async () => {
     const bucket = await s3TestBucket()
     const prefix = uniquePrefix('cli-export')

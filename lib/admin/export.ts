@@ -6,6 +6,10 @@
  * - The checkpoint's extents come from one walk of its block map (map-walk.ts), in file
  *   order: runs of blocks stored back to back in one object, and holes. A map that does
  *   not walk cleanly fails the export (ERR_CORRUPT / ERR_NOT_FOUND): nothing is written.
+ * - Before anything is written, every object the map points data into is checked by its
+ *   header and summary: the checkpoint's format and block sizes, and every pointer naming
+ *   a live slot that holds its block. A pointer that does not fails the export
+ *   (ERR_CORRUPT), as a read would: the extents come from the pointers alone.
  * - Into a store that copies server-side from the container's (S3 into S3), every run of
  *   at least `minPartBytes` is copied by UploadPartCopy of its range, with the source's
  *   listed ETag as If-Match; what is left (short runs, holes, and what a short neighbour
@@ -23,12 +27,19 @@
  */
 import { randomBytes } from 'node:crypto'
 import * as fs from 'node:fs/promises'
-import { basename, dirname, join } from 'node:path'
+import { basename, dirname, join, resolve, sep } from 'node:path'
 import type { S3Client } from '@aws-sdk/client-s3'
-import { listContainer } from '../container/listing.js'
+import { type ContainerListing, listContainer } from '../container/listing.js'
+import { readObjectHeader } from '../container/object-header.js'
 import { readExact, readExactChunks } from '../container/objects.js'
 import { Uploader } from '../container/uploader.js'
 import { StreamSegmentError } from '../errors.js'
+import { objectLayout } from '../format/header.js'
+import type { Inode } from '../format/inode.js'
+import { INODE_KEY, parseKey } from '../format/names.js'
+import { dataSlotAt } from '../format/object.js'
+import { decodeSummary } from '../format/summary.js'
+import { DirectoryStore } from '../store/directory.js'
 import { createS3Client, S3Store } from '../store/s3.js'
 import type { ObjectAttributes, ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
@@ -36,7 +47,7 @@ import { writeFully } from '../util/local-fs.js'
 import { givePieces } from '../util/piece-pool.js'
 import { GiB, MiB } from '../util/units.js'
 import { resolveCheckpoint } from './list.js'
-import { type Problem, walkMap } from './map-walk.js'
+import { type Problem, type Reached, walkMap } from './map-walk.js'
 
 /** An S3 object, named as the SDK names it. */
 export interface S3ExportTarget {
@@ -134,6 +145,7 @@ export async function exportObject(
   options: ExportOptions = {},
 ): Promise<ExportResult> {
   const { signal } = options
+  if (typeof target === 'string') await checkFileTarget(store, target)
   const listing = await listContainer(store, signal)
   const { inode } = await resolveCheckpoint(store, listing, options.cno, signal)
   const problems: Problem[] = []
@@ -143,11 +155,17 @@ export async function exportObject(
     const err = new StreamSegmentError(first.code, `export of checkpoint ${inode.cno}: ${first.message}`)
     throw err
   }
+  await checkSources(store, listing, inode, walk.reached, signal)
   const extents = checkpointExtents(walk.reached, inode.size, 2 ** inode.dataShift)
   const base = { url: store.url, cno: inode.cno, size: inode.size }
   if (typeof target === 'string')
     return { ...base, ...(await exportToFile(store, extents, inode.size, target, options)) }
   const dest = destination(store, target)
+  if (parseKey(dest.key) !== undefined && (await sameStore(store, dest.store))) {
+    throw StreamSegmentError.invalidArgument(
+      `export: ${dest.location} is the container's own ${dest.key === INODE_KEY ? 'inode' : 'segment object'} key: writing it would corrupt the container`,
+    )
+  }
   const retries0 = (store.retries ?? 0) + (dest.store === store ? 0 : (dest.store.retries ?? 0))
   const retries = () => (store.retries ?? 0) + (dest.store === store ? 0 : (dest.store.retries ?? 0)) - retries0
   const concurrency = options.concurrency ?? 8
@@ -225,6 +243,130 @@ export async function exportObject(
   } catch (err) {
     await mpu.abort()
     throw explain(mpu.failure ?? err, inode.cno)
+  }
+}
+
+/**
+ * Every object the map points data into, by its header and summary (a few bytes per
+ * block): of the checkpoint's format and block sizes, and each pointer naming a live slot
+ * that holds that very block. ERR_CORRUPT (ERR_NOT_FOUND for an object missing) for the
+ * first that is not, before anything is written: the extents come from the pointers alone.
+ */
+async function checkSources(
+  store: ObjectStore,
+  listing: ContainerListing,
+  inode: Inode,
+  reached: ReadonlyMap<string, Reached>,
+  signal: AbortSignal | undefined,
+): Promise<void> {
+  const limiter = new Limiter(8)
+  const failures: StreamSegmentError[] = []
+  const fail = (err: StreamSegmentError) =>
+    new StreamSegmentError(err.code, `export of checkpoint ${inode.cno}: ${err.message}`, { cause: err })
+  await Promise.all(
+    [...reached].map(([key, r]) =>
+      limiter.run(async () => {
+        if (r.dataAt.length === 0 || failures.length > 0) return
+        const url = `${store.url}/${key}`
+        try {
+          const size = listing.sizes.get(key)
+          if (size === undefined) {
+            throw StreamSegmentError.notFound(
+              `${url}: no such object, but the block map points ${r.dataAt.length} blocks into it`,
+            )
+          }
+          const k = parseKey(key) as { cno: number; part: number }
+          const { header } = await readObjectHeader(store, k.cno, k.part, { format: inode.format, size, signal })
+          if (header.dataShift !== inode.dataShift || header.metaShift !== inode.metaShift) {
+            throw StreamSegmentError.corrupt(
+              `${url}: header says blocks of 2^${header.dataShift} and nodes of 2^${header.metaShift} bytes, the checkpoint 2^${inode.dataShift} and 2^${inode.metaShift}`,
+            )
+          }
+          const layout = objectLayout(header, header)
+          const summary = decodeSummary(await readExact(store, key, layout.summaryOffset, layout.summaryEnd, signal), {
+            count: header.dataCount,
+            summaryCrc: header.summaryCrc,
+            where: url,
+          })
+          for (let i = 0; i < r.dataAt.length; i++) {
+            const at = r.dataAt[i] as number
+            const block = r.dataBlock[i] as number
+            const slot = dataSlotAt(layout, at)
+            let problem: string | undefined
+            if (slot < 0) problem = `not one of its ${header.dataCount} data slots`
+            else if (summary.blockIndex[slot] !== block)
+              problem = `slot ${slot}, which holds block ${summary.blockIndex[slot]}`
+            else if (summary.live[slot] !== 1)
+              problem = `slot ${slot}, which is dead (block ${block} was written again)`
+            if (problem !== undefined) {
+              throw StreamSegmentError.corrupt(`${url}: the block map points block ${block} at byte ${at}, ${problem}`)
+            }
+          }
+        } catch (err) {
+          if (
+            StreamSegmentError.is(err, 'ERR_CORRUPT') ||
+            StreamSegmentError.is(err, 'ERR_NOT_FOUND') ||
+            StreamSegmentError.is(err, 'ERR_UNSUPPORTED')
+          ) {
+            failures.push(fail(err))
+          } else throw err
+        }
+      }),
+    ),
+  )
+  const first = failures[0]
+  if (first !== undefined) throw first
+}
+
+/** Whether `a` and `b` are one store: the same object, URL, or directory (real paths). */
+async function sameStore(a: ObjectStore, b: ObjectStore): Promise<boolean> {
+  if (a === b || a.url === b.url) return true
+  if (!(a instanceof DirectoryStore && b instanceof DirectoryStore)) return false
+  const [ra, rb] = await Promise.all([realPath(a.root), realPath(b.root)])
+  return ra === rb
+}
+
+/** The real path of `path`, or of its nearest existing ancestor with the rest appended. */
+async function realPath(path: string): Promise<string> {
+  const abs = resolve(path)
+  try {
+    return await fs.realpath(abs)
+  } catch {
+    const up = dirname(abs)
+    return up === abs ? abs : join(await realPath(up), basename(abs))
+  }
+}
+
+/** Errors of the local file system naming `path`: a bad path is the caller's, a missing folder not found. */
+const BAD_PATH = new Set(['EISDIR', 'ENOTDIR', 'EACCES', 'EPERM', 'EROFS', 'ENAMETOOLONG'])
+function fileError(err: unknown, path: string): Error {
+  if (StreamSegmentError.is(err)) return err
+  const e = err as NodeJS.ErrnoException
+  if (e.code === 'ENOENT') return StreamSegmentError.notFound(`export to ${path}: no such file or directory`, err)
+  if (e.code !== undefined && BAD_PATH.has(e.code)) {
+    return StreamSegmentError.invalidArgument(`export to ${path}: cannot be written as a file (${e.message})`)
+  }
+  return StreamSegmentError.store(`export to ${path}: ${e.message}`, err)
+}
+
+/**
+ * Before anything is read or written: the target is not a directory, and not inside the
+ * source directory store's folder (it would land among the container's objects).
+ */
+async function checkFileTarget(store: ObjectStore, path: string): Promise<void> {
+  if (typeof path !== 'string' || path === '') throw StreamSegmentError.invalidArgument('export: empty file path')
+  const stat = await fs.stat(path).catch((err: NodeJS.ErrnoException) => {
+    if (err.code === 'ENOENT') return undefined
+    throw fileError(err, path)
+  })
+  if (stat?.isDirectory()) throw StreamSegmentError.invalidArgument(`export to ${path}: is a directory`)
+  if (store instanceof DirectoryStore) {
+    const [root, file] = await Promise.all([realPath(store.root), realPath(path)])
+    if (file === root || file.startsWith(root.endsWith(sep) ? root : root + sep)) {
+      throw StreamSegmentError.invalidArgument(
+        `export to ${path}: inside the container's folder ${store.root}: writing there would corrupt the container`,
+      )
+    }
   }
 }
 
@@ -517,7 +659,9 @@ async function exportToFile(
   const { signal } = options
   const tmp = join(dirname(path), `.${basename(path)}.ss-export-${randomBytes(6).toString('hex')}`)
   let written = 0
-  const fh = await fs.open(tmp, 'wx')
+  const fh = await fs.open(tmp, 'wx').catch((err) => {
+    throw fileError(err, path)
+  })
   try {
     await fh.truncate(size)
     const limiter = new Limiter(4)
@@ -549,9 +693,7 @@ async function exportToFile(
   } catch (err) {
     await fh.close().catch(() => {})
     await fs.rm(tmp, { force: true }).catch(() => {})
-    throw StreamSegmentError.is(err)
-      ? err
-      : StreamSegmentError.store(`export to ${path}: ${(err as Error).message}`, err)
+    throw fileError(err, path)
   }
   const dir = await fs.open(dirname(path), 'r').catch(() => undefined)
   await dir

@@ -6,7 +6,9 @@
  *   to it; every cno in `keepCnos`; every complete checkpoint younger than
  *   `keepNewerThanMs` (its part 0's age). The others are dropped.
  * - Mark: each retained checkpoint's block map is walked once from its inode (a subtree
- *   already walked for another checkpoint is not walked again); what it reaches, and its
+ *   already walked for another checkpoint is not walked again when reached at the same
+ *   level within a key range that holds the earlier one; reached otherwise, it is walked
+ *   and checked again, so a pointer back up the tree is a problem); what it reaches, and its
  *   own part 0, is live. A map that cannot be walked whole (a node missing or corrupt)
  *   stops the cleaner before anything is deleted: what it would delete is not known.
  * - Sweep: a segment object is garbage when nothing retained reaches it and it is older
@@ -15,22 +17,25 @@
  *   part 0) and complete checkpoints never published. Part 0s go first, so no checkpoint
  *   is ever openable without its data parts. Open multipart uploads under segment keys
  *   older than the grace period are aborted.
+ * - Refused, nothing deleted (ERR_CORRUPT): an `inode` object that differs from the inode
+ *   in its checkpoint's part 0 (or names one with no part 0), and no `inode` object with
+ *   complete checkpoints and none pinned (every one of them would go).
  * - Beside a live writer: the inode is read again after the mark and before anything is
  *   deleted; when it has moved to a checkpoint the mark did not retain, nothing is
  *   deleted (`stopped` says why). The inode itself, and keys that are not segment keys,
  *   are never touched.
  */
 import debug from 'debug'
-import { readInode } from '../container/inode.js'
+import { readInode, sameInode } from '../container/inode.js'
 import { abortUpload, deleteSegments, listContainer, listOpenUploads } from '../container/listing.js'
 import { readObjectHeader } from '../container/object-header.js'
 import { StreamSegmentError } from '../errors.js'
 import type { Inode } from '../format/inode.js'
-import { parseKey, segmentKey } from '../format/names.js'
+import { INODE_KEY, parseKey, segmentKey } from '../format/names.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
-import { type Problem, walkMap } from './map-walk.js'
+import { type NodePlace, type Problem, walkMap } from './map-walk.js'
 
 const log = debug('stream-segment:gc')
 const HOUR_MS = 3_600_000
@@ -126,6 +131,9 @@ export async function gc(where: StoreLocation | ObjectStore, options: GcOptions 
       )
     }
   }
+  // The commit point must be the one its part 0 holds (as verify checks): the mark walks the
+  // inode object's root, and a root damaged there alone would leave live objects unmarked.
+  if (first !== undefined) await checkPublished(store, first.inode, complete.get(published)?.inode, signal)
   const upToPublished = [...complete.keys()].filter((c) => c <= published).sort((a, b) => b - a)
   const retained = new Set<number>(upToPublished.slice(0, o.keep))
   if (published > 0) retained.add(published)
@@ -133,9 +141,16 @@ export async function gc(where: StoreLocation | ObjectStore, options: GcOptions 
   for (const [cno, c] of complete)
     if (o.keepNewerThanMs > 0 && now - c.modifiedMs < o.keepNewerThanMs) retained.add(cno)
 
+  // Nothing published (no inode object) and nothing pinned: every checkpoint would go.
+  if (retained.size === 0 && complete.size > 0) {
+    throw StreamSegmentError.corrupt(
+      `${store.url}: gc: no ${INODE_KEY} object, so no checkpoint is published and none would be kept, yet ${complete.size} are complete (${[...complete.keys()].sort((a, b) => a - b).join(', ')}); nothing was deleted`,
+    )
+  }
+
   // Mark.
   const live = new Set<string>()
-  const seen = new Set<string>()
+  const seen = new Map<string, NodePlace>()
   const problems: Problem[] = []
   for (const cno of [...retained].sort((a, b) => b - a)) {
     const inode = cno === published && first !== undefined ? first.inode : (complete.get(cno) as { inode: Inode }).inode
@@ -193,6 +208,33 @@ export async function gc(where: StoreLocation | ObjectStore, options: GcOptions 
   await deleteSegments(store, garbage, signal)
   for (const u of uploads) await abortUpload(store, u, signal)
   return result
+}
+
+/**
+ * ERR_CORRUPT unless the published inode is the one in its checkpoint's part 0 (`part0`,
+ * from the listing; read here when the listing predates it, as beside a writer).
+ */
+async function checkPublished(
+  store: ObjectStore,
+  published: Inode,
+  part0: Inode | undefined,
+  signal: AbortSignal | undefined,
+): Promise<void> {
+  const fail = (why: string) =>
+    StreamSegmentError.corrupt(
+      `${store.url}/${INODE_KEY}: gc: names checkpoint ${published.cno}, ${why}; nothing was deleted`,
+    )
+  let inode = part0
+  if (inode === undefined) {
+    try {
+      inode = (await readObjectHeader(store, published.cno, 0, { signal })).header.inode
+    } catch (err) {
+      if (StreamSegmentError.is(err, 'ERR_NOT_FOUND'))
+        throw fail(`which has no part 0 (${segmentKey(published.cno, 0)})`)
+      throw err
+    }
+  }
+  if (!sameInode(published, inode)) throw fail('but differs from the inode in its part 0')
 }
 
 /** Orders segment keys with part 0s first (so no checkpoint is left openable without its data), then by key. */

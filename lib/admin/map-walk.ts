@@ -62,12 +62,42 @@ export function toProblem(err: unknown, what: Problem['what'], where: string): P
   throw err
 }
 
+/** Where a parent's entry placed a node: its level and the key range its subtree must lie in. */
+export interface NodePlace {
+  level: number
+  minKey: number
+  upper: number
+}
+
 /** What several walks of one container may share (nodes are never changed once stored). */
 export interface WalkShare {
-  /** Node pointers ("hi:lo") whose subtrees an earlier walk covered: not walked again; every node walked is added. */
-  seen?: Set<string>
-  /** Nodes decoded by earlier walks, by pointer: walked again from memory, not fetched again. */
+  /**
+   * Node pointers ("hi:lo") whose subtrees an earlier walk covered, with where they were
+   * placed: not walked again when reached at the same level within a range that holds the
+   * earlier one (every key below was checked against it); walked again, and so checked,
+   * otherwise. Every node walked is added.
+   */
+  seen?: Map<string, NodePlace>
+  /**
+   * Nodes decoded by earlier walks, by pointer: walked again from memory, not fetched
+   * again, after the checks against this parent's entry that decoding made against the
+   * first one (a cached node reached again at another level would close a cycle).
+   */
   nodes?: Map<string, BlockMapNode>
+}
+
+/** The checks decodeNode makes against the parent's entry, for a node decoded earlier. */
+function checkPlace(n: BlockMapNode, place: NodePlace, cno: number, maxCno: number, where: string): void {
+  const fail = (msg: string) => StreamSegmentError.corrupt(`${where}: node ${msg}`)
+  if (n.level !== place.level) throw fail(`level ${n.level}, expected ${place.level}`)
+  if (n.cno !== cno) throw fail(`cno ${n.cno}, expected ${cno}`)
+  if (n.cno > maxCno) throw fail(`cno ${n.cno} is not in 1..${maxCno}`)
+  // Keys are ascending (checked at decode): the first and last bound them all.
+  const first = n.keys[0] as number
+  const last = n.keys[n.count - 1] as number
+  if (first < place.minKey || last >= place.upper) {
+    throw fail(`keys ${first}..${last} are outside [${place.minKey}, ${place.upper})`)
+  }
 }
 
 /** Walks every node reachable from `inode`; nodes that fail their checks become problems. */
@@ -124,22 +154,38 @@ export async function walkMap(
           continue
         }
         const { key: objectKey, offset } = nodeLocation(hi, lo)
+        const upper = i + 1 < e.count ? (e.keys[i + 1] as number) : e.upper
+        const place: NodePlace = { level: e.level - 1, minKey: key, upper }
+        const id = `${hi}:${lo}`
         if (seen !== undefined) {
-          const id = `${hi}:${lo}`
-          if (seen.has(id)) continue
-          seen.add(id)
+          const before = seen.get(id)
+          if (
+            before !== undefined &&
+            before.level === place.level &&
+            before.minKey >= place.minKey &&
+            before.upper <= place.upper
+          ) {
+            continue
+          }
+          // First reached, or reached elsewhere than before: walked (again), so checked here.
+          seen.set(id, place)
         }
         reach(objectKey).nodes.push(offset)
-        const upper = i + 1 < e.count ? (e.keys[i + 1] as number) : e.upper
-        const known = nodes?.get(`${hi}:${lo}`)
+        const known = nodes?.get(id)
         if (known !== undefined) {
+          try {
+            checkPlace(known, place, hi, inode.cno, `${store.url}/${objectKey} byte ${offset}`)
+          } catch (err) {
+            problems.push(toProblem(err, 'node', `${objectKey} byte ${offset}`))
+            continue
+          }
           take(known, upper)
           continue
         }
         const ref: Ref = {
           hi,
           lo,
-          level: e.level - 1,
+          level: place.level,
           minKey: key,
           upper,
           offset,

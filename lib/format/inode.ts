@@ -6,7 +6,7 @@
  *  0                   1                   2                   3
  *  0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
  * +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
- * |                 size (u64, bytes, <= 2^53-1)                  |   0
+ * |        size (u64, bytes, <= 2^53-1 and <= 2^32 blocks)        |   0
  * +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
  * |                 cno (u32, 0 = no checkpoint yet)              |   8
  * +---------------+---------------+---------------+---------------+
@@ -30,8 +30,9 @@
  * metaShift 12..16. rootLevel 0: the root entries are data pointers (ZERO allowed);
  * L >= 1 (max 8): they point at block-map nodes of level L-1 (never ZERO). Root keys are
  * strictly increasing over rootCount, unused entries all zero, root pointers no newer
- * than the inode's cno. The all-zero record is the NULL inode (a new container's base
- * inode); it is the only valid record with format 0.
+ * than the inode's cno. The size is at most 2^32 blocks (block indexes are 32 bits), as a
+ * writer caps it. The all-zero record is the NULL inode (a new container's base inode);
+ * it is the only valid record with format 0.
  *
  * The `inode` object (128 bytes), replaced by compare-and-swap to publish a checkpoint:
  *
@@ -40,7 +41,7 @@
  *   8  version   u16 = 1 (newer: ERR_UNSUPPORTED)
  *  10  flags     u16 = 0
  *  12  reserved  u32 = 0
- *  16  inode     96 bytes (not NULL)
+ *  16  inode     96 bytes (not NULL, cno >= 1: checkpoints are numbered from 1)
  * 112  reserved  12 bytes = 0
  * 124  crc       u32 CRC-32 of bytes 0..124
  * ```
@@ -122,6 +123,11 @@ export function isNullInode(x: Inode): boolean {
   return true
 }
 
+/** The largest file at blocks of 2^dataShift bytes: 2^32 blocks (as writes are capped). */
+export function maxFileSize(dataShift: number): number {
+  return 2 ** (32 + dataShift)
+}
+
 /** What is wrong with `x` as an in-memory inode (bounds only), or undefined. */
 export function inodeProblem(x: Inode): string | undefined {
   if (
@@ -138,6 +144,10 @@ export function inodeProblem(x: Inode): string | undefined {
   }
   if (!(isUint(x.metaShift, MAX_META_SHIFT) && x.metaShift >= MIN_META_SHIFT)) {
     return `metaShift ${x.metaShift} is not in ${MIN_META_SHIFT}..${MAX_META_SHIFT}`
+  }
+  // Block indexes are 32 bits: a larger size would read as zeros past the last block forever.
+  if (x.size > maxFileSize(x.dataShift)) {
+    return `size ${x.size} is past the largest file, 2^32 blocks of ${2 ** x.dataShift} bytes = ${maxFileSize(x.dataShift)} bytes`
   }
   if (!isUint(x.rootLevel, MAX_ROOT_LEVEL)) return `rootLevel ${x.rootLevel} is not in 0..${MAX_ROOT_LEVEL}`
   if (!isUint(x.rootCount, ROOT_ENTRIES)) return `rootCount ${x.rootCount} is not in 0..${ROOT_ENTRIES}`
@@ -226,6 +236,10 @@ const O_RESERVED_B = O_INODE + INODE_BYTES // bytes 112..124
 const O_CRC = 124
 const MAGIC_INODE = new TextEncoder().encode(INODE_OBJECT_MAGIC)
 
+/**
+ * Encodes an inode with cno 0 too (a new container's base inode), which the decoder
+ * refuses: sameInode compares inodes through this encoding; nothing publishes cno 0.
+ */
 export function encodeInodeObject(x: Inode): Uint8Array {
   if (isNullInode(x)) throw StreamSegmentError.invalidArgument('inode object: the NULL inode cannot be published')
   const out = new Uint8Array(INODE_OBJECT_BYTES)
@@ -264,6 +278,8 @@ export function decodeInodeObject(bytes: Uint8Array): Inode {
   if (reserved >= 0) throw StreamSegmentError.corrupt(`${where}: reserved byte ${reserved} is not zero`)
   const x = decodeInode(bytes, O_INODE, where)
   if (isNullInode(x)) throw StreamSegmentError.corrupt(`${where}: holds the NULL inode`)
+  // No writer publishes cno 0; taken as published, it would leave gc nothing to keep.
+  if (x.cno === 0) throw StreamSegmentError.corrupt(`${where}: cno 0, but checkpoints are numbered from 1`)
   return x
 }
 

@@ -46,6 +46,22 @@ function unsupported(text: string, scheme: string): StreamSegmentError {
   return invalid(text, `unsupported scheme ${scheme}:// (${USE})${hint}`)
 }
 
+/**
+ * The local path of a `file://` URL (`file:///dir`, %-escapes decoded); ERR_INVALID_ARGUMENT
+ * naming `who` for a host (`file://dir/x` reads `dir` as one) or a malformed escape.
+ */
+export function fileUrlPath(text: string, who = 'openStore'): string {
+  const rest = text.replace(/^file:\/\//i, '')
+  const bad = (message: string) => StreamSegmentError.invalidArgument(`${who}: ${text}: ${message}`)
+  try {
+    return fileURLToPath(`file://${rest}`)
+  } catch (err) {
+    throw rest.startsWith('/')
+      ? bad((err as Error).message)
+      : bad(`a file URL has an empty host: did you mean ${corrected('file', rest)}, or the path ${rest}?`)
+  }
+}
+
 export function openStore(location: StoreLocation): ObjectStore {
   if (typeof location === 'object' && !(location instanceof URL)) {
     if (typeof location.bucket !== 'string' || location.bucket === '') {
@@ -77,16 +93,7 @@ export function openStore(location: StoreLocation): ObjectStore {
     }
     throw invalid(text, `not a URL this reads (${USE}); for a local directory named so, write ./${text}`)
   }
-  if (scheme === 'file') {
-    try {
-      return new DirectoryStore(fileURLToPath(`file://${rest}`))
-    } catch (err) {
-      // file://dir/x: `dir` is read as a host.
-      throw rest.startsWith('/')
-        ? invalid(text, (err as Error).message)
-        : invalid(text, `a file URL has an empty host: did you mean ${corrected('file', rest)}, or the path ${rest}?`)
-    }
-  }
+  if (scheme === 'file') return new DirectoryStore(fileUrlPath(text))
   if (scheme === 'mem') return new MemoryStore(rest)
   if (scheme === 's3') {
     const m = /^([^/]*)\/?(.*)$/s.exec(rest)

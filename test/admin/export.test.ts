@@ -6,11 +6,27 @@
  */
 import assert from 'node:assert/strict'
 import { createHash } from 'node:crypto'
-import { mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { type Extent, exportObject, planParts } from '../../lib/admin/export.js'
+import { verifyCheckpoint } from '../../lib/admin/index.js'
+import { walkMap } from '../../lib/admin/map-walk.js'
+import { readInode } from '../../lib/container/inode.js'
+import {
+  decodeInodeObject,
+  encodeInodeObject,
+  FORMAT_PARTED,
+  INODE_KEY,
+  isNullInode,
+  parseKey,
+  pointerLo,
+  pointerPart,
+  pointerUnit,
+  UNIT_BYTES,
+} from '../../lib/format/index.js'
+import { decodeObject, encodeObject, type SegmentObject } from '../../lib/format/object.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { DirectoryStore } from '../../lib/store/directory.js'
 import { MemoryStore } from '../../lib/store/memory.js'
@@ -264,5 +280,146 @@ describe('export: memory and directory stores', () => {
     await rejectsCode(exportObject(store, { Bucket: 'b', Key: 'dir/' }, {}), 'ERR_INVALID_ARGUMENT')
     await rejectsCode(exportObject(new MemoryStore(), { store: dest, key: 'x' }), 'ERR_NOT_FOUND')
     assert.deepEqual(await collect(dest.list()), [])
+  })
+})
+
+describe('export: sources that do not hold what the map says', () => {
+  /** A reached leaf of the published checkpoint with two data entries into its own object. */
+  async function reachedLeaf(store: MemoryStore) {
+    const { inode } = await readInode(store)
+    const walk = await walkMap(store, inode, [])
+    for (const [key, r] of walk.reached) {
+      const k = parseKey(key) as { cno: number; part: number }
+      for (const offset of r.nodes) {
+        const obj = decodeObject(await store.get(key), key)
+        const j = (offset - obj.layout.metaOffset) / obj.layout.metaBlockSize
+        const leaf = obj.nodes[j]
+        if (leaf === undefined || leaf.level !== 0 || leaf.count < 2) continue
+        const own = (i: number) => leaf.ptrHi[i] === k.cno && pointerPart(leaf.ptrLo[i] as number) === k.part
+        if (own(0) && own(1)) return { key, obj, leaf, part: k.part }
+      }
+    }
+    throw new Error('no reached leaf with two entries into its own object')
+  }
+  const put = (store: MemoryStore, obj: SegmentObject, over: Partial<SegmentObject['header']> = {}) => {
+    const { dataCount: _d, metaCount: _m, summaryCrc: _s, ...fields } = { ...obj.header, ...over }
+    return store.put(obj.key, encodeObject(fields, obj.data, obj.nodes, obj.summary))
+  }
+  const slotOf = (obj: SegmentObject, lo: number) =>
+    (pointerUnit(lo) * UNIT_BYTES - obj.layout.dataOffset) / obj.layout.dataBlockSize
+
+  const cases: [string, (s: MemoryStore) => Promise<void>, RegExp][] = [
+    [
+      "a pointer at another block's slot",
+      async (s) => {
+        const { obj, leaf } = await reachedLeaf(s)
+        leaf.ptrLo[1] = leaf.ptrLo[0] as number
+        await put(s, obj)
+      },
+      /points block \d+ at byte \d+, slot \d+, which holds block \d+/,
+    ],
+    [
+      'a pointer into the meta region',
+      async (s) => {
+        const { obj, leaf, part } = await reachedLeaf(s)
+        leaf.ptrLo[1] = pointerLo(part, obj.layout.metaOffset / UNIT_BYTES)
+        await put(s, obj)
+      },
+      /not one of its \d+ data slots/,
+    ],
+    [
+      'a pointer at a dead slot',
+      async (s) => {
+        const { obj, leaf } = await reachedLeaf(s)
+        obj.summary.live[slotOf(obj, leaf.ptrLo[1] as number)] = 0
+        await put(s, obj)
+      },
+      /which is dead/,
+    ],
+    [
+      'an inode object whose block size is not its objects',
+      async (s) => {
+        const x = decodeInodeObject(await s.get(INODE_KEY))
+        await s.put(INODE_KEY, encodeInodeObject({ ...x, dataShift: x.dataShift + 1 }))
+      },
+      /header says blocks of 2\^12 and nodes of 2\^12 bytes, the checkpoint 2\^13/,
+    ],
+    [
+      'an object of the other format',
+      async (s) => {
+        const { obj } = await reachedLeaf(s)
+        const h = obj.header
+        await put(s, obj, {
+          format: FORMAT_PARTED,
+          inode: { ...h.inode, format: FORMAT_PARTED },
+          baseInode: isNullInode(h.baseInode) ? h.baseInode : { ...h.baseInode, format: FORMAT_PARTED },
+        })
+      },
+      /export of checkpoint 3: .*0000000003\.\d+/,
+    ],
+  ]
+  for (const [what, damage, message] of cases) {
+    it(`${what}: ERR_CORRUPT, and nothing written`, async () => {
+      const store = new MemoryStore()
+      await buildContainer(store)
+      await damage(store)
+      const dest = new MemoryStore()
+      await rejectsCode(exportObject(store, { store: dest, key: 'x' }, SMALL), 'ERR_CORRUPT', message)
+      await rejectsCode(
+        exportObject(store, { store: dest, key: 'x' }, { ...SMALL, copy: false }),
+        'ERR_CORRUPT',
+        message,
+      )
+      assert.deepEqual(await collect(dest.list()), [])
+      assert.deepEqual(await collect(dest.listMultipart()), [])
+      const root = mkdtempSync(join(tmpdir(), 'ss-export-'))
+      await rejectsCode(exportObject(store, join(root, 'out.bin')), 'ERR_CORRUPT', message)
+      assert.deepEqual(readdirSync(root), [])
+    })
+  }
+})
+
+describe('export: targets that would break something', () => {
+  it('a missing folder, a path through a file, a directory: refused naming the path, nothing written', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'ss-export-'))
+    const store = new DirectoryStore(join(root, 'container'))
+    await buildContainer(store)
+    writeFileSync(join(root, 'afile'), 'x')
+    await rejectsCode(exportObject(store, join(root, 'nonexist', 'x')), 'ERR_NOT_FOUND', /nonexist\/x: no such file/)
+    await rejectsCode(
+      exportObject(store, join(root, 'afile', 'sub')),
+      'ERR_INVALID_ARGUMENT',
+      /afile\/sub: cannot be written/,
+    )
+    await rejectsCode(exportObject(store, root), 'ERR_INVALID_ARGUMENT', /is a directory/)
+    assert.deepEqual(readdirSync(root).sort(), ['afile', 'container'])
+  })
+
+  it('into its own container: refused before anything is written, the container unchanged', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'ss-export-'))
+    const store = new DirectoryStore(join(root, 'container'))
+    await buildContainer(store)
+    const before = new Map<string, string>()
+    for (const e of await collect(store.list())) before.set(e.key, sha(await store.get(e.key)))
+    const again = new DirectoryStore(join(root, '.', 'container'))
+    for (const target of [
+      { store, key: 'inode' },
+      { store, key: '0000000001.0' },
+      { store: again, key: '0000000009.1' },
+    ]) {
+      await rejectsCode(exportObject(store, target), 'ERR_INVALID_ARGUMENT', /the container's own/)
+    }
+    for (const path of [join(root, 'container', '0000000001.0'), join(root, 'container', 'new', 'x')]) {
+      await rejectsCode(exportObject(store, path), 'ERR_INVALID_ARGUMENT', /inside the container's folder/)
+    }
+    const mem = new MemoryStore()
+    await buildContainer(mem)
+    await rejectsCode(exportObject(mem, { store: mem, key: 'inode' }), 'ERR_INVALID_ARGUMENT', /own inode/)
+    const after = new Map<string, string>()
+    for (const e of await collect(store.list())) after.set(e.key, sha(await store.get(e.key)))
+    assert.deepEqual(after, before)
+    // Another key of the same store is a plain object beside the container: allowed.
+    await exportObject(store, { store, key: 'export.bin' })
+    assert.deepEqual((await verifyCheckpoint(store)).problems, [])
   })
 })

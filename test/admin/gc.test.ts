@@ -13,7 +13,14 @@ import { gc } from '../../lib/admin/gc.js'
 import { listCheckpoints, verifyCheckpoint } from '../../lib/admin/index.js'
 import { walkMap } from '../../lib/admin/map-walk.js'
 import { removeContainer } from '../../lib/admin/remove.js'
-import { decodeInodeObject, INODE_KEY, parseKey, segmentKey } from '../../lib/format/index.js'
+import {
+  decodeInodeObject,
+  encodeInodeObject,
+  INODE_KEY,
+  type Inode,
+  parseKey,
+  segmentKey,
+} from '../../lib/format/index.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
@@ -245,6 +252,58 @@ describe('gc', () => {
     await rejectsCode(gc(store, { keepCnos: [99], graceMs: 0 }), 'ERR_NOT_FOUND', /checkpoint 99, which has no part 0/)
     await rejectsCode(gc(new MemoryStore(), { graceMs: 0 }), 'ERR_NOT_FOUND', /no container here/)
     assert.equal((await listCheckpoints(store)).storedBytes, stored)
+  })
+
+  it('an inode object it cannot trust stops it before anything is deleted', async () => {
+    const history: Step[] = [
+      { op: 'rewrite', size: 64 * KiB, seed: 1 },
+      { op: 'rewrite', size: 64 * KiB, seed: 2 },
+    ]
+    const keys = async (s: ObjectStore) => {
+      const out: string[] = []
+      for await (const e of s.list('')) out.push(e.key)
+      return out.sort()
+    }
+    const setInode = async (s: MemoryStore, edit: (x: Inode) => void) => {
+      const x = decodeInodeObject(await s.get(INODE_KEY))
+      edit(x)
+      await s.put(INODE_KEY, encodeInodeObject(x))
+    }
+    const emptyRoot = (x: Inode) => {
+      x.rootLevel = 0
+      x.rootCount = 0
+      x.rootKeys.fill(0)
+      x.rootPtrHi.fill(0)
+      x.rootPtrLo.fill(0)
+    }
+    const cases: [string, (s: MemoryStore) => Promise<void>, RegExp][] = [
+      ['cno 0', (s) => setInode(s, (x) => emptyRoot(Object.assign(x, { cno: 0 }))), /inode object: cno 0/],
+      ['root emptied', (s) => setInode(s, emptyRoot), /names checkpoint \d+, but differs from the inode in its part 0/],
+      [
+        'a checkpoint with no part 0',
+        (s) => setInode(s, (x) => Object.assign(x, { cno: 7 })),
+        /names checkpoint 7, which has no part 0/,
+      ],
+      [
+        'no inode object',
+        (s) => s.delete(INODE_KEY),
+        /no inode object, so no checkpoint is published and none would be kept, yet \d+ are complete \(1, 2/,
+      ],
+    ]
+    for (const [what, damage, message] of cases) {
+      const { store } = await play(history)
+      await damage(store)
+      const before = await keys(store)
+      await rejectsCode(gc(store, { graceMs: 0, dryRun: true }), 'ERR_CORRUPT', message)
+      await rejectsCode(gc(store, { graceMs: 0 }), 'ERR_CORRUPT', message)
+      assert.deepEqual(await keys(store), before, what)
+    }
+    // Without an inode object, a checkpoint pinned by number is kept, the rest may go.
+    const { store } = await play(history)
+    await store.delete(INODE_KEY)
+    const r = await gc(store, { graceMs: 0, keepCnos: [2] })
+    assert.deepEqual(r.kept, [2])
+    assert.ok((await readAll(store, 2)).length > 0)
   })
 
   it('never touches keys that are not segment keys, nor the inode', async () => {

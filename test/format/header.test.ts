@@ -141,6 +141,27 @@ test('header round trip at the boundaries: MAX_CNO, MAX_PART, largest shifts, 2^
   assert.deepEqual(decodeHeader(encodeHeader(p0), size, { cno: MAX_CNO, part: 0 }), p0)
 })
 
+test("decodeHeader: an inode's size past 2^32 blocks is refused, in the inode and in the base inode", () => {
+  const largest = 2 ** 44 // 2^32 blocks of 4 KiB
+  assert.equal(
+    decodeHeader(encodeHeader(sample({ inode: inode(7, { size: largest }) })), SIZE, name7).inode.size,
+    largest,
+  )
+  for (const [at, what] of [
+    [152, 'header inode'],
+    [56, 'header base inode'],
+  ] as const) {
+    const t = encodeHeader(sample()).slice()
+    view(t).setUint32(at, 1, true)
+    view(t).setUint32(at + 4, 2 ** 12, true) // 2^44 + 1
+    throwsCode(
+      () => decodeHeader(resealHeader(t), SIZE, name7),
+      'ERR_CORRUPT',
+      `0000000007.1: ${what}: size ${largest + 1} is past the largest file`,
+    )
+  }
+})
+
 test('every block a pointer names starts below 1 GiB', () => {
   const at = (dataCount: number, metaCount: number) => {
     const h = sample({ dataCount, metaCount })

@@ -170,6 +170,10 @@ test('inode object round trip (fast-check)', () => {
   fc.assert(
     fc.property(arbInode(), (x) => {
       if (isNullInode(x)) return
+      if (x.cno === 0) {
+        throwsCode(() => decodeInodeObject(encodeInodeObject(x)), 'ERR_CORRUPT', 'cno 0')
+        return
+      }
       assert.deepEqual(decodeInodeObject(encodeInodeObject(x)), x)
     }),
   )
@@ -207,4 +211,37 @@ test('decodeInodeObject: length, magic, version, CRC, flags, reserved, inode, in
   b.fill(0, 16, 112)
   throwsCode(() => decodeInodeObject(resealInodeObject(b)), 'ERR_CORRUPT', 'NULL inode')
   throwsCode(() => encodeInodeObject(emptyInode()), 'ERR_INVALID_ARGUMENT', 'NULL inode')
+})
+
+test('decodeInodeObject refuses cno 0: no writer publishes it, and gc would keep nothing', () => {
+  const x = { ...maxInode(), cno: 0, rootLevel: 0, rootCount: 0 }
+  x.rootKeys = new Uint32Array(4)
+  x.rootPtrHi = new Uint32Array(4)
+  x.rootPtrLo = new Uint32Array(4)
+  throwsCode(() => decodeInodeObject(encodeInodeObject(x)), 'ERR_CORRUPT', 'inode object: cno 0', 'numbered from 1')
+  assert.equal(decodeInodeObject(encodeInodeObject({ ...x, cno: 1 })).cno, 1)
+})
+
+test('the size is at most 2^32 blocks: refused past it, in the inode object and when encoding', () => {
+  for (const dataShift of [12, 16, 20]) {
+    const largest = 2 ** (32 + dataShift)
+    const x = { ...maxInode(), dataShift, size: largest }
+    assert.equal(decodeInodeObject(encodeInodeObject(x)).size, largest)
+    const b = encodeInodeObject(x)
+    view(b).setUint32(16, 1, true) // size largest + 1 (its low word was 0)
+    throwsCode(
+      () => decodeInodeObject(resealInodeObject(b)),
+      'ERR_CORRUPT',
+      `size ${largest + 1} is past the largest file, 2^32 blocks of ${2 ** dataShift} bytes`,
+    )
+    throwsCode(() => encodeInodeObject({ ...x, size: largest + 1 }), 'ERR_INVALID_ARGUMENT', 'past the largest file')
+  }
+  const b = encodeInodeObject({ ...maxInode(), dataShift: 12, size: 4096 })
+  view(b).setUint32(16, 0xffffffff, true)
+  view(b).setUint32(20, 0x1fffff, true) // 2^53 - 1
+  throwsCode(
+    () => decodeInodeObject(resealInodeObject(b)),
+    'ERR_CORRUPT',
+    `size ${2 ** 53 - 1} is past the largest file`,
+  )
 })

@@ -67,6 +67,7 @@ export function arbInode(
     .map(({ keys, ptrs, ...r }) => {
       const x: Inode = {
         ...r,
+        size: Math.min(r.size, 2 ** (32 + r.dataShift)), // at most 2^32 blocks
         rootCount: r.cno === 0 && r.rootLevel > 0 ? 0 : keys.length,
         rootKeys: new Uint32Array(4),
         rootPtrHi: new Uint32Array(4),
