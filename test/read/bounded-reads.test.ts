@@ -4,13 +4,15 @@
  * disk, zeros when read) of tens of MiB, and no GET of a read may answer more than a few
  * MiB. An object with no header at its end fails the read with ERR_CORRUPT; a valid
  * object with a long run of meta blocks above its leaves (on paper) is read exactly, its
- * header and summary fetched from its end.
+ * header and summary fetched from its end. verifyCheckpoint reads such an object's meta
+ * blocks 16 MiB at a time, as its data, and keeps 20 of its problems.
  */
 import assert from 'node:assert/strict'
 import { open, readdir, readFile, rm, truncate } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
+import { verifyCheckpoint } from '../../lib/admin/index.js'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { objectLayout } from '../../lib/format/header.js'
 import { parseKey } from '../../lib/format/names.js'
@@ -137,5 +139,28 @@ describe('reads of objects longer than their tails', () => {
     for await (const c of createStreamSegmentReadStream({ store })) chunks.push(c as Buffer)
     assert.ok(Buffer.concat(chunks).equals(ref), 'the read stream reads it back')
     assert.ok(store.largest <= GET_LIMIT, `largest GET answered ${store.largest} bytes`)
+  })
+})
+
+describe('verifyCheckpoint of an object counting 48 MiB of meta blocks', () => {
+  it('reads them 16 MiB at a time, reports the zero blocks as nodes, keeps 20 problems and counts the rest', async () => {
+    const dir = join(tmpdir(), `ss-bounded-verify-${process.pid}`)
+    await rm(dir, { recursive: true, force: true })
+    try {
+      await buildContainer(new DirectoryStore(dir))
+      const [key] = await dataParts(dir)
+      assert.ok(key !== undefined)
+      await lengthenMeta(dir, key, LONG)
+      const store = new LargestGet(new DirectoryStore(dir))
+      const cno = (parseKey(key) as { cno: number }).cno
+      const report = await verifyCheckpoint(store, { cno })
+      const mine = report.problems.filter((p) => p.where.startsWith(key))
+      assert.equal(mine.length, 21, 'the first 20 problems and one counting the rest')
+      assert.ok(mine.some((p) => p.what === 'node'))
+      assert.ok(mine.some((p) => /and \d+ more problems/.test(p.message)))
+      assert.ok(store.largest <= 16 * MiB, `largest GET answered ${store.largest} bytes`)
+    } finally {
+      await rm(dir, { recursive: true, force: true })
+    }
   })
 })
