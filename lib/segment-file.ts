@@ -20,6 +20,7 @@ import debug from 'debug'
 import { gc } from './admin/gc.js'
 import { hasInode, readCheckpointInode, readInode, rollForward } from './container/inode.js'
 import { firstFreeCno } from './container/listing.js'
+import { readPart0Header } from './container/object-header.js'
 import { StreamSegmentError } from './errors.js'
 import { emptyInode, FORMAT_PARTED, FORMAT_STREAM, type Inode } from './format/inode.js'
 import { Reader } from './read/reader.js'
@@ -130,9 +131,10 @@ export class SegmentFile {
    * the next checkpoint if its part 0 is complete but was never published, built on that
    * very inode (container/inode.ts, `rollForward`: one LIST when there is none), and skips the
    * numbers abandoned attempts took. A reader (`readOnly`)
-   * GETs `inode` alone, or, given a `cno`, reads only that checkpoint's part 0 (its format
-   * detected), so it can open a complete checkpoint whose publication was interrupted;
-   * a checkpoint without a part 0 was abandoned and is ERR_NOT_FOUND.
+   * GETs `inode` alone, or, given a `cno`, that checkpoint's part 0's header in the format
+   * `inode` names (readerCheckpointInode), so it can open a complete checkpoint whose
+   * publication was interrupted; a checkpoint without a part 0 was abandoned and is
+   * ERR_NOT_FOUND.
    */
   static async open(store: ObjectStore, options: OpenOptions = {}): Promise<SegmentFile> {
     const { cno, readOnly = false } = options
@@ -146,7 +148,7 @@ export class SegmentFile {
     }
     const read = resolveReadOptions(options)
     let { inode: published, etag } = await (readOnly && cno !== undefined
-      ? readCheckpointInode(store, cno).then((inode) => ({ inode, etag: undefined }))
+      ? readerCheckpointInode(store, cno).then((inode) => ({ inode, etag: undefined }))
       : readInode(store, { withEtag: !readOnly }))
     let base: Inode = published
     // The format and block sizes are the container's, fixed for its life: checked before
@@ -588,4 +590,28 @@ export class SegmentFile {
     this.queue = p.catch(() => undefined)
     return p
   }
+}
+
+/**
+ * The inode of checkpoint `cno`'s part 0, for a reader: read in the container's format,
+ * which the `inode` object names, fetched beside the HEAD that gives the part's size (one
+ * request more, no round trip more). A part 0's end (PartedSegment) or start
+ * (StreamSegment) is file content, which can pass for a header of the other format, so
+ * the format is detected only when `inode` is missing or unreadable.
+ */
+async function readerCheckpointInode(store: ObjectStore, cno: number): Promise<Inode> {
+  const format = readInode(store).then(
+    ({ inode }) => inode.format,
+    (err) => {
+      if (
+        StreamSegmentError.is(err, 'ERR_NOT_FOUND') ||
+        StreamSegmentError.is(err, 'ERR_CORRUPT') ||
+        StreamSegmentError.is(err, 'ERR_UNSUPPORTED')
+      ) {
+        return undefined
+      }
+      throw err
+    },
+  )
+  return (await readPart0Header(store, cno, format)).inode
 }

@@ -119,7 +119,7 @@ export async function gc(where: StoreLocation | ObjectStore, options: GcOptions 
         if (!c.parts.includes(0)) return
         const key = segmentKey(cno, 0)
         const size = listing.sizes.get(key)
-        const { header } = await readObjectHeader(store, cno, 0, { size, signal })
+        const { header } = await readObjectHeader(store, cno, 0, { format: first?.inode.format, size, signal })
         complete.set(cno, { inode: header.inode, modifiedMs: listing.modified.get(key) ?? now })
       }),
     ),

@@ -4,8 +4,10 @@
  * - A checkpoint is openable when its part 0 exists. Parts of a cno without a part 0 are
  *   an abandoned attempt: listed apart, never openable (ERR_NOT_FOUND naming the cno).
  * - A part 0 newer than the published inode is a complete checkpoint whose publication
- *   was interrupted ('unpublished'). Its format is detected (the end first, then the
- *   start): a checkpoint is read by number without knowing the container's format.
+ *   was interrupted ('unpublished'). Every part 0 is read in the container's format,
+ *   which the `inode` object names (an object's far end is file content, which could
+ *   pass for a header of the other format); detected only when `inode` is missing or
+ *   unreadable (container/object-header.ts).
  * - Sizes come from one listing, so every header is checked against its object's real size.
  * - Each complete checkpoint's block map is walked to say which objects only it reaches:
  *   the bytes dropping it would free (`uniqueBytes`, what `gc` would delete).
@@ -65,10 +67,11 @@ export async function listCheckpoints(
   const { signal } = options
   const listing = await listContainer(store, signal)
   let published = 0
+  let format: number | undefined
   let inodeError: string | undefined
   if (listing.hasInode) {
     try {
-      published = (await readInode(store, { signal })).inode.cno
+      ;({ cno: published, format } = (await readInode(store, { signal })).inode)
     } catch (err) {
       if (!StreamSegmentError.is(err, 'ERR_CORRUPT') && !StreamSegmentError.is(err, 'ERR_UNSUPPORTED')) throw err
       inodeError = (err as Error).message
@@ -102,8 +105,8 @@ export async function listCheckpoints(
           uniqueBytes: -1,
         }
         try {
-          const h = (await readObjectHeader(store, cno, 0, { size: listing.sizes.get(segmentKey(cno, 0)), signal }))
-            .header
+          const size = listing.sizes.get(segmentKey(cno, 0))
+          const h = (await readObjectHeader(store, cno, 0, { format, size, signal })).header
           entry.size = h.inode.size
           entry.timeMs = h.inode.mtimeMs
           inodes.set(cno, h.inode)
@@ -142,7 +145,8 @@ export async function listCheckpoints(
 
 /**
  * The inode of checkpoint `cno` (default: the published one), with its part 0's header
- * when a cno was given; ERR_NOT_FOUND for abandoned ones.
+ * when a cno was given, read in the format the `inode` object names (detected when it is
+ * missing or unreadable); ERR_NOT_FOUND for abandoned ones.
  */
 export async function resolveCheckpoint(
   store: ObjectStore,
@@ -167,6 +171,24 @@ export async function resolveCheckpoint(
       `${store.url}: checkpoint ${cno} was abandoned (${c.parts.length} parts, no part 0): it cannot be opened`,
     )
   }
-  const part0 = (await readObjectHeader(store, cno, 0, { size: listing.sizes.get(segmentKey(cno, 0)), signal })).header
+  const format = listing.hasInode ? await containerFormat(store, signal) : undefined
+  const size = listing.sizes.get(segmentKey(cno, 0))
+  const part0 = (await readObjectHeader(store, cno, 0, { format, size, signal })).header
   return { inode: part0.inode, part0 }
+}
+
+/** The container's format, from its `inode` object; undefined when that is unreadable. */
+async function containerFormat(store: ObjectStore, signal: AbortSignal | undefined): Promise<number | undefined> {
+  try {
+    return (await readInode(store, { signal })).inode.format
+  } catch (err) {
+    if (
+      StreamSegmentError.is(err, 'ERR_CORRUPT') ||
+      StreamSegmentError.is(err, 'ERR_UNSUPPORTED') ||
+      StreamSegmentError.is(err, 'ERR_NOT_FOUND')
+    ) {
+      return undefined
+    }
+    throw err
+  }
 }

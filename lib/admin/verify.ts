@@ -122,14 +122,21 @@ export async function verifyCheckpoint(
     objectKeys(listing, inode.cno, walk).map((key) =>
       limiter.run(async () => {
         report.objects++
+        // The first problems are kept, the rest only counted: an object of 2^18 bad
+        // blocks or nodes must not make as many messages.
         const found: Problem[] = []
-        await verifyObject({ store, inode, part0, report, options, problems: found }, key, {
+        let more = 0
+        const kept = {
+          push(p: Problem) {
+            if (found.length < MAX_PROBLEMS_PER_OBJECT) found.push(p)
+            else more++
+          },
+        }
+        await verifyObject({ store, inode, part0, report, options, problems: kept }, key, {
           size: listing.sizes.get(key),
           reached: walk.reached.get(key),
         })
-        if (found.length > MAX_PROBLEMS_PER_OBJECT) {
-          const more = found.length - MAX_PROBLEMS_PER_OBJECT
-          found.length = MAX_PROBLEMS_PER_OBJECT
+        if (more > 0) {
           found.push({
             code: 'ERR_CORRUPT',
             what: 'block',
@@ -154,12 +161,13 @@ interface VerifyContext {
   report: VerifyReport
   options: { signal?: AbortSignal; onProgress?: (bytes: number) => void }
   /** Where this object's problems go. */
-  problems: Problem[]
+  problems: { push(p: Problem): void }
 }
 
 /**
  * One object, region by region: its header (against the listed size), meta blocks and
- * summary in one GET, the map's pointers into it, then every data slot's CRC in chunks.
+ * summary (in one GET, or in chunks when larger), the map's pointers into it, then every
+ * data slot's CRC in chunks.
  * The checks are format/object.ts's, as decodeObject runs them on a whole object.
  */
 async function verifyObject(
@@ -215,20 +223,28 @@ async function verifyObject(
     })
   }
   const layout = objectLayout(header, header)
-  // Meta blocks and summary (head first, the padding between them too) in one GET.
+  // Meta blocks and summary (head first, the padding between them too) in one GET when
+  // they fit in VERIFY_CHUNK; else the summary (and padding) first, then the meta blocks
+  // VERIFY_CHUNK at a time, as the data slots: a header counting 1 GiB of meta blocks
+  // never makes one buffer of them.
   let summary: Summary | undefined
   const regionStart = Math.min(layout.metaOffset, layout.summaryOffset)
   const regionEnd = Math.max(layout.metaEnd, layout.summaryEnd)
-  if (regionEnd > regionStart) {
+  const whole = regionEnd - regionStart <= VERIFY_CHUNK
+  // Head first the padding runs from the summary's end to the meta blocks; tail first they lie below.
+  const [start, end] = whole
+    ? [regionStart, regionEnd]
+    : [layout.summaryOffset, Math.max(layout.summaryEnd, layout.metaOffset)]
+  if (end > start) {
     let region: Uint8Array
     try {
-      region = await read(regionStart, regionEnd)
+      region = await read(start, end)
     } catch (err) {
-      problems.push(toProblem(err, 'summary', `${key} byte ${regionStart}`))
+      problems.push(toProblem(err, 'summary', `${key} byte ${start}`))
       return
     }
     try {
-      summary = decodeSummary(region.subarray(layout.summaryOffset - regionStart, layout.summaryEnd - regionStart), {
+      summary = decodeSummary(region.subarray(layout.summaryOffset - start, layout.summaryEnd - start), {
         count: header.dataCount,
         summaryCrc: header.summaryCrc,
         where: url,
@@ -236,7 +252,7 @@ async function verifyObject(
     } catch (err) {
       problems.push(toProblem(err, 'summary', `${key} byte ${layout.summaryOffset}`))
     }
-    const pad = paddingNotZero(region, regionStart, layout)
+    const pad = paddingNotZero(region, start, layout)
     if (pad >= 0) {
       problems.push({
         code: 'ERR_CORRUPT',
@@ -245,14 +261,40 @@ async function verifyObject(
         message: `${url}: padding byte ${pad} after the summary is not zero`,
       })
     }
-    decodeMetaBlocks(
-      region,
-      regionStart,
-      header,
-      layout,
-      (j, at) => `${store.url}/${key} byte ${at} (meta block ${j})`,
-      (_j, at, err) => problems.push(toProblem(err, 'node', `${key} byte ${at}`)),
-    )
+    if (whole) {
+      decodeMetaBlocks(
+        region,
+        start,
+        header,
+        layout,
+        (j, at) => `${store.url}/${key} byte ${at} (meta block ${j})`,
+        (_j, at, err) => problems.push(toProblem(err, 'node', `${key} byte ${at}`)),
+      )
+    }
+  }
+  if (!whole) {
+    const mbs = layout.metaBlockSize
+    const perChunk = Math.max(1, Math.floor(VERIFY_CHUNK / mbs))
+    for (let first = 0; first < header.metaCount; first += perChunk) {
+      const n = Math.min(perChunk, header.metaCount - first)
+      const at0 = layout.metaOffset + first * mbs
+      let bytes: Uint8Array
+      try {
+        bytes = await read(at0, at0 + n * mbs)
+      } catch (err) {
+        problems.push(toProblem(err, 'node', `${key} byte ${at0}`))
+        return
+      }
+      // These n blocks as the meta blocks of an object whose meta region starts at at0.
+      decodeMetaBlocks(
+        bytes,
+        at0,
+        { ...header, metaCount: n },
+        { ...layout, metaOffset: at0 },
+        (j, at) => `${store.url}/${key} byte ${at} (meta block ${first + j})`,
+        (_j, at, err) => problems.push(toProblem(err, 'node', `${key} byte ${at}`)),
+      )
+    }
   }
   // Pointers into this object.
   for (const offset of reached?.nodes ?? []) {

@@ -3,14 +3,18 @@
  *
  * - StreamSegment: one suffix request for the last 256 bytes.
  * - PartedSegment: one ranged request for the first 256 bytes.
- * - Format not known (a checkpoint opened by number, a listing): the end first; when the
- *   last 256 bytes are not a valid StreamSegment header, the start as a PartedSegment
- *   header. A StreamSegment header of a newer version is ERR_UNSUPPORTED, not a reason
- *   to look at the start; an object that has neither is ERR_CORRUPT naming both reasons.
+ * - Format not known (the container's `inode` object missing or unreadable): both ends,
+ *   side by side (two requests, one round trip). Either end of an object can be file
+ *   content — a PartedSegment object ends with data, a StreamSegment one starts with it —
+ *   so content can fake a header at the end the format does not use: an object with a
+ *   header at both ends (or a newer version's at either) is ERR_CORRUPT, ambiguous
+ *   without the container's inode, never taken for either. One header alone is taken
+ *   (a newer version's is ERR_UNSUPPORTED); an object with neither is ERR_CORRUPT naming
+ *   both reasons, or the one of the header whose magic it has. Callers that can pass the
+ *   container's format (from its `inode` object) do.
  */
-
 import { StreamSegmentError } from '../errors.js'
-import { decodeHeader, detectedHeader, HEADER_BYTES, type Header, streamHeaderOrWhy } from '../format/header.js'
+import { decodeHeader, detectedHeader, HEADER_BYTES, type Header } from '../format/header.js'
 import { FORMAT_PARTED, FORMAT_STREAM } from '../format/inode.js'
 import { segmentKey } from '../format/names.js'
 import type { ObjectStore } from '../store/types.js'
@@ -42,10 +46,61 @@ export async function readObjectHeader(
   if (format === FORMAT_PARTED) {
     return { header: decodeHeader(await readHead(), size, { ...expected, format }), requests: 1 }
   }
-  const tail = await store.get(key, { range: { suffix: HEADER_BYTES }, signal })
-  if (format === FORMAT_STREAM) return { header: decodeHeader(tail, size, { ...expected, format }), requests: 1 }
-  const stream = streamHeaderOrWhy(tail, size, expected)
-  if (!(stream instanceof Error)) return { header: stream, requests: 1 }
-  const head = tail.byteLength < HEADER_BYTES ? tail : await readHead()
-  return { header: detectedHeader(head, tail, size, expected, stream), requests: tail === head ? 1 : 2 }
+  if (format === FORMAT_STREAM) {
+    const tail = await store.get(key, { range: { suffix: HEADER_BYTES }, signal })
+    return { header: decodeHeader(tail, size, { ...expected, format }), requests: 1 }
+  }
+  const [tail, head] = await Promise.all([store.get(key, { range: { suffix: HEADER_BYTES }, signal }), readHead()])
+  const stream = headerOrWhy(tail, size, { ...expected, format: FORMAT_STREAM })
+  const parted = headerOrWhy(head, size, { ...expected, format: FORMAT_PARTED })
+  if (claims(stream) && claims(parted)) {
+    throw StreamSegmentError.corrupt(
+      `${store.url}/${key}: a StreamSegment header at its end and a PartedSegment header at its start: which one is file content is ambiguous without the container's inode`,
+    )
+  }
+  if (claims(stream)) return { header: taken(stream), requests: 2 }
+  if (claims(parted)) return { header: taken(parted), requests: 2 }
+  return { header: detectedHeader(head, tail, size, expected, stream as StreamSegmentError), requests: 2 }
+}
+
+/**
+ * The header of checkpoint `cno`'s part 0, for a reader opening it by number: its size by
+ * a HEAD while `format` comes in (the container's, from its `inode` object, fetched by the
+ * caller meanwhile; undefined when that is missing or unreadable), then the header in that
+ * format. ERR_NOT_FOUND when the checkpoint has no part 0 (never complete, or abandoned).
+ */
+export async function readPart0Header(
+  store: ObjectStore,
+  cno: number,
+  format: Promise<number | undefined>,
+  signal?: AbortSignal,
+): Promise<Header> {
+  const key = segmentKey(cno, 0)
+  const [info, known] = await Promise.all([store.head(key, { signal }), format])
+  if (info === undefined) throw StreamSegmentError.notFound(`${store.url}: checkpoint ${cno} has no part 0 (${key})`)
+  return (await readObjectHeader(store, cno, 0, { format: known, size: info.size, signal })).header
+}
+
+/** The header `bytes` hold in `expected.format`, or the error saying why not. */
+function headerOrWhy(
+  bytes: Uint8Array,
+  size: number | undefined,
+  expected: { cno: number; part: number; format: number },
+): Header | StreamSegmentError {
+  try {
+    return decodeHeader(bytes, size, expected)
+  } catch (err) {
+    if (StreamSegmentError.is(err, 'ERR_CORRUPT') || StreamSegmentError.is(err, 'ERR_UNSUPPORTED')) return err
+    throw err
+  }
+}
+
+/** Whether the bytes are a header of their format: a valid one, or a newer version's. */
+function claims(h: Header | StreamSegmentError): boolean {
+  return !(h instanceof StreamSegmentError) || h.code === 'ERR_UNSUPPORTED'
+}
+
+function taken(h: Header | StreamSegmentError): Header {
+  if (h instanceof StreamSegmentError) throw h
+  return h
 }

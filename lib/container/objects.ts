@@ -7,10 +7,15 @@
  *   cached (bounded by `readSummaryCacheBytes`, least recently used first), never by a
  *   HEAD and never by a request for the header alone. Usually by a *tail read*: a ranged
  *   GET from a known offset in the object (a meta block its parent points at, or the
- *   summary's own offset) with its end past any legal object, so the answer runs to the
- *   object's end and tells its exact size; the header (the answer's last 256 bytes) is
- *   checked against it: magic, version, CRC, counts adding up to exactly the size, names,
- *   bounds. A leaf span of a data part fetched for a read is a tail read itself: leaves,
+ *   summary's own offset) through the bytes wanted and room for all a legal object holds
+ *   after them (tailRoom), so the answer runs to the object's end and tells its exact
+ *   size; the header (the answer's last 256 bytes) is checked against it: magic, version,
+ *   CRC, counts adding up to exactly the size, names, bounds. An answer that fills the
+ *   range (an object longer than that: crafted, or with unusually many meta blocks above
+ *   the span) is read no further: its header and summary come by a suffix read (one GET
+ *   more, two for a summary larger than any seen). What a read allocates is bounded by
+ *   what it wants, never by what an object claims or holds.
+ * - A leaf span of a data part fetched for a read is a tail read itself: leaves,
  *   summary and header in one GET; for a small read it may start lower, and the data
  *   bytes below the span are kept for that read (at most DATA_BELOW_OBJECTS objects keep
  *   some; the oldest give theirs up). An object of which no meta block is known (data under
@@ -36,18 +41,30 @@
 import { StreamSegmentError } from '../errors.js'
 import { decodeHeader, HEADER_BYTES, type Header, objectLayout, SUMMARY_ENTRY_BYTES } from '../format/header.js'
 import { FORMAT_PARTED, FORMAT_STREAM } from '../format/inode.js'
-import { TAIL_END } from '../format/layout.js'
+import { UNIT_BYTES } from '../format/pointer.js'
 import { decodeSummary, type Summary } from '../format/summary.js'
 import { hasChunkedGet } from '../store/common.js'
 import type { ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
 import { MiB } from '../util/units.js'
+import { NODE_SPAN_BYTES } from './nodes.js'
 
 /** How far below an index span a widened read of part 0 reaches (the index levels under it). */
 export const WIDE_INDEX_BYTES = 4 * MiB
 
 /** The farthest a head read (header, summary and a leaf span, head first) reaches into an object. */
 export const HEAD_READ_MAX_BYTES = 8 * MiB
+
+/**
+ * How far a tail read's range reaches past the bytes it needs (`need`): what a legal
+ * object holds after them. Its data ends below `need`, so it has at most one slot per
+ * 4 KiB unit below it: 16 bytes of summary each, and 16 more for the leaves naming them
+ * (12 bytes an entry, room for leaves not full); NODE_SPAN_BYTES of index nodes; the
+ * header. A 1 GiB object's tail fits (8 MiB); a 4 KiB read of a small object asks 1 MiB.
+ */
+function tailRoom(need: number): number {
+  return NODE_SPAN_BYTES + 2 * SUMMARY_ENTRY_BYTES * Math.ceil(need / UNIT_BYTES) + HEADER_BYTES
+}
 
 /** Objects that keep data bytes fetched below a leaf span (the oldest give theirs up). */
 const DATA_BELOW_OBJECTS = 32
@@ -197,7 +214,8 @@ export class ObjectReads {
     start: number,
     end: number,
   ): Promise<{ chunks: Uint8Array[]; summary: Summary }> {
-    const p = this.tailRead(st, start, 'data', end - start)
+    // The leaves between these blocks and the last known one come along (TAIL_DATA_MAX_BYTES).
+    const p = this.tailRead(st, start, 'data', end - start, Math.max(end, st.maxMeta))
     const pending = p.then((t) => t.summary)
     st.pending = pending
     pending.then(
@@ -248,7 +266,7 @@ export class ObjectReads {
     const from = this.parted ? span.start : span.start - Math.min(widen > 0 ? widen : below, span.start)
     const p = this.parted
       ? this.headSpanRead(st, span)
-      : this.tailRead(st, from, 'meta', widen > 0 ? 0 : span.start - from)
+      : this.tailRead(st, from, 'meta', widen > 0 ? 0 : span.start - from, span.end)
     const pending = p.then((t) => t.summary)
     st.pending = pending
     pending.catch(() => {
@@ -476,14 +494,20 @@ export class ObjectReads {
   /**
    * GETs the object from `start` to its end: the answer's length gives the exact size,
    * against which the header (its last 256 bytes) is checked; the summary is taken from it.
+   * The range stops tailRoom past `need` (the last byte the caller wants): an answer that
+   * fills it is an object longer than a legal tail there, whose header and summary are
+   * then read from its end (tailOfLong), never the bytes in between.
    */
   private async tailRead(
     st: ObjectState,
     start: number,
     kind: ReadKind,
     dataBytes = 0,
+    need = start,
   ): Promise<{ bytes: Uint8Array; summary: Summary }> {
-    const bytes = await this.get(st.key, { start, end: Math.max(TAIL_END, start + 1) }, kind, st.cno)
+    const end = Math.max(need, start) + tailRoom(need)
+    const bytes = await this.get(st.key, { start, end }, kind, st.cno)
+    if (start + bytes.byteLength >= end) return this.tailOfLong(st, start, bytes, kind, dataBytes)
     const size = start + bytes.byteLength
     const where = `${this.store.url}/${st.key}`
     const header = this.acceptHeader(
@@ -509,6 +533,75 @@ export class ObjectReads {
     t.summary += layout.headerOffset - layout.summaryOffset
     t.header += HEADER_BYTES
     st.size = size
+    return { bytes, summary: this.acceptSummary(st, summary) }
+  }
+
+  /**
+   * A tail read whose answer (`bytes`, from `start`) filled its range: header and summary
+   * by one suffix read sized for the largest summary seen, a larger summary by one exact
+   * GET more. As with suffixRead the size is then known only from the header, which must
+   * at least cover the bytes already read; every block is still checked against the
+   * summary, so a wrong size can only fail reads.
+   */
+  private async tailOfLong(
+    st: ObjectState,
+    start: number,
+    bytes: Uint8Array,
+    kind: ReadKind,
+    dataBytes: number,
+  ): Promise<{ bytes: Uint8Array; summary: Summary }> {
+    const where = `${this.store.url}/${st.key}`
+    const slots = this.typicalSlots
+    const want = HEADER_BYTES + SUMMARY_ENTRY_BYTES * (slots + (slots >> 3))
+    const suffix = await this.get(st.key, { suffix: want }, kind, st.cno)
+    const whole = suffix.byteLength < want
+    const header = this.acceptHeader(
+      st,
+      decodeHeader(
+        suffix.subarray(Math.max(0, suffix.byteLength - HEADER_BYTES)),
+        whole ? suffix.byteLength : undefined,
+        {
+          ...st,
+          format: FORMAT_STREAM,
+        },
+      ),
+    )
+    const layout = objectLayout(header, header)
+    const read = start + bytes.byteLength
+    if (layout.objectSize < read) {
+      throw StreamSegmentError.corrupt(
+        `${where}: the object runs past byte ${read}, but its header counts ${header.dataCount} data + ${header.metaCount} meta blocks = ${layout.objectSize} bytes`,
+      )
+    }
+    if (start > layout.summaryOffset) {
+      throw StreamSegmentError.corrupt(
+        `${where}: a pointer names byte ${start}, past the meta blocks, which end at ${layout.summaryOffset}`,
+      )
+    }
+    const length = layout.headerOffset - layout.summaryOffset
+    let summaryBytes: Uint8Array
+    if (length + HEADER_BYTES <= suffix.byteLength) {
+      const end = suffix.byteLength - HEADER_BYTES
+      summaryBytes = suffix.subarray(end - length, end)
+    } else {
+      summaryBytes = await this.get(
+        st.key,
+        { start: layout.summaryOffset, end: layout.headerOffset },
+        'summary',
+        st.cno,
+      )
+      if (summaryBytes.byteLength !== length) {
+        throw StreamSegmentError.corrupt(
+          `${where}: the object ends at ${layout.summaryOffset + summaryBytes.byteLength}, within its summary (${layout.summaryOffset}..${layout.headerOffset})`,
+        )
+      }
+    }
+    const summary = this.decodeSummaryBytes(st, header, summaryBytes)
+    const t = this.timing.bytes
+    t.meta += Math.max(0, bytes.byteLength - dataBytes)
+    t.summary += length
+    t.header += HEADER_BYTES
+    if (whole) st.size = suffix.byteLength
     return { bytes, summary: this.acceptSummary(st, summary) }
   }
 

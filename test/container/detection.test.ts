@@ -1,23 +1,30 @@
 /**
- * Format detection: an object read without knowing its container's format is read from
- * its end first and, when the end is not a StreamSegment header, from its start as a
- * PartedSegment one. What a checkpoint opened by number (ls, inspect and verify with no
- * inode to say the format) relies on.
+ * Format detection: an object read without knowing its container's format (its `inode`
+ * object missing or unreadable) is read at both ends, side by side; one header is taken,
+ * a header at both ends is ERR_CORRUPT (either end can be file content). Readers that can
+ * take the format from the `inode` object do (ls, inspect, verify, gc, a reader opening a
+ * checkpoint by number): a PartedSegment file whose last block holds a StreamSegment
+ * summary and header reads as written, whatever the checkpoint is opened by.
  */
 import assert from 'node:assert/strict'
 import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
-import { inspectCheckpoint, listCheckpoints, verifyCheckpoint } from '../../lib/admin/index.js'
+import { gc, inspectCheckpoint, listCheckpoints, verifyCheckpoint } from '../../lib/admin/index.js'
 import { readObjectHeader } from '../../lib/container/object-header.js'
 import { StreamSegmentError } from '../../lib/errors.js'
 import {
   decodeInodeObject,
+  emptyInode,
+  emptySummary,
   encodeInodeObject,
+  encodeObjectTail,
+  FLAG_CHECKPOINT,
   FORMAT_PARTED,
   FORMAT_STREAM,
   INODE_KEY,
+  pointerLo,
   segmentKey,
 } from '../../lib/format/index.js'
 import { SegmentFile } from '../../lib/segment-file.js'
@@ -37,14 +44,17 @@ async function storeWith(objects: Record<string, Uint8Array>): Promise<MemorySto
 }
 
 describe('readObjectHeader', () => {
-  it('detects either format: the end first (one request), then the start (two)', async () => {
+  it('detects either format from both ends, read side by side (two requests)', async () => {
     const store = await storeWith({
       '0000000007.0': readFixture('0000000007.0.bin'),
       '0000000008.0': relabel(readFixture('parted.0000000007.0.bin')),
     })
     const tail = await readObjectHeader(store, 7, 0)
     assert.equal(tail.header.format, FORMAT_STREAM)
-    assert.equal(tail.requests, 1)
+    assert.equal(tail.requests, 2)
+    const known = await readObjectHeader(store, 7, 0, { format: FORMAT_STREAM })
+    assert.deepEqual(known.header, tail.header)
+    assert.equal(known.requests, 1)
     // The relabelled object fails its header CRC: detection reports the head-first header's problem.
     await assert.rejects(readObjectHeader(store, 8, 0), (err) => {
       assert.ok(StreamSegmentError.is(err, 'ERR_CORRUPT'))
@@ -78,7 +88,7 @@ describe('readObjectHeader', () => {
     await assert.rejects(readObjectHeader(store, 3, 2), /0000000003\.2: no header: .*is 0 bytes/)
   })
 
-  it('a StreamSegment header of a newer layout is ERR_UNSUPPORTED, not a reason to read the start', async () => {
+  it('a StreamSegment header of a newer layout is ERR_UNSUPPORTED, not a reason to take the start', async () => {
     const bytes = readFixture('0000000007.0.bin')
     const tail = bytes.subarray(bytes.length - 256)
     new DataView(tail.buffer, tail.byteOffset).setUint16(8, 2, true)
@@ -126,6 +136,103 @@ describe('a head-first container without its inode', () => {
     await old.close()
   })
 })
+
+describe('a PartedSegment file whose last block passes for a StreamSegment tail', () => {
+  it('reads as written by every reader; without the inode, detection says it is ambiguous', async () => {
+    const { store, file } = await dualFormat()
+    const key = segmentKey(1, 0)
+    const ambiguous = (err: unknown) =>
+      StreamSegmentError.is(err, 'ERR_CORRUPT') &&
+      err.message.includes(key) &&
+      /ambiguous without the container's inode/.test(err.message)
+    // Both headers are valid: each format reads its own.
+    assert.equal((await readObjectHeader(store, 1, 0, { format: FORMAT_PARTED })).header.format, FORMAT_PARTED)
+    assert.equal((await readObjectHeader(store, 1, 0, { format: FORMAT_STREAM })).header.inode.size, 4 * 4096)
+    await assert.rejects(readObjectHeader(store, 1, 0), ambiguous)
+
+    for (const cno of [undefined, 1]) {
+      const r = await SegmentFile.open(store, { readOnly: true, cno })
+      assert.equal(r.size, file.length, `opened with cno ${cno}`)
+      assert.ok(Buffer.from(await r.read(0, r.size)).equals(file), `cno ${cno}: the file as written`)
+      await r.close()
+    }
+    const w = await SegmentFile.open(store, { cno: 1 })
+    assert.equal(w.size, file.length)
+    await w.close()
+    const list = await listCheckpoints(store)
+    assert.deepEqual(
+      list.checkpoints.map((c) => [c.cno, c.size, c.error]),
+      [[1, file.length, undefined]],
+    )
+    const report = await inspectCheckpoint(store, { cno: 1 })
+    assert.equal(report.format, 'PartedSegment')
+    assert.equal(report.size, file.length)
+    const v = await verifyCheckpoint(store, { cno: 1 })
+    assert.deepEqual(v.problems, [])
+    const dry = await gc(store, { dryRun: true, graceMs: 0 })
+    assert.deepEqual(dry.deletedKeys, [])
+
+    // Without the inode nothing says which end is the header: refused, never guessed.
+    await store.delete(INODE_KEY)
+    await assert.rejects(SegmentFile.open(store, { readOnly: true, cno: 1 }), ambiguous)
+    const orphan = await listCheckpoints(store)
+    assert.match(orphan.checkpoints[0]?.error ?? '', /ambiguous without the container's inode/)
+  })
+})
+
+/**
+ * A legit PartedSegment container holding one file of 240 blocks whose last block is a
+ * StreamSegment summary and header for the same object (sizes meet: 240 × 16 + 256 = 4096),
+ * naming as its file blocks 10…13 of the real one.
+ */
+async function dualFormat(): Promise<{ store: MemoryStore; file: Buffer }> {
+  const BS = 4096
+  const N = 240
+  const file = Buffer.from(pattern(0, N * BS, 9))
+  file.write('CONTENT CHOSEN BY THE FILE', 10 * BS)
+  // Head first: [header + summary, one unit][the leaf][data…].
+  const slotOf = (block: number) => 2 + block
+  const summary = emptySummary(N)
+  const inode = emptyInode({ format: FORMAT_STREAM, dataShift: 12, metaShift: 12, ctimeMs: 1 })
+  inode.cno = 1
+  inode.size = 4 * BS
+  inode.rootLevel = 0
+  inode.rootCount = 4
+  for (let j = 0; j < 4; j++) {
+    const k = slotOf(10 + j)
+    summary.blockIndex[k] = j
+    summary.live[k] = 1
+    summary.crc[k] = crc32(file.subarray((10 + j) * BS, (11 + j) * BS))
+    inode.rootKeys[j] = j
+    inode.rootPtrHi[j] = 1
+    inode.rootPtrLo[j] = pointerLo(0, slotOf(10 + j))
+  }
+  const tail = encodeObjectTail(
+    {
+      format: FORMAT_STREAM,
+      flags: FLAG_CHECKPOINT,
+      dataShift: 12,
+      metaShift: 12,
+      cno: 1,
+      part: 0,
+      metaCount: 1,
+      createdMs: 1,
+      baseInode: emptyInode(),
+      inode,
+    },
+    summary,
+  )
+  assert.equal(tail.length, BS)
+  file.set(tail, (N - 1) * BS)
+  const store = new MemoryStore()
+  const f = await SegmentFile.create(store, { format: 'parted' })
+  await f.write(0, file)
+  await f.flush()
+  await f.close()
+  const h = await readObjectHeader(store, 1, 0, { format: FORMAT_STREAM })
+  assert.equal(h.header.inode.size, 4 * BS, 'the file content passes for a StreamSegment tail')
+  return { store, file }
+}
 
 /** Checkpoints 1 and 2, then the commit point put back to checkpoint 1: 2 is complete, unpublished. */
 async function interrupted(format: 'stream' | 'parted') {

@@ -4,6 +4,8 @@
  * sequential read coalescing into readGetMaxBytes GETs, holes for free, at most
  * readMaxConcurrency data GETs in flight (node and summary reads have as many slots
  * again, so a walk never waits behind data), and no HEAD at all: a reader opens with one GET.
+ * A reader opening a checkpoint by number: a HEAD of its part 0 beside a GET of `inode`
+ * (the container's format), then one GET of the header: 3 requests in 2 round trips.
  */
 import assert from 'node:assert/strict'
 import { before, describe, it } from 'node:test'
@@ -121,4 +123,24 @@ describe('read requests', () => {
     const gets = (store.requests.get ?? 0) - (before.get ?? 0)
     assert.ok(gets <= objects, `${gets} GETs for a warm whole-file read of ${objects} objects`)
   })
+})
+
+describe('opening a checkpoint by number, read-only', () => {
+  for (const format of ['stream', 'parted'] as const) {
+    it(`${format}: a HEAD of its part 0 beside a GET of inode, then one GET of its header`, async () => {
+      const inner = new MemoryStore()
+      const f = await SegmentFile.create(inner, { format })
+      await f.write(0, pattern(0, 64 * KiB, 2))
+      await f.flush()
+      await f.write(0, pattern(0, 4 * KiB, 3))
+      await f.flush()
+      await f.close()
+      const store = new ThrottledStore(inner, { latencyMs: 20, bandwidth: Number.POSITIVE_INFINITY })
+      const r = await SegmentFile.open(store, { readOnly: true, cno: 1 })
+      assert.deepEqual({ ...store.requests }, { head: 1, get: 2 })
+      assert.equal(store.peakInFlight, 2, 'the HEAD and the GET of inode side by side')
+      assert.ok(Buffer.from(await r.read(0, 64 * KiB)).equals(pattern(0, 64 * KiB, 2)))
+      await r.close()
+    })
+  }
 })
