@@ -22,6 +22,7 @@ import {
   verifyCheckpoint,
 } from './admin/index.js'
 import { type ErrorCode, StreamSegmentError } from './errors.js'
+import { MAX_CNO } from './format/pointer.js'
 import { isSettingName, type Settings, SPEC_DEFAULTS } from './settings.js'
 import { fileUrlPath, openStore } from './store/open.js'
 import type { ObjectStore } from './store/types.js'
@@ -269,9 +270,9 @@ function positionals(p: Parsed, min: number, max: number, usage: string): string
 function cnoOption(p: Parsed): number | undefined {
   const v = p.options.get('cno')
   if (v === undefined) return undefined
-  if (!/^\d+$/.test(v) || Number(v) < 1)
+  if (!/^\d+$/.test(v) || Number(v) < 1 || Number(v) > MAX_CNO)
     throw StreamSegmentError.invalidArgument(
-      `option ${optionName(p, 'cno')}: ${JSON.stringify(v)} is not a checkpoint number`,
+      `option ${optionName(p, 'cno')}: ${JSON.stringify(v)} is not a checkpoint number (1..${MAX_CNO})`,
     )
   return Number(v)
 }
@@ -630,7 +631,11 @@ async function get(p: Parsed, out: Out, err: Out): Promise<number> {
     const m = /^(\d+)-(\d*)$/.exec(range)
     if (!m) throw StreamSegmentError.invalidArgument(`option ${rangeName}: ${JSON.stringify(range)} is not a-b or a-`)
     start = Number(m[1])
-    end = m[2] === '' ? undefined : Number(m[2])
+    if (!Number.isSafeInteger(start)) {
+      throw StreamSegmentError.invalidArgument(`option ${rangeName}: ${m[1]} is past any file`)
+    }
+    // An end past the file is clipped to it, however far past.
+    end = m[2] === '' ? undefined : Math.min(Number(m[2]), Number.MAX_SAFE_INTEGER)
     if (end !== undefined && end < start) {
       throw StreamSegmentError.invalidArgument(`option ${rangeName}: ${range} ends before it starts`)
     }
@@ -789,6 +794,11 @@ async function inspect(p: Parsed, out: Out, err: Out): Promise<number> {
 /** `inspect --wal DIR`: what a replay would find, read without changing anything. */
 async function inspectWalFolder(p: Parsed, dir: string, out: Out): Promise<number> {
   positionals(p, 0, 0, 'inspect --wal <dir> [--json]')
+  if (p.options.has('cno')) {
+    throw StreamSegmentError.invalidArgument(
+      `option ${optionName(p, 'cno')} is for a container's checkpoint, not with ${optionName(p, 'wal')}`,
+    )
+  }
   const r = await inspectWal(dir)
   if (p.flags.has('json')) {
     out.write(`${JSON.stringify(r)}\n`)

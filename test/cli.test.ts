@@ -250,6 +250,10 @@ describe('commands on a directory store', () => {
     const range = run(['get', url, '-', '--range', '4000-9000', '--cno', '1'])
     assert.equal(range.status, 0, range.stderr)
     assert.ok(range.stdout.equals(data.subarray(4000, 9001)))
+    // An end however far past the file is clipped too (it is past any safe integer here).
+    const far = run(['get', url, '-', '--range', `${data.length - 10}-99999999999999999999`])
+    assert.equal(far.status, 0, far.stderr)
+    assert.ok(far.stdout.equals(data.subarray(data.length - 10)))
     const tail = run(['get', url, '-', '--range', `${data.length - 10}-`])
     assert.ok(tail.stdout.equals(data.subarray(data.length - 10)))
     // Starting inside and ending past the end: clipped to the end.
@@ -317,6 +321,12 @@ describe('commands on a directory store', () => {
       [['put', '-', url, '--stream-segment-bytes', 'many'], /option --stream-segment-bytes: "many" is not a size/],
       [['put', '-', url, '--format', 'fancy'], /setting format = "fancy": must be 'stream' or 'parted'/],
       [['put', '-', url, '--format', 'parted'], /format parted: the container at .* has stream/],
+      [
+        ['get', url, '-', '--cno', '10000000000'],
+        /option --cno: "10000000000" is not a checkpoint number \(1\.\.1073741823\)/,
+      ],
+      [['inspect', '--wal', dir, '--cno', '3'], /option --cno is for a container's checkpoint, not with --wal/],
+      [['put', '-', url, '--wal', input], /WAL .*in\.bin: the folder cannot be made \(EEXIST\)/],
     ]
     for (const [args, re] of cases) {
       const f = run(args, { input: '' })

@@ -13,13 +13,6 @@ export { nodeCapacity }
 /** The most one object can hold: a pointer addresses 2^18 units of 4 KiB in an object (1 GiB). */
 export const MAX_OBJECT_BYTES = (MAX_UNIT + 1) * UNIT_BYTES
 
-/**
- * Past the end of any legal object: its last block starts below 1 GiB and is at most
- * 16 MiB, then at most 2^18 summary entries and the header. A ranged read to here runs
- * to the object's end.
- */
-export const TAIL_END = 2 ** 31
-
 /** What `n` data blocks of `dataBlockSize` bytes take in an object: their slots and summary entries. */
 export function dataSlotsBytes(n: number, dataBlockSize: number): number {
   return n * (dataBlockSize + SUMMARY_ENTRY_BYTES)

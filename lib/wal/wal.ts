@@ -76,7 +76,14 @@ export async function openWal(
   apply: (r: WalRecord) => Promise<void>,
 ): Promise<OpenedWal> {
   checkWalOptions(o)
-  await fs.mkdir(o.dir, { recursive: true })
+  await fs.mkdir(o.dir, { recursive: true }).catch((err: NodeJS.ErrnoException) => {
+    const why = `WAL ${o.dir}: the folder cannot be made (${err.code ?? err.message})`
+    // A file where the folder should be, or a place this process may not write: the option is wrong.
+    if (['EEXIST', 'ENOTDIR', 'EACCES', 'EPERM', 'EROFS', 'ENAMETOOLONG'].includes(err.code ?? '')) {
+      throw StreamSegmentError.invalidArgument(why)
+    }
+    throw StreamSegmentError.store(why, err)
+  })
   const lock = await acquireLock(join(o.dir, LOCK), o.dir, `WAL ${o.dir}`, 0).catch((err) => {
     throw StreamSegmentError.state(`WAL ${o.dir} is in use by another writer`, err)
   })
