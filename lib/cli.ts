@@ -677,12 +677,13 @@ async function get(p: Parsed, out: Out, err: Out): Promise<number> {
       return 0
     }
     // Into a temporary file, renamed into place once complete (downloadFile).
+    const { readAheadBytes: _toStdoutOnly, ...fileReads } = reads
     const got = await downloadFile(store, target, {
       start,
       end,
       cno,
       signal: ac.signal,
-      ...reads,
+      ...fileReads,
       onStart: (file, total) => {
         pastEnd(file.size, `checkpoint ${file.cno} of ${store.url}`)
         if (err.isTTY) stopProgress = showProgress(err, () => ({ done, total }), amountLine('get'))

@@ -26,6 +26,7 @@ import { emptyInode, FORMAT_PARTED, FORMAT_STREAM, type Inode } from './format/i
 import { Reader } from './read/reader.js'
 import {
   checkForStore,
+  checkOptionNames,
   checkSettingValues,
   dirtyLimitBytes,
   type ReadOptions,
@@ -104,6 +105,7 @@ export class SegmentFile {
 
   /** Starts a new container in `store`; ERR_CONFLICT if it already has a checkpoint. */
   static async create(store: ObjectStore, settings: CreateOptions = {}): Promise<SegmentFile> {
+    checkOptionNames('SegmentFile.create', settings ?? {}, ['wal'], { settings: true, read: true })
     const s = resolveSettings(withWal(settings))
     const read = resolveReadOptions(settings)
     checkForStore(s, store)
@@ -141,6 +143,7 @@ export class SegmentFile {
     if (cno !== undefined && (!Number.isSafeInteger(cno) || cno < 1)) {
       throw StreamSegmentError.invalidArgument(`cno must be a positive integer, got ${JSON.stringify(cno) ?? cno}`)
     }
+    checkOptionNames('SegmentFile.open', options, ['cno', 'readOnly', 'wal'], { settings: true, read: true })
     checkSettingValues(options) // each alone, before any request; together once the inode is read
     if (options.wal !== undefined) {
       if (readOnly) throw StreamSegmentError.invalidArgument('wal: a read-only handle writes no log')

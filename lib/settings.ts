@@ -171,6 +171,65 @@ const READ_RULES: Readonly<Record<keyof ReadOptions, Rule>> = {
 
 const SETTING_NAMES = Object.keys(SETTING_RULES) as Array<keyof Settings>
 
+/**
+ * ERR_INVALID_ARGUMENT for a name in `options` that `who` does not take (a misspelt
+ * setting would otherwise be ignored without a word), suggesting the nearest it does: its
+ * own option names, and the setting and read option names when it takes those. A name
+ * whose value is undefined counts as not given.
+ */
+export function checkOptionNames(
+  who: string,
+  options: object,
+  own: readonly string[],
+  takes: { settings?: boolean; read?: boolean } = {},
+): void {
+  const known = new Set<string>(own)
+  if (takes.settings) for (const n of [...SETTING_NAMES, 'maxNodeEntries']) known.add(n)
+  if (takes.read) for (const n of Object.keys(READ_RULES)) known.add(n)
+  for (const [name, value] of Object.entries(options)) {
+    if (value === undefined || known.has(name)) continue
+    const near = nearest(name, known)
+    throw StreamSegmentError.invalidArgument(
+      `${who}: unknown option ${JSON.stringify(name)}${near === undefined ? '' : ` (did you mean ${near}?)`}`,
+    )
+  }
+}
+
+/** The known name closest to `name` by edit distance, if close enough to be a slip, or that it starts. */
+function nearest(name: string, known: Iterable<string>): string | undefined {
+  const lower = name.toLowerCase()
+  let best: string | undefined
+  if (lower.length >= 4) {
+    for (const k of known) if (k.toLowerCase().startsWith(lower)) best ??= k
+  }
+  if (best !== undefined) return best
+  let bestDistance = Math.max(2, Math.floor(name.length / 4)) + 1
+  for (const k of known) {
+    const d = editDistance(name.toLowerCase(), k.toLowerCase())
+    if (d < bestDistance) {
+      best = k
+      bestDistance = d
+    }
+  }
+  return best
+}
+
+function editDistance(a: string, b: string): number {
+  let row = Array.from({ length: b.length + 1 }, (_, j) => j)
+  for (let i = 1; i <= a.length; i++) {
+    const next = [i]
+    for (let j = 1; j <= b.length; j++) {
+      next[j] = Math.min(
+        (row[j] as number) + 1,
+        (next[j - 1] as number) + 1,
+        (row[j - 1] as number) + (a[i - 1] === b[j - 1] ? 0 : 1),
+      )
+    }
+    row = next
+  }
+  return row[b.length] as number
+}
+
 /** Whether `name` is a setting (not a read option or a test hook). */
 export function isSettingName(name: string): name is keyof Settings {
   return (SETTING_NAMES as string[]).includes(name)

@@ -32,6 +32,7 @@ import { readObjectHeader } from '../container/object-header.js'
 import { StreamSegmentError } from '../errors.js'
 import type { Inode } from '../format/inode.js'
 import { INODE_KEY, parseKey, segmentKey } from '../format/names.js'
+import { checkOptionNames } from '../settings.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
@@ -82,6 +83,12 @@ export interface GcResult {
 function checkOptions(o: GcOptions): Required<Omit<GcOptions, 'signal'>> {
   const bad = (name: string, v: unknown, want: string) =>
     StreamSegmentError.invalidArgument(`gc: ${name} = ${JSON.stringify(v)}: ${want}; nothing was deleted`)
+  if (typeof o !== 'object' || o === null) throw bad('options', o, 'must be an object')
+  checkOptionNames('gc', o, ['keep', 'keepCnos', 'keepNewerThanMs', 'graceMs', 'dryRun', 'spareFromCno', 'signal'])
+  const signal = o.signal as { aborted?: unknown; addEventListener?: unknown } | undefined
+  if (signal !== undefined && (typeof signal !== 'object' || typeof signal.addEventListener !== 'function')) {
+    throw bad('signal', typeof signal === 'object' ? 'an object' : signal, 'must be an AbortSignal')
+  }
   const nat = (name: string, v: unknown, min: number) => {
     if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min) throw bad(name, v, `must be an integer ≥ ${min}`)
     return v

@@ -20,7 +20,7 @@ import { open, rename, rm } from 'node:fs/promises'
 import { StreamSegmentError } from '../errors.js'
 import { Reader, type ReadTiming } from '../read/reader.js'
 import { SegmentFile } from '../segment-file.js'
-import { type ReadOptions, resolveReadOptions } from '../settings.js'
+import { checkOptionNames, type ReadOptions, resolveReadOptions } from '../settings.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import { writeFully } from '../util/local-fs.js'
@@ -61,6 +61,7 @@ export async function downloadFile(
   options: DownloadFileOptions = {},
 ): Promise<DownloadResult> {
   checkStreamOptions('downloadFile', options)
+  checkOptionNames('downloadFile', options, ['cno', 'start', 'end', 'signal', 'onStart', 'onProgress'], { read: true })
   const { cno, signal, onStart, onProgress } = options
   if (typeof path !== 'string' || path === '') {
     throw StreamSegmentError.invalidArgument(`downloadFile: path ${JSON.stringify(path)} must name a file`)

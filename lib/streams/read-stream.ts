@@ -31,7 +31,7 @@ import { Readable } from 'streamx'
 import { StreamSegmentError } from '../errors.js'
 import { type Piece, Reader, type ReadTiming } from '../read/reader.js'
 import { SegmentFile } from '../segment-file.js'
-import { type ReadOptions, resolveReadOptions } from '../settings.js'
+import { checkOptionNames, type ReadOptions, resolveReadOptions } from '../settings.js'
 import type { ObjectStore } from '../store/types.js'
 import { givePieces, isLentPiece } from '../util/piece-pool.js'
 import { checkStreamOptions, countingStore, destroyOnAbort, type StreamLocation, storeOf, withOpen } from './options.js'
@@ -103,6 +103,12 @@ export class StreamSegmentReadStream extends Readable {
 
   constructor(options: ReadStreamOptions) {
     checkStreamOptions('createStreamSegmentReadStream', options)
+    checkOptionNames(
+      'createStreamSegmentReadStream',
+      options,
+      ['url', 'store', 'start', 'end', 'cno', 'signal', 'readAheadBytes', 'highWaterMark'],
+      { read: true },
+    )
     const { url, store, signal, highWaterMark = MiB } = options
     super({ highWaterMark })
     for (const name of ['start', 'end'] as const) {

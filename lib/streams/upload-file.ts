@@ -23,7 +23,7 @@ import {
 } from '../container/resume.js'
 import { StreamSegmentError } from '../errors.js'
 import type { SegmentFile } from '../segment-file.js'
-import { checkSettingValues, type Settings } from '../settings.js'
+import { checkOptionNames, checkSettingValues, type Settings } from '../settings.js'
 import type { BlockSource } from '../state/dirty-tier.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
@@ -141,7 +141,9 @@ export async function uploadFile(
   if (typeof settings !== 'object' || settings === null) {
     throw StreamSegmentError.invalidArgument(`uploadFile: settings must be an object, got ${describeValue(settings)}`)
   }
+  checkOptionNames('uploadFile: settings', settings, [], { settings: true })
   checkSettingValues(settings)
+  checkOptionNames('uploadFile', options, ['signal', 'onStart', 'resume', 'resumeMaxAgeMs'])
   if (typeof path !== 'string' && !(typeof path === 'object' && path !== null && typeof path.stat === 'function')) {
     throw StreamSegmentError.invalidArgument(
       `uploadFile: path must be a path or an open FileHandle, got ${describeValue(path)}`,

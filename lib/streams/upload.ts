@@ -35,7 +35,7 @@ import type {
 } from '@aws-sdk/client-s3'
 import { type ExportResult, exportObject, type S3ExportTarget } from '../admin/export.js'
 import { StreamSegmentError } from '../errors.js'
-import { checkSettingValues, type Settings } from '../settings.js'
+import { checkOptionNames, checkSettingValues, type Settings } from '../settings.js'
 import { openStore } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import type { FlushTiming } from '../write/flush.js'
@@ -62,6 +62,19 @@ export interface Progress {
 /** lib-storage's `params`: PutObject's input and the multipart ones'. */
 export type UploadParams = PutObjectCommandInput &
   Partial<CreateMultipartUploadCommandInput & UploadPartCommandInput & CompleteMultipartUploadCommandInput>
+
+/** The options `Upload` takes (lib-storage's, and `settings` and `exportTo`). */
+const UPLOAD_OPTIONS = [
+  'client',
+  'params',
+  'queueSize',
+  'partSize',
+  'leavePartsOnError',
+  'tags',
+  'abortController',
+  'settings',
+  'exportTo',
+]
 
 export interface UploadOptions {
   client: S3Client
@@ -320,6 +333,8 @@ export class Upload extends EventEmitter {
     }
     if (tags !== undefined && (!Array.isArray(tags) || tags.length > 0)) throw invalid(`tags: ${TAGS_WHY}`)
     if (typeof settings !== 'object' || settings === null) throw invalid('settings: must be an object of settings')
+    checkOptionNames('Upload', options, UPLOAD_OPTIONS)
+    checkOptionNames('Upload: settings', settings, [], { settings: true })
     checkSettingValues(settings)
     const s: Partial<Settings> = { ...settings }
     if (queueSize !== undefined) {

@@ -31,11 +31,14 @@
 import { Writable } from 'node:stream'
 import { StreamSegmentError } from '../errors.js'
 import { SegmentFile } from '../segment-file.js'
-import { checkSettingValues, type Settings, STREAMING_PROFILE } from '../settings.js'
+import { checkOptionNames, checkSettingValues, type Settings, STREAMING_PROFILE } from '../settings.js'
 import type { ObjectStore } from '../store/types.js'
 import type { WalOptions } from '../wal/wal.js'
 import type { FlushTiming } from '../write/flush.js'
 import { checkStreamOptions, destroyOnAbort, type StreamLocation, storeOf } from './options.js'
+
+/** The write stream's own options (beside the settings). */
+const WRITE_STREAM_OPTIONS = ['url', 'store', 'signal', 'highWaterMark', 'profile', 'adoptChunks', 'wal']
 
 export interface WriteStreamOptions extends Partial<Settings>, StreamLocation {
   signal?: AbortSignal
@@ -147,6 +150,7 @@ export class StreamSegmentWriteStream extends Writable {
     } = options
     // Checked before super(): Node's Writable schedules `_construct` as soon as it is made.
     checkStreamOptions('createStreamSegmentWriteStream', options)
+    checkOptionNames('createStreamSegmentWriteStream', options, WRITE_STREAM_OPTIONS, { settings: true })
     checkSettingValues(settings)
     if (profile !== 'streaming' && profile !== 'spec') {
       throw StreamSegmentError.invalidArgument(`profile ${JSON.stringify(profile)}: must be 'streaming' or 'spec'`)

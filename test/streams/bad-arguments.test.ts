@@ -10,7 +10,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { S3Client } from '@aws-sdk/client-s3'
+import { gc } from '../../lib/admin/gc.js'
 import { StreamSegmentError } from '../../lib/errors.js'
+import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import { downloadFile } from '../../lib/streams/download-file.js'
 import { createStreamSegmentReadStream } from '../../lib/streams/read-stream.js'
@@ -90,6 +92,10 @@ describe('bad arguments to the stream entry points', () => {
         }),
       invalid(/abortController: must be an AbortController/),
     )
+    assert.throws(
+      () => new Upload({ client, params: { Bucket: 'b', Key: 'k', Body: 'x' }, queuesize: 4 } as never),
+      invalid(/Upload: unknown option "queuesize" \(did you mean queueSize\?\)/),
+    )
     client.destroy()
   })
 
@@ -103,6 +109,42 @@ describe('bad arguments to the stream entry points', () => {
       downloadFile(store, join(dir, 'out'), { signal: 'stop' as unknown as AbortSignal }),
       invalid(/downloadFile: signal must be an AbortSignal, got string/),
     )
+  })
+
+  it('a misspelt option is refused, naming it and the nearest known name, not ignored', async () => {
+    const store = new MemoryStore()
+    const typo = (name: string, near: string) =>
+      invalid(new RegExp(`unknown option "${name}" \\(did you mean ${near}\\?\\)`))
+    assert.throws(
+      () => createStreamSegmentWriteStream({ store, segmentMpuMaxConcurency: 8 } as never),
+      typo('segmentMpuMaxConcurency', 'segmentMpuMaxConcurrency'),
+    )
+    assert.throws(
+      () => createStreamSegmentReadStream({ store, readAhead: 5 } as never),
+      typo('readAhead', 'readAheadBytes'),
+    )
+    await assert.rejects(
+      SegmentFile.create(store, { dataBlocksize: 8192 } as never),
+      typo('dataBlocksize', 'dataBlockSize'),
+    )
+    await assert.rejects(SegmentFile.open(store, { readonly: true } as never), typo('readonly', 'readOnly'))
+    await assert.rejects(
+      downloadFile(store, join(dir, 'o'), { onprogress: () => {} } as never),
+      typo('onprogress', 'onProgress'),
+    )
+    await assert.rejects(
+      uploadFile(join(dir, 'x'), store, {}, { resumeMaxAge: 5 } as never),
+      typo('resumeMaxAge', 'resumeMaxAgeMs'),
+    )
+    await assert.rejects(gc(store, { kep: 2 } as never), typo('kep', 'keep'))
+    await assert.rejects(gc(store, { signal: 'x' } as never), invalid(/gc: signal = "x": must be an AbortSignal/))
+    // A name far from any is named alone; an undefined value counts as not given.
+    assert.throws(
+      () => createStreamSegmentWriteStream({ store, colour: 'red' } as never),
+      invalid(/unknown option "colour"$/),
+    )
+    createStreamSegmentReadStream({ store, cno: undefined, somethingElse: undefined } as never).destroy()
+    assert.equal(await store.head('inode'), undefined, 'nothing was published')
   })
 
   it('uploadFile: a directory, a non-path, settings that are not an object; nothing is published', async () => {
