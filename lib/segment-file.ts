@@ -105,7 +105,10 @@ export class SegmentFile {
 
   /** Starts a new container in `store`; ERR_CONFLICT if it already has a checkpoint. */
   static async create(store: ObjectStore, settings: CreateOptions = {}): Promise<SegmentFile> {
-    checkOptionNames('SegmentFile.create', settings ?? {}, ['wal'], { settings: true, read: true })
+    if (typeof settings !== 'object' || settings === null) {
+      throw StreamSegmentError.invalidArgument(`SegmentFile.create: options must be an object, got ${settings}`)
+    }
+    checkOptionNames('SegmentFile.create', settings, ['wal'], { settings: true, read: true })
     const s = resolveSettings(withWal(settings))
     const read = resolveReadOptions(settings)
     checkForStore(s, store)
@@ -139,6 +142,9 @@ export class SegmentFile {
    * ERR_NOT_FOUND.
    */
   static async open(store: ObjectStore, options: OpenOptions = {}): Promise<SegmentFile> {
+    if (typeof options !== 'object' || options === null) {
+      throw StreamSegmentError.invalidArgument(`SegmentFile.open: options must be an object, got ${options}`)
+    }
     const { cno, readOnly = false } = options
     if (cno !== undefined && (!Number.isSafeInteger(cno) || cno < 1)) {
       throw StreamSegmentError.invalidArgument(`cno must be a positive integer, got ${JSON.stringify(cno) ?? cno}`)

@@ -63,6 +63,13 @@ export function fileUrlPath(text: string, who = 'openStore'): string {
 }
 
 export function openStore(location: StoreLocation): ObjectStore {
+  if (typeof location !== 'string' && !(typeof location === 'object' && location !== null)) {
+    // A number or a boolean would read as a relative path: `5` is not the folder ./5 by intent.
+    const shown = typeof location === 'number' ? String(location) : typeof location
+    throw StreamSegmentError.invalidArgument(
+      `openStore: ${shown}: give a URL or path (a string or a URL) or { client, bucket, prefix }`,
+    )
+  }
   if (typeof location === 'object' && !(location instanceof URL)) {
     if (typeof location.bucket !== 'string' || location.bucket === '') {
       throw StreamSegmentError.invalidArgument('openStore: { client, bucket, prefix } needs a bucket name')

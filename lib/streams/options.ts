@@ -28,15 +28,24 @@ export function storeOf(options: StreamLocation, who: string): ObjectStore {
 /**
  * The options every stream checks before it is made (a stream made starts its work, so a
  * bad option found later would fail that work, not the call): `signal` an AbortSignal,
- * `highWaterMark` a byte count.
+ * `highWaterMark` a byte count, the `onStart` and `onProgress` callbacks functions.
  */
-export function checkStreamOptions(who: string, options: { signal?: unknown; highWaterMark?: unknown }): void {
+export function checkStreamOptions(
+  who: string,
+  options: { signal?: unknown; highWaterMark?: unknown; onStart?: unknown; onProgress?: unknown },
+): void {
   if (typeof options !== 'object' || options === null) {
     throw StreamSegmentError.invalidArgument(`${who}: options must be an object, got ${describeValue(options)}`)
   }
   const { signal, highWaterMark } = options
   if (signal !== undefined && !isSignal(signal)) {
     throw StreamSegmentError.invalidArgument(`${who}: signal must be an AbortSignal, got ${describeValue(signal)}`)
+  }
+  for (const name of ['onStart', 'onProgress'] as const) {
+    const f = options[name]
+    if (f !== undefined && typeof f !== 'function') {
+      throw StreamSegmentError.invalidArgument(`${who}: ${name} must be a function, got ${describeValue(f)}`)
+    }
   }
   if (highWaterMark !== undefined && !(Number.isSafeInteger(highWaterMark) && (highWaterMark as number) >= 0)) {
     throw StreamSegmentError.invalidArgument(

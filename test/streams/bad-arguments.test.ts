@@ -14,6 +14,7 @@ import { gc } from '../../lib/admin/gc.js'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
+import { openStore } from '../../lib/store/open.js'
 import { downloadFile } from '../../lib/streams/download-file.js'
 import { createStreamSegmentReadStream } from '../../lib/streams/read-stream.js'
 import { Upload } from '../../lib/streams/upload.js'
@@ -145,6 +146,25 @@ describe('bad arguments to the stream entry points', () => {
     )
     createStreamSegmentReadStream({ store, cno: undefined, somethingElse: undefined } as never).destroy()
     assert.equal(await store.head('inode'), undefined, 'nothing was published')
+  })
+
+  it('callbacks that are not functions, options that are not objects, a location that is not one', async () => {
+    const store = new MemoryStore()
+    await assert.rejects(
+      downloadFile(store, join(dir, 'o'), { onProgress: 'x' as never }),
+      invalid(/downloadFile: onProgress must be a function, got string "x"/),
+    )
+    await assert.rejects(
+      uploadFile(join(dir, 'x'), store, {}, { onStart: 5 as never }),
+      invalid(/uploadFile: onStart must be a function, got number 5/),
+    )
+    await assert.rejects(
+      SegmentFile.create(store, null as never),
+      invalid(/SegmentFile.create: options must be an object/),
+    )
+    await assert.rejects(SegmentFile.open(store, null as never), invalid(/SegmentFile.open: options must be an object/))
+    assert.throws(() => openStore(5 as never), invalid(/openStore: 5: give a URL or path/))
+    assert.throws(() => openStore(null as never), invalid(/openStore: object: give a URL or path|openStore: .*null/))
   })
 
   it('uploadFile: a directory, a non-path, settings that are not an object; nothing is published', async () => {
