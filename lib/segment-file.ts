@@ -222,6 +222,14 @@ export class SegmentFile {
     log('wal %s: replayed %d records (skipped %d) on checkpoint %d', o.dir, replay.records, replay.skipped, this.cno)
     try {
       if (replay.records === 0) return
+      // The first records replayed build on a checkpoint this container never published:
+      // the log is of another history at this URL (a container removed and made again, or
+      // restored). Replaying it would write its changes into content it never saw.
+      if ((replay.baseCno ?? 0) > this.core.published.cno) {
+        throw StreamSegmentError.conflict(
+          `WAL ${o.dir}: its records apply to checkpoint ${replay.baseCno}, which the container at ${this.core.store.url} never published (its latest is ${this.core.published.cno}): the log is of another history of this container; it is kept, nothing was published`,
+        )
+      }
       const stale = (replay.baseCno ?? 0) < this.core.published.cno
       if (stale && (await this.holdsAlready(touched))) {
         this.core.rollback()

@@ -132,6 +132,34 @@ describe('SegmentFile with a WAL', () => {
     await g.close()
   })
 
+  it('a log built on a checkpoint the container never published (made again since) is refused and kept', async () => {
+    const store = new MemoryStore('wal-remade')
+    const dir = await walDir()
+    const f = await SegmentFile.create(store, { wal: { dir } })
+    for (let i = 0; i < 3; i++) {
+      await f.write(0, pattern(i, 8_000))
+      await f.flush()
+    }
+    await f.write(0, pattern(9, 4_000)) // logged on checkpoint 3, never flushed
+    await f.close()
+    // The container is removed and made again at the same place: its checkpoint 1 is new.
+    const keys: string[] = []
+    for await (const e of store.list()) keys.push(e.key)
+    await store.delete(keys)
+    const g = await SegmentFile.create(store)
+    await g.write(0, pattern(5, 2_000))
+    await g.flush()
+    await g.close()
+    const before = await published(store)
+    await rejectsCode(
+      SegmentFile.open(store, { wal: { dir } }),
+      'ERR_CONFLICT',
+      /checkpoint 3, which .* never published \(its latest is 1\)/,
+    )
+    assert.deepEqual(await published(store), before, 'nothing was published')
+    assert.equal((await inspectWal(dir)).records, 1, 'the log is kept')
+  })
+
   it("a log overtaken by another writer: conflictPolicy 'fail' keeps it, 'retry' publishes it on top", async () => {
     const store = new MemoryStore('wal-e')
     const dir = await walDir()
