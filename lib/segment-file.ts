@@ -18,7 +18,7 @@
  */
 import debug from 'debug'
 import { gc } from './admin/gc.js'
-import { hasInode, readCheckpointInode, readInode, rollForward } from './container/inode.js'
+import { containerFormat, hasInode, readCheckpointInode, readInode, rollForward } from './container/inode.js'
 import { firstFreeCno } from './container/listing.js'
 import { readPart0Header } from './container/object-header.js'
 import { StreamSegmentError } from './errors.js'
@@ -617,18 +617,5 @@ export class SegmentFile {
  * the format is detected only when `inode` is missing or unreadable.
  */
 async function readerCheckpointInode(store: ObjectStore, cno: number): Promise<Inode> {
-  const format = readInode(store).then(
-    ({ inode }) => inode.format,
-    (err) => {
-      if (
-        StreamSegmentError.is(err, 'ERR_NOT_FOUND') ||
-        StreamSegmentError.is(err, 'ERR_CORRUPT') ||
-        StreamSegmentError.is(err, 'ERR_UNSUPPORTED')
-      ) {
-        return undefined
-      }
-      throw err
-    },
-  )
-  return (await readPart0Header(store, cno, format)).inode
+  return (await readPart0Header(store, cno, containerFormat(store))).inode
 }

@@ -12,7 +12,7 @@
  * - Each complete checkpoint's block map is walked to say which objects only it reaches:
  *   the bytes dropping it would free (`uniqueBytes`, what `gc` would delete).
  */
-import { readInode } from '../container/inode.js'
+import { containerFormat, readInode } from '../container/inode.js'
 import { type ContainerListing, listContainer } from '../container/listing.js'
 import { readObjectHeader } from '../container/object-header.js'
 import { StreamSegmentError } from '../errors.js'
@@ -175,20 +175,4 @@ export async function resolveCheckpoint(
   const size = listing.sizes.get(segmentKey(cno, 0))
   const part0 = (await readObjectHeader(store, cno, 0, { format, size, signal })).header
   return { inode: part0.inode, part0 }
-}
-
-/** The container's format, from its `inode` object; undefined when that is unreadable. */
-async function containerFormat(store: ObjectStore, signal: AbortSignal | undefined): Promise<number | undefined> {
-  try {
-    return (await readInode(store, { signal })).inode.format
-  } catch (err) {
-    if (
-      StreamSegmentError.is(err, 'ERR_CORRUPT') ||
-      StreamSegmentError.is(err, 'ERR_UNSUPPORTED') ||
-      StreamSegmentError.is(err, 'ERR_NOT_FOUND')
-    ) {
-      return undefined
-    }
-    throw err
-  }
 }

@@ -235,3 +235,19 @@ export async function rollForward(
     }
   }
 }
+
+/** The container's format, from its `inode` object; undefined when that is unreadable. */
+export async function containerFormat(store: ObjectStore, signal?: AbortSignal): Promise<number | undefined> {
+  try {
+    return (await readInode(store, { signal })).inode.format
+  } catch (err) {
+    if (
+      StreamSegmentError.is(err, 'ERR_CORRUPT') ||
+      StreamSegmentError.is(err, 'ERR_UNSUPPORTED') ||
+      StreamSegmentError.is(err, 'ERR_NOT_FOUND')
+    ) {
+      return undefined
+    }
+    throw err
+  }
+}
