@@ -43,7 +43,7 @@ import { DirectoryStore } from '../store/directory.js'
 import { createS3Client, S3Store } from '../store/s3.js'
 import type { ObjectAttributes, ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
-import { writeFully } from '../util/local-fs.js'
+import { localFileError, writeFully } from '../util/local-fs.js'
 import { givePieces } from '../util/piece-pool.js'
 import { GiB, MiB } from '../util/units.js'
 import { resolveCheckpoint } from './list.js'
@@ -337,18 +337,6 @@ async function realPath(path: string): Promise<string> {
   }
 }
 
-/** Errors of the local file system naming `path`: a bad path is the caller's, a missing folder not found. */
-const BAD_PATH = new Set(['EISDIR', 'ENOTDIR', 'EACCES', 'EPERM', 'EROFS', 'ENAMETOOLONG'])
-function fileError(err: unknown, path: string): Error {
-  if (StreamSegmentError.is(err)) return err
-  const e = err as NodeJS.ErrnoException
-  if (e.code === 'ENOENT') return StreamSegmentError.notFound(`export to ${path}: no such file or directory`, err)
-  if (e.code !== undefined && BAD_PATH.has(e.code)) {
-    return StreamSegmentError.invalidArgument(`export to ${path}: cannot be written as a file (${e.message})`)
-  }
-  return StreamSegmentError.store(`export to ${path}: ${e.message}`, err)
-}
-
 /**
  * Before anything is read or written: the target is not a directory, and not inside the
  * source directory store's folder (it would land among the container's objects).
@@ -357,7 +345,7 @@ async function checkFileTarget(store: ObjectStore, path: string): Promise<void> 
   if (typeof path !== 'string' || path === '') throw StreamSegmentError.invalidArgument('export: empty file path')
   const stat = await fs.stat(path).catch((err: NodeJS.ErrnoException) => {
     if (err.code === 'ENOENT') return undefined
-    throw fileError(err, path)
+    throw localFileError(err, path, `export to ${path}`)
   })
   if (stat?.isDirectory()) throw StreamSegmentError.invalidArgument(`export to ${path}: is a directory`)
   if (store instanceof DirectoryStore) {
@@ -660,7 +648,7 @@ async function exportToFile(
   const tmp = join(dirname(path), `.${basename(path)}.ss-export-${randomBytes(6).toString('hex')}`)
   let written = 0
   const fh = await fs.open(tmp, 'wx').catch((err) => {
-    throw fileError(err, path)
+    throw localFileError(err, path, `export to ${path}`)
   })
   try {
     await fh.truncate(size)
@@ -693,7 +681,7 @@ async function exportToFile(
   } catch (err) {
     await fh.close().catch(() => {})
     await fs.rm(tmp, { force: true }).catch(() => {})
-    throw fileError(err, path)
+    throw localFileError(err, path, `export to ${path}`)
   }
   const dir = await fs.open(dirname(path), 'r').catch(() => undefined)
   await dir

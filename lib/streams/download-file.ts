@@ -23,7 +23,7 @@ import { SegmentFile } from '../segment-file.js'
 import { checkOptionNames, type ReadOptions, resolveReadOptions } from '../settings.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
-import { writeFully } from '../util/local-fs.js'
+import { localFileError, writeFully } from '../util/local-fs.js'
 import { checkStreamOptions, countingStore, withOpen } from './options.js'
 
 export interface DownloadFileOptions extends ReadOptions {
@@ -94,12 +94,12 @@ export async function downloadFile(
     onStart?.(file, bytes)
     const reader = new Reader(file.core, read)
     const fh = await open(tmp, 'wx').catch((err) => {
-      throw localError(err, path)
+      throw localFileError(err, path)
     })
     tmpExists = true
     try {
       await fh.truncate(bytes).catch((err) => {
-        throw localError(err, path)
+        throw localFileError(err, path)
       })
       let done = 0
       const advance = (n: number) => {
@@ -110,7 +110,7 @@ export async function downloadFile(
         await reader.scan(from, from + bytes, {
           bytes: async (at, views) => {
             await writeFully(fh, views, at - from).catch((err) => {
-              throw localError(err, path)
+              throw localFileError(err, path)
             })
             advance(views.reduce((n, v) => n + v.byteLength, 0))
           },
@@ -122,7 +122,7 @@ export async function downloadFile(
     }
     if (signal?.aborted) throw aborted()
     await rename(tmp, path).catch((err) => {
-      throw localError(err, path)
+      throw localFileError(err, path)
     })
     tmpExists = false
     const timing = withOpen(reader.timing, opening)
@@ -134,22 +134,4 @@ export async function downloadFile(
     if (tmpExists) await rm(tmp, { force: true })
     await file.close().catch(() => undefined) // an aborted handle refuses close; nothing is held
   }
-}
-
-/** Failures that writing again will not mend: the path is wrong for a file. */
-const BAD_PATH = new Set(['EISDIR', 'ENOTDIR', 'EACCES', 'EPERM', 'EROFS', 'ENAMETOOLONG', 'EFBIG'])
-
-/**
- * A local file system failure naming `path`, its cause kept: ERR_NOT_FOUND for a missing
- * folder, ERR_INVALID_ARGUMENT for a path that cannot be a writable file, else ERR_STORE
- * (a full or failing disk).
- */
-function localError(err: unknown, path: string): Error {
-  if (StreamSegmentError.is(err)) return err
-  const e = err as NodeJS.ErrnoException
-  if (e.code === 'ENOENT') return StreamSegmentError.notFound(`${path}: no such file or directory`, err)
-  if (e.code !== undefined && BAD_PATH.has(e.code)) {
-    return StreamSegmentError.invalidArgument(`${path}: cannot be written as a file (${e.message})`)
-  }
-  return StreamSegmentError.store(`${path}: ${e.message}`, err)
 }

@@ -1,6 +1,7 @@
 /**
- * The local file system helpers the directory store, the WAL and export share: the
- * crash-safe folder lock, errno tests, a directory fsync, writing a list of chunks.
+ * The local file system helpers the directory store, the WAL, export and downloadFile
+ * share: the crash-safe folder lock, errno tests, a directory fsync, writing a list of
+ * chunks, and what a failure writing a local file becomes.
  *
  * The lock (`acquireLock`) is what makes the directory store's compare-and-swap atomic and
  * keeps a WAL folder to one writer. A holder that crashed is detected at once when it ran
@@ -279,4 +280,22 @@ async function breakIfStale(lockDir: string, me: Identity): Promise<boolean> {
   log('broke the lock %s of pid %s (%s)', lockDir, owner?.pid, alive === false ? 'gone' : 'no heartbeat')
   await fs.rmdir(lockDir).catch(() => {})
   return true
+}
+
+/** Failures that writing again will not mend: the path is wrong for a file. */
+const BAD_PATH = new Set(['EISDIR', 'ENOTDIR', 'EACCES', 'EPERM', 'EROFS', 'ENAMETOOLONG', 'EFBIG'])
+
+/**
+ * A failure writing the local file `path`, its cause kept, named `what` (the path by
+ * default): ERR_NOT_FOUND for a missing folder, ERR_INVALID_ARGUMENT for a path that
+ * cannot be a writable file, else ERR_STORE (a full or failing disk).
+ */
+export function localFileError(err: unknown, path: string, what = path): Error {
+  if (StreamSegmentError.is(err)) return err
+  const e = err as NodeJS.ErrnoException
+  if (e.code === 'ENOENT') return StreamSegmentError.notFound(`${what}: no such file or directory`, err)
+  if (e.code !== undefined && BAD_PATH.has(e.code)) {
+    return StreamSegmentError.invalidArgument(`${what}: cannot be written as a file (${e.message})`)
+  }
+  return StreamSegmentError.store(`${what}: ${e.message}`, err)
 }
