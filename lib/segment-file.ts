@@ -18,6 +18,7 @@
  */
 import debug from 'debug'
 import { gc } from './admin/gc.js'
+import { checkUnpublished } from './admin/verify.js'
 import { containerFormat, hasInode, readCheckpointInode, readInode, rollForward } from './container/inode.js'
 import { firstFreeCno } from './container/listing.js'
 import { readPart0Header } from './container/object-header.js'
@@ -178,7 +179,10 @@ export class SegmentFile {
     }
     let firstFree = 0
     if (!readOnly) {
-      const above = await rollForward(store, published, etag as string, { afterMs: s.rollForwardAfterMs })
+      const above = await rollForward(store, published, etag as string, {
+        afterMs: s.rollForwardAfterMs,
+        check: async (inode, objects) => (await checkUnpublished(store, inode, objects)).map((p) => p.message),
+      })
       firstFree = above.firstFree
       if (above.rolled !== undefined) {
         base = published = above.rolled.inode

@@ -84,6 +84,11 @@ export interface WalkShare {
    * first one (a cached node reached again at another level would close a cycle).
    */
   nodes?: Map<string, BlockMapNode>
+  /**
+   * Only the nodes this checkpoint wrote are walked: a pointer to a node of an older
+   * checkpoint is not followed (that subtree was published, and checked, before).
+   */
+  onlyCno?: number
 }
 
 /** The checks decodeNode makes against the parent's entry, for a node decoded earlier. */
@@ -108,7 +113,7 @@ export async function walkMap(
   signal?: AbortSignal,
   share: WalkShare = {},
 ): Promise<MapWalk> {
-  const { seen, nodes } = share
+  const { seen, nodes, onlyCno } = share
   const mbs = 2 ** inode.metaShift
   const walk: MapWalk = { reached: new Map(), nodes: 0, leaves: 0, dataPointers: 0, holes: 0, height: inode.rootLevel }
   const reach = (key: string): Reached => {
@@ -153,6 +158,7 @@ export async function walkMap(
           walk.dataPointers++
           continue
         }
+        if (onlyCno !== undefined && hi !== onlyCno) continue
         const { key: objectKey, offset } = nodeLocation(hi, lo)
         const upper = i + 1 < e.count ? (e.keys[i + 1] as number) : e.upper
         const place: NodePlace = { level: e.level - 1, minKey: key, upper }

@@ -185,15 +185,23 @@ export interface Above {
  * (so that its writer, if alive, has had time to publish it itself: rolling a live
  * writer's checkpoint forward would race its inode write) is published, If-Match the
  * version read, and the look goes on above it; so a roll-forward never skips or undoes a
- * checkpoint. A part 0 built on another inode, one that does not check out, a conflict
- * (another writer published meanwhile) leave things as they are. The numbers seen taken
- * are skipped by the writer's next checkpoint (`firstFree`).
+ * checkpoint. Before it is published, `check` reads what the checkpoint added (its part
+ * 0 whole, the nodes it wrote, the objects they name: admin/verify.ts checkUnpublished):
+ * a header alone says nothing of the bytes below it. A part 0 built on another inode, one
+ * whose header or content does not check out, a conflict (another writer published
+ * meanwhile) leave things as they are. The numbers seen taken are skipped by the writer's
+ * next checkpoint (`firstFree`).
  */
 export async function rollForward(
   store: ObjectStore,
   published: Inode,
   etag: string,
-  options: { afterMs: number; signal?: AbortSignal | undefined },
+  options: {
+    afterMs: number
+    /** What is wrong with checkpoint `inode` (its objects listed): one message per problem; none to publish it. */
+    check: (inode: Inode, objects: ReadonlyMap<string, { size: number }>) => Promise<string[]>
+    signal?: AbortSignal | undefined
+  },
 ): Promise<Above> {
   const { afterMs, signal } = options
   let current: Published = { inode: published, etag }
@@ -223,6 +231,11 @@ export async function rollForward(
     }
     if (!sameInode(base, current.inode)) {
       log('checkpoint %d: part 0 built on another inode than checkpoint %d: not rolled forward', cno, current.inode.cno)
+      continue
+    }
+    const problems = await options.check(inode, keys)
+    if (problems.length > 0) {
+      log('checkpoint %d: not rolled forward, %d problems: %s', cno, problems.length, problems[0])
       continue
     }
     try {

@@ -314,6 +314,54 @@ describe('roll-forward', () => {
     const r = await SegmentFile.open(store, { readOnly: true })
     assert.equal(r.cno, 1)
   })
+
+  it('publishes nothing a header alone vouches for: a part 0 with a damaged block stays unpublished', async () => {
+    for (const format of ['stream', 'parted'] as const) {
+      const { store } = await interrupted(format)
+      const key = segmentKey(2, 0)
+      const part0 = Buffer.from(await store.get(key))
+      // Its one data block, the 4 KiB written at 8192: first in a StreamSegment, last in a PartedSegment.
+      const at = format === 'stream' ? 100 : part0.length - 100
+      part0[at] = (part0[at] as number) ^ 0x40
+      await store.put(key, part0)
+      const h = await readObjectHeader(store, 2, 0, { format: format === 'stream' ? FORMAT_STREAM : FORMAT_PARTED })
+      assert.equal(h.header.inode.cno, 2, `${format}: the header still checks out`)
+      const w = await SegmentFile.open(store, { rollForwardAfterMs: 0 })
+      assert.equal(w.cno, 1, `${format}: not rolled forward`)
+      await w.write(0, pattern(0, 4096, 3))
+      assert.equal((await w.flush()).cno, 3, `${format}: the number taken is skipped`)
+      await w.close()
+      const r = await SegmentFile.open(store, { readOnly: true })
+      const want = Buffer.from(pattern(0, 64 * 1024, 1))
+      want.set(pattern(0, 4096, 3), 0)
+      assert.ok(Buffer.from(await r.read(0, want.length)).equals(want), `${format}: checkpoint 3 is built on 1`)
+      await r.close()
+    }
+  })
+
+  it('publishes no checkpoint whose block map names an object that is not there', async () => {
+    for (const format of ['stream', 'parted'] as const) {
+      const store = new MemoryStore()
+      const file = await SegmentFile.create(store, { ...smallSettings, format })
+      await file.write(0, pattern(0, 64 * 1024, 1))
+      await file.flush()
+      const inode1 = await store.get(INODE_KEY)
+      // More than the dirty limit: checkpoint 2 has data parts beside its part 0.
+      await file.write(0, pattern(0, 256 * 1024, 2))
+      await file.flush()
+      await file.close()
+      await store.put(INODE_KEY, inode1)
+      const listed = await listCheckpoints(store)
+      const parts = listed.checkpoints.find((c) => c.cno === 2)?.objects ?? 0
+      assert.ok(parts > 1, `${format}: checkpoint 2 has ${parts} parts`)
+      await store.delete(segmentKey(2, 1))
+      const w = await SegmentFile.open(store, { rollForwardAfterMs: 0 })
+      assert.equal(w.cno, 1, `${format}: not rolled forward`)
+      assert.ok(Buffer.from(await w.read(0, 64 * 1024)).equals(pattern(0, 64 * 1024, 1)), `${format}: checkpoint 1`)
+      await w.close()
+      assert.equal(decodeInodeObject(await store.get(INODE_KEY)).cno, 1)
+    }
+  })
 })
 
 for (const [name, make] of [
