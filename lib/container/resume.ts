@@ -26,8 +26,11 @@
  * object now; its summary's block CRC-32s) are not pointed at: a new object laid out the
  * same way copies, server-side (UploadPartCopy, If-Match its ETag), each piece whose
  * every block is a live slot there with the CRC-32 of the file's block, and sends the
- * others. So what the checkpoint points at is always new, and young for gc; a source gc
- * deleted meanwhile only fails the copy, and the object's blocks go again.
+ * others. The summary vouches for the blocks it was built from, not for the bytes stored
+ * under it: a copied part is kept only when the MD5 the copy answers with is that of
+ * the piece's bytes read from the file now, and is uploaded over otherwise. So what the
+ * checkpoint points at is always new, and young for gc; a source gc deleted meanwhile
+ * only fails the copy, and the object's blocks go again.
  *
  * The continued object keeps the interrupted attempt's number (its key, header and block
  * pointers say `<old cno>.<part>`), as ARCHITECTURE §2 allows: a later checkpoint may

@@ -24,7 +24,9 @@
  *   those of the bytes this object puts there, read from the source now; any other part
  *   is uploaded again over it. A new object laid out as an object the interrupted attempt
  *   completed copies from it, server-side, each piece whose blocks all have the CRC-32s
- *   of that object's live slots (`copyFrom`). See container/resume.ts for the reasoning.
+ *   of that object's live slots (`copyFrom`), and keeps the copy only when its MD5 (the
+ *   copy's answer) is that of the bytes read from the source now; otherwise the piece is
+ *   uploaded over it. See container/resume.ts for the reasoning.
  */
 import debug from 'debug'
 import { StreamSegmentError } from '../errors.js'
@@ -123,6 +125,8 @@ export class Uploader {
   reusedBytes = 0
   /** Requests that completed. */
   requests = 0
+  /** Set when a part copy came back without the MD5 of its bytes: no copy is made then, as none can be checked. */
+  copiesUnchecked = false
   /** Set by uploadFile: records what a later resume checks, and continues interrupted uploads. */
   resumer: Resumer | undefined
   /** Called when a request carrying a body or copying a part has completed (progress). */
@@ -352,25 +356,31 @@ export class MultipartObject {
             }
             const id = await this.uploadId
             const copy =
-              this.copyFrom === undefined
+              this.copyFrom === undefined || this.uploader.copiesUnchecked
                 ? undefined
                 : copyRange(this.copyFrom, (partNumber - 1) * this.uploader.pieceSize, chunks)
             if (copy !== undefined && this.uploader.store.uploadPartCopy !== undefined) {
               const source = { store: this.uploader.store, key: copy.key, range: copy.range, ifMatch: copy.etag }
-              const { etag } = await this.uploader.store.uploadPartCopy(this.key, id, partNumber, source, {
+              const { etag, md5 } = await this.uploader.store.uploadPartCopy(this.key, id, partNumber, source, {
                 signal: this.signal,
               })
-              reused = true
               this.uploader.requests++
+              const where = `${copy.key} [${copy.range.start}, ${copy.range.end})`
+              // The summary's CRCs vouch for the file's blocks, not for the bytes stored
+              // under them: the part copied is kept only when its MD5 is that of the file's.
+              if (md5 !== undefined && md5 === digestChunks('md5', chunks, 'hex')) {
+                reused = true
+                log('part %s #%d: copied from %s', this.key, partNumber, where)
+                return { partNumber, etag }
+              }
+              if (md5 === undefined) this.uploader.copiesUnchecked = true // no copy can be checked: none is made
               log(
-                'part %s #%d: copied from %s [%d, %d)',
+                "part %s #%d: copied from %s, but not the file's bytes (MD5 %s): sent over it",
                 this.key,
                 partNumber,
-                copy.key,
-                copy.range.start,
-                copy.range.end,
+                where,
+                md5,
               )
-              return { partNumber, etag }
             }
             const { etag } = await this.uploader.store.uploadPart(this.key, id, partNumber, chunks, {
               signal: this.signal,

@@ -28,7 +28,7 @@
  *   directory named `<segment>%2F`, so the key `a` and the key `a/b` never collide and
  *   no key reaches outside the root or into the store's own dot-folders.
  */
-import { createHash, randomBytes, randomUUID } from 'node:crypto'
+import { createHash, type Hash, randomBytes, randomUUID } from 'node:crypto'
 import { constants as fsConstants, type Stats } from 'node:fs'
 import * as fs from 'node:fs/promises'
 import { dirname, join } from 'node:path'
@@ -306,7 +306,7 @@ export class DirectoryStore implements ObjectStore {
     partNumber: number,
     source: CopySource,
     options?: RequestOptions,
-  ): Promise<{ etag: string }> {
+  ): Promise<{ etag: string; md5: string }> {
     checkPartNumber(key, partNumber)
     throwIfAborted(options?.signal, `upload part copy ${partNumber} of ${key}`)
     const from = source.store
@@ -335,7 +335,9 @@ export class DirectoryStore implements ObjectStore {
         }
         checkCopyRange(source.range, st.size, where)
         const { start, end } = source.range
-        return await this.placePart(dir, partNumber, (out) => copyRangeInto(out, src, start, end))
+        const md5 = createHash('md5')
+        const part = await this.placePart(dir, partNumber, (out) => copyRangeInto(out, src, start, end, md5))
+        return { ...part, md5: md5.digest('hex') }
       } finally {
         await src.close().catch(() => {})
       }
@@ -805,11 +807,18 @@ async function concatInto(out: fs.FileHandle, paths: readonly string[]): Promise
 }
 
 /** Copies bytes [start, end) of `src` to the start of `out`. */
-async function copyRangeInto(out: fs.FileHandle, src: fs.FileHandle, start: number, end: number): Promise<void> {
+async function copyRangeInto(
+  out: fs.FileHandle,
+  src: fs.FileHandle,
+  start: number,
+  end: number,
+  md5: Hash,
+): Promise<void> {
   const buf = Buffer.allocUnsafe(Math.min(COPY_BUFFER, end - start))
   for (let pos = start; pos < end; ) {
     const { bytesRead } = await src.read(buf, 0, Math.min(buf.byteLength, end - pos), pos)
     if (bytesRead === 0) throw StreamSegmentError.store(`file shrank while being copied, at byte ${pos}`)
+    md5.update(buf.subarray(0, bytesRead))
     let done = 0
     while (done < bytesRead) done += (await out.write(buf, done, bytesRead - done, pos - start + done)).bytesWritten
     pos += bytesRead

@@ -197,7 +197,7 @@ export class MemoryStore implements ObjectStore {
     partNumber: number,
     source: CopySource,
     options?: RequestOptions,
-  ): Promise<{ etag: string }> {
+  ): Promise<{ etag: string; md5: string }> {
     checkPartNumber(key, partNumber)
     throwIfAborted(options?.signal, `upload part copy ${partNumber} of ${key}`)
     const from = source.store
@@ -215,7 +215,7 @@ export class MemoryStore implements ObjectStore {
     const body = await from.get(source.key, { range: source.range })
     const etag = newEtag()
     upload.parts.set(partNumber, { body, etag })
-    return { etag }
+    return { etag, md5: createHash('md5').update(body).digest('hex') }
   }
 
   async completeMultipart(

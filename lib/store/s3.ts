@@ -593,7 +593,7 @@ export class S3Store implements ObjectStore {
     partNumber: number,
     source: CopySource,
     options: RequestOptions = {},
-  ): Promise<{ etag: string }> {
+  ): Promise<{ etag: string; md5?: string }> {
     const { signal } = options
     const from = source.store
     if (!(from instanceof S3Store)) {
@@ -647,7 +647,8 @@ export class S3Store implements ObjectStore {
       if (crcs === undefined) this.#partCrcs.set(uploadId, (crcs = new Map()))
       crcs.set(partNumber, crc)
     }
-    return { etag: unquoteEtag(out.CopyPartResult?.ETag) }
+    const etag = unquoteEtag(out.CopyPartResult?.ETag)
+    return MD5_HEX.test(etag) ? { etag, md5: etag } : { etag }
   }
 
   async completeMultipart(

@@ -26,7 +26,9 @@
  *   object of a store of the same kind, server-side where the backend can (S3's
  *   UploadPartCopy): the range must lie within the source (ERR_RANGE otherwise), a
  *   missing source is ERR_NOT_FOUND, and a source whose ETag is not `ifMatch` is
- *   ERR_CONFLICT: a replaced object is never copied silently. An upload created with
+ *   ERR_CONFLICT: a replaced object is never copied silently. Its answer gives, where
+ *   the store knows it, the MD5 of the bytes copied (`md5`, hex, as `listParts` gives
+ *   it: on S3 the part's ETag when it has an MD5's form). An upload created with
  *   `unevenParts` may mix parts of any sizes (each non-final one still at least
  *   `minPartBytes`), as copies of arbitrary ranges need; stores that demand equal parts
  *   (R2) refuse such an upload at completion.
@@ -188,5 +190,5 @@ export interface ObjectStore {
     partNumber: number,
     source: CopySource,
     options?: RequestOptions,
-  ): Promise<{ etag: string }>
+  ): Promise<{ etag: string; md5?: string }>
 }

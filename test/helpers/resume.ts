@@ -13,6 +13,7 @@ import { after, describe, it } from 'node:test'
 import { gc } from '../../lib/admin/gc.js'
 import { verifyCheckpoint } from '../../lib/admin/verify.js'
 import type { StreamSegmentError } from '../../lib/errors.js'
+import { parseKey } from '../../lib/format/names.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import type { Settings } from '../../lib/settings.js'
 import type { CopySource, ObjectStore, RequestOptions } from '../../lib/store/types.js'
@@ -182,6 +183,33 @@ export function runResumeTests(name: string, make: () => Promise<ObjectStore>, o
         counting.bytesUp <= o.fileBytes - t.reusedBytes + o.fileBytes / 8,
         `sent ${counting.bytesUp} bytes the second time, ${t.reusedBytes} kept of ${o.fileBytes}`,
       )
+      await assertPublished(store, data, t)
+    })
+
+    it('a completed object whose data went bad under an intact summary: the bad piece is sent, not copied', async () => {
+      const store = await make()
+      const { path, data } = file(18)
+      const small = { ...settings, streamSegmentBytes: 4 * o.pieceSize }
+      await interruptedUpload(path, store, small, o.fileBytes * 0.6)
+      // The first object the interrupted attempt completed (an open upload's claim is empty).
+      let key: string | undefined
+      for await (const e of store.list('')) {
+        if (parseKey(e.key)?.kind === 'segment' && e.size > 0) {
+          key = e.key
+          break
+        }
+      }
+      assert.ok(key !== undefined, 'the interrupted attempt completed an object')
+      // A byte of its first data block changes; its summary (and so the CRC there) and its
+      // metadata (what a resume finds it by) do not.
+      const bytes = Buffer.from(await store.get(key))
+      bytes[100] = (bytes[100] as number) ^ 0x5a
+      const info = await store.head(key)
+      await store.put(key, bytes, { metadata: info?.metadata ?? {} })
+      const counting = new CountingStore(store)
+      const t = await uploadFile(path, counting, small)
+      assert.ok((counting.requests.uploadPartCopy ?? 0) >= 3, `${counting.requests.uploadPartCopy} parts copied`)
+      assert.ok(t.reusedBytes > 0 && t.reusedBytes % o.pieceSize === 0, `reused ${t.reusedBytes} bytes`)
       await assertPublished(store, data, t)
     })
 
