@@ -205,10 +205,17 @@ async function walk(
       break
     }
     const gotSeq = Number(h.readBigUInt64LE(8))
-    const offset = Number(h.readBigUInt64LE(16))
-    const length = Number(h.readBigUInt64LE(24))
+    const bigOffset = h.readBigUInt64LE(16)
+    const bigLength = h.readBigUInt64LE(24)
+    const offset = Number(bigOffset)
+    const length = Number(bigLength)
     if (gotSeq !== seq) {
       cutReason = `${where}: sequence ${gotSeq}, expected ${seq}`
+      break
+    }
+    if (bigOffset + bigLength > BigInt(Number.MAX_SAFE_INTEGER)) {
+      // No file reaches 2^53 bytes: no writer logged this, and Number() would round it.
+      cutReason = `${where}: ${kind} at ${bigOffset} of ${bigLength} bytes, past any file (2^53 bytes)`
       break
     }
     if ((kind === 'write' && length !== payloadLen) || (kind !== 'write' && payloadLen !== 0)) {
@@ -256,6 +263,19 @@ export async function scanGeneration(
     /** The first `begin` (records from it on wait to be applied), and the `begin` of the group still open. */
     let firstBegin: Position | undefined
     let open: Position | undefined
+    // A whole, checked record the file refuses (an offset past its largest size) was never
+    // logged by a writer, whose calls are checked first: the log is corrupt there.
+    const replay = async (r: WalRecord, at: Position) => {
+      try {
+        await apply(r, header)
+      } catch (err) {
+        if (!StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT')) throw err
+        throw StreamSegmentError.corrupt(
+          `${path} at byte ${at.at} (record ${at.seq}): a ${r.kind} record the file cannot take: ${err.message}`,
+          err,
+        )
+      }
+    }
     const scan = await walk(
       fh,
       path,
@@ -267,14 +287,14 @@ export async function scanGeneration(
           firstBegin ??= at
           open ??= at
         } else if (kind === 'commit') open = undefined
-        else if (firstBegin === undefined && r !== undefined) await apply(r, header)
+        else if (firstBegin === undefined && r !== undefined) await replay(r, at)
       },
     )
     // From the first `begin` on, every record in a committed group or outside any, up to the
     // group still open: applied now, read a second time.
     if (firstBegin !== undefined) {
-      await walk(fh, path, size, firstBegin, open?.at ?? scan.end.at, async (_, r) => {
-        if (r !== undefined) await apply(r, header)
+      await walk(fh, path, size, firstBegin, open?.at ?? scan.end.at, async (_, r, at) => {
+        if (r !== undefined) await replay(r, at)
       })
     }
     let { end, cutReason } = scan

@@ -3,6 +3,8 @@ import { promises as fs } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
+import { StreamSegmentError } from '../../lib/errors.js'
+import { crc32 } from '../../lib/util/crc32.js'
 import { listGenerations, WalLog, type WalLogOptions, type WalRecord, walFileName } from '../../lib/wal/log.js'
 import { rejectsCode } from '../helpers/assert.js'
 
@@ -131,6 +133,50 @@ describe('WAL log', () => {
     assert.match(r.generations[0]?.cutReason ?? '', new RegExp(`at byte ${at} \\(record 4\\): CRC`))
     assert.equal(r.generations[0]?.cutBytes, b.length - at)
     await r.log.close()
+  })
+
+  it('stops at a checked record whose offset is past any file (2^53 bytes and more)', async () => {
+    const dir = await freshDir()
+    const { log } = await openLog(dir)
+    const want = await appendMix(log, 2)
+    const at = log.size
+    await log.appendWrite(0, bytes(10, 1))
+    await appendMix(log, 2, 4)
+    await log.close()
+    const path = join(dir, walFileName(1))
+    const b = await fs.readFile(path)
+    b.writeBigUInt64LE(2n ** 53n, at + 16) // record 3's offset, its CRC made again: it checks
+    b.writeUInt32LE(crc32(b.subarray(at + 40, at + 50), crc32(b.subarray(at, at + 36))), at + 36)
+    await fs.writeFile(path, b)
+    const r = await openLog(dir)
+    assert.deepEqual(normal(r.replayed), normal(want))
+    assert.match(
+      r.generations[0]?.cutReason ?? '',
+      new RegExp(`at byte ${at} \\(record 3\\): write at 9007199254740992 of 10 bytes, past any file`),
+    )
+    await r.log.close()
+  })
+
+  it('a checked record the file refuses fails the open with ERR_CORRUPT naming the file and the record', async () => {
+    const dir = await freshDir()
+    const { log } = await openLog(dir)
+    await appendMix(log, 2)
+    const at = log.size
+    await log.appendWrite(2 ** 50, bytes(10, 1))
+    await log.close()
+    const refuse = (r: WalRecord) => {
+      if (r.kind === 'write' && r.offset >= 2 ** 40)
+        throw StreamSegmentError.invalidArgument(`offset ${r.offset}: too large`)
+    }
+    await assert.rejects(
+      WalLog.open(dir, 7, refuse),
+      (err) =>
+        StreamSegmentError.is(err, 'ERR_CORRUPT') &&
+        err.message.includes(
+          `${join(dir, walFileName(1))} at byte ${at} (record 3): a write record the file cannot take`,
+        ) &&
+        err.message.includes('offset 1125899906842624: too large'),
+    )
   })
 
   it('refuses a hostile payload length as a record, without reading it', async () => {
