@@ -75,6 +75,7 @@ export type {
   CreateMultipartOptions,
   GetOptions,
   ListEntry,
+  ListOptions,
   MultipartUpload,
   ObjectInfo,
   ObjectStore,

@@ -17,7 +17,7 @@ import { StreamSegmentError } from '../errors.js'
 import { decodeInodeObject, encodeInodeObject, type Inode } from '../format/inode.js'
 import { INODE_KEY, segmentKey } from '../format/names.js'
 import type { ObjectStore } from '../store/types.js'
-import { listCheckpoint } from './listing.js'
+import { numbersTaken } from './listing.js'
 import { readObjectHeader } from './object-header.js'
 
 const log = debug('stream-segment:flush')
@@ -179,18 +179,18 @@ export interface Above {
 /**
  * Roll-forward, and the numbers taken above the published checkpoint. A writer opening
  * the container looks at the numbers above the published one, in order, while objects use
- * them (one LIST each; usually a single empty one). A complete part 0 among them built on
- * exactly the inode published then (its writer stopped between part 0 and the inode; an
- * abandoned attempt may have pushed it above the next number) and older than `afterMs`
- * (so that its writer, if alive, has had time to publish it itself: rolling a live
- * writer's checkpoint forward would race its inode write) is published, If-Match the
- * version read, and the look goes on above it; so a roll-forward never skips or undoes a
- * checkpoint. Before it is published, `check` reads what the checkpoint added (its part
- * 0 whole, the nodes it wrote, the objects they name: admin/verify.ts checkUnpublished):
- * a header alone says nothing of the bytes below it. A part 0 built on another inode, one
- * whose header or content does not check out, a conflict (another writer published
- * meanwhile) leave things as they are. The numbers seen taken are skipped by the writer's
- * next checkpoint (`firstFree`).
+ * them (container/listing.ts numbersTaken: usually one LIST, which finds none). A
+ * complete part 0 among them built on exactly the inode published then (its writer
+ * stopped between part 0 and the inode; an abandoned attempt may have pushed it above the
+ * next number) and older than `afterMs` (so that its writer, if alive, has had time to
+ * publish it itself: rolling a live writer's checkpoint forward would race its inode
+ * write) is published, If-Match the version read, and the look goes on above it; so a
+ * roll-forward never skips or undoes a checkpoint. Before it is published, `check` reads
+ * what the checkpoint added (its part 0 whole, the nodes it wrote, the objects they name:
+ * admin/verify.ts checkUnpublished): a header alone says nothing of the bytes below it. A
+ * part 0 built on another inode, one whose header or content does not check out, a
+ * conflict (another writer published meanwhile) leave things as they are. The numbers
+ * seen taken are skipped by the writer's next checkpoint (`firstFree`).
  */
 export async function rollForward(
   store: ObjectStore,
@@ -206,9 +206,9 @@ export async function rollForward(
   const { afterMs, signal } = options
   let current: Published = { inode: published, etag }
   let rolled: Published | undefined
-  for (let cno = published.cno + 1; ; cno++) {
-    const keys = await listCheckpoint(store, cno, signal)
-    if (keys.size === 0) return { rolled, firstFree: cno }
+  let firstFree = published.cno + 1
+  for await (const { cno, objects: keys } of numbersTaken(store, published.cno + 1, signal)) {
+    firstFree = cno + 1
     const part0 = keys.get(segmentKey(cno, 0))
     if (part0 === undefined) continue // an abandoned attempt
     const age = Date.now() - part0.lastModifiedMs
@@ -247,6 +247,7 @@ export async function rollForward(
       return { rolled, firstFree: cno + 1 }
     }
   }
+  return { rolled, firstFree }
 }
 
 /** The container's format, from its `inode` object; undefined when that is unreadable. */

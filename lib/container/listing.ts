@@ -93,13 +93,48 @@ export async function listCheckpoint(
   return out
 }
 
+/** The segment objects of one checkpoint number, by key. */
+export type CheckpointObjects = Map<string, { size: number; lastModifiedMs: number }>
+
+/**
+ * The numbers from `from` on that segment objects use, in order, each with its objects,
+ * up to the first number no object uses. One listing taken
+ * up after the objects below `from` (`startAfter`), read page by page only as far as it
+ * is consumed: a run of numbers that abandoned attempts took costs one LIST per page, not
+ * one per number. Keys of lower numbers (a store that ignores `startAfter`) are passed over.
+ */
+export async function* numbersTaken(
+  store: ObjectStore,
+  from: number,
+  signal?: AbortSignal,
+): AsyncGenerator<{ cno: number; objects: CheckpointObjects }> {
+  let cno = from
+  let objects: CheckpointObjects = new Map()
+  for await (const e of store.list('', { signal, startAfter: checkpointPrefix(from) })) {
+    const k = parseKey(e.key)
+    if (k?.kind !== 'segment') {
+      if ((e.key[0] as string) > '9') break // `inode` and beyond: segment keys start with digits
+      continue // not a segment key
+    }
+    if (k.cno < from) continue
+    if (k.cno !== cno) {
+      if (k.cno !== cno + 1 || objects.size === 0) break // a number no object uses
+      yield { cno, objects }
+      cno++
+      objects = new Map()
+    }
+    objects.set(e.key, { size: e.size, lastModifiedMs: e.lastModifiedMs })
+  }
+  if (objects.size > 0) yield { cno, objects }
+}
+
 /**
  * The first checkpoint number from `from` on that no segment object uses: numbers an
  * abandoned attempt took (a writer stopped before its flush published) are skipped, so
- * a writer's first object does not collide with them. One LIST per number looked at.
+ * a writer's first object does not collide with them (see numbersTaken).
  */
 export async function firstFreeCno(store: ObjectStore, from: number, signal?: AbortSignal): Promise<number> {
-  let cno = from
-  while ((await listCheckpoint(store, cno, signal)).size > 0) cno++
-  return cno
+  let end = from
+  for await (const { cno } of numbersTaken(store, from, signal)) end = cno + 1
+  return end
 }

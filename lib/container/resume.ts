@@ -70,7 +70,7 @@ import { FORMAT_STREAM } from '../format/inode.js'
 import { parseKey, segmentKey } from '../format/names.js'
 import { decodeSummary } from '../format/summary.js'
 import type { ObjectStore } from '../store/types.js'
-import { listCheckpoint, listOpenUploads } from './listing.js'
+import { listOpenUploads, numbersTaken } from './listing.js'
 import { readObjectHeader } from './object-header.js'
 import type { CompletedLeftover, Leftover, Resumer } from './uploader.js'
 
@@ -169,8 +169,8 @@ export async function findLeftovers(
 /**
  * The objects an interrupted upload of this file completed and never published (under a
  * number above the published one, without a part 0), by where their data started in the
- * file, with their summaries' block CRCs. Reads: a LIST of each such number's objects,
- * then for each object a HEAD, its header and its summary. One that does not decode is skipped.
+ * file, with their summaries' block CRCs. Reads: a listing of the numbers above the
+ * published one, then for each object a HEAD, its header and its summary. One that does not decode is skipped.
  */
 export async function findCompleted(
   store: ObjectStore,
@@ -179,11 +179,9 @@ export async function findCompleted(
 ): Promise<Map<number, CompletedLeftover>> {
   const { signal, publishedCno = 0 } = options
   const found = new Map<number, CompletedLeftover>()
-  // The numbers above the published one that objects use, one LIST each, as firstFreeCno
-  // walks them (an attempt takes the first free number, so they follow each other).
-  for (let cno = publishedCno + 1; ; cno++) {
-    const objects = await listCheckpoint(store, cno, signal)
-    if (objects.size === 0) break
+  // The numbers above the published one that objects use, as firstFreeCno walks them (an
+  // attempt takes the first free number, so they follow each other).
+  for await (const { cno, objects } of numbersTaken(store, publishedCno + 1, signal)) {
     if (objects.has(segmentKey(cno, 0))) continue // a complete checkpoint, not an interrupted attempt
     for (const [key, { size }] of objects) {
       const k = parseKey(key)

@@ -55,6 +55,7 @@ import type {
   CreateMultipartOptions,
   GetOptions,
   ListEntry,
+  ListOptions,
   MultipartUpload,
   ObjectInfo,
   ObjectStore,
@@ -191,10 +192,10 @@ export class DirectoryStore implements ObjectStore {
     }
   }
 
-  async *list(prefix = '', options?: RequestOptions): AsyncIterable<ListEntry> {
+  async *list(prefix = '', options?: ListOptions): AsyncIterable<ListEntry> {
     const files: Array<{ key: string; path: string }> = []
     try {
-      await this.walk(this.root, '', prefix, files, options?.signal)
+      await this.walk(this.root, '', { prefix, after: options?.startAfter }, files, options?.signal)
     } catch (err) {
       throw this.mapError(err, `list ${prefix}`)
     }
@@ -706,14 +707,16 @@ export class DirectoryStore implements ObjectStore {
     }
   }
 
+  /** The files under `dir` whose keys start with `want.prefix` and come after `want.after`. */
   private async walk(
     dir: string,
     keyPrefix: string,
-    want: string,
+    want: { prefix: string; after: string | undefined },
     out: Array<{ key: string; path: string }>,
     signal?: AbortSignal,
   ) {
-    throwIfAborted(signal, `list ${want}`)
+    const { prefix, after } = want
+    throwIfAborted(signal, `list ${prefix}`)
     const entries = await fs.readdir(dir, { withFileTypes: true }).catch((err) => {
       if (isCode(err, 'ENOENT')) return []
       throw err
@@ -722,10 +725,12 @@ export class DirectoryStore implements ObjectStore {
       if (e.name.startsWith('.')) continue // the store's own folders; keys never map to dot names
       if (e.isDirectory() && e.name.endsWith('%2F')) {
         const k = `${keyPrefix}${unescapeSegment(e.name.slice(0, -3))}/`
-        if (k.startsWith(want) || want.startsWith(k)) await this.walk(join(dir, e.name), k, want, out, signal)
+        // Every key in it starts with k: none comes after `after` when k sorts below it and is no prefix of it.
+        if (after !== undefined && k < after && !after.startsWith(k)) continue
+        if (k.startsWith(prefix) || prefix.startsWith(k)) await this.walk(join(dir, e.name), k, want, out, signal)
       } else if (e.isFile()) {
         const key = keyPrefix + unescapeSegment(e.name)
-        if (key.startsWith(want)) out.push({ key, path: join(dir, e.name) })
+        if (key.startsWith(prefix) && (after === undefined || key > after)) out.push({ key, path: join(dir, e.name) })
       }
     }
   }

@@ -35,6 +35,7 @@ import type {
   CreateMultipartOptions,
   GetOptions,
   ListEntry,
+  ListOptions,
   MultipartUpload,
   ObjectInfo,
   ObjectStore,
@@ -123,8 +124,11 @@ export class MemoryStore implements ObjectStore {
     return o && info(o)
   }
 
-  async *list(prefix = '', options?: RequestOptions): AsyncIterable<ListEntry> {
-    const keys = [...this.bucket.objects.keys()].filter((k) => k.startsWith(prefix)).sort()
+  async *list(prefix = '', options?: ListOptions): AsyncIterable<ListEntry> {
+    const after = options?.startAfter
+    const keys = [...this.bucket.objects.keys()]
+      .filter((k) => k.startsWith(prefix) && (after === undefined || k > after))
+      .sort()
     for (const key of keys) {
       throwIfAborted(options?.signal, `list ${prefix}`)
       const o = this.bucket.objects.get(key)

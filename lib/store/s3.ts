@@ -74,6 +74,7 @@ import {
   type CreateMultipartOptions,
   type GetOptions,
   type ListEntry,
+  type ListOptions,
   type MultipartUpload,
   type ObjectAttributes,
   type ObjectInfo,
@@ -440,14 +441,15 @@ export class S3Store implements ObjectStore {
     }
   }
 
-  async *list(prefix = '', options: RequestOptions = {}): AsyncIterable<ListEntry> {
-    const { signal } = options
+  async *list(prefix = '', options: ListOptions = {}): AsyncIterable<ListEntry> {
+    const { signal, startAfter } = options
     let token: string | undefined
     do {
       const command = new ListObjectsV2Command({
         Bucket: this.bucket,
         Prefix: this.prefix + prefix,
         ContinuationToken: token,
+        StartAfter: startAfter === undefined ? undefined : this.prefix + startAfter,
         MaxKeys: this.pageSize,
       })
       const out = await this.#send('ListObjectsV2', prefix, signal, (s) =>

@@ -108,6 +108,11 @@ export interface RequestOptions {
   signal?: AbortSignal
 }
 
+export interface ListOptions extends RequestOptions {
+  /** Only keys after this one, in lexicographic order (S3's StartAfter): a long listing taken up partway. */
+  startAfter?: string
+}
+
 export interface ObjectInfo {
   size: number
   etag: string
@@ -158,8 +163,8 @@ export interface ObjectStore {
    */
   getChunks?(key: string, options?: GetOptions): Promise<Uint8Array[]>
   head(key: string, options?: RequestOptions): Promise<ObjectInfo | undefined>
-  /** Every key under `prefix` (relative to the container), in lexicographic order. */
-  list(prefix?: string, options?: RequestOptions): AsyncIterable<ListEntry>
+  /** Every key under `prefix` (relative to the container; after `startAfter`), in lexicographic order. */
+  list(prefix?: string, options?: ListOptions): AsyncIterable<ListEntry>
   /** Deletes keys; missing keys are not an error. */
   delete(keys: string | readonly string[], options?: RequestOptions): Promise<void>
   createMultipart(key: string, options?: CreateMultipartOptions): Promise<string>

@@ -183,6 +183,14 @@ export function runStoreConformance(
       const all = await collect(s.list())
       assert.equal(all.length, keys.length + 1)
       assert.equal(all.at(-1)?.key, 'other')
+      // Taken up after a key (present or not), across the page boundary, with and without a prefix.
+      const after = async (prefix: string, startAfter: string) =>
+        (await collect(s.list(prefix, { startAfter }))).map((e) => e.key)
+      assert.deepEqual(await after('many/', 'many/00100'), keys.slice(101))
+      assert.deepEqual(await after('', 'many/00099x'), [...keys.slice(100), 'other'])
+      assert.deepEqual(await after('many/', 'a'), keys)
+      assert.deepEqual(await after('', 'many/01104'), ['other'])
+      assert.deepEqual(await after('many/', 'o'), [])
       await s.delete(keys)
       assert.deepEqual(
         (await collect(s.list())).map((e) => e.key),

@@ -1,0 +1,79 @@
+/**
+ * The checkpoint numbers above the published one that abandoned attempts took: found by
+ * one listing taken up after the published number, however many there are, and skipped
+ * by the next checkpoint.
+ */
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+import { firstFreeCno, numbersTaken } from '../../lib/container/listing.js'
+import { findCompleted } from '../../lib/container/resume.js'
+import { decodeInodeObject, INODE_KEY, segmentKey } from '../../lib/format/index.js'
+import { SegmentFile } from '../../lib/segment-file.js'
+import { MemoryStore } from '../../lib/store/memory.js'
+import { smallSettings } from '../helpers/containers.js'
+import { pattern } from '../helpers/pattern.js'
+import { CountingStore } from '../helpers/resume.js'
+
+/** A container with checkpoint 1 published and the numbers `taken` used by abandoned parts (no part 0). */
+async function withAbandoned(taken: number[]): Promise<MemoryStore> {
+  const store = new MemoryStore()
+  const f = await SegmentFile.create(store, smallSettings)
+  await f.write(0, pattern(0, 8192, 1))
+  await f.flush()
+  await f.close()
+  for (const cno of taken) {
+    await store.put(segmentKey(cno, 1), new Uint8Array(100))
+    await store.put(segmentKey(cno, 2), new Uint8Array(0))
+  }
+  return store
+}
+
+async function collect(store: MemoryStore, from: number) {
+  const out: Array<[number, string[]]> = []
+  for await (const { cno, objects } of numbersTaken(store, from)) out.push([cno, [...objects.keys()]])
+  return out
+}
+
+describe('numbers taken above the published checkpoint', () => {
+  it('are the numbers in a row from the first, each with its objects, up to the first unused', async () => {
+    const store = await withAbandoned([2, 3, 5])
+    await store.put('0000000003.x', new Uint8Array(1)) // not a segment key: passed over
+    assert.deepEqual(await collect(store, 2), [
+      [2, [segmentKey(2, 1), segmentKey(2, 2)]],
+      [3, [segmentKey(3, 1), segmentKey(3, 2)]],
+    ])
+    assert.equal(await firstFreeCno(store, 2), 4)
+    assert.equal(await firstFreeCno(store, 4), 4)
+    assert.equal(await firstFreeCno(store, 5), 6)
+    assert.deepEqual(await collect(store, 6), [])
+    // Checkpoint 1 itself, when asked from 1.
+    assert.deepEqual(
+      (await collect(store, 1)).map(([cno]) => cno),
+      [1, 2, 3],
+    )
+  })
+
+  it('a writer opening a container with 300 abandoned numbers lists it once, and its checkpoint skips them', async () => {
+    const taken = Array.from({ length: 300 }, (_, i) => i + 2)
+    const store = await withAbandoned(taken)
+    const counting = new CountingStore(store)
+    const w = await SegmentFile.open(counting, { ...smallSettings, rollForwardAfterMs: 0 })
+    assert.equal(w.cno, 1)
+    assert.equal(counting.requests.list, 1, `${counting.requests.list} LIST requests`)
+    await w.write(0, pattern(0, 4096, 2))
+    assert.equal((await w.flush()).cno, 302, 'the numbers taken are skipped')
+    await w.close()
+    assert.equal(decodeInodeObject(await store.get(INODE_KEY)).cno, 302)
+    // A resume's look for completed objects lists them once too.
+    const before = counting.requests.list ?? 0
+    const found = await findCompleted(
+      counting,
+      { size: 1, mtimeMs: 1, blockSize: 4096, pieceSize: 65536 },
+      {
+        publishedCno: 1,
+      },
+    )
+    assert.equal(found.size, 0)
+    assert.equal((counting.requests.list ?? 0) - before, 1)
+  })
+})
