@@ -131,7 +131,8 @@ export async function walkMap(
       hi: inode.rootPtrHi,
       lo: inode.rootPtrLo,
       count: inode.rootCount,
-      upper: 2 ** 32,
+      // A checkpoint maps no block at or past its size: a key there is corrupt.
+      upper: Math.ceil(inode.size / 2 ** inode.dataShift),
     },
   ]
   while (level.length > 0) {

@@ -151,6 +151,13 @@ export function inodeProblem(x: Inode): string | undefined {
   }
   if (!isUint(x.rootLevel, MAX_ROOT_LEVEL)) return `rootLevel ${x.rootLevel} is not in 0..${MAX_ROOT_LEVEL}`
   if (!isUint(x.rootCount, ROOT_ENTRIES)) return `rootCount ${x.rootCount} is not in 0..${ROOT_ENTRIES}`
+  // An empty map is a level-0 root (truncating the last entry away makes it one again).
+  if (x.rootLevel > 0 && x.rootCount === 0) return `rootLevel ${x.rootLevel} over no root entries`
+  // No block at or past the size is mapped (truncation cuts the map; growth writes in it).
+  const blocks = Math.ceil(x.size / 2 ** x.dataShift)
+  if (x.rootCount > 0 && x.rootKeys[x.rootCount - 1]! >= blocks) {
+    return `root key ${x.rootCount - 1} (${x.rootKeys[x.rootCount - 1]}) is at or past the last block (${blocks} blocks of size ${x.size})`
+  }
   if (!isUint(x.ctimeMs, Number.MAX_SAFE_INTEGER)) return `ctimeMs ${x.ctimeMs} is not in 0..2^53-1`
   if (!isUint(x.mtimeMs, Number.MAX_SAFE_INTEGER)) return `mtimeMs ${x.mtimeMs} is not in 0..2^53-1`
   const bounds = { maxCno: x.cno, allowZero: x.rootLevel === 0 }

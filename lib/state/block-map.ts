@@ -161,6 +161,15 @@ export class BlockMap {
     this.root.dirty = false
   }
 
+  /**
+   * The checkpoint the tree is built on: its number and its size in blocks. A checkpoint
+   * maps no block at or past its size, so a node of it (or of an older one it reaches:
+   * pointer cno at most its number) holding such a key is corrupt: writing past the end
+   * must never bring back blocks a hostile map kept there. Nodes this writer stored since
+   * (newer numbers) are bounded by their parents alone.
+   */
+  private base = { cno: 0, blocks: 2 ** 32 }
+
   /** Replaces the tree by the root stored in an inode (nodes load on demand). */
   setRoot(level: number, count: number, keys: Uint32Array, hi: Uint32Array, lo: Uint32Array): void {
     const r = new MapNode(level, ROOT_ENTRIES, undefined)
@@ -175,6 +184,16 @@ export class BlockMap {
 
   get height(): number {
     return this.root.level
+  }
+
+  /** The tree is built on checkpoint `cno` of `blocks` blocks now (see `base`). */
+  builtOn(cno: number, blocks: number): void {
+    this.base = { cno, blocks }
+  }
+
+  /** The bound on the keys of the stored node of checkpoint `cno` whose parent bounds them by `upper`. */
+  storedUpper(cno: number, upper: number): number {
+    return cno <= this.base.cno ? Math.min(upper, this.base.blocks) : upper
   }
 
   /**
@@ -450,7 +469,10 @@ export class BlockMap {
     if (c !== undefined) return c
     const hi = node.hi[i] as number
     const lo = node.lo[i] as number
-    const maxKeyExclusive = i + 1 < node.count ? (node.keys[i + 1] as number) : this.upperBound(node)
+    const maxKeyExclusive = this.storedUpper(
+      hi,
+      i + 1 < node.count ? (node.keys[i + 1] as number) : this.upperBound(node),
+    )
     const decoded = await this.loader(hi, lo, {
       level: node.level - 1,
       minKey: node.keys[i] as number,

@@ -191,6 +191,7 @@ export class FileState {
 
   /** `inode` was published with `etag`: the file is built on it now, its counters start again. */
   publish(inode: Inode, etag: string): void {
+    this.map.builtOn(inode.cno, this.blocksOf(inode))
     this._base = this._published = inode
     this._publishedEtag = etag
     this._pending = undefined
@@ -219,6 +220,7 @@ export class FileState {
    * what was written since stays dirty on top of it.
    */
   landed(inode: Inode, etag: string): void {
+    this.map.builtOn(inode.cno, this.blocksOf(inode))
     this._base = this._published = inode
     this._publishedEtag = etag
   }
@@ -249,10 +251,16 @@ export class FileState {
     return this.abort.signal
   }
 
+  /** The blocks of a checkpoint: no key its map holds is at or past this. */
+  private blocksOf(inode: Inode): number {
+    return Math.ceil(inode.size / 2 ** inode.dataShift)
+  }
+
   /** Rebuilds the in-memory tree from `base` (nodes load on demand). */
   private resetTree(): void {
     const b = this._base
     this.map.setRoot(b.rootLevel, b.rootCount, b.rootKeys, b.rootPtrHi, b.rootPtrLo)
+    this.map.builtOn(b.cno, this.blocksOf(b))
     this._size = b.size
   }
 

@@ -30,7 +30,8 @@ function maxInode(): Inode {
     rootCount: 4,
     ctimeMs: Number.MAX_SAFE_INTEGER,
     mtimeMs: Number.MAX_SAFE_INTEGER - 1,
-    rootKeys: Uint32Array.from([0, 1, 0x80000000, 0xffffffff]),
+    // The largest key a file of this size maps: 2^53-1 bytes in 16 MiB blocks are 2^29 blocks.
+    rootKeys: Uint32Array.from([0, 1, 0x10000000, 0x1fffffff]),
     rootPtrHi: Uint32Array.from([1, MAX_CNO, 5, MAX_CNO]),
     rootPtrLo: Uint32Array.from([0, 0xffffffff, pointerLo(0x2000, 1), pointerLo(3, 4)]),
   }
@@ -52,7 +53,7 @@ test('inode round trip at the boundaries: 4 root entries, MAX_CNO, 2^53-1, large
   assert.equal(v.getUint32(24, true), MAX_CNO)
   assert.deepEqual([...b.subarray(28, 32)], [2, 24, 16, 8])
   assert.equal(v.getUint16(32, true), 4)
-  assert.equal(v.getUint32(16 + 40 + 36, true), 0xffffffff) // root[3].key
+  assert.equal(v.getUint32(16 + 40 + 36, true), 0x1fffffff) // root[3].key
   assert.equal(v.getUint32(16 + 40 + 44, true), MAX_CNO) // root[3].ptrHi
 })
 
@@ -90,6 +91,12 @@ test('decodeInode checks each field and says which, with the numbers', () => {
     ['metaShift 17', (v) => v.setUint8(16 + 14, 17), 'metaShift 17'],
     ['rootLevel 9', (v) => v.setUint8(16 + 15, 9), 'rootLevel 9'],
     ['rootCount 5', (v) => v.setUint16(16 + 16, 5, true), 'rootCount 5'],
+    ['an index root without entries', (v) => v.setUint16(16 + 16, 0, true), 'rootLevel 8 over no root entries'],
+    [
+      'a root key past the last block',
+      (v) => v.setUint32(16 + 40 + 36, 0x20000000, true),
+      'root key 3 (536870912) is at or past the last block (536870912 blocks',
+    ],
     [
       'size 2^53',
       (v) => {
@@ -236,7 +243,7 @@ test('the size is at most 2^32 blocks: refused past it, in the inode object and 
     )
     throwsCode(() => encodeInodeObject({ ...x, size: largest + 1 }), 'ERR_INVALID_ARGUMENT', 'past the largest file')
   }
-  const b = encodeInodeObject({ ...maxInode(), dataShift: 12, size: 4096 })
+  const b = encodeInodeObject({ ...maxInode(), dataShift: 12, size: 2 ** 44 })
   view(b).setUint32(16, 0xffffffff, true)
   view(b).setUint32(20, 0x1fffff, true) // 2^53 - 1
   throwsCode(

@@ -64,11 +64,18 @@ export function arbInode(
       keys: fc.uniqueArray(u32, { maxLength: 4 }),
       ptrs: fc.array(fc.tuple(fc.integer({ min: 1, max: MAX_CNO }), u32, fc.boolean()), { minLength: 4, maxLength: 4 }),
     })
-    .map(({ keys, ptrs, ...r }) => {
+    .map(({ keys: drawn, ptrs, ...r }) => {
+      // Keys lie below the size in blocks (at most 2^32, and 2^53 bytes): the size is raised
+      // to cover the largest key, the keys brought within the largest size first.
+      const bs = 2 ** r.dataShift
+      const maxBlocks = Math.floor(Math.min(2 ** (32 + r.dataShift), Number.MAX_SAFE_INTEGER) / bs)
+      const keys = [...new Set(drawn.map((k) => k % maxBlocks))]
+      const count = r.cno === 0 && r.rootLevel > 0 ? 0 : keys.length
       const x: Inode = {
         ...r,
-        size: Math.min(r.size, 2 ** (32 + r.dataShift)), // at most 2^32 blocks
-        rootCount: r.cno === 0 && r.rootLevel > 0 ? 0 : keys.length,
+        size: Math.max(Math.min(r.size, maxBlocks * bs), count === 0 ? 0 : (Math.max(...keys) + 1) * bs),
+        rootLevel: count === 0 ? 0 : r.rootLevel, // an empty map is a level-0 root
+        rootCount: count,
         rootKeys: new Uint32Array(4),
         rootPtrHi: new Uint32Array(4),
         rootPtrLo: new Uint32Array(4),
