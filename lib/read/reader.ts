@@ -502,7 +502,19 @@ export class Reader {
           // Head first: header and summary lie before the first span.
           const firstSpan = spans[0] as NodeSpan<NodeRef>
           const head = withSummary && firstSpan.end <= HEAD_READ_MAX_BYTES
-          for (const span of spans) fetches.push(this.fetchSpan(st, span, head && span === firstSpan))
+          for (const span of spans) {
+            if (!(head && span === firstSpan)) {
+              fetches.push(this.fetchSpan(st, span, false))
+              continue
+            }
+            // As below: a summary that fails its checks fails only this object's data reads.
+            fetches.push(
+              this.fetchSpan(st, span, true).catch((err) => {
+                if (!StreamSegmentError.is(err, 'ERR_CORRUPT')) throw err
+                return this.fetchSpan(st, span, false)
+              }),
+            )
+          }
           continue
         }
         // A data part holds only leaves before its summary; part 0 index nodes too, which
@@ -607,7 +619,7 @@ export class Reader {
         decoded = decodeNode(bytes.subarray(at, at + mbs), {
           level: r.parent.level - 1,
           minKey: r.minKey,
-          maxKeyExclusive: r.upper,
+          maxKeyExclusive: this.map.storedUpper(r.hi, r.upper),
           cno: r.hi,
           maxCno,
           where,

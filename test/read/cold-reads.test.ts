@@ -246,6 +246,33 @@ describe('cold reads', () => {
     await g.close()
   })
 
+  it("PartedSegment: a damaged summary in part 0 fails the reads of part 0's data, not the others", async () => {
+    const store = new MemoryStore()
+    const settings: Partial<Settings> & TestHooks = { maxNodeEntries: 4, segmentMaxObjectBytes: 64 * 1024 }
+    const f = await SegmentFile.create(store, { ...settings, format: 'parted' })
+    const want = Buffer.from(pattern(0, 64 * 1024, 1))
+    await f.write(0, want)
+    await f.flush()
+    want.fill(0xee, 0, 4096)
+    await f.write(0, want.subarray(0, 4096)) // block 0 again: its leaf (blocks 0..3) goes into checkpoint 2
+    const { cno } = await f.flush()
+    await f.close()
+    const key = segmentKey(cno, 0)
+    const bytes = Buffer.from(await store.get(key))
+    const h = decodeHeader(bytes.subarray(0, HEADER_BYTES), bytes.byteLength, { cno, part: 0, format: 2 })
+    const { summaryOffset } = objectLayout(h, h)
+    bytes[summaryOffset + 8] = (bytes[summaryOffset + 8] as number) ^ 0xff
+    await store.put(key, bytes)
+    // Block 1 lies in checkpoint 1's objects, under the leaf part 0 holds: read as ever.
+    const r = await SegmentFile.open(store, { readOnly: true })
+    assert.ok(Buffer.from(await r.read(4096, 4096)).equals(want.subarray(4096, 8192)), 'block 1')
+    await r.close()
+    // Block 0, whose data part 0 holds, is checked against that summary.
+    const g = await SegmentFile.open(store, { readOnly: true })
+    await assert.rejects(g.read(0, 4096), (err) => StreamSegmentError.is(err, 'ERR_CORRUPT'))
+    await g.close()
+  })
+
   it("an object's last block that came with its leaf span is checked like any other", async () => {
     const inner = new MemoryStore()
     const layout = ACROSS[2] as Layout
