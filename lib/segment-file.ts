@@ -19,7 +19,14 @@
 import debug from 'debug'
 import { gc } from './admin/gc.js'
 import { checkUnpublished } from './admin/verify.js'
-import { containerFormat, hasInode, readCheckpointInode, readInode, rollForward } from './container/inode.js'
+import {
+  checkCommitPoint,
+  containerFormat,
+  hasInode,
+  readCheckpointInode,
+  readInode,
+  rollForward,
+} from './container/inode.js'
 import { firstFreeCno } from './container/listing.js'
 import { readPart0Header } from './container/object-header.js'
 import { StreamSegmentError } from './errors.js'
@@ -179,10 +186,18 @@ export class SegmentFile {
     }
     let firstFree = 0
     if (!readOnly) {
-      const above = await rollForward(store, published, etag as string, {
-        afterMs: s.rollForwardAfterMs,
-        check: async (inode, objects) => (await checkUnpublished(store, inode, objects)).map((p) => p.message),
-      })
+      // The commit point is checked against its part 0 beside the look above it (no round
+      // trip more); both are waited for, so nothing goes on after the open has failed.
+      const [rolled, checked] = await Promise.allSettled([
+        rollForward(store, published, etag as string, {
+          afterMs: s.rollForwardAfterMs,
+          check: async (inode, objects) => (await checkUnpublished(store, inode, objects)).map((p) => p.message),
+        }),
+        checkCommitPoint(store, { inode: published, etag }),
+      ])
+      if (checked.status === 'rejected') throw checked.reason
+      if (rolled.status === 'rejected') throw rolled.reason
+      const above = rolled.value
       firstFree = above.firstFree
       if (above.rolled !== undefined) {
         base = published = above.rolled.inode

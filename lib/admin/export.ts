@@ -29,6 +29,7 @@ import { randomBytes } from 'node:crypto'
 import * as fs from 'node:fs/promises'
 import { basename, dirname, join, resolve, sep } from 'node:path'
 import type { S3Client } from '@aws-sdk/client-s3'
+import { checkCommitPoint } from '../container/inode.js'
 import { type ContainerListing, listContainer } from '../container/listing.js'
 import { readObjectHeader } from '../container/object-header.js'
 import { readExact, readExactChunks } from '../container/objects.js'
@@ -148,6 +149,8 @@ export async function exportObject(
   if (typeof target === 'string') await checkFileTarget(store, target)
   const listing = await listContainer(store, signal)
   const { inode } = await resolveCheckpoint(store, listing, options.cno, signal)
+  // The published one: only when the commit point is its part 0's inode (as verify and gc check).
+  if (options.cno === undefined) await checkCommitPoint(store, { inode, etag: undefined }, signal)
   const problems: Problem[] = []
   const walk = await walkMap(store, inode, problems, signal)
   const first = problems[0]
@@ -223,8 +226,7 @@ export async function exportObject(
       } else {
         await mpu.startPart(async () => {
           if (mpu.failure !== undefined) throw mpu.failure
-          const bytes = await gather(store, extents, p.start, p.end, signal)
-          return { chunks: [bytes], done: () => {} }
+          return { chunks: await gather(store, extents, p.start, p.end, signal), done: () => {} }
         })
       }
     }
@@ -587,31 +589,48 @@ function planOnce(
   return parts
 }
 
-/** Bytes [start, end) of the file: zeros, with every stored stretch in it read (4 GETs at a time). */
+/** Zeros every hole's bytes are views of: a hole costs no memory of its own. */
+const ZEROS = new Uint8Array(MiB)
+
+/**
+ * Bytes [start, end) of the file, as chunks in order: every stored stretch read (4 GETs
+ * at a time), every hole views of ZEROS (an export of a huge sparse file holds only what
+ * is stored).
+ */
 async function gather(
   store: ObjectStore,
   extents: readonly Extent[],
   start: number,
   end: number,
   signal: AbortSignal | undefined,
-): Promise<Uint8Array> {
-  const out = Buffer.alloc(end - start)
+): Promise<Uint8Array[]> {
+  const out: Uint8Array[] = []
+  const zeros = (n: number) => {
+    for (let left = n; left > 0; left -= ZEROS.byteLength) out.push(ZEROS.subarray(0, Math.min(left, ZEROS.byteLength)))
+  }
   const limiter = new Limiter(4)
   const reads: Promise<void>[] = []
-  for (let i = firstExtent(extents, start); i < extents.length; i++) {
+  let pos = start
+  for (let i = firstExtent(extents, start); i < extents.length && pos < end; i++) {
     const x = extents[i] as Extent
-    if (x.start >= end) break
-    const key = x.key
-    if (key === undefined) continue
-    const s = Math.max(start, x.start)
+    const s = Math.max(pos, x.start)
     const e = Math.min(end, x.end)
-    const from = x.at + (s - x.start)
-    reads.push(
-      limiter.run(async () => {
-        out.set(await readExact(store, key, from, from + (e - s), signal), s - start)
-      }),
-    )
+    if (s > pos) zeros(s - pos) // extents cover the file, so there is none; kept exact all the same
+    if (e <= s) continue
+    const key = x.key
+    if (key === undefined) zeros(e - s)
+    else {
+      const slot = out.push(ZEROS.subarray(0, 0)) - 1
+      const from = x.at + (s - x.start)
+      reads.push(
+        limiter.run(async () => {
+          out[slot] = await readExact(store, key, from, from + (e - s), signal)
+        }),
+      )
+    }
+    pos = e
   }
+  if (pos < end) zeros(end - pos)
   const settled = await Promise.allSettled(reads)
   const failed = settled.find((r) => r.status === 'rejected')
   if (failed !== undefined) throw (failed as PromiseRejectedResult).reason

@@ -37,6 +37,9 @@ function missingBucket(err: StreamSegmentError): boolean {
   return (err.cause as { name?: string } | undefined)?.name === 'NoSuchBucket'
 }
 
+/** What a read of `inode` asks for at most. */
+const INODE_READ_BYTES = 64 * 1024
+
 function decodeAt(store: ObjectStore, bytes: Uint8Array): Inode {
   try {
     return decodeInodeObject(bytes)
@@ -62,8 +65,12 @@ export async function readInode(
   options: { withEtag?: boolean; signal?: AbortSignal | undefined } = {},
 ): Promise<Published> {
   const { withEtag = false, signal } = options
+  // A bounded read: an `inode` object is 128 bytes, and a hostile one of gigabytes must not
+  // be held (what is read past 128 bytes fails its decoding all the same). An empty one has
+  // no first byte to range over: it reads as 0 bytes.
   const get = () =>
-    store.get(INODE_KEY, { signal }).catch((err) => {
+    store.get(INODE_KEY, { range: { start: 0, end: INODE_READ_BYTES }, signal }).catch((err) => {
+      if (StreamSegmentError.is(err, 'ERR_RANGE')) return new Uint8Array(0)
       // A HEAD says only that nothing is there; the GET says why (a missing bucket is named
       // as such, not as a missing container).
       throw StreamSegmentError.is(err, 'ERR_NOT_FOUND') && !missingBucket(err) ? noContainer(store) : err
@@ -161,6 +168,37 @@ export async function wasPublished(
     cur = header.baseInode
   }
   return cur.cno === inode.cno && sameInode(cur, inode)
+}
+
+/**
+ * That the commit point is the inode its checkpoint's part 0 carries, field for field: a
+ * writer builds on it, and an export copies it, only then (verify and gc check the same).
+ * One header read. ERR_CORRUPT naming `inode` when they differ or the part 0 is missing
+ * (ERR_CONFLICT when `inode` was replaced meanwhile: gc may have dropped the checkpoint
+ * read); a part 0 whose header does not check out fails with its own error.
+ */
+export async function checkCommitPoint(store: ObjectStore, published: Published, signal?: AbortSignal): Promise<void> {
+  const { inode } = published
+  const key = segmentKey(inode.cno, 0)
+  let part0: Inode
+  try {
+    part0 = (await readObjectHeader(store, inode.cno, 0, { format: inode.format, signal })).header.inode
+  } catch (err) {
+    if (!StreamSegmentError.is(err, 'ERR_NOT_FOUND')) throw err
+    const now = await reloadInode(store, signal)
+    if (now !== undefined && published.etag !== undefined && now.etag !== published.etag) {
+      throw StreamSegmentError.conflict(`${store.url}/${INODE_KEY}: replaced while it was being read: open again`)
+    }
+    throw StreamSegmentError.corrupt(
+      `${store.url}/${INODE_KEY}: names checkpoint ${inode.cno}, which has no part 0 (${key})`,
+      err,
+    )
+  }
+  if (!sameInode(part0, inode)) {
+    throw StreamSegmentError.corrupt(
+      `${store.url}/${INODE_KEY}: names checkpoint ${inode.cno}, but differs from the inode in its part 0 (${key}): nothing is built on either`,
+    )
+  }
 }
 
 /** Whether two inodes are the same, field for field (as their encodings are). */

@@ -11,9 +11,10 @@ import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
-import { gc, inspectCheckpoint, listCheckpoints, verifyCheckpoint } from '../../lib/admin/index.js'
+import { exportObject, gc, inspectCheckpoint, listCheckpoints, verifyCheckpoint } from '../../lib/admin/index.js'
 import { readObjectHeader } from '../../lib/container/object-header.js'
 import { StreamSegmentError } from '../../lib/errors.js'
+import { decodeHeader, encodeHeader, HEADER_BYTES } from '../../lib/format/header.js'
 import {
   decodeInodeObject,
   emptyInode,
@@ -30,7 +31,7 @@ import {
 import { SegmentFile } from '../../lib/segment-file.js'
 import { DirectoryStore } from '../../lib/store/directory.js'
 import { MemoryStore } from '../../lib/store/memory.js'
-import type { ObjectStore } from '../../lib/store/types.js'
+import type { GetOptions, ObjectStore } from '../../lib/store/types.js'
 import { crc32 } from '../../lib/util/crc32.js'
 import { smallSettings } from '../helpers/containers.js'
 import { readFixture } from '../helpers/format.js'
@@ -273,6 +274,56 @@ describe('a complete checkpoint whose publication was interrupted', () => {
   })
 })
 
+describe('the commit point against its part 0', () => {
+  it('an `inode` object of megabytes is read 64 KiB at most, and refused', async () => {
+    const asked: Array<number | undefined> = []
+    const store = new (class extends MemoryStore {
+      override get(key: string, options?: GetOptions) {
+        if (key === INODE_KEY) asked.push(options?.range && 'end' in options.range ? options.range.end : undefined)
+        return super.get(key, options)
+      }
+    })()
+    await store.put(INODE_KEY, new Uint8Array(8 * 1024 * 1024))
+    for (const readOnly of [true, false]) {
+      await assert.rejects(
+        SegmentFile.open(store, { readOnly }),
+        (err) =>
+          StreamSegmentError.is(err, 'ERR_CORRUPT') &&
+          /inode: inode object: 65536 bytes, expected 128/.test(err.message),
+      )
+    }
+    assert.ok(asked.length >= 2 && asked.every((end) => end === 65536), JSON.stringify(asked))
+    await store.put(INODE_KEY, new Uint8Array(0))
+    await assert.rejects(SegmentFile.open(store, { readOnly: true }), /inode object: 0 bytes, expected 128/)
+  })
+
+  it('a writer and an export refuse an inode object that is not the inode of its part 0', async () => {
+    const store = new MemoryStore()
+    const f = await SegmentFile.create(store, smallSettings)
+    await f.write(0, pattern(0, 16 * 1024, 1))
+    await f.flush()
+    await f.close()
+    const changed = decodeInodeObject(await store.get(INODE_KEY))
+    changed.mtimeMs += 1 // one field differs
+    await store.put(INODE_KEY, encodeInodeObject(changed))
+    const differs = (err: unknown) =>
+      StreamSegmentError.is(err, 'ERR_CORRUPT') &&
+      /inode: names checkpoint 1, but differs from the inode in its part 0/.test(err.message)
+    await assert.rejects(SegmentFile.open(store, smallSettings), differs)
+    await assert.rejects(exportObject(store, { store: new MemoryStore(), key: 'x' }), differs)
+    // By number, the export takes part 0's own inode.
+    const dest = new MemoryStore()
+    await exportObject(store, { store: dest, key: 'x' }, { cno: 1 })
+    assert.ok(Buffer.from(await dest.get('x')).equals(pattern(0, 16 * 1024, 1)))
+    // No part 0 at all: named as such.
+    await store.delete(segmentKey(1, 0))
+    await assert.rejects(
+      SegmentFile.open(store, smallSettings),
+      (err) => StreamSegmentError.is(err, 'ERR_CORRUPT') && /names checkpoint 1, which has no part 0/.test(err.message),
+    )
+  })
+})
+
 describe('roll-forward', () => {
   it('a writer opening the container publishes a complete checkpoint built on the inode published', async () => {
     for (const format of ['stream', 'parted'] as const) {
@@ -296,11 +347,16 @@ describe('roll-forward', () => {
   })
 
   it('never skips or undoes a checkpoint: a part 0 built on another inode stays unpublished', async () => {
-    const { store, inode1 } = await interrupted('stream')
-    // The commit point names checkpoint 1, but not the inode checkpoint 2 was built on.
-    const changed = decodeInodeObject(inode1)
-    changed.mtimeMs += 1
-    await store.put(INODE_KEY, encodeInodeObject(changed))
+    const { store } = await interrupted('stream')
+    // The commit point names checkpoint 1, but checkpoint 2 was built on another inode
+    // (its part 0's header says so, its CRC made again).
+    const key = segmentKey(2, 0)
+    const bytes = Buffer.from(await store.get(key))
+    const at = bytes.length - HEADER_BYTES
+    const h = decodeHeader(bytes.subarray(at), bytes.length, { cno: 2, part: 0, format: FORMAT_STREAM })
+    h.baseInode.mtimeMs += 1
+    encodeHeader(h, bytes, at)
+    await store.put(key, bytes)
     const w = await SegmentFile.open(store, { rollForwardAfterMs: 0 })
     assert.equal(w.cno, 1)
     await w.close()
