@@ -117,20 +117,11 @@ export async function gc(where: StoreLocation | ObjectStore, options: GcOptions 
   const first = listing.hasInode ? await readInode(store, { withEtag: true, signal }) : undefined
   const published = first?.inode.cno ?? 0
 
-  // Complete checkpoints (a part 0), their inodes and ages.
-  const complete = new Map<number, { inode: Inode; modifiedMs: number }>()
-  const limiter = new Limiter(8)
-  await Promise.all(
-    [...listing.byCno].map(([cno, c]) =>
-      limiter.run(async () => {
-        if (!c.parts.includes(0)) return
-        const key = segmentKey(cno, 0)
-        const size = listing.sizes.get(key)
-        const { header } = await readObjectHeader(store, cno, 0, { format: first?.inode.format, size, signal })
-        complete.set(cno, { inode: header.inode, modifiedMs: listing.modified.get(key) ?? now })
-      }),
-    ),
-  )
+  // Complete checkpoints (a part 0) and their ages, from the listing.
+  const complete = new Map<number, { modifiedMs: number }>()
+  for (const [cno, c] of listing.byCno) {
+    if (c.parts.includes(0)) complete.set(cno, { modifiedMs: listing.modified.get(segmentKey(cno, 0)) ?? now })
+  }
   for (const c of o.keepCnos) {
     if (!complete.has(c)) {
       throw StreamSegmentError.notFound(
@@ -138,15 +129,40 @@ export async function gc(where: StoreLocation | ObjectStore, options: GcOptions 
       )
     }
   }
-  // The commit point must be the one its part 0 holds (as verify checks): the mark walks the
-  // inode object's root, and a root damaged there alone would leave live objects unmarked.
-  if (first !== undefined) await checkPublished(store, first.inode, complete.get(published)?.inode, signal)
   const upToPublished = [...complete.keys()].filter((c) => c <= published).sort((a, b) => b - a)
   const retained = new Set<number>(upToPublished.slice(0, o.keep))
   if (published > 0) retained.add(published)
   for (const c of o.keepCnos) retained.add(c)
   for (const [cno, c] of complete)
     if (o.keepNewerThanMs > 0 && now - c.modifiedMs < o.keepNewerThanMs) retained.add(cno)
+
+  // The inodes of the checkpoints kept, from their part 0s: a dropped one's part 0 is not
+  // read (one that fails its checks is garbage like the rest of its checkpoint).
+  const inodes = new Map<number, Inode>()
+  const limiter = new Limiter(8)
+  await Promise.all(
+    [...retained].map((cno) =>
+      limiter.run(async () => {
+        const key = segmentKey(cno, 0)
+        if (!complete.has(cno)) return // the published number without a part 0: checkPublished says so
+        try {
+          const size = listing.sizes.get(key)
+          const { header } = await readObjectHeader(store, cno, 0, { format: first?.inode.format, size, signal })
+          inodes.set(cno, header.inode)
+        } catch (err) {
+          if (!StreamSegmentError.is(err)) throw err
+          throw new StreamSegmentError(
+            err.code,
+            `${store.url}: gc: checkpoint ${cno}, which is kept, cannot be read (${err.message}); nothing was deleted`,
+            { cause: err },
+          )
+        }
+      }),
+    ),
+  )
+  // The commit point must be the one its part 0 holds (as verify checks): the mark walks the
+  // inode object's root, and a root damaged there alone would leave live objects unmarked.
+  if (first !== undefined) await checkPublished(store, first.inode, inodes.get(published), signal)
 
   // Nothing published (no inode object) and nothing pinned: every checkpoint would go.
   if (retained.size === 0 && complete.size > 0) {
@@ -160,7 +176,7 @@ export async function gc(where: StoreLocation | ObjectStore, options: GcOptions 
   const seen = new Map<string, NodePlace>()
   const problems: Problem[] = []
   for (const cno of [...retained].sort((a, b) => b - a)) {
-    const inode = cno === published && first !== undefined ? first.inode : (complete.get(cno) as { inode: Inode }).inode
+    const inode = cno === published && first !== undefined ? first.inode : (inodes.get(cno) as Inode)
     live.add(segmentKey(cno, 0))
     const walk = await walkMap(store, inode, problems, signal, { seen })
     for (const key of walk.reached.keys()) live.add(key)

@@ -13,6 +13,7 @@ import { gc } from '../../lib/admin/gc.js'
 import { listCheckpoints, verifyCheckpoint } from '../../lib/admin/index.js'
 import { walkMap } from '../../lib/admin/map-walk.js'
 import { removeContainer } from '../../lib/admin/remove.js'
+import { StreamSegmentError } from '../../lib/errors.js'
 import {
   decodeInodeObject,
   encodeInodeObject,
@@ -211,6 +212,35 @@ describe('gc', () => {
     // Part 0s go first: no dropped checkpoint is left openable without its data.
     const firstData = dry.deletedKeys.findIndex((k) => !k.endsWith('.0'))
     assert.ok(dry.deletedKeys.slice(firstData).every((k) => !k.endsWith('.0')))
+  })
+
+  it("a dropped checkpoint's unreadable part 0 is garbage like the rest of it; a kept one's stops gc", async () => {
+    const { store, content } = await play([
+      { op: 'rewrite', size: 100 * KiB, seed: 1 },
+      { op: 'rewrite', size: 100 * KiB, seed: 2 },
+    ])
+    const last = Math.max(...content.keys())
+    const damage = async (cno: number) => {
+      const key = segmentKey(cno, 0)
+      const bytes = Buffer.from(await store.get(key))
+      bytes[bytes.length - 10] = (bytes[bytes.length - 10] as number) ^ 0xff // in its header
+      await store.put(key, bytes)
+    }
+    await damage(1)
+    const dry = await gc(store, { graceMs: 0, keep: 2, dryRun: true })
+    assert.ok(dry.dropped.includes(1) && dry.deletedKeys.includes(segmentKey(1, 0)), JSON.stringify(dry))
+    const r = await gc(store, { graceMs: 0 })
+    assert.deepEqual(r.kept, [last])
+    assert.ok(Buffer.from(await readAll(store, last)).equals(content.get(last) as Buffer))
+    // A kept checkpoint that cannot be read: nothing deleted, the reason named.
+    await damage(last)
+    await assert.rejects(
+      gc(store, { graceMs: 0 }),
+      (err) =>
+        StreamSegmentError.is(err, 'ERR_CORRUPT') &&
+        err.message.includes(`gc: checkpoint ${last}, which is kept, cannot be read`) &&
+        err.message.includes('nothing was deleted'),
+    )
   })
 
   it('stops with nothing deleted when the inode moves to a checkpoint the mark did not see', async () => {
