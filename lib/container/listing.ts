@@ -98,10 +98,10 @@ export type CheckpointObjects = Map<string, { size: number; lastModifiedMs: numb
 
 /**
  * The numbers from `from` on that segment objects use, in order, each with its objects,
- * up to the first number no object uses. One listing taken
- * up after the objects below `from` (`startAfter`), read page by page only as far as it
- * is consumed: a run of numbers that abandoned attempts took costs one LIST per page, not
- * one per number. Keys of lower numbers (a store that ignores `startAfter`) are passed over.
+ * up to the first number no object uses. One listing taken up after the objects below
+ * `from` (`startAfter`), read page by page only as far as it is consumed: a run of
+ * numbers that abandoned attempts took costs one LIST per page, not one per number. Keys
+ * of lower numbers (a store that ignores `startAfter`) are passed over.
  */
 export async function* numbersTaken(
   store: ObjectStore,
