@@ -377,7 +377,16 @@ export class S3Store implements ObjectStore {
     )
     try {
       const out = await this.#send('PutObject', key, signal, (s) => this.client.send(command, { abortSignal: s }))
-      return { etag: out.ETag ? unquoteEtag(out.ETag) : await this.#etagOf(key, signal) }
+      const etag = unquoteEtag(out.ETag)
+      if (etag !== '') return { etag }
+      // Without an ETag the answer does not show that anything was stored. Only a conditional
+      // put's write id tells this write from what was there before it.
+      if (writeId === undefined) {
+        throw StreamSegmentError.store(`PutObject ${this.#where(key)}: answered without an ETag`)
+      }
+      return {
+        etag: await this.#landedEtag('PutObject', key, (info) => info.metadata[WRITE_ID_METADATA] === writeId, signal),
+      }
     } catch (err) {
       if (writeId === undefined || !StreamSegmentError.is(err)) throw err
       if (err.code === 'ERR_CONFLICT') {
@@ -674,6 +683,7 @@ export class S3Store implements ObjectStore {
         })),
       },
     })
+    const claim = this.#claims.get(uploadId)
     let out: { ETag?: string }
     try {
       out = await this.#send('CompleteMultipartUpload', key, signal, (s) =>
@@ -688,7 +698,6 @@ export class S3Store implements ObjectStore {
         StreamSegmentError.is(err, 'ERR_NOT_FOUND') ||
         (StreamSegmentError.is(err, 'ERR_STORE') && (statusOf(err.cause) ?? 0) >= 500)
       if (!gone || (await this.#uploadExists(key, uploadId, signal))) throw err
-      const claim = this.#claims.get(uploadId)
       const info = claim === undefined ? undefined : await this.head(key, { signal })
       if (info === undefined || info.size === 0 || info.metadata[WRITE_ID_METADATA] !== claim) {
         throw StreamSegmentError.notFound(`CompleteMultipartUpload ${this.#where(key)}: no upload ${uploadId}`, err)
@@ -701,8 +710,19 @@ export class S3Store implements ObjectStore {
     }
     this.#partCrcs.delete(uploadId)
     this.#claims.delete(uploadId)
-    // radosgw answers with an empty ETag.
-    return { etag: out.ETag ? unquoteEtag(out.ETag) : await this.#etagOf(key, signal) }
+    const etag = unquoteEtag(out.ETag)
+    if (etag !== '') return { etag }
+    // radosgw answers with an empty ETag: HEAD for it. What is there counts as this upload only
+    // when it is not the claim's empty placeholder and carries the claim's write id (if any):
+    // else it is the object from before, and the completion did not land.
+    return {
+      etag: await this.#landedEtag(
+        'CompleteMultipartUpload',
+        key,
+        (info) => info.size > 0 && (claim === undefined || info.metadata[WRITE_ID_METADATA] === claim),
+        signal,
+      ),
+    }
   }
 
   async abortMultipart(key: string, uploadId: string, options: RequestOptions = {}): Promise<void> {
@@ -801,9 +821,22 @@ export class S3Store implements ObjectStore {
     return `bytes=${start}-${end - 1}`
   }
 
-  async #etagOf(key: string, signal: AbortSignal | undefined): Promise<string> {
+  /**
+   * The ETag of a write answered without one, from a HEAD: only when the object there is
+   * this write (`ours`), else ERR_STORE: an answer of success is no proof that anything landed.
+   */
+  async #landedEtag(
+    op: string,
+    key: string,
+    ours: (info: ObjectInfo) => boolean,
+    signal: AbortSignal | undefined,
+  ): Promise<string> {
     const info = await this.head(key, { signal })
-    if (info === undefined) throw StreamSegmentError.store(`${this.#where(key)} vanished right after it was written`)
+    if (info === undefined || !ours(info)) {
+      throw StreamSegmentError.store(
+        `${op} ${this.#where(key)}: answered without an ETag, and ${info === undefined ? 'no object is there' : 'the object there is not this write'}: the write did not land`,
+      )
+    }
     return info.etag
   }
 
