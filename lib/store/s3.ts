@@ -91,6 +91,8 @@ const sdkLogger = { trace: sdkLog, debug: sdkLog, info: sdkLog, warn: sdkLog, er
 const EMPTY = new Uint8Array(0)
 const MD5_HEX = /^[0-9a-f]{32}$/
 const MAX_PAGE = 1000
+/** Truncated pages in a row with nothing on them before a listing is given up as endless. */
+const MAX_EMPTY_PAGES = 100
 
 export interface S3StoreOptions {
   client: S3Client
@@ -266,6 +268,44 @@ function addHeader<C>(command: C, name: string, value: (req: HttpRequestLike) =>
     { step: 'build', name: `streamSegment-${name}` },
   )
   return command
+}
+
+/**
+ * The pages of one listing, guarded against a server that never ends it: a truncated page
+ * must name where the next one starts (else the listing would be cut silently), never a
+ * place named before (else the same pages would come round forever), and truncated pages
+ * with nothing on them end the listing as endless after MAX_EMPTY_PAGES in a row.
+ */
+class Pages {
+  readonly #seen = new Set<string>()
+  #empty = 0
+
+  constructor(
+    readonly op: string,
+    readonly where: string,
+  ) {}
+
+  /** Where the next page starts (`marker`, as the answer names it), or undefined when this one was the last. */
+  next(truncated: boolean | undefined, marker: string | undefined, entries: number): string | undefined {
+    if (!truncated) return undefined
+    const page = `${this.op} ${this.where}: page ${this.#seen.size + 1}`
+    if (marker === undefined) {
+      throw StreamSegmentError.store(`${page} is truncated but names no place for the next page`)
+    }
+    if (this.#seen.has(marker)) {
+      throw StreamSegmentError.store(
+        `${page} names a place for the next page named before (${marker}): the listing would never end`,
+      )
+    }
+    this.#seen.add(marker)
+    this.#empty = entries === 0 ? this.#empty + 1 : 0
+    if (this.#empty >= MAX_EMPTY_PAGES) {
+      throw StreamSegmentError.store(
+        `${page}: ${this.#empty} truncated pages in a row with nothing on them: the listing would never end`,
+      )
+    }
+    return marker
+  }
 }
 
 export class S3Store implements ObjectStore {
@@ -452,6 +492,7 @@ export class S3Store implements ObjectStore {
 
   async *list(prefix = '', options: ListOptions = {}): AsyncIterable<ListEntry> {
     const { signal, startAfter } = options
+    const pages = new Pages('ListObjectsV2', this.#where(prefix))
     let token: string | undefined
     do {
       const command = new ListObjectsV2Command({
@@ -473,7 +514,7 @@ export class S3Store implements ObjectStore {
           lastModifiedMs: o.LastModified?.getTime() ?? 0,
         }
       }
-      token = out.IsTruncated ? out.NextContinuationToken : undefined
+      token = pages.next(out.IsTruncated, out.NextContinuationToken, out.Contents?.length ?? 0)
     } while (token !== undefined)
   }
 
@@ -739,6 +780,7 @@ export class S3Store implements ObjectStore {
 
   async *listMultipart(prefix = '', options: RequestOptions = {}): AsyncIterable<MultipartUpload> {
     const { signal } = options
+    const pages = new Pages('ListMultipartUploads', this.#where(prefix))
     let keyMarker: string | undefined
     let uploadIdMarker: string | undefined
     for (;;) {
@@ -756,7 +798,11 @@ export class S3Store implements ObjectStore {
         if (u.Key === undefined || u.UploadId === undefined || !u.Key.startsWith(this.prefix)) continue
         yield { key: u.Key.slice(this.prefix.length), uploadId: u.UploadId, initiatedMs: u.Initiated?.getTime() ?? 0 }
       }
-      if (!out.IsTruncated || (out.NextKeyMarker === undefined && out.NextUploadIdMarker === undefined)) return
+      const both =
+        out.NextKeyMarker === undefined && out.NextUploadIdMarker === undefined
+          ? undefined
+          : `${out.NextKeyMarker ?? ''} ${out.NextUploadIdMarker ?? ''}`
+      if (pages.next(out.IsTruncated, both, out.Uploads?.length ?? 0) === undefined) return
       keyMarker = out.NextKeyMarker
       uploadIdMarker = out.NextUploadIdMarker
     }
@@ -779,6 +825,7 @@ export class S3Store implements ObjectStore {
 
   /** Every part an open upload holds, as ListParts gives them, page after page. */
   async *#parts(key: string, uploadId: string, signal: AbortSignal | undefined): AsyncGenerator<Part> {
+    const pages = new Pages('ListParts', `${this.#where(key)} upload ${uploadId}`)
     let marker: string | undefined
     do {
       const command = new ListPartsCommand({
@@ -790,7 +837,7 @@ export class S3Store implements ObjectStore {
       })
       const out = await this.#send('ListParts', key, signal, (s) => this.client.send(command, { abortSignal: s }))
       yield* out.Parts ?? []
-      marker = out.IsTruncated ? out.NextPartNumberMarker : undefined
+      marker = pages.next(out.IsTruncated, out.NextPartNumberMarker, out.Parts?.length ?? 0)
     } while (marker !== undefined)
   }
 

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict'
 import { after, describe, test } from 'node:test'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { rejectsCode } from '../helpers/assert.js'
-import { dropHeader, type FakeS3, fakeS3Store, send, startFakeS3 } from '../helpers/fake-s3.js'
+import { dropHeader, type FakeS3, fakeS3Store, listPage, send, startFakeS3 } from '../helpers/fake-s3.js'
 
 const servers: FakeS3[] = []
 after(async () => {
@@ -117,5 +117,95 @@ describe('a write answered 200 without an ETag', () => {
     }
     const done = await store.completeMultipart('0000000002.1', id, [{ partNumber: 1, etag: part.etag }])
     assert.equal(done.etag, 'abc-1')
+  })
+})
+
+/** Each listing test fails on its own within this, should its listing loop. */
+const LOOP = { timeout: 10_000 }
+
+describe('a paged listing that would never end', () => {
+  /** A server whose every answer to `op` is `page(n)`, n counting that op's requests from 1. */
+  async function answering(op: string, page: (n: number) => string): Promise<FakeS3> {
+    const s3 = await fake()
+    s3.hook = (r, res) => {
+      if (r.op !== op) return false
+      send(res, 200, page(s3.count(op)))
+      return true
+    }
+    return s3
+  }
+  const entry = (key: string) => ({ key, size: 10, etag: '"e"', lastModified: '2024-01-01T00:00:00.000Z' })
+
+  async function listAll(s3: FakeS3): Promise<number> {
+    let n = 0
+    for await (const _ of fakeS3Store(s3).list('')) n++
+    return n
+  }
+  async function uploadsAll(s3: FakeS3): Promise<number> {
+    let n = 0
+    for await (const _ of fakeS3Store(s3).listMultipart('')) n++
+    return n
+  }
+
+  test('ListObjectsV2 naming the same token again: ERR_STORE, not another request', LOOP, async () => {
+    const s3 = await answering('ListObjectsV2', () => listPage([entry('p/a')], { truncated: true, token: 'T' }))
+    await rejectsCode(listAll(s3), 'ERR_STORE', /ListObjectsV2 s3:\/\/bucket\/p\/: page 2 .*named before \(T\)/)
+    assert.equal(s3.count('ListObjectsV2'), 2)
+  })
+
+  test('ListObjectsV2 truncated without a token: ERR_STORE, not a listing cut short', LOOP, async () => {
+    const s3 = await answering('ListObjectsV2', () => listPage([entry('p/a')], { truncated: true }))
+    await rejectsCode(listAll(s3), 'ERR_STORE', /ListObjectsV2 s3:\/\/bucket\/p\/: .*truncated but names no place/)
+    assert.equal(s3.count('ListObjectsV2'), 1)
+  })
+
+  test('ListObjectsV2 with a fresh token on every empty page: ERR_STORE after 100 of them', LOOP, async () => {
+    const s3 = await answering('ListObjectsV2', (n) => listPage([], { truncated: true, token: `T${n}` }))
+    await rejectsCode(listAll(s3), 'ERR_STORE', /ListObjectsV2 s3:\/\/bucket\/p\/: .*100 truncated pages in a row/)
+    assert.equal(s3.count('ListObjectsV2'), 100)
+  })
+
+  const parts = (n: number) => `<Part><PartNumber>${n}</PartNumber><ETag>"a"</ETag><Size>5</Size></Part>`
+  test('ListParts naming the same marker again, or none: ERR_STORE naming the upload', LOOP, async () => {
+    for (const [marker, error] of [
+      ['<NextPartNumberMarker>1</NextPartNumberMarker>', /ListParts s3:\/\/bucket\/p\/k upload u: .*named before/],
+      ['', /ListParts s3:\/\/bucket\/p\/k upload u: .*names no place/],
+    ] as const) {
+      const s3 = await answering(
+        'ListParts',
+        () => `<ListPartsResult><IsTruncated>true</IsTruncated>${marker}${parts(1)}</ListPartsResult>`,
+      )
+      await rejectsCode(fakeS3Store(s3).listParts('k', 'u'), 'ERR_STORE', error)
+      assert.ok(s3.count('ListParts') <= 2)
+    }
+  })
+
+  test('ListParts with a fresh marker on every empty page: ERR_STORE after 100 of them', LOOP, async () => {
+    const s3 = await answering(
+      'ListParts',
+      (n) =>
+        `<ListPartsResult><IsTruncated>true</IsTruncated><NextPartNumberMarker>${n}</NextPartNumberMarker></ListPartsResult>`,
+    )
+    await rejectsCode(fakeS3Store(s3).listParts('k', 'u'), 'ERR_STORE', /ListParts .*100 truncated pages in a row/)
+  })
+
+  test('ListMultipartUploads naming the same markers again, or none: ERR_STORE', LOOP, async () => {
+    const upload =
+      '<Upload><Key>p/0000000001.1</Key><UploadId>u1</UploadId><Initiated>2024-01-01T00:00:00.000Z</Initiated></Upload>'
+    for (const [markers, error] of [
+      [
+        '<NextKeyMarker>p/a</NextKeyMarker><NextUploadIdMarker>u1</NextUploadIdMarker>',
+        /ListMultipartUploads s3:\/\/bucket\/p\/: page 2 .*named before/,
+      ],
+      ['', /ListMultipartUploads s3:\/\/bucket\/p\/: .*names no place/],
+    ] as const) {
+      const s3 = await answering(
+        'ListMultipartUploads',
+        () =>
+          `<ListMultipartUploadsResult><IsTruncated>true</IsTruncated>${markers}${upload}</ListMultipartUploadsResult>`,
+      )
+      await rejectsCode(uploadsAll(s3), 'ERR_STORE', error)
+      assert.ok(s3.count('ListMultipartUploads') <= 2)
+    }
   })
 })
