@@ -507,11 +507,12 @@ export class S3Store implements ObjectStore {
       )
       for (const o of out.Contents ?? []) {
         if (o.Key === undefined || !o.Key.startsWith(this.prefix)) continue
+        const key = o.Key.slice(this.prefix.length)
         yield {
-          key: o.Key.slice(this.prefix.length),
+          key,
           size: o.Size ?? 0,
           etag: unquoteEtag(o.ETag),
-          lastModifiedMs: o.LastModified?.getTime() ?? 0,
+          lastModifiedMs: this.#time('ListObjectsV2', key, 'LastModified', o.LastModified),
         }
       }
       token = pages.next(out.IsTruncated, out.NextContinuationToken, out.Contents?.length ?? 0)
@@ -796,7 +797,14 @@ export class S3Store implements ObjectStore {
       )
       for (const u of out.Uploads ?? []) {
         if (u.Key === undefined || u.UploadId === undefined || !u.Key.startsWith(this.prefix)) continue
-        yield { key: u.Key.slice(this.prefix.length), uploadId: u.UploadId, initiatedMs: u.Initiated?.getTime() ?? 0 }
+        const key = u.Key.slice(this.prefix.length)
+        const initiatedMs = this.#time(
+          'ListMultipartUploads',
+          `${key} (upload ${u.UploadId})`,
+          'Initiated',
+          u.Initiated,
+        )
+        yield { key, uploadId: u.UploadId, initiatedMs }
       }
       const both =
         out.NextKeyMarker === undefined && out.NextUploadIdMarker === undefined
@@ -839,6 +847,18 @@ export class S3Store implements ObjectStore {
       yield* out.Parts ?? []
       marker = pages.next(out.IsTruncated, out.NextPartNumberMarker, out.Parts?.length ?? 0)
     } while (marker !== undefined)
+  }
+
+  /**
+   * A listed time in ms. A missing or unreadable one is ERR_STORE, never taken as 0: gc
+   * would take the object or upload for one older than any grace period and remove it.
+   */
+  #time(op: string, key: string, field: string, t: Date | undefined): number {
+    const ms = t?.getTime()
+    if (ms === undefined || !Number.isFinite(ms)) {
+      throw StreamSegmentError.store(`${op} ${this.#where(key)}: entry without a valid ${field} time`)
+    }
+    return ms
   }
 
   #where(key: string): string {

@@ -44,6 +44,8 @@ export interface FakeS3 {
   /** Every request, as `op key`. */
   log: string[]
   hook: FakeHook | undefined
+  /** List objects without LastModified and uploads without Initiated. */
+  omitTimes: boolean
   /** Requests of operation `op` so far. */
   count(op: string): number
   close(): Promise<void>
@@ -139,7 +141,8 @@ function answer(s3: FakeS3, r: FakeRequest, res: ServerResponse): void {
       const truncated = keys.length > max
       const entries = page.map((k) => {
         const o = s3.objects.get(k) as FakeObject
-        return { key: k, size: o.body.length, etag: `"${o.etag}"`, lastModified: o.lastModified.toISOString() }
+        const lastModified = s3.omitTimes ? undefined : o.lastModified.toISOString()
+        return { key: k, size: o.body.length, etag: `"${o.etag}"`, lastModified }
       })
       send(res, 200, listPage(entries, truncated ? { truncated, token: page.at(-1) as string } : {}))
       return
@@ -150,7 +153,7 @@ function answer(s3: FakeS3, r: FakeRequest, res: ServerResponse): void {
       const uploads = list
         .map(
           ([id, u]) =>
-            `<Upload><Key>${esc(u.key)}</Key><UploadId>${id}</UploadId><Initiated>${u.initiated.toISOString()}</Initiated></Upload>`,
+            `<Upload><Key>${esc(u.key)}</Key><UploadId>${id}</UploadId>${s3.omitTimes ? '' : `<Initiated>${u.initiated.toISOString()}</Initiated>`}</Upload>`,
         )
         .join('')
       send(
@@ -314,6 +317,7 @@ export async function startFakeS3(hook?: FakeHook): Promise<FakeS3> {
     uploads: new Map(),
     log: [],
     hook,
+    omitTimes: false,
     count: (op) => s3.log.filter((l) => l.startsWith(`${op} `)).length,
     close: async () => {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()))

@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict'
 import { after, describe, test } from 'node:test'
+import { gc } from '../../lib/admin/gc.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { rejectsCode } from '../helpers/assert.js'
 import { dropHeader, type FakeS3, fakeS3Store, listPage, send, startFakeS3 } from '../helpers/fake-s3.js'
@@ -207,5 +208,55 @@ describe('a paged listing that would never end', () => {
       await rejectsCode(uploadsAll(s3), 'ERR_STORE', error)
       assert.ok(s3.count('ListMultipartUploads') <= 2)
     }
+  })
+})
+
+describe('a listed object or upload without its time', () => {
+  test('ListObjectsV2 entry without LastModified, ListMultipartUploads without Initiated: ERR_STORE naming the key', async () => {
+    const s3 = await fake()
+    s3.hook = (r, res) => {
+      if (r.op === 'ListObjectsV2') send(res, 200, listPage([{ key: 'p/0000000002.1', size: 10, etag: '"e"' }]))
+      else if (r.op === 'ListMultipartUploads') {
+        send(
+          res,
+          200,
+          '<ListMultipartUploadsResult><IsTruncated>false</IsTruncated><Upload><Key>p/0000000002.2</Key><UploadId>u1</UploadId></Upload></ListMultipartUploadsResult>',
+        )
+      } else return false
+      return true
+    }
+    const store = fakeS3Store(s3)
+    await rejectsCode(
+      (async () => {
+        for await (const _ of store.list('')) {
+        }
+      })(),
+      'ERR_STORE',
+      /ListObjectsV2 s3:\/\/bucket\/p\/0000000002\.1: entry without a valid LastModified/,
+    )
+    await rejectsCode(
+      (async () => {
+        for await (const _ of store.listMultipart('')) {
+        }
+      })(),
+      'ERR_STORE',
+      /ListMultipartUploads s3:\/\/bucket\/p\/0000000002\.2 \(upload u1\): entry without a valid Initiated/,
+    )
+  })
+
+  test("gc on such a listing fails and removes nothing of a live writer's new objects and upload", async () => {
+    const s3 = await fake()
+    const store = fakeS3Store(s3)
+    const f = await SegmentFile.create(store)
+    await f.write(0, Buffer.alloc(100_000, 1))
+    await f.flush()
+    await f.close()
+    // A live writer's coming checkpoint 2, written a moment ago and not published yet.
+    await store.put('0000000002.1', Buffer.alloc(5000, 2), { ifNoneMatch: '*' })
+    await store.createMultipart('0000000002.2')
+    s3.omitTimes = true
+    await rejectsCode(gc(store), 'ERR_STORE', /LastModified|Initiated/)
+    assert.ok(s3.objects.has('p/0000000002.1'))
+    assert.equal(s3.uploads.size, 1)
   })
 })
