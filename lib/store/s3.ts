@@ -389,6 +389,10 @@ export class S3Store implements ObjectStore {
   async put(key: string, chunks: Body, options: PutOptions = {}): Promise<{ etag: string }> {
     const { ifNoneMatch, ifMatch, signal } = options
     checkKey(key)
+    // An empty If-Match is no condition at all on some servers: the write would go through unchecked.
+    if (ifMatch !== undefined && unquoteEtag(ifMatch) === '') {
+      throw StreamSegmentError.invalidArgument(`put ${key}: ifMatch is empty`)
+    }
     if (ifNoneMatch !== undefined && ifNoneMatch !== '*') {
       throw StreamSegmentError.invalidArgument(`put ${key}: ifNoneMatch must be '*'`)
     }
@@ -482,7 +486,11 @@ export class S3Store implements ObjectStore {
     try {
       const command = new HeadObjectCommand({ Bucket: this.bucket, Key: this.prefix + key })
       const out = await this.#send('HeadObject', key, signal, (s) => this.client.send(command, { abortSignal: s }))
-      return { size: out.ContentLength ?? 0, etag: unquoteEtag(out.ETag), metadata: out.Metadata ?? {} }
+      return {
+        size: out.ContentLength ?? 0,
+        etag: this.#etag('HeadObject', key, out.ETag),
+        metadata: out.Metadata ?? {},
+      }
     } catch (err) {
       // (HEAD answers carry no error code: a missing bucket looks like a missing key.)
       if (StreamSegmentError.is(err, 'ERR_NOT_FOUND')) return undefined
@@ -511,7 +519,7 @@ export class S3Store implements ObjectStore {
         yield {
           key,
           size: o.Size ?? 0,
-          etag: unquoteEtag(o.ETag),
+          etag: this.#etag('ListObjectsV2', key, o.ETag),
           lastModifiedMs: this.#time('ListObjectsV2', key, 'LastModified', o.LastModified),
         }
       }
@@ -627,7 +635,7 @@ export class S3Store implements ObjectStore {
       if (crcs === undefined) this.#partCrcs.set(uploadId, (crcs = new Map()))
       crcs.set(partNumber, crc)
     }
-    return { etag: unquoteEtag(out.ETag) }
+    return { etag: this.#etag('UploadPart', `${key}#${partNumber}`, out.ETag) }
   }
 
   canCopyFrom(source: ObjectStore): boolean {
@@ -659,6 +667,7 @@ export class S3Store implements ObjectStore {
       throw StreamSegmentError.invalidArgument(`${what}: copy range must be 0 ≤ start < end`)
     }
     const ifMatch = source.ifMatch === undefined ? undefined : unquoteEtag(source.ifMatch)
+    if (ifMatch === '') throw StreamSegmentError.invalidArgument(`copy from ${what}: ifMatch is empty`)
     const command = new UploadPartCopyCommand({
       Bucket: this.bucket,
       Key: this.prefix + key,
@@ -700,7 +709,7 @@ export class S3Store implements ObjectStore {
       if (crcs === undefined) this.#partCrcs.set(uploadId, (crcs = new Map()))
       crcs.set(partNumber, crc)
     }
-    const etag = unquoteEtag(out.CopyPartResult?.ETag)
+    const etag = this.#etag('UploadPartCopy', `${key}#${partNumber}`, out.CopyPartResult?.ETag)
     return MD5_HEX.test(etag) ? { etag, md5: etag } : { etag }
   }
 
@@ -847,6 +856,16 @@ export class S3Store implements ObjectStore {
       yield* out.Parts ?? []
       marker = pages.next(out.IsTruncated, out.NextPartNumberMarker, out.Parts?.length ?? 0)
     } while (marker !== undefined)
+  }
+
+  /**
+   * An answer's ETag, unquoted. A missing or empty one is ERR_STORE: it would be taken for the
+   * object's and later sent as `If-Match: ""`, which some servers take for no condition.
+   */
+  #etag(op: string, key: string, etag: string | undefined): string {
+    const e = unquoteEtag(etag)
+    if (e === '') throw StreamSegmentError.store(`${op} ${this.#where(key)}: answered without an ETag`)
+    return e
   }
 
   /**

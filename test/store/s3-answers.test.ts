@@ -260,3 +260,82 @@ describe('a listed object or upload without its time', () => {
     assert.equal(s3.uploads.size, 1)
   })
 })
+
+describe('an answer without an ETag', () => {
+  test('HEAD, a listed object and UploadPart without an ETag: ERR_STORE naming the operation and key', async () => {
+    const s3 = await fake()
+    const store = fakeS3Store(s3)
+    await store.put('k', Buffer.from('x'))
+    const id = await store.createMultipart('m')
+    s3.hook = (r, res) => {
+      if (r.op === 'HeadObject' || r.op === 'UploadPart') dropHeader(res, 'etag')
+      if (r.op === 'ListObjectsV2') {
+        send(res, 200, listPage([{ key: 'p/k', size: 1, lastModified: '2024-01-01T00:00:00.000Z' }]))
+        return true
+      }
+      return false
+    }
+    await rejectsCode(store.head('k'), 'ERR_STORE', /HeadObject s3:\/\/bucket\/p\/k: answered without an ETag/)
+    await rejectsCode(
+      (async () => {
+        for await (const _ of store.list('')) {
+        }
+      })(),
+      'ERR_STORE',
+      /ListObjectsV2 s3:\/\/bucket\/p\/k: answered without an ETag/,
+    )
+    await rejectsCode(
+      store.uploadPart('m', id, 1, Buffer.from('part')),
+      'ERR_STORE',
+      /UploadPart s3:\/\/bucket\/p\/m#1: answered without an ETag/,
+    )
+  })
+
+  test('an empty ifMatch is the caller\'s error, never sent as If-Match ""', async () => {
+    const s3 = await fake()
+    const store = fakeS3Store(s3)
+    await store.put('k', Buffer.from('x'))
+    const id = await store.createMultipart('m')
+    for (const ifMatch of ['', '""']) {
+      await rejectsCode(
+        store.put('k', Buffer.from('y'), { ifMatch }),
+        'ERR_INVALID_ARGUMENT',
+        /put k: ifMatch is empty/,
+      )
+      await rejectsCode(
+        store.uploadPartCopy('m', id, 1, { store, key: 'k', range: { start: 0, end: 1 }, ifMatch }),
+        'ERR_INVALID_ARGUMENT',
+        /s3:\/\/bucket\/p\/k \[0, 1\): ifMatch is empty/,
+      )
+    }
+    assert.equal(s3.count('PutObject'), 1)
+    assert.equal(s3.count('UploadPartCopy'), 0)
+  })
+
+  test('a writer whose answers carry no ETag fails; it never publishes with If-Match ""', async () => {
+    const s3 = await fake()
+    const store = fakeS3Store(s3)
+    const f0 = await SegmentFile.create(store)
+    await f0.write(0, Buffer.alloc(10_000, 1))
+    await f0.flush()
+    await f0.close()
+    s3.hook = (r, res) => {
+      if (r.op === 'HeadObject' || r.op === 'PutObject' || r.op === 'GetObject') dropHeader(res, 'etag')
+      return false
+    }
+    const opened = SegmentFile.open(store).then(async (f) => {
+      await f.write(0, Buffer.from('WRITER-A'))
+      await f.flush()
+      await f.close()
+    })
+    await assert.rejects(opened, (err: Error & { code?: string }) => {
+      assert.equal(err.code, 'ERR_STORE', err.message)
+      assert.match(err.message, /answered without an ETag/)
+      return true
+    })
+    s3.hook = undefined
+    const r = await SegmentFile.open(store, { readOnly: true })
+    assert.equal(r.cno, 1)
+    await r.close()
+  })
+})
