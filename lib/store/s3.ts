@@ -287,8 +287,11 @@ class Pages {
 
   /** Where the next page starts (`marker`, as the answer names it), or undefined when this one was the last. */
   next(truncated: boolean | undefined, marker: string | undefined, entries: number): string | undefined {
-    if (!truncated) return undefined
     const page = `${this.op} ${this.where}: page ${this.#seen.size + 1}`
+    // Every listing answer says whether it is truncated: one that does not is some other
+    // document (an empty body, a proxy's HTML page), not an empty listing.
+    if (truncated === undefined) throw StreamSegmentError.store(`${page}: the answer is no listing (no IsTruncated)`)
+    if (!truncated) return undefined
     if (marker === undefined) {
       throw StreamSegmentError.store(`${page} is truncated but names no place for the next page`)
     }

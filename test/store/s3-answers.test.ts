@@ -339,3 +339,36 @@ describe('an answer without an ETag', () => {
     await r.close()
   })
 })
+
+describe('a 200 answer that is no listing', () => {
+  const bodies: Record<string, [string, string]> = {
+    'an empty body': ['', ''],
+    'an HTML page': ['<html><body>Captive portal</body></html>', 'text/html'],
+    'another XML document': [
+      '<?xml version="1.0"?><ListAllMyBucketsResult><Buckets/></ListAllMyBucketsResult>',
+      'application/xml',
+    ],
+  }
+  for (const [name, [body, type]] of Object.entries(bodies)) {
+    test(`${name}: list, listMultipart and listParts are ERR_STORE, head is ERR_STORE`, async () => {
+      const s3 = await fake()
+      s3.hook = (_r, res) => {
+        send(res, 200, body, type === '' ? {} : { 'content-type': type })
+        return true
+      }
+      const store = fakeS3Store(s3)
+      const drain = async (it: AsyncIterable<unknown>) => {
+        for await (const _ of it) {
+        }
+      }
+      await rejectsCode(drain(store.list('')), 'ERR_STORE', /ListObjectsV2 s3:\/\/bucket\/p\/: .*no listing/)
+      await rejectsCode(
+        drain(store.listMultipart('')),
+        'ERR_STORE',
+        /ListMultipartUploads s3:\/\/bucket\/p\/: .*no listing/,
+      )
+      await rejectsCode(store.listParts('k', 'u'), 'ERR_STORE', /ListParts s3:\/\/bucket\/p\/k upload u: .*no listing/)
+      await rejectsCode(store.head('k'), 'ERR_STORE', /HeadObject s3:\/\/bucket\/p\/k: /)
+    })
+  }
+})
