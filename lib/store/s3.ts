@@ -65,7 +65,7 @@ import { crc32 } from '../util/crc32.js'
 import { digestChunks, sha256BeatsMd5 } from '../util/digest.js'
 import { lendPieces } from '../util/piece-pool.js'
 import { bodyLength, checkKey, joinBody, unquoteEtag } from './common.js'
-import { piecesOf, sendOverHttp, transportOf } from './s3-get.js'
+import { askedRange, checkGetAnswer, piecesOf, refused, sendOverHttp, transportOf } from './s3-get.js'
 import {
   type Body,
   type ByteRange,
@@ -475,7 +475,18 @@ export class S3Store implements ObjectStore {
         const command = new GetObjectCommand({ Bucket: this.bucket, Key: this.prefix + key, Range: header })
         if (this.getPath === 'http') sendOverHttp(command, await transportOf(this.client), s, this.#where(key))
         const out = await this.client.send(command, { abortSignal: s })
-        return piecesOf(out.Body) ?? readBody(out.Body, out.ContentLength, s)
+        const pieces = piecesOf(out.Body)
+        if (pieces !== undefined) return pieces
+        // The SDK's answer, checked as the lean path checks its own (s3-get.ts).
+        const status = out.$metadata.httpStatusCode ?? 0
+        const length = out.ContentLength === undefined ? undefined : String(out.ContentLength)
+        const expected = checkGetAnswer(status, length, out.ContentRange, askedRange(header))
+        if (typeof expected === 'string') {
+          ;(out.Body as { destroy?: () => void } | undefined)?.destroy?.()
+          const what = `${this.#where(key)}${header === undefined ? '' : ` (${header})`}`
+          throw refused(status, `GET ${what}: answer refused: ${expected}`)
+        }
+        return readBody(out.Body, expected, s)
       })
     } catch (err) {
       // A suffix of an empty object is empty (servers answer 416: no byte to return).

@@ -372,3 +372,99 @@ describe('a 200 answer that is no listing', () => {
     })
   }
 })
+
+describe('a GET answered with other bytes than asked', () => {
+  const OBJ = Buffer.from('0123456789abcdefghijklmnopqrstuvwxyz'.repeat(100)) // 3600 bytes
+  type Range = { start: number; end: number } | { suffix: number } | undefined
+  /** Each case: the range asked, the answer's status, Content-Range and the bytes sent, the refusal expected. */
+  const cases: Array<[string, Range, number, string, Buffer, RegExp]> = [
+    [
+      'a whole GET answered 206 with part of the object',
+      undefined,
+      206,
+      'bytes 0-9/3600',
+      OBJ.subarray(0, 10),
+      /part of the object to a request for all of it/,
+    ],
+    [
+      'a suffix answered 206 with the first bytes',
+      { suffix: 256 },
+      206,
+      'bytes 0-255/3600',
+      OBJ.subarray(0, 256),
+      /not the last 256 bytes/,
+    ],
+    [
+      'a Content-Range ending past the size it names',
+      { start: 0, end: 100 },
+      206,
+      'bytes 0-99/50',
+      OBJ.subarray(0, 100),
+      /ends past the object's size/,
+    ],
+    [
+      'a range answered 206 with other bytes',
+      { start: 100, end: 200 },
+      206,
+      'bytes 0-99/3600',
+      OBJ.subarray(0, 100),
+      /not within the bytes asked, \[100, 200\)/,
+    ],
+    [
+      'a range answered 206 with fewer bytes than the object holds',
+      { start: 100, end: 200 },
+      206,
+      'bytes 100-149/3600',
+      OBJ.subarray(100, 150),
+      /not within the bytes asked, \[100, 200\)/,
+    ],
+    [
+      'a range not at 0 answered 200 with the whole object',
+      { start: 100, end: 200 },
+      200,
+      '',
+      OBJ,
+      /200 with the whole object \(3600 bytes\) to a request for a range/,
+    ],
+  ]
+  for (const getPath of ['http', 'sdk'] as const) {
+    for (const [name, range, status, contentRange, body, refusal] of cases) {
+      test(`getPath '${getPath}': ${name}: ERR_STORE naming the key, not retried`, async () => {
+        const s3 = await fake()
+        s3.hook = (r, res) => {
+          if (r.op !== 'GetObject') return false
+          const headers: Record<string, string> = { 'content-length': String(body.length), etag: '"e"' }
+          if (contentRange !== '') headers['content-range'] = contentRange
+          res.writeHead(status, headers)
+          res.end(body)
+          return true
+        }
+        const store = fakeS3Store(s3, { getPath })
+        await rejectsCode(
+          store.get('k', range === undefined ? {} : { range }),
+          'ERR_STORE',
+          new RegExp(`GetObject s3://bucket/p/k: .*answer refused: .*${refusal.source}`),
+        )
+        assert.equal(s3.count('GetObject'), 1)
+      })
+    }
+    test(`getPath '${getPath}': honest answers of whole, ranged, clamped and suffix GETs are taken`, async () => {
+      const s3 = await fake()
+      const store = fakeS3Store(s3, { getPath })
+      await store.put('k', OBJ)
+      assert.deepEqual(Buffer.from(await store.get('k')), OBJ)
+      assert.deepEqual(Buffer.from(await store.get('k', { range: { start: 100, end: 200 } })), OBJ.subarray(100, 200))
+      assert.deepEqual(Buffer.from(await store.get('k', { range: { start: 3500, end: 9000 } })), OBJ.subarray(3500))
+      assert.deepEqual(Buffer.from(await store.get('k', { range: { suffix: 256 } })), OBJ.subarray(-256))
+      assert.deepEqual(Buffer.from(await store.get('k', { range: { suffix: 9000 } })), OBJ)
+      s3.hook = (r, res) => {
+        if (r.op !== 'GetObject') return false
+        // A whole GET answered 206 with all of the object.
+        res.writeHead(206, { 'content-length': String(OBJ.length), 'content-range': `bytes 0-3599/3600`, etag: '"e"' })
+        res.end(OBJ)
+        return true
+      }
+      assert.deepEqual(Buffer.from(await store.get('k')), OBJ)
+    })
+  }
+})
