@@ -500,8 +500,12 @@ export class S3Store implements ObjectStore {
     try {
       const command = new HeadObjectCommand({ Bucket: this.bucket, Key: this.prefix + key })
       const out = await this.#send('HeadObject', key, signal, (s) => this.client.send(command, { abortSignal: s }))
+      const size = out.ContentLength
+      if (size === undefined || !Number.isSafeInteger(size) || size < 0) {
+        throw StreamSegmentError.store(`HeadObject ${this.#where(key)}: answered without a valid Content-Length`)
+      }
       return {
-        size: out.ContentLength ?? 0,
+        size,
         etag: this.#etag('HeadObject', key, out.ETag),
         metadata: out.Metadata ?? {},
       }
@@ -515,6 +519,9 @@ export class S3Store implements ObjectStore {
   async *list(prefix = '', options: ListOptions = {}): AsyncIterable<ListEntry> {
     const { signal, startAfter } = options
     const pages = new Pages('ListObjectsV2', this.#where(prefix))
+    // Keys must come in strictly increasing order (UTF-8 bytes, as S3 sorts), after
+    // `startAfter`, across pages: a server that repeats or reorders them is not trusted.
+    let previous = startAfter === undefined ? undefined : Buffer.from(this.prefix + startAfter)
     let token: string | undefined
     do {
       const command = new ListObjectsV2Command({
@@ -528,11 +535,27 @@ export class S3Store implements ObjectStore {
         this.client.send(command, { abortSignal: s }),
       )
       for (const o of out.Contents ?? []) {
-        if (o.Key === undefined || !o.Key.startsWith(this.prefix)) continue
+        const bad = (why: string) =>
+          StreamSegmentError.store(`ListObjectsV2 s3://${this.bucket}/${o.Key ?? ''}: listed ${why}`)
+        if (o.Key === undefined) throw bad(`without a Key, under ${this.#where(prefix)}`)
+        if (!o.Key.startsWith(this.prefix + prefix)) throw bad(`though not under ${this.#where(prefix)}`)
         const key = o.Key.slice(this.prefix.length)
+        try {
+          checkKey(key)
+        } catch {
+          throw bad(`as ${JSON.stringify(key)}, which is no valid key`)
+        }
+        const bytes = Buffer.from(o.Key)
+        if (previous !== undefined && Buffer.compare(bytes, previous) <= 0) {
+          throw bad(`out of order, not after ${previous.toString()}`)
+        }
+        previous = bytes
+        if (o.Size === undefined || !Number.isSafeInteger(o.Size) || o.Size < 0) {
+          throw bad(`with size ${o.Size}, which is no byte count`)
+        }
         yield {
           key,
-          size: o.Size ?? 0,
+          size: o.Size,
           etag: this.#etag('ListObjectsV2', key, o.ETag),
           lastModifiedMs: this.#time('ListObjectsV2', key, 'LastModified', o.LastModified),
         }

@@ -8,7 +8,16 @@ import { after, describe, test } from 'node:test'
 import { gc } from '../../lib/admin/gc.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { rejectsCode } from '../helpers/assert.js'
-import { dropHeader, type FakeS3, fakeS3Store, listPage, send, startFakeS3 } from '../helpers/fake-s3.js'
+import {
+  dropHeader,
+  type FakeS3,
+  fakeS3Store,
+  type ListedEntry,
+  listPage,
+  rawAnswer,
+  send,
+  startFakeS3,
+} from '../helpers/fake-s3.js'
 
 const servers: FakeS3[] = []
 after(async () => {
@@ -149,7 +158,7 @@ describe('a paged listing that would never end', () => {
   }
 
   test('ListObjectsV2 naming the same token again: ERR_STORE, not another request', LOOP, async () => {
-    const s3 = await answering('ListObjectsV2', () => listPage([entry('p/a')], { truncated: true, token: 'T' }))
+    const s3 = await answering('ListObjectsV2', (n) => listPage([entry(`p/a${n}`)], { truncated: true, token: 'T' }))
     await rejectsCode(listAll(s3), 'ERR_STORE', /ListObjectsV2 s3:\/\/bucket\/p\/: page 2 .*named before \(T\)/)
     assert.equal(s3.count('ListObjectsV2'), 2)
   })
@@ -467,4 +476,108 @@ describe('a GET answered with other bytes than asked', () => {
       assert.deepEqual(Buffer.from(await store.get('k')), OBJ)
     })
   }
+})
+
+describe('listed entries that cannot be right', () => {
+  const LM = '2024-01-01T00:00:00.000Z'
+  const e = (key: string | undefined, size: number | string | undefined = 10) => ({
+    key,
+    size,
+    etag: '"e"',
+    lastModified: LM,
+  })
+  const cases: Array<[string, ListedEntry[], RegExp]> = [
+    [
+      'a key that is ../x after the prefix',
+      [e('p/../x')],
+      /s3:\/\/bucket\/p\/\.\.\/x: listed as "\.\.\/x", which is no valid key/,
+    ],
+    ['the prefix itself (an empty key)', [e('p/')], /s3:\/\/bucket\/p\/: listed as "", which is no valid key/],
+    ['a key starting with /', [e('p//a')], /s3:\/\/bucket\/p\/\/a: listed as "\/a", which is no valid key/],
+    [
+      'a key outside the prefix',
+      [e('other/0000000001.0')],
+      /s3:\/\/bucket\/other\/0000000001\.0: listed though not under/,
+    ],
+    ['an entry without a key', [e(undefined)], /listed without a Key/],
+    [
+      'keys out of order',
+      [e('p/0000000002.0'), e('p/0000000001.0')],
+      /0000000001\.0: listed out of order, not after p\/0000000002\.0/,
+    ],
+    ['a key listed twice', [e('p/0000000001.0'), e('p/0000000001.0')], /0000000001\.0: listed out of order/],
+    ['a negative size', [e('p/0000000001.0', -5)], /0000000001\.0: listed with size -5, which is no byte count/],
+    [
+      'no size',
+      [{ key: 'p/0000000001.0', etag: '"e"', lastModified: LM }],
+      /0000000001\.0: listed with size undefined/,
+    ],
+  ]
+  for (const [name, entries, error] of cases) {
+    test(`${name}: ERR_STORE naming the key`, async () => {
+      const s3 = await fake()
+      s3.hook = (r, res) => {
+        if (r.op !== 'ListObjectsV2') return false
+        send(res, 200, listPage(entries))
+        return true
+      }
+      await rejectsCode(
+        (async () => {
+          for await (const _ of fakeS3Store(s3).list('')) {
+          }
+        })(),
+        'ERR_STORE',
+        new RegExp(`ListObjectsV2 .*${error.source}`),
+      )
+    })
+  }
+
+  test('fresh tokens on pages of the same keys: ERR_STORE, not a loop', LOOP, async () => {
+    const s3 = await fake()
+    s3.hook = (r, res) => {
+      if (r.op !== 'ListObjectsV2') return false
+      send(res, 200, listPage([e('p/0000000001.0')], { truncated: true, token: `T${s3.count('ListObjectsV2')}` }))
+      return true
+    }
+    await rejectsCode(
+      (async () => {
+        for await (const _ of fakeS3Store(s3).list('')) {
+        }
+      })(),
+      'ERR_STORE',
+      /0000000001\.0: listed out of order/,
+    )
+    assert.equal(s3.count('ListObjectsV2'), 2)
+  })
+
+  test('a key not after startAfter: ERR_STORE', async () => {
+    const s3 = await fake()
+    s3.hook = (r, res) => {
+      if (r.op !== 'ListObjectsV2') return false
+      send(res, 200, listPage([e('p/0000000001.0')]))
+      return true
+    }
+    await rejectsCode(
+      (async () => {
+        for await (const _ of fakeS3Store(s3).list('', { startAfter: '0000000005.0' })) {
+        }
+      })(),
+      'ERR_STORE',
+      /0000000001\.0: listed out of order, not after p\/0000000005\.0/,
+    )
+  })
+
+  test('HEAD without a Content-Length: ERR_STORE naming the key', async () => {
+    const s3 = await fake()
+    s3.hook = (r, res) => {
+      if (r.op !== 'HeadObject') return false
+      rawAnswer(res, 'HTTP/1.1 200 OK\r\nETag: "e"')
+      return true
+    }
+    await rejectsCode(
+      fakeS3Store(s3).head('0000000001.0'),
+      'ERR_STORE',
+      /HeadObject s3:\/\/bucket\/p\/0000000001\.0: answered without a valid Content-Length/,
+    )
+  })
 })
