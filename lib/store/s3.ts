@@ -1131,6 +1131,15 @@ export class S3Store implements ObjectStore {
     if (status === 416 || name === 'InvalidRange')
       return StreamSegmentError.range(`${what}: range not satisfiable`, err)
     const message = (err as SdkError | undefined)?.message
+    if ((status !== undefined && status >= 300 && status < 400) || /Redirect/.test(name)) {
+      // S3 redirects a request sent to another region's endpoint (301 PermanentRedirect,
+      // 307 TemporaryRedirect); the SDK does not follow, and neither do we: not retried.
+      const endpoint = (err as { Endpoint?: string } | undefined)?.Endpoint
+      return StreamSegmentError.store(
+        `${what}: the store redirected the request${endpoint ? ` to ${endpoint}` : ''} (wrong endpoint or region?)${message ? `: ${message}` : ''}`,
+        err,
+      )
+    }
     if (status !== undefined && status >= 400 && status < 500 && !retryable(StreamSegmentError.store(what), err)) {
       // A request the store refuses as it is (InvalidPart, EntityTooSmall, …): not retried.
       return StreamSegmentError.store(

@@ -4,9 +4,11 @@
  * operation and the key, never a success made up from it, and no listing loops.
  */
 import assert from 'node:assert/strict'
+import type { ServerResponse } from 'node:http'
 import { after, describe, test } from 'node:test'
 import { gc } from '../../lib/admin/gc.js'
 import { SegmentFile } from '../../lib/segment-file.js'
+import type { S3Store } from '../../lib/store/s3.js'
 import { rejectsCode } from '../helpers/assert.js'
 import {
   dropHeader,
@@ -15,6 +17,7 @@ import {
   type ListedEntry,
   listPage,
   rawAnswer,
+  s3Error,
   send,
   startFakeS3,
 } from '../helpers/fake-s3.js'
@@ -580,4 +583,44 @@ describe('listed entries that cannot be right', () => {
       /HeadObject s3:\/\/bucket\/p\/0000000001\.0: answered without a valid Content-Length/,
     )
   })
+})
+
+describe('a redirect', () => {
+  const answers: Record<string, (res: ServerResponse) => void> = {
+    '301 PermanentRedirect': (res) =>
+      s3Error(res, 301, 'PermanentRedirect', '<Endpoint>bucket.s3.eu-west-1.amazonaws.com</Endpoint>'),
+    '307 without a body': (res) => send(res, 307, '', { location: 'http://127.0.0.1:1/' }),
+  }
+  for (const [name, answer] of Object.entries(answers)) {
+    test(`${name}: ERR_STORE naming the redirect and the key, not retried`, async () => {
+      const s3 = await fake()
+      s3.hook = (_r, res) => {
+        answer(res)
+        return true
+      }
+      const calls: Array<[string, (store: S3Store) => Promise<unknown>]> = [
+        [
+          'ListObjectsV2',
+          async (store) => {
+            for await (const _ of store.list('')) {
+            }
+          },
+        ],
+        ['HeadObject', (store) => store.head('k')],
+        ['PutObject', (store) => store.put('k', Buffer.from('x'))],
+        ['GetObject', (store) => store.get('k')],
+      ]
+      for (const getPath of ['http', 'sdk'] as const) {
+        for (const [op, call] of calls) {
+          const before = s3.log.length
+          await rejectsCode(
+            call(fakeS3Store(s3, { getPath })),
+            'ERR_STORE',
+            new RegExp(`${op} s3://bucket/p/.*redirected the request.*\\(wrong endpoint or region\\?\\)`),
+          )
+          assert.equal(s3.log.length - before, 1, `${op}: one request`)
+        }
+      }
+    })
+  }
 })
