@@ -19,10 +19,12 @@
  *
  * Invariants and failure handling:
  * - A 2xx answer must carry a Content-Length (a decimal integer); a ranged request must be
- *   answered 206 with a Content-Range that starts at the requested byte and spans exactly
- *   Content-Length bytes (or 200 with the whole object, no longer than asked). Otherwise
- *   the answer is refused (its status kept: not retried), naming what was wrong, the
- *   range and the object.
+ *   answered 206 with a Content-Range of exactly the bytes asked (clamped to the object's
+ *   size; a suffix ending at the object's end), spanning Content-Length bytes and ending
+ *   before the size it names (or 200 with the whole object, no longer than asked); a
+ *   request for the whole object, 200 or a 206 of all of it. Otherwise the answer is
+ *   refused (its status kept: not retried), naming what was wrong, the range and the
+ *   object (`checkGetAnswer`, which the SDK path of S3Store applies too).
  * - The body fills exactly Content-Length bytes: an end or a close before the last byte,
  *   a reset, malformed headers, or body bytes past Content-Length in the read that holds
  *   the headers are a failure with no HTTP status, which the store's retry policy makes
@@ -209,7 +211,7 @@ function uriEscape(s: string): string {
 }
 
 /** A failure with an HTTP status: the answer was refused as it is (never retried). */
-function refused(status: number, message: string): Error {
+export function refused(status: number, message: string): Error {
   return Object.assign(new Error(message), { name: 'InvalidResponse', $metadata: { httpStatusCode: status } })
 }
 
@@ -218,9 +220,9 @@ function named(name: string, message: string, cause?: unknown): Error {
 }
 
 /** Which bytes the request asked for, from its Range header. */
-type Asked = { start: number; end: number } | { suffix: number } | undefined
+export type Asked = { start: number; end: number } | { suffix: number } | undefined
 
-function askedRange(h: string | undefined): Asked {
+export function askedRange(h: string | undefined): Asked {
   if (h === undefined) return undefined
   const m = /^bytes=(\d*)-(\d*)$/.exec(h)
   if (m === null) return undefined
@@ -230,29 +232,45 @@ function askedRange(h: string | undefined): Asked {
 
 /**
  * The number of body bytes a 2xx answer must carry, checked against what was asked, or
- * the reason it is refused.
+ * the reason it is refused. Both GET paths take their answers through it (`getPath`
+ * 'sdk' in S3Store#get). No range asked: 200, or a 206 of the whole object. A suffix: a
+ * 206 of the object's last bytes, or 200 with a whole object no longer than asked. A
+ * range: a 206 of exactly the bytes asked (clamped to the object's size), or 200 with a
+ * whole object no longer than asked when it starts at 0. A Content-Range always names
+ * the object's size, and ends before it.
  */
-function expectedLength(status: number, headers: Record<string, string>, asked: Asked): number | string {
-  const cl = headers['content-length']
-  if (headers['transfer-encoding'] !== undefined) return `Transfer-Encoding ${headers['transfer-encoding']}`
+export function checkGetAnswer(
+  status: number,
+  contentLength: string | undefined,
+  contentRange: string | undefined,
+  asked: Asked,
+): number | string {
+  const cl = contentLength
   if (cl === undefined) return 'no Content-Length'
   if (!/^\d{1,15}$/.test(cl)) return `Content-Length ${JSON.stringify(cl)} is not a byte count`
   const n = Number(cl)
-  if (asked === undefined) return n
   if (status === 200) {
+    if (asked === undefined) return n
     // The whole object: acceptable when it is all that was asked.
     const max = 'suffix' in asked ? asked.suffix : asked.start === 0 ? asked.end : -1
     return n <= max ? n : `${status} with the whole object (${n} bytes) to a request for a range`
   }
-  const cr = headers['content-range']
-  const m = cr === undefined ? null : /^bytes (\d+)-(\d+)\/(\d+|\*)$/.exec(cr)
+  if (status !== 206) return `status ${status} to a GET`
+  const cr = contentRange
+  const m = cr === undefined ? null : /^bytes (\d{1,15})-(\d{1,15})\/(\d{1,15})$/.exec(cr)
   if (m === null) return `${status} with Content-Range ${JSON.stringify(cr ?? null)}`
   const first = Number(m[1])
   const last = Number(m[2])
+  const total = Number(m[3])
   if (last < first || last - first + 1 !== n) return `Content-Range ${cr} does not span Content-Length ${n}`
-  if ('suffix' in asked) {
-    if (n > asked.suffix) return `Content-Range ${cr}: more than the last ${asked.suffix} bytes`
-  } else if (first !== asked.start || last >= asked.end) {
+  if (last >= total) return `Content-Range ${cr} ends past the object's size`
+  if (asked === undefined) {
+    if (first !== 0 || last !== total - 1) return `Content-Range ${cr}: part of the object to a request for all of it`
+  } else if ('suffix' in asked) {
+    if (last !== total - 1 || n !== Math.min(asked.suffix, total)) {
+      return `Content-Range ${cr} is not the last ${asked.suffix} bytes of the object`
+    }
+  } else if (first !== asked.start || last !== Math.min(asked.end, total) - 1) {
     return `Content-Range ${cr} is not within the bytes asked, [${asked.start}, ${asked.end})`
   }
   return n
@@ -554,7 +572,10 @@ class Connection {
       this.addErrorBytes(x, rest)
       return
     }
-    const expected = expectedLength(status, headers, x.asked)
+    const expected =
+      headers['transfer-encoding'] !== undefined
+        ? `Transfer-Encoding ${headers['transfer-encoding']}`
+        : checkGetAnswer(status, headers['content-length'], headers['content-range'], x.asked)
     if (typeof expected === 'string') {
       this.fail(refused(status, `GET ${x.what}: answer refused: ${expected}`))
       return

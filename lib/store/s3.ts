@@ -65,7 +65,7 @@ import { crc32 } from '../util/crc32.js'
 import { digestChunks, sha256BeatsMd5 } from '../util/digest.js'
 import { lendPieces } from '../util/piece-pool.js'
 import { bodyLength, checkKey, joinBody, unquoteEtag } from './common.js'
-import { piecesOf, sendOverHttp, transportOf } from './s3-get.js'
+import { askedRange, checkGetAnswer, piecesOf, refused, sendOverHttp, transportOf } from './s3-get.js'
 import {
   type Body,
   type ByteRange,
@@ -91,6 +91,8 @@ const sdkLogger = { trace: sdkLog, debug: sdkLog, info: sdkLog, warn: sdkLog, er
 const EMPTY = new Uint8Array(0)
 const MD5_HEX = /^[0-9a-f]{32}$/
 const MAX_PAGE = 1000
+/** Truncated pages in a row with nothing on them before a listing is given up as endless. */
+const MAX_EMPTY_PAGES = 100
 
 export interface S3StoreOptions {
   client: S3Client
@@ -268,6 +270,47 @@ function addHeader<C>(command: C, name: string, value: (req: HttpRequestLike) =>
   return command
 }
 
+/**
+ * The pages of one listing, guarded against a server that never ends it: a truncated page
+ * must name where the next one starts (else the listing would be cut silently), never a
+ * place named before (else the same pages would come round forever), and truncated pages
+ * with nothing on them end the listing as endless after MAX_EMPTY_PAGES in a row.
+ */
+class Pages {
+  readonly #seen = new Set<string>()
+  #empty = 0
+
+  constructor(
+    readonly op: string,
+    readonly where: string,
+  ) {}
+
+  /** Where the next page starts (`marker`, as the answer names it), or undefined when this one was the last. */
+  next(truncated: boolean | undefined, marker: string | undefined, entries: number): string | undefined {
+    const page = `${this.op} ${this.where}: page ${this.#seen.size + 1}`
+    // Every listing answer says whether it is truncated: one that does not is some other
+    // document (an empty body, a proxy's HTML page), not an empty listing.
+    if (truncated === undefined) throw StreamSegmentError.store(`${page}: the answer is no listing (no IsTruncated)`)
+    if (!truncated) return undefined
+    if (marker === undefined) {
+      throw StreamSegmentError.store(`${page} is truncated but names no place for the next page`)
+    }
+    if (this.#seen.has(marker)) {
+      throw StreamSegmentError.store(
+        `${page} names a place for the next page named before (${marker}): the listing would never end`,
+      )
+    }
+    this.#seen.add(marker)
+    this.#empty = entries === 0 ? this.#empty + 1 : 0
+    if (this.#empty >= MAX_EMPTY_PAGES) {
+      throw StreamSegmentError.store(
+        `${page}: ${this.#empty} truncated pages in a row with nothing on them: the listing would never end`,
+      )
+    }
+    return marker
+  }
+}
+
 export class S3Store implements ObjectStore {
   readonly url: string
   readonly client: S3Client
@@ -349,6 +392,10 @@ export class S3Store implements ObjectStore {
   async put(key: string, chunks: Body, options: PutOptions = {}): Promise<{ etag: string }> {
     const { ifNoneMatch, ifMatch, signal } = options
     checkKey(key)
+    // An empty If-Match is no condition at all on some servers: the write would go through unchecked.
+    if (ifMatch !== undefined && unquoteEtag(ifMatch) === '') {
+      throw StreamSegmentError.invalidArgument(`put ${key}: ifMatch is empty`)
+    }
     if (ifNoneMatch !== undefined && ifNoneMatch !== '*') {
       throw StreamSegmentError.invalidArgument(`put ${key}: ifNoneMatch must be '*'`)
     }
@@ -377,7 +424,16 @@ export class S3Store implements ObjectStore {
     )
     try {
       const out = await this.#send('PutObject', key, signal, (s) => this.client.send(command, { abortSignal: s }))
-      return { etag: out.ETag ? unquoteEtag(out.ETag) : await this.#etagOf(key, signal) }
+      const etag = unquoteEtag(out.ETag)
+      if (etag !== '') return { etag }
+      // Without an ETag the answer does not show that anything was stored. Only a conditional
+      // put's write id tells this write from what was there before it.
+      if (writeId === undefined) {
+        throw StreamSegmentError.store(`PutObject ${this.#where(key)}: answered without an ETag`)
+      }
+      return {
+        etag: await this.#landedEtag('PutObject', key, (info) => info.metadata[WRITE_ID_METADATA] === writeId, signal),
+      }
     } catch (err) {
       if (writeId === undefined || !StreamSegmentError.is(err)) throw err
       if (err.code === 'ERR_CONFLICT') {
@@ -419,7 +475,18 @@ export class S3Store implements ObjectStore {
         const command = new GetObjectCommand({ Bucket: this.bucket, Key: this.prefix + key, Range: header })
         if (this.getPath === 'http') sendOverHttp(command, await transportOf(this.client), s, this.#where(key))
         const out = await this.client.send(command, { abortSignal: s })
-        return piecesOf(out.Body) ?? readBody(out.Body, out.ContentLength, s)
+        const pieces = piecesOf(out.Body)
+        if (pieces !== undefined) return pieces
+        // The SDK's answer, checked as the lean path checks its own (s3-get.ts).
+        const status = out.$metadata.httpStatusCode ?? 0
+        const length = out.ContentLength === undefined ? undefined : String(out.ContentLength)
+        const expected = checkGetAnswer(status, length, out.ContentRange, askedRange(header))
+        if (typeof expected === 'string') {
+          ;(out.Body as { destroy?: () => void } | undefined)?.destroy?.()
+          const what = `${this.#where(key)}${header === undefined ? '' : ` (${header})`}`
+          throw refused(status, `GET ${what}: answer refused: ${expected}`)
+        }
+        return readBody(out.Body, expected, s)
       })
     } catch (err) {
       // A suffix of an empty object is empty (servers answer 416: no byte to return).
@@ -433,7 +500,15 @@ export class S3Store implements ObjectStore {
     try {
       const command = new HeadObjectCommand({ Bucket: this.bucket, Key: this.prefix + key })
       const out = await this.#send('HeadObject', key, signal, (s) => this.client.send(command, { abortSignal: s }))
-      return { size: out.ContentLength ?? 0, etag: unquoteEtag(out.ETag), metadata: out.Metadata ?? {} }
+      const size = out.ContentLength
+      if (size === undefined || !Number.isSafeInteger(size) || size < 0) {
+        throw StreamSegmentError.store(`HeadObject ${this.#where(key)}: answered without a valid Content-Length`)
+      }
+      return {
+        size,
+        etag: this.#etag('HeadObject', key, out.ETag),
+        metadata: out.Metadata ?? {},
+      }
     } catch (err) {
       // (HEAD answers carry no error code: a missing bucket looks like a missing key.)
       if (StreamSegmentError.is(err, 'ERR_NOT_FOUND')) return undefined
@@ -443,6 +518,10 @@ export class S3Store implements ObjectStore {
 
   async *list(prefix = '', options: ListOptions = {}): AsyncIterable<ListEntry> {
     const { signal, startAfter } = options
+    const pages = new Pages('ListObjectsV2', this.#where(prefix))
+    // Keys must come in strictly increasing order (UTF-8 bytes, as S3 sorts), after
+    // `startAfter`, across pages: a server that repeats or reorders them is not trusted.
+    let previous = startAfter === undefined ? undefined : Buffer.from(this.prefix + startAfter)
     let token: string | undefined
     do {
       const command = new ListObjectsV2Command({
@@ -456,15 +535,32 @@ export class S3Store implements ObjectStore {
         this.client.send(command, { abortSignal: s }),
       )
       for (const o of out.Contents ?? []) {
-        if (o.Key === undefined || !o.Key.startsWith(this.prefix)) continue
+        const bad = (why: string) =>
+          StreamSegmentError.store(`ListObjectsV2 s3://${this.bucket}/${o.Key ?? ''}: listed ${why}`)
+        if (o.Key === undefined) throw bad(`without a Key, under ${this.#where(prefix)}`)
+        if (!o.Key.startsWith(this.prefix + prefix)) throw bad(`though not under ${this.#where(prefix)}`)
+        const key = o.Key.slice(this.prefix.length)
+        try {
+          checkKey(key)
+        } catch {
+          throw bad(`as ${JSON.stringify(key)}, which is no valid key`)
+        }
+        const bytes = Buffer.from(o.Key)
+        if (previous !== undefined && Buffer.compare(bytes, previous) <= 0) {
+          throw bad(`out of order, not after ${previous.toString()}`)
+        }
+        previous = bytes
+        if (o.Size === undefined || !Number.isSafeInteger(o.Size) || o.Size < 0) {
+          throw bad(`with size ${o.Size}, which is no byte count`)
+        }
         yield {
-          key: o.Key.slice(this.prefix.length),
-          size: o.Size ?? 0,
-          etag: unquoteEtag(o.ETag),
-          lastModifiedMs: o.LastModified?.getTime() ?? 0,
+          key,
+          size: o.Size,
+          etag: this.#etag('ListObjectsV2', key, o.ETag),
+          lastModifiedMs: this.#time('ListObjectsV2', key, 'LastModified', o.LastModified),
         }
       }
-      token = out.IsTruncated ? out.NextContinuationToken : undefined
+      token = pages.next(out.IsTruncated, out.NextContinuationToken, out.Contents?.length ?? 0)
     } while (token !== undefined)
   }
 
@@ -576,7 +672,7 @@ export class S3Store implements ObjectStore {
       if (crcs === undefined) this.#partCrcs.set(uploadId, (crcs = new Map()))
       crcs.set(partNumber, crc)
     }
-    return { etag: unquoteEtag(out.ETag) }
+    return { etag: this.#etag('UploadPart', `${key}#${partNumber}`, out.ETag) }
   }
 
   canCopyFrom(source: ObjectStore): boolean {
@@ -608,6 +704,7 @@ export class S3Store implements ObjectStore {
       throw StreamSegmentError.invalidArgument(`${what}: copy range must be 0 ≤ start < end`)
     }
     const ifMatch = source.ifMatch === undefined ? undefined : unquoteEtag(source.ifMatch)
+    if (ifMatch === '') throw StreamSegmentError.invalidArgument(`copy from ${what}: ifMatch is empty`)
     const command = new UploadPartCopyCommand({
       Bucket: this.bucket,
       Key: this.prefix + key,
@@ -649,7 +746,7 @@ export class S3Store implements ObjectStore {
       if (crcs === undefined) this.#partCrcs.set(uploadId, (crcs = new Map()))
       crcs.set(partNumber, crc)
     }
-    const etag = unquoteEtag(out.CopyPartResult?.ETag)
+    const etag = this.#etag('UploadPartCopy', `${key}#${partNumber}`, out.CopyPartResult?.ETag)
     return MD5_HEX.test(etag) ? { etag, md5: etag } : { etag }
   }
 
@@ -674,6 +771,7 @@ export class S3Store implements ObjectStore {
         })),
       },
     })
+    const claim = this.#claims.get(uploadId)
     let out: { ETag?: string }
     try {
       out = await this.#send('CompleteMultipartUpload', key, signal, (s) =>
@@ -688,7 +786,6 @@ export class S3Store implements ObjectStore {
         StreamSegmentError.is(err, 'ERR_NOT_FOUND') ||
         (StreamSegmentError.is(err, 'ERR_STORE') && (statusOf(err.cause) ?? 0) >= 500)
       if (!gone || (await this.#uploadExists(key, uploadId, signal))) throw err
-      const claim = this.#claims.get(uploadId)
       const info = claim === undefined ? undefined : await this.head(key, { signal })
       if (info === undefined || info.size === 0 || info.metadata[WRITE_ID_METADATA] !== claim) {
         throw StreamSegmentError.notFound(`CompleteMultipartUpload ${this.#where(key)}: no upload ${uploadId}`, err)
@@ -701,8 +798,19 @@ export class S3Store implements ObjectStore {
     }
     this.#partCrcs.delete(uploadId)
     this.#claims.delete(uploadId)
-    // radosgw answers with an empty ETag.
-    return { etag: out.ETag ? unquoteEtag(out.ETag) : await this.#etagOf(key, signal) }
+    const etag = unquoteEtag(out.ETag)
+    if (etag !== '') return { etag }
+    // radosgw answers with an empty ETag: HEAD for it. What is there counts as this upload only
+    // when it is not the claim's empty placeholder and carries the claim's write id (if any):
+    // else it is the object from before, and the completion did not land.
+    return {
+      etag: await this.#landedEtag(
+        'CompleteMultipartUpload',
+        key,
+        (info) => info.size > 0 && (claim === undefined || info.metadata[WRITE_ID_METADATA] === claim),
+        signal,
+      ),
+    }
   }
 
   async abortMultipart(key: string, uploadId: string, options: RequestOptions = {}): Promise<void> {
@@ -719,6 +827,7 @@ export class S3Store implements ObjectStore {
 
   async *listMultipart(prefix = '', options: RequestOptions = {}): AsyncIterable<MultipartUpload> {
     const { signal } = options
+    const pages = new Pages('ListMultipartUploads', this.#where(prefix))
     let keyMarker: string | undefined
     let uploadIdMarker: string | undefined
     for (;;) {
@@ -734,9 +843,20 @@ export class S3Store implements ObjectStore {
       )
       for (const u of out.Uploads ?? []) {
         if (u.Key === undefined || u.UploadId === undefined || !u.Key.startsWith(this.prefix)) continue
-        yield { key: u.Key.slice(this.prefix.length), uploadId: u.UploadId, initiatedMs: u.Initiated?.getTime() ?? 0 }
+        const key = u.Key.slice(this.prefix.length)
+        const initiatedMs = this.#time(
+          'ListMultipartUploads',
+          `${key} (upload ${u.UploadId})`,
+          'Initiated',
+          u.Initiated,
+        )
+        yield { key, uploadId: u.UploadId, initiatedMs }
       }
-      if (!out.IsTruncated || (out.NextKeyMarker === undefined && out.NextUploadIdMarker === undefined)) return
+      const both =
+        out.NextKeyMarker === undefined && out.NextUploadIdMarker === undefined
+          ? undefined
+          : `${out.NextKeyMarker ?? ''} ${out.NextUploadIdMarker ?? ''}`
+      if (pages.next(out.IsTruncated, both, out.Uploads?.length ?? 0) === undefined) return
       keyMarker = out.NextKeyMarker
       uploadIdMarker = out.NextUploadIdMarker
     }
@@ -759,6 +879,7 @@ export class S3Store implements ObjectStore {
 
   /** Every part an open upload holds, as ListParts gives them, page after page. */
   async *#parts(key: string, uploadId: string, signal: AbortSignal | undefined): AsyncGenerator<Part> {
+    const pages = new Pages('ListParts', `${this.#where(key)} upload ${uploadId}`)
     let marker: string | undefined
     do {
       const command = new ListPartsCommand({
@@ -770,8 +891,30 @@ export class S3Store implements ObjectStore {
       })
       const out = await this.#send('ListParts', key, signal, (s) => this.client.send(command, { abortSignal: s }))
       yield* out.Parts ?? []
-      marker = out.IsTruncated ? out.NextPartNumberMarker : undefined
+      marker = pages.next(out.IsTruncated, out.NextPartNumberMarker, out.Parts?.length ?? 0)
     } while (marker !== undefined)
+  }
+
+  /**
+   * An answer's ETag, unquoted. A missing or empty one is ERR_STORE: it would be taken for the
+   * object's and later sent as `If-Match: ""`, which some servers take for no condition.
+   */
+  #etag(op: string, key: string, etag: string | undefined): string {
+    const e = unquoteEtag(etag)
+    if (e === '') throw StreamSegmentError.store(`${op} ${this.#where(key)}: answered without an ETag`)
+    return e
+  }
+
+  /**
+   * A listed time in ms. A missing or unreadable one is ERR_STORE, never taken as 0: gc
+   * would take the object or upload for one older than any grace period and remove it.
+   */
+  #time(op: string, key: string, field: string, t: Date | undefined): number {
+    const ms = t?.getTime()
+    if (ms === undefined || !Number.isFinite(ms)) {
+      throw StreamSegmentError.store(`${op} ${this.#where(key)}: entry without a valid ${field} time`)
+    }
+    return ms
   }
 
   #where(key: string): string {
@@ -801,9 +944,22 @@ export class S3Store implements ObjectStore {
     return `bytes=${start}-${end - 1}`
   }
 
-  async #etagOf(key: string, signal: AbortSignal | undefined): Promise<string> {
+  /**
+   * The ETag of a write answered without one, from a HEAD: only when the object there is
+   * this write (`ours`), else ERR_STORE: an answer of success is no proof that anything landed.
+   */
+  async #landedEtag(
+    op: string,
+    key: string,
+    ours: (info: ObjectInfo) => boolean,
+    signal: AbortSignal | undefined,
+  ): Promise<string> {
     const info = await this.head(key, { signal })
-    if (info === undefined) throw StreamSegmentError.store(`${this.#where(key)} vanished right after it was written`)
+    if (info === undefined || !ours(info)) {
+      throw StreamSegmentError.store(
+        `${op} ${this.#where(key)}: answered without an ETag, and ${info === undefined ? 'no object is there' : 'the object there is not this write'}: the write did not land`,
+      )
+    }
     return info.etag
   }
 
@@ -975,6 +1131,15 @@ export class S3Store implements ObjectStore {
     if (status === 416 || name === 'InvalidRange')
       return StreamSegmentError.range(`${what}: range not satisfiable`, err)
     const message = (err as SdkError | undefined)?.message
+    if ((status !== undefined && status >= 300 && status < 400) || /Redirect/.test(name)) {
+      // S3 redirects a request sent to another region's endpoint (301 PermanentRedirect,
+      // 307 TemporaryRedirect); the SDK does not follow, and neither do we: not retried.
+      const endpoint = (err as { Endpoint?: string } | undefined)?.Endpoint
+      return StreamSegmentError.store(
+        `${what}: the store redirected the request${endpoint ? ` to ${endpoint}` : ''} (wrong endpoint or region?)${message ? `: ${message}` : ''}`,
+        err,
+      )
+    }
     if (status !== undefined && status >= 400 && status < 500 && !retryable(StreamSegmentError.store(what), err)) {
       // A request the store refuses as it is (InvalidPart, EntityTooSmall, …): not retried.
       return StreamSegmentError.store(

@@ -1,0 +1,626 @@
+/**
+ * How S3Store takes answers it cannot trust, against a fake S3 server on 127.0.0.1
+ * (test/helpers/fake-s3.ts; no real S3 server): each bad answer is ERR_STORE naming the
+ * operation and the key, never a success made up from it, and no listing loops.
+ */
+import assert from 'node:assert/strict'
+import type { ServerResponse } from 'node:http'
+import { after, describe, test } from 'node:test'
+import { gc } from '../../lib/admin/gc.js'
+import { SegmentFile } from '../../lib/segment-file.js'
+import type { S3Store } from '../../lib/store/s3.js'
+import { rejectsCode } from '../helpers/assert.js'
+import {
+  dropHeader,
+  type FakeS3,
+  fakeS3Store,
+  type ListedEntry,
+  listPage,
+  rawAnswer,
+  s3Error,
+  send,
+  startFakeS3,
+} from '../helpers/fake-s3.js'
+
+const servers: FakeS3[] = []
+after(async () => {
+  for (const s of servers) await s.close()
+})
+
+async function fake(): Promise<FakeS3> {
+  const s3 = await startFakeS3()
+  servers.push(s3)
+  return s3
+}
+
+describe('a write answered 200 without an ETag', () => {
+  test('a conditional put that did not land: ERR_STORE naming the key, never the old ETag', async () => {
+    const s3 = await fake()
+    const store = fakeS3Store(s3)
+    const first = await store.put('inode', Buffer.from('one'), { ifNoneMatch: '*' })
+    s3.hook = (r, res) => {
+      if (r.op !== 'PutObject') return false
+      send(res, 200) // success claimed, nothing stored
+      return true
+    }
+    await rejectsCode(
+      store.put('inode', Buffer.from('two'), { ifMatch: first.etag }),
+      'ERR_STORE',
+      /PutObject s3:\/\/bucket\/p\/inode: answered without an ETag.*did not land/,
+    )
+    await rejectsCode(
+      store.put('new', Buffer.from('x'), { ifNoneMatch: '*' }),
+      'ERR_STORE',
+      /PutObject s3:\/\/bucket\/p\/new: .*no object is there.*did not land/,
+    )
+    // An unconditional put has no write id to tell it from what was there.
+    await rejectsCode(store.put('plain', Buffer.from('x')), 'ERR_STORE', /PutObject s3:\/\/bucket\/p\/plain: .*ETag/)
+    s3.hook = undefined
+    assert.equal((await store.head('inode'))?.etag, first.etag)
+  })
+
+  test('a conditional put that landed: the ETag comes from a HEAD showing its write id', async () => {
+    const s3 = await fake()
+    const store = fakeS3Store(s3)
+    s3.hook = (r, res) => {
+      if (r.op === 'PutObject') dropHeader(res, 'etag')
+      return false
+    }
+    const put = await store.put('inode', Buffer.from('one'), { ifNoneMatch: '*' })
+    s3.hook = undefined
+    assert.equal(put.etag, (await store.head('inode'))?.etag)
+  })
+
+  test("a writer's flush whose inode PUT did not land rejects; nothing is published", async () => {
+    const s3 = await fake()
+    const store = fakeS3Store(s3)
+    const f0 = await SegmentFile.create(store)
+    await f0.write(0, Buffer.alloc(50_000, 1))
+    await f0.flush()
+    await f0.close()
+    const f = await SegmentFile.open(store)
+    await f.write(0, Buffer.from('NEW DATA'))
+    s3.hook = (r, res) => {
+      if (r.op !== 'PutObject' || r.key !== 'p/inode') return false
+      send(res, 200)
+      return true
+    }
+    await assert.rejects(f.flush(), (err: Error & { code?: string }) => {
+      assert.equal(err.code, 'ERR_STORE', err.message)
+      assert.match(err.message, /inode/)
+      return true
+    })
+    s3.hook = undefined
+    await f.close().catch(() => undefined)
+    const r = await SegmentFile.open(store, { readOnly: true })
+    assert.equal(r.cno, 1)
+    assert.deepEqual(Buffer.from(await r.read(0, 8)), Buffer.alloc(8, 1))
+    await r.close()
+  })
+
+  test('a claimed multipart completion that did not land (the placeholder is there): ERR_STORE', async () => {
+    const s3 = await fake()
+    const store = fakeS3Store(s3)
+    const id = await store.createMultipart('0000000002.1', { ifNoneMatch: '*' })
+    const part = await store.uploadPart('0000000002.1', id, 1, Buffer.from('part one'))
+    s3.hook = (r, res) => {
+      if (r.op !== 'CompleteMultipartUpload') return false
+      send(res, 200, `<CompleteMultipartUploadResult><Key>${r.key}</Key></CompleteMultipartUploadResult>`)
+      return true
+    }
+    await rejectsCode(
+      store.completeMultipart('0000000002.1', id, [{ partNumber: 1, etag: part.etag }]),
+      'ERR_STORE',
+      /CompleteMultipartUpload s3:\/\/bucket\/p\/0000000002\.1: answered without an ETag.*did not land/,
+    )
+  })
+
+  test('a completion answered without an ETag (as radosgw does) that landed: the ETag from a HEAD', async () => {
+    const s3 = await fake()
+    const store = fakeS3Store(s3)
+    const id = await store.createMultipart('0000000002.1', { ifNoneMatch: '*' })
+    const part = await store.uploadPart('0000000002.1', id, 1, Buffer.from('part one'))
+    s3.hook = (r, res, fake) => {
+      if (r.op !== 'CompleteMultipartUpload') return false
+      const u = fake.uploads.get(r.query.get('uploadId') ?? '')
+      const body = u?.parts.get(1)?.body ?? Buffer.alloc(0)
+      fake.objects.set(r.key, { body, etag: 'abc-1', lastModified: new Date(), meta: u?.meta ?? {} })
+      send(res, 200, `<CompleteMultipartUploadResult><Key>${r.key}</Key><ETag></ETag></CompleteMultipartUploadResult>`)
+      return true
+    }
+    const done = await store.completeMultipart('0000000002.1', id, [{ partNumber: 1, etag: part.etag }])
+    assert.equal(done.etag, 'abc-1')
+  })
+})
+
+/** Each listing test fails on its own within this, should its listing loop. */
+const LOOP = { timeout: 10_000 }
+
+describe('a paged listing that would never end', () => {
+  /** A server whose every answer to `op` is `page(n)`, n counting that op's requests from 1. */
+  async function answering(op: string, page: (n: number) => string): Promise<FakeS3> {
+    const s3 = await fake()
+    s3.hook = (r, res) => {
+      if (r.op !== op) return false
+      send(res, 200, page(s3.count(op)))
+      return true
+    }
+    return s3
+  }
+  const entry = (key: string) => ({ key, size: 10, etag: '"e"', lastModified: '2024-01-01T00:00:00.000Z' })
+
+  async function listAll(s3: FakeS3): Promise<number> {
+    let n = 0
+    for await (const _ of fakeS3Store(s3).list('')) n++
+    return n
+  }
+  async function uploadsAll(s3: FakeS3): Promise<number> {
+    let n = 0
+    for await (const _ of fakeS3Store(s3).listMultipart('')) n++
+    return n
+  }
+
+  test('ListObjectsV2 naming the same token again: ERR_STORE, not another request', LOOP, async () => {
+    const s3 = await answering('ListObjectsV2', (n) => listPage([entry(`p/a${n}`)], { truncated: true, token: 'T' }))
+    await rejectsCode(listAll(s3), 'ERR_STORE', /ListObjectsV2 s3:\/\/bucket\/p\/: page 2 .*named before \(T\)/)
+    assert.equal(s3.count('ListObjectsV2'), 2)
+  })
+
+  test('ListObjectsV2 truncated without a token: ERR_STORE, not a listing cut short', LOOP, async () => {
+    const s3 = await answering('ListObjectsV2', () => listPage([entry('p/a')], { truncated: true }))
+    await rejectsCode(listAll(s3), 'ERR_STORE', /ListObjectsV2 s3:\/\/bucket\/p\/: .*truncated but names no place/)
+    assert.equal(s3.count('ListObjectsV2'), 1)
+  })
+
+  test('ListObjectsV2 with a fresh token on every empty page: ERR_STORE after 100 of them', LOOP, async () => {
+    const s3 = await answering('ListObjectsV2', (n) => listPage([], { truncated: true, token: `T${n}` }))
+    await rejectsCode(listAll(s3), 'ERR_STORE', /ListObjectsV2 s3:\/\/bucket\/p\/: .*100 truncated pages in a row/)
+    assert.equal(s3.count('ListObjectsV2'), 100)
+  })
+
+  const parts = (n: number) => `<Part><PartNumber>${n}</PartNumber><ETag>"a"</ETag><Size>5</Size></Part>`
+  test('ListParts naming the same marker again, or none: ERR_STORE naming the upload', LOOP, async () => {
+    for (const [marker, error] of [
+      ['<NextPartNumberMarker>1</NextPartNumberMarker>', /ListParts s3:\/\/bucket\/p\/k upload u: .*named before/],
+      ['', /ListParts s3:\/\/bucket\/p\/k upload u: .*names no place/],
+    ] as const) {
+      const s3 = await answering(
+        'ListParts',
+        () => `<ListPartsResult><IsTruncated>true</IsTruncated>${marker}${parts(1)}</ListPartsResult>`,
+      )
+      await rejectsCode(fakeS3Store(s3).listParts('k', 'u'), 'ERR_STORE', error)
+      assert.ok(s3.count('ListParts') <= 2)
+    }
+  })
+
+  test('ListParts with a fresh marker on every empty page: ERR_STORE after 100 of them', LOOP, async () => {
+    const s3 = await answering(
+      'ListParts',
+      (n) =>
+        `<ListPartsResult><IsTruncated>true</IsTruncated><NextPartNumberMarker>${n}</NextPartNumberMarker></ListPartsResult>`,
+    )
+    await rejectsCode(fakeS3Store(s3).listParts('k', 'u'), 'ERR_STORE', /ListParts .*100 truncated pages in a row/)
+  })
+
+  test('ListMultipartUploads naming the same markers again, or none: ERR_STORE', LOOP, async () => {
+    const upload =
+      '<Upload><Key>p/0000000001.1</Key><UploadId>u1</UploadId><Initiated>2024-01-01T00:00:00.000Z</Initiated></Upload>'
+    for (const [markers, error] of [
+      [
+        '<NextKeyMarker>p/a</NextKeyMarker><NextUploadIdMarker>u1</NextUploadIdMarker>',
+        /ListMultipartUploads s3:\/\/bucket\/p\/: page 2 .*named before/,
+      ],
+      ['', /ListMultipartUploads s3:\/\/bucket\/p\/: .*names no place/],
+    ] as const) {
+      const s3 = await answering(
+        'ListMultipartUploads',
+        () =>
+          `<ListMultipartUploadsResult><IsTruncated>true</IsTruncated>${markers}${upload}</ListMultipartUploadsResult>`,
+      )
+      await rejectsCode(uploadsAll(s3), 'ERR_STORE', error)
+      assert.ok(s3.count('ListMultipartUploads') <= 2)
+    }
+  })
+})
+
+describe('a listed object or upload without its time', () => {
+  test('ListObjectsV2 entry without LastModified, ListMultipartUploads without Initiated: ERR_STORE naming the key', async () => {
+    const s3 = await fake()
+    s3.hook = (r, res) => {
+      if (r.op === 'ListObjectsV2') send(res, 200, listPage([{ key: 'p/0000000002.1', size: 10, etag: '"e"' }]))
+      else if (r.op === 'ListMultipartUploads') {
+        send(
+          res,
+          200,
+          '<ListMultipartUploadsResult><IsTruncated>false</IsTruncated><Upload><Key>p/0000000002.2</Key><UploadId>u1</UploadId></Upload></ListMultipartUploadsResult>',
+        )
+      } else return false
+      return true
+    }
+    const store = fakeS3Store(s3)
+    await rejectsCode(
+      (async () => {
+        for await (const _ of store.list('')) {
+        }
+      })(),
+      'ERR_STORE',
+      /ListObjectsV2 s3:\/\/bucket\/p\/0000000002\.1: entry without a valid LastModified/,
+    )
+    await rejectsCode(
+      (async () => {
+        for await (const _ of store.listMultipart('')) {
+        }
+      })(),
+      'ERR_STORE',
+      /ListMultipartUploads s3:\/\/bucket\/p\/0000000002\.2 \(upload u1\): entry without a valid Initiated/,
+    )
+  })
+
+  test("gc on such a listing fails and removes nothing of a live writer's new objects and upload", async () => {
+    const s3 = await fake()
+    const store = fakeS3Store(s3)
+    const f = await SegmentFile.create(store)
+    await f.write(0, Buffer.alloc(100_000, 1))
+    await f.flush()
+    await f.close()
+    // A live writer's coming checkpoint 2, written a moment ago and not published yet.
+    await store.put('0000000002.1', Buffer.alloc(5000, 2), { ifNoneMatch: '*' })
+    await store.createMultipart('0000000002.2')
+    s3.omitTimes = true
+    await rejectsCode(gc(store), 'ERR_STORE', /LastModified|Initiated/)
+    assert.ok(s3.objects.has('p/0000000002.1'))
+    assert.equal(s3.uploads.size, 1)
+  })
+})
+
+describe('an answer without an ETag', () => {
+  test('HEAD, a listed object and UploadPart without an ETag: ERR_STORE naming the operation and key', async () => {
+    const s3 = await fake()
+    const store = fakeS3Store(s3)
+    await store.put('k', Buffer.from('x'))
+    const id = await store.createMultipart('m')
+    s3.hook = (r, res) => {
+      if (r.op === 'HeadObject' || r.op === 'UploadPart') dropHeader(res, 'etag')
+      if (r.op === 'ListObjectsV2') {
+        send(res, 200, listPage([{ key: 'p/k', size: 1, lastModified: '2024-01-01T00:00:00.000Z' }]))
+        return true
+      }
+      return false
+    }
+    await rejectsCode(store.head('k'), 'ERR_STORE', /HeadObject s3:\/\/bucket\/p\/k: answered without an ETag/)
+    await rejectsCode(
+      (async () => {
+        for await (const _ of store.list('')) {
+        }
+      })(),
+      'ERR_STORE',
+      /ListObjectsV2 s3:\/\/bucket\/p\/k: answered without an ETag/,
+    )
+    await rejectsCode(
+      store.uploadPart('m', id, 1, Buffer.from('part')),
+      'ERR_STORE',
+      /UploadPart s3:\/\/bucket\/p\/m#1: answered without an ETag/,
+    )
+  })
+
+  test('an empty ifMatch is the caller\'s error, never sent as If-Match ""', async () => {
+    const s3 = await fake()
+    const store = fakeS3Store(s3)
+    await store.put('k', Buffer.from('x'))
+    const id = await store.createMultipart('m')
+    for (const ifMatch of ['', '""']) {
+      await rejectsCode(
+        store.put('k', Buffer.from('y'), { ifMatch }),
+        'ERR_INVALID_ARGUMENT',
+        /put k: ifMatch is empty/,
+      )
+      await rejectsCode(
+        store.uploadPartCopy('m', id, 1, { store, key: 'k', range: { start: 0, end: 1 }, ifMatch }),
+        'ERR_INVALID_ARGUMENT',
+        /s3:\/\/bucket\/p\/k \[0, 1\): ifMatch is empty/,
+      )
+    }
+    assert.equal(s3.count('PutObject'), 1)
+    assert.equal(s3.count('UploadPartCopy'), 0)
+  })
+
+  test('a writer whose answers carry no ETag fails; it never publishes with If-Match ""', async () => {
+    const s3 = await fake()
+    const store = fakeS3Store(s3)
+    const f0 = await SegmentFile.create(store)
+    await f0.write(0, Buffer.alloc(10_000, 1))
+    await f0.flush()
+    await f0.close()
+    s3.hook = (r, res) => {
+      if (r.op === 'HeadObject' || r.op === 'PutObject' || r.op === 'GetObject') dropHeader(res, 'etag')
+      return false
+    }
+    const opened = SegmentFile.open(store).then(async (f) => {
+      await f.write(0, Buffer.from('WRITER-A'))
+      await f.flush()
+      await f.close()
+    })
+    await assert.rejects(opened, (err: Error & { code?: string }) => {
+      assert.equal(err.code, 'ERR_STORE', err.message)
+      assert.match(err.message, /answered without an ETag/)
+      return true
+    })
+    s3.hook = undefined
+    const r = await SegmentFile.open(store, { readOnly: true })
+    assert.equal(r.cno, 1)
+    await r.close()
+  })
+})
+
+describe('a 200 answer that is no listing', () => {
+  const bodies: Record<string, [string, string]> = {
+    'an empty body': ['', ''],
+    'an HTML page': ['<html><body>Captive portal</body></html>', 'text/html'],
+    'another XML document': [
+      '<?xml version="1.0"?><ListAllMyBucketsResult><Buckets/></ListAllMyBucketsResult>',
+      'application/xml',
+    ],
+  }
+  for (const [name, [body, type]] of Object.entries(bodies)) {
+    test(`${name}: list, listMultipart and listParts are ERR_STORE, head is ERR_STORE`, async () => {
+      const s3 = await fake()
+      s3.hook = (_r, res) => {
+        send(res, 200, body, type === '' ? {} : { 'content-type': type })
+        return true
+      }
+      const store = fakeS3Store(s3)
+      const drain = async (it: AsyncIterable<unknown>) => {
+        for await (const _ of it) {
+        }
+      }
+      await rejectsCode(drain(store.list('')), 'ERR_STORE', /ListObjectsV2 s3:\/\/bucket\/p\/: .*no listing/)
+      await rejectsCode(
+        drain(store.listMultipart('')),
+        'ERR_STORE',
+        /ListMultipartUploads s3:\/\/bucket\/p\/: .*no listing/,
+      )
+      await rejectsCode(store.listParts('k', 'u'), 'ERR_STORE', /ListParts s3:\/\/bucket\/p\/k upload u: .*no listing/)
+      await rejectsCode(store.head('k'), 'ERR_STORE', /HeadObject s3:\/\/bucket\/p\/k: /)
+    })
+  }
+})
+
+describe('a GET answered with other bytes than asked', () => {
+  const OBJ = Buffer.from('0123456789abcdefghijklmnopqrstuvwxyz'.repeat(100)) // 3600 bytes
+  type Range = { start: number; end: number } | { suffix: number } | undefined
+  /** Each case: the range asked, the answer's status, Content-Range and the bytes sent, the refusal expected. */
+  const cases: Array<[string, Range, number, string, Buffer, RegExp]> = [
+    [
+      'a whole GET answered 206 with part of the object',
+      undefined,
+      206,
+      'bytes 0-9/3600',
+      OBJ.subarray(0, 10),
+      /part of the object to a request for all of it/,
+    ],
+    [
+      'a suffix answered 206 with the first bytes',
+      { suffix: 256 },
+      206,
+      'bytes 0-255/3600',
+      OBJ.subarray(0, 256),
+      /not the last 256 bytes/,
+    ],
+    [
+      'a Content-Range ending past the size it names',
+      { start: 0, end: 100 },
+      206,
+      'bytes 0-99/50',
+      OBJ.subarray(0, 100),
+      /ends past the object's size/,
+    ],
+    [
+      'a range answered 206 with other bytes',
+      { start: 100, end: 200 },
+      206,
+      'bytes 0-99/3600',
+      OBJ.subarray(0, 100),
+      /not within the bytes asked, \[100, 200\)/,
+    ],
+    [
+      'a range answered 206 with fewer bytes than the object holds',
+      { start: 100, end: 200 },
+      206,
+      'bytes 100-149/3600',
+      OBJ.subarray(100, 150),
+      /not within the bytes asked, \[100, 200\)/,
+    ],
+    [
+      'a range not at 0 answered 200 with the whole object',
+      { start: 100, end: 200 },
+      200,
+      '',
+      OBJ,
+      /200 with the whole object \(3600 bytes\) to a request for a range/,
+    ],
+  ]
+  for (const getPath of ['http', 'sdk'] as const) {
+    for (const [name, range, status, contentRange, body, refusal] of cases) {
+      test(`getPath '${getPath}': ${name}: ERR_STORE naming the key, not retried`, async () => {
+        const s3 = await fake()
+        s3.hook = (r, res) => {
+          if (r.op !== 'GetObject') return false
+          const headers: Record<string, string> = { 'content-length': String(body.length), etag: '"e"' }
+          if (contentRange !== '') headers['content-range'] = contentRange
+          res.writeHead(status, headers)
+          res.end(body)
+          return true
+        }
+        const store = fakeS3Store(s3, { getPath })
+        await rejectsCode(
+          store.get('k', range === undefined ? {} : { range }),
+          'ERR_STORE',
+          new RegExp(`GetObject s3://bucket/p/k: .*answer refused: .*${refusal.source}`),
+        )
+        assert.equal(s3.count('GetObject'), 1)
+      })
+    }
+    test(`getPath '${getPath}': honest answers of whole, ranged, clamped and suffix GETs are taken`, async () => {
+      const s3 = await fake()
+      const store = fakeS3Store(s3, { getPath })
+      await store.put('k', OBJ)
+      assert.deepEqual(Buffer.from(await store.get('k')), OBJ)
+      assert.deepEqual(Buffer.from(await store.get('k', { range: { start: 100, end: 200 } })), OBJ.subarray(100, 200))
+      assert.deepEqual(Buffer.from(await store.get('k', { range: { start: 3500, end: 9000 } })), OBJ.subarray(3500))
+      assert.deepEqual(Buffer.from(await store.get('k', { range: { suffix: 256 } })), OBJ.subarray(-256))
+      assert.deepEqual(Buffer.from(await store.get('k', { range: { suffix: 9000 } })), OBJ)
+      s3.hook = (r, res) => {
+        if (r.op !== 'GetObject') return false
+        // A whole GET answered 206 with all of the object.
+        res.writeHead(206, { 'content-length': String(OBJ.length), 'content-range': `bytes 0-3599/3600`, etag: '"e"' })
+        res.end(OBJ)
+        return true
+      }
+      assert.deepEqual(Buffer.from(await store.get('k')), OBJ)
+    })
+  }
+})
+
+describe('listed entries that cannot be right', () => {
+  const LM = '2024-01-01T00:00:00.000Z'
+  const e = (key: string | undefined, size: number | string | undefined = 10) => ({
+    key,
+    size,
+    etag: '"e"',
+    lastModified: LM,
+  })
+  const cases: Array<[string, ListedEntry[], RegExp]> = [
+    [
+      'a key that is ../x after the prefix',
+      [e('p/../x')],
+      /s3:\/\/bucket\/p\/\.\.\/x: listed as "\.\.\/x", which is no valid key/,
+    ],
+    ['the prefix itself (an empty key)', [e('p/')], /s3:\/\/bucket\/p\/: listed as "", which is no valid key/],
+    ['a key starting with /', [e('p//a')], /s3:\/\/bucket\/p\/\/a: listed as "\/a", which is no valid key/],
+    [
+      'a key outside the prefix',
+      [e('other/0000000001.0')],
+      /s3:\/\/bucket\/other\/0000000001\.0: listed though not under/,
+    ],
+    ['an entry without a key', [e(undefined)], /listed without a Key/],
+    [
+      'keys out of order',
+      [e('p/0000000002.0'), e('p/0000000001.0')],
+      /0000000001\.0: listed out of order, not after p\/0000000002\.0/,
+    ],
+    ['a key listed twice', [e('p/0000000001.0'), e('p/0000000001.0')], /0000000001\.0: listed out of order/],
+    ['a negative size', [e('p/0000000001.0', -5)], /0000000001\.0: listed with size -5, which is no byte count/],
+    [
+      'no size',
+      [{ key: 'p/0000000001.0', etag: '"e"', lastModified: LM }],
+      /0000000001\.0: listed with size undefined/,
+    ],
+  ]
+  for (const [name, entries, error] of cases) {
+    test(`${name}: ERR_STORE naming the key`, async () => {
+      const s3 = await fake()
+      s3.hook = (r, res) => {
+        if (r.op !== 'ListObjectsV2') return false
+        send(res, 200, listPage(entries))
+        return true
+      }
+      await rejectsCode(
+        (async () => {
+          for await (const _ of fakeS3Store(s3).list('')) {
+          }
+        })(),
+        'ERR_STORE',
+        new RegExp(`ListObjectsV2 .*${error.source}`),
+      )
+    })
+  }
+
+  test('fresh tokens on pages of the same keys: ERR_STORE, not a loop', LOOP, async () => {
+    const s3 = await fake()
+    s3.hook = (r, res) => {
+      if (r.op !== 'ListObjectsV2') return false
+      send(res, 200, listPage([e('p/0000000001.0')], { truncated: true, token: `T${s3.count('ListObjectsV2')}` }))
+      return true
+    }
+    await rejectsCode(
+      (async () => {
+        for await (const _ of fakeS3Store(s3).list('')) {
+        }
+      })(),
+      'ERR_STORE',
+      /0000000001\.0: listed out of order/,
+    )
+    assert.equal(s3.count('ListObjectsV2'), 2)
+  })
+
+  test('a key not after startAfter: ERR_STORE', async () => {
+    const s3 = await fake()
+    s3.hook = (r, res) => {
+      if (r.op !== 'ListObjectsV2') return false
+      send(res, 200, listPage([e('p/0000000001.0')]))
+      return true
+    }
+    await rejectsCode(
+      (async () => {
+        for await (const _ of fakeS3Store(s3).list('', { startAfter: '0000000005.0' })) {
+        }
+      })(),
+      'ERR_STORE',
+      /0000000001\.0: listed out of order, not after p\/0000000005\.0/,
+    )
+  })
+
+  test('HEAD without a Content-Length: ERR_STORE naming the key', async () => {
+    const s3 = await fake()
+    s3.hook = (r, res) => {
+      if (r.op !== 'HeadObject') return false
+      rawAnswer(res, 'HTTP/1.1 200 OK\r\nETag: "e"')
+      return true
+    }
+    await rejectsCode(
+      fakeS3Store(s3).head('0000000001.0'),
+      'ERR_STORE',
+      /HeadObject s3:\/\/bucket\/p\/0000000001\.0: answered without a valid Content-Length/,
+    )
+  })
+})
+
+describe('a redirect', () => {
+  const answers: Record<string, (res: ServerResponse) => void> = {
+    '301 PermanentRedirect': (res) =>
+      s3Error(res, 301, 'PermanentRedirect', '<Endpoint>bucket.s3.eu-west-1.amazonaws.com</Endpoint>'),
+    '307 without a body': (res) => send(res, 307, '', { location: 'http://127.0.0.1:1/' }),
+  }
+  for (const [name, answer] of Object.entries(answers)) {
+    test(`${name}: ERR_STORE naming the redirect and the key, not retried`, async () => {
+      const s3 = await fake()
+      s3.hook = (_r, res) => {
+        answer(res)
+        return true
+      }
+      const calls: Array<[string, (store: S3Store) => Promise<unknown>]> = [
+        [
+          'ListObjectsV2',
+          async (store) => {
+            for await (const _ of store.list('')) {
+            }
+          },
+        ],
+        ['HeadObject', (store) => store.head('k')],
+        ['PutObject', (store) => store.put('k', Buffer.from('x'))],
+        ['GetObject', (store) => store.get('k')],
+      ]
+      for (const getPath of ['http', 'sdk'] as const) {
+        for (const [op, call] of calls) {
+          const before = s3.log.length
+          await rejectsCode(
+            call(fakeS3Store(s3, { getPath })),
+            'ERR_STORE',
+            new RegExp(`${op} s3://bucket/p/.*redirected the request.*\\(wrong endpoint or region\\?\\)`),
+          )
+          assert.equal(s3.log.length - before, 1, `${op}: one request`)
+        }
+      }
+    })
+  }
+})
