@@ -540,6 +540,8 @@ export class S3Store implements ObjectStore {
         if (o.Key === undefined) throw bad(`without a Key, under ${this.#where(prefix)}`)
         if (!o.Key.startsWith(this.prefix + prefix)) throw bad(`though not under ${this.#where(prefix)}`)
         const key = o.Key.slice(this.prefix.length)
+        // The container's own prefix as an empty object: the "folder" a console makes. No key.
+        if (key === '' && o.Size === 0) continue
         try {
           checkKey(key)
         } catch {

@@ -535,6 +535,18 @@ describe('listed entries that cannot be right', () => {
     })
   }
 
+  test("the container's prefix as an empty object (a console's folder) is passed over, not refused", async () => {
+    const s3 = await fake()
+    s3.hook = (r, res) => {
+      if (r.op !== 'ListObjectsV2') return false
+      send(res, 200, listPage([e('p/', 0), e('p/0000000001.0')]))
+      return true
+    }
+    const keys: string[] = []
+    for await (const x of fakeS3Store(s3).list('')) keys.push(x.key)
+    assert.deepEqual(keys, ['0000000001.0'])
+  })
+
   test('fresh tokens on pages of the same keys: ERR_STORE, not a loop', LOOP, async () => {
     const s3 = await fake()
     s3.hook = (r, res) => {
