@@ -871,10 +871,19 @@ export class S3Store implements ObjectStore {
    */
   async listParts(key: string, uploadId: string, options: RequestOptions = {}): Promise<UploadedPart[]> {
     const parts: UploadedPart[] = []
+    const seen = new Set<number>()
     for await (const p of this.#parts(key, uploadId, options.signal)) {
-      if (p.PartNumber === undefined || p.ETag === undefined || p.Size === undefined) continue
-      const etag = unquoteEtag(p.ETag)
-      parts.push({ partNumber: p.PartNumber, size: p.Size, etag, md5: MD5_HEX.test(etag) ? etag : undefined })
+      // A part the answer does not describe whole, or twice, is no part a resume may keep.
+      const { PartNumber: n, Size: size } = p
+      const bad = (why: string) =>
+        StreamSegmentError.store(`ListParts ${this.#where(key)} upload ${uploadId}: part ${n} ${why}`)
+      if (n === undefined || !Number.isInteger(n) || n < 1 || n > 10_000) throw bad('is no part number (1..10000)')
+      if (seen.has(n)) throw bad('listed twice')
+      seen.add(n)
+      if (size === undefined || !Number.isSafeInteger(size) || size < 0)
+        throw bad(`with size ${size}, which is no byte count`)
+      const etag = this.#etag('ListParts', `${key}#${n}`, p.ETag)
+      parts.push({ partNumber: n, size, etag, md5: MD5_HEX.test(etag) ? etag : undefined })
     }
     return parts.sort((a, b) => a.partNumber - b.partNumber)
   }

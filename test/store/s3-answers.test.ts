@@ -181,7 +181,11 @@ describe('a paged listing that would never end', () => {
   const parts = (n: number) => `<Part><PartNumber>${n}</PartNumber><ETag>"a"</ETag><Size>5</Size></Part>`
   test('ListParts naming the same marker again, or none: ERR_STORE naming the upload', LOOP, async () => {
     for (const [marker, error] of [
-      ['<NextPartNumberMarker>1</NextPartNumberMarker>', /ListParts s3:\/\/bucket\/p\/k upload u: .*named before/],
+      // The second page lists part 1 again: refused as a part listed twice, or a marker named before.
+      [
+        '<NextPartNumberMarker>1</NextPartNumberMarker>',
+        /ListParts s3:\/\/bucket\/p\/k upload u: .*(named before|part 1 listed twice)/,
+      ],
       ['', /ListParts s3:\/\/bucket\/p\/k upload u: .*names no place/],
     ] as const) {
       const s3 = await answering(
@@ -190,6 +194,23 @@ describe('a paged listing that would never end', () => {
       )
       await rejectsCode(fakeS3Store(s3).listParts('k', 'u'), 'ERR_STORE', error)
       assert.ok(s3.count('ListParts') <= 2)
+    }
+  })
+
+  test('ListParts entries a resume cannot take: ERR_STORE naming the part', async () => {
+    const part = (n: string, etag: string, size: string) =>
+      `<Part><PartNumber>${n}</PartNumber>${etag}<Size>${size}</Size></Part>`
+    for (const [body, error] of [
+      [part('1', '<ETag>"a"</ETag>', '5') + part('1', '<ETag>"a"</ETag>', '5'), /part 1 listed twice/],
+      [part('2', '', '5'), /ListParts s3:\/\/bucket\/p\/k#2: answered without an ETag/],
+      [part('3', '<ETag>"a"</ETag>', '-1'), /part 3 with size -1, which is no byte count/],
+      [part('0', '<ETag>"a"</ETag>', '5'), /part 0 is no part number/],
+    ] as const) {
+      const s3 = await answering(
+        'ListParts',
+        () => `<ListPartsResult><IsTruncated>false</IsTruncated>${body}</ListPartsResult>`,
+      )
+      await rejectsCode(fakeS3Store(s3).listParts('k', 'u'), 'ERR_STORE', error)
     }
   })
 
