@@ -214,9 +214,12 @@ async function walk(
       break
     }
     if (bigOffset + bigLength > BigInt(Number.MAX_SAFE_INTEGER)) {
-      // No file reaches 2^53 bytes: no writer logged this, and Number() would round it.
-      cutReason = `${where}: ${kind} at ${bigOffset} of ${bigLength} bytes, past any file (2^53 bytes)`
-      break
+      // A whole, checked record no writer logged (no file reaches 2^53 bytes, and Number()
+      // would round it): the log is corrupt there, not torn. Nothing is cut: the records
+      // after it check too, and the log is kept for whoever looks at it.
+      throw StreamSegmentError.corrupt(
+        `${where}: ${kind} at ${bigOffset} of ${bigLength} bytes, past any file (2^53 bytes)`,
+      )
     }
     if ((kind === 'write' && length !== payloadLen) || (kind !== 'write' && payloadLen !== 0)) {
       cutReason = `${where}: ${kind} of ${length} bytes with a ${payloadLen}-byte payload`
