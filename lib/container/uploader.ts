@@ -125,7 +125,7 @@ export class Uploader {
   reusedBytes = 0
   /** Requests that completed. */
   requests = 0
-  /** Set when a part copy came back without the MD5 of its bytes: no copy is made then, as none can be checked. */
+  /** Set when a part copy came back without the MD5 of the file's bytes: no more copies are made. */
   copiesUnchecked = false
   /** Set by uploadFile: records what a later resume checks, and continues interrupted uploads. */
   resumer: Resumer | undefined
@@ -373,7 +373,9 @@ export class MultipartObject {
                 log('part %s #%d: copied from %s', this.key, partNumber, where)
                 return { partNumber, etag }
               }
-              if (md5 === undefined) this.uploader.copiesUnchecked = true // no copy can be checked: none is made
+              // No MD5, or not the bytes (SSE-KMS ETags look like MD5s and never match; a damaged
+              // leftover): no more copies are made, each would cost a request for nothing.
+              this.uploader.copiesUnchecked = true
               log(
                 "part %s #%d: copied from %s, but not the file's bytes (MD5 %s): sent over it",
                 this.key,

@@ -208,8 +208,11 @@ export function runResumeTests(name: string, make: () => Promise<ObjectStore>, o
       await store.put(key, bytes, { metadata: info?.metadata ?? {} })
       const counting = new CountingStore(store)
       const t = await uploadFile(path, counting, small)
-      assert.ok((counting.requests.uploadPartCopy ?? 0) >= 3, `${counting.requests.uploadPartCopy} parts copied`)
-      assert.ok(t.reusedBytes > 0 && t.reusedBytes % o.pieceSize === 0, `reused ${t.reusedBytes} bytes`)
+      // Its first piece was copied, found not the file's bytes and sent; no copy is started
+      // after that (two pieces are in flight at most: the second may have started already).
+      const copies = counting.requests.uploadPartCopy ?? 0
+      assert.ok(copies >= 1 && copies <= 2, `${copies} parts copied`)
+      assert.equal(t.reusedBytes % o.pieceSize, 0, `reused ${t.reusedBytes} bytes`)
       await assertPublished(store, data, t)
     })
 
