@@ -191,7 +191,8 @@ export class SegmentFile {
       const [rolled, checked] = await Promise.allSettled([
         rollForward(store, published, etag as string, {
           afterMs: s.rollForwardAfterMs,
-          check: async (inode, objects) => (await checkUnpublished(store, inode, objects)).map((p) => p.message),
+          check: async (inode, publishedCno, objects) =>
+            (await checkUnpublished(store, inode, publishedCno, objects)).map((p) => p.message),
         }),
         checkCommitPoint(store, { inode: published, etag }),
       ])

@@ -291,8 +291,8 @@ async function checkSources(
             where: url,
           })
           for (let i = 0; i < r.dataAt.length; i++) {
-            const at = r.dataAt[i] as number
-            const block = r.dataBlock[i] as number
+            const at = r.dataAt.get(i)
+            const block = r.dataBlock.get(i)
             const slot = dataSlotAt(layout, at)
             let problem: string | undefined
             if (slot < 0) problem = `not one of its ${header.dataCount} data slots`
@@ -473,7 +473,7 @@ function lowerKeys(m: Record<string, string> | undefined): Record<string, string
  * unmapped blocks holes; the last block is cut at the file's size.
  */
 export function checkpointExtents(
-  reached: ReadonlyMap<string, { dataAt: number[]; dataBlock: number[] }>,
+  reached: ReadonlyMap<string, Pick<Reached, 'dataAt' | 'dataBlock'>>,
   size: number,
   blockSize: number,
 ): Extent[] {
@@ -488,10 +488,10 @@ export function checkpointExtents(
   const at = new Float64Array(n)
   let i = 0
   keys.forEach((key, k) => {
-    const r = reached.get(key) as { dataAt: number[]; dataBlock: number[] }
+    const r = reached.get(key) as Pick<Reached, 'dataAt' | 'dataBlock'>
     for (let j = 0; j < r.dataBlock.length; j++, i++) {
-      block[i] = r.dataBlock[j] as number
-      at[i] = r.dataAt[j] as number
+      block[i] = r.dataBlock.get(j)
+      at[i] = r.dataAt.get(j)
       obj[i] = k
     }
   })

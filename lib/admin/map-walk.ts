@@ -13,6 +13,7 @@ import { type BlockMapNode, decodeNode } from '../format/node.js'
 import { pointerPart, pointerUnit, UNIT_BYTES } from '../format/pointer.js'
 import type { ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
+import { U32List } from '../util/typed-arrays.js'
 
 interface Ref {
   hi: number
@@ -28,9 +29,9 @@ interface Ref {
 export interface Reached {
   /** Node pointers into the object: byte offsets. */
   nodes: number[]
-  /** Data pointers: byte offsets, and the block each names. */
-  dataAt: number[]
-  dataBlock: number[]
+  /** Data pointers: byte offsets, and the block each names (typed: a checkpoint may hold 2^28 and more). */
+  dataAt: U32List
+  dataBlock: U32List
 }
 
 export interface Problem {
@@ -44,6 +45,8 @@ export interface Problem {
 
 export interface MapWalk {
   reached: Map<string, Reached>
+  /** Objects holding nodes not walked (`newerThan`), pointed at from nodes walked. */
+  skipped: Set<string>
   nodes: number
   leaves: number
   dataPointers: number
@@ -85,10 +88,10 @@ export interface WalkShare {
    */
   nodes?: Map<string, BlockMapNode>
   /**
-   * Only the nodes this checkpoint wrote are walked: a pointer to a node of an older
-   * checkpoint is not followed (that subtree was published, and checked, before).
+   * Only nodes of checkpoint numbers above this one are walked: a pointer to a node of a
+   * number at or below it is not followed (that subtree was published, and checked, before).
    */
-  onlyCno?: number
+  newerThan?: number
 }
 
 /** The checks decodeNode makes against the parent's entry, for a node decoded earlier. */
@@ -113,12 +116,20 @@ export async function walkMap(
   signal?: AbortSignal,
   share: WalkShare = {},
 ): Promise<MapWalk> {
-  const { seen, nodes, onlyCno } = share
+  const { seen, nodes, newerThan } = share
   const mbs = 2 ** inode.metaShift
-  const walk: MapWalk = { reached: new Map(), nodes: 0, leaves: 0, dataPointers: 0, holes: 0, height: inode.rootLevel }
+  const walk: MapWalk = {
+    reached: new Map(),
+    skipped: new Set(),
+    nodes: 0,
+    leaves: 0,
+    dataPointers: 0,
+    holes: 0,
+    height: inode.rootLevel,
+  }
   const reach = (key: string): Reached => {
     let r = walk.reached.get(key)
-    if (r === undefined) walk.reached.set(key, (r = { nodes: [], dataAt: [], dataBlock: [] }))
+    if (r === undefined) walk.reached.set(key, (r = { nodes: [], dataAt: new U32List(), dataBlock: new U32List() }))
     return r
   }
   const limiter = new Limiter(8)
@@ -159,8 +170,11 @@ export async function walkMap(
           walk.dataPointers++
           continue
         }
-        if (onlyCno !== undefined && hi !== onlyCno) continue
         const { key: objectKey, offset } = nodeLocation(hi, lo)
+        if (newerThan !== undefined && hi <= newerThan) {
+          walk.skipped.add(objectKey)
+          continue
+        }
         const upper = i + 1 < e.count ? (e.keys[i + 1] as number) : e.upper
         const place: NodePlace = { level: e.level - 1, minKey: key, upper }
         const id = `${hi}:${lo}`

@@ -153,25 +153,31 @@ export async function verifyCheckpoint(
 }
 
 /**
- * Whether a complete checkpoint that was never published may be (a writer's roll-forward):
- * what it added, checked as `verify` checks it. The nodes it wrote (those of its own
- * number) are walked from its inode, each checked against its parent's entry; every object
- * of its number that they reach must exist (`sizes`: its objects, listed); its part 0 is
- * checked whole (header, summary, nodes, every data slot's CRC), its other objects by their
- * headers, summaries and nodes, and the pointers into them must name live slots holding
- * their blocks. What older checkpoints wrote was checked when they were published, and is
- * not read: the cost is about three requests per object of this checkpoint, and the bytes
- * of its part 0. Problems are returned, not thrown.
+ * Whether a complete checkpoint that was never published may be (a writer's roll-forward,
+ * on top of checkpoint `publishedCno`): what it added, checked as `verify` checks it. The
+ * nodes of numbers above the published one are walked from its inode (its own, and those
+ * of numbers between that it took over: an object a resume continued), each checked
+ * against its parent's entry; every object of such a number that they reach must exist
+ * (`sizes`: the objects listed above the published number); its part 0 is checked whole
+ * (header, summary, nodes, every data slot's CRC), the other objects by their headers,
+ * summaries and nodes, and the pointers into them must name live slots holding their
+ * blocks. Nodes of lower numbers are not read (published ones were checked when they were
+ * published), but every object of a lower number the walked nodes point into must still
+ * exist, a HEAD each: a cleaner may have taken one of a number never published, whose
+ * data parts a conflict retry kept. The cost is about three
+ * requests per new object, one per older one, and the bytes of part 0. Problems are
+ * returned, not thrown.
  */
 export async function checkUnpublished(
   store: ObjectStore,
   inode: Inode,
+  publishedCno: number,
   sizes: ReadonlyMap<string, { size: number }>,
   signal?: AbortSignal,
 ): Promise<Problem[]> {
   const problems: Problem[] = []
-  const walk = await walkMap(store, inode, problems, signal, { onlyCno: inode.cno })
-  const keys = new Set([...walk.reached.keys()].filter((key) => (parseKey(key) as { cno: number }).cno === inode.cno))
+  const walk = await walkMap(store, inode, problems, signal, { newerThan: publishedCno })
+  const keys = new Set([...walk.reached.keys()].filter((key) => (parseKey(key) as { cno: number }).cno > publishedCno))
   keys.add(segmentKey(inode.cno, 0))
   const report: VerifyReport = {
     url: store.url,
@@ -184,7 +190,27 @@ export async function checkUnpublished(
     bytesRead: 0,
     problems,
   }
+  // The objects of published numbers the new nodes point into must still be there (a
+  // cleaner may have taken those of a number never published, whose parts a conflict
+  // retry kept): a HEAD each.
+  const older = new Set(
+    [...walk.reached.keys(), ...walk.skipped].filter((key) => (parseKey(key) as { cno: number }).cno <= publishedCno),
+  )
   const limiter = new Limiter(4)
+  await Promise.all(
+    [...older].map((key) =>
+      limiter.run(async () => {
+        if ((await store.head(key, { signal })) === undefined) {
+          problems.push({
+            code: 'ERR_NOT_FOUND',
+            what: 'missing',
+            where: key,
+            message: `${store.url}/${key}: no such object, but checkpoint ${inode.cno} points into it`,
+          })
+        }
+      }),
+    ),
+  )
   await Promise.all(
     [...keys].sort().map((key) =>
       limiter.run(() =>
@@ -356,8 +382,8 @@ async function verifyObject(
   }
   if (summary === undefined) return
   for (let i = 0; i < (reached?.dataAt.length ?? 0); i++) {
-    const at = reached?.dataAt[i] as number
-    const block = reached?.dataBlock[i] as number
+    const at = reached?.dataAt.get(i) as number
+    const block = reached?.dataBlock.get(i) as number
     const slot = dataSlotAt(layout, at)
     let problem: string | undefined
     if (slot < 0) problem = `not one of its ${header.dataCount} data slots`

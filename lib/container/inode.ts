@@ -186,7 +186,8 @@ export async function checkCommitPoint(store: ObjectStore, published: Published,
   } catch (err) {
     if (!StreamSegmentError.is(err, 'ERR_NOT_FOUND')) throw err
     const now = await reloadInode(store, signal)
-    if (now !== undefined && published.etag !== undefined && now.etag !== published.etag) {
+    const moved = published.etag !== undefined ? now?.etag !== published.etag : now?.inode.cno !== inode.cno
+    if (now !== undefined && moved) {
       throw StreamSegmentError.conflict(`${store.url}/${INODE_KEY}: replaced while it was being read: open again`)
     }
     throw StreamSegmentError.corrupt(
@@ -236,8 +237,11 @@ export async function rollForward(
   etag: string,
   options: {
     afterMs: number
-    /** What is wrong with checkpoint `inode` (its objects listed): one message per problem; none to publish it. */
-    check: (inode: Inode, objects: ReadonlyMap<string, { size: number }>) => Promise<string[]>
+    /**
+     * What is wrong with checkpoint `inode` on top of checkpoint `publishedCno`, given the
+     * objects listed above that number: one message per problem; none to publish it.
+     */
+    check: (inode: Inode, publishedCno: number, objects: ReadonlyMap<string, { size: number }>) => Promise<string[]>
     signal?: AbortSignal | undefined
   },
 ): Promise<Above> {
@@ -245,8 +249,12 @@ export async function rollForward(
   let current: Published = { inode: published, etag }
   let rolled: Published | undefined
   let firstFree = published.cno + 1
+  // Every object above the published number so far: a checkpoint may point into the
+  // objects of unpublished numbers below its own (see admin/verify.ts checkUnpublished).
+  const above = new Map<string, { size: number }>()
   for await (const { cno, objects: keys } of numbersTaken(store, published.cno + 1, signal)) {
     firstFree = cno + 1
+    for (const [key, o] of keys) above.set(key, o)
     const part0 = keys.get(segmentKey(cno, 0))
     if (part0 === undefined) continue // an abandoned attempt
     const age = Date.now() - part0.lastModifiedMs
@@ -271,7 +279,7 @@ export async function rollForward(
       log('checkpoint %d: part 0 built on another inode than checkpoint %d: not rolled forward', cno, current.inode.cno)
       continue
     }
-    const problems = await options.check(inode, keys)
+    const problems = await options.check(inode, current.inode.cno, above)
     if (problems.length > 0) {
       log('checkpoint %d: not rolled forward, %d problems: %s', cno, problems.length, problems[0])
       continue

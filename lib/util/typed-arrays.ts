@@ -9,6 +9,31 @@ export function grownArray<T extends Numbers>(old: T, bigger: T, used = old.leng
 }
 
 /**
+ * A list of 32-bit unsigned integers that grows as they are pushed, held in a typed array
+ * (outside the JS heap, 4 bytes each): for lists as long as a checkpoint's blocks.
+ */
+export class U32List {
+  #items = new Uint32Array(16)
+  #length = 0
+
+  get length(): number {
+    return this.#length
+  }
+
+  push(v: number): void {
+    if (this.#length === this.#items.length) {
+      this.#items = grownArray(this.#items, new Uint32Array(this.#items.length * 2))
+    }
+    this.#items[this.#length++] = v
+  }
+
+  /** Item `i` (0 ≤ i < length). */
+  get(i: number): number {
+    return this.#items[i] as number
+  }
+}
+
+/**
  * The bytes of a caller's buffer: a Uint8Array (a Buffer) as it is, any other typed array or
  * DataView as a Uint8Array over the same memory (its bytes, not its elements, as `fs.write`
  * takes them); anything else is ERR_INVALID_ARGUMENT naming `what` and what was given.

@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { exportObject, gc, inspectCheckpoint, listCheckpoints, verifyCheckpoint } from '../../lib/admin/index.js'
+import { type Problem, walkMap } from '../../lib/admin/map-walk.js'
 import { readObjectHeader } from '../../lib/container/object-header.js'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { decodeHeader, encodeHeader, HEADER_BYTES } from '../../lib/format/header.js'
@@ -393,6 +394,21 @@ describe('roll-forward', () => {
       assert.ok(Buffer.from(await r.read(0, want.length)).equals(want), `${format}: checkpoint 3 is built on 1`)
       await r.close()
     }
+  })
+
+  it('publishes no checkpoint whose new nodes point into an older object that is not there', async () => {
+    const { store } = await interrupted('stream')
+    // Checkpoint 2's new leaf (blocks 0..3, block 2 written again) points at blocks 0, 1
+    // and 3 in checkpoint 1's objects: the one holding block 0 goes (as a cleaner might).
+    const inode1 = decodeInodeObject(await store.get(INODE_KEY))
+    const problems: Problem[] = []
+    const walk = await walkMap(store, inode1, problems)
+    const holding0 = [...walk.reached].find(([, r]) => r.dataBlock.length > 0 && r.dataBlock.get(0) === 0)?.[0]
+    assert.ok(holding0?.startsWith('0000000001.'), `block 0 in ${holding0}`)
+    await store.delete(holding0 as string)
+    const w = await SegmentFile.open(store, { rollForwardAfterMs: 0 })
+    assert.equal(w.cno, 1, 'not rolled forward')
+    await w.close()
   })
 
   it('publishes no checkpoint whose block map names an object that is not there', async () => {
