@@ -112,6 +112,12 @@ export interface S3StoreOptions {
   /** Entries per list page and keys per DeleteObjects batch, 1..1000 (default 1000; small in tests). */
   pageSize?: number
   /**
+   * The bucket lists keys in no particular order and takes no StartAfter, as directory
+   * buckets (S3 Express One Zone) do: a listing is then taken whole and sorted here.
+   * Default: true for a bucket whose name ends in `--x-s3`.
+   */
+  unorderedListing?: boolean
+  /**
    * Send Content-MD5 with every body, which S3-compatible servers check (radosgw, MinIO):
    * a body damaged on the way up is refused and sent again. Default: on for a custom
    * endpoint whose bodies go unsigned and without `checksums`; costs one MD5 pass over
@@ -270,6 +276,11 @@ function addHeader<C>(command: C, name: string, value: (req: HttpRequestLike) =>
   return command
 }
 
+/** Whether `bucket` is a directory bucket (S3 Express One Zone): its names end in `--x-s3`. */
+export function isDirectoryBucket(bucket: string): boolean {
+  return bucket.endsWith('--x-s3')
+}
+
 /**
  * The pages of one listing, guarded against a server that never ends it: a truncated page
  * must name where the next one starts (else the listing would be cut silently), never a
@@ -326,6 +337,7 @@ export class S3Store implements ObjectStore {
   readonly retryMaxMs: number
   readonly deadlineMs: number
   readonly getPath: 'http' | 'sdk'
+  readonly unorderedListing: boolean
   /** Requests made again after a failure that may pass (for FlushTiming and ReadTiming). */
   retries = 0
   /** S3's minimum for every multipart piece but the last. */
@@ -364,6 +376,7 @@ export class S3Store implements ObjectStore {
     this.retryMaxMs = nat('retryMaxMs', options.retryMaxMs ?? 5_000)
     this.deadlineMs = nat('deadlineMs', options.deadlineMs ?? 300_000)
     this.getPath = options.getPath ?? 'http'
+    this.unorderedListing = options.unorderedListing ?? isDirectoryBucket(options.bucket)
     if (this.getPath !== 'http' && this.getPath !== 'sdk') {
       throw StreamSegmentError.invalidArgument(
         `S3Store: getPath ${JSON.stringify(this.getPath)} is not 'http' or 'sdk'`,
@@ -518,9 +531,40 @@ export class S3Store implements ObjectStore {
 
   async *list(prefix = '', options: ListOptions = {}): AsyncIterable<ListEntry> {
     const { signal, startAfter } = options
+    if (!this.unorderedListing) {
+      yield* this.#listed(prefix, startAfter, true, signal)
+      return
+    }
+    // A directory bucket (S3 Express One Zone) lists keys in no particular order and takes
+    // no StartAfter: the listing is taken whole, then filtered and sorted here.
+    const after = startAfter === undefined ? undefined : Buffer.from(this.prefix + startAfter)
+    const entries: Array<ListEntry & { bytes: Buffer }> = []
+    for await (const e of this.#listed(prefix, undefined, false, signal)) {
+      const bytes = Buffer.from(this.prefix + e.key)
+      if (after === undefined || Buffer.compare(bytes, after) > 0) entries.push({ ...e, bytes })
+    }
+    entries.sort((a, b) => Buffer.compare(a.bytes, b.bytes))
+    for (let i = 0; i < entries.length; i++) {
+      const { bytes, ...e } = entries[i] as ListEntry & { bytes: Buffer }
+      if (i > 0 && bytes.equals((entries[i - 1] as { bytes: Buffer }).bytes)) {
+        throw StreamSegmentError.store(`ListObjectsV2 ${this.#where(e.key)}: listed twice`)
+      }
+      yield e
+    }
+  }
+
+  /**
+   * The pages of one ListObjectsV2 listing, each entry checked. `ordered`: keys must come in
+   * strictly increasing order (UTF-8 bytes, as S3 sorts), after `startAfter`, across pages
+   * (a server that repeats or reorders them is not trusted).
+   */
+  async *#listed(
+    prefix: string,
+    startAfter: string | undefined,
+    ordered: boolean,
+    signal: AbortSignal | undefined,
+  ): AsyncGenerator<ListEntry> {
     const pages = new Pages('ListObjectsV2', this.#where(prefix))
-    // Keys must come in strictly increasing order (UTF-8 bytes, as S3 sorts), after
-    // `startAfter`, across pages: a server that repeats or reorders them is not trusted.
     let previous = startAfter === undefined ? undefined : Buffer.from(this.prefix + startAfter)
     let token: string | undefined
     do {
@@ -547,11 +591,13 @@ export class S3Store implements ObjectStore {
         } catch {
           throw bad(`as ${JSON.stringify(key)}, which is no valid key`)
         }
-        const bytes = Buffer.from(o.Key)
-        if (previous !== undefined && Buffer.compare(bytes, previous) <= 0) {
-          throw bad(`out of order, not after ${previous.toString()}`)
+        if (ordered) {
+          const bytes = Buffer.from(o.Key)
+          if (previous !== undefined && Buffer.compare(bytes, previous) <= 0) {
+            throw bad(`out of order, not after ${previous.toString()}`)
+          }
+          previous = bytes
         }
-        previous = bytes
         if (o.Size === undefined || !Number.isSafeInteger(o.Size) || o.Size < 0) {
           throw bad(`with size ${o.Size}, which is no byte count`)
         }

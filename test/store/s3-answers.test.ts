@@ -556,6 +556,35 @@ describe('listed entries that cannot be right', () => {
     })
   }
 
+  test('a bucket that lists in no order (a directory bucket): the listing is sorted, startAfter applied here', async () => {
+    const s3 = await fake()
+    const asked: string[] = []
+    s3.hook = (r, res) => {
+      if (r.op !== 'ListObjectsV2') return false
+      asked.push(r.query.get('start-after') ?? '')
+      send(res, 200, listPage([e('p/0000000003.0'), e('p/0000000001.0'), e('p/inode'), e('p/0000000002.1')]))
+      return true
+    }
+    const list = async (startAfter?: string) => {
+      const keys: string[] = []
+      const store = fakeS3Store(s3, { unorderedListing: true })
+      for await (const x of store.list('', startAfter === undefined ? {} : { startAfter })) keys.push(x.key)
+      return keys
+    }
+    assert.deepEqual(await list(), ['0000000001.0', '0000000002.1', '0000000003.0', 'inode'])
+    assert.deepEqual(await list('0000000002.'), ['0000000002.1', '0000000003.0', 'inode'])
+    assert.deepEqual(asked, ['', ''], 'no StartAfter sent')
+    // The same answer from an ordered bucket is refused.
+    await rejectsCode(
+      (async () => {
+        for await (const _ of fakeS3Store(s3).list('')) {
+        }
+      })(),
+      'ERR_STORE',
+      /out of order/,
+    )
+  })
+
   test("the container's prefix as an empty object (a console's folder) is passed over, not refused", async () => {
     const s3 = await fake()
     s3.hook = (r, res) => {
