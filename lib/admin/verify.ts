@@ -9,7 +9,7 @@
 import { readInode, sameInode } from '../container/inode.js'
 import { listContainer } from '../container/listing.js'
 import { readObjectHeader } from '../container/object-header.js'
-import { readExact, readExactChunks } from '../container/objects.js'
+import { objectExists, readExact, readExactChunks } from '../container/objects.js'
 import { StreamSegmentError } from '../errors.js'
 import { HEADER_BYTES, type Header, objectLayout } from '../format/header.js'
 import { FORMAT_PARTED, type Inode } from '../format/inode.js'
@@ -200,7 +200,7 @@ export async function checkUnpublished(
   await Promise.all(
     [...older].map((key) =>
       limiter.run(async () => {
-        if ((await store.head(key, { signal })) === undefined) {
+        if (!(await objectExists(store, key, signal))) {
           problems.push({
             code: 'ERR_NOT_FOUND',
             what: 'missing',

@@ -664,6 +664,11 @@ function summaryMemory(s: Summary): number {
   return s.count * 9 + 200
 }
 
+/** Whether object `key` is there (a HEAD). */
+export async function objectExists(store: ObjectStore, key: string, signal?: AbortSignal): Promise<boolean> {
+  return (await store.head(key, { signal })) !== undefined
+}
+
 /**
  * Bytes [start, end) of object `key`, exactly: a short answer is ERR_CORRUPT naming the
  * object and the offset, a range past its end too. For readers that check a whole object
