@@ -29,7 +29,7 @@ import { givePieces } from '../util/piece-pool.js'
 import { MiB } from '../util/units.js'
 import { objectKeys } from './inspect.js'
 import { resolveCheckpoint } from './list.js'
-import { type Problem, type Reached, toProblem, walkMap } from './map-walk.js'
+import { type MapWalk, type Problem, type Reached, toProblem, walkMap } from './map-walk.js'
 
 /** Data read per GET while verifying. */
 const VERIFY_CHUNK = 16 * MiB
@@ -48,6 +48,13 @@ export interface VerifyReport {
   slots: number
   bytesRead: number
   problems: Problem[]
+}
+
+/** A report with nothing counted yet but the walk's nodes and pointers. */
+function newReport(url: string, cno: number, problems: Problem[], walk?: MapWalk): VerifyReport {
+  const nodes = walk?.nodes ?? 0
+  const dataPointers = walk?.dataPointers ?? 0
+  return { url, cno, objects: 0, nodes, dataPointers, placeholders: 0, slots: 0, bytesRead: 0, problems }
 }
 
 /**
@@ -70,17 +77,7 @@ export async function verifyCheckpoint(
     if (StreamSegmentError.is(err, 'ERR_NOT_FOUND') || StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT')) throw err
     const where = options.cno === undefined ? INODE_KEY : segmentKey(options.cno, 0)
     problems.push(toProblem(err, options.cno === undefined ? 'inode' : 'header', where))
-    return {
-      url: store.url,
-      cno: options.cno ?? 0,
-      objects: 0,
-      nodes: 0,
-      dataPointers: 0,
-      placeholders: 0,
-      slots: 0,
-      bytesRead: 0,
-      problems,
-    }
+    return newReport(store.url, options.cno ?? 0, problems)
   }
   if (!listing.hasInode) {
     problems.push({
@@ -106,17 +103,7 @@ export async function verifyCheckpoint(
     }
   }
   const walk = await walkMap(store, inode, problems, signal)
-  const report: VerifyReport = {
-    url: store.url,
-    cno: inode.cno,
-    objects: 0,
-    nodes: walk.nodes,
-    dataPointers: walk.dataPointers,
-    placeholders: 0,
-    slots: 0,
-    bytesRead: 0,
-    problems,
-  }
+  const report = newReport(store.url, inode.cno, problems, walk)
   const limiter = new Limiter(4)
   await Promise.all(
     objectKeys(listing, inode.cno, walk).map((key) =>
@@ -179,17 +166,7 @@ export async function checkUnpublished(
   const walk = await walkMap(store, inode, problems, signal, { newerThan: publishedCno })
   const keys = new Set([...walk.reached.keys()].filter((key) => (parseKey(key) as { cno: number }).cno > publishedCno))
   keys.add(segmentKey(inode.cno, 0))
-  const report: VerifyReport = {
-    url: store.url,
-    cno: inode.cno,
-    objects: 0,
-    nodes: walk.nodes,
-    dataPointers: walk.dataPointers,
-    placeholders: 0,
-    slots: 0,
-    bytesRead: 0,
-    problems,
-  }
+  const report = newReport(store.url, inode.cno, problems, walk)
   // The objects of published numbers the new nodes point into must still be there (a
   // cleaner may have taken those of a number never published, whose parts a conflict
   // retry kept): a HEAD each.

@@ -328,13 +328,21 @@ export async function startFakeS3(hook?: FakeHook): Promise<FakeS3> {
   return s3
 }
 
-/** An S3Store on the fake server, bucket `bucket`, prefix `p/`, retrying quickly. */
-export function fakeS3Store(s3: FakeS3, options: Partial<S3StoreOptions> = {}): S3Store {
+/**
+ * An S3Store for a test server at `url` (this fake, or a scripted one): bucket `bucket`,
+ * prefix `p/`, test credentials, retrying quickly; `client` overrides client options.
+ */
+export function testS3Store(
+  url: string,
+  options: Partial<S3StoreOptions> = {},
+  client: { idleTimeoutMs?: number; maxSockets?: number; forcePathStyle?: boolean } = {},
+): S3Store {
   return new S3Store({
     client: createS3Client({
-      endpoint: s3.url,
+      endpoint: url,
       region: 'us-east-1',
       credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+      ...client,
     }),
     bucket: 'bucket',
     prefix: 'p',
@@ -343,6 +351,11 @@ export function fakeS3Store(s3: FakeS3, options: Partial<S3StoreOptions> = {}): 
     retryMaxMs: 5,
     ...options,
   })
+}
+
+/** An S3Store on the fake server (see testS3Store). */
+export function fakeS3Store(s3: FakeS3, options: Partial<S3StoreOptions> = {}): S3Store {
+  return testS3Store(s3.url, options)
 }
 
 /** Makes the answer about to be written on `res` leave out header `name` (lower case). */

@@ -15,10 +15,11 @@ import { readFileSync } from 'node:fs'
 import { createServer as createHttpsServer, Agent as HttpsAgent } from 'node:https'
 import { createServer, type Server, type Socket } from 'node:net'
 import { after, describe, test } from 'node:test'
-import { createS3Client, S3Store, type S3StoreOptions } from '../../lib/store/s3.js'
+import { createS3Client, S3Store } from '../../lib/store/s3.js'
 import { transportOf } from '../../lib/store/s3-get.js'
 import { FIXTURES_DIR } from '../fixtures/make-fixtures.js'
 import { rejectsCode } from '../helpers/assert.js'
+import { testS3Store } from '../helpers/fake-s3.js'
 import { fillBlocks } from '../helpers/pattern.js'
 import { s3TestStore } from '../helpers/s3-env.js'
 
@@ -139,27 +140,6 @@ function honest(req: Seen, socket: Socket): void {
   socket.write(BODY.subarray(start, end))
 }
 
-function storeAt(
-  url: string,
-  options: Partial<S3StoreOptions> = {},
-  client: { idleTimeoutMs?: number; maxSockets?: number; forcePathStyle?: boolean } = {},
-) {
-  return new S3Store({
-    client: createS3Client({
-      endpoint: url,
-      region: 'us-east-1',
-      credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
-      ...client,
-    }),
-    bucket: 'bucket',
-    prefix: 'p',
-    maxRetries: 2,
-    retryBaseMs: 1,
-    retryMaxMs: 5,
-    ...options,
-  })
-}
-
 describe('lean GETs against a scripted server', () => {
   const servers: Array<{ close: () => Promise<void> }> = []
   after(async () => {
@@ -173,7 +153,7 @@ describe('lean GETs against a scripted server', () => {
 
   test('a range and the whole object; requests signed, path-style; one kept socket', async () => {
     const s = await serve(honest)
-    const store = storeAt(s.url)
+    const store = testS3Store(s.url)
     assert.deepEqual(await store.get('k/1', { range: { start: 10, end: 2000 } }), BODY.subarray(10, 2000))
     assert.deepEqual(await store.get('k/1', { range: { start: 0, end: 1 } }), BODY.subarray(0, 1))
     assert.equal(s.seen.length, 2)
@@ -196,7 +176,7 @@ describe('lean GETs against a scripted server', () => {
       else callback(null, '127.0.0.1', 4)
     }
     try {
-      const store = storeAt(`http://localhost:${s.port}`, {}, { forcePathStyle: false })
+      const store = testS3Store(`http://localhost:${s.port}`, {}, { forcePathStyle: false })
       assert.deepEqual(await store.get('k', { range: { start: 5, end: 50 } }), BODY.subarray(5, 50))
     } finally {
       ;(dns as { lookup: unknown }).lookup = lookup
@@ -211,7 +191,7 @@ describe('lean GETs against a scripted server', () => {
       socket.write(partial(start, end))
       socket.end(BODY.subarray(start, start + 50))
     })
-    const store = storeAt(s.url)
+    const store = testS3Store(s.url)
     await rejectsCode(store.get('k', { range: { start: 0, end: 100 } }), 'ERR_STORE', /closed after 50 of 100 bytes/)
     assert.equal(s.seen.length, 3, 'tried 1 + maxRetries 2 times')
   })
@@ -223,7 +203,7 @@ describe('lean GETs against a scripted server', () => {
       socket.write(partial(start, end))
       socket.write(BODY.subarray(start, start + 1000), () => socket.resetAndDestroy())
     })
-    const store = storeAt(s.url)
+    const store = testS3Store(s.url)
     assert.deepEqual(await store.get('k', { range: { start: 100, end: 3000 } }), BODY.subarray(100, 3000))
     assert.equal(store.retries, 1)
     assert.equal(s.seen.length, 2)
@@ -238,7 +218,7 @@ describe('lean GETs against a scripted server', () => {
       socket.write(BODY.subarray(start, end + 5))
     })
     await rejectsCode(
-      storeAt(wrong.url).get('k', { range: { start: 0, end: 100 } }),
+      testS3Store(wrong.url).get('k', { range: { start: 0, end: 100 } }),
       'ERR_STORE',
       /Content-Range bytes 0-99\/3600 does not span Content-Length 105.*\(bytes=0-99\)|\(bytes=0-99\).*does not span Content-Length 105/,
     )
@@ -246,14 +226,14 @@ describe('lean GETs against a scripted server', () => {
     const chunked = await serve((_req, socket) => {
       socket.write('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n')
     })
-    await rejectsCode(storeAt(chunked.url).get('k'), 'ERR_STORE', /answer refused: Transfer-Encoding chunked/)
+    await rejectsCode(testS3Store(chunked.url).get('k'), 'ERR_STORE', /answer refused: Transfer-Encoding chunked/)
     assert.equal(chunked.seen.length, 1)
     const other = await serve((_req, socket) => {
       socket.write(`HTTP/1.1 206 Partial Content\r\nContent-Length: 10\r\nContent-Range: bytes 7-16/3600\r\n\r\n`)
       socket.write(BODY.subarray(7, 17))
     })
     await rejectsCode(
-      storeAt(other.url).get('k', { range: { start: 0, end: 10 } }),
+      testS3Store(other.url).get('k', { range: { start: 0, end: 10 } }),
       'ERR_STORE',
       /not within the bytes asked, \[0, 10\)/,
     )
@@ -271,7 +251,7 @@ describe('lean GETs against a scripted server', () => {
       const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()))
       firstClosed ??= new Promise((resolve) => setTimeout(() => socket.write('GARBAGE', () => resolve(closed)), 20))
     })
-    const store = storeAt(s.url)
+    const store = testS3Store(s.url)
     assert.deepEqual(await store.get('k', { range: { start: 0, end: 10 } }), BODY.subarray(0, 10))
     await Promise.race([firstClosed, new Promise((r) => setTimeout(r, 10_000).unref())])
     assert.deepEqual(await store.get('k', { range: { start: 10, end: 20 } }), BODY.subarray(10, 20))
@@ -282,7 +262,7 @@ describe('lean GETs against a scripted server', () => {
       socket.write(Buffer.concat([Buffer.from(partial(start, end)), BODY.subarray(start, end + 3)]))
     })
     await rejectsCode(
-      storeAt(eager.url, { maxRetries: 0 }).get('k', { range: { start: 0, end: 10 } }),
+      testS3Store(eager.url, { maxRetries: 0 }).get('k', { range: { start: 0, end: 10 } }),
       'ERR_STORE',
       /body longer than its Content-Length 10/,
     )
@@ -296,7 +276,7 @@ describe('lean GETs against a scripted server', () => {
       socket.write(partial(start, end))
       socket.write(BODY.subarray(start, start + 10), () => sent()) // and nothing more
     })
-    const store = storeAt(s.url)
+    const store = testS3Store(s.url)
     const ac = new AbortController()
     const p = store.get('k', { range: { start: 0, end: 1000 }, signal: ac.signal })
     await firstBytes
@@ -313,7 +293,7 @@ describe('lean GETs against a scripted server', () => {
       socket.write(partial(start, end))
       socket.write(BODY.subarray(start, start + 10))
     })
-    const store = storeAt(s.url, { maxRetries: 1 }, { idleTimeoutMs: 150 })
+    const store = testS3Store(s.url, { maxRetries: 1 }, { idleTimeoutMs: 150 })
     const t0 = performance.now()
     await rejectsCode(store.get('k', { range: { start: 0, end: 1000 } }), 'ERR_TIMEOUT', /nothing received for 150 ms/)
     const ms = performance.now() - t0
@@ -339,7 +319,7 @@ describe('lean GETs against a scripted server', () => {
         )
       } else honest(req, socket)
     })
-    const store = storeAt(s.url)
+    const store = testS3Store(s.url)
     assert.deepEqual(await store.get('k', { range: { start: 3, end: 33 } }), BODY.subarray(3, 33))
     assert.equal(store.retries, 1)
     await rejectsCode(store.get('missing'), 'ERR_NOT_FOUND', /HTTP 404 NoSuchKey/)
@@ -349,7 +329,7 @@ describe('lean GETs against a scripted server', () => {
 
   test('at most maxSockets sockets per origin; waiting GETs are served', async () => {
     const s = await serve((req, socket) => setTimeout(() => honest(req, socket), 10))
-    const store = storeAt(s.url, {}, { maxSockets: 3 })
+    const store = testS3Store(s.url, {}, { maxSockets: 3 })
     const got = await Promise.all(
       Array.from({ length: 20 }, (_, i) => store.get('k', { range: { start: i, end: i + 100 } })),
     )
@@ -360,10 +340,10 @@ describe('lean GETs against a scripted server', () => {
 
   test("getPath 'sdk' reads the same bytes through the SDK's handler", async () => {
     const s = await serve(honest)
-    const store = storeAt(s.url, { getPath: 'sdk' })
+    const store = testS3Store(s.url, { getPath: 'sdk' })
     assert.deepEqual(await store.get('k', { range: { start: 1, end: 3000 } }), BODY.subarray(1, 3000))
     assert.deepEqual((await transportOf(store.client)).pool.sockets(), {})
-    assert.throws(() => storeAt(s.url, { getPath: 'curl' as 'sdk' }), /getPath "curl"/)
+    assert.throws(() => testS3Store(s.url, { getPath: 'curl' as 'sdk' }), /getPath "curl"/)
   })
 
   test("https: TLS with the CA and socket bound of the client's https agent; one kept socket", async () => {
