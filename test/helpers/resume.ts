@@ -208,10 +208,10 @@ export function runResumeTests(name: string, make: () => Promise<ObjectStore>, o
       await store.put(key, bytes, { metadata: info?.metadata ?? {} })
       const counting = new CountingStore(store)
       const t = await uploadFile(path, counting, small)
-      // Its first piece was copied, found not the file's bytes and sent; no copy is started
-      // after that (two pieces are in flight at most: the second may have started already).
+      // Its first piece was copied, found not the file's bytes and sent over. (How many copies
+      // of the other completed objects' pieces started before that depends on timing.)
       const copies = counting.requests.uploadPartCopy ?? 0
-      assert.ok(copies >= 1 && copies <= 2, `${copies} parts copied`)
+      assert.ok(copies >= 1, `${copies} parts copied`)
       assert.equal(t.reusedBytes % o.pieceSize, 0, `reused ${t.reusedBytes} bytes`)
       await assertPublished(store, data, t)
     })
