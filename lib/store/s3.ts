@@ -64,6 +64,7 @@ import { StreamSegmentError } from '../errors.js'
 import { crc32 } from '../util/crc32.js'
 import { digestChunks, sha256BeatsMd5 } from '../util/digest.js'
 import { lendPieces } from '../util/piece-pool.js'
+import { describeValue } from '../util/typed-arrays.js'
 import { bodyLength, checkKey, joinBody, unquoteEtag } from './common.js'
 import { askedRange, checkGetAnswer, piecesOf, refused, sendOverHttp, transportOf } from './s3-get.js'
 import {
@@ -90,9 +91,34 @@ const sdkLog = createDebug('stream-segment:sdk')
 const sdkLogger = { trace: sdkLog, debug: sdkLog, info: sdkLog, warn: sdkLog, error: sdkLog }
 const EMPTY = new Uint8Array(0)
 const MD5_HEX = /^[0-9a-f]{32}$/
+/** An entity tag's characters, unquoted (RFC 9110 etagc), and a bound on its length. */
+const ETAG_CHARS = /^[\x21\x23-\x7e\x80-\xff]{1,1024}$/
+
 const MAX_PAGE = 1000
 /** Truncated pages in a row with nothing on them before a listing is given up as endless. */
 const MAX_EMPTY_PAGES = 100
+
+/**
+ * A caller's If-Match ETag, unquoted; ERR_INVALID_ARGUMENT, naming `what`, when it is empty
+ * (no condition at all on some servers: the write would go through unchecked) or no entity tag.
+ */
+function checkIfMatch(what: string, ifMatch: string): string {
+  if (typeof ifMatch !== 'string') {
+    throw StreamSegmentError.invalidArgument(`${what}: ifMatch must be a string, got ${describeValue(ifMatch)}`)
+  }
+  const e = unquoteEtag(ifMatch)
+  if (e === '') throw StreamSegmentError.invalidArgument(`${what}: ifMatch is empty`)
+  if (!ETAG_CHARS.test(e)) {
+    throw StreamSegmentError.invalidArgument(`${what}: ifMatch ${describeEtag(ifMatch)} is no entity tag`)
+  }
+  return e
+}
+
+/** An ETag as a message shows it: JSON-quoted, its first 80 characters. */
+function describeEtag(etag: string | undefined): string {
+  const e = etag ?? ''
+  return JSON.stringify(e.length > 80 ? `${e.slice(0, 80)}…` : e)
+}
 
 export interface S3StoreOptions {
   client: S3Client
@@ -406,9 +432,7 @@ export class S3Store implements ObjectStore {
     const { ifNoneMatch, ifMatch, signal } = options
     checkKey(key)
     // An empty If-Match is no condition at all on some servers: the write would go through unchecked.
-    if (ifMatch !== undefined && unquoteEtag(ifMatch) === '') {
-      throw StreamSegmentError.invalidArgument(`put ${key}: ifMatch is empty`)
-    }
+    if (ifMatch !== undefined) checkIfMatch(`put ${key}`, ifMatch)
     if (ifNoneMatch !== undefined && ifNoneMatch !== '*') {
       throw StreamSegmentError.invalidArgument(`put ${key}: ifNoneMatch must be '*'`)
     }
@@ -437,7 +461,7 @@ export class S3Store implements ObjectStore {
     )
     try {
       const out = await this.#send('PutObject', key, signal, (s) => this.client.send(command, { abortSignal: s }))
-      const etag = unquoteEtag(out.ETag)
+      const etag = this.#etagOrNone('PutObject', key, out.ETag)
       if (etag !== '') return { etag }
       // Without an ETag the answer does not show that anything was stored. Only a conditional
       // put's write id tells this write from what was there before it.
@@ -751,8 +775,7 @@ export class S3Store implements ObjectStore {
     if (!Number.isSafeInteger(start) || !Number.isSafeInteger(end) || start < 0 || end <= start) {
       throw StreamSegmentError.invalidArgument(`${what}: copy range must be 0 ≤ start < end`)
     }
-    const ifMatch = source.ifMatch === undefined ? undefined : unquoteEtag(source.ifMatch)
-    if (ifMatch === '') throw StreamSegmentError.invalidArgument(`copy from ${what}: ifMatch is empty`)
+    const ifMatch = source.ifMatch === undefined ? undefined : checkIfMatch(`copy from ${what}`, source.ifMatch)
     const command = new UploadPartCopyCommand({
       Bucket: this.bucket,
       Key: this.prefix + key,
@@ -846,7 +869,7 @@ export class S3Store implements ObjectStore {
     }
     this.#partCrcs.delete(uploadId)
     this.#claims.delete(uploadId)
-    const etag = unquoteEtag(out.ETag)
+    const etag = this.#etagOrNone('CompleteMultipartUpload', key, out.ETag)
     if (etag !== '') return { etag }
     // radosgw answers with an empty ETag: HEAD for it. What is there counts as this upload only
     // when it is not the claim's empty placeholder and carries the claim's write id (if any):
@@ -957,8 +980,24 @@ export class S3Store implements ObjectStore {
    * object's and later sent as `If-Match: ""`, which some servers take for no condition.
    */
   #etag(op: string, key: string, etag: string | undefined): string {
-    const e = unquoteEtag(etag)
+    const e = this.#etagOrNone(op, key, etag)
     if (e === '') throw StreamSegmentError.store(`${op} ${this.#where(key)}: answered without an ETag`)
+    return e
+  }
+
+  /**
+   * An answer's ETag, unquoted, or '' when it has none. One that is no entity tag (RFC 9110:
+   * visible ASCII but `"`, or obs-text, at most 1024 characters) is ERR_STORE: it is sent
+   * back in If-Match and x-amz-copy-source-if-match, where a control character would fail the
+   * request with Node's error rather than the store's, and it names nothing we can compare.
+   */
+  #etagOrNone(op: string, key: string, etag: string | undefined): string {
+    const e = unquoteEtag(etag)
+    if (e !== '' && !ETAG_CHARS.test(e)) {
+      throw StreamSegmentError.store(
+        `${op} ${this.#where(key)}: answered with ETag ${describeEtag(etag)}, no entity tag`,
+      )
+    }
     return e
   }
 

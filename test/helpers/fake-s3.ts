@@ -366,3 +366,15 @@ export function dropHeader(res: ServerResponse, name: string): void {
     writeHead(status, Object.fromEntries(Object.entries(headers).filter(([k]) => k.toLowerCase() !== name)))
   ;(res as unknown as { writeHead: WriteHead }).writeHead = patched
 }
+
+/** Makes the answer about to be written on `res` carry header `name` (lower case) as `value`. */
+export function replaceHeader(res: ServerResponse, name: string, value: string): void {
+  type WriteHead = (status: number, headers?: Record<string, string>) => ServerResponse
+  const writeHead = res.writeHead.bind(res) as WriteHead
+  const patched: WriteHead = (status, headers = {}) =>
+    writeHead(status, {
+      ...Object.fromEntries(Object.entries(headers).filter(([k]) => k.toLowerCase() !== name)),
+      [name]: value,
+    })
+  ;(res as unknown as { writeHead: WriteHead }).writeHead = patched
+}

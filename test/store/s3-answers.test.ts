@@ -17,6 +17,7 @@ import {
   type ListedEntry,
   listPage,
   rawAnswer,
+  replaceHeader,
   s3Error,
   send,
   startFakeS3,
@@ -291,6 +292,75 @@ describe('a listed object or upload without its time', () => {
     await rejectsCode(gc(store), 'ERR_STORE', /LastModified|Initiated/)
     assert.ok(s3.objects.has('p/0000000002.1'))
     assert.equal(s3.uploads.size, 1)
+  })
+})
+
+describe('an ETag that is no entity tag', () => {
+  test('HEAD, PutObject, UploadPart and a listing: ERR_STORE naming the operation, the key and the ETag', async () => {
+    const s3 = await fake()
+    const store = fakeS3Store(s3)
+    await store.put('k', Buffer.from('x'))
+    const id = await store.createMultipart('m')
+    const long = 'e'.repeat(2000)
+    s3.hook = (r, res) => {
+      if (r.op === 'HeadObject') replaceHeader(res, 'etag', '"a b"')
+      if (r.op === 'PutObject') replaceHeader(res, 'etag', '"a"b"')
+      if (r.op === 'UploadPart') replaceHeader(res, 'etag', `"${long}"`)
+      if (r.op === 'ListObjectsV2') {
+        send(res, 200, listPage([{ key: 'p/k', size: 1, etag: '"a\nb"', lastModified: '2024-01-01T00:00:00.000Z' }]))
+        return true
+      }
+      return false
+    }
+    await rejectsCode(
+      store.head('k'),
+      'ERR_STORE',
+      /HeadObject s3:\/\/bucket\/p\/k: answered with ETag "\\"a b\\"", no entity tag/,
+    )
+    await rejectsCode(
+      store.put('k', Buffer.from('y')),
+      'ERR_STORE',
+      /PutObject s3:\/\/bucket\/p\/k: answered with ETag .*no entity tag/,
+    )
+    await rejectsCode(
+      (async () => {
+        for await (const _ of store.list('')) {
+        }
+      })(),
+      'ERR_STORE',
+      /ListObjectsV2 s3:\/\/bucket\/p\/k: answered with ETag "\\"a\\nb\\"", no entity tag/,
+    )
+    await rejectsCode(
+      store.uploadPart('m', id, 1, Buffer.from('part')),
+      'ERR_STORE',
+      /UploadPart s3:\/\/bucket\/p\/m#1: answered with ETag "\\"e{79}…", no entity tag/,
+    )
+  })
+
+  test("an ifMatch that is no entity tag, or no string, is the caller's error, never sent", async () => {
+    const s3 = await fake()
+    const store = fakeS3Store(s3)
+    await store.put('k', Buffer.from('x'))
+    const id = await store.createMultipart('m')
+    for (const ifMatch of ['"a\r\nX-Injected: 1"', 'a b', 'é'.repeat(3) + '\u0100']) {
+      await rejectsCode(
+        store.put('k', Buffer.from('y'), { ifMatch }),
+        'ERR_INVALID_ARGUMENT',
+        /put k: ifMatch .* is no entity tag/,
+      )
+      await rejectsCode(
+        store.uploadPartCopy('m', id, 1, { store, key: 'k', range: { start: 0, end: 1 }, ifMatch }),
+        'ERR_INVALID_ARGUMENT',
+        /s3:\/\/bucket\/p\/k \[0, 1\): ifMatch .* is no entity tag/,
+      )
+    }
+    await rejectsCode(
+      store.put('k', Buffer.from('y'), { ifMatch: 7 as unknown as string }),
+      'ERR_INVALID_ARGUMENT',
+      /put k: ifMatch must be a string, got number 7/,
+    )
+    assert.equal(s3.count('PutObject'), 1)
+    assert.equal(s3.count('UploadPartCopy'), 0)
   })
 })
 
