@@ -17,6 +17,7 @@
  *   of the limit is taken in steps of that size, the limits applied after each.
  */
 
+import { setImmediate as nextTurn } from 'node:timers/promises'
 import { StreamSegmentError } from '../errors.js'
 import type { Reader } from '../read/reader.js'
 import { DIRTY_BASE, isDirtyRef } from '../state/block-map.js'
@@ -24,6 +25,9 @@ import { type BlockSource, readSource } from '../state/dirty-tier.js'
 import type { FileState } from '../state/file-state.js'
 import { writePartials } from './flush.js'
 import type { SendAhead } from './send-ahead.js'
+
+/** Bytes a writer takes without the event loop turning before it lets it turn (BlockWriter#letLoopTurn). */
+const TURN_BYTES = 8 * 1024 * 1024
 
 /**
  * [offset, end) at `bs`-byte blocks: the whole blocks [firstWhole, endWhole), and the
@@ -46,6 +50,8 @@ export class BlockWriter {
   peakDirtyBytes = 0
   /** Partial segments written under memory pressure. */
   partials = 0
+  /** Bytes written since the event loop last turned (letLoopTurn). */
+  private sinceTurn = 0
 
   constructor(
     private readonly core: FileState,
@@ -85,9 +91,29 @@ export class BlockWriter {
           failed = { err }
         }
       }
+      await this.letLoopTurn(end - at)
       at = end
     } while (at < length)
     if (failed !== undefined) throw failed.err
+  }
+
+  /**
+   * Counts `n` bytes taken, and lets the event loop turn once when TURN_BYTES were taken
+   * since it last turned. A producer whose writes resolve at once (a loop of awaited writes,
+   * a source piped in that never waits) never lets it turn by itself: the store's answers
+   * and the sockets' writes would wait until the dirty limit stopped it, so nothing would
+   * be sent while it produces and the writer would fill its whole limit. A producer that
+   * waits for anything (a file, a socket) lets the loop turn before TURN_BYTES and never
+   * waits here.
+   */
+  private letLoopTurn(n: number): Promise<void> | undefined {
+    if (this.sinceTurn === 0) {
+      setImmediate(() => {
+        this.sinceTurn = 0
+      })
+    }
+    this.sinceTurn += n
+    return this.sinceTurn >= TURN_BYTES ? nextTurn() : undefined
   }
 
   async writeRef(offset: number, length: number, source: BlockSource, sourceOffset: number): Promise<void> {

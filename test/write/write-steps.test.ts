@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { SegmentFile } from '../../lib/segment-file.js'
-import { dirtyLimitBytes, resolveSettings } from '../../lib/settings.js'
+import { dirtyLimitBytes, resolveSettings, STREAMING_PROFILE } from '../../lib/settings.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import { fillBlocks } from '../helpers/pattern.js'
 
@@ -45,5 +45,38 @@ describe('the leaf appends still go into', () => {
     assert.ok(Buffer.from(await again.read(0, bytes.byteLength)).equals(bytes), 'the bytes read back')
     await again.close()
     await file.close()
+  })
+})
+
+describe('a producer that never waits', () => {
+  it("lets the event loop turn, so the store's answers come while it writes", async () => {
+    // A memory store answers a turn of the event loop after each write (as a real store's
+    // request does); awaited writes alone only run microtasks, never that turn.
+    let answered = 0
+    class Counting extends MemoryStore {
+      override async put(...args: Parameters<MemoryStore['put']>) {
+        const out = await super.put(...args)
+        answered++
+        return out
+      }
+      override async uploadPart(...args: Parameters<MemoryStore['uploadPart']>) {
+        const out = await super.uploadPart(...args)
+        answered++
+        return out
+      }
+    }
+    const store = new Counting()
+    const file = await SegmentFile.create(store, STREAMING_PROFILE) // a 96 MiB dirty limit, 16 MiB objects
+    const bytes = Buffer.allocUnsafe(64 * MiB)
+    fillBlocks(bytes, 0)
+    for (let at = 0; at < bytes.byteLength; at += MiB) await file.write(at, bytes.subarray(at, at + MiB))
+    const whileWriting = answered
+    const peak = file.peakDirtyBytes
+    await file.flush()
+    await file.close()
+    // Under the limit all along: without the turns nothing is answered before the flush,
+    // and the writer holds all 64 MiB.
+    assert.ok(whileWriting >= 2, `${whileWriting} requests answered while 64 MiB were written`)
+    assert.ok(peak <= 32 * MiB, `peak ${peak / MiB} MiB held while writing 64 MiB, objects of 16 MiB`)
   })
 })
