@@ -15,6 +15,8 @@
  *   writer waits for every object in flight, then writes partial segments if that is not
  *   enough. Under it, what there is to send ahead is sent. A write larger than a quarter
  *   of the limit is taken in steps of that size, the limits applied after each.
+ * - After TURN_BYTES by value without the event loop turning, a write lets it turn once
+ *   (letLoopTurn), so the store's answers come while a producer that never waits writes.
  */
 
 import { setImmediate as nextTurn } from 'node:timers/promises'
