@@ -360,21 +360,17 @@ export function fakeS3Store(s3: FakeS3, options: Partial<S3StoreOptions> = {}): 
 
 /** Makes the answer about to be written on `res` leave out header `name` (lower case). */
 export function dropHeader(res: ServerResponse, name: string): void {
-  type WriteHead = (status: number, headers?: Record<string, string>) => ServerResponse
-  const writeHead = res.writeHead.bind(res) as WriteHead
-  const patched: WriteHead = (status, headers = {}) =>
-    writeHead(status, Object.fromEntries(Object.entries(headers).filter(([k]) => k.toLowerCase() !== name)))
-  ;(res as unknown as { writeHead: WriteHead }).writeHead = patched
+  replaceHeader(res, name, undefined)
 }
 
-/** Makes the answer about to be written on `res` carry header `name` (lower case) as `value`. */
-export function replaceHeader(res: ServerResponse, name: string, value: string): void {
+/** Makes the answer about to be written on `res` carry header `name` (lower case) as `value`, or not at all. */
+export function replaceHeader(res: ServerResponse, name: string, value: string | undefined): void {
   type WriteHead = (status: number, headers?: Record<string, string>) => ServerResponse
   const writeHead = res.writeHead.bind(res) as WriteHead
   const patched: WriteHead = (status, headers = {}) =>
     writeHead(status, {
       ...Object.fromEntries(Object.entries(headers).filter(([k]) => k.toLowerCase() !== name)),
-      [name]: value,
+      ...(value === undefined ? {} : { [name]: value }),
     })
   ;(res as unknown as { writeHead: WriteHead }).writeHead = patched
 }
