@@ -45,7 +45,7 @@ import { uploadFile } from '../../lib/streams/upload-file.js'
 import { createStreamSegmentWriteStream } from '../../lib/streams/write-stream.js'
 import { crc32Blocks, crc32Implementation } from '../../lib/util/crc32.js'
 import { Limiter } from '../../lib/util/limiter.js'
-import { freshMemoryCost, freshSlabMemoryCost } from '../helpers/bench.js'
+import { freshMemoryCost, freshSlabMemoryCost, otherThreadsCpu } from '../helpers/bench.js'
 import { CpuCountingStore } from '../helpers/cpu-store.js'
 import { fillBlocks } from '../helpers/pattern.js'
 
@@ -147,6 +147,8 @@ interface Sample {
   rss: number
   /** Minor page faults: memory the run touched for the first time in its process. */
   faults: number
+  /** Of `cpu`, what threads other than the main one used (undefined off Linux). */
+  otherThreads?: number
 }
 
 /** Writes streamTotal bytes of the source into `sink` (a Node or streamx Writable), honouring backpressure. */
@@ -174,10 +176,13 @@ async function measure(fn: () => Promise<number | undefined>): Promise<Sample> {
   const rss0 = process.memoryUsage.rss()
   const c0 = process.cpuUsage()
   const f0 = process.resourceUsage().minorPageFault
+  const o0 = otherThreadsCpu()
   const t0 = performance.now()
   const peak = (await fn()) ?? process.memoryUsage.rss()
   const c = process.cpuUsage(c0)
+  const o1 = otherThreadsCpu()
   return {
+    otherThreads: o0 === undefined || o1 === undefined ? undefined : o1 - o0,
     cpu: (c.user + c.system) / 1e6,
     seconds: (performance.now() - t0) / 1000,
     rss: Math.max(0, peak - rss0),
@@ -643,9 +648,9 @@ async function tableStreams() {
     )
   if (child === undefined) {
     console.log(
-      '| variant | CPU-s/GiB | MB/s | peak RSS growth MiB | minor faults per GiB | CPU ÷ baseline, same round | MB/s ÷ baseline, same round |',
+      '| variant | CPU-s/GiB | of which other threads | MB/s | peak RSS growth MiB | minor faults per GiB | CPU ÷ baseline, same round | MB/s ÷ baseline, same round |',
     )
-    console.log('|---|---:|---:|---:|---:|---:|---:|')
+    console.log('|---|---:|---:|---:|---:|---:|---:|---:|')
   }
   if (child !== undefined) {
     // One variant, one round, in a process of its own: its peak RSS is its own.
@@ -698,7 +703,9 @@ async function tableStreams() {
     const cpu = cpuOf(i)
     const rate = (j: number) => (results[j] as Sample[]).map((s) => streamTotal / 1e6 / s.seconds)
     console.log(
-      `| ${v.name}${v.subtractSource ? ' (beyond the source)' : ''} | ${stat(cpu)} | ${stat(rate(i), 0)} | ${stat(
+      `| ${v.name}${v.subtractSource ? ' (beyond the source)' : ''} | ${stat(cpu)} | ${
+        rs.every((s) => s.otherThreads !== undefined) ? stat(rs.map((s) => (s.otherThreads as number) / gib)) : '-'
+      } | ${stat(rate(i), 0)} | ${stat(
         rs.map((s) => s.rss / MiB),
         0,
       )} | ${stat(

@@ -1,5 +1,6 @@
 // What the S3 benchmark programs (test/bench/) share: the server check, the bench bucket, a
 // client that counts its requests and the body bytes it sends, and medians over rounds.
+import { readdirSync, readFileSync } from 'node:fs'
 import { CreateBucketCommand, type S3Client } from '@aws-sdk/client-s3'
 import { createS3Client } from '../../lib/store/s3.js'
 import { allocSlabMemory } from '../../lib/util/huge-memory.js'
@@ -68,4 +69,32 @@ export function freshMemoryCost(alloc: (bytes: number) => Buffer = (bytes) => Bu
  */
 export function freshSlabMemoryCost(): number {
   return freshMemoryCost(allocSlabMemory)
+}
+
+/**
+ * CPU seconds this process's threads other than the main one have used so far (Linux:
+ * /proc/self/task; undefined elsewhere): V8's compiler and garbage-collector helpers and
+ * libuv's pool (file I/O, crypto). Counted in clock ticks (10 ms).
+ */
+export function otherThreadsCpu(): number | undefined {
+  let tasks: string[]
+  try {
+    tasks = readdirSync('/proc/self/task')
+  } catch {
+    return undefined
+  }
+  let ticks = 0
+  for (const tid of tasks) {
+    if (Number(tid) === process.pid) continue
+    let stat: string
+    try {
+      stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8')
+    } catch {
+      continue // the thread ended meanwhile
+    }
+    // After the command name, in parentheses, the fields from the third on: utime is the 14th, stime the 15th.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    ticks += Number(fields[11]) + Number(fields[12])
+  }
+  return ticks / 100
 }
