@@ -118,6 +118,12 @@ export class Reader {
   private crcs = new Uint32Array(0)
   /** A data GET started before the leaf naming its blocks came (`plan` with `guess`; see walk). */
   private guess: { key: string; at: number; end: number; chunks: Promise<Uint8Array[] | undefined> } | undefined
+  /**
+   * Node reads in flight, by parent and entry: a walk that needs a node another walk is
+   * reading waits for that read instead of making its own (a read stream walks the next
+   * window while the one before is still being walked).
+   */
+  private readonly reading = new Map<MapNode, Map<number, Promise<void>>>()
 
   constructor(
     private readonly core: FileState,
@@ -452,6 +458,9 @@ export class Reader {
     while (frontier.length > 0 && (frontier[0] as { node: MapNode }).node.level > 0) {
       const next: Array<{ node: MapNode; upper: number }> = []
       const byObject = new Map<string, NodeRef[]>()
+      /** Needed nodes another walk is reading: taken from their parents once it is done. */
+      const awaited: Array<{ parent: MapNode; i: number; upper: number }> = []
+      const fetches: Promise<void>[] = []
       for (const { node, upper } of frontier) {
         if (node.count === 0 || node.children === undefined) continue
         const firstChild = node.childIndex(from)
@@ -469,6 +478,14 @@ export class Reader {
           const hi = node.hi[i] as number
           const lo = node.lo[i] as number
           if (hi === 0) continue // not a stored node: BlockMap.load reports it if needed
+          const inFlight = this.reading.get(node)?.get(i)
+          if (inFlight !== undefined) {
+            if (inRange) {
+              awaited.push({ parent: node, i, upper: childUpper })
+              fetches.push(inFlight) // what failed it fails this walk too
+            }
+            continue
+          }
           const part = pointerPart(lo)
           const key = segmentKey(hi, part)
           const offset = pointerUnit(lo) * UNIT_BYTES
@@ -491,7 +508,7 @@ export class Reader {
         }
       }
       const leaves = (frontier[0] as { node: MapNode }).node.level === 1
-      const fetches: Promise<void>[] = []
+      const mine = fetches.length
       for (const refs of byObject.values()) {
         if (!refs.some((r) => r.needed)) continue
         const first = refs[0] as NodeRef
@@ -556,11 +573,50 @@ export class Reader {
         }
       }
       if (guess && leaves) this.guessData(byObject, from, to)
-      await Promise.all(fetches)
+      const done = this.noteReading(byObject, fetches.slice(mine))
+      try {
+        await Promise.all(fetches)
+      } finally {
+        done()
+      }
       for (const refs of byObject.values()) {
         for (const r of refs) if (r.needed && r.node !== undefined) next.push({ node: r.node, upper: r.upper })
       }
+      // A node another walk read: attached to its parent by that walk (when it checked out).
+      for (const a of awaited) {
+        const c = a.parent.children?.[a.i]
+        if (c !== undefined) next.push({ node: c, upper: a.upper })
+      }
       frontier = next
+    }
+  }
+
+  /**
+   * Records the node reads this walk's round makes (`reads`, of the nodes in `byObject`)
+   * until they settle, so that another walk needing those nodes waits for them; returns
+   * what forgets them.
+   */
+  private noteReading(byObject: Map<string, NodeRef[]>, reads: Promise<void>[]): () => void {
+    if (reads.length === 0) return () => {}
+    const all = Promise.all(reads).then(() => undefined)
+    all.catch(() => undefined) // this walk awaits and reports it
+    const noted: NodeRef[] = []
+    for (const refs of byObject.values()) {
+      if (!refs.some((x) => x.needed)) continue // an object whose nodes no read fetches
+      for (const r of refs) {
+        let m = this.reading.get(r.parent)
+        if (m === undefined) this.reading.set(r.parent, (m = new Map()))
+        m.set(r.i, all)
+        noted.push(r)
+      }
+    }
+    return () => {
+      for (const r of noted) {
+        const m = this.reading.get(r.parent)
+        if (m?.get(r.i) !== all) continue
+        m.delete(r.i)
+        if (m.size === 0) this.reading.delete(r.parent)
+      }
     }
   }
 

@@ -7,9 +7,11 @@
  * - Read-ahead: the range is planned a window at a time (Reader.plan: holes, data runs
  *   of at most `readGetMaxBytes`): the first window is one short GET (1 MiB), started
  *   with the read of its leaf on a guess of where the data lies (Reader.plan), and its
- *   piece is pushed as soon as it is checked; the next windows are the whole read-ahead,
- *   each walked while the GETs of the one before run. A window that fails to plan fails the stream
- *   before anything after it is planned or pushed. Data runs are fetched ahead of the consumer, so
+ *   piece is pushed as soon as it is checked; the second window (one GET short of the
+ *   read-ahead) is walked beside the first, its leaves read in the same round trip; the
+ *   next windows are the whole read-ahead, each walked while the GETs of the one before
+ *   run. A window that fails to plan fails the stream before anything after it is
+ *   planned or pushed. Data runs are fetched ahead of the consumer, so
  *   several GETs are in flight (at most `readMaxConcurrency` data GETs; the walk of the
  *   next window runs beside them, in slots of its own). Memory bound: the runs
  *   fetched or in flight and not yet pushed hold at most `readAheadBytes` (default
@@ -95,8 +97,10 @@ export class StreamSegmentReadStream extends Readable {
   private filling: Promise<void> | undefined
   private planning: Promise<void> | undefined
   private plannedBytes = 0
-  /** The size of the next window planned: 0 before the first (FIRST_WINDOW_BYTES), then window(). */
+  /** The size of the next window planned: 0 before the first (FIRST_WINDOW_BYTES); the second's, then window(). */
   private nextWindow = 0
+  /** The walk of the second window made beside the first's plan, until the second is planned. */
+  private walkBeside: Promise<void> | undefined
   private fillError: unknown
   /** The GET whose chunks are being pushed, one per `_read`, and how far. */
   private handing: Handing | undefined
@@ -295,16 +299,32 @@ export class StreamSegmentReadStream extends Readable {
       // The first window is one small GET: its walk fetches only the nodes on the way to
       // the first leaf, and its answer comes before the GETs of the next window share the
       // link with it, so the first byte comes after one index read and one short GET. The
-      // next window, the whole read-ahead, is walked while that GET runs.
+      // second window is walked beside it: its leaves are read in the same round trip as
+      // the first's, so its GETs start as soon as the first window is planned, not one
+      // round trip later. It is one GET short of the read-ahead, so that its leaves (one
+      // read per object of at least a GET's size) and the first's fit the walk's slots
+      // at once. The windows after it, the whole read-ahead, are walked while the GETs of
+      // the one before run.
       const full = this.window()
+      const reader = this.reader as Reader
       const firstWindow = this.nextWindow === 0
-      const size = firstWindow ? Math.min(full, FIRST_WINDOW_BYTES) : full
-      this.nextWindow = full
+      const size = firstWindow ? Math.min(full, FIRST_WINDOW_BYTES) : this.nextWindow
+      const getMax = reader.options.readGetMaxBytes
+      this.nextWindow = firstWindow ? Math.max(getMax, full - getMax, bs) : full
       const to = Math.min(this.end, (Math.floor(from / bs) + Math.max(1, Math.ceil(size / bs))) * bs)
       this.pos = to
-      const reader = this.reader as Reader
+      // The second window's plan starts from the walk made beside the first, and fails as it did.
+      const beside = this.walkBeside
+      this.walkBeside = undefined
+      if (beside !== undefined) await beside
       // Its data GET starts with its leaf's read, on a guess of where the data lies (Reader.plan).
-      const pieces = await reader.plan(from, to, firstWindow)
+      const planning = reader.plan(from, to, firstWindow)
+      if (firstWindow && to < this.end) {
+        const aheadTo = Math.min(this.end, to + this.nextWindow)
+        this.walkBeside = reader.walk(to / bs, Math.ceil(aheadTo / bs), true)
+        this.walkBeside.catch(() => undefined) // awaited by the second window's plan
+      }
+      const pieces = await planning
       // A run cut short by the window's end is planned again with the next window, so the
       // windows cost no more GETs than one plan of the whole range.
       const last = pieces[pieces.length - 1]
