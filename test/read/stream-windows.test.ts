@@ -15,6 +15,8 @@ import { FailingStore } from '../helpers/failing-store.js'
 import { pattern } from '../helpers/pattern.js'
 import { type CallInfo, WrappedStore } from '../helpers/wrapped-store.js'
 
+const MiB = 1024 * 1024
+
 /** Holds every GET of a data part's object until `open` is called; `held` names them as they come. */
 class GateStore extends WrappedStore {
   held: string[] = []
@@ -50,8 +52,6 @@ async function stored(size: number): Promise<{ inner: MemoryStore; want: Buffer;
   return { inner, want, objects }
 }
 
-const MiB = 1024 * 1024
-
 describe('read stream windows', () => {
   it("reads the second window's leaves beside the first's, before any of them has come", async () => {
     const { inner, want, objects } = await stored(24 * MiB)
@@ -72,8 +72,8 @@ describe('read stream windows', () => {
     await drained
     assert.ok(keys.length >= 2, `only ${keys.join(', ')} read before the first window's leaf came`)
     assert.ok(Buffer.concat(chunks).equals(want), 'the bytes read back')
-    // The walk beside the first window reads nothing twice: one leaf read per data part,
-    // as a walk of the whole range makes.
+    // The walk beside the first window reads nothing twice: one node read per object
+    // (part 0's index, each data part's leaf span), as one walk of the whole range makes.
     const t = rs.timing
     assert.ok(t !== undefined)
     assert.equal(t.requests.meta, objects, `meta reads ${t.requests.meta}, ${objects} objects`)
