@@ -28,7 +28,7 @@ import {
 } from '@aws-sdk/client-s3'
 import { Upload } from '@aws-sdk/lib-storage'
 import { createS3Client, S3Store } from '../../lib/store/s3.js'
-import { ensureBucket, median, requireS3Server } from '../helpers/bench.js'
+import { ensureBucket, median, procCpuSeconds, requireS3Server } from '../helpers/bench.js'
 
 const MiB = 1024 * 1024
 const CHUNK = 64 * 1024
@@ -146,17 +146,16 @@ async function runVariant(variant: Variant, key: string, body: Buffer): Promise<
 /** utime + stime of the radosgw and OSD processes that rgw.sh started, if we can see them. */
 function serverCpuSeconds(): number | undefined {
   const run = `${process.env.RGW_BASE ?? '/tmp/stream-segment-rgw'}/run`
-  let ticks = 0
+  let seconds = 0
   try {
     for (const name of ['rgw', 'osd']) {
       const pid = readFileSync(`${run}/${name}.pid`, 'utf8').trim()
-      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? []
-      ticks += Number(fields[11]) + Number(fields[12])
+      seconds += procCpuSeconds(`/proc/${pid}/stat`)
     }
   } catch {
     return undefined
   }
-  return ticks / 100 // USER_HZ is 100 on Linux
+  return seconds
 }
 
 async function child(variant: Variant): Promise<void> {

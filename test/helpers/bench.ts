@@ -72,6 +72,17 @@ export function freshSlabMemoryCost(): number {
 }
 
 /**
+ * User + system CPU seconds of a process or thread, from its /proc `stat` file (Linux;
+ * e.g. `/proc/123/stat`, `/proc/self/task/456/stat`); throws when the file cannot be read.
+ */
+export function procCpuSeconds(statPath: string): number {
+  const stat = readFileSync(statPath, 'utf8')
+  // After the command name, in parentheses, the fields from the third on: utime is the 14th, stime the 15th.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  return (Number(fields[11]) + Number(fields[12])) / 100 // clock ticks: USER_HZ is 100 on Linux
+}
+
+/**
  * CPU seconds this process's threads other than the main one have used so far (Linux:
  * /proc/self/task; undefined elsewhere): V8's compiler and garbage-collector helpers and
  * libuv's pool (file I/O, crypto). Counted in clock ticks (10 ms).
@@ -83,18 +94,14 @@ export function otherThreadsCpu(): number | undefined {
   } catch {
     return undefined
   }
-  let ticks = 0
+  let seconds = 0
   for (const tid of tasks) {
     if (Number(tid) === process.pid) continue
-    let stat: string
     try {
-      stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8')
+      seconds += procCpuSeconds(`/proc/self/task/${tid}/stat`)
     } catch {
-      continue // the thread ended meanwhile
+      // the thread ended meanwhile
     }
-    // After the command name, in parentheses, the fields from the third on: utime is the 14th, stime the 15th.
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-    ticks += Number(fields[11]) + Number(fields[12])
   }
-  return ticks / 100
+  return seconds
 }
