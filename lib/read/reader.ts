@@ -458,9 +458,9 @@ export class Reader {
     while (frontier.length > 0 && (frontier[0] as { node: MapNode }).node.level > 0) {
       const next: Array<{ node: MapNode; upper: number }> = []
       const byObject = new Map<string, NodeRef[]>()
-      /** Needed nodes another walk is reading: taken from their parents once it is done. */
+      /** Needed nodes another walk is reading (taken from their parents once done), and those reads. */
       const awaited: Array<{ parent: MapNode; i: number; upper: number }> = []
-      const fetches: Promise<void>[] = []
+      const others: Promise<void>[] = []
       for (const { node, upper } of frontier) {
         if (node.count === 0 || node.children === undefined) continue
         const firstChild = node.childIndex(from)
@@ -482,7 +482,7 @@ export class Reader {
           if (inFlight !== undefined) {
             if (inRange) {
               awaited.push({ parent: node, i, upper: childUpper })
-              fetches.push(inFlight) // what failed it fails this walk too
+              others.push(inFlight) // what failed it fails this walk too
             }
             continue
           }
@@ -508,9 +508,12 @@ export class Reader {
         }
       }
       const leaves = (frontier[0] as { node: MapNode }).node.level === 1
-      const mine = fetches.length
+      const fetches: Promise<void>[] = []
+      /** The nodes this round reads (those of objects with a needed node), for other walks to wait for. */
+      const read: NodeRef[] = []
       for (const refs of byObject.values()) {
         if (!refs.some((r) => r.needed)) continue
+        read.push(...refs)
         const first = refs[0] as NodeRef
         const st = this.objects.state(first.key, first.hi, pointerPart(first.lo))
         const spans = nodeSpans(refs, this.core.settings.metaBlockSize, NODE_SPAN_BYTES)
@@ -573,9 +576,9 @@ export class Reader {
         }
       }
       if (guess && leaves) this.guessData(byObject, from, to)
-      const done = this.noteReading(byObject, fetches.slice(mine))
+      const done = this.noteReading(read, fetches)
       try {
-        await Promise.all(fetches)
+        await Promise.all([...fetches, ...others])
       } finally {
         done()
       }
@@ -592,26 +595,20 @@ export class Reader {
   }
 
   /**
-   * Records the node reads this walk's round makes (`reads`, of the nodes in `byObject`)
-   * until they settle, so that another walk needing those nodes waits for them; returns
-   * what forgets them.
+   * Records that nodes `refs` are being read by `reads` until they settle, so that another
+   * walk needing them waits for those reads; returns what forgets them.
    */
-  private noteReading(byObject: Map<string, NodeRef[]>, reads: Promise<void>[]): () => void {
+  private noteReading(refs: readonly NodeRef[], reads: Promise<void>[]): () => void {
     if (reads.length === 0) return () => {}
     const all = Promise.all(reads).then(() => undefined)
-    all.catch(() => undefined) // this walk awaits and reports it
-    const noted: NodeRef[] = []
-    for (const refs of byObject.values()) {
-      if (!refs.some((x) => x.needed)) continue // an object whose nodes no read fetches
-      for (const r of refs) {
-        let m = this.reading.get(r.parent)
-        if (m === undefined) this.reading.set(r.parent, (m = new Map()))
-        m.set(r.i, all)
-        noted.push(r)
-      }
+    all.catch(() => undefined) // the walk making them awaits and reports them
+    for (const r of refs) {
+      let m = this.reading.get(r.parent)
+      if (m === undefined) this.reading.set(r.parent, (m = new Map()))
+      m.set(r.i, all)
     }
     return () => {
-      for (const r of noted) {
+      for (const r of refs) {
         const m = this.reading.get(r.parent)
         if (m?.get(r.i) !== all) continue
         m.delete(r.i)
