@@ -80,6 +80,16 @@ const cases: Case[] = [
     lines: [/^s3store +[\d.]+/, /^s3store-md5 +[\d.]+/, /^s3store-unchecked +[\d.]+/, /^lib-storage +[\d.]+/],
   },
   {
+    program: 'startup',
+    args: ['--runs', '1'],
+    lines: [
+      /^# start-up: each row a fresh process, 1 runs/,
+      /^\| node -e 0 \(Node alone\) \| \d+ \(\d+–\d+\) \| (\d+ \(\d+–\d+\)|-) \|$/,
+      /^\| stream-segment put \(1 MiB file, directory store\) \| \d+ /,
+      /^\| stream-segment get \(to a file, directory store\) \| \d+ /,
+    ],
+  },
+  {
     program: 'stream-flush',
     env: { BENCH_MIB: MIB, BENCH_HOT_MIB: '4' },
     lines: [

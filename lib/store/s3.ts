@@ -41,28 +41,12 @@ import { Agent as HttpAgent } from 'node:http'
 import { Agent as HttpsAgent } from 'node:https'
 import { Readable } from 'node:stream'
 import { setTimeout as sleep } from 'node:timers/promises'
-import {
-  AbortMultipartUploadCommand,
-  CompleteMultipartUploadCommand,
-  CreateMultipartUploadCommand,
-  DeleteObjectCommand,
-  DeleteObjectsCommand,
-  GetObjectCommand,
-  HeadObjectCommand,
-  ListMultipartUploadsCommand,
-  ListObjectsV2Command,
-  ListPartsCommand,
-  type Part,
-  PutObjectCommand,
-  S3Client,
-  type S3ClientConfig,
-  UploadPartCommand,
-  UploadPartCopyCommand,
-} from '@aws-sdk/client-s3'
+import type { Part, S3Client, S3ClientConfig } from '@aws-sdk/client-s3'
 import createDebug from 'debug'
 import { StreamSegmentError } from '../errors.js'
 import { crc32 } from '../util/crc32.js'
 import { digestChunks, sha256BeatsMd5 } from '../util/digest.js'
+import { requireLater } from '../util/optional-require.cjs'
 import { lendPieces } from '../util/piece-pool.js'
 import { describeValue } from '../util/typed-arrays.js'
 import { bodyLength, checkKey, joinBody, unquoteEtag } from './common.js'
@@ -87,6 +71,20 @@ import {
 } from './types.js'
 
 const log = createDebug('stream-segment:s3')
+
+type S3Sdk = typeof import('@aws-sdk/client-s3')
+let loadedSdk: S3Sdk | undefined
+/**
+ * The SDK's S3 module, required when first used (an S3 store made, a client created): a
+ * program that only uses the directory or memory store never loads it, and importing the
+ * library stays cheap (the SDK takes about 0.1 s of CPU to load). It resolves to the same
+ * module a caller's `import { S3Client } from '@aws-sdk/client-s3'` gets (its `main`, as
+ * the package declares no `exports`), so their clients are instances of its S3Client.
+ */
+function sdk(): S3Sdk {
+  loadedSdk ??= requireLater<S3Sdk>('@aws-sdk/client-s3')
+  return loadedSdk
+}
 const sdkLog = createDebug('stream-segment:sdk')
 const sdkLogger = { trace: sdkLog, debug: sdkLog, info: sdkLog, warn: sdkLog, error: sdkLog }
 const EMPTY = new Uint8Array(0)
@@ -190,6 +188,7 @@ export function createS3Client(options: CreateS3ClientOptions = {}): S3Client {
   const { maxSockets = 64, connectTimeoutMs = 5_000, idleTimeoutMs = 30_000, ...config } = options
   const endpoint = config.endpoint ?? process.env.AWS_ENDPOINT_URL_S3 ?? process.env.AWS_ENDPOINT_URL
   const region = config.region ?? process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION
+  const { S3Client } = sdk()
   return new S3Client({
     requestHandler: {
       httpAgent: new HttpAgent({ keepAlive: true, maxSockets }),
@@ -373,8 +372,11 @@ export class S3Store implements ObjectStore {
   /** uploadId → partNumber → CRC-32 (base64), for Complete when `checksums` is on. */
   #partCrcs = new Map<string, Map<number, string>>()
 
+  /** The SDK's module, loaded by the first store made (`sdk`). */
+  readonly #sdk = sdk()
+
   constructor(options: S3StoreOptions) {
-    if (!(options.client instanceof S3Client))
+    if (!(options.client instanceof this.#sdk.S3Client))
       throw StreamSegmentError.invalidArgument('S3Store: client must be an S3Client')
     if (typeof options.bucket !== 'string' || options.bucket === '') {
       throw StreamSegmentError.invalidArgument('S3Store: bucket must be a non-empty string')
@@ -446,7 +448,7 @@ export class S3Store implements ObjectStore {
     const crc = (await this.#sendsCrc()) ? crc32Base64(joined.list) : undefined
     const command = this.#payload(
       joined.list,
-      new PutObjectCommand({
+      new this.#sdk.PutObjectCommand({
         Bucket: this.bucket,
         Key: this.prefix + key,
         Body: joined.body,
@@ -509,7 +511,7 @@ export class S3Store implements ObjectStore {
     const header = range === undefined ? undefined : this.#rangeHeader(key, range)
     try {
       return await this.#send('GetObject', key, signal, async (s) => {
-        const command = new GetObjectCommand({ Bucket: this.bucket, Key: this.prefix + key, Range: header })
+        const command = new this.#sdk.GetObjectCommand({ Bucket: this.bucket, Key: this.prefix + key, Range: header })
         if (this.getPath === 'http') sendOverHttp(command, await transportOf(this.client), s, this.#where(key))
         const out = await this.client.send(command, { abortSignal: s })
         const pieces = piecesOf(out.Body)
@@ -535,7 +537,7 @@ export class S3Store implements ObjectStore {
   async head(key: string, options: RequestOptions = {}): Promise<ObjectInfo | undefined> {
     const { signal } = options
     try {
-      const command = new HeadObjectCommand({ Bucket: this.bucket, Key: this.prefix + key })
+      const command = new this.#sdk.HeadObjectCommand({ Bucket: this.bucket, Key: this.prefix + key })
       const out = await this.#send('HeadObject', key, signal, (s) => this.client.send(command, { abortSignal: s }))
       const size = out.ContentLength
       if (size === undefined || !Number.isSafeInteger(size) || size < 0) {
@@ -592,7 +594,7 @@ export class S3Store implements ObjectStore {
     let previous = startAfter === undefined ? undefined : Buffer.from(this.prefix + startAfter)
     let token: string | undefined
     do {
-      const command = new ListObjectsV2Command({
+      const command = new this.#sdk.ListObjectsV2Command({
         Bucket: this.bucket,
         Prefix: this.prefix + prefix,
         ContinuationToken: token,
@@ -641,7 +643,7 @@ export class S3Store implements ObjectStore {
     const list = typeof keys === 'string' ? [keys] : keys
     if (list.length === 1) {
       const key = list[0] as string
-      const command = new DeleteObjectCommand({ Bucket: this.bucket, Key: this.prefix + key })
+      const command = new this.#sdk.DeleteObjectCommand({ Bucket: this.bucket, Key: this.prefix + key })
       try {
         await this.#send('DeleteObject', key, signal, (s) => this.client.send(command, { abortSignal: s }))
       } catch (err) {
@@ -654,7 +656,7 @@ export class S3Store implements ObjectStore {
       const what = `${batch.length} keys from ${batch[0]}`
       // radosgw (and other S3-compatible servers) require Content-MD5 on DeleteObjects.
       const command = addHeader(
-        new DeleteObjectsCommand({
+        new this.#sdk.DeleteObjectsCommand({
           Bucket: this.bucket,
           Delete: { Objects: batch.map((k) => ({ Key: this.prefix + k })), Quiet: true },
         }),
@@ -685,7 +687,7 @@ export class S3Store implements ObjectStore {
       await this.put(key, EMPTY, { ifNoneMatch: '*', writeId, metadata: options.metadata, signal })
     }
     const metadata = writeId === undefined ? options.metadata : { ...options.metadata, [WRITE_ID_METADATA]: writeId }
-    const command = new CreateMultipartUploadCommand({
+    const command = new this.#sdk.CreateMultipartUploadCommand({
       Bucket: this.bucket,
       Key: this.prefix + key,
       Metadata: metadata,
@@ -724,7 +726,7 @@ export class S3Store implements ObjectStore {
     const crc = (await this.#sendsCrc()) ? crc32Base64(joined.list) : undefined
     const command = this.#payload(
       joined.list,
-      new UploadPartCommand({
+      new this.#sdk.UploadPartCommand({
         Bucket: this.bucket,
         Key: this.prefix + key,
         UploadId: uploadId,
@@ -776,7 +778,7 @@ export class S3Store implements ObjectStore {
       throw StreamSegmentError.invalidArgument(`${what}: copy range must be 0 ≤ start < end`)
     }
     const ifMatch = source.ifMatch === undefined ? undefined : checkIfMatch(`copy from ${what}`, source.ifMatch)
-    const command = new UploadPartCopyCommand({
+    const command = new this.#sdk.UploadPartCopyCommand({
       Bucket: this.bucket,
       Key: this.prefix + key,
       UploadId: uploadId,
@@ -830,7 +832,7 @@ export class S3Store implements ObjectStore {
     const { signal } = options
     const sorted = [...parts].sort((a, b) => a.partNumber - b.partNumber)
     const crcs = this.checksums ? await this.#crcsOf(key, uploadId, sorted, signal) : undefined
-    const command = new CompleteMultipartUploadCommand({
+    const command = new this.#sdk.CompleteMultipartUploadCommand({
       Bucket: this.bucket,
       Key: this.prefix + key,
       UploadId: uploadId,
@@ -886,7 +888,11 @@ export class S3Store implements ObjectStore {
 
   async abortMultipart(key: string, uploadId: string, options: RequestOptions = {}): Promise<void> {
     const { signal } = options
-    const command = new AbortMultipartUploadCommand({ Bucket: this.bucket, Key: this.prefix + key, UploadId: uploadId })
+    const command = new this.#sdk.AbortMultipartUploadCommand({
+      Bucket: this.bucket,
+      Key: this.prefix + key,
+      UploadId: uploadId,
+    })
     try {
       await this.#send('AbortMultipartUpload', key, signal, (s) => this.client.send(command, { abortSignal: s }))
     } catch (err) {
@@ -902,7 +908,7 @@ export class S3Store implements ObjectStore {
     let keyMarker: string | undefined
     let uploadIdMarker: string | undefined
     for (;;) {
-      const command = new ListMultipartUploadsCommand({
+      const command = new this.#sdk.ListMultipartUploadsCommand({
         Bucket: this.bucket,
         Prefix: this.prefix + prefix,
         KeyMarker: keyMarker,
@@ -962,7 +968,7 @@ export class S3Store implements ObjectStore {
     const pages = new Pages('ListParts', `${this.#where(key)} upload ${uploadId}`)
     let marker: string | undefined
     do {
-      const command = new ListPartsCommand({
+      const command = new this.#sdk.ListPartsCommand({
         Bucket: this.bucket,
         Key: this.prefix + key,
         UploadId: uploadId,
@@ -1076,7 +1082,7 @@ export class S3Store implements ObjectStore {
   }
 
   async #uploadExists(key: string, uploadId: string, signal: AbortSignal | undefined): Promise<boolean> {
-    const command = new ListPartsCommand({
+    const command = new this.#sdk.ListPartsCommand({
       Bucket: this.bucket,
       Key: this.prefix + key,
       UploadId: uploadId,

@@ -83,6 +83,21 @@ export function procCpuSeconds(statPath: string): number {
 }
 
 /**
+ * CPU seconds of this process's children that have ended and been waited for (Linux:
+ * cutime + cstime of /proc/self/stat; undefined elsewhere). Counted in clock ticks (10 ms).
+ */
+export function childrenCpuSeconds(): number | undefined {
+  let stat: string
+  try {
+    stat = readFileSync('/proc/self/stat', 'utf8')
+  } catch {
+    return undefined
+  }
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  return (Number(fields[13]) + Number(fields[14])) / 100
+}
+
+/**
  * CPU seconds this process's threads other than the main one have used so far (Linux:
  * /proc/self/task; undefined elsewhere): V8's compiler and garbage-collector helpers and
  * libuv's pool (file I/O, crypto). Counted in clock ticks (10 ms).
