@@ -26,6 +26,7 @@ import { MAX_CNO } from './format/pointer.js'
 import { isSettingName, type Settings, SPEC_DEFAULTS } from './settings.js'
 import { fileUrlPath, openStore } from './store/open.js'
 import type { ObjectStore } from './store/types.js'
+import { type BenchResult, benchStore } from './streams/bench.js'
 import { downloadFile } from './streams/download-file.js'
 import { createStreamSegmentReadStream } from './streams/read-stream.js'
 import { openLocalFile, uploadFile } from './streams/upload-file.js'
@@ -133,6 +134,12 @@ Commands:
                    write a checkpoint (default: the published one) as one plain object or file
                    that any S3 tool reads; S3 to S3 copies server-side what it can; prints the
                    bytes copied server-side and the bytes sent. Nothing is left on failure
+  bench <url> [--size N] [--rounds N] [--json]
+                   measure the store at <url>, which must hold nothing: each round writes N
+                   bytes (default 256M) through the write stream, reads them back through the
+                   read stream (checked), then puts and gets the same bytes as plain 16 MiB
+                   objects; prints MiB/s and CPU-s/GiB of each (median of --rounds, default 3),
+                   and deletes everything it wrote, also on failure or Ctrl-C
 
 Options:
   -h, --help       show this help
@@ -993,6 +1000,77 @@ async function exportCommand(p: Parsed, out: Out, err: Out): Promise<number> {
   return 0
 }
 
+const BENCH_USAGE = 'bench <url> [--size N] [--rounds N] [--json]'
+
+async function benchCommand(p: Parsed, out: Out, err: Out): Promise<number> {
+  const [url] = positionals(p, 1, 1, BENCH_USAGE) as [string]
+  const sizeText = p.options.get('size')
+  const bytes = sizeText === undefined ? 256 * MiB : parseSize(optionName(p, 'size'), sizeText)
+  if (bytes < 1) throw StreamSegmentError.invalidArgument(`option ${optionName(p, 'size')}: must be at least 1 byte`)
+  const roundsText = p.options.get('rounds') ?? '3'
+  if (!/^\d+$/.test(roundsText) || Number(roundsText) < 1 || Number(roundsText) > 100) {
+    throw StreamSegmentError.invalidArgument(
+      `option ${optionName(p, 'rounds')}: ${JSON.stringify(roundsText)} is not a number from 1 to 100`,
+    )
+  }
+  const rounds = Number(roundsText)
+  const store = openStore(url)
+  const ac = new AbortController()
+  const onSigint = () => ac.abort(new Error('interrupted (SIGINT)'))
+  process.once('SIGINT', onSigint)
+  let r: BenchResult
+  try {
+    r = await benchStore(store, {
+      bytes,
+      rounds,
+      signal: ac.signal,
+      onPass: err.isTTY ? (round, pass) => err.write(`bench: round ${round + 1}/${rounds}: ${pass}\n`) : undefined,
+    })
+  } finally {
+    process.removeListener('SIGINT', onSigint)
+  }
+  const gib = bytes / (1024 * MiB)
+  const passes = [
+    ['write stream (16 MiB objects)', r.rounds.map((x) => x.write)],
+    ['read stream (cold, every byte checked)', r.rounds.map((x) => x.read)],
+    ['store put (16 MiB objects, 4 at once)', r.rounds.map((x) => x.put)],
+    ['store get (the same objects, 10 at once)', r.rounds.map((x) => x.get)],
+  ] as const
+  const rate = (xs: readonly { seconds: number }[]) => xs.map((x) => bytes / MiB / x.seconds)
+  const cpu = (xs: readonly { cpuSeconds: number }[]) => xs.map((x) => x.cpuSeconds / gib)
+  const ratio = (a: readonly { seconds: number }[], b: readonly { seconds: number }[]) => {
+    const ra = rate(a)
+    const rb = rate(b)
+    return median(ra.map((x, i) => x / (rb[i] as number)))
+  }
+  const summary = {
+    writeToPut: ratio(passes[0][1], passes[2][1]),
+    readToGet: ratio(passes[1][1], passes[3][1]),
+    firstByteMs: median(r.rounds.map((x) => x.read.firstByteMs)),
+  }
+  if (p.flags.has('json')) {
+    out.write(`${JSON.stringify({ ...r, ...summary })}\n`)
+    return 0
+  }
+  const spread = (xs: number[], digits: number) =>
+    `${median(xs).toFixed(digits)} (${Math.min(...xs).toFixed(digits)}-${Math.max(...xs).toFixed(digits)})`
+  const rows: Array<Array<string | number>> = [['pass', 'MiB/s', 'CPU-s/GiB']]
+  for (const [name, xs] of passes) rows.push([name, spread(rate(xs), 0), spread(cpu(xs), 2)])
+  out.write(
+    `bench of ${r.url}: ${formatBytes(bytes)} per pass, ${rounds} ${rounds === 1 ? 'round' : 'rounds'}, median (min-max)\n` +
+      `${table(rows, [false, true, true])}\n` +
+      `write stream ${summary.writeToPut.toFixed(2)}x the store's put MiB/s, read stream ${summary.readToGet.toFixed(2)}x its get; ` +
+      `first byte of a read after ${summary.firstByteMs.toFixed(0)} ms; everything written was deleted\n`,
+  )
+  return 0
+}
+
+function median(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b)
+  const m = s.length >> 1
+  return s.length % 2 === 1 ? (s[m] as number) : ((s[m - 1] as number) + (s[m] as number)) / 2
+}
+
 /** Every command: what it accepts, and what runs it. */
 const COMMANDS: Record<string, { spec: CommandSpec; run: (p: Parsed, out: Out, err: Out) => Promise<number> }> = {
   put: {
@@ -1012,6 +1090,7 @@ const COMMANDS: Record<string, { spec: CommandSpec; run: (p: Parsed, out: Out, e
   gc: { spec: { values: ['keep', 'keepCnos', 'keepNewerThan', 'grace'], flags: ['json', 'dryRun'] }, run: gcCommand },
   rm: { spec: { flags: ['json', 'yes'] }, run: rm },
   export: { spec: { values: ['cno', 'contentType'], flags: ['json', 'noCopy'] }, run: exportCommand },
+  bench: { spec: { values: ['size', 'rounds'], flags: ['json'] }, run: benchCommand },
 }
 
 /**

@@ -12,7 +12,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { after, describe, it } from 'node:test'
-import { s3TestBucket, uniquePrefix } from './helpers/s3-env.js'
+import { s3TestBucket, s3TestStore, uniquePrefix } from './helpers/s3-env.js'
 
 const bin = resolve('bin/stream-segment.cjs')
 const run = (args: string[], options: SpawnSyncOptions = {}) => {
@@ -40,6 +40,7 @@ describe('a bucket that does not exist', () => {
     ['verify', ['verify', url]],
     ['gc', ['gc', url]],
     ['rm', ['rm', url, '--yes']],
+    ['bench', ['bench', url, '--size', '1M', '--rounds', '1']],
   ]
   for (const [name, args, options] of commands) {
     it(`${name}: ERR_NOT_FOUND, exit 3, naming the bucket`, async () => {
@@ -85,5 +86,34 @@ describe('a real bucket', () => {
       const rm = run(['rm', url, '--yes'])
       assert.equal(rm.status, 0, rm.stderr)
     }
+  })
+})
+
+describe('bench on a real bucket', () => {
+  it('runs its four passes on a fresh prefix and leaves it empty; refuses a prefix that holds objects', async () => {
+    const bucket = await s3TestBucket()
+    const prefix = uniquePrefix('cli-bench')
+    const url = `s3://${bucket}/${prefix}`
+    const r = run(['bench', url, '--size', '20M', '--rounds', '1', '--json'])
+    assert.equal(r.status, 0, r.stderr)
+    const got = JSON.parse(r.text)
+    assert.equal(got.bytes, 20 * 1024 * 1024)
+    const [round] = got.rounds
+    assert.ok(round.write.objects >= 2 && round.put.objects === 2, JSON.stringify(round))
+    for (const pass of ['write', 'read', 'put', 'get']) assert.ok(round[pass].seconds > 0, pass)
+    const store = await s3TestStore(prefix)
+    const left: string[] = []
+    for await (const e of store.list('')) left.push(e.key)
+    assert.deepEqual(left, [], 'nothing left under the prefix')
+    let uploads = 0
+    for await (const _ of store.listMultipart('')) uploads++
+    assert.equal(uploads, 0, 'no open upload')
+    // A prefix holding anything is refused, and kept as it was.
+    await store.put('someone-elses', Buffer.from('keep me'))
+    const refused = run(['bench', url, '--size', '1M', '--rounds', '1'])
+    assert.equal(refused.status, 6, refused.stderr)
+    assert.match(refused.stderr, /^stream-segment: ERR_CONFLICT: bench: .* holds objects already/)
+    assert.equal(Buffer.from(await store.get('someone-elses')).toString(), 'keep me')
+    await store.delete('someone-elses')
   })
 })

@@ -1,0 +1,171 @@
+/**
+ * `benchStore`: how fast this store takes and gives back a stream, measured where the
+ * user's data will live (the CLI's `bench`). Each round, on a store that holds nothing:
+ * - the write stream (its default, streaming profile) fed `bytes` in 1 MiB chunks,
+ *   seconds from the first write to the published checkpoint;
+ * - the read stream of that checkpoint, cold (a new open), every byte read compared
+ *   with what was written (one CRC-32 over the whole, against the source's);
+ * - the baseline: the same bytes as plain objects of 16 MiB put by the store itself, 4 at
+ *   once (the write stream's objects and sends in flight), then got whole, 10 at once
+ *   (the read stream's GETs in flight);
+ * - everything written deleted again (the container with `removeContainer`).
+ * Each pass reports seconds and the process's CPU seconds (user + system, every thread).
+ * Whatever happens, a round leaves nothing behind that it can still delete: a failure
+ * or an abort (`signal`) deletes what was written before it is reported.
+ */
+import { randomFillSync } from 'node:crypto'
+import { Readable } from 'node:stream'
+import { pipeline } from 'node:stream/promises'
+import { removeContainer } from '../admin/remove.js'
+import { deleteObjects, getObjects, putObjects, storeIsEmpty } from '../container/raw-objects.js'
+import { StreamSegmentError } from '../errors.js'
+import type { ObjectStore } from '../store/types.js'
+import { crc32 } from '../util/crc32.js'
+import { createStreamSegmentReadStream } from './read-stream.js'
+import { createStreamSegmentWriteStream } from './write-stream.js'
+
+const MiB = 1024 * 1024
+const CHUNK = MiB
+/** The source repeats this many distinct chunks of random bytes (16 MiB, one object's worth). */
+const DISTINCT_CHUNKS = 16
+const OBJECT_BYTES = 16 * MiB
+const PUTS_IN_FLIGHT = 4
+const GETS_IN_FLIGHT = 10
+/** Keys of the baseline's plain objects, under the store's prefix. */
+const RAW_PREFIX = 'stream-segment-bench-raw-'
+
+export interface BenchOptions {
+  /** Bytes written and read per pass (default 256 MiB; at least 1). */
+  bytes?: number
+  /** Rounds of the four passes (default 3). */
+  rounds?: number
+  signal?: AbortSignal
+  /** Called as each pass starts, e.g. to draw progress. */
+  onPass?: (round: number, pass: BenchPass) => void
+}
+
+export type BenchPass = 'write stream' | 'read stream' | 'store put' | 'store get'
+
+export interface BenchSample {
+  seconds: number
+  /** Process CPU seconds (user + system) during the pass. */
+  cpuSeconds: number
+}
+
+export interface BenchRound {
+  write: BenchSample & { objects: number }
+  read: BenchSample & { firstByteMs: number }
+  put: BenchSample & { objects: number }
+  get: BenchSample
+}
+
+export interface BenchResult {
+  url: string
+  bytes: number
+  rounds: BenchRound[]
+}
+
+/** Runs the rounds on `store`, which must hold nothing (ERR_CONFLICT otherwise: nothing is written then). */
+export async function benchStore(store: ObjectStore, options: BenchOptions = {}): Promise<BenchResult> {
+  const { bytes = 256 * MiB, rounds = 3, signal, onPass } = options
+  if (!(Number.isSafeInteger(bytes) && bytes >= 1))
+    throw StreamSegmentError.invalidArgument(`bench: bytes = ${bytes}: must be a positive integer`)
+  if (!(Number.isInteger(rounds) && rounds >= 1 && rounds <= 100))
+    throw StreamSegmentError.invalidArgument(`bench: rounds = ${rounds}: must be an integer from 1 to 100`)
+  if (!(await storeIsEmpty(store, signal))) {
+    throw StreamSegmentError.conflict(
+      `bench: ${store.url} holds objects already; give a location that holds nothing (bench deletes all it writes there)`,
+    )
+  }
+  const chunks = Array.from({ length: DISTINCT_CHUNKS }, () => randomFillSync(Buffer.allocUnsafeSlow(CHUNK)))
+  /** The source's bytes [at, at + n) (n ≤ CHUNK, within one chunk). */
+  const slice = (at: number, n: number) => {
+    const c = chunks[Math.floor(at / CHUNK) % DISTINCT_CHUNKS] as Buffer
+    return c.subarray(at % CHUNK, (at % CHUNK) + n)
+  }
+  /** The bytes written, in 1 MiB chunks. */
+  function* source(): Generator<Buffer> {
+    for (let at = 0; at < bytes; at += CHUNK) yield slice(at, Math.min(CHUNK, bytes - at))
+  }
+  let want = 0
+  for (const c of source()) want = crc32(c, want)
+  const count = Math.ceil(bytes / OBJECT_BYTES)
+  const rawKeys = Array.from({ length: count }, (_, i) => `${RAW_PREFIX}${i}`)
+  const out: BenchRound[] = []
+  for (let r = 0; r < rounds; r++) {
+    const round: Partial<BenchRound> = {}
+    try {
+      onPass?.(r, 'write stream')
+      round.write = await measure(async () => {
+        const ws = createStreamSegmentWriteStream({ store, signal })
+        await pipeline(Readable.from(source()), ws)
+        return { objects: ws.flushTiming?.objects ?? 0 }
+      })
+      onPass?.(r, 'read stream')
+      round.read = await measure(async () => {
+        const t0 = performance.now()
+        let firstByteMs = -1
+        let got = 0
+        let crc = 0
+        for await (const c of createStreamSegmentReadStream({ store, signal })) {
+          const chunk = c as Uint8Array
+          if (firstByteMs < 0) firstByteMs = performance.now() - t0
+          crc = crc32(chunk, crc)
+          got += chunk.byteLength
+        }
+        if (got !== bytes || crc !== want) {
+          throw StreamSegmentError.corrupt(
+            `bench: read back ${got} bytes of CRC-32 ${hex(crc)}, wrote ${bytes} bytes of CRC-32 ${hex(want)}`,
+          )
+        }
+        return { firstByteMs }
+      })
+      await removeContainer(store, { signal })
+      const body = (i: number) => {
+        const parts: Uint8Array[] = []
+        const end = Math.min(bytes, (i + 1) * OBJECT_BYTES)
+        for (let at = i * OBJECT_BYTES; at < end; at += CHUNK) parts.push(slice(at, Math.min(CHUNK, end - at)))
+        return parts
+      }
+      onPass?.(r, 'store put')
+      round.put = await measure(async () => {
+        await putObjects(store, rawKeys, body, PUTS_IN_FLIGHT, signal)
+        return { objects: count }
+      })
+      onPass?.(r, 'store get')
+      round.get = await measure(async () => {
+        let got = 0
+        await getObjects(
+          store,
+          rawKeys,
+          GETS_IN_FLIGHT,
+          (_, cs) => {
+            for (const c of cs) got += c.byteLength
+          },
+          signal,
+        )
+        if (got !== bytes) throw StreamSegmentError.corrupt(`bench: got ${got} bytes of plain objects, put ${bytes}`)
+        return {}
+      })
+    } finally {
+      // Nothing left behind, also after a failure or an abort (so without the signal).
+      await deleteObjects(store, rawKeys).catch(() => undefined)
+      await removeContainer(store).catch(() => undefined)
+    }
+    out.push(round as BenchRound)
+  }
+  return { url: store.url, bytes, rounds: out }
+}
+
+async function measure<T extends object>(run: () => Promise<T>): Promise<BenchSample & T> {
+  const c0 = process.cpuUsage()
+  const t0 = performance.now()
+  const extra = await run()
+  const seconds = (performance.now() - t0) / 1000
+  const c = process.cpuUsage(c0)
+  return { seconds, cpuSeconds: (c.user + c.system) / 1e6, ...extra }
+}
+
+function hex(n: number): string {
+  return (n >>> 0).toString(16).padStart(8, '0')
+}

@@ -1,0 +1,185 @@
+/**
+ * `stream-segment bench` and the `benchStore` under it: the four passes run and report, the
+ * bytes read back are the bytes written, a location that holds anything is refused with
+ * nothing touched, and nothing written is left behind: after a run, after a store failure
+ * in any pass, after an abort. (On radosgw: test/cli-s3.test.ts.)
+ */
+import assert from 'node:assert/strict'
+import { spawnSync } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
+import { after, describe, it } from 'node:test'
+import { StreamSegmentError } from '../lib/errors.js'
+import { SegmentFile } from '../lib/segment-file.js'
+import { DirectoryStore } from '../lib/store/directory.js'
+import { MemoryStore } from '../lib/store/memory.js'
+import type { ObjectStore } from '../lib/store/types.js'
+import { benchStore } from '../lib/streams/bench.js'
+import { FailingStore } from './helpers/failing-store.js'
+import type { StoreOp } from './helpers/wrapped-store.js'
+
+const MiB = 1024 * 1024
+const bin = resolve('bin/stream-segment.cjs')
+const dir = mkdtempSync(join(tmpdir(), 'ss-cli-bench-'))
+after(() => rmSync(dir, { recursive: true, force: true }))
+
+function run(args: string[]) {
+  const env = { ...process.env }
+  delete env.DEBUG
+  const r = spawnSync(process.execPath, [bin, ...args], { env, encoding: 'utf8', timeout: 120_000 })
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr }
+}
+
+async function keys(store: ObjectStore): Promise<string[]> {
+  const out: string[] = []
+  for await (const e of store.list('')) out.push(e.key)
+  return out
+}
+
+describe('stream-segment bench', () => {
+  it('on a directory store: four passes per round, JSON figures, nothing left', async () => {
+    const where = join(dir, 'json')
+    const r = run(['bench', where, '--size', '20M', '--rounds', '2', '--json'])
+    assert.equal(r.status, 0, r.stderr)
+    const got = JSON.parse(r.stdout)
+    assert.equal(got.bytes, 20 * MiB)
+    assert.equal(got.rounds.length, 2)
+    for (const round of got.rounds) {
+      for (const pass of ['write', 'read', 'put', 'get']) {
+        assert.ok(round[pass].seconds > 0, `${pass} seconds`)
+        assert.ok(round[pass].cpuSeconds >= 0, `${pass} CPU`)
+      }
+      // The write stream's 16 MiB objects, and part 0; the baseline's two plain objects.
+      assert.ok(round.write.objects >= 2, `${round.write.objects} objects written`)
+      assert.equal(round.put.objects, 2)
+      assert.ok(round.read.firstByteMs >= 0)
+    }
+    assert.ok(got.writeToPut > 0 && got.readToGet > 0)
+    assert.deepEqual(await keys(new DirectoryStore(where)), [], 'nothing left in the store')
+  })
+
+  it('prints a table of MiB/s and CPU-s/GiB', () => {
+    const r = run(['bench', join(dir, 'table'), '--size', '3M', '--rounds', '1'])
+    assert.equal(r.status, 0, r.stderr)
+    const lines = r.stdout.trimEnd().split('\n')
+    assert.match(lines[0] as string, /^bench of .*table: 3\.0 MiB per pass, 1 round, median \(min-max\)$/)
+    assert.match(lines[1] as string, /^pass +MiB\/s +CPU-s\/GiB$/)
+    for (const [i, name] of ['write stream', 'read stream', 'store put', 'store get'].entries()) {
+      assert.match(
+        lines[2 + i] as string,
+        new RegExp(`^${name} \\(.*\\) +\\d+ \\(\\d+-\\d+\\) +[\\d.]+ \\([\\d.]+-[\\d.]+\\)$`),
+      )
+    }
+    assert.match(lines[6] as string, /^write stream [\d.]+x the store's put MiB\/s, read stream [\d.]+x its get; /)
+  })
+
+  it('refuses a location that holds anything, and leaves it as it was', async () => {
+    const where = join(dir, 'taken')
+    const store = new DirectoryStore(where)
+    const f = await SegmentFile.create(store)
+    await f.write(0, Buffer.alloc(5000, 9))
+    await f.flush()
+    await f.close()
+    const before = await keys(store)
+    const r = run(['bench', where, '--size', '1M', '--rounds', '1'])
+    assert.equal(r.status, 6, r.stderr)
+    assert.match(
+      r.stderr,
+      /^stream-segment: ERR_CONFLICT: bench: .* holds objects already; give a location that holds nothing/,
+    )
+    assert.deepEqual(await keys(store), before)
+    const g = await SegmentFile.open(store, { readOnly: true })
+    assert.deepEqual(Buffer.from(await g.read(0, 5000)), Buffer.alloc(5000, 9))
+    await g.close()
+  })
+
+  for (const [args, message] of [
+    [['--size', '0'], /option --size: must be at least 1 byte/],
+    [['--size', 'lots'], /option --size: "lots" is not a size/],
+    [['--rounds', '0'], /option --rounds: "0" is not a number from 1 to 100/],
+    [['--rounds', '2.5'], /option --rounds: "2.5" is not a number from 1 to 100/],
+    [[], /usage: stream-segment bench <url>/],
+  ] as const) {
+    it(`bad usage ${args.join(' ') || '(no url)'}: exit 2, one line`, () => {
+      const r = run(args.length === 0 ? ['bench'] : ['bench', join(dir, 'never'), ...args])
+      assert.equal(r.status, 2, r.stderr)
+      assert.match(r.stderr, message)
+      assert.equal(r.stderr.split('\n').length, 2, r.stderr)
+      assert.equal(r.stdout, '')
+    })
+  }
+})
+
+describe('benchStore leaves nothing behind', () => {
+  // A failure in each pass: the write stream's puts, the read stream's GETs, the plain puts, the plain gets.
+  const cases: Array<[string, StoreOp[], RegExp, number]> = [
+    // (A send ahead that fails leaves its data to the flush: the flush's upload fails too.)
+    ['the write stream', ['put', 'createMultipart', 'uploadPart'], /^\d+\.\d+$/, 2],
+    ['the read stream', ['get'], /^\d+\.\d+$/, 1],
+    ['the plain puts', ['put'], /^stream-segment-bench-raw-\d+$/, 2],
+    ['the plain gets', ['get'], /^stream-segment-bench-raw-\d+$/, 1],
+  ]
+  for (const [pass, ops, key, nth] of cases) {
+    it(`a store failure in ${pass}: the error, and an empty store`, async () => {
+      const inner = new MemoryStore()
+      const store = new FailingStore(inner, [{ ops, key, nth, times: 1000 }])
+      await assert.rejects(benchStore(store, { bytes: 40 * MiB, rounds: 1 }), (err) => {
+        assert.ok(StreamSegmentError.is(err, 'ERR_STORE'), String(err))
+        return true
+      })
+      assert.ok(
+        store.calls.some((c) => c.outcome === 'failed'),
+        'the failure happened',
+      )
+      assert.deepEqual(await keys(inner), [])
+    })
+  }
+
+  it('an abort mid-way: ERR_ABORTED, and an empty store', async () => {
+    const inner = new MemoryStore()
+    const ac = new AbortController()
+    const passes: string[] = []
+    const run = benchStore(inner, {
+      bytes: 40 * MiB,
+      rounds: 2,
+      signal: ac.signal,
+      onPass: (round, pass) => {
+        passes.push(`${round}:${pass}`)
+        if (round === 0 && pass === 'store put') queueMicrotask(() => ac.abort(new Error('stop')))
+      },
+    })
+    await assert.rejects(run, (err) => {
+      assert.ok(StreamSegmentError.is(err, 'ERR_ABORTED'), String(err))
+      return true
+    })
+    assert.deepEqual(passes, ['0:write stream', '0:read stream', '0:store put'])
+    assert.deepEqual(await keys(inner), [])
+  })
+
+  it('a byte changed on its way from the store fails the round as ERR_CORRUPT, and nothing is left', async () => {
+    // The read stream checks every block against its CRC: a byte changed on storage is ERR_CORRUPT.
+    class Flipping extends MemoryStore {
+      override async get(key: string, options?: Parameters<MemoryStore['get']>[1]) {
+        const b = await super.get(key, options)
+        if (
+          /^\d+\.[1-9]\d*$/.test(key) &&
+          options?.range !== undefined &&
+          'start' in options.range &&
+          b.length > 4096
+        ) {
+          const c = Buffer.from(b)
+          c[100] = (c[100] as number) ^ 1
+          return c
+        }
+        return b
+      }
+    }
+    const inner = new Flipping()
+    await assert.rejects(benchStore(inner, { bytes: 20 * MiB, rounds: 1 }), (err) => {
+      assert.ok(StreamSegmentError.is(err, 'ERR_CORRUPT'), String(err))
+      return true
+    })
+    assert.deepEqual(await keys(inner), [])
+  })
+})
