@@ -112,7 +112,7 @@ describe('bench on a real bucket', () => {
     await store.put('someone-elses', Buffer.from('keep me'))
     const refused = run(['bench', url, '--size', '1M', '--rounds', '1'])
     assert.equal(refused.status, 6, refused.stderr)
-    assert.match(refused.stderr, /^stream-segment: ERR_CONFLICT: bench: .* holds objects already/)
+    assert.match(refused.stderr, /^stream-segment: ERR_CONFLICT: bench: .* holds objects already \(someone-elses\); /)
     assert.equal(Buffer.from(await store.get('someone-elses')).toString(), 'keep me')
     await store.delete('someone-elses')
   })

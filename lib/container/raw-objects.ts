@@ -10,10 +10,15 @@ import type { ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
 import { givePieces } from '../util/piece-pool.js'
 
-/** Whether the store holds no object at all under its prefix. */
-export async function storeIsEmpty(store: ObjectStore, signal?: AbortSignal): Promise<boolean> {
-  for await (const _ of store.list('', { signal })) return false
-  return true
+/** The first `n` keys the store holds under its prefix (none: it is empty). */
+export async function someKeys(store: ObjectStore, n: number, signal?: AbortSignal): Promise<string[]> {
+  const keys: string[] = []
+  if (n <= 0) return keys
+  for await (const e of store.list('', { signal })) {
+    keys.push(e.key)
+    if (keys.length >= n) break
+  }
+  return keys
 }
 
 /** Puts object `keys[i]` with body `body(i)` for every i, at most `inFlight` at once. */

@@ -17,7 +17,7 @@ import { randomFillSync } from 'node:crypto'
 import { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { removeContainer } from '../admin/remove.js'
-import { deleteObjects, getObjects, putObjects, storeIsEmpty } from '../container/raw-objects.js'
+import { deleteObjects, getObjects, putObjects, someKeys } from '../container/raw-objects.js'
 import { StreamSegmentError } from '../errors.js'
 import type { ObjectStore } from '../store/types.js'
 import { crc32 } from '../util/crc32.js'
@@ -72,9 +72,13 @@ export async function benchStore(store: ObjectStore, options: BenchOptions = {})
     throw StreamSegmentError.invalidArgument(`bench: bytes = ${bytes}: must be a positive integer`)
   if (!(Number.isInteger(rounds) && rounds >= 1 && rounds <= 100))
     throw StreamSegmentError.invalidArgument(`bench: rounds = ${rounds}: must be an integer from 1 to 100`)
-  if (!(await storeIsEmpty(store, signal))) {
+  const found = await someKeys(store, 4, signal)
+  if (found.length > 0) {
+    const named = `${found.slice(0, 3).join(', ')}${found.length > 3 ? ', …' : ''}`
     throw StreamSegmentError.conflict(
-      `bench: ${store.url} holds objects already; give a location that holds nothing (bench deletes all it writes there)`,
+      `bench: ${store.url} holds objects already (${named}); ` +
+        'give a location that holds nothing (bench deletes all it writes there; a bench killed before it ' +
+        `could clean up leaves keys starting ${RAW_PREFIX} and a container)`,
     )
   }
   const chunks = Array.from({ length: DISTINCT_CHUNKS }, () => randomFillSync(Buffer.allocUnsafeSlow(CHUNK)))
