@@ -8,6 +8,7 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { fstatSync } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
+import { cpus as cpuInfo } from 'node:os'
 import { type Readable, Transform, type Writable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { parseArgs as parseArgv } from 'node:util'
@@ -1048,8 +1049,10 @@ async function benchCommand(p: Parsed, out: Out, err: Out): Promise<number> {
     readToGet: ratio(passes[1][1], passes[3][1]),
     firstByteMs: median(r.rounds.map((x) => x.read.firstByteMs)),
   }
+  const cpus = cpuInfo()
+  const machine = { node: process.version, cpu: cpus[0]?.model.trim() ?? 'unknown', cores: cpus.length }
   if (p.flags.has('json')) {
-    out.write(`${JSON.stringify({ ...r, ...summary })}\n`)
+    out.write(`${JSON.stringify({ ...r, ...summary, machine })}\n`)
     return 0
   }
   const spread = (xs: number[], digits: number) =>
@@ -1057,7 +1060,8 @@ async function benchCommand(p: Parsed, out: Out, err: Out): Promise<number> {
   const rows: Array<Array<string | number>> = [['pass', 'MiB/s', 'CPU-s/GiB']]
   for (const [name, xs] of passes) rows.push([name, spread(rate(xs), 0), spread(cpu(xs), 2)])
   out.write(
-    `bench of ${r.url}: ${formatBytes(bytes)} per pass, ${rounds} ${rounds === 1 ? 'round' : 'rounds'}, median (min-max)\n` +
+    `bench of ${r.url}: ${formatBytes(bytes)} per pass, ${rounds} ${rounds === 1 ? 'round' : 'rounds'}, median (min-max); ` +
+      `node ${machine.node}, ${machine.cpu} × ${machine.cores} cores\n` +
       `${table(rows, [false, true, true])}\n` +
       `write stream ${summary.writeToPut.toFixed(2)}x the store's put MiB/s, read stream ${summary.readToGet.toFixed(2)}x its get; ` +
       `first byte of a read after ${summary.firstByteMs.toFixed(0)} ms; everything written was deleted\n`,

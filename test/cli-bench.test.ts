@@ -56,6 +56,7 @@ describe('stream-segment bench', () => {
       assert.ok(round.read.firstByteMs >= 0)
     }
     assert.ok(got.writeToPut > 0 && got.readToGet > 0)
+    assert.equal(got.machine.node, process.version)
     assert.deepEqual(await keys(new DirectoryStore(where)), [], 'nothing left in the store')
   })
 
@@ -63,7 +64,10 @@ describe('stream-segment bench', () => {
     const r = run(['bench', join(dir, 'table'), '--size', '3M', '--rounds', '1'])
     assert.equal(r.status, 0, r.stderr)
     const lines = r.stdout.trimEnd().split('\n')
-    assert.match(lines[0] as string, /^bench of .*table: 3\.0 MiB per pass, 1 round, median \(min-max\)$/)
+    assert.match(
+      lines[0] as string,
+      /^bench of .*table: 3\.0 MiB per pass, 1 round, median \(min-max\); node v\d+\.\d+\.\d+, .+ × \d+ cores$/,
+    )
     assert.match(lines[1] as string, /^pass +MiB\/s +CPU-s\/GiB$/)
     for (const [i, name] of ['write stream', 'read stream', 'store put', 'store get'].entries()) {
       assert.match(
