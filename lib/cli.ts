@@ -137,10 +137,10 @@ Commands:
                    bytes copied server-side and the bytes sent. Nothing is left on failure
   bench <url> [--size N] [--rounds N] [--json]
                    measure the store at <url>, which must hold nothing: each round writes N
-                   bytes (default 256M) through the write stream, reads them back through the
-                   read stream (checked), then puts and gets the same bytes as plain 16 MiB
-                   objects; prints MiB/s and CPU-s/GiB of each (median of --rounds, default 3),
-                   and deletes everything it wrote, also on failure or Ctrl-C
+                   bytes (default 256M, at least 1M) through the write stream, reads them back
+                   through the read stream (checked), then puts and gets the same bytes as plain
+                   16 MiB objects; prints MiB/s and CPU-s/GiB of each (median of --rounds,
+                   default 3), and deletes everything it wrote, also on failure or Ctrl-C
 
 Options:
   -h, --help       show this help
@@ -1007,7 +1007,11 @@ async function benchCommand(p: Parsed, out: Out, err: Out): Promise<number> {
   const [url] = positionals(p, 1, 1, BENCH_USAGE) as [string]
   const sizeText = p.options.get('size')
   const bytes = sizeText === undefined ? 256 * MiB : parseSize(optionName(p, 'size'), sizeText)
-  if (bytes < 1) throw StreamSegmentError.invalidArgument(`option ${optionName(p, 'size')}: must be at least 1 byte`)
+  if (bytes < MiB) {
+    throw StreamSegmentError.invalidArgument(
+      `option ${optionName(p, 'size')}: ${bytes} bytes; at least 1M (1048576): less measures the requests, not the bytes`,
+    )
+  }
   const roundsText = p.options.get('rounds') ?? '3'
   if (!/^\d+$/.test(roundsText) || Number(roundsText) < 1 || Number(roundsText) > 100) {
     throw StreamSegmentError.invalidArgument(

@@ -99,7 +99,8 @@ describe('stream-segment bench', () => {
   })
 
   for (const [args, message] of [
-    [['--size', '0'], /option --size: must be at least 1 byte/],
+    [['--size', '0'], /option --size: 0 bytes; at least 1M \(1048576\)/],
+    [['--size', '1048575'], /option --size: 1048575 bytes; at least 1M/],
     [['--size', 'lots'], /option --size: "lots" is not a size/],
     [['--rounds', '0'], /option --rounds: "0" is not a number from 1 to 100/],
     [['--rounds', '2.5'], /option --rounds: "2.5" is not a number from 1 to 100/],
