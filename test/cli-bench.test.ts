@@ -141,6 +141,17 @@ describe('benchStore leaves nothing behind', () => {
     })
   }
 
+  it('a cleanup that fails after a good round is reported, not passed over', async () => {
+    const inner = new MemoryStore()
+    const store = new FailingStore(inner, [{ ops: ['delete'], key: /stream-segment-bench-raw-/ }])
+    await assert.rejects(benchStore(store, { bytes: 20 * MiB, rounds: 1 }), (err) => {
+      assert.ok(StreamSegmentError.is(err, 'ERR_STORE'), String(err))
+      assert.match((err as Error).message, /^bench: could not delete what the round wrote at mem:/)
+      return true
+    })
+    assert.deepEqual(await keys(inner), ['stream-segment-bench-raw-0', 'stream-segment-bench-raw-1'])
+  })
+
   it('an abort mid-way: ERR_ABORTED, and an empty store', async () => {
     const inner = new MemoryStore()
     const ac = new AbortController()

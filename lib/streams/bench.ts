@@ -95,6 +95,13 @@ export async function benchStore(store: ObjectStore, options: BenchOptions = {})
   for (const c of source()) want = crc32(c, want)
   const count = Math.ceil(bytes / OBJECT_BYTES)
   const rawKeys = Array.from({ length: count }, (_, i) => `${RAW_PREFIX}${i}`)
+  /** Deletes the plain objects and the container (which the round may have removed already). */
+  const cleanUp = async () => {
+    await deleteObjects(store, rawKeys)
+    await removeContainer(store).catch((err) => {
+      if (!StreamSegmentError.is(err, 'ERR_NOT_FOUND')) throw err
+    })
+  }
   const out: BenchRound[] = []
   for (let r = 0; r < rounds; r++) {
     const round: Partial<BenchRound> = {}
@@ -151,11 +158,15 @@ export async function benchStore(store: ObjectStore, options: BenchOptions = {})
         if (got !== bytes) throw StreamSegmentError.corrupt(`bench: got ${got} bytes of plain objects, put ${bytes}`)
         return {}
       })
-    } finally {
-      // Nothing left behind, also after a failure or an abort (so without the signal).
-      await deleteObjects(store, rawKeys).catch(() => undefined)
-      await removeContainer(store).catch(() => undefined)
+    } catch (err) {
+      // Nothing left behind, also after a failure or an abort (so without the signal); the
+      // round's own error is the one reported.
+      await cleanUp().catch(() => undefined)
+      throw err
     }
+    await cleanUp().catch((err) => {
+      throw StreamSegmentError.store(`bench: could not delete what the round wrote at ${store.url}`, err)
+    })
     out.push(round as BenchRound)
   }
   return { url: store.url, bytes, rounds: out }
