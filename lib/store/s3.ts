@@ -46,11 +46,11 @@ import createDebug from 'debug'
 import { StreamSegmentError } from '../errors.js'
 import { crc32 } from '../util/crc32.js'
 import { digestChunks, sha256BeatsMd5 } from '../util/digest.js'
-import { requireLater } from '../util/optional-require.cjs'
 import { lendPieces } from '../util/piece-pool.js'
 import { describeValue } from '../util/typed-arrays.js'
 import { bodyLength, checkKey, joinBody, unquoteEtag } from './common.js'
 import { askedRange, checkGetAnswer, piecesOf, refused, sendOverHttp, transportOf } from './s3-get.js'
+import { s3Sdk } from './s3-sdk.cjs'
 import {
   type Body,
   type ByteRange,
@@ -72,19 +72,6 @@ import {
 
 const log = createDebug('stream-segment:s3')
 
-type S3Sdk = typeof import('@aws-sdk/client-s3')
-let loadedSdk: S3Sdk | undefined
-/**
- * The SDK's S3 module, required when first used (an S3 store made, a client created): a
- * program that only uses the directory or memory store never loads it, and importing the
- * library stays cheap (the SDK takes about 0.1 s of CPU to load). It resolves to the same
- * module a caller's `import { S3Client } from '@aws-sdk/client-s3'` gets (its `main`, as
- * the package declares no `exports`), so their clients are instances of its S3Client.
- */
-function sdk(): S3Sdk {
-  loadedSdk ??= requireLater<S3Sdk>('@aws-sdk/client-s3')
-  return loadedSdk
-}
 const sdkLog = createDebug('stream-segment:sdk')
 const sdkLogger = { trace: sdkLog, debug: sdkLog, info: sdkLog, warn: sdkLog, error: sdkLog }
 const EMPTY = new Uint8Array(0)
@@ -188,7 +175,7 @@ export function createS3Client(options: CreateS3ClientOptions = {}): S3Client {
   const { maxSockets = 64, connectTimeoutMs = 5_000, idleTimeoutMs = 30_000, ...config } = options
   const endpoint = config.endpoint ?? process.env.AWS_ENDPOINT_URL_S3 ?? process.env.AWS_ENDPOINT_URL
   const region = config.region ?? process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION
-  const { S3Client } = sdk()
+  const { S3Client } = s3Sdk()
   return new S3Client({
     requestHandler: {
       httpAgent: new HttpAgent({ keepAlive: true, maxSockets }),
@@ -372,8 +359,8 @@ export class S3Store implements ObjectStore {
   /** uploadId → partNumber → CRC-32 (base64), for Complete when `checksums` is on. */
   #partCrcs = new Map<string, Map<number, string>>()
 
-  /** The SDK's module, loaded by the first store made (`sdk`). */
-  readonly #sdk = sdk()
+  /** The SDK's module, loaded by the first store made (./s3-sdk.cts). */
+  readonly #sdk = s3Sdk()
 
   constructor(options: S3StoreOptions) {
     if (!(options.client instanceof this.#sdk.S3Client))
