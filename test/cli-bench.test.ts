@@ -2,7 +2,8 @@
  * `stream-segment bench` and the `benchStore` under it: the four passes run and report, the
  * bytes read back are the bytes written, a location that holds anything is refused with
  * nothing touched, and nothing written is left behind: after a run, after a store failure
- * in any pass, after an abort. (On radosgw: test/cli-s3.test.ts.)
+ * in any pass, after an abort; a cleanup that fails is reported. (On radosgw:
+ * test/cli-s3.test.ts.)
  */
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
