@@ -64,16 +64,13 @@ async function eachLimited<T>(items: readonly T[], limit: number, task: (item: T
   const limiter = new Limiter(limit)
   let failure: { err: unknown } | undefined
   await Promise.all(
-    items.map(async (item, i) => {
-      await limiter.acquire()
-      try {
-        if (failure === undefined) await task(item, i)
-      } catch (err) {
-        failure ??= { err }
-      } finally {
-        limiter.release()
-      }
-    }),
+    items.map((item, i) =>
+      limiter
+        .run(() => (failure === undefined ? task(item, i) : Promise.resolve()))
+        .catch((err) => {
+          failure ??= { err }
+        }),
+    ),
   )
   if (failure !== undefined) throw failure.err
 }

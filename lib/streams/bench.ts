@@ -19,6 +19,7 @@ import { pipeline } from 'node:stream/promises'
 import { removeContainer } from '../admin/remove.js'
 import { deleteObjects, getObjects, putObjects, someKeys } from '../container/raw-objects.js'
 import { StreamSegmentError } from '../errors.js'
+import { hex32 } from '../format/pointer.js'
 import type { ObjectStore } from '../store/types.js'
 import { crc32 } from '../util/crc32.js'
 import { createStreamSegmentReadStream } from './read-stream.js'
@@ -126,7 +127,7 @@ export async function benchStore(store: ObjectStore, options: BenchOptions = {})
         }
         if (got !== bytes || crc !== want) {
           throw StreamSegmentError.corrupt(
-            `bench: read back ${got} bytes of CRC-32 ${hex(crc)}, wrote ${bytes} bytes of CRC-32 ${hex(want)}`,
+            `bench: read back ${got} bytes of CRC-32 ${hex32(crc)}, wrote ${bytes} bytes of CRC-32 ${hex32(want)}`,
           )
         }
         return { firstByteMs }
@@ -179,8 +180,4 @@ async function measure<T extends object>(run: () => Promise<T>): Promise<BenchSa
   const seconds = (performance.now() - t0) / 1000
   const c = process.cpuUsage(c0)
   return { seconds, cpuSeconds: (c.user + c.system) / 1e6, ...extra }
-}
-
-function hex(n: number): string {
-  return (n >>> 0).toString(16).padStart(8, '0')
 }

@@ -74,27 +74,27 @@ export function freshSlabMemoryCost(): number {
 /**
  * User + system CPU seconds of a process or thread, from its /proc `stat` file (Linux;
  * e.g. `/proc/123/stat`, `/proc/self/task/456/stat`); throws when the file cannot be read.
+ * With `children`, those of its children that have ended and been waited for instead.
  */
-export function procCpuSeconds(statPath: string): number {
+export function procCpuSeconds(statPath: string, children = false): number {
   const stat = readFileSync(statPath, 'utf8')
-  // After the command name, in parentheses, the fields from the third on: utime is the 14th, stime the 15th.
+  // After the command name, in parentheses, the fields from the third on: utime and stime
+  // are the 14th and 15th, cutime and cstime the 16th and 17th.
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-  return (Number(fields[11]) + Number(fields[12])) / 100 // clock ticks: USER_HZ is 100 on Linux
+  const at = children ? 13 : 11
+  return (Number(fields[at]) + Number(fields[at + 1])) / 100 // clock ticks: USER_HZ is 100 on Linux
 }
 
 /**
- * CPU seconds of this process's children that have ended and been waited for (Linux:
- * cutime + cstime of /proc/self/stat; undefined elsewhere). Counted in clock ticks (10 ms).
+ * CPU seconds of this process's children that have ended and been waited for (Linux;
+ * undefined elsewhere). Counted in clock ticks (10 ms).
  */
 export function childrenCpuSeconds(): number | undefined {
-  let stat: string
   try {
-    stat = readFileSync('/proc/self/stat', 'utf8')
+    return procCpuSeconds('/proc/self/stat', true)
   } catch {
     return undefined
   }
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-  return (Number(fields[13]) + Number(fields[14])) / 100
 }
 
 /**
