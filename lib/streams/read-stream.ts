@@ -381,14 +381,6 @@ export function handOverNext(views: readonly Uint8Array[], i: number): { chunk: 
   return { chunk, end }
 }
 
-declare module 'streamx' {
-  interface Readable {
-    _open(cb: Callback): void
-    _predestroy(): void
-    _destroy(cb: Callback): void
-  }
-}
-
 export function createStreamSegmentReadStream(options: ReadStreamOptions): StreamSegmentReadStream {
   return new StreamSegmentReadStream(options)
 }
