@@ -1,0 +1,72 @@
+/**
+ * Every TypeScript block (```ts) of README.md and docs/*.md is a whole program that
+ * type-checks, strict, against the package as built: an import from 'stream-segment'
+ * resolves to this checkout's declaration files (the package's own name, through its
+ * `exports`). A renamed function, option, event or field fails here with the document
+ * and line of the block.
+ */
+import assert from 'node:assert/strict'
+import { spawnSync } from 'node:child_process'
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { join, resolve } from 'node:path'
+import { after, it } from 'node:test'
+
+interface Block {
+  doc: string
+  line: number
+  source: string
+}
+
+/** The ```ts blocks of a Markdown text, with the line each one's code starts on. */
+function tsBlocks(doc: string, text: string): Block[] {
+  const blocks: Block[] = []
+  for (const m of text.matchAll(/^```ts\n([\s\S]*?)^```$/gm)) {
+    const line = text.slice(0, m.index).split('\n').length + 1
+    blocks.push({ doc, line, source: m[1] as string })
+  }
+  return blocks
+}
+
+const docs = ['README.md', ...readdirSync('docs').map((f) => `docs/${f}`)].filter((f) => f.endsWith('.md'))
+const blocks = docs.flatMap((doc) => tsBlocks(doc, readFileSync(doc, 'utf8')))
+
+// Inside the checkout, so that 'stream-segment' and the SDK resolve as they do for its code.
+mkdirSync('.tmp', { recursive: true })
+const work = mkdtempSync(resolve('.tmp/snippets-'))
+after(() => rmSync(work, { recursive: true, force: true }))
+
+it('finds the blocks: a ```ts block closed on its own line gives its code and first line', () => {
+  assert.deepEqual(tsBlocks('x.md', 'text\n```ts\nconst a = 1\n```\n```sh\nls\n```\n```ts\nb()\n```\n'), [
+    { doc: 'x.md', line: 3, source: 'const a = 1\n' },
+    { doc: 'x.md', line: 9, source: 'b()\n' },
+  ])
+  assert.ok(blocks.length >= 15, `only ${blocks.length} blocks found in ${docs.join(', ')}`)
+  assert.ok(
+    blocks.some((b) => b.doc === 'README.md'),
+    'README.md has blocks',
+  )
+})
+
+it('every ```ts block of README.md and docs/ type-checks against the package (strict)', () => {
+  const names = new Map<string, Block>()
+  for (const b of blocks) {
+    const name = `${b.doc.replace(/[/.]/g, '_')}_${b.line}.mts`
+    names.set(name, b)
+    writeFileSync(join(work, name), b.source)
+  }
+  const tsc = createRequire(resolve('package.json')).resolve('typescript/bin/tsc')
+  const args = [tsc, '--ignoreConfig', '--strict', '--noEmit', '--module', 'nodenext', '--target', 'es2022', '--types', 'node']
+  const r = spawnSync(process.execPath, [...args, ...names.keys()], { cwd: work, encoding: 'utf8' })
+  // Each error names its block's document and the line in that document.
+  const errors = r.stdout
+    .split('\n')
+    .filter((l) => /^\S+\.mts\(\d+,\d+\)/.test(l))
+    .map((l) => {
+      const [, file, line, rest] = /^(\S+\.mts)\((\d+),\d+\): (.*)$/.exec(l) as RegExpExecArray
+      const b = names.get(file as string) as Block
+      return `${b.doc}:${b.line + Number(line) - 1}: ${rest}`
+    })
+  assert.deepEqual(errors, [])
+  assert.equal(r.status, 0, `tsc exited ${r.status}: ${r.stderr}${r.stdout}`)
+})
