@@ -56,7 +56,8 @@ it('every ```ts block of README.md and docs/ type-checks against the package (st
     writeFileSync(join(work, name), b.source)
   }
   const tsc = createRequire(resolve('package.json')).resolve('typescript/bin/tsc')
-  const args = [tsc, '--ignoreConfig', '--strict', '--noEmit', '--module', 'nodenext', '--target', 'es2022', '--types', 'node']
+  const flags = ['--ignoreConfig', '--strict', '--noEmit', '--module', 'nodenext', '--target', 'es2022']
+  const args = [tsc, ...flags, '--types', 'node']
   const r = spawnSync(process.execPath, [...args, ...names.keys()], { cwd: work, encoding: 'utf8' })
   // Each error names its block's document and the line in that document.
   const errors = r.stdout
