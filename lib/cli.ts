@@ -924,8 +924,29 @@ async function gcCommand(p: Parsed, out: Out): Promise<number> {
       `${verb} ${r.deletedObjects} objects (${formatBytes(r.deletedBytes)}), ` +
       `${r.dryRun ? 'would abort' : 'aborted'} ${r.abortedUploads} uploads; ${formatBytes(r.storedBytes)} stored\n`,
   )
+  if (r.youngObjects + r.youngUploads > 0) {
+    // Garbage the grace period protects: say so, or a run that frees nothing looks broken.
+    out.write(
+      `left ${r.youngObjects} unreached objects (${formatBytes(r.youngBytes)}) and ${r.youngUploads} uploads ` +
+        `younger than the grace period (${formatDuration(r.graceMs)}): a later gc deletes them ` +
+        '(--grace 0 only when no writer is running)\n',
+    )
+  }
   if (r.stopped !== undefined) out.write(`stopped, nothing deleted: ${r.stopped}\n`)
   return 0
+}
+
+/** Milliseconds as parseDuration reads them, in the largest unit that divides them: `1h`, `90s`, `250ms`. */
+function formatDuration(ms: number): string {
+  for (const [unit, n] of [
+    ['d', 86_400_000],
+    ['h', 3_600_000],
+    ['m', 60_000],
+    ['s', 1000],
+  ] as const) {
+    if (ms >= n && ms % n === 0) return `${ms / n}${unit}`
+  }
+  return `${ms}ms`
 }
 
 async function rm(p: Parsed, out: Out): Promise<number> {

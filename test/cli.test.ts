@@ -515,17 +515,28 @@ describe('gc and rm', () => {
   const contents = [randomBytes(300 * 1024), randomBytes(200 * 1024), randomBytes(250 * 1024)]
   after(() => rmSync(dir, { recursive: true, force: true }))
 
-  it('gc --dry-run says what would go; gc --keep 2 --grace 0 drops the oldest, the kept ones read back', () => {
+  it('gc within the grace period keeps and reports the garbage; --dry-run says what would go; --keep 2 --grace 0 drops the oldest, the kept ones read back', () => {
     for (const [i, c] of contents.entries()) {
       const input = join(dir, `in${i}.bin`)
       writeFileSync(input, c)
       assert.equal(run(['put', input, url]).status, 0)
     }
+    // Within the grace period (default 1h) checkpoint 1's objects stay, and gc says why.
+    const young = run(['gc', url, '--keep', '2'])
+    assert.equal(young.status, 0, young.stderr)
+    assert.match(
+      young.text,
+      /dropped 1\ndeleted 0 objects \(0 B\), aborted 0 uploads; .* stored\nleft [1-9]\d* unreached objects \(\d+\.\d KiB\) and 0 uploads younger than the grace period \(1h\): a later gc deletes them \(--grace 0 only when no writer is running\)\n$/,
+    )
+    const youngJson = JSON.parse(run(['gc', url, '--keep', '2', '--grace', '90s', '--json']).text)
+    assert.equal(youngJson.graceMs, 90_000)
+    assert.ok(youngJson.youngObjects > 0 && youngJson.youngBytes >= 300 * 1024, JSON.stringify(youngJson))
     const dry = run(['gc', url, '--keep', '2', '--grace', '0', '--dry-run', '--json'])
     assert.equal(dry.status, 0, dry.stderr)
     const d = JSON.parse(dry.text)
     assert.deepEqual([d.kept, d.dropped, d.dryRun], [[2, 3], [1], true])
     assert.ok(d.deletedObjects > 0 && d.deletedKeys.includes('0000000001.0'), dry.text)
+    assert.deepEqual([d.youngObjects, d.youngBytes, d.graceMs], [0, 0, 0])
     assert.equal(JSON.parse(run(['ls', url, '--json']).text).checkpoints.length, 3, 'a dry run deletes nothing')
     const wet = run(['gc', url, '--keep', '2', '--grace', '0'])
     assert.equal(wet.status, 0, wet.stderr)

@@ -73,6 +73,16 @@ export interface GcResult {
   deletedKeys: string[]
   /** Open multipart uploads aborted (or that would be). */
   abortedUploads: number
+  /**
+   * Garbage not deleted this time because it is younger than the grace period: objects no
+   * kept checkpoint reaches, their bytes, and open uploads. A run after they have aged
+   * deletes them.
+   */
+  youngObjects: number
+  youngBytes: number
+  youngUploads: number
+  /** The grace period this run used, ms. */
+  graceMs: number
   /** Bytes of segment objects still stored afterwards. */
   storedBytes: number
   dryRun: boolean
@@ -193,10 +203,11 @@ export async function gc(where: StoreLocation | ObjectStore, options: GcOptions 
     const k = parseKey(key)
     return k?.kind === 'segment' && k.cno >= o.spareFromCno
   }
-  const garbage = [...listing.sizes.keys()]
-    .filter((key) => !live.has(key) && !spared(key) && old(listing.modified.get(key)))
-    .sort(part0First)
-  const uploads = (await listOpenUploads(store, signal)).filter((u) => !spared(u.key) && old(u.initiatedMs))
+  const unreached = [...listing.sizes.keys()].filter((key) => !live.has(key) && !spared(key))
+  const garbage = unreached.filter((key) => old(listing.modified.get(key))).sort(part0First)
+  const young = unreached.filter((key) => !old(listing.modified.get(key)))
+  const open = (await listOpenUploads(store, signal)).filter((u) => !spared(u.key))
+  const uploads = open.filter((u) => old(u.initiatedMs))
   const result: GcResult = {
     url: store.url,
     published,
@@ -206,6 +217,10 @@ export async function gc(where: StoreLocation | ObjectStore, options: GcOptions 
     deletedBytes: garbage.reduce((n, k) => n + (listing.sizes.get(k) ?? 0), 0),
     deletedKeys: garbage,
     abortedUploads: uploads.length,
+    youngObjects: young.length,
+    youngBytes: young.reduce((n, k) => n + (listing.sizes.get(k) ?? 0), 0),
+    youngUploads: open.length - uploads.length,
+    graceMs: o.graceMs,
     storedBytes: 0,
     dryRun: o.dryRun,
   }

@@ -171,10 +171,21 @@ describe('gc', () => {
             const inode = (await SegmentFile.open(store, { cno, readOnly: true })).core.base
             for (const k of (await walkMap(store, inode, [])).reached.keys()) reachable.add(k)
           }
+          let unreachedLeft = 0
+          let unreachedBytes = 0
           for await (const e of store.list('')) {
             if (e.key === INODE_KEY) continue
             assert.ok(reachable.has(e.key) || !graceZero, `${e.key} is left, unreachable, with grace 0`)
+            if (!reachable.has(e.key)) {
+              unreachedLeft++
+              unreachedBytes += e.size
+            }
           }
+          // What the grace period kept is what is left unreached; the result says so.
+          assert.deepEqual(
+            [r.youngObjects, r.youngBytes, r.youngUploads, r.graceMs],
+            [unreachedLeft, unreachedBytes, 0, graceMs],
+          )
           if (graceZero) {
             const after = await listCheckpoints(store)
             // A dropped checkpoint stays listed only when a kept one reaches its part 0.
