@@ -537,11 +537,13 @@ export class SegmentFile {
       .then(
         (r) =>
           log(
-            'retention on %s: kept %o, deleted %d objects (%d bytes)',
+            'retention on %s: kept %o, deleted %d objects (%d bytes), left %d younger than the grace period (%d bytes)',
             store.url,
             r.kept,
             r.deletedObjects,
             r.deletedBytes,
+            r.youngObjects,
+            r.youngBytes,
           ),
         (err) => log('retention on %s failed: %s', store.url, (err as Error)?.message ?? err),
       )
