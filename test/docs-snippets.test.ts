@@ -3,7 +3,8 @@
  * type-checks, strict, against the package as built: an import from 'stream-segment'
  * resolves to this checkout's declaration files (the package's own name, through its
  * `exports`). A renamed function, option, event or field fails here with the document
- * and line of the block.
+ * and line of the block. And every value and type the package's root exports is named in
+ * docs/api.md, the reference.
  */
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
@@ -70,4 +71,20 @@ it('every ```ts block of README.md and docs/ type-checks against the package (st
     })
   assert.deepEqual(errors, [])
   assert.equal(r.status, 0, `tsc exited ${r.status}: ${r.stderr}${r.stdout}`)
+})
+
+it('docs/api.md names every value and type the package root exports', async () => {
+  const api = readFileSync('docs/api.md', 'utf8')
+  const values = Object.keys(await import(resolve('dist/esm/lib/index.js')))
+  // The names in the declaration file's `export { … }` and `export type { … }` lists.
+  const declarations = readFileSync('dist/esm/lib/index.d.ts', 'utf8')
+  const types = [...declarations.matchAll(/^export (?:type )?\{([^}]*)\}/gm)].flatMap((m) =>
+    (m[1] as string)
+      .split(',')
+      .map((entry) => entry.trim().split(/\s+/).at(-1) as string)
+      .filter((name) => /^\w+$/.test(name)),
+  )
+  assert.ok(values.includes('SegmentFile') && types.includes('FlushTiming'), 'the exports are found')
+  const missing = [...values, ...types].filter((name) => !new RegExp(`\\b${name}\\b`).test(api))
+  assert.deepEqual(missing, [])
 })
