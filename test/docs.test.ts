@@ -1,10 +1,10 @@
 /**
- * Every TypeScript block (```ts) of README.md and docs/*.md is a whole program that
+ * The docs against the code. Every TypeScript block (```ts) of README.md and docs/*.md is a whole program that
  * type-checks, strict, against the package as built: an import from 'stream-segment'
  * resolves to this checkout's declaration files (the package's own name, through its
  * `exports`). A renamed function, option, event or field fails here with the document
- * and line of the block. And every value and type the package's root exports is named in
- * docs/api.md, the reference.
+ * and line of the block. Every value and type the package's root exports is named in
+ * docs/api.md, the reference, and every setting in docs/settings.md.
  */
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
@@ -87,4 +87,16 @@ it('docs/api.md names every value and type the package root exports', async () =
   assert.ok(values.includes('SegmentFile') && types.includes('FlushTiming'), 'the exports are found')
   const missing = [...values, ...types].filter((name) => !new RegExp(`\\b${name}\\b`).test(api))
   assert.deepEqual(missing, [])
+})
+
+it('docs/settings.md names every setting, of writes and of reads', async () => {
+  const doc = readFileSync('docs/settings.md', 'utf8')
+  const lib = await import(resolve('dist/esm/lib/index.js'))
+  // The read stream's own readAheadBytes is a read setting too (the CLI takes it as one).
+  const names = [...Object.keys(lib.SPEC_DEFAULTS), ...Object.keys(lib.READ_DEFAULTS), 'readAheadBytes']
+  assert.ok(names.includes('streamSegmentBytes') && names.includes('readGetMaxBytes'), 'the settings are found')
+  assert.deepEqual(
+    names.filter((name) => !new RegExp(`\\b${name}\\b`).test(doc)),
+    [],
+  )
 })
