@@ -1123,6 +1123,22 @@ const COMMANDS: Record<string, { spec: CommandSpec; run: (p: Parsed, out: Out, e
 }
 
 /**
+ * Each command's own options as typed (kebab case), for the checks that the help and
+ * docs/cli.md name them all: the settings `put` takes and the read options `get` takes
+ * are listed once for all, not per command.
+ */
+export function commandOptions(): Record<string, string[]> {
+  const general = new Set<string>([...Object.keys(SPEC_DEFAULTS), ...READ_OPTIONS])
+  const kebab = (name: string) => name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)
+  return Object.fromEntries(
+    Object.entries(COMMANDS).map(([name, { spec }]) => [
+      name,
+      [...(spec.values ?? []), ...(spec.flags ?? [])].filter((o) => !general.has(o)).map(kebab),
+    ]),
+  )
+}
+
+/**
  * Errors stdout emits: EPIPE (the reader went away) ends the output quietly; the error
  * of a pipeline that destroyed stdout is the command's own, reported once by `main`;
  * anything else (a full disk behind a redirect) is reported here.

@@ -24,7 +24,7 @@ import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { Writable } from 'node:stream'
 import { after, before, describe, it } from 'node:test'
-import { EXIT_CODES, main, progressLine } from '../lib/cli.js'
+import { commandOptions, EXIT_CODES, main, progressLine } from '../lib/cli.js'
 import { ERROR_CODES, type ErrorCode, type StreamSegmentError } from '../lib/errors.js'
 import { uploadFile } from '../lib/streams/upload-file.js'
 import { resealInodeObject } from './helpers/format.js'
@@ -133,6 +133,30 @@ it('--help prints usage and exits 0; no arguments exits 2', () => {
   assert.equal(none.status, 2)
   assert.equal(none.text, '')
   assert.match(none.stderr, /^Usage: stream-segment <command>/)
+})
+
+it("--help and docs/cli.md's table give every command with every option it takes", () => {
+  const help = run(['--help']).text
+  const table = section(readFileSync('docs/cli.md', 'utf8'), '## Commands')
+  const commands = commandOptions()
+  assert.ok((commands.gc ?? []).includes('keep-newer-than'), 'the options are found')
+  const missing: string[] = []
+  for (const [command, options] of Object.entries(commands)) {
+    // The help's entries run from "  command " to the next command's; the table's row is one line.
+    const entries = [...help.matchAll(new RegExp(`\\n  ${command} [\\s\\S]*?(?=\\n  [a-z]+ [<-]|\\n\\n)`, 'g'))]
+    const entry = entries.length === 0 ? undefined : entries.map((m) => m[0]).join('')
+    const row = table.split('\n').find((l) => l.startsWith(`| \`${command}\``))
+    if (entry === undefined) missing.push(`--help: ${command}`)
+    if (row === undefined) missing.push(`docs/cli.md: ${command}`)
+    for (const o of options) {
+      if (entry !== undefined && !entry.includes(`--${o}`)) missing.push(`--help: ${command} --${o}`)
+      if (row !== undefined && !row.includes(`--${o}`)) missing.push(`docs/cli.md: ${command} --${o}`)
+    }
+  }
+  for (const o of ['read-get-max-bytes', 'read-max-concurrency', 'read-summary-cache-bytes', 'read-ahead-bytes']) {
+    if (!help.includes(`--${o}`)) missing.push(`--help: --${o}`)
+  }
+  assert.deepEqual(missing, [])
 })
 
 it('an S3 client with no region or no credentials fails at once with a code that says so, not ERR_STORE', () => {
