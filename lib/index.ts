@@ -19,7 +19,9 @@
  *   admin/             list, inspect, verify, gc, remove and export, on container/ and format/ only
  *   segment-file.ts    SegmentFile, the handle users hold
  *   streams/           the write and read streams, Upload, uploadFile and downloadFile, thin adapters over it
- *   cli.ts, index.ts   the CLI and this file
+ *   cli.ts, cli/       the CLI: its entry (usage, the command table, exit) and one file per
+ *                      command group, over args.ts (parsing) and output.ts (printing)
+ *   index.ts           this file
  *
  * The dependency rule, checked by `npm run lint` (scripts/check-deps.mjs): a wing imports
  * only itself and the wings listed before it; admin/ never

@@ -1,0 +1,149 @@
+/**
+ * The command line as the commands read it: options by name (camelCase or kebab-case,
+ * `--name value` or `--name=value`), positional arguments, sizes with K/M/G suffixes,
+ * durations, checkpoint numbers and the read options.
+ */
+import { parseArgs as parseArgv } from 'node:util'
+import { StreamSegmentError } from '../errors.js'
+import { MAX_CNO } from '../format/pointer.js'
+import { KiB, MiB } from '../util/units.js'
+
+/** What a command accepts besides its positional arguments. */
+export interface CommandSpec {
+  /** Options taking a value, in camelCase; each is accepted in kebab case too. */
+  values?: readonly string[]
+  /** Options taking no value (flags), likewise. */
+  flags?: readonly string[]
+  /** One-letter aliases: letter → option. */
+  short?: Readonly<Record<string, string>>
+}
+
+export interface Parsed {
+  positional: string[]
+  /** Options by their camelCase names. */
+  options: Map<string, string>
+  flags: Set<string>
+  /** Each option as it was typed (`--keep-cnos`, `-o`), for messages. */
+  typed: Map<string, string>
+  help: boolean
+  /** How many positionals came before a `--` ending the options (undefined: there was none). */
+  beforeTerminator?: number
+}
+
+/**
+ * The arguments after the command, tokenized by node:util's parseArgs (`--name value`,
+ * `--name=value`, `-o value`, `--` ending the options, `-` a positional) and checked here,
+ * so that every mistake is one line naming the option.
+ */
+export function parseCommand(args: readonly string[], spec: CommandSpec): Parsed {
+  const config: Record<string, { type: 'string' | 'boolean'; short?: string }> = {}
+  const kinds = new Map<string, 'string' | 'boolean'>([['help', 'boolean']])
+  for (const name of spec.values ?? []) kinds.set(name, 'string')
+  for (const name of spec.flags ?? []) kinds.set(name, 'boolean')
+  for (const [name, type] of kinds) {
+    config[name] = { type }
+    config[kebab(name)] = { type }
+  }
+  const short: Record<string, string> = { h: 'help', ...spec.short }
+  for (const [letter, name] of Object.entries(short))
+    config[name] = { ...config[name], type: kinds.get(name) ?? 'boolean', short: letter }
+  const { tokens } = parseArgv({
+    args: [...args],
+    options: config,
+    strict: false,
+    allowPositionals: true,
+    tokens: true,
+  })
+  const p: Parsed = { positional: [], options: new Map(), flags: new Set(), typed: new Map(), help: false }
+  if (tokens.some((t) => t.kind === 'option' && t.name === 'help')) return { ...p, help: true }
+  for (const t of tokens) {
+    if (t.kind === 'positional') p.positional.push(t.value)
+    if (t.kind === 'option-terminator') p.beforeTerminator = p.positional.length
+    if (t.kind !== 'option') continue
+    const name = camel(t.name)
+    const kind = kinds.get(name)
+    if (kind === undefined)
+      throw StreamSegmentError.invalidArgument(`unknown option ${t.rawName} (see stream-segment --help)`)
+    p.typed.set(name, t.rawName)
+    if (kind === 'boolean') {
+      if (t.value !== undefined) throw StreamSegmentError.invalidArgument(`option ${t.rawName} takes no value`)
+      p.flags.add(name)
+      continue
+    }
+    // `--cno --json`: the next argument is another option, not this one's value.
+    if (t.value === undefined || (!t.inlineValue && t.value.length > 1 && t.value.startsWith('-'))) {
+      const got =
+        t.value === undefined ? '' : ` (got ${t.value}; if that is the value, write --${kebab(name)}=${t.value})`
+      throw StreamSegmentError.invalidArgument(`option ${t.rawName} needs a value${got}`)
+    }
+    p.options.set(name, t.value)
+  }
+  return p
+}
+
+export function camel(s: string): string {
+  return s.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase())
+}
+
+export function kebab(s: string): string {
+  return s.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)
+}
+
+/** An option's name for messages: as typed, else in kebab case. */
+export function optionName(p: Parsed, name: string): string {
+  return p.typed.get(name) ?? `--${kebab(name)}`
+}
+
+/** An integer, with an optional binary size suffix (K, KiB, M, MiB, G, GiB); `option` names it in messages. */
+export function parseSize(option: string, text: string): number {
+  const m = /^(\d+)\s*(k|ki|kib|m|mi|mib|g|gi|gib)?b?$/i.exec(text.trim())
+  const unit = { k: KiB, m: MiB, g: 1024 * MiB }[(m?.[2]?.[0] ?? '').toLowerCase() as 'k' | 'm' | 'g'] ?? 1
+  const n = m ? Number(m[1]) * unit : Number.NaN
+  if (!Number.isSafeInteger(n))
+    throw StreamSegmentError.invalidArgument(`option ${option}: ${JSON.stringify(text)} is not a size`)
+  return n
+}
+
+export function positionals(p: Parsed, min: number, max: number, usage: string): string[] {
+  if (p.positional.length < min || p.positional.length > max) {
+    throw StreamSegmentError.invalidArgument(`usage: stream-segment ${usage}`)
+  }
+  return p.positional
+}
+
+export function cnoOption(p: Parsed): number | undefined {
+  const v = p.options.get('cno')
+  if (v === undefined) return undefined
+  if (!/^\d+$/.test(v) || Number(v) < 1 || Number(v) > MAX_CNO)
+    throw StreamSegmentError.invalidArgument(
+      `option ${optionName(p, 'cno')}: ${JSON.stringify(v)} is not a checkpoint number (1..${MAX_CNO})`,
+    )
+  return Number(v)
+}
+
+export const READ_OPTIONS = [
+  'readGetMaxBytes',
+  'readMaxConcurrency',
+  'readSummaryCacheBytes',
+  'readAheadBytes',
+] as const
+
+export function readOptions(p: Parsed): Partial<Record<(typeof READ_OPTIONS)[number], number>> {
+  const out: Partial<Record<(typeof READ_OPTIONS)[number], number>> = {}
+  for (const name of READ_OPTIONS) {
+    const v = p.options.get(name)
+    if (v !== undefined) out[name] = parseSize(optionName(p, name), v)
+  }
+  return out
+}
+
+/** A duration: milliseconds, or a number with s, m, h or d; `option` names it in messages. */
+export function parseDuration(option: string, text: string): number {
+  const m = /^(\d+)(ms|s|m|h|d)?$/.exec(text.trim())
+  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[(m?.[2] ?? 'ms') as 'ms']
+  const n = m ? Number(m[1]) * unit : Number.NaN
+  if (!Number.isSafeInteger(n)) {
+    throw StreamSegmentError.invalidArgument(`option ${option}: ${JSON.stringify(text)} is not a duration`)
+  }
+  return n
+}

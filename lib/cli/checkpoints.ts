@@ -1,0 +1,156 @@
+/**
+ * `stream-segment ls`, `inspect` and `verify`: what a container holds, read only; a
+ * write-ahead log folder for `inspect --wal`.
+ */
+import { inspectCheckpoint, listCheckpoints, type Problem, verifyCheckpoint } from '../admin/index.js'
+import { type ErrorCode, StreamSegmentError } from '../errors.js'
+import { openStore } from '../store/open.js'
+import { inspectWal } from '../wal/wal.js'
+import { cnoOption, optionName, type Parsed, positionals } from './args.js'
+import { EXIT_CODES } from './exit-codes.js'
+import { amountLine, formatBytes, type Out, showProgress, table } from './output.js'
+
+export async function ls(p: Parsed, out: Out): Promise<number> {
+  const [url] = positionals(p, 1, 1, 'ls <url> [--json]')
+  const store = openStore(url as string)
+  const list = await listCheckpoints(store)
+  if (p.flags.has('json')) {
+    out.write(`${JSON.stringify({ url: store.url, ...list })}\n`)
+    return 0
+  }
+  const rows: Array<Array<string | number>> = [['cno', 'size', 'objects', 'bytes', 'only', 'time', 'state']]
+  for (const c of list.checkpoints) {
+    rows.push([
+      c.cno,
+      c.size,
+      c.objects,
+      c.bytes,
+      c.uniqueBytes < 0 ? '?' : c.uniqueBytes,
+      c.timeMs ? new Date(c.timeMs).toISOString() : '-',
+      c.error === undefined ? c.state : `${c.state}, unreadable: ${c.error}`,
+    ])
+  }
+  out.write(`${table(rows, [true, true, true, true, true, false, false])}\n`)
+  out.write(`stored: ${list.storedBytes} bytes; "only": the bytes only that checkpoint holds, what dropping it frees\n`)
+  if (list.inodeError !== undefined) out.write(`inode object unreadable: ${list.inodeError}\n`)
+  for (const a of list.abandoned) {
+    out.write(`abandoned: checkpoint ${a.cno} (${a.parts} parts, ${a.bytes} bytes, no part 0): not openable\n`)
+  }
+  return 0
+}
+
+export async function inspect(p: Parsed, out: Out, err: Out): Promise<number> {
+  const walDir = p.options.get('wal')
+  if (walDir !== undefined) return inspectWalFolder(p, walDir, out)
+  const [url] = positionals(p, 1, 1, 'inspect <url> [--cno N] [--json]')
+  const store = openStore(url as string)
+  const r = await inspectCheckpoint(store, { cno: cnoOption(p) })
+  if (p.flags.has('json')) {
+    out.write(`${JSON.stringify(r)}\n`)
+    return problemsFound('inspect', r, err)
+  }
+  out.write(
+    `checkpoint ${r.cno} of ${r.url}${r.published ? ' (published)' : ''}: ${r.format}, ${r.size} bytes, ` +
+      `blocks ${r.dataBlockSize}, meta blocks ${r.metaBlockSize}, made ${new Date(r.mtimeMs).toISOString()}\n` +
+      `block map: height ${r.tree.height}, ${r.tree.nodes} nodes (${r.tree.leaves} leaves), ` +
+      `${r.tree.dataPointers} data pointers, ${r.tree.holes} holes; ${r.objects.length} objects\n`,
+  )
+  const rows: Array<Array<string | number>> = [
+    ['object', 'size', 'flags', 'data', 'meta', 'summary', 'dead', 'nodes→', 'blocks→', 'base', 'created'],
+  ]
+  for (const o of r.objects) {
+    const h = o.header
+    rows.push([
+      `${o.key}${o.own ? '' : ' (older)'}`,
+      o.size,
+      h?.flags.join(',') || '-',
+      h?.dataCount ?? '-',
+      h?.metaCount ?? '-',
+      h?.summaryCount ?? '-',
+      o.deadSlots ?? '-',
+      o.reachedNodes,
+      o.reachedBlocks,
+      h?.baseCno ?? '-',
+      h ? new Date(h.createdMs).toISOString() : (o.error ?? '-'),
+    ])
+  }
+  out.write(`${table(rows, [false, true, false, true, true, true, true, true, true, true, false])}\n`)
+  for (const pr of r.problems) out.write(`${pr.code} ${pr.what} ${pr.where}: ${pr.message}\n`)
+  return problemsFound('inspect', r, err)
+}
+
+/** `inspect --wal DIR`: what a replay would find, read without changing anything. */
+async function inspectWalFolder(p: Parsed, dir: string, out: Out): Promise<number> {
+  positionals(p, 0, 0, 'inspect --wal <dir> [--json]')
+  if (p.options.has('cno')) {
+    throw StreamSegmentError.invalidArgument(
+      `option ${optionName(p, 'cno')} is for a container's checkpoint, not with ${optionName(p, 'wal')}`,
+    )
+  }
+  const r = await inspectWal(dir)
+  if (p.flags.has('json')) {
+    out.write(`${JSON.stringify(r)}\n`)
+    return 0
+  }
+  const lock = r.lockedBy === undefined ? 'not locked' : `locked by pid ${r.lockedBy.pid} on ${r.lockedBy.host}`
+  out.write(
+    `WAL ${r.dir} of ${r.container ?? '(no container yet)'}: ${r.records} records, ` +
+      `${formatBytes(r.payloadBytes)} written, ${lock}\n`,
+  )
+  const rows: Array<Array<string | number>> = [['file', 'base cno', 'first record', 'records', 'bytes', 'cut']]
+  for (const g of r.generations) {
+    rows.push([g.path, g.baseCno, g.firstSeq, g.records, g.bytes, g.cutBytes > 0 ? `${g.cutBytes} bytes` : '-'])
+  }
+  out.write(`${table(rows, [false, true, true, true, true, false])}\n`)
+  for (const g of r.generations) if (g.cutReason !== undefined) out.write(`torn or bad tail: ${g.cutReason}\n`)
+  return 0
+}
+
+export async function verify(p: Parsed, out: Out, err: Out): Promise<number> {
+  const [url] = positionals(p, 1, 1, 'verify <url> [--cno N] [--json]')
+  const store = openStore(url as string)
+  const t0 = performance.now()
+  // On a terminal, the bytes read so far, drawn a few times a second.
+  let done = 0
+  const stop = err.isTTY ? showProgress(err, () => ({ done }), amountLine('verify')) : undefined
+  let r: Awaited<ReturnType<typeof verifyCheckpoint>>
+  try {
+    r = await verifyCheckpoint(store, {
+      cno: cnoOption(p),
+      onProgress: (b) => {
+        done = b
+      },
+    })
+  } finally {
+    stop?.()
+  }
+  const s = (performance.now() - t0) / 1000
+  if (p.flags.has('json')) out.write(`${JSON.stringify({ ...r, seconds: s })}\n`)
+  else {
+    for (const pr of r.problems) out.write(`${pr.code} ${pr.what} ${pr.where}: ${pr.message}\n`)
+    out.write(
+      `checkpoint ${r.cno} of ${r.url}: ${r.objects} objects, ${r.nodes} nodes, ${r.dataPointers} data pointers, ` +
+        `${r.slots} data slots checked, ${formatBytes(r.bytesRead)} read in ${s.toFixed(2)} s: ` +
+        `${r.problems.length === 0 ? 'ok' : `${r.problems.length} problems`}\n`,
+    )
+  }
+  return problemsFound('verify', r, err)
+}
+
+/** 0 when a report found no problem; else one line on stderr and the exit code of the worst. */
+function problemsFound(
+  command: string,
+  r: { problems: readonly Problem[]; cno: number; url: string },
+  err: Out,
+): number {
+  if (r.problems.length === 0) return 0
+  const code = worstCode(r.problems)
+  err.write(
+    `stream-segment: ${code}: ${command} found ${r.problems.length} problems in checkpoint ${r.cno} of ${r.url}\n`,
+  )
+  return EXIT_CODES[code]
+}
+
+function worstCode(problems: readonly Problem[]): ErrorCode {
+  return problems.some((x) => x.code === 'ERR_CORRUPT') ? 'ERR_CORRUPT' : ((problems[0] as Problem).code as ErrorCode)
+}

@@ -1,0 +1,69 @@
+/** `stream-segment gc` (the cleaner) and `rm` (the whole container). */
+import { gc, removeContainer } from '../admin/index.js'
+import { StreamSegmentError } from '../errors.js'
+import { openStore } from '../store/open.js'
+import { optionName, type Parsed, parseDuration, positionals } from './args.js'
+import { formatBytes, formatDuration, type Out } from './output.js'
+
+export async function gcCommand(p: Parsed, out: Out): Promise<number> {
+  const [url] = positionals(
+    p,
+    1,
+    1,
+    'gc <url> [--keep N] [--keep-cnos a,b] [--keep-newer-than T] [--grace T] [--dry-run] [--json]',
+  )
+  const number = (name: string, v: string) => {
+    if (!/^\d+$/.test(v))
+      throw StreamSegmentError.invalidArgument(`option ${optionName(p, name)}: ${JSON.stringify(v)} is not a number`)
+    return Number(v)
+  }
+  const opt = (name: string) => p.options.get(name)
+  const duration = (name: string) => {
+    const v = opt(name)
+    return v === undefined ? undefined : parseDuration(optionName(p, name), v)
+  }
+  const options = {
+    keep: opt('keep') === undefined ? undefined : number('keep', opt('keep') as string),
+    keepCnos: opt('keepCnos')
+      ?.split(',')
+      .map((c) => number('keepCnos', c)),
+    keepNewerThanMs: duration('keepNewerThan'),
+    graceMs: duration('grace'),
+    dryRun: p.flags.has('dryRun'),
+  }
+  const r = await gc(openStore(url as string), options)
+  if (p.flags.has('json')) {
+    out.write(`${JSON.stringify(r)}\n`)
+    return 0
+  }
+  const verb = r.dryRun ? 'would delete' : 'deleted'
+  out.write(
+    `${r.url}: kept checkpoints ${r.kept.join(', ') || 'none'}; dropped ${r.dropped.join(', ') || 'none'}\n` +
+      `${verb} ${r.deletedObjects} objects (${formatBytes(r.deletedBytes)}), ` +
+      `${r.dryRun ? 'would abort' : 'aborted'} ${r.abortedUploads} uploads; ${formatBytes(r.storedBytes)} stored\n`,
+  )
+  if (r.youngObjects + r.youngUploads > 0) {
+    // Garbage the grace period protects: say so, or a run that frees nothing looks broken.
+    out.write(
+      `left ${r.youngObjects} unreached objects (${formatBytes(r.youngBytes)}) and ${r.youngUploads} uploads ` +
+        `younger than the grace period (${formatDuration(r.graceMs)}): a later gc deletes them ` +
+        '(--grace 0 only when no writer is running)\n',
+    )
+  }
+  if (r.stopped !== undefined) out.write(`stopped, nothing deleted: ${r.stopped}\n`)
+  return 0
+}
+
+export async function rm(p: Parsed, out: Out): Promise<number> {
+  const [url] = positionals(p, 1, 1, 'rm <url> [--yes] [--json]')
+  if (process.stdin.isTTY && !p.flags.has('yes')) {
+    throw StreamSegmentError.invalidArgument(`rm deletes every object of ${url}: add --yes to confirm`)
+  }
+  const r = await removeContainer(openStore(url as string))
+  out.write(
+    p.flags.has('json')
+      ? `${JSON.stringify(r)}\n`
+      : `${r.url}: deleted ${r.deletedObjects} objects (${formatBytes(r.deletedBytes)}), aborted ${r.abortedUploads} uploads\n`,
+  )
+  return 0
+}

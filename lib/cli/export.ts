@@ -1,0 +1,65 @@
+/** `stream-segment export`: a checkpoint as one plain object on S3, or a local file. */
+import { type ExportTarget, exportObject } from '../admin/index.js'
+import { StreamSegmentError } from '../errors.js'
+import { fileUrlPath, openStore } from '../store/open.js'
+import { cnoOption, type Parsed, positionals } from './args.js'
+import { type Amount, amountLine, formatBytes, type Out, showProgress } from './output.js'
+
+const EXPORT_USAGE = 'export <url> <s3://bucket/key|file> [--cno N] [--content-type T] [--no-copy] [--json]'
+
+/** `s3://bucket/key` → an S3 target; a path (or file:///path) → itself; other URLs are refused. */
+function exportTarget(dest: string, contentType: string | undefined): ExportTarget {
+  const s3 = /^s3:\/\/([^/]+)\/(.+)$/i.exec(dest)
+  if (s3 !== null) return { Bucket: s3[1] as string, Key: s3[2] as string, ContentType: contentType }
+  if (/^s3:/i.test(dest)) {
+    throw StreamSegmentError.invalidArgument(`export: ${JSON.stringify(dest)} is not s3://bucket/key`)
+  }
+  if (contentType !== undefined) {
+    throw StreamSegmentError.invalidArgument('export: --content-type applies to an S3 object only')
+  }
+  if (/^file:\/\//i.test(dest)) return fileUrlPath(dest, 'export')
+  if (/^[a-z][a-z0-9+.-]*:\//i.test(dest)) {
+    throw StreamSegmentError.invalidArgument(`export: ${JSON.stringify(dest)}: only s3://bucket/key or a file path`)
+  }
+  return dest
+}
+
+export async function exportCommand(p: Parsed, out: Out, err: Out): Promise<number> {
+  const [url, dest] = positionals(p, 2, 2, EXPORT_USAGE) as [string, string]
+  const target = exportTarget(dest, p.options.get('contentType'))
+  const store = openStore(url)
+  const t0 = performance.now()
+  // On a terminal, the bytes copied or sent of the export's size, drawn a few times a
+  // second once the first report gives the size.
+  let stop: (() => void) | undefined
+  let sample: Amount = { done: 0 }
+  let r: Awaited<ReturnType<typeof exportObject>>
+  try {
+    r = await exportObject(store, target, {
+      cno: cnoOption(p),
+      copy: !p.flags.has('noCopy'),
+      onProgress: err.isTTY
+        ? (pr) => {
+            sample = { done: pr.copiedBytes + pr.sentBytes, total: pr.totalBytes }
+            stop ??= showProgress(err, () => sample, amountLine('export'))
+          }
+        : undefined,
+    })
+  } finally {
+    stop?.()
+  }
+  const s = (performance.now() - t0) / 1000
+  if (p.flags.has('json')) {
+    out.write(`${JSON.stringify({ ...r, seconds: s })}\n`)
+    return 0
+  }
+  const pct = r.size === 0 ? 0 : (100 * r.copiedBytes) / r.size
+  out.write(
+    `exported checkpoint ${r.cno} of ${r.url} to ${r.location}: ${formatBytes(r.size)} (${r.size} bytes) in ${s.toFixed(2)} s\n` +
+      `copied server-side ${r.copiedBytes} bytes (${pct.toFixed(1)} %), sent ${r.sentBytes} bytes; ` +
+      `${r.parts === 0 ? 'one object' : `${r.parts} parts (${r.copyParts} copied)`}, ` +
+      `${r.requests} ${r.requests === 1 ? 'request' : 'requests'}` +
+      `${r.etag === undefined ? '' : `, ETag ${r.etag}`}\n`,
+  )
+  return 0
+}

@@ -1,0 +1,129 @@
+/**
+ * `stream-segment get`: a checkpoint, or a byte range of it, to a file (`downloadFile`) or
+ * to stdout (the read stream).
+ */
+import type { Writable } from 'node:stream'
+import { pipeline } from 'node:stream/promises'
+import { StreamSegmentError } from '../errors.js'
+import { openStore } from '../store/open.js'
+import { downloadFile } from '../streams/download-file.js'
+import { createStreamSegmentReadStream } from '../streams/read-stream.js'
+import { cnoOption, optionName, type Parsed, positionals, readOptions } from './args.js'
+import { amountLine, formatBytes, type Out, showProgress } from './output.js'
+
+const GET_USAGE = 'get <url> [file|-] [-o file] [--range a-b] [--cno N] [--json]'
+
+export async function get(p: Parsed, out: Out, err: Out): Promise<number> {
+  const [url, file] = positionals(p, 1, 2, GET_USAGE) as [string, string | undefined]
+  const output = p.options.get('output')
+  if (file !== undefined && output !== undefined) {
+    throw StreamSegmentError.invalidArgument(
+      `get: two targets, ${file} and ${optionName(p, 'output')} ${output}: give one (usage: stream-segment ${GET_USAGE})`,
+    )
+  }
+  const target = file ?? output ?? '-'
+  const json = p.flags.has('json')
+  if (target === '-' && json) {
+    throw StreamSegmentError.invalidArgument(
+      'get --json reports on stdout, where the data would go: give a file (get URL FILE, or -o FILE)',
+    )
+  }
+  let start: number | undefined
+  let end: number | undefined
+  const range = p.options.get('range')
+  const rangeName = optionName(p, 'range')
+  if (range !== undefined) {
+    const m = /^(\d+)-(\d*)$/.exec(range)
+    if (!m) throw StreamSegmentError.invalidArgument(`option ${rangeName}: ${JSON.stringify(range)} is not a-b or a-`)
+    start = Number(m[1])
+    if (!Number.isSafeInteger(start)) {
+      throw StreamSegmentError.invalidArgument(`option ${rangeName}: ${m[1]} is past any file`)
+    }
+    // An end past the file is clipped to it, however far past.
+    end = m[2] === '' ? undefined : Math.min(Number(m[2]), Number.MAX_SAFE_INTEGER)
+    if (end !== undefined && end < start) {
+      throw StreamSegmentError.invalidArgument(`option ${rangeName}: ${range} ends before it starts`)
+    }
+  }
+  const cno = cnoOption(p)
+  const reads = readOptions(p)
+  const store = openStore(url)
+  // Binary data on a terminal garbles it: only when asked for explicitly (`-`, `-o -`).
+  if (target === '-' && file === undefined && output === undefined && out.isTTY) {
+    throw StreamSegmentError.invalidArgument(
+      'get: not writing binary data to a terminal: give a file (get URL FILE, or -o FILE), ' +
+        'redirect stdout, or give - to write to the terminal anyway',
+    )
+  }
+  const ac = new AbortController()
+  const onSigint = () => ac.abort(new Error('interrupted (SIGINT)'))
+  process.once('SIGINT', onSigint)
+  // On a terminal, a progress line on stderr while a file is written.
+  let stopProgress: (() => void) | undefined
+  let done = 0
+  const clearProgress = () => {
+    stopProgress?.()
+    stopProgress = undefined
+  }
+  // A range starting at or past the end of the file reads nothing, which here is an error
+  // rather than an empty result.
+  const pastEnd = (size: number, which: string) => {
+    if (start === undefined || start < size) return
+    throw StreamSegmentError.range(
+      `option ${rangeName} ${range}: starts at byte ${start}, at or past the end of ${which} ` +
+        `(${size} bytes${size > 0 ? `, bytes 0-${size - 1}` : ''})`,
+    )
+  }
+  try {
+    if (target === '-') {
+      const rs = createStreamSegmentReadStream({ store, start, end, cno, signal: ac.signal, ...reads })
+      await pipeline(rs, out as Writable)
+      pastEnd(rs.size, `checkpoint ${rs.file?.cno} of ${store.url}`)
+      return 0
+    }
+    // Into a temporary file, renamed into place once complete (downloadFile).
+    const { readAheadBytes: _toStdoutOnly, ...fileReads } = reads
+    const got = await downloadFile(store, target, {
+      start,
+      end,
+      cno,
+      signal: ac.signal,
+      ...fileReads,
+      onStart: (file, total) => {
+        pastEnd(file.size, `checkpoint ${file.cno} of ${store.url}`)
+        if (err.isTTY) stopProgress = showProgress(err, () => ({ done, total }), amountLine('get'))
+      },
+      onProgress: (d) => {
+        done = d
+      },
+    })
+    clearProgress()
+    const t = got.timing
+    const requests = Object.values(t.requests).reduce((a, b) => a + b, 0)
+    if (json) {
+      const r = {
+        url: store.url,
+        cno: got.cno,
+        size: got.size,
+        file: target,
+        bytes: got.bytes,
+        seconds: got.seconds,
+        requests,
+        timing: t,
+      }
+      out.write(`${JSON.stringify(r)}\n`)
+    } else {
+      out.write(
+        `got ${formatBytes(got.bytes)} of checkpoint ${got.cno} into ${target} in ${got.seconds.toFixed(2)} s ` +
+          `(${formatBytes(got.bytes / got.seconds)}/s, ${requests} requests)\n`,
+      )
+    }
+  } catch (e) {
+    if ((e as { code?: string }).code === 'EPIPE') return 0 // the reader of stdout went away
+    throw e
+  } finally {
+    process.removeListener('SIGINT', onSigint)
+    clearProgress()
+  }
+  return 0
+}

@@ -1,0 +1,251 @@
+/**
+ * `stream-segment put`: a regular file by reference (read as its objects are sent, and
+ * resumed when interrupted), stdin, a pipe or a command's stdout by value; `--size` and
+ * `--wal` for streams.
+ */
+import { type ChildProcess, spawn } from 'node:child_process'
+import { fstatSync } from 'node:fs'
+import type { FileHandle } from 'node:fs/promises'
+import { type Readable, Transform } from 'node:stream'
+import { pipeline } from 'node:stream/promises'
+import { StreamSegmentError } from '../errors.js'
+import { isSettingName, type Settings, SPEC_DEFAULTS } from '../settings.js'
+import { openStore } from '../store/open.js'
+import type { ObjectStore } from '../store/types.js'
+import { openLocalFile, uploadFile } from '../streams/upload-file.js'
+import { createStreamSegmentWriteStream } from '../streams/write-stream.js'
+import { MiB } from '../util/units.js'
+import type { WalSync } from '../wal/log.js'
+import type { WalOptions } from '../wal/wal.js'
+import type { FlushTiming } from '../write/flush.js'
+import { optionName, type Parsed, parseSize, positionals } from './args.js'
+import { formatBytes, fsError, type Out, progressLine, showProgress } from './output.js'
+
+function stdinIsDirectory(): boolean {
+  try {
+    return fstatSync(0).isDirectory()
+  } catch {
+    return false // no stdin: reading it fails on its own
+  }
+}
+
+export async function put(p: Parsed, out: Out, err: Out): Promise<number> {
+  // `put <url> -- <command> [args…]`: the producer's stdout, published only when it exits 0.
+  const producer = p.beforeTerminator === 1 && p.positional.length > 1 ? p.positional.slice(1) : undefined
+  const [source, url] =
+    producer === undefined
+      ? (positionals(p, 2, 2, 'put <file|-> <url> [--size N] [--<setting> <value>…] [--no-resume] [--json]') as [
+          string,
+          string,
+        ])
+      : ['-', p.positional[0] as string]
+  const sizeText = p.options.get('size')
+  const size = sizeText === undefined ? undefined : parseSize(optionName(p, 'size'), sizeText)
+  if (size !== undefined && source !== '-') {
+    throw StreamSegmentError.invalidArgument(`option ${optionName(p, 'size')} is for stdin or a command, not a file`)
+  }
+  const wal = walOption(p)
+  if (wal !== undefined && source !== '-') {
+    throw StreamSegmentError.invalidArgument(
+      `option ${optionName(p, 'wal')} is for stdin or a command: a regular file goes by reference, not through a log`,
+    )
+  }
+  const resume = !p.flags.has('noResume')
+  if (!resume && source === '-') {
+    throw StreamSegmentError.invalidArgument('option --no-resume is for a file: stdin or a command never resumes')
+  }
+  const settings: Partial<Record<keyof Settings, unknown>> = {}
+  for (const [name, value] of p.options) {
+    if (name === 'size' || name === 'wal' || name === 'walSync') continue
+    if (!isSettingName(name)) throw StreamSegmentError.internal(`put: option --${name} is not a setting`)
+    // String settings (format, conflictPolicy) are taken as given; resolveSettings checks them.
+    settings[name] = typeof SPEC_DEFAULTS[name] === 'string' ? value : parseSize(optionName(p, name), value)
+  }
+  const store = openStore(url)
+  if (source === '-' && producer === undefined && stdinIsDirectory()) {
+    // A shell's `< dir` gives a descriptor that reads as an empty file: that is no content.
+    throw StreamSegmentError.invalidArgument('-: stdin is a directory')
+  }
+  const fh = source === '-' ? undefined : await openLocalFile(source)
+  const child = producer === undefined ? undefined : startProducer(producer)
+  const ac = new AbortController()
+  const onSigint = () => ac.abort(new Error('interrupted (SIGINT)'))
+  process.once('SIGINT', onSigint)
+  const t0 = performance.now()
+  let r: PutResult
+  try {
+    const st = await fh?.stat()
+    if (st?.isDirectory()) throw StreamSegmentError.invalidArgument(`${source}: is a directory`)
+    // A regular file goes by reference: its blocks are read when their objects are sent.
+    // Anything else (stdin, a pipe, a FIFO, a device) can be read only once, in order.
+    r = st?.isFile()
+      ? await putByReference(fh as FileHandle, store, settings as Partial<Settings>, ac.signal, err, resume)
+      : await putByValue(
+          fh?.createReadStream({ highWaterMark: MiB, autoClose: false }) ?? child?.stdout ?? process.stdin,
+          producer === undefined ? source : producer.join(' '),
+          store,
+          settings as Partial<Settings>,
+          ac.signal,
+          err,
+          completeWhen({ size, child }),
+          wal,
+        )
+  } catch (e) {
+    // The file source says the file ended early, not which file.
+    if (StreamSegmentError.is(e, 'ERR_STATE') && !e.message.includes(source)) {
+      throw new StreamSegmentError('ERR_STATE', `${source}: ${e.message}`, { cause: e })
+    }
+    throw e
+  } finally {
+    process.removeListener('SIGINT', onSigint)
+    await fh?.close()
+    child?.process.kill('SIGTERM') // a producer still running after a failure is stopped
+  }
+  const seconds = (performance.now() - t0) / 1000
+  const { bytes, by, timing: t } = r
+  if (p.flags.has('json')) {
+    out.write(`${JSON.stringify({ url: store.url, by, bytes, seconds, flushTiming: t })}\n`)
+    return 0
+  }
+  out.write(
+    `committed checkpoint ${t.cno} of ${store.url}: ${formatBytes(bytes)} by ${by} in ${seconds.toFixed(2)} s ` +
+      `(${formatBytes(bytes / seconds)}/s), ${t.objects} objects\n` +
+      `flush: ${t.totalMs.toFixed(1)} ms (data ${t.dataMs.toFixed(1)}, part 0 ${t.part0Ms.toFixed(1)}, inode ${t.inodeMs.toFixed(1)}), ` +
+      `${t.conflicts} conflicts\n` +
+      `sent ahead ${formatBytes(t.streamSentBytes)}, written by the flush ${formatBytes(t.streamFlushBytes)}, ` +
+      `dead ${formatBytes(t.streamDeadBytes)}, meta ${formatBytes(t.streamMetaBytes)}\n` +
+      (by === 'reference'
+        ? `reused ${formatBytes(t.reusedBytes)} sent before by an interrupted upload of this file\n`
+        : ''),
+  )
+  return 0
+}
+
+/** `--wal DIR [--wal-sync MODE]`, checked (the mode again when the log opens). */
+function walOption(p: Parsed): WalOptions | undefined {
+  const dir = p.options.get('wal')
+  const sync = p.options.get('walSync')
+  if (dir === undefined) {
+    if (sync !== undefined)
+      throw StreamSegmentError.invalidArgument(`option ${optionName(p, 'walSync')} needs --wal DIR`)
+    return undefined
+  }
+  if (sync !== undefined && !['always', 'interval', 'none'].includes(sync)) {
+    throw StreamSegmentError.invalidArgument(
+      `option ${optionName(p, 'walSync')} is ${JSON.stringify(sync)}: use always, interval or none`,
+    )
+  }
+  return { dir, ...(sync !== undefined && { sync: sync as WalSync }) }
+}
+
+interface PutResult {
+  by: 'reference' | 'value'
+  bytes: number
+  timing: FlushTiming
+}
+
+/** A regular file, by reference, with the spec's defaults (the dirty limits do not apply to it). */
+async function putByReference(
+  fh: FileHandle,
+  store: ObjectStore,
+  settings: Partial<Settings>,
+  signal: AbortSignal,
+  err: Out,
+  resume: boolean,
+): Promise<PutResult> {
+  let bytes = 0
+  let stop: (() => void) | undefined
+  try {
+    const timing = await uploadFile(fh, store, settings, {
+      signal,
+      resume,
+      onStart: (file, size) => {
+        bytes = size
+        const sample = () => {
+          const { uploadedBytes, requestsInFlight } = file.progress
+          // Bytes kept from an interrupted upload of the file count as done.
+          return { done: uploadedBytes + file.core.uploader.reusedBytes, total: size, requestsInFlight }
+        }
+        if (err.isTTY) stop = showProgress(err, sample, progressLine)
+      },
+    })
+    return { by: 'reference', bytes, timing }
+  } finally {
+    stop?.()
+  }
+}
+
+/** A producer command run as a child process: its stdout is the input; stdin and stderr are ours. */
+function startProducer(argv: readonly string[]): {
+  process: ChildProcess
+  stdout: Readable
+  exit: Promise<string | undefined>
+} {
+  const [cmd, ...args] = argv as [string, ...string[]]
+  const child = spawn(cmd, args, { stdio: ['inherit', 'pipe', 'inherit'] })
+  // Why the producer failed, or undefined when it exited 0.
+  const exit = new Promise<string | undefined>((resolve) => {
+    child.once('error', (e) => resolve(`${cmd} could not start: ${e.message}`))
+    child.once('close', (code, sig) =>
+      resolve(
+        code === 0 ? undefined : `${argv.join(' ')} ${sig ? `was killed by ${sig}` : `exited with code ${code}`}`,
+      ),
+    )
+  })
+  return { process: child, stdout: child.stdout as Readable, exit }
+}
+
+/**
+ * All-or-nothing input: a stage between the input and the write stream that lets the end
+ * of the input through (so that the write stream commits) only when the producer exited
+ * 0 and exactly `size` bytes came; otherwise the put fails with ERR_ABORTED and the write
+ * stream publishes nothing.
+ */
+function completeWhen(check: {
+  size: number | undefined
+  child: { exit: Promise<string | undefined> } | undefined
+}): Transform | undefined {
+  if (check.size === undefined && check.child === undefined) return undefined
+  let bytes = 0
+  const refuse = (why: string) => StreamSegmentError.aborted(`${why}: nothing was published`)
+  return new Transform({
+    transform(chunk: Buffer, _encoding, cb) {
+      bytes += chunk.byteLength
+      if (check.size !== undefined && bytes > check.size) cb(refuse(`more than --size ${check.size} bytes came`))
+      else cb(null, chunk)
+    },
+    flush(cb) {
+      ;(check.child?.exit ?? Promise.resolve(undefined)).then((failed) => {
+        if (failed !== undefined) cb(refuse(failed))
+        else if (check.size !== undefined && bytes !== check.size) {
+          cb(refuse(`${bytes} bytes came, --size says ${check.size}`))
+        } else cb()
+      }, cb)
+    },
+  })
+}
+
+/** A stream, by value, through the write stream (its streaming profile). */
+async function putByValue(
+  input: Readable,
+  source: string,
+  store: ObjectStore,
+  settings: Partial<Settings>,
+  signal: AbortSignal,
+  err: Out,
+  gate?: Transform,
+  wal?: WalOptions,
+): Promise<PutResult> {
+  // Files, pipes, sockets and a child's stdout hand over a new buffer for every chunk.
+  const writer = createStreamSegmentWriteStream({ store, signal, adoptChunks: true, ...settings, ...(wal && { wal }) })
+  const sample = () => ({ done: writer.bytesWritten, requestsInFlight: writer.file?.progress.requestsInFlight ?? 0 })
+  const stop = err.isTTY ? showProgress(err, sample, progressLine) : undefined
+  try {
+    await (gate === undefined ? pipeline(input, writer) : pipeline(input, gate, writer))
+  } catch (e) {
+    throw fsError(e, source)
+  } finally {
+    stop?.()
+  }
+  return { by: 'value', bytes: writer.bytesWritten, timing: writer.flushTiming as FlushTiming }
+}
