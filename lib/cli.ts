@@ -99,8 +99,9 @@ Reads take --read-get-max-bytes, --read-max-concurrency, --read-summary-cache-by
 --read-ahead-bytes.
 
 Container URLs: s3://bucket/prefix, file:///dir or a directory path, mem://name (schemes in
-any case). Anything else that starts like a URL (s3:/x, gs://, https://) is refused; a local
-directory whose name has a colon is given as ./name.
+any case; mem:// is the command's own memory, gone when it ends: for bench). Anything else
+that starts like a URL (s3:/x, gs://, https://) is refused; a local directory whose name
+has a colon is given as ./name.
 
 Exit codes:
 ${exitCodeTable()}
