@@ -26,6 +26,7 @@ import { Writable } from 'node:stream'
 import { after, before, describe, it } from 'node:test'
 import { commandOptions, EXIT_CODES, main, progressLine } from '../lib/cli.js'
 import { ERROR_CODES, type ErrorCode, type StreamSegmentError } from '../lib/errors.js'
+import { SPEC_DEFAULTS } from '../lib/settings.js'
 import { uploadFile } from '../lib/streams/upload-file.js'
 import { resealInodeObject } from './helpers/format.js'
 
@@ -157,6 +158,45 @@ it("--help and docs/cli.md's table give every command with every option it takes
     if (!help.includes(`--${o}`)) missing.push(`--help: --${o}`)
   }
   assert.deepEqual(missing, [])
+})
+
+it('every stream-segment command line in README.md and docs/ names a command and options it takes', () => {
+  const kebab = (name: string) => name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)
+  const own = commandOptions()
+  const settings = Object.keys(SPEC_DEFAULTS).map(kebab)
+  const reads = ['read-get-max-bytes', 'read-max-concurrency', 'read-summary-cache-bytes', 'read-ahead-bytes']
+  const known = (command: string) =>
+    new Set([...(own[command] ?? []), ...(command === 'put' ? settings : command === 'get' ? reads : []), 'help'])
+  const docs = ['README.md', ...readdirSync('docs').map((f) => `docs/${f}`)].filter((f) => f.endsWith('.md'))
+  const wrong: string[] = []
+  let lines = 0
+  for (const doc of docs) {
+    const text = readFileSync(doc, 'utf8')
+    // Command lines of the ```sh blocks, and inline code spans on one line.
+    const code = [
+      ...[...text.matchAll(/^```sh\n([\s\S]*?)^```$/gm)].flatMap((m) => (m[1] as string).split('\n')),
+      ...[...text.matchAll(/`([^`\n]+)`/g)].map((m) => m[1] as string),
+    ]
+    for (const line of code) {
+      for (const m of line.matchAll(/(?:^|[\s|(])stream-segment ([^#|;&]*)/g)) {
+        lines++
+        const tokens = (m[1] as string).trim().split(/\s+/)
+        const command = tokens[0] as string
+        if (command === '--help' || command === '--version') continue
+        if (own[command] === undefined) {
+          wrong.push(`${doc}: unknown command in "stream-segment ${m[1]}"`)
+          continue
+        }
+        for (const t of tokens.slice(1)) {
+          if (t === '--') break // the command's own arguments follow
+          const name = /^--([a-z][a-z-]*)/.exec(t)?.[1]
+          if (name !== undefined && !known(command).has(name)) wrong.push(`${doc}: ${command} does not take --${name}`)
+        }
+      }
+    }
+  }
+  assert.ok(lines >= 20, `only ${lines} command lines found`)
+  assert.deepEqual(wrong, [])
 })
 
 it('an S3 client with no region or no credentials fails at once with a code that says so, not ERR_STORE', () => {
