@@ -254,14 +254,18 @@ start() {
   # The monitor listens, or exits when its port was taken after the check above.
   wait_for "the monitor on 127.0.0.1:$MON_PORT" 150 mon_listening_or_dead
   live_pid mon >/dev/null
-  local uuid id
+  local uuid id try
   uuid=$(cat /proc/sys/kernel/random/uuid)
-  # The first command waits for the monitor to form its quorum.
-  id=$(timeout 30 ceph -c "$CONF" --connect-timeout 20 osd create "$uuid")
+  # The first command waits for the monitor to form its quorum, which a loaded machine can
+  # take longer to do; `osd create` with the same uuid gives the same id, so it is retried.
+  for try in 1 2 3; do
+    id=$(timeout 30 ceph -c "$CONF" --connect-timeout 20 osd create "$uuid") && break
+    log "the monitor did not answer 'osd create' in 30 s (try $try)"
+  done
+  [ -n "$id" ]
   local t_mon=$(($(now_ms) - t0))
   ceph-osd -c "$CONF" -i "$id" --mkfs --osd-uuid "$uuid" >"$BASE/log/osd-mkfs.out" 2>&1
   ceph -c "$CONF" osd crush add "osd.$id" 1.0 host=localhost root=default >/dev/null 2>&1
-  local try
   for try in 1 2 3; do
     start_bg osd ceph-osd -c "$CONF" -i "$id" -f
     wait_for "the OSD" 150 osd_up_or_dead
