@@ -293,9 +293,19 @@ start() {
 }
 
 osd_up() { ceph -c "$CONF" --connect-timeout 5 osd stat 2>/dev/null | grep -q '1 up'; }
-osd_up_or_dead() { ! live_pid osd >/dev/null || osd_up; }
-mon_listening_or_dead() { ! live_pid mon >/dev/null || port_open "$MON_PORT"; }
-rgw_answers_or_dead() { ! live_pid rgw >/dev/null || answers; }
+osd_up_or_dead() { exited osd || osd_up; }
+mon_listening_or_dead() { exited mon || port_open "$MON_PORT"; }
+rgw_answers_or_dead() { exited rgw || answers; }
+
+# The daemon this start launched has exited. Not live_pid: between the fork and the exec
+# the process still has this script's command line, so live_pid would call a daemon that
+# is starting dead, and the OSD's retry would start a second OSD beside it (two osd.0s
+# then mark each other down: "map eN had wrong client addr", placement groups stuck).
+exited() {
+  local pid
+  pid=$(cat "$BASE/run/$1.pid" 2>/dev/null) || return 0
+  ! running "$pid"
+}
 
 # The process exists and has not exited (an exited daemon can stay a zombie for a while,
 # until whoever adopted it reaps it).
