@@ -4,13 +4,14 @@
  * resolves to this checkout's declaration files (the package's own name, through its
  * `exports`). A renamed function, option, event or field fails here with the document
  * and line of the block. Every value and type the package's root exports is named in
- * docs/api.md, the reference, and every setting in docs/settings.md.
+ * docs/api.md, the reference, and every setting in docs/settings.md; every relative link
+ * leads to a file, and to a heading of it.
  */
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
-import { join, resolve } from 'node:path'
+import { dirname, join, resolve } from 'node:path'
 import { after, it } from 'node:test'
 
 interface Block {
@@ -99,4 +100,50 @@ it('docs/settings.md names every setting, of writes and of reads', async () => {
     names.filter((name) => !new RegExp(`\\b${name}\\b`).test(doc)),
     [],
   )
+})
+
+/** A heading's anchor as GitHub makes it: lower case, punctuation dropped, spaces to hyphens. */
+function slug(heading: string): string {
+  return heading
+    .trim()
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N}\s_-]/gu, '')
+    .replace(/\s/g, '-')
+}
+
+/** The anchors of a Markdown text's headings (a repeated heading gets -1, -2, …). */
+function anchors(text: string): Set<string> {
+  const seen = new Map<string, number>()
+  const out = new Set<string>()
+  const prose = text.replace(/^```[\s\S]*?^```$/gm, '')
+  for (const m of prose.matchAll(/^#{1,6} (.+)$/gm)) {
+    const base = slug(m[1] as string)
+    const n = seen.get(base) ?? 0
+    seen.set(base, n + 1)
+    out.add(n === 0 ? base : `${base}-${n}`)
+  }
+  return out
+}
+
+it('every relative link of README.md and docs/ names a file of the checkout, and a heading of it when it has #', () => {
+  assert.equal(slug('Cleaning up: gc and rm'), 'cleaning-up-gc-and-rm')
+  assert.equal(slug('`SegmentFile.write` in 16 MiB writes'), 'segmentfilewrite-in-16-mib-writes')
+  const broken: string[] = []
+  for (const doc of docs) {
+    const text = readFileSync(doc, 'utf8').replace(/^```[\s\S]*?^```$/gm, '')
+    for (const m of text.matchAll(/\]\(([^)\s]+)\)/g)) {
+      const link = m[1] as string
+      if (/^[a-z]+:/i.test(link)) continue // http(s):, mailto:
+      const [path, anchor] = link.split('#') as [string, string | undefined]
+      const target = path === '' ? doc : join(dirname(doc), path)
+      if (!existsSync(target)) {
+        broken.push(`${doc}: ${link}: no file ${target}`)
+        continue
+      }
+      if (anchor !== undefined && target.endsWith('.md') && !anchors(readFileSync(target, 'utf8')).has(anchor)) {
+        broken.push(`${doc}: ${link}: no heading #${anchor} in ${target}`)
+      }
+    }
+  }
+  assert.deepEqual(broken, [])
 })
