@@ -60,6 +60,18 @@ describe('the package as npm pack makes it', () => {
     for (const p of named) assert.ok(shipped.has(rel(p)), `${rel(p)} is not in the tarball`)
   })
 
+  it('ships what the README links to (the docs, the licence), so its links work in node_modules', () => {
+    const readme = readFileSync('README.md', 'utf8').replace(/^```[\s\S]*?^```$/gm, '')
+    const links = [...readme.matchAll(/\]\(([^)\s#]+)(?:#[^)\s]*)?\)/g)]
+      .map((m) => m[1] as string)
+      .filter((l) => !/^[a-z]+:/i.test(l))
+    assert.ok(links.includes('docs/api.md'), `README's links: ${links.join(' ')}`)
+    assert.deepEqual(
+      links.filter((l) => !shipped.has(l)),
+      [],
+    )
+  })
+
   it('ships no tests, benchmarks, examples, TypeScript sources or build outputs of the addons', () => {
     const stray = [...shipped].filter(
       (p) =>
