@@ -5,7 +5,7 @@
  * stdout (tables, or JSON with --json), progress to stderr on a TTY.
  */
 
-import { type CommandSpec, type Parsed, parseCommand, READ_OPTIONS } from './cli/args.js'
+import { type CommandSpec, kebab, type Parsed, parseCommand, READ_OPTIONS } from './cli/args.js'
 import { benchCommand } from './cli/bench.js'
 import { inspect, ls, verify } from './cli/checkpoints.js'
 import { gcCommand, rm } from './cli/cleanup.js'
@@ -141,7 +141,6 @@ const COMMANDS: Record<string, { spec: CommandSpec; run: (p: Parsed, out: Out, e
  */
 export function commandOptions(): Record<string, string[]> {
   const general = new Set<string>([...Object.keys(SPEC_DEFAULTS), ...READ_OPTIONS])
-  const kebab = (name: string) => name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)
   return Object.fromEntries(
     Object.entries(COMMANDS).map(([name, { spec }]) => [
       name,

@@ -24,6 +24,7 @@ import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { Writable } from 'node:stream'
 import { after, before, describe, it } from 'node:test'
+import { kebab, READ_OPTIONS } from '../lib/cli/args.js'
 import { commandOptions, EXIT_CODES, main, progressLine } from '../lib/cli.js'
 import { ERROR_CODES, type ErrorCode, type StreamSegmentError } from '../lib/errors.js'
 import { SPEC_DEFAULTS } from '../lib/settings.js'
@@ -154,17 +155,14 @@ it("--help and docs/cli.md's table give every command with every option it takes
       if (row !== undefined && !row.includes(`--${o}`)) missing.push(`docs/cli.md: ${command} --${o}`)
     }
   }
-  for (const o of ['read-get-max-bytes', 'read-max-concurrency', 'read-summary-cache-bytes', 'read-ahead-bytes']) {
-    if (!help.includes(`--${o}`)) missing.push(`--help: --${o}`)
-  }
+  for (const o of READ_OPTIONS.map(kebab)) if (!help.includes(`--${o}`)) missing.push(`--help: --${o}`)
   assert.deepEqual(missing, [])
 })
 
 it('every stream-segment command line in README.md and docs/ names a command and options it takes', () => {
-  const kebab = (name: string) => name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)
   const own = commandOptions()
   const settings = Object.keys(SPEC_DEFAULTS).map(kebab)
-  const reads = ['read-get-max-bytes', 'read-max-concurrency', 'read-summary-cache-bytes', 'read-ahead-bytes']
+  const reads = READ_OPTIONS.map(kebab)
   const known = (command: string) =>
     new Set([...(own[command] ?? []), ...(command === 'put' ? settings : command === 'get' ? reads : []), 'help'])
   const docs = ['README.md', ...readdirSync('docs').map((f) => `docs/${f}`)].filter((f) => f.endsWith('.md'))
