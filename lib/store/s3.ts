@@ -71,7 +71,6 @@ import {
 } from './types.js'
 
 const log = createDebug('stream-segment:s3')
-
 const sdkLog = createDebug('stream-segment:sdk')
 const sdkLogger = { trace: sdkLog, debug: sdkLog, info: sdkLog, warn: sdkLog, error: sdkLog }
 const EMPTY = new Uint8Array(0)
