@@ -679,3 +679,76 @@ function dechunk(all: Buffer): Buffer | undefined {
     at = eol + 2 + size + 2
   }
 }
+
+type NodeReadable = {
+  on(event: 'data', fn: (chunk: Uint8Array) => void): unknown
+  on(event: 'end' | 'close', fn: () => void): unknown
+  on(event: 'error', fn: (err: Error) => void): unknown
+  destroy(err?: Error): void
+}
+
+/**
+ * A response body as the chunks it arrived in, exactly `length` bytes when the length was
+ * announced: a shorter body (the connection cut) or a longer one is an error with no
+ * HTTP status, which the retry policy makes again. No copy, no per-chunk promise: the
+ * chunks are kept as the socket gave them. The signal destroys the stream.
+ */
+export async function readBody(
+  body: unknown,
+  length: number | undefined,
+  signal: AbortSignal | undefined,
+): Promise<Uint8Array[]> {
+  if (body === undefined || body === null) return []
+  const stream = body as Partial<NodeReadable>
+  if (typeof stream.on !== 'function' || typeof stream.destroy !== 'function') {
+    return [await (body as { transformToByteArray(): Promise<Uint8Array> }).transformToByteArray()]
+  }
+  const readable = stream as NodeReadable
+  const chunks: Uint8Array[] = []
+  let filled = 0
+  let onAbort: (() => void) | undefined
+  try {
+    await new Promise<void>((resolve, reject) => {
+      let done = false
+      const fail = (err: Error) => {
+        if (done) return
+        done = true
+        readable.destroy(err)
+        reject(err)
+      }
+      onAbort = () => fail(new Error('aborted while reading the body', { cause: signal?.reason }))
+      if (signal?.aborted) {
+        onAbort()
+        return
+      }
+      signal?.addEventListener('abort', onAbort, { once: true })
+      readable.on('data', (chunk) => {
+        if (done) return
+        filled += chunk.byteLength
+        if (length !== undefined && filled > length) {
+          fail(new Error(`body longer than its Content-Length ${length}`))
+          return
+        }
+        chunks.push(chunk)
+      })
+      readable.on('error', fail)
+      const end = () => {
+        if (done) return
+        if (length !== undefined && filled !== length) {
+          fail(new Error(`body ended after ${filled} of ${length} bytes`))
+          return
+        }
+        done = true
+        resolve()
+      }
+      readable.on('end', end)
+      // A socket closed before the end (no 'end'): the body was cut.
+      readable.on('close', () => {
+        if (!done) fail(new Error(`connection closed after ${filled} of ${length ?? '?'} bytes`))
+      })
+    })
+  } finally {
+    if (onAbort !== undefined) signal?.removeEventListener('abort', onAbort)
+  }
+  return chunks
+}

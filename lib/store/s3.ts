@@ -1,5 +1,8 @@
 /**
  * `S3Store`: the ObjectStore on S3 and S3-compatible servers (`@aws-sdk/client-s3`).
+ * Beside it: `createS3Client` (./s3-client.ts), the retry policy and the mapping of failures
+ * to StreamSegmentError (./s3-calls.ts), request bodies and headers (./s3-body.ts), the
+ * lean GET path and the reading of GET answers (./s3-get.ts).
  *
  * Invariants and failure handling:
  * - Every request carries the caller's AbortSignal; a fired signal is ERR_ABORTED with
@@ -37,19 +40,16 @@
  *   part's CRC: kept per upload in memory, or read back with ListParts when unknown.
  */
 import { createHash, randomUUID } from 'node:crypto'
-import { Agent as HttpAgent } from 'node:http'
-import { Agent as HttpsAgent } from 'node:https'
-import { Readable } from 'node:stream'
-import { setTimeout as sleep } from 'node:timers/promises'
-import type { Part, S3Client, S3ClientConfig } from '@aws-sdk/client-s3'
+import type { Part, S3Client } from '@aws-sdk/client-s3'
 import createDebug from 'debug'
 import { StreamSegmentError } from '../errors.js'
-import { crc32 } from '../util/crc32.js'
 import { digestChunks, sha256BeatsMd5 } from '../util/digest.js'
 import { lendPieces } from '../util/piece-pool.js'
 import { describeValue } from '../util/typed-arrays.js'
-import { bodyLength, checkKey, joinBody, unquoteEtag } from './common.js'
-import { askedRange, checkGetAnswer, piecesOf, refused, sendOverHttp, transportOf } from './s3-get.js'
+import { checkKey, unquoteEtag } from './common.js'
+import { addHeader, crc32Base64, requestBody, s3Attributes } from './s3-body.js'
+import { callS3, nameOf, statusOf } from './s3-calls.js'
+import { askedRange, checkGetAnswer, piecesOf, readBody, refused, sendOverHttp, transportOf } from './s3-get.js'
 import { s3Sdk } from './s3-sdk.cjs'
 import {
   type Body,
@@ -61,7 +61,6 @@ import {
   type ListEntry,
   type ListOptions,
   type MultipartUpload,
-  type ObjectAttributes,
   type ObjectInfo,
   type ObjectStore,
   type PutOptions,
@@ -70,9 +69,9 @@ import {
   WRITE_ID_METADATA,
 } from './types.js'
 
+export { type CreateS3ClientOptions, createS3Client } from './s3-client.js'
+
 const log = createDebug('stream-segment:s3')
-const sdkLog = createDebug('stream-segment:sdk')
-const sdkLogger = { trace: sdkLog, debug: sdkLog, info: sdkLog, warn: sdkLog, error: sdkLog }
 const EMPTY = new Uint8Array(0)
 const MD5_HEX = /^[0-9a-f]{32}$/
 /** An entity tag's characters, unquoted (RFC 9110 etagc), and a bound on its length. */
@@ -152,139 +151,6 @@ export interface S3StoreOptions {
    * SDK's body stream, kept as the chunks it arrived in.
    */
   getPath?: 'http' | 'sdk'
-}
-
-export type CreateS3ClientOptions = S3ClientConfig & {
-  /** Sockets per origin of the keep-alive agents (default 64). */
-  maxSockets?: number
-  /** Time to connect before the attempt fails with a timeout (default 5000 ms). */
-  connectTimeoutMs?: number
-  /** Time with no bytes moving on a request's socket before it fails with a timeout (default 30000 ms). */
-  idleTimeoutMs?: number
-}
-
-/**
- * An S3Client configured the SDK's usual way (credential chain, region,
- * `AWS_ENDPOINT_URL_S3`) and tuned for whole-buffer bodies: keep-alive agents, no
- * `Expect: 100-continue`, no SDK checksums, path-style addressing on a custom endpoint,
- * a connect and an idle timeout, no SDK retries (S3Store retries), and the SDK's log
- * messages under the `debug` namespace `stream-segment:sdk`.
- */
-export function createS3Client(options: CreateS3ClientOptions = {}): S3Client {
-  const { maxSockets = 64, connectTimeoutMs = 5_000, idleTimeoutMs = 30_000, ...config } = options
-  const endpoint = config.endpoint ?? process.env.AWS_ENDPOINT_URL_S3 ?? process.env.AWS_ENDPOINT_URL
-  const region = config.region ?? process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION
-  const { S3Client } = s3Sdk()
-  return new S3Client({
-    requestHandler: {
-      httpAgent: new HttpAgent({ keepAlive: true, maxSockets }),
-      httpsAgent: new HttpsAgent({ keepAlive: true, maxSockets }),
-      connectionTimeout: connectTimeoutMs,
-      // The socket's idle timeout (the handler's requestTimeout only warns by default).
-      socketTimeout: idleTimeoutMs,
-    },
-    // S3Store retries by itself (one policy for every call, conditional writes included).
-    maxAttempts: 1,
-    expectContinueHeader: false,
-    requestChecksumCalculation: 'WHEN_REQUIRED',
-    responseChecksumValidation: 'WHEN_REQUIRED',
-    // The SDK's own messages go to `debug`, not the console: among them a warning on every
-    // failed request with a stream body, which S3Store sends again by itself.
-    logger: sdkLogger,
-    ...config,
-    ...(endpoint !== undefined && { endpoint, forcePathStyle: config.forcePathStyle ?? true }),
-    // A custom endpoint (radosgw, MinIO) needs some region to sign with.
-    ...((region !== undefined || endpoint !== undefined) && { region: region ?? 'us-east-1' }),
-  })
-}
-
-function crc32Base64(chunks: readonly Uint8Array[]): string {
-  let crc = 0
-  for (const c of chunks) crc = crc32(c, crc)
-  const b = Buffer.allocUnsafe(4)
-  b.writeUInt32BE(crc >>> 0)
-  return b.toString('base64')
-}
-
-/**
- * A request body of several chunks, sent as they are. The SDK's Node handler sends a
- * Readable body with `pipe`: this one writes every chunk to the request on each call,
- * so the same command can be sent again. Read as a stream, it gives the chunks once.
- */
-class ChunkBody extends Readable {
-  private next = 0
-
-  constructor(readonly chunks: readonly Uint8Array[]) {
-    super()
-  }
-
-  override _read(): void {
-    const c = this.chunks[this.next++]
-    this.push(c === undefined ? null : c)
-  }
-
-  override pipe<T extends NodeJS.WritableStream>(dest: T): T {
-    for (const c of this.chunks) dest.write(c)
-    dest.end()
-    return dest
-  }
-}
-
-/**
- * What to hand the SDK as the body of `chunks`: one buffer as it is, or several as a
- * ChunkBody (no copy). The SDK reads neither: their payload hash and any checksum are ours.
- */
-function requestBody(chunks: Body): {
-  body: Uint8Array | ChunkBody
-  list: readonly Uint8Array[]
-  length: number
-  release: () => void
-} {
-  const list = chunks instanceof Uint8Array ? [chunks] : chunks.filter((c) => c.byteLength > 0)
-  if (list.length > 1) return { body: new ChunkBody(list), list, length: bodyLength(list), release: () => {} }
-  const joined = joinBody(list.length === 0 ? EMPTY : list)
-  return { body: joined.bytes, list: [joined.bytes], length: joined.bytes.byteLength, release: joined.release }
-}
-
-type SdkError = { name?: string; message?: string; $metadata?: { httpStatusCode?: number } }
-
-function statusOf(err: unknown): number | undefined {
-  return (err as SdkError | undefined)?.$metadata?.httpStatusCode
-}
-
-function nameOf(err: unknown): string {
-  return (err as SdkError | undefined)?.name ?? 'Error'
-}
-
-type HttpRequestLike = { headers: Record<string, string>; body?: unknown }
-
-function isHttpRequest(x: unknown): x is HttpRequestLike {
-  return typeof x === 'object' && x !== null && typeof (x as HttpRequestLike).headers === 'object'
-}
-
-type MiddlewareCommand = {
-  middlewareStack: {
-    add(
-      mw: (next: (args: unknown) => Promise<unknown>) => (args: unknown) => Promise<unknown>,
-      options: { step: 'build'; name: string },
-    ): void
-  }
-}
-
-/** Per-command middleware (never the caller's client): set one header at the build step. */
-function addHeader<C>(command: C, name: string, value: (req: HttpRequestLike) => string | undefined): C {
-  ;(command as unknown as MiddlewareCommand).middlewareStack.add(
-    (next) => async (args) => {
-      const req = (args as { request?: unknown }).request
-      if (isHttpRequest(req)) {
-        const v = value(req)
-        if (v !== undefined) req.headers[name] = v
-      }
-      return next(args)
-    },
-    { step: 'build', name: `streamSegment-${name}` },
-  )
-  return command
 }
 
 /** Whether `bucket` is a directory bucket (S3 Express One Zone): its names end in `--x-s3`. */
@@ -1111,256 +977,15 @@ export class S3Store implements ObjectStore {
     }
   }
 
-  /**
-   * Runs one call: its request, made again after a failure that may pass (`retryable`),
-   * with capped exponential backoff and full jitter, within the call's deadline. Logs
-   * each outcome and retry (with the request id), and maps failures to a
-   * StreamSegmentError. `fn` gets the signal to give the request: the caller's, or the
-   * deadline's, whichever fires first.
-   */
-  async #send<T>(
+  /** One call through the retry policy (./s3-calls.ts), counted in `retries` when made again. */
+  #send<T>(
     op: string,
     key: string,
     signal: AbortSignal | undefined,
     fn: (signal: AbortSignal) => Promise<T>,
   ): Promise<T> {
-    const where = this.#where(key)
-    if (signal?.aborted) throw StreamSegmentError.aborted(`${op} ${where} aborted`, signal.reason)
-    const deadline = this.deadlineMs > 0 ? AbortSignal.timeout(this.deadlineMs) : undefined
-    const s = AbortSignal.any([signal, deadline].filter((x): x is AbortSignal => x !== undefined))
-    const t0 = performance.now()
-    for (let attempt = 0; ; attempt++) {
-      try {
-        const out = await fn(s)
-        if (log.enabled) {
-          const status = (out as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode
-          const bytes = out instanceof Uint8Array ? ` ${out.byteLength} B` : ''
-          log('%s %s %s%s %d ms', op, where, status ?? 'ok', bytes, Math.round(performance.now() - t0))
-        }
-        return out
-      } catch (err) {
-        let mapped = this.#mapError(op, key, err, signal)
-        if (deadline?.aborted && !signal?.aborted) {
-          mapped = StreamSegmentError.timeout(
-            `${op} ${where}: no answer within the deadline of ${this.deadlineMs} ms (${attempt + 1} tries)`,
-            err,
-          )
-          log(
-            '%s %s failed: %s after %d tries, %d ms',
-            op,
-            where,
-            mapped.code,
-            attempt + 1,
-            Math.round(performance.now() - t0),
-          )
-          throw mapped
-        }
-        if (!retryable(mapped, err) || attempt >= this.maxRetries) {
-          log('%s %s failed: %s %s, %d ms', op, where, mapped.code, mapped.message, Math.round(performance.now() - t0))
-          throw mapped
-        }
-        const delay = Math.random() * Math.min(this.retryMaxMs, this.retryBaseMs * 2 ** attempt)
-        this.retries++
-        log(
-          '%s %s: retry %d in %d ms after %s (request id %s)',
-          op,
-          where,
-          attempt + 1,
-          Math.round(delay),
-          mapped.message,
-          requestIdOf(err) ?? '-',
-        )
-        try {
-          await sleep(delay, undefined, { signal: s })
-        } catch {
-          // The deadline or the caller's signal fired while waiting: the next try says which.
-        }
-      }
-    }
-  }
-
-  #mapError(op: string, key: string, err: unknown, signal: AbortSignal | undefined): StreamSegmentError {
-    if (StreamSegmentError.is(err)) return err
-    const where = this.#where(key)
-    if (signal?.aborted) return StreamSegmentError.aborted(`${op} ${where} aborted`, signal.reason ?? err)
-    const status = statusOf(err)
-    const name = nameOf(err)
-    const what = `${op} ${where}: HTTP ${status ?? '-'} ${name}`
-    if (name === 'AbortError') return StreamSegmentError.aborted(`${op} ${where} aborted`, err)
-    // The client's configuration, found wanting before any request: trying again cannot help.
-    if (name === 'CredentialsProviderError') {
-      return StreamSegmentError.auth(
-        `${op} ${where}: no credentials found (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or give the client credentials): ${(err as Error).message}`,
-        err,
-      )
-    }
-    if ((err as Error | undefined)?.message === 'Region is missing') {
-      return StreamSegmentError.invalidArgument(
-        `${op} ${where}: no region is configured (set AWS_REGION, or give the client a region)`,
-      )
-    }
-    if (name === 'TimeoutError' || codeOf(err) === 'ETIMEDOUT') {
-      return StreamSegmentError.timeout(`${op} ${where}: timed out (${(err as Error).message})`, err)
-    }
-    if (status === 412 || name === 'PreconditionFailed' || name === 'ConditionalRequestConflict') {
-      return StreamSegmentError.conflict(`${what}: precondition failed`, err)
-    }
-    if (name === 'NoSuchBucket')
-      return StreamSegmentError.notFound(`${what}: bucket ${this.bucket} does not exist`, err)
-    if (status === 401 || status === 403 || AUTH_ERRORS.has(name)) {
-      return StreamSegmentError.auth(
-        `${what}: the store refused the credentials or the permission: check the access key and secret (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, or the profile), that they have not expired, and that they may use bucket ${this.bucket}`,
-        err,
-      )
-    }
-    if (status === 404 || name === 'NoSuchKey' || name === 'NotFound' || name === 'NoSuchUpload') {
-      return StreamSegmentError.notFound(`${what}: not found`, err)
-    }
-    if (status === 416 || name === 'InvalidRange')
-      return StreamSegmentError.range(`${what}: range not satisfiable`, err)
-    const message = (err as SdkError | undefined)?.message
-    if ((status !== undefined && status >= 300 && status < 400) || /Redirect/.test(name)) {
-      // S3 redirects a request sent to another region's endpoint (301 PermanentRedirect,
-      // 307 TemporaryRedirect); the SDK does not follow, and neither do we: not retried.
-      const endpoint = (err as { Endpoint?: string } | undefined)?.Endpoint
-      return StreamSegmentError.store(
-        `${what}: the store redirected the request${endpoint ? ` to ${endpoint}` : ''} (wrong endpoint or region?)${message ? `: ${message}` : ''}`,
-        err,
-      )
-    }
-    if (status !== undefined && status >= 400 && status < 500 && !retryable(StreamSegmentError.store(what), err)) {
-      // A request the store refuses as it is (InvalidPart, EntityTooSmall, …): not retried.
-      return StreamSegmentError.store(
-        `${what}: the store refused the request, not retried${message ? `: ${message}` : ''}`,
-        err,
-      )
-    }
-    return StreamSegmentError.store(`${what}${message ? `: ${message}` : ''}`, err)
-  }
-}
-
-/** The SDK's fields for the standard headers of `attributes`. */
-function s3Attributes(a: ObjectAttributes | undefined) {
-  return {
-    ContentType: a?.contentType,
-    CacheControl: a?.cacheControl,
-    ContentDisposition: a?.contentDisposition,
-    ContentEncoding: a?.contentEncoding,
-    ContentLanguage: a?.contentLanguage,
-  }
-}
-
-/** Errors that say the credentials or the permission are wrong, whatever the status. */
-const AUTH_ERRORS = new Set([
-  'InvalidAccessKeyId',
-  'SignatureDoesNotMatch',
-  'ExpiredToken',
-  'InvalidToken',
-  'TokenRefreshRequired',
-  'AccessDenied',
-  'CredentialsProviderError',
-])
-
-/**
- * Whether a failed request may pass when made again: a timeout, a failure with no HTTP
- * answer (a reset or refused connection, a body cut short), throttling, a server error,
- * a body damaged on the way. Never a conflict, a missing key, a refused credential, a
- * bad request or an abort.
- */
-function retryable(mapped: StreamSegmentError, err: unknown): boolean {
-  if (mapped.code === 'ERR_TIMEOUT') return true
-  if (mapped.code !== 'ERR_STORE') return false
-  const status = statusOf(err)
-  const name = nameOf(err)
-  return (
-    status === undefined ||
-    status >= 500 ||
-    status === 429 ||
-    status === 408 ||
-    name === 'BadDigest' ||
-    name === 'XAmzContentSHA256Mismatch' ||
-    name === 'SlowDown' ||
-    name === 'RequestTimeout'
-  )
-}
-
-function codeOf(err: unknown): string | undefined {
-  return (err as { code?: string } | undefined)?.code
-}
-
-function requestIdOf(err: unknown): string | undefined {
-  return (err as { $metadata?: { requestId?: string } } | undefined)?.$metadata?.requestId
-}
-
-type NodeReadable = {
-  on(event: 'data', fn: (chunk: Uint8Array) => void): unknown
-  on(event: 'end' | 'close', fn: () => void): unknown
-  on(event: 'error', fn: (err: Error) => void): unknown
-  destroy(err?: Error): void
-}
-
-/**
- * A response body as the chunks it arrived in, exactly `length` bytes when the length was
- * announced: a shorter body (the connection cut) or a longer one is an error with no
- * HTTP status, which the retry policy makes again. No copy, no per-chunk promise: the
- * chunks are kept as the socket gave them. The signal destroys the stream.
- */
-export async function readBody(
-  body: unknown,
-  length: number | undefined,
-  signal: AbortSignal | undefined,
-): Promise<Uint8Array[]> {
-  if (body === undefined || body === null) return []
-  const stream = body as Partial<NodeReadable>
-  if (typeof stream.on !== 'function' || typeof stream.destroy !== 'function') {
-    return [await (body as { transformToByteArray(): Promise<Uint8Array> }).transformToByteArray()]
-  }
-  const readable = stream as NodeReadable
-  const chunks: Uint8Array[] = []
-  let filled = 0
-  let onAbort: (() => void) | undefined
-  try {
-    await new Promise<void>((resolve, reject) => {
-      let done = false
-      const fail = (err: Error) => {
-        if (done) return
-        done = true
-        readable.destroy(err)
-        reject(err)
-      }
-      onAbort = () => fail(new Error('aborted while reading the body', { cause: signal?.reason }))
-      if (signal?.aborted) {
-        onAbort()
-        return
-      }
-      signal?.addEventListener('abort', onAbort, { once: true })
-      readable.on('data', (chunk) => {
-        if (done) return
-        filled += chunk.byteLength
-        if (length !== undefined && filled > length) {
-          fail(new Error(`body longer than its Content-Length ${length}`))
-          return
-        }
-        chunks.push(chunk)
-      })
-      readable.on('error', fail)
-      const end = () => {
-        if (done) return
-        if (length !== undefined && filled !== length) {
-          fail(new Error(`body ended after ${filled} of ${length} bytes`))
-          return
-        }
-        done = true
-        resolve()
-      }
-      readable.on('end', end)
-      // A socket closed before the end (no 'end'): the body was cut.
-      readable.on('close', () => {
-        if (!done) fail(new Error(`connection closed after ${filled} of ${length ?? '?'} bytes`))
-      })
+    return callS3(this, { op, where: this.#where(key), bucket: this.bucket }, signal, fn, () => {
+      this.retries++
     })
-  } finally {
-    if (onAbort !== undefined) signal?.removeEventListener('abort', onAbort)
   }
-  return chunks
 }

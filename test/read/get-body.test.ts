@@ -8,7 +8,8 @@
 import assert from 'node:assert/strict'
 import { PassThrough } from 'node:stream'
 import { after, before, beforeEach, describe, it } from 'node:test'
-import { readBody, S3Store } from '../../lib/store/s3.js'
+import { S3Store } from '../../lib/store/s3.js'
+import { readBody } from '../../lib/store/s3-get.js'
 import { type FaultProxy, proxiedS3Client, startFaultProxy } from '../helpers/fault-proxy.js'
 import { s3TestBucket, s3TestStore, uniquePrefix } from '../helpers/s3-env.js'
 

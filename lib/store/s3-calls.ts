@@ -1,0 +1,204 @@
+/**
+ * How S3Store makes a call: its request made again after a failure that may pass, with
+ * capped exponential backoff and full jitter, within the call's deadline; and what a
+ * failure becomes: a StreamSegmentError whose code says what the caller can do about it.
+ */
+import { setTimeout as sleep } from 'node:timers/promises'
+import createDebug from 'debug'
+import { StreamSegmentError } from '../errors.js'
+
+const log = createDebug('stream-segment:s3')
+
+/** A call's retries, their backoff and its deadline (see S3StoreOptions). */
+export interface RetryPolicy {
+  readonly maxRetries: number
+  readonly retryBaseMs: number
+  readonly retryMaxMs: number
+  /** A call's whole time, its retries included (0: none). */
+  readonly deadlineMs: number
+}
+
+/** A call as its messages name it: the operation, the object (`s3://bucket/key`) and the bucket. */
+export interface Call {
+  readonly op: string
+  readonly where: string
+  readonly bucket: string
+}
+
+/**
+ * Runs one call of S3Store: its request, made again after a failure that may pass (`retryable`),
+ * with capped exponential backoff and full jitter, within the call's deadline. Logs
+ * each outcome and retry (with the request id), and maps failures to a
+ * StreamSegmentError. `fn` gets the signal to give the request: the caller's, or the
+ * deadline's, whichever fires first.
+ */
+export async function callS3<T>(
+  policy: RetryPolicy,
+  call: Call,
+  signal: AbortSignal | undefined,
+  fn: (signal: AbortSignal) => Promise<T>,
+  onRetry: () => void,
+): Promise<T> {
+  const { op, where } = call
+  if (signal?.aborted) throw StreamSegmentError.aborted(`${op} ${where} aborted`, signal.reason)
+  const deadline = policy.deadlineMs > 0 ? AbortSignal.timeout(policy.deadlineMs) : undefined
+  const s = AbortSignal.any([signal, deadline].filter((x): x is AbortSignal => x !== undefined))
+  const t0 = performance.now()
+  for (let attempt = 0; ; attempt++) {
+    try {
+      const out = await fn(s)
+      if (log.enabled) {
+        const status = (out as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode
+        const bytes = out instanceof Uint8Array ? ` ${out.byteLength} B` : ''
+        log('%s %s %s%s %d ms', op, where, status ?? 'ok', bytes, Math.round(performance.now() - t0))
+      }
+      return out
+    } catch (err) {
+      let mapped = mapError(call, err, signal)
+      if (deadline?.aborted && !signal?.aborted) {
+        mapped = StreamSegmentError.timeout(
+          `${op} ${where}: no answer within the deadline of ${policy.deadlineMs} ms (${attempt + 1} tries)`,
+          err,
+        )
+        log(
+          '%s %s failed: %s after %d tries, %d ms',
+          op,
+          where,
+          mapped.code,
+          attempt + 1,
+          Math.round(performance.now() - t0),
+        )
+        throw mapped
+      }
+      if (!retryable(mapped, err) || attempt >= policy.maxRetries) {
+        log('%s %s failed: %s %s, %d ms', op, where, mapped.code, mapped.message, Math.round(performance.now() - t0))
+        throw mapped
+      }
+      const delay = Math.random() * Math.min(policy.retryMaxMs, policy.retryBaseMs * 2 ** attempt)
+      onRetry()
+      log(
+        '%s %s: retry %d in %d ms after %s (request id %s)',
+        op,
+        where,
+        attempt + 1,
+        Math.round(delay),
+        mapped.message,
+        requestIdOf(err) ?? '-',
+      )
+      try {
+        await sleep(delay, undefined, { signal: s })
+      } catch {
+        // The deadline or the caller's signal fired while waiting: the next try says which.
+      }
+    }
+  }
+}
+
+export function mapError(call: Call, err: unknown, signal: AbortSignal | undefined): StreamSegmentError {
+  if (StreamSegmentError.is(err)) return err
+  const { op, where, bucket } = call
+  if (signal?.aborted) return StreamSegmentError.aborted(`${op} ${where} aborted`, signal.reason ?? err)
+  const status = statusOf(err)
+  const name = nameOf(err)
+  const what = `${op} ${where}: HTTP ${status ?? '-'} ${name}`
+  if (name === 'AbortError') return StreamSegmentError.aborted(`${op} ${where} aborted`, err)
+  // The client's configuration, found wanting before any request: trying again cannot help.
+  if (name === 'CredentialsProviderError') {
+    return StreamSegmentError.auth(
+      `${op} ${where}: no credentials found (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or give the client credentials): ${(err as Error).message}`,
+      err,
+    )
+  }
+  if ((err as Error | undefined)?.message === 'Region is missing') {
+    return StreamSegmentError.invalidArgument(
+      `${op} ${where}: no region is configured (set AWS_REGION, or give the client a region)`,
+    )
+  }
+  if (name === 'TimeoutError' || codeOf(err) === 'ETIMEDOUT') {
+    return StreamSegmentError.timeout(`${op} ${where}: timed out (${(err as Error).message})`, err)
+  }
+  if (status === 412 || name === 'PreconditionFailed' || name === 'ConditionalRequestConflict') {
+    return StreamSegmentError.conflict(`${what}: precondition failed`, err)
+  }
+  if (name === 'NoSuchBucket') return StreamSegmentError.notFound(`${what}: bucket ${bucket} does not exist`, err)
+  if (status === 401 || status === 403 || AUTH_ERRORS.has(name)) {
+    return StreamSegmentError.auth(
+      `${what}: the store refused the credentials or the permission: check the access key and secret (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, or the profile), that they have not expired, and that they may use bucket ${bucket}`,
+      err,
+    )
+  }
+  if (status === 404 || name === 'NoSuchKey' || name === 'NotFound' || name === 'NoSuchUpload') {
+    return StreamSegmentError.notFound(`${what}: not found`, err)
+  }
+  if (status === 416 || name === 'InvalidRange') return StreamSegmentError.range(`${what}: range not satisfiable`, err)
+  const message = (err as SdkError | undefined)?.message
+  if ((status !== undefined && status >= 300 && status < 400) || /Redirect/.test(name)) {
+    // S3 redirects a request sent to another region's endpoint (301 PermanentRedirect,
+    // 307 TemporaryRedirect); the SDK does not follow, and neither do we: not retried.
+    const endpoint = (err as { Endpoint?: string } | undefined)?.Endpoint
+    return StreamSegmentError.store(
+      `${what}: the store redirected the request${endpoint ? ` to ${endpoint}` : ''} (wrong endpoint or region?)${message ? `: ${message}` : ''}`,
+      err,
+    )
+  }
+  if (status !== undefined && status >= 400 && status < 500 && !retryable(StreamSegmentError.store(what), err)) {
+    // A request the store refuses as it is (InvalidPart, EntityTooSmall, …): not retried.
+    return StreamSegmentError.store(
+      `${what}: the store refused the request, not retried${message ? `: ${message}` : ''}`,
+      err,
+    )
+  }
+  return StreamSegmentError.store(`${what}${message ? `: ${message}` : ''}`, err)
+}
+
+/** Errors that say the credentials or the permission are wrong, whatever the status. */
+const AUTH_ERRORS = new Set([
+  'InvalidAccessKeyId',
+  'SignatureDoesNotMatch',
+  'ExpiredToken',
+  'InvalidToken',
+  'TokenRefreshRequired',
+  'AccessDenied',
+  'CredentialsProviderError',
+])
+
+/**
+ * Whether a failed request may pass when made again: a timeout, a failure with no HTTP
+ * answer (a reset or refused connection, a body cut short), throttling, a server error,
+ * a body damaged on the way. Never a conflict, a missing key, a refused credential, a
+ * bad request or an abort.
+ */
+function retryable(mapped: StreamSegmentError, err: unknown): boolean {
+  if (mapped.code === 'ERR_TIMEOUT') return true
+  if (mapped.code !== 'ERR_STORE') return false
+  const status = statusOf(err)
+  const name = nameOf(err)
+  return (
+    status === undefined ||
+    status >= 500 ||
+    status === 429 ||
+    status === 408 ||
+    name === 'BadDigest' ||
+    name === 'XAmzContentSHA256Mismatch' ||
+    name === 'SlowDown' ||
+    name === 'RequestTimeout'
+  )
+}
+
+function codeOf(err: unknown): string | undefined {
+  return (err as { code?: string } | undefined)?.code
+}
+
+function requestIdOf(err: unknown): string | undefined {
+  return (err as { $metadata?: { requestId?: string } } | undefined)?.$metadata?.requestId
+}
+
+type SdkError = { name?: string; message?: string; $metadata?: { httpStatusCode?: number } }
+
+export function statusOf(err: unknown): number | undefined {
+  return (err as SdkError | undefined)?.$metadata?.httpStatusCode
+}
+
+export function nameOf(err: unknown): string {
+  return (err as SdkError | undefined)?.name ?? 'Error'
+}

@@ -1,0 +1,57 @@
+/**
+ * `createS3Client`: an S3Client for S3Store, configured the SDK's usual way and tuned for
+ * the store's calls (lib/store/s3.ts): keep-alive agents, a connect and an idle timeout,
+ * no SDK retries or checksums, the SDK's messages under `debug`.
+ */
+import { Agent as HttpAgent } from 'node:http'
+import { Agent as HttpsAgent } from 'node:https'
+import type { S3Client, S3ClientConfig } from '@aws-sdk/client-s3'
+import createDebug from 'debug'
+import { s3Sdk } from './s3-sdk.cjs'
+
+const sdkLog = createDebug('stream-segment:sdk')
+const sdkLogger = { trace: sdkLog, debug: sdkLog, info: sdkLog, warn: sdkLog, error: sdkLog }
+
+export type CreateS3ClientOptions = S3ClientConfig & {
+  /** Sockets per origin of the keep-alive agents (default 64). */
+  maxSockets?: number
+  /** Time to connect before the attempt fails with a timeout (default 5000 ms). */
+  connectTimeoutMs?: number
+  /** Time with no bytes moving on a request's socket before it fails with a timeout (default 30000 ms). */
+  idleTimeoutMs?: number
+}
+
+/**
+ * An S3Client configured the SDK's usual way (credential chain, region,
+ * `AWS_ENDPOINT_URL_S3`) and tuned for whole-buffer bodies: keep-alive agents, no
+ * `Expect: 100-continue`, no SDK checksums, path-style addressing on a custom endpoint,
+ * a connect and an idle timeout, no SDK retries (S3Store retries), and the SDK's log
+ * messages under the `debug` namespace `stream-segment:sdk`.
+ */
+export function createS3Client(options: CreateS3ClientOptions = {}): S3Client {
+  const { maxSockets = 64, connectTimeoutMs = 5_000, idleTimeoutMs = 30_000, ...config } = options
+  const endpoint = config.endpoint ?? process.env.AWS_ENDPOINT_URL_S3 ?? process.env.AWS_ENDPOINT_URL
+  const region = config.region ?? process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION
+  const { S3Client } = s3Sdk()
+  return new S3Client({
+    requestHandler: {
+      httpAgent: new HttpAgent({ keepAlive: true, maxSockets }),
+      httpsAgent: new HttpsAgent({ keepAlive: true, maxSockets }),
+      connectionTimeout: connectTimeoutMs,
+      // The socket's idle timeout (the handler's requestTimeout only warns by default).
+      socketTimeout: idleTimeoutMs,
+    },
+    // S3Store retries by itself (one policy for every call, conditional writes included).
+    maxAttempts: 1,
+    expectContinueHeader: false,
+    requestChecksumCalculation: 'WHEN_REQUIRED',
+    responseChecksumValidation: 'WHEN_REQUIRED',
+    // The SDK's own messages go to `debug`, not the console: among them a warning on every
+    // failed request with a stream body, which S3Store sends again by itself.
+    logger: sdkLogger,
+    ...config,
+    ...(endpoint !== undefined && { endpoint, forcePathStyle: config.forcePathStyle ?? true }),
+    // A custom endpoint (radosgw, MinIO) needs some region to sign with.
+    ...((region !== undefined || endpoint !== undefined) && { region: region ?? 'us-east-1' }),
+  })
+}
