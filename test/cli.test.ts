@@ -554,8 +554,23 @@ describe('commands on a directory store', () => {
       ],
       [['put', join(dir, 'missing.bin'), url], 3, /ERR_NOT_FOUND: .*missing\.bin: no such file/],
       [['put', dir, url], 2, /ERR_INVALID_ARGUMENT: .*: is a directory/],
-      [['put', input], 2, /ERR_INVALID_ARGUMENT: usage: stream-segment put/],
-      [['verify'], 2, /ERR_INVALID_ARGUMENT: usage: stream-segment verify/],
+      [
+        ['put', input],
+        2,
+        /ERR_INVALID_ARGUMENT: usage: stream-segment put .*\(2 arguments, got 1: ".*in\.bin"; give the container after the file: put .*in\.bin <url>\)$/m,
+      ],
+      [
+        ['put', url],
+        2,
+        /ERR_INVALID_ARGUMENT: usage: stream-segment put .*\(2 arguments, got 1: ".*container"; to write stdin, give - as the file: put - .*container\)$/m,
+      ],
+      [['verify'], 2, /ERR_INVALID_ARGUMENT: usage: stream-segment verify <url> .*\(1 argument, got none\)$/m],
+      [
+        ['ls', url, url],
+        2,
+        /ERR_INVALID_ARGUMENT: usage: stream-segment ls <url> .*\(1 argument, got 2: ".*" ".*"\)$/m,
+      ],
+      [['get'], 2, /ERR_INVALID_ARGUMENT: usage: stream-segment get <url> .*\(1 or 2 arguments, got none\)$/m],
       [['get', url, join(dir, 'no', 'such', 'dir', 'out')], 3, /ERR_NOT_FOUND: .*no such file or directory/],
     ]
     for (const [args, status, re] of cases) {

@@ -104,9 +104,19 @@ export function parseSize(option: string, text: string): number {
   return n
 }
 
-export function positionals(p: Parsed, min: number, max: number, usage: string): string[] {
-  if (p.positional.length < min || p.positional.length > max) {
-    throw StreamSegmentError.invalidArgument(`usage: stream-segment ${usage}`)
+/**
+ * The command's arguments, between `min` and `max` of them; else ERR_INVALID_ARGUMENT with
+ * the usage, what came (quoted) and `hint` when given.
+ */
+export function positionals(p: Parsed, min: number, max: number, usage: string, hint?: string): string[] {
+  const n = p.positional.length
+  if (n < min || n > max) {
+    const want = min === max ? `${min}` : max === min + 1 ? `${min} or ${max}` : `${min} to ${max}`
+    const got = n === 0 ? 'none' : `${n}: ${p.positional.map((a) => JSON.stringify(a)).join(' ')}`
+    const more = hint === undefined ? '' : `; ${hint}`
+    throw StreamSegmentError.invalidArgument(
+      `usage: stream-segment ${usage} (${want} argument${want === '1' ? '' : 's'}, got ${got}${more})`,
+    )
   }
   return p.positional
 }

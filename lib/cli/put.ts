@@ -4,7 +4,7 @@
  * `--wal` for streams.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
-import { fstatSync } from 'node:fs'
+import { fstatSync, statSync } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import { type Readable, Transform } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
@@ -29,15 +29,31 @@ function stdinIsDirectory(): boolean {
   }
 }
 
+/** What `put X` lacks: the container after a file X, else the file (- for stdin) before a container X. */
+function oneArgumentHint(arg: string): string {
+  let file = false
+  try {
+    file = statSync(arg).isFile()
+  } catch {
+    // No such file: X is the container.
+  }
+  return file
+    ? `give the container after the file: put ${arg} <url>`
+    : `to write stdin, give - as the file: put - ${arg}`
+}
+
 export async function put(p: Parsed, out: Out, err: Out): Promise<number> {
   // `put <url> -- <command> [args…]`: the producer's stdout, published only when it exits 0.
   const producer = p.beforeTerminator === 1 && p.positional.length > 1 ? p.positional.slice(1) : undefined
   const [source, url] =
     producer === undefined
-      ? (positionals(p, 2, 2, 'put <file|-> <url> [--size N] [--<setting> <value>…] [--no-resume] [--json]') as [
-          string,
-          string,
-        ])
+      ? (positionals(
+          p,
+          2,
+          2,
+          'put <file|-> <url> [--size N] [--<setting> <value>…] [--no-resume] [--json]',
+          p.positional.length === 1 ? oneArgumentHint(p.positional[0] as string) : undefined,
+        ) as [string, string])
       : ['-', p.positional[0] as string]
   const sizeText = p.options.get('size')
   const size = sizeText === undefined ? undefined : parseSize(optionName(p, 'size'), sizeText)
