@@ -92,3 +92,12 @@ export class StreamSegmentError extends Error {
 export function throwIfAborted(signal: AbortSignal | undefined, what: string): void {
   if (signal?.aborted) throw StreamSegmentError.aborted(`${what} aborted`, signal.reason)
 }
+
+/** An AbortSignal, or an object that behaves as one (another realm's, a polyfill's). */
+export function isSignal(value: unknown): value is AbortSignal {
+  if (value instanceof AbortSignal) return true
+  const v = value as { aborted?: unknown; addEventListener?: unknown } | null
+  return (
+    typeof v === 'object' && v !== null && typeof v.aborted === 'boolean' && typeof v.addEventListener === 'function'
+  )
+}

@@ -44,6 +44,7 @@ import {
 } from './settings.js'
 import type { BlockSource } from './state/dirty-tier.js'
 import { FileState } from './state/file-state.js'
+import { checkStore } from './store/common.js'
 import type { ObjectStore } from './store/types.js'
 import { bytesOf } from './util/typed-arrays.js'
 import type { WalLog, WalRecord } from './wal/log.js'
@@ -113,6 +114,7 @@ export class SegmentFile {
 
   /** Starts a new container in `store`; ERR_CONFLICT if it already has a checkpoint. */
   static async create(store: ObjectStore, settings: CreateOptions = {}): Promise<SegmentFile> {
+    checkStore('SegmentFile.create', store)
     if (typeof settings !== 'object' || settings === null) {
       throw StreamSegmentError.invalidArgument(`SegmentFile.create: options must be an object, got ${settings}`)
     }
@@ -150,6 +152,7 @@ export class SegmentFile {
    * ERR_NOT_FOUND.
    */
   static async open(store: ObjectStore, options: OpenOptions = {}): Promise<SegmentFile> {
+    checkStore('SegmentFile.open', store)
     if (typeof options !== 'object' || options === null) {
       throw StreamSegmentError.invalidArgument(`SegmentFile.open: options must be an object, got ${options}`)
     }

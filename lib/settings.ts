@@ -10,9 +10,10 @@
  * - Test hooks (`TestHooks`) are not settings: they make deep trees in small files, and
  *   are neither exported from the package nor offered by the CLI.
  */
-import { StreamSegmentError } from './errors.js'
+import { isSignal, StreamSegmentError } from './errors.js'
 import { MAX_OBJECT_BYTES, minObjectBytes, nodeCapacity } from './format/layout.js'
 import type { ObjectStore } from './store/types.js'
+import { describeValue } from './util/typed-arrays.js'
 import { GiB, KiB, MiB } from './util/units.js'
 
 export { MAX_OBJECT_BYTES }
@@ -195,6 +196,21 @@ export function checkOptionNames(
   }
 }
 
+/**
+ * A call's options: an object, with no name but `own` (see checkOptionNames), and its
+ * `signal`, when given, an AbortSignal; else ERR_INVALID_ARGUMENT naming `who`.
+ */
+export function checkCallOptions(who: string, options: unknown, own: readonly string[]): void {
+  if (typeof options !== 'object' || options === null) {
+    throw StreamSegmentError.invalidArgument(`${who}: options must be an object, got ${describeValue(options)}`)
+  }
+  checkOptionNames(who, options, own)
+  const { signal } = options as { signal?: unknown }
+  if (signal !== undefined && !isSignal(signal)) {
+    throw StreamSegmentError.invalidArgument(`${who}: signal must be an AbortSignal, got ${describeValue(signal)}`)
+  }
+}
+
 /** The known name closest to `name` by edit distance, if close enough to be a slip, or that it starts. */
 function nearest(name: string, known: Iterable<string>): string | undefined {
   const lower = name.toLowerCase()
@@ -278,6 +294,9 @@ function resolve<T>(rules: Readonly<Record<string, Rule>>, overrides: object, ba
 
 /** The dirty-data limit: min(max(bytes threshold, blocks threshold × block size), segment buffer size). */
 export function dirtyLimitBytes(s: Settings): number {
+  if (typeof s !== 'object' || s === null) {
+    throw StreamSegmentError.invalidArgument(`dirtyLimitBytes: settings must be an object, got ${describeValue(s)}`)
+  }
   return Math.min(
     Math.max(s.dataCacheDirtyMaxBytesThreshold, s.dataCacheDirtyMaxBlocksThreshold * s.dataBlockSize),
     s.segmentBufferSize,
@@ -293,6 +312,9 @@ export function resolveSettings(
   overrides: Partial<Record<keyof Settings, unknown>> & TestHooks = {},
   base: Readonly<Settings> = SPEC_DEFAULTS,
 ): FileSettings {
+  if (typeof overrides !== 'object' || overrides === null) {
+    throw StreamSegmentError.invalidArgument(`settings must be an object, got ${describeValue(overrides)}`)
+  }
   const s = resolve<Settings>(SETTING_RULES, overrides, base)
   const capacity = nodeCapacity(s.metaBlockSize)
   const entries = overrides.maxNodeEntries ?? capacity

@@ -40,12 +40,15 @@ import type { Inode } from '../format/inode.js'
 import { INODE_KEY, parseKey } from '../format/names.js'
 import { dataSlotAt } from '../format/object.js'
 import { decodeSummary } from '../format/summary.js'
+import { checkCallOptions } from '../settings.js'
 import { DirectoryStore } from '../store/directory.js'
+import { type StoreLocation, storeAt } from '../store/open.js'
 import { createS3Client, S3Store } from '../store/s3.js'
 import type { ObjectAttributes, ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
 import { localFileError, writeFully } from '../util/local-fs.js'
 import { givePieces } from '../util/piece-pool.js'
+import { describeValue } from '../util/typed-arrays.js'
 import { GiB, MiB } from '../util/units.js'
 import { resolveCheckpoint } from './list.js'
 import { type Problem, type Reached, walkMap } from './map-walk.js'
@@ -81,6 +84,17 @@ export interface ExportProgress {
   copiedBytes: number
   sentBytes: number
 }
+
+const EXPORT_OPTIONS = [
+  'cno',
+  'signal',
+  'onProgress',
+  'concurrency',
+  'copy',
+  'minPartBytes',
+  'sendPartBytes',
+  'copyPartBytes',
+] as const
 
 export interface ExportOptions {
   /** The checkpoint (default: the published one). */
@@ -137,14 +151,21 @@ const MAX_PART_BYTES = 5 * GiB
 const DEFAULT_MIN_PART = 5 * MiB
 
 /**
- * Exports checkpoint `cno` (default: the published one) of the container in `store` to
+ * Exports checkpoint `cno` (default: the published one) of the container at `where` to
  * `target`; see the top of this file for what it guarantees.
  */
 export async function exportObject(
-  store: ObjectStore,
+  where: StoreLocation | ObjectStore,
   target: ExportTarget,
   options: ExportOptions = {},
 ): Promise<ExportResult> {
+  const store = storeAt(where, 'exportObject')
+  checkCallOptions('exportObject', options, EXPORT_OPTIONS)
+  if (options.onProgress !== undefined && typeof options.onProgress !== 'function') {
+    throw StreamSegmentError.invalidArgument(
+      `exportObject: onProgress must be a function, got ${describeValue(options.onProgress)}`,
+    )
+  }
   const { signal } = options
   if (typeof target === 'string') await checkFileTarget(store, target)
   const listing = await listContainer(store, signal)

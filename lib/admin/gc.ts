@@ -121,7 +121,7 @@ function checkOptions(o: GcOptions): Required<Omit<GcOptions, 'signal'>> {
 export async function gc(where: StoreLocation | ObjectStore, options: GcOptions = {}): Promise<GcResult> {
   const o = checkOptions(options)
   const { signal } = options
-  const store = storeAt(where)
+  const store = storeAt(where, 'gc')
   const now = Date.now()
   const listing = await listContainer(store, signal)
   const first = listing.hasInode ? await readInode(store, { withEtag: true, signal }) : undefined

@@ -18,6 +18,8 @@ import {
 import { parseKey, segmentKey } from '../format/names.js'
 import { hex32 } from '../format/pointer.js'
 import { decodeSummary, type Summary } from '../format/summary.js'
+import { checkCallOptions } from '../settings.js'
+import { type StoreLocation, storeAt } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
 import { resolveCheckpoint } from './list.js'
@@ -86,9 +88,11 @@ export function objectKeys(listing: ContainerListing, cno: number, walk: MapWalk
 
 /** Every object of checkpoint `cno` (default: the published one): headers, counts, dead slots. */
 export async function inspectCheckpoint(
-  store: ObjectStore,
+  where: StoreLocation | ObjectStore,
   options: { cno?: number; signal?: AbortSignal } = {},
 ): Promise<InspectReport> {
+  const store = storeAt(where, 'inspectCheckpoint')
+  checkCallOptions('inspectCheckpoint', options, ['cno', 'signal'])
   const { signal } = options
   const listing = await listContainer(store, signal)
   const { inode } = await resolveCheckpoint(store, listing, options.cno, signal)

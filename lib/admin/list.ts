@@ -20,6 +20,8 @@ import type { Header } from '../format/header.js'
 import type { Inode } from '../format/inode.js'
 import { INODE_KEY, segmentKey } from '../format/names.js'
 import type { BlockMapNode } from '../format/node.js'
+import { checkCallOptions } from '../settings.js'
+import { type StoreLocation, storeAt } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
 import { type Problem, walkMap } from './map-walk.js'
@@ -61,9 +63,11 @@ export interface CheckpointList {
 
 /** Every checkpoint of the container, oldest first, and the abandoned attempts. */
 export async function listCheckpoints(
-  store: ObjectStore,
+  where: StoreLocation | ObjectStore,
   options: { signal?: AbortSignal } = {},
 ): Promise<CheckpointList> {
+  const store = storeAt(where, 'listCheckpoints')
+  checkCallOptions('listCheckpoints', options, ['signal'])
   const { signal } = options
   const listing = await listContainer(store, signal)
   let published = 0

@@ -4,6 +4,7 @@
  * data), then the inode, last. Keys that are not segment keys or `inode` are left alone.
  */
 import { abortUpload, deleteInode, deleteSegments, listContainer, listOpenUploads } from '../container/listing.js'
+import { checkCallOptions } from '../settings.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import { part0First } from './gc.js'
@@ -20,8 +21,9 @@ export async function removeContainer(
   where: StoreLocation | ObjectStore,
   options: { signal?: AbortSignal } = {},
 ): Promise<RemoveResult> {
+  const store = storeAt(where, 'removeContainer')
+  checkCallOptions('removeContainer', options, ['signal'])
   const { signal } = options
-  const store = storeAt(where)
   const listing = await listContainer(store, signal)
   const uploads = await listOpenUploads(store, signal)
   for (const u of uploads) await abortUpload(store, u, signal)

@@ -23,9 +23,12 @@ import {
   slotCrcMessage,
 } from '../format/object.js'
 import { decodeSummary, type Summary } from '../format/summary.js'
+import { checkCallOptions } from '../settings.js'
+import { type StoreLocation, storeAt } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
 import { givePieces } from '../util/piece-pool.js'
+import { describeValue } from '../util/typed-arrays.js'
 import { MiB } from '../util/units.js'
 import { objectKeys } from './inspect.js'
 import { resolveCheckpoint } from './list.js'
@@ -63,9 +66,16 @@ function newReport(url: string, cno: number, problems: Problem[], walk?: MapWalk
  * returned, not thrown.
  */
 export async function verifyCheckpoint(
-  store: ObjectStore,
+  where: StoreLocation | ObjectStore,
   options: { cno?: number; signal?: AbortSignal; onProgress?: (bytes: number) => void } = {},
 ): Promise<VerifyReport> {
+  const store = storeAt(where, 'verifyCheckpoint')
+  checkCallOptions('verifyCheckpoint', options, ['cno', 'signal', 'onProgress'])
+  if (options.onProgress !== undefined && typeof options.onProgress !== 'function') {
+    throw StreamSegmentError.invalidArgument(
+      `verifyCheckpoint: onProgress must be a function, got ${describeValue(options.onProgress)}`,
+    )
+  }
   const { signal } = options
   const listing = await listContainer(store, signal)
   const problems: Problem[] = []

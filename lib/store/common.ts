@@ -5,7 +5,8 @@
 import { randomUUID } from 'node:crypto'
 import { StreamSegmentError, throwIfAborted } from '../errors.js'
 import { BufferPool } from '../util/buffer-pool.js'
-import type { Body, ByteRange, CompletedPart, GetOptions, ObjectInfo, PutOptions } from './types.js'
+import { describeValue } from '../util/typed-arrays.js'
+import type { Body, ByteRange, CompletedPart, GetOptions, ObjectInfo, ObjectStore, PutOptions } from './types.js'
 import { WRITE_ID_METADATA } from './types.js'
 
 /** Resolves a range against an object's size to [start, end); ERR_RANGE past the end. */
@@ -193,4 +194,21 @@ export interface ChunkedGet {
 
 export function hasChunkedGet<S extends object>(store: S): store is S & ChunkedGet {
   return typeof (store as Partial<ChunkedGet>).getChunks === 'function'
+}
+
+/** Whether `x` has the methods of an ObjectStore (a store of this package or one of the caller's own). */
+export function isObjectStore(x: unknown): x is ObjectStore {
+  if (typeof x !== 'object' || x === null) return false
+  const s = x as Record<string, unknown>
+  return ['put', 'get', 'head', 'list', 'delete'].every((m) => typeof s[m] === 'function')
+}
+
+/** `store` as an ObjectStore; ERR_INVALID_ARGUMENT, naming `who`, when it is none. */
+export function checkStore(who: string, store: unknown): ObjectStore {
+  if (!isObjectStore(store)) {
+    throw StreamSegmentError.invalidArgument(
+      `${who}: store must be an ObjectStore (DirectoryStore, S3Store, MemoryStore or one with put, get, head, list and delete), got ${describeValue(store)}`,
+    )
+  }
+  return store
 }

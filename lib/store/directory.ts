@@ -35,6 +35,7 @@ import { dirname, join } from 'node:path'
 import { StreamSegmentError } from '../errors.js'
 import { acquireLock, isCode, isMissing, parseJson, readFully, syncDir, writeFully } from '../util/local-fs.js'
 import { lendPieces, PIECE_BYTES, takePiece } from '../util/piece-pool.js'
+import { describeValue } from '../util/typed-arrays.js'
 import {
   checkCopyRange,
   checkKey,
@@ -103,6 +104,11 @@ export class DirectoryStore implements ObjectStore {
     readonly root: string,
     private readonly hooks: DirectoryStoreHooks = {},
   ) {
+    if (typeof root !== 'string' || root === '') {
+      throw StreamSegmentError.invalidArgument(
+        `DirectoryStore: root must be a directory's path (a non-empty string), got ${describeValue(root)}`,
+      )
+    }
     this.url = root
   }
 

@@ -13,6 +13,8 @@ import { resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { S3Client } from '@aws-sdk/client-s3'
 import { StreamSegmentError } from '../errors.js'
+import { describeValue } from '../util/typed-arrays.js'
+import { isObjectStore } from './common.js'
 import { DirectoryStore } from './directory.js'
 import { MemoryStore } from './memory.js'
 import { createS3Client, S3Store } from './s3.js'
@@ -121,7 +123,16 @@ export function openStore(location: StoreLocation): ObjectStore {
   throw unsupported(text, scheme)
 }
 
-/** The store itself when given one, else the store at `where` (openStore). */
-export function storeAt(where: StoreLocation | ObjectStore): ObjectStore {
-  return typeof where === 'object' && 'list' in where && 'put' in where ? where : openStore(where)
+/**
+ * The store itself when given one, else the store at `where` (openStore); `who` names the
+ * caller when `where` is neither.
+ */
+export function storeAt(where: StoreLocation | ObjectStore, who: string): ObjectStore {
+  if (isObjectStore(where)) return where
+  if (typeof where !== 'string' && (typeof where !== 'object' || where === null)) {
+    throw StreamSegmentError.invalidArgument(
+      `${who}: give a store, a URL or path (a string or a URL) or { client, bucket, prefix }, got ${describeValue(where)}`,
+    )
+  }
+  return openStore(where)
 }

@@ -7,6 +7,8 @@ import { Agent as HttpAgent } from 'node:http'
 import { Agent as HttpsAgent } from 'node:https'
 import type { S3Client, S3ClientConfig } from '@aws-sdk/client-s3'
 import createDebug from 'debug'
+import { StreamSegmentError } from '../errors.js'
+import { describeValue } from '../util/typed-arrays.js'
 import { s3Sdk } from './s3-sdk.cjs'
 
 const sdkLog = createDebug('stream-segment:sdk')
@@ -29,6 +31,9 @@ export type CreateS3ClientOptions = S3ClientConfig & {
  * messages under the `debug` namespace `stream-segment:sdk`.
  */
 export function createS3Client(options: CreateS3ClientOptions = {}): S3Client {
+  if (typeof options !== 'object' || options === null) {
+    throw StreamSegmentError.invalidArgument(`createS3Client: options must be an object, got ${describeValue(options)}`)
+  }
   const { maxSockets = 64, connectTimeoutMs = 5_000, idleTimeoutMs = 30_000, ...config } = options
   const endpoint = config.endpoint ?? process.env.AWS_ENDPOINT_URL_S3 ?? process.env.AWS_ENDPOINT_URL
   const region = config.region ?? process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION

@@ -228,6 +228,11 @@ export class S3Store implements ObjectStore {
   readonly #sdk = s3Sdk()
 
   constructor(options: S3StoreOptions) {
+    if (typeof options !== 'object' || options === null) {
+      throw StreamSegmentError.invalidArgument(
+        `S3Store: options must be an object ({ client, bucket, prefix }), got ${describeValue(options)}`,
+      )
+    }
     if (!(options.client instanceof this.#sdk.S3Client))
       throw StreamSegmentError.invalidArgument('S3Store: client must be an S3Client')
     if (typeof options.bucket !== 'string' || options.bucket === '') {

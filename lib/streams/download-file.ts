@@ -73,7 +73,7 @@ export async function downloadFile(
     }
   }
   const read = resolveReadOptions(options) // validates before any request
-  const store = storeAt(location)
+  const store = storeAt(location, 'downloadFile')
   const what = `download of ${store.url} to ${path}`
   const aborted = () => StreamSegmentError.aborted(`${what} aborted`, signal?.reason)
   if (signal?.aborted) throw aborted()

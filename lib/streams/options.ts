@@ -2,7 +2,7 @@
  * What the stream adapters share: where the container is, an AbortSignal that ends the
  * stream, and the open's requests counted into a read's timing.
  */
-import { StreamSegmentError } from '../errors.js'
+import { isSignal, StreamSegmentError } from '../errors.js'
 import type { ReadTiming } from '../read/reader.js'
 import { openStore, type StoreLocation } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
@@ -52,15 +52,6 @@ export function checkStreamOptions(
       `${who}: highWaterMark ${describeValue(highWaterMark)} must be a byte count (an integer ≥ 0)`,
     )
   }
-}
-
-/** An AbortSignal, or an object that behaves as one (another realm's, a polyfill's). */
-export function isSignal(value: unknown): value is AbortSignal {
-  if (value instanceof AbortSignal) return true
-  const v = value as { aborted?: unknown; addEventListener?: unknown } | null
-  return (
-    typeof v === 'object' && v !== null && typeof v.aborted === 'boolean' && typeof v.addEventListener === 'function'
-  )
 }
 
 /** Destroys `stream` with ERR_ABORTED (`what` aborted) when `signal` aborts, or at once if it has. */

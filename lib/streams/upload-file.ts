@@ -62,6 +62,11 @@ export function fileSource(
   },
   version?: FileVersion,
 ): BlockSource {
+  if (typeof (fh as { read?: unknown } | null)?.read !== 'function') {
+    throw StreamSegmentError.invalidArgument(
+      `fileSource: expected an open file (a FileHandle, or an object with read(buffer, offset, length, position)), got ${describeValue(fh)}`,
+    )
+  }
   const stat = fh.stat?.bind(fh)
   const first: Promise<FileVersion> | undefined = version !== undefined ? Promise.resolve(version) : stat?.()
   first?.catch(() => undefined) // judged by verify
@@ -158,7 +163,7 @@ export async function uploadFile(
       `uploadFile: resumeMaxAgeMs = ${JSON.stringify(resumeMaxAgeMs)}: must be an integer ≥ 0`,
     )
   }
-  const store = storeAt(location)
+  const store = storeAt(location, 'uploadFile')
   const what = typeof path === 'string' ? `upload of ${path} to ${store.url}` : `upload to ${store.url}`
   const aborted = () => StreamSegmentError.aborted(`${what} aborted`, signal?.reason)
   if (signal?.aborted) throw aborted()

@@ -34,12 +34,11 @@ import type {
   UploadPartCommandInput,
 } from '@aws-sdk/client-s3'
 import { type ExportResult, exportObject, type S3ExportTarget } from '../admin/export.js'
-import { StreamSegmentError } from '../errors.js'
+import { isSignal, StreamSegmentError } from '../errors.js'
 import { checkOptionNames, checkSettingValues, type Settings } from '../settings.js'
 import { openStore } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import type { FlushTiming } from '../write/flush.js'
-import { isSignal } from './options.js'
 import { createStreamSegmentWriteStream, type StreamSegmentWriteStream } from './write-stream.js'
 
 const MiB = 1024 * 1024

@@ -138,6 +138,8 @@ export class StreamSegmentWriteStream extends Writable {
   private readonly adopt: boolean
 
   constructor(options: WriteStreamOptions) {
+    // Checked before super(): Node's Writable schedules `_construct` as soon as it is made.
+    checkStreamOptions('createStreamSegmentWriteStream', options)
     const {
       url,
       store,
@@ -148,8 +150,6 @@ export class StreamSegmentWriteStream extends Writable {
       wal,
       ...settings
     } = options
-    // Checked before super(): Node's Writable schedules `_construct` as soon as it is made.
-    checkStreamOptions('createStreamSegmentWriteStream', options)
     checkOptionNames('createStreamSegmentWriteStream', options, WRITE_STREAM_OPTIONS, { settings: true })
     checkSettingValues(settings)
     if (profile !== 'streaming' && profile !== 'spec') {

@@ -18,6 +18,7 @@ import { promises as fs } from 'node:fs'
 import { join } from 'node:path'
 import { StreamSegmentError } from '../errors.js'
 import { acquireLock, parseJson } from '../util/local-fs.js'
+import { describeValue } from '../util/typed-arrays.js'
 import {
   inspectWalFiles,
   readHeaders,
@@ -132,6 +133,11 @@ export async function openWal(
 export async function inspectWal(
   dir: string,
 ): Promise<WalReport & { container: string | undefined; lockedBy: { pid: number; host: string } | undefined }> {
+  if (typeof dir !== 'string' || dir === '') {
+    throw StreamSegmentError.invalidArgument(
+      `inspectWal: dir must be a folder's path (a non-empty string), got ${describeValue(dir)}`,
+    )
+  }
   const st = await fs.stat(dir).catch(() => undefined)
   if (!st?.isDirectory()) throw StreamSegmentError.notFound(`${dir}: no WAL folder here`)
   const container = await fs.readFile(join(dir, BINDING), 'utf8').catch(() => undefined)

@@ -1,0 +1,176 @@
+/**
+ * Every function and class the package root exports refuses a missing or wrong-typed
+ * argument with ERR_INVALID_ARGUMENT naming what was wrong, never a TypeError from deep
+ * inside (a JavaScript caller has no type checker to catch it first). The admin functions
+ * take a store or its location, as gc and removeContainer do.
+ */
+import assert from 'node:assert/strict'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Readable } from 'node:stream'
+import { pipeline } from 'node:stream/promises'
+import { after, before, describe, it } from 'node:test'
+import * as api from '../lib/index.js'
+
+/** Exports that are no call (values, classes with no construction of their own to check). */
+const NOT_CALLED = new Set([
+  'ERROR_CODES',
+  'READ_DEFAULTS',
+  'SPEC_DEFAULTS',
+  'STREAMING_PROFILE',
+  'UPLOAD_PARAMS',
+  'WRITE_ID_METADATA',
+  'StreamSegmentError',
+  // Made by createStreamSegmentReadStream and createStreamSegmentWriteStream, checked there.
+  'StreamSegmentReadStream',
+  'StreamSegmentWriteStream',
+  // `new MemoryStore(name?)`: any name, or none, is a store.
+  'MemoryStore',
+  // A hot primitive: a wrong type is a TypeError, as Node's own zlib.crc32 gives.
+  'crc32',
+])
+
+/** How each export is called: a class by `new`, SegmentFile by its static constructors. */
+function callsOf(name: string, value: unknown): Array<[string, (...args: unknown[]) => unknown]> {
+  if (name === 'SegmentFile') {
+    return [
+      ['SegmentFile.create', (...a) => api.SegmentFile.create(...(a as [never]))],
+      ['SegmentFile.open', (...a) => api.SegmentFile.open(...(a as [never]))],
+    ]
+  }
+  const f = value as (...args: unknown[]) => unknown
+  const isClass = /^class\b/.test(Function.prototype.toString.call(f))
+  return [[name, isClass ? (...a) => Reflect.construct(f, a) : f]]
+}
+
+/** The outcome of a call: what it returned (a promise awaited), or what it threw. */
+async function outcome(fn: () => unknown): Promise<{ value: unknown } | { err: unknown }> {
+  try {
+    return { value: await fn() }
+  } catch (err) {
+    return { err }
+  }
+}
+
+/** Lets go of what a call that succeeded made (a stream, a client). */
+function dispose(value: unknown): void {
+  const v = value as { destroy?: () => void } | null
+  if (typeof v?.destroy === 'function') v.destroy()
+}
+
+describe('bad arguments to the package root', () => {
+  let dir = ''
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'ss-api-args-'))
+  })
+  after(async () => {
+    await rm(dir, { recursive: true, force: true })
+  })
+
+  it('every export called with no argument, null or a number: ERR_INVALID_ARGUMENT or a result, never another error', async () => {
+    const called: string[] = []
+    for (const [name, value] of Object.entries(api)) {
+      if (NOT_CALLED.has(name) || typeof value !== 'function') continue
+      for (const [label, fn] of callsOf(name, value)) {
+        called.push(label)
+        for (const args of [[], [null], [42]]) {
+          const what = `${label}(${args.map(String).join(', ')})`
+          const r = await outcome(() => fn(...args))
+          if ('value' in r) {
+            dispose(r.value)
+            continue
+          }
+          assert.ok(
+            api.StreamSegmentError.is(r.err, 'ERR_INVALID_ARGUMENT'),
+            `${what} threw ${(r.err as Error)?.constructor?.name}: ${(r.err as Error)?.message}`,
+          )
+        }
+      }
+    }
+    // The walk reached the entry points (a rename would otherwise shrink it silently).
+    for (const name of ['createStreamSegmentWriteStream', 'listCheckpoints', 'SegmentFile.open', 'DirectoryStore']) {
+      assert.ok(called.includes(name), `${name} not called: ${called.join(', ')}`)
+    }
+    assert.ok(called.length >= 20, called.join(', '))
+  })
+
+  it('messages name the call and what came', async () => {
+    const cases: Array<[() => unknown, RegExp]> = [
+      [
+        () => api.createStreamSegmentWriteStream(undefined as never),
+        /^createStreamSegmentWriteStream: options must be an object, got undefined$/,
+      ],
+      [
+        () => api.SegmentFile.open(undefined as never),
+        /^SegmentFile\.open: store must be an ObjectStore .*got undefined$/,
+      ],
+      [
+        () => api.SegmentFile.create({ put() {} } as never),
+        /^SegmentFile\.create: store must be an ObjectStore .*got Object/,
+      ],
+      [() => api.listCheckpoints(42 as never), /^listCheckpoints: give a store, a URL or path .*got number 42$/],
+      [() => api.exportObject(null as never, 'x'), /^exportObject: give a store, .*got null$/],
+      [() => new api.DirectoryStore('' as never), /^DirectoryStore: root must be a directory's path .*got string ""$/],
+      [() => new api.S3Store(undefined as never), /^S3Store: options must be an object .*got undefined$/],
+      [() => api.createS3Client(null as never), /^createS3Client: options must be an object, got null$/],
+      [() => api.fileSource(null as never), /^fileSource: expected an open file .*got null$/],
+      [() => api.dirtyLimitBytes(undefined as never), /^dirtyLimitBytes: settings must be an object, got undefined$/],
+      [() => api.inspectWal(7 as never), /^inspectWal: dir must be a folder's path .*got number 7$/],
+    ]
+    for (const [fn, re] of cases) {
+      const r = await outcome(fn)
+      assert.ok('err' in r, `${re}: no error`)
+      assert.ok(api.StreamSegmentError.is(r.err, 'ERR_INVALID_ARGUMENT'), String(r.err))
+      assert.match((r.err as Error).message, re)
+    }
+  })
+
+  it('the admin functions take a container by its path, and refuse options that are not an object or unknown', async () => {
+    const url = join(dir, 'container')
+    const bytes = Buffer.alloc(300_000, 7)
+    await pipeline(Readable.from([bytes]), api.createStreamSegmentWriteStream({ url }))
+
+    const list = await api.listCheckpoints(url)
+    assert.deepEqual(
+      list.checkpoints.map((c) => [c.cno, c.size]),
+      [[1, bytes.length]],
+    )
+    const inspected = await api.inspectCheckpoint(url)
+    assert.equal(inspected.cno, 1)
+    const verified = await api.verifyCheckpoint(url, { cno: 1 })
+    assert.deepEqual(verified.problems, [])
+    const out = join(dir, 'exported.bin')
+    const exported = await api.exportObject(url, out)
+    assert.equal(exported.size, bytes.length)
+
+    const store = api.openStore(url)
+    const refused: Array<[() => Promise<unknown>, RegExp]> = [
+      [() => api.listCheckpoints(store, null as never), /^listCheckpoints: options must be an object, got null$/],
+      [
+        () => api.inspectCheckpoint(store, { cnoo: 1 } as never),
+        /^inspectCheckpoint: unknown option "cnoo" \(did you mean cno\?\)$/,
+      ],
+      [
+        () => api.verifyCheckpoint(store, { onProgress: 1 } as never),
+        /^verifyCheckpoint: onProgress must be a function, got number 1$/,
+      ],
+      [
+        () => api.exportObject(store, out, { signal: 'x' } as never),
+        /^exportObject: signal must be an AbortSignal, got string/,
+      ],
+      [
+        () => api.removeContainer(store, 'all' as never),
+        /^removeContainer: options must be an object, got string "all"$/,
+      ],
+    ]
+    for (const [fn, re] of refused) {
+      const r = await outcome(fn)
+      assert.ok('err' in r, `${re}: no error`)
+      assert.ok(api.StreamSegmentError.is(r.err, 'ERR_INVALID_ARGUMENT'), String(r.err))
+      assert.match((r.err as Error).message, re)
+    }
+    // Nothing refused removed anything.
+    assert.equal((await api.listCheckpoints(url)).checkpoints.length, 1)
+  })
+})
