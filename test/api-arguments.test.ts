@@ -118,12 +118,18 @@ describe('bad arguments to the package root', () => {
       [() => api.dirtyLimitBytes(undefined as never), /^dirtyLimitBytes: settings must be an object, got undefined$/],
       [() => api.inspectWal(7 as never), /^inspectWal: dir must be a folder's path .*got number 7$/],
     ]
+    const file = await api.SegmentFile.create(new api.MemoryStore())
+    cases.push([
+      () => file.writeRef(0, 4096, undefined as never),
+      /^writeRef: source must be a BlockSource .*got undefined$/,
+    ])
     for (const [fn, re] of cases) {
       const r = await outcome(fn)
       assert.ok('err' in r, `${re}: no error`)
       assert.ok(api.StreamSegmentError.is(r.err, 'ERR_INVALID_ARGUMENT'), String(r.err))
       assert.match((r.err as Error).message, re)
     }
+    await file.close()
   })
 
   it('the admin functions take a container by its path, and refuse options that are not an object or unknown', async () => {

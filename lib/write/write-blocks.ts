@@ -25,6 +25,7 @@ import type { Reader } from '../read/reader.js'
 import { DIRTY_BASE, isDirtyRef } from '../state/block-map.js'
 import { type BlockSource, readSource } from '../state/dirty-tier.js'
 import type { FileState } from '../state/file-state.js'
+import { describeValue } from '../util/typed-arrays.js'
 import { writePartials } from './flush.js'
 import type { SendAhead } from './send-ahead.js'
 
@@ -122,6 +123,11 @@ export class BlockWriter {
     checkRange(offset, length, this.core.blockSize)
     if (!Number.isSafeInteger(sourceOffset) || sourceOffset < 0) {
       throw StreamSegmentError.invalidArgument(`sourceOffset ${sourceOffset} must be a non-negative integer`)
+    }
+    if (typeof (source as Partial<BlockSource> | null)?.read !== 'function') {
+      throw StreamSegmentError.invalidArgument(
+        `writeRef: source must be a BlockSource (an object with read(position, length), e.g. fileSource), got ${describeValue(source)}`,
+      )
     }
     const core = this.core
     const { tier, map } = core
