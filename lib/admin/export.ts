@@ -364,18 +364,26 @@ async function realPath(path: string): Promise<string> {
  * Before anything is read or written: the target is not a directory, and not inside the
  * source directory store's folder (it would land among the container's objects).
  */
-async function checkFileTarget(store: ObjectStore, path: string): Promise<void> {
-  if (typeof path !== 'string' || path === '') throw StreamSegmentError.invalidArgument('export: empty file path')
+/**
+ * A local file a checkpoint is about to be written to (`what` names the call in messages):
+ * ERR_INVALID_ARGUMENT for no path, a directory, or a path inside the folder of the
+ * container read (writing there would corrupt it); what a stat of it cannot get past
+ * (a path through a file, no permission) as localFileError says. A missing file is fine.
+ */
+export async function checkFileTarget(store: ObjectStore, path: string, what = `export to ${path}`): Promise<void> {
+  if (typeof path !== 'string' || path === '') {
+    throw StreamSegmentError.invalidArgument(`${what}: the file path must be a non-empty string`)
+  }
   const stat = await fs.stat(path).catch((err: NodeJS.ErrnoException) => {
     if (err.code === 'ENOENT') return undefined
-    throw localFileError(err, path, `export to ${path}`)
+    throw localFileError(err, path, what)
   })
-  if (stat?.isDirectory()) throw StreamSegmentError.invalidArgument(`export to ${path}: is a directory`)
+  if (stat?.isDirectory()) throw StreamSegmentError.invalidArgument(`${what}: is a directory: name a file`)
   if (store instanceof DirectoryStore) {
     const [root, file] = await Promise.all([realPath(store.root), realPath(path)])
     if (file === root || file.startsWith(root.endsWith(sep) ? root : root + sep)) {
       throw StreamSegmentError.invalidArgument(
-        `export to ${path}: inside the container's folder ${store.root}: writing there would corrupt the container`,
+        `${what}: inside the container's folder ${store.root}: writing there would corrupt the container`,
       )
     }
   }

@@ -17,6 +17,7 @@
  */
 import { randomBytes } from 'node:crypto'
 import { open, rename, rm } from 'node:fs/promises'
+import { checkFileTarget } from '../admin/export.js'
 import { StreamSegmentError } from '../errors.js'
 import { Reader, type ReadTiming } from '../read/reader.js'
 import { SegmentFile } from '../segment-file.js'
@@ -75,6 +76,7 @@ export async function downloadFile(
   const read = resolveReadOptions(options) // validates before any request
   const store = storeAt(location, 'downloadFile')
   const what = `download of ${store.url} to ${path}`
+  await checkFileTarget(store, path, `downloadFile to ${path}`)
   const aborted = () => StreamSegmentError.aborted(`${what} aborted`, signal?.reason)
   if (signal?.aborted) throw aborted()
   const t0 = performance.now()

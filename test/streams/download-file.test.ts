@@ -112,11 +112,25 @@ describe('downloadFile', () => {
       downloadFile(store, join(dir, 'no-such-folder', 'x.bin')),
       (err) => code('ERR_NOT_FOUND')(err) && /no-such-folder.*no such file or directory/.test(String(err)),
     )
-    // A folder at path: the temporary file is written, then cannot replace it.
+    // A folder at path, the current one among them, or a file inside the container's
+    // folder: refused before any request, nothing written.
     await mkdir(join(dir, 'a-folder'))
-    await assert.rejects(
-      downloadFile(store, join(dir, 'a-folder')),
-      (err) => code('ERR_INVALID_ARGUMENT')(err) && /a-folder: cannot be written as a file/.test(String(err)),
+    requests = 0
+    for (const [target, re] of [
+      [join(dir, 'a-folder'), /downloadFile to .*a-folder: is a directory: name a file/],
+      [dir, /downloadFile to .*: is a directory: name a file/],
+      [join(dir, 'container', 'copy.bin'), /inside the container's folder .*container: writing there would corrupt/],
+      [join(dir, 'container'), /is a directory/],
+    ] as const) {
+      await assert.rejects(
+        downloadFile(counting, target),
+        (err) => code('ERR_INVALID_ARGUMENT')(err) && re.test(String(err)),
+      )
+    }
+    assert.equal(requests, 0, 'no request for a path that cannot be written')
+    assert.deepEqual(
+      (await readdir(join(dir, 'container'))).filter((n) => n.startsWith('copy')),
+      [],
     )
     // What onStart throws ends it before anything is written.
     await assert.rejects(
