@@ -195,10 +195,12 @@ function requestIdOf(err: unknown): string | undefined {
 
 type SdkError = { name?: string; message?: string; $metadata?: { httpStatusCode?: number } }
 
+/** The HTTP status of an SDK error, when the request had an answer. */
 export function statusOf(err: unknown): number | undefined {
   return (err as SdkError | undefined)?.$metadata?.httpStatusCode
 }
 
+/** An SDK error's name: S3's error code (NoSuchKey, SlowDown, …), or the kind of failure. */
 export function nameOf(err: unknown): string {
   return (err as SdkError | undefined)?.name ?? 'Error'
 }

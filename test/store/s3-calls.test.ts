@@ -1,0 +1,121 @@
+/**
+ * S3Store's retry policy and failure mapping (lib/store/s3-calls.ts) on failures made up
+ * here, without a server: which answers become which code, which are tried again, and the
+ * deadline and the caller's signal. The same policy against a real server, with faults
+ * injected on the wire: s3-faults.test.ts.
+ */
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+import { StreamSegmentError } from '../../lib/errors.js'
+import { type Call, callS3, type RetryPolicy } from '../../lib/store/s3-calls.js'
+
+const call: Call = { op: 'PutObject', where: 's3://bkt/prefix/key', bucket: 'bkt' }
+const policy: RetryPolicy = { maxRetries: 3, retryBaseMs: 1, retryMaxMs: 2, deadlineMs: 0 }
+
+/** An error as the SDK makes it: a name (S3's code), an HTTP status when there was an answer. */
+function sdkError(name: string, status?: number, extra: Record<string, unknown> = {}): Error {
+  const err = new Error(`${name} from the server`)
+  err.name = name
+  Object.assign(err, extra, status === undefined ? {} : { $metadata: { httpStatusCode: status } })
+  return err
+}
+
+/** Runs a call whose tries fail with `errors` in turn, then succeed; its outcome and tries. */
+async function run(errors: Error[], p: RetryPolicy = policy, signal?: AbortSignal) {
+  let tries = 0
+  let retries = 0
+  try {
+    const value = await callS3(
+      p,
+      call,
+      signal,
+      async () => {
+        const err = errors[tries++]
+        if (err !== undefined) throw err
+        return 'stored'
+      },
+      () => {
+        retries++
+      },
+    )
+    return { value, tries, retries }
+  } catch (err) {
+    return { err: err as StreamSegmentError, tries, retries }
+  }
+}
+
+describe('S3 calls: retries and failure mapping', () => {
+  it('a failure that may pass is tried again, with every retry counted', async () => {
+    for (const err of [
+      sdkError('SlowDown', 503),
+      sdkError('InternalError', 500),
+      sdkError('TooManyRequests', 429),
+      sdkError('RequestTimeout', 400),
+      sdkError('BadDigest', 400),
+      sdkError('XAmzContentSHA256Mismatch', 400),
+      sdkError('TimeoutError'),
+      Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }),
+    ]) {
+      const r = await run([err, err])
+      assert.deepEqual([r.value, r.tries, r.retries], ['stored', 3, 2], err.name)
+    }
+  })
+
+  it('a failure that cannot pass is not tried again, and its code says what it was', async () => {
+    const cases: Array<[Error, string, RegExp]> = [
+      [sdkError('NoSuchKey', 404), 'ERR_NOT_FOUND', /PutObject s3:\/\/bkt\/prefix\/key: HTTP 404 NoSuchKey: not found/],
+      [sdkError('NoSuchBucket', 404), 'ERR_NOT_FOUND', /bucket bkt does not exist/],
+      [sdkError('PreconditionFailed', 412), 'ERR_CONFLICT', /precondition failed/],
+      [sdkError('AccessDenied', 403), 'ERR_AUTH', /refused the credentials or the permission.*bucket bkt/],
+      [sdkError('SignatureDoesNotMatch', 400), 'ERR_AUTH', /check the access key and secret/],
+      [sdkError('InvalidRange', 416), 'ERR_RANGE', /range not satisfiable/],
+      [sdkError('EntityTooSmall', 400), 'ERR_STORE', /the store refused the request, not retried/],
+      [
+        sdkError('PermanentRedirect', 301, { Endpoint: 'bkt.s3.eu-west-1.amazonaws.com' }),
+        'ERR_STORE',
+        /redirected the request to bkt\.s3\.eu-west-1/,
+      ],
+      [sdkError('CredentialsProviderError'), 'ERR_AUTH', /no credentials found/],
+    ]
+    for (const [err, code, re] of cases) {
+      const r = await run([err, err])
+      assert.equal(r.err?.code, code, `${err.name}: ${r.err?.message}`)
+      assert.match(r.err?.message ?? '', re)
+      assert.equal(r.err?.cause, err, `${err.name}: the SDK's error is the cause`)
+      assert.deepEqual([r.tries, r.retries], [1, 0], `${err.name} is not tried again`)
+    }
+  })
+
+  it('tries stop after maxRetries, the last failure given', async () => {
+    const errors = Array.from({ length: 10 }, (_, i) => sdkError('InternalError', 500 + (i % 2)))
+    const r = await run(errors)
+    assert.equal(r.err?.code, 'ERR_STORE')
+    assert.match(r.err?.message ?? '', /HTTP 501 InternalError/)
+    assert.deepEqual([r.tries, r.retries], [4, 3])
+  })
+
+  it('the deadline ends a call that keeps failing, as ERR_TIMEOUT with its tries; the caller signal as ERR_ABORTED', async () => {
+    let tries = 0
+    const t0 = performance.now()
+    const late = await callS3(
+      { maxRetries: 1_000, retryBaseMs: 5, retryMaxMs: 5, deadlineMs: 100 },
+      call,
+      undefined,
+      async () => {
+        tries++
+        throw sdkError('SlowDown', 503)
+      },
+      () => {},
+    ).catch((err: StreamSegmentError) => err)
+    assert.ok(StreamSegmentError.is(late, 'ERR_TIMEOUT'), String(late))
+    assert.match(late.message, new RegExp(`no answer within the deadline of 100 ms \\(${tries} tries\\)`))
+    assert.ok(tries > 1 && performance.now() - t0 < 2_000, `${tries} tries`)
+
+    const controller = new AbortController()
+    controller.abort(new Error('user stop'))
+    const r = await run([], policy, controller.signal)
+    assert.equal(r.err?.code, 'ERR_ABORTED')
+    assert.equal(r.tries, 0, 'an aborted call makes no request')
+    assert.equal((r.err?.cause as Error | undefined)?.message, 'user stop')
+  })
+})
