@@ -8,7 +8,7 @@ import { openStore } from '../store/open.js'
 import { inspectWal } from '../wal/wal.js'
 import { cnoOption, optionName, type Parsed, positionals } from './args.js'
 import { EXIT_CODES } from './exit-codes.js'
-import { amountLine, formatBytes, type Out, showProgress, table } from './output.js'
+import { amountLine, count, formatBytes, type Out, showProgress, table } from './output.js'
 
 export async function ls(p: Parsed, out: Out): Promise<number> {
   const [url] = positionals(p, 1, 1, 'ls <url> [--json]')
@@ -34,7 +34,9 @@ export async function ls(p: Parsed, out: Out): Promise<number> {
   out.write(`stored: ${list.storedBytes} bytes; "only": the bytes only that checkpoint holds, what dropping it frees\n`)
   if (list.inodeError !== undefined) out.write(`inode object unreadable: ${list.inodeError}\n`)
   for (const a of list.abandoned) {
-    out.write(`abandoned: checkpoint ${a.cno} (${a.parts} parts, ${a.bytes} bytes, no part 0): not openable\n`)
+    out.write(
+      `abandoned: checkpoint ${a.cno} (${count(a.parts, 'part')}, ${count(a.bytes, 'byte')}, no part 0): not openable\n`,
+    )
   }
   return 0
 }
@@ -52,8 +54,8 @@ export async function inspect(p: Parsed, out: Out, err: Out): Promise<number> {
   out.write(
     `checkpoint ${r.cno} of ${r.url}${r.published ? ' (published)' : ''}: ${r.format}, ${r.size} bytes, ` +
       `blocks ${r.dataBlockSize}, meta blocks ${r.metaBlockSize}, made ${new Date(r.mtimeMs).toISOString()}\n` +
-      `block map: height ${r.tree.height}, ${r.tree.nodes} nodes (${r.tree.leaves} leaves), ` +
-      `${r.tree.dataPointers} data pointers, ${r.tree.holes} holes; ${r.objects.length} objects\n`,
+      `block map: height ${r.tree.height}, ${count(r.tree.nodes, 'node')} (${count(r.tree.leaves, 'leaf', 'leaves')}), ` +
+      `${count(r.tree.dataPointers, 'data pointer')}, ${count(r.tree.holes, 'hole')}; ${count(r.objects.length, 'object')}\n`,
   )
   const rows: Array<Array<string | number>> = [
     ['object', 'size', 'flags', 'data', 'meta', 'summary', 'dead', 'nodes→', 'blocks→', 'base', 'created'],
@@ -129,9 +131,9 @@ export async function verify(p: Parsed, out: Out, err: Out): Promise<number> {
   else {
     for (const pr of r.problems) out.write(`${pr.code} ${pr.what} ${pr.where}: ${pr.message}\n`)
     out.write(
-      `checkpoint ${r.cno} of ${r.url}: ${r.objects} objects, ${r.nodes} nodes, ${r.dataPointers} data pointers, ` +
-        `${r.slots} data slots checked, ${formatBytes(r.bytesRead)} read in ${s.toFixed(2)} s: ` +
-        `${r.problems.length === 0 ? 'ok' : `${r.problems.length} problems`}\n`,
+      `checkpoint ${r.cno} of ${r.url}: ${count(r.objects, 'object')}, ${count(r.nodes, 'node')}, ${count(r.dataPointers, 'data pointer')}, ` +
+        `${count(r.slots, 'data slot')} checked, ${formatBytes(r.bytesRead)} read in ${s.toFixed(2)} s: ` +
+        `${r.problems.length === 0 ? 'ok' : count(r.problems.length, 'problem')}\n`,
     )
   }
   return problemsFound('verify', r, err)
@@ -146,7 +148,7 @@ function problemsFound(
   if (r.problems.length === 0) return 0
   const code = worstCode(r.problems)
   err.write(
-    `stream-segment: ${code}: ${command} found ${r.problems.length} problems in checkpoint ${r.cno} of ${r.url}\n`,
+    `stream-segment: ${code}: ${command} found ${count(r.problems.length, 'problem')} in checkpoint ${r.cno} of ${r.url}\n`,
   )
   return EXIT_CODES[code]
 }

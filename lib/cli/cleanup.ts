@@ -3,7 +3,7 @@ import { gc, removeContainer } from '../admin/index.js'
 import { StreamSegmentError } from '../errors.js'
 import { openStore } from '../store/open.js'
 import { optionName, type Parsed, parseDuration, positionals } from './args.js'
-import { formatBytes, formatDuration, type Out } from './output.js'
+import { count, formatBytes, formatDuration, type Out } from './output.js'
 
 export async function gcCommand(p: Parsed, out: Out): Promise<number> {
   const [url] = positionals(
@@ -39,13 +39,13 @@ export async function gcCommand(p: Parsed, out: Out): Promise<number> {
   const verb = r.dryRun ? 'would delete' : 'deleted'
   out.write(
     `${r.url}: kept checkpoints ${r.kept.join(', ') || 'none'}; dropped ${r.dropped.join(', ') || 'none'}\n` +
-      `${verb} ${r.deletedObjects} objects (${formatBytes(r.deletedBytes)}), ` +
-      `${r.dryRun ? 'would abort' : 'aborted'} ${r.abortedUploads} uploads; ${formatBytes(r.storedBytes)} stored\n`,
+      `${verb} ${count(r.deletedObjects, 'object')} (${formatBytes(r.deletedBytes)}), ` +
+      `${r.dryRun ? 'would abort' : 'aborted'} ${count(r.abortedUploads, 'upload')}; ${formatBytes(r.storedBytes)} stored\n`,
   )
   if (r.youngObjects + r.youngUploads > 0) {
     // Garbage the grace period protects: say so, or a run that frees nothing looks broken.
     out.write(
-      `left ${r.youngObjects} unreached objects (${formatBytes(r.youngBytes)}) and ${r.youngUploads} uploads ` +
+      `left ${count(r.youngObjects, 'unreached object')} (${formatBytes(r.youngBytes)}) and ${count(r.youngUploads, 'upload')} ` +
         `younger than the grace period (${formatDuration(r.graceMs)}): a later gc deletes them ` +
         '(--grace 0 only when no writer is running)\n',
     )
@@ -63,7 +63,7 @@ export async function rm(p: Parsed, out: Out): Promise<number> {
   out.write(
     p.flags.has('json')
       ? `${JSON.stringify(r)}\n`
-      : `${r.url}: deleted ${r.deletedObjects} objects (${formatBytes(r.deletedBytes)}), aborted ${r.abortedUploads} uploads\n`,
+      : `${r.url}: deleted ${count(r.deletedObjects, 'object')} (${formatBytes(r.deletedBytes)}), aborted ${count(r.abortedUploads, 'upload')}\n`,
   )
   return 0
 }

@@ -3,7 +3,7 @@ import { type ExportTarget, exportObject } from '../admin/index.js'
 import { StreamSegmentError } from '../errors.js'
 import { fileUrlPath, openStore } from '../store/open.js'
 import { cnoOption, type Parsed, positionals } from './args.js'
-import { type Amount, amountLine, formatBytes, type Out, showProgress } from './output.js'
+import { type Amount, amountLine, count, formatBytes, type Out, showProgress } from './output.js'
 
 const EXPORT_USAGE = 'export <url> <s3://bucket/key|file> [--cno N] [--content-type T] [--no-copy] [--json]'
 
@@ -57,8 +57,8 @@ export async function exportCommand(p: Parsed, out: Out, err: Out): Promise<numb
   out.write(
     `exported checkpoint ${r.cno} of ${r.url} to ${r.location}: ${formatBytes(r.size)} (${r.size} bytes) in ${s.toFixed(2)} s\n` +
       `copied server-side ${r.copiedBytes} bytes (${pct.toFixed(1)} %), sent ${r.sentBytes} bytes; ` +
-      `${r.parts === 0 ? 'one object' : `${r.parts} parts (${r.copyParts} copied)`}, ` +
-      `${r.requests} ${r.requests === 1 ? 'request' : 'requests'}` +
+      `${r.parts === 0 ? 'one object' : `${count(r.parts, 'part')} (${r.copyParts} copied)`}, ` +
+      `${count(r.requests, 'request')}` +
       `${r.etag === undefined ? '' : `, ETag ${r.etag}`}\n`,
   )
   return 0

@@ -15,6 +15,11 @@ export function fsError(err: unknown, what: string): unknown {
   return StreamSegmentError.invalidArgument(`${what}: ${(err as Error).message}`)
 }
 
+/** `n` and its noun, singular for one: `count(1, 'object')` is "1 object", `count(2, 'leaf', 'leaves')` "2 leaves". */
+export function count(n: number, noun: string, plural = `${noun}s`): string {
+  return `${n} ${n === 1 ? noun : plural}`
+}
+
 export function formatBytes(n: number): string {
   if (n < KiB) return `${Math.round(n)} B`
   if (n < MiB) return `${(n / KiB).toFixed(1)} KiB`

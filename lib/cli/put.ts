@@ -19,7 +19,7 @@ import type { WalSync } from '../wal/log.js'
 import type { WalOptions } from '../wal/wal.js'
 import type { FlushTiming } from '../write/flush.js'
 import { optionName, type Parsed, parseSize, positionals } from './args.js'
-import { formatBytes, fsError, type Out, progressLine, showProgress } from './output.js'
+import { count, formatBytes, fsError, type Out, progressLine, showProgress } from './output.js'
 
 function stdinIsDirectory(): boolean {
   try {
@@ -125,9 +125,9 @@ export async function put(p: Parsed, out: Out, err: Out): Promise<number> {
   }
   out.write(
     `committed checkpoint ${t.cno} of ${store.url}: ${formatBytes(bytes)} by ${by} in ${seconds.toFixed(2)} s ` +
-      `(${formatBytes(bytes / seconds)}/s), ${t.objects} objects\n` +
+      `(${formatBytes(bytes / seconds)}/s), ${count(t.objects, 'object')}\n` +
       `flush: ${t.totalMs.toFixed(1)} ms (data ${t.dataMs.toFixed(1)}, part 0 ${t.part0Ms.toFixed(1)}, inode ${t.inodeMs.toFixed(1)}), ` +
-      `${t.conflicts} conflicts\n` +
+      `${count(t.conflicts, 'conflict')}\n` +
       `sent ahead ${formatBytes(t.streamSentBytes)}, written by the flush ${formatBytes(t.streamFlushBytes)}, ` +
       `dead ${formatBytes(t.streamDeadBytes)}, meta ${formatBytes(t.streamMetaBytes)}\n` +
       (by === 'reference'
