@@ -361,14 +361,11 @@ async function realPath(path: string): Promise<string> {
 }
 
 /**
- * Before anything is read or written: the target is not a directory, and not inside the
- * source directory store's folder (it would land among the container's objects).
- */
-/**
- * A local file a checkpoint is about to be written to (`what` names the call in messages):
- * ERR_INVALID_ARGUMENT for no path, a directory, or a path inside the folder of the
- * container read (writing there would corrupt it); what a stat of it cannot get past
- * (a path through a file, no permission) as localFileError says. A missing file is fine.
+ * Checks, before anything is read or written, a local file a checkpoint is to be written
+ * to (`what` names the call in messages): ERR_INVALID_ARGUMENT for no path, a directory,
+ * or a path inside the folder of the directory container read (it would land among the
+ * container's objects); what a stat of it cannot get past (a path through a file, no
+ * permission) as localFileError says. A file not there yet is fine.
  */
 export async function checkFileTarget(store: ObjectStore, path: string, what = `export to ${path}`): Promise<void> {
   if (typeof path !== 'string' || path === '') {
