@@ -40,6 +40,18 @@ export type NodeLoader = (
   expect: { level: number; minKey: number; maxKeyExclusive: number },
 ) => Promise<BlockMapNode>
 
+/**
+ * Calls that may point an entry at a dirty reference (insertAt, update, setRun, replaceIf),
+ * counted over every map: while neither this nor the dirty tier's `unplacings` changes, a
+ * leaf found with no unsent block under it gains none (send-ahead.ts counts on it).
+ */
+let dirtyRefWrites = 0
+
+/** See `dirtyRefWrites`. */
+export function mapDirtyRefWrites(): number {
+  return dirtyRefWrites
+}
+
 export class MapNode {
   level: number
   count = 0
@@ -93,6 +105,7 @@ export class MapNode {
   }
 
   insertAt(i: number, key: number, hi: number, lo: number, child?: MapNode): void {
+    dirtyRefWrites++
     const n = this.count
     this.keys.copyWithin(i + 1, i, n)
     this.hi.copyWithin(i + 1, i, n)
@@ -219,6 +232,7 @@ export class BlockMap {
    * memory; false otherwise (nothing changed: `load` first).
    */
   update(key: number, hi: number, lo: number): boolean {
+    dirtyRefWrites++
     const leaf = this.leafLoaded(key)
     if (leaf === undefined) return false
     if (leaf === EMPTY) throw StreamSegmentError.internal('empty index node on a lookup path')
@@ -269,6 +283,7 @@ export class BlockMap {
    * caller has dealt with them (a run of fresh keys, see `freshRun`).
    */
   setRun(key: number, count: number, hi: number, lo: number): void {
+    dirtyRefWrites++
     const dirty = isDirtyRef(hi, lo) ? 1 : 0
     while (count > 0) {
       const leaf = this.leafLoaded(key)
@@ -360,6 +375,7 @@ export class BlockMap {
    * (dirty nodes are never evicted), so an unloaded path cannot hold a dirty reference.
    */
   replaceIf(key: number, expectHi: number, expectLo: number, hi: number, lo: number): MapNode | undefined {
+    dirtyRefWrites++
     const leaf = this.leafLoaded(key)
     if (leaf === undefined || leaf === EMPTY) return undefined
     const i = leaf.search(key)

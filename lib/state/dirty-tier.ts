@@ -128,6 +128,11 @@ export class DirtyTier {
   private placedHi = new Uint32Array(1024)
   private placedLo = new Uint32Array(1024)
   private unplaced = 0
+  /**
+   * Events that may make a mapped slot's bytes unsent again: a slot taken, a write, an
+   * object given up, a clear. Placing never counts: it only makes bytes sent.
+   */
+  unplacings = 0
   /** A CRC-32 of the slot's bytes, valid while crcGen equals the slot's generation. */
   private crcs = new Uint32Array(1024)
   private crcGen = new Uint32Array(1024)
@@ -314,6 +319,7 @@ export class DirtyTier {
   }
 
   private taken(slot: number): void {
+    this.unplacings++
     this.mapped[slot] = 1
     this.generation[slot] = ((this.generation[slot] as number) + 1) >>> 0
     this.placedGen[slot] = 0
@@ -487,10 +493,12 @@ export class DirtyTier {
     this.placedGen.fill(0)
     this.placedIn.fill(0)
     this.unplaced = 0
+    this.unplacings++
   }
 
   /** The slot's bytes changed: a new generation, and no longer what any object holds. */
   private bump(slot: number): void {
+    this.unplacings++
     if (this.mapped[slot] === 1 && this.placed(slot)) this.unplaced++
     this.generation[slot] = ((this.generation[slot] as number) + 1) >>> 0
   }
@@ -524,6 +532,7 @@ export class DirtyTier {
   /** The object holding the slot failed or was given up: its bytes are unsent again. */
   unplace(slot: number, id: number): void {
     if (this.placedIn[slot] !== id) return
+    this.unplacings++
     if (this.mapped[slot] === 1 && this.placed(slot)) this.unplaced++
     this.placedGen[slot] = 0
     this.placedIn[slot] = 0

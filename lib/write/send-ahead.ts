@@ -37,7 +37,7 @@ import { FORMAT_PARTED } from '../format/inode.js'
 import { dataSlotsBytes, MAX_OBJECT_BYTES, objectBytes } from '../format/layout.js'
 import { pointerLo, UNIT_BYTES } from '../format/pointer.js'
 import type { MapNode } from '../state/block-map.js'
-import { DIRTY_BASE, isDirtyRef } from '../state/block-map.js'
+import { DIRTY_BASE, isDirtyRef, mapDirtyRefWrites } from '../state/block-map.js'
 import type { CheckpointCounters, FileState } from '../state/file-state.js'
 import { growingLeaf, newObjectId, ObjectPlan, SentBlocks, takeBlocks, unsentUnder } from './object-plan.js'
 
@@ -74,6 +74,21 @@ export class SendAhead {
   private scanAt = 0
   /** Objects failed in a row: from FAILURES_BEFORE_PAUSE on, nothing more is sent ahead until the flush. */
   private failures = 0
+
+  /**
+   * Leaves found with no unsent block under them, while the dirty tier's `unplacings` and
+   * the maps' dirty-reference writes stay at `noneAt`: until one of those moves, such a
+   * leaf gains none (placing only sends), so `fits` need not count it again. Without this,
+   * an object near `segmentMaxObjectBytes` had every one of its leaves counted for every
+   * piece: a cost in the square of the object's size. (`fits` decides where objects end;
+   * `close` still refuses one over the maximum.)
+   */
+  private noneUnder = new WeakSet<MapNode>()
+  private noneAt: { tier: unknown; unplacings: number; writes: number } = {
+    tier: undefined,
+    unplacings: -1,
+    writes: -1,
+  }
 
   constructor(private readonly core: FileState) {}
 
@@ -331,9 +346,24 @@ export class SendAhead {
     const unsentAll = core.tier.unplacedBytes / bs
     if (objectBytes(sent + Math.min(entries, unsentAll), spare, bs, mbs) <= max) return true
     let unsent = 0
-    for (const leaf of leaves) unsent += unsentUnder(leaf, core.tier)
-    for (const leaf of added) unsent += unsentUnder(leaf, core.tier)
+    for (const leaf of leaves) unsent += this.unsentUnder(leaf)
+    for (const leaf of added) unsent += this.unsentUnder(leaf)
     return objectBytes(sent + unsent, spare, bs, mbs) <= max
+  }
+
+  /** unsentUnder(leaf), without counting again a leaf found with none since (see `noneUnder`). */
+  private unsentUnder(leaf: MapNode): number {
+    const tier = this.core.tier
+    const writes = mapDirtyRefWrites()
+    const at = this.noneAt
+    if (at.tier !== tier || at.unplacings !== tier.unplacings || at.writes !== writes) {
+      this.noneUnder = new WeakSet()
+      this.noneAt = { tier, unplacings: tier.unplacings, writes }
+    }
+    if (this.noneUnder.has(leaf)) return 0
+    const n = unsentUnder(leaf, tier)
+    if (n === 0) this.noneUnder.add(leaf)
+    return n
   }
 
   private openObject(piece: Piece): OpenObject {

@@ -14,7 +14,7 @@ import fc from 'fast-check'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { decodeObject, FORMAT_PARTED, FORMAT_STREAM, parseKey } from '../../lib/format/index.js'
 import { SegmentFile } from '../../lib/segment-file.js'
-import type { Settings } from '../../lib/settings.js'
+import { resolveSettings, type Settings } from '../../lib/settings.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
 import { commonOps, lengths, offsets } from '../helpers/model.js'
@@ -259,11 +259,14 @@ async function runModel(sequence: Op[], settings: Partial<Settings>, failEvery =
     Buffer.compare(Buffer.from(all), Buffer.from(model.bytes.subarray(0, model.size))) === 0,
     'final contents differ',
   )
-  // Every object stored is whole and well formed (decodeObject detects the format), in the container's.
+  // Every object stored is whole and well formed (decodeObject detects the format), in the
+  // container's, and no larger than segmentMaxObjectBytes.
   const format = settings.format === 'parted' ? FORMAT_PARTED : FORMAT_STREAM
+  const max = resolveSettings(settings).segmentMaxObjectBytes
   for await (const { key, size } of store.list()) {
     // An empty object is the claim of a multipart upload that failed (store/types.ts).
     if (parseKey(key)?.kind !== 'segment' || size === 0) continue
+    assert.ok(size <= max, `${key}: ${size} bytes, over segmentMaxObjectBytes ${max}`)
     assert.equal(decodeObject(await store.get(key), key).header.format, format, `${key}: format`)
   }
 }
@@ -272,11 +275,14 @@ const runs = Number(process.env.MODEL_RUNS ?? 100)
 /** MODEL_SEED=n replays fast-check's seed n (printed with a failure). */
 const seed = process.env.MODEL_SEED === undefined ? {} : { seed: Number(process.env.MODEL_SEED) }
 
-/** Every way of sending ahead: nothing, objects sent whole (≤ one 16 KiB piece), objects filled in pieces; and the head-first format. */
+/** Every way of sending ahead: nothing, objects sent whole (≤ one 16 KiB piece), objects filled in pieces, to the maximum; and the head-first format. */
 const modes: Array<[string, Partial<Settings>]> = [
   ['nothing sent ahead', { streamSegmentBytes: 0 }],
   ['objects sent whole', { streamSegmentBytes: 16 * KiB }],
   ['objects filled in pieces', { streamSegmentBytes: 40 * KiB }],
+  // Objects aimed at segmentMaxObjectBytes itself: whether a piece still fits (it and every
+  // unsent block under the object's leaves) decides where each object ends.
+  ['objects filled to the maximum', { streamSegmentBytes: 64 * KiB }],
   ['PartedSegment (head first, built whole)', { format: 'parted' }],
   // 8 KiB blocks after a 4 KiB head: pieces of 32 KiB split data blocks.
   [
