@@ -197,18 +197,33 @@ export function checkOptionNames(
 }
 
 /**
- * A call's options: an object, with no name but `own` (see checkOptionNames), and its
- * `signal`, when given, an AbortSignal; else ERR_INVALID_ARGUMENT naming `who`.
+ * What every call checks of its options: an object, its `signal`, when given, an
+ * AbortSignal, and its `onStart` and `onProgress` callbacks, when given, functions; else
+ * ERR_INVALID_ARGUMENT naming `who`.
  */
-export function checkCallOptions(who: string, options: unknown, own: readonly string[]): void {
+export function checkCommonOptions(
+  who: string,
+  options: unknown,
+): asserts options is { signal?: unknown; onStart?: unknown; onProgress?: unknown } {
   if (typeof options !== 'object' || options === null) {
     throw StreamSegmentError.invalidArgument(`${who}: options must be an object, got ${describeValue(options)}`)
   }
-  checkOptionNames(who, options, own)
   const { signal } = options as { signal?: unknown }
   if (signal !== undefined && !isSignal(signal)) {
     throw StreamSegmentError.invalidArgument(`${who}: signal must be an AbortSignal, got ${describeValue(signal)}`)
   }
+  for (const name of ['onStart', 'onProgress'] as const) {
+    const f = (options as Record<string, unknown>)[name]
+    if (f !== undefined && typeof f !== 'function') {
+      throw StreamSegmentError.invalidArgument(`${who}: ${name} must be a function, got ${describeValue(f)}`)
+    }
+  }
+}
+
+/** A call's options as checkCommonOptions checks them, with no name but `own` (see checkOptionNames). */
+export function checkCallOptions(who: string, options: unknown, own: readonly string[]): void {
+  checkCommonOptions(who, options)
+  checkOptionNames(who, options, own)
 }
 
 /** The known name closest to `name` by edit distance, if close enough to be a slip, or that it starts. */

@@ -48,7 +48,6 @@ import type { ObjectAttributes, ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
 import { localFileError, writeFully } from '../util/local-fs.js'
 import { givePieces } from '../util/piece-pool.js'
-import { describeValue } from '../util/typed-arrays.js'
 import { GiB, MiB } from '../util/units.js'
 import { resolveCheckpoint } from './list.js'
 import { type Problem, type Reached, walkMap } from './map-walk.js'
@@ -161,11 +160,6 @@ export async function exportObject(
 ): Promise<ExportResult> {
   const store = storeAt(where, 'exportObject')
   checkCallOptions('exportObject', options, EXPORT_OPTIONS)
-  if (options.onProgress !== undefined && typeof options.onProgress !== 'function') {
-    throw StreamSegmentError.invalidArgument(
-      `exportObject: onProgress must be a function, got ${describeValue(options.onProgress)}`,
-    )
-  }
   const { signal } = options
   if (typeof target === 'string') await checkFileTarget(store, target)
   const listing = await listContainer(store, signal)

@@ -28,7 +28,6 @@ import { type StoreLocation, storeAt } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
 import { givePieces } from '../util/piece-pool.js'
-import { describeValue } from '../util/typed-arrays.js'
 import { MiB } from '../util/units.js'
 import { objectKeys } from './inspect.js'
 import { resolveCheckpoint } from './list.js'
@@ -71,11 +70,6 @@ export async function verifyCheckpoint(
 ): Promise<VerifyReport> {
   const store = storeAt(where, 'verifyCheckpoint')
   checkCallOptions('verifyCheckpoint', options, ['cno', 'signal', 'onProgress'])
-  if (options.onProgress !== undefined && typeof options.onProgress !== 'function') {
-    throw StreamSegmentError.invalidArgument(
-      `verifyCheckpoint: onProgress must be a function, got ${describeValue(options.onProgress)}`,
-    )
-  }
   const { signal } = options
   const listing = await listContainer(store, signal)
   const problems: Problem[] = []

@@ -2,8 +2,9 @@
  * What the stream adapters share: where the container is, an AbortSignal that ends the
  * stream, and the open's requests counted into a read's timing.
  */
-import { isSignal, StreamSegmentError } from '../errors.js'
+import { StreamSegmentError } from '../errors.js'
 import type { ReadTiming } from '../read/reader.js'
+import { checkCommonOptions } from '../settings.js'
 import { openStore, type StoreLocation } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import { describeValue } from '../util/typed-arrays.js'
@@ -34,19 +35,8 @@ export function checkStreamOptions(
   who: string,
   options: { signal?: unknown; highWaterMark?: unknown; onStart?: unknown; onProgress?: unknown },
 ): void {
-  if (typeof options !== 'object' || options === null) {
-    throw StreamSegmentError.invalidArgument(`${who}: options must be an object, got ${describeValue(options)}`)
-  }
-  const { signal, highWaterMark } = options
-  if (signal !== undefined && !isSignal(signal)) {
-    throw StreamSegmentError.invalidArgument(`${who}: signal must be an AbortSignal, got ${describeValue(signal)}`)
-  }
-  for (const name of ['onStart', 'onProgress'] as const) {
-    const f = options[name]
-    if (f !== undefined && typeof f !== 'function') {
-      throw StreamSegmentError.invalidArgument(`${who}: ${name} must be a function, got ${describeValue(f)}`)
-    }
-  }
+  checkCommonOptions(who, options)
+  const { highWaterMark } = options
   if (highWaterMark !== undefined && !(Number.isSafeInteger(highWaterMark) && (highWaterMark as number) >= 0)) {
     throw StreamSegmentError.invalidArgument(
       `${who}: highWaterMark ${describeValue(highWaterMark)} must be a byte count (an integer ≥ 0)`,
