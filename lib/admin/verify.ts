@@ -11,7 +11,7 @@ import { listContainer } from '../container/listing.js'
 import { readObjectHeader } from '../container/object-header.js'
 import { objectExists, readExact, readExactChunks } from '../container/objects.js'
 import { StreamSegmentError } from '../errors.js'
-import { HEADER_BYTES, type Header, objectLayout } from '../format/header.js'
+import { HEADER_BYTES, type Header, type ObjectLayout, objectLayout } from '../format/header.js'
 import { FORMAT_PARTED, type Inode } from '../format/inode.js'
 import { INODE_KEY, parseKey, segmentKey } from '../format/names.js'
 import {
@@ -218,10 +218,19 @@ interface VerifyContext {
   problems: { push(p: Problem): void }
 }
 
+/** One object under verification: its key, URL and header, with the layout the header gives. */
+interface ObjectCheck {
+  ctx: VerifyContext
+  key: string
+  url: string
+  header: Header
+  layout: ObjectLayout
+}
+
 /**
  * One object, region by region: its header (against the listed size), meta blocks and
  * summary (in one GET, or in chunks when larger), the map's pointers into it, then every
- * data slot's CRC in chunks.
+ * data slot's CRC in chunks. A region that cannot be read ends the object's checks there.
  * The checks are format/object.ts's, as decodeObject runs them on a whole object.
  */
 async function verifyObject(
@@ -229,44 +238,58 @@ async function verifyObject(
   key: string,
   found: { size: number | undefined; reached: Reached | undefined; slots?: boolean },
 ): Promise<void> {
-  const { store, inode, report, problems } = ctx
-  const { signal } = ctx.options
   const { size, reached, slots = true } = found
-  const k = parseKey(key) as { cno: number; part: number }
-  const url = `${store.url}/${key}`
   if (size === undefined) {
     const what = `${reached?.nodes.length ?? 0} nodes and ${reached?.dataAt.length ?? 0} blocks`
-    problems.push({
+    ctx.problems.push({
       code: 'ERR_NOT_FOUND',
       what: 'missing',
       where: key,
-      message: `${url}: no such object, but the block map of checkpoint ${inode.cno} points at ${what} in it`,
+      message: `${ctx.store.url}/${key}: no such object, but the block map of checkpoint ${ctx.inode.cno} points at ${what} in it`,
     })
     return
   }
   // An empty object the block map does not reach is the claim of a multipart upload that
   // never completed (an abandoned attempt at this number): not part of the checkpoint.
-  if (size === 0 && reached === undefined && k.part !== 0) {
-    report.placeholders++
+  if (size === 0 && reached === undefined && (parseKey(key) as { part: number }).part !== 0) {
+    ctx.report.placeholders++
     return
   }
-  const counted = (n: number) => {
-    report.bytesRead += n
-    ctx.options.onProgress?.(report.bytesRead)
-  }
-  const read = async (start: number, end: number) => {
-    const b = await readExact(store, key, start, end, signal)
-    counted(b.byteLength)
-    return b
-  }
+  const o = await checkHeader(ctx, key, size)
+  if (o === undefined) return
+  const meta = await checkMetaRegion(o)
+  if (meta === undefined) return
+  checkNodePointers(o, reached)
+  if (meta.summary === undefined) return
+  checkDataPointers(o, meta.summary, reached)
+  if (slots) await checkDataSlots(o, meta.summary)
+}
+
+/** Reads [start, end) of the object, counted as read. */
+async function readCounted(o: ObjectCheck, start: number, end: number): Promise<Uint8Array> {
+  const b = await readExact(o.ctx.store, o.key, start, end, o.ctx.options.signal)
+  counted(o.ctx, b.byteLength)
+  return b
+}
+
+function counted(ctx: VerifyContext, n: number): void {
+  ctx.report.bytesRead += n
+  ctx.options.onProgress?.(ctx.report.bytesRead)
+}
+
+/** The object's header, checked against the listed size and, for the verified checkpoint's part 0, its inode. */
+async function checkHeader(ctx: VerifyContext, key: string, size: number): Promise<ObjectCheck | undefined> {
+  const { store, inode, problems } = ctx
+  const k = parseKey(key) as { cno: number; part: number }
   let header: Header
   try {
-    header = (await readObjectHeader(store, k.cno, k.part, { format: inode.format, size, signal })).header
-    report.bytesRead += HEADER_BYTES
+    header = (await readObjectHeader(store, k.cno, k.part, { format: inode.format, size, signal: ctx.options.signal }))
+      .header
+    ctx.report.bytesRead += HEADER_BYTES
   } catch (err) {
     const at = inode.format === FORMAT_PARTED ? 0 : Math.max(0, size - HEADER_BYTES)
     problems.push(toProblem(err, 'header', `${key} byte ${at}`))
-    return
+    return undefined
   }
   if (k.part === 0 && k.cno === inode.cno && ctx.part0 === undefined && !sameInode(header.inode, inode)) {
     problems.push({
@@ -276,11 +299,21 @@ async function verifyObject(
       message: `${store.url}/${INODE_KEY}: names checkpoint ${inode.cno}, but differs from the inode in its part 0 (${key})`,
     })
   }
-  const layout = objectLayout(header, header)
-  // Meta blocks and summary (head first, the padding between them too) in one GET when
-  // they fit in VERIFY_CHUNK; else the summary (and padding) first, then the meta blocks
-  // VERIFY_CHUNK at a time, as the data slots: a header counting 1 GiB of meta blocks
-  // never makes one buffer of them.
+  return { ctx, key, url: `${store.url}/${key}`, header, layout: objectLayout(header, header) }
+}
+
+/**
+ * Meta blocks and summary (head first, the padding between them too) in one GET when
+ * they fit in VERIFY_CHUNK; else the summary (and padding) first, then the meta blocks
+ * VERIFY_CHUNK at a time, as the data slots: a header counting 1 GiB of meta blocks never
+ * makes one buffer of them. Undefined when a read failed; else the summary, when it
+ * checked out.
+ */
+async function checkMetaRegion(o: ObjectCheck): Promise<{ summary: Summary | undefined } | undefined> {
+  const { key, url, header, layout } = o
+  const { problems } = o.ctx
+  const nodeProblem = (_j: number, at: number, err: unknown) =>
+    problems.push(toProblem(err, 'node', `${key} byte ${at}`))
   let summary: Summary | undefined
   const regionStart = Math.min(layout.metaOffset, layout.summaryOffset)
   const regionEnd = Math.max(layout.metaEnd, layout.summaryEnd)
@@ -292,10 +325,10 @@ async function verifyObject(
   if (end > start) {
     let region: Uint8Array
     try {
-      region = await read(start, end)
+      region = await readCounted(o, start, end)
     } catch (err) {
       problems.push(toProblem(err, 'summary', `${key} byte ${start}`))
-      return
+      return undefined
     }
     try {
       summary = decodeSummary(region.subarray(layout.summaryOffset - start, layout.summaryEnd - start), {
@@ -316,14 +349,7 @@ async function verifyObject(
       })
     }
     if (whole) {
-      decodeMetaBlocks(
-        region,
-        start,
-        header,
-        layout,
-        (j, at) => `${store.url}/${key} byte ${at} (meta block ${j})`,
-        (_j, at, err) => problems.push(toProblem(err, 'node', `${key} byte ${at}`)),
-      )
+      decodeMetaBlocks(region, start, header, layout, (j, at) => `${url} byte ${at} (meta block ${j})`, nodeProblem)
     }
   }
   if (!whole) {
@@ -334,10 +360,10 @@ async function verifyObject(
       const at0 = layout.metaOffset + first * mbs
       let bytes: Uint8Array
       try {
-        bytes = await read(at0, at0 + n * mbs)
+        bytes = await readCounted(o, at0, at0 + n * mbs)
       } catch (err) {
         problems.push(toProblem(err, 'node', `${key} byte ${at0}`))
-        return
+        return undefined
       }
       // These n blocks as the meta blocks of an object whose meta region starts at at0.
       decodeMetaBlocks(
@@ -345,15 +371,20 @@ async function verifyObject(
         at0,
         { ...header, metaCount: n },
         { ...layout, metaOffset: at0 },
-        (j, at) => `${store.url}/${key} byte ${at} (meta block ${first + j})`,
-        (_j, at, err) => problems.push(toProblem(err, 'node', `${key} byte ${at}`)),
+        (j, at) => `${url} byte ${at} (meta block ${first + j})`,
+        nodeProblem,
       )
     }
   }
-  // Pointers into this object.
+  return { summary }
+}
+
+/** The block map's node pointers into the object must name its meta blocks. */
+function checkNodePointers(o: ObjectCheck, reached: Reached | undefined): void {
+  const { key, url, layout } = o
   for (const offset of reached?.nodes ?? []) {
     if (metaBlockAt(layout, offset) < 0) {
-      problems.push({
+      o.ctx.problems.push({
         code: 'ERR_CORRUPT',
         what: 'pointer',
         where: `${key} byte ${offset}`,
@@ -361,7 +392,11 @@ async function verifyObject(
       })
     }
   }
-  if (summary === undefined) return
+}
+
+/** The block map's data pointers into the object must name live slots holding those very blocks. */
+function checkDataPointers(o: ObjectCheck, summary: Summary, reached: Reached | undefined): void {
+  const { key, url, header, layout } = o
   for (let i = 0; i < (reached?.dataAt.length ?? 0); i++) {
     const at = reached?.dataAt.get(i) as number
     const block = reached?.dataBlock.get(i) as number
@@ -371,7 +406,7 @@ async function verifyObject(
     else if (summary.blockIndex[slot] !== block) problem = `slot ${slot}, which holds block ${summary.blockIndex[slot]}`
     else if (summary.live[slot] !== 1) problem = `slot ${slot}, which is dead (block ${block} was written again)`
     if (problem !== undefined) {
-      problems.push({
+      o.ctx.problems.push({
         code: 'ERR_CORRUPT',
         what: 'pointer',
         where: `${key} byte ${at}`,
@@ -379,8 +414,11 @@ async function verifyObject(
       })
     }
   }
-  if (!slots) return
-  // Every data slot's CRC, dead ones too.
+}
+
+/** Every data slot's CRC, dead ones too, VERIFY_CHUNK at a time. */
+async function checkDataSlots(o: ObjectCheck, summary: Summary): Promise<void> {
+  const { ctx, key, url, header, layout } = o
   const bs = layout.dataBlockSize
   const perChunk = Math.max(1, Math.floor(VERIFY_CHUNK / bs))
   for (let first = 0; first < header.dataCount; first += perChunk) {
@@ -389,20 +427,19 @@ async function verifyObject(
     // As the store's GET gives them (64 KiB buffers on S3 and the directory store).
     let bytes: Uint8Array[]
     try {
-      bytes = await readExactChunks(store, key, start, start + n * bs, signal)
-      counted(n * bs)
+      bytes = await readExactChunks(ctx.store, key, start, start + n * bs, ctx.options.signal)
+      counted(ctx, n * bs)
     } catch (err) {
-      problems.push(toProblem(err, 'block', `${key} byte ${start}`))
+      ctx.problems.push(toProblem(err, 'block', `${key} byte ${start}`))
       return
     }
-    const s = summary
-    report.slots += checkSlotCrcs(bytes, first, s, bs, (slot, computed) => {
+    ctx.report.slots += checkSlotCrcs(bytes, first, summary, bs, (slot, computed) => {
       const at = layout.dataOffset + slot * bs
-      problems.push({
+      ctx.problems.push({
         code: 'ERR_CORRUPT',
         what: 'block',
         where: `${key} byte ${at}`,
-        message: slotCrcMessage(url, s, slot, computed, at),
+        message: slotCrcMessage(url, summary, slot, computed, at),
       })
     })
     givePieces(bytes) // checked: the store's pieces can be read into again
