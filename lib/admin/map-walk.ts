@@ -5,7 +5,7 @@
  * object's end become problems; the walk goes on past them. For inspect and verify:
  * what it returns is which objects the map reaches, and where in them.
  */
-import { NODE_SPAN_BYTES, nodeLocation, nodeSpans, readNodeSpan } from '../container/nodes.js'
+import { NODE_SPAN_BYTES, type NodeSpan, nodeLocation, nodeSpans, readNodeSpan } from '../container/nodes.js'
 import { StreamSegmentError } from '../errors.js'
 import type { Inode } from '../format/inode.js'
 import { segmentKey } from '../format/names.js'
@@ -116,25 +116,7 @@ export async function walkMap(
   signal?: AbortSignal,
   share: WalkShare = {},
 ): Promise<MapWalk> {
-  const { seen, nodes, newerThan } = share
-  const mbs = 2 ** inode.metaShift
-  const walk: MapWalk = {
-    reached: new Map(),
-    skipped: new Set(),
-    nodes: 0,
-    leaves: 0,
-    dataPointers: 0,
-    holes: 0,
-    height: inode.rootLevel,
-  }
-  const reach = (key: string): Reached => {
-    let r = walk.reached.get(key)
-    if (r === undefined) walk.reached.set(key, (r = { nodes: [], dataAt: new U32List(), dataBlock: new U32List() }))
-    return r
-  }
-  const limiter = new Limiter(8)
-  // Entries of the level being visited: (keys, pointers, level, upper bound), as the root's.
-  type Entries = { level: number; keys: Uint32Array; hi: Uint32Array; lo: Uint32Array; count: number; upper: number }
+  const walker = new MapWalker(store, inode, problems, signal, share)
   let level: Entries[] = [
     {
       level: inode.rootLevel,
@@ -146,118 +128,176 @@ export async function walkMap(
       upper: Math.ceil(inode.size / 2 ** inode.dataShift),
     },
   ]
-  while (level.length > 0) {
+  while (level.length > 0) level = await walker.visit(level)
+  return walker.walk
+}
+
+/** The entries of one node (or the inode's root): keys, pointers, level and upper bound. */
+interface Entries {
+  level: number
+  keys: Uint32Array
+  hi: Uint32Array
+  lo: Uint32Array
+  count: number
+  upper: number
+}
+
+/** One walk: what it found so far, and the fetching and checking of one level's nodes. */
+class MapWalker {
+  readonly walk: MapWalk
+  private readonly limiter = new Limiter(8)
+  private readonly mbs: number
+
+  constructor(
+    private readonly store: ObjectStore,
+    private readonly inode: Inode,
+    private readonly problems: Problem[],
+    private readonly signal: AbortSignal | undefined,
+    private readonly share: WalkShare,
+  ) {
+    this.mbs = 2 ** inode.metaShift
+    this.walk = {
+      reached: new Map(),
+      skipped: new Set(),
+      nodes: 0,
+      leaves: 0,
+      dataPointers: 0,
+      holes: 0,
+      height: inode.rootLevel,
+    }
+  }
+
+  /** Visits every entry of one level; returns the entries of the nodes they point at. */
+  async visit(level: readonly Entries[]): Promise<Entries[]> {
     const refs = new Map<string, Ref[]>()
     const next: Entries[] = []
-    const take = (n: BlockMapNode, upper: number) => {
-      walk.nodes++
-      if (n.level === 0) walk.leaves++
-      next.push({ level: n.level, keys: n.keys, hi: n.ptrHi, lo: n.ptrLo, count: n.count, upper })
-    }
     for (const e of level) {
       for (let i = 0; i < e.count; i++) {
-        const hi = e.hi[i] as number
-        const lo = e.lo[i] as number
-        const key = e.keys[i] as number
-        if (e.level === 0) {
-          if (hi === 0 && lo === 0) {
-            walk.holes++
-            continue
-          }
-          const r = reach(segmentKey(hi, pointerPart(lo)))
-          r.dataAt.push(pointerUnit(lo) * UNIT_BYTES)
-          r.dataBlock.push(key)
-          walk.dataPointers++
-          continue
-        }
-        const { key: objectKey, offset } = nodeLocation(hi, lo)
-        if (newerThan !== undefined && hi <= newerThan) {
-          walk.skipped.add(objectKey)
-          continue
-        }
-        const upper = i + 1 < e.count ? (e.keys[i + 1] as number) : e.upper
-        const place: NodePlace = { level: e.level - 1, minKey: key, upper }
-        const id = `${hi}:${lo}`
-        if (seen !== undefined) {
-          const before = seen.get(id)
-          if (
-            before !== undefined &&
-            before.level === place.level &&
-            before.minKey >= place.minKey &&
-            before.upper <= place.upper
-          ) {
-            continue
-          }
-          // First reached, or reached elsewhere than before: walked (again), so checked here.
-          seen.set(id, place)
-        }
-        reach(objectKey).nodes.push(offset)
-        const known = nodes?.get(id)
-        if (known !== undefined) {
-          try {
-            checkPlace(known, place, hi, inode.cno, `${store.url}/${objectKey} byte ${offset}`)
-          } catch (err) {
-            problems.push(toProblem(err, 'node', `${objectKey} byte ${offset}`))
-            continue
-          }
-          take(known, upper)
-          continue
-        }
-        const ref: Ref = {
-          hi,
-          lo,
-          level: place.level,
-          minKey: key,
-          upper,
-          offset,
-          needed: true,
-          where: `${objectKey} byte ${offset}`,
-        }
-        const list = refs.get(objectKey)
-        if (list === undefined) refs.set(objectKey, [ref])
-        else list.push(ref)
+        if (e.level === 0) this.dataPointer(e, i)
+        else this.nodePointer(e, i, refs, next)
       }
     }
     await Promise.all(
       [...refs].flatMap(([key, list]) =>
-        nodeSpans(list, mbs, NODE_SPAN_BYTES).map((span) =>
-          limiter.run(async () => {
-            let bytes: Uint8Array
-            try {
-              bytes = await readNodeSpan(store, key, span, signal)
-            } catch (err) {
-              if (StreamSegmentError.is(err, 'ERR_CORRUPT')) {
-                problems.push(toProblem(err, 'pointer', `${key} byte ${span.start}`))
-              } else {
-                problems.push(toProblem(err, StreamSegmentError.is(err, 'ERR_NOT_FOUND') ? 'missing' : 'node', key))
-              }
-              return
-            }
-            for (const r of span.refs) {
-              const at = r.offset - span.start
-              try {
-                if (at + mbs > bytes.byteLength) {
-                  throw StreamSegmentError.corrupt(`${store.url}/${r.where}: node pointed at past the object's end`)
-                }
-                const n: BlockMapNode = decodeNode(bytes.subarray(at, at + mbs), {
-                  level: r.level,
-                  minKey: r.minKey,
-                  maxKeyExclusive: r.upper,
-                  cno: r.hi,
-                  maxCno: inode.cno,
-                  where: `${store.url}/${r.where}`,
-                })
-                nodes?.set(`${r.hi}:${r.lo}`, n)
-                take(n, r.upper)
-              } catch (err) {
-                problems.push(toProblem(err, 'node', r.where))
-              }
-            }
-          }),
+        nodeSpans(list, this.mbs, NODE_SPAN_BYTES).map((span) =>
+          this.limiter.run(() => this.fetchSpan(key, span, next)),
         ),
       ),
     )
-    level = next
+    return next
   }
-  return walk
+
+  private reach(key: string): Reached {
+    let r = this.walk.reached.get(key)
+    if (r === undefined)
+      this.walk.reached.set(key, (r = { nodes: [], dataAt: new U32List(), dataBlock: new U32List() }))
+    return r
+  }
+
+  /** A node checked against its parent's entry: counted, its entries the next level's. */
+  private take(n: BlockMapNode, upper: number, next: Entries[]): void {
+    this.walk.nodes++
+    if (n.level === 0) this.walk.leaves++
+    next.push({ level: n.level, keys: n.keys, hi: n.ptrHi, lo: n.ptrLo, count: n.count, upper })
+  }
+
+  /** A leaf's entry i: a hole, or a data pointer recorded against its object. */
+  private dataPointer(e: Entries, i: number): void {
+    const hi = e.hi[i] as number
+    const lo = e.lo[i] as number
+    if (hi === 0 && lo === 0) {
+      this.walk.holes++
+      return
+    }
+    const r = this.reach(segmentKey(hi, pointerPart(lo)))
+    r.dataAt.push(pointerUnit(lo) * UNIT_BYTES)
+    r.dataBlock.push(e.keys[i] as number)
+    this.walk.dataPointers++
+  }
+
+  /**
+   * An index node's entry i: skipped (not newer than `newerThan`, or covered by an earlier
+   * walk), taken from memory (decoded by an earlier walk, checked against this entry), or
+   * added to `refs` to be fetched with the other nodes of its object.
+   */
+  private nodePointer(e: Entries, i: number, refs: Map<string, Ref[]>, next: Entries[]): void {
+    const { seen, nodes, newerThan } = this.share
+    const hi = e.hi[i] as number
+    const lo = e.lo[i] as number
+    const minKey = e.keys[i] as number
+    const { key: objectKey, offset } = nodeLocation(hi, lo)
+    if (newerThan !== undefined && hi <= newerThan) {
+      this.walk.skipped.add(objectKey)
+      return
+    }
+    const upper = i + 1 < e.count ? (e.keys[i + 1] as number) : e.upper
+    const place: NodePlace = { level: e.level - 1, minKey, upper }
+    const id = `${hi}:${lo}`
+    if (seen !== undefined) {
+      const before = seen.get(id)
+      if (
+        before !== undefined &&
+        before.level === place.level &&
+        before.minKey >= place.minKey &&
+        before.upper <= place.upper
+      ) {
+        return
+      }
+      // First reached, or reached elsewhere than before: walked (again), so checked here.
+      seen.set(id, place)
+    }
+    this.reach(objectKey).nodes.push(offset)
+    const where = `${objectKey} byte ${offset}`
+    const known = nodes?.get(id)
+    if (known !== undefined) {
+      try {
+        checkPlace(known, place, hi, this.inode.cno, `${this.store.url}/${where}`)
+      } catch (err) {
+        this.problems.push(toProblem(err, 'node', where))
+        return
+      }
+      this.take(known, upper, next)
+      return
+    }
+    const ref: Ref = { hi, lo, level: place.level, minKey, upper, offset, needed: true, where }
+    const list = refs.get(objectKey)
+    if (list === undefined) refs.set(objectKey, [ref])
+    else list.push(ref)
+  }
+
+  /** Fetches one span of an object's nodes and takes those that check out. */
+  private async fetchSpan(key: string, span: NodeSpan<Ref>, next: Entries[]): Promise<void> {
+    const { store, problems, mbs } = this
+    let bytes: Uint8Array
+    try {
+      bytes = await readNodeSpan(store, key, span, this.signal)
+    } catch (err) {
+      if (StreamSegmentError.is(err, 'ERR_CORRUPT')) {
+        problems.push(toProblem(err, 'pointer', `${key} byte ${span.start}`))
+      } else {
+        problems.push(toProblem(err, StreamSegmentError.is(err, 'ERR_NOT_FOUND') ? 'missing' : 'node', key))
+      }
+      return
+    }
+    for (const r of span.refs) {
+      const at = r.offset - span.start
+      try {
+        if (at + mbs > bytes.byteLength) {
+          throw StreamSegmentError.corrupt(`${store.url}/${r.where}: node pointed at past the object's end`)
+        }
+        const n: BlockMapNode = decodeNode(bytes.subarray(at, at + mbs), {
+          level: r.level,
+          minKey: r.minKey,
+          maxKeyExclusive: r.upper,
+          cno: r.hi,
+          maxCno: this.inode.cno,
+          where: `${store.url}/${r.where}`,
+        })
+        this.share.nodes?.set(`${r.hi}:${r.lo}`, n)
+        this.take(n, r.upper, next)
+      } catch (err) {
+        problems.push(toProblem(err, 'node', r.where))
+      }
+    }
+  }
 }
