@@ -111,6 +111,19 @@ interface NodeRef {
   node?: MapNode
 }
 
+/** A node the walk has reached, with the upper bound of its keys (from its parent). */
+interface Frontier {
+  node: MapNode
+  upper: number
+}
+
+/** What a walk's reads are for: data under the leaves, and how much (see walk). */
+interface WalkWant {
+  wantData: boolean
+  readBytes: number
+  smallRead: boolean
+}
+
 export class Reader {
   readonly options: Required<ReadOptions>
   private readonly objects: ObjectReads
@@ -453,129 +466,20 @@ export class Reader {
    */
   async walk(from: number, to: number, wantData: boolean, guess = false): Promise<void> {
     const readBytes = (to - from) * this.core.blockSize
-    const smallRead = wantData && readBytes <= SMALL_READ_BYTES
-    let frontier: Array<{ node: MapNode; upper: number }> = [{ node: this.map.root, upper: 2 ** 32 }]
-    while (frontier.length > 0 && (frontier[0] as { node: MapNode }).node.level > 0) {
-      const next: Array<{ node: MapNode; upper: number }> = []
-      const byObject = new Map<string, NodeRef[]>()
-      /** Needed nodes another walk is reading (taken from their parents once done), and those reads. */
-      const awaited: Array<{ parent: MapNode; i: number; upper: number }> = []
-      const others: Promise<void>[] = []
-      for (const { node, upper } of frontier) {
-        if (node.count === 0 || node.children === undefined) continue
-        const firstChild = node.childIndex(from)
-        for (let i = 0; i < node.count; i++) {
-          const inRange = i >= firstChild && (node.keys[i] as number) < to
-          const childUpper = i + 1 < node.count ? (node.keys[i + 1] as number) : upper
-          const c = node.children[i]
-          if (c !== undefined) {
-            if (inRange) {
-              next.push({ node: c, upper: childUpper })
-              this.timing.nodeCacheHits++
-            }
-            continue
-          }
-          const hi = node.hi[i] as number
-          const lo = node.lo[i] as number
-          if (hi === 0) continue // not a stored node: BlockMap.load reports it if needed
-          const inFlight = this.reading.get(node)?.get(i)
-          if (inFlight !== undefined) {
-            if (inRange) {
-              awaited.push({ parent: node, i, upper: childUpper })
-              others.push(inFlight) // what failed it fails this walk too
-            }
-            continue
-          }
-          const part = pointerPart(lo)
-          const key = segmentKey(hi, part)
-          const offset = pointerUnit(lo) * UNIT_BYTES
-          const st = this.objects.state(key, hi, part)
-          if (offset > st.maxMeta) st.maxMeta = offset
-          const ref: NodeRef = {
-            parent: node,
-            i,
-            hi,
-            lo,
-            key,
-            offset,
-            minKey: node.keys[i] as number,
-            upper: childUpper,
-            needed: inRange,
-          }
-          const list = byObject.get(key)
-          if (list === undefined) byObject.set(key, [ref])
-          else list.push(ref)
-        }
-      }
-      const leaves = (frontier[0] as { node: MapNode }).node.level === 1
+    const want: WalkWant = { wantData, readBytes, smallRead: wantData && readBytes <= SMALL_READ_BYTES }
+    let frontier: Frontier[] = [{ node: this.map.root, upper: 2 ** 32 }]
+    while (frontier.length > 0 && (frontier[0] as Frontier).node.level > 0) {
+      const level = (frontier[0] as Frontier).node.level
+      const { next, byObject, awaited, others } = this.childrenOf(frontier, from, to)
       const fetches: Promise<void>[] = []
       /** The nodes this round reads (those of objects with a needed node), for other walks to wait for. */
       const read: NodeRef[] = []
       for (const refs of byObject.values()) {
         if (!refs.some((r) => r.needed)) continue
         read.push(...refs)
-        const first = refs[0] as NodeRef
-        const st = this.objects.state(first.key, first.hi, pointerPart(first.lo))
-        const spans = nodeSpans(refs, this.core.settings.metaBlockSize, NODE_SPAN_BYTES)
-        const withSummary = leaves && wantData && st.summary === undefined && st.pending === undefined
-        if (this.core.format === FORMAT_PARTED) {
-          // Head first: header and summary lie before the first span.
-          const firstSpan = spans[0] as NodeSpan<NodeRef>
-          const head = withSummary && firstSpan.end <= HEAD_READ_MAX_BYTES
-          for (const span of spans) {
-            if (!(head && span === firstSpan)) {
-              fetches.push(this.fetchSpan(st, span, false))
-              continue
-            }
-            // As below: a summary that fails its checks fails only this object's data reads.
-            fetches.push(
-              this.fetchSpan(st, span, true).catch((err) => {
-                if (!StreamSegmentError.is(err, 'ERR_CORRUPT')) throw err
-                return this.fetchSpan(st, span, false)
-              }),
-            )
-          }
-          continue
-        }
-        // A data part holds only leaves before its summary; part 0 index nodes too, which
-        // the walk has seen from above (maxMeta), so its tail is bounded when they are near.
-        const lastSpan = spans[spans.length - 1] as NodeSpan<NodeRef>
-        const partTail =
-          st.part === 0 && st.maxMeta + this.core.settings.metaBlockSize - lastSpan.start <= NODE_SPAN_BYTES
-        const tail = withSummary && (st.part !== 0 || partTail)
-        // Index nodes of part 0 with more index levels under them: one read widened
-        // downwards brings those levels along (a deep map costs one index read, not one per level).
-        const level = (frontier[0] as { node: MapNode }).node.level
-        const widen = level >= 3 && st.part === 0 ? WIDE_INDEX_BYTES : 0
-        // Index nodes of part 0 over leaves, for a read: a tail read widened downwards
-        // brings the leaves part 0 holds (those of blocks written since the objects before
-        // it, the file's last blocks) and its summary, so a read under them needs no leaf
-        // read of its own.
-        const indexTail =
-          level >= 2 && st.part === 0 && wantData && st.summary === undefined && st.pending === undefined && partTail
-        // A small read whose leaves are one span: the data blocks just below it (where the
-        // last blocks under the object's leaves lie) come along in the same tail read, so a
-        // read across an object's end gets that object's data with its leaf.
-        const below = tail && spans.length === 1 && smallRead ? readBytes : 0
-        for (const span of spans) {
-          if (span !== lastSpan || !(tail || indexTail)) {
-            fetches.push(this.fetchSpan(st, span, false, widen))
-            continue
-          }
-          const read = indexTail
-            ? this.fetchSpan(st, span, true, Math.max(widen, PART0_LEAVES_BYTES))
-            : this.fetchSpan(st, span, true, widen, below)
-          // A summary that fails its checks must fail only the reads of this object's data
-          // (a leaf may name blocks of other objects): the nodes are then read without it.
-          fetches.push(
-            read.catch((err) => {
-              if (!StreamSegmentError.is(err, 'ERR_CORRUPT')) throw err
-              return this.fetchSpan(st, span, false, widen)
-            }),
-          )
-        }
+        fetches.push(...this.fetchNodes(refs, level, want))
       }
-      if (guess && leaves) this.guessData(byObject, from, to)
+      if (guess && level === 1) this.guessData(byObject, from, to)
       const done = this.noteReading(read, fetches)
       try {
         await Promise.all([...fetches, ...others])
@@ -592,6 +496,138 @@ export class Reader {
       }
       frontier = next
     }
+  }
+
+  /**
+   * The children of the frontier's nodes on the paths to blocks [from, to): those in
+   * memory (`next`), those to fetch with their unloaded siblings, by object (`byObject`;
+   * `needed` marks those on the paths), and those another walk is reading (`awaited`,
+   * with those reads in `others`).
+   */
+  private childrenOf(
+    frontier: readonly Frontier[],
+    from: number,
+    to: number,
+  ): {
+    next: Frontier[]
+    byObject: Map<string, NodeRef[]>
+    awaited: Array<{ parent: MapNode; i: number; upper: number }>
+    others: Promise<void>[]
+  } {
+    const next: Frontier[] = []
+    const byObject = new Map<string, NodeRef[]>()
+    const awaited: Array<{ parent: MapNode; i: number; upper: number }> = []
+    const others: Promise<void>[] = []
+    for (const { node, upper } of frontier) {
+      if (node.count === 0 || node.children === undefined) continue
+      const firstChild = node.childIndex(from)
+      for (let i = 0; i < node.count; i++) {
+        const inRange = i >= firstChild && (node.keys[i] as number) < to
+        const childUpper = i + 1 < node.count ? (node.keys[i + 1] as number) : upper
+        const c = node.children[i]
+        if (c !== undefined) {
+          if (inRange) {
+            next.push({ node: c, upper: childUpper })
+            this.timing.nodeCacheHits++
+          }
+          continue
+        }
+        const hi = node.hi[i] as number
+        const lo = node.lo[i] as number
+        if (hi === 0) continue // not a stored node: BlockMap.load reports it if needed
+        const inFlight = this.reading.get(node)?.get(i)
+        if (inFlight !== undefined) {
+          if (inRange) {
+            awaited.push({ parent: node, i, upper: childUpper })
+            others.push(inFlight) // what failed it fails this walk too
+          }
+          continue
+        }
+        const part = pointerPart(lo)
+        const key = segmentKey(hi, part)
+        const offset = pointerUnit(lo) * UNIT_BYTES
+        const st = this.objects.state(key, hi, part)
+        if (offset > st.maxMeta) st.maxMeta = offset
+        const ref: NodeRef = {
+          parent: node,
+          i,
+          hi,
+          lo,
+          key,
+          offset,
+          minKey: node.keys[i] as number,
+          upper: childUpper,
+          needed: inRange,
+        }
+        const list = byObject.get(key)
+        if (list === undefined) byObject.set(key, [ref])
+        else list.push(ref)
+      }
+    }
+    return { next, byObject, awaited, others }
+  }
+
+  /**
+   * The reads of one object's nodes `refs` (children of nodes at `level`): one per span,
+   * the summary along with a leaf span when the walk wants data, part 0's index nodes
+   * widened downwards (see the file's comment).
+   */
+  private fetchNodes(refs: readonly NodeRef[], level: number, want: WalkWant): Promise<void>[] {
+    const first = refs[0] as NodeRef
+    const st = this.objects.state(first.key, first.hi, pointerPart(first.lo))
+    const spans = nodeSpans(refs, this.core.settings.metaBlockSize, NODE_SPAN_BYTES)
+    const leaves = level === 1
+    const withSummary = leaves && want.wantData && st.summary === undefined && st.pending === undefined
+    if (this.core.format === FORMAT_PARTED) {
+      // Head first: header and summary lie before the first span.
+      const firstSpan = spans[0] as NodeSpan<NodeRef>
+      const head = withSummary && firstSpan.end <= HEAD_READ_MAX_BYTES
+      return spans.map((span) =>
+        head && span === firstSpan ? this.fetchSpanWithSummary(st, span, 0, 0) : this.fetchSpan(st, span, false),
+      )
+    }
+    // A data part holds only leaves before its summary; part 0 index nodes too, which
+    // the walk has seen from above (maxMeta), so its tail is bounded when they are near.
+    const lastSpan = spans[spans.length - 1] as NodeSpan<NodeRef>
+    const partTail = st.part === 0 && st.maxMeta + this.core.settings.metaBlockSize - lastSpan.start <= NODE_SPAN_BYTES
+    const tail = withSummary && (st.part !== 0 || partTail)
+    // Index nodes of part 0 with more index levels under them: one read widened
+    // downwards brings those levels along (a deep map costs one index read, not one per level).
+    const widen = level >= 3 && st.part === 0 ? WIDE_INDEX_BYTES : 0
+    // Index nodes of part 0 over leaves, for a read: a tail read widened downwards
+    // brings the leaves part 0 holds (those of blocks written since the objects before
+    // it, the file's last blocks) and its summary, so a read under them needs no leaf
+    // read of its own.
+    const indexTail =
+      level >= 2 && st.part === 0 && want.wantData && st.summary === undefined && st.pending === undefined && partTail
+    // A small read whose leaves are one span: the data blocks just below it (where the
+    // last blocks under the object's leaves lie) come along in the same tail read, so a
+    // read across an object's end gets that object's data with its leaf.
+    const below = tail && spans.length === 1 && want.smallRead ? want.readBytes : 0
+    return spans.map((span) => {
+      if (span !== lastSpan || !(tail || indexTail)) return this.fetchSpan(st, span, false, widen)
+      return indexTail
+        ? this.fetchSpanWithSummary(st, span, Math.max(widen, PART0_LEAVES_BYTES), 0, widen)
+        : this.fetchSpanWithSummary(st, span, widen, below, widen)
+    })
+  }
+
+  /**
+   * fetchSpan with the object's summary along. A summary that fails its checks must fail
+   * only the reads of this object's data (a leaf may name blocks of other objects): the
+   * nodes are then read without it, widened by `retryWiden`.
+   */
+  private fetchSpanWithSummary(
+    st: ObjectState,
+    span: NodeSpan<NodeRef>,
+    widen: number,
+    below: number,
+    retryWiden = 0,
+  ): Promise<void> {
+    return this.fetchSpan(st, span, true, widen, below).catch((err) => {
+      if (!StreamSegmentError.is(err, 'ERR_CORRUPT')) throw err
+      return this.fetchSpan(st, span, false, retryWiden)
+    })
   }
 
   /**
