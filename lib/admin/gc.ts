@@ -27,7 +27,13 @@
  */
 import debug from 'debug'
 import { readInode, sameInode } from '../container/inode.js'
-import { abortUpload, deleteSegments, listContainer, listOpenUploads } from '../container/listing.js'
+import {
+  abortUpload,
+  type ContainerListing,
+  deleteSegments,
+  listContainer,
+  listOpenUploads,
+} from '../container/listing.js'
 import { readObjectHeader } from '../container/object-header.js'
 import { StreamSegmentError } from '../errors.js'
 import type { Inode } from '../format/inode.js'
@@ -127,49 +133,9 @@ export async function gc(where: StoreLocation | ObjectStore, options: GcOptions 
   const first = listing.hasInode ? await readInode(store, { withEtag: true, signal }) : undefined
   const published = first?.inode.cno ?? 0
 
-  // Complete checkpoints (a part 0) and their ages, from the listing.
-  const complete = new Map<number, { modifiedMs: number }>()
-  for (const [cno, c] of listing.byCno) {
-    if (c.parts.includes(0)) complete.set(cno, { modifiedMs: listing.modified.get(segmentKey(cno, 0)) ?? now })
-  }
-  for (const c of o.keepCnos) {
-    if (!complete.has(c)) {
-      throw StreamSegmentError.notFound(
-        `${store.url}: gc: keepCnos names checkpoint ${c}, which has no part 0; nothing was deleted`,
-      )
-    }
-  }
-  const upToPublished = [...complete.keys()].filter((c) => c <= published).sort((a, b) => b - a)
-  const retained = new Set<number>(upToPublished.slice(0, o.keep))
-  if (published > 0) retained.add(published)
-  for (const c of o.keepCnos) retained.add(c)
-  for (const [cno, c] of complete)
-    if (o.keepNewerThanMs > 0 && now - c.modifiedMs < o.keepNewerThanMs) retained.add(cno)
-
-  // The inodes of the checkpoints kept, from their part 0s: a dropped one's part 0 is not
-  // read (one that fails its checks is garbage like the rest of its checkpoint).
-  const inodes = new Map<number, Inode>()
-  const limiter = new Limiter(8)
-  await Promise.all(
-    [...retained].map((cno) =>
-      limiter.run(async () => {
-        const key = segmentKey(cno, 0)
-        if (!complete.has(cno)) return // the published number without a part 0: checkPublished says so
-        try {
-          const size = listing.sizes.get(key)
-          const { header } = await readObjectHeader(store, cno, 0, { format: first?.inode.format, size, signal })
-          inodes.set(cno, header.inode)
-        } catch (err) {
-          if (!StreamSegmentError.is(err)) throw err
-          throw new StreamSegmentError(
-            err.code,
-            `${store.url}: gc: checkpoint ${cno}, which is kept, cannot be read (${err.message}); nothing was deleted`,
-            { cause: err },
-          )
-        }
-      }),
-    ),
-  )
+  // Which complete checkpoints are kept, and their inodes.
+  const { complete, retained } = retention(store.url, listing, published, o, now)
+  const inodes = await keptInodes(store, listing, retained, complete, first?.inode.format, signal)
   // The commit point must be the one its part 0 holds (as verify checks): the mark walks the
   // inode object's root, and a root damaged there alone would leave live objects unmarked.
   if (first !== undefined) await checkPublished(store, first.inode, inodes.get(published), signal)
@@ -180,22 +146,12 @@ export async function gc(where: StoreLocation | ObjectStore, options: GcOptions 
       `${store.url}: gc: no ${INODE_KEY} object, so no checkpoint is published and none would be kept, yet ${complete.size} are complete (${[...complete.keys()].sort((a, b) => a - b).join(', ')}); nothing was deleted`,
     )
   }
-
-  // Mark.
-  const live = new Set<string>()
-  const seen = new Map<string, NodePlace>()
-  const problems: Problem[] = []
-  for (const cno of [...retained].sort((a, b) => b - a)) {
-    const inode = cno === published && first !== undefined ? first.inode : (inodes.get(cno) as Inode)
-    live.add(segmentKey(cno, 0))
-    const walk = await walkMap(store, inode, problems, signal, { seen })
-    for (const key of walk.reached.keys()) live.add(key)
-  }
-  if (problems.length > 0) {
-    throw StreamSegmentError.corrupt(
-      `${store.url}: gc: a kept checkpoint's block map cannot be walked whole (${problems.length} problems, first: ${problems[0]?.message}); nothing was deleted`,
-    )
-  }
+  const live = await mark(
+    store,
+    retained,
+    (cno) => (cno === published && first !== undefined ? first.inode : (inodes.get(cno) as Inode)),
+    signal,
+  )
 
   // What would go: unreached and past the grace period; part 0s first.
   const old = (ms: number | undefined) => ms !== undefined && now - ms >= o.graceMs
@@ -246,6 +202,100 @@ export async function gc(where: StoreLocation | ObjectStore, options: GcOptions 
   await deleteSegments(store, garbage, signal)
   for (const u of uploads) await abortUpload(store, u, signal)
   return result
+}
+
+/** Complete checkpoints (those with a part 0) and their ages, from the listing; and which of them are kept. */
+function retention(
+  url: string,
+  listing: ContainerListing,
+  published: number,
+  o: Required<Omit<GcOptions, 'signal'>>,
+  now: number,
+): { complete: Map<number, { modifiedMs: number }>; retained: Set<number> } {
+  const complete = new Map<number, { modifiedMs: number }>()
+  for (const [cno, c] of listing.byCno) {
+    if (c.parts.includes(0)) complete.set(cno, { modifiedMs: listing.modified.get(segmentKey(cno, 0)) ?? now })
+  }
+  for (const c of o.keepCnos) {
+    if (!complete.has(c)) {
+      throw StreamSegmentError.notFound(
+        `${url}: gc: keepCnos names checkpoint ${c}, which has no part 0; nothing was deleted`,
+      )
+    }
+  }
+  const upToPublished = [...complete.keys()].filter((c) => c <= published).sort((a, b) => b - a)
+  const retained = new Set<number>(upToPublished.slice(0, o.keep))
+  if (published > 0) retained.add(published)
+  for (const c of o.keepCnos) retained.add(c)
+  for (const [cno, c] of complete)
+    if (o.keepNewerThanMs > 0 && now - c.modifiedMs < o.keepNewerThanMs) retained.add(cno)
+  return { complete, retained }
+}
+
+/**
+ * The inodes of the checkpoints kept, from their part 0s: a dropped one's part 0 is not
+ * read (one that fails its checks is garbage like the rest of its checkpoint). A kept one
+ * that cannot be read stops the cleaner.
+ */
+async function keptInodes(
+  store: ObjectStore,
+  listing: ContainerListing,
+  retained: ReadonlySet<number>,
+  complete: ReadonlyMap<number, unknown>,
+  format: number | undefined,
+  signal: AbortSignal | undefined,
+): Promise<Map<number, Inode>> {
+  const inodes = new Map<number, Inode>()
+  const limiter = new Limiter(8)
+  await Promise.all(
+    [...retained].map((cno) =>
+      limiter.run(async () => {
+        const key = segmentKey(cno, 0)
+        if (!complete.has(cno)) return // the published number without a part 0: checkPublished says so
+        try {
+          const size = listing.sizes.get(key)
+          const { header } = await readObjectHeader(store, cno, 0, { format, size, signal })
+          inodes.set(cno, header.inode)
+        } catch (err) {
+          if (!StreamSegmentError.is(err)) throw err
+          throw new StreamSegmentError(
+            err.code,
+            `${store.url}: gc: checkpoint ${cno}, which is kept, cannot be read (${err.message}); nothing was deleted`,
+            { cause: err },
+          )
+        }
+      }),
+    ),
+  )
+  return inodes
+}
+
+/**
+ * Mark: the keys every kept checkpoint reaches, its part 0 among them, each map walked
+ * once (a subtree walked for another checkpoint is not walked again when reached at the
+ * same level within a range that holds the earlier one). A map that cannot be walked
+ * whole stops the cleaner: what it would delete is not known.
+ */
+async function mark(
+  store: ObjectStore,
+  retained: ReadonlySet<number>,
+  inodeOf: (cno: number) => Inode,
+  signal: AbortSignal | undefined,
+): Promise<Set<string>> {
+  const live = new Set<string>()
+  const seen = new Map<string, NodePlace>()
+  const problems: Problem[] = []
+  for (const cno of [...retained].sort((a, b) => b - a)) {
+    live.add(segmentKey(cno, 0))
+    const walk = await walkMap(store, inodeOf(cno), problems, signal, { seen })
+    for (const key of walk.reached.keys()) live.add(key)
+  }
+  if (problems.length > 0) {
+    throw StreamSegmentError.corrupt(
+      `${store.url}: gc: a kept checkpoint's block map cannot be walked whole (${problems.length} problems, first: ${problems[0]?.message}); nothing was deleted`,
+    )
+  }
+  return live
 }
 
 /**
