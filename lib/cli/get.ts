@@ -6,7 +6,7 @@ import type { Writable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { StreamSegmentError } from '../errors.js'
 import { openStore } from '../store/open.js'
-import { downloadFile } from '../streams/download-file.js'
+import { type DownloadResult, downloadFile } from '../streams/download-file.js'
 import { createStreamSegmentReadStream } from '../streams/read-stream.js'
 import { cnoOption, optionName, type Parsed, positionals, readOptions } from './args.js'
 import { amountLine, formatBytes, type Out, showProgress } from './output.js'
@@ -28,23 +28,7 @@ export async function get(p: Parsed, out: Out, err: Out): Promise<number> {
       'get --json reports on stdout, where the data would go: give a file (get URL FILE, or -o FILE)',
     )
   }
-  let start: number | undefined
-  let end: number | undefined
-  const range = p.options.get('range')
-  const rangeName = optionName(p, 'range')
-  if (range !== undefined) {
-    const m = /^(\d+)-(\d*)$/.exec(range)
-    if (!m) throw StreamSegmentError.invalidArgument(`option ${rangeName}: ${JSON.stringify(range)} is not a-b or a-`)
-    start = Number(m[1])
-    if (!Number.isSafeInteger(start)) {
-      throw StreamSegmentError.invalidArgument(`option ${rangeName}: ${m[1]} is past any file`)
-    }
-    // An end past the file is clipped to it, however far past.
-    end = m[2] === '' ? undefined : Math.min(Number(m[2]), Number.MAX_SAFE_INTEGER)
-    if (end !== undefined && end < start) {
-      throw StreamSegmentError.invalidArgument(`option ${rangeName}: ${range} ends before it starts`)
-    }
-  }
+  const { start, end, range, rangeName } = rangeOption(p)
   const cno = cnoOption(p)
   const reads = readOptions(p)
   const store = openStore(url)
@@ -98,26 +82,7 @@ export async function get(p: Parsed, out: Out, err: Out): Promise<number> {
       },
     })
     clearProgress()
-    const t = got.timing
-    const requests = Object.values(t.requests).reduce((a, b) => a + b, 0)
-    if (json) {
-      const r = {
-        url: store.url,
-        cno: got.cno,
-        size: got.size,
-        file: target,
-        bytes: got.bytes,
-        seconds: got.seconds,
-        requests,
-        timing: t,
-      }
-      out.write(`${JSON.stringify(r)}\n`)
-    } else {
-      out.write(
-        `got ${formatBytes(got.bytes)} of checkpoint ${got.cno} into ${target} in ${got.seconds.toFixed(2)} s ` +
-          `(${formatBytes(got.bytes / got.seconds)}/s, ${requests} requests)\n`,
-      )
-    }
+    report(out, json, store.url, target, got)
   } catch (e) {
     if ((e as { code?: string }).code === 'EPIPE') return 0 // the reader of stdout went away
     throw e
@@ -126,4 +91,47 @@ export async function get(p: Parsed, out: Out, err: Out): Promise<number> {
     clearProgress()
   }
   return 0
+}
+
+/** `--range a-b` (bytes a to b, both included) or `a-` (from a to the end): the end is clipped to the file later. */
+function rangeOption(p: Parsed): { start?: number; end?: number; range?: string; rangeName: string } {
+  const range = p.options.get('range')
+  const rangeName = optionName(p, 'range')
+  if (range === undefined) return { rangeName }
+  const m = /^(\d+)-(\d*)$/.exec(range)
+  if (!m) throw StreamSegmentError.invalidArgument(`option ${rangeName}: ${JSON.stringify(range)} is not a-b or a-`)
+  const start = Number(m[1])
+  if (!Number.isSafeInteger(start)) {
+    throw StreamSegmentError.invalidArgument(`option ${rangeName}: ${m[1]} is past any file`)
+  }
+  // An end past the file is clipped to it, however far past.
+  const end = m[2] === '' ? undefined : Math.min(Number(m[2]), Number.MAX_SAFE_INTEGER)
+  if (end !== undefined && end < start) {
+    throw StreamSegmentError.invalidArgument(`option ${rangeName}: ${range} ends before it starts`)
+  }
+  return { start, end, range, rangeName }
+}
+
+/** What a download to a file did: one JSON line, or one line for people. */
+function report(out: Out, json: boolean, url: string, target: string, got: DownloadResult): void {
+  const t = got.timing
+  const requests = Object.values(t.requests).reduce((a, b) => a + b, 0)
+  if (json) {
+    const r = {
+      url,
+      cno: got.cno,
+      size: got.size,
+      file: target,
+      bytes: got.bytes,
+      seconds: got.seconds,
+      requests,
+      timing: t,
+    }
+    out.write(`${JSON.stringify(r)}\n`)
+    return
+  }
+  out.write(
+    `got ${formatBytes(got.bytes)} of checkpoint ${got.cno} into ${target} in ${got.seconds.toFixed(2)} s ` +
+      `(${formatBytes(got.bytes / got.seconds)}/s, ${requests} requests)\n`,
+  )
 }
