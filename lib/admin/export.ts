@@ -48,6 +48,7 @@ import type { ObjectAttributes, ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
 import { localFileError, writeFully } from '../util/local-fs.js'
 import { givePieces } from '../util/piece-pool.js'
+import { describeValue } from '../util/typed-arrays.js'
 import { GiB, MiB } from '../util/units.js'
 import { resolveCheckpoint } from './list.js'
 import { type Problem, type Reached, walkMap } from './map-walk.js'
@@ -151,7 +152,8 @@ const DEFAULT_MIN_PART = 5 * MiB
 
 /**
  * Exports checkpoint `cno` (default: the published one) of the container at `where` to
- * `target`; see the top of this file for what it guarantees.
+ * `target`; see the top of this file for what it guarantees. The target and the options
+ * are checked before any request.
  */
 export async function exportObject(
   where: StoreLocation | ObjectStore,
@@ -160,48 +162,76 @@ export async function exportObject(
 ): Promise<ExportResult> {
   const store = storeAt(where, 'exportObject')
   checkCallOptions('exportObject', options, EXPORT_OPTIONS)
-  const { signal } = options
-  if (typeof target === 'string') await checkFileTarget(store, target)
-  const listing = await listContainer(store, signal)
-  const { inode } = await resolveCheckpoint(store, listing, options.cno, signal)
-  // The published one: only when the commit point is its part 0's inode (as verify and gc check).
-  if (options.cno === undefined) await checkCommitPoint(store, { inode, etag: undefined }, signal)
-  const problems: Problem[] = []
-  const walk = await walkMap(store, inode, problems, signal)
-  const first = problems[0]
-  if (first !== undefined) {
-    const err = new StreamSegmentError(first.code, `export of checkpoint ${inode.cno}: ${first.message}`)
-    throw err
+  const concurrency = options.concurrency ?? 8
+  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64) {
+    throw StreamSegmentError.invalidArgument(`export: concurrency must be 1..64, got ${concurrency}`)
   }
-  await checkSources(store, listing, inode, walk.reached, signal)
-  const extents = checkpointExtents(walk.reached, inode.size, 2 ** inode.dataShift)
-  const base = { url: store.url, cno: inode.cno, size: inode.size }
-  if (typeof target === 'string')
-    return { ...base, ...(await exportToFile(store, extents, inode.size, target, options)) }
+  if (typeof target === 'string') {
+    await checkFileTarget(store, target)
+    const { inode, extents } = await extentsToExport(store, options.cno, options.signal)
+    const file = await exportToFile(store, extents, inode.size, target, options)
+    return { url: store.url, cno: inode.cno, size: inode.size, ...file }
+  }
   const dest = destination(store, target)
+  const sizes = partSizes(dest.store, options)
   if (parseKey(dest.key) !== undefined && (await sameStore(store, dest.store))) {
     throw StreamSegmentError.invalidArgument(
       `export: ${dest.location} is the container's own ${dest.key === INODE_KEY ? 'inode' : 'segment object'} key: writing it would corrupt the container`,
     )
   }
+  const { listing, inode, extents } = await extentsToExport(store, options.cno, options.signal)
+  const written = await exportToStore(store, dest, { listing, inode, extents }, { ...options, ...sizes, concurrency })
+  return { url: store.url, cno: inode.cno, size: inode.size, ...written }
+}
+
+/**
+ * The extents of checkpoint `cno` (default: the published one, only when the commit point
+ * is its part 0's inode, as verify and gc check), from one walk of its block map, every
+ * object the map points data into checked first (checkSources).
+ */
+async function extentsToExport(
+  store: ObjectStore,
+  cno: number | undefined,
+  signal: AbortSignal | undefined,
+): Promise<{ listing: ContainerListing; inode: Inode; extents: Extent[] }> {
+  const listing = await listContainer(store, signal)
+  const { inode } = await resolveCheckpoint(store, listing, cno, signal)
+  if (cno === undefined) await checkCommitPoint(store, { inode, etag: undefined }, signal)
+  const problems: Problem[] = []
+  const walk = await walkMap(store, inode, problems, signal)
+  const first = problems[0]
+  if (first !== undefined) {
+    throw new StreamSegmentError(first.code, `export of checkpoint ${inode.cno}: ${first.message}`)
+  }
+  await checkSources(store, listing, inode, walk.reached, signal)
+  return { listing, inode, extents: checkpointExtents(walk.reached, inode.size, 2 ** inode.dataShift) }
+}
+
+/**
+ * Writes the checkpoint's extents to `dest`: one PutObject when it fits one part, else a
+ * multipart upload of copied and sent parts in file order, aborted on any failure.
+ */
+async function exportToStore(
+  store: ObjectStore,
+  dest: Destination,
+  from: { listing: ContainerListing; inode: Inode; extents: Extent[] },
+  options: ExportOptions & { concurrency: number; minPartBytes: number; sendPartBytes: number; copyPartBytes: number },
+): Promise<Omit<ExportResult, 'url' | 'cno' | 'size'>> {
+  const { listing, inode, extents } = from
+  const { signal } = options
   const retries0 = (store.retries ?? 0) + (dest.store === store ? 0 : (dest.store.retries ?? 0))
   const retries = () => (store.retries ?? 0) + (dest.store === store ? 0 : (dest.store.retries ?? 0)) - retries0
-  const concurrency = options.concurrency ?? 8
-  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64) {
-    throw StreamSegmentError.invalidArgument(`export: concurrency must be 1..64, got ${concurrency}`)
-  }
-  const uploader = new Uploader(dest.store, 0, concurrency)
+  const uploader = new Uploader(dest.store, 0, options.concurrency)
   const copy = options.copy !== false && uploader.canCopyFrom(store)
-  const sizes = partSizes(dest.store, options)
-  const plan = planParts(extents, inode.size, { ...sizes, copy })
+  const { minPartBytes, sendPartBytes, copyPartBytes } = options
+  const plan = planParts(extents, inode.size, { minPartBytes, sendPartBytes, copyPartBytes, copy })
   const location = dest.location
-  const progress = () =>
+  uploader.onRequestDone = () =>
     options.onProgress?.({
       totalBytes: inode.size,
       copiedBytes: uploader.copiedBytes,
       sentBytes: uploader.uploadedBytes,
     })
-  uploader.onRequestDone = progress
   const put = plan.length === 0 || (plan.length === 1 && plan[0]?.kind === 'send')
   if (put) {
     const body = await gather(store, extents, 0, inode.size, signal)
@@ -211,7 +241,6 @@ export async function exportObject(
       signal,
     })
     return {
-      ...base,
       location,
       etag,
       copiedBytes: 0,
@@ -247,7 +276,6 @@ export async function exportObject(
     }
     const { etag } = await mpu.complete()
     return {
-      ...base,
       location,
       etag,
       copiedBytes: uploader.copiedBytes,
@@ -428,17 +456,17 @@ const TARGET_FIELDS = new Set([
   'ContentLanguage',
 ])
 
-/** The store and key to write, from the target: checked, with its metadata and attributes. */
-function destination(
-  source: ObjectStore,
-  target: S3ExportTarget | StoreExportTarget,
-): {
+/** Where an export to a store writes. */
+interface Destination {
   store: ObjectStore
   key: string
   location: string
   metadata?: Record<string, string>
   attributes?: ObjectAttributes
-} {
+}
+
+/** The store and key to write, from the target: checked, with its metadata and attributes. */
+function destination(source: ObjectStore, target: S3ExportTarget | StoreExportTarget): Destination {
   if (typeof target !== 'object' || target === null) {
     throw StreamSegmentError.invalidArgument(
       'export: the target must be { Bucket, Key }, { store, key } or a file path',
@@ -462,7 +490,9 @@ function destination(
   }
   const { Bucket, Key } = target
   if (typeof Bucket !== 'string' || Bucket === '' || typeof Key !== 'string' || Key === '' || Key.endsWith('/')) {
-    throw StreamSegmentError.invalidArgument(`export: the target needs a Bucket and a Key not ending in /`)
+    throw StreamSegmentError.invalidArgument(
+      `export: the target needs a Bucket and a Key not ending in / (got Bucket ${describeValue(Bucket)}, Key ${describeValue(Key)})`,
+    )
   }
   const client = target.client ?? (source instanceof S3Store ? source.client : createS3Client())
   const slash = Key.lastIndexOf('/')

@@ -34,6 +34,7 @@ import type { Body, ObjectStore, RequestOptions } from '../../lib/store/types.js
 import { rejectsCode } from '../helpers/assert.js'
 import { buildContainer, prng, smallSettings, Tracked } from '../helpers/containers.js'
 import { pattern } from '../helpers/pattern.js'
+import { ThrottledStore } from '../helpers/throttled-store.js'
 
 const KiB = 1024
 const MiB = 1024 * KiB
@@ -267,18 +268,24 @@ describe('export: memory and directory stores', () => {
     assert.deepEqual(await collect(dest.listMultipart()), [], 'the upload was aborted')
   })
 
-  it('refuses targets and options it cannot honour, before writing anything', async () => {
-    const store: ObjectStore = new MemoryStore()
-    await buildContainer(store)
+  it('refuses targets and options it cannot honour, before any request', async () => {
+    const inner: ObjectStore = new MemoryStore()
+    await buildContainer(inner)
+    // Counts the requests made of the container: none for a target or option refused.
+    const store = new ThrottledStore(inner, { latencyMs: 0, bandwidth: Number.POSITIVE_INFINITY })
     const dest = new MemoryStore()
-    await rejectsCode(exportObject(store, { store: dest, key: 'x' }, { sendPartBytes: 1 }), 'ERR_INVALID_ARGUMENT')
-    await rejectsCode(exportObject(store, { store: dest, key: 'x' }, { concurrency: 0 }), 'ERR_INVALID_ARGUMENT')
-    await rejectsCode(
-      exportObject(store, { Bucket: 'b', Key: 'k', ACL: 'public-read' } as never, {}),
-      'ERR_INVALID_ARGUMENT',
-      /ACL/,
-    )
-    await rejectsCode(exportObject(store, { Bucket: 'b', Key: 'dir/' }, {}), 'ERR_INVALID_ARGUMENT')
+    const refused: Array<[string, () => Promise<unknown>, RegExp]> = [
+      ['sendPartBytes 1', () => exportObject(store, { store: dest, key: 'x' }, { sendPartBytes: 1 }), /sendPartBytes/],
+      ['minPartBytes 0', () => exportObject(store, { store: dest, key: 'x' }, { minPartBytes: 0 }), /minPartBytes/],
+      ['concurrency 0', () => exportObject(store, { store: dest, key: 'x' }, { concurrency: 0 }), /concurrency/],
+      ['an ACL', () => exportObject(store, { Bucket: 'b', Key: 'k', ACL: 'public-read' } as never, {}), /ACL/],
+      ['a key ending in /', () => exportObject(store, { Bucket: 'b', Key: 'dir/' }, {}), /dir\//],
+      ['the inode key', () => exportObject(store, { store: inner, key: 'inode' }), /corrupt the container/],
+    ]
+    for (const [what, p, message] of refused) {
+      await rejectsCode(p(), 'ERR_INVALID_ARGUMENT', message)
+      assert.equal(store.totalRequests, 0, `${what}: refused before any request (${JSON.stringify(store.requests)})`)
+    }
     await rejectsCode(exportObject(new MemoryStore(), { store: dest, key: 'x' }), 'ERR_NOT_FOUND')
     assert.deepEqual(await collect(dest.list()), [])
   })
