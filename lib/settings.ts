@@ -218,6 +218,28 @@ export function checkCommonOptions(
       throw StreamSegmentError.invalidArgument(`${who}: ${name} must be a function, got ${describeValue(f)}`)
     }
   }
+  const { cno } = options as { cno?: unknown }
+  if (cno !== undefined && (typeof cno !== 'number' || !Number.isSafeInteger(cno) || cno < 1)) {
+    throw StreamSegmentError.invalidArgument(`${who}: cno must be a positive integer, got ${describeValue(cno)}`)
+  }
+}
+
+/** The `start` and `end` options of a read of a range: offsets, the end (inclusive) not before the start, as fs.createReadStream refuses. */
+export function checkByteRange(who: string, options: { start?: unknown; end?: unknown }): void {
+  for (const name of ['start', 'end'] as const) {
+    const v = options[name]
+    if (v !== undefined && (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0)) {
+      throw StreamSegmentError.invalidArgument(
+        `${who}: ${name} must be a byte offset (an integer ≥ 0), got ${describeValue(v)}`,
+      )
+    }
+  }
+  const { start, end } = options as { start?: number; end?: number }
+  if (start !== undefined && end !== undefined && end < start) {
+    throw StreamSegmentError.invalidArgument(
+      `${who}: end ${end} is before start ${start} (end is the last byte to read, inclusive)`,
+    )
+  }
 }
 
 /** A call's options as checkCommonOptions checks them, with no name but `own` (see checkOptionNames). */

@@ -166,6 +166,15 @@ describe('bad arguments to the package root', () => {
         /^exportObject: signal must be an AbortSignal, got string/,
       ],
       [
+        () => api.verifyCheckpoint(store, { cno: 0 }),
+        /^verifyCheckpoint: cno must be a positive integer, got number 0$/,
+      ],
+      [
+        () => api.inspectCheckpoint(store, { cno: '1' } as never),
+        /^inspectCheckpoint: cno must be a positive integer, got string "1"$/,
+      ],
+      [() => api.exportObject(store, out, { copy: 'no' } as never), /^export: copy must be true or false, got string/],
+      [
         () => api.removeContainer(store, 'all' as never),
         /^removeContainer: options must be an object, got string "all"$/,
       ],

@@ -166,6 +166,9 @@ export async function exportObject(
   if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64) {
     throw StreamSegmentError.invalidArgument(`export: concurrency must be 1..64, got ${concurrency}`)
   }
+  if (options.copy !== undefined && typeof options.copy !== 'boolean') {
+    throw StreamSegmentError.invalidArgument(`export: copy must be true or false, got ${describeValue(options.copy)}`)
+  }
   if (typeof target === 'string') {
     await checkFileTarget(store, target)
     const { inode, extents } = await extentsToExport(store, options.cno, options.signal)

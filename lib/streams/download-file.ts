@@ -21,7 +21,7 @@ import { checkFileTarget } from '../admin/export.js'
 import { StreamSegmentError } from '../errors.js'
 import { Reader, type ReadTiming } from '../read/reader.js'
 import { SegmentFile } from '../segment-file.js'
-import { checkOptionNames, type ReadOptions, resolveReadOptions } from '../settings.js'
+import { checkByteRange, checkOptionNames, type ReadOptions, resolveReadOptions } from '../settings.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import { localFileError, writeFully } from '../util/local-fs.js'
@@ -67,12 +67,7 @@ export async function downloadFile(
   if (typeof path !== 'string' || path === '') {
     throw StreamSegmentError.invalidArgument(`downloadFile: path ${JSON.stringify(path)} must name a file`)
   }
-  for (const name of ['start', 'end'] as const) {
-    const v = options[name]
-    if (v !== undefined && (!Number.isSafeInteger(v) || v < 0)) {
-      throw StreamSegmentError.invalidArgument(`downloadFile: ${name} ${v} is not an offset`)
-    }
-  }
+  checkByteRange('downloadFile', options)
   const read = resolveReadOptions(options) // validates before any request
   const store = storeAt(location, 'downloadFile')
   const what = `download of ${store.url} to ${path}`

@@ -25,7 +25,7 @@
  *   stays as it is, whatever is read after it.
  * - `start` and `end` are byte offsets, `end` inclusive, as in `fs.createReadStream` and
  *   HTTP ranges; both are clipped to the file, and a start at or past its end gives an
- *   empty stream.
+ *   empty stream. An end before the start is refused, as `fs.createReadStream` refuses it.
  * - The AbortSignal, `destroy()` or a failed read aborts every request in flight and
  *   fails the stream with a StreamSegmentError (ERR_ABORTED for the first two).
  */
@@ -33,7 +33,7 @@ import { Readable } from 'streamx'
 import { StreamSegmentError } from '../errors.js'
 import { type Piece, Reader, type ReadTiming } from '../read/reader.js'
 import { SegmentFile } from '../segment-file.js'
-import { checkOptionNames, type ReadOptions, resolveReadOptions } from '../settings.js'
+import { checkByteRange, checkOptionNames, type ReadOptions, resolveReadOptions } from '../settings.js'
 import type { ObjectStore } from '../store/types.js'
 import { givePieces, isLentPiece } from '../util/piece-pool.js'
 import { checkStreamOptions, countingStore, destroyOnAbort, type StreamLocation, storeOf, withOpen } from './options.js'
@@ -115,12 +115,7 @@ export class StreamSegmentReadStream extends Readable {
     )
     const { url, store, signal, highWaterMark = MiB } = options
     super({ highWaterMark })
-    for (const name of ['start', 'end'] as const) {
-      const v = options[name]
-      if (v !== undefined && (!Number.isSafeInteger(v) || v < 0)) {
-        throw StreamSegmentError.invalidArgument(`createStreamSegmentReadStream: ${name} ${v} is not an offset`)
-      }
-    }
+    checkByteRange('createStreamSegmentReadStream', options)
     const read = resolveReadOptions(options) // validates before any request
     const ahead = options.readAheadBytes ?? read.readGetMaxBytes * read.readMaxConcurrency
     if (!Number.isSafeInteger(ahead) || ahead < 0) {
