@@ -46,12 +46,12 @@ import type { BlockSource } from './state/dirty-tier.js'
 import { FileState } from './state/file-state.js'
 import { checkStore } from './store/common.js'
 import type { ObjectStore } from './store/types.js'
-import { bytesOf } from './util/typed-arrays.js'
+import { bytesOf, describeValue } from './util/typed-arrays.js'
 import type { WalLog, WalRecord } from './wal/log.js'
 import { checkWalOptions, type OpenedWal, openWal, type WalOptions, type WalReplay } from './wal/wal.js'
 import { type FlushTiming, flush, startPublish } from './write/flush.js'
 import { SendAhead } from './write/send-ahead.js'
-import { BlockWriter, checkRange } from './write/write-blocks.js'
+import { BlockWriter, checkRange, checkSize } from './write/write-blocks.js'
 
 /** With a WAL nothing is sent ahead (the spec's "With the WAL"): streamSegmentBytes is unused. */
 function withWal<T extends CreateOptions>(options: T): T {
@@ -392,6 +392,7 @@ export class SegmentFile {
     let bytes: Uint8Array
     try {
       bytes = bytesOf('write: bytes', data)
+      checkWriteOptions(options)
     } catch (err) {
       return Promise.reject(err)
     }
@@ -399,7 +400,7 @@ export class SegmentFile {
     const wal = this.wal?.log
     if (wal === undefined) return this.run('write', true, () => this.writer.write(offset, bytes, adopt))
     return this.run('write', true, async () => {
-      checkRange(offset, bytes.byteLength, this.core.blockSize)
+      checkRange('write', offset, bytes.byteLength, this.core.blockSize)
       for (let at = 0; at < bytes.byteLength || at === 0; at += WAL_PIECE) {
         const piece = bytes.subarray(at, at + WAL_PIECE)
         await wal.appendWrite(offset + at, piece)
@@ -428,7 +429,7 @@ export class SegmentFile {
 
   writeZeroes(offset: number, length: number): Promise<void> {
     return this.run('writeZeroes', true, async () => {
-      checkRange(offset, length, this.core.blockSize)
+      checkRange('writeZeroes', offset, length, this.core.blockSize)
       await this.wal?.log.appendZeroes(offset, length)
       await this.writer.writeZeroes(offset, length)
     })
@@ -436,7 +437,7 @@ export class SegmentFile {
 
   truncate(size: number): Promise<void> {
     return this.run('truncate', true, async () => {
-      checkRange(size, 0, this.core.blockSize)
+      checkSize('truncate', size, this.core.blockSize)
       await this.wal?.log.appendTruncate(size)
       await this.writer.truncate(size)
     })
@@ -444,7 +445,7 @@ export class SegmentFile {
 
   read(offset: number, length: number): Promise<Uint8Array> {
     return this.run('read', false, async () => {
-      checkRange(offset, length, this.core.blockSize)
+      checkRange('read', offset, length, this.core.blockSize)
       const end = Math.min(offset + length, this.core.size)
       return end <= offset ? new Uint8Array(0) : this.reader.read(offset, end - offset)
     })
@@ -461,7 +462,7 @@ export class SegmentFile {
   readInto(offset: number, into: ArrayBufferView): Promise<number> {
     return this.run('read', false, async () => {
       const target = bytesOf('readInto: target', into)
-      checkRange(offset, target.byteLength, this.core.blockSize)
+      checkRange('readInto', offset, target.byteLength, this.core.blockSize)
       const end = Math.min(offset + target.byteLength, this.core.size)
       if (end <= offset) return 0
       await this.reader.readInto(offset, target.subarray(0, end - offset))
@@ -643,4 +644,17 @@ export class SegmentFile {
  */
 async function readerCheckpointInode(store: ObjectStore, cno: number): Promise<Inode> {
   return (await readPart0Header(store, cno, containerFormat(store))).inode
+}
+
+/** `write`'s options: none, or an object whose `adopt` is true or false. */
+function checkWriteOptions(options: unknown): void {
+  if (options === undefined) return
+  if (typeof options !== 'object' || options === null) {
+    throw StreamSegmentError.invalidArgument(`write: options must be an object, got ${describeValue(options)}`)
+  }
+  checkOptionNames('write', options, ['adopt'])
+  const { adopt } = options as { adopt?: unknown }
+  if (adopt !== undefined && typeof adopt !== 'boolean') {
+    throw StreamSegmentError.invalidArgument(`write: adopt must be true or false, got ${describeValue(adopt)}`)
+  }
 }

@@ -73,9 +73,27 @@ describe('SegmentFile', () => {
   it('bad offsets, read-only and closed handles give clear errors', async () => {
     const store = new MemoryStore()
     const f = await SegmentFile.create(store)
-    await assert.rejects(f.write(-1, pattern(0, 1)), code('ERR_INVALID_ARGUMENT'))
-    await assert.rejects(f.write(2 ** 32 * 4096, pattern(0, 1)), /past the largest file/)
-    await assert.rejects(f.truncate(1.5), code('ERR_INVALID_ARGUMENT'))
+    // Each message names the call, the argument and what came.
+    for (const [call, message] of [
+      [() => f.write(-1, pattern(0, 1)), /^write: offset must be an integer ≥ 0, got number -1$/],
+      [() => f.write(2 ** 32 * 4096, pattern(0, 1)), /^write: offset 17592186044416 \+ length 1 is past the largest file/],
+      [
+        () => f.write(0, pattern(0, 1), { adpot: true } as never),
+        /^write: unknown option "adpot" \(did you mean adopt\?\)$/,
+      ],
+      [
+        () => f.write(0, pattern(0, 1), { adopt: 'yes' } as never),
+        /^write: adopt must be true or false, got string "yes"$/,
+      ],
+      [() => f.truncate(1.5), /^truncate: size must be an integer ≥ 0, got number 1.5$/],
+      [() => f.truncate(2 ** 60), /^truncate: size \d+ is past the largest file/],
+      [() => f.writeZeroes(0, -5), /^writeZeroes: length must be an integer ≥ 0, got number -5$/],
+      [() => f.read(Number.NaN, 1), /^read: offset must be an integer ≥ 0, got number NaN$/],
+      [() => f.read(0, '1' as never), /^read: length must be an integer ≥ 0, got string "1"$/],
+      [() => f.readInto(2 ** 44, Buffer.alloc(1)), /^readInto: offset \d+ \+ length 1 is past the largest file/],
+    ] as const) {
+      await assert.rejects(call(), (err) => code('ERR_INVALID_ARGUMENT')(err) && message.test((err as Error).message))
+    }
     await f.write(0, pattern(0, 100))
     await f.flush()
     const r = await SegmentFile.open(store, { readOnly: true })

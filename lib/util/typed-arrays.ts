@@ -49,6 +49,8 @@ export function bytesOf(what: string, value: unknown): Uint8Array {
 /** What a value is, for a message: `null`, `undefined`, a type, or a class name. */
 export function describeValue(value: unknown): string {
   if (value === null || value === undefined) return String(value)
-  if (typeof value !== 'object') return `${typeof value} ${JSON.stringify(value)?.slice(0, 40)}`
+  if (typeof value === 'string') return `string ${JSON.stringify(value).slice(0, 40)}`
+  if (typeof value === 'function') return 'a function'
+  if (typeof value !== 'object') return `${typeof value} ${String(value).slice(0, 40)}`
   return (value as object).constructor?.name ?? 'an object'
 }

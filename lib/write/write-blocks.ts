@@ -75,7 +75,7 @@ export class BlockWriter {
 
   /** `adopt`: runs of whole blocks of `bytes` are kept as they are, not copied (dirty-tier.ts, adoptRun). */
   async write(offset: number, bytes: Uint8Array, adopt = false): Promise<void> {
-    checkRange(offset, bytes.byteLength, this.core.blockSize)
+    checkRange('write', offset, bytes.byteLength, this.core.blockSize)
     const length = bytes.byteLength
     const step = this.writeStep
     // A store failure in the limits after one step fails the write, but all its bytes go
@@ -120,7 +120,7 @@ export class BlockWriter {
   }
 
   async writeRef(offset: number, length: number, source: BlockSource, sourceOffset: number): Promise<void> {
-    checkRange(offset, length, this.core.blockSize)
+    checkRange('writeRef', offset, length, this.core.blockSize)
     if (!Number.isSafeInteger(sourceOffset) || sourceOffset < 0) {
       throw StreamSegmentError.invalidArgument(`sourceOffset ${sourceOffset} must be a non-negative integer`)
     }
@@ -172,7 +172,7 @@ export class BlockWriter {
   }
 
   async writeZeroes(offset: number, length: number): Promise<void> {
-    checkRange(offset, length, this.core.blockSize)
+    checkRange('writeZeroes', offset, length, this.core.blockSize)
     const core = this.core
     const end = offset + length
     const span = blockSpan(offset, end, core.blockSize)
@@ -189,7 +189,7 @@ export class BlockWriter {
   }
 
   async truncate(size: number): Promise<void> {
-    checkRange(size, 0, this.core.blockSize)
+    checkSize('truncate', size, this.core.blockSize)
     const core = this.core
     const bs = core.blockSize
     if (size < core.size) {
@@ -341,14 +341,34 @@ export class BlockWriter {
   }
 }
 
-export function checkRange(offset: number, length: number, blockSize: number): void {
-  if (!Number.isSafeInteger(offset) || offset < 0 || !Number.isSafeInteger(length) || length < 0) {
-    throw StreamSegmentError.invalidArgument(`offset ${offset} and length ${length} must be non-negative integers`)
-  }
-  // Block indexes are 32 bits on storage.
+/**
+ * ERR_INVALID_ARGUMENT unless [offset, offset + length) is a range of bytes a file can
+ * hold: integers ≥ 0, within 2^32 blocks (block indexes are 32 bits on storage). `who`
+ * names the call.
+ */
+export function checkRange(who: string, offset: number, length: number, blockSize: number): void {
+  checkBytes(who, 'offset', offset, blockSize)
+  checkBytes(who, 'length', length, blockSize)
   if (offset + length > 2 ** 32 * blockSize) {
     throw StreamSegmentError.invalidArgument(
-      `offset ${offset} + length ${length} is past the largest file, ${2 ** 32 * blockSize} bytes at ${blockSize}-byte blocks`,
+      `${who}: offset ${offset} + length ${length} is past the largest file, ${2 ** 32 * blockSize} bytes at ${blockSize}-byte blocks`,
     )
+  }
+}
+
+/** ERR_INVALID_ARGUMENT unless `size` is a size a file can have (see checkRange). */
+export function checkSize(who: string, size: number, blockSize: number): void {
+  checkBytes(who, 'size', size, blockSize)
+}
+
+function checkBytes(who: string, name: string, v: unknown, blockSize: number): void {
+  const largest = 2 ** 32 * blockSize
+  if (typeof v === 'number' && v > largest) {
+    throw StreamSegmentError.invalidArgument(
+      `${who}: ${name} ${v} is past the largest file, ${largest} bytes at ${blockSize}-byte blocks`,
+    )
+  }
+  if (!Number.isSafeInteger(v) || (v as number) < 0) {
+    throw StreamSegmentError.invalidArgument(`${who}: ${name} must be an integer ≥ 0, got ${describeValue(v)}`)
   }
 }
