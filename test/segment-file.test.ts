@@ -76,7 +76,10 @@ describe('SegmentFile', () => {
     // Each message names the call, the argument and what came.
     for (const [call, message] of [
       [() => f.write(-1, pattern(0, 1)), /^write: offset must be an integer ≥ 0, got number -1$/],
-      [() => f.write(2 ** 32 * 4096, pattern(0, 1)), /^write: offset 17592186044416 \+ length 1 is past the largest file/],
+      [
+        () => f.write(2 ** 32 * 4096, pattern(0, 1)),
+        /^write: offset 17592186044416 \+ length 1 is past the largest file/,
+      ],
       [
         () => f.write(0, pattern(0, 1), { adpot: true } as never),
         /^write: unknown option "adpot" \(did you mean adopt\?\)$/,
