@@ -237,17 +237,7 @@ export class BlockWriter {
         const n = map.freshRun(b, wholeEnd - b)
         if (n > 0) {
           flushRun()
-          for (let k = 0; k < n; ) {
-            let slot: number
-            if (adopt && n - k >= tier.adoptMinBlocks) slot = tier.adoptRun(src, (b + k) * bs - offset, n - k)
-            else {
-              slot = tier.allocRun(n - k)
-              tier.writeRun(slot, tier.lastRun, src, (b + k) * bs - offset)
-            }
-            const m = tier.lastRun
-            map.setRun(b + k, m, 0, DIRTY_BASE + slot)
-            k += m
-          }
+          this.writeFreshRun(b, n, src, b * bs - offset, adopt)
           b += n - 1
           continue
         }
@@ -257,53 +247,9 @@ export class BlockWriter {
         await map.load(b)
         map.lookup(b, ptr)
       }
-      const [hi, lo] = ptr
       const whole = to - from === bs
-      let slot: number
-      if (
-        isDirtyRef(hi, lo) &&
-        !tier.pinned(lo - DIRTY_BASE) &&
-        !tier.isRef(lo - DIRTY_BASE) &&
-        !tier.frozen(lo - DIRTY_BASE)
-      ) {
-        slot = lo - DIRTY_BASE
-      } else if (isDirtyRef(hi, lo)) {
-        // Its slot is being sent or holds adopted bytes (copy-on-write into a fresh one),
-        // or it is written by reference (its bytes come from the source into a slot of
-        // their own).
-        const old = lo - DIRTY_BASE
-        flushRun()
-        slot = tier.alloc()
-        if (!whole) {
-          if (tier.isRef(old)) {
-            try {
-              tier.write(slot, 0, await tier.readRef(old, 0, bs))
-            } catch (err) {
-              tier.release(slot)
-              throw err
-            }
-            // The source read yielded: an object that completed meanwhile may have stored
-            // the block and released its reference (and its leaf may have left the cache).
-            // The bytes read are the block's either way.
-            while (!map.lookup(b, ptr)) await map.load(b)
-          } else tier.copySlot(old, slot)
-        }
-        if (!map.update(b, 0, DIRTY_BASE + slot)) throw StreamSegmentError.internal(`block ${b}: path unloaded`)
-        if (ptr[0] === 0 && ptr[1] === DIRTY_BASE + old) tier.release(old)
-      } else {
-        slot = tier.alloc()
-        if (!whole) {
-          flushRun()
-          try {
-            if (hi === 0 && lo === 0) tier.fill(slot, 0, bs, 0)
-            else tier.write(slot, 0, await this.reader.read(b * bs, bs))
-          } catch (err) {
-            tier.release(slot)
-            throw err
-          }
-        }
-        if (!map.update(b, 0, DIRTY_BASE + slot)) throw StreamSegmentError.internal(`block ${b}: path unloaded`)
-      }
+      let slot = this.slotFor(b, ptr, whole, flushRun)
+      if (typeof slot !== 'number') slot = await slot
       if (src === undefined) tier.fill(slot, from - b * bs, to - from, 0)
       else if (!whole) tier.write(slot, from - b * bs, src.subarray(from - offset, to - offset))
       else if (runCount > 0 && tier.follows(runSlot + runCount - 1, slot)) runCount++
@@ -316,6 +262,96 @@ export class BlockWriter {
     }
     flushRun()
     core.grow(end)
+  }
+
+  /**
+   * Blocks [b, b + n) held nothing dirty and are written whole from `src` at `at`: slots
+   * taken a run at a time (adopted from `src` when allowed and long enough), copied and
+   * hashed as one, mapped as one.
+   */
+  private writeFreshRun(b: number, n: number, src: Uint8Array, at: number, adopt: boolean): void {
+    const { tier, map } = this.core
+    const bs = this.core.blockSize
+    for (let k = 0; k < n; ) {
+      let slot: number
+      if (adopt && n - k >= tier.adoptMinBlocks) slot = tier.adoptRun(src, at + k * bs, n - k)
+      else {
+        slot = tier.allocRun(n - k)
+        tier.writeRun(slot, tier.lastRun, src, at + k * bs)
+      }
+      const m = tier.lastRun
+      map.setRun(b + k, m, 0, DIRTY_BASE + slot)
+      k += m
+    }
+  }
+
+  /**
+   * The dirty slot block `b` is written into, mapped to it on return: its own when it has
+   * one that may change in place; else a fresh one, holding the block's bytes unless it is
+   * written `whole` (copied from the old slot, read from its source or from storage, or
+   * zeros for a hole). `ptr` holds the block's pointer (looked up). A number when nothing
+   * had to be awaited, so that the caller's pending run stays uncopied only while control
+   * stays here; before anything is awaited, or a slot taken out of turn, `flushRun` copies
+   * that run.
+   */
+  private slotFor(b: number, ptr: [number, number], whole: boolean, flushRun: () => void): number | Promise<number> {
+    const { tier } = this.core
+    const [hi, lo] = ptr
+    if (isDirtyRef(hi, lo)) {
+      const old = lo - DIRTY_BASE
+      if (!tier.pinned(old) && !tier.isRef(old) && !tier.frozen(old)) return old
+      // Its slot is being sent or holds adopted bytes (copy-on-write into a fresh one),
+      // or it is written by reference (its bytes come from the source into a slot of
+      // their own).
+      flushRun()
+      const slot = tier.alloc()
+      if (!whole && tier.isRef(old)) return this.slotFromSource(b, ptr, old, slot)
+      if (!whole) tier.copySlot(old, slot)
+      return this.remap(b, ptr, old, slot)
+    }
+    const slot = tier.alloc()
+    if (!whole) {
+      flushRun()
+      if (hi !== 0 || lo !== 0) return this.slotFromStorage(b, slot)
+      tier.fill(slot, 0, this.core.blockSize, 0)
+    }
+    return this.remap(b, ptr, -1, slot)
+  }
+
+  /** Maps block `b` to `slot`, and releases the slot `old` it was mapped to (−1: none). */
+  private remap(b: number, ptr: [number, number], old: number, slot: number): number {
+    if (!this.core.map.update(b, 0, DIRTY_BASE + slot)) throw StreamSegmentError.internal(`block ${b}: path unloaded`)
+    if (old >= 0 && ptr[0] === 0 && ptr[1] === DIRTY_BASE + old) this.core.tier.release(old)
+    return slot
+  }
+
+  /** `slot` filled with block `b`'s bytes from the source its slot `old` refers to, then mapped. */
+  private async slotFromSource(b: number, ptr: [number, number], old: number, slot: number): Promise<number> {
+    const { tier, map } = this.core
+    try {
+      tier.write(slot, 0, await tier.readRef(old, 0, this.core.blockSize))
+    } catch (err) {
+      tier.release(slot)
+      throw err
+    }
+    // The source read yielded: an object that completed meanwhile may have stored the
+    // block and released its reference (and its leaf may have left the cache). The bytes
+    // read are the block's either way.
+    while (!map.lookup(b, ptr)) await map.load(b)
+    return this.remap(b, ptr, old, slot)
+  }
+
+  /** `slot` filled with stored block `b`'s bytes, then mapped. */
+  private async slotFromStorage(b: number, slot: number): Promise<number> {
+    const bs = this.core.blockSize
+    try {
+      this.core.tier.write(slot, 0, await this.reader.read(b * bs, bs))
+    } catch (err) {
+      this.core.tier.release(slot)
+      throw err
+    }
+    if (!this.core.map.update(b, 0, DIRTY_BASE + slot)) throw StreamSegmentError.internal(`block ${b}: path unloaded`)
+    return slot
   }
 
   /**
