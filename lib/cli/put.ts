@@ -70,13 +70,7 @@ export async function put(p: Parsed, out: Out, err: Out): Promise<number> {
   if (!resume && source === '-') {
     throw StreamSegmentError.invalidArgument('option --no-resume is for a file: stdin or a command never resumes')
   }
-  const settings: Partial<Record<keyof Settings, unknown>> = {}
-  for (const [name, value] of p.options) {
-    if (name === 'size' || name === 'wal' || name === 'walSync') continue
-    if (!isSettingName(name)) throw StreamSegmentError.internal(`put: option --${name} is not a setting`)
-    // String settings (format, conflictPolicy) are taken as given; resolveSettings checks them.
-    settings[name] = typeof SPEC_DEFAULTS[name] === 'string' ? value : parseSize(optionName(p, name), value)
-  }
+  const settings = settingOptions(p)
   const store = openStore(url)
   if (source === '-' && producer === undefined && stdinIsDirectory()) {
     // A shell's `< dir` gives a descriptor that reads as an empty file: that is no content.
@@ -95,12 +89,12 @@ export async function put(p: Parsed, out: Out, err: Out): Promise<number> {
     // A regular file goes by reference: its blocks are read when their objects are sent.
     // Anything else (stdin, a pipe, a FIFO, a device) can be read only once, in order.
     r = st?.isFile()
-      ? await putByReference(fh as FileHandle, store, settings as Partial<Settings>, ac.signal, err, resume)
+      ? await putByReference(fh as FileHandle, store, settings, ac.signal, err, resume)
       : await putByValue(
           fh?.createReadStream({ highWaterMark: MiB, autoClose: false }) ?? child?.stdout ?? process.stdin,
           producer === undefined ? source : producer.join(' '),
           store,
-          settings as Partial<Settings>,
+          settings,
           ac.signal,
           err,
           completeWhen({ size, child }),
@@ -117,14 +111,31 @@ export async function put(p: Parsed, out: Out, err: Out): Promise<number> {
     await fh?.close()
     child?.process.kill('SIGTERM') // a producer still running after a failure is stopped
   }
-  const seconds = (performance.now() - t0) / 1000
+  report(out, p.flags.has('json'), store.url, r, (performance.now() - t0) / 1000)
+  return 0
+}
+
+/** The `--<setting> <value>` options, as settings (sizes parsed; resolveSettings checks them all). */
+function settingOptions(p: Parsed): Partial<Settings> {
+  const settings: Partial<Record<keyof Settings, unknown>> = {}
+  for (const [name, value] of p.options) {
+    if (name === 'size' || name === 'wal' || name === 'walSync') continue
+    if (!isSettingName(name)) throw StreamSegmentError.internal(`put: option --${name} is not a setting`)
+    // String settings (format, conflictPolicy) are taken as given; resolveSettings checks them.
+    settings[name] = typeof SPEC_DEFAULTS[name] === 'string' ? value : parseSize(optionName(p, name), value)
+  }
+  return settings as Partial<Settings>
+}
+
+/** What a put did: one JSON line, or a few lines for people. */
+function report(out: Out, json: boolean, url: string, r: PutResult, seconds: number): void {
   const { bytes, by, timing: t } = r
-  if (p.flags.has('json')) {
-    out.write(`${JSON.stringify({ url: store.url, by, bytes, seconds, flushTiming: t })}\n`)
-    return 0
+  if (json) {
+    out.write(`${JSON.stringify({ url, by, bytes, seconds, flushTiming: t })}\n`)
+    return
   }
   out.write(
-    `committed checkpoint ${t.cno} of ${store.url}: ${formatBytes(bytes)} by ${by} in ${seconds.toFixed(2)} s ` +
+    `committed checkpoint ${t.cno} of ${url}: ${formatBytes(bytes)} by ${by} in ${seconds.toFixed(2)} s ` +
       `(${formatBytes(bytes / seconds)}/s), ${count(t.objects, 'object')}\n` +
       `flush: ${t.totalMs.toFixed(1)} ms (data ${t.dataMs.toFixed(1)}, part 0 ${t.part0Ms.toFixed(1)}, inode ${t.inodeMs.toFixed(1)}), ` +
       `${count(t.conflicts, 'conflict')}\n` +
@@ -134,7 +145,6 @@ export async function put(p: Parsed, out: Out, err: Out): Promise<number> {
         ? `reused ${formatBytes(t.reusedBytes)} sent before by an interrupted upload of this file\n`
         : ''),
   )
-  return 0
 }
 
 /** `--wal DIR [--wal-sync MODE]`, checked (the mode again when the log opens). */
