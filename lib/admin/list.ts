@@ -81,20 +81,32 @@ export async function listCheckpoints(
       inodeError = (err as Error).message
     }
   }
+  const { checkpoints, abandoned, inodes } = await readCheckpoints(store, listing, published, format, signal)
+  await countUniqueBytes(store, listing, checkpoints, inodes, signal)
+  let storedBytes = 0
+  for (const size of listing.sizes.values()) storedBytes += size
+  return { published, ...(inodeError === undefined ? {} : { inodeError }), checkpoints, abandoned, storedBytes }
+}
+
+/**
+ * Every cno of the listing: a complete checkpoint (its part 0's header read, in `format`,
+ * for its size, time and inode; a header that fails its checks is its entry's `error`),
+ * or an abandoned attempt. Both sorted by cno.
+ */
+async function readCheckpoints(
+  store: ObjectStore,
+  listing: ContainerListing,
+  published: number,
+  format: number | undefined,
+  signal: AbortSignal | undefined,
+): Promise<{ checkpoints: CheckpointEntry[]; abandoned: AbandonedCheckpoint[]; inodes: Map<number, Inode> }> {
   const checkpoints: CheckpointEntry[] = []
   const abandoned: AbandonedCheckpoint[] = []
-  /** The objects each checkpoint's map reaches, and how many checkpoints reach each object. */
-  const reaches = new Map<number, Set<string>>()
-  const reachedBy = new Map<string, number>()
-  /** Checkpoints share most nodes: each is fetched once for all the walks. */
-  const nodes = new Map<string, BlockMapNode>()
   const inodes = new Map<number, Inode>()
   const limiter = new Limiter(8)
-  const cnos = [...listing.byCno.keys()].sort((a, b) => a - b)
   await Promise.all(
-    cnos.map((cno) =>
+    [...listing.byCno].map(([cno, c]) =>
       limiter.run(async () => {
-        const c = listing.byCno.get(cno) as { parts: number[]; bytes: number }
         if (!c.parts.includes(0)) {
           abandoned.push({ cno, parts: c.parts.length, bytes: c.bytes })
           return
@@ -124,17 +136,36 @@ export async function listCheckpoints(
   )
   checkpoints.sort((a, b) => a.cno - b.cno)
   abandoned.sort((a, b) => a.cno - b.cno)
+  return { checkpoints, abandoned, inodes }
+}
+
+/**
+ * Sets each checkpoint's `uniqueBytes`: the bytes of the objects only its block map
+ * reaches (its part 0 among them). A map that cannot be walked whole leaves its entry at
+ * −1, but what it did reach still counts against the others'.
+ */
+async function countUniqueBytes(
+  store: ObjectStore,
+  listing: ContainerListing,
+  checkpoints: readonly CheckpointEntry[],
+  inodes: ReadonlyMap<number, Inode>,
+  signal: AbortSignal | undefined,
+): Promise<void> {
+  /** The objects each whole map reaches, and how many maps reach each object. */
+  const reaches = new Map<number, Set<string>>()
+  const reachedBy = new Map<string, number>()
+  /** Checkpoints share most nodes: each is fetched once for all the walks. */
+  const nodes = new Map<string, BlockMapNode>()
   // The maps one after the other, so that each walk finds in memory the nodes the ones
-  // before it fetched: checkpoints share most of their nodes.
+  // before it fetched.
   for (const entry of checkpoints) {
     const inode = inodes.get(entry.cno)
     if (inode === undefined) continue
     const problems: Problem[] = []
     const keys = new Set((await walkMap(store, inode, problems, signal, { nodes })).reached.keys())
     keys.add(segmentKey(entry.cno, 0))
-    if (problems.length > 0) continue
-    reaches.set(entry.cno, keys)
     for (const k of keys) reachedBy.set(k, (reachedBy.get(k) ?? 0) + 1)
+    if (problems.length === 0) reaches.set(entry.cno, keys)
   }
   for (const entry of checkpoints) {
     const keys = reaches.get(entry.cno)
@@ -142,9 +173,6 @@ export async function listCheckpoints(
     entry.uniqueBytes = 0
     for (const k of keys) if (reachedBy.get(k) === 1) entry.uniqueBytes += listing.sizes.get(k) ?? 0
   }
-  let storedBytes = 0
-  for (const size of listing.sizes.values()) storedBytes += size
-  return { published, ...(inodeError === undefined ? {} : { inodeError }), checkpoints, abandoned, storedBytes }
 }
 
 /**

@@ -63,6 +63,28 @@ describe('a block map with a cycle', () => {
     const three = list.checkpoints.find((c) => c.cno === 3)
     assert.equal(three?.uniqueBytes, -1, 'its map could not be walked whole')
     for (const c of list.checkpoints) if (c.cno !== 3) assert.ok(c.uniqueBytes >= 0, `checkpoint ${c.cno}`)
+    // What checkpoint 3's map does reach is not unique to another: each map walked alone
+    // (the broken one as far as it goes), and the bytes of the keys only one of them reaches.
+    const reached = new Map<number, Set<string>>()
+    for (const c of list.checkpoints) {
+      const { inode } = (await readObjectHeader(store, c.cno, 0)).header
+      const keys = new Set((await walkMap(store, inode, [])).reached.keys())
+      keys.add(`${String(c.cno).padStart(10, '0')}.0`)
+      reached.set(c.cno, keys)
+    }
+    const sizes = new Map<string, number>()
+    for await (const e of store.list('')) sizes.set(e.key, e.size)
+    let shared = 0
+    for (const c of list.checkpoints) {
+      if (c.cno === 3) continue
+      const only = [...(reached.get(c.cno) as Set<string>)].filter((k) =>
+        [...reached].every(([other, keys]) => other === c.cno || !keys.has(k)),
+      )
+      const expected = only.reduce((n, k) => n + (sizes.get(k) ?? 0), 0)
+      assert.equal(c.uniqueBytes, expected, `checkpoint ${c.cno}: the bytes of ${only.length} objects only it reaches`)
+      shared += [...(reached.get(c.cno) as Set<string>)].filter((k) => reached.get(3)?.has(k)).length
+    }
+    assert.ok(shared > 0, 'checkpoint 3 shares objects with the others (else this proves nothing)')
   })
 
   it('walkMap with a shared node cache reports the cycle as a node problem', async () => {
