@@ -15,6 +15,7 @@ import {
   type Header,
   objectLayout,
 } from '../format/header.js'
+import type { Inode } from '../format/inode.js'
 import { parseKey, segmentKey } from '../format/names.js'
 import { hex32 } from '../format/pointer.js'
 import { decodeSummary, type Summary } from '../format/summary.js'
@@ -101,52 +102,7 @@ export async function inspectCheckpoint(
   const limiter = new Limiter(8)
   const objects = await Promise.all(
     objectKeys(listing, inode.cno, walk).map((key) =>
-      limiter.run(async (): Promise<ObjectReport> => {
-        const k = parseKey(key) as { cno: number; part: number }
-        const reached = walk.reached.get(key)
-        const size = listing.sizes.get(key) ?? -1
-        const report: ObjectReport = {
-          key,
-          cno: k.cno,
-          part: k.part,
-          size,
-          own: k.cno === inode.cno,
-          reachedNodes: reached?.nodes.length ?? 0,
-          reachedBlocks: reached?.dataAt.length ?? 0,
-        }
-        if (size < 0) {
-          report.error = 'missing'
-          return report
-        }
-        try {
-          const { header: h } = await readObjectHeader(store, k.cno, k.part, { format: inode.format, size, signal })
-          report.header = {
-            flags: flagNames(h.flags),
-            dataShift: h.dataShift,
-            metaShift: h.metaShift,
-            dataCount: h.dataCount,
-            metaCount: h.metaCount,
-            summaryCount: h.dataCount,
-            summaryCrc: hex32(h.summaryCrc),
-            createdMs: h.createdMs,
-            baseCno: h.baseInode.cno,
-            inodeCno: h.inode.cno,
-            inodeSize: h.inode.size,
-          }
-          const s = await readSummary(store, key, h, signal)
-          let live = 0
-          for (let i = 0; i < s.count; i++) live += s.live[i] as number
-          report.liveSlots = live
-          report.deadSlots = s.count - live
-        } catch (err) {
-          const problem = toProblem(err, 'header', key)
-          report.error = problem.message
-          // A problem of the report, as the walk's are (once per object: the walk may have met it).
-          if (!problems.some((p) => p.where.split(' ')[0] === key && p.message === problem.message))
-            problems.push(problem)
-        }
-        return report
-      }),
+      limiter.run(() => inspectObject(store, inode, key, { listing, walk, problems }, signal)),
     ),
   )
   return {
@@ -183,4 +139,62 @@ async function readSummary(store: ObjectStore, key: string, h: Header, signal?: 
   const layout = objectLayout(h, h)
   const bytes = await readExact(store, key, layout.summaryOffset, layout.summaryEnd, signal)
   return decodeSummary(bytes, { count: h.dataCount, summaryCrc: h.summaryCrc, where: `${store.url}/${key}` })
+}
+
+/**
+ * One object of the checkpoint: its size and what the map reaches in it, from the listing
+ * and the walk; its header and live and dead slots, read. A header or summary that fails
+ * its checks is the report's `error`, and a problem of the checkpoint (once per object).
+ */
+async function inspectObject(
+  store: ObjectStore,
+  inode: Inode,
+  key: string,
+  found: { listing: ContainerListing; walk: MapWalk; problems: Problem[] },
+  signal: AbortSignal | undefined,
+): Promise<ObjectReport> {
+  const { listing, walk, problems } = found
+  const k = parseKey(key) as { cno: number; part: number }
+  const reached = walk.reached.get(key)
+  const size = listing.sizes.get(key) ?? -1
+  const report: ObjectReport = {
+    key,
+    cno: k.cno,
+    part: k.part,
+    size,
+    own: k.cno === inode.cno,
+    reachedNodes: reached?.nodes.length ?? 0,
+    reachedBlocks: reached?.dataAt.length ?? 0,
+  }
+  if (size < 0) {
+    report.error = 'missing'
+    return report
+  }
+  try {
+    const { header: h } = await readObjectHeader(store, k.cno, k.part, { format: inode.format, size, signal })
+    report.header = {
+      flags: flagNames(h.flags),
+      dataShift: h.dataShift,
+      metaShift: h.metaShift,
+      dataCount: h.dataCount,
+      metaCount: h.metaCount,
+      summaryCount: h.dataCount,
+      summaryCrc: hex32(h.summaryCrc),
+      createdMs: h.createdMs,
+      baseCno: h.baseInode.cno,
+      inodeCno: h.inode.cno,
+      inodeSize: h.inode.size,
+    }
+    const s = await readSummary(store, key, h, signal)
+    let live = 0
+    for (let i = 0; i < s.count; i++) live += s.live[i] as number
+    report.liveSlots = live
+    report.deadSlots = s.count - live
+  } catch (err) {
+    const problem = toProblem(err, 'header', key)
+    report.error = problem.message
+    // A problem of the report, as the walk's are (once per object: the walk may have met it).
+    if (!problems.some((p) => p.where.split(' ')[0] === key && p.message === problem.message)) problems.push(problem)
+  }
+  return report
 }
