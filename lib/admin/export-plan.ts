@@ -1,0 +1,176 @@
+/**
+ * The plan of an export: the checkpoint's extents (stored runs and holes, in file order,
+ * from the block map's data pointers) and the parts of the object written from them,
+ * copied server-side or sent, within S3's limits on parts.
+ */
+import { StreamSegmentError } from '../errors.js'
+import type { ObjectStore } from '../store/types.js'
+import { GiB, MiB } from '../util/units.js'
+import type { Reached } from './map-walk.js'
+
+/** A stretch of the file: bytes [start, end) stored from byte `at` of `key`, or a hole (no key). */
+export interface Extent {
+  start: number
+  end: number
+  key?: string
+  at: number
+}
+
+export type PlannedPart =
+  | { kind: 'copy'; start: number; end: number; key: string; at: number }
+  | { kind: 'send'; start: number; end: number }
+
+export const MAX_PARTS = 10_000
+export const MAX_PART_BYTES = 5 * GiB
+const DEFAULT_MIN_PART = 5 * MiB
+
+/**
+ * The part sizes of an export into `dest`: the smallest part but the last (default and
+ * least: the destination's minimum, else 5 MiB), the largest sent and the largest copied
+ * (at least twice the smallest, at most 5 GiB); ERR_INVALID_ARGUMENT naming a bad one.
+ */
+export function partSizes(
+  dest: ObjectStore,
+  options: { minPartBytes?: number; sendPartBytes?: number; copyPartBytes?: number },
+): { minPartBytes: number; sendPartBytes: number; copyPartBytes: number } {
+  const least = dest.minPartBytes ?? 1
+  const minPartBytes = options.minPartBytes ?? dest.minPartBytes ?? DEFAULT_MIN_PART
+  if (!Number.isSafeInteger(minPartBytes) || minPartBytes < least) {
+    throw StreamSegmentError.invalidArgument(`export: minPartBytes must be an integer ≥ ${least}, got ${minPartBytes}`)
+  }
+  const sendPartBytes = options.sendPartBytes ?? Math.max(16 * MiB, 2 * minPartBytes)
+  const copyPartBytes = options.copyPartBytes ?? Math.max(256 * MiB, 2 * minPartBytes)
+  for (const [name, v] of [
+    ['sendPartBytes', sendPartBytes],
+    ['copyPartBytes', copyPartBytes],
+  ] as const) {
+    if (!Number.isSafeInteger(v) || v < 2 * minPartBytes || v > MAX_PART_BYTES) {
+      throw StreamSegmentError.invalidArgument(
+        `export: ${name} must be an integer in [${2 * minPartBytes}, ${MAX_PART_BYTES}] (2 × minPartBytes .. 5 GiB), got ${v}`,
+      )
+    }
+  }
+  return { minPartBytes, sendPartBytes, copyPartBytes }
+}
+
+/**
+ * The file's extents in order, from the block map's data pointers (per object: byte
+ * offsets and block indexes): blocks stored back to back in one object make one extent,
+ * unmapped blocks holes; the last block is cut at the file's size.
+ */
+export function checkpointExtents(
+  reached: ReadonlyMap<string, Pick<Reached, 'dataAt' | 'dataBlock'>>,
+  size: number,
+  blockSize: number,
+): Extent[] {
+  const keys: string[] = []
+  let n = 0
+  for (const [key, r] of reached) {
+    keys.push(key)
+    n += r.dataBlock.length
+  }
+  const block = new Float64Array(n)
+  const obj = new Uint32Array(n)
+  const at = new Float64Array(n)
+  let i = 0
+  keys.forEach((key, k) => {
+    const r = reached.get(key) as Pick<Reached, 'dataAt' | 'dataBlock'>
+    for (let j = 0; j < r.dataBlock.length; j++, i++) {
+      block[i] = r.dataBlock.get(j)
+      at[i] = r.dataAt.get(j)
+      obj[i] = k
+    }
+  })
+  const order = new Uint32Array(n)
+  for (let j = 0; j < n; j++) order[j] = j
+  order.sort((a, b) => (block[a] as number) - (block[b] as number))
+  const out: Extent[] = []
+  let pos = 0
+  let cur: Extent | undefined
+  let curObj = -1
+  for (let j = 0; j < n; j++) {
+    const x = order[j] as number
+    const start = (block[x] as number) * blockSize
+    if (start >= size) break
+    const end = Math.min(start + blockSize, size)
+    const o = obj[x] as number
+    const a = at[x] as number
+    if (cur !== undefined && start === cur.end && o === curObj && a === cur.at + (cur.end - cur.start)) {
+      cur.end = end
+      pos = end
+      continue
+    }
+    if (start > pos) out.push({ start: pos, end: start, at: 0 })
+    cur = { start, end, key: keys[o] as string, at: a }
+    curObj = o
+    out.push(cur)
+    pos = end
+  }
+  if (pos < size) out.push({ start: pos, end: size, at: 0 })
+  return out
+}
+
+/**
+ * The parts of the exported object, in file order: runs of at least `minPartBytes` copied
+ * (when `copy`), the rest sent, every part but the last at least `minPartBytes`; sizes
+ * double until the parts number at most 10,000. No part for an empty file.
+ */
+export function planParts(
+  extents: readonly Extent[],
+  size: number,
+  o: { minPartBytes: number; sendPartBytes: number; copyPartBytes: number; copy: boolean },
+): PlannedPart[] {
+  for (let scale = 1; ; scale *= 2) {
+    const min = o.minPartBytes * scale
+    const plan = planOnce(extents, size, {
+      min,
+      send: Math.min(o.sendPartBytes * scale, MAX_PART_BYTES),
+      copyMax: Math.min(o.copyPartBytes * scale, MAX_PART_BYTES),
+      copy: o.copy,
+    })
+    if (plan.length <= MAX_PARTS) return plan
+    if (min > MAX_PART_BYTES / 2) {
+      throw StreamSegmentError.invalidArgument(`export: ${size} bytes do not fit in ${MAX_PARTS} parts`)
+    }
+  }
+}
+
+function planOnce(
+  extents: readonly Extent[],
+  size: number,
+  o: { min: number; send: number; copyMax: number; copy: boolean },
+): PlannedPart[] {
+  const parts: PlannedPart[] = []
+  const split = (start: number, end: number, max: number, emit: (s: number, e: number) => void) => {
+    const n = Math.ceil((end - start) / max)
+    const piece = Math.ceil((end - start) / n)
+    for (let s = start; s < end; s += piece) emit(s, Math.min(s + piece, end))
+  }
+  const send = (start: number, end: number) =>
+    split(start, end, o.send, (s, e) => parts.push({ kind: 'send', start: s, end: e }))
+  let sendStart = -1
+  for (let i = 0; i < extents.length; i++) {
+    const x = extents[i] as Extent
+    const key = x.key
+    if (!o.copy || key === undefined || x.end - x.start < o.min) {
+      if (sendStart < 0) sendStart = x.start
+      continue
+    }
+    let from = x.start
+    if (sendStart >= 0) {
+      const need = o.min - (x.start - sendStart)
+      if (need > 0) {
+        // The bytes sent before this run are too few for a part: they borrow its head.
+        const rest = x.end - x.start - need
+        if (!(rest >= o.min || (i === extents.length - 1 && rest > 0))) continue // all of it is sent
+        from = x.start + need
+      }
+      send(sendStart, from)
+      sendStart = -1
+    }
+    const at = x.at + (from - x.start)
+    split(from, x.end, o.copyMax, (s, e) => parts.push({ kind: 'copy', start: s, end: e, key, at: at + (s - from) }))
+  }
+  if (sendStart >= 0 && sendStart < size) send(sendStart, size)
+  return parts
+}
