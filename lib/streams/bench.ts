@@ -82,20 +82,8 @@ export async function benchStore(store: ObjectStore, options: BenchOptions = {})
         `could clean up leaves keys starting ${RAW_PREFIX} and a container)`,
     )
   }
-  const chunks = Array.from({ length: DISTINCT_CHUNKS }, () => randomFillSync(Buffer.allocUnsafeSlow(CHUNK)))
-  /** The source's bytes [at, at + n) (n ≤ CHUNK, within one chunk). */
-  const slice = (at: number, n: number) => {
-    const c = chunks[Math.floor(at / CHUNK) % DISTINCT_CHUNKS] as Buffer
-    return c.subarray(at % CHUNK, (at % CHUNK) + n)
-  }
-  /** The bytes written, in 1 MiB chunks. */
-  function* source(): Generator<Buffer> {
-    for (let at = 0; at < bytes; at += CHUNK) yield slice(at, Math.min(CHUNK, bytes - at))
-  }
-  let want = 0
-  for (const c of source()) want = crc32(c, want)
-  const count = Math.ceil(bytes / OBJECT_BYTES)
-  const rawKeys = Array.from({ length: count }, (_, i) => `${RAW_PREFIX}${i}`)
+  const src = new BenchSource(bytes)
+  const rawKeys = Array.from({ length: Math.ceil(bytes / OBJECT_BYTES) }, (_, i) => `${RAW_PREFIX}${i}`)
   /** Deletes the plain objects and the container (which the round may have removed already). */
   const cleanUp = async () => {
     await deleteObjects(store, rawKeys)
@@ -105,60 +93,9 @@ export async function benchStore(store: ObjectStore, options: BenchOptions = {})
   }
   const out: BenchRound[] = []
   for (let r = 0; r < rounds; r++) {
-    const round: Partial<BenchRound> = {}
+    let round: BenchRound
     try {
-      onPass?.(r, 'write stream')
-      round.write = await measure(async () => {
-        const ws = createStreamSegmentWriteStream({ store, signal })
-        await pipeline(Readable.from(source()), ws)
-        return { objects: ws.flushTiming?.objects ?? 0 }
-      })
-      onPass?.(r, 'read stream')
-      round.read = await measure(async () => {
-        const t0 = performance.now()
-        let firstByteMs = -1
-        let got = 0
-        let crc = 0
-        for await (const c of createStreamSegmentReadStream({ store, signal })) {
-          const chunk = c as Uint8Array
-          if (firstByteMs < 0) firstByteMs = performance.now() - t0
-          crc = crc32(chunk, crc)
-          got += chunk.byteLength
-        }
-        if (got !== bytes || crc !== want) {
-          throw StreamSegmentError.corrupt(
-            `bench: read back ${got} bytes of CRC-32 ${hex32(crc)}, wrote ${bytes} bytes of CRC-32 ${hex32(want)}`,
-          )
-        }
-        return { firstByteMs }
-      })
-      await removeContainer(store, { signal })
-      const body = (i: number) => {
-        const parts: Uint8Array[] = []
-        const end = Math.min(bytes, (i + 1) * OBJECT_BYTES)
-        for (let at = i * OBJECT_BYTES; at < end; at += CHUNK) parts.push(slice(at, Math.min(CHUNK, end - at)))
-        return parts
-      }
-      onPass?.(r, 'store put')
-      round.put = await measure(async () => {
-        await putObjects(store, rawKeys, body, PUTS_IN_FLIGHT, signal)
-        return { objects: count }
-      })
-      onPass?.(r, 'store get')
-      round.get = await measure(async () => {
-        let got = 0
-        await getObjects(
-          store,
-          rawKeys,
-          GETS_IN_FLIGHT,
-          (_, cs) => {
-            for (const c of cs) got += c.byteLength
-          },
-          signal,
-        )
-        if (got !== bytes) throw StreamSegmentError.corrupt(`bench: got ${got} bytes of plain objects, put ${bytes}`)
-        return {}
-      })
+      round = await benchRound(store, src, rawKeys, signal, (pass) => onPass?.(r, pass))
     } catch (err) {
       // Nothing left behind, also after a failure or an abort (so without the signal); the
       // round's own error is the one reported.
@@ -168,9 +105,98 @@ export async function benchStore(store: ObjectStore, options: BenchOptions = {})
     await cleanUp().catch((err) => {
       throw StreamSegmentError.store(`bench: could not delete what the round wrote at ${store.url}`, err)
     })
-    out.push(round as BenchRound)
+    out.push(round)
   }
   return { url: store.url, bytes, rounds: out }
+}
+
+/** The bytes a bench writes: DISTINCT_CHUNKS chunks of random bytes, repeated, and their CRC-32. */
+class BenchSource {
+  private readonly chunks = Array.from({ length: DISTINCT_CHUNKS }, () => randomFillSync(Buffer.allocUnsafeSlow(CHUNK)))
+  readonly crc: number
+
+  constructor(readonly bytes: number) {
+    let crc = 0
+    for (const c of this.stream()) crc = crc32(c, crc)
+    this.crc = crc
+  }
+
+  /** Bytes [at, at + n) (n ≤ CHUNK, within one chunk). */
+  slice(at: number, n: number): Buffer {
+    const c = this.chunks[Math.floor(at / CHUNK) % DISTINCT_CHUNKS] as Buffer
+    return c.subarray(at % CHUNK, (at % CHUNK) + n)
+  }
+
+  /** Every byte, in 1 MiB chunks. */
+  *stream(): Generator<Buffer> {
+    for (let at = 0; at < this.bytes; at += CHUNK) yield this.slice(at, Math.min(CHUNK, this.bytes - at))
+  }
+
+  /** Plain object i's bytes (OBJECT_BYTES of them, or the rest), as chunks. */
+  object(i: number): Uint8Array[] {
+    const parts: Uint8Array[] = []
+    const end = Math.min(this.bytes, (i + 1) * OBJECT_BYTES)
+    for (let at = i * OBJECT_BYTES; at < end; at += CHUNK) parts.push(this.slice(at, Math.min(CHUNK, end - at)))
+    return parts
+  }
+}
+
+/** One round's four passes; what it wrote is left for the caller to delete. */
+async function benchRound(
+  store: ObjectStore,
+  src: BenchSource,
+  rawKeys: readonly string[],
+  signal: AbortSignal | undefined,
+  onPass: (pass: BenchPass) => void,
+): Promise<BenchRound> {
+  onPass('write stream')
+  const write = await measure(async () => {
+    const ws = createStreamSegmentWriteStream({ store, signal })
+    await pipeline(Readable.from(src.stream()), ws)
+    return { objects: ws.flushTiming?.objects ?? 0 }
+  })
+  onPass('read stream')
+  const read = await measure(async () => {
+    const t0 = performance.now()
+    let firstByteMs = -1
+    let got = 0
+    let crc = 0
+    for await (const c of createStreamSegmentReadStream({ store, signal })) {
+      const chunk = c as Uint8Array
+      if (firstByteMs < 0) firstByteMs = performance.now() - t0
+      crc = crc32(chunk, crc)
+      got += chunk.byteLength
+    }
+    if (got !== src.bytes || crc !== src.crc) {
+      throw StreamSegmentError.corrupt(
+        `bench: read back ${got} bytes of CRC-32 ${hex32(crc)}, wrote ${src.bytes} bytes of CRC-32 ${hex32(src.crc)}`,
+      )
+    }
+    return { firstByteMs }
+  })
+  await removeContainer(store, { signal })
+  onPass('store put')
+  const put = await measure(async () => {
+    await putObjects(store, rawKeys, (i) => src.object(i), PUTS_IN_FLIGHT, signal)
+    return { objects: rawKeys.length }
+  })
+  onPass('store get')
+  const get = await measure(async () => {
+    let got = 0
+    await getObjects(
+      store,
+      rawKeys,
+      GETS_IN_FLIGHT,
+      (_, cs) => {
+        for (const c of cs) got += c.byteLength
+      },
+      signal,
+    )
+    if (got !== src.bytes)
+      throw StreamSegmentError.corrupt(`bench: got ${got} bytes of plain objects, put ${src.bytes}`)
+    return {}
+  })
+  return { write, read, put, get }
 }
 
 async function measure<T extends object>(run: () => Promise<T>): Promise<BenchSample & T> {
