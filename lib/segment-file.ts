@@ -158,7 +158,9 @@ export class SegmentFile {
     }
     const { cno, readOnly = false } = options
     if (cno !== undefined && (!Number.isSafeInteger(cno) || cno < 1)) {
-      throw StreamSegmentError.invalidArgument(`cno must be a positive integer, got ${JSON.stringify(cno) ?? cno}`)
+      throw StreamSegmentError.invalidArgument(
+        `SegmentFile.open: cno must be a positive integer, got ${describeValue(cno)}`,
+      )
     }
     checkOptionNames('SegmentFile.open', options, ['cno', 'readOnly', 'wal'], { settings: true, read: true })
     checkSettingValues(options) // each alone, before any request; together once the inode is read

@@ -166,6 +166,10 @@ describe('bad arguments to the package root', () => {
         /^exportObject: signal must be an AbortSignal, got string/,
       ],
       [
+        () => api.SegmentFile.open(store, { cno: 1.5 }),
+        /^SegmentFile.open: cno must be a positive integer, got number 1.5$/,
+      ],
+      [
         () => api.verifyCheckpoint(store, { cno: 0 }),
         /^verifyCheckpoint: cno must be a positive integer, got number 0$/,
       ],
