@@ -91,6 +91,10 @@ describe('SegmentFile', () => {
       [() => f.truncate(1.5), /^truncate: size must be an integer ≥ 0, got number 1.5$/],
       [() => f.truncate(2 ** 60), /^truncate: size \d+ is past the largest file/],
       [() => f.writeZeroes(0, -5), /^writeZeroes: length must be an integer ≥ 0, got number -5$/],
+      [
+        () => f.writeRef(0, 4096, { read: async (_at: number, n: number) => new Uint8Array(n) }, -1),
+        /^writeRef: sourceOffset must be an integer ≥ 0, got number -1$/,
+      ],
       [() => f.read(Number.NaN, 1), /^read: offset must be an integer ≥ 0, got number NaN$/],
       [() => f.read(0, '1' as never), /^read: length must be an integer ≥ 0, got string "1"$/],
       [() => f.readInto(2 ** 44, Buffer.alloc(1)), /^readInto: offset \d+ \+ length 1 is past the largest file/],

@@ -122,7 +122,9 @@ export class BlockWriter {
   async writeRef(offset: number, length: number, source: BlockSource, sourceOffset: number): Promise<void> {
     checkRange('writeRef', offset, length, this.core.blockSize)
     if (!Number.isSafeInteger(sourceOffset) || sourceOffset < 0) {
-      throw StreamSegmentError.invalidArgument(`sourceOffset ${sourceOffset} must be a non-negative integer`)
+      throw StreamSegmentError.invalidArgument(
+        `writeRef: sourceOffset must be an integer ≥ 0, got ${describeValue(sourceOffset)}`,
+      )
     }
     if (typeof (source as Partial<BlockSource> | null)?.read !== 'function') {
       throw StreamSegmentError.invalidArgument(
