@@ -39,6 +39,7 @@ export {
   type ExportTarget,
   exportObject,
   type GcOptions,
+  type GcProgress,
   type GcResult,
   gc,
   type InspectReport,

@@ -832,7 +832,7 @@ describe('put: by reference or by value, over an existing container, progress', 
     assert.deepEqual(quiet.writes, [])
   })
 
-  it('on a TTY, verify and export draw their progress lines on stderr, end them with the total and clear them', async () => {
+  it('on a TTY, verify, export and gc draw their progress lines on stderr, end them with the total and clear them', async () => {
     const path = join(dir, 'admin-progress.bin')
     writeFileSync(path, randomBytes(3 * MiB))
     const container = join(dir, 'admin-progress')
@@ -874,6 +874,21 @@ describe('put: by reference or by value, over an existing container, progress', 
     const quiet = fake(false)
     assert.equal(await main(['verify', container], fake(false), quiet), 0)
     assert.equal(await main(['export', container, `${exported}.2`], fake(false), quiet), 0)
+    assert.deepEqual(quiet.writes, [])
+
+    // gc: the kept maps walked, then the deletions, counted to the end.
+    assert.equal(await main(['put', path, container, '--no-resume'], fake(false), fake(false)), 0)
+    const gOut = fake(false)
+    const gErr = fake(true)
+    assert.equal(await main(['gc', container, '--grace', '0', '--json'], gOut, gErr), 0, gErr.writes.join(''))
+    const { deletedObjects } = JSON.parse(gOut.writes.join('')) as { deletedObjects: number }
+    assert.ok(deletedObjects > 0)
+    const gLines = drawn(gErr)
+    for (const l of gLines) {
+      assert.match(l, /^gc: (walking the kept checkpoints' block maps: 1 of 1|deleting: \d+ of \d+ objects?) done$/)
+    }
+    assert.equal(gLines.at(-1), `gc: deleting: ${deletedObjects} of ${deletedObjects} objects done`)
+    assert.equal(await main(['gc', container, '--grace', '0'], fake(false), quiet), 0)
     assert.deepEqual(quiet.writes, [])
   })
 

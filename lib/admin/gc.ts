@@ -64,6 +64,20 @@ export interface GcOptions {
    */
   spareFromCno?: number
   signal?: AbortSignal
+  /**
+   * Called as the work goes: after each kept checkpoint's map is walked (`mark`), then
+   * after each batch of deletions (`delete`; not in a dry run).
+   */
+  onProgress?: (progress: GcProgress) => void
+}
+
+/** How far a gc has come: kept maps walked, then objects deleted, of how many. */
+export interface GcProgress {
+  phase: 'mark' | 'delete'
+  walkedCheckpoints: number
+  keptCheckpoints: number
+  deletedObjects: number
+  objectsToDelete: number
 }
 
 export interface GcResult {
@@ -96,11 +110,23 @@ export interface GcResult {
   stopped?: string
 }
 
-function checkOptions(o: GcOptions): Required<Omit<GcOptions, 'signal'>> {
+function checkOptions(o: GcOptions): Required<Omit<GcOptions, 'signal' | 'onProgress'>> {
   const bad = (name: string, v: unknown, want: string) =>
     StreamSegmentError.invalidArgument(`gc: ${name} = ${JSON.stringify(v)}: ${want}; nothing was deleted`)
   if (typeof o !== 'object' || o === null) throw bad('options', o, 'must be an object')
-  checkOptionNames('gc', o, ['keep', 'keepCnos', 'keepNewerThanMs', 'graceMs', 'dryRun', 'spareFromCno', 'signal'])
+  checkOptionNames('gc', o, [
+    'keep',
+    'keepCnos',
+    'keepNewerThanMs',
+    'graceMs',
+    'dryRun',
+    'spareFromCno',
+    'signal',
+    'onProgress',
+  ])
+  if (o.onProgress !== undefined && typeof o.onProgress !== 'function') {
+    throw bad('onProgress', typeof o.onProgress, 'must be a function')
+  }
   const signal = o.signal as { aborted?: unknown; addEventListener?: unknown } | undefined
   if (signal !== undefined && (typeof signal !== 'object' || typeof signal.addEventListener !== 'function')) {
     throw bad('signal', typeof signal === 'object' ? 'an object' : signal, 'must be an AbortSignal')
@@ -146,11 +172,23 @@ export async function gc(where: StoreLocation | ObjectStore, options: GcOptions 
       `${store.url}: gc: no ${INODE_KEY} object, so no checkpoint is published and none would be kept, yet ${complete.size} are complete (${[...complete.keys()].sort((a, b) => a - b).join(', ')}); nothing was deleted`,
     )
   }
+  const progress: GcProgress = {
+    phase: 'mark',
+    walkedCheckpoints: 0,
+    keptCheckpoints: retained.size,
+    deletedObjects: 0,
+    objectsToDelete: 0,
+  }
+  const tell = () => options.onProgress?.({ ...progress })
   const live = await mark(
     store,
     retained,
     (cno) => (cno === published && first !== undefined ? first.inode : (inodes.get(cno) as Inode)),
     signal,
+    () => {
+      progress.walkedCheckpoints++
+      tell()
+    },
   )
 
   // What would go: unreached and past the grace period; part 0s first.
@@ -199,7 +237,12 @@ export async function gc(where: StoreLocation | ObjectStore, options: GcOptions 
     result.deletedBytes,
     uploads.length,
   )
-  await deleteSegments(store, garbage, signal)
+  Object.assign(progress, { phase: 'delete', objectsToDelete: garbage.length })
+  tell()
+  await deleteSegments(store, garbage, signal, (n) => {
+    progress.deletedObjects = n
+    tell()
+  })
   for (const u of uploads) await abortUpload(store, u, signal)
   return result
 }
@@ -209,7 +252,7 @@ function retention(
   url: string,
   listing: ContainerListing,
   published: number,
-  o: Required<Omit<GcOptions, 'signal'>>,
+  o: Required<Omit<GcOptions, 'signal' | 'onProgress'>>,
   now: number,
 ): { complete: Map<number, { modifiedMs: number }>; retained: Set<number> } {
   const complete = new Map<number, { modifiedMs: number }>()
@@ -281,6 +324,7 @@ async function mark(
   retained: ReadonlySet<number>,
   inodeOf: (cno: number) => Inode,
   signal: AbortSignal | undefined,
+  onWalked: () => void,
 ): Promise<Set<string>> {
   const live = new Set<string>()
   const seen = new Map<string, NodePlace>()
@@ -289,6 +333,7 @@ async function mark(
     live.add(segmentKey(cno, 0))
     const walk = await walkMap(store, inodeOf(cno), problems, signal, { seen })
     for (const key of walk.reached.keys()) live.add(key)
+    onWalked()
   }
   if (problems.length > 0) {
     throw StreamSegmentError.corrupt(

@@ -9,7 +9,7 @@ export {
   type S3ExportTarget,
   type StoreExportTarget,
 } from './export.js'
-export { type GcOptions, type GcResult, gc } from './gc.js'
+export { type GcOptions, type GcProgress, type GcResult, gc } from './gc.js'
 export { type InspectReport, inspectCheckpoint, type ObjectReport } from './inspect.js'
 export { type AbandonedCheckpoint, type CheckpointEntry, type CheckpointList, listCheckpoints } from './list.js'
 export type { Problem } from './map-walk.js'

@@ -1,11 +1,11 @@
 /** `stream-segment gc` (the cleaner) and `rm` (the whole container). */
-import { gc, removeContainer } from '../admin/index.js'
+import { type GcProgress, type GcResult, gc, removeContainer } from '../admin/index.js'
 import { StreamSegmentError } from '../errors.js'
 import { openStore } from '../store/open.js'
 import { optionName, type Parsed, parseDuration, positionals } from './args.js'
-import { count, formatBytes, formatDuration, type Out } from './output.js'
+import { count, formatBytes, formatDuration, type Out, showProgress } from './output.js'
 
-export async function gcCommand(p: Parsed, out: Out): Promise<number> {
+export async function gcCommand(p: Parsed, out: Out, err: Out): Promise<number> {
   const [url] = positionals(
     p,
     1,
@@ -31,7 +31,19 @@ export async function gcCommand(p: Parsed, out: Out): Promise<number> {
     graceMs: duration('grace'),
     dryRun: p.flags.has('dryRun'),
   }
-  const r = await gc(openStore(url as string), options)
+  // On a terminal, a progress line on stderr: the maps walked, then the objects deleted.
+  let sample: GcProgress | undefined
+  let stop: (() => void) | undefined
+  const onProgress = (g: GcProgress) => {
+    sample = g
+    stop ??= showProgress(err, () => sample as GcProgress, gcLine)
+  }
+  let r: GcResult
+  try {
+    r = await gc(openStore(url as string), { ...options, ...(err.isTTY && { onProgress }) })
+  } finally {
+    stop?.()
+  }
   if (p.flags.has('json')) {
     out.write(`${JSON.stringify(r)}\n`)
     return 0
@@ -66,4 +78,11 @@ export async function rm(p: Parsed, out: Out): Promise<number> {
       : `${r.url}: deleted ${count(r.deletedObjects, 'object')} (${formatBytes(r.deletedBytes)}), aborted ${count(r.abortedUploads, 'upload')}\n`,
   )
   return 0
+}
+
+/** The progress line of gc: kept maps walked, then objects deleted. */
+function gcLine(g: GcProgress): string {
+  return g.phase === 'mark'
+    ? `gc: walking the kept checkpoints' block maps: ${g.walkedCheckpoints} of ${g.keptCheckpoints} done`
+    : `gc: deleting: ${g.deletedObjects} of ${count(g.objectsToDelete, 'object')} done`
 }

@@ -65,14 +65,23 @@ export const DELETE_BATCH = 1000
 /**
  * Deletes segment objects, in batches, in the order given (a caller that must delete
  * some before others orders them so). Anything that is not a segment key is refused
- * with ERR_INTERNAL: this code never deletes a key it does not own.
+ * with ERR_INTERNAL: this code never deletes a key it does not own. `onDeleted` hears how
+ * many are deleted after each batch.
  */
-export async function deleteSegments(store: ObjectStore, keys: readonly string[], signal?: AbortSignal): Promise<void> {
+export async function deleteSegments(
+  store: ObjectStore,
+  keys: readonly string[],
+  signal?: AbortSignal,
+  onDeleted?: (deleted: number) => void,
+): Promise<void> {
   for (const key of keys) {
     if (parseKey(key)?.kind !== 'segment')
       throw StreamSegmentError.internal(`refusing to delete ${key}: not a segment key`)
   }
-  for (let i = 0; i < keys.length; i += DELETE_BATCH) await store.delete(keys.slice(i, i + DELETE_BATCH), { signal })
+  for (let i = 0; i < keys.length; i += DELETE_BATCH) {
+    await store.delete(keys.slice(i, i + DELETE_BATCH), { signal })
+    onDeleted?.(Math.min(i + DELETE_BATCH, keys.length))
+  }
 }
 
 /** Deletes the commit point: the last step of removing a container. */

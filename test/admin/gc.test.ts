@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import fc from 'fast-check'
-import { gc } from '../../lib/admin/gc.js'
+import { type GcProgress, gc } from '../../lib/admin/gc.js'
 import { listCheckpoints, verifyCheckpoint } from '../../lib/admin/index.js'
 import { walkMap } from '../../lib/admin/map-walk.js'
 import { removeContainer } from '../../lib/admin/remove.js'
@@ -223,6 +223,39 @@ describe('gc', () => {
     // Part 0s go first: no dropped checkpoint is left openable without its data.
     const firstData = dry.deletedKeys.findIndex((k) => !k.endsWith('.0'))
     assert.ok(dry.deletedKeys.slice(firstData).every((k) => !k.endsWith('.0')))
+  })
+
+  it('reports its progress: each kept map walked, then the deletions; a dry run only the walks', async () => {
+    const { store } = await play([
+      { op: 'rewrite', size: 100 * KiB, seed: 1 },
+      { op: 'rewrite', size: 100 * KiB, seed: 2 },
+      { op: 'rewrite', size: 100 * KiB, seed: 3 },
+    ])
+    const seen: GcProgress[] = []
+    await gc(store, { graceMs: 0, keep: 2, dryRun: true, onProgress: (p) => seen.push(p) })
+    const marks = [
+      ['mark', 1, 2],
+      ['mark', 2, 2],
+    ]
+    assert.deepEqual(
+      seen.map((p) => [p.phase, p.walkedCheckpoints, p.keptCheckpoints]),
+      marks,
+    )
+    seen.length = 0
+    const r = await gc(store, { graceMs: 0, keep: 2, onProgress: (p) => seen.push(p) })
+    assert.ok(r.deletedObjects > 0, JSON.stringify(r))
+    assert.deepEqual(
+      seen.map((p) => [p.phase, p.walkedCheckpoints, p.keptCheckpoints]),
+      [...marks, ['delete', 2, 2], ['delete', 2, 2]],
+    )
+    assert.deepEqual(
+      seen.filter((p) => p.phase === 'delete').map((p) => [p.deletedObjects, p.objectsToDelete]),
+      [
+        [0, r.deletedObjects],
+        [r.deletedObjects, r.deletedObjects],
+      ],
+    )
+    await rejectsCode(gc(store, { onProgress: 1 as never }), 'ERR_INVALID_ARGUMENT', /onProgress = "number"/)
   })
 
   it("a dropped checkpoint's unreadable part 0 is garbage like the rest of it; a kept one's stops gc", async () => {
