@@ -47,6 +47,7 @@ export {
   listCheckpoints,
   type ObjectReport,
   type Problem,
+  type RemoveProgress,
   type RemoveResult,
   removeContainer,
   type S3ExportTarget,

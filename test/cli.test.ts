@@ -832,7 +832,7 @@ describe('put: by reference or by value, over an existing container, progress', 
     assert.deepEqual(quiet.writes, [])
   })
 
-  it('on a TTY, verify, export and gc draw their progress lines on stderr, end them with the total and clear them', async () => {
+  it('on a TTY, verify, export, gc and rm draw their progress lines on stderr, end them with the total and clear them', async () => {
     const path = join(dir, 'admin-progress.bin')
     writeFileSync(path, randomBytes(3 * MiB))
     const container = join(dir, 'admin-progress')
@@ -890,6 +890,15 @@ describe('put: by reference or by value, over an existing container, progress', 
     assert.equal(gLines.at(-1), `gc: deleting: ${deletedObjects} of ${deletedObjects} objects done`)
     assert.equal(await main(['gc', container, '--grace', '0'], fake(false), quiet), 0)
     assert.deepEqual(quiet.writes, [])
+
+    // rm: the objects deleted, the inode last.
+    const rOut = fake(false)
+    const rErr = fake(true)
+    assert.equal(await main(['rm', container, '--yes', '--json'], rOut, rErr), 0, rErr.writes.join(''))
+    const removed = (JSON.parse(rOut.writes.join('')) as { deletedObjects: number }).deletedObjects
+    const rLines = drawn(rErr)
+    for (const l of rLines) assert.match(l, /^rm: deleting: \d+ of \d+ objects? done$/)
+    assert.equal(rLines.at(-1), `rm: deleting: ${removed} of ${removed} objects done`)
   })
 
   it('progressLine: done of the total (capped) with a percentage, or bytes alone; the rate; requests in flight', () => {

@@ -16,25 +16,39 @@ export interface RemoveResult {
   abortedUploads: number
 }
 
-/** Deletes the container at `where`; ERR_NOT_FOUND when there is none. */
+/** How far a removal has come: objects deleted (the inode last), of how many. */
+export interface RemoveProgress {
+  deletedObjects: number
+  objectsToDelete: number
+}
+
+/**
+ * Deletes the container at `where`; ERR_NOT_FOUND when there is none. `onProgress` is
+ * called as the deletions start and after each batch of them, the inode's last.
+ */
 export async function removeContainer(
   where: StoreLocation | ObjectStore,
-  options: { signal?: AbortSignal } = {},
+  options: { signal?: AbortSignal; onProgress?: (progress: RemoveProgress) => void } = {},
 ): Promise<RemoveResult> {
   const store = storeAt(where, 'removeContainer')
-  checkCallOptions('removeContainer', options, ['signal'])
-  const { signal } = options
+  checkCallOptions('removeContainer', options, ['signal', 'onProgress'])
+  const { signal, onProgress } = options
   const listing = await listContainer(store, signal)
   const uploads = await listOpenUploads(store, signal)
   for (const u of uploads) await abortUpload(store, u, signal)
   const keys = [...listing.sizes.keys()].sort(part0First)
-  await deleteSegments(store, keys, signal)
-  if (listing.hasInode) await deleteInode(store, signal)
+  const objectsToDelete = keys.length + (listing.hasInode ? 1 : 0)
+  onProgress?.({ deletedObjects: 0, objectsToDelete })
+  await deleteSegments(store, keys, signal, (deletedObjects) => onProgress?.({ deletedObjects, objectsToDelete }))
+  if (listing.hasInode) {
+    await deleteInode(store, signal)
+    onProgress?.({ deletedObjects: objectsToDelete, objectsToDelete })
+  }
   let bytes = 0
   for (const size of listing.sizes.values()) bytes += size
   return {
     url: store.url,
-    deletedObjects: keys.length + (listing.hasInode ? 1 : 0),
+    deletedObjects: objectsToDelete,
     deletedBytes: bytes,
     abortedUploads: uploads.length,
   }

@@ -1,5 +1,12 @@
 /** `stream-segment gc` (the cleaner) and `rm` (the whole container). */
-import { type GcProgress, type GcResult, gc, removeContainer } from '../admin/index.js'
+import {
+  type GcProgress,
+  type GcResult,
+  gc,
+  type RemoveProgress,
+  type RemoveResult,
+  removeContainer,
+} from '../admin/index.js'
 import { StreamSegmentError } from '../errors.js'
 import { openStore } from '../store/open.js'
 import { optionName, type Parsed, parseDuration, positionals } from './args.js'
@@ -66,12 +73,28 @@ export async function gcCommand(p: Parsed, out: Out, err: Out): Promise<number> 
   return 0
 }
 
-export async function rm(p: Parsed, out: Out): Promise<number> {
+export async function rm(p: Parsed, out: Out, err: Out): Promise<number> {
   const [url] = positionals(p, 1, 1, 'rm <url> [--yes] [--json]')
   if (process.stdin.isTTY && !p.flags.has('yes')) {
     throw StreamSegmentError.invalidArgument(`rm deletes every object of ${url}: add --yes to confirm`)
   }
-  const r = await removeContainer(openStore(url as string))
+  // On a terminal, a progress line on stderr: the objects deleted.
+  let sample: RemoveProgress | undefined
+  let stop: (() => void) | undefined
+  const onProgress = (g: RemoveProgress) => {
+    sample = g
+    stop ??= showProgress(
+      err,
+      () => sample as RemoveProgress,
+      (s) => `rm: deleting: ${s.deletedObjects} of ${count(s.objectsToDelete, 'object')} done`,
+    )
+  }
+  let r: RemoveResult
+  try {
+    r = await removeContainer(openStore(url as string), err.isTTY ? { onProgress } : {})
+  } finally {
+    stop?.()
+  }
   out.write(
     p.flags.has('json')
       ? `${JSON.stringify(r)}\n`

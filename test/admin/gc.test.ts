@@ -391,10 +391,21 @@ describe('gc', () => {
     assert.ok(await store.head('notes.txt'))
     assert.ok(await store.head('0000000001.x'))
     assert.ok(await store.head(INODE_KEY))
-    await removeContainer(store)
+    const seen: Array<[number, number]> = []
+    const removed = await removeContainer(store, {
+      onProgress: (p) => seen.push([p.deletedObjects, p.objectsToDelete]),
+    })
     const left: string[] = []
     for await (const e of store.list('')) left.push(e.key)
     assert.deepEqual(left.sort(), ['0000000001.x', 'notes.txt'])
+    // Progress: as the deletions start, after the segment objects' batch, after the inode.
+    const n = removed.deletedObjects
+    assert.ok(n > 1)
+    assert.deepEqual(seen, [
+      [0, n],
+      [n - 1, n],
+      [n, n],
+    ])
   })
 })
 
