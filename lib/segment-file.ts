@@ -33,6 +33,7 @@ import { StreamSegmentError } from './errors.js'
 import { emptyInode, FORMAT_PARTED, FORMAT_STREAM, type Inode } from './format/inode.js'
 import { Reader } from './read/reader.js'
 import {
+  checkCno,
   checkForStore,
   checkOptionNames,
   checkSettingValues,
@@ -157,11 +158,7 @@ export class SegmentFile {
       throw StreamSegmentError.invalidArgument(`SegmentFile.open: options must be an object, got ${options}`)
     }
     const { cno, readOnly = false } = options
-    if (cno !== undefined && (!Number.isSafeInteger(cno) || cno < 1)) {
-      throw StreamSegmentError.invalidArgument(
-        `SegmentFile.open: cno must be a positive integer, got ${describeValue(cno)}`,
-      )
-    }
+    checkCno('SegmentFile.open', cno)
     checkOptionNames('SegmentFile.open', options, ['cno', 'readOnly', 'wal'], { settings: true, read: true })
     checkSettingValues(options) // each alone, before any request; together once the inode is read
     if (options.wal !== undefined) {

@@ -218,7 +218,11 @@ export function checkCommonOptions(
       throw StreamSegmentError.invalidArgument(`${who}: ${name} must be a function, got ${describeValue(f)}`)
     }
   }
-  const { cno } = options as { cno?: unknown }
+  checkCno(who, (options as { cno?: unknown }).cno)
+}
+
+/** A checkpoint number, when given: a positive integer; else ERR_INVALID_ARGUMENT naming `who`. */
+export function checkCno(who: string, cno: unknown): asserts cno is number | undefined {
   if (cno !== undefined && (typeof cno !== 'number' || !Number.isSafeInteger(cno) || cno < 1)) {
     throw StreamSegmentError.invalidArgument(`${who}: cno must be a positive integer, got ${describeValue(cno)}`)
   }

@@ -35,7 +35,7 @@ import {
   listOpenUploads,
 } from '../container/listing.js'
 import { readObjectHeader } from '../container/object-header.js'
-import { StreamSegmentError } from '../errors.js'
+import { isSignal, StreamSegmentError } from '../errors.js'
 import type { Inode } from '../format/inode.js'
 import { INODE_KEY, parseKey, segmentKey } from '../format/names.js'
 import { checkOptionNames } from '../settings.js'
@@ -127,8 +127,8 @@ function checkOptions(o: GcOptions): Required<Omit<GcOptions, 'signal' | 'onProg
   if (o.onProgress !== undefined && typeof o.onProgress !== 'function') {
     throw bad('onProgress', typeof o.onProgress, 'must be a function')
   }
-  const signal = o.signal as { aborted?: unknown; addEventListener?: unknown } | undefined
-  if (signal !== undefined && (typeof signal !== 'object' || typeof signal.addEventListener !== 'function')) {
+  const signal: unknown = o.signal
+  if (signal !== undefined && !isSignal(signal)) {
     throw bad('signal', typeof signal === 'object' ? 'an object' : signal, 'must be an AbortSignal')
   }
   const nat = (name: string, v: unknown, min: number) => {

@@ -20,7 +20,7 @@ import type { Header } from '../format/header.js'
 import type { Inode } from '../format/inode.js'
 import { INODE_KEY, segmentKey } from '../format/names.js'
 import type { BlockMapNode } from '../format/node.js'
-import { checkCallOptions } from '../settings.js'
+import { checkCallOptions, checkCno } from '../settings.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
@@ -186,9 +186,7 @@ export async function resolveCheckpoint(
   cno: number | undefined,
   signal?: AbortSignal,
 ): Promise<{ inode: Inode; part0: Header | undefined }> {
-  if (cno !== undefined && (!Number.isSafeInteger(cno) || cno < 1)) {
-    throw StreamSegmentError.invalidArgument(`cno must be a positive integer, got ${cno}`)
-  }
+  checkCno('resolveCheckpoint', cno)
   if (cno === undefined) {
     if (!listing.hasInode) {
       throw StreamSegmentError.notFound(`${store.url}: no published checkpoint (no ${INODE_KEY} object); give a cno`)

@@ -10,7 +10,7 @@ import {
 import { StreamSegmentError } from '../errors.js'
 import { openStore } from '../store/open.js'
 import { optionName, type Parsed, parseDuration, positionals } from './args.js'
-import { count, formatBytes, formatDuration, type Out, showProgress } from './output.js'
+import { count, formatBytes, formatDuration, type Out, progressOnTerminal } from './output.js'
 
 export async function gcCommand(p: Parsed, out: Out, err: Out): Promise<number> {
   const [url] = positionals(
@@ -39,17 +39,12 @@ export async function gcCommand(p: Parsed, out: Out, err: Out): Promise<number> 
     dryRun: p.flags.has('dryRun'),
   }
   // On a terminal, a progress line on stderr: the maps walked, then the objects deleted.
-  let sample: GcProgress | undefined
-  let stop: (() => void) | undefined
-  const onProgress = (g: GcProgress) => {
-    sample = g
-    stop ??= showProgress(err, () => sample as GcProgress, gcLine)
-  }
+  const progress = progressOnTerminal(err, gcLine)
   let r: GcResult
   try {
-    r = await gc(openStore(url as string), { ...options, ...(err.isTTY && { onProgress }) })
+    r = await gc(openStore(url as string), { ...options, onProgress: progress.report })
   } finally {
-    stop?.()
+    progress.stop()
   }
   if (p.flags.has('json')) {
     out.write(`${JSON.stringify(r)}\n`)
@@ -79,21 +74,15 @@ export async function rm(p: Parsed, out: Out, err: Out): Promise<number> {
     throw StreamSegmentError.invalidArgument(`rm deletes every object of ${url}: add --yes to confirm`)
   }
   // On a terminal, a progress line on stderr: the objects deleted.
-  let sample: RemoveProgress | undefined
-  let stop: (() => void) | undefined
-  const onProgress = (g: RemoveProgress) => {
-    sample = g
-    stop ??= showProgress(
-      err,
-      () => sample as RemoveProgress,
-      (s) => `rm: deleting: ${s.deletedObjects} of ${count(s.objectsToDelete, 'object')} done`,
-    )
-  }
+  const progress = progressOnTerminal(
+    err,
+    (s: RemoveProgress) => `rm: deleting: ${s.deletedObjects} of ${count(s.objectsToDelete, 'object')} done`,
+  )
   let r: RemoveResult
   try {
-    r = await removeContainer(openStore(url as string), err.isTTY ? { onProgress } : {})
+    r = await removeContainer(openStore(url as string), { onProgress: progress.report })
   } finally {
-    stop?.()
+    progress.stop()
   }
   out.write(
     p.flags.has('json')

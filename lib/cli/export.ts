@@ -3,7 +3,7 @@ import { type ExportTarget, exportObject } from '../admin/index.js'
 import { StreamSegmentError } from '../errors.js'
 import { fileUrlPath, openStore } from '../store/open.js'
 import { cnoOption, type Parsed, positionals } from './args.js'
-import { type Amount, amountLine, count, formatBytes, type Out, showProgress } from './output.js'
+import { type Amount, amountLine, count, formatBytes, type Out, progressOnTerminal } from './output.js'
 
 const EXPORT_USAGE = 'export <url> <s3://bucket/key|file> [--cno N] [--content-type T] [--no-copy] [--json]'
 
@@ -31,22 +31,17 @@ export async function exportCommand(p: Parsed, out: Out, err: Out): Promise<numb
   const t0 = performance.now()
   // On a terminal, the bytes copied or sent of the export's size, drawn a few times a
   // second once the first report gives the size.
-  let stop: (() => void) | undefined
-  let sample: Amount = { done: 0 }
+  const progress = progressOnTerminal<Amount>(err, amountLine('export'))
+  const report = progress.report
   let r: Awaited<ReturnType<typeof exportObject>>
   try {
     r = await exportObject(store, target, {
       cno: cnoOption(p),
       copy: !p.flags.has('noCopy'),
-      onProgress: err.isTTY
-        ? (pr) => {
-            sample = { done: pr.copiedBytes + pr.sentBytes, total: pr.totalBytes }
-            stop ??= showProgress(err, () => sample, amountLine('export'))
-          }
-        : undefined,
+      onProgress: report && ((pr) => report({ done: pr.copiedBytes + pr.sentBytes, total: pr.totalBytes })),
     })
   } finally {
-    stop?.()
+    progress.stop()
   }
   const s = (performance.now() - t0) / 1000
   if (p.flags.has('json')) {

@@ -81,6 +81,24 @@ export function showProgress<S>(err: Out, sample: () => S, line: (s: S, seconds:
   }
 }
 
+/**
+ * A progress line on `err` when it is a terminal, drawn from the first report on (see
+ * showProgress): `report`, to be given a call as its onProgress, is undefined off a
+ * terminal; `stop` ends the line, if one was drawn.
+ */
+export function progressOnTerminal<S>(
+  err: Out,
+  line: (s: S, seconds: number) => string,
+): { report: ((s: S) => void) | undefined; stop: () => void } {
+  let sample: S | undefined
+  let stop: (() => void) | undefined
+  const report = (s: S) => {
+    sample = s
+    stop ??= showProgress(err, () => sample as S, line)
+  }
+  return { report: err.isTTY ? report : undefined, stop: () => stop?.() }
+}
+
 /** Bytes done of a command's work, and the total when it is known. */
 export interface Amount {
   done: number
