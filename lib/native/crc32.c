@@ -19,12 +19,17 @@
  *                                                        into[i] = CRC of block i (the last
  *                                                        may be shorter)
  *   tableCrc32(bytes, seed): number                      the table path alone (for the tests)
+ *   crc32Async(chunks: Uint8Array[], seed: number): Promise<number>
+ *                                                        the CRC of seed's bytes then the
+ *                                                        chunks' in order, computed on
+ *                                                        libuv's thread pool (below)
  *   impl: 'vpclmul' | 'pclmul' | 'table'                 the path crc32 and blocks take
  */
 #define NAPI_VERSION 8
 #include <node_api.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #ifdef _WIN32
 #include <windows.h>
 #else
@@ -300,6 +305,103 @@ static napi_value js_blocks(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+/*
+ * crc32Async: a long run's CRC off the event loop. The job holds its own array of the
+ * chunks (a reference the caller cannot change), so their memory lives until the job
+ * completes; their bytes must not change meanwhile (the reader's pieces do not: nothing
+ * else holds them until the check answers).
+ */
+typedef struct {
+  napi_async_work work;
+  napi_deferred deferred;
+  napi_ref keep;
+  uint32_t state;
+  size_t count;
+  const uint8_t **data;
+  size_t *length;
+} crc_job;
+
+static void job_execute(napi_env env, void *arg) {
+  (void)env;
+  crc_job *job = arg;
+  uint32_t state = job->state;
+  for (size_t i = 0; i < job->count; i++) state = update(state, job->data[i], job->length[i]);
+  job->state = state;
+}
+
+static void job_complete(napi_env env, napi_status status, void *arg) {
+  crc_job *job = arg;
+  napi_value value = NULL;
+  if (status == napi_ok && napi_create_uint32(env, ~job->state, &value) == napi_ok) {
+    napi_resolve_deferred(env, job->deferred, value);
+  } else {
+    napi_value message, err;
+    if (napi_create_string_utf8(env, "crc32Async: the job was cancelled", NAPI_AUTO_LENGTH, &message) == napi_ok &&
+        napi_create_error(env, NULL, message, &err) == napi_ok)
+      napi_reject_deferred(env, job->deferred, err);
+  }
+  napi_delete_reference(env, job->keep);
+  napi_delete_async_work(env, job->work);
+  free(job);
+}
+
+static napi_value js_crc32_async(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok) return NULL;
+  bool is_array = false;
+  if (argc < 1 || napi_is_array(env, argv[0], &is_array) != napi_ok || !is_array)
+    return throw_error(env, 0, "crc32Async: chunks must be an array of Uint8Arrays");
+  uint32_t seed = 0;
+  if (argc >= 2) {
+    napi_valuetype t;
+    if (napi_typeof(env, argv[1], &t) != napi_ok) return NULL;
+    if (t != napi_undefined && napi_get_value_uint32(env, argv[1], &seed) != napi_ok)
+      return throw_error(env, 0, "crc32Async: seed must be a number");
+  }
+  uint32_t count;
+  if (napi_get_array_length(env, argv[0], &count) != napi_ok) return NULL;
+  napi_value keep;
+  if (napi_create_array_with_length(env, count, &keep) != napi_ok) return NULL;
+  /* One allocation: the job, then the pointers, then the lengths. */
+  crc_job *job = malloc(sizeof(crc_job) + (size_t)count * (sizeof(uint8_t *) + sizeof(size_t)));
+  if (job == NULL) {
+    napi_throw_error(env, NULL, "crc32Async: out of memory");
+    return NULL;
+  }
+  job->data = (const uint8_t **)(job + 1);
+  job->length = (size_t *)(job->data + count);
+  job->count = count;
+  job->state = ~seed;
+  for (uint32_t i = 0; i < count; i++) {
+    napi_value chunk;
+    void *data;
+    size_t length;
+    if (napi_get_element(env, argv[0], i, &chunk) != napi_ok ||
+        !typed_array(env, chunk, napi_uint8_array, &data, &length, "crc32Async: chunks must be an array of Uint8Arrays") ||
+        napi_set_element(env, keep, i, chunk) != napi_ok) {
+      free(job);
+      return NULL;
+    }
+    job->data[i] = data;
+    job->length[i] = length;
+  }
+  napi_value promise, name;
+  if (napi_create_reference(env, keep, 1, &job->keep) != napi_ok) {
+    free(job);
+    return NULL;
+  }
+  if (napi_create_promise(env, &job->deferred, &promise) != napi_ok ||
+      napi_create_string_utf8(env, "crc32Async", NAPI_AUTO_LENGTH, &name) != napi_ok ||
+      napi_create_async_work(env, NULL, name, job_execute, job_complete, job, &job->work) != napi_ok ||
+      napi_queue_async_work(env, job->work) != napi_ok) {
+    napi_delete_reference(env, job->keep);
+    free(job);
+    return NULL;
+  }
+  return promise;
+}
+
 /* The tables and the CPU's paths, once per process (worker threads load the addon too). */
 static const char *impl = "table";
 
@@ -332,14 +434,16 @@ static napi_value init(napi_env env, napi_value exports) {
 #else
   pthread_once(&setup_once, setup);
 #endif
-  napi_value f_crc, f_blocks, f_table, s_impl;
+  napi_value f_crc, f_blocks, f_table, f_async, s_impl;
   if (napi_create_function(env, "crc32", NAPI_AUTO_LENGTH, js_crc32, NULL, &f_crc) != napi_ok ||
+      napi_create_function(env, "crc32Async", NAPI_AUTO_LENGTH, js_crc32_async, NULL, &f_async) != napi_ok ||
       napi_create_function(env, "blocks", NAPI_AUTO_LENGTH, js_blocks, NULL, &f_blocks) != napi_ok ||
       napi_create_function(env, "tableCrc32", NAPI_AUTO_LENGTH, js_table_crc32, NULL, &f_table) != napi_ok ||
       napi_create_string_utf8(env, impl, NAPI_AUTO_LENGTH, &s_impl) != napi_ok ||
       napi_set_named_property(env, exports, "crc32", f_crc) != napi_ok ||
       napi_set_named_property(env, exports, "blocks", f_blocks) != napi_ok ||
       napi_set_named_property(env, exports, "tableCrc32", f_table) != napi_ok ||
+      napi_set_named_property(env, exports, "crc32Async", f_async) != napi_ok ||
       napi_set_named_property(env, exports, "impl", s_impl) != napi_ok)
     return NULL;
   return exports;

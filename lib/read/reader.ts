@@ -57,7 +57,7 @@ import { hex32, pointerPart, pointerUnit, UNIT_BYTES } from '../format/pointer.j
 import { type ReadOptions, resolveReadOptions } from '../settings.js'
 import { type BlockMap, DIRTY_BASE, isDirtyRef, type MapNode } from '../state/block-map.js'
 import type { FileState } from '../state/file-state.js'
-import { crc32, crc32Chunks, crc32OfBlocks } from '../util/crc32.js'
+import { crc32Chunks, crc32OfBlocks, crc32OfChunks } from '../util/crc32.js'
 import type { Limiter } from '../util/limiter.js'
 import { givePieces } from '../util/piece-pool.js'
 
@@ -435,11 +435,11 @@ export class Reader {
         )
       }
     }
-    // Every block against its CRC: one CRC call over the run's bytes, compared with the
+    // Every block against its CRC: one CRC of the run's bytes (a long run's on the thread
+    // pool, so the event loop goes on with the other answers meanwhile), compared with the
     // CRC its blocks' CRCs combine to (four table lookups per block); only a run that
     // fails is checked block by block, to name the block.
-    let run = 0
-    for (const c of chunks) run = crc32(c, run)
+    const run = await crc32OfChunks(chunks)
     const k0 = (r.at - dataOffset) / bs
     if (run === crc32OfBlocks(summary.crc, k0, r.count, bs)) return chunks
     if (this.crcs.length < r.count) this.crcs = new Uint32Array(r.count)

@@ -36,6 +36,7 @@ interface NativeCrc32 {
   crc32(bytes: Uint8Array, seed?: number): number
   blocks(bytes: Uint8Array, blockSize: number, into: Uint32Array): void
   tableCrc32(bytes: Uint8Array, seed?: number): number
+  crc32Async(chunks: readonly Uint8Array[], seed?: number): Promise<number>
   impl: 'vpclmul' | 'pclmul' | 'table'
 }
 
@@ -49,7 +50,13 @@ const NATIVE_ADDON_PATH = '../../../../build/Release/stream_segment_crc32.node'
  */
 export const nativeCrc32: NativeCrc32 | undefined = (() => {
   const mod = optionalRequire<NativeCrc32>(NATIVE_ADDON_PATH)
-  if (mod === undefined || typeof mod.blocks !== 'function' || typeof mod.crc32 !== 'function') return undefined
+  if (
+    mod === undefined ||
+    typeof mod.blocks !== 'function' ||
+    typeof mod.crc32 !== 'function' ||
+    typeof mod.crc32Async !== 'function'
+  )
+    return undefined
   const bytes = new Uint8Array(1 + 2 * 343).subarray(1)
   for (let i = 0; i < bytes.length; i++) bytes[i] = (i * 167 + 13) & 0xff
   const want = (b: Uint8Array) => crc32js.buf(b) >>> 0
@@ -131,6 +138,30 @@ export const crc32Implementation: string = chosen.name
 export const crc32: Crc32Fn = chosen.fn
 /** Whether crc32Blocks hashes a run in one call (else it costs one call per block). */
 export const crc32HashesRuns: boolean = chosen.blocks !== undefined
+
+/** Runs of at least this many bytes are hashed by crc32OfChunks off the event loop (with the addon). */
+export const CRC32_OFF_LOOP_MIN_BYTES = 1024 * 1024
+
+/** The addon's crc32Async, when the addon's fast path is the implementation chosen. */
+const offLoop = chosen.name === loadNative(true)?.name ? nativeCrc32?.crc32Async : undefined
+
+/**
+ * The CRC-32 of the bytes `chunks` hold in order, continued from `seed`. With the addon's
+ * fast path chosen and at least CRC32_OFF_LOOP_MIN_BYTES of bytes, one job on libuv's
+ * thread pool hashes them while the event loop goes on (a reader checking a 16 MiB GET
+ * keeps its main thread for the next answers); the chunks' bytes must not change until it
+ * answers. Else they are hashed here, now, and the CRC is returned as it is.
+ */
+export function crc32OfChunks(chunks: readonly Uint8Array[], seed = 0): number | Promise<number> {
+  if (offLoop !== undefined) {
+    let bytes = 0
+    for (const c of chunks) bytes += c.byteLength
+    if (bytes >= CRC32_OFF_LOOP_MIN_BYTES) return offLoop(chunks, seed)
+  }
+  let crc = seed
+  for (const c of chunks) crc = crc32(c, crc)
+  return crc
+}
 
 /**
  * The CRC-32 of each `blockSize` block of `bytes` (the last one may be shorter), into

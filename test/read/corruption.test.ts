@@ -19,7 +19,7 @@ import { inspectCheckpoint, verifyCheckpoint } from '../../lib/admin/index.js'
 import { StreamSegmentError } from '../../lib/errors.js'
 import type { objectLayout } from '../../lib/format/header.js'
 import { FORMAT_PARTED, FORMAT_STREAM } from '../../lib/format/inode.js'
-import { parseKey } from '../../lib/format/names.js'
+import { parseKey, segmentKey } from '../../lib/format/names.js'
 import { decodeObject } from '../../lib/format/object.js'
 import { pointerPart, pointerUnit, UNIT_BYTES } from '../../lib/format/pointer.js'
 import { SegmentFile } from '../../lib/segment-file.js'
@@ -28,6 +28,7 @@ import { MemoryStore } from '../../lib/store/memory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
 import { downloadFile } from '../../lib/streams/download-file.js'
 import { createStreamSegmentReadStream } from '../../lib/streams/read-stream.js'
+import { CRC32_OFF_LOOP_MIN_BYTES } from '../../lib/util/crc32.js'
 import { buildContainer, copyStore, prng, smallSettings, within } from '../helpers/containers.js'
 
 const ALLOWED = new Set(['ERR_CORRUPT', 'ERR_NOT_FOUND', 'ERR_UNSUPPORTED'])
@@ -338,3 +339,60 @@ for (const format of ['stream', 'parted'] as const)
       await onDirectory(flip('inode', () => 40, 2, 'inode object flipped'))
     })
   })
+
+describe('a run long enough to be checked off the event loop', () => {
+  const MiB = 1024 * 1024
+  const dirs: string[] = []
+  after(async () => {
+    for (const d of dirs) await rm(d, { recursive: true, force: true })
+  })
+
+  it('a flipped byte in a 4 MiB run fails the read naming its block (memory and directory store); the bytes before it read back', async () => {
+    assert.ok(CRC32_OFF_LOOP_MIN_BYTES <= 4 * MiB, 'the run below is long enough to be checked on the thread pool')
+    const root = await mkdtemp(join(tmpdir(), 'ss-long-run-'))
+    dirs.push(root)
+    const memory = new MemoryStore()
+    const stores: Array<[string, ObjectStore, Edit]> = [
+      ['memory', memory, memoryEdit(memory)],
+      ['directory', new DirectoryStore(root), directoryEdit(root)],
+    ]
+    const random = prng(7)
+    const content = Buffer.alloc(6 * MiB)
+    for (let i = 0; i < content.length; i++) content[i] = Math.floor(random() * 256)
+    const block = 700
+    for (const [name, store, edit] of stores) {
+      const f = await SegmentFile.create(store, {
+        dataCacheDirtyMaxBytesThreshold: 8 * MiB,
+        segmentBufferSize: 16 * MiB,
+      })
+      await f.write(0, content)
+      await f.flush()
+      await f.close()
+      const file = await SegmentFile.open(store, { readOnly: true })
+      const [hi, lo] = await file.core.map.get(block)
+      await file.close()
+      const key = segmentKey(hi, pointerPart(lo))
+      await flip(key, () => pointerUnit(lo) * UNIT_BYTES + 123, 5, 'one data byte').apply(edit)
+
+      const named = (err: unknown) => {
+        assert.ok(StreamSegmentError.is(err, 'ERR_CORRUPT'), `${name}: ${String(err)}`)
+        assert.match((err as Error).message, new RegExp(`block ${block} at offset`), name)
+        return true
+      }
+      const whole = await SegmentFile.open(store, { readOnly: true, readGetMaxBytes: 16 * MiB })
+      await assert.rejects(whole.read(0, content.length), named)
+      await whole.close()
+      const chunks: Buffer[] = []
+      await assert.rejects(async () => {
+        for await (const c of createStreamSegmentReadStream({ store, readGetMaxBytes: 16 * MiB }))
+          chunks.push(Buffer.from(c as Uint8Array))
+      }, named)
+      const got = Buffer.concat(chunks)
+      assert.ok(got.length < block * 4096, `${name}: nothing at or past the damaged block was pushed`)
+      assert.ok(got.equals(content.subarray(0, got.length)), `${name}: what was pushed is the content`)
+      const before = await SegmentFile.open(store, { readOnly: true, readGetMaxBytes: 16 * MiB })
+      assert.ok(Buffer.from(await before.read(0, block * 4096)).equals(content.subarray(0, block * 4096)), name)
+      await before.close()
+    }
+  })
+})

@@ -3,8 +3,11 @@ import { spawnSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { it } from 'node:test'
+import { setFlagsFromString } from 'node:v8'
+import { runInNewContext } from 'node:vm'
 import fc from 'fast-check'
 import {
+  CRC32_OFF_LOOP_MIN_BYTES,
   crc32,
   crc32Blocks,
   crc32BlocksWith,
@@ -12,6 +15,7 @@ import {
   crc32HashesRuns,
   crc32Implementation,
   crc32Implementations,
+  crc32OfChunks,
   nativeCrc32,
 } from '../../lib/util/crc32.js'
 
@@ -230,6 +234,49 @@ it('crc32Blocks in a worker thread, while the main thread hashes too, gives the 
   assert.equal(name, crc32Implementation, 'the worker loads the same implementation')
   assert.deepEqual([...into], [...want])
   assert.deepEqual([...mine], [...want])
+})
+
+it('crc32OfChunks: a long run hashed off the event loop (with the addon chosen), a short one at once; both agree with crc-32, cut anywhere, from a seed', async () => {
+  const offLoop = crc32Implementation.startsWith('stream-segment addon') && nativeCrc32?.impl !== 'table'
+  const bytes = randomBytesAt(CRC32_OFF_LOOP_MIN_BYTES + 5000, 1)
+  const short = bytes.subarray(0, 9000)
+  await fc.assert(
+    fc.asyncProperty(fc.array(fc.nat({ max: bytes.length }), { maxLength: 6 }), fc.nat(), async (cuts, seed) => {
+      for (const whole of [bytes, short]) {
+        const at = [0, ...cuts.map((c) => c % (whole.length + 1)).sort((a, b) => a - b), whole.length]
+        const chunks = at.slice(1).map((end, i) => whole.subarray(at[i], end))
+        const got = crc32OfChunks(chunks, seed)
+        if (offLoop && whole === bytes) assert.ok(got instanceof Promise, 'a long run answers later')
+        else assert.equal(typeof got, 'number', 'a short run (or another implementation) answers at once')
+        assert.equal(await got, crc32js.buf(whole, seed) >>> 0)
+      }
+    }),
+    { numRuns: 30 },
+  )
+  assert.equal(await crc32OfChunks([]), 0)
+})
+
+it("the addon's crc32Async: arguments checked (no crash), many jobs at once, its chunks kept alive until it answers", async () => {
+  assert.ok(nativeCrc32 !== undefined, 'addon missing')
+  const later = (nativeCrc32 as unknown as { crc32Async: (...a: unknown[]) => Promise<number> }).crc32Async
+  assert.throws(() => later(new Uint8Array(4)), TypeError)
+  assert.throws(() => later([new Uint8Array(4), 'text']), TypeError)
+  assert.throws(() => later([new Uint16Array(4)]), TypeError)
+  assert.throws(() => later([new Uint8Array(4)], 'seed'), TypeError)
+  assert.equal(await later([]), 0)
+  assert.equal(await later([], 0x1234), 0x1234)
+  // Jobs whose chunks nothing else holds, memory collected while they run.
+  setFlagsFromString('--expose-gc')
+  const gc = runInNewContext('gc') as () => void
+  const jobs: Array<Promise<number>> = []
+  const wants: number[] = []
+  for (let i = 0; i < 64; i++) {
+    const chunks = [randomBytesAt(2 << 20, i % 7), randomBytesAt(4096 + i, 3)]
+    wants.push(crc32js.buf(chunks[1] as Uint8Array, crc32js.buf(chunks[0] as Uint8Array)) >>> 0)
+    jobs.push(later(chunks))
+  }
+  gc()
+  assert.deepEqual(await Promise.all(jobs), wants)
 })
 
 /** Runs `args` in a child node with STREAM_SEGMENT_CRC32=`name`, in the project's root. */
