@@ -279,6 +279,29 @@ it("the addon's crc32Async: arguments checked (no crash), many jobs at once, its
   assert.deepEqual(await Promise.all(jobs), wants)
 })
 
+it('crc32Async in worker threads terminated with jobs in flight: the process goes on, and its own jobs answer', async () => {
+  const { Worker } = await import('node:worker_threads')
+  const url = new URL('../../lib/util/crc32.js', import.meta.url).href
+  for (let round = 0; round < 8; round++) {
+    const worker = new Worker(
+      `const { parentPort, workerData } = require('node:worker_threads')
+       import(workerData.url).then((m) => {
+         const big = new Uint8Array(32 << 20).fill(7)
+         for (let i = 0; i < 8; i++) m.crc32OfChunks([big]).then(() => {}, () => {})
+         parentPort.postMessage('started')
+       })`,
+      { eval: true, workerData: { url } },
+    )
+    await new Promise((resolve, reject) => {
+      worker.once('message', resolve)
+      worker.once('error', reject)
+    })
+    await worker.terminate()
+  }
+  const bytes = randomBytesAt(CRC32_OFF_LOOP_MIN_BYTES, 0)
+  assert.equal(await crc32OfChunks([bytes]), crc32js.buf(bytes) >>> 0)
+})
+
 /** Runs `args` in a child node with STREAM_SEGMENT_CRC32=`name`, in the project's root. */
 function withCrc32(name: string, args: string[]) {
   const root = new URL('../../../../', import.meta.url)
