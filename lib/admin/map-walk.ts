@@ -147,6 +147,8 @@ class MapWalker {
   readonly walk: MapWalk
   private readonly limiter = new Limiter(8)
   private readonly mbs: number
+  /** The object the last data pointer reached (cno and part): a leaf's pointers mostly share one. */
+  private lastData: { cno: number; part: number; reached: Reached } | undefined
 
   constructor(
     private readonly store: ObjectStore,
@@ -209,7 +211,11 @@ class MapWalker {
       this.walk.holes++
       return
     }
-    const r = this.reach(segmentKey(hi, pointerPart(lo)))
+    const part = pointerPart(lo)
+    const last = this.lastData
+    let r: Reached
+    if (last !== undefined && last.cno === hi && last.part === part) r = last.reached
+    else this.lastData = { cno: hi, part, reached: (r = this.reach(segmentKey(hi, part))) }
     r.dataAt.push(pointerUnit(lo) * UNIT_BYTES)
     r.dataBlock.push(e.keys[i] as number)
     this.walk.dataPointers++
