@@ -308,8 +308,8 @@ static napi_value js_blocks(napi_env env, napi_callback_info info) {
 /*
  * crc32Async: a long run's CRC off the event loop. The job holds its own array of the
  * chunks (a reference the caller cannot change), so their memory lives until the job
- * completes; their bytes must not change meanwhile (the reader's pieces do not: nothing
- * else holds them until the check answers).
+ * completes; their bytes must not change, nor their buffers be transferred, meanwhile (the
+ * reader's pieces are not: nothing else holds them until the check answers).
  */
 typedef struct {
   napi_async_work work;
@@ -393,8 +393,13 @@ static napi_value js_crc32_async(napi_env env, napi_callback_info info) {
   }
   if (napi_create_promise(env, &job->deferred, &promise) != napi_ok ||
       napi_create_string_utf8(env, "crc32Async", NAPI_AUTO_LENGTH, &name) != napi_ok ||
-      napi_create_async_work(env, NULL, name, job_execute, job_complete, job, &job->work) != napi_ok ||
-      napi_queue_async_work(env, job->work) != napi_ok) {
+      napi_create_async_work(env, NULL, name, job_execute, job_complete, job, &job->work) != napi_ok) {
+    napi_delete_reference(env, job->keep);
+    free(job);
+    return NULL;
+  }
+  if (napi_queue_async_work(env, job->work) != napi_ok) {
+    napi_delete_async_work(env, job->work);
     napi_delete_reference(env, job->keep);
     free(job);
     return NULL;
