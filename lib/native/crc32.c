@@ -251,6 +251,18 @@ static int typed_array(napi_env env, napi_value v, napi_typedarray_type want, vo
   return 1;
 }
 
+/* The optional seed, argv[1]: left as it is when absent or undefined; 0 with a TypeError thrown if not a number. */
+static int seed_arg(napi_env env, size_t argc, const napi_value *argv, uint32_t *seed, const char *what) {
+  if (argc < 2) return 1;
+  napi_valuetype t;
+  if (napi_typeof(env, argv[1], &t) != napi_ok) return 0;
+  if (t != napi_undefined && napi_get_value_uint32(env, argv[1], seed) != napi_ok) {
+    throw_error(env, 0, what);
+    return 0;
+  }
+  return 1;
+}
+
 static napi_value crc_of(napi_env env, napi_callback_info info, int table_only) {
   size_t argc = 2;
   napi_value argv[2];
@@ -260,12 +272,7 @@ static napi_value crc_of(napi_env env, napi_callback_info info, int table_only) 
   size_t length;
   if (!typed_array(env, argv[0], napi_uint8_array, &data, &length, "crc32: bytes must be a Uint8Array")) return NULL;
   uint32_t seed = 0;
-  if (argc >= 2) {
-    napi_valuetype t;
-    if (napi_typeof(env, argv[1], &t) != napi_ok) return NULL;
-    if (t != napi_undefined && napi_get_value_uint32(env, argv[1], &seed) != napi_ok)
-      return throw_error(env, 0, "crc32: seed must be a number");
-  }
+  if (!seed_arg(env, argc, argv, &seed, "crc32: seed must be a number")) return NULL;
   uint32_t state = ~seed;
   state = table_only ? table_update(state, data, length) : update(state, data, length);
   napi_value out;
@@ -353,12 +360,7 @@ static napi_value js_crc32_async(napi_env env, napi_callback_info info) {
   if (argc < 1 || napi_is_array(env, argv[0], &is_array) != napi_ok || !is_array)
     return throw_error(env, 0, "crc32Async: chunks must be an array of Uint8Arrays");
   uint32_t seed = 0;
-  if (argc >= 2) {
-    napi_valuetype t;
-    if (napi_typeof(env, argv[1], &t) != napi_ok) return NULL;
-    if (t != napi_undefined && napi_get_value_uint32(env, argv[1], &seed) != napi_ok)
-      return throw_error(env, 0, "crc32Async: seed must be a number");
-  }
+  if (!seed_arg(env, argc, argv, &seed, "crc32Async: seed must be a number")) return NULL;
   uint32_t count;
   if (napi_get_array_length(env, argv[0], &count) != napi_ok) return NULL;
   napi_value keep;
