@@ -20,8 +20,8 @@ export type PlannedPart =
   | { kind: 'copy'; start: number; end: number; key: string; at: number }
   | { kind: 'send'; start: number; end: number }
 
-export const MAX_PARTS = 10_000
-export const MAX_PART_BYTES = 5 * GiB
+const MAX_PARTS = 10_000
+const MAX_PART_BYTES = 5 * GiB
 const DEFAULT_MIN_PART = 5 * MiB
 
 /**
