@@ -304,13 +304,15 @@ export class Reader {
         hi = leaf.hi[li] as number
         lo = leaf.lo[li] as number
       } else {
-        if (!map.lookup(b, ptr)) {
+        if (map.lookup(b, ptr)) leaf = map.leafOf(b)
+        else {
+          // Read from the leaf the load reached: another walk (a read stream's next window)
+          // may let it go from the cache before this resumes.
           t.nodeFallbacks++
-          await map.load(b)
-          map.lookup(b, ptr)
+          leaf = await map.loadLookup(b, ptr)
         }
         ;[hi, lo] = ptr
-        leaf = hi === 0 && lo === 0 ? undefined : map.leafOf(b) // holes: no entry to follow
+        if (hi === 0 && lo === 0) leaf = undefined // holes: no entry to follow
         li = leaf === undefined ? -1 : leaf.search(b)
       }
       const from = Math.max(start, b * bs)

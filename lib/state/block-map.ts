@@ -13,7 +13,8 @@
  *   dirty node is dirty. A leaf with dirty blocks under it is dirty. A clean node's
  *   stored location is in its parent's entry, so a clean node can be dropped from
  *   memory and read back from storage at any time (the node cache is bounded by
- *   `maxCachedNodes`: clean leaves are evicted first-in first-out beyond it).
+ *   `maxCachedNodes`: clean leaves are evicted first-in first-out beyond it; see
+ *   `trimCache` for the bound).
  * - Sequential appends fill leaves to capacity (a full leaf splits off a new, empty right
  *   leaf); an insert into the middle of a full node splits it in half.
  * - The root holds at most ROOT_ENTRIES entries; when it overflows, its entries move
@@ -160,8 +161,12 @@ const EMPTY = new MapNode(0, 0, undefined)
 
 export class BlockMap {
   root: MapNode
-  /** Clean nodes loaded from storage, oldest first, for eviction. */
-  private cached: MapNode[] = []
+  /**
+   * Clean leaves (loaded from storage, or stored since), oldest first, for eviction. Index
+   * nodes are not listed: they are never evicted (see `trimCache`). A leaf made dirty
+   * stays listed until the next trim drops it, and is listed again when stored.
+   */
+  private cached = new Set<MapNode>()
 
   constructor(
     readonly nodeCapacity: number,
@@ -192,7 +197,7 @@ export class BlockMap {
     r.lo.set(lo.subarray(0, count))
     r.dirty = false
     this.root = r
-    this.cached = []
+    this.cached = new Set()
   }
 
   get height(): number {
@@ -346,26 +351,44 @@ export class BlockMap {
     return leaf.search(key) >= 0 ? leaf : undefined
   }
 
-  /** Brings every node on the path to `key` into memory. */
+  /**
+   * Brings every node on the path to `key` into memory. The cache never evicts the node
+   * it is attaching, nor index nodes (see `trimCache`), so the path is in memory when this
+   * resolves; work that runs before the caller resumes (another read's walk) may still
+   * evict the leaf: a caller that needs the pointer uses `loadLookup`, and one that then
+   * changes the leaf checks that `update` took.
+   */
   async load(key: number): Promise<void> {
     await this.leafFor(key)
+  }
+
+  /**
+   * As `lookup`, loading the path to `key` first: the pointer is read from the leaf the
+   * load reached, which holds it even if the cache let that leaf go before the caller
+   * resumed (a clean leaf holds what storage does). Returns that leaf when it holds `key`
+   * (as `leafOf`), for a caller that follows its next entries.
+   */
+  async loadLookup(key: number, out: [number, number]): Promise<MapNode | undefined> {
+    const leaf = await this.leafFor(key)
+    const i = leaf === EMPTY ? -1 : leaf.search(key)
+    out[0] = i >= 0 ? (leaf.hi[i] as number) : 0
+    out[1] = i >= 0 ? (leaf.lo[i] as number) : 0
+    return i >= 0 && leaf !== this.root ? leaf : undefined
   }
 
   /** The pointer of `key`: (0, 0) for a hole. */
   async get(key: number): Promise<[number, number]> {
     const out: [number, number] = [0, 0]
-    if (!this.lookup(key, out)) {
-      await this.load(key)
-      this.lookup(key, out)
-    }
+    if (!this.lookup(key, out)) await this.loadLookup(key, out)
     return out
   }
 
   /** Sets the pointer of `key`, loading its path first if needed. */
   async set(key: number, hi: number, lo: number): Promise<void> {
+    if (this.update(key, hi, lo)) return
+    await this.load(key)
     if (!this.update(key, hi, lo)) {
-      await this.load(key)
-      this.update(key, hi, lo)
+      throw StreamSegmentError.internal(`block-map set: block ${key}: its path left memory right after it was loaded`)
     }
   }
 
@@ -448,7 +471,7 @@ export class BlockMap {
     node.storedHi = hi
     node.storedLo = lo
     node.dirty = false
-    if (node.level === 0 && node !== this.root) this.cached.push(node)
+    if (node.level === 0 && node !== this.root) this.cached.add(node)
     const p = node.parent
     if (p !== undefined) {
       const i = node.indexInParent()
@@ -459,22 +482,33 @@ export class BlockMap {
     }
   }
 
-  /** Evicts clean loaded leaves beyond the cache bound. */
-  trimCache(): void {
-    if (this.cached.length <= this.maxCachedNodes) return
-    const keep: MapNode[] = []
-    const excess = this.cached.length - this.maxCachedNodes
-    let dropped = 0
+  /**
+   * Evicts the oldest clean leaves until at most `maxCachedNodes` are left, never `keep`
+   * (the node being attached: a load must end with its path in memory).
+   *
+   * Only leaves count and only leaves go. Index nodes stay: evicting one would cut off the
+   * path a load is walking down, and other paths' leaves under it. Counting them against
+   * the bound made a map with more index nodes than the bound evict every leaf on every
+   * attach, the one just loaded too. So the memory held is bounded by: at most
+   * 2 × maxCachedNodes clean leaves (`attach` trims once past twice the bound, so a trim's
+   * cost is spread over as many attaches), plus the index nodes loaded, never more than
+   * the tree has (each over up to `nodeCapacity` children: with 4 KiB nodes, a small share
+   * of a map's nodes), plus the dirty nodes (never evicted: the next checkpoint writes them).
+   */
+  trimCache(keep?: MapNode): void {
+    if (this.cached.size <= this.maxCachedNodes) return
+    for (const n of this.cached) if (n.dirty || n.parent === undefined) this.cached.delete(n)
+    let excess = this.cached.size - this.maxCachedNodes
     for (const n of this.cached) {
-      const p = n.parent
-      if (dropped < excess && !n.dirty && n.level === 0 && p?.children !== undefined) {
-        const i = n.indexInParent()
-        if (i >= 0) p.children[i] = undefined
-        n.parent = undefined
-        dropped++
-      } else if (!n.dirty) keep.push(n)
+      if (excess <= 0) break
+      if (n === keep) continue
+      const p = n.parent as MapNode
+      const i = n.indexInParent()
+      if (i >= 0 && p.children !== undefined) p.children[i] = undefined
+      n.parent = undefined
+      this.cached.delete(n)
+      excess--
     }
-    this.cached = keep
   }
 
   // --- internals ---
@@ -524,8 +558,10 @@ export class BlockMap {
     n.storedHi = hi
     n.storedLo = lo
     children[i] = n
-    this.cached.push(n)
-    if (this.cached.length > this.maxCachedNodes * 2) this.trimCache()
+    if (n.level === 0) {
+      this.cached.add(n)
+      if (this.cached.size > this.maxCachedNodes * 2) this.trimCache(n)
+    }
     return n
   }
 

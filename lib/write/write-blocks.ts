@@ -158,10 +158,7 @@ export class BlockWriter {
           b += n - 1
           continue
         }
-        if (!map.lookup(b, ptr)) {
-          await map.load(b)
-          map.lookup(b, ptr)
-        }
+        if (!map.lookup(b, ptr)) await map.loadLookup(b, ptr)
         const id = tier.allocRef(source, sourceOffset + b * bs - offset)
         if (!map.update(b, 0, DIRTY_BASE + id)) throw StreamSegmentError.internal(`block ${b}: path unloaded`)
         if (isDirtyRef(ptr[0], ptr[1])) tier.release(ptr[1] - DIRTY_BASE)
@@ -246,8 +243,7 @@ export class BlockWriter {
       }
       if (!map.lookup(b, ptr)) {
         flushRun()
-        await map.load(b)
-        map.lookup(b, ptr)
+        await map.loadLookup(b, ptr)
       }
       const whole = to - from === bs
       let slot = this.slotFor(b, ptr, whole, flushRun)
@@ -339,7 +335,7 @@ export class BlockWriter {
     // The source read yielded: an object that completed meanwhile may have stored the
     // block and released its reference (and its leaf may have left the cache). The bytes
     // read are the block's either way.
-    while (!map.lookup(b, ptr)) await map.load(b)
+    if (!map.lookup(b, ptr)) await map.loadLookup(b, ptr)
     return this.remap(b, ptr, old, slot)
   }
 
