@@ -2,9 +2,12 @@
  * Removing a whole container: every open upload under its segment keys aborted, every
  * segment object deleted (part 0s first, so no checkpoint is ever openable without its
  * data), then the inode, last. Keys that are not segment keys or `inode` are left alone.
+ * A directory store is then swept of what crashed writers left (temporary files, their
+ * sidecars, locks), so that the folder holds none of the store's own leftovers.
  */
 import { abortUpload, deleteInode, deleteSegments, listContainer, listOpenUploads } from '../container/listing.js'
 import { checkCallOptions } from '../settings.js'
+import { sweepStoreLeftovers } from '../store/directory.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import { part0First } from './gc.js'
@@ -44,6 +47,7 @@ export async function removeContainer(
     await deleteInode(store, signal)
     onProgress?.({ deletedObjects: objectsToDelete, objectsToDelete })
   }
+  await sweepStoreLeftovers(store)
   let bytes = 0
   for (const size of listing.sizes.values()) bytes += size
   return {

@@ -167,13 +167,18 @@ export function checkPartSizes(key: string, sizes: readonly number[]): void {
   }
 }
 
-/** Keys are relative to the container: non-empty, no NUL, no `.`/`..` segments, not absolute. */
+/**
+ * Keys are relative to the container: non-empty, no NUL, no `.`/`..` segments, not
+ * absolute, and well-formed UTF-16 (no lone surrogate: it has no UTF-8 form, and would be
+ * stored as U+FFFD, under another key's name).
+ */
 export function checkKey(key: string): void {
   if (
     typeof key !== 'string' ||
     key.length === 0 ||
     key.length > 1024 ||
     key.includes('\0') ||
+    /\p{Surrogate}/u.test(key) ||
     key.startsWith('/') ||
     key.split('/').some((s) => s === '.' || s === '..' || s === '')
   ) {
@@ -182,6 +187,11 @@ export function checkKey(key: string): void {
 }
 
 export { throwIfAborted }
+
+/** Orders keys as S3 lists them: by their UTF-8 bytes (not by UTF-16 code units, as `<` does). */
+export function compareKeys(a: string, b: string): number {
+  return Buffer.compare(Buffer.from(a), Buffer.from(b))
+}
 
 /**
  * A store that has `ObjectStore.getChunks`: it can answer a GET with its body as the chunks

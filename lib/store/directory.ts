@@ -6,7 +6,10 @@
  *   file in `.ss-tmp/`, is fsynced, then linked (create-only: `link` fails if the key
  *   exists, atomically) or renamed (replace) into place, and the directory is fsynced.
  *   A crash leaves the old object or the new one, never a torn one; leftovers in
- *   `.ss-tmp/` are garbage. A write that fails (a full disk: ENOSPC) removes its
+ *   `.ss-tmp/` are garbage, swept by the store's first write in each process (`sweep`):
+ *   a temporary file is named after its writer's process, so one whose writer is gone
+ *   goes at once, one whose writer cannot be checked once it is an hour old.
+ *   `removeContainer` sweeps too. A write that fails (a full disk: ENOSPC) removes its
  *   temporary file and leaves the key as it was.
  * - Every object has a sidecar `.ss-meta/<inode number>` holding its metadata and its
  *   ETag: 128 random bits drawn for each write. The sidecar is written and fsynced
@@ -16,13 +19,17 @@
  *   mtimes can be as coarse as a second). Objects written before sidecars held ETags
  *   keep the ETag they had: `<inode>-<size>-<mtime µs>` in hex.
  *   A sidecar is removed only while its inode is held (an open handle, or a name only
- *   this process knows), so it can never be another file's, which later gets that number.
- * - `ifMatch` puts and claimed multipart completions run under a per-key lock, so that
- *   compare-and-swap is atomic (see `acquireLock` in util/local-fs.ts): a holder that crashed is detected at
+ *   this process knows), so it can never be another file's, which later gets that number;
+ *   but `removeContainer`'s sweep takes a sidecar no file of the store holds once it was
+ *   last written well before the sweep began (SIDECAR_MARGIN_MS).
+ * - `ifMatch` puts, claimed multipart completions and deletes run under a per-key lock
+ *   (a folder named after the key's SHA-256), so that compare-and-swap is atomic, a delete
+ *   included (see `acquireLock` in util/local-fs.ts): a holder that crashed is detected at
  *   once when it ran on this machine (its process is gone), within LOCK_STALE_MS
  *   otherwise (its heartbeat stops), and only that holder's lock is ever broken.
  * - Failures of the file system are ERR_STORE naming the cause (`no space left on the
- *   device (ENOSPC)`) and the key.
+ *   device (ENOSPC)`) and the key; a key no file name can hold (ENAMETOOLONG) is
+ *   ERR_INVALID_ARGUMENT (`fsError`).
  * - Keys map to paths segment by segment; bytes other than [A-Za-z0-9_.-] and a
  *   leading dot are %-escaped, and a key segment that has children becomes a
  *   directory named `<segment>%2F`, so the key `a` and the key `a/b` never collide and
@@ -32,8 +39,22 @@ import { createHash, type Hash, randomBytes, randomUUID } from 'node:crypto'
 import { constants as fsConstants, type Stats } from 'node:fs'
 import * as fs from 'node:fs/promises'
 import { dirname, join } from 'node:path'
+import debug from 'debug'
 import { StreamSegmentError } from '../errors.js'
-import { acquireLock, isCode, isMissing, parseJson, readFully, syncDir, writeFully } from '../util/local-fs.js'
+import {
+  acquireLock,
+  isCode,
+  isMissing,
+  LOCK_STAGING_PREFIX,
+  parseJson,
+  readFully,
+  stagingGone,
+  sweepLock,
+  syncDir,
+  writeFully,
+  writerGone,
+  writerTag,
+} from '../util/local-fs.js'
 import { lendPieces, PIECE_BYTES, takePiece } from '../util/piece-pool.js'
 import { describeValue } from '../util/typed-arrays.js'
 import {
@@ -43,6 +64,7 @@ import {
   checkPartNumber,
   checkPartSizes,
   checkPutPrecondition,
+  compareKeys,
   newWriteId,
   putMetadata,
   resolveRange,
@@ -66,6 +88,8 @@ import type {
 } from './types.js'
 import { WRITE_ID_METADATA } from './types.js'
 
+const log = debug('stream-segment:dir')
+
 const TMP = '.ss-tmp'
 const META = '.ss-meta'
 const LOCKS = '.ss-lock'
@@ -81,6 +105,8 @@ const OPEN_PROBE = fsConstants.O_RDONLY | fsConstants.O_NONBLOCK
 export interface DirectoryStoreHooks {
   /** Runs while this store holds a key's lock, before the guarded compare-and-swap. */
   lockHeld?: (key: string) => void | Promise<void>
+  /** Runs once an `ifMatch` put's precondition has held, before its rename (the lock still held). */
+  casChecked?: (key: string) => void | Promise<void>
 }
 
 /** A temporary file being written, and whether it has become an object (its sidecar then stays). */
@@ -127,6 +153,7 @@ export class DirectoryStore implements ObjectStore {
             return this.withLock(key, async () => {
               const current = await this.info(path)
               if (checkPutPrecondition(key, current, options, writeId) === 'replayed') return current!.etag
+              await this.hooks.casChecked?.(key)
               return this.replace(tmp, path)
             })
           }
@@ -217,17 +244,44 @@ export class DirectoryStore implements ObjectStore {
         if (o !== undefined) entries.push({ key: f.key, size: o.st.size, etag: o.etag, lastModifiedMs: o.st.mtimeMs })
       })
     }
-    entries.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
+    // S3's order: the keys' UTF-8 bytes (UTF-16 code units sort U+E000..U+FFFF after the
+    // characters above U+FFFF).
+    const bytes = new Map(entries.map((e) => [e, Buffer.from(e.key)]))
+    entries.sort((a, b) => Buffer.compare(bytes.get(a)!, bytes.get(b)!))
     yield* entries
   }
 
+  /**
+   * Deletes each key in order, under the key's lock: an `ifMatch` put or a claimed
+   * completion checks the key and then renames onto it, and a delete between the two would
+   * be undone by the rename. A key that is not there is passed over without the lock:
+   * while a compare-and-swap holds the lock its key exists (nothing else removes one), so
+   * none can be between its check and its rename. On a full disk, where a lock cannot be
+   * made, the key is deleted without it (deleting is how room is made): a compare-and-swap
+   * can then be mid-way only if it took its lock before the disk filled.
+   */
   async delete(keys: string | readonly string[], options?: RequestOptions): Promise<void> {
     const list = typeof keys === 'string' ? [keys] : keys
     for (const key of list) checkKey(key)
     for (const key of list) {
       throwIfAborted(options?.signal, `delete ${key}`)
       try {
-        await this.remove(this.pathOf(key))
+        const path = this.pathOf(key)
+        const st = await fs.stat(path).catch((err) => {
+          if (isMissing(err)) return undefined
+          throw err
+        })
+        if (!st?.isFile()) continue
+        const lock = await this.lockKey(key).catch((err) => {
+          if (!isCode(err, 'ENOSPC') && !isCode(err, 'EDQUOT')) throw err
+          log('%s: delete %s without its lock: %s', this.url, key, (err as Error).message)
+          return undefined
+        })
+        try {
+          await unlinkWithSidecar(this.root, path)
+        } finally {
+          await lock?.release()
+        }
       } catch (err) {
         throw this.mapError(err, `delete ${key}`)
       }
@@ -467,15 +521,21 @@ export class DirectoryStore implements ObjectStore {
     } catch (err) {
       throw this.mapError(err, `list multipart ${prefix}`)
     }
-    open.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : a.uploadId < b.uploadId ? -1 : 1))
+    open.sort((a, b) => compareKeys(a.key, b.key) || (a.uploadId < b.uploadId ? -1 : 1))
     yield* open
   }
 
   // --- internals ---
 
+  /**
+   * Makes the store's own folders, once; then, once per store, sweeps what crashed writers
+   * left (`sweep`) in the background: nothing waits for it, and its failures are only
+   * logged. Only writes call this: a store that is only read is never swept.
+   */
   private init(): Promise<void> {
     this.ready ??= (async () => {
       for (const d of [TMP, META, LOCKS, UPLOADS]) await mkdirs(join(this.root, d))
+      sweep(this.root, false).catch((err) => log('%s: sweeping leftovers: %s', this.url, (err as Error).message))
     })()
     // Failures are mapped by the caller, naming its key.
     return this.ready.catch((err) => {
@@ -526,7 +586,9 @@ export class DirectoryStore implements ObjectStore {
     sync: boolean,
   ): Promise<Temp> {
     await this.init()
-    const tmp: Temp = { path: join(this.root, TMP, randomUUID()), ino: -1, etag: '', published: false }
+    // Named after this process, so that a sweep can tell at once when its writer is gone.
+    const name = `${await writerTag()}.${randomUUID()}`
+    const tmp: Temp = { path: join(this.root, TMP, name), ino: -1, etag: '', published: false }
     const fh = await fs.open(tmp.path, 'wx')
     try {
       tmp.ino = (await fh.stat()).ino
@@ -654,34 +716,6 @@ export class DirectoryStore implements ObjectStore {
     return tmp.etag
   }
 
-  /**
-   * Deletes the object at `path`, and its sidecar once no name links its file: the file is
-   * held open meanwhile, so that its inode number cannot pass to another. (An unlink never
-   * needs room: this works on a full disk.)
-   */
-  private async remove(path: string): Promise<void> {
-    let fh: fs.FileHandle
-    try {
-      fh = await fs.open(path, OPEN_PROBE)
-    } catch (err) {
-      if (isMissing(err) || isCode(err, 'EISDIR')) return
-      throw err
-    }
-    try {
-      const st = await fh.stat()
-      if (!st.isFile()) return
-      try {
-        await fs.unlink(path)
-      } catch (err) {
-        if (isMissing(err)) return
-        throw err
-      }
-      if ((await fh.stat()).nlink === 0) await fs.rm(this.sidecarPath(st.ino), { force: true })
-    } finally {
-      await fh.close().catch(() => {})
-    }
-  }
-
   private async upload(
     key: string,
     uploadId: string,
@@ -698,13 +732,20 @@ export class DirectoryStore implements ObjectStore {
     return { dir, metadata: upload.metadata, claimed: upload.claimed, uneven: upload.uneven === true }
   }
 
-  private async withLock<T>(key: string, fn: () => Promise<T>): Promise<T> {
+  /** Takes `key`'s lock (see `acquireLock`). */
+  private async lockKey(key: string): Promise<{ release(): Promise<void> }> {
     await this.init()
-    const lock = await acquireLock(
-      join(this.root, LOCKS, escapeSegment(key.replaceAll('/', '%2F'))),
+    // Named after a hash of the key: the key's own escaped name can be longer than a file
+    // name may be (255 bytes) even when each of its segments fits.
+    return acquireLock(
+      join(this.root, LOCKS, createHash('sha256').update(key).digest('hex')),
       join(this.root, TMP),
       `${this.url}/${key}`,
     )
+  }
+
+  private async withLock<T>(key: string, fn: () => Promise<T>): Promise<T> {
+    const lock = await this.lockKey(key)
     try {
       await this.hooks.lockHeld?.(key)
       return await fn()
@@ -722,6 +763,8 @@ export class DirectoryStore implements ObjectStore {
     signal?: AbortSignal,
   ) {
     const { prefix, after } = want
+    // Keys compare as S3 orders them, by their UTF-8 bytes.
+    const afterBytes = after === undefined ? undefined : Buffer.from(after)
     throwIfAborted(signal, `list ${prefix}`)
     const entries = await fs.readdir(dir, { withFileTypes: true }).catch((err) => {
       if (isCode(err, 'ENOENT')) return []
@@ -732,11 +775,16 @@ export class DirectoryStore implements ObjectStore {
       if (e.isDirectory() && e.name.endsWith('%2F')) {
         const k = `${keyPrefix}${unescapeSegment(e.name.slice(0, -3))}/`
         // Every key in it starts with k: none comes after `after` when k sorts below it and is no prefix of it.
-        if (after !== undefined && k < after && !after.startsWith(k)) continue
+        if (afterBytes !== undefined) {
+          const kb = Buffer.from(k)
+          if (Buffer.compare(kb, afterBytes) < 0 && !kb.equals(afterBytes.subarray(0, kb.length))) continue
+        }
         if (k.startsWith(prefix) || prefix.startsWith(k)) await this.walk(join(dir, e.name), k, want, out, signal)
       } else if (e.isFile()) {
         const key = keyPrefix + unescapeSegment(e.name)
-        if (key.startsWith(prefix) && (after === undefined || key > after)) out.push({ key, path: join(dir, e.name) })
+        if (key.startsWith(prefix) && (afterBytes === undefined || Buffer.compare(Buffer.from(key), afterBytes) > 0)) {
+          out.push({ key, path: join(dir, e.name) })
+        }
       }
     }
   }
@@ -750,8 +798,11 @@ export class DirectoryStore implements ObjectStore {
  * The error to throw for a file system failure of the store at `url` while doing `what`,
  * naming the cause (`no space left on the device (ENOSPC)`): ERR_NOT_FOUND for a missing
  * file when `missingIsNotFound` (a get); ERR_AUTH for a permission refused (EACCES,
- * EPERM); ERR_INVALID_ARGUMENT for a store path through a file (ENOTDIR); else ERR_STORE,
- * which may pass when tried again (a full disk emptied, a read-only mount made writable).
+ * EPERM); ERR_INVALID_ARGUMENT for a store path through a file (ENOTDIR) and for a path
+ * no file can have (ENAMETOOLONG: a key segment over 255 bytes escaped, or the whole path
+ * too long; Node's ERR_INVALID_ARG_VALUE: a NUL in the store's path), which trying again
+ * cannot mend; else ERR_STORE, which may pass when tried again (a full disk emptied, a
+ * read-only mount made writable).
  */
 export function fsError(url: string, err: unknown, what: string, missingIsNotFound = false): StreamSegmentError {
   if (err instanceof StreamSegmentError) return err
@@ -763,8 +814,155 @@ export function fsError(url: string, err: unknown, what: string, missingIsNotFou
   const why = known !== undefined ? `${known} (${code})` : err instanceof Error ? err.message : String(err)
   const message = `${url}: ${what.trimEnd()} failed: ${why}`
   if (code === 'EACCES' || code === 'EPERM') return StreamSegmentError.auth(message, err)
-  if (code === 'ENOTDIR') return StreamSegmentError.invalidArgument(message)
+  if (code === 'ENOTDIR' || code === 'ENAMETOOLONG' || code === 'ERR_INVALID_ARG_VALUE') {
+    return StreamSegmentError.invalidArgument(message)
+  }
   return StreamSegmentError.store(message, err)
+}
+
+/**
+ * Reclaims what crashed writers left in a directory store (see `sweep`), the sidecars no
+ * file holds included; nothing for any other store. `removeContainer` runs it once it has
+ * deleted the container's objects. It never fails: what it could not do is logged, and
+ * left for the next sweep.
+ */
+export async function sweepStoreLeftovers(store: ObjectStore): Promise<void> {
+  if (!(store instanceof DirectoryStore)) return
+  await sweep(store.root, true).catch((err) => log('%s: sweeping leftovers: %s', store.url, (err as Error).message))
+}
+
+/**
+ * How old a leftover must be for a sweep to take it when its writer's process cannot be
+ * checked (it ran on another machine, or the file is named by an older version; one whose
+ * writer ran on this machine is taken as soon as that process is gone, and never while it
+ * runs). A temporary file's mtime is its last write: it is written continuously while it
+ * is filled, then fsynced, given its sidecar, and linked or renamed into place, after
+ * waiting at most a minute for the key's lock (LOCK_WAIT_MS in util/local-fs.ts; then the
+ * put fails and drops the file). A lock staging folder lives no longer than that wait. An
+ * hour leaves a writer that stalled (a hung disk or network file system, a stopped
+ * process) sixty times that, and one that is later still finds its file gone: its rename
+ * or link fails, ERR_STORE, and the key keeps what it had. Nothing is ever torn.
+ */
+const LEFTOVER_STALE_MS = 60 * 60_000
+/**
+ * A sidecar that no file held when the sweep looked is taken only when it was last
+ * written this long before the sweep began: a temporary file made meanwhile may have
+ * taken that inode number, and writes its sidecar afresh (coarse or skewed mtimes allowed
+ * for).
+ */
+const SIDECAR_MARGIN_MS = 60_000
+
+/**
+ * Sweeps the store at `root` of what crashed writers left: temporary files in `.ss-tmp`
+ * (with their sidecars) and lock staging folders whose writer is gone or that are
+ * LEFTOVER_STALE_MS old; locks whose holder is gone (by the rules a waiter breaks them
+ * by); upload folders without their `upload.json` (a crash while one was created) that old.
+ * With `full`, also the sidecars in `.ss-meta` that no file in the store holds (left by a
+ * crash between replacing or deleting an object and removing its sidecar): that walks
+ * every file of the store. Each leftover's failure is logged and passed over.
+ */
+async function sweep(root: string, full: boolean): Promise<void> {
+  const began = Date.now()
+  const old = (st: Stats) => began - st.mtimeMs > LEFTOVER_STALE_MS
+  const each = async (dir: string, fn: (path: string, name: string) => Promise<unknown>) => {
+    for (const name of await namesIn(dir)) {
+      const path = join(dir, name)
+      await fn(path, name).catch((err) => log('%s: sweeping %s: %s', root, path, (err as Error).message))
+    }
+  }
+  await each(join(root, TMP), async (path, name) => {
+    const st = await fs.lstat(path)
+    if (st.isDirectory() && name.startsWith(LOCK_STAGING_PREFIX)) {
+      const gone = await stagingGone(path)
+      if (gone === true || (gone === undefined && old(st))) await fs.rm(path, { recursive: true, force: true })
+    } else if (st.isFile()) {
+      const gone = await writerGone(name)
+      if (gone === true || (gone === undefined && old(st))) await unlinkWithSidecar(root, path)
+    }
+  })
+  await each(join(root, LOCKS), (path) => sweepLock(path))
+  await each(join(root, UPLOADS), async (path) => {
+    const st = await fs.lstat(path)
+    if (!st.isDirectory() || !old(st)) return
+    if ((await fs.stat(join(path, 'upload.json')).catch(() => undefined)) === undefined) {
+      await fs.rm(path, { recursive: true, force: true })
+    }
+  })
+  if (!full) return
+  // Every file's inode number, `.ss-tmp` first: a file renamed out of it meanwhile is then
+  // found where it went. A sidecar written since the sweep began may be a file's made
+  // meanwhile: SIDECAR_MARGIN_MS keeps it.
+  const held = new Set<number>()
+  for (const name of await namesIn(join(root, TMP))) {
+    const st = await fs.lstat(join(root, TMP, name)).catch(() => undefined)
+    if (st?.isFile()) held.add(st.ino)
+  }
+  await inodesUnder(root, held, new Set([join(root, META), join(root, TMP)]))
+  await each(join(root, META), async (path, name) => {
+    if (!/^[0-9]+$/.test(name) || held.has(Number(name))) return
+    const st = await fs.lstat(path)
+    if (st.isFile() && st.mtimeMs < began - SIDECAR_MARGIN_MS) await fs.rm(path, { force: true })
+  })
+}
+
+/** The names in a folder; none when it does not exist. */
+async function namesIn(dir: string): Promise<string[]> {
+  try {
+    return await fs.readdir(dir)
+  } catch (err) {
+    if (isMissing(err)) return []
+    throw err
+  }
+}
+
+/** Adds the inode number of every file under `dir` to `out`, but under the folders in `skip`. */
+async function inodesUnder(dir: string, out: Set<number>, skip: ReadonlySet<string>): Promise<void> {
+  const entries = await fs.readdir(dir, { withFileTypes: true }).catch((err) => {
+    if (isMissing(err)) return []
+    throw err
+  })
+  const files: string[] = []
+  for (const e of entries) {
+    const path = join(dir, e.name)
+    if (e.isDirectory()) {
+      if (!skip.has(path)) await inodesUnder(path, out, skip)
+    } else if (e.isFile()) {
+      files.push(path)
+    }
+  }
+  for (let i = 0; i < files.length; i += LIST_CONCURRENCY) {
+    const sts = await Promise.all(files.slice(i, i + LIST_CONCURRENCY).map((f) => fs.lstat(f).catch(() => undefined)))
+    for (const st of sts) if (st !== undefined) out.add(st.ino)
+  }
+}
+
+/**
+ * Unlinks the file at `path` (an object, or a leftover temporary file) of the store at
+ * `root`, and its sidecar once no name links it: the file is held open meanwhile, so that
+ * its inode number cannot pass to another. (An unlink never needs room: this works on a
+ * full disk.)
+ */
+async function unlinkWithSidecar(root: string, path: string): Promise<void> {
+  let fh: fs.FileHandle
+  try {
+    fh = await fs.open(path, OPEN_PROBE)
+  } catch (err) {
+    if (isMissing(err) || isCode(err, 'EISDIR')) return
+    throw err
+  }
+  try {
+    const st = await fh.stat()
+    if (!st.isFile()) return
+    try {
+      await fs.unlink(path)
+    } catch (err) {
+      if (isMissing(err)) return
+      throw err
+    }
+    if ((await fh.stat()).nlink === 0) await fs.rm(join(root, META, String(st.ino)), { force: true })
+  } finally {
+    await fh.close().catch(() => {})
+  }
 }
 
 /** What the file system's failures mean, for messages. */

@@ -21,6 +21,7 @@ import {
   checkPartNumber,
   checkPartSizes,
   checkPutPrecondition,
+  compareKeys,
   copyBody,
   newWriteId,
   putMetadata,
@@ -125,10 +126,15 @@ export class MemoryStore implements ObjectStore {
   }
 
   async *list(prefix = '', options?: ListOptions): AsyncIterable<ListEntry> {
-    const after = options?.startAfter
+    // S3's order: the keys' UTF-8 bytes (UTF-16 code units sort U+E000..U+FFFF after the
+    // characters above U+FFFF).
+    const after = options?.startAfter === undefined ? undefined : Buffer.from(options.startAfter)
     const keys = [...this.bucket.objects.keys()]
-      .filter((k) => k.startsWith(prefix) && (after === undefined || k > after))
-      .sort()
+      .filter((k) => k.startsWith(prefix))
+      .map((k) => ({ k, bytes: Buffer.from(k) }))
+      .filter((e) => after === undefined || Buffer.compare(e.bytes, after) > 0)
+      .sort((a, b) => Buffer.compare(a.bytes, b.bytes))
+      .map((e) => e.k)
     for (const key of keys) {
       throwIfAborted(options?.signal, `list ${prefix}`)
       const o = this.bucket.objects.get(key)
@@ -259,7 +265,7 @@ export class MemoryStore implements ObjectStore {
 
   async *listMultipart(prefix = '', options?: RequestOptions): AsyncIterable<MultipartUpload> {
     const open = [...this.bucket.uploads].filter(([, u]) => u.key.startsWith(prefix))
-    open.sort(([a, x], [b, y]) => (x.key < y.key ? -1 : x.key > y.key ? 1 : a < b ? -1 : 1))
+    open.sort(([a, x], [b, y]) => compareKeys(x.key, y.key) || (a < b ? -1 : 1))
     for (const [uploadId, u] of open) {
       throwIfAborted(options?.signal, `list multipart ${prefix}`)
       yield { key: u.key, uploadId, initiatedMs: u.initiatedMs }

@@ -109,7 +109,7 @@ export interface RequestOptions {
 }
 
 export interface ListOptions extends RequestOptions {
-  /** Only keys after this one, in lexicographic order (S3's StartAfter): a long listing taken up partway. */
+  /** Only keys after this one, in lexicographic order of UTF-8 bytes (S3's StartAfter): a long listing taken up partway. */
   startAfter?: string
 }
 
@@ -163,7 +163,7 @@ export interface ObjectStore {
    */
   getChunks?(key: string, options?: GetOptions): Promise<Uint8Array[]>
   head(key: string, options?: RequestOptions): Promise<ObjectInfo | undefined>
-  /** Every key under `prefix` (relative to the container; after `startAfter`), in lexicographic order. */
+  /** Every key under `prefix` (relative to the container; after `startAfter`), in lexicographic order of their UTF-8 bytes (S3's). */
   list(prefix?: string, options?: ListOptions): AsyncIterable<ListEntry>
   /** Deletes keys; missing keys are not an error. */
   delete(keys: string | readonly string[], options?: RequestOptions): Promise<void>

@@ -9,7 +9,7 @@
  * included), within LOCK_STALE_MS otherwise (its heartbeat stops), and only that holder's
  * lock is ever broken.
  */
-import { randomBytes } from 'node:crypto'
+import { createHash, randomBytes } from 'node:crypto'
 import type { Stats } from 'node:fs'
 import * as fs from 'node:fs/promises'
 import { hostname } from 'node:os'
@@ -175,6 +175,71 @@ async function holderAlive(owner: LockOwner, me: Identity): Promise<boolean | un
   return owner.start === undefined || st.start === owner.start
 }
 
+// --- a writer's own files, told apart from a crashed writer's ---
+
+/** This machine (host, boot, PID namespace) in 12 hex digits: a pid means something only on the machine that names it. */
+function machineTag(me: Identity): string {
+  return createHash('sha256')
+    .update(`${me.host}\0${me.boot ?? ''}\0${me.pidNs ?? ''}`)
+    .digest('hex')
+    .slice(0, 12)
+}
+
+/**
+ * A prefix for the names of files this process writes and may leave behind if it crashes
+ * (`<machine>-<pid>-<start time>`), so that a sweeper can tell at once, with `writerGone`,
+ * that the process that wrote one is gone.
+ */
+export async function writerTag(): Promise<string> {
+  const me = await myIdentity()
+  return `${machineTag(me)}-${me.pid}-${me.start ?? 'u'}`
+}
+
+/**
+ * Whether the process whose `writerTag` starts `name` is surely gone: true when it ran on
+ * this machine and has exited (pid reuse and zombies included, as for a lock's holder),
+ * false when it still runs, undefined when that cannot be told (another machine, a name
+ * without a tag, no /proc): then only the file's age can tell.
+ */
+export async function writerGone(name: string): Promise<boolean | undefined> {
+  const m = /^([0-9a-f]{12})-([1-9][0-9]*)-([0-9]+|u)\./.exec(name)
+  if (m === null) return undefined
+  const me = await myIdentity()
+  if (m[1] !== machineTag(me)) return undefined
+  const owner: LockOwner = { ...me, token: '', pid: Number(m[2]), start: m[3] === 'u' ? undefined : m[3] }
+  const alive = await holderAlive(owner, me)
+  return alive === undefined ? undefined : !alive
+}
+
+/** The names of the folders `acquireLock` builds a lock in, under its `stagingParent`. */
+export const LOCK_STAGING_PREFIX = 'lock-'
+
+/**
+ * Whether the taker that built the lock staging folder `dir` is surely gone (as
+ * `writerGone`): true, false, or undefined when that cannot be told (another machine, or
+ * no owner file in it yet).
+ */
+export async function stagingGone(dir: string): Promise<boolean | undefined> {
+  const names = await fs.readdir(dir).catch(() => [] as string[])
+  const name = names.find((n) => n.startsWith('owner-'))
+  if (name === undefined) return undefined
+  const text = await fs.readFile(join(dir, name), 'utf8').catch(() => undefined)
+  const owner = text === undefined ? undefined : parseJson<LockOwner>(text)
+  if (owner === undefined || typeof owner.pid !== 'number') return undefined
+  const alive = await holderAlive(owner, await myIdentity())
+  return alive === undefined ? undefined : !alive
+}
+
+/**
+ * Removes the lock at `lockDir` when nobody holds it: broken when its holder is gone, by
+ * the very rules a waiter follows (`breakIfStale`: a live holder's lock is never touched),
+ * and the folder removed once empty. For sweeping the locks of crashed holders that no
+ * waiter came to break.
+ */
+export async function sweepLock(lockDir: string): Promise<void> {
+  if (await breakIfStale(lockDir, await myIdentity())) await fs.rmdir(lockDir).catch(() => {})
+}
+
 /**
  * Takes the lock at `lockDir` (a directory), waiting while another holds it, at most
  * `waitMs` (then ERR_STORE). The directory store locks keys with it; the WAL its folder.
@@ -203,7 +268,7 @@ export async function acquireLock(
   const me = await myIdentity()
   const owner: LockOwner = { ...me, token: randomBytes(16).toString('hex') }
   const ownerName = `owner-${owner.token}`
-  const staging = join(stagingParent, `lock-${owner.token}`)
+  const staging = join(stagingParent, `${LOCK_STAGING_PREFIX}${owner.token}`)
   await fs.mkdir(staging)
   try {
     await fs.writeFile(join(staging, ownerName), JSON.stringify(owner))

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
-import { joinBody } from '../../lib/store/common.js'
+import { checkKey, compareKeys, joinBody } from '../../lib/store/common.js'
+import { throwsCode } from '../helpers/assert.js'
 
 const MiB = 1024 * 1024
 const patterned = (n: number, seed: number) =>
@@ -30,5 +31,22 @@ describe('joinBody', () => {
     assert.equal(c.bytes.buffer, aMemory, 'a 6 MiB body does')
     assert.deepEqual(Buffer.from(c.bytes), Buffer.concat(parts))
     for (const x of [b, other, c]) x.release()
+  })
+})
+
+describe('checkKey', () => {
+  it('refuses a key with a lone surrogate (no UTF-8 form: it would be stored as U+FFFD), takes a pair', () => {
+    for (const k of ['a\uD800', '\uDC00', 'x\uDBFFy', 'x/\uDFFF/y', '\uDE00\uD83D']) {
+      throwsCode(() => checkKey(k), 'ERR_INVALID_ARGUMENT', 'invalid key')
+    }
+    for (const k of ['a\u{1F600}', '\uD83D\uDE00/x', 'a\uFFFD', 'a\uFF01']) checkKey(k)
+  })
+})
+
+describe('compareKeys', () => {
+  it('orders keys by their UTF-8 bytes, as S3 lists them', () => {
+    const keys = ['b', 'a\u{1F600}', 'a', 'a\uFF01', 'a\u00E9', 'a/']
+    assert.deepEqual([...keys].sort(compareKeys), ['a', 'a/', 'a\u00E9', 'a\uFF01', 'a\u{1F600}', 'b'])
+    assert.equal(compareKeys('x', 'x'), 0)
   })
 })

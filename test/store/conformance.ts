@@ -231,6 +231,31 @@ export function runStoreConformance(
       }
     })
 
+    it('refuses keys that are not well-formed UTF-16: a lone surrogate would name another key', async () => {
+      const s = await make()
+      for (const k of ['seg\uD800', 'seg\uDC00x', '\uDE00\uD83D', 'dir\uD83D/x']) {
+        await rejectsCode(s.put(k, Buffer.from('x')), 'ERR_INVALID_ARGUMENT')
+      }
+      await s.put('seg\uFFFD', Buffer.from('replacement'))
+      await s.put('seg\u{1F600}', Buffer.from('pair'))
+      assert.deepEqual((await collect(s.list('seg'))).map((e) => e.key).sort(), ['seg\uFFFD', 'seg\u{1F600}'].sort())
+      assert.equal(Buffer.from(await s.get('seg\uFFFD')).toString(), 'replacement')
+    })
+
+    it('lists in the order of the UTF-8 bytes of the keys, as S3 does, and takes up after any of them', async () => {
+      const s = await make()
+      // As UTF-16 code units U+FF01 sorts after the surrogates of U+1F600; as UTF-8 bytes
+      // (EF BC 81 against F0 9F 98 80) before.
+      const keys = ['a\uFF01', 'a\u{1F600}', 'a\u{1F600}/x', 'b']
+      for (const k of [...keys].reverse()) await s.put(k, Buffer.from(k))
+      const list = async (startAfter?: string) =>
+        (await collect(s.list('', startAfter === undefined ? {} : { startAfter }))).map((e) => e.key)
+      assert.deepEqual(await list(), keys)
+      assert.deepEqual(await list('a\uFF01'), keys.slice(1))
+      assert.deepEqual(await list('a\u{1F600}'), keys.slice(2))
+      assert.deepEqual(await list('a\uFFFD'), keys.slice(1), 'taken up after a key not stored')
+    })
+
     it('multipart: equal non-final parts, complete, list and abort', async () => {
       const s = await make()
       const p1 = randomBytes(partSize)

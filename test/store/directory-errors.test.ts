@@ -4,7 +4,7 @@
  * when tried again); a full or read-only disk stays ERR_STORE (directory-enospc.test.ts).
  */
 import assert from 'node:assert/strict'
-import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
@@ -27,6 +27,7 @@ describe('directory store: file system failures', () => {
       ['EACCES', false, 'ERR_AUTH'],
       ['EPERM', false, 'ERR_AUTH'],
       ['ENOTDIR', false, 'ERR_INVALID_ARGUMENT'],
+      ['ENAMETOOLONG', false, 'ERR_INVALID_ARGUMENT'],
       ['ENOTDIR', true, 'ERR_NOT_FOUND'],
       ['ENOENT', true, 'ERR_NOT_FOUND'],
       ['ENOSPC', false, 'ERR_STORE'],
@@ -38,6 +39,43 @@ describe('directory store: file system failures', () => {
       assert.equal(e.code, want, `${code} (missingIsNotFound ${missingIsNotFound})`)
       if (!missingIsNotFound) assert.match(e.message, new RegExp(`^/s: put k failed: .*\\(${code}\\)$`))
     }
+    // Node refuses a path holding a NUL before any system call.
+    const nul = Object.assign(new TypeError('path must be a string without null bytes'), {
+      code: 'ERR_INVALID_ARG_VALUE',
+    })
+    assert.equal(fsError('/s', nul, 'put k').code, 'ERR_INVALID_ARGUMENT')
+  })
+
+  it('a key whose file name is too long is ERR_INVALID_ARGUMENT, not ERR_STORE (trying again cannot help)', async () => {
+    const store = new DirectoryStore(join(dir, 'long'))
+    await assert.rejects(store.put('k'.repeat(256), Buffer.from('x')), (err) => {
+      assert.ok(StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT'), String(err))
+      assert.match(err.message, /file name too long \(ENAMETOOLONG\)/)
+      return true
+    })
+    const inRoot = new DirectoryStore(join(dir, 'nul\0root'))
+    await assert.rejects(inRoot.put('k', Buffer.from('x')), (err) => StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT'))
+  })
+
+  it('a nested key longer than a file name, each segment short: compare-and-swap and a claimed multipart work', async () => {
+    const root = join(dir, 'nested')
+    const store = new DirectoryStore(root)
+    const key = `${'models/'.repeat(40)}inode`
+    const { etag } = await store.put(key, Buffer.from('v1'), { ifNoneMatch: '*' })
+    const v2 = await store.put(key, Buffer.from('v2'), { ifMatch: etag })
+    assert.equal(Buffer.from(await store.get(key)).toString(), 'v2')
+    await assert.rejects(store.put(key, Buffer.from('v3'), { ifMatch: etag }), (err) =>
+      StreamSegmentError.is(err, 'ERR_CONFLICT'),
+    )
+    assert.equal((await store.head(key))?.etag, v2.etag)
+    const part = `${'models/'.repeat(40)}0000000001.1`
+    const id = await store.createMultipart(part, { ifNoneMatch: '*' })
+    const p1 = await store.uploadPart(part, id, 1, Buffer.from('part bytes'))
+    await store.completeMultipart(part, id, [{ partNumber: 1, etag: p1.etag }])
+    assert.equal(Buffer.from(await store.get(part)).toString(), 'part bytes', 'the claimed placeholder stayed')
+    await store.delete([key, part])
+    assert.equal(await store.head(key), undefined)
+    assert.deepEqual(await readdir(join(root, '.ss-lock')), [], 'a lock was left behind')
   })
 
   it('a store whose folder is under a regular file: ERR_INVALID_ARGUMENT naming ENOTDIR', async () => {

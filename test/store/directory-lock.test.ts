@@ -11,7 +11,7 @@
  */
 import assert from 'node:assert/strict'
 import { type ChildProcess, spawn } from 'node:child_process'
-import { randomBytes } from 'node:crypto'
+import { createHash, randomBytes } from 'node:crypto'
 import * as fs from 'node:fs/promises'
 import { hostname, tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -25,6 +25,9 @@ const RUNS = Number(process.env.DIR_LOCK_RUNS ?? 5)
 /** How soon after its holder died every waiter must be done. */
 const DEADLINE_MS = 2000
 const MODULE = new URL('../../lib/store/directory.js', import.meta.url).href
+
+/** The folder of a key's lock: named after the key's SHA-256 (a key may be longer than a file name). */
+const lockDir = (root: string, key: string) => join(root, '.ss-lock', createHash('sha256').update(key).digest('hex'))
 
 /** The probe, in the test process and (as source) in the children. */
 async function probe(dir: string): Promise<void> {
@@ -223,8 +226,8 @@ describe('directory store: the per-key lock across processes', () => {
     const holder = new Child([root, probeDir, 'hold', key, '1500'])
     await holder.next('held')
     const t0 = performance.now()
-    const [name] = await fs.readdir(join(root, '.ss-lock', key))
-    const owner = join(root, '.ss-lock', key, name as string)
+    const [name] = await fs.readdir(lockDir(root, key))
+    const owner = join(lockDir(root, key), name as string)
     const firstBeat = (await fs.stat(owner)).mtimeMs
     const waiters = Promise.all([
       outcome(store.put(key, randomBytes(128), { ifMatch: e0 })),
@@ -271,7 +274,7 @@ describe('directory store: the per-key lock across processes', () => {
         for (const [kind, owner] of kinds) {
           const key = `stale-${run}-${kind.split(' ')[1]}`
           const e0 = (await store.put(key, randomBytes(128))).etag
-          const dir = join(root, '.ss-lock', key)
+          const dir = lockDir(root, key)
           await fs.mkdir(dir)
           if (owner !== undefined) {
             const token = randomBytes(16).toString('hex')
@@ -298,7 +301,7 @@ describe('directory store: the per-key lock across processes', () => {
   it('a holder on another machine is waited for while its heartbeat goes on, and broken once it stops', async () => {
     const key = 'foreign'
     const e0 = (await store.put(key, randomBytes(128))).etag
-    const dir = join(root, '.ss-lock', key)
+    const dir = lockDir(root, key)
     await fs.mkdir(dir)
     const token = randomBytes(16).toString('hex')
     const owner = join(dir, `owner-${token}`)
