@@ -69,9 +69,10 @@ Commands:
                    exits 4 (ERR_CORRUPT), 3 (ERR_NOT_FOUND) or 5 (ERR_UNSUPPORTED) when
                    anything is wrong
   gc <url> [--keep N] [--keep-cnos a,b] [--keep-newer-than T] [--grace T] [--dry-run] [--json]
-                   keep the N newest checkpoints (default 1) and delete the objects no kept
-                   checkpoint reaches, once older than the grace period (default 1h); T is
-                   milliseconds or a number with s, m, h or d
+                   keep the N newest checkpoints (default 1) and those superseded within
+                   the grace period, and delete the objects no kept checkpoint reaches,
+                   once older than the grace period (default 1h); T is milliseconds or a
+                   number with s, m, h or d
   rm <url> [--yes] [--json]
                    delete every object of the container, the inode last (--yes on a terminal)
   export <url> <s3://bucket/key|file> [--cno N] [--content-type T] [--no-copy] [--json]

@@ -41,7 +41,7 @@ import type { Inode } from '../format/inode.js'
 import { INODE_KEY, parseKey } from '../format/names.js'
 import { dataSlotAt } from '../format/object.js'
 import { decodeSummary } from '../format/summary.js'
-import { checkCallOptions } from '../settings.js'
+import { checkCallOptions, checkOptionNames } from '../settings.js'
 import { DirectoryStore } from '../store/directory.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
 import { createS3Client, S3Store } from '../store/s3.js'
@@ -421,6 +421,27 @@ const TARGET_FIELDS = new Set([
   'ContentLanguage',
 ])
 
+const STORE_TARGET_FIELDS = ['store', 'key', 'metadata', 'attributes']
+
+/** What an export calls of a { store, key } target's store. */
+const TARGET_STORE_METHODS = ['put', 'get', 'createMultipart', 'uploadPart', 'completeMultipart', 'abortMultipart']
+
+/** Whether `x` is a store an export can write to: its URL, and the calls an export makes of it. */
+function isTargetStore(x: unknown): x is ObjectStore {
+  if (typeof x !== 'object' || x === null) return false
+  const s = x as Record<string, unknown>
+  return typeof s.url === 'string' && TARGET_STORE_METHODS.every((m) => typeof s[m] === 'function')
+}
+
+/** ERR_INVALID_ARGUMENT unless `value`, a target's `name` field, is absent or an object. */
+function checkRecord(name: string, value: unknown): void {
+  if (value !== undefined && (typeof value !== 'object' || value === null || Array.isArray(value))) {
+    throw StreamSegmentError.invalidArgument(
+      `export: the target's ${name} must be an object, got ${describeValue(value)}`,
+    )
+  }
+}
+
 /** Where an export to a store writes. */
 interface Destination {
   store: ObjectStore
@@ -438,10 +459,26 @@ function destination(source: ObjectStore, target: S3ExportTarget | StoreExportTa
     )
   }
   if ('store' in target) {
+    // Checked here, before the container is read: a store of the wrong kind would
+    // otherwise fail only at the first write, after the whole checkpoint was read.
+    checkOptionNames('export: the { store, key } target', target, STORE_TARGET_FIELDS)
+    const { store, key } = target as { store: unknown; key: unknown }
+    if (!isTargetStore(store)) {
+      throw StreamSegmentError.invalidArgument(
+        `export: the target's store must be an ObjectStore (DirectoryStore, S3Store, MemoryStore or one with a url and put, get, createMultipart, uploadPart, completeMultipart and abortMultipart), got ${describeValue(store)}: to name a store by URL, open it (openStore)`,
+      )
+    }
+    if (typeof key !== 'string' || key === '') {
+      throw StreamSegmentError.invalidArgument(
+        `export: the target's key must be a non-empty string, got ${describeValue(key)}`,
+      )
+    }
+    checkRecord('metadata', target.metadata)
+    checkRecord('attributes', target.attributes)
     return {
-      store: target.store,
-      key: target.key,
-      location: `${target.store.url}/${target.key}`,
+      store,
+      key,
+      location: `${store.url}/${key}`,
       metadata: lowerKeys(target.metadata),
       attributes: target.attributes,
     }
@@ -459,6 +496,7 @@ function destination(source: ObjectStore, target: S3ExportTarget | StoreExportTa
       `export: the target needs a Bucket and a Key not ending in / (got Bucket ${describeValue(Bucket)}, Key ${describeValue(Key)})`,
     )
   }
+  checkRecord('Metadata', target.Metadata)
   const client = target.client ?? (source instanceof S3Store ? source.client : createS3Client())
   const slash = Key.lastIndexOf('/')
   const store = new S3Store({ client, bucket: Bucket, prefix: slash < 0 ? '' : Key.slice(0, slash + 1) })

@@ -4,13 +4,17 @@
  *
  * - Retained: the published checkpoint always; the `keep` newest complete checkpoints up
  *   to it; every cno in `keepCnos`; every complete checkpoint younger than
- *   `keepNewerThanMs` (its part 0's age). The others are dropped.
+ *   `keepNewerThanMs` (its part 0's age); and every checkpoint superseded less than
+ *   `graceMs` ago (see supersededLately). The others are dropped.
  * - Mark: each retained checkpoint's block map is walked once from its inode (a subtree
  *   already walked for another checkpoint is not walked again when reached at the same
  *   level within a key range that holds the earlier one; reached otherwise, it is walked
  *   and checked again, so a pointer back up the tree is a problem); what it reaches, and its
  *   own part 0, is live. A map that cannot be walked whole (a node missing or corrupt)
- *   stops the cleaner before anything is deleted: what it would delete is not known.
+ *   stops the cleaner before anything is deleted: what it would delete is not known. A
+ *   checkpoint retained only for having been superseded lately is the exception: a run
+ *   with a shorter grace period may have deleted some of its objects, so one whose map
+ *   cannot be walked whole is logged and told as dropped, and what it reaches stays live.
  * - Sweep: a segment object is garbage when nothing retained reaches it and it is older
  *   than `graceMs` (so a live writer's objects, sent ahead or in a flush, are never
  *   touched); that covers dropped checkpoints, abandoned attempts (parts without a
@@ -54,7 +58,10 @@ export interface GcOptions {
   keepCnos?: readonly number[]
   /** Complete checkpoints younger than this are kept too (default 0: none by age). */
   keepNewerThanMs?: number
-  /** Objects and uploads younger than this are never deleted (default 1 hour). */
+  /**
+   * Objects and uploads younger than this are never deleted, and checkpoints superseded
+   * less than this ago are kept (default 1 hour).
+   */
   graceMs?: number
   /** Says what would go, deletes nothing. */
   dryRun?: boolean
@@ -160,11 +167,22 @@ export async function gc(where: StoreLocation | ObjectStore, options: GcOptions 
   const published = first?.inode.cno ?? 0
 
   // Which complete checkpoints are kept, and their inodes.
+  const format = first?.inode.format
   const { complete, retained } = retention(store.url, listing, published, o, now)
-  const inodes = await keptInodes(store, listing, retained, complete, first?.inode.format, signal)
+  const byRule = new Set(retained)
+  const headers = await keptHeaders(store, listing, retained, complete, format, signal)
+  const inodes = new Map([...headers].map(([cno, h]) => [cno, h.inode]))
   // The commit point must be the one its part 0 holds (as verify checks): the mark walks the
   // inode object's root, and a root damaged there alone would leave live objects unmarked.
   if (first !== undefined) await checkPublished(store, first.inode, inodes.get(published), signal)
+  // Checkpoints superseded within the grace period, kept too, their inodes the bases
+  // their successors name.
+  const lately = await supersededLately(store, listing, published, headers, complete, o.graceMs, now, format, signal)
+  for (const [cno, inode] of lately) {
+    if (retained.has(cno)) continue
+    retained.add(cno)
+    inodes.set(cno, inode)
+  }
 
   // Nothing published (no inode object) and nothing pinned: every checkpoint would go.
   if (retained.size === 0 && complete.size > 0) {
@@ -180,10 +198,11 @@ export async function gc(where: StoreLocation | ObjectStore, options: GcOptions 
     objectsToDelete: 0,
   }
   const tell = () => options.onProgress?.({ ...progress })
-  const live = await mark(
+  const { live, broken } = await mark(
     store,
     retained,
     (cno) => (cno === published && first !== undefined ? first.inode : (inodes.get(cno) as Inode)),
+    (cno) => lately.has(cno) && !byRule.has(cno),
     signal,
     () => {
       progress.walkedCheckpoints++
@@ -205,8 +224,9 @@ export async function gc(where: StoreLocation | ObjectStore, options: GcOptions 
   const result: GcResult = {
     url: store.url,
     published,
-    kept: [...retained].sort((a, b) => a - b),
-    dropped: [...complete.keys()].filter((c) => !retained.has(c)).sort((a, b) => a - b),
+    // A checkpoint kept only as superseded lately whose map is incomplete is told as dropped.
+    kept: [...retained].filter((c) => !broken.has(c)).sort((a, b) => a - b),
+    dropped: [...complete.keys()].filter((c) => !retained.has(c) || broken.has(c)).sort((a, b) => a - b),
     deletedObjects: garbage.length,
     deletedBytes: garbage.reduce((n, k) => n + (listing.sizes.get(k) ?? 0), 0),
     deletedKeys: garbage,
@@ -275,20 +295,26 @@ function retention(
   return { complete, retained }
 }
 
+/** What gc takes from a part 0's header: the checkpoint's inode, and the one it was built on. */
+interface PartZero {
+  inode: Inode
+  baseInode: Inode
+}
+
 /**
- * The inodes of the checkpoints kept, from their part 0s: a dropped one's part 0 is not
- * read (one that fails its checks is garbage like the rest of its checkpoint). A kept one
- * that cannot be read stops the cleaner.
+ * The inodes of the checkpoints kept, and their bases, from their part 0s: a dropped one's
+ * part 0 is not read (one that fails its checks is garbage like the rest of its
+ * checkpoint). A kept one that cannot be read stops the cleaner.
  */
-async function keptInodes(
+async function keptHeaders(
   store: ObjectStore,
   listing: ContainerListing,
   retained: ReadonlySet<number>,
   complete: ReadonlyMap<number, unknown>,
   format: number | undefined,
   signal: AbortSignal | undefined,
-): Promise<Map<number, Inode>> {
-  const inodes = new Map<number, Inode>()
+): Promise<Map<number, PartZero>> {
+  const inodes = new Map<number, PartZero>()
   const limiter = new Limiter(8)
   await Promise.all(
     [...retained].map((cno) =>
@@ -298,7 +324,7 @@ async function keptInodes(
         try {
           const size = listing.sizes.get(key)
           const { header } = await readObjectHeader(store, cno, 0, { format, size, signal })
-          inodes.set(cno, header.inode)
+          inodes.set(cno, { inode: header.inode, baseInode: header.baseInode })
         } catch (err) {
           if (!StreamSegmentError.is(err)) throw err
           throw new StreamSegmentError(
@@ -314,6 +340,72 @@ async function keptInodes(
 }
 
 /**
+ * The checkpoints superseded less than `graceMs` ago, with their inodes. A writer opened
+ * on a checkpoint while it was published builds on that checkpoint's objects until it
+ * publishes, and on a conflict (`conflictPolicy: 'retry'`) it publishes its whole view —
+ * that checkpoint plus its own writes — so those objects must last as long as its own
+ * objects in flight do: the grace period, counted from when the checkpoint stopped being
+ * the published one. The published checkpoints form a chain, each part 0 naming the inode
+ * it was built on, which is the one it replaced (the inode write is a compare-and-swap; a
+ * roll-forward publishes only a part 0 built on the inode published then); so checkpoint
+ * b was superseded when its successor s in the chain was published, and the store tells
+ * when s's part 0 was written, just before (a rolled-forward s was published later, at
+ * least `rollForwardAfterMs` after: writers opening meanwhile roll it forward themselves,
+ * so those on b opened before then). The chain is walked back from the published
+ * checkpoint while the successor's part 0 is younger than `graceMs`: part 0s are older
+ * and older down the chain (each was written after its base was published), so the first
+ * old one ends it. Complete checkpoints never published are not in the chain: no writer
+ * opened on them. A part 0 read here that fails its checks ends the walk (logged): the
+ * checkpoint it names is kept all the same, from the inode its successor names.
+ */
+async function supersededLately(
+  store: ObjectStore,
+  listing: ContainerListing,
+  published: number,
+  headers: ReadonlyMap<number, PartZero>,
+  complete: ReadonlyMap<number, unknown>,
+  graceMs: number,
+  now: number,
+  format: number | undefined,
+  signal: AbortSignal | undefined,
+): Promise<Map<number, Inode>> {
+  const lately = new Map<number, Inode>()
+  let s = published
+  while (s > 0) {
+    const key = segmentKey(s, 0)
+    const at = listing.modified.get(key)
+    if (at === undefined || now - at >= graceMs) break // what s replaced was superseded before the grace period
+    let base = headers.get(s)?.baseInode
+    if (base === undefined) {
+      try {
+        const size = listing.sizes.get(key)
+        base = (await readObjectHeader(store, s, 0, { format, size, signal })).header.baseInode
+      } catch (err) {
+        // A part 0 gone or damaged ends the walk; a failing store stops the cleaner.
+        const unreadable =
+          StreamSegmentError.is(err, 'ERR_CORRUPT') ||
+          StreamSegmentError.is(err, 'ERR_NOT_FOUND') ||
+          StreamSegmentError.is(err, 'ERR_UNSUPPORTED')
+        if (!unreadable) throw err
+        log(
+          '%s: checkpoint %d: its part 0 cannot be read (%s); older ones are not kept as superseded lately',
+          store.url,
+          s,
+          err.message,
+        )
+        break
+      }
+    }
+    // The first checkpoint's base is the NULL inode (cno 0); a base whose part 0 an earlier
+    // run deleted was dropped then, and the older ones with it.
+    if (base.cno === 0 || base.cno >= s || !complete.has(base.cno)) break
+    lately.set(base.cno, base)
+    s = base.cno
+  }
+  return lately
+}
+
+/**
  * Mark: the keys every kept checkpoint reaches, its part 0 among them, each map walked
  * once (a subtree walked for another checkpoint is not walked again when reached at the
  * same level within a range that holds the earlier one). A map that cannot be walked
@@ -323,16 +415,36 @@ async function mark(
   store: ObjectStore,
   retained: ReadonlySet<number>,
   inodeOf: (cno: number) => Inode,
+  onlyLately: (cno: number) => boolean,
   signal: AbortSignal | undefined,
   onWalked: () => void,
-): Promise<Set<string>> {
+): Promise<{ live: Set<string>; broken: Set<number> }> {
   const live = new Set<string>()
+  const broken = new Set<number>()
   const seen = new Map<string, NodePlace>()
   const problems: Problem[] = []
-  for (const cno of [...retained].sort((a, b) => b - a)) {
+  // Those kept by a rule first, so every node they reach is walked and checked for them
+  // (a node missing for a checkpoint kept only as superseded lately would be in `seen`).
+  const newestFirst = [...retained].sort((a, b) => b - a)
+  const order = [...newestFirst.filter((c) => !onlyLately(c)), ...newestFirst.filter(onlyLately)]
+  for (const cno of order) {
     live.add(segmentKey(cno, 0))
-    const walk = await walkMap(store, inodeOf(cno), problems, signal, { seen })
+    // Kept only as superseded lately: a map an earlier run with a shorter grace period
+    // left incomplete does not stop the cleaner; what it reaches stays (a later walk may
+    // have passed over a subtree because this one covered it), the checkpoint is broken.
+    const own: Problem[] = onlyLately(cno) ? [] : problems
+    const walk = await walkMap(store, inodeOf(cno), own, signal, { seen })
     for (const key of walk.reached.keys()) live.add(key)
+    if (own !== problems && own.length > 0) {
+      broken.add(cno)
+      log(
+        '%s: checkpoint %d, superseded lately, cannot be walked whole: dropped, what it reaches kept (%d problems, first: %s)',
+        store.url,
+        cno,
+        own.length,
+        own[0]?.message,
+      )
+    }
     onWalked()
   }
   if (problems.length > 0) {
@@ -340,7 +452,7 @@ async function mark(
       `${store.url}: gc: a kept checkpoint's block map cannot be walked whole (${problems.length} problems, first: ${problems[0]?.message}); nothing was deleted`,
     )
   }
-  return live
+  return { live, broken }
 }
 
 /**

@@ -275,6 +275,7 @@ describe('export: memory and directory stores', () => {
     // Counts the requests made of the container: none for a target or option refused.
     const store = new ThrottledStore(inner, { latencyMs: 0, bandwidth: Number.POSITIVE_INFINITY })
     const dest = new MemoryStore()
+    const TARGET_CALLS = ['put', 'get', 'createMultipart', 'uploadPart', 'completeMultipart', 'abortMultipart']
     const refused: Array<[string, () => Promise<unknown>, RegExp]> = [
       ['sendPartBytes 1', () => exportObject(store, { store: dest, key: 'x' }, { sendPartBytes: 1 }), /sendPartBytes/],
       ['minPartBytes 0', () => exportObject(store, { store: dest, key: 'x' }, { minPartBytes: 0 }), /minPartBytes/],
@@ -282,6 +283,44 @@ describe('export: memory and directory stores', () => {
       ['an ACL', () => exportObject(store, { Bucket: 'b', Key: 'k', ACL: 'public-read' } as never, {}), /ACL/],
       ['a key ending in /', () => exportObject(store, { Bucket: 'b', Key: 'dir/' }, {}), /dir\//],
       ['the inode key', () => exportObject(store, { store: inner, key: 'inode' }), /corrupt the container/],
+      // A { store, key } target of the wrong kind: refused before the container is read
+      // (a store given as a URL used to fail with a TypeError once the whole checkpoint was read).
+      ...(
+        [
+          [
+            'a URL for the store',
+            { store: 'mem://dst', key: 'x' },
+            /store must be an ObjectStore.*string "mem:\/\/dst"/,
+          ],
+          ['a null store', { store: null, key: 'x' }, /store must be an ObjectStore.*got null/],
+          [
+            'a store without multipart calls',
+            { store: { url: 'mem://x', put() {}, get() {}, head() {}, list() {}, delete() {} }, key: 'x' },
+            /ObjectStore/,
+          ],
+          [
+            'a store without a url',
+            { store: { url: 1, ...Object.fromEntries(TARGET_CALLS.map((m) => [m, () => {}])) }, key: 'x' },
+            /ObjectStore/,
+          ],
+          ['no key', { store: dest, key: undefined }, /key must be a non-empty string, got undefined/],
+          ['a number for the key', { store: dest, key: 42 }, /key must be a non-empty string, got number 42/],
+          ['an empty key', { store: dest, key: '' }, /key must be a non-empty string/],
+          ['an unknown field', { store: dest, key: 'y', Bucket: 'b' }, /target: unknown option "Bucket"/],
+          [
+            'a misspelt field',
+            { store: dest, key: 'y', metdata: {} },
+            /unknown option "metdata" \(did you mean metadata\?\)/,
+          ],
+          ['metadata null', { store: dest, key: 'y', metadata: null }, /metadata must be an object, got null/],
+          ['attributes a string', { store: dest, key: 'y', attributes: 'text/plain' }, /attributes must be an object/],
+          ['Metadata a string', { Bucket: 'b', Key: 'k', Metadata: 'x' }, /Metadata must be an object/],
+        ] as const
+      ).map(([what, target, message]): [string, () => Promise<unknown>, RegExp] => [
+        what,
+        () => exportObject(store, target as never),
+        message,
+      ]),
     ]
     for (const [what, p, message] of refused) {
       await rejectsCode(p(), 'ERR_INVALID_ARGUMENT', message)

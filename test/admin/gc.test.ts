@@ -7,12 +7,16 @@
  * a kept checkpoint or younger than the grace period. GC_RUNS=n runs longer.
  */
 import assert from 'node:assert/strict'
-import { describe, it } from 'node:test'
+import { mkdtempSync, readdirSync, rmSync, statSync, utimesSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, describe, it } from 'node:test'
 import fc from 'fast-check'
 import { type GcProgress, gc } from '../../lib/admin/gc.js'
 import { listCheckpoints, verifyCheckpoint } from '../../lib/admin/index.js'
 import { walkMap } from '../../lib/admin/map-walk.js'
 import { removeContainer } from '../../lib/admin/remove.js'
+import { main } from '../../lib/cli.js'
 import { StreamSegmentError } from '../../lib/errors.js'
 import {
   decodeInodeObject,
@@ -23,6 +27,7 @@ import {
   segmentKey,
 } from '../../lib/format/index.js'
 import { SegmentFile } from '../../lib/segment-file.js'
+import { DirectoryStore } from '../../lib/store/directory.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
 import { rejectsCode } from '../helpers/assert.js'
@@ -469,5 +474,222 @@ describe('retention and abandoned numbers', () => {
     assert.equal(t.streamDeadBytes, 0, 'nothing sent ahead was lost')
     assert.ok(t.streamSentBytes > 0)
     assert.ok((await readAll(store, 4)).equals(pattern(0, 120 * KiB, 3)))
+  })
+})
+
+describe('gc beside a writer opened on a checkpoint since superseded', () => {
+  const HOUR = 3_600_000
+  const dirs: string[] = []
+  after(() => {
+    for (const d of dirs) rmSync(d, { recursive: true, force: true })
+  })
+
+  /** A container to test in, and how to make a checkpoint's objects look older (their LastModified, which gc goes by). */
+  interface Place {
+    store: ObjectStore
+    /** Another handle on the same container (a second writer, as another process would have). */
+    other: () => ObjectStore
+    age: (cno: number, ms: number) => void
+    /** Runs the cleaner with its defaults (keep 1, grace 1 hour), as the API or the CLI. */
+    gc: () => Promise<{ kept: number[]; dropped: number[] }>
+  }
+  const inMemory = (): Place => {
+    const store = new MemoryStore()
+    // The memory store's objects, reached past `private`, for their write times.
+    const objects = (store as unknown as { bucket: { objects: Map<string, { modifiedMs: number }> } }).bucket.objects
+    return {
+      store,
+      other: () => store,
+      age: (cno, ms) => {
+        for (const [key, o] of objects) {
+          const k = parseKey(key)
+          if (k?.kind === 'segment' && k.cno === cno) o.modifiedMs -= ms
+        }
+      },
+      gc: () => gc(store),
+    }
+  }
+  const inDirectory = (): Place => {
+    const root = mkdtempSync(join(tmpdir(), 'ss-gc-superseded-'))
+    dirs.push(root)
+    const dir = join(root, 'container')
+    return {
+      store: new DirectoryStore(dir),
+      other: () => new DirectoryStore(dir),
+      age: (cno, ms) => {
+        for (const name of readdirSync(dir)) {
+          const k = parseKey(name)
+          if (k?.kind !== 'segment' || k.cno !== cno) continue
+          const at = new Date(statSync(join(dir, name)).mtimeMs - ms)
+          utimesSync(join(dir, name), at, at)
+        }
+      },
+      // The CLI's `gc <dir>`, all defaults.
+      gc: async () => {
+        const out: string[] = []
+        const sink = (isTTY: boolean, to: string[]) =>
+          ({ isTTY, write: (c: string | Uint8Array) => to.push(String(c)) > 0 }) as unknown as NodeJS.WritableStream
+        const errs: string[] = []
+        assert.equal(await main(['gc', dir, '--json'], sink(false, out), sink(false, errs)), 0, errs.join(''))
+        return JSON.parse(out.join('')) as { kept: number[]; dropped: number[] }
+      },
+    }
+  }
+
+  /**
+   * Checkpoint 1, written two hours ago; writer W1 opens on it (published then) and patches
+   * 4 KiB without flushing; writer W2 rewrites the file and publishes checkpoint 2; the
+   * cleaner runs (`clean`); W1 flushes: a conflict, retried on top of checkpoint 2 with W1's
+   * whole view, which points into checkpoint 1's objects. Every checkpoint kept, and the one
+   * published, must read back.
+   */
+  async function writerOnSuperseded(
+    place: Place,
+    clean: () => Promise<{ kept: number[]; dropped: number[] } | undefined>,
+    w2Settings = settings,
+  ): Promise<void> {
+    const { store } = place
+    const A = pattern(0, 100 * KiB, 1)
+    const f = await SegmentFile.create(store, settings)
+    await f.write(0, A)
+    assert.equal((await f.flush()).cno, 1)
+    await f.close()
+    place.age(1, 2 * HOUR)
+
+    const w1 = await SegmentFile.open(store, settings)
+    const patch = pattern(0, 4 * KiB, 9)
+    await w1.write(0, patch)
+    const mine = Buffer.from(A)
+    patch.copy(mine, 0)
+
+    const w2 = await SegmentFile.open(place.other(), w2Settings)
+    const B = pattern(0, 100 * KiB, 2)
+    await w2.truncate(0)
+    await w2.write(0, B)
+    assert.equal((await w2.flush()).cno, 2)
+    await w2.close() // with retainCheckpoints, waits for its cleaner
+
+    // Checkpoint 1 was superseded just now: a writer opened on it may still publish on it.
+    const r = await clean()
+    if (r !== undefined) assert.deepEqual([r.kept, r.dropped], [[1, 2], []])
+
+    const t = await w1.flush()
+    await w1.close()
+    assert.equal(t.conflicts, 1, 'W1 met W2 and published its whole view on top of it')
+    const content = new Map([
+      [1, A],
+      [2, B],
+      [t.cno, mine],
+    ])
+    const published = decodeInodeObject(await store.get(INODE_KEY)).cno
+    assert.equal(published, t.cno)
+    assert.ok((await readAll(store, t.cno)).equals(mine), 'the checkpoint W1 published reads back')
+    assert.deepEqual((await verifyCheckpoint(store)).problems, [])
+    // The next run keeps 1 and 2 too: each was superseded within the hour.
+    const again = await place.gc()
+    for (const cno of [1, 2, t.cno]) assert.ok(again.kept.includes(cno), `${cno} kept: ${JSON.stringify(again)}`)
+    for (const cno of again.kept) {
+      const want = content.get(cno)
+      assert.ok(want !== undefined, `checkpoint ${cno} has a reference`)
+      assert.ok((await readAll(store, cno)).equals(want), `kept checkpoint ${cno} reads back`)
+    }
+  }
+
+  it('gc keeps the checkpoint superseded within the grace period: the writer on it publishes a readable checkpoint (memory store)', async () => {
+    const place = inMemory()
+    await writerOnSuperseded(place, place.gc)
+  })
+
+  it('the same with the CLI, `gc <dir>` with its defaults (directory store)', async () => {
+    const place = inDirectory()
+    await writerOnSuperseded(place, place.gc)
+  })
+
+  it("the same with the other writer's own cleaner (retainCheckpoints: 1, retainGraceMs by default)", async () => {
+    const place = inMemory()
+    await writerOnSuperseded(place, async () => undefined, { ...settings, retainCheckpoints: 1 })
+  })
+
+  it('a checkpoint superseded longer ago than the grace period is dropped, and its objects deleted', async () => {
+    for (const place of [inMemory(), inDirectory()]) {
+      const { store } = place
+      const refs = new Map<number, Buffer>()
+      for (let i = 1; i <= 3; i++) {
+        const w = await (i === 1 ? SegmentFile.create(store, settings) : SegmentFile.open(place.other(), settings))
+        const bytes = pattern(0, 64 * KiB, i)
+        await w.truncate(0)
+        await w.write(0, bytes)
+        refs.set((await w.flush()).cno, bytes)
+        await w.close()
+      }
+      // 1 written 3 h ago, superseded 2 h ago (2's part 0); 2 superseded just now.
+      place.age(1, 3 * HOUR)
+      place.age(2, 2 * HOUR)
+      const r = await place.gc()
+      assert.deepEqual([r.kept, r.dropped], [[2, 3], [1]])
+      const left = (await listCheckpoints(store)).checkpoints.map((c) => c.cno)
+      assert.deepEqual(left, [2, 3])
+      for await (const e of store.list('')) {
+        const k = parseKey(e.key)
+        assert.ok(!(k?.kind === 'segment' && k.cno === 1), `${e.key} is left`)
+      }
+      for (const cno of [2, 3]) assert.ok((await readAll(store, cno)).equals(refs.get(cno) as Buffer))
+    }
+  })
+
+  it('the chain of published checkpoints decides, not the next number: a part 0 never published in between is passed over', async () => {
+    const { store, age, gc: clean } = inMemory()
+    const quiet = { ...settings, rollForwardAfterMs: 24 * HOUR } // no roll-forward in this test
+    const f = await SegmentFile.create(store, quiet)
+    const A = pattern(0, 64 * KiB, 1)
+    await f.write(0, A)
+    await f.flush()
+    await f.close()
+    // Checkpoint 2: its part 0 stored, its inode write failed: complete, never published.
+    const failing = new FailingStore(store)
+    const stopped = await SegmentFile.open(failing, quiet)
+    failing.addRule({ ops: ['put'], key: /^inode$/, mode: 'error' })
+    await stopped.truncate(0)
+    await stopped.write(0, pattern(0, 64 * KiB, 2))
+    await assert.rejects(stopped.flush())
+    await stopped.close()
+    age(1, 3 * HOUR)
+    age(2, 2 * HOUR)
+    // Checkpoint 3 replaces 1 just now.
+    const w = await SegmentFile.open(store, quiet)
+    const C = pattern(0, 64 * KiB, 3)
+    await w.truncate(0)
+    await w.write(0, C)
+    assert.equal((await w.flush()).cno, 3)
+    await w.close()
+    const r = await clean()
+    assert.deepEqual([r.kept, r.dropped], [[1, 3], [2]])
+    assert.ok((await readAll(store, 1)).equals(A))
+    assert.ok((await readAll(store, 3)).equals(C))
+    assert.equal(await store.head(segmentKey(2, 0)), undefined, "2's objects, old and never published, are deleted")
+  })
+
+  it('after a run with a shorter grace period, a checkpoint superseded lately but left incomplete is dropped, not fatal', async () => {
+    const store = new MemoryStore()
+    const f = await SegmentFile.create(store, smallSettings)
+    await f.write(0, pattern(0, 160 * KiB, 1))
+    await f.flush()
+    await f.close()
+    const w = await SegmentFile.open(store, smallSettings)
+    await w.write(0, pattern(0, 64 * KiB, 2))
+    await w.flush()
+    await w.close()
+    // Grace 0: checkpoint 1 dropped, the objects 2 does not reach deleted; its part 0 stays
+    // (2 reaches it).
+    const first = await gc(store, { graceMs: 0 })
+    assert.deepEqual([first.kept, first.dropped], [[2], [1]])
+    assert.ok(first.deletedObjects > 0)
+    assert.ok(await store.head(segmentKey(1, 0)), "1's part 0 is left")
+    // The default grace: 1 was superseded within it, but cannot be walked whole any more.
+    const r = await gc(store)
+    assert.deepEqual([r.kept, r.dropped, r.stopped], [[2], [1], undefined])
+    const want = Buffer.from(pattern(0, 160 * KiB, 1))
+    pattern(0, 64 * KiB, 2).copy(want, 0)
+    assert.ok((await readAll(store, 2)).equals(want))
   })
 })
