@@ -76,14 +76,22 @@ export async function downloadFile(
   if (signal?.aborted) throw aborted()
   const t0 = performance.now()
   const opening = { requests: 0, bytes: 0 }
-  const counted = countingStore(store, opening)
-  const file = await SegmentFile.open(counted.store, { cno, readOnly: true })
-  counted.stop()
-  const onAbort = () => file.abort(aborted())
+  // The signal is heard from before the open: an open stalled on a request (the inode's
+  // GET, say) ends when it fires, as the reads after it do.
+  const abortOpen = new AbortController()
+  let handle: SegmentFile | undefined
+  const onAbort = () => {
+    abortOpen.abort(signal?.reason)
+    handle?.abort(aborted())
+  }
   signal?.addEventListener('abort', onAbort, { once: true })
   const tmp = `${path}.stream-segment-${process.pid}-${randomBytes(4).toString('hex')}.tmp`
   let tmpExists = false
   try {
+    const counted = countingStore(store, opening, abortOpen.signal)
+    const file = await SegmentFile.open(counted.store, { cno, readOnly: true })
+    counted.stop()
+    handle = file
     if (signal?.aborted) throw aborted()
     const from = Math.min(options.start ?? 0, file.size)
     const to = Math.min(options.end === undefined ? file.size : options.end + 1, file.size)
@@ -129,6 +137,6 @@ export async function downloadFile(
   } finally {
     signal?.removeEventListener('abort', onAbort)
     if (tmpExists) await rm(tmp, { force: true })
-    await file.close().catch(() => undefined) // an aborted handle refuses close; nothing is held
+    await handle?.close().catch(() => undefined) // an aborted handle refuses close; nothing is held
   }
 }

@@ -44,32 +44,54 @@ export function checkStreamOptions(
   }
 }
 
-/** Destroys `stream` with ERR_ABORTED (`what` aborted) when `signal` aborts, or at once if it has. */
+/**
+ * Destroys `stream` with ERR_ABORTED (`what` aborted) when `signal` aborts, or at once if it
+ * has. The listener goes when the stream closes: a signal that outlives many streams (a
+ * server's shutdown signal) must not hold every stream it was given, nor collect listeners.
+ */
 export function destroyOnAbort(
-  stream: { destroy(err: Error): void },
+  stream: { destroy(err: Error): void; once(event: 'close', listener: () => void): unknown },
   signal: AbortSignal | undefined,
   what: string,
 ): void {
   if (signal === undefined) return
   const onAbort = () => stream.destroy(StreamSegmentError.aborted(`${what} aborted`, signal.reason))
-  if (signal.aborted) queueMicrotask(onAbort)
-  else signal.addEventListener('abort', onAbort, { once: true })
+  if (signal.aborted) {
+    queueMicrotask(onAbort)
+    return
+  }
+  signal.addEventListener('abort', onAbort, { once: true })
+  stream.once('close', () => signal.removeEventListener('abort', onAbort))
 }
 
-/** `store` with its GETs and HEADs counted into `into` until `stop` (a handle's open, say). */
+/**
+ * `store` with its GETs and HEADs counted into `into` until `stop` (a handle's open, say).
+ * Until then every read request (get, getChunks, head, list) also carries `signal`, beside
+ * any signal of its own: SegmentFile.open takes none, and an open that waits on a stalled
+ * request must end when the stream or download is aborted, not when the request does.
+ */
 export function countingStore(
   store: ObjectStore,
   into: { requests: number; bytes: number },
+  signal?: AbortSignal,
 ): { store: ObjectStore; stop: () => void } {
   let counting = true
+  const withSignal = (args: unknown[]): unknown[] => {
+    if (!counting || signal === undefined) return args
+    const options = (args[1] ?? {}) as { signal?: AbortSignal }
+    const own = options.signal
+    const both = own === undefined || own === signal ? signal : AbortSignal.any([own, signal])
+    return [args[0], { ...options, signal: both }, ...args.slice(2)]
+  }
   const proxy = new Proxy(store, {
     get(target, prop) {
       const v = Reflect.get(target, prop, target)
       if (typeof v !== 'function') return v
+      if (prop === 'list' || prop === 'getChunks') return (...args: unknown[]) => v.apply(target, withSignal(args))
       if (prop !== 'get' && prop !== 'head') return v.bind(target)
       return async (...args: unknown[]) => {
         if (counting) into.requests++
-        const r = await v.apply(target, args)
+        const r = await v.apply(target, withSignal(args))
         if (counting && r instanceof Uint8Array) into.bytes += r.byteLength
         return r
       }

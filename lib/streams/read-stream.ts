@@ -26,8 +26,9 @@
  * - `start` and `end` are byte offsets, `end` inclusive, as in `fs.createReadStream` and
  *   HTTP ranges; both are clipped to the file, and a start at or past its end gives an
  *   empty stream. An end before the start is refused, as `fs.createReadStream` refuses it.
- * - The AbortSignal, `destroy()` or a failed read aborts every request in flight and
- *   fails the stream with a StreamSegmentError (ERR_ABORTED for the first two).
+ * - The AbortSignal, `destroy()` or a failed read aborts every request in flight (the
+ *   open's too) and fails the stream with a StreamSegmentError (ERR_ABORTED for the first
+ *   two). The signal's listener goes when the stream closes.
  */
 import { Readable } from 'streamx'
 import { StreamSegmentError } from '../errors.js'
@@ -89,6 +90,11 @@ export class StreamSegmentReadStream extends Readable {
   private readonly options: ReadStreamOptions
   private readonly readAheadBytes: number
   private openRequests = { requests: 0, bytes: 0 }
+  /**
+   * Aborts the open's requests: streamx holds `destroy()` until `_open` has called back, so
+   * an open stalled on a request would hold the stream's end until the request ends.
+   */
+  private readonly opening = new AbortController()
   private pos = 0
   private end = 0
   private planned: Piece[] = []
@@ -161,6 +167,7 @@ export class StreamSegmentReadStream extends Readable {
   private abortFile(): void {
     const state = (this as unknown as { _readableState?: { error: unknown } | null })._readableState
     const err = state?.error ?? StreamSegmentError.aborted(`read of ${this.store.url} aborted`)
+    this.opening.abort(err) // the open's requests, if it is still going on
     if (this.queue.length > 0 || this.filling !== undefined || this.planning !== undefined) this.file?.abort(err)
     this.queue = []
     this.handing = undefined
@@ -168,7 +175,7 @@ export class StreamSegmentReadStream extends Readable {
 
   private async openFile(): Promise<void> {
     const { cno, start = 0, end } = this.options
-    const counted = countingStore(this.store, this.openRequests)
+    const counted = countingStore(this.store, this.openRequests, this.opening.signal)
     const file = await SegmentFile.open(counted.store, { cno, readOnly: true })
     counted.stop()
     this.file = file

@@ -6,6 +6,7 @@
  * test/read/s3-read.test.ts.)
  */
 import assert from 'node:assert/strict'
+import { getEventListeners } from 'node:events'
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -15,6 +16,8 @@ import { SegmentFile } from '../../lib/segment-file.js'
 import { DirectoryStore } from '../../lib/store/directory.js'
 import type { GetOptions, ObjectStore } from '../../lib/store/types.js'
 import { downloadFile } from '../../lib/streams/download-file.js'
+import { within } from '../helpers/containers.js'
+import { FailingStore } from '../helpers/failing-store.js'
 import { pattern } from '../helpers/pattern.js'
 
 const KiB = 1024
@@ -187,5 +190,28 @@ describe('downloadFile', () => {
     await assert.rejects(downloadFile(slow, path, { readGetMaxBytes: 64 * KiB }), /the link went down/)
     assert.equal(String(await readFile(path)), 'keep me')
     assert.deepEqual(await leftovers(), [])
+  })
+
+  it('an abort while the checkpoint is opened ends the download at once', async () => {
+    const path = join(dir, 'keep-open.bin')
+    await writeFile(path, 'keep me')
+    // The inode's GET hangs until its request is aborted, as a stalled link's would.
+    const stalled = new FailingStore(store, [{ ops: ['get', 'head'], key: /^inode$/, mode: 'hang' }])
+    const ac = new AbortController()
+    const download = downloadFile(stalled, path, { signal: ac.signal })
+    const settled = assert.rejects(
+      download,
+      (err) => code('ERR_ABORTED')(err) && /download of .* to .*keep-open\.bin aborted/.test(String(err)),
+    )
+    const hung = async () => {
+      while (stalled.count('get', 'hung') + stalled.count('head', 'hung') === 0)
+        await new Promise((r) => setTimeout(r, 5))
+    }
+    await within(hung(), 2000, 'the open')
+    ac.abort(new Error('enough'))
+    await within(settled, 2000, 'abort during the open')
+    assert.equal(String(await readFile(path)), 'keep me')
+    assert.deepEqual(await leftovers(), [])
+    assert.equal(getEventListeners(ac.signal, 'abort').length, 0)
   })
 })

@@ -4,6 +4,7 @@
  * StreamSegmentErrors, options checked before any request.
  */
 import assert from 'node:assert/strict'
+import { getEventListeners } from 'node:events'
 import { Writable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { before, describe, it } from 'node:test'
@@ -16,6 +17,15 @@ import { buildContainer, within } from '../helpers/containers.js'
 import { FailingStore } from '../helpers/failing-store.js'
 import { pattern } from '../helpers/pattern.js'
 import { ThrottledStore } from '../helpers/throttled-store.js'
+
+/** Resolves once `store` holds a hung call (polled; `within` bounds the wait). */
+async function hungOnce(store: FailingStore): Promise<void> {
+  while (store.calls.every((c) => c.outcome !== 'hung')) await new Promise((r) => setTimeout(r, 5))
+}
+
+/** Resolves when `rs` has closed. */
+const closed = (rs: { once(event: 'close', f: () => void): unknown }) =>
+  new Promise<void>((r) => rs.once('close', () => r()))
 
 const KiB = 1024
 const MiB = 1024 * KiB
@@ -119,6 +129,77 @@ describe('createStreamSegmentReadStream', () => {
     rs.destroy()
     await within(closed, 2000, 'close')
     await new Promise((r) => setTimeout(r, 100))
+  })
+
+  it('the AbortSignal or destroy() while the checkpoint is opened ends the open at once', async () => {
+    // The inode's GET hangs until its request is aborted, as a stalled link's would: nothing
+    // but the open's own signal can end it, and streamx holds destroy() until the open ends.
+    const stalled = () => new FailingStore(small, [{ ops: ['get', 'head'], key: /^inode$/, mode: 'hang' }])
+
+    const bySignal = stalled()
+    const ac = new AbortController()
+    const rs = createStreamSegmentReadStream({ store: bySignal, signal: ac.signal })
+    const rsClosed = closed(rs)
+    const drained = rejectsCode(drain(rs), 'ERR_ABORTED', /read of .* aborted/)
+    await within(hungOnce(bySignal), 2000, 'the open')
+    ac.abort(new Error('stop'))
+    await within(drained, 2000, 'abort during the open')
+    await within(rsClosed, 2000, 'close')
+    assert.equal(rs.file, undefined)
+    assert.equal(bySignal.count('get', 'hung'), 1)
+
+    const byDestroy = stalled()
+    const rs2 = createStreamSegmentReadStream({ store: byDestroy })
+    const gone = closed(rs2)
+    const drained2 = drain(rs2).then(
+      () => assert.fail('a destroyed stream ended'),
+      (err) => err,
+    )
+    await within(hungOnce(byDestroy), 2000, 'the open')
+    rs2.destroy()
+    await within(gone, 2000, 'close after destroy() during the open')
+    assert.ok((await within(drained2, 2000, 'the consumer')) instanceof Error)
+
+    const byError = stalled()
+    const rs3 = createStreamSegmentReadStream({ store: byError })
+    const drained3 = rejectsCode(drain(rs3), 'ERR_STORE', /gone/)
+    await within(hungOnce(byError), 2000, 'the open')
+    rs3.destroy(StreamSegmentError.store('gone'))
+    await within(drained3, 2000, 'destroy(err) during the open')
+  })
+
+  it('leaves no listener on a shared AbortSignal once its streams have closed', async () => {
+    // A long-lived signal (a server's shutdown signal) given to many streams: a listener
+    // left behind holds its stream, and 11 of them draw MaxListenersExceededWarning.
+    const ac = new AbortController()
+    const latest = refs.get(Math.max(...refs.keys())) as Buffer
+    for (let i = 0; i < 12; i++) {
+      const rs = createStreamSegmentReadStream({ store: small, signal: ac.signal, start: i * 1000, end: i * 1000 + 99 })
+      const done = closed(rs)
+      assert.ok((await drain(rs)).equals(latest.subarray(i * 1000, i * 1000 + 100)))
+      await within(done, 2000, `stream ${i} closed`)
+    }
+    // Failed, destroyed mid-stream and destroyed before it opened.
+    const failed = createStreamSegmentReadStream({ store: small, signal: ac.signal, cno: 99 })
+    const failedClosed = closed(failed)
+    await rejectsCode(drain(failed), 'ERR_NOT_FOUND')
+    const mid = createStreamSegmentReadStream({ store: big, signal: ac.signal, readGetMaxBytes: MiB })
+    const midClosed = closed(mid)
+    await mid[Symbol.asyncIterator]().next()
+    mid.destroy()
+    const unopened = createStreamSegmentReadStream({ store: small, signal: ac.signal })
+    const unopenedClosed = closed(unopened)
+    unopened.destroy()
+    await within(Promise.all([failedClosed, midClosed, unopenedClosed]), 2000, 'close')
+    assert.equal(getEventListeners(ac.signal, 'abort').length, 0)
+    // A stream still open keeps its listener, and the signal still ends it.
+    const open = createStreamSegmentReadStream({ store: big, signal: ac.signal })
+    await open[Symbol.asyncIterator]().next()
+    assert.equal(getEventListeners(ac.signal, 'abort').length, 1)
+    const openClosed = closed(open)
+    ac.abort()
+    await within(openClosed, 2000, 'close on abort')
+    assert.equal(getEventListeners(ac.signal, 'abort').length, 0)
   })
 
   it('a store error or corruption fails the stream with its code', async () => {
