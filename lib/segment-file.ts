@@ -582,9 +582,26 @@ export class SegmentFile {
 
   /**
    * Closes the handle, discarding what was not flushed: uploads in flight are waited for,
-   * the open multipart upload is aborted. Runs after an abort or a failure too.
+   * the open multipart upload is aborted. Runs after an abort or a failure too. With a WAL
+   * the log stays, for the next open with its folder to replay; `discardWal: true` empties
+   * it instead (what it holds past the published checkpoint is never published: for a
+   * writer that gave its changes up, as the write stream destroyed during its flush does).
    */
-  close(): Promise<void> {
+  close(options: { discardWal?: boolean } = {}): Promise<void> {
+    let discardWal: boolean
+    try {
+      if (typeof options !== 'object' || options === null) {
+        throw StreamSegmentError.invalidArgument(`close: options must be an object, got ${describeValue(options)}`)
+      }
+      checkOptionNames('close', options, ['discardWal'])
+      const given = (options as { discardWal?: unknown }).discardWal
+      if (given !== undefined && typeof given !== 'boolean') {
+        throw StreamSegmentError.invalidArgument(`close: discardWal must be true or false, got ${describeValue(given)}`)
+      }
+      discardWal = given === true
+    } catch (err) {
+      return Promise.reject(err) // the handle stays open
+    }
     const p = this.queue.then(async () => {
       if (this.closed) return
       this.closed = true
@@ -595,10 +612,15 @@ export class SegmentFile {
         while (this.cleaning !== undefined) await this.cleaning
         this.core.tier.clear()
       } finally {
-        // The log stays: the next open with its folder replays what was not published.
         const wal = this.wal
         this.wal = undefined
-        if (wal !== undefined) await wal.log.close().finally(() => wal.release())
+        if (wal !== undefined) {
+          try {
+            if (discardWal) await wal.log.dropBefore((await wal.log.rotate(this.core.published.cno)) + 1)
+          } finally {
+            await wal.log.close().finally(() => wal.release())
+          }
+        }
       }
     })
     this.queue = p.catch(() => undefined)

@@ -89,6 +89,25 @@ export function deleteInode(store: ObjectStore, signal?: AbortSignal): Promise<v
   return store.delete(INODE_KEY, { signal })
 }
 
+/**
+ * The first of `keys` that the store does not hold, or undefined when it holds them all:
+ * HEADs, `concurrency` at a time, in order.
+ */
+export async function firstMissing(
+  store: ObjectStore,
+  keys: readonly string[],
+  signal?: AbortSignal,
+  concurrency = 8,
+): Promise<string | undefined> {
+  for (let i = 0; i < keys.length; i += concurrency) {
+    const batch = keys.slice(i, i + concurrency)
+    const infos = await Promise.all(batch.map((key) => store.head(key, { signal })))
+    const j = infos.indexOf(undefined)
+    if (j >= 0) return batch[j]
+  }
+  return undefined
+}
+
 /** The objects of checkpoint `cno`, by key: one LIST of its prefix. */
 export async function listCheckpoint(
   store: ObjectStore,

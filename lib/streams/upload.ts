@@ -229,7 +229,7 @@ function checkParams(params: UploadParams): void {
 
 /** The Body's size when it says it (string, bytes, Blob, a file's read stream), as lib-storage reads it. */
 function bodyLength(body: unknown): number | undefined {
-  if (typeof body === 'string') return Buffer.byteLength(body)
+  if (typeof body === 'string' || body instanceof String) return Buffer.byteLength(String(body))
   if (body instanceof Uint8Array) return body.byteLength
   if (typeof Blob !== 'undefined' && body instanceof Blob) return body.size
   if (body instanceof ReadStream) {
@@ -250,7 +250,7 @@ function isWebStream(body: unknown): body is WebReadableStream<Uint8Array> {
 
 /** The Body as a source of bytes for pipeline(); ERR_INVALID_ARGUMENT for a kind lib-storage does not take. */
 function bodySource(body: unknown): AsyncIterable<Uint8Array> {
-  if (typeof body === 'string') return feed(Buffer.from(body))
+  if (typeof body === 'string' || body instanceof String) return feed(Buffer.from(String(body)))
   if (body instanceof Uint8Array) return feed(body)
   if (typeof Blob !== 'undefined' && body instanceof Blob) {
     return Readable.fromWeb(body.stream() as unknown as WebReadableStream<Uint8Array>)
@@ -336,13 +336,14 @@ export class Upload extends EventEmitter {
     checkOptionNames('Upload: settings', settings, [], { settings: true })
     checkSettingValues(settings)
     const s: Partial<Settings> = { ...settings }
-    if (queueSize !== undefined) {
+    // As lib-storage, 0 takes the default.
+    if (queueSize !== undefined && queueSize !== 0) {
       if (!Number.isSafeInteger(queueSize) || queueSize < 1) {
         throw invalid(`queueSize ${queueSize}: must be an integer, at least 1`)
       }
       s.segmentMpuMaxConcurrency = Math.min(queueSize, MAX_QUEUE)
     }
-    if (partSize !== undefined) {
+    if (partSize !== undefined && partSize !== 0) {
       if (!Number.isSafeInteger(partSize) || partSize < MIN_PART_SIZE) {
         throw invalid(`partSize ${partSize}: must be an integer, at least ${MIN_PART_SIZE} (5 MiB)`)
       }
@@ -392,9 +393,16 @@ export class Upload extends EventEmitter {
     const Key = this.params.Key as string
     const writer = createStreamSegmentWriteStream({ store: this.store, signal, ...this.settings })
     this.writer = writer
+    /** A listener that threw: lib-storage's done() rejects with it, so this one does too. */
+    let listenerError: { err: unknown } | undefined
     const report = (loaded: number, part: number) => {
       this.loaded = Math.max(this.loaded, loaded)
-      this.emit('httpUploadProgress', { loaded: this.loaded, total: this.total, part, Key, Bucket })
+      try {
+        this.emit('httpUploadProgress', { loaded: this.loaded, total: this.total, part, Key, Bucket })
+      } catch (err) {
+        listenerError ??= { err }
+        writer.destroy(err instanceof Error ? err : new Error(String(err)))
+      }
     }
     writer.on('progress', (p) => report(Math.min(p.uploadedBytes, p.bytesWritten), p.requests))
     writer.on('flush', () => report(writer.bytesWritten, writer.progress.requests))
@@ -404,10 +412,12 @@ export class Upload extends EventEmitter {
     } catch (err) {
       writer.destroy(err as Error)
       await closed // every multipart upload aborted, the file closed
-      if (signal.aborted) throw abortError(signal.reason)
-      throw err
+      if (listenerError !== undefined) throw listenerError.err
+      // An abort that came while the inode write was under way, which then published: done.
+      if (writer.flushTiming === undefined) throw signal.aborted ? abortError(signal.reason) : err
     }
     await closed
+    if (listenerError !== undefined) throw listenerError.err
     const timing = writer.flushTiming as FlushTiming
     const result: UploadResult = {
       Bucket,

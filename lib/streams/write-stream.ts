@@ -11,7 +11,9 @@
  * `flushTiming` holds the FlushTiming (also emitted as 'flush', just before 'finish').
  * 'close' follows 'finish', or the error. A source error, a store error, `destroy()`
  * (with or without an error) or the AbortSignal aborts every request in flight and
- * publishes nothing; 'progress' is emitted after each upload request completes.
+ * publishes nothing, but for the inode write, the commit point, whose answer a stop that
+ * meets it waits for (`abortBy`, `_destroy`); 'progress' is emitted after each upload
+ * request completes.
  *
  * Why node:stream and not streamx (which the read stream uses): the contract here is
  * Node's Writable, whole — `write(chunk, encoding, cb)` calling `cb`, strings with an
@@ -26,7 +28,9 @@
  * the flush publishes. A process that dies after the end and before the commit point is
  * published leaves a log that the next writer with the folder replays and publishes; one
  * that dies mid-stream leaves a group never committed, which is dropped: a stream is
- * published whole or not at all, as without a log.
+ * published whole or not at all, as without a log. A stream destroyed or aborted in a
+ * process that lives on empties its log as it closes (a flush that failed by itself keeps
+ * it, as a process that died would).
  */
 import { Writable } from 'node:stream'
 import { StreamSegmentError } from '../errors.js'
@@ -132,6 +136,14 @@ export class StreamSegmentWriteStream extends Writable {
   readonly store: ObjectStore
   private readonly settings: Partial<Settings> & { wal?: WalOptions }
   private committed = false
+  /** `_final` has started the flush (the input ended). */
+  private ending = false
+  /** The flush's outcome, once `_final` started it (never rejects). */
+  private flushed: Promise<unknown> | undefined
+  /** The error the flush failed with by itself (a store's, not an abort's), which destroys the stream. */
+  private flushError: Error | undefined
+  /** The signal's error, once it aborted. */
+  private abortError: Error | undefined
   /** The last 'progress' (at the commit) was emitted. */
   private progressDone = false
   private requests = 0
@@ -166,7 +178,32 @@ export class StreamSegmentWriteStream extends Writable {
       ...(profile === 'streaming' ? { ...STREAMING_PROFILE, ...settings } : settings),
       ...(wal === undefined ? {} : { wal }),
     }
-    destroyOnAbort(this, signal, `write to ${this.store.url}`)
+    destroyOnAbort(
+      { destroy: (err) => this.abortBy(err), once: (e, l) => this.once(e, l) },
+      signal,
+      `write to ${this.store.url}`,
+    )
+  }
+
+  /**
+   * The signal aborted. Before the input ended, or once the flush is past its inode write, the
+   * stream is destroyed at once. While the flush runs, its requests are aborted now, but the
+   * inode write, if under way, is waited for (write/flush.ts says why): if it publishes, the
+   * stream finishes as committed; otherwise it is destroyed with the abort's error.
+   */
+  private abortBy(err: Error): void {
+    if (this.committed) return // finishing: published already
+    this.abortError ??= err
+    const file = this.file
+    const flushed = this.flushed
+    if (!this.ending || file === undefined || flushed === undefined || this.destroyed) {
+      this.destroy(err)
+      return
+    }
+    file.abort(err)
+    flushed.then(() => {
+      if (!this.committed) this.destroy(err)
+    })
   }
 
   /** Where the upload stands (the 'progress' event's argument). */
@@ -199,34 +236,66 @@ export class StreamSegmentWriteStream extends Writable {
 
   override _final(cb: Callback): void {
     const file = this.file as SegmentFile
-    const committed = this.settings.wal === undefined ? Promise.resolve() : file.walCommit()
-    committed
+    this.ending = true
+    const logged = this.settings.wal === undefined ? Promise.resolve() : file.walCommit()
+    const flush = logged
       .then(() => file.flush())
       .then((timing) => {
         this.flushTiming = timing
         this.committed = true
-        // After the 'progress' of the flush's own requests, queued the same way.
+        return timing
+      })
+    this.flushed = flush.catch(() => undefined)
+    flush.then(
+      (timing) => {
+        // After the 'progress' of the flush's own requests, queued the same way. A listener
+        // that throws does so on its own (as any emitter's): the stream still finishes.
         process.nextTick(() => {
           this.progressDone = true
-          this.emit('progress', this.progress)
-          this.emit('flush', timing)
-          cb()
+          try {
+            this.emit('progress', this.progress)
+            this.emit('flush', timing)
+          } finally {
+            cb()
+          }
         })
-      }, cb)
+      },
+      (err: Error) => {
+        if (this.abortError === undefined) this.flushError = err
+        cb(err)
+      },
+    )
   }
 
+  /**
+   * Stops uploads at once and closes the file. What the stream ends with is what happened:
+   * a flush whose inode write was under way when the destroy came is waited for, and if it
+   * published, the stream closes without an error (committed: `flushTiming` is set, 'flush'
+   * emitted), whatever the destroy's error; otherwise the destroy's error, or ERR_ABORTED
+   * for a destroy without one once the input had ended (else pipeline() would take the
+   * ended stream for a finished one). With a WAL, the log is emptied unless the flush failed
+   * by itself (a store error): a stream destroyed or aborted is never published later.
+   */
   override _destroy(err: Error | null, cb: Callback): void {
     const file = this.file
     if (file === undefined) {
       cb(err)
       return
     }
-    // Stop uploads now; the destroy error (source, store or abort) says why.
-    if (!this.committed) file.abort(err ?? StreamSegmentError.aborted(`write to ${this.store.url}: destroyed`))
-    file.close().then(
-      () => cb(err),
-      () => cb(err), // the stream's own error is what matters
-    )
+    const url = this.store.url
+    // The destroy error (source, store or abort) says why.
+    if (!this.committed) file.abort(err ?? StreamSegmentError.aborted(`write to ${url}: destroyed`))
+    const discardWal = this.settings.wal !== undefined && !this.committed && (err === null || err !== this.flushError)
+    const settled = () => {
+      if (this.committed) cb(null)
+      else if (err !== null) cb(err)
+      else cb(this.ending ? StreamSegmentError.aborted(`write to ${url}: destroyed before the commit`) : null)
+    }
+    file
+      .close({ discardWal })
+      .catch(() => undefined) // the stream's own outcome is what matters
+      .then(() => this.flushed)
+      .then(settled)
   }
 
   private async take(chunk: Uint8Array): Promise<void> {

@@ -21,12 +21,14 @@
  */
 import debug from 'debug'
 import { type Published, publishInode, reloadInode, sameInode, wasPublished } from '../container/inode.js'
-import { deleteSegments, listCheckpoint } from '../container/listing.js'
+import { deleteSegments, firstMissing, listCheckpoint } from '../container/listing.js'
+import { readObjectHeader } from '../container/object-header.js'
 import { StreamSegmentError } from '../errors.js'
 import { FLAG_CHECKPOINT, FLAG_PARTIAL } from '../format/header.js'
 import type { Inode } from '../format/inode.js'
 import { objectBytes } from '../format/layout.js'
 import { segmentKey } from '../format/names.js'
+import { pointerPart } from '../format/pointer.js'
 import type { MapNode } from '../state/block-map.js'
 import type { FileState } from '../state/file-state.js'
 import { growingLeaf, ObjectPlan } from './object-plan.js'
@@ -164,6 +166,8 @@ async function send(
       return plan
     } catch (err) {
       plan.unplace()
+      // An abort cuts the upload's answer, not the upload: part 0 may have landed.
+      if (part0 && core.signal.aborted) await dropAbortedPart0(core, plan, true)
       if (!StreamSegmentError.is(err, 'ERR_CONFLICT') || attempt >= MAX_TAKEN_NUMBERS) throw err
       log('%s exists: checkpoint %d moves to a new number', plan.key, cno)
       core.abandonCheckpoint()
@@ -221,6 +225,7 @@ export async function flush(core: FileState): Promise<FlushTiming> {
     const t3 = performance.now()
     const { cno, inode } = part0.ctx
     await verifySources(core, part0)
+    await refuseIfAborted(core, part0)
     let committed: Awaited<ReturnType<typeof commitInode>>
     try {
       committed = await commitInode(core, inode, timing)
@@ -316,10 +321,14 @@ export async function startPublish(core: FileState): Promise<PublishInFlight | u
   const landed = (async () => {
     try {
       const t1 = performance.now()
-      await core.uploader.upload(whole.upload, core.signal)
+      await core.uploader.upload(whole.upload, core.signal).catch(async (err: unknown) => {
+        if (core.signal.aborted) await dropAbortedPart0(core, plan, true) // as in send()
+        throw err
+      })
       timing.bytes += plan.size
       timing.part0Ms = performance.now() - t1
       const t2 = performance.now()
+      await refuseIfAborted(core, plan)
       const committed = await commitInode(core, inode, timing)
       if ('lost' in committed) {
         timing.conflicts++
@@ -395,7 +404,7 @@ async function commitInode(
   timing: FlushTiming,
 ): Promise<{ etag: string } | { lost: StreamSegmentError; now: Published | undefined }> {
   try {
-    const put = await publishInode(core.store, inode, core.publishedEtag, core.signal)
+    const put = await putInode(core, inode)
     timing.bytes += put.bytes
     return { etag: put.etag }
   } catch (err) {
@@ -485,12 +494,51 @@ async function afterConflict(
   const s = core.settings
   timing.conflicts++
   log('checkpoint %d: conflict (%s), policy %s', cno, err.message, s.conflictPolicy)
+  if (now === undefined) {
+    // Publishing again (If-None-Match) would make a new container whose block map points
+    // into the removed one's objects. The file keeps the ETag it had, so a later flush meets
+    // the same conflict.
+    throw StreamSegmentError.conflict(
+      `${core.store.url}: checkpoint ${cno} was not published: the container's inode is gone (the container was removed meanwhile); this handle publishes nothing more: open the container again`,
+      err,
+    )
+  }
+  await checkBase(core, cno, now)
   core.republished(now)
   core.abandonCheckpoint()
   if (s.conflictPolicy === 'fail' || timing.conflicts > s.conflictRetries) {
     throw StreamSegmentError.conflict(
       `${core.store.url}: checkpoint ${cno} was not published: another writer got there first (${err.message})`,
       err,
+    )
+  }
+}
+
+/**
+ * Before a conflict moves this file onto the checkpoint another writer published: every
+ * object of the checkpoint it was built on (or older) that its block map still points into
+ * must exist. That checkpoint was superseded meanwhile, and the cleaner may have dropped it
+ * (it keeps a superseded checkpoint for its grace period only): publishing on top would
+ * then make a checkpoint that cannot be read. Looked at: the objects the nodes in memory
+ * name (the root's and every loaded node's entries), one HEAD each. ERR_CONFLICT when one
+ * is gone, and the file stays on its ETag, so that a later flush meets the same conflict.
+ */
+async function checkBase(core: FileState, cno: number, now: Published): Promise<void> {
+  const base = core.published.cno
+  const keys = new Set<string>()
+  const visit = (node: MapNode) => {
+    for (let i = 0; i < node.count; i++) {
+      const hi = node.hi[i] as number
+      if (hi !== 0 && hi <= base) keys.add(segmentKey(hi, pointerPart(node.lo[i] as number)))
+      const child = node.children?.[i]
+      if (child !== undefined) visit(child)
+    }
+  }
+  visit(core.map.root)
+  const gone = await firstMissing(core.store, [...keys], core.signal)
+  if (gone !== undefined) {
+    throw StreamSegmentError.conflict(
+      `${core.store.url}: checkpoint ${cno} was not published: another writer published checkpoint ${now.inode.cno}, and ${gone}, which this file's block map points into (it was built on checkpoint ${base}), is gone (a cleaner dropped that checkpoint since): nothing was published; open the container again`,
     )
   }
 }
@@ -508,6 +556,70 @@ async function sendAll(
     else record(core, timing, r.value)
   }
   if (failure !== undefined) throw failure
+}
+
+/**
+ * How long an abort waits for the answer to an inode write already sent. The inode write is
+ * the commit point: cut, its answer would be lost, and whether the checkpoint was published
+ * could not be told (nor part 0 deleted: the write may land after the cut). Waited for, the
+ * flush reports what happened: published, it resolves. A store that has not answered by
+ * then is cut all the same.
+ */
+const INODE_ABORT_WAIT_MS = 10_000
+/** How long deleting an aborted checkpoint's part 0 may take (the file's own signal is aborted). */
+const PART0_DROP_MS = 10_000
+
+/** Phase 3's request: the inode written If-Match (see INODE_ABORT_WAIT_MS for how an abort meets it). */
+async function putInode(core: FileState, inode: Inode): Promise<{ etag: string; bytes: number }> {
+  const own = new AbortController()
+  let timer: NodeJS.Timeout | undefined
+  const onAbort = () => {
+    timer = setTimeout(() => own.abort(core.signal.reason), INODE_ABORT_WAIT_MS)
+  }
+  core.signal.addEventListener('abort', onAbort, { once: true })
+  try {
+    return await publishInode(core.store, inode, core.publishedEtag, own.signal)
+  } finally {
+    core.signal.removeEventListener('abort', onAbort)
+    clearTimeout(timer)
+  }
+}
+
+/**
+ * An abort that comes after part 0 is stored and before the inode write is sent: part 0 is
+ * deleted, then the flush fails with the abort's error. Left, it would be a complete
+ * checkpoint whose publication was interrupted, which the next writer to open the
+ * container rolls forward: published after all, though the caller was told it was not.
+ */
+async function refuseIfAborted(core: FileState, part0: ObjectPlan): Promise<void> {
+  if (!core.signal.aborted) return
+  part0.unplace()
+  await dropAbortedPart0(core, part0, false)
+  throw core.signal.reason
+}
+
+/**
+ * Deletes the part 0 of a checkpoint aborted before its inode write (best effort: a store
+ * that fails the delete leaves it, and a writer opening the container after
+ * `rollForwardAfterMs` may publish it). `mayBeOthers`: its upload was cut before it
+ * answered, so the key may hold another writer's part 0 under the same number (segment
+ * objects are create-only: ours may never have been written): it is deleted only when the
+ * inode in its header is ours.
+ */
+async function dropAbortedPart0(core: FileState, part0: ObjectPlan, mayBeOthers: boolean): Promise<void> {
+  const { cno, part, inode } = part0.ctx
+  const signal = AbortSignal.timeout(PART0_DROP_MS)
+  try {
+    if (mayBeOthers) {
+      // ERR_NOT_FOUND when it never landed: nothing to delete.
+      const { header } = await readObjectHeader(core.store, cno, part, { format: core.format, signal })
+      if (inode === undefined || !sameInode(header.inode, inode)) return
+    }
+    await deleteSegments(core.store, [part0.key], signal)
+    log('%s: deleted after the abort', part0.key)
+  } catch (err) {
+    log('%s: not deleted after the abort: %s', part0.key, (err as Error)?.message ?? err)
+  }
 }
 
 /**

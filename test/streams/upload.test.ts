@@ -75,13 +75,16 @@ describe('Upload: the constructor', () => {
         }),
       (err) => StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT') && /^Upload: tags: /.test(err.message),
     )
-    for (const bad of [{ queueSize: 0 }, { queueSize: 1.5 }, { partSize: 4 * MiB }, { partSize: Number.NaN }]) {
+    for (const bad of [{ queueSize: -1 }, { queueSize: 1.5 }, { partSize: 4 * MiB }, { partSize: Number.NaN }]) {
       assert.throws(
         () => new Upload({ client: client, params: { Bucket: 'b', Key: 'k', Body: 'x' }, ...bad }),
         (err) =>
           StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT') && err.message.includes(Object.keys(bad)[0] as string),
       )
     }
+    // As lib-storage's: 0 takes the default; a String object is a string.
+    assert.ok(new Upload({ client: client, params: { Bucket: 'b', Key: 'k', Body: 'x' }, queueSize: 0, partSize: 0 }))
+    assert.ok(new Upload({ client: client, params: { Bucket: 'b', Key: 'k', Body: new String('x') as never } }))
     assert.throws(() => new Upload({ client: client, params: { Bucket: '', Key: 'k', Body: 'x' } }), /params\.Bucket/)
     assert.throws(
       () => new Upload({ client: client, params: { Bucket: 'b', Key: 'k', Body: 'x', ContentLength: -1 } }),

@@ -1,0 +1,182 @@
+/**
+ * The write stream's end, when something stops it while its flush runs: what the caller is
+ * told is what readers see, now and later. An abort before the inode write publishes
+ * nothing, not even through a later writer's roll-forward or a WAL replay; an abort that
+ * meets the inode write under way waits for its answer and reports it; a destroy without an
+ * error after the input ended is not taken for a finish.
+ */
+import assert from 'node:assert/strict'
+import { promises as fs } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Readable } from 'node:stream'
+import { finished, pipeline } from 'node:stream/promises'
+import { after, describe, it } from 'node:test'
+import { S3Client } from '@aws-sdk/client-s3'
+import { Upload } from '../../lib/index.js'
+import { SegmentFile } from '../../lib/segment-file.js'
+import { MemoryStore } from '../../lib/store/memory.js'
+import type { ObjectStore } from '../../lib/store/types.js'
+import { createStreamSegmentWriteStream } from '../../lib/streams/write-stream.js'
+import { rejectsCode } from '../helpers/assert.js'
+import { pattern } from '../helpers/pattern.js'
+import { type CallInfo, WrappedStore } from '../helpers/wrapped-store.js'
+
+const roots: string[] = []
+after(() => Promise.all(roots.map((d) => fs.rm(d, { recursive: true, force: true }))))
+
+async function tempDir(): Promise<string> {
+  const d = await fs.mkdtemp(join(tmpdir(), 'ss-stream-abort-'))
+  roots.push(d)
+  return d
+}
+
+/** A store that runs `before` ahead of each call and `after` once the call has answered. */
+class HookedStore extends WrappedStore {
+  before: (call: CallInfo) => void | Promise<void> = () => undefined
+  after: (call: CallInfo) => void | Promise<void> = () => undefined
+  protected async around<T>(call: CallInfo, run: () => Promise<T>): Promise<T> {
+    await this.before(call)
+    const result = await run()
+    await this.after(call)
+    return result
+  }
+}
+
+const OLD = pattern(0, 50_000, 7)
+const NEW = pattern(0, 300_000, 8)
+const PART0 = /^\d{10}\.0$/
+
+/** A container holding OLD as its checkpoint 1. */
+async function containerWithOld(store: ObjectStore): Promise<void> {
+  const f = await SegmentFile.create(store)
+  await f.write(0, OLD)
+  await f.flush()
+  await f.close()
+}
+
+/** The published checkpoint's number and bytes. */
+async function published(store: ObjectStore): Promise<{ cno: number; bytes: Buffer }> {
+  const r = await SegmentFile.open(store, { readOnly: true })
+  try {
+    return { cno: r.cno, bytes: Buffer.from(await r.read(0, r.size)) }
+  } finally {
+    await r.close()
+  }
+}
+
+/** What a writer that opens the container sees, rolling forward any complete checkpoint at once. */
+async function afterWriterOpen(store: ObjectStore): Promise<{ cno: number; bytes: Buffer }> {
+  const w = await SegmentFile.open(store, { rollForwardAfterMs: 0 })
+  await w.close()
+  return published(store)
+}
+
+async function keys(store: MemoryStore): Promise<string[]> {
+  const out: string[] = []
+  for await (const e of store.list()) out.push(e.key)
+  return out
+}
+
+describe('the write stream stopped during its flush', () => {
+  it('an abort after part 0 is stored and before the inode write: nothing published, part 0 deleted, no roll-forward', async () => {
+    const inner = new MemoryStore('abort-part0')
+    await containerWithOld(inner)
+    const store = new HookedStore(inner)
+    const ac = new AbortController()
+    store.after = (call) => {
+      if (call.op === 'put' && PART0.test(call.key) && call.key !== '0000000001.0') ac.abort(new Error('stop'))
+    }
+    const ws = createStreamSegmentWriteStream({ store, signal: ac.signal })
+    await rejectsCode(pipeline(Readable.from([NEW]), ws), 'ERR_ABORTED')
+    assert.equal(ws.flushTiming, undefined)
+    assert.deepEqual(await published(inner), { cno: 1, bytes: OLD })
+    assert.deepEqual(
+      (await keys(inner)).filter((k) => PART0.test(k)),
+      ['0000000001.0'],
+      'the aborted checkpoint has no part 0',
+    )
+    assert.deepEqual(await afterWriterOpen(inner), { cno: 1, bytes: OLD }, 'a later writer rolls nothing forward')
+  })
+
+  it('an abort that meets the inode write under way waits for it: published, so the stream finishes', async () => {
+    const inner = new MemoryStore('abort-inode')
+    await containerWithOld(inner)
+    const store = new HookedStore(inner)
+    const ac = new AbortController()
+    store.before = async (call) => {
+      if (call.op === 'put' && call.key === 'inode') {
+        ac.abort(new Error('stop'))
+        await new Promise((r) => setTimeout(r, 50)) // the answer comes after the abort
+      }
+    }
+    const ws = createStreamSegmentWriteStream({ store, signal: ac.signal })
+    const flushed: number[] = []
+    ws.on('flush', (t) => flushed.push(t.cno))
+    await pipeline(Readable.from([NEW]), ws)
+    assert.equal(ws.flushTiming?.cno, 2)
+    assert.deepEqual(flushed, [2])
+    assert.deepEqual(await published(inner), { cno: 2, bytes: NEW })
+  })
+
+  it('the same for Upload: abort() while the inode write is under way, and done() resolves with what was published', async () => {
+    const inner = new MemoryStore('upload-inode')
+    const store = new HookedStore(inner)
+    const client = new S3Client({ region: 'us-east-1', credentials: { accessKeyId: 'a', secretAccessKey: 'b' } })
+    const upload = new Upload({ client, params: { Bucket: 'b', Key: 'k', Body: NEW } })
+    // The container's store, here a memory store instead of s3://b/k (the S3 path: upload-s3.test.ts).
+    Object.defineProperty(upload, 'store', { value: store })
+    store.before = async (call) => {
+      if (call.op === 'put' && call.key === 'inode') {
+        void upload.abort()
+        await new Promise((r) => setTimeout(r, 50))
+      }
+    }
+    const result = await upload.done()
+    assert.equal(result.cno, 1)
+    assert.deepEqual(await published(inner), { cno: 1, bytes: NEW })
+  })
+
+  it('destroy() without an error once the input ended: ERR_ABORTED, not a finish, and nothing published', async () => {
+    const inner = new MemoryStore('destroy-noerr')
+    await containerWithOld(inner)
+    const store = new HookedStore(inner)
+    let ws: ReturnType<typeof createStreamSegmentWriteStream> | undefined
+    store.before = (call) => {
+      if (call.op === 'put' && PART0.test(call.key) && call.key !== '0000000001.0') ws?.destroy()
+    }
+    ws = createStreamSegmentWriteStream({ store })
+    await rejectsCode(pipeline(Readable.from([NEW]), ws), 'ERR_ABORTED', /destroyed before the commit/)
+    await rejectsCode(finished(ws), 'ERR_ABORTED')
+    assert.deepEqual(await afterWriterOpen(inner), { cno: 1, bytes: OLD })
+  })
+
+  it('with a WAL: a stream aborted during its flush is not published by the next writer with the folder', async () => {
+    const inner = new MemoryStore('wal-abort')
+    await containerWithOld(inner)
+    const dir = join(await tempDir(), 'wal')
+    const store = new HookedStore(inner)
+    const ac = new AbortController()
+    store.before = (call) => {
+      if (call.op === 'put' && PART0.test(call.key) && call.key !== '0000000001.0') ac.abort(new Error('stop'))
+    }
+    const ws = createStreamSegmentWriteStream({ store, signal: ac.signal, wal: { dir } })
+    await rejectsCode(pipeline(Readable.from([NEW]), ws), 'ERR_ABORTED')
+    const f = await SegmentFile.open(inner, { wal: { dir }, rollForwardAfterMs: 0 })
+    assert.equal(f.walReplay?.records, 0, 'the log holds nothing to replay')
+    await f.close()
+    assert.deepEqual(await published(inner), { cno: 1, bytes: OLD })
+  })
+
+  it('Upload: a progress listener that throws makes done() reject with its error (as lib-storage), nothing uncaught', async () => {
+    const inner = new MemoryStore('upload-listener')
+    const client = new S3Client({ region: 'us-east-1', credentials: { accessKeyId: 'a', secretAccessKey: 'b' } })
+    const upload = new Upload({ client, params: { Bucket: 'b', Key: 'k', Body: NEW } })
+    Object.defineProperty(upload, 'store', { value: inner })
+    const bug = new Error('listener bug')
+    upload.on('httpUploadProgress', () => {
+      throw bug
+    })
+    await assert.rejects(upload.done(), (err) => err === bug)
+  })
+})

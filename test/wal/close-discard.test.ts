@@ -1,0 +1,52 @@
+/**
+ * `close({ discardWal: true })`: a writer that gives its changes up, after an abort as well
+ * (when rollback() is refused), leaves a log that a later open does not replay; a plain
+ * close keeps the log for the next open to publish.
+ */
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+import { SegmentFile } from '../../lib/segment-file.js'
+import { MemoryStore } from '../../lib/store/memory.js'
+import { rejectsCode } from '../helpers/assert.js'
+import { pattern } from '../helpers/pattern.js'
+import { contents, walDirs } from '../helpers/wal-dirs.js'
+
+const walDir = walDirs('ss-walclose-')
+
+async function published(store: MemoryStore): Promise<Buffer> {
+  const r = await SegmentFile.open(store, { readOnly: true })
+  try {
+    return await contents(r)
+  } finally {
+    await r.close()
+  }
+}
+
+describe('SegmentFile.close and the WAL', () => {
+  it('discardWal after an abort: the next open replays nothing; without it, the log is published', async () => {
+    for (const discardWal of [true, false]) {
+      const store = new MemoryStore(`close-${discardWal}`)
+      const dir = await walDir()
+      const f = await SegmentFile.create(store, { wal: { dir } })
+      await f.write(0, pattern(0, 10_000, 1))
+      await f.flush()
+      await f.write(0, pattern(0, 20_000, 2))
+      f.abort(new Error('given up'))
+      await rejectsCode(f.rollback(), 'ERR_ABORTED')
+      await f.close({ discardWal })
+      const g = await SegmentFile.open(store, { wal: { dir } })
+      assert.equal(g.walReplay?.records, discardWal ? 0 : 1, `discardWal ${discardWal}`)
+      await g.close()
+      assert.deepEqual(await published(store), discardWal ? pattern(0, 10_000, 1) : pattern(0, 20_000, 2))
+    }
+  })
+
+  it('bad options are refused and the handle stays open', async () => {
+    const f = await SegmentFile.create(new MemoryStore('close-bad'))
+    await rejectsCode(f.close({ discardWal: 'yes' } as never), 'ERR_INVALID_ARGUMENT', /discardWal/)
+    await rejectsCode(f.close({ discard: true } as never), 'ERR_INVALID_ARGUMENT', /"discard"/)
+    await rejectsCode(f.close(null as never), 'ERR_INVALID_ARGUMENT', /options must be an object/)
+    await f.write(0, pattern(0, 100))
+    await f.close()
+  })
+})
