@@ -27,8 +27,10 @@
  *   HTTP ranges; both are clipped to the file, and a start at or past its end gives an
  *   empty stream. An end before the start is refused, as `fs.createReadStream` refuses it.
  * - The AbortSignal, `destroy()` or a failed read aborts every request in flight (the
- *   open's too) and fails the stream with a StreamSegmentError (ERR_ABORTED for the first
- *   two). The signal's listener goes when the stream closes.
+ *   open's too) and ends the stream: ERR_ABORTED for the signal, `destroy(err)`'s own err,
+ *   and for a `destroy()` without one streamx's STREAM_DESTROYED, for which it emits no
+ *   'error' (as when a consumer breaks out of a `for await`). The signal's listener goes
+ *   when the stream closes.
  */
 import { Readable } from 'streamx'
 import { StreamSegmentError } from '../errors.js'
