@@ -41,8 +41,40 @@ export async function callS3<T>(
 ): Promise<T> {
   const { op, where } = call
   if (signal?.aborted) throw StreamSegmentError.aborted(`${op} ${where} aborted`, signal.reason)
-  const deadline = policy.deadlineMs > 0 ? AbortSignal.timeout(policy.deadlineMs) : undefined
-  const s = AbortSignal.any([signal, deadline].filter((x): x is AbortSignal => x !== undefined))
+  // The caller's signal or the deadline, whichever fires first. Not AbortSignal.any: on
+  // Node 20 each signal it makes stays referenced from its sources for as long as they
+  // live, and a file's own signal, given to every request it makes, lives as long as it.
+  const both = new AbortController()
+  const s = both.signal
+  const onAbort = () => both.abort(signal?.reason)
+  signal?.addEventListener('abort', onAbort, { once: true })
+  let deadlinePassed = false
+  const deadline =
+    policy.deadlineMs > 0
+      ? setTimeout(() => {
+          deadlinePassed = true
+          both.abort(StreamSegmentError.timeout(`${op} ${where}: deadline of ${policy.deadlineMs} ms passed`))
+        }, policy.deadlineMs).unref()
+      : undefined
+  try {
+    return await tries(policy, call, signal, s, fn, onRetry, () => deadlinePassed)
+  } finally {
+    signal?.removeEventListener('abort', onAbort)
+    clearTimeout(deadline)
+  }
+}
+
+/** callS3's tries, each given `s` (the caller's signal or the deadline's). */
+async function tries<T>(
+  policy: RetryPolicy,
+  call: Call,
+  signal: AbortSignal | undefined,
+  s: AbortSignal,
+  fn: (signal: AbortSignal) => Promise<T>,
+  onRetry: () => void,
+  deadlinePassed: () => boolean,
+): Promise<T> {
+  const { op, where } = call
   const t0 = performance.now()
   for (let attempt = 0; ; attempt++) {
     try {
@@ -55,7 +87,7 @@ export async function callS3<T>(
       return out
     } catch (err) {
       let mapped = mapError(call, err, signal)
-      if (deadline?.aborted && !signal?.aborted) {
+      if (deadlinePassed() && !signal?.aborted) {
         mapped = StreamSegmentError.timeout(
           `${op} ${where}: no answer within the deadline of ${policy.deadlineMs} ms (${attempt + 1} tries)`,
           err,

@@ -80,6 +80,8 @@ const ETAG_CHARS = /^[\x21\x23-\x7e\x80-\xff]{1,1024}$/
 const MAX_PAGE = 1000
 /** Truncated pages in a row with nothing on them before a listing is given up as endless. */
 const MAX_EMPTY_PAGES = 100
+/** How long releasing a claim's placeholder may take, retries included (see #releasePlaceholder). */
+const PLACEHOLDER_RELEASE_MS = 10_000
 
 /**
  * A caller's If-Match ETag, unquoted; ERR_INVALID_ARGUMENT, naming `what`, when it is empty
@@ -566,7 +568,11 @@ export class S3Store implements ObjectStore {
       }
       return out.UploadId
     } catch (err) {
-      if (writeId !== undefined) await this.#releasePlaceholder(key, writeId)
+      if (writeId !== undefined) {
+        const released = this.#releasePlaceholder(key, writeId)
+        // An abort is answered at once: the release goes on by itself (what it leaves, gc removes).
+        if (!signal?.aborted) await released
+      }
       throw err
     }
   }
@@ -972,11 +978,18 @@ export class S3Store implements ObjectStore {
     }
   }
 
-  /** Best effort, without the caller's signal: un-claim a key whose upload failed to start. */
+  /**
+   * Best effort, without the caller's signal: un-claim a key whose upload failed to start
+   * (what is left, an empty placeholder, gc removes).
+   */
   async #releasePlaceholder(key: string, writeId: string): Promise<void> {
+    // Bounded by its own deadline: the caller's signal may have fired (the reason it runs).
+    const signal = AbortSignal.timeout(PLACEHOLDER_RELEASE_MS)
     try {
-      const info = await this.head(key)
-      if (info !== undefined && info.size === 0 && info.metadata[WRITE_ID_METADATA] === writeId) await this.delete(key)
+      const info = await this.head(key, { signal })
+      if (info !== undefined && info.size === 0 && info.metadata[WRITE_ID_METADATA] === writeId) {
+        await this.delete(key, { signal })
+      }
     } catch (err) {
       log('release placeholder %s failed: %s', this.#where(key), (err as Error).message)
     }

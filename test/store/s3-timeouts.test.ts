@@ -313,6 +313,39 @@ describe('stalls on radosgw through the fault proxy', () => {
   })
 })
 
+describe('an abort during an outage on radosgw', () => {
+  let proxy: FaultProxy
+  const clients: { destroy(): void }[] = []
+  before(async () => {
+    await s3TestBucket()
+    proxy = await startFaultProxy()
+  })
+  after(async () => {
+    for (const c of clients) c.destroy()
+    await proxy?.close()
+  })
+
+  test("a claimed createMultipart aborted while the server stalls rejects at once, not after the claim's release", async () => {
+    const prefix = uniquePrefix('abort-claim')
+    const client = proxiedS3Client(proxy, { idleTimeoutMs: 2000 })
+    clients.push(client)
+    const store = new S3Store({ client, bucket: await s3TestBucket(), prefix })
+    const key = `${prefix}claimed`
+    // The placeholder lands; then nothing answers: the create, and the release's HEADs.
+    proxy.inject('stall', (r) => r.op === 'CreateMultipartUpload' && r.key === key)
+    for (let i = 0; i < 8; i++) proxy.inject('stall', (r) => r.op === 'HeadObject' && r.key === key)
+    const ac = new AbortController()
+    const created = store.createMultipart('claimed', { ifNoneMatch: '*', signal: ac.signal })
+    await new Promise((r) => setTimeout(r, 300))
+    const t0 = performance.now()
+    ac.abort(new Error('stop'))
+    await rejectsCode(created, 'ERR_ABORTED')
+    const ms = performance.now() - t0
+    // Waiting for the release took (1 + maxRetries) idle timeouts: 14 s here.
+    assert.ok(ms < 1500, `rejected ${Math.round(ms)} ms after the abort`)
+  })
+})
+
 describe('wrong credentials on radosgw', () => {
   let proxy: FaultProxy
   const clients: { destroy(): void }[] = []
