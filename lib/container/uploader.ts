@@ -48,6 +48,8 @@ const log = debug('stream-segment:upload')
 
 /** S3's limit on the parts of one multipart upload. */
 export const MAX_PIECES = 10_000
+/** How long giving up a multipart upload may take (best effort: gc aborts what is left open). */
+const MPU_ABORT_MS = 10_000
 
 /** Bytes handed to a request: views to send, and what to call when the request ends. */
 export interface Body {
@@ -466,7 +468,10 @@ export class MultipartObject {
   /**
    * Gives the upload up: waits for its pieces in flight, then aborts it (best effort,
    * logged). When the caller's signal gave it up and a resume can find it (`resumable`),
-   * it is left open instead, for the next attempt to continue (or gc to abort).
+   * it is left open instead, for the next attempt to continue (or gc to abort). The abort
+   * request ends within MPU_ABORT_MS, or at once when the caller's signal fires while it
+   * runs: a flush, rollback or close that waits for it never waits on a store that does
+   * not answer.
    */
   async abort(): Promise<void> {
     await this.settled()
@@ -480,7 +485,20 @@ export class MultipartObject {
     } catch {
       return // never created: nothing to abort
     }
-    await this.uploader.store.abortMultipart(this.key, id).catch((e) => log('abort %s %s failed: %s', this.key, id, e))
+    const bound = new AbortController()
+    const timer = setTimeout(() => bound.abort(new Error(`no answer within ${MPU_ABORT_MS} ms`)), MPU_ABORT_MS)
+    timer.unref()
+    const signal = this.signal
+    const onAbort = () => bound.abort(signal?.reason)
+    if (signal?.aborted === false) signal.addEventListener('abort', onAbort, { once: true })
+    try {
+      await this.uploader.store.abortMultipart(this.key, id, { signal: bound.signal })
+    } catch (e) {
+      log('abort %s %s failed: %s', this.key, id, e)
+    } finally {
+      clearTimeout(timer)
+      signal?.removeEventListener('abort', onAbort)
+    }
   }
 }
 

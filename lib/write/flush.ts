@@ -231,6 +231,7 @@ export async function flush(core: FileState): Promise<FlushTiming> {
       committed = await commitInode(core, inode, timing)
     } catch (err) {
       part0.unplace() // stored, not published: its blocks stay dirty for the next attempt
+      commitPointUnknown(core)
       throw err
     }
     if ('lost' in committed) {
@@ -329,7 +330,10 @@ export async function startPublish(core: FileState): Promise<PublishInFlight | u
       timing.part0Ms = performance.now() - t1
       const t2 = performance.now()
       await refuseIfAborted(core, plan)
-      const committed = await commitInode(core, inode, timing)
+      const committed = await commitInode(core, inode, timing).catch((err: unknown) => {
+        commitPointUnknown(core)
+        throw err
+      })
       if ('lost' in committed) {
         timing.conflicts++
         core.republished(committed.now)
@@ -583,6 +587,19 @@ async function putInode(core: FileState, inode: Inode): Promise<{ etag: string; 
     core.signal.removeEventListener('abort', onAbort)
     clearTimeout(timer)
   }
+}
+
+/**
+ * The inode write failed without saying whether it landed (a lost answer, a timeout, a
+ * failing store): the container may now hold this checkpoint, or not. The file takes its
+ * commit point for unknown: a copy of the inode it had under an ETag no inode has. So its
+ * next flush publishes even with nothing changed since (a rollback takes the file back to
+ * its base, which the container may no longer hold), and meets a conflict, which reads
+ * the inode again: the file's view is then published on top (conflictPolicy 'retry'), or
+ * ERR_CONFLICT says so ('fail').
+ */
+function commitPointUnknown(core: FileState): void {
+  core.republished({ inode: { ...core.published }, etag: SUPERSEDED })
 }
 
 /**
