@@ -156,10 +156,10 @@ export async function exportObject(
     throw StreamSegmentError.invalidArgument(`export: copy must be true or false, got ${describeValue(options.copy)}`)
   }
   if (typeof target === 'string') {
-    await checkFileTarget(store, target)
+    const file = await checkFileTarget(store, target)
     const { inode, extents } = await extentsToExport(store, options.cno, options.signal)
-    const file = await exportToFile(store, extents, inode.size, target, options)
-    return { url: store.url, cno: inode.cno, size: inode.size, ...file }
+    const written = await exportToFile(store, extents, inode.size, file, options)
+    return { url: store.url, cno: inode.cno, size: inode.size, ...written }
   }
   const dest = destination(store, target)
   const sizes = partSizes(dest.store, options)
@@ -371,30 +371,62 @@ async function realPath(path: string): Promise<string> {
   }
 }
 
+/** Where a checkpoint written to a local file goes (checkFileTarget). */
+export interface FileTarget {
+  /** The file replaced: the path given, or the file a symbolic link there names (the link stays). */
+  path: string
+  /** The permission bits of the regular file there, which the new one keeps; none when there is none. */
+  mode: number | undefined
+}
+
 /**
  * Checks, before anything is read or written, a local file a checkpoint is to be written
  * to (`what` names the call in messages): ERR_INVALID_ARGUMENT for no path, a directory,
- * or a path inside the folder of the directory container read (it would land among the
- * container's objects); what a stat of it cannot get past (a path through a file, no
- * permission) as localFileError says. A file not there yet is fine.
+ * something that is not a regular file (a FIFO, a device, a socket: the new file would
+ * replace it, a reader on it would get nothing), or a path inside the folder of the
+ * directory container read (it would land among the container's objects); what a stat of
+ * it cannot get past (a path through a file, no permission) as localFileError says. A file
+ * not there yet is fine. The file is written beside what it replaces and renamed over it:
+ * a symbolic link is followed (its target is replaced, the link stays), and the new file
+ * keeps the old one's permission bits.
  */
-export async function checkFileTarget(store: ObjectStore, path: string, what = `export to ${path}`): Promise<void> {
+export async function checkFileTarget(
+  store: ObjectStore,
+  path: string,
+  what = `export to ${path}`,
+): Promise<FileTarget> {
   if (typeof path !== 'string' || path === '') {
     throw StreamSegmentError.invalidArgument(`${what}: the file path must be a non-empty string`)
   }
-  const stat = await fs.stat(path).catch((err: NodeJS.ErrnoException) => {
+  const missing = (err: NodeJS.ErrnoException) => {
     if (err.code === 'ENOENT') return undefined
     throw localFileError(err, path, what)
-  })
+  }
+  let target = path
+  const link = await fs.lstat(path).catch(missing)
+  if (link?.isSymbolicLink()) {
+    // A link to nothing yet names where the file goes.
+    target = await fs.realpath(path).catch(async (err: NodeJS.ErrnoException) => {
+      if (err.code !== 'ENOENT') throw localFileError(err, path, what)
+      return resolve(dirname(path), await fs.readlink(path))
+    })
+  }
+  const stat = await fs.stat(target).catch(missing)
   if (stat?.isDirectory()) throw StreamSegmentError.invalidArgument(`${what}: is a directory: name a file`)
+  if (stat !== undefined && !stat.isFile()) {
+    throw StreamSegmentError.invalidArgument(
+      `${what}: not a regular file (a FIFO, a device or a socket), which the file written would replace: name a regular file`,
+    )
+  }
   if (store instanceof DirectoryStore) {
-    const [root, file] = await Promise.all([realPath(store.root), realPath(path)])
+    const [root, file] = await Promise.all([realPath(store.root), realPath(target)])
     if (file === root || file.startsWith(root.endsWith(sep) ? root : root + sep)) {
       throw StreamSegmentError.invalidArgument(
         `${what}: inside the container's folder ${store.root}: writing there would corrupt the container`,
       )
     }
   }
+  return { path: target, mode: stat?.isFile() ? stat.mode & 0o7777 : undefined }
 }
 
 /** A gc that deleted or replaced a source meanwhile shows as a missing or changed object: say so. */
@@ -584,23 +616,34 @@ function firstExtent(extents: readonly Extent[], pos: number): number {
 const FILE_CHUNK = 16 * MiB
 
 /**
- * Writes the file to a temporary file beside `path` (holes left sparse), syncs it and
- * renames it into place; on failure the temporary file is removed.
+ * A temporary file's name beside `path`, of a fixed length (a name built on the file's own
+ * could pass the file system's 255 bytes when the file's does not).
+ */
+export function temporaryBeside(path: string, what: string): string {
+  return join(dirname(path), `.ss-${what}-${process.pid}-${randomBytes(6).toString('hex')}.tmp`)
+}
+
+/**
+ * Writes the file to a temporary file beside the target (holes left sparse), with the
+ * permission bits of the file it replaces, syncs it and renames it into place; on failure
+ * the temporary file is removed.
  */
 async function exportToFile(
   store: ObjectStore,
   extents: readonly Extent[],
   size: number,
-  path: string,
+  target: FileTarget,
   options: ExportOptions,
 ): Promise<Omit<ExportResult, 'url' | 'cno' | 'size'>> {
   const { signal } = options
-  const tmp = join(dirname(path), `.${basename(path)}.ss-export-${randomBytes(6).toString('hex')}`)
+  const { path, mode } = target
+  const tmp = temporaryBeside(path, 'export')
   let written = 0
   const fh = await fs.open(tmp, 'wx').catch((err) => {
     throw localFileError(err, path, `export to ${path}`)
   })
   try {
+    if (mode !== undefined) await fh.chmod(mode)
     await fh.truncate(size)
     const limiter = new Limiter(4)
     const steps: Promise<void>[] = []

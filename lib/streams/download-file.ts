@@ -11,13 +11,14 @@
  * left to the file's length (set first), which reads them as zeros.
  *
  * Nothing half-written is visible at `path`: the bytes go to a temporary file beside it
- * (`<path>.stream-segment-<pid>-<random>.tmp`), renamed over `path` once complete; on
- * any failure or abort the temporary file is removed and `path` is left as it was. The
- * file is not synced before the rename (as `fs.createWriteStream` does not).
+ * (`.ss-download-<pid>-<random>.tmp`), with the permission bits of the file it replaces,
+ * renamed over `path` once complete (over the file a symbolic link there names; something
+ * not a regular file there is refused: admin/export.ts, `checkFileTarget`); on any failure
+ * or abort the temporary file is removed and `path` is left as it was. The file is not
+ * synced before the rename (as `fs.createWriteStream` does not).
  */
-import { randomBytes } from 'node:crypto'
 import { open, rename, rm } from 'node:fs/promises'
-import { checkFileTarget } from '../admin/export.js'
+import { checkFileTarget, temporaryBeside } from '../admin/export.js'
 import { StreamSegmentError } from '../errors.js'
 import { Reader, type ReadTiming } from '../read/reader.js'
 import { SegmentFile } from '../segment-file.js'
@@ -71,7 +72,7 @@ export async function downloadFile(
   const read = resolveReadOptions(options) // validates before any request
   const store = storeAt(location, 'downloadFile')
   const what = `download of ${store.url} to ${path}`
-  await checkFileTarget(store, path, `downloadFile to ${path}`)
+  const target = await checkFileTarget(store, path, `downloadFile to ${path}`)
   const aborted = () => StreamSegmentError.aborted(`${what} aborted`, signal?.reason)
   if (signal?.aborted) throw aborted()
   const t0 = performance.now()
@@ -85,7 +86,7 @@ export async function downloadFile(
     handle?.abort(aborted())
   }
   signal?.addEventListener('abort', onAbort, { once: true })
-  const tmp = `${path}.stream-segment-${process.pid}-${randomBytes(4).toString('hex')}.tmp`
+  const tmp = temporaryBeside(target.path, 'download')
   let tmpExists = false
   try {
     const counted = countingStore(store, opening, abortOpen.signal)
@@ -103,6 +104,11 @@ export async function downloadFile(
     })
     tmpExists = true
     try {
+      if (target.mode !== undefined) {
+        await fh.chmod(target.mode).catch((err) => {
+          throw localFileError(err, path)
+        })
+      }
       await fh.truncate(bytes).catch((err) => {
         throw localFileError(err, path)
       })
@@ -126,7 +132,7 @@ export async function downloadFile(
       await fh.close()
     }
     if (signal?.aborted) throw aborted()
-    await rename(tmp, path).catch((err) => {
+    await rename(tmp, target.path).catch((err) => {
       throw localFileError(err, path)
     })
     tmpExists = false

@@ -13,7 +13,7 @@
  * objects it completed whose block CRC-32s are the file's, and sends only the rest
  * (`FlushTiming.reusedBytes` says how much was kept or copied). See container/resume.ts.
  */
-import { type FileHandle, open } from 'node:fs/promises'
+import { type FileHandle, open, stat } from 'node:fs/promises'
 import {
   checkContinued,
   DEFAULT_RESUME_MAX_AGE_MS,
@@ -123,8 +123,20 @@ export interface UploadFileOptions {
   resumeMaxAgeMs?: number
 }
 
-/** Opens a local file for reading, its failures as the library's errors. */
-export async function openLocalFile(path: string): Promise<FileHandle> {
+/**
+ * Opens a local file for reading, its failures as the library's errors. With `regularOnly`,
+ * anything else there is refused before it is opened: opening a FIFO waits for a writer,
+ * in a thread no signal reaches (the process cannot even exit meanwhile).
+ */
+export async function openLocalFile(path: string, regularOnly = false): Promise<FileHandle> {
+  if (regularOnly) {
+    const st = await stat(path).catch(() => undefined) // a missing file: as open says below
+    if (st !== undefined && !st.isFile()) {
+      throw StreamSegmentError.invalidArgument(
+        `${path}: not a regular file (give a stream of it to the write stream instead)`,
+      )
+    }
+  }
   return open(path, 'r').catch((err: NodeJS.ErrnoException) => {
     throw err.code === 'ENOENT'
       ? StreamSegmentError.notFound(`${path}: no such file`, err)
@@ -167,7 +179,7 @@ export async function uploadFile(
   const what = typeof path === 'string' ? `upload of ${path} to ${store.url}` : `upload to ${store.url}`
   const aborted = () => StreamSegmentError.aborted(`${what} aborted`, signal?.reason)
   if (signal?.aborted) throw aborted()
-  const fh = typeof path === 'string' ? await openLocalFile(path) : path
+  const fh = typeof path === 'string' ? await openLocalFile(path, true) : path
   try {
     const version = await fh.stat()
     if (!version.isFile()) {
