@@ -28,7 +28,7 @@ import {
   rollForward,
 } from './container/inode.js'
 import { firstFreeCno } from './container/listing.js'
-import { readPart0Header } from './container/object-header.js'
+import { readObjectHeader, readPart0Header } from './container/object-header.js'
 import { StreamSegmentError } from './errors.js'
 import { emptyInode, FORMAT_PARTED, FORMAT_STREAM, type Inode } from './format/inode.js'
 import { Reader } from './read/reader.js'
@@ -163,6 +163,13 @@ export class SegmentFile {
     checkSettingValues(options) // each alone, before any request; together once the inode is read
     if (options.wal !== undefined) {
       if (readOnly) throw StreamSegmentError.invalidArgument('wal: a read-only handle writes no log')
+      // A replay applies the log on top of the latest checkpoint: records written on an
+      // older one would be applied to other content.
+      if (cno !== undefined) {
+        throw StreamSegmentError.invalidArgument(
+          `wal: a writer with a log opens the latest checkpoint, not checkpoint ${cno} (open without cno, or without wal)`,
+        )
+      }
       checkWalOptions(options.wal)
     }
     const read = resolveReadOptions(options)
@@ -228,22 +235,45 @@ export class SegmentFile {
   /**
    * Opens the WAL and replays what it holds past the published checkpoint, then publishes
    * it. A log built on an older checkpoint than the published one is either this writer's
-   * (it published, then died before rotating the log: the checkpoint holds the records
-   * already) or lost a race to another writer: with conflictPolicy 'fail' the second is
-   * ERR_CONFLICT, the log kept; with 'retry' the records are published on top.
+   * (it published, then died before it started a new log: a checkpoint published since
+   * holds the records already) or lost a race to another writer: with conflictPolicy
+   * 'fail' the second is ERR_CONFLICT, the log kept; with 'retry' the records are
+   * published on top. A log with nothing to replay is moved onto the published checkpoint,
+   * so that what is logged from now on is read as written on it.
    */
   private async attachWal(o: WalOptions): Promise<void> {
-    const touched: [number, number][] = []
-    const opened = await openWal(o, this.core.store.url, this.core.published.cno, async (r) => {
-      if (r.kind === 'truncate') touched.push([Math.min(r.size, this.core.size), Number.POSITIVE_INFINITY])
-      else touched.push([r.offset, r.kind === 'write' ? r.data.byteLength : r.length])
-      await this.apply(r)
-    })
+    const replayed = new ReplayEffect()
+    const history = new PublishedHistory(this.core.store, this.core.published, this.core.signal)
+    const opened = await openWal(
+      o,
+      this.core.store.url,
+      { cno: this.core.published.cno, ctimeMs: this.walCtimeMs },
+      {
+        apply: async (r) => {
+          replayed.add(r)
+          await this.apply(r)
+        },
+        // A generation started by a publish of `cno`: the records before it are skipped
+        // only when that publish landed (`cno` is in the container's published history: a
+        // publish that failed, or never ended, left the number to another writer or to
+        // nobody) and the checkpoint holds their effect (a publish of another writer that
+        // took the number does not).
+        heldBy: async (cno) => {
+          if (!(await history.has(cno)) || !(await this.heldBy(cno, replayed))) return false
+          await this.discardChanges()
+          replayed.clear()
+          return true
+        },
+      },
+    )
     this.wal = opened
     const { replay } = opened
     log('wal %s: replayed %d records (skipped %d) on checkpoint %d', o.dir, replay.records, replay.skipped, this.cno)
     try {
-      if (replay.records === 0) return
+      if (replay.records === 0) {
+        await this.settleWal(opened.log)
+        return
+      }
       // The first records replayed build on a checkpoint this container never published:
       // the log is of another history at this URL (a container removed and made again, or
       // restored). Replaying it would write its changes into content it never saw.
@@ -252,17 +282,28 @@ export class SegmentFile {
           `WAL ${o.dir}: its records apply to checkpoint ${replay.baseCno}, which the container at ${this.core.store.url} never published (its latest is ${this.core.published.cno}): the log is of another history of this container; it is kept, nothing was published`,
         )
       }
-      const stale = (replay.baseCno ?? 0) < this.core.published.cno
-      if (stale && (await this.holdsAlready(touched))) {
-        this.core.rollback()
-        this.reader.clear()
-        await this.rotateWal()
-        return
-      }
-      if (stale && this.core.settings.conflictPolicy === 'fail') {
+      if (opened.foreign !== undefined) {
         throw StreamSegmentError.conflict(
-          `WAL ${o.dir}: its records apply to checkpoint ${replay.baseCno}, and checkpoint ${this.core.published.cno} was published since by another writer (the log is kept)`,
+          `WAL ${o.dir}: its records were written on checkpoint ${replay.baseCno} of another container at ${this.core.store.url} (made at ${new Date(opened.foreign).toISOString()}; this one was made at ${new Date(this.walCtimeMs).toISOString()}): the container was removed and made again since; the log is kept, nothing was published`,
         )
+      }
+      const base = replay.baseCno ?? 0
+      if (base < this.core.published.cno) {
+        // This writer's flush (or publish) may have published the records, and the process
+        // died before it started a new log; another writer may have published on top since.
+        // A checkpoint of the history from the log's base on that holds their effect says so.
+        for (const cno of await history.above(base)) {
+          if (await this.heldBy(cno, replayed)) {
+            await this.discardChanges()
+            await this.settleWal(opened.log, true)
+            return
+          }
+        }
+        if (this.core.settings.conflictPolicy === 'fail') {
+          throw StreamSegmentError.conflict(
+            `WAL ${o.dir}: its records apply to checkpoint ${replay.baseCno}, and checkpoint ${this.core.published.cno} was published since by another writer (the log is kept)`,
+          )
+        }
       }
       await this.flush()
     } catch (err) {
@@ -271,24 +312,64 @@ export class SegmentFile {
     }
   }
 
-  /** Whether the published checkpoint already holds what replay made of `touched`. */
-  private async holdsAlready(touched: [number, number][]): Promise<boolean> {
-    const store = this.core.store
-    const published = await SegmentFile.open(store, { readOnly: true, cno: this.core.published.cno })
+  /**
+   * After a replay that left nothing to publish: a log not on the published checkpoint of
+   * this container (left on an older one, of a container made again since, or holding
+   * records found published: `emptied`) starts afresh on it. Otherwise the files before
+   * the current one (their records were found published) go. A failure is logged: the
+   * switch is made again before the next logged call, and an open meanwhile finds the old
+   * records published.
+   */
+  private async settleWal(wal: WalLog, emptied = false): Promise<void> {
+    const { cno } = this.core.published
+    const ctimeMs = this.walCtimeMs
     try {
-      if (published.size !== this.core.size) return false
-      for (const [offset, length] of touched) {
-        const end = Math.min(offset + length, this.core.size)
+      if (emptied || wal.baseCno !== cno || (ctimeMs !== 0 && wal.ctimeMs !== ctimeMs)) await wal.reset(cno, ctimeMs)
+      else if (this.walReplay?.skipped) await wal.dropBefore(wal.generation)
+    } catch (err) {
+      log('wal %s: the log was not moved onto checkpoint %d: %s', wal.dir, cno, (err as Error)?.message ?? err)
+    }
+  }
+
+  /**
+   * Whether checkpoint `cno` already holds the effect of the records replayed (`effect`):
+   * replaying them on it would change nothing. Their bytes (what this handle reads over the
+   * ranges they touched: those values come from the records alone) are compared with the
+   * checkpoint's, and so is the size they leave it at.
+   */
+  private async heldBy(cno: number, effect: ReplayEffect): Promise<boolean> {
+    let theirs: SegmentFile
+    try {
+      theirs = await SegmentFile.open(this.core.store, { readOnly: true, cno })
+    } catch (err) {
+      if (StreamSegmentError.is(err, 'ERR_NOT_FOUND')) return false // dropped by the cleaner
+      throw err
+    }
+    try {
+      if (effect.sizeAfter(theirs.size) !== theirs.size) return false
+      for (const [offset, length] of effect.touched) {
+        const end = Math.min(offset + length, theirs.size)
         for (let at = offset; at < end; at += WAL_PIECE) {
           const n = Math.min(WAL_PIECE, end - at)
-          const [mine, theirs] = await Promise.all([this.reader.read(at, n), published.read(at, n)])
-          if (Buffer.compare(mine, theirs) !== 0) return false
+          const [mine, other] = await Promise.all([this.reader.read(at, n), theirs.read(at, n)])
+          if (Buffer.compare(mine, other) !== 0) return false
         }
       }
       return true
+    } catch (err) {
+      if (StreamSegmentError.is(err, 'ERR_NOT_FOUND')) return false
+      throw err
     } finally {
-      await published.close()
+      await theirs.close()
     }
+  }
+
+  /** Undoes every change made since the checkpoint this handle is on (the replayed records found published). */
+  private async discardChanges(): Promise<void> {
+    await this.sendAhead.abandon()
+    this.sendAhead.check()
+    this.core.rollback()
+    this.reader.clear()
   }
 
   /** Applies a replayed record (not logged again). */
@@ -298,12 +379,20 @@ export class SegmentFile {
     return this.writer.truncate(r.size)
   }
 
-  /** Starts the log afresh on the checkpoint just published, and deletes what it holds. */
+  /** Starts the log afresh on the checkpoint just published (or kept), and deletes what it holds. */
   private async rotateWal(): Promise<void> {
     const w = this.wal
     if (w === undefined) return
-    const gen = await w.log.rotate(this.core.published.cno)
-    await w.log.dropBefore(gen + 1)
+    await w.log.reset(this.core.published.cno, this.walCtimeMs)
+  }
+
+  /**
+   * The creation time of the container, as the log records it: the published inodes' (0
+   * for a container made before they held it: no log is then told apart by it), or, before
+   * a new container's first checkpoint, the one it will publish.
+   */
+  private get walCtimeMs(): number {
+    return this.core.published.cno > 0 ? this.core.published.ctimeMs : this.core.base.ctimeMs
   }
 
   /**
@@ -480,7 +569,14 @@ export class SegmentFile {
       await this.sendAhead.drain()
       const timing = await flush(this.core)
       if (timing.objects > 0) this.retain()
-      if (this.wal !== undefined && (timing.objects > 0 || this.wal.log.size > 40)) await this.rotateWal()
+      if (this.wal !== undefined && (timing.objects > 0 || this.wal.log.holdsRecords)) {
+        // What the log holds is published: a log that cannot start afresh (a full disk) does
+        // not undo that. The switch is made again before the next logged call (which fails
+        // while it cannot be), and an open meanwhile finds the records published.
+        await this.rotateWal().catch((err) =>
+          log('wal %s: the log was not started afresh after checkpoint %d: %s', this.wal?.log.dir, timing.cno, err),
+        )
+      }
       return timing
     })
   }
@@ -506,11 +602,16 @@ export class SegmentFile {
       this.publishing = job.landed.catch(() => undefined)
       const wal = this.wal?.log
       // Records appended from now on are the next checkpoint's: a new log file, based on
-      // this one; the old file goes once this checkpoint is published.
-      const closed = wal === undefined ? undefined : await wal.rotate(job.cno)
+      // this one; the old file goes once this checkpoint is published. A new file that
+      // cannot be made (a full disk) does not stop the publish under way: it is made
+      // before the next logged call, which fails while it cannot be.
+      const closed = wal?.generation
+      await wal
+        ?.rotate(job.cno, this.walCtimeMs)
+        .catch((err) => log('wal %s: no new log file for checkpoint %d: %s', wal.dir, job.cno, err))
       const landed = job.landed.then(async (timing) => {
         this.retain()
-        // A file left behind is harmless: a replay skips it (a later one is based on this checkpoint).
+        // A file left behind is harmless: a replay finds its records in this checkpoint and skips them.
         if (closed !== undefined) {
           await this.wal?.log.dropBefore(closed + 1).catch((err) => log('wal: old log files not removed: %s', err))
         }
@@ -616,7 +717,7 @@ export class SegmentFile {
         this.wal = undefined
         if (wal !== undefined) {
           try {
-            if (discardWal) await wal.log.dropBefore((await wal.log.rotate(this.core.published.cno)) + 1)
+            if (discardWal) await wal.log.reset(this.core.published.cno, this.walCtimeMs)
           } finally {
             await wal.log.close().finally(() => wal.release())
           }
@@ -677,5 +778,87 @@ function checkWriteOptions(options: unknown): void {
   const { adopt } = options as { adopt?: unknown }
   if (adopt !== undefined && typeof adopt !== 'boolean') {
     throw StreamSegmentError.invalidArgument(`write: adopt must be true or false, got ${describeValue(adopt)}`)
+  }
+}
+
+/**
+ * The checkpoints of a container's published history, walked back from the published one
+ * (each part 0 names the inode it was built on) as far as asked. A part 0 gone (the
+ * cleaner dropped a superseded checkpoint) ends the walk: what is older is not known to
+ * have been published.
+ */
+class PublishedHistory {
+  readonly #cnos = new Set<number>()
+  #cur: Inode | undefined
+
+  constructor(
+    private readonly store: ObjectStore,
+    published: Inode,
+    private readonly signal: AbortSignal,
+  ) {
+    this.#cur = published
+  }
+
+  /** Whether checkpoint `cno` was published in this container's history (as far as it is known). */
+  async has(cno: number): Promise<boolean> {
+    await this.#reach(cno)
+    return this.#cnos.has(cno)
+  }
+
+  /** The checkpoints published after `cno` (as far as known), oldest first. */
+  async above(cno: number): Promise<number[]> {
+    await this.#reach(cno)
+    return [...this.#cnos].filter((c) => c > cno).sort((a, b) => a - b)
+  }
+
+  async #reach(cno: number): Promise<void> {
+    for (let cur = this.#cur; cur !== undefined && cur.cno > 0; cur = this.#cur) {
+      this.#cnos.add(cur.cno)
+      if (cur.cno <= cno) return
+      try {
+        const read = await readObjectHeader(this.store, cur.cno, 0, { format: cur.format, signal: this.signal })
+        this.#cur = read.header.baseInode
+      } catch (err) {
+        if (!StreamSegmentError.is(err, 'ERR_NOT_FOUND')) throw err
+        log('history of %s: checkpoint %d has no part 0 (dropped): older ones not known', this.store.url, cur.cno)
+        this.#cur = undefined
+      }
+    }
+  }
+}
+
+/**
+ * What replayed records do to a file, whatever content they are applied to: the ranges
+ * whose bytes come from them alone (a write's or zeroes' range, everything from a
+ * truncate's size on: cut, then zeros or later records), and the size they leave a file
+ * of a given size at (a truncate sets it, a write or zeroes grows it to their end). Over
+ * those ranges and that size, a checkpoint the records change nothing in holds them.
+ */
+class ReplayEffect {
+  touched: [number, number][] = []
+  /** The size set by the last truncate (undefined: none), and the furthest end written since. */
+  #cut: number | undefined
+  #end = 0
+
+  add(r: WalRecord): void {
+    if (r.kind === 'truncate') {
+      this.touched.push([r.size, Number.POSITIVE_INFINITY])
+      this.#cut = r.size
+      this.#end = 0
+      return
+    }
+    const length = r.kind === 'write' ? r.data.byteLength : r.length
+    this.touched.push([r.offset, length])
+    this.#end = Math.max(this.#end, r.offset + length)
+  }
+
+  sizeAfter(size: number): number {
+    return Math.max(this.#cut ?? size, this.#end)
+  }
+
+  clear(): void {
+    this.touched = []
+    this.#cut = undefined
+    this.#end = 0
   }
 }

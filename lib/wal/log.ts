@@ -15,31 +15,47 @@
  *   Nothing after a bad record is ever returned.
  * - A log is a series of files, one per generation (`rotate()` starts the next, when a
  *   publish takes a snapshot); `dropBefore()` deletes the generations a publish made
- *   durable. Files are read back in generation order.
+ *   durable. `reset()` starts the next with a mark that voids every older one (their
+ *   records are published, or discarded), then deletes them: a process that dies in
+ *   between leaves them to the next open, which deletes them unread. Files are read back
+ *   in generation order.
+ * - A file system failure is the library's error naming the file (ERR_STORE for a full or
+ *   failing disk). A write that fails takes no sequence number and what it left is cut
+ *   before the next one, so the log goes on once the disk has room again; a failed fsync
+ *   stops every later append (what reached the disk is unknown) until `reset()`. A switch
+ *   to a new file that fails is done again before the next append.
  *
  * File layout (little-endian):
  *
- *   file header, 40 bytes
- *   +--------+---------+------------+----------+-----------+-------+----------+
- *   | magic  | version | generation | base cno | first seq | crc32 | reserved |
- *   | 8 B    | u32     | u32        | u64      | u64       | u32   | 4 B zero |
- *   +--------+---------+------------+----------+-----------+-------+----------+
+ *   file header, version 2: 48 bytes (a version 1 file, still read, is 40 bytes: after the
+ *   first seq, its crc32 of bytes 0..32 and 4 zero bytes)
+ *   +--------+---------+------------+----------+-----------+---------+-------+-------+
+ *   | magic  | version | generation | base cno | first seq | ctimeMs | flags | crc32 |
+ *   | 8 B    | u32     | u32        | u64      | u64       | u64     | u32   | u32   |
+ *   +--------+---------+------------+----------+-----------+---------+-------+-------+
  *   record, 40-byte header then the payload
  *   +-------+------+----------+-----+--------+--------+-------------+-------+---------+
  *   | magic | kind | reserved | seq | offset | length | payload len | crc32 | payload |
  *   | u32   | u8   | 3 B zero | u64 | u64    | u64    | u32         | u32   |         |
  *   +-------+------+----------+-----+--------+--------+-------------+-------+---------+
  *
- * The file header CRC covers its bytes 0..32; a record's CRC covers bytes 0..36 of its
- * header, then its payload. Sequence numbers run on across generations. `write` records carry
+ * ctimeMs is the creation time of the container the base checkpoint is of (its inodes'
+ * ctimeMs), 0 when unknown: a container removed and made again at the same place has
+ * another, and its writer refuses the log. flags bit 0 (RESET): every older file is void.
+ * The file header CRC covers the bytes before it (0..44; 0..32 in version 1); a record's
+ * CRC covers bytes 0..36 of its header, then its payload. Sequence numbers run on across generations. `write` records carry
  * the bytes (payload length = length), `zeroes` none, `truncate` none (offset = new size),
  * `begin` and `commit` (kinds 4 and 5, an atomic group's bounds) none, offset and length 0.
  */
 import { promises as fs } from 'node:fs'
 import { join } from 'node:path'
+import debug from 'debug'
 import { StreamSegmentError } from '../errors.js'
 import { crc32 } from '../util/crc32.js'
-import { syncDir } from '../util/local-fs.js'
+import { localFileError, syncDir, writeFully } from '../util/local-fs.js'
+
+// The log's messages go with its file's (docs/logging.md).
+const log = debug('stream-segment:file')
 
 export type WalSync = 'always' | 'interval' | 'none'
 
@@ -80,6 +96,8 @@ export interface WalOpened {
 
 export interface WalLogOptions {
   sync?: WalSync
+  /** The container's creation time (its inodes' ctimeMs), written in the header of every file made. */
+  ctimeMs?: number
   /** With `sync: 'interval'`: the longest time an appended record waits for its fsync. */
   intervalMs?: number
   /** Tests: called before each fsync. */
@@ -87,8 +105,13 @@ export interface WalLogOptions {
 }
 
 const FILE_MAGIC = Buffer.from('SSWALv1\n', 'latin1')
-const FILE_HEADER = 40
-const VERSION = 1
+/** A version 1 file's header: no ctimeMs. */
+const FILE_HEADER_V1 = 40
+/** The header of the files this build makes (version 2). */
+const FILE_HEADER = 48
+const VERSION = 2
+/** File header flag: every older file is void (made by reset()). */
+const FLAG_RESET = 1
 const RECORD_MAGIC = 0x52_4c_41_57 // "WALR" read little-endian
 const RECORD_HEADER = 40
 /** A payload this large is a torn or hostile length, not a record (writes are split below it). */
@@ -104,36 +127,76 @@ export interface WalFileHeader {
   generation: number
   baseCno: number
   firstSeq: number
+  /** The creation time of the container the base checkpoint is of; 0 when unknown (a version 1 file). */
+  ctimeMs: number
+  /** The header's length: where the records start. */
+  bytes: number
+  /** Made by reset(): every older file is void (its records were published, or discarded). */
+  reset: boolean
 }
 
-function encodeFileHeader(h: WalFileHeader): Buffer {
+function encodeFileHeader(h: Omit<WalFileHeader, 'bytes'>): Buffer {
   const b = Buffer.alloc(FILE_HEADER)
   FILE_MAGIC.copy(b, 0)
   b.writeUInt32LE(VERSION, 8)
   b.writeUInt32LE(h.generation, 12)
   b.writeBigUInt64LE(BigInt(h.baseCno), 16)
   b.writeBigUInt64LE(BigInt(h.firstSeq), 24)
-  b.writeUInt32LE(crc32(b.subarray(0, 32)), 32)
+  b.writeBigUInt64LE(BigInt(h.ctimeMs), 32)
+  b.writeUInt32LE(h.reset ? FLAG_RESET : 0, 40)
+  b.writeUInt32LE(crc32(b.subarray(0, 44)), 44)
   return b
 }
 
 function decodeFileHeader(b: Buffer, path: string): WalFileHeader {
-  if (b.length < FILE_HEADER)
-    throw StreamSegmentError.corrupt(`${path}: ${b.length} bytes, a log starts with ${FILE_HEADER}`)
+  if (b.length < FILE_HEADER_V1) {
+    throw StreamSegmentError.corrupt(
+      `${path}: ${b.length} bytes, a log starts with ${FILE_HEADER_V1} (version 1) or ${FILE_HEADER} (version 2)`,
+    )
+  }
   if (!b.subarray(0, 8).equals(FILE_MAGIC))
     throw StreamSegmentError.corrupt(`${path}: not a stream-segment log (bad magic)`)
   const version = b.readUInt32LE(8)
-  if (version !== VERSION)
-    throw StreamSegmentError.unsupported(`${path}: log version ${version}, this build reads ${VERSION}`)
-  const crc = crc32(b.subarray(0, 32))
-  if (crc !== b.readUInt32LE(32)) {
-    throw StreamSegmentError.corrupt(`${path}: file header CRC ${b.readUInt32LE(32)} != computed ${crc}`)
+  if (version !== 1 && version !== VERSION)
+    throw StreamSegmentError.unsupported(`${path}: log version ${version}, this build reads 1 and ${VERSION}`)
+  const bytes = version === 1 ? FILE_HEADER_V1 : FILE_HEADER
+  if (b.length < bytes) {
+    throw StreamSegmentError.corrupt(`${path}: ${b.length} bytes, a version ${version} log starts with ${bytes}`)
+  }
+  const crcAt = version === 1 ? 32 : 44
+  const crc = crc32(b.subarray(0, crcAt))
+  if (crc !== b.readUInt32LE(crcAt)) {
+    throw StreamSegmentError.corrupt(`${path}: file header CRC ${b.readUInt32LE(crcAt)} != computed ${crc}`)
   }
   return {
     generation: b.readUInt32LE(12),
     baseCno: Number(b.readBigUInt64LE(16)),
     firstSeq: Number(b.readBigUInt64LE(24)),
+    ctimeMs: version === 1 ? 0 : Number(b.readBigUInt64LE(32)),
+    bytes,
+    reset: version !== 1 && (b.readUInt32LE(40) & FLAG_RESET) !== 0,
   }
+}
+
+/**
+ * Whether a file whose header does not check was torn while it was being made: its header
+ * is written and fsynced before any record goes in, so such a file is no longer than a
+ * header, or its header never reached the disk (all zeros). Any other bad header is
+ * damage to a file that may hold acknowledged records: ERR_CORRUPT, and the file is kept.
+ */
+async function tornHeader(path: string): Promise<boolean> {
+  const fh = await fs.open(path, 'r')
+  try {
+    const size = (await fh.stat()).size
+    return size <= FILE_HEADER || (await readAt(fh, 0, FILE_HEADER)).every((byte) => byte === 0)
+  } finally {
+    await fh.close()
+  }
+}
+
+/** A failure of the file system on the log's file or folder `path`, as the library's error naming it. */
+function fsError(err: unknown, path: string, doing: string): Error {
+  return localFileError(err, path, `WAL ${path}: ${doing}`)
 }
 
 function encodeRecordHeader(kind: number, seq: number, offset: number, length: number, payload: Uint8Array): Buffer {
@@ -283,7 +346,7 @@ export async function scanGeneration(
       fh,
       path,
       size,
-      { at: FILE_HEADER, seq: header.firstSeq, records: 0 },
+      { at: header.bytes, seq: header.firstSeq, records: 0 },
       size,
       async (kind, r, at) => {
         if (kind === 'begin') {
@@ -313,7 +376,7 @@ export async function scanGeneration(
       baseCno,
       path,
       records: end.records,
-      bytes: cutAt - FILE_HEADER,
+      bytes: cutAt - header.bytes,
       cutBytes: size - cutAt,
       ...(cutReason === undefined ? {} : { cutReason }),
       ...(open !== undefined && !last ? { passedOver: end.records - open.records } : {}),
@@ -338,13 +401,30 @@ export async function readFileHeader(path: string): Promise<WalFileHeader> {
 export async function listGenerations(dir: string): Promise<{ generation: number; path: string }[]> {
   const names = await fs.readdir(dir).catch((err: NodeJS.ErrnoException) => {
     if (err.code === 'ENOENT') return [] as string[]
-    throw err
+    throw fsError(err, dir, 'reading the folder')
   })
   return names
     .map((n) => FILE_RE.exec(n))
     .filter((m): m is RegExpExecArray => m !== null)
     .map((m) => ({ generation: Number(m[1]), path: join(dir, m[0]) }))
     .sort((a, b) => a.generation - b.generation)
+}
+
+/**
+ * The generations in `dir` a replay reads, oldest first, and those older than the newest
+ * file reset() made (`void`: their records were published or discarded; left when the
+ * process died before it deleted them). A header that cannot be read is left to the
+ * replay's own checks.
+ */
+export async function liveGenerations(
+  dir: string,
+): Promise<{ live: { generation: number; path: string }[]; void: { generation: number; path: string }[] }> {
+  const files = await listGenerations(dir)
+  for (let i = files.length - 1; i > 0; i--) {
+    const h = await readFileHeader((files[i] as { path: string }).path).catch(() => undefined)
+    if (h?.reset) return { live: files.slice(i), void: files.slice(0, i) }
+  }
+  return { live: files, void: [] }
 }
 
 /**
@@ -358,7 +438,11 @@ export class WalLog {
   #fh: fs.FileHandle
   #generation: number
   #baseCno: number
+  #ctimeMs: number
+  /** Where the current file's records start (its header's length). */
+  #headerBytes: number
   #size: number
+  /** The sequence number of the next record written: taken when it is written, so a record that fails takes none. */
   #seq: number
   /** Appends run one after the other, in sequence order. */
   #tail: Promise<void> = Promise.resolve()
@@ -366,24 +450,23 @@ export class WalLog {
   #unsynced: { resolve: () => void; reject: (err: unknown) => void }[] = []
   #syncing = false
   #timer: NodeJS.Timeout | undefined
+  /** An fsync failed: what reached the disk is unknown, so nothing more is appended (until `reset()`). */
   #failed: unknown
+  /** A write failed part way: what it left past `#size` is cut before the next record is written. */
+  #torn = false
+  /** A switch to a new file (rotate, reset) that failed: made before the next append, which fails while it cannot be. */
+  #pending: { reset: boolean; baseCno: number; ctimeMs: number } | undefined
   #onSync: (() => void) | undefined
 
-  private constructor(
-    dir: string,
-    fh: fs.FileHandle,
-    gen: number,
-    base: number,
-    size: number,
-    seq: number,
-    o: WalLogOptions,
-  ) {
+  private constructor(dir: string, fh: fs.FileHandle, h: WalFileHeader, size: number, seq: number, o: WalLogOptions) {
     this.dir = dir
     this.sync = o.sync ?? 'always'
     this.intervalMs = o.intervalMs ?? 100
     this.#fh = fh
-    this.#generation = gen
-    this.#baseCno = base
+    this.#generation = h.generation
+    this.#baseCno = h.baseCno
+    this.#ctimeMs = h.ctimeMs
+    this.#headerBytes = h.bytes
     this.#size = size
     this.#seq = seq
     this.#onSync = o.onSync
@@ -409,56 +492,72 @@ export class WalLog {
     if (ms !== undefined && !(Number.isInteger(ms) && ms >= 1 && ms <= 60_000)) {
       throw StreamSegmentError.invalidArgument(`wal.intervalMs is ${ms}: an integer from 1 to 60000`)
     }
-    await fs.mkdir(dir, { recursive: true })
-    const generations: WalGeneration[] = []
-    let dropped: WalDropped | undefined
-    const files = await listGenerations(dir)
-    let seq = 1
-    for (const [i, { path }] of files.entries()) {
-      const previous = generations.at(-1)
-      let h: WalFileHeader | undefined
-      let broken: string | undefined
-      try {
-        h = await readFileHeader(path)
-      } catch (err) {
-        // The newest file may be torn inside its header (a crash while it was being made).
-        if (!(StreamSegmentError.is(err, 'ERR_CORRUPT') && i === files.length - 1)) throw err
-        broken = err.message
+    let at = dir
+    try {
+      await fs.mkdir(dir, { recursive: true })
+      const generations: WalGeneration[] = []
+      let dropped: WalDropped | undefined
+      const { live: files, void: gone } = await liveGenerations(dir)
+      for (const f of gone) {
+        at = f.path
+        await fs.rm(f.path, { force: true })
       }
-      // A file that does not take up where the previous one ended, or that follows a cut,
-      // would apply on top of missing records: it and every later file are removed.
-      if (previous !== undefined && previous.cutBytes > 0) broken = `follows ${previous.path}, which was cut`
-      else if (previous !== undefined && h !== undefined && h.firstSeq !== seq) {
-        broken = `starts at record ${h.firstSeq}, the previous file ended before ${seq}`
+      let seq = 1
+      let lastHeader: WalFileHeader | undefined
+      for (const [i, { path }] of files.entries()) {
+        at = path
+        const previous = generations.at(-1)
+        let h: WalFileHeader | undefined
+        let broken: string | undefined
+        try {
+          h = await readFileHeader(path)
+        } catch (err) {
+          // The newest file may be torn inside its header (a crash while it was being made).
+          if (!(StreamSegmentError.is(err, 'ERR_CORRUPT') && i === files.length - 1 && (await tornHeader(path)))) {
+            throw err
+          }
+          broken = err.message
+        }
+        // A file that does not take up where the previous one ended, or that follows a cut,
+        // would apply on top of missing records: it and every later file are removed.
+        if (previous !== undefined && previous.cutBytes > 0) broken = `follows ${previous.path}, which was cut`
+        else if (previous !== undefined && h !== undefined && h.firstSeq !== seq) {
+          broken = `starts at record ${h.firstSeq}, the previous file ended before ${seq}`
+        }
+        if (broken !== undefined || h === undefined) {
+          const rest = files.slice(i)
+          let bytes = 0
+          for (const f of rest) bytes += (await fs.stat(f.path)).size
+          for (const f of rest) await fs.rm(f.path)
+          dropped = { paths: rest.map((f) => f.path), bytes, reason: `${path}: ${broken}` }
+          break
+        }
+        const header = h
+        const { nextSeq, ...g } = await scanGeneration(path, (r) => apply(r, header), true, i === files.length - 1)
+        generations.push(g)
+        lastHeader = header
+        seq = nextSeq
       }
-      if (broken !== undefined || h === undefined) {
-        const rest = files.slice(i)
-        let bytes = 0
-        for (const f of rest) bytes += (await fs.stat(f.path)).size
-        for (const f of rest) await fs.rm(f.path)
-        dropped = { paths: rest.map((f) => f.path), bytes, reason: `${path}: ${broken}` }
-        break
+      const last = generations.at(-1)
+      if (last === undefined || lastHeader === undefined) {
+        const gen = (files.at(-1)?.generation ?? 0) + 1
+        const log = await WalLog.#create(dir, gen, baseCno, seq, options)
+        return { log, generations, ...(dropped ? { dropped } : {}) }
       }
-      const header = h
-      const { nextSeq, ...g } = await scanGeneration(path, (r) => apply(r, header), true, i === files.length - 1)
-      generations.push(g)
-      seq = nextSeq
-    }
-    const last = generations.at(-1)
-    if (last === undefined) {
-      const gen = (files.at(-1)?.generation ?? 0) + 1
-      const log = await WalLog.#create(dir, gen, baseCno, seq, options)
+      at = last.path
+      const fh = await fs.open(last.path, 'r+')
+      const size = lastHeader.bytes + last.bytes
+      const log = new WalLog(dir, fh, lastHeader, size, seq, options)
       return { log, generations, ...(dropped ? { dropped } : {}) }
+    } catch (err) {
+      throw fsError(err, at, 'opening the log')
     }
-    const fh = await fs.open(last.path, 'r+')
-    const size = FILE_HEADER + last.bytes
-    const log = new WalLog(dir, fh, last.generation, last.baseCno, size, seq, options)
-    return { log, generations, ...(dropped ? { dropped } : {}) }
   }
 
   static async #create(dir: string, gen: number, base: number, seq: number, o: WalLogOptions): Promise<WalLog> {
-    const fh = await createFile(dir, { generation: gen, baseCno: base, firstSeq: seq })
-    return new WalLog(dir, fh, gen, base, FILE_HEADER, seq, o)
+    const h = { generation: gen, baseCno: base, firstSeq: seq, ctimeMs: o.ctimeMs ?? 0, reset: false }
+    const fh = await createFile(dir, h)
+    return new WalLog(dir, fh, { ...h, bytes: FILE_HEADER }, FILE_HEADER, seq, o)
   }
 
   get generation(): number {
@@ -467,6 +566,10 @@ export class WalLog {
   get baseCno(): number {
     return this.#baseCno
   }
+  /** The creation time of the container the current file's base checkpoint is of (0: unknown). */
+  get ctimeMs(): number {
+    return this.#ctimeMs
+  }
   /** The sequence number the next record gets. */
   get nextSeq(): number {
     return this.#seq
@@ -474,6 +577,10 @@ export class WalLog {
   /** Bytes in the current generation's file. */
   get size(): number {
     return this.#size
+  }
+  /** Whether the current generation's file holds records. */
+  get holdsRecords(): boolean {
+    return this.#size > this.#headerBytes
   }
 
   appendWrite(offset: number, data: Uint8Array): Promise<void> {
@@ -502,28 +609,40 @@ export class WalLog {
 
   #append(kind: number, offset: number, length: number, payload: Uint8Array): Promise<void> {
     if (this.#failed !== undefined) return Promise.reject(this.#failed)
-    const seq = this.#seq++
-    const header = encodeRecordHeader(kind, seq, offset, length, payload)
     const written = this.#tail.then(async () => {
       if (this.#failed !== undefined) throw this.#failed
+      await this.#switchNow()
+      // The sequence number is taken here, once every record before this one is written or
+      // has failed: a record that fails leaves no gap a replay would stop at.
+      const seq = this.#seq
       const at = this.#size
-      const n = RECORD_HEADER + payload.byteLength
-      let done = (await this.#fh.writev([header, payload], at)).bytesWritten
-      while (done < n) {
-        // A short write (a full disk, a signal): write the rest, or fail with what the OS says.
-        const rest =
-          done < RECORD_HEADER
-            ? Buffer.concat([header.subarray(done), payload])
-            : payload.subarray(done - RECORD_HEADER)
-        const { bytesWritten } = await this.#fh.write(rest, 0, rest.byteLength, at + done)
-        if (bytesWritten === 0) throw StreamSegmentError.store(`${this.#path()}: wrote ${done} of ${n} bytes at ${at}`)
-        done += bytesWritten
+      try {
+        if (this.#torn) {
+          await this.#fh.truncate(at)
+          this.#torn = false
+        }
+        const header = encodeRecordHeader(kind, seq, offset, length, payload)
+        const n = RECORD_HEADER + payload.byteLength
+        let done = (await this.#fh.writev([header, payload], at)).bytesWritten
+        while (done < n) {
+          // A short write (a full disk, a signal): write the rest, or fail with what the OS says.
+          const rest =
+            done < RECORD_HEADER
+              ? Buffer.concat([header.subarray(done), payload])
+              : payload.subarray(done - RECORD_HEADER)
+          const { bytesWritten } = await this.#fh.write(rest, 0, rest.byteLength, at + done)
+          if (bytesWritten === 0)
+            throw StreamSegmentError.store(`${this.#path()}: wrote ${done} of ${n} bytes at ${at}`)
+          done += bytesWritten
+        }
+        this.#size += n
+        this.#seq++
+      } catch (err) {
+        this.#torn = true
+        throw fsError(err, this.#path(), `appending record ${seq} at byte ${at}`)
       }
-      this.#size += n
     })
-    this.#tail = written.catch((err) => {
-      this.#failed ??= err
-    })
+    this.#tail = written.catch(() => undefined)
     return written.then(() => this.#durable())
   }
 
@@ -546,11 +665,20 @@ export class WalLog {
     this.#syncing = true
     try {
       while (this.#unsynced.length > 0 || this.sync === 'interval') {
+        // The file of these appends: a switch to a new file may come while the fsync runs.
+        const fh = this.#fh
         const waiters = this.#unsynced.splice(0)
         try {
           this.#onSync?.()
-          await this.#fh.sync()
+          await fh.sync()
         } catch (err) {
+          // A file a switch left behind: rotate() fsynced it before it switched, reset()
+          // dropped it with its records; its failure says nothing of the log.
+          if (fh !== this.#fh) {
+            for (const w of waiters) w.resolve()
+            if (this.sync === 'interval') break
+            continue
+          }
           this.#failed ??= StreamSegmentError.store(`${this.#path()}: fsync failed`, err)
           for (const w of waiters) w.reject(this.#failed)
           throw this.#failed
@@ -567,39 +695,104 @@ export class WalLog {
   async flush(): Promise<void> {
     await this.#tail
     if (this.#failed !== undefined) throw this.#failed
-    this.#onSync?.()
-    await this.#fh.sync()
+    try {
+      this.#onSync?.()
+      await this.#fh.sync()
+    } catch (err) {
+      this.#failed ??= StreamSegmentError.store(`${this.#path()}: fsync failed`, err)
+      throw this.#failed
+    }
   }
 
   /**
    * Starts the next generation on `baseCno` (the checkpoint a publish in progress will
-   * make): records appended from now on go there. Returns the generation just closed.
+   * make), of the container made at `ctimeMs` (by default the current file's): records
+   * appended from now on go there. Returns the generation just closed. When
+   * the new file cannot be made the switch is left pending (made before the next append,
+   * which fails while it cannot be: no record goes to the old file) and the error thrown.
    */
-  async rotate(baseCno: number): Promise<number> {
-    await this.flush()
+  async rotate(baseCno: number, ctimeMs = this.#ctimeMs): Promise<number> {
+    // After a reset that is still pending, the current file holds nothing to keep.
+    if (this.#pending?.reset !== true) await this.flush()
     const old = this.#generation
-    const fh = await createFile(this.dir, { generation: old + 1, baseCno, firstSeq: this.#seq })
-    await this.#fh.close()
-    this.#fh = fh
-    this.#generation = old + 1
-    this.#baseCno = baseCno
-    this.#size = FILE_HEADER
+    await this.#queueSwitch({ reset: this.#pending?.reset ?? false, baseCno, ctimeMs })
     return old
+  }
+
+  /**
+   * Starts the next generation on `baseCno`, of the container made at `ctimeMs` (by
+   * default the current file's), marked as voiding every older one (their records are
+   * published, or discarded), then deletes those: no record of theirs comes back, whenever
+   * the process dies. When the new file cannot be made, this is done again before the next
+   * append (which fails while it cannot be), and the error thrown.
+   */
+  async reset(baseCno: number, ctimeMs = this.#ctimeMs): Promise<void> {
+    await this.#queueSwitch({ reset: true, baseCno, ctimeMs })
+  }
+
+  /** Sets the switch to make, once every append before it is written, and makes it. */
+  async #queueSwitch(to: { reset: boolean; baseCno: number; ctimeMs: number }): Promise<void> {
+    const done = this.#tail.then(() => {
+      this.#pending = to
+      return this.#switchNow()
+    })
+    this.#tail = done.catch(() => undefined)
+    await done
+  }
+
+  /** Makes the switch pending, if any: the next generation's file, where appends go from now on. */
+  async #switchNow(): Promise<void> {
+    const to = this.#pending
+    if (to === undefined) return
+    const gen = this.#generation + 1
+    const fh = await createFile(this.dir, {
+      generation: gen,
+      baseCno: to.baseCno,
+      firstSeq: this.#seq,
+      ctimeMs: to.ctimeMs,
+      reset: to.reset,
+    })
+    // The interval's fsync is of the file being left: rotate() fsynced it, reset() dropped it.
+    clearTimeout(this.#timer)
+    this.#timer = undefined
+    const old = this.#fh
+    this.#fh = fh
+    this.#generation = gen
+    this.#baseCno = to.baseCno
+    this.#ctimeMs = to.ctimeMs
+    this.#headerBytes = FILE_HEADER
+    this.#size = FILE_HEADER
+    this.#torn = false
+    // A failed fsync was of a file gone now, with its records.
+    if (to.reset) this.#failed = undefined
+    this.#pending = undefined
+    await old.close().catch((err) => log('%s: closing the previous log file: %s', this.dir, err))
+    // Void already: one left (a disk that fails) goes at the next open.
+    if (to.reset) await this.dropBefore(gen).catch((err) => log('%s: void log files left: %s', this.dir, err))
   }
 
   /** Deletes every generation older than `generation` (their checkpoint is published). */
   async dropBefore(generation: number): Promise<void> {
-    for (const g of await listGenerations(this.dir)) if (g.generation < generation) await fs.rm(g.path, { force: true })
-    await syncDir(this.dir)
+    for (const g of await listGenerations(this.dir)) {
+      if (g.generation < generation) {
+        await fs.rm(g.path, { force: true }).catch((err) => {
+          throw fsError(err, g.path, 'removing the file')
+        })
+      }
+    }
+    await syncDir(this.dir).catch((err) => {
+      throw fsError(err, this.dir, 'syncing the folder')
+    })
   }
 
+  /** Closes the file once every append so far is written, and fsynced (an fsync that fails is thrown). */
   async close(): Promise<void> {
     clearTimeout(this.#timer)
     this.#timer = undefined
     try {
       await this.flush()
     } finally {
-      await this.#fh.close()
+      await this.#fh.close().catch((err) => log('%s: closing the log file: %s', this.dir, err))
     }
   }
 
@@ -608,29 +801,41 @@ export class WalLog {
   }
 }
 
-/** Makes a generation's file, its header durable before it is used. */
-async function createFile(dir: string, header: WalFileHeader): Promise<fs.FileHandle> {
-  const fh = await fs.open(join(dir, walFileName(header.generation)), 'wx')
+/**
+ * Makes a generation's file, its header durable before it is used. On failure the file is
+ * removed (its name is the next attempt's), and the error names it. A file left by an
+ * attempt that could not remove it (no record ever went in) is replaced.
+ */
+async function createFile(dir: string, header: Omit<WalFileHeader, 'bytes'>): Promise<fs.FileHandle> {
+  const path = join(dir, walFileName(header.generation))
+  let fh: fs.FileHandle | undefined
   try {
-    await fh.write(encodeFileHeader(header), 0, FILE_HEADER, 0)
+    await fs.rm(path, { force: true })
+    fh = await fs.open(path, 'wx')
+    await writeFully(fh, [encodeFileHeader(header)], 0)
     await fh.sync()
     await syncDir(dir)
     return fh
   } catch (err) {
-    await fh.close()
-    throw err
+    if (fh !== undefined) {
+      await fh.close().catch(() => undefined)
+      await fs.rm(path, { force: true }).catch(() => undefined)
+    }
+    throw fsError(err, path, 'making the file')
   }
 }
 
 /** The headers of the generations in `dir`, oldest first (a newest file torn in its header is left out). */
 export async function readHeaders(dir: string): Promise<WalFileHeader[]> {
-  const files = await listGenerations(dir)
+  const files = (await liveGenerations(dir)).live
   const out: WalFileHeader[] = []
   for (const [i, f] of files.entries()) {
     try {
       out.push(await readFileHeader(f.path))
     } catch (err) {
-      if (!(StreamSegmentError.is(err, 'ERR_CORRUPT') && i === files.length - 1)) throw err
+      if (!(StreamSegmentError.is(err, 'ERR_CORRUPT') && i === files.length - 1 && (await tornHeader(f.path)))) {
+        throw fsError(err, f.path, 'reading its header')
+      }
     }
   }
   return out
@@ -650,7 +855,7 @@ export async function inspectWalFiles(dir: string): Promise<WalReport> {
   const generations: WalReport['generations'] = []
   let records = 0
   let payloadBytes = 0
-  const files = await listGenerations(dir)
+  const files = (await liveGenerations(dir)).live
   for (const [i, { path }] of files.entries()) {
     const h = await readFileHeader(path)
     const { nextSeq: _, ...g } = await scanGeneration(

@@ -6,18 +6,24 @@
  * - One container: the folder records the container's URL when first used, and a writer
  *   of another container is refused (ERR_INVALID_ARGUMENT), so a log is never replayed
  *   into the wrong file.
- * - What to replay: generations are rotated only after the checkpoint they built was
- *   published, so a generation followed by one based on the published checkpoint (or a
- *   later one) is already in it and is skipped. What is left applies on top of the
+ * - What to replay: a background publish starts the next generation on the checkpoint it
+ *   is about to make, before that checkpoint is published, and the generations before it
+ *   are deleted once it lands. So a generation based on checkpoint X says only that a
+ *   publish of X, holding every record before it, was started: it may have failed, or
+ *   the process died before it landed, and another writer may have published X or later
+ *   since. The records before it are skipped only when the caller finds them in X
+ *   (`heldBy`: X is in the published history of the container, and holds their effect);
+ *   otherwise they are replayed with the rest. What is left applies on top of the
  *   published checkpoint; when its base is older, either this writer's publish landed and
- *   the process died before rotating, or another writer published: the caller tells them
- *   apart (replaying is idempotent: a checkpoint that already holds the records is left
- *   unchanged by them).
+ *   the process died before it started a new log, or another writer published: the
+ *   caller tells them apart.
+ * - One history: every file records the creation time of its container (`ctimeMs`); a
+ *   log of a container removed and made again at the same place is reported (`foreign`).
  */
 import { promises as fs } from 'node:fs'
 import { join } from 'node:path'
 import { StreamSegmentError } from '../errors.js'
-import { acquireLock, parseJson } from '../util/local-fs.js'
+import { acquireLock, localFileError, parseJson } from '../util/local-fs.js'
 import { describeValue } from '../util/typed-arrays.js'
 import {
   inspectWalFiles,
@@ -57,7 +63,24 @@ const LOCK = '.lock'
 export interface OpenedWal {
   log: WalLog
   replay: WalReplay
+  /**
+   * The creation time of another container at this place that a file of the log is based
+   * on (one removed and made again since), if any: then no record was skipped.
+   */
+  foreign: number | undefined
   release(): Promise<void>
+}
+
+/** How the caller replays the log into its file. */
+export interface WalReplayer {
+  /** Applies a record on top of those applied before it. */
+  apply(r: WalRecord): Promise<void>
+  /**
+   * Whether every record applied since the last `true` is already in checkpoint `cno`
+   * (published in this container's history, and holding their effect); when it is, the
+   * caller has undone them: they are counted as skipped.
+   */
+  heldBy(cno: number): Promise<boolean>
 }
 
 export function checkWalOptions(o: WalOptions): void {
@@ -68,13 +91,15 @@ export function checkWalOptions(o: WalOptions): void {
 
 /**
  * Locks and opens the WAL at `o.dir` for the container at `url` whose published
- * checkpoint is `publishedCno`, calling `apply` for each record to replay, in order.
+ * checkpoint is `container.cno` (0: none yet), made at `container.ctimeMs` (0 when
+ * unknown; recorded in the files made), replaying every record through `replayer`, in
+ * order.
  */
 export async function openWal(
   o: WalOptions,
   url: string,
-  publishedCno: number,
-  apply: (r: WalRecord) => Promise<void>,
+  container: { cno: number; ctimeMs: number },
+  replayer: WalReplayer,
 ): Promise<OpenedWal> {
   checkWalOptions(o)
   await fs.mkdir(o.dir, { recursive: true }).catch((err: NodeJS.ErrnoException) => {
@@ -86,40 +111,82 @@ export async function openWal(
     throw StreamSegmentError.store(why, err)
   })
   const lock = await acquireLock(join(o.dir, LOCK), o.dir, `WAL ${o.dir}`, 0).catch((err) => {
-    throw StreamSegmentError.state(`WAL ${o.dir} is in use by another writer`, err)
+    // The lock's own error says a live holder has it (it waited 0 ms). Any other is the
+    // file system's: a folder this process may not write is a wrong option, not a writer.
+    if (StreamSegmentError.is(err)) throw StreamSegmentError.state(`WAL ${o.dir} is in use by another writer`, err)
+    throw localFileError(err, o.dir, `WAL ${o.dir}: its lock cannot be taken`)
   })
   try {
-    const bound = await fs.readFile(join(o.dir, BINDING), 'utf8').catch(() => undefined)
+    const binding = join(o.dir, BINDING)
+    const bound = await fs.readFile(binding, 'utf8').catch(() => undefined)
     if (bound !== undefined && bound !== url) {
       throw StreamSegmentError.invalidArgument(`WAL ${o.dir} belongs to the container at ${bound}, not ${url}`)
     }
-    if (bound === undefined) await fs.writeFile(join(o.dir, BINDING), url)
+    if (bound === undefined) {
+      await fs.writeFile(binding, url).catch((err) => {
+        throw localFileError(err, binding, `WAL ${binding}`)
+      })
+    }
     const headers = await readHeaders(o.dir)
-    const skip = new Set(
-      headers
-        .filter((_, i) => headers.slice(i + 1).some((later) => later.baseCno <= publishedCno))
-        .map((h) => h.generation),
-    )
+    // Only a container that has a checkpoint is told apart: a new one's (made by create())
+    // records build on no content, and a log on a checkpoint it never published is refused
+    // by the caller all the same.
+    const foreign =
+      container.ctimeMs === 0 || container.cno === 0
+        ? undefined
+        : headers.find((h) => h.baseCno !== 0 && h.ctimeMs !== 0 && h.ctimeMs !== container.ctimeMs)?.ctimeMs
     let records = 0
     let skipped = 0
+    /** Records applied since the last ones found published (`heldBy`). */
+    let pending = 0
     let baseCno: number | undefined
+    /** The generation of the last record applied (0: none yet). */
+    let lastGen = 0
+    // The generations after the last record applied, up to `upTo`, were each started by a
+    // publish holding every record before them: is the newest of those checkpoints that
+    // holds the records applied since the last check published? Then they are skipped.
+    const cross = async (upTo: number) => {
+      if (pending === 0 || foreign !== undefined) return
+      const started = headers.filter((h) => h.generation > lastGen && h.generation <= upTo).reverse()
+      for (const h of started) {
+        if (h.baseCno === 0 || h.baseCno > container.cno) continue
+        if (await replayer.heldBy(h.baseCno)) {
+          skipped += pending
+          records -= pending
+          pending = 0
+          baseCno = undefined
+          return
+        }
+      }
+    }
     const opened = await WalLog.open(
       o.dir,
-      publishedCno,
+      container.cno,
       async (r, h) => {
-        if (skip.has(h.generation)) {
-          skipped++
-          return
+        if (h.generation !== lastGen) {
+          await cross(h.generation)
+          lastGen = h.generation
         }
         baseCno ??= h.baseCno
         records++
-        await apply(r)
+        pending++
+        await replayer.apply(r)
       },
-      { ...(o.sync ? { sync: o.sync } : {}), ...(o.intervalMs !== undefined ? { intervalMs: o.intervalMs } : {}) },
+      {
+        ctimeMs: container.ctimeMs,
+        ...(o.sync ? { sync: o.sync } : {}),
+        ...(o.intervalMs !== undefined ? { intervalMs: o.intervalMs } : {}),
+      },
     )
+    try {
+      await cross(Number.POSITIVE_INFINITY)
+    } catch (err) {
+      await opened.log.close().catch(() => undefined)
+      throw err
+    }
     const replay: WalReplay = { records, skipped, baseCno, generations: opened.generations }
     if (opened.dropped) replay.dropped = opened.dropped
-    return { log: opened.log, replay, release: () => lock.release() }
+    return { log: opened.log, replay, foreign, release: () => lock.release() }
   } catch (err) {
     await lock.release()
     throw err

@@ -1,0 +1,299 @@
+/**
+ * The log when the local file system fails or surprises it: an interval fsync due while a
+ * new file is started, a full disk (a record, a new file, the switch after a flush), a
+ * folder this process may not write, a damaged file header.
+ */
+import assert from 'node:assert/strict'
+import { promises as fs } from 'node:fs'
+import { syncBuiltinESMExports } from 'node:module'
+import { sep } from 'node:path'
+import { describe, it } from 'node:test'
+import { SegmentFile } from '../../lib/segment-file.js'
+import { MemoryStore } from '../../lib/store/memory.js'
+import { listGenerations, WalLog, type WalRecord, walFileName } from '../../lib/wal/log.js'
+import { rejectsCode } from '../helpers/assert.js'
+import { contents, walDirs } from '../helpers/wal-dirs.js'
+
+const walDir = walDirs('ss-walfail-')
+
+/** An error as the OS gives it. */
+function osError(code: string, syscall: string): NodeJS.ErrnoException {
+  return Object.assign(new Error(`${code}: injected, ${syscall}`), { code, syscall, errno: -28 })
+}
+
+/** The prototype of every fs.promises FileHandle, to watch or fail its calls. */
+async function fileHandleProto(dir: string): Promise<Record<string, (...args: unknown[]) => Promise<unknown>>> {
+  await fs.mkdir(dir, { recursive: true })
+  const probe = await fs.open(`${dir}${sep}probe`, 'w')
+  await probe.close()
+  await fs.rm(`${dir}${sep}probe`)
+  return Object.getPrototypeOf(probe)
+}
+
+async function text(f: SegmentFile): Promise<string> {
+  return (await contents(f)).toString('latin1')
+}
+
+async function published(store: MemoryStore): Promise<string> {
+  const r = await SegmentFile.open(store, { readOnly: true })
+  try {
+    return await text(r)
+  } finally {
+    await r.close()
+  }
+}
+
+/** Opens the log at `dir`, collecting what it replays. */
+async function openLog(dir: string, options: Parameters<typeof WalLog.open>[3] = {}) {
+  const replayed: WalRecord[] = []
+  const opened = await WalLog.open(dir, 1, (r) => void replayed.push(r), options)
+  return { ...opened, replayed }
+}
+
+describe('the WAL when the file system fails', () => {
+  it("sync 'interval': a new file started while the interval's fsync is due leaves the log working", async (t) => {
+    t.mock.timers.enable({ apis: ['setTimeout'] })
+    const dir = await walDir()
+    const proto = await fileHandleProto(`${dir}-probe`)
+    let syncs = 0
+    const { log } = await openLog(dir, { sync: 'interval', intervalMs: 50, onSync: () => syncs++ })
+    // The log's own file is the one its appends write to.
+    const writev = proto.writev as (...args: unknown[]) => Promise<unknown>
+    let logFile: { close: () => Promise<void> } | undefined
+    t.mock.method(proto, 'writev', function (this: { close: () => Promise<void> }, ...args: unknown[]) {
+      logFile ??= this
+      return writev.apply(this, args)
+    })
+    await log.appendWrite(0, Buffer.from('first')) // the interval's fsync is due in 50 ms
+    assert.ok(logFile !== undefined)
+    // The interval elapses just as rotate() closes the file it leaves (close is the handle's own).
+    const close = logFile.close
+    t.mock.method(logFile, 'close', () => {
+      const closing = close()
+      t.mock.timers.tick(50)
+      return closing
+    })
+    await log.rotate(2)
+    await log.appendWrite(0, Buffer.from('second'))
+    const before = syncs
+    t.mock.timers.tick(50)
+    await new Promise((r) => setImmediate(r))
+    assert.equal(syncs, before + 1, 'the new file is fsynced within the interval')
+    await log.close()
+    t.mock.restoreAll()
+    const again = await openLog(dir)
+    assert.deepEqual(
+      again.replayed.map((r) => (r.kind === 'write' ? Buffer.from(r.data).toString() : r.kind)),
+      ['first', 'second'],
+    )
+    await again.log.close()
+  })
+
+  it('a full disk fails the write that does not fit, naming the log file; the handle and the log go on once there is room', async (t) => {
+    const store = new MemoryStore('walfail-full')
+    const dir = await walDir()
+    const proto = await fileHandleProto(`${dir}-probe`)
+    const f = await SegmentFile.create(store, { wal: { dir } })
+    await f.write(0, Buffer.from('base'))
+    await f.flush()
+    await f.write(0, Buffer.from('one'))
+    // The disk fills up in the middle of the next record: part of it is written.
+    const writev = proto.writev as (...args: unknown[]) => Promise<{ bytesWritten: number }>
+    let full = true
+    t.mock.method(proto, 'writev', async function (this: unknown, ...args: unknown[]) {
+      if (!full) return writev.apply(this, args)
+      const [buffers, at] = args as [Buffer[], number]
+      await writev.call(this, [Buffer.concat(buffers).subarray(0, 30)], at)
+      throw osError('ENOSPC', 'write')
+    })
+    const err = await rejectsCode(f.write(10, Buffer.alloc(100_000, 0x41)), 'ERR_STORE', /wal-0000000002\.log/)
+    assert.equal((err.cause as NodeJS.ErrnoException | undefined)?.code, 'ENOSPC')
+    await rejectsCode(f.write(20, Buffer.from('x')), 'ERR_STORE', /ENOSPC/)
+    full = false
+    await f.write(4, Buffer.from('two'))
+    assert.equal(await text(f), 'oneetwo', 'the writes that failed were not applied')
+    await f.close()
+    t.mock.restoreAll()
+    const g = await SegmentFile.open(store, { wal: { dir } })
+    assert.equal(g.walReplay?.records, 2)
+    assert.deepEqual(
+      g.walReplay?.generations.map((x) => x.cutBytes),
+      [0],
+    )
+    assert.equal(await text(g), 'oneetwo')
+    await g.close()
+    assert.equal(await published(store), 'oneetwo')
+  })
+
+  it('a flush that published resolves when the log cannot start afresh; the switch is made before the next logged call', async (t) => {
+    const store = new MemoryStore('walfail-switch')
+    const dir = await walDir()
+    const f = await SegmentFile.create(store, { wal: { dir } })
+    await f.write(0, Buffer.from('base'))
+    await f.flush()
+    await f.write(0, Buffer.from('one'))
+    let full = true
+    const open = fs.open
+    t.mock.method(fs, 'open', (...args: Parameters<typeof fs.open>) =>
+      full && args[1] === 'wx' ? Promise.reject(osError('ENOSPC', 'open')) : open(...args),
+    )
+    const t1 = await f.flush()
+    assert.equal(t1.cno, 2, 'published')
+    assert.equal(await published(store), 'onee')
+    await rejectsCode(f.write(0, Buffer.from('two')), 'ERR_STORE', /making the file/)
+    full = false
+    await f.write(0, Buffer.from('two'))
+    assert.equal((await f.flush()).cno, 3)
+    await f.write(0, Buffer.from('3'))
+    await f.close()
+    t.mock.restoreAll()
+    const g = await SegmentFile.open(store, { wal: { dir } })
+    assert.equal(g.walReplay?.records, 1)
+    assert.equal(await text(g), '3woe')
+    await g.close()
+  })
+
+  it('a writer that dies while the switch after its flush is pending leaves nothing to apply again', async (t) => {
+    const store = new MemoryStore('walfail-switch-died')
+    const dir = await walDir()
+    const f = await SegmentFile.create(store, { wal: { dir } })
+    await f.write(0, Buffer.from('base'))
+    await f.flush()
+    await f.write(0, Buffer.from('one'))
+    // The new file cannot be made; nor can the old ones be removed: the log keeps the
+    // record the flush published.
+    const open = fs.open
+    t.mock.method(fs, 'open', (...args: Parameters<typeof fs.open>) =>
+      args[1] === 'wx' ? Promise.reject(osError('ENOSPC', 'open')) : open(...args),
+    )
+    const rm = fs.rm
+    t.mock.method(fs, 'rm', (...args: Parameters<typeof fs.rm>) =>
+      String(args[0]).endsWith('.log') ? Promise.reject(osError('EIO', 'unlink')) : rm(...args),
+    )
+    assert.equal((await f.flush()).cno, 2)
+    await f.close()
+    t.mock.restoreAll()
+    assert.equal((await listGenerations(dir)).length, 1, 'the log file with the published record is left')
+    // Another writer publishes over the record: the record is not applied again.
+    const b = await SegmentFile.open(store)
+    await b.write(0, Buffer.from('BBB'))
+    await b.flush()
+    await b.close()
+    const g = await SegmentFile.open(store, { wal: { dir }, conflictPolicy: 'fail' })
+    assert.equal(g.cno, 3)
+    assert.equal(await text(g), 'BBBe')
+    await g.close()
+  })
+
+  it('a new log file that cannot be made is removed, and made again before the next record', async (t) => {
+    const dir = await walDir()
+    const proto = await fileHandleProto(`${dir}-probe`)
+    const { log } = await openLog(dir)
+    await log.appendWrite(0, Buffer.from('a'))
+    let full = true
+    for (const name of ['write', 'writev']) {
+      const original = proto[name] as (...args: unknown[]) => Promise<unknown>
+      t.mock.method(proto, name, function (this: unknown, ...args: unknown[]) {
+        return full ? Promise.reject(osError('ENOSPC', 'write')) : original.apply(this, args)
+      })
+    }
+    await rejectsCode(log.rotate(2), 'ERR_STORE', /wal-0000000002\.log: making the file/)
+    assert.deepEqual(
+      (await listGenerations(dir)).map((g) => g.generation),
+      [1],
+      'no empty file is left',
+    )
+    await rejectsCode(log.appendWrite(0, Buffer.from('b')), 'ERR_STORE', /making the file/)
+    full = false
+    await log.appendWrite(0, Buffer.from('c'))
+    assert.equal(log.generation, 2)
+    await log.close()
+    t.mock.restoreAll()
+    const again = await openLog(dir)
+    assert.deepEqual(
+      again.replayed.map((r) => (r.kind === 'write' ? Buffer.from(r.data).toString() : r.kind)),
+      ['a', 'c'],
+    )
+    assert.deepEqual(
+      again.generations.map((g) => g.baseCno),
+      [1, 2],
+    )
+    await again.log.close()
+  })
+
+  it('a folder this process may not write is a wrong option, not another writer', async (t) => {
+    const store = new MemoryStore('walfail-ro')
+    const dir = await walDir()
+    await fs.mkdir(dir, { recursive: true })
+    const mkdir = fs.mkdir
+    t.mock.method(fs, 'mkdir', (...args: Parameters<typeof fs.mkdir>) =>
+      String(args[0]).includes(`${sep}lock-`) ? Promise.reject(osError('EROFS', 'mkdir')) : mkdir(...args),
+    )
+    syncBuiltinESMExports() // the lock takes fs from node:fs/promises
+    try {
+      await rejectsCode(
+        SegmentFile.create(store, { wal: { dir } }),
+        'ERR_INVALID_ARGUMENT',
+        new RegExp(
+          `WAL ${dir.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: its lock cannot be taken: cannot be written as a file \\(EROFS`,
+        ),
+      )
+    } finally {
+      t.mock.restoreAll()
+      syncBuiltinESMExports()
+    }
+    const f = await SegmentFile.create(store, { wal: { dir } })
+    await f.flush()
+    await rejectsCode(SegmentFile.open(store, { wal: { dir } }), 'ERR_STATE', /in use by another writer/)
+    await f.close()
+  })
+
+  it("a damaged header of the newest file fails the open with ERR_CORRUPT and keeps the file; a header never written is a torn file's", async () => {
+    const store = new MemoryStore('walfail-header')
+    const dir = await walDir()
+    const f = await SegmentFile.create(store, { wal: { dir } })
+    await f.write(0, Buffer.from('base'))
+    await f.flush()
+    await f.write(0, Buffer.from('acknowledged-1'))
+    await f.write(20, Buffer.from('acknowledged-2'))
+    await f.close()
+    const path = `${dir}${sep}${walFileName(2)}`
+    const whole = await fs.readFile(path)
+    const flipped = Buffer.from(whole)
+    flipped[20] = (flipped[20] ?? 0) ^ 0x01 // a bit of the base checkpoint
+    await fs.writeFile(path, flipped)
+    await rejectsCode(SegmentFile.open(store, { wal: { dir } }), 'ERR_CORRUPT', /wal-0000000002\.log: file header CRC/)
+    assert.ok((await fs.readFile(path)).equals(flipped), 'the file is kept as it was')
+    assert.equal(await published(store), 'base')
+
+    // A header of zeros (never written), records after it: a file torn while being made.
+    const zeroed = Buffer.from(whole)
+    zeroed.fill(0, 0, 48)
+    await fs.writeFile(path, zeroed)
+    const { log, dropped } = await openLog(dir)
+    assert.deepEqual(dropped?.paths, [path])
+    await log.close()
+  })
+
+  it('a failed fsync stops the appends until the log starts afresh', async (t) => {
+    const dir = await walDir()
+    const proto = await fileHandleProto(`${dir}-probe`)
+    const { log } = await openLog(dir)
+    const sync = proto.sync as (...args: unknown[]) => Promise<unknown>
+    let failing = true
+    t.mock.method(proto, 'sync', function (this: unknown, ...args: unknown[]) {
+      return failing ? Promise.reject(osError('EIO', 'fsync')) : sync.apply(this, args)
+    })
+    await rejectsCode(log.appendWrite(0, Buffer.from('a')), 'ERR_STORE', /fsync failed/)
+    failing = false
+    await rejectsCode(log.appendWrite(0, Buffer.from('b')), 'ERR_STORE', /fsync failed/)
+    await log.reset(5)
+    await log.appendWrite(0, Buffer.from('c'))
+    await log.close()
+    t.mock.restoreAll()
+    const again = await openLog(dir)
+    assert.equal(again.replayed.length, 1)
+    assert.equal(again.generations[0]?.baseCno, 5)
+    await again.log.close()
+  })
+})
