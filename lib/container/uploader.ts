@@ -43,6 +43,7 @@ import type {
 import { crc32 } from '../util/crc32.js'
 import { digestChunks } from '../util/digest.js'
 import { Limiter } from '../util/limiter.js'
+import { signalWithin } from '../util/signals.js'
 
 const log = debug('stream-segment:upload')
 
@@ -485,19 +486,13 @@ export class MultipartObject {
     } catch {
       return // never created: nothing to abort
     }
-    const bound = new AbortController()
-    const timer = setTimeout(() => bound.abort(new Error(`no answer within ${MPU_ABORT_MS} ms`)), MPU_ABORT_MS)
-    timer.unref()
-    const signal = this.signal
-    const onAbort = () => bound.abort(signal?.reason)
-    if (signal?.aborted === false) signal.addEventListener('abort', onAbort, { once: true })
+    const within = signalWithin(this.signal, MPU_ABORT_MS, () => new Error(`no answer within ${MPU_ABORT_MS} ms`))
     try {
-      await this.uploader.store.abortMultipart(this.key, id, { signal: bound.signal })
+      await this.uploader.store.abortMultipart(this.key, id, { signal: within.signal })
     } catch (e) {
       log('abort %s %s failed: %s', this.key, id, e)
     } finally {
-      clearTimeout(timer)
-      signal?.removeEventListener('abort', onAbort)
+      within.done()
     }
   }
 }

@@ -6,6 +6,7 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import createDebug from 'debug'
 import { StreamSegmentError } from '../errors.js'
+import { signalWithin } from '../util/signals.js'
 
 const log = createDebug('stream-segment:s3')
 
@@ -41,26 +42,14 @@ export async function callS3<T>(
 ): Promise<T> {
   const { op, where } = call
   if (signal?.aborted) throw StreamSegmentError.aborted(`${op} ${where} aborted`, signal.reason)
-  // The caller's signal or the deadline, whichever fires first. Not AbortSignal.any: on
-  // Node 20 each signal it makes stays referenced from its sources for as long as they
-  // live, and a file's own signal, given to every request it makes, lives as long as it.
-  const both = new AbortController()
-  const s = both.signal
-  const onAbort = () => both.abort(signal?.reason)
-  signal?.addEventListener('abort', onAbort, { once: true })
-  let deadlinePassed = false
-  const deadline =
-    policy.deadlineMs > 0
-      ? setTimeout(() => {
-          deadlinePassed = true
-          both.abort(StreamSegmentError.timeout(`${op} ${where}: deadline of ${policy.deadlineMs} ms passed`))
-        }, policy.deadlineMs).unref()
-      : undefined
+  // The caller's signal or the deadline, whichever fires first.
+  const within = signalWithin(signal, policy.deadlineMs, () =>
+    StreamSegmentError.timeout(`${op} ${where}: deadline of ${policy.deadlineMs} ms passed`),
+  )
   try {
-    return await tries(policy, call, signal, s, fn, onRetry, () => deadlinePassed)
+    return await tries(policy, call, signal, within.signal, fn, onRetry, within.timedOut)
   } finally {
-    signal?.removeEventListener('abort', onAbort)
-    clearTimeout(deadline)
+    within.done()
   }
 }
 

@@ -1,0 +1,33 @@
+/**
+ * A signal that fires when `parent` does (one already fired is ignored: the caller decided
+ * to go on regardless) or once `ms` have passed (none when `ms` ≤ 0), whichever comes
+ * first, with `timeoutReason()` as its reason then. `done()` lets go of both: the listener
+ * on `parent` removed, the timer cleared. Not AbortSignal.any: on Node 20 each signal it
+ * makes stays referenced from its sources as long as they live, and a file's own signal,
+ * given to every request it makes, lives as long as the file.
+ */
+export function signalWithin(
+  parent: AbortSignal | undefined,
+  ms: number,
+  timeoutReason: () => unknown,
+): { signal: AbortSignal; timedOut: () => boolean; done: () => void } {
+  const both = new AbortController()
+  const onAbort = () => both.abort(parent?.reason)
+  if (parent?.aborted === false) parent.addEventListener('abort', onAbort, { once: true })
+  let timedOut = false
+  const timer =
+    ms > 0
+      ? setTimeout(() => {
+          timedOut = true
+          both.abort(timeoutReason())
+        }, ms).unref()
+      : undefined
+  return {
+    signal: both.signal,
+    timedOut: () => timedOut,
+    done: () => {
+      parent?.removeEventListener('abort', onAbort)
+      clearTimeout(timer)
+    },
+  }
+}
