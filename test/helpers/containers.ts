@@ -89,3 +89,13 @@ export function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   })
   return Promise.race([p, timeout]).finally(() => clearTimeout(timer))
 }
+
+/** The published checkpoint of the container: its number and every byte (a read-only open). */
+export async function readPublished(store: ObjectStore): Promise<{ cno: number; bytes: Buffer }> {
+  const r = await SegmentFile.open(store, { readOnly: true })
+  try {
+    return { cno: r.cno, bytes: Buffer.from(await r.read(0, r.size)) }
+  } finally {
+    await r.close()
+  }
+}

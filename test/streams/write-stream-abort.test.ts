@@ -19,6 +19,7 @@ import { MemoryStore } from '../../lib/store/memory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
 import { createStreamSegmentWriteStream } from '../../lib/streams/write-stream.js'
 import { rejectsCode } from '../helpers/assert.js'
+import { readPublished } from '../helpers/containers.js'
 import { pattern } from '../helpers/pattern.js'
 import { type CallInfo, WrappedStore } from '../helpers/wrapped-store.js'
 
@@ -55,21 +56,11 @@ async function containerWithOld(store: ObjectStore): Promise<void> {
   await f.close()
 }
 
-/** The published checkpoint's number and bytes. */
-async function published(store: ObjectStore): Promise<{ cno: number; bytes: Buffer }> {
-  const r = await SegmentFile.open(store, { readOnly: true })
-  try {
-    return { cno: r.cno, bytes: Buffer.from(await r.read(0, r.size)) }
-  } finally {
-    await r.close()
-  }
-}
-
 /** What a writer that opens the container sees, rolling forward any complete checkpoint at once. */
 async function afterWriterOpen(store: ObjectStore): Promise<{ cno: number; bytes: Buffer }> {
   const w = await SegmentFile.open(store, { rollForwardAfterMs: 0 })
   await w.close()
-  return published(store)
+  return readPublished(store)
 }
 
 async function keys(store: MemoryStore): Promise<string[]> {
@@ -90,7 +81,7 @@ describe('the write stream stopped during its flush', () => {
     const ws = createStreamSegmentWriteStream({ store, signal: ac.signal })
     await rejectsCode(pipeline(Readable.from([NEW]), ws), 'ERR_ABORTED')
     assert.equal(ws.flushTiming, undefined)
-    assert.deepEqual(await published(inner), { cno: 1, bytes: OLD })
+    assert.deepEqual(await readPublished(inner), { cno: 1, bytes: OLD })
     assert.deepEqual(
       (await keys(inner)).filter((k) => PART0.test(k)),
       ['0000000001.0'],
@@ -116,7 +107,7 @@ describe('the write stream stopped during its flush', () => {
     await pipeline(Readable.from([NEW]), ws)
     assert.equal(ws.flushTiming?.cno, 2)
     assert.deepEqual(flushed, [2])
-    assert.deepEqual(await published(inner), { cno: 2, bytes: NEW })
+    assert.deepEqual(await readPublished(inner), { cno: 2, bytes: NEW })
   })
 
   it('the same for Upload: abort() while the inode write is under way, and done() resolves with what was published', async () => {
@@ -134,7 +125,7 @@ describe('the write stream stopped during its flush', () => {
     }
     const result = await upload.done()
     assert.equal(result.cno, 1)
-    assert.deepEqual(await published(inner), { cno: 1, bytes: NEW })
+    assert.deepEqual(await readPublished(inner), { cno: 1, bytes: NEW })
   })
 
   it('destroy() without an error once the input ended: ERR_ABORTED, not a finish, and nothing published', async () => {
@@ -165,7 +156,7 @@ describe('the write stream stopped during its flush', () => {
     const f = await SegmentFile.open(inner, { wal: { dir }, rollForwardAfterMs: 0 })
     assert.equal(f.walReplay?.records, 0, 'the log holds nothing to replay')
     await f.close()
-    assert.deepEqual(await published(inner), { cno: 1, bytes: OLD })
+    assert.deepEqual(await readPublished(inner), { cno: 1, bytes: OLD })
   })
 
   it('Upload: a progress listener that throws makes done() reject with its error (as lib-storage), nothing uncaught', async () => {

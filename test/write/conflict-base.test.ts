@@ -11,24 +11,16 @@ import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
 import { rejectsCode } from '../helpers/assert.js'
+import { readPublished } from '../helpers/containers.js'
 import { pattern } from '../helpers/pattern.js'
 
 const OLD = pattern(0, 200_000, 1)
 const REWRITE = pattern(0, 200_000, 2)
 const PATCH = pattern(4096, 4096, 3)
 
-async function published(store: ObjectStore): Promise<{ cno: number; bytes: Buffer } | undefined> {
-  let r: SegmentFile
-  try {
-    r = await SegmentFile.open(store, { readOnly: true })
-  } catch {
-    return undefined
-  }
-  try {
-    return { cno: r.cno, bytes: Buffer.from(await r.read(0, r.size)) }
-  } finally {
-    await r.close()
-  }
+/** The published checkpoint, or undefined when there is none. */
+function published(store: ObjectStore): Promise<{ cno: number; bytes: Buffer } | undefined> {
+  return readPublished(store).catch(() => undefined)
 }
 
 async function keys(store: MemoryStore, prefix: string): Promise<string[]> {

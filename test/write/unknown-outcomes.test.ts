@@ -8,23 +8,13 @@ import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
-import type { ObjectStore } from '../../lib/store/types.js'
 import { rejectsCode } from '../helpers/assert.js'
-import { within } from '../helpers/containers.js'
+import { readPublished, within } from '../helpers/containers.js'
 import { FailingStore } from '../helpers/failing-store.js'
 import { pattern } from '../helpers/pattern.js'
 
 const FIRST = pattern(0, 100_000, 1)
 const SECOND = pattern(0, 100_000, 2)
-
-async function published(store: ObjectStore): Promise<{ cno: number; bytes: Buffer }> {
-  const r = await SegmentFile.open(store, { readOnly: true })
-  try {
-    return { cno: r.cno, bytes: Buffer.from(await r.read(0, r.size)) }
-  } finally {
-    await r.close()
-  }
-}
 
 describe('outcomes the writer cannot know', () => {
   for (const conflictPolicy of ['retry', 'fail'] as const) {
@@ -37,7 +27,7 @@ describe('outcomes the writer cannot know', () => {
       await f.write(0, SECOND)
       store.addRule({ ops: ['put'], key: /^inode$/, nth: 1, mode: 'lose-answer' })
       await rejectsCode(f.flush(), 'ERR_STORE', /lost answer/)
-      assert.deepEqual((await published(inner)).bytes, SECOND, 'the lost write landed')
+      assert.deepEqual((await readPublished(inner)).bytes, SECOND, 'the lost write landed')
       await f.rollback()
       assert.deepEqual(Buffer.from(await f.read(0, f.size)), FIRST)
       // The handle holds FIRST; the container SECOND. A flush must not call that published.
@@ -45,7 +35,7 @@ describe('outcomes the writer cannot know', () => {
       const t = await f.flush()
       await f.close()
       assert.ok(t.cno > 2, `published as checkpoint ${t.cno}`)
-      assert.deepEqual(await published(inner), { cno: t.cno, bytes: FIRST })
+      assert.deepEqual(await readPublished(inner), { cno: t.cno, bytes: FIRST })
     })
   }
 
