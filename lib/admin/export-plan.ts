@@ -141,10 +141,19 @@ function planOnce(
   o: { min: number; send: number; copyMax: number; copy: boolean },
 ): PlannedPart[] {
   const parts: PlannedPart[] = []
+  // Even pieces: n = ⌈len / max⌉ pieces of ⌊len / n⌋ bytes, the first (len mod n) one byte
+  // longer. Each is at least `min`, since len / n > max / 2 ≥ min when n ≥ 2 (pieces of
+  // ⌈len / n⌉ left the last up to n − 1 bytes short).
   const split = (start: number, end: number, max: number, emit: (s: number, e: number) => void) => {
-    const n = Math.ceil((end - start) / max)
-    const piece = Math.ceil((end - start) / n)
-    for (let s = start; s < end; s += piece) emit(s, Math.min(s + piece, end))
+    const len = end - start
+    const n = Math.ceil(len / max)
+    const piece = Math.floor(len / n)
+    const longer = len - piece * n
+    for (let i = 0, s = start; i < n; i++) {
+      const e = s + piece + (i < longer ? 1 : 0)
+      emit(s, e)
+      s = e
+    }
   }
   const send = (start: number, end: number) =>
     split(start, end, o.send, (s, e) => parts.push({ kind: 'send', start: s, end: e }))

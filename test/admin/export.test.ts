@@ -123,6 +123,21 @@ describe('export: the part plan', () => {
     assert.ok(plan.length <= 10_000, `${plan.length} parts`)
     checkPlan(many, 30_000_000, plan, 1000)
   })
+
+  it('splits a long stretch into even parts, none under the minimum', () => {
+    // 2,002,999 bytes sent in parts of at most 2,000: 1,002 parts. Parts of ⌈len / n⌉ =
+    // 2,000 bytes would leave a last of 999, under the minimum before the copied run.
+    const ext: Extent[] = [
+      { start: 0, end: 2_002_999, at: 0 },
+      { start: 2_002_999, end: 2_102_999, key: 'k', at: 0 },
+    ]
+    const opts = { minPartBytes: 1000, sendPartBytes: 2000, copyPartBytes: 200_000, copy: true }
+    const plan = planParts(ext, 2_102_999, opts)
+    checkPlan(ext, 2_102_999, plan, 1000)
+    const sent = plan.filter((p) => p.kind === 'send').map((p) => p.end - p.start)
+    assert.equal(sent.length, 1002)
+    assert.ok(Math.max(...sent) - Math.min(...sent) <= 1, `even parts: ${Math.min(...sent)}..${Math.max(...sent)}`)
+  })
 })
 
 describe('export: memory and directory stores', () => {
