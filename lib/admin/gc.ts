@@ -348,13 +348,14 @@ async function keptHeaders(
  * the published one. The published checkpoints form a chain, each part 0 naming the inode
  * it was built on, which is the one it replaced (the inode write is a compare-and-swap; a
  * roll-forward publishes only a part 0 built on the inode published then); so checkpoint
- * b was superseded when its successor s in the chain was published, and the store tells
- * when s's part 0 was written, just before (a rolled-forward s was published later, at
- * least `rollForwardAfterMs` after: writers opening meanwhile roll it forward themselves,
- * so those on b opened before then). The chain is walked back from the published
- * checkpoint while the successor's part 0 is younger than `graceMs`: part 0s are older
- * and older down the chain (each was written after its base was published), so the first
- * old one ends it. Complete checkpoints never published are not in the chain: no writer
+ * b was superseded when its successor s in the chain was published: for the published
+ * checkpoint, when the inode object was written; for an older s, when its part 0 was
+ * written, just before. (A rolled-forward s was published later, when a writer opened the
+ * container at least `rollForwardAfterMs` after its part 0; the inode object tells when,
+ * so a roll-forward just now keeps b. Once s is superseded in turn, its part 0's time is
+ * all the store keeps.) The chain is walked back from the published checkpoint while that
+ * time is within `graceMs`: part 0s are older and older down the chain (each was written
+ * after its base was published), so the first old one ends it. Complete checkpoints never published are not in the chain: no writer
  * opened on them. A part 0 read here that fails its checks ends the walk (logged): the
  * checkpoint it names is kept all the same, from the inode its successor names.
  */
@@ -373,7 +374,9 @@ async function supersededLately(
   let s = published
   while (s > 0) {
     const key = segmentKey(s, 0)
-    const at = listing.modified.get(key)
+    let at = listing.modified.get(key)
+    const inodeAt = listing.inodeModifiedMs
+    if (at !== undefined && s === published && inodeAt !== undefined) at = Math.max(at, inodeAt)
     if (at === undefined || now - at >= graceMs) break // what s replaced was superseded before the grace period
     let base = headers.get(s)?.baseInode
     if (base === undefined) {

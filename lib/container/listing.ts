@@ -17,6 +17,8 @@ export interface ContainerListing {
   /** The parts of every checkpoint number seen, and their bytes. */
   byCno: Map<number, { parts: number[]; bytes: number }>
   hasInode: boolean
+  /** When the inode object was last written (ms since the epoch), if there is one. */
+  inodeModifiedMs?: number
 }
 
 /** Lists the container; ERR_NOT_FOUND when it has neither an inode nor a checkpoint. */
@@ -26,11 +28,13 @@ export async function listContainer(store: ObjectStore, signal?: AbortSignal): P
   const etags = new Map<string, string>()
   const byCno = new Map<number, { parts: number[]; bytes: number }>()
   let hasInode = false
+  let inodeModifiedMs: number | undefined
   for await (const e of store.list('', { signal })) {
     const k = parseKey(e.key)
     if (k === undefined) continue
     if (k.kind === 'inode') {
       hasInode = true
+      inodeModifiedMs = e.lastModifiedMs
       continue
     }
     sizes.set(e.key, e.size)
@@ -44,7 +48,7 @@ export async function listContainer(store: ObjectStore, signal?: AbortSignal): P
   if (!hasInode && byCno.size === 0) {
     throw StreamSegmentError.notFound(`${store.url}: no container here (no ${INODE_KEY} object, no checkpoints)`)
   }
-  return { sizes, modified, etags, byCno, hasInode }
+  return { sizes, modified, etags, byCno, hasInode, inodeModifiedMs }
 }
 
 /** The multipart uploads open under the container's segment keys (others are never touched). */

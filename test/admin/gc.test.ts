@@ -637,6 +637,46 @@ describe('gc beside a writer opened on a checkpoint since superseded', () => {
     }
   })
 
+  it('a checkpoint rolled forward just now counts as superseding its base now, however old its part 0', async () => {
+    const place = inMemory()
+    const { store } = place
+    const A = pattern(0, 64 * KiB, 1)
+    const f = await SegmentFile.create(store, settings)
+    await f.write(0, A)
+    await f.flush()
+    await f.close()
+    place.age(1, 3 * HOUR)
+    // Checkpoint 2: its part 0 stored, its inode write failed (a writer that died there).
+    const failing = new FailingStore(store)
+    const died = await SegmentFile.open(failing, settings)
+    failing.addRule({ ops: ['put'], key: /^inode$/, mode: 'error' })
+    const B = pattern(0, 64 * KiB, 2)
+    await died.truncate(0)
+    await died.write(0, B)
+    await assert.rejects(died.flush())
+    await died.close()
+    // W1 opens while 2's part 0 is young (no roll-forward): on checkpoint 1, published then.
+    const waiting = { ...settings, rollForwardAfterMs: 60_000 }
+    const w1 = await SegmentFile.open(store, waiting)
+    assert.equal(w1.cno, 1)
+    const patch = pattern(0, 4 * KiB, 9)
+    await w1.write(0, patch)
+    const mine = Buffer.from(A)
+    patch.copy(mine, 0)
+    // Two hours on, a writer opens and rolls 2 forward: 1 is superseded now.
+    place.age(2, 2 * HOUR)
+    const r = await SegmentFile.open(store, waiting)
+    assert.equal(r.cno, 2, 'rolled forward')
+    await r.close()
+    const cleaned = await place.gc()
+    assert.deepEqual([cleaned.kept, cleaned.dropped], [[1, 2], []])
+    const t = await w1.flush()
+    await w1.close()
+    assert.equal(t.conflicts, 1)
+    assert.ok((await readAll(store, t.cno)).equals(mine), 'the checkpoint W1 published reads back')
+    assert.ok((await readAll(store, 2)).equals(B))
+  })
+
   it('the chain of published checkpoints decides, not the next number: a part 0 never published in between is passed over', async () => {
     const { store, age, gc: clean } = inMemory()
     const quiet = { ...settings, rollForwardAfterMs: 24 * HOUR } // no roll-forward in this test
