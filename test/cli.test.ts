@@ -766,6 +766,35 @@ describe('put: by reference or by value, over an existing container, progress', 
     )
   })
 
+  it('SIGINT while put waits for a writer to open its FIFO: ERR_ABORTED, exit 8, nothing made', async () => {
+    const url = join(dir, 'fifo-interrupted')
+    const fifo = join(dir, 'fifo-never-written')
+    execFileSync('mkfifo', [fifo])
+    const child = spawn(process.execPath, [bin, 'put', fifo, url], { env: quietEnv() })
+    let stderr = ''
+    child.stderr.on('data', (c) => {
+      stderr += c
+    })
+    const closed = once(child, 'close')
+    // Linux tells what a thread sleeps in: the open of a FIFO, in `wait_for_partner`.
+    const waiting = () => {
+      try {
+        return readdirSync(`/proc/${child.pid}/task`).some((t) =>
+          readFileSync(`/proc/${child.pid}/task/${t}/wchan`, 'utf8').includes('wait_for_partner'),
+        )
+      } catch {
+        return false
+      }
+    }
+    for (let i = 0; i < 500 && !waiting(); i++) await new Promise((r) => setTimeout(r, 20))
+    assert.ok(waiting(), `the put waits in the FIFO's open (stderr: ${stderr})`)
+    child.kill('SIGINT')
+    const [code] = await closed
+    assert.equal(code, 8, stderr)
+    assert.match(stderr, /ERR_ABORTED: .*fifo-never-written: interrupted while waiting for a writer/)
+    assert.ok(!existsSync(url), 'no container made')
+  })
+
   it('SIGINT aborts a put: one line, ERR_ABORTED, exit 8, nothing published', async () => {
     const url = join(dir, 'interrupted')
     assert.equal(run(['put', '-', url], { input: randomBytes(10000) }).status, 0)

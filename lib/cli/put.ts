@@ -4,7 +4,7 @@
  * `--wal` for streams.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
-import { fstatSync, statSync } from 'node:fs'
+import { closeSync, constants, fstatSync, openSync, statSync } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import { type Readable, Transform } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
@@ -42,6 +42,48 @@ function oneArgumentHint(arg: string): string {
     : `to write stdin, give - as the file: put - ${arg}`
 }
 
+/**
+ * Opens the file to put. Opening a FIFO waits for a writer, in a thread no signal reaches
+ * (nor can the process exit meanwhile): an interrupt then ends the wait by opening the
+ * FIFO's write end itself, without blocking, and closing it at once, so the pending open
+ * returns (its handle is closed) and the put fails with ERR_ABORTED.
+ */
+async function openSource(path: string, signal: AbortSignal): Promise<FileHandle> {
+  const opening = openLocalFile(path)
+  return new Promise<FileHandle>((resolve, reject) => {
+    let settled = false
+    const onAbort = () => {
+      if (settled) return
+      settled = true
+      reject(StreamSegmentError.aborted(`${path}: interrupted while waiting for a writer to open it`))
+      opening.then(
+        (fh) => fh.close(),
+        () => {},
+      )
+      try {
+        if (statSync(path).isFIFO()) closeSync(openSync(path, constants.O_WRONLY | constants.O_NONBLOCK))
+      } catch {
+        // No FIFO, or nothing waits on it: the open returns on its own.
+      }
+    }
+    signal.addEventListener('abort', onAbort, { once: true })
+    opening.then(
+      (fh) => {
+        signal.removeEventListener('abort', onAbort)
+        if (settled) return
+        settled = true
+        resolve(fh)
+      },
+      (e: unknown) => {
+        signal.removeEventListener('abort', onAbort)
+        if (settled) return
+        settled = true
+        reject(e)
+      },
+    )
+  })
+}
+
 export async function put(p: Parsed, out: Out, err: Out): Promise<number> {
   // `put <url> -- <command> [args…]`: the producer's stdout, published only when it exits 0.
   const producer = p.beforeTerminator === 1 && p.positional.length > 1 ? p.positional.slice(1) : undefined
@@ -76,11 +118,17 @@ export async function put(p: Parsed, out: Out, err: Out): Promise<number> {
     // A shell's `< dir` gives a descriptor that reads as an empty file: that is no content.
     throw StreamSegmentError.invalidArgument('-: stdin is a directory')
   }
-  const fh = source === '-' ? undefined : await openLocalFile(source)
-  const child = producer === undefined ? undefined : startProducer(producer)
   const ac = new AbortController()
   const onSigint = () => ac.abort(new Error('interrupted (SIGINT)'))
   process.once('SIGINT', onSigint)
+  let fh: FileHandle | undefined
+  try {
+    fh = source === '-' ? undefined : await openSource(source, ac.signal)
+  } catch (e) {
+    process.removeListener('SIGINT', onSigint)
+    throw e
+  }
+  const child = producer === undefined ? undefined : startProducer(producer)
   const t0 = performance.now()
   let r: PutResult
   try {
