@@ -27,6 +27,10 @@
  *   included (see `acquireLock` in util/local-fs.ts): a holder that crashed is detected at
  *   once when it ran on this machine (its process is gone), within LOCK_STALE_MS
  *   otherwise (its heartbeat stops), and only that holder's lock is ever broken.
+ *   A put without a condition takes no lock (a lock per object would cost every data
+ *   object five more file system calls): racing an `ifMatch` put of the same key, it can be
+ *   overwritten by that put's rename although it landed after the check. The library
+ *   never mixes the two on one key: the inode alone is compare-and-swapped, always so.
  * - Failures of the file system are ERR_STORE naming the cause (`no space left on the
  *   device (ENOSPC)`) and the key; a key no file name can hold (ENAMETOOLONG) is
  *   ERR_INVALID_ARGUMENT (`fsError`).
