@@ -2,9 +2,12 @@
  * The `stream-segment` command. Every failure prints one line, `stream-segment: CODE: message`,
  * and exits with a code per error kind (EXIT_CODES); the stack only when DEBUG is set.
  * Data goes to stdout only for `get` to `-`; everything else a command reports goes to
- * stdout (tables, or JSON with --json), progress to stderr on a TTY.
+ * stdout (tables, or JSON with --json), progress to stderr on a TTY. Ctrl-C, SIGTERM and
+ * SIGHUP abort the command through one AbortSignal: it cleans up (temporary files, uploads)
+ * and fails with ERR_ABORTED, exit 8.
  */
 
+import { constants as osConstants } from 'node:os'
 import { type CommandSpec, kebab, type Parsed, parseCommand, READ_OPTIONS } from './cli/args.js'
 import { benchCommand } from './cli/bench.js'
 import { inspect, ls, verify } from './cli/checkpoints.js'
@@ -92,7 +95,8 @@ Options:
 Options are --name value or --name=value, multi-word names in kebab or camel case; after --
 every argument is a positional one (a file named -x: put -- -x URL).
 
-Settings for put, by their names or in kebab case, sizes with K/M/G (binary) suffixes:
+Settings for put, by their names or in kebab case, sizes with K/M/G (binary) suffixes,
+those in milliseconds (…Ms) as durations like --grace:
 ${wrap(Object.keys(SPEC_DEFAULTS).join(', '), '  ', 92)}
 --format stream|parted chooses a new container's layout: StreamSegment (tail first, sent
 while written, the default) or PartedSegment (head first, each object built whole).
@@ -114,7 +118,10 @@ export function version(): string {
 }
 
 /** Every command: what it accepts, and what runs it. */
-const COMMANDS: Record<string, { spec: CommandSpec; run: (p: Parsed, out: Out, err: Out) => Promise<number> }> = {
+const COMMANDS: Record<
+  string,
+  { spec: CommandSpec; run: (p: Parsed, out: Out, err: Out, signal: AbortSignal) => Promise<number> }
+> = {
   put: {
     spec: {
       values: ['size', 'wal', 'walSync', ...Object.keys(SPEC_DEFAULTS).filter(isSettingName)],
@@ -150,15 +157,52 @@ export function commandOptions(): Record<string, string[]> {
   )
 }
 
+/** The error that failed stdout, once reported (by onStdoutError): reported once only. */
+let stdoutFailed: Error | undefined
+
 /**
  * Errors stdout emits: EPIPE (the reader went away) ends the output quietly; the error
  * of a pipeline that destroyed stdout is the command's own, reported once by `main`;
- * anything else (a full disk behind a redirect) is reported here.
+ * anything else (a full disk behind a redirect) is reported here, once however many
+ * writes fail.
  */
 function onStdoutError(e: NodeJS.ErrnoException): void {
-  if (e.code === 'EPIPE' || e instanceof StreamSegmentError) return
+  if (e.code === 'EPIPE' || e instanceof StreamSegmentError || stdoutFailed !== undefined) return
+  stdoutFailed = e
   process.stderr.write(`stream-segment: ERR_STORE: stdout: ${e.message}\n`)
   process.exitCode = EXIT_CODES.ERR_STORE
+}
+
+/** The signals that interrupt a command: Ctrl-C, a kill, the terminal going away. */
+const INTERRUPTS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const
+
+/**
+ * Aborts `ac` on the first of INTERRUPTS, so that the command stops, cleans up (temporary
+ * files, uploads) and fails with ERR_ABORTED; the same signal again while it does stops
+ * the process at once, as that signal would have. Returns the function that removes the
+ * handlers.
+ */
+function abortOnSignals(ac: AbortController): () => void {
+  let first: NodeJS.Signals | undefined
+  const handlers = INTERRUPTS.map((sig) => {
+    const handler = () => {
+      if (first === undefined) {
+        first = sig
+        ac.abort(new Error(`interrupted (${sig})`))
+      } else if (sig === first) {
+        remove()
+        process.kill(process.pid, sig)
+        // Should the signal not end the process (a handler elsewhere), its conventional code.
+        process.exit(128 + osConstants.signals[sig])
+      }
+    }
+    process.on(sig, handler)
+    return [sig, handler] as const
+  })
+  const remove = () => {
+    for (const [sig, handler] of handlers) process.removeListener(sig, handler)
+  }
+  return remove
 }
 
 /** Runs the CLI; resolves to the process exit code. */
@@ -171,6 +215,10 @@ export async function main(
   process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true'
   // A reader of stdout that went away (`ls | head -1`) ends the output, not the process.
   if (out === process.stdout && process.stdout.listenerCount('error') === 0) process.stdout.on('error', onStdoutError)
+  // A stderr that cannot be written (`2>/dev/full`, a closed pipe) loses the message, not the exit code.
+  if (err === process.stderr && process.stderr.listenerCount('error') === 0) process.stderr.on('error', () => {})
+  const ac = new AbortController()
+  let removeHandlers: (() => void) | undefined
   try {
     const [first, ...rest] = argv
     if (first === undefined) {
@@ -199,12 +247,27 @@ export async function main(
       out.write(USAGE)
       return 0
     }
-    return await command.run(p, out, err)
-  } catch (e) {
+    // Kept until the command has returned (and reported): an interrupt after its work is
+    // done changes nothing, rather than killing the process before it says so.
+    removeHandlers = abortOnSignals(ac)
+    return await command.run(p, out, err, ac.signal)
+  } catch (caught) {
+    let e = caught
+    // The command's failure to write stdout, reported once by onStdoutError already.
+    if (stdoutFailed !== undefined && (e === stdoutFailed || (e as Error)?.cause === stdoutFailed)) {
+      return EXIT_CODES.ERR_STORE
+    }
+    // An interrupt can surface as whatever failed first (a read cut short): it is the interrupt.
+    if (ac.signal.aborted && !StreamSegmentError.is(e, 'ERR_ABORTED')) {
+      e = StreamSegmentError.aborted(`${argv[0]}: ${(ac.signal.reason as Error).message}`, e)
+    }
     const code = StreamSegmentError.is(e) ? e.code : 'ERR_INTERNAL'
     const message = (e as Error)?.message ?? String(e)
-    err.write(`stream-segment: ${code}: ${message.split('\n')[0]}\n`)
+    // One line, whatever the message holds (a path with a newline in it).
+    err.write(`stream-segment: ${code}: ${message.replace(/\r?\n|\r/g, '\\n')}\n`)
     if (process.env.DEBUG) err.write(`${(e as Error)?.stack}\n`)
     return EXIT_CODES[code]
+  } finally {
+    removeHandlers?.()
   }
 }

@@ -94,9 +94,12 @@ export function optionName(p: Parsed, name: string): string {
   return p.typed.get(name) ?? `--${kebab(name)}`
 }
 
-/** An integer, with an optional binary size suffix (K, KiB, M, MiB, G, GiB); `option` names it in messages. */
+/**
+ * An integer, with an optional binary size suffix (K, KiB, M, MiB, G, GiB, in any case),
+ * nothing else (`5mb`, `16 KiBb` are no sizes); `option` names it in messages.
+ */
 export function parseSize(option: string, text: string): number {
-  const m = /^(\d+)\s*(k|ki|kib|m|mi|mib|g|gi|gib)?b?$/i.exec(text.trim())
+  const m = /^(\d+)(k|kib|m|mib|g|gib)?$/i.exec(text.trim())
   const unit = { k: KiB, m: MiB, g: 1024 * MiB }[(m?.[2]?.[0] ?? '').toLowerCase() as 'k' | 'm' | 'g'] ?? 1
   const n = m ? Number(m[1]) * unit : Number.NaN
   if (!Number.isSafeInteger(n))

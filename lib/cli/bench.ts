@@ -9,7 +9,7 @@ import { formatBytes, median, type Out, table } from './output.js'
 
 const BENCH_USAGE = 'bench <url> [--size N] [--rounds N] [--json]'
 
-export async function benchCommand(p: Parsed, out: Out, err: Out): Promise<number> {
+export async function benchCommand(p: Parsed, out: Out, err: Out, signal: AbortSignal): Promise<number> {
   const [url] = positionals(p, 1, 1, BENCH_USAGE) as [string]
   const sizeText = p.options.get('size')
   const bytes = sizeText === undefined ? 256 * MiB : parseSize(optionName(p, 'size'), sizeText)
@@ -26,20 +26,12 @@ export async function benchCommand(p: Parsed, out: Out, err: Out): Promise<numbe
   }
   const rounds = Number(roundsText)
   const store = openStore(url)
-  const ac = new AbortController()
-  const onSigint = () => ac.abort(new Error('interrupted (SIGINT)'))
-  process.once('SIGINT', onSigint)
-  let r: BenchResult
-  try {
-    r = await benchStore(store, {
-      bytes,
-      rounds,
-      signal: ac.signal,
-      onPass: err.isTTY ? (round, pass) => err.write(`bench: round ${round + 1}/${rounds}: ${pass}\n`) : undefined,
-    })
-  } finally {
-    process.removeListener('SIGINT', onSigint)
-  }
+  const r: BenchResult = await benchStore(store, {
+    bytes,
+    rounds,
+    signal,
+    onPass: err.isTTY ? (round, pass) => err.write(`bench: round ${round + 1}/${rounds}: ${pass}\n`) : undefined,
+  })
   const gib = bytes / (1024 * MiB)
   const passes = [
     ['write stream (16 MiB objects)', r.rounds.map((x) => x.write)],

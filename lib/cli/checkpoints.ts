@@ -10,10 +10,10 @@ import { cnoOption, optionName, type Parsed, positionals } from './args.js'
 import { EXIT_CODES } from './exit-codes.js'
 import { amountLine, count, formatBytes, type Out, showProgress, table } from './output.js'
 
-export async function ls(p: Parsed, out: Out): Promise<number> {
+export async function ls(p: Parsed, out: Out, _err: Out, signal: AbortSignal): Promise<number> {
   const [url] = positionals(p, 1, 1, 'ls <url> [--json]')
   const store = openStore(url as string)
-  const list = await listCheckpoints(store)
+  const list = await listCheckpoints(store, { signal })
   if (p.flags.has('json')) {
     out.write(`${JSON.stringify({ url: store.url, ...list })}\n`)
     return 0
@@ -41,12 +41,12 @@ export async function ls(p: Parsed, out: Out): Promise<number> {
   return 0
 }
 
-export async function inspect(p: Parsed, out: Out, err: Out): Promise<number> {
+export async function inspect(p: Parsed, out: Out, err: Out, signal: AbortSignal): Promise<number> {
   const walDir = p.options.get('wal')
   if (walDir !== undefined) return inspectWalFolder(p, walDir, out)
   const [url] = positionals(p, 1, 1, 'inspect <url> [--cno N] [--json]')
   const store = openStore(url as string)
-  const r = await inspectCheckpoint(store, { cno: cnoOption(p) })
+  const r = await inspectCheckpoint(store, { cno: cnoOption(p), signal })
   if (p.flags.has('json')) {
     out.write(`${JSON.stringify(r)}\n`)
     return problemsFound('inspect', r, err)
@@ -108,7 +108,7 @@ async function inspectWalFolder(p: Parsed, dir: string, out: Out): Promise<numbe
   return 0
 }
 
-export async function verify(p: Parsed, out: Out, err: Out): Promise<number> {
+export async function verify(p: Parsed, out: Out, err: Out, signal: AbortSignal): Promise<number> {
   const [url] = positionals(p, 1, 1, 'verify <url> [--cno N] [--json]')
   const store = openStore(url as string)
   const t0 = performance.now()
@@ -119,6 +119,7 @@ export async function verify(p: Parsed, out: Out, err: Out): Promise<number> {
   try {
     r = await verifyCheckpoint(store, {
       cno: cnoOption(p),
+      signal,
       onProgress: (b) => {
         done = b
       },

@@ -12,7 +12,7 @@ import { openStore } from '../store/open.js'
 import { optionName, type Parsed, parseDuration, positionals } from './args.js'
 import { count, formatBytes, formatDuration, type Out, progressOnTerminal } from './output.js'
 
-export async function gcCommand(p: Parsed, out: Out, err: Out): Promise<number> {
+export async function gcCommand(p: Parsed, out: Out, err: Out, signal: AbortSignal): Promise<number> {
   const [url] = positionals(
     p,
     1,
@@ -42,7 +42,7 @@ export async function gcCommand(p: Parsed, out: Out, err: Out): Promise<number> 
   const progress = progressOnTerminal(err, gcLine)
   let r: GcResult
   try {
-    r = await gc(openStore(url as string), { ...options, onProgress: progress.report })
+    r = await gc(openStore(url as string), { ...options, signal, onProgress: progress.report })
   } finally {
     progress.stop()
   }
@@ -68,7 +68,7 @@ export async function gcCommand(p: Parsed, out: Out, err: Out): Promise<number> 
   return 0
 }
 
-export async function rm(p: Parsed, out: Out, err: Out): Promise<number> {
+export async function rm(p: Parsed, out: Out, err: Out, signal: AbortSignal): Promise<number> {
   const [url] = positionals(p, 1, 1, 'rm <url> [--yes] [--json]')
   if (process.stdin.isTTY && !p.flags.has('yes')) {
     throw StreamSegmentError.invalidArgument(`rm deletes every object of ${url}: add --yes to confirm`)
@@ -80,7 +80,7 @@ export async function rm(p: Parsed, out: Out, err: Out): Promise<number> {
   )
   let r: RemoveResult
   try {
-    r = await removeContainer(openStore(url as string), { onProgress: progress.report })
+    r = await removeContainer(openStore(url as string), { signal, onProgress: progress.report })
   } finally {
     progress.stop()
   }

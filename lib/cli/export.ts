@@ -1,7 +1,7 @@
 /** `stream-segment export`: a checkpoint as one plain object on S3, or a local file. */
 import { type ExportTarget, exportObject } from '../admin/index.js'
 import { StreamSegmentError } from '../errors.js'
-import { fileUrlPath, openStore } from '../store/open.js'
+import { checkEndpointEnv, fileUrlPath, openStore } from '../store/open.js'
 import { cnoOption, type Parsed, positionals } from './args.js'
 import { type Amount, amountLine, count, formatBytes, type Out, progressOnTerminal } from './output.js'
 
@@ -10,7 +10,10 @@ const EXPORT_USAGE = 'export <url> <s3://bucket/key|file> [--cno N] [--content-t
 /** `s3://bucket/key` → an S3 target; a path (or file:///path) → itself; other URLs are refused. */
 function exportTarget(dest: string, contentType: string | undefined): ExportTarget {
   const s3 = /^s3:\/\/([^/]+)\/(.+)$/i.exec(dest)
-  if (s3 !== null) return { Bucket: s3[1] as string, Key: s3[2] as string, ContentType: contentType }
+  if (s3 !== null) {
+    checkEndpointEnv(`export: ${dest}`) // the client made for a target on S3 uses it too
+    return { Bucket: s3[1] as string, Key: s3[2] as string, ContentType: contentType }
+  }
   if (/^s3:/i.test(dest)) {
     throw StreamSegmentError.invalidArgument(`export: ${JSON.stringify(dest)} is not s3://bucket/key`)
   }
@@ -24,7 +27,7 @@ function exportTarget(dest: string, contentType: string | undefined): ExportTarg
   return dest
 }
 
-export async function exportCommand(p: Parsed, out: Out, err: Out): Promise<number> {
+export async function exportCommand(p: Parsed, out: Out, err: Out, signal: AbortSignal): Promise<number> {
   const [url, dest] = positionals(p, 2, 2, EXPORT_USAGE) as [string, string]
   const target = exportTarget(dest, p.options.get('contentType'))
   const store = openStore(url)
@@ -38,6 +41,8 @@ export async function exportCommand(p: Parsed, out: Out, err: Out): Promise<numb
     r = await exportObject(store, target, {
       cno: cnoOption(p),
       copy: !p.flags.has('noCopy'),
+      // An interrupt removes the temporary file, or aborts the multipart upload.
+      signal,
       onProgress: report && ((pr) => report({ done: pr.copiedBytes + pr.sentBytes, total: pr.totalBytes })),
     })
   } finally {

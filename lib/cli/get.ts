@@ -13,7 +13,7 @@ import { amountLine, formatBytes, type Out, showProgress } from './output.js'
 
 const GET_USAGE = 'get <url> [file|-] [-o file] [--range a-b] [--cno N] [--json]'
 
-export async function get(p: Parsed, out: Out, err: Out): Promise<number> {
+export async function get(p: Parsed, out: Out, err: Out, signal: AbortSignal): Promise<number> {
   const [url, file] = positionals(p, 1, 2, GET_USAGE) as [string, string | undefined]
   const output = p.options.get('output')
   if (file !== undefined && output !== undefined) {
@@ -39,9 +39,6 @@ export async function get(p: Parsed, out: Out, err: Out): Promise<number> {
         'redirect stdout, or give - to write to the terminal anyway',
     )
   }
-  const ac = new AbortController()
-  const onSigint = () => ac.abort(new Error('interrupted (SIGINT)'))
-  process.once('SIGINT', onSigint)
   // On a terminal, a progress line on stderr while a file is written.
   let stopProgress: (() => void) | undefined
   let done = 0
@@ -60,7 +57,7 @@ export async function get(p: Parsed, out: Out, err: Out): Promise<number> {
   }
   try {
     if (target === '-') {
-      const rs = createStreamSegmentReadStream({ store, start, end, cno, signal: ac.signal, ...reads })
+      const rs = createStreamSegmentReadStream({ store, start, end, cno, signal, ...reads })
       await pipeline(rs, out as Writable)
       pastEnd(rs.size, `checkpoint ${rs.file?.cno} of ${store.url}`)
       return 0
@@ -71,7 +68,7 @@ export async function get(p: Parsed, out: Out, err: Out): Promise<number> {
       start,
       end,
       cno,
-      signal: ac.signal,
+      signal,
       ...fileReads,
       onStart: (file, total) => {
         pastEnd(file.size, `checkpoint ${file.cno} of ${store.url}`)
@@ -85,9 +82,12 @@ export async function get(p: Parsed, out: Out, err: Out): Promise<number> {
     report(out, json, store.url, target, got)
   } catch (e) {
     if ((e as { code?: string }).code === 'EPIPE') return 0 // the reader of stdout went away
+    // Stdout failed (a full disk behind a redirect): the store of the output, not a bug.
+    if (target === '-' && !StreamSegmentError.is(e) && e === (out as Writable).errored) {
+      throw StreamSegmentError.store(`stdout: ${(e as Error).message}`, e)
+    }
     throw e
   } finally {
-    process.removeListener('SIGINT', onSigint)
     clearProgress()
   }
   return 0
@@ -102,7 +102,8 @@ function rangeOption(p: Parsed): { start?: number; end?: number; range?: string;
   if (!m) throw StreamSegmentError.invalidArgument(`option ${rangeName}: ${JSON.stringify(range)} is not a-b or a-`)
   const start = Number(m[1])
   if (!Number.isSafeInteger(start)) {
-    throw StreamSegmentError.invalidArgument(`option ${rangeName}: ${m[1]} is past any file`)
+    // Past the end of any file (at most 2^53 - 1 bytes): as a start past this one's end.
+    throw StreamSegmentError.range(`option ${rangeName}: ${range}: starts at byte ${m[1]}, past the end of any file`)
   }
   // An end past the file is clipped to it, however far past.
   const end = m[2] === '' ? undefined : Math.min(Number(m[2]), Number.MAX_SAFE_INTEGER)

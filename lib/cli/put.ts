@@ -18,7 +18,7 @@ import { MiB } from '../util/units.js'
 import type { WalSync } from '../wal/log.js'
 import type { WalOptions } from '../wal/wal.js'
 import type { FlushTiming } from '../write/flush.js'
-import { optionName, type Parsed, parseSize, positionals } from './args.js'
+import { optionName, type Parsed, parseDuration, parseSize, positionals } from './args.js'
 import { count, formatBytes, fsError, type Out, progressLine, showProgress } from './output.js'
 
 function stdinIsDirectory(): boolean {
@@ -49,21 +49,29 @@ function oneArgumentHint(arg: string): string {
  * returns (its handle is closed) and the put fails with ERR_ABORTED.
  */
 async function openSource(path: string, signal: AbortSignal): Promise<FileHandle> {
+  if (signal.aborted) throw StreamSegmentError.aborted(`${path}: interrupted before it was opened`)
   const opening = openLocalFile(path)
   return new Promise<FileHandle>((resolve, reject) => {
     let settled = false
     const onAbort = () => {
       if (settled) return
       settled = true
-      reject(StreamSegmentError.aborted(`${path}: interrupted while waiting for a writer to open it`))
+      let fifo = false
+      try {
+        fifo = statSync(path).isFIFO()
+      } catch {
+        // Gone, or not ours to stat: the open fails on its own.
+      }
+      const waiting = fifo ? 'waiting for a writer to open it' : 'opening it'
+      reject(StreamSegmentError.aborted(`${path}: interrupted while ${waiting}`))
       opening.then(
         (fh) => fh.close(),
         () => {},
       )
       try {
-        if (statSync(path).isFIFO()) closeSync(openSync(path, constants.O_WRONLY | constants.O_NONBLOCK))
+        if (fifo) closeSync(openSync(path, constants.O_WRONLY | constants.O_NONBLOCK))
       } catch {
-        // No FIFO, or nothing waits on it: the open returns on its own.
+        // Nothing waits on it: the open returns on its own.
       }
     }
     signal.addEventListener('abort', onAbort, { once: true })
@@ -84,7 +92,7 @@ async function openSource(path: string, signal: AbortSignal): Promise<FileHandle
   })
 }
 
-export async function put(p: Parsed, out: Out, err: Out): Promise<number> {
+export async function put(p: Parsed, out: Out, err: Out, signal: AbortSignal): Promise<number> {
   // `put <url> -- <command> [args…]`: the producer's stdout, published only when it exits 0.
   const producer = p.beforeTerminator === 1 && p.positional.length > 1 ? p.positional.slice(1) : undefined
   const [source, url] =
@@ -118,16 +126,8 @@ export async function put(p: Parsed, out: Out, err: Out): Promise<number> {
     // A shell's `< dir` gives a descriptor that reads as an empty file: that is no content.
     throw StreamSegmentError.invalidArgument('-: stdin is a directory')
   }
-  const ac = new AbortController()
-  const onSigint = () => ac.abort(new Error('interrupted (SIGINT)'))
-  process.once('SIGINT', onSigint)
-  let fh: FileHandle | undefined
-  try {
-    fh = source === '-' ? undefined : await openSource(source, ac.signal)
-  } catch (e) {
-    process.removeListener('SIGINT', onSigint)
-    throw e
-  }
+  // `signal`: the interrupts main hears (Ctrl-C, SIGTERM, SIGHUP), until it has reported.
+  const fh = source === '-' ? undefined : await openSource(source, signal)
   const child = producer === undefined ? undefined : startProducer(producer)
   const t0 = performance.now()
   let r: PutResult
@@ -137,13 +137,13 @@ export async function put(p: Parsed, out: Out, err: Out): Promise<number> {
     // A regular file goes by reference: its blocks are read when their objects are sent.
     // Anything else (stdin, a pipe, a FIFO, a device) can be read only once, in order.
     r = st?.isFile()
-      ? await putByReference(fh as FileHandle, store, settings, ac.signal, err, resume)
+      ? await putByReference(fh as FileHandle, store, settings, signal, err, resume)
       : await putByValue(
           fh?.createReadStream({ highWaterMark: MiB, autoClose: false }) ?? child?.stdout ?? process.stdin,
           producer === undefined ? source : producer.join(' '),
           store,
           settings,
-          ac.signal,
+          signal,
           err,
           completeWhen({ size, child }),
           wal,
@@ -155,22 +155,29 @@ export async function put(p: Parsed, out: Out, err: Out): Promise<number> {
     }
     throw e
   } finally {
-    process.removeListener('SIGINT', onSigint)
     await fh?.close()
-    child?.process.kill('SIGTERM') // a producer still running after a failure is stopped
+    if (child !== undefined) stopProducer(child.process)
   }
   report(out, p.flags.has('json'), store.url, r, (performance.now() - t0) / 1000)
   return 0
 }
 
-/** The `--<setting> <value>` options, as settings (sizes parsed; resolveSettings checks them all). */
+/**
+ * The `--<setting> <value>` options, as settings (sizes parsed, and durations for the
+ * settings in milliseconds, `…Ms`: `1h` is an hour, not a size; resolveSettings checks them all).
+ */
 function settingOptions(p: Parsed): Partial<Settings> {
   const settings: Partial<Record<keyof Settings, unknown>> = {}
   for (const [name, value] of p.options) {
     if (name === 'size' || name === 'wal' || name === 'walSync') continue
     if (!isSettingName(name)) throw StreamSegmentError.internal(`put: option --${name} is not a setting`)
     // String settings (format, conflictPolicy) are taken as given; resolveSettings checks them.
-    settings[name] = typeof SPEC_DEFAULTS[name] === 'string' ? value : parseSize(optionName(p, name), value)
+    settings[name] =
+      typeof SPEC_DEFAULTS[name] === 'string'
+        ? value
+        : name.endsWith('Ms')
+          ? parseDuration(optionName(p, name), value)
+          : parseSize(optionName(p, name), value)
   }
   return settings as Partial<Settings>
 }
@@ -267,6 +274,21 @@ function startProducer(argv: readonly string[]): {
     )
   })
   return { process: child, stdout: child.stdout as Readable, exit }
+}
+
+/** How long a producer still running after a failure has to exit on SIGTERM before SIGKILL. */
+const PRODUCER_GRACE_MS = 2000
+
+/**
+ * Stops a producer still running after a failure: SIGTERM, then SIGKILL if it has not exited
+ * within PRODUCER_GRACE_MS (one that ignores SIGTERM would keep the failed put waiting).
+ */
+function stopProducer(child: ChildProcess): void {
+  child.stdout?.destroy() // the put is over: a grandchild holding the pipe keeps nothing waiting
+  if (child.exitCode !== null || child.signalCode !== null) return
+  child.kill('SIGTERM')
+  const timer = setTimeout(() => child.kill('SIGKILL'), PRODUCER_GRACE_MS)
+  child.once('exit', () => clearTimeout(timer))
 }
 
 /**

@@ -1,7 +1,8 @@
 /**
  * `openStore(location)`: the store rooted at a container, from a URL or an S3 client.
  *   s3://bucket/prefix     S3 (credentials, region and endpoint the SDK's usual way,
- *                          AWS_ENDPOINT_URL_S3 included; path-style on a custom endpoint)
+ *                          AWS_ENDPOINT_URL_S3 included, which must be an http(s) URL;
+ *                          path-style on a custom endpoint)
  *   file:///dir or a path  a local directory (the embedded default)
  *   mem://name             memory, shared by name within the process
  * Schemes are matched case-insensitively (`S3://bucket/x` is S3). Anything else that starts
@@ -55,12 +56,36 @@ function unsupported(text: string, scheme: string): StreamSegmentError {
 export function fileUrlPath(text: string, who = 'openStore'): string {
   const rest = text.replace(/^file:\/\//i, '')
   const bad = (message: string) => StreamSegmentError.invalidArgument(`${who}: ${text}: ${message}`)
+  // `file://` alone would be `/`: a path left out, not the root asked for.
+  if (rest === '') throw bad('no path: give file:///dir (file:/// for the root)')
   try {
     return fileURLToPath(`file://${rest}`)
   } catch (err) {
     throw rest.startsWith('/')
       ? bad((err as Error).message)
       : bad(`a file URL has an empty host: did you mean ${corrected('file', rest)}, or the path ${rest}?`)
+  }
+}
+
+/**
+ * Checks the endpoint the default S3 client will use (AWS_ENDPOINT_URL_S3, else
+ * AWS_ENDPOINT_URL), when one is set: an http:// or https:// URL. Anything else would fail
+ * every request only after the retries, as "Invalid URL", not naming the variable.
+ */
+export function checkEndpointEnv(who: string): void {
+  const name = process.env.AWS_ENDPOINT_URL_S3 !== undefined ? 'AWS_ENDPOINT_URL_S3' : 'AWS_ENDPOINT_URL'
+  const value = process.env[name]
+  if (value === undefined) return
+  let protocol: string | undefined
+  try {
+    protocol = new URL(value).protocol
+  } catch {
+    // Not a URL at all (`127.0.0.1:9000`, a bare host).
+  }
+  if (protocol !== 'http:' && protocol !== 'https:') {
+    throw StreamSegmentError.invalidArgument(
+      `${who}: ${name} is ${JSON.stringify(value)}: not an http:// or https:// URL (e.g. http://127.0.0.1:9000)`,
+    )
   }
 }
 
@@ -117,6 +142,7 @@ export function openStore(location: StoreLocation): ObjectStore {
     } catch {
       throw invalid(text, 'the prefix has a malformed %-escape')
     }
+    if (defaultClient === undefined) checkEndpointEnv(`openStore: ${text}`)
     defaultClient ??= createS3Client()
     return new S3Store({ client: defaultClient, bucket, prefix })
   }
