@@ -24,7 +24,7 @@ import { type StoreLocation, storeAt } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
 import { resolveCheckpoint } from './list.js'
-import { type MapWalk, type Problem, toProblem, walkMap } from './map-walk.js'
+import { type MapWalk, type Problem, type Reached, toProblem, walkMap } from './map-walk.js'
 
 export interface ObjectReport {
   key: string
@@ -80,9 +80,15 @@ function flagNames(flags: number): string[] {
   return out
 }
 
-/** The objects of the keys the map reaches, plus the checkpoint's own parts, in key order. */
+/**
+ * The objects of the keys the map reaches, plus the checkpoint's own parts, in key order.
+ * Its part 0 always, listed or not: it is the checkpoint itself (the writers and the
+ * cleaner refuse a container without it), and a map that reaches nothing in it (a
+ * checkpoint that only changed the size) must not let it go missing unseen.
+ */
 export function objectKeys(listing: ContainerListing, cno: number, walk: MapWalk): string[] {
   const keys = new Set(walk.reached.keys())
+  keys.add(segmentKey(cno, 0))
   for (const part of listing.byCno.get(cno)?.parts ?? []) keys.add(segmentKey(cno, part))
   return [...keys].sort()
 }
@@ -135,6 +141,15 @@ async function publishedCno(store: ObjectStore, signal?: AbortSignal): Promise<n
   }
 }
 
+/** Why a missing object of checkpoint `inode.cno` matters: what points into it, or that it is the checkpoint's part 0. */
+export function missingWhy(inode: Inode, key: string, reached: Reached | undefined): string {
+  const what = `${reached?.nodes.length ?? 0} nodes and ${reached?.dataAt.length ?? 0} blocks`
+  if (reached === undefined && key === segmentKey(inode.cno, 0)) {
+    return `no such object, but it is part 0 of checkpoint ${inode.cno}, the checkpoint itself`
+  }
+  return `no such object, but the block map of checkpoint ${inode.cno} points at ${what} in it`
+}
+
 async function readSummary(store: ObjectStore, key: string, h: Header, signal?: AbortSignal): Promise<Summary> {
   const layout = objectLayout(h, h)
   const bytes = await readExact(store, key, layout.summaryOffset, layout.summaryEnd, signal)
@@ -168,6 +183,15 @@ async function inspectObject(
   }
   if (size < 0) {
     report.error = 'missing'
+    // A problem of the report, unless the walk met it already (a node in it).
+    if (!problems.some((p) => p.where.split(' ')[0] === key && p.code === 'ERR_NOT_FOUND')) {
+      problems.push({
+        code: 'ERR_NOT_FOUND',
+        what: 'missing',
+        where: key,
+        message: `${store.url}/${key}: ${missingWhy(inode, key, reached)}`,
+      })
+    }
     return report
   }
   try {

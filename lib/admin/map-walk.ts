@@ -24,6 +24,8 @@ interface Ref {
   offset: number
   needed: boolean
   where: string
+  /** Checked against its parent's entry, not walked below (a node not newer than `newerThan`). */
+  checkOnly: boolean
 }
 
 export interface Reached {
@@ -45,7 +47,11 @@ export interface Problem {
 
 export interface MapWalk {
   reached: Map<string, Reached>
-  /** Objects holding nodes not walked (`newerThan`), pointed at from nodes walked. */
+  /**
+   * Objects holding nodes not walked below (`newerThan`), pointed at from nodes walked:
+   * each such node was read and checked against its parent's entry (a problem when it
+   * could not be read), so these objects were found.
+   */
   skipped: Set<string>
   nodes: number
   leaves: number
@@ -88,8 +94,10 @@ export interface WalkShare {
    */
   nodes?: Map<string, BlockMapNode>
   /**
-   * Only nodes of checkpoint numbers above this one are walked: a pointer to a node of a
-   * number at or below it is not followed (that subtree was published, and checked, before).
+   * Only nodes of checkpoint numbers above this one are walked: a node of a number at or
+   * below it is read (with the other nodes of its object, a span at a time) and checked
+   * against its parent's entry — its level, its keys within the entry's range — but not
+   * walked below (that subtree was published, and checked, before).
    */
   newerThan?: number
 }
@@ -222,9 +230,10 @@ class MapWalker {
   }
 
   /**
-   * An index node's entry i: skipped (not newer than `newerThan`, or covered by an earlier
-   * walk), taken from memory (decoded by an earlier walk, checked against this entry), or
-   * added to `refs` to be fetched with the other nodes of its object.
+   * An index node's entry i: skipped (covered by an earlier walk), taken from memory
+   * (decoded by an earlier walk, checked against this entry), or added to `refs` to be
+   * fetched with the other nodes of its object (one not newer than `newerThan` only to be
+   * checked against this entry, not walked below).
    */
   private nodePointer(e: Entries, i: number, refs: Map<string, Ref[]>, next: Entries[]): void {
     const { seen, nodes, newerThan } = this.share
@@ -232,12 +241,26 @@ class MapWalker {
     const lo = e.lo[i] as number
     const minKey = e.keys[i] as number
     const { key: objectKey, offset } = nodeLocation(hi, lo)
-    if (newerThan !== undefined && hi <= newerThan) {
-      this.walk.skipped.add(objectKey)
-      return
-    }
     const upper = i + 1 < e.count ? (e.keys[i + 1] as number) : e.upper
     const place: NodePlace = { level: e.level - 1, minKey, upper }
+    const where = `${objectKey} byte ${offset}`
+    if (newerThan !== undefined && hi <= newerThan) {
+      // Published before, so its subtree was checked then; but a new node's pointer at it
+      // may name a node of another level or key range, which only its bytes tell.
+      this.walk.skipped.add(objectKey)
+      addRef(refs, objectKey, {
+        hi,
+        lo,
+        level: place.level,
+        minKey,
+        upper,
+        offset,
+        needed: true,
+        where,
+        checkOnly: true,
+      })
+      return
+    }
     const id = `${hi}:${lo}`
     if (seen !== undefined) {
       const before = seen.get(id)
@@ -253,7 +276,6 @@ class MapWalker {
       seen.set(id, place)
     }
     this.reach(objectKey).nodes.push(offset)
-    const where = `${objectKey} byte ${offset}`
     const known = nodes?.get(id)
     if (known !== undefined) {
       try {
@@ -265,10 +287,17 @@ class MapWalker {
       this.take(known, upper, next)
       return
     }
-    const ref: Ref = { hi, lo, level: place.level, minKey, upper, offset, needed: true, where }
-    const list = refs.get(objectKey)
-    if (list === undefined) refs.set(objectKey, [ref])
-    else list.push(ref)
+    addRef(refs, objectKey, {
+      hi,
+      lo,
+      level: place.level,
+      minKey,
+      upper,
+      offset,
+      needed: true,
+      where,
+      checkOnly: false,
+    })
   }
 
   /** Fetches one span of an object's nodes and takes those that check out. */
@@ -299,6 +328,7 @@ class MapWalker {
           maxCno: this.inode.cno,
           where: `${store.url}/${r.where}`,
         })
+        if (r.checkOnly) continue
         this.share.nodes?.set(`${r.hi}:${r.lo}`, n)
         this.take(n, r.upper, next)
       } catch (err) {
@@ -306,4 +336,11 @@ class MapWalker {
       }
     }
   }
+}
+
+/** Adds `ref` to those of its object, to be fetched together. */
+function addRef(refs: Map<string, Ref[]>, objectKey: string, ref: Ref): void {
+  const list = refs.get(objectKey)
+  if (list === undefined) refs.set(objectKey, [ref])
+  else list.push(ref)
 }

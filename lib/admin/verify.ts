@@ -29,7 +29,7 @@ import type { ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
 import { givePieces } from '../util/piece-pool.js'
 import { MiB } from '../util/units.js'
-import { objectKeys } from './inspect.js'
+import { missingWhy, objectKeys } from './inspect.js'
 import { resolveCheckpoint } from './list.js'
 import { type MapWalk, type Problem, type Reached, toProblem, walkMap } from './map-walk.js'
 
@@ -152,12 +152,15 @@ export async function verifyCheckpoint(
  * (`sizes`: the objects listed above the published number); its part 0 is checked whole
  * (header, summary, nodes, every data slot's CRC), the other objects by their headers,
  * summaries and nodes, and the pointers into them must name live slots holding their
- * blocks. Nodes of lower numbers are not read (published ones were checked when they were
- * published), but every object of a lower number the walked nodes point into must still
- * exist, a HEAD each: a cleaner may have taken one of a number never published, whose
- * data parts a conflict retry kept. The cost is about three
- * requests per new object, one per older one, and the bytes of part 0. Problems are
- * returned, not thrown.
+ * blocks. A node of a lower number a walked node points at is read (the nodes of one
+ * object a span at a time, as the walk reads them) and checked against that pointer's
+ * entry — its level, its keys within the entry's range — but not walked below (published
+ * ones were checked when they were published): a roll-forward must not publish a map whose
+ * new nodes point at an old node of another level or range. Every other object of a lower
+ * number the walked nodes point into (data only) must still exist, a HEAD each: a cleaner
+ * may have taken one of a number never published, whose data parts a conflict retry kept.
+ * The cost is about three requests per new object, one per older one (a GET of its nodes
+ * pointed at, or a HEAD), and the bytes of part 0. Problems are returned, not thrown.
  */
 export async function checkUnpublished(
   store: ObjectStore,
@@ -173,9 +176,12 @@ export async function checkUnpublished(
   const report = newReport(store.url, inode.cno, problems, walk)
   // The objects of published numbers the new nodes point into must still be there (a
   // cleaner may have taken those of a number never published, whose parts a conflict
-  // retry kept): a HEAD each.
+  // retry kept): a HEAD each, but for those whose nodes the walk read (`skipped`: a node
+  // it could not read is a problem already).
   const older = new Set(
-    [...walk.reached.keys(), ...walk.skipped].filter((key) => (parseKey(key) as { cno: number }).cno <= publishedCno),
+    [...walk.reached.keys()].filter(
+      (key) => (parseKey(key) as { cno: number }).cno <= publishedCno && !walk.skipped.has(key),
+    ),
   )
   const limiter = new Limiter(4)
   await Promise.all(
@@ -240,12 +246,11 @@ async function verifyObject(
 ): Promise<void> {
   const { size, reached, slots = true } = found
   if (size === undefined) {
-    const what = `${reached?.nodes.length ?? 0} nodes and ${reached?.dataAt.length ?? 0} blocks`
     ctx.problems.push({
       code: 'ERR_NOT_FOUND',
       what: 'missing',
       where: key,
-      message: `${ctx.store.url}/${key}: no such object, but the block map of checkpoint ${ctx.inode.cno} points at ${what} in it`,
+      message: `${ctx.store.url}/${key}: ${missingWhy(ctx.inode, key, reached)}`,
     })
     return
   }
@@ -277,7 +282,11 @@ function counted(ctx: VerifyContext, n: number): void {
   ctx.options.onProgress?.(ctx.report.bytesRead)
 }
 
-/** The object's header, checked against the listed size and, for the verified checkpoint's part 0, its inode. */
+/**
+ * The object's header, checked against the listed size, the container (an object of
+ * another one ends the object's checks there), and, for the verified checkpoint's part 0,
+ * its inode.
+ */
 async function checkHeader(ctx: VerifyContext, key: string, size: number): Promise<ObjectCheck | undefined> {
   const { store, inode, problems } = ctx
   const k = parseKey(key) as { cno: number; part: number }

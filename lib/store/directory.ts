@@ -194,7 +194,9 @@ export class DirectoryStore implements ObjectStore {
     const where = `${this.url}/${key}`
     let fh: fs.FileHandle
     try {
-      fh = await fs.open(this.pathOf(key), 'r')
+      // Without blocking: a FIFO at the key would hold a blocking open in libuv's thread
+      // pool for good (no signal ends it, and four fill the pool). A regular file reads the same.
+      fh = await fs.open(this.pathOf(key), OPEN_PROBE)
     } catch (err) {
       throw this.mapError(err, `get ${key}`, true)
     }
@@ -384,7 +386,7 @@ export class DirectoryStore implements ObjectStore {
       const dir = (await this.upload(key, uploadId)).dir
       let src: fs.FileHandle
       try {
-        src = await fs.open(from.pathOf(source.key), 'r')
+        src = await fs.open(from.pathOf(source.key), OPEN_PROBE) // a FIFO there must not block: see #read
       } catch (err) {
         throw from.mapError(err, `copy source ${source.key}`, true)
       }
@@ -483,13 +485,15 @@ export class DirectoryStore implements ObjectStore {
         throwIfAborted(options?.signal, `list parts of ${key}`)
         const path = join(dir, name)
         // A part is renamed into place whole; one replaced meanwhile is read as it was opened.
-        const fh = await fs.open(path, 'r').catch((err) => {
-          if (isMissing(err)) return undefined
+        // Opened without blocking, and only a regular file read: a FIFO would block for good.
+        const fh = await fs.open(path, OPEN_PROBE).catch((err) => {
+          if (isMissing(err) || isCode(err, 'EISDIR')) return undefined
           throw err
         })
         if (fh === undefined) continue
         try {
           const st = await fh.stat()
+          if (!st.isFile()) continue
           const md5 = createHash('md5')
           for await (const chunk of fh.createReadStream({ autoClose: false, highWaterMark: 1 << 20 })) md5.update(chunk)
           parts.push({ partNumber: Number(name), size: st.size, etag: legacyEtag(st), md5: md5.digest('hex') })
@@ -634,15 +638,25 @@ export class DirectoryStore implements ObjectStore {
     }
   }
 
+  /**
+   * The sidecar's record; undefined when it is missing, unreadable as JSON, or not a
+   * regular file (a FIFO put there: opened without blocking, never read), as for an
+   * object written before sidecars.
+   */
   private async readSidecar(ino: number): Promise<Record<string, unknown> | undefined> {
-    let text: string
+    let fh: fs.FileHandle
     try {
-      text = await fs.readFile(this.sidecarPath(ino), 'utf8')
+      fh = await fs.open(this.sidecarPath(ino), OPEN_PROBE)
     } catch (err) {
-      if (isMissing(err)) return undefined
+      if (isMissing(err) || isCode(err, 'EISDIR')) return undefined
       throw err
     }
-    return parseJson<Record<string, unknown>>(text)
+    try {
+      if (!(await fh.stat()).isFile()) return undefined
+      return parseJson<Record<string, unknown>>(await fh.readFile('utf8'))
+    } finally {
+      await fh.close().catch(() => {})
+    }
   }
 
   /**

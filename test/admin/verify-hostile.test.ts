@@ -1,0 +1,169 @@
+/**
+ * What verify, inspect, export and roll-forward must not take for a sound checkpoint: a
+ * published checkpoint whose part 0 is gone (or that names a number no object has), and an
+ * unpublished checkpoint whose new nodes
+ * point at an older node of another level or key range.
+ */
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+import { inspectCheckpoint, verifyCheckpoint } from '../../lib/admin/index.js'
+import { checkUnpublished } from '../../lib/admin/verify.js'
+import { readNode } from '../../lib/container/nodes.js'
+import { decodeHeader, encodeHeader, HEADER_BYTES } from '../../lib/format/header.js'
+import { decodeInodeObject, FORMAT_STREAM, INODE_KEY, type Inode, segmentKey } from '../../lib/format/index.js'
+import { SegmentFile } from '../../lib/segment-file.js'
+import { MemoryStore } from '../../lib/store/memory.js'
+import type { ObjectStore } from '../../lib/store/types.js'
+import { smallSettings } from '../helpers/containers.js'
+import { pattern } from '../helpers/pattern.js'
+
+const BS = 4096
+
+/** Every object's size, as a listing gives them. */
+async function sizes(store: ObjectStore): Promise<Map<string, { size: number }>> {
+  const out = new Map<string, { size: number }>()
+  for await (const e of store.list('')) out.set(e.key, { size: e.size })
+  return out
+}
+
+describe('verify and inspect: the published checkpoint’s part 0 missing', () => {
+  /** Checkpoint 2 only grew the file: its map reaches nothing in its own part 0. */
+  async function grown(): Promise<MemoryStore> {
+    const store = new MemoryStore()
+    const f = await SegmentFile.create(store)
+    await f.write(0, pattern(0, 100_000, 1))
+    await f.flush()
+    await f.truncate(200_000)
+    assert.equal((await f.flush()).cno, 2)
+    await f.close()
+    return store
+  }
+
+  it('verify: part 0 gone is ERR_NOT_FOUND naming it; inspect reports it missing', async () => {
+    const store = await grown()
+    assert.deepEqual((await verifyCheckpoint(store)).problems, [])
+    await store.delete(segmentKey(2, 0))
+    const r = await verifyCheckpoint(store)
+    assert.equal(r.cno, 2)
+    assert.deepEqual(
+      r.problems.map((p) => [p.code, p.what, p.where]),
+      [['ERR_NOT_FOUND', 'missing', segmentKey(2, 0)]],
+    )
+    assert.match(r.problems[0]?.message ?? '', /0000000002\.0: no such object, but it is part 0 of checkpoint 2/)
+    const i = await inspectCheckpoint(store)
+    assert.deepEqual(
+      i.objects.map((o) => [o.key, o.error]),
+      [
+        [segmentKey(1, 0), undefined],
+        [segmentKey(2, 0), 'missing'],
+      ],
+    )
+    assert.deepEqual(
+      i.problems.map((p) => [p.code, p.what, p.where]),
+      [['ERR_NOT_FOUND', 'missing', segmentKey(2, 0)]],
+    )
+  })
+
+  it('an inode naming a checkpoint no object has: verify and inspect report its part 0 missing', async () => {
+    const store = await grown()
+    // Checkpoint 2 gone whole, the inode still naming it.
+    for await (const e of store.list('0000000002.')) await store.delete(e.key)
+    assert.equal(decodeInodeObject(await store.get(INODE_KEY)).cno, 2)
+    const r = await verifyCheckpoint(store)
+    assert.ok(
+      r.problems.some((p) => p.code === 'ERR_NOT_FOUND' && p.where === segmentKey(2, 0)),
+      JSON.stringify(r.problems),
+    )
+    const i = await inspectCheckpoint(store)
+    assert.equal(i.objects.find((o) => o.key === segmentKey(2, 0))?.error, 'missing')
+    assert.ok(i.problems.some((p) => p.code === 'ERR_NOT_FOUND' && p.where === segmentKey(2, 0)))
+  })
+})
+
+describe('roll-forward: new nodes pointing at an older node', () => {
+  /**
+   * Checkpoint 1: 64 blocks under leaves of 4, level-1 nodes of 16 blocks, a root of keys
+   * 0, 16, 32, 48. Checkpoint 2 rewrites block 0 (a new leaf and level-1 node; root entries
+   * 1..3 still point into checkpoint 1) and is left unpublished, as by a writer that
+   * stopped before its inode write; `forge` edits the root in its part 0's header.
+   */
+  async function unpublished(forge?: (inode: Inode, store: MemoryStore) => Promise<void>): Promise<MemoryStore> {
+    const store = new MemoryStore()
+    const f = await SegmentFile.create(store, smallSettings)
+    await f.write(0, pattern(0, 64 * BS, 1))
+    await f.flush()
+    const published = await store.get(INODE_KEY)
+    await f.write(0, pattern(0, BS, 2))
+    assert.equal((await f.flush()).cno, 2)
+    await f.close()
+    await store.put(INODE_KEY, published)
+    const key = segmentKey(2, 0)
+    const bytes = Buffer.from(await store.get(key))
+    const at = bytes.length - HEADER_BYTES
+    const h = decodeHeader(bytes.subarray(at), bytes.length, { cno: 2, part: 0, format: FORMAT_STREAM })
+    assert.equal(h.inode.rootLevel, 2)
+    assert.deepEqual([...h.inode.rootKeys.subarray(0, h.inode.rootCount)], [0, 16, 32, 48])
+    assert.deepEqual([...h.inode.rootPtrHi.subarray(1, 4)], [1, 1, 1])
+    if (forge !== undefined) {
+      await forge(h.inode, store)
+      encodeHeader(h, bytes, at)
+      await store.put(key, bytes)
+    }
+    return store
+  }
+
+  const forgeries: Array<[string, (inode: Inode, store: MemoryStore) => Promise<void>, RegExp]> = [
+    [
+      'another key range (the node of keys 32..47 placed at 16..31)',
+      async (inode) => {
+        inode.rootPtrLo[1] = inode.rootPtrLo[2] as number
+      },
+      /is outside \[16, 32\)/,
+    ],
+    [
+      'another level (a leaf of keys 16..19 placed where a level-1 node goes)',
+      async (inode, store) => {
+        const node = await readNode(store, 1, inode.rootPtrLo[1] as number, 4096, { level: 1, maxCno: 1 })
+        inode.rootPtrLo[1] = node.ptrLo[0] as number
+      },
+      /level 0, expected 1/,
+    ],
+  ]
+
+  it('a sound one is rolled forward (the forgeries below are what stops them)', async () => {
+    const store = await unpublished()
+    const inode = decodeHeader(
+      (await store.get(segmentKey(2, 0))).subarray(-HEADER_BYTES),
+      (await store.get(segmentKey(2, 0))).length,
+      { cno: 2, part: 0, format: FORMAT_STREAM },
+    ).inode
+    assert.deepEqual(await checkUnpublished(store, inode, 1, await sizes(store)), [])
+    const w = await SegmentFile.open(store, { ...smallSettings, rollForwardAfterMs: 0 })
+    assert.equal(w.cno, 2)
+    await w.close()
+    assert.equal(decodeInodeObject(await store.get(INODE_KEY)).cno, 2)
+  })
+
+  for (const [name, forge, message] of forgeries) {
+    it(`${name}: checkUnpublished reports the node, and the checkpoint is not published`, async () => {
+      const store = await unpublished(forge)
+      const bytes = await store.get(segmentKey(2, 0))
+      const inode = decodeHeader(bytes.subarray(-HEADER_BYTES), bytes.length, {
+        cno: 2,
+        part: 0,
+        format: FORMAT_STREAM,
+      }).inode
+      const problems = await checkUnpublished(store, inode, 1, await sizes(store))
+      assert.ok(
+        problems.some((p) => p.code === 'ERR_CORRUPT' && p.what === 'node' && message.test(p.message)),
+        JSON.stringify(problems),
+      )
+      const w = await SegmentFile.open(store, { ...smallSettings, rollForwardAfterMs: 0 })
+      assert.equal(w.cno, 1, 'not rolled forward')
+      assert.ok(Buffer.from(await w.read(16 * BS, 4 * BS)).equals(pattern(16 * BS, 4 * BS, 1)))
+      await w.close()
+      assert.equal(decodeInodeObject(await store.get(INODE_KEY)).cno, 1)
+      assert.deepEqual((await verifyCheckpoint(store)).problems, [])
+    })
+  }
+})
