@@ -16,6 +16,9 @@ import type { ObjectStore } from './store/types.js'
 import { describeValue } from './util/typed-arrays.js'
 import { GiB, KiB, MiB } from './util/units.js'
 
+/** S3's limit on the pieces of one multipart upload: an object is at most this many segmentMpuChunkSize pieces. */
+export const MAX_PIECES = 10_000
+
 export { MAX_OBJECT_BYTES }
 
 /** A container's layout, chosen when it is created and fixed for its life (format/header.ts). */
@@ -89,13 +92,23 @@ export interface ReadOptions {
 export interface TestHooks {
   /** Entries per block-map node, 3 … what a meta block holds: small values make deep trees. */
   maxNodeEntries?: number
+  /**
+   * How long an abort waits for the answer of a request that decides what is published
+   * (the inode write, the request that makes a part 0 visible), 1 … 60000 ms; 10 s unless given.
+   */
+  abortWaitMs?: number
 }
 
 /** Settings as a file handle holds them: resolved, with the node fan-out they imply. */
 export interface FileSettings extends Settings {
   /** Entries per block-map node: what a meta block holds, unless a test hook asked for fewer. */
   maxNodeEntries: number
+  /** The test hook of that name, when given. */
+  abortWaitMs?: number
 }
+
+/** The test hooks' names: taken wherever settings are. */
+const TEST_HOOK_NAMES = ['maxNodeEntries', 'abortWaitMs'] as const
 
 /** The spec's defaults: with these, nothing is sent ahead (the dirty limit is below one piece). */
 export const SPEC_DEFAULTS: Readonly<Settings> = Object.freeze({
@@ -185,7 +198,7 @@ export function checkOptionNames(
   takes: { settings?: boolean; read?: boolean } = {},
 ): void {
   const known = new Set<string>(own)
-  if (takes.settings) for (const n of [...SETTING_NAMES, 'maxNodeEntries']) known.add(n)
+  if (takes.settings) for (const n of [...SETTING_NAMES, ...TEST_HOOK_NAMES]) known.add(n)
   if (takes.read) for (const n of Object.keys(READ_RULES)) known.add(n)
   for (const [name, value] of Object.entries(options)) {
     if (value === undefined || known.has(name)) continue
@@ -397,7 +410,23 @@ export function resolveSettings(
       `must hold two full leaves with their data (${minObject})`,
     )
   }
-  return { ...s, maxNodeEntries: entries }
+  // An object goes up in pieces of segmentMpuChunkSize, at most MAX_PIECES of them (S3's
+  // limit): a largest object that needs more would fail every flush that makes one.
+  if (s.segmentMaxObjectBytes > MAX_PIECES * s.segmentMpuChunkSize) {
+    const least = Math.ceil(s.segmentMaxObjectBytes / MAX_PIECES / s.dataBlockSize) * s.dataBlockSize
+    throw badSetting(
+      'segmentMaxObjectBytes',
+      s.segmentMaxObjectBytes,
+      `an object that large needs more than ${MAX_PIECES} pieces of segmentMpuChunkSize (${s.segmentMpuChunkSize} bytes); ` +
+        `make segmentMaxObjectBytes at most ${MAX_PIECES * s.segmentMpuChunkSize}, or segmentMpuChunkSize at least ${least}`,
+    )
+  }
+  const { abortWaitMs } = overrides
+  if (abortWaitMs === undefined) return { ...s, maxNodeEntries: entries }
+  if (!Number.isSafeInteger(abortWaitMs) || abortWaitMs < 1 || abortWaitMs > 60_000) {
+    throw badSetting('abortWaitMs', abortWaitMs, 'must be an integer in 1..60000')
+  }
+  return { ...s, maxNodeEntries: entries, abortWaitMs }
 }
 
 /** Settings the store at hand cannot take are refused before any request: a multipart piece under its minimum. */

@@ -29,8 +29,9 @@
  *   uploaded over it. See container/resume.ts for the reasoning.
  */
 import debug from 'debug'
-import { StreamSegmentError } from '../errors.js'
+import { StreamSegmentError, throwIfAborted } from '../errors.js'
 import { segmentKey } from '../format/names.js'
+import { MAX_PIECES } from '../settings.js'
 import type {
   CompletedPart,
   CopySource,
@@ -47,8 +48,6 @@ import { signalWithin } from '../util/signals.js'
 
 const log = debug('stream-segment:upload')
 
-/** S3's limit on the parts of one multipart upload. */
-export const MAX_PIECES = 10_000
 /** How long giving up a multipart upload may take (best effort: gc aborts what is left open). */
 const MPU_ABORT_MS = 10_000
 
@@ -178,12 +177,16 @@ export class Uploader {
     return { done }
   }
 
-  /** Starts the whole object's create-only PutObject (waiting for room only). */
-  startPut(obj: Uploadable, signal?: AbortSignal): Promise<{ done: Promise<void> }> {
+  /**
+   * Starts the whole object's create-only PutObject (waiting for room only). `commitSignal`
+   * (see `upload`), when given, is the request's own; `signal` still keeps it from starting.
+   */
+  startPut(obj: Uploadable, signal?: AbortSignal, commitSignal?: AbortSignal): Promise<{ done: Promise<void> }> {
     return this.start(
       () => obj.take(0, obj.size),
       async (chunks) => {
-        await this.store.put(obj.key, chunks, { ifNoneMatch: '*', signal })
+        if (commitSignal !== undefined) throwIfAborted(signal, `put ${obj.key}`)
+        await this.store.put(obj.key, chunks, { ifNoneMatch: '*', signal: commitSignal ?? signal })
         log('put %s %d bytes', obj.key, obj.size)
       },
     )
@@ -253,11 +256,17 @@ export class Uploader {
     })
   }
 
-  /** Uploads `obj` create-only and waits for it: one PutObject, or a multipart upload. */
-  async upload(obj: Uploadable, signal?: AbortSignal): Promise<UploadResult> {
+  /**
+   * Uploads `obj` create-only and waits for it: one PutObject, or a multipart upload.
+   * `commitSignal`: the signal of the request that makes the object visible (the PutObject,
+   * or the completion), instead of `signal`, which still cuts every other request and
+   * keeps that one from starting: a caller that must know whether the object landed after
+   * an abort (a part 0) waits for its answer this way.
+   */
+  async upload(obj: Uploadable, signal?: AbortSignal, commitSignal?: AbortSignal): Promise<UploadResult> {
     const { key, size } = obj
     if (size <= this.pieceSize) {
-      await (await this.startPut(obj, signal)).done
+      await (await this.startPut(obj, signal, commitSignal)).done
       return { key, bytes: size, requests: 1 }
     }
     const pieces = Math.ceil(size / this.pieceSize)
@@ -271,7 +280,7 @@ export class Uploader {
         // A piece that got room after another failed is not sent: the upload is lost anyway.
         await mpu.startPart(() => (mpu.failure === undefined ? obj.take(start, end) : Promise.reject(mpu.failure)))
       }
-      await mpu.complete()
+      await mpu.complete(commitSignal)
       return { key, bytes: size, requests: pieces + 2 }
     } catch (err) {
       await mpu.abort()
@@ -453,12 +462,17 @@ export class MultipartObject {
     await Promise.allSettled(this.parts)
   }
 
-  /** Waits for every piece and completes the upload; rejects with the first failure. */
-  async complete(): Promise<{ etag: string }> {
+  /**
+   * Waits for every piece and completes the upload; rejects with the first failure.
+   * `commitSignal`: the completion's own signal (see Uploader.upload), instead of the upload's.
+   */
+  async complete(commitSignal?: AbortSignal): Promise<{ etag: string }> {
     const parts = await Promise.all(this.parts)
     if (this.failed !== undefined) throw this.failed.err
-    const out = await this.uploader.store.completeMultipart(this.key, await this.uploadId, parts, {
-      signal: this.signal,
+    const id = await this.uploadId
+    if (commitSignal !== undefined) throwIfAborted(this.signal, `complete multipart ${this.key}`)
+    const out = await this.uploader.store.completeMultipart(this.key, id, parts, {
+      signal: commitSignal ?? this.signal,
     })
     this.uploader.requests++
     if (this.continued) this.uploader.resumer?.completed(this.key)

@@ -161,16 +161,25 @@ async function send(
   for (let attempt = 1; ; attempt++) {
     const { cno, part } = core.reserve(part0)
     const plan = make(cno, part)
+    const answer = part0 ? answerAwaited(core) : undefined
     try {
-      await core.uploader.upload(plan, core.signal)
+      await core.uploader.upload(plan, core.signal, answer?.signal)
       return plan
     } catch (err) {
       plan.unplace()
-      // An abort cuts the upload's answer, not the upload: part 0 may have landed.
-      if (part0 && core.signal.aborted) await dropAbortedPart0(core, plan, true)
-      if (!StreamSegmentError.is(err, 'ERR_CONFLICT') || attempt >= MAX_TAKEN_NUMBERS) throw err
+      const taken = StreamSegmentError.is(err, 'ERR_CONFLICT')
+      // A part 0 whose upload failed may have landed all the same (its answer lost, or cut
+      // by an abort after the store had the request): left, it is a complete checkpoint
+      // that the next writer to open the container rolls forward, though this flush failed
+      // and the caller may roll its changes back. No inode write was sent for it: deleted.
+      // A later attempt of this file under the same number builds it again (create-only:
+      // a part 0 that could not be deleted moves it to a new number).
+      if (part0 && (core.signal.aborted || !taken)) await dropPart0(core, plan, true)
+      if (!taken || attempt >= MAX_TAKEN_NUMBERS) throw err
       log('%s exists: checkpoint %d moves to a new number', plan.key, cno)
       core.abandonCheckpoint()
+    } finally {
+      answer?.done()
     }
   }
 }
@@ -322,10 +331,15 @@ export async function startPublish(core: FileState): Promise<PublishInFlight | u
   const landed = (async () => {
     try {
       const t1 = performance.now()
-      await core.uploader.upload(whole.upload, core.signal).catch(async (err: unknown) => {
-        if (core.signal.aborted) await dropAbortedPart0(core, plan, true) // as in send()
-        throw err
-      })
+      const answer = answerAwaited(core)
+      await core.uploader
+        .upload(whole.upload, core.signal, answer.signal)
+        .catch(async (err: unknown) => {
+          // As in send(): a part 0 that may have landed is deleted, unless the number was taken.
+          if (core.signal.aborted || !StreamSegmentError.is(err, 'ERR_CONFLICT')) await dropPart0(core, plan, true)
+          throw err
+        })
+        .finally(() => answer.done())
       timing.bytes += plan.size
       timing.part0Ms = performance.now() - t1
       const t2 = performance.now()
@@ -567,25 +581,74 @@ async function sendAll(
  * the commit point: cut, its answer would be lost, and whether the checkpoint was published
  * could not be told (nor part 0 deleted: the write may land after the cut). Waited for, the
  * flush reports what happened: published, it resolves. A store that has not answered by
- * then is cut all the same.
+ * then is cut all the same. The request that makes a part 0 visible is waited for the same
+ * way (answerAwaited), so that a part 0 that lands is deleted.
  */
 const INODE_ABORT_WAIT_MS = 10_000
-/** How long deleting an aborted checkpoint's part 0 may take (the file's own signal is aborted). */
+/** How long deleting an unpublished checkpoint's part 0 may take (not cut by an abort of the file: it must not stay). */
 const PART0_DROP_MS = 10_000
 
-/** Phase 3's request: the inode written If-Match (see INODE_ABORT_WAIT_MS for how an abort meets it). */
-async function putInode(core: FileState, inode: Inode): Promise<{ etag: string; bytes: number }> {
+/**
+ * The signal of a request whose answer an abort waits for (see INODE_ABORT_WAIT_MS): the
+ * inode write, and the request that makes a part 0 visible (its PutObject, or the
+ * completion of its multipart upload). A part 0 whose answer an abort cut could land
+ * after it, where nothing deletes it, and the next writer to open the container would
+ * roll forward a checkpoint the caller was told was not published. It fires
+ * INODE_ABORT_WAIT_MS (the test hook abortWaitMs) after the file's signal; such a request
+ * is not started once the file is aborted (Uploader.upload).
+ */
+function answerAwaited(core: FileState): { signal: AbortSignal; done: () => void } {
   const own = new AbortController()
   let timer: NodeJS.Timeout | undefined
   const onAbort = () => {
-    timer = setTimeout(() => own.abort(core.signal.reason), INODE_ABORT_WAIT_MS)
+    timer = setTimeout(() => own.abort(core.signal.reason), abortWaitMs(core))
   }
-  core.signal.addEventListener('abort', onAbort, { once: true })
+  if (core.signal.aborted) onAbort()
+  else core.signal.addEventListener('abort', onAbort, { once: true })
+  return {
+    signal: own.signal,
+    done: () => {
+      core.signal.removeEventListener('abort', onAbort)
+      clearTimeout(timer)
+    },
+  }
+}
+
+/** The errors of aborts that left a checkpoint's publication unknown (putInode). */
+const unknownOutcomes = new WeakSet<object>()
+
+/**
+ * Whether `err` is an abort's error that says more than the abort: the inode write did not
+ * answer in time, and whether the checkpoint was published is unknown. The handle reports
+ * it instead of the abort's own error.
+ */
+export function isUnknownOutcome(err: unknown): boolean {
+  return typeof err === 'object' && err !== null && unknownOutcomes.has(err)
+}
+
+function abortWaitMs(core: FileState): number {
+  return core.settings.abortWaitMs ?? INODE_ABORT_WAIT_MS
+}
+
+/**
+ * Phase 3's request: the inode written If-Match (see INODE_ABORT_WAIT_MS for how an abort
+ * meets it). An abort whose wait ran out says that the outcome is unknown: the write may
+ * still land, so part 0 is kept (deleted, a checkpoint the inode then names would be lost).
+ */
+async function putInode(core: FileState, inode: Inode): Promise<{ etag: string; bytes: number }> {
+  const answer = answerAwaited(core)
   try {
-    return await publishInode(core.store, inode, core.publishedEtag, own.signal)
+    return await publishInode(core.store, inode, core.publishedEtag, answer.signal)
+  } catch (err) {
+    if (!answer.signal.aborted) throw err
+    const unknown = StreamSegmentError.aborted(
+      `${core.store.url}: checkpoint ${inode.cno}: aborted while its inode write was under way, which did not answer within ${abortWaitMs(core)} ms: whether the checkpoint was published is unknown; its part 0 (${segmentKey(inode.cno, 0)}) is kept, and a writer opening the container after rollForwardAfterMs may publish it`,
+      core.signal.reason,
+    )
+    unknownOutcomes.add(unknown)
+    throw unknown
   } finally {
-    core.signal.removeEventListener('abort', onAbort)
-    clearTimeout(timer)
+    answer.done()
   }
 }
 
@@ -596,10 +659,14 @@ async function putInode(core: FileState, inode: Inode): Promise<{ etag: string; 
  * next flush publishes even with nothing changed since (a rollback takes the file back to
  * its base, which the container may no longer hold), and meets a conflict, which reads
  * the inode again: the file's view is then published on top (conflictPolicy 'retry'), or
- * ERR_CONFLICT says so ('fail').
+ * ERR_CONFLICT says so ('fail'). A file that never published keeps no ETag: its next write
+ * (If-None-Match: *) creates the inode when the lost one did not land, and meets a conflict
+ * when it did; under an ETag, an If-Match on a key that does not exist would fail as a
+ * removed container, and the handle could never publish.
  */
 function commitPointUnknown(core: FileState): void {
-  core.republished({ inode: { ...core.published }, etag: SUPERSEDED })
+  const etag = core.publishedEtag === undefined ? undefined : SUPERSEDED
+  core.republished({ inode: { ...core.published }, etag })
 }
 
 /**
@@ -611,19 +678,19 @@ function commitPointUnknown(core: FileState): void {
 async function refuseIfAborted(core: FileState, part0: ObjectPlan): Promise<void> {
   if (!core.signal.aborted) return
   part0.unplace()
-  await dropAbortedPart0(core, part0, false)
+  await dropPart0(core, part0, false)
   throw core.signal.reason
 }
 
 /**
- * Deletes the part 0 of a checkpoint aborted before its inode write (best effort: a store
- * that fails the delete leaves it, and a writer opening the container after
- * `rollForwardAfterMs` may publish it). `mayBeOthers`: its upload was cut before it
- * answered, so the key may hold another writer's part 0 under the same number (segment
- * objects are create-only: ours may never have been written): it is deleted only when the
- * inode in its header is ours.
+ * Deletes the part 0 of a checkpoint whose inode write was never sent: aborted before it,
+ * or whose upload failed (best effort: a store that fails the delete leaves it, and a
+ * writer opening the container after `rollForwardAfterMs` may publish it). `mayBeOthers`:
+ * its upload failed or was cut before it answered, so the key may hold another writer's
+ * part 0 under the same number (segment objects are create-only: ours may never have been
+ * written): it is deleted only when the inode in its header is ours.
  */
-async function dropAbortedPart0(core: FileState, part0: ObjectPlan, mayBeOthers: boolean): Promise<void> {
+async function dropPart0(core: FileState, part0: ObjectPlan, mayBeOthers: boolean): Promise<void> {
   const { cno, part, inode } = part0.ctx
   const signal = AbortSignal.timeout(PART0_DROP_MS)
   try {
@@ -633,9 +700,9 @@ async function dropAbortedPart0(core: FileState, part0: ObjectPlan, mayBeOthers:
       if (inode === undefined || !sameInode(header.inode, inode)) return
     }
     await deleteSegments(core.store, [part0.key], signal)
-    log('%s: deleted after the abort', part0.key)
+    log('%s: deleted, its checkpoint not published', part0.key)
   } catch (err) {
-    log('%s: not deleted after the abort: %s', part0.key, (err as Error)?.message ?? err)
+    log('%s: not deleted (its checkpoint not published): %s', part0.key, (err as Error)?.message ?? err)
   }
 }
 

@@ -24,6 +24,7 @@ const pieces: Partial<Settings> & TestHooks = {
   ...raised,
   streamSegmentBytes: 1 * MiB,
   segmentMpuChunkSize: 16 * KiB,
+  segmentMaxObjectBytes: 128 * MiB,
   maxNodeEntries: 8,
 }
 

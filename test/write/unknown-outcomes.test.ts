@@ -47,7 +47,10 @@ describe('outcomes the writer cannot know', () => {
       { ops: ['uploadPart'], nth: 1, mode: 'error' },
       { ops: ['abortMultipart'], mode: 'hang' },
     ])
-    const f = await SegmentFile.create(store, { segmentMpuChunkSize: 64 * 1024 })
+    const f = await SegmentFile.create(store, {
+      segmentMpuChunkSize: 64 * 1024,
+      segmentMaxObjectBytes: 512 * 1024 * 1024,
+    })
     await f.write(0, FIRST)
     const flushed = f.flush().then(
       () => 'resolved',
