@@ -50,7 +50,7 @@ import type { ObjectStore } from './store/types.js'
 import { bytesOf, describeValue } from './util/typed-arrays.js'
 import type { WalLog, WalRecord } from './wal/log.js'
 import { checkWalOptions, type OpenedWal, openWal, type WalOptions, type WalReplay } from './wal/wal.js'
-import { type FlushTiming, flush, startPublish } from './write/flush.js'
+import { type FlushTiming, flush, isUnknownOutcome, startPublish } from './write/flush.js'
 import { SendAhead } from './write/send-ahead.js'
 import { BlockWriter, checkRange, checkSize } from './write/write-blocks.js'
 
@@ -687,6 +687,8 @@ export class SegmentFile {
    * the log stays, for the next open with its folder to replay; `discardWal: true` empties
    * it instead (what it holds past the published checkpoint is never published: for a
    * writer that gave its changes up, as the write stream destroyed during its flush does).
+   * A read-only handle's requests still in flight then (those of a read stream or a
+   * download on it) are aborted.
    */
   close(options: { discardWal?: boolean } = {}): Promise<void> {
     let discardWal: boolean
@@ -713,6 +715,12 @@ export class SegmentFile {
         while (this.cleaning !== undefined) await this.cleaning
         this.core.tier.clear()
       } finally {
+        // A read-only handle's requests still in flight once its calls have settled (a
+        // read stream's read-ahead, the GETs of a walk beside one that failed) are of no
+        // use to anyone: cut, they no longer keep the process alive.
+        if (this.readOnly && !this.core.signal.aborted) {
+          this.core.abort.abort(StreamSegmentError.aborted(`${this.core.store.url}: the file was closed`))
+        }
         const wal = this.wal
         this.wal = undefined
         if (wal !== undefined) {
@@ -748,7 +756,8 @@ export class SegmentFile {
         return await fn()
       } catch (err) {
         if (StreamSegmentError.is(err, 'ERR_INTERNAL') || !(err instanceof StreamSegmentError)) this.sticky ??= err
-        if (this.core.signal.aborted) throw this.sticky ?? err
+        // An abort answers as itself, but for one that left the publication unknown: that says so.
+        if (this.core.signal.aborted) throw isUnknownOutcome(err) ? err : (this.sticky ?? err)
         throw err
       }
     })

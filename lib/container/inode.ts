@@ -75,11 +75,21 @@ export async function readInode(
       // as such, not as a missing container).
       throw StreamSegmentError.is(err, 'ERR_NOT_FOUND') && !missingBucket(err) ? noContainer(store) : err
     })
-  if (!withEtag) return { inode: decodeAt(store, await get()), etag: undefined }
+  // Bytes damaged on the way (a flipped bit) fail the decoding as bytes damaged on storage
+  // do: the object is read once more before it is reported.
+  if (!withEtag) {
+    try {
+      return { inode: decodeAt(store, await get()), etag: undefined }
+    } catch (err) {
+      if (!StreamSegmentError.is(err, 'ERR_CORRUPT')) throw err
+      return { inode: decodeAt(store, await get()), etag: undefined }
+    }
+  }
   // The ETag must be the one of the bytes read: a publication between the HEAD and the
   // GET would pair an old ETag with a new inode, and the writer would build on the new one
   // a checkpoint that can only be published by a roll-forward. So: HEAD, GET, HEAD again,
   // until both HEADs agree.
+  let readAgain = true
   for (let attempt = 1; ; attempt++) {
     const before = await store.head(INODE_KEY, { signal })
     if (before === undefined) {
@@ -88,7 +98,16 @@ export async function readInode(
     }
     const bytes = await get()
     const after = await store.head(INODE_KEY, { signal })
-    if (after?.etag === before.etag) return { inode: decodeAt(store, bytes), etag: before.etag }
+    if (after?.etag === before.etag) {
+      try {
+        return { inode: decodeAt(store, bytes), etag: before.etag }
+      } catch (err) {
+        // Damaged on the way, perhaps (as above): read once more, the ETag with it.
+        if (!StreamSegmentError.is(err, 'ERR_CORRUPT') || !readAgain) throw err
+        readAgain = false
+        continue
+      }
+    }
     if (attempt >= 16) {
       throw StreamSegmentError.conflict(
         `${store.url}/${INODE_KEY}: it changed on every read (16 times): too many writers`,

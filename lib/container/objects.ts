@@ -131,8 +131,8 @@ export interface ObjectReadsOptions {
   format: number
   readMaxConcurrency: number
   readSummaryCacheBytes: number
-  /** Aborts every request. */
-  signal: AbortSignal
+  /** The signal of the requests made now: the file's, or a read's own (which a failure of the read aborts). */
+  signal: () => AbortSignal
   /** The checkpoint whose block map is being read, for messages. */
   mapCno: () => number
 }
@@ -150,7 +150,7 @@ export class ObjectReads {
   private typicalSlots = 1024
   private readonly parted: boolean
   private readonly summaryCacheBytes: number
-  private readonly signal: AbortSignal
+  private readonly signal: () => AbortSignal
   private readonly mapCno: () => number
 
   constructor(
@@ -165,13 +165,20 @@ export class ObjectReads {
     this.walkLimiter = new Limiter(options.readMaxConcurrency)
   }
 
-  /** Forgets what is known of object `key` (its header and summary are read again when needed). */
+  /**
+   * Forgets what is known of object `key` from its own bytes (its header and summary are
+   * read again when needed). Where its meta blocks lie (`maxMeta`) is kept: the block map
+   * says so, not the answer that failed, and the summary is then read again by a tail
+   * read, whose length tells the object's size, against which its header's counts are
+   * checked (a suffix read, which cannot tell it, would take counts that disagree with it).
+   */
   forget(key: string): void {
     const st = this.objects.get(key)
     if (st === undefined) return
     this.objects.delete(key)
     this.dropData(st)
     if (st.summary !== undefined) this.summaryBytes -= summaryMemory(st.summary)
+    if (st.maxMeta >= 0) this.state(key, st.cno, st.part).maxMeta = st.maxMeta
   }
 
   /** Forgets cached headers and summaries. */
@@ -365,10 +372,14 @@ export class ObjectReads {
     const whole = bytes.byteLength < want
     const header = this.acceptHeader(
       st,
-      decodeHeader(bytes.subarray(Math.max(0, bytes.byteLength - HEADER_BYTES)), whole ? bytes.byteLength : undefined, {
-        ...st,
-        format: FORMAT_STREAM,
-      }),
+      this.decodeHeaderAt(
+        bytes.subarray(Math.max(0, bytes.byteLength - HEADER_BYTES)),
+        whole ? bytes.byteLength : undefined,
+        {
+          ...st,
+          format: FORMAT_STREAM,
+        },
+      ),
     )
     const layout = objectLayout(header, header)
     const length = layout.headerOffset - layout.summaryOffset
@@ -407,7 +418,7 @@ export class ObjectReads {
       )
       header = this.acceptHeader(
         st,
-        decodeHeader(bytes.subarray(0, HEADER_BYTES), undefined, { ...st, format: FORMAT_PARTED }),
+        this.decodeHeaderAt(bytes.subarray(0, HEADER_BYTES), undefined, { ...st, format: FORMAT_PARTED }),
       )
       this.timing.bytes.header += HEADER_BYTES
     }
@@ -444,7 +455,7 @@ export class ObjectReads {
     const where = `${this.store.url}/${st.key}`
     const header = this.acceptHeader(
       st,
-      decodeHeader(bytes.subarray(0, HEADER_BYTES), undefined, { ...st, format: FORMAT_PARTED }),
+      this.decodeHeaderAt(bytes.subarray(0, HEADER_BYTES), undefined, { ...st, format: FORMAT_PARTED }),
     )
     const layout = objectLayout(header, header)
     if (span.start < layout.metaOffset || span.end > layout.metaEnd) {
@@ -458,6 +469,28 @@ export class ObjectReads {
     t.summary += layout.summaryEnd - layout.summaryOffset
     t.meta += bytes.byteLength - layout.summaryEnd
     return { bytes: bytes.subarray(span.start), summary: this.acceptSummary(st, summary) }
+  }
+
+  /**
+   * decodeHeader, its errors naming the store as well as the key (as those of nodes and
+   * summaries do): a reader of several containers can tell which one is damaged.
+   */
+  private decodeHeaderAt(
+    bytes: Uint8Array,
+    size: number | undefined,
+    expected: { cno: number; part: number; format: number },
+  ): Header {
+    try {
+      return decodeHeader(bytes, size, expected)
+    } catch (err) {
+      if (StreamSegmentError.is(err, 'ERR_CORRUPT')) {
+        throw StreamSegmentError.corrupt(`${this.store.url}/${err.message}`, err)
+      }
+      if (StreamSegmentError.is(err, 'ERR_UNSUPPORTED')) {
+        throw StreamSegmentError.unsupported(`${this.store.url}/${err.message}`)
+      }
+      throw err
+    }
   }
 
   /** The summary of `st` from its bytes, checked against the header's count and CRC. */
@@ -512,7 +545,7 @@ export class ObjectReads {
     const where = `${this.store.url}/${st.key}`
     const header = this.acceptHeader(
       st,
-      decodeHeader(bytes.subarray(Math.max(0, bytes.byteLength - HEADER_BYTES)), size, {
+      this.decodeHeaderAt(bytes.subarray(Math.max(0, bytes.byteLength - HEADER_BYTES)), size, {
         ...st,
         format: FORMAT_STREAM,
       }),
@@ -557,7 +590,7 @@ export class ObjectReads {
     const whole = suffix.byteLength < want
     const header = this.acceptHeader(
       st,
-      decodeHeader(
+      this.decodeHeaderAt(
         suffix.subarray(Math.max(0, suffix.byteLength - HEADER_BYTES)),
         whole ? suffix.byteLength : undefined,
         {
@@ -631,7 +664,7 @@ export class ObjectReads {
     try {
       const limiter = kind === 'data' ? this.dataLimiter : this.walkLimiter
       const store = this.store
-      const options = { range, signal: this.signal }
+      const options = { range, signal: this.signal() }
       if (chunked) {
         const chunks = await limiter.run(() =>
           hasChunkedGet(store) ? store.getChunks(key, options) : store.get(key, options).then((b) => [b]),

@@ -137,6 +137,14 @@ export class Reader {
    * window while the one before is still being walked).
    */
   private readonly reading = new Map<MapNode, Map<number, Promise<void>>>()
+  /**
+   * The scans under way (see scan) and the signal their requests take, below the file's:
+   * the first failure of one aborts it, cutting its other requests short. Scans run one at
+   * a time (a handle's calls are serialised; a download makes one); should two overlap,
+   * they share it, and the failure of one fails both. Other reads (a read stream's plans and pieces) take the file's signal,
+   * which the stream aborts when it fails.
+   */
+  private scanning: { controller: AbortController; scans: number; done: () => void } | undefined
 
   constructor(
     private readonly core: FileState,
@@ -148,7 +156,7 @@ export class Reader {
       format: core.format,
       readMaxConcurrency: this.options.readMaxConcurrency,
       readSummaryCacheBytes: this.options.readSummaryCacheBytes,
-      signal: core.signal,
+      signal: () => this.scanning?.controller.signal ?? core.signal,
       mapCno: () => core.base.cno,
     })
   }
@@ -211,9 +219,39 @@ export class Reader {
    * readMaxConcurrency), the next window's walk under way while the data runs of those
    * before it are fetched by at most readMaxConcurrency workers; a GET's pieces are given
    * back once `bytes` has settled, so the sink must be done with the views by then. After
-   * a failure nothing new is started; it settles once no sink call is under way.
+   * a failure nothing new is started and the scan's requests still in flight are aborted
+   * (they have their own signal, below the file's): a stalled GET beside the one that
+   * failed neither holds the failure back nor runs on after it. It settles once no sink
+   * call is under way.
    */
   async scan(start: number, end: number, sink: Sink): Promise<void> {
+    let scope = this.scanning
+    if (scope === undefined) {
+      const controller = new AbortController()
+      const signal = this.core.signal
+      const onAbort = () => controller.abort(signal.reason)
+      if (signal.aborted) onAbort()
+      else signal.addEventListener('abort', onAbort, { once: true })
+      scope = { controller, scans: 0, done: () => signal.removeEventListener('abort', onAbort) }
+      this.scanning = scope
+    }
+    scope.scans++
+    try {
+      await this.scanWithin(start, end, sink, scope)
+    } finally {
+      if (--scope.scans === 0) {
+        scope.done()
+        if (this.scanning === scope) this.scanning = undefined
+      }
+    }
+  }
+
+  private async scanWithin(
+    start: number,
+    end: number,
+    sink: Sink,
+    scope: { controller: AbortController },
+  ): Promise<void> {
     const window = this.options.readGetMaxBytes * this.options.readMaxConcurrency
     const pieces: Piece[] = []
     let next = 0
@@ -231,6 +269,13 @@ export class Reader {
       })
       woken()
     }
+    /** The first failure: the scan's other requests are cut short, the workers waiting woken. */
+    const fail = (err: unknown) => {
+      if (failure !== undefined) return
+      failure = { err }
+      scope.controller.abort(err)
+      announce()
+    }
     const planner = async () => {
       try {
         for (let at = start; at < end && failure === undefined; at += window) {
@@ -238,7 +283,7 @@ export class Reader {
           announce()
         }
       } catch (err) {
-        failure ??= { err }
+        fail(err)
       }
       planned = true
       announce()
@@ -264,7 +309,7 @@ export class Reader {
             }
           }
         } catch (err) {
-          failure ??= { err }
+          fail(err)
         }
       }
     }
@@ -585,7 +630,7 @@ export class Reader {
       const firstSpan = spans[0] as NodeSpan<NodeRef>
       const head = withSummary && firstSpan.end <= HEAD_READ_MAX_BYTES
       return spans.map((span) =>
-        head && span === firstSpan ? this.fetchSpanWithSummary(st, span, 0, 0) : this.fetchSpan(st, span, false),
+        head && span === firstSpan ? this.fetchSpanWithSummary(st, span, 0, 0) : this.fetchSpanAgain(st, span, 0),
       )
     }
     // A data part holds only leaves before its summary; part 0 index nodes too, which
@@ -607,7 +652,7 @@ export class Reader {
     // read across an object's end gets that object's data with its leaf.
     const below = tail && spans.length === 1 && want.smallRead ? want.readBytes : 0
     return spans.map((span) => {
-      if (span !== lastSpan || !(tail || indexTail)) return this.fetchSpan(st, span, false, widen)
+      if (span !== lastSpan || !(tail || indexTail)) return this.fetchSpanAgain(st, span, widen)
       return indexTail
         ? this.fetchSpanWithSummary(st, span, Math.max(widen, PART0_LEAVES_BYTES), 0, widen)
         : this.fetchSpanWithSummary(st, span, widen, below, widen)
@@ -628,7 +673,22 @@ export class Reader {
   ): Promise<void> {
     return this.fetchSpan(st, span, true, widen, below).catch((err) => {
       if (!StreamSegmentError.is(err, 'ERR_CORRUPT')) throw err
+      st.metaBytes = undefined // read again, not taken from the bytes that failed
       return this.fetchSpan(st, span, false, retryWiden)
+    })
+  }
+
+  /**
+   * fetchSpan without the summary, once more when it fails its checks: bytes damaged on
+   * the way (a flipped bit) fail them as bytes damaged on storage do, and a data run is
+   * fetched again too before it is reported (fetchBlocks). Not from the bytes kept of a
+   * widened read: they may be what failed.
+   */
+  private fetchSpanAgain(st: ObjectState, span: NodeSpan<NodeRef>, widen: number): Promise<void> {
+    return this.fetchSpan(st, span, false, widen).catch((err) => {
+      if (!StreamSegmentError.is(err, 'ERR_CORRUPT')) throw err
+      st.metaBytes = undefined
+      return this.fetchSpan(st, span, false, widen)
     })
   }
 

@@ -112,6 +112,8 @@ export class StreamSegmentReadStream extends Readable {
   private fillError: unknown
   /** The GET whose chunks are being pushed, one per `_read`, and how far. */
   private handing: Handing | undefined
+  /** The whole range pushed: nothing is in flight, nothing to abort. */
+  private ended = false
 
   constructor(options: ReadStreamOptions) {
     checkStreamOptions('createStreamSegmentReadStream', options)
@@ -170,7 +172,9 @@ export class StreamSegmentReadStream extends Readable {
     const state = (this as unknown as { _readableState?: { error: unknown } | null })._readableState
     const err = state?.error ?? StreamSegmentError.aborted(`read of ${this.store.url} aborted`)
     this.opening.abort(err) // the open's requests, if it is still going on
-    if (this.queue.length > 0 || this.filling !== undefined || this.planning !== undefined) this.file?.abort(err)
+    // Ended before its range's end (a failure, destroy(), the signal): whatever is in
+    // flight (GETs queued ahead, a plan, the walk made beside the first window) is cut.
+    if (!this.ended) this.file?.abort(err)
     this.queue = []
     this.handing = undefined
   }
@@ -205,6 +209,7 @@ export class StreamSegmentReadStream extends Readable {
       if (this.queue.length === 0 && this.filling === undefined) {
         if (this.fillError !== undefined) throw this.fillError
         if (this.pos >= this.end && this.planned.length === 0) {
+          this.ended = true
           this.push(null)
           return
         }

@@ -1,0 +1,46 @@
+/**
+ * A data part whose header (its CRC intact) counts more meta blocks than the object holds
+ * is ERR_CORRUPT for a read, as for verify: the counts must add up to the object's size.
+ * The first read's tail read tells the size; the read made again after that failure (as
+ * for bytes damaged on the way) must check the counts against it too, not take the header
+ * from a suffix read, which cannot tell the size. The error names the store and the key.
+ */
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+import { StreamSegmentError } from '../../lib/errors.js'
+import { HEADER_BYTES } from '../../lib/format/header.js'
+import { SegmentFile } from '../../lib/segment-file.js'
+import { MemoryStore } from '../../lib/store/memory.js'
+import { resealHeader, view } from '../helpers/format.js'
+import { pattern } from '../helpers/pattern.js'
+import { smallSettings } from '../helpers/small-settings.js'
+
+describe('header counts that disagree with the object size', () => {
+  it('a data part counting 200000 meta blocks: the read fails with ERR_CORRUPT, also when made again', async () => {
+    const store = new MemoryStore()
+    const size = 200 * 1024
+    const f = await SegmentFile.create(store, smallSettings)
+    await f.write(0, pattern(0, size, 9))
+    await f.flush()
+    await f.close()
+    const key = '0000000001.2'
+    const bytes = Buffer.from(await store.get(key))
+    const header = bytes.subarray(bytes.length - HEADER_BYTES)
+    view(header).setUint32(28, 200_000, true) // metaCount
+    resealHeader(header)
+    await store.put(key, bytes)
+    const r = await SegmentFile.open(store, { readOnly: true })
+    try {
+      await assert.rejects(r.read(0, size), (err) => {
+        assert.ok(StreamSegmentError.is(err, 'ERR_CORRUPT'), `ERR_CORRUPT, got ${(err as Error)?.message ?? err}`)
+        // Named with its store, as node and summary errors are.
+        const message = (err as Error).message
+        assert.ok(message.startsWith(`${store.url}/0000000001.2: header counts `), message)
+        assert.match(message, /object has \d+/)
+        return true
+      })
+    } finally {
+      await r.close()
+    }
+  })
+})
