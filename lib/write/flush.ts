@@ -174,7 +174,9 @@ async function send(
       // and the caller may roll its changes back. No inode write was sent for it: deleted.
       // A later attempt of this file under the same number builds it again (create-only:
       // a part 0 that could not be deleted moves it to a new number).
-      if (part0 && (core.signal.aborted || !taken)) await dropPart0(core, plan, true)
+      // Past the call's deadline (ERR_TIMEOUT) there is no time left to delete: part 0 stays, as after a crash.
+      const late = StreamSegmentError.is(err, 'ERR_TIMEOUT')
+      if (part0 && (core.signal.aborted || (!taken && !late))) await dropPart0(core, plan, true)
       if (!taken || attempt >= MAX_TAKEN_NUMBERS) throw err
       log('%s exists: checkpoint %d moves to a new number', plan.key, cno)
       core.abandonCheckpoint()
@@ -336,7 +338,9 @@ export async function startPublish(core: FileState): Promise<PublishInFlight | u
         .upload(whole.upload, core.signal, answer.signal)
         .catch(async (err: unknown) => {
           // As in send(): a part 0 that may have landed is deleted, unless the number was taken.
-          if (core.signal.aborted || !StreamSegmentError.is(err, 'ERR_CONFLICT')) await dropPart0(core, plan, true)
+          const late = StreamSegmentError.is(err, 'ERR_TIMEOUT') // no time left to delete: see send()
+          if (core.signal.aborted || (!StreamSegmentError.is(err, 'ERR_CONFLICT') && !late))
+            await dropPart0(core, plan, true)
           throw err
         })
         .finally(() => answer.done())
