@@ -244,21 +244,13 @@ class MapWalker {
     const upper = i + 1 < e.count ? (e.keys[i + 1] as number) : e.upper
     const place: NodePlace = { level: e.level - 1, minKey, upper }
     const where = `${objectKey} byte ${offset}`
+    const read = (checkOnly: boolean) =>
+      addRef(refs, objectKey, { hi, lo, level: place.level, minKey, upper, offset, needed: true, where, checkOnly })
     if (newerThan !== undefined && hi <= newerThan) {
       // Published before, so its subtree was checked then; but a new node's pointer at it
       // may name a node of another level or key range, which only its bytes tell.
       this.walk.skipped.add(objectKey)
-      addRef(refs, objectKey, {
-        hi,
-        lo,
-        level: place.level,
-        minKey,
-        upper,
-        offset,
-        needed: true,
-        where,
-        checkOnly: true,
-      })
+      read(true)
       return
     }
     const id = `${hi}:${lo}`
@@ -287,17 +279,7 @@ class MapWalker {
       this.take(known, upper, next)
       return
     }
-    addRef(refs, objectKey, {
-      hi,
-      lo,
-      level: place.level,
-      minKey,
-      upper,
-      offset,
-      needed: true,
-      where,
-      checkOnly: false,
-    })
+    read(false)
   }
 
   /** Fetches one span of an object's nodes and takes those that check out. */
