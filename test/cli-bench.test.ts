@@ -9,7 +9,7 @@ import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join, resolve } from 'node:path'
+import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
 import { StreamSegmentError } from '../lib/errors.js'
 import { SegmentFile } from '../lib/segment-file.js'
@@ -17,17 +17,16 @@ import { DirectoryStore } from '../lib/store/directory.js'
 import { MemoryStore } from '../lib/store/memory.js'
 import type { ObjectStore } from '../lib/store/types.js'
 import { benchStore } from '../lib/streams/bench.js'
+import { bin, quietEnv } from './helpers/cli.js'
 import { FailingStore } from './helpers/failing-store.js'
 import type { StoreOp } from './helpers/wrapped-store.js'
 
 const MiB = 1024 * 1024
-const bin = resolve('bin/stream-segment.cjs')
 const dir = mkdtempSync(join(tmpdir(), 'ss-cli-bench-'))
 after(() => rmSync(dir, { recursive: true, force: true }))
 
 function run(args: string[]) {
-  const env = { ...process.env }
-  delete env.DEBUG
+  const env = quietEnv()
   const r = spawnSync(process.execPath, [bin, ...args], { env, encoding: 'utf8', timeout: 120_000 })
   return { status: r.status, stdout: r.stdout, stderr: r.stderr }
 }

@@ -8,15 +8,14 @@ import { type SpawnSyncOptions, spawnSync } from 'node:child_process'
 import { createHash, randomBytes } from 'node:crypto'
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join, resolve } from 'node:path'
+import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
 import { DeleteObjectCommand, GetObjectCommand } from '@aws-sdk/client-s3'
+import { bin, quietEnv } from './helpers/cli.js'
 import { s3TestBucket, s3TestClient, uniquePrefix } from './helpers/s3-env.js'
 
-const bin = resolve('bin/stream-segment.cjs')
 const run = (args: string[], options: SpawnSyncOptions = {}) => {
-  const env = { ...process.env }
-  delete env.DEBUG
+  const env = quietEnv()
   const r = spawnSync(process.execPath, [bin, ...args], { env, maxBuffer: 64 << 20, timeout: 120_000, ...options })
   return { status: r.status, text: String(r.stdout), stderr: String(r.stderr) }
 }

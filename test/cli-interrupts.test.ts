@@ -8,37 +8,18 @@ import { spawn, spawnSync } from 'node:child_process'
 import { once } from 'node:events'
 import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, rmSync, watch } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join, resolve } from 'node:path'
+import { join } from 'node:path'
 import { Writable } from 'node:stream'
 import { after, before, describe, it } from 'node:test'
 import { parseSize } from '../lib/cli/args.js'
 import { main } from '../lib/cli.js'
+import { bin, fakeOutput, quietEnv } from './helpers/cli.js'
 import { writePatternFile } from './helpers/resume.js'
 
 const MiB = 1024 * 1024
-const bin = resolve('bin/stream-segment.cjs')
 const INTERRUPTS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const
 const dir = mkdtempSync(join(tmpdir(), 'ss-cli-interrupts-'))
 after(() => rmSync(dir, { recursive: true, force: true }))
-
-const quietEnv = (more: Record<string, string> = {}) => {
-  const env: Record<string, string | undefined> = { ...process.env, ...more }
-  delete env.DEBUG
-  return env
-}
-
-const fake = () => {
-  const writes: string[] = []
-  const stream = {
-    isTTY: false,
-    writes,
-    write(chunk: string | Uint8Array) {
-      writes.push(String(chunk))
-      return true
-    },
-  }
-  return stream as typeof stream & NodeJS.WritableStream
-}
 
 /** The CLI as a process, its stdio as given (`/dev/full` for a failing one). */
 function run(args: string[], stdio: { out?: string; err?: string } = {}, env = quietEnv()) {
@@ -81,7 +62,7 @@ describe('interrupts', () => {
   const url = join(dir, 'c')
   before(async () => {
     writePatternFile(file, 3 * MiB)
-    assert.equal(await main(['put', file, url], fake(), fake()), 0)
+    assert.equal(await main(['put', file, url], fakeOutput(), fakeOutput()), 0)
   })
 
   it('SIGTERM or SIGHUP stops every command: ERR_ABORTED, exit 8, one line; the handlers are removed after', async () => {
@@ -99,8 +80,8 @@ describe('interrupts', () => {
     for (const [i, args] of commands.entries()) {
       const sig = i % 2 === 0 ? 'SIGTERM' : 'SIGHUP'
       const before = listenersNow()
-      const err = fake()
-      const code = main(args, fake(), err)
+      const err = fakeOutput()
+      const code = main(args, fakeOutput(), err)
       // Called as the process would on the signal (emitting it would reach the test runner's too).
       const added = handlersSince(before)
       assert.deepEqual(
@@ -121,16 +102,16 @@ describe('interrupts', () => {
     assert.deepEqual(leftovers(dir), [], 'no temporary file left')
     assert.ok(!existsSync(join(dir, 'exported.bin')) && !existsSync(join(dir, 'got.bin')))
     // rm and gc stopped before deleting anything: the checkpoint reads back.
-    const out = fake()
-    assert.equal(await main(['ls', url, '--json'], out, fake()), 0)
+    const out = fakeOutput()
+    assert.equal(await main(['ls', url, '--json'], out, fakeOutput()), 0)
     assert.equal(JSON.parse(out.writes.join('')).published, 1)
-    assert.equal(await main(['get', url, join(dir, 'back.bin')], fake(), fake()), 0)
+    assert.equal(await main(['get', url, join(dir, 'back.bin')], fakeOutput(), fakeOutput()), 0)
   })
 
   it('an interrupt once a put has committed changes nothing: the handlers stay until it has reported, exit 0', async () => {
     const before = listenersNow()
     const counts: number[][] = []
-    const out = fake()
+    const out = fakeOutput()
     const write = out.write.bind(out)
     out.write = (chunk: string | Uint8Array) => {
       const added = handlersSince(before)
@@ -138,7 +119,7 @@ describe('interrupts', () => {
       added.SIGTERM?.[0]?.('SIGTERM')
       return write(chunk)
     }
-    const err = fake()
+    const err = fakeOutput()
     assert.equal(await main(['put', file, join(dir, 'committed'), '--json'], out, err), 0, err.writes.join(''))
     assert.deepEqual(counts, [[1, 1, 1]], 'the report written with the handlers in place')
     assert.equal(JSON.parse(out.writes.join('')).flushTiming.cno, 1)
@@ -176,7 +157,7 @@ describe('interrupts', () => {
     const big = join(dir, 'big')
     mkdirSync(big)
     writePatternFile(join(big, 'big.bin'), 16 * MiB, 2)
-    assert.equal(await main(['put', join(big, 'big.bin'), join(big, 'c')], fake(), fake()), 0)
+    assert.equal(await main(['put', join(big, 'big.bin'), join(big, 'c')], fakeOutput(), fakeOutput()), 0)
     // 4096 GETs one at a time: seconds, far more than it takes to stop it once it has begun.
     const g = await signalledWhileWriting(
       ['get', 'c', 'out.bin', '--read-max-concurrency', '1', '--read-get-max-bytes', '4K'],
@@ -193,17 +174,17 @@ describe('interrupts', () => {
     const big = join(dir, 'big-export')
     mkdirSync(big)
     writePatternFile(join(big, 'big.bin'), 64 * MiB, 5)
-    assert.equal(await main(['put', join(big, 'big.bin'), join(big, 'c')], fake(), fake()), 0)
+    assert.equal(await main(['put', join(big, 'big.bin'), join(big, 'c')], fakeOutput(), fakeOutput()), 0)
     // In this process, so that the interrupt comes the moment the temporary file appears.
     const before = listenersNow()
-    const err = fake()
+    const err = fakeOutput()
     let during: string[] = []
     const watcher = watch(big, () => {
       if (during.length > 0 || leftovers(big).length === 0) return
       during = leftovers(big)
       handlersSince(before).SIGINT?.[0]?.('SIGINT')
     })
-    const code = await main(['export', join(big, 'c'), join(big, 'exported.bin')], fake(), err)
+    const code = await main(['export', join(big, 'c'), join(big, 'exported.bin')], fakeOutput(), err)
     watcher.close()
     assert.equal(during.length, 1, 'interrupted while its temporary file was there')
     assert.equal(code, 8, err.writes.join(''))
@@ -245,7 +226,7 @@ describe('output that cannot be written', () => {
   const url = join(dir, 'out-c')
   before(async () => {
     writePatternFile(file, 3 * MiB, 3)
-    assert.equal(await main(['put', file, url], fake(), fake()), 0)
+    assert.equal(await main(['put', file, url], fakeOutput(), fakeOutput()), 0)
   })
 
   it('get to a full stdout: one line ERR_STORE stdout: …, exit 7; --help and --version too', () => {
@@ -265,7 +246,7 @@ describe('output that cannot be written', () => {
         cb(Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' }))
       },
     })
-    const err = fake()
+    const err = fakeOutput()
     assert.equal(await main(['get', url, '-'], failing as unknown as NodeJS.WritableStream, err), 7)
     assert.deepEqual(err.writes, ['stream-segment: ERR_STORE: stdout: ENOSPC: no space left on device, write\n'])
   })
@@ -281,12 +262,15 @@ describe('bad input', () => {
   const url = join(dir, 'in-c')
   before(async () => {
     writePatternFile(file, MiB, 4)
-    assert.equal(await main(['put', file, url], fake(), fake()), 0)
+    assert.equal(await main(['put', file, url], fakeOutput(), fakeOutput()), 0)
   })
 
   it('a range starting past any file is ERR_RANGE (exit 9), as one past this file', async () => {
-    const err = fake()
-    assert.equal(await main(['get', url, join(dir, 'r.bin'), '--range', '1180591620717411303424-'], fake(), err), 9)
+    const err = fakeOutput()
+    assert.equal(
+      await main(['get', url, join(dir, 'r.bin'), '--range', '1180591620717411303424-'], fakeOutput(), err),
+      9,
+    )
     assert.match(err.writes.join(''), /^stream-segment: ERR_RANGE: option --range: .*past the end of any file\n$/)
   })
 
@@ -308,8 +292,8 @@ describe('bad input', () => {
 
   it('settings in milliseconds take durations; sizes take only K, KiB, M, MiB, G, GiB', async () => {
     const put = async (...args: string[]) => {
-      const err = fake()
-      const code = await main(['put', file, url, ...args], fake(), err)
+      const err = fakeOutput()
+      const code = await main(['put', file, url, ...args], fakeOutput(), err)
       return { code, err: err.writes.join('') }
     }
     assert.equal((await put('--retain-grace-ms', '1h', '--roll-forward-after-ms', '90s')).code, 0)
@@ -327,15 +311,15 @@ describe('bad input', () => {
   })
 
   it('file:// with no path is refused, not the root; a newline in a path is shown, not a cut message', async () => {
-    let err = fake()
-    assert.equal(await main(['ls', 'file://'], fake(), err), 2)
+    let err = fakeOutput()
+    assert.equal(await main(['ls', 'file://'], fakeOutput(), err), 2)
     assert.match(err.writes.join(''), /^stream-segment: ERR_INVALID_ARGUMENT: openStore: file:\/\/: no path/)
-    err = fake()
-    assert.equal(await main(['export', url, 'file://'], fake(), err), 2)
+    err = fakeOutput()
+    assert.equal(await main(['export', url, 'file://'], fakeOutput(), err), 2)
     assert.match(err.writes.join(''), /ERR_INVALID_ARGUMENT: export: file:\/\/: no path/)
-    err = fake()
+    err = fakeOutput()
     const odd = join(dir, 'two\nlines')
-    assert.equal(await main(['ls', odd], fake(), err), 3)
+    assert.equal(await main(['ls', odd], fakeOutput(), err), 3)
     const text = err.writes.join('')
     assert.ok(text.endsWith('\n') && text.indexOf('\n') === text.length - 1, JSON.stringify(text))
     assert.ok(text.includes('two\\nlines'), JSON.stringify(text))

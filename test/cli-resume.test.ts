@@ -4,32 +4,20 @@ import { spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join, resolve } from 'node:path'
+import { join } from 'node:path'
 import { after, it } from 'node:test'
 import { main } from '../lib/cli.js'
 import { DirectoryStore } from '../lib/store/directory.js'
+import { bin, fakeOutput } from './helpers/cli.js'
 import { interruptedUpload, readBackSha256, sha256, writePatternFile } from './helpers/resume.js'
 
 const MiB = 1024 * 1024
 const dir = mkdtempSync(join(tmpdir(), 'ss-cli-resume-'))
 after(() => rmSync(dir, { recursive: true, force: true }))
 
-const fake = () => {
-  const writes: string[] = []
-  const stream = {
-    isTTY: false,
-    writes,
-    write(chunk: string | Uint8Array) {
-      writes.push(String(chunk))
-      return true
-    },
-  }
-  return stream as typeof stream & NodeJS.WritableStream
-}
-
 async function put(args: string[]): Promise<string> {
-  const out = fake()
-  const err = fake()
+  const out = fakeOutput()
+  const err = fakeOutput()
   const code = await main(['put', ...args], out, err)
   assert.equal(code, 0, err.writes.join(''))
   return out.writes.join('')
@@ -56,8 +44,8 @@ it('put FILE URL resumes an interrupted upload and says what it kept; --no-resum
   assert.equal(json.flushTiming.streamSentBytes + json.flushTiming.streamFlushBytes, data.length)
   assert.deepEqual(await readBackSha256(store), { size: data.length, sha256: sha256(data) })
 
-  const err = fake()
-  assert.equal(await main(['put', '-', url, '--no-resume'], fake(), err), 2)
+  const err = fakeOutput()
+  assert.equal(await main(['put', '-', url, '--no-resume'], fakeOutput(), err), 2)
   assert.match(err.writes.join(''), /--no-resume is for a file/)
 })
 
@@ -67,7 +55,7 @@ it('put FILE URL resumes an interrupted upload and says what it kept; --no-resum
  */
 async function interruptedPut(args: string[], parts: number): Promise<{ status: number | null; stderr: string }> {
   const env = { ...process.env, DEBUG: 'stream-segment:upload' }
-  const child = spawn(process.execPath, [resolve('bin/stream-segment.cjs'), 'put', ...args], { env })
+  const child = spawn(process.execPath, [bin, 'put', ...args], { env })
   let stderr = ''
   let seen = 0
   child.stderr.on('data', (c) => {

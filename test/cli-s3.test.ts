@@ -10,14 +10,13 @@ import { type SpawnSyncOptions, spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join, resolve } from 'node:path'
+import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
+import { bin, quietEnv } from './helpers/cli.js'
 import { s3TestBucket, s3TestStore, uniquePrefix } from './helpers/s3-env.js'
 
-const bin = resolve('bin/stream-segment.cjs')
 const run = (args: string[], options: SpawnSyncOptions = {}) => {
-  const env = { ...process.env }
-  delete env.DEBUG
+  const env = quietEnv()
   const r = spawnSync(process.execPath, [bin, ...args], { env, maxBuffer: 64 << 20, timeout: 60_000, ...options })
   return { status: r.status, stdout: r.stdout as unknown as Buffer, text: String(r.stdout), stderr: String(r.stderr) }
 }

@@ -22,7 +22,7 @@ import {
 } from 'node:fs'
 import { writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
-import { join, resolve } from 'node:path'
+import { join } from 'node:path'
 import { Writable } from 'node:stream'
 import { after, before, describe, it } from 'node:test'
 import { kebab, READ_OPTIONS } from '../lib/cli/args.js'
@@ -30,14 +30,9 @@ import { commandOptions, EXIT_CODES, main, progressLine } from '../lib/cli.js'
 import { ERROR_CODES, type ErrorCode, type StreamSegmentError } from '../lib/errors.js'
 import { SPEC_DEFAULTS } from '../lib/settings.js'
 import { uploadFile } from '../lib/streams/upload-file.js'
+import { bin, fakeOutput, quietEnv } from './helpers/cli.js'
 import { resealInodeObject } from './helpers/format.js'
 
-const bin = resolve('bin/stream-segment.cjs')
-const quietEnv = () => {
-  const env = { ...process.env }
-  delete env.DEBUG
-  return env
-}
 const run = (args: string[], options: SpawnSyncOptions = {}) => {
   const env = quietEnv()
   const r = spawnSync(process.execPath, [bin, ...args], { env, maxBuffer: 64 << 20, ...options })
@@ -49,20 +44,6 @@ const run = (args: string[], options: SpawnSyncOptions = {}) => {
   }
 }
 const MiB = 1024 * 1024
-
-/** A stand-in for stdout or stderr, a terminal or not, that keeps what is written. */
-const fake = (isTTY: boolean) => {
-  const writes: string[] = []
-  const stream = {
-    isTTY,
-    writes,
-    write(chunk: string | Uint8Array) {
-      writes.push(String(chunk))
-      return true
-    },
-  }
-  return stream as typeof stream & NodeJS.WritableStream
-}
 
 /** Whether util-linux `script` is here to run a command under a pseudo-terminal. */
 
@@ -820,8 +801,8 @@ describe('put: by reference or by value, over an existing container, progress', 
     const path = join(dir, 'progress.bin')
     const bytes = randomBytes(3 * MiB)
     writeFileSync(path, bytes)
-    const out = fake(false)
-    const err = fake(true)
+    const out = fakeOutput(false)
+    const err = fakeOutput(true)
     const code = await main(['put', path, join(dir, 'progress'), '--json', '--stream-segment-bytes', '1M'], out, err)
     assert.equal(code, 0, err.writes.join(''))
     const lines = err.writes.filter((w) => w !== '\r\x1b[K')
@@ -837,8 +818,8 @@ describe('put: by reference or by value, over an existing container, progress', 
     const j = JSON.parse(out.writes.join(''))
     assert.deepEqual([j.by, j.bytes], ['reference', bytes.length])
     // Not a TTY: nothing on stderr.
-    const quiet = fake(false)
-    assert.equal(await main(['put', path, join(dir, 'progress'), '--json'], fake(false), quiet), 0)
+    const quiet = fakeOutput(false)
+    assert.equal(await main(['put', path, join(dir, 'progress'), '--json'], fakeOutput(false), quiet), 0)
     assert.deepEqual(quiet.writes, [])
   })
 
@@ -846,9 +827,9 @@ describe('put: by reference or by value, over an existing container, progress', 
     const path = join(dir, 'get-progress.bin')
     const bytes = randomBytes(3 * MiB)
     writeFileSync(path, bytes)
-    assert.equal(await main(['put', path, join(dir, 'get-progress')], fake(false), fake(false)), 0)
-    const out = fake(false)
-    const err = fake(true)
+    assert.equal(await main(['put', path, join(dir, 'get-progress')], fakeOutput(false), fakeOutput(false)), 0)
+    const out = fakeOutput(false)
+    const err = fakeOutput(true)
     const target = join(dir, 'got.bin')
     const code = await main(['get', join(dir, 'get-progress'), target, '--read-get-max-bytes', '256K'], out, err)
     assert.equal(code, 0, err.writes.join(''))
@@ -863,8 +844,8 @@ describe('put: by reference or by value, over an existing container, progress', 
     assert.equal(err.writes.at(-1), '\r\x1b[K', 'cleared at the end')
     assert.match(out.writes.join(''), /^got 3\.0 MiB of checkpoint 1 into /)
     // Not a TTY: nothing on stderr.
-    const quiet = fake(false)
-    assert.equal(await main(['get', join(dir, 'get-progress'), target], fake(false), quiet), 0)
+    const quiet = fakeOutput(false)
+    assert.equal(await main(['get', join(dir, 'get-progress'), target], fakeOutput(false), quiet), 0)
     assert.deepEqual(quiet.writes, [])
   })
 
@@ -873,9 +854,12 @@ describe('put: by reference or by value, over an existing container, progress', 
     writeFileSync(path, randomBytes(3 * MiB))
     const container = join(dir, 'admin-progress')
     // In a dozen objects: verify reads each one's header, summary, nodes and data.
-    assert.equal(await main(['put', path, container, '--stream-segment-bytes', '256K'], fake(false), fake(false)), 0)
+    assert.equal(
+      await main(['put', path, container, '--stream-segment-bytes', '256K'], fakeOutput(false), fakeOutput(false)),
+      0,
+    )
     /** The lines drawn (each starting with the terminal's erase), once checked to end with a clear. */
-    const drawn = (err: ReturnType<typeof fake>) => {
+    const drawn = (err: ReturnType<typeof fakeOutput>) => {
       assert.equal(err.writes.at(-1), '\r\x1b[K', 'cleared at the end')
       const lines = err.writes.filter((w) => w !== '\r\x1b[K')
       assert.ok(lines.length >= 1, 'drawn at least once')
@@ -883,8 +867,8 @@ describe('put: by reference or by value, over an existing container, progress', 
       return lines.map((l) => l.slice(4))
     }
 
-    const vOut = fake(false)
-    const vErr = fake(true)
+    const vOut = fakeOutput(false)
+    const vErr = fakeOutput(true)
     const t0 = performance.now()
     assert.equal(await main(['verify', container, '--json'], vOut, vErr), 0, vErr.writes.join(''))
     const seconds = (performance.now() - t0) / 1000
@@ -898,24 +882,24 @@ describe('put: by reference or by value, over an existing container, progress', 
     assert.ok(report.bytesRead >= 3 * MiB && report.bytesRead < 1024 * MiB, `verify read ${report.bytesRead} bytes`)
     assert.equal(vLines.at(-1), `verify: ${(report.bytesRead / MiB).toFixed(1)} MiB`)
 
-    const eErr = fake(true)
+    const eErr = fakeOutput(true)
     const exported = join(dir, 'admin-progress.out')
-    assert.equal(await main(['export', container, exported], fake(false), eErr), 0, eErr.writes.join(''))
+    assert.equal(await main(['export', container, exported], fakeOutput(false), eErr), 0, eErr.writes.join(''))
     assert.ok(readFileSync(exported).equals(readFileSync(path)))
     const eLines = drawn(eErr)
     for (const l of eLines) assert.match(l, /^export: [\d.]+ \w?i?B of 3\.0 MiB \(\d+%\)$/)
     assert.match(eLines.at(-1) as string, /^export: 3\.0 MiB of 3\.0 MiB \(100%\)$/)
 
     // Not a TTY: nothing on stderr.
-    const quiet = fake(false)
-    assert.equal(await main(['verify', container], fake(false), quiet), 0)
-    assert.equal(await main(['export', container, `${exported}.2`], fake(false), quiet), 0)
+    const quiet = fakeOutput(false)
+    assert.equal(await main(['verify', container], fakeOutput(false), quiet), 0)
+    assert.equal(await main(['export', container, `${exported}.2`], fakeOutput(false), quiet), 0)
     assert.deepEqual(quiet.writes, [])
 
     // gc: the kept maps walked, then the deletions, counted to the end.
-    assert.equal(await main(['put', path, container, '--no-resume'], fake(false), fake(false)), 0)
-    const gOut = fake(false)
-    const gErr = fake(true)
+    assert.equal(await main(['put', path, container, '--no-resume'], fakeOutput(false), fakeOutput(false)), 0)
+    const gOut = fakeOutput(false)
+    const gErr = fakeOutput(true)
     assert.equal(await main(['gc', container, '--grace', '0', '--json'], gOut, gErr), 0, gErr.writes.join(''))
     const { deletedObjects } = JSON.parse(gOut.writes.join('')) as { deletedObjects: number }
     assert.ok(deletedObjects > 0)
@@ -924,12 +908,12 @@ describe('put: by reference or by value, over an existing container, progress', 
       assert.match(l, /^gc: (walking the kept checkpoints' block maps: 1 of 1|deleting: \d+ of \d+ objects?) done$/)
     }
     assert.equal(gLines.at(-1), `gc: deleting: ${deletedObjects} of ${deletedObjects} objects done`)
-    assert.equal(await main(['gc', container, '--grace', '0'], fake(false), quiet), 0)
+    assert.equal(await main(['gc', container, '--grace', '0'], fakeOutput(false), quiet), 0)
     assert.deepEqual(quiet.writes, [])
 
     // rm: the objects deleted, the inode last.
-    const rOut = fake(false)
-    const rErr = fake(true)
+    const rOut = fakeOutput(false)
+    const rErr = fakeOutput(true)
     assert.equal(await main(['rm', container, '--yes', '--json'], rOut, rErr), 0, rErr.writes.join(''))
     const removed = (JSON.parse(rOut.writes.join('')) as { deletedObjects: number }).deletedObjects
     const rLines = drawn(rErr)
@@ -978,20 +962,20 @@ describe('get and terminals', () => {
   it('get with no file refuses a terminal; - writes to it anyway; a file or -o is fine', async () => {
     assert.equal(run(['put', '-', url], { input: data }).status, 0)
     const out = terminal()
-    const err = fake(false)
+    const err = fakeOutput(false)
     assert.equal(await main(['get', url], out, err), 2)
     assert.deepEqual(out.chunks, [], 'nothing written to the terminal')
     assert.match(err.writes.join(''), refusal)
     // `-` (or `-o -`) asks for stdout explicitly.
     for (const target of [['-'], ['-o', '-']]) {
       const tty = terminal()
-      const e = fake(false)
+      const e = fakeOutput(false)
       assert.equal(await main(['get', url, ...target, '--range', '0-99'], tty, e), 0, e.writes.join(''))
       assert.ok(Buffer.concat(tty.chunks).equals(data.subarray(0, 100)))
     }
     const o = join(dir, 'o.bin')
-    const summary = fake(true)
-    assert.equal(await main(['get', url, '-o', o], summary, fake(false)), 0)
+    const summary = fakeOutput(true)
+    assert.equal(await main(['get', url, '-o', o], summary, fakeOutput(false)), 0)
     assert.match(summary.writes.join(''), /^got 9\.8 KiB of checkpoint 1 into .*o\.bin/)
     assert.ok(readFileSync(o).equals(data))
   })

@@ -142,16 +142,25 @@ async function afterRollForward(inner: ObjectStore): Promise<{ cno: number; byte
   return readPublished(inner)
 }
 
+/**
+ * A handle on `inner` with checkpoint 1 (FIRST) published and SECOND written over it, whose
+ * next part 0 PutObject lands but loses its answer.
+ */
+async function lostAnswerNext(inner: ObjectStore, format: (typeof FORMATS)[number]): Promise<SegmentFile> {
+  const store = new FailingStore(inner)
+  const f = await SegmentFile.create(store, { format })
+  await f.write(0, FIRST)
+  await f.flush()
+  await f.write(0, SECOND)
+  store.addRule({ ops: ['put'], key: /\.0$/, nth: 1, mode: 'lose-answer' })
+  return f
+}
+
 describe('a part 0 whose checkpoint was not published is never rolled forward', () => {
   for (const format of FORMATS) {
     it(`${format}: part 0 landed with its answer lost, then a rollback`, async () => {
       const inner = new MemoryStore(`lost-part0-${format}`)
-      const store = new FailingStore(inner)
-      const f = await SegmentFile.create(store, { format })
-      await f.write(0, FIRST)
-      await f.flush()
-      await f.write(0, SECOND)
-      store.addRule({ ops: ['put'], key: /\.0$/, nth: 1, mode: 'lose-answer' })
+      const f = await lostAnswerNext(inner, format)
       await rejectsCode(f.flush(), 'ERR_STORE', /lost answer/)
       await f.rollback()
       await f.close()
@@ -160,12 +169,7 @@ describe('a part 0 whose checkpoint was not published is never rolled forward', 
 
     it(`${format}: part 0 landed with its answer lost; the next flush of the handle publishes`, async () => {
       const inner = new MemoryStore(`lost-part0-again-${format}`)
-      const store = new FailingStore(inner)
-      const f = await SegmentFile.create(store, { format })
-      await f.write(0, FIRST)
-      await f.flush()
-      await f.write(0, SECOND)
-      store.addRule({ ops: ['put'], key: /\.0$/, nth: 1, mode: 'lose-answer' })
+      const f = await lostAnswerNext(inner, format)
       await rejectsCode(f.flush(), 'ERR_STORE', /lost answer/)
       const t = await f.flush()
       await f.close()
@@ -174,12 +178,7 @@ describe('a part 0 whose checkpoint was not published is never rolled forward', 
 
     it(`${format}: a background publish whose part 0 landed with its answer lost, then a rollback`, async () => {
       const inner = new MemoryStore(`lost-part0-publish-${format}`)
-      const store = new FailingStore(inner)
-      const f = await SegmentFile.create(store, { format })
-      await f.write(0, FIRST)
-      await f.flush()
-      await f.write(0, SECOND)
-      store.addRule({ ops: ['put'], key: /\.0$/, nth: 1, mode: 'lose-answer' })
+      const f = await lostAnswerNext(inner, format)
       await rejectsCode(f.publish(), 'ERR_STORE', /lost answer/)
       await f.rollback()
       await f.close()
@@ -230,30 +229,33 @@ const waitShort: TestHooks = { abortWaitMs: 100 }
 
 describe('an abort whose wait for an answer runs out', () => {
   for (const format of FORMATS) {
-    // publish(): its outcome reaches the caller as it is (a flush's passes SegmentFile's run()).
-    it(`${format}: the inode write never answers: ERR_ABORTED says the outcome is unknown and part 0 is kept`, async () => {
-      const inner = new MemoryStore(`hung-inode-${format}`)
-      const store = new FailingStore(inner)
-      const f = await SegmentFile.create(store, { format, ...waitShort })
-      await f.write(0, FIRST)
-      await f.flush()
-      await f.write(0, SECOND)
-      store.addRule({ ops: ['put'], key: /^inode$/, nth: 1, mode: 'hang' })
-      const flushed = f.publish()
-      flushed.catch(() => undefined)
-      while (store.count('put', 'hung') === 0) await new Promise((resolve) => setTimeout(resolve, 5))
-      const reason = new Error('stop')
-      f.abort(reason)
-      const err = await rejectsCode(
-        within(flushed, 2_000, 'the aborted flush'),
-        'ERR_ABORTED',
-        /checkpoint 2: aborted while its inode write was under way, which did not answer within 100 ms: whether the checkpoint was published is unknown; its part 0 \(0000000002\.0\) is kept/,
-      )
-      // The abort's own error (which carries the reason given to abort()) is the cause.
-      assert.equal((err.cause as Error).cause, reason)
-      await f.close()
-      assert.deepEqual(await partZeros(inner), ['0000000001.0', '0000000002.0'])
-    })
+    // publish()'s outcome reaches the caller as it is; flush()'s passes SegmentFile's run(),
+    // which answers an aborted handle's calls with the abort's error but for this one.
+    for (const call of ['publish', 'flush'] as const) {
+      it(`${format}: the inode write never answers: ${call}() is ERR_ABORTED saying the outcome is unknown, part 0 kept`, async () => {
+        const inner = new MemoryStore(`hung-inode-${format}`)
+        const store = new FailingStore(inner)
+        const f = await SegmentFile.create(store, { format, ...waitShort })
+        await f.write(0, FIRST)
+        await f.flush()
+        await f.write(0, SECOND)
+        store.addRule({ ops: ['put'], key: /^inode$/, nth: 1, mode: 'hang' })
+        const flushed = call === 'flush' ? f.flush() : f.publish()
+        flushed.catch(() => undefined)
+        while (store.count('put', 'hung') === 0) await new Promise((resolve) => setTimeout(resolve, 5))
+        const reason = new Error('stop')
+        f.abort(reason)
+        const err = await rejectsCode(
+          within(flushed, 2_000, 'the aborted flush'),
+          'ERR_ABORTED',
+          /checkpoint 2: aborted while its inode write was under way, which did not answer within 100 ms: whether the checkpoint was published is unknown; its part 0 \(0000000002\.0\) is kept/,
+        )
+        // The abort's own error (which carries the reason given to abort()) is the cause.
+        assert.equal((err.cause as Error).cause, reason)
+        await f.close()
+        assert.deepEqual(await partZeros(inner), ['0000000001.0', '0000000002.0'])
+      })
+    }
 
     it(`${format}: part 0's PutObject never answers: the abort waits a bounded time`, async () => {
       const inner = new MemoryStore(`hung-part0-${format}`)
