@@ -233,7 +233,7 @@ describe('an abort whose wait for an answer runs out', () => {
     // which answers an aborted handle's calls with the abort's error but for this one.
     for (const call of ['publish', 'flush'] as const) {
       it(`${format}: the inode write never answers: ${call}() is ERR_ABORTED saying the outcome is unknown, part 0 kept`, async () => {
-        const inner = new MemoryStore(`hung-inode-${format}`)
+        const inner = new MemoryStore(`hung-inode-${call}-${format}`)
         const store = new FailingStore(inner)
         const f = await SegmentFile.create(store, { format, ...waitShort })
         await f.write(0, FIRST)
