@@ -40,7 +40,7 @@
  *   no key reaches outside the root or into the store's own dot-folders.
  */
 import { createHash, type Hash, randomBytes, randomUUID } from 'node:crypto'
-import { constants as fsConstants, type Stats } from 'node:fs'
+import type { Stats } from 'node:fs'
 import * as fs from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import debug from 'debug'
@@ -50,8 +50,10 @@ import {
   isCode,
   isMissing,
   LOCK_STAGING_PREFIX,
+  OPEN_PROBE,
   parseJson,
   readFully,
+  readRegularText,
   stagingGone,
   sweepLock,
   syncDir,
@@ -102,8 +104,6 @@ const UPLOADS = '.ss-multipart'
 const ETAG_FIELD = 'ss:etag'
 const COPY_BUFFER = 1024 * 1024
 const LIST_CONCURRENCY = 32
-/** Opens whatever is at a key's path without blocking (a FIFO someone put there) and without writing. */
-const OPEN_PROBE = fsConstants.O_RDONLY | fsConstants.O_NONBLOCK
 
 /** Test hooks: not part of the API. */
 export interface DirectoryStoreHooks {
@@ -519,7 +519,7 @@ export class DirectoryStore implements ObjectStore {
         throwIfAborted(options?.signal, `list multipart ${prefix}`)
         const file = join(dir, uploadId, 'upload.json')
         const [meta, st] = await Promise.all([
-          fs.readFile(file, 'utf8').catch(() => undefined),
+          readRegularText(file).catch(() => undefined),
           fs.stat(file).catch(() => undefined),
         ])
         const key = meta === undefined ? undefined : parseJson<{ key?: unknown }>(meta)?.key
@@ -644,19 +644,8 @@ export class DirectoryStore implements ObjectStore {
    * object written before sidecars.
    */
   private async readSidecar(ino: number): Promise<Record<string, unknown> | undefined> {
-    let fh: fs.FileHandle
-    try {
-      fh = await fs.open(this.sidecarPath(ino), OPEN_PROBE)
-    } catch (err) {
-      if (isMissing(err) || isCode(err, 'EISDIR')) return undefined
-      throw err
-    }
-    try {
-      if (!(await fh.stat()).isFile()) return undefined
-      return parseJson<Record<string, unknown>>(await fh.readFile('utf8'))
-    } finally {
-      await fh.close().catch(() => {})
-    }
+    const text = await readRegularText(this.sidecarPath(ino))
+    return text === undefined ? undefined : parseJson<Record<string, unknown>>(text)
   }
 
   /**
@@ -740,7 +729,7 @@ export class DirectoryStore implements ObjectStore {
   ): Promise<{ dir: string; metadata: Record<string, string>; claimed: boolean; uneven: boolean }> {
     const dir = join(this.root, UPLOADS, uploadId)
     const text = /^[0-9a-f-]{36}$/.test(uploadId)
-      ? await fs.readFile(join(dir, 'upload.json'), 'utf8').catch(() => undefined)
+      ? await readRegularText(join(dir, 'upload.json')).catch(() => undefined)
       : undefined
     const upload =
       text === undefined
@@ -1018,8 +1007,9 @@ async function concatInto(out: fs.FileHandle, paths: readonly string[]): Promise
   const buf = Buffer.allocUnsafe(COPY_BUFFER)
   let pos = 0
   for (const p of paths) {
-    const src = await fs.open(p, 'r')
+    const src = await fs.open(p, OPEN_PROBE) // a FIFO put in a part's place must not block
     try {
+      if (!(await src.stat()).isFile()) throw StreamSegmentError.store(`${p}: not a regular file`)
       for (;;) {
         const { bytesRead } = await src.read(buf, 0, buf.byteLength, null)
         if (bytesRead === 0) break

@@ -10,7 +10,7 @@
  * lock is ever broken.
  */
 import { createHash, randomBytes } from 'node:crypto'
-import type { Stats } from 'node:fs'
+import { constants as fsConstants, type Stats } from 'node:fs'
 import * as fs from 'node:fs/promises'
 import { hostname } from 'node:os'
 import { join } from 'node:path'
@@ -33,6 +33,28 @@ export function isCode(err: unknown, code: string): boolean {
 
 export function isMissing(err: unknown): boolean {
   return isCode(err, 'ENOENT') || isCode(err, 'ENOTDIR')
+}
+
+/** Opens whatever is at a path without blocking (a FIFO someone put there) and without writing. */
+export const OPEN_PROBE = fsConstants.O_RDONLY | fsConstants.O_NONBLOCK
+
+/**
+ * The text of the regular file at `path`; undefined when there is none, or something else
+ * is there (a folder, or a FIFO: opened without blocking, never read).
+ */
+export async function readRegularText(path: string): Promise<string | undefined> {
+  let fh: fs.FileHandle
+  try {
+    fh = await fs.open(path, OPEN_PROBE)
+  } catch (err) {
+    if (isMissing(err) || isCode(err, 'EISDIR')) return undefined
+    throw err
+  }
+  try {
+    return (await fh.stat()).isFile() ? await fh.readFile('utf8') : undefined
+  } finally {
+    await fh.close().catch(() => {})
+  }
 }
 
 /** A JSON object, or undefined for anything else (bad JSON, an array, null). */
@@ -223,7 +245,7 @@ export async function stagingGone(dir: string): Promise<boolean | undefined> {
   const names = await fs.readdir(dir).catch(() => [] as string[])
   const name = names.find((n) => n.startsWith('owner-'))
   if (name === undefined) return undefined
-  const text = await fs.readFile(join(dir, name), 'utf8').catch(() => undefined)
+  const text = await readRegularText(join(dir, name)).catch(() => undefined)
   const owner = text === undefined ? undefined : parseJson<LockOwner>(text)
   if (owner === undefined || typeof owner.pid !== 'number') return undefined
   const alive = await holderAlive(owner, await myIdentity())
@@ -325,15 +347,16 @@ async function breakIfStale(lockDir: string, me: Identity): Promise<boolean> {
   // ours: wait, and time out naming it.
   if (name === undefined) return names.length === 0
   const file = join(lockDir, name)
-  let text: string
+  let text: string | undefined
   let st: Stats
   try {
-    ;[text, st] = await Promise.all([fs.readFile(file, 'utf8'), fs.stat(file)])
+    // Read without blocking: a FIFO put in its place is no owner (and goes stale as one).
+    ;[text, st] = await Promise.all([readRegularText(file), fs.stat(file)])
   } catch (err) {
     if (isMissing(err)) return true
     throw err
   }
-  const owner = parseJson<LockOwner>(text)
+  const owner = text === undefined ? undefined : parseJson<LockOwner>(text)
   const alive = owner !== undefined && name === `owner-${owner.token}` ? await holderAlive(owner, me) : undefined
   if (alive === true || (alive === undefined && Date.now() - st.mtimeMs <= LOCK_STALE_MS)) return false
   try {

@@ -1,11 +1,13 @@
 /**
- * A FIFO someone put where the directory store keeps a key, a sidecar or an uploaded part:
- * every call answers at once, as for a key that is not there. A blocking open(2) of a
- * FIFO waits for a writer in libuv's thread pool, where no signal reaches it and the
- * process cannot exit (four of them fill the pool and stop every file call).
+ * A FIFO someone put where the directory store keeps a key, a sidecar, an uploaded part, an
+ * upload's record or a lock's owner file: every call answers at once, as for one that is
+ * not there. A blocking open(2) of a FIFO waits for a writer in libuv's thread pool, where
+ * no signal reaches it and the process cannot exit (four of them fill the pool and stop
+ * every file call).
  */
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
+import { createHash } from 'node:crypto'
 import { constants, promises as fs } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -98,5 +100,59 @@ describe('directory store: a FIFO in the store', () => {
       parts.map((p) => [p.partNumber, p.size]),
       [[1, 8]],
     )
+  })
+})
+
+describe('directory store: a FIFO in place of its own records', () => {
+  let dir = ''
+  before(async () => {
+    dir = await fs.mkdtemp(join(tmpdir(), 'ss-dir-fifo-records-'))
+  })
+  after(async () => {
+    await fs.rm(dir, { recursive: true, force: true })
+  })
+
+  it('in place of an upload’s upload.json: the upload is not found at once, and listMultipart passes it over', async () => {
+    const store = new DirectoryStore(join(dir, 'upload'))
+    const id = await store.createMultipart('m')
+    const part = await store.uploadPart('m', id, 1, Buffer.from('part one'))
+    const fifo = join(store.root, '.ss-multipart', id, 'upload.json')
+    await fs.rm(fifo)
+    execFileSync('mkfifo', [fifo])
+    await prompt(
+      rejectsCode(store.uploadPart('m', id, 2, Buffer.from('two')), 'ERR_NOT_FOUND', /m: no multipart upload/),
+      fifo,
+      'uploadPart',
+    )
+    await prompt(rejectsCode(store.listParts('m', id), 'ERR_NOT_FOUND', /no multipart upload/), fifo, 'listParts')
+    await prompt(
+      rejectsCode(store.completeMultipart('m', id, [{ partNumber: 1, etag: part.etag }]), 'ERR_NOT_FOUND'),
+      fifo,
+      'completeMultipart',
+    )
+    const open = await prompt(
+      (async () => {
+        const out: string[] = []
+        for await (const u of store.listMultipart('')) out.push(u.uploadId)
+        return out
+      })(),
+      fifo,
+      'listMultipart',
+    )
+    assert.deepEqual(open, [])
+  })
+
+  it('as the owner file of a key’s lock: no owner, broken once stale, and a conditional put goes on', async () => {
+    const store = new DirectoryStore(join(dir, 'lock'))
+    await store.put('k', Buffer.from('one'))
+    const lockDir = join(store.root, '.ss-lock', createHash('sha256').update('k').digest('hex'))
+    await fs.mkdir(lockDir, { recursive: true })
+    const fifo = join(lockDir, 'owner-0123456789abcdef')
+    execFileSync('mkfifo', [fifo])
+    const old = new Date(Date.now() - 60_000)
+    await fs.utimes(fifo, old, old)
+    const etag = (await store.head('k'))?.etag
+    await prompt(store.put('k', Buffer.from('two'), { ifMatch: etag }), fifo, 'a conditional put')
+    assert.deepEqual(Buffer.from(await store.get('k')), Buffer.from('two'))
   })
 })
