@@ -50,7 +50,7 @@ import type { ObjectStore } from './store/types.js'
 import { bytesOf, describeValue } from './util/typed-arrays.js'
 import type { WalLog, WalRecord } from './wal/log.js'
 import { checkWalOptions, type OpenedWal, openWal, type WalOptions, type WalReplay } from './wal/wal.js'
-import { type FlushTiming, flush, isUnknownOutcome, startPublish } from './write/flush.js'
+import { dropLeftPart0s, type FlushTiming, flush, isUnknownOutcome, startPublish } from './write/flush.js'
 import { SendAhead } from './write/send-ahead.js'
 import { BlockWriter, checkRange, checkSize } from './write/write-blocks.js'
 
@@ -677,6 +677,7 @@ export class SegmentFile {
       this.core.rollback()
       this.reader.clear()
       this.walGroup = false
+      await dropLeftPart0s(this.core)
       await this.rotateWal()
     })
   }
@@ -711,6 +712,7 @@ export class SegmentFile {
       try {
         await this.publishing
         await this.sendAhead.abandon()
+        await dropLeftPart0s(this.core)
         this.cleanAgain = false
         while (this.cleaning !== undefined) await this.cleaning
         this.core.tier.clear()

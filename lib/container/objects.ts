@@ -41,6 +41,7 @@
 import { StreamSegmentError } from '../errors.js'
 import { decodeHeader, HEADER_BYTES, type Header, objectLayout, SUMMARY_ENTRY_BYTES } from '../format/header.js'
 import { FORMAT_PARTED, FORMAT_STREAM } from '../format/inode.js'
+import { segmentKey } from '../format/names.js'
 import { UNIT_BYTES } from '../format/pointer.js'
 import { decodeSummary, type Summary } from '../format/summary.js'
 import { hasChunkedGet } from '../store/common.js'
@@ -135,6 +136,8 @@ export interface ObjectReadsOptions {
   signal: () => AbortSignal
   /** The checkpoint whose block map is being read, for messages. */
   mapCno: () => number
+  /** Whether an object whose header names a file made at `ctimeMs` may be of this container (FileState.madeHere). */
+  madeHere: (ctimeMs: number) => boolean
 }
 
 export class ObjectReads {
@@ -152,6 +155,7 @@ export class ObjectReads {
   private readonly summaryCacheBytes: number
   private readonly signal: () => AbortSignal
   private readonly mapCno: () => number
+  private readonly madeHere: (ctimeMs: number) => boolean
 
   constructor(
     private readonly store: ObjectStore,
@@ -161,6 +165,7 @@ export class ObjectReads {
     this.summaryCacheBytes = options.readSummaryCacheBytes
     this.signal = options.signal
     this.mapCno = options.mapCno
+    this.madeHere = options.madeHere
     this.dataLimiter = new Limiter(options.readMaxConcurrency)
     this.walkLimiter = new Limiter(options.readMaxConcurrency)
   }
@@ -473,15 +478,19 @@ export class ObjectReads {
 
   /**
    * decodeHeader, its errors naming the store as well as the key (as those of nodes and
-   * summaries do): a reader of several containers can tell which one is damaged.
+   * summaries do): a reader of several containers can tell which one is damaged. A header
+   * written by a writer of another container (one made again at this place since the
+   * block map was read: its objects have the same names, and are whole and valid) is
+   * ERR_NOT_FOUND: the objects this checkpoint needs are gone.
    */
   private decodeHeaderAt(
     bytes: Uint8Array,
     size: number | undefined,
     expected: { cno: number; part: number; format: number },
   ): Header {
+    let header: Header
     try {
-      return decodeHeader(bytes, size, expected)
+      header = decodeHeader(bytes, size, expected)
     } catch (err) {
       if (StreamSegmentError.is(err, 'ERR_CORRUPT')) {
         throw StreamSegmentError.corrupt(`${this.store.url}/${err.message}`, err)
@@ -491,6 +500,13 @@ export class ObjectReads {
       }
       throw err
     }
+    if (!this.madeHere(header.inode.ctimeMs)) {
+      const made = new Date(header.inode.ctimeMs).toISOString()
+      throw StreamSegmentError.notFound(
+        `${this.store.url}/${segmentKey(expected.cno, expected.part)}: is of another container, made at ${made} (the container was removed and made again since checkpoint ${this.mapCno()} was read); open the container again`,
+      )
+    }
+    return header
   }
 
   /** The summary of `st` from its bytes, checked against the header's count and CRC. */

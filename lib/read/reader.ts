@@ -158,6 +158,7 @@ export class Reader {
       readSummaryCacheBytes: this.options.readSummaryCacheBytes,
       signal: () => this.scanning?.controller.signal ?? core.signal,
       mapCno: () => core.base.cno,
+      madeHere: (ctimeMs) => core.madeHere(ctimeMs),
     })
   }
 

@@ -74,6 +74,14 @@ export interface StoredObject {
   metaLo(j: number): number
 }
 
+/** A part 0 as deleting it needs: its key, numbers and the checkpoint's inode (undefined before it was built). */
+export interface Part0Ref {
+  key: string
+  cno: number
+  part: number
+  inode: Inode | undefined
+}
+
 function newCounters(): CheckpointCounters {
   return { objects: 0, streamSentBytes: 0, streamDeadBytes: 0, streamFlushBytes: 0, streamMetaBytes: 0 }
 }
@@ -223,7 +231,18 @@ export class FileState {
     this.map.builtOn(inode.cno, this.blocksOf(inode))
     this._base = this._published = inode
     this._publishedEtag = etag
+    // Built on an older checkpoint than this one, they can no longer be rolled forward.
+    this.leftPart0s.length = 0
   }
+
+  /**
+   * Part 0s of checkpoints not published that may be stored all the same, and that no one
+   * has deleted: their upload failed past its call's deadline (ERR_TIMEOUT), with no time
+   * left to delete them then. Each is a complete checkpoint built on the published one,
+   * which a writer opening the container would roll forward; a rollback or close, which
+   * give its changes up, deletes them (write/flush.ts dropLeftPart0s).
+   */
+  readonly leftPart0s: Part0Ref[] = []
 
   /** The commit point was read again (after a conflict): what is published now, if anything. */
   republished(now: Published | undefined): void {
@@ -298,12 +317,29 @@ export class FileState {
     })
     x.size = this.size
     x.cno = cno
-    x.mtimeMs = Date.now()
+    // Never below the checkpoint it is built on, nor below the objects it may point into
+    // (see madeHere): a later writer's clock may be behind.
+    x.mtimeMs = Math.max(Date.now(), this.published.mtimeMs, this.base.mtimeMs, this.createdMs)
     return x
   }
 
   get ctimeMs(): number {
     return this.published.ctimeMs || this.base.ctimeMs || this.createdMs
+  }
+
+  /**
+   * Whether an object whose header carries a file inode made at `ctimeMs` may be of this
+   * container, and not of one removed and made again at its place since (whose objects
+   * have the same names). An object's header holds its writer's inode: this container's
+   * creation time, or, for a writer that lost the race to create the container and put its
+   * view on top of the winner's, that writer's own, which is no later than the checkpoint
+   * it published (and a checkpoint's modification time never goes below the one it is
+   * built on). A container made again later was made after every checkpoint of this one,
+   * and after this handle was made. Clocks of different machines may disagree: an object
+   * made within that disagreement of the last checkpoint passes.
+   */
+  madeHere(ctimeMs: number): boolean {
+    return ctimeMs === this.ctimeMs || ctimeMs <= Math.max(this.published.mtimeMs, this.base.mtimeMs, this.createdMs)
   }
 
   private readonly createdMs = Date.now()

@@ -30,7 +30,7 @@ import { objectBytes } from '../format/layout.js'
 import { segmentKey } from '../format/names.js'
 import { pointerPart } from '../format/pointer.js'
 import type { MapNode } from '../state/block-map.js'
-import type { FileState } from '../state/file-state.js'
+import type { FileState, Part0Ref } from '../state/file-state.js'
 import { growingLeaf, ObjectPlan } from './object-plan.js'
 
 const log = debug('stream-segment:flush')
@@ -176,7 +176,8 @@ async function send(
       // a part 0 that could not be deleted moves it to a new number).
       // Past the call's deadline (ERR_TIMEOUT) there is no time left to delete: part 0 stays, as after a crash.
       const late = StreamSegmentError.is(err, 'ERR_TIMEOUT')
-      if (part0 && (core.signal.aborted || (!taken && !late))) await dropPart0(core, plan, true)
+      if (part0 && (core.signal.aborted || (!taken && !late))) await dropPart0(core, part0Ref(plan), true)
+      else if (part0 && late) leavePart0(core, plan)
       if (!taken || attempt >= MAX_TAKEN_NUMBERS) throw err
       log('%s exists: checkpoint %d moves to a new number', plan.key, cno)
       core.abandonCheckpoint()
@@ -340,7 +341,8 @@ export async function startPublish(core: FileState): Promise<PublishInFlight | u
           // As in send(): a part 0 that may have landed is deleted, unless the number was taken.
           const late = StreamSegmentError.is(err, 'ERR_TIMEOUT') // no time left to delete: see send()
           if (core.signal.aborted || (!StreamSegmentError.is(err, 'ERR_CONFLICT') && !late))
-            await dropPart0(core, plan, true)
+            await dropPart0(core, part0Ref(plan), true)
+          else if (late) leavePart0(core, plan)
           throw err
         })
         .finally(() => answer.done())
@@ -354,6 +356,7 @@ export async function startPublish(core: FileState): Promise<PublishInFlight | u
       })
       if ('lost' in committed) {
         timing.conflicts++
+        if (committed.now !== undefined) refuseRemade(core, cno, committed.now, committed.lost)
         core.republished(committed.now)
         throw StreamSegmentError.conflict(
           `${core.store.url}: checkpoint ${cno} was not published: another writer got there first (${committed.lost.message}); its changes stay, and the next publish or flush puts them on top`,
@@ -525,6 +528,7 @@ async function afterConflict(
       err,
     )
   }
+  refuseRemade(core, cno, now, err)
   await checkBase(core, cno, now)
   core.republished(now)
   core.abandonCheckpoint()
@@ -534,6 +538,24 @@ async function afterConflict(
       err,
     )
   }
+}
+
+/**
+ * A conflict with the checkpoint of another container at this place (one made again since
+ * this file's was removed: its creation time differs): this file's block map points into
+ * the removed container's objects, whose names the new one's objects may hold. Publishing
+ * on top would make a checkpoint that reads the new container's bytes as this file's; it
+ * is refused, and the file stays on its ETag, so that a later flush meets the same
+ * conflict. A file that has published nothing and was built on nothing (it lost the race
+ * to create the container) has no such pointers: its view goes on top.
+ */
+function refuseRemade(core: FileState, cno: number, now: Published, err: StreamSegmentError): void {
+  if (core.published.cno === 0 || now.inode.ctimeMs === core.ctimeMs) return
+  const made = (ms: number) => new Date(ms).toISOString()
+  throw StreamSegmentError.conflict(
+    `${core.store.url}: checkpoint ${cno} was not published: the container was removed and made again meanwhile (at ${made(now.inode.ctimeMs)}; this file's was made at ${made(core.ctimeMs)}), and this file's block map points into the removed one's objects; this handle publishes nothing more: open the container again`,
+    err,
+  )
 }
 
 /**
@@ -682,8 +704,29 @@ function commitPointUnknown(core: FileState): void {
 async function refuseIfAborted(core: FileState, part0: ObjectPlan): Promise<void> {
   if (!core.signal.aborted) return
   part0.unplace()
-  await dropPart0(core, part0, false)
+  await dropPart0(core, part0Ref(part0), false)
   throw core.signal.reason
+}
+
+function part0Ref(plan: ObjectPlan): Part0Ref {
+  return { key: plan.key, cno: plan.ctx.cno, part: plan.ctx.part, inode: plan.ctx.inode }
+}
+
+/** A part 0 whose upload failed past its deadline: it may land yet, and is deleted when the changes are given up. */
+function leavePart0(core: FileState, plan: ObjectPlan): void {
+  log('%s: its upload failed past its deadline; left, until a rollback or close deletes it', plan.key)
+  core.leftPart0s.push(part0Ref(plan))
+}
+
+/**
+ * Deletes the part 0s that failed uploads may have left (FileState.leftPart0s): called by
+ * a rollback and a close, which give up the changes those checkpoints held, so that no
+ * writer opening the container rolls them forward. Best effort, as dropPart0; one still on
+ * its way to the store when this looks is not found, and stays.
+ */
+export async function dropLeftPart0s(core: FileState): Promise<void> {
+  const left = core.leftPart0s.splice(0)
+  for (const ref of left) await dropPart0(core, ref, true)
 }
 
 /**
@@ -694,8 +737,8 @@ async function refuseIfAborted(core: FileState, part0: ObjectPlan): Promise<void
  * part 0 under the same number (segment objects are create-only: ours may never have been
  * written): it is deleted only when the inode in its header is ours.
  */
-async function dropPart0(core: FileState, part0: ObjectPlan, mayBeOthers: boolean): Promise<void> {
-  const { cno, part, inode } = part0.ctx
+async function dropPart0(core: FileState, part0: Part0Ref, mayBeOthers: boolean): Promise<void> {
+  const { cno, part, inode } = part0
   const signal = AbortSignal.timeout(PART0_DROP_MS)
   try {
     if (mayBeOthers) {

@@ -5,7 +5,9 @@
  * - 'hang':        the call never answers until its signal fires (then ERR_ABORTED) or
  *                  `release()` lets it through;
  * - 'lose-answer': the call reaches the inner store (the write lands), then fails with
- *                  ERR_STORE as if the answer had been lost on the way back.
+ *                  ERR_STORE as if the answer had been lost on the way back;
+ * - 'late':        the call reaches the inner store (the write lands), then fails with
+ *                  ERR_TIMEOUT as if its deadline had passed before the answer came.
  * Every call is logged in `calls`, in order, with its outcome.
  */
 import { StreamSegmentError } from '../../lib/errors.js'
@@ -19,7 +21,7 @@ export interface FailRule {
   nth?: number
   /** How many matching calls from the nth on fail (default 1 with nth, unlimited without). */
   times?: number
-  mode?: 'error' | 'hang' | 'lose-answer'
+  mode?: 'error' | 'hang' | 'lose-answer' | 'late'
 }
 
 interface RuleState {
@@ -88,6 +90,10 @@ export class FailingStore extends WrappedStore {
     if (mode === 'lose-answer') {
       entry.outcome = 'lost'
       throw StreamSegmentError.store(`injected lost answer: ${call.op} ${call.key} landed`)
+    }
+    if (mode === 'late') {
+      entry.outcome = 'lost'
+      throw StreamSegmentError.timeout(`injected deadline: ${call.op} ${call.key} landed after it`)
     }
     return result
   }

@@ -3,10 +3,15 @@
  * its own view on top: a view that still points into the checkpoint it was built on. When
  * that base is gone (a cleaner dropped it once it was superseded, or the container was
  * removed), publishing would make a checkpoint no one can read: the flush refuses with
- * ERR_CONFLICT, and the container keeps what it had.
+ * ERR_CONFLICT, and the container keeps what it had. So it does when the container was
+ * removed and made again (its objects have the old names), and a reader of the removed
+ * one is refused the new one's objects; a writer that lost the race to create the
+ * container still puts its view on top.
  */
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
+import { readObjectHeader } from '../../lib/container/object-header.js'
+import { parseKey } from '../../lib/format/names.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
@@ -87,4 +92,94 @@ describe('a conflict whose base is gone', () => {
       assert.equal(await published(store), undefined, conflictPolicy)
     }
   })
+})
+
+/** Removes everything of the container in `store`, then makes it again with `bytes`, as another writer would. */
+async function remake(store: MemoryStore, bytes: Buffer): Promise<void> {
+  await store.delete(await keys(store, '')) // rm
+  await new Promise((resolve) => setTimeout(resolve, 5)) // a later creation time
+  const g = await SegmentFile.create(store)
+  await g.write(0, bytes)
+  await g.flush()
+  await g.close()
+}
+
+describe('a container removed and made again at the same place', () => {
+  for (const call of ['flush', 'publish'] as const) {
+    it(`a writer on the removed one: its ${call}() is ERR_CONFLICT with either policy, the new container kept as it is`, async () => {
+      for (const conflictPolicy of ['retry', 'fail'] as const) {
+        const store = new MemoryStore(`remade-${call}-${conflictPolicy}`)
+        const f = await SegmentFile.create(store)
+        await f.write(0, OLD)
+        await f.flush()
+        await f.close()
+        const w = await SegmentFile.open(store, { conflictPolicy })
+        await w.write(4096, PATCH)
+        await remake(store, REWRITE)
+        // Its objects have the names of the removed one's, which the writer's block map names.
+        assert.ok((await keys(store, '0000000001.')).length > 0)
+        await rejectsCode(w[call](), 'ERR_CONFLICT', /removed and made again meanwhile/)
+        await rejectsCode(w.flush(), 'ERR_CONFLICT', /removed and made again meanwhile/) // and again
+        await w.close()
+        assert.deepEqual(await published(store), { cno: 1, bytes: REWRITE }, conflictPolicy)
+      }
+    })
+  }
+
+  it('a reader of the removed one: ERR_NOT_FOUND, never the new container’s bytes', async () => {
+    const store = new MemoryStore('remade-reader')
+    const f = await SegmentFile.create(store)
+    await f.write(0, OLD)
+    await f.flush()
+    await f.close()
+    const r = await SegmentFile.open(store, { readOnly: true })
+    await remake(store, REWRITE)
+    await rejectsCode(
+      r.read(0, r.size),
+      'ERR_NOT_FOUND',
+      /0000000001\.\d+: is of another container, made at .*removed and made again/,
+    )
+    await r.close()
+  })
+
+  it('two writers racing to create it: the loser’s view goes on top of the winner’s, and reads back', async () => {
+    const store = new MemoryStore('creation-race')
+    // The loser made first, its data sent ahead: those objects carry its own creation time.
+    const loser = await SegmentFile.create(store, { conflictPolicy: 'retry', streamSegmentBytes: 1024 * 1024 })
+    const sent = pattern(0, 3 * 1024 * 1024, 4)
+    await loser.write(0, sent)
+    await new Promise((resolve) => setTimeout(resolve, 5))
+    const winner = await SegmentFile.create(store)
+    await winner.write(0, REWRITE)
+    await winner.flush()
+    await winner.close()
+    const t = await loser.flush()
+    await loser.close()
+    assert.equal(t.conflicts, 1)
+    const inode = (await readObjectHeader(store, t.cno, 0)).header.inode
+    const ctimes = new Set<number>()
+    for (const key of await keys(store, '')) {
+      const k = parseKey(key)
+      if (k?.kind === 'segment' && k.cno <= t.cno)
+        ctimes.add((await readObjectHeader(store, k.cno, k.part)).header.inode.ctimeMs)
+    }
+    assert.ok(ctimes.size > 1 && [...ctimes].some((c) => c < inode.ctimeMs), 'objects made before the container')
+    assert.deepEqual(await published(store), { cno: t.cno, bytes: sent })
+  })
+})
+
+it('a checkpoint’s modification time never goes below the one it is built on (a writer whose clock is behind)', async (t) => {
+  const store = new MemoryStore('mtime-behind')
+  const f = await SegmentFile.create(store)
+  await f.write(0, OLD)
+  const first = await f.flush()
+  await f.close()
+  const before = (await readObjectHeader(store, first.cno, 0)).header.inode.mtimeMs
+  t.mock.timers.enable({ apis: ['Date'], now: before - 60_000 })
+  const w = await SegmentFile.open(store)
+  await w.write(4096, PATCH)
+  const second = await w.flush()
+  await w.close()
+  t.mock.timers.reset()
+  assert.equal((await readObjectHeader(store, second.cno, 0)).header.inode.mtimeMs, before)
 })

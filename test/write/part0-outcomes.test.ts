@@ -144,15 +144,19 @@ async function afterRollForward(inner: ObjectStore): Promise<{ cno: number; byte
 
 /**
  * A handle on `inner` with checkpoint 1 (FIRST) published and SECOND written over it, whose
- * next part 0 PutObject lands but loses its answer.
+ * next part 0 PutObject lands but loses its answer (or has it come past its deadline).
  */
-async function lostAnswerNext(inner: ObjectStore, format: (typeof FORMATS)[number]): Promise<SegmentFile> {
+async function lostAnswerNext(
+  inner: ObjectStore,
+  format: (typeof FORMATS)[number],
+  mode: 'lose-answer' | 'late' = 'lose-answer',
+): Promise<SegmentFile> {
   const store = new FailingStore(inner)
   const f = await SegmentFile.create(store, { format })
   await f.write(0, FIRST)
   await f.flush()
   await f.write(0, SECOND)
-  store.addRule({ ops: ['put'], key: /\.0$/, nth: 1, mode: 'lose-answer' })
+  store.addRule({ ops: ['put'], key: /\.0$/, nth: 1, mode })
   return f
 }
 
@@ -171,6 +175,30 @@ describe('a part 0 whose checkpoint was not published is never rolled forward', 
       const inner = new MemoryStore(`lost-part0-again-${format}`)
       const f = await lostAnswerNext(inner, format)
       await rejectsCode(f.flush(), 'ERR_STORE', /lost answer/)
+      const t = await f.flush()
+      await f.close()
+      assert.deepEqual(await afterRollForward(inner), { cno: t.cno, bytes: SECOND })
+    })
+
+    for (const call of ['flush', 'publish'] as const) {
+      for (const end of ['rollback', 'close'] as const) {
+        it(`${format}: part 0 landed past its deadline (${call}: ERR_TIMEOUT, left), then a ${end} deletes it`, async () => {
+          const inner = new MemoryStore(`late-part0-${call}-${end}-${format}`)
+          const f = await lostAnswerNext(inner, format, 'late')
+          await rejectsCode(f[call](), 'ERR_TIMEOUT', /past|deadline/)
+          assert.deepEqual(await partZeros(inner), ['0000000001.0', '0000000002.0'], 'left by the failed upload')
+          if (end === 'rollback') await f.rollback()
+          await f.close()
+          assert.deepEqual(await partZeros(inner), ['0000000001.0'])
+          assert.deepEqual(await afterRollForward(inner), { cno: 1, bytes: FIRST })
+        })
+      }
+    }
+
+    it(`${format}: part 0 landed past its deadline, then the next flush publishes: nothing left to roll forward`, async () => {
+      const inner = new MemoryStore(`late-part0-then-flush-${format}`)
+      const f = await lostAnswerNext(inner, format, 'late')
+      await rejectsCode(f.flush(), 'ERR_TIMEOUT')
       const t = await f.flush()
       await f.close()
       assert.deepEqual(await afterRollForward(inner), { cno: t.cno, bytes: SECOND })
