@@ -28,7 +28,9 @@ import { after, before, describe, it } from 'node:test'
 import { kebab, READ_OPTIONS } from '../lib/cli/args.js'
 import { commandOptions, EXIT_CODES, main, progressLine } from '../lib/cli.js'
 import { ERROR_CODES, type ErrorCode, type StreamSegmentError } from '../lib/errors.js'
+import { SegmentFile } from '../lib/segment-file.js'
 import { SPEC_DEFAULTS } from '../lib/settings.js'
+import { DirectoryStore } from '../lib/store/directory.js'
 import { uploadFile } from '../lib/streams/upload-file.js'
 import { bin, fakeOutput, quietEnv } from './helpers/cli.js'
 import { resealInodeObject } from './helpers/format.js'
@@ -415,6 +417,37 @@ describe('commands on a directory store', () => {
       stored += c.bytes
     }
     assert.equal(j.storedBytes, stored)
+  })
+
+  it('ls says of an unpublished checkpoint what it was built on, and whether the next writer publishes it', async () => {
+    const where = join(dir, 'ls-unpublished')
+    const store = new DirectoryStore(where)
+    const f = await SegmentFile.create(store)
+    await f.write(0, Buffer.alloc(4096, 1))
+    await f.flush() // 1
+    const first = await store.get('inode')
+    await f.write(0, Buffer.alloc(4096, 2))
+    await f.flush() // 2, on 1
+    await f.close()
+    await store.put('inode', first) // as if 2's publication had been interrupted
+    const loser = await SegmentFile.open(store, { conflictPolicy: 'fail', rollForwardAfterMs: 3_600_000 })
+    await loser.write(0, Buffer.alloc(4096, 3))
+    const winner = await SegmentFile.open(store, { rollForwardAfterMs: 3_600_000 })
+    await winner.write(0, Buffer.alloc(4096, 4))
+    await winner.flush() // 3, on 1
+    await winner.close()
+    await assert.rejects(loser.flush()) // its part 0 (4, on 1) stays
+    await loser.close()
+    const out = fakeOutput()
+    assert.equal(await main(['ls', where], out, fakeOutput()), 0)
+    const lines = out.writes.join('').split('\n')
+    assert.match(lines[2] as string, /^ *2 .* complete$/)
+    assert.match(lines[3] as string, /^ *3 .* published$/)
+    assert.match(lines[4] as string, /^ *4 .* unpublished, built on 1: never published$/)
+    await store.put('inode', first)
+    const again = fakeOutput()
+    assert.equal(await main(['ls', where], again, fakeOutput()), 0)
+    assert.match(again.writes.join(''), /\n *2 .* unpublished, built on 1: rolled forward by the next writer\n/)
   })
 
   it('inspect shows every object with its header fields; --json too', () => {

@@ -12,7 +12,7 @@
  * - Each complete checkpoint's block map is walked to say which objects only it reaches:
  *   the bytes dropping it would free (`uniqueBytes`, what `gc` would delete).
  */
-import { containerFormat, readInode } from '../container/inode.js'
+import { containerFormat, readInode, sameInode } from '../container/inode.js'
 import { type ContainerListing, listContainer } from '../container/listing.js'
 import { readObjectHeader } from '../container/object-header.js'
 import { StreamSegmentError } from '../errors.js'
@@ -36,6 +36,16 @@ export interface CheckpointEntry {
   /** When it was made (its inode's mtime, ms since the epoch). */
   timeMs: number
   state: 'published' | 'complete' | 'unpublished'
+  /** The checkpoint it was built on, as its part 0's header says (0: the container's first; −1 when unreadable). */
+  baseCno: number
+  /**
+   * 'unpublished' only: whether a writer opening the container would publish it (roll it
+   * forward), once its part 0 is older than `rollForwardAfterMs` and its content checks
+   * out: it is built on exactly the published checkpoint, or on an unpublished one that
+   * would be (its writer stopped between part 0 and the inode). False for one built on
+   * another (a writer that lost to another, or gave its changes up): never published.
+   */
+  rollsForward?: boolean
   /**
    * Bytes of the objects only this checkpoint's block map reaches (its part 0 among
    * them): what dropping it would free. −1 when its map could not be walked whole.
@@ -71,17 +81,20 @@ export async function listCheckpoints(
   const { signal } = options
   const listing = await listContainer(store, signal)
   let published = 0
+  let publishedInode: Inode | undefined
   let format: number | undefined
   let inodeError: string | undefined
   if (listing.hasInode) {
     try {
-      ;({ cno: published, format } = (await readInode(store, { signal })).inode)
+      publishedInode = (await readInode(store, { signal })).inode
+      ;({ cno: published, format } = publishedInode)
     } catch (err) {
       if (!StreamSegmentError.is(err, 'ERR_CORRUPT') && !StreamSegmentError.is(err, 'ERR_UNSUPPORTED')) throw err
       inodeError = (err as Error).message
     }
   }
-  const { checkpoints, abandoned, inodes } = await readCheckpoints(store, listing, published, format, signal)
+  const { checkpoints, abandoned, inodes, bases } = await readCheckpoints(store, listing, published, format, signal)
+  markRollForward(checkpoints, publishedInode, inodes, bases)
   await countUniqueBytes(store, listing, checkpoints, inodes, signal)
   let storedBytes = 0
   for (const size of listing.sizes.values()) storedBytes += size
@@ -99,10 +112,16 @@ async function readCheckpoints(
   published: number,
   format: number | undefined,
   signal: AbortSignal | undefined,
-): Promise<{ checkpoints: CheckpointEntry[]; abandoned: AbandonedCheckpoint[]; inodes: Map<number, Inode> }> {
+): Promise<{
+  checkpoints: CheckpointEntry[]
+  abandoned: AbandonedCheckpoint[]
+  inodes: Map<number, Inode>
+  bases: Map<number, Inode>
+}> {
   const checkpoints: CheckpointEntry[] = []
   const abandoned: AbandonedCheckpoint[] = []
   const inodes = new Map<number, Inode>()
+  const bases = new Map<number, Inode>()
   const limiter = new Limiter(8)
   await Promise.all(
     [...listing.byCno].map(([cno, c]) =>
@@ -118,6 +137,7 @@ async function readCheckpoints(
           bytes: c.bytes,
           timeMs: 0,
           state: cno === published ? 'published' : cno > published ? 'unpublished' : 'complete',
+          baseCno: -1,
           uniqueBytes: -1,
         }
         try {
@@ -125,7 +145,9 @@ async function readCheckpoints(
           const h = (await readObjectHeader(store, cno, 0, { format, size, signal })).header
           entry.size = h.inode.size
           entry.timeMs = h.inode.mtimeMs
+          entry.baseCno = h.baseInode.cno
           inodes.set(cno, h.inode)
+          bases.set(cno, h.baseInode)
         } catch (err) {
           if (!StreamSegmentError.is(err, 'ERR_CORRUPT') && !StreamSegmentError.is(err, 'ERR_UNSUPPORTED')) throw err
           entry.error = (err as Error).message
@@ -136,7 +158,28 @@ async function readCheckpoints(
   )
   checkpoints.sort((a, b) => a.cno - b.cno)
   abandoned.sort((a, b) => a.cno - b.cno)
-  return { checkpoints, abandoned, inodes }
+  return { checkpoints, abandoned, inodes, bases }
+}
+
+/**
+ * Sets `rollsForward` on the unpublished checkpoints, as a roll-forward goes
+ * (container/inode.ts rollForward): up the numbers from the published inode, each one built
+ * on exactly the inode reached so far takes its place.
+ */
+function markRollForward(
+  checkpoints: CheckpointEntry[],
+  published: Inode | undefined,
+  inodes: ReadonlyMap<number, Inode>,
+  bases: ReadonlyMap<number, Inode>,
+): void {
+  let current = published
+  for (const c of checkpoints) {
+    if (c.state !== 'unpublished') continue
+    const base = bases.get(c.cno)
+    const inode = inodes.get(c.cno)
+    c.rollsForward = current !== undefined && base !== undefined && inode !== undefined && sameInode(base, current)
+    if (c.rollsForward) current = inode
+  }
 }
 
 /**

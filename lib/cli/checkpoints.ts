@@ -27,7 +27,11 @@ export async function ls(p: Parsed, out: Out, _err: Out, signal: AbortSignal): P
       c.bytes,
       c.uniqueBytes < 0 ? '?' : c.uniqueBytes,
       c.timeMs ? new Date(c.timeMs).toISOString() : '-',
-      c.error === undefined ? c.state : `${c.state}, unreadable: ${c.error}`,
+      c.error !== undefined
+        ? `${c.state}, unreadable: ${c.error}`
+        : c.state !== 'unpublished'
+          ? c.state
+          : `unpublished, built on ${c.baseCno}: ${c.rollsForward ? 'rolled forward by the next writer' : 'never published'}`,
     ])
   }
   out.write(`${table(rows, [true, true, true, true, true, false, false])}\n`)

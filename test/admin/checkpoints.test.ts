@@ -76,14 +76,39 @@ describe('checkpoints', () => {
     await s.put('inode', await store.get('inode')) // as if 4's publication had not happened
     const list = await listCheckpoints(s)
     assert.deepEqual(
-      list.checkpoints.map((c) => [c.cno, c.state]),
+      list.checkpoints.map((c) => [c.cno, c.state, c.baseCno, c.rollsForward]),
       [
-        [1, 'complete'],
-        [2, 'complete'],
-        [3, 'published'],
-        [4, 'unpublished'],
+        [1, 'complete', 0, undefined],
+        [2, 'complete', 1, undefined],
+        [3, 'published', 2, undefined],
+        [4, 'unpublished', 3, true],
       ],
     )
+  })
+
+  it('an unpublished checkpoint built on another than the published one is never rolled forward, and says so', async () => {
+    const s = new MemoryStore()
+    await copyStore(store, s)
+    const loser = await SegmentFile.open(s, { conflictPolicy: 'fail' })
+    await loser.write(0, Buffer.alloc(4096, 1))
+    const winner = await SegmentFile.open(s)
+    await winner.write(0, Buffer.alloc(4096, 2))
+    await winner.flush() // 4, on 3
+    await assert.rejects(loser.flush(), isCode('ERR_CONFLICT')) // its part 0 (5, on 3) stays
+    await loser.close()
+    const list = await listCheckpoints(s)
+    assert.deepEqual(
+      list.checkpoints.slice(2).map((c) => [c.cno, c.state, c.baseCno, c.rollsForward]),
+      [
+        [3, 'complete', 2, undefined],
+        [4, 'published', 3, undefined],
+        [5, 'unpublished', 3, false],
+      ],
+    )
+    // A writer opening the container leaves it as it is.
+    const open = await SegmentFile.open(s, { rollForwardAfterMs: 0 })
+    assert.equal(open.cno, 4)
+    await open.close()
   })
 
   it('inspect: every object the map reaches plus the own parts, with header fields and slot counts', async () => {
