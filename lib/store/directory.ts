@@ -51,6 +51,7 @@ import {
   isMissing,
   LOCK_STAGING_PREFIX,
   OPEN_PROBE,
+  openProbe,
   parseJson,
   readFully,
   readRegularText,
@@ -486,10 +487,7 @@ export class DirectoryStore implements ObjectStore {
         const path = join(dir, name)
         // A part is renamed into place whole; one replaced meanwhile is read as it was opened.
         // Opened without blocking, and only a regular file read: a FIFO would block for good.
-        const fh = await fs.open(path, OPEN_PROBE).catch((err) => {
-          if (isMissing(err) || isCode(err, 'EISDIR')) return undefined
-          throw err
-        })
+        const fh = await openProbe(path)
         if (fh === undefined) continue
         try {
           const st = await fh.stat()
@@ -655,13 +653,8 @@ export class DirectoryStore implements ObjectStore {
    */
   private async info(path: string): Promise<Found | undefined> {
     for (let attempt = 0; ; attempt++) {
-      let fh: fs.FileHandle
-      try {
-        fh = await fs.open(path, OPEN_PROBE)
-      } catch (err) {
-        if (isMissing(err) || isCode(err, 'EISDIR')) return undefined
-        throw err
-      }
+      const fh = await openProbe(path)
+      if (fh === undefined) return undefined
       try {
         const st = await fh.stat()
         if (!st.isFile()) return undefined

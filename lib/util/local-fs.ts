@@ -38,18 +38,23 @@ export function isMissing(err: unknown): boolean {
 /** Opens whatever is at a path without blocking (a FIFO someone put there) and without writing. */
 export const OPEN_PROBE = fsConstants.O_RDONLY | fsConstants.O_NONBLOCK
 
+/** Opens whatever is at `path` with OPEN_PROBE; undefined when there is nothing there, or a folder. */
+export async function openProbe(path: string): Promise<fs.FileHandle | undefined> {
+  try {
+    return await fs.open(path, OPEN_PROBE)
+  } catch (err) {
+    if (isMissing(err) || isCode(err, 'EISDIR')) return undefined
+    throw err
+  }
+}
+
 /**
  * The text of the regular file at `path`; undefined when there is none, or something else
  * is there (a folder, or a FIFO: opened without blocking, never read).
  */
 export async function readRegularText(path: string): Promise<string | undefined> {
-  let fh: fs.FileHandle
-  try {
-    fh = await fs.open(path, OPEN_PROBE)
-  } catch (err) {
-    if (isMissing(err) || isCode(err, 'EISDIR')) return undefined
-    throw err
-  }
+  const fh = await openProbe(path)
+  if (fh === undefined) return undefined
   try {
     return (await fh.stat()).isFile() ? await fh.readFile('utf8') : undefined
   } finally {
