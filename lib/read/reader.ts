@@ -41,6 +41,7 @@
  *   never the bytes.
  */
 
+import { setMaxListeners } from 'node:events'
 import { NODE_SPAN_BYTES, type NodeSpan, nodeSpans } from '../container/nodes.js'
 import {
   HEAD_READ_MAX_BYTES,
@@ -229,6 +230,9 @@ export class Reader {
     let scope = this.scanning
     if (scope === undefined) {
       const controller = new AbortController()
+      // Every request of the scan listens to it (readMaxConcurrency data GETs and as many
+      // walk reads): not a leak, which Node's warning past 10 listeners would suggest.
+      setMaxListeners(1024, controller.signal)
       const signal = this.core.signal
       const onAbort = () => controller.abort(signal.reason)
       if (signal.aborted) onAbort()

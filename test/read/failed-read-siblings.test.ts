@@ -3,7 +3,8 @@
  * scan, the walk made beside a read stream's first window) are aborted, so the failure is
  * reported at once, not after a stalled sibling ends, and no request keeps the process
  * alive after it. The store here fails one GET and holds the others until their signal
- * fires (as a stalled connection does, up to the store's deadline).
+ * fires (as a stalled connection does, up to the store's deadline). A scan's requests
+ * all listen to its signal: more than ten at once must not make Node warn of a leak.
  */
 import assert from 'node:assert/strict'
 import { mkdtemp, readdir, rm } from 'node:fs/promises'
@@ -195,4 +196,55 @@ describe('a read that fails aborts its siblings', () => {
     assert.ok(bytes.length >= 512 * 1024 && bytes.length <= 1024 * 1024, `the first window (${bytes.length} bytes)`)
     assert.ok(bytes.equals(pattern(0, bytes.length, 3)), 'the first window is the file')
   })
+})
+
+/** Listens on each GET's signal while the GET is in flight, as S3Store does (one listener per request). */
+class ListeningStore extends WrappedStore {
+  inFlight = 0
+  most = 0
+  protected async around<T>(call: CallInfo, run: () => Promise<T>): Promise<T> {
+    const onAbort = () => {}
+    call.signal?.addEventListener('abort', onAbort)
+    this.most = Math.max(this.most, ++this.inFlight)
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 2))
+      return await run()
+    } finally {
+      this.inFlight--
+      call.signal?.removeEventListener('abort', onAbort)
+    }
+  }
+}
+
+it('a read with more requests in flight than Node warns about on one signal (10): no MaxListenersExceededWarning', async () => {
+  const warnings: Error[] = []
+  const onWarning = (w: Error) => {
+    if (w.name === 'MaxListenersExceededWarning') warnings.push(w)
+  }
+  process.on('warning', onWarning)
+  try {
+    const store = new ListeningStore(await container(true))
+    const wide = { readGetMaxBytes: 16 * 1024, readMaxConcurrency: 24 }
+    const f = await SegmentFile.open(store, { readOnly: true, ...wide })
+    assert.ok(Buffer.from(await f.read(0, SIZE)).equals(pattern(0, SIZE, 7)))
+    await f.close()
+    assert.ok(store.most > 10, `requests in flight at once: ${store.most}`)
+    // The read stream and downloadFile, cold, their opens' requests counted under a signal of their own.
+    const chunks: Buffer[] = []
+    for await (const c of createStreamSegmentReadStream({ store, ...wide })) chunks.push(c as Buffer)
+    assert.ok(Buffer.concat(chunks).equals(pattern(0, SIZE, 7)))
+    const dir = await mkdtemp(join(tmpdir(), 'ss-listeners-'))
+    try {
+      await downloadFile(store, join(dir, 'out.bin'), wide)
+    } finally {
+      await rm(dir, { recursive: true, force: true })
+    }
+    await new Promise((resolve) => setImmediate(resolve))
+    assert.deepEqual(
+      warnings.map((w) => w.message),
+      [],
+    )
+  } finally {
+    process.off('warning', onWarning)
+  }
 })
