@@ -11,13 +11,17 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { readObjectHeader } from '../../lib/container/object-header.js'
+import { StreamSegmentError } from '../../lib/errors.js'
 import { parseKey } from '../../lib/format/names.js'
 import { SegmentFile } from '../../lib/segment-file.js'
+import type { Settings } from '../../lib/settings.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
+import { createStreamSegmentReadStream } from '../../lib/streams/read-stream.js'
 import { rejectsCode } from '../helpers/assert.js'
 import { readPublished } from '../helpers/containers.js'
 import { pattern } from '../helpers/pattern.js'
+import { smallSettings } from '../helpers/small-settings.js'
 
 const OLD = pattern(0, 200_000, 1)
 const REWRITE = pattern(0, 200_000, 2)
@@ -95,10 +99,10 @@ describe('a conflict whose base is gone', () => {
 })
 
 /** Removes everything of the container in `store`, then makes it again with `bytes`, as another writer would. */
-async function remake(store: MemoryStore, bytes: Buffer): Promise<void> {
+async function remake(store: MemoryStore, bytes: Buffer, settings: Partial<Settings> = {}): Promise<void> {
   await store.delete(await keys(store, '')) // rm
   await new Promise((resolve) => setTimeout(resolve, 5)) // a later creation time
-  const g = await SegmentFile.create(store)
+  const g = await SegmentFile.create(store, settings)
   await g.write(0, bytes)
   await g.flush()
   await g.close()
@@ -126,21 +130,47 @@ describe('a container removed and made again at the same place', () => {
     })
   }
 
-  it('a reader of the removed one: ERR_NOT_FOUND, never the new container’s bytes', async () => {
-    const store = new MemoryStore('remade-reader')
-    const f = await SegmentFile.create(store)
-    await f.write(0, OLD)
-    await f.flush()
-    await f.close()
-    const r = await SegmentFile.open(store, { readOnly: true })
-    await remake(store, REWRITE)
-    await rejectsCode(
-      r.read(0, r.size),
-      'ERR_NOT_FOUND',
-      /0000000001\.\d+: is of another container, made at .*removed and made again/,
-    )
-    await r.close()
-  })
+  for (const format of ['stream', 'parted'] as const) {
+    it(`a reader of the removed one (${format}): ERR_NOT_FOUND, never the new container’s bytes`, async () => {
+      const store = new MemoryStore(`remade-reader-${format}`)
+      // Data parts, index nodes and part 0 alike: 256 KiB in objects of at most 64 KiB.
+      const settings = { ...smallSettings, format }
+      const before = pattern(0, 256 * 1024, 5)
+      const f = await SegmentFile.create(store, settings)
+      await f.write(0, before)
+      await f.flush()
+      await f.close()
+      const whole = await SegmentFile.open(store, { readOnly: true })
+      const small = await SegmentFile.open(store, { readOnly: true })
+      // A read stream opens on its first read: this one on the removed container.
+      const stream = createStreamSegmentReadStream({
+        store,
+        readGetMaxBytes: 16 * 1024,
+        readMaxConcurrency: 1,
+        readAheadBytes: 0,
+      })
+      const chunks: Buffer[] = []
+      const next = stream[Symbol.asyncIterator]()
+      chunks.push((await next.next()).value as Buffer)
+      await remake(store, pattern(0, 256 * 1024, 6), settings)
+      assert.ok((await keys(store, '0000000001.')).length > 2, 'the new container has objects of the same names')
+      const foreign = /0000000001\.\d+: is of another container, made at .*removed and made again/
+      await rejectsCode(whole.read(0, whole.size), 'ERR_NOT_FOUND', foreign)
+      await rejectsCode(small.read(100_000, 4096), 'ERR_NOT_FOUND', foreign)
+      // Its next objects are missing or another container's: it fails, whichever it meets first.
+      await assert.rejects(
+        (async () => {
+          for (let r = await next.next(); !r.done; r = await next.next()) chunks.push(r.value as Buffer)
+        })(),
+        (err) => StreamSegmentError.is(err, 'ERR_NOT_FOUND'),
+      )
+      // Whatever came before the failure is the removed container's.
+      const got = Buffer.concat(chunks)
+      assert.ok(got.equals(before.subarray(0, got.length)))
+      await whole.close()
+      await small.close()
+    })
+  }
 
   it('two writers racing to create it: the loser’s view goes on top of the winner’s, and reads back', async () => {
     const store = new MemoryStore('creation-race')
