@@ -364,6 +364,24 @@ export class ObjectReads {
   }
 
   /**
+   * A suffix read of `st` sized for `slots` summary entries (and an eighth more) and the
+   * header, and the header at its end, taken in: checked against the object's size when the
+   * answer is the whole object (`whole`: shorter than asked).
+   */
+  private async suffixHeader(
+    st: ObjectState,
+    slots: number,
+    kind: ReadKind,
+  ): Promise<{ bytes: Uint8Array; header: Header; whole: boolean }> {
+    const want = HEADER_BYTES + SUMMARY_ENTRY_BYTES * (slots + (slots >> 3))
+    const bytes = await this.get(st.key, { suffix: want }, kind, st.cno)
+    const whole = bytes.byteLength < want
+    const tail = bytes.subarray(Math.max(0, bytes.byteLength - HEADER_BYTES))
+    const header = this.decodeHeaderAt(tail, whole ? bytes.byteLength : undefined, { ...st, format: FORMAT_STREAM })
+    return { bytes, header: this.acceptHeader(st, header), whole }
+  }
+
+  /**
    * Header and summary of an object of which no meta block is known, by one suffix read
    * sized for the largest summary seen so far (an object shorter than that comes whole,
    * and its size is checked). A suffix does not tell the size of a longer object: its
@@ -371,21 +389,7 @@ export class ObjectReads {
    * wrong size can only fail reads. A summary larger than guessed costs an exact tail read.
    */
   private async suffixRead(st: ObjectState, minSlots: number): Promise<Summary> {
-    const slots = Math.max(minSlots, this.typicalSlots)
-    const want = HEADER_BYTES + SUMMARY_ENTRY_BYTES * (slots + (slots >> 3))
-    const bytes = await this.get(st.key, { suffix: want }, 'summary', st.cno)
-    const whole = bytes.byteLength < want
-    const header = this.acceptHeader(
-      st,
-      this.decodeHeaderAt(
-        bytes.subarray(Math.max(0, bytes.byteLength - HEADER_BYTES)),
-        whole ? bytes.byteLength : undefined,
-        {
-          ...st,
-          format: FORMAT_STREAM,
-        },
-      ),
-    )
+    const { bytes, header, whole } = await this.suffixHeader(st, Math.max(minSlots, this.typicalSlots), 'summary')
     const layout = objectLayout(header, header)
     const length = layout.headerOffset - layout.summaryOffset
     if (length + HEADER_BYTES > bytes.byteLength) {
@@ -600,21 +604,7 @@ export class ObjectReads {
     dataBytes: number,
   ): Promise<{ bytes: Uint8Array; summary: Summary }> {
     const where = `${this.store.url}/${st.key}`
-    const slots = this.typicalSlots
-    const want = HEADER_BYTES + SUMMARY_ENTRY_BYTES * (slots + (slots >> 3))
-    const suffix = await this.get(st.key, { suffix: want }, kind, st.cno)
-    const whole = suffix.byteLength < want
-    const header = this.acceptHeader(
-      st,
-      this.decodeHeaderAt(
-        suffix.subarray(Math.max(0, suffix.byteLength - HEADER_BYTES)),
-        whole ? suffix.byteLength : undefined,
-        {
-          ...st,
-          format: FORMAT_STREAM,
-        },
-      ),
-    )
+    const { bytes: suffix, header, whole } = await this.suffixHeader(st, this.typicalSlots, kind)
     const layout = objectLayout(header, header)
     const read = start + bytes.byteLength
     if (layout.objectSize < read) {
