@@ -12,7 +12,7 @@ import { constants, promises as fs } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
-import { DirectoryStore } from '../../lib/store/directory.js'
+import { DirectoryStore, sweepStoreLeftovers } from '../../lib/store/directory.js'
 import { rejectsCode } from '../helpers/assert.js'
 import { within } from '../helpers/containers.js'
 
@@ -140,6 +140,17 @@ describe('directory store: a FIFO in place of its own records', () => {
       'listMultipart',
     )
     assert.deepEqual(open, [])
+  })
+
+  it('as the owner file of a lock staging folder: the sweep of leftovers passes it over at once', async () => {
+    const store = new DirectoryStore(join(dir, 'staging'))
+    await store.put('k', Buffer.from('one'))
+    const staging = join(store.root, '.ss-tmp', 'lock-0123456789abcdef')
+    await fs.mkdir(staging)
+    const fifo = join(staging, 'owner-0123456789abcdef')
+    execFileSync('mkfifo', [fifo])
+    await prompt(sweepStoreLeftovers(store), fifo, 'the sweep')
+    assert.ok((await fs.lstat(fifo)).isFIFO(), 'a young staging folder with no owner to check is left')
   })
 
   it('as the owner file of a key’s lock: no owner, broken once stale, and a conditional put goes on', async () => {
