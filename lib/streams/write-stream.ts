@@ -39,7 +39,7 @@ import { checkOptionNames, checkSettingValues, type Settings, STREAMING_PROFILE 
 import type { ObjectStore } from '../store/types.js'
 import type { WalOptions } from '../wal/wal.js'
 import type { FlushTiming } from '../write/flush.js'
-import { checkStreamOptions, destroyOnAbort, type StreamLocation, storeOf } from './options.js'
+import { checkStreamOptions, countingStore, destroyOnAbort, type StreamLocation, storeOf } from './options.js'
 
 /** The write stream's own options (beside the settings). */
 const WRITE_STREAM_OPTIONS = ['url', 'store', 'signal', 'highWaterMark', 'profile', 'adoptChunks', 'wal']
@@ -148,6 +148,12 @@ export class StreamSegmentWriteStream extends Writable {
   private progressDone = false
   private requests = 0
   private readonly adopt: boolean
+  /**
+   * Aborts the open's requests: Node holds `_destroy` until `_construct` has called back, so
+   * an open stalled on a request would hold `destroy()` and the signal until the store gave
+   * up on that request.
+   */
+  private readonly opening = new AbortController()
 
   constructor(options: WriteStreamOptions) {
     // Checked before super(): Node's Writable schedules `_construct` as soon as it is made.
@@ -212,18 +218,35 @@ export class StreamSegmentWriteStream extends Writable {
     return { bytesWritten: this.bytesWritten, uploadedBytes, requests: this.requests, requestsInFlight }
   }
 
+  override destroy(error?: Error): this {
+    if (this.file === undefined) {
+      this.opening.abort(error ?? StreamSegmentError.aborted(`write to ${this.store.url}: destroyed while opening`))
+    }
+    return super.destroy(error)
+  }
+
   override _construct(cb: Callback): void {
-    openForAppend(this.store, this.settings).then((file) => {
-      this.file = file
-      // Called inside the uploader's promise chain: a listener's throw must not fail an upload.
-      file.core.uploader.onRequestDone = () => {
-        this.requests++
-        process.nextTick(() => {
-          if (!this.progressDone && !this.destroyed) this.emit('progress', this.progress)
-        })
-      }
-      cb()
-    }, cb)
+    // The open's read requests carry `opening`'s signal (the count is not used).
+    const opened = countingStore(this.store, { requests: 0, bytes: 0 }, this.opening.signal)
+    openForAppend(opened.store, this.settings).then(
+      (file) => {
+        opened.stop()
+        this.file = file
+        // Called inside the uploader's promise chain: a listener's throw must not fail an upload.
+        file.core.uploader.onRequestDone = () => {
+          this.requests++
+          process.nextTick(() => {
+            if (!this.progressDone && !this.destroyed) this.emit('progress', this.progress)
+          })
+        }
+        cb()
+      },
+      (err: Error) => {
+        // Aborted by destroy() or the signal: the stream ends as they say (`_destroy`), not
+        // with the error of the request they cut.
+        cb(this.opening.signal.aborted ? null : err)
+      },
+    )
   }
 
   override _write(chunk: Buffer, _encoding: BufferEncoding, cb: Callback): void {
@@ -277,19 +300,21 @@ export class StreamSegmentWriteStream extends Writable {
    * by itself (a store error): a stream destroyed or aborted is never published later.
    */
   override _destroy(err: Error | null, cb: Callback): void {
+    const url = this.store.url
+    const destroyed = () => StreamSegmentError.aborted(`write to ${url}: destroyed before the commit`)
     const file = this.file
     if (file === undefined) {
-      cb(err)
+      // The open failed or was aborted: nothing was written.
+      cb(err ?? (this.writableEnded ? destroyed() : null))
       return
     }
-    const url = this.store.url
     // The destroy error (source, store or abort) says why.
     if (!this.committed) file.abort(err ?? StreamSegmentError.aborted(`write to ${url}: destroyed`))
     const discardWal = this.settings.wal !== undefined && !this.committed && (err === null || err !== this.flushError)
     const settled = () => {
       if (this.committed) cb(null)
       else if (err !== null) cb(err)
-      else cb(this.ending ? StreamSegmentError.aborted(`write to ${url}: destroyed before the commit`) : null)
+      else cb(this.writableEnded ? destroyed() : null)
     }
     file
       .close({ discardWal })

@@ -1,9 +1,11 @@
 /**
- * The write stream's end, when something stops it while its flush runs: what the caller is
- * told is what readers see, now and later. An abort before the inode write publishes
- * nothing, not even through a later writer's roll-forward or a WAL replay; an abort that
- * meets the inode write under way waits for its answer and reports it; a destroy without an
- * error after the input ended is not taken for a finish.
+ * The write stream's end when something stops it, and what the caller is told is what
+ * readers see, now and later. While it opens the container: the open's requests are aborted
+ * with the stream, and an input that had ended is not taken for a finish. While its flush
+ * runs: an abort before the inode write publishes nothing, not even through a later
+ * writer's roll-forward or a WAL replay; an abort that meets the inode write under way waits
+ * for its answer and reports it; a destroy without an error after the input ended is not
+ * taken for a finish.
  */
 import assert from 'node:assert/strict'
 import { promises as fs } from 'node:fs'
@@ -13,13 +15,13 @@ import { Readable } from 'node:stream'
 import { finished, pipeline } from 'node:stream/promises'
 import { after, describe, it } from 'node:test'
 import { S3Client } from '@aws-sdk/client-s3'
-import { Upload } from '../../lib/index.js'
+import { StreamSegmentError, Upload } from '../../lib/index.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
 import { createStreamSegmentWriteStream } from '../../lib/streams/write-stream.js'
 import { rejectsCode } from '../helpers/assert.js'
-import { readPublished } from '../helpers/containers.js'
+import { readPublished, within } from '../helpers/containers.js'
 import { pattern } from '../helpers/pattern.js'
 import { type CallInfo, WrappedStore } from '../helpers/wrapped-store.js'
 
@@ -68,6 +70,84 @@ async function keys(store: MemoryStore): Promise<string[]> {
   for await (const e of store.list()) out.push(e.key)
   return out
 }
+
+/** A promise that never settles unless `signal` aborts; then it rejects with the abort's reason. */
+function heldUntilAborted(signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((_, reject) => {
+    signal?.addEventListener('abort', () => reject(signal.reason), { once: true })
+  })
+}
+
+describe('the write stream stopped while it opens the container', () => {
+  it('end() then destroy() before the flush started: ERR_ABORTED, not a finish, and nothing published', async () => {
+    const store = new MemoryStore('destroy-ended-at-once')
+    await containerWithOld(store)
+    const ws = createStreamSegmentWriteStream({ store })
+    ws.end(NEW)
+    ws.destroy()
+    await rejectsCode(finished(ws), 'ERR_ABORTED', /destroyed before the commit/)
+    assert.equal(ws.flushTiming, undefined)
+    assert.deepEqual(await afterWriterOpen(store), { cno: 1, bytes: OLD })
+  })
+
+  it('a pipeline whose source ended while the open waits on the store, then destroy(): rejects, nothing published', async () => {
+    const inner = new MemoryStore('destroy-ended-opening')
+    await containerWithOld(inner)
+    const store = new HookedStore(inner)
+    let ws: ReturnType<typeof createStreamSegmentWriteStream> | undefined
+    let held = false
+    store.before = async (call) => {
+      if (call.key !== 'inode' || held) return
+      held = true
+      // The source has ended by now (one chunk); the stream is still opening.
+      setTimeout(() => ws?.destroy(), 50)
+      await new Promise((done) => setTimeout(done, 200))
+    }
+    ws = createStreamSegmentWriteStream({ store })
+    await rejectsCode(pipeline(Readable.from([NEW]), ws), 'ERR_ABORTED', /destroyed/)
+    assert.ok(held)
+    assert.equal(ws.writableFinished, false)
+    assert.deepEqual(await afterWriterOpen(inner), { cno: 1, bytes: OLD })
+  })
+
+  for (const how of ['destroy()', 'destroy(err)', 'the signal'] as const) {
+    it(`${how} while the open's request to the inode is stalled: the request is aborted, the stream closes at once`, async () => {
+      const inner = new MemoryStore(`destroy-open-stalled-${how}`)
+      await containerWithOld(inner)
+      const store = new HookedStore(inner)
+      let stalled: CallInfo | undefined
+      store.before = (call) => {
+        if (call.key !== 'inode' || stalled !== undefined) return
+        stalled = call
+        return heldUntilAborted(call.signal)
+      }
+      const ac = new AbortController()
+      const ws = createStreamSegmentWriteStream({ store, signal: ac.signal })
+      const ended = finished(ws)
+      ws.write(NEW)
+      await new Promise((done) => setTimeout(done, 50))
+      assert.ok(stalled, 'the open has asked for the inode')
+      const mine = new Error('stop here')
+      if (how === 'destroy()') ws.destroy()
+      else if (how === 'destroy(err)') ws.destroy(mine)
+      else ac.abort()
+      const outcome = await within(
+        ended.then(
+          () => 'finished',
+          (err: unknown) => err,
+        ),
+        2000,
+        `the stream's end after ${how}`,
+      )
+      const code = (outcome as { code?: unknown }).code
+      if (how === 'destroy()') assert.equal(code, 'ERR_STREAM_PREMATURE_CLOSE', String(outcome))
+      else if (how === 'destroy(err)') assert.equal(outcome, mine)
+      else assert.ok(StreamSegmentError.is(outcome, 'ERR_ABORTED'), String(outcome))
+      assert.equal(stalled.signal?.aborted, true, "the open's request saw the abort")
+      assert.deepEqual(await afterWriterOpen(inner), { cno: 1, bytes: OLD })
+    })
+  }
+})
 
 describe('the write stream stopped during its flush', () => {
   it('an abort after part 0 is stored and before the inode write: nothing published, part 0 deleted, no roll-forward', async () => {
