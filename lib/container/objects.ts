@@ -42,6 +42,7 @@ import { StreamSegmentError } from '../errors.js'
 import { decodeHeader, HEADER_BYTES, type Header, objectLayout, SUMMARY_ENTRY_BYTES } from '../format/header.js'
 import { FORMAT_PARTED, FORMAT_STREAM } from '../format/inode.js'
 import { segmentKey } from '../format/names.js'
+import { metaBlockAt } from '../format/object.js'
 import { UNIT_BYTES } from '../format/pointer.js'
 import { decodeSummary, type Summary } from '../format/summary.js'
 import { hasChunkedGet } from '../store/common.js'
@@ -293,6 +294,21 @@ export class ObjectReads {
     this.timing.bytes.data += span.start - from
     this.keepData(st, from, bytes.subarray(0, span.start - from))
     return bytes.subarray(span.start - from)
+  }
+
+  /**
+   * ERR_CORRUPT unless `offset` names one of the object's meta blocks, once its header is
+   * known (every read that takes the summary along learns it): a data block whose bytes
+   * decode as a node (the file's own content may) must not be taken for one.
+   */
+  checkNodeOffset(st: ObjectState, offset: number): void {
+    if (st.header === undefined) return
+    const layout = objectLayout(st.header, st.header)
+    if (metaBlockAt(layout, offset) < 0) {
+      throw StreamSegmentError.corrupt(
+        `${this.store.url}/${st.key}: a node pointer names byte ${offset}, not a meta block (they lie in [${layout.metaOffset}, ${layout.metaEnd}))`,
+      )
+    }
   }
 
   /** Bytes [start, end) of the object when a read below a leaf span brought them, else undefined. */

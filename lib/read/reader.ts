@@ -772,6 +772,7 @@ export class Reader {
         if (at + mbs > bytes.byteLength) {
           throw StreamSegmentError.corrupt(`${where}: the object ends at ${span.start + bytes.byteLength}`)
         }
+        this.objects.checkNodeOffset(st, r.offset)
         decoded = decodeNode(bytes.subarray(at, at + mbs), {
           level: r.parent.level - 1,
           minKey: r.minKey,
