@@ -44,6 +44,7 @@ import { createStreamSegmentWriteStream, type StreamSegmentWriteStream } from '.
 const MiB = 1024 * 1024
 /** lib-storage's smallest part, and its default. */
 const MIN_PART_SIZE = 5 * MiB
+const MAX_PART_SIZE = 5 * 1024 * MiB
 /** The most requests with bodies a file may have in flight (segmentMpuMaxConcurrency's bound). */
 const MAX_QUEUE = 64
 /** A Buffer or string Body is fed to the writer in views of this size. */
@@ -80,7 +81,7 @@ export interface UploadOptions {
   params: UploadParams
   /** Requests carrying bodies in flight (segmentMpuMaxConcurrency), 1…64; larger is capped at 64. Default 4. */
   queueSize?: number
-  /** Bytes per upload request (segmentMpuChunkSize), at least 5 MiB, rounded up to a whole data block. Default 16 MiB. */
+  /** Bytes per upload request (segmentMpuChunkSize), 5 MiB to 5 GiB, rounded up to a whole data block. Default 16 MiB. */
   partSize?: number
   /** Accepted and ignored: a failed or aborted upload always aborts its multipart uploads. */
   leavePartsOnError?: boolean
@@ -233,12 +234,12 @@ function bodyLength(body: unknown): number | undefined {
   if (body instanceof Uint8Array) return body.byteLength
   if (typeof Blob !== 'undefined' && body instanceof Blob) return body.size
   if (body instanceof ReadStream) {
-    const { start, end, path } = body as ReadStream & { start?: number; end?: number }
-    if (typeof start === 'number' && typeof end === 'number' && Number.isFinite(end)) return end + 1 - start
+    // What the stream reads: from `start` (0) to `end` inclusive (the file's end), so far as the file goes.
+    const { start = 0, end = Number.POSITIVE_INFINITY, path } = body as ReadStream & { start?: number; end?: number }
     try {
-      return statSync(path).size
+      return Math.max(0, Math.min(statSync(path).size, end + 1) - start)
     } catch {
-      return undefined
+      return Number.isFinite(end) ? end + 1 - start : undefined
     }
   }
   return undefined
@@ -255,7 +256,8 @@ function bodySource(body: unknown): AsyncIterable<Uint8Array> {
   if (typeof Blob !== 'undefined' && body instanceof Blob) {
     return Readable.fromWeb(body.stream() as unknown as WebReadableStream<Uint8Array>)
   }
-  if (isWebStream(body)) return Readable.fromWeb(body)
+  // Chunks of any kind (ArrayBuffer too): sized() makes them bytes, as lib-storage does.
+  if (isWebStream(body)) return Readable.fromWeb(body, { objectMode: true })
   if (body instanceof Readable) return body
   if (typeof (body as { pipe?: unknown })?.pipe === 'function' && Symbol.asyncIterator in (body as object)) {
     return body as AsyncIterable<Uint8Array>
@@ -265,6 +267,22 @@ function bodySource(body: unknown): AsyncIterable<Uint8Array> {
       body === null ? 'null' : typeof body
     }`,
   )
+}
+
+/**
+ * A chunk of the Body as bytes, as lib-storage makes them (`Buffer.from`): bytes as they are,
+ * a string in UTF-8, an ArrayBuffer or typed array's memory viewed, an array of byte values
+ * copied; anything else is ERR_INVALID_ARGUMENT, naming it.
+ */
+function bodyChunk(chunk: unknown): Uint8Array {
+  if (chunk instanceof Uint8Array) return chunk
+  if (typeof chunk === 'string') return Buffer.from(chunk)
+  if (chunk instanceof ArrayBuffer || chunk instanceof SharedArrayBuffer) return Buffer.from(chunk)
+  if (ArrayBuffer.isView(chunk)) return Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)
+  if (Array.isArray(chunk)) return Buffer.from(chunk)
+  const kind =
+    chunk === null ? 'null' : typeof chunk === 'object' ? (chunk.constructor?.name ?? 'object') : typeof chunk
+  throw invalid(`params.Body gave a chunk of type ${kind}, not bytes: nothing was published`)
 }
 
 /** Bytes in views of FEED_BYTES (no copy), so the writer takes them as it takes a stream. */
@@ -344,8 +362,10 @@ export class Upload extends EventEmitter {
       s.segmentMpuMaxConcurrency = Math.min(queueSize, MAX_QUEUE)
     }
     if (partSize !== undefined && partSize !== 0) {
-      if (!Number.isSafeInteger(partSize) || partSize < MIN_PART_SIZE) {
-        throw invalid(`partSize ${partSize}: must be an integer, at least ${MIN_PART_SIZE} (5 MiB)`)
+      if (!Number.isSafeInteger(partSize) || partSize < MIN_PART_SIZE || partSize > MAX_PART_SIZE) {
+        throw invalid(
+          `partSize ${partSize}: must be an integer from ${MIN_PART_SIZE} (5 MiB) to ${MAX_PART_SIZE} (5 GiB, S3's largest part)`,
+        )
       }
       const block = s.dataBlockSize ?? 4096
       s.segmentMpuChunkSize = Math.ceil(partSize / block) * block
@@ -395,17 +415,21 @@ export class Upload extends EventEmitter {
     this.writer = writer
     /** A listener that threw: lib-storage's done() rejects with it, so this one does too. */
     let listenerError: { err: unknown } | undefined
-    const report = (loaded: number, part: number) => {
-      this.loaded = Math.max(this.loaded, loaded)
+    let reported = false
+    // One event per upload request, the last one (part 0's) before the inode write: a
+    // listener that throws there stops the upload before anything is published. After the
+    // commit, one event only when no request came before (a Body with nothing to send).
+    writer.on('progress', (p) => {
+      if (writer.flushTiming !== undefined && reported) return
+      reported = true
+      this.loaded = Math.max(this.loaded, Math.min(p.uploadedBytes, p.bytesWritten))
       try {
-        this.emit('httpUploadProgress', { loaded: this.loaded, total: this.total, part, Key, Bucket })
+        this.emit('httpUploadProgress', { loaded: this.loaded, total: this.total, part: p.requests, Key, Bucket })
       } catch (err) {
         listenerError ??= { err }
         writer.destroy(err instanceof Error ? err : new Error(String(err)))
       }
-    }
-    writer.on('progress', (p) => report(Math.min(p.uploadedBytes, p.bytesWritten), p.requests))
-    writer.on('flush', () => report(writer.bytesWritten, writer.progress.requests))
+    })
     const closed = new Promise<void>((r) => (writer.closed ? r() : writer.once('close', () => r())))
     try {
       await pipeline(this.source, this.sized(), writer)
@@ -443,11 +467,12 @@ export class Upload extends EventEmitter {
     return async function* (source) {
       let bytes = 0
       for await (const chunk of source) {
-        bytes += chunk.byteLength
+        const b = bodyChunk(chunk)
+        bytes += b.byteLength
         if (expected !== undefined && bytes > expected) {
           throw invalid(`the Body has more than params.ContentLength (${expected}) bytes: nothing was published`)
         }
-        yield typeof chunk === 'string' ? Buffer.from(chunk) : chunk
+        yield b
       }
       if (expected !== undefined && bytes !== expected) {
         throw invalid(`the Body has ${bytes} bytes, params.ContentLength says ${expected}: nothing was published`)

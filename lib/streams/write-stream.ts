@@ -232,12 +232,18 @@ export class StreamSegmentWriteStream extends Writable {
       (file) => {
         opened.stop()
         this.file = file
-        // Called inside the uploader's promise chain: a listener's throw must not fail an upload.
+        // Called as each request's answer is taken, before the flush goes on: a listener that
+        // sees part 0 stored runs before the inode write starts. One that throws destroys the
+        // stream with its error (nothing is published unless the commit is under way), and
+        // never fails the upload it was called from.
         file.core.uploader.onRequestDone = () => {
           this.requests++
-          process.nextTick(() => {
-            if (!this.progressDone && !this.destroyed) this.emit('progress', this.progress)
-          })
+          if (this.progressDone || this.destroyed) return
+          try {
+            this.emit('progress', this.progress)
+          } catch (err) {
+            this.destroy(err instanceof Error ? err : new Error(String(err)))
+          }
         }
         cb()
       },
@@ -271,8 +277,8 @@ export class StreamSegmentWriteStream extends Writable {
     this.flushed = flush.catch(() => undefined)
     flush.then(
       (timing) => {
-        // After the 'progress' of the flush's own requests, queued the same way. A listener
-        // that throws does so on its own (as any emitter's): the stream still finishes.
+        // After the commit, a turn later. A listener that throws here does so on its own (as
+        // any emitter's): the checkpoint is published, the stream still finishes.
         process.nextTick(() => {
           this.progressDone = true
           try {

@@ -184,6 +184,8 @@ describe('Upload', () => {
       () => createReadStream(file, { start: 10, end: 99_999 }),
       bytes.subarray(10, 100_000),
     ],
+    ['an fs.ReadStream with start only', () => createReadStream(file, { start: 100 }), bytes.subarray(100)],
+    ['an fs.ReadStream with end only', () => createReadStream(file, { end: 99 }), bytes.subarray(0, 100)],
     ['a string', () => 'hello, container ✓'.repeat(1000), Buffer.from('hello, container ✓'.repeat(1000))],
     ['a Buffer', () => bytes, bytes],
     [
@@ -194,6 +196,19 @@ describe('Upload', () => {
     ['a Blob', () => new Blob([bytes.subarray(0, 100_000), bytes.subarray(100_000)]), bytes],
     ['a web ReadableStream', () => new Blob([bytes]).stream(), bytes],
     ['a Node Readable', () => Readable.from([bytes.subarray(0, 5), bytes.subarray(5)]), bytes],
+    [
+      'a web ReadableStream of ArrayBuffers',
+      () =>
+        new ReadableStream({
+          start(c) {
+            c.enqueue(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + 1000))
+            c.enqueue(new Uint8Array(bytes.subarray(1000)).buffer)
+            c.close()
+          },
+        }),
+      bytes,
+    ],
+    ['an object-mode Readable of byte arrays', () => Readable.from([[104, 105], [33]]), Buffer.from('hi!')],
     ['an empty Buffer', () => Buffer.alloc(0), Buffer.alloc(0)],
   ]
   for (const [name, make, expected] of bodies) {
@@ -208,9 +223,12 @@ describe('Upload', () => {
       assert.equal(result.cno, 1)
       assert.equal(result.timing.cno, 1)
       assert.equal(events.at(-1)?.loaded, expected.length)
-      // lib-storage knows the total of a string, bytes, a Blob or a file's read stream, not of another stream.
-      const known = !/web ReadableStream|Node Readable/.test(name)
-      assert.equal(events.at(-1)?.total, known ? expected.length : undefined)
+      // lib-storage knows the total of a string, bytes, a Blob or a file's read stream (its
+      // range read), not of another stream's parts.
+      const known = !/web ReadableStream|Readable/.test(name)
+      for (const e of events) assert.equal(e.total, known ? expected.length : undefined, JSON.stringify(e))
+      // One event per request: none repeats the one before.
+      for (let i = 1; i < events.length; i++) assert.notDeepEqual(events[i], events[i - 1], `event ${i} repeats`)
     })
   }
 

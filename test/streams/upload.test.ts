@@ -75,7 +75,14 @@ describe('Upload: the constructor', () => {
         }),
       (err) => StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT') && /^Upload: tags: /.test(err.message),
     )
-    for (const bad of [{ queueSize: -1 }, { queueSize: 1.5 }, { partSize: 4 * MiB }, { partSize: Number.NaN }]) {
+    const tooLarge = { partSize: 5 * 1024 * MiB + 1 } // past S3's largest part: refused here, not in done()
+    for (const bad of [
+      { queueSize: -1 },
+      { queueSize: 1.5 },
+      { partSize: 4 * MiB },
+      { partSize: Number.NaN },
+      tooLarge,
+    ]) {
       assert.throws(
         () => new Upload({ client: client, params: { Bucket: 'b', Key: 'k', Body: 'x' }, ...bad }),
         (err) =>
@@ -84,6 +91,7 @@ describe('Upload: the constructor', () => {
     }
     // As lib-storage's: 0 takes the default; a String object is a string.
     assert.ok(new Upload({ client: client, params: { Bucket: 'b', Key: 'k', Body: 'x' }, queueSize: 0, partSize: 0 }))
+    assert.ok(new Upload({ client: client, params: { Bucket: 'b', Key: 'k', Body: 'x' }, partSize: 5 * 1024 * MiB }))
     assert.ok(new Upload({ client: client, params: { Bucket: 'b', Key: 'k', Body: new String('x') as never } }))
     assert.throws(() => new Upload({ client: client, params: { Bucket: '', Key: 'k', Body: 'x' } }), /params\.Bucket/)
     assert.throws(

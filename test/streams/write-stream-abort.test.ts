@@ -250,4 +250,26 @@ describe('the write stream stopped during its flush', () => {
     })
     await assert.rejects(upload.done(), (err) => err === bug)
   })
+
+  for (const [name, Body] of [
+    ['5 bytes', 'hello'],
+    ['12 MiB in 5 MiB parts', pattern(0, 12 * 1024 * 1024, 9)],
+  ] as const) {
+    it(`Upload of ${name}: the last progress event (all loaded) comes before the commit; a listener that throws there publishes nothing`, async () => {
+      const inner = new MemoryStore(`upload-last-event-${name}`)
+      const client = new S3Client({ region: 'us-east-1', credentials: { accessKeyId: 'a', secretAccessKey: 'b' } })
+      const upload = new Upload({ client, params: { Bucket: 'b', Key: 'k', Body }, partSize: 5 * 1024 * 1024 })
+      Object.defineProperty(upload, 'store', { value: inner })
+      const bug = new Error('listener bug at the last event')
+      const seen: number[] = []
+      upload.on('httpUploadProgress', (p) => {
+        seen.push(p.loaded ?? -1)
+        if (p.loaded === p.total) throw bug
+      })
+      await assert.rejects(upload.done(), (err) => err === bug)
+      assert.equal(seen.at(-1), Buffer.byteLength(Body))
+      assert.deepEqual(await keys(inner).then((k) => k.filter((x) => x === 'inode')), [], 'no inode: nothing published')
+      await rejectsCode(SegmentFile.open(inner, { readOnly: true }), 'ERR_NOT_FOUND')
+    })
+  }
 })
