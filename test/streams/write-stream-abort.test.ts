@@ -239,6 +239,22 @@ describe('the write stream stopped during its flush', () => {
     assert.deepEqual(await readPublished(inner), { cno: 1, bytes: OLD })
   })
 
+  it("a 'progress' listener that throws before the commit destroys the stream with its error: nothing published, nothing uncaught", async () => {
+    const store = new MemoryStore('progress-listener-throws')
+    await containerWithOld(store)
+    const ws = createStreamSegmentWriteStream({ store })
+    const bug = new Error('progress listener bug')
+    let calls = 0
+    ws.on('progress', () => {
+      calls++
+      throw bug
+    })
+    await assert.rejects(pipeline(Readable.from([NEW]), ws), (err) => err === bug)
+    assert.equal(calls, 1)
+    assert.equal(ws.flushTiming, undefined)
+    assert.deepEqual(await afterWriterOpen(store), { cno: 1, bytes: OLD })
+  })
+
   it('Upload: a progress listener that throws makes done() reject with its error (as lib-storage), nothing uncaught', async () => {
     const inner = new MemoryStore('upload-listener')
     const client = new S3Client({ region: 'us-east-1', credentials: { accessKeyId: 'a', secretAccessKey: 'b' } })
