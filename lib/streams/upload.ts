@@ -292,33 +292,76 @@ async function* feed(bytes: Uint8Array): AsyncGenerator<Uint8Array> {
   }
 }
 
-/** lib-storage's Location for an object at `key` (here: the container's prefix). */
+/** An endpoint as the SDK's `config.endpoint()` gives one. */
+interface EndpointV1 {
+  protocol: string
+  hostname: string
+  port?: number
+}
+
+/**
+ * lib-storage's Location for an object at `key` (here: the container's prefix), made as
+ * lib-storage makes it after a PutObject: the client's own endpoint, else the one the
+ * client's endpoint rules give for the bucket (region, FIPS, dual-stack, path style, an
+ * endpoint from the environment); then the bucket in the path when the client forces path
+ * style, else in the host name; bucket and key segments encoded as the SDK encodes them.
+ */
 async function locationOf(client: S3Client, bucket: string, key: string): Promise<string> {
-  const path = key
-    .split('/')
-    .map((s) => encodeURIComponent(s))
-    .join('/')
   const config = client.config as {
-    endpoint?: () => Promise<{ protocol: string; hostname: string; port?: number; path?: string }>
+    endpoint?: () => Promise<EndpointV1>
+    endpointProvider?: (params: Record<string, unknown>) => { url: URL }
     forcePathStyle?: boolean
     region?: () => Promise<string>
+    useFipsEndpoint?: () => Promise<boolean>
+    useDualstackEndpoint?: () => Promise<boolean>
   }
+  const endpoint = (await config.endpoint?.()) ?? (await ruledEndpoint(config, bucket))
+  const path = key
+    .split('/')
+    .map((s) => sdkEncode(s))
+    .join('/')
+  const b = sdkEncode(bucket)
+  const port = endpoint.port ? `:${endpoint.port}` : ''
+  if (config.forcePathStyle) return `${endpoint.protocol}//${endpoint.hostname}${port}/${b}/${path}`
+  if (endpoint.hostname.startsWith(`${b}.`)) return `${endpoint.protocol}//${endpoint.hostname}${port}/${path}`
+  return `${endpoint.protocol}//${b}.${endpoint.hostname}${port}/${path}`
+}
+
+/** The endpoint the client's rules give a request on `bucket`: AWS's for its region, or the environment's. */
+async function ruledEndpoint(
+  config: {
+    endpointProvider?: (params: Record<string, unknown>) => { url: URL }
+    forcePathStyle?: boolean
+    region?: () => Promise<string>
+    useFipsEndpoint?: () => Promise<boolean>
+    useDualstackEndpoint?: () => Promise<boolean>
+  },
+  bucket: string,
+): Promise<EndpointV1> {
+  const region = (await config.region?.()) ?? 'us-east-1'
   // A client configured by the environment has no endpoint in its config: the SDK reads
   // these variables when it sends (createS3Client reads them the same way).
   const fromEnv = process.env.AWS_ENDPOINT_URL_S3 || process.env.AWS_ENDPOINT_URL
-  const url = fromEnv ? new URL(fromEnv) : undefined
-  const endpoint =
-    (await config.endpoint?.()) ??
-    (url && { protocol: url.protocol, hostname: url.hostname, port: Number(url.port) || undefined, path: url.pathname })
-  if (endpoint === undefined) {
-    const region = (await config.region?.()) ?? 'us-east-1'
-    return `https://${encodeURIComponent(bucket)}.s3.${region}.amazonaws.com/${path}`
+  let url: URL | undefined
+  try {
+    url = config.endpointProvider?.({
+      Bucket: bucket,
+      Region: region,
+      UseFIPS: (await config.useFipsEndpoint?.()) ?? false,
+      UseDualStack: (await config.useDualstackEndpoint?.()) ?? false,
+      ForcePathStyle: config.forcePathStyle ?? false,
+      ...(fromEnv ? { Endpoint: fromEnv } : {}),
+    }).url
+  } catch {
+    // Rules that refuse the parameters: the Location is informative, the upload is done.
   }
-  const port = endpoint.port ? `:${endpoint.port}` : ''
-  const base = (endpoint.path ?? '/').replace(/\/+$/, '')
-  return config.forcePathStyle
-    ? `${endpoint.protocol}//${endpoint.hostname}${port}${base}/${encodeURIComponent(bucket)}/${path}`
-    : `${endpoint.protocol}//${encodeURIComponent(bucket)}.${endpoint.hostname}${port}${base}/${path}`
+  url ??= new URL(fromEnv || `https://s3.${region}.amazonaws.com`)
+  return { protocol: url.protocol, hostname: url.hostname, port: Number(url.port) || undefined }
+}
+
+/** A URI segment encoded as the SDK encodes bucket and key in a Location: `!'()*` too. */
+function sdkEncode(s: string): string {
+  return encodeURIComponent(s).replace(/[!'()*]/g, (c) => `%${(c.codePointAt(0) as number).toString(16).toUpperCase()}`)
 }
 
 export class Upload extends EventEmitter {

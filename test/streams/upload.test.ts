@@ -12,6 +12,7 @@ import { describe, it } from 'node:test'
 import { S3Client } from '@aws-sdk/client-s3'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { UPLOAD_PARAMS, Upload, type UploadParams } from '../../lib/index.js'
+import { MemoryStore } from '../../lib/store/memory.js'
 
 const MiB = 1024 * 1024
 const client = new S3Client({ region: 'us-east-1', credentials: { accessKeyId: 'a', secretAccessKey: 'b' } })
@@ -150,4 +151,44 @@ describe('Upload: the constructor', () => {
       }
     }
   })
+})
+
+describe("Upload: done()'s Location, as lib-storage makes it after a PutObject", () => {
+  // On AWS (no endpoint configured or in the environment), what the client's endpoint rules
+  // give: the region's partition, FIPS, dual-stack and path style; the segments encoded as
+  // the SDK encodes them. The uploads go to a memory store: no request leaves the process.
+  const cases: Array<[string, ConstructorParameters<typeof S3Client>[0], string, string]> = [
+    ['virtual-hosted', {}, 'a/b', 'https://my-bucket.s3.us-east-1.amazonaws.com/a/b'],
+    ['forcePathStyle', { forcePathStyle: true }, 'a/b', 'https://s3.us-east-1.amazonaws.com/my-bucket/a/b'],
+    ['a China region', { region: 'cn-north-1' }, 'a/b', 'https://my-bucket.s3.cn-north-1.amazonaws.com.cn/a/b'],
+    ['dual-stack', { useDualstackEndpoint: true }, 'a', 'https://my-bucket.s3.dualstack.us-east-1.amazonaws.com/a'],
+    ['FIPS', { useFipsEndpoint: true }, 'a', 'https://my-bucket.s3-fips.us-east-1.amazonaws.com/a'],
+    ['a key with ( ) and a quote', {}, "run(1)/it's", 'https://my-bucket.s3.us-east-1.amazonaws.com/run%281%29/it%27s'],
+    [
+      'an endpoint of its own, path style',
+      { endpoint: 'http://127.0.0.1:9000', forcePathStyle: true },
+      'k',
+      'http://127.0.0.1:9000/my-bucket/k',
+    ],
+  ]
+  for (const [name, config, Key, expected] of cases) {
+    it(name, async () => {
+      const saved = { s3: process.env.AWS_ENDPOINT_URL_S3, all: process.env.AWS_ENDPOINT_URL }
+      delete process.env.AWS_ENDPOINT_URL_S3
+      delete process.env.AWS_ENDPOINT_URL
+      try {
+        const c = new S3Client({
+          region: 'us-east-1',
+          credentials: { accessKeyId: 'a', secretAccessKey: 'b' },
+          ...config,
+        })
+        const upload = new Upload({ client: c, params: { Bucket: 'my-bucket', Key, Body: 'x' } })
+        Object.defineProperty(upload, 'store', { value: new MemoryStore(`location-${name}`) })
+        assert.equal((await upload.done()).Location, expected)
+      } finally {
+        if (saved.s3 !== undefined) process.env.AWS_ENDPOINT_URL_S3 = saved.s3
+        if (saved.all !== undefined) process.env.AWS_ENDPOINT_URL = saved.all
+      }
+    })
+  }
 })
