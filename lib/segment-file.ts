@@ -40,6 +40,7 @@ import {
   dirtyLimitBytes,
   type ReadOptions,
   resolveReadOptions,
+  resolveReadSettings,
   resolveSettings,
   type Settings,
 } from './settings.js'
@@ -179,12 +180,23 @@ export class SegmentFile {
     let base: Inode = published
     // The format and block sizes are the container's, fixed for its life: checked before
     // a writer changes anything.
-    const s = resolveSettings({
-      ...withWal(options),
-      format: base.format === FORMAT_PARTED ? 'parted' : 'stream',
+    const own = {
+      format: base.format === FORMAT_PARTED ? ('parted' as const) : ('stream' as const),
       dataBlockSize: 2 ** base.dataShift,
       metaBlockSize: 2 ** base.metaShift,
-    })
+    }
+    if (!readOnly) {
+      // Block sizes the format allows and this library's writer does not make: the
+      // container's, not a setting of the caller's.
+      try {
+        resolveSettings(own)
+      } catch (err) {
+        throw StreamSegmentError.unsupported(
+          `${store.url}: a container of ${own.dataBlockSize}-byte data blocks and ${own.metaBlockSize}-byte meta blocks is not one this library writes (${(err as Error).message}); a read-only handle reads it`,
+        )
+      }
+    }
+    const s = (readOnly ? resolveReadSettings : resolveSettings)({ ...withWal(options), ...own })
     if (!readOnly) checkForStore(s, store)
     for (const name of ['format', 'dataBlockSize', 'metaBlockSize'] as const) {
       if (options[name] !== undefined && options[name] !== s[name]) {

@@ -366,6 +366,28 @@ export function resolveSettings(
   overrides: Partial<Record<keyof Settings, unknown>> & TestHooks = {},
   base: Readonly<Settings> = SPEC_DEFAULTS,
 ): FileSettings {
+  return resolveFor('write', overrides, base)
+}
+
+/**
+ * A read-only handle's settings: checked as resolveSettings checks them, but for the
+ * combinations only a writer needs (objects that hold two full leaves with their data,
+ * pieces, the dirty limit). A container's block sizes are its own: one with blocks this
+ * library would not write (16 MiB data blocks under 4 KiB meta blocks, which the format
+ * allows) is still read.
+ */
+export function resolveReadSettings(
+  overrides: Partial<Record<keyof Settings, unknown>> & TestHooks = {},
+  base: Readonly<Settings> = SPEC_DEFAULTS,
+): FileSettings {
+  return resolveFor('read', overrides, base)
+}
+
+function resolveFor(
+  use: 'read' | 'write',
+  overrides: Partial<Record<keyof Settings, unknown>> & TestHooks,
+  base: Readonly<Settings>,
+): FileSettings {
   if (typeof overrides !== 'object' || overrides === null) {
     throw StreamSegmentError.invalidArgument(`settings must be an object, got ${describeValue(overrides)}`)
   }
@@ -375,6 +397,17 @@ export function resolveSettings(
   if (!Number.isSafeInteger(entries) || entries < 3 || entries > capacity) {
     throw badSetting('maxNodeEntries', entries, `must be an integer in 3..${capacity}`)
   }
+  if (use === 'write') checkForWriting(s, entries)
+  const { abortWaitMs } = overrides
+  if (abortWaitMs === undefined) return { ...s, maxNodeEntries: entries }
+  if (!Number.isSafeInteger(abortWaitMs) || abortWaitMs < 1 || abortWaitMs > 60_000) {
+    throw badSetting('abortWaitMs', abortWaitMs, 'must be an integer in 1..60000')
+  }
+  return { ...s, maxNodeEntries: entries, abortWaitMs }
+}
+
+/** The combinations a writer needs: pieces of whole blocks, a dirty limit, objects that can hold leaves. */
+function checkForWriting(s: Settings, entries: number): void {
   if (s.segmentMpuChunkSize % s.dataBlockSize !== 0) {
     throw badSetting(
       'segmentMpuChunkSize',
@@ -421,12 +454,6 @@ export function resolveSettings(
         `make segmentMaxObjectBytes at most ${MAX_PIECES * s.segmentMpuChunkSize}, or segmentMpuChunkSize at least ${least}`,
     )
   }
-  const { abortWaitMs } = overrides
-  if (abortWaitMs === undefined) return { ...s, maxNodeEntries: entries }
-  if (!Number.isSafeInteger(abortWaitMs) || abortWaitMs < 1 || abortWaitMs > 60_000) {
-    throw badSetting('abortWaitMs', abortWaitMs, 'must be an integer in 1..60000')
-  }
-  return { ...s, maxNodeEntries: entries, abortWaitMs }
 }
 
 /** Settings the store at hand cannot take are refused before any request: a multipart piece under its minimum. */
