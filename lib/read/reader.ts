@@ -490,7 +490,10 @@ export class Reader {
     // Every block against its CRC: one CRC of the run's bytes (a long run's on the thread
     // pool, so the event loop goes on with the other answers meanwhile), compared with the
     // CRC its blocks' CRCs combine to (four table lookups per block); only a run that
-    // fails is checked block by block, to name the block.
+    // fails is checked block by block, to name the block. Against damage this misses what
+    // one CRC-32 misses (1 in 2^32 of random errors). A change crafted across two blocks
+    // can keep the run's CRC and not each block's, but a CRC is no defence against crafted
+    // bytes anyway: whoever can write the object can seal its summary and header again.
     const run = await crc32OfChunks(chunks)
     const k0 = (r.at - dataOffset) / bs
     if (run === crc32OfBlocks(summary.crc, k0, r.count, bs)) return chunks
