@@ -17,7 +17,8 @@
  *   store error or `abort()` publishes nothing and leaves no multipart upload open (it
  *   rejects once they are aborted, not before).
  * - 'httpUploadProgress' is emitted after each upload request completes (so at least once
- *   per object sent) and once at the commit; `loaded` never decreases, never passes the
+ *   per object sent), the last one before the inode write (a Body with nothing to send
+ *   gets its one event after the commit); `loaded` never decreases, never passes the
  *   bytes taken in, and is the Body's size in the last event.
  */
 import { EventEmitter } from 'node:events'

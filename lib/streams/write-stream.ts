@@ -70,7 +70,7 @@ export interface WriteStreamOptions extends Partial<Settings>, StreamLocation {
   wal?: WalOptions
 }
 
-/** The 'progress' event: emitted after each upload request completes, and once at the commit. */
+/** The 'progress' event: emitted as each upload request completes (part 0's before the inode write), and once after the commit. */
 export interface WriteProgress {
   /** Bytes taken in so far. */
   bytesWritten: number
