@@ -17,6 +17,8 @@ import {
   readdirSync,
   readFileSync,
   rmSync,
+  symlinkSync,
+  truncateSync,
   utimesSync,
   writeFileSync,
 } from 'node:fs'
@@ -679,6 +681,70 @@ describe('gc and rm', () => {
     const ls = run(['ls', url])
     assert.equal(ls.status, 3)
     assert.match(ls.stderr, /ERR_NOT_FOUND/)
+  })
+})
+
+describe('unusual input: said in one line, nothing done', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'ss-cli-input-'))
+  const url = join(dir, 'container')
+  after(() => rmSync(dir, { recursive: true, force: true }))
+  before(() => {
+    const input = join(dir, 'in.bin')
+    writeFileSync(input, randomBytes(100 * 1024))
+    assert.equal(run(['put', input, url]).status, 0)
+  })
+
+  it('rm without --yes refuses when any of stdin, stdout or stderr is a terminal (stdin redirected, say)', async () => {
+    const err = fakeOutput(true)
+    assert.equal(await main(['rm', url], fakeOutput(false), err), 2)
+    assert.match(err.writes.join(''), /rm deletes every object of .*: add --yes to confirm/)
+    assert.equal(run(['ls', url]).status, 0, 'the container is still there')
+  })
+
+  it('an option given twice (-o and --output too) is refused, not the last one taken', () => {
+    const a = join(dir, 'a.bin')
+    const b = join(dir, 'b.bin')
+    const twice = run(['get', url, '-o', a, '--output', b])
+    assert.equal(twice.status, 2)
+    assert.match(
+      twice.stderr,
+      /^stream-segment: ERR_INVALID_ARGUMENT: option --output is given more than once: give it once\n$/,
+    )
+    assert.ok(!existsSync(a) && !existsSync(b), 'nothing written')
+    assert.match(run(['ls', url, '--json', '--json']).text, /"checkpoints"/, 'a flag given twice is the same flag')
+  })
+
+  it('export to "-" is refused (get URL - writes to stdout), no file named "-"', () => {
+    const r = run(['export', url, '-'], { cwd: dir })
+    assert.equal(r.status, 2)
+    assert.match(r.stderr, /export: "-" is not a place to export to/)
+    assert.ok(!existsSync(join(dir, '-')))
+  })
+
+  it('a symlink loop as the output path is a bad path (exit 2), not a store failure', () => {
+    symlinkSync('loop-b', join(dir, 'loop-a'))
+    symlinkSync('loop-a', join(dir, 'loop-b'))
+    const r = run(['get', url, join(dir, 'loop-a')])
+    assert.equal(r.status, 2, r.stderr)
+    assert.match(r.stderr, /ERR_INVALID_ARGUMENT: .*loop-a: cannot be written as a file/)
+  })
+
+  it('gc --keep past the largest exact integer says it is too large', () => {
+    const r = run(['gc', url, '--keep', '9007199254740993'])
+    assert.equal(r.status, 2)
+    assert.match(r.stderr, /option --keep: 9007199254740993 is too large/)
+  })
+
+  it('ls shows an unreadable checkpoint\'s unknown size as "?", not -1', () => {
+    const copy = join(dir, 'damaged')
+    cpSync(url, copy, { recursive: true })
+    const part0 = readdirSync(copy).find((n) => /^\d{10}\.0$/.test(n)) as string
+    truncateSync(join(copy, part0), 1000)
+    const r = run(['ls', copy])
+    assert.equal(r.status, 0, r.stderr)
+    const row = r.text.split('\n').find((l) => /unreadable/.test(l)) as string
+    assert.ok(row, r.text)
+    assert.deepEqual(row.trim().split(/\s+/).slice(0, 2), ['1', '?'], row)
   })
 })
 

@@ -76,6 +76,10 @@ export function parseCommand(args: readonly string[], spec: CommandSpec): Parsed
         t.value === undefined ? '' : ` (got ${t.value}; if that is the value, write --${kebab(name)}=${t.value})`
       throw StreamSegmentError.invalidArgument(`option ${t.rawName} needs a value${got}`)
     }
+    // `-o a --output b`: which one was meant? Said, not guessed.
+    if (p.options.has(name)) {
+      throw StreamSegmentError.invalidArgument(`option ${t.rawName} is given more than once: give it once`)
+    }
     p.options.set(name, t.value)
   }
   return p

@@ -22,7 +22,7 @@ export async function ls(p: Parsed, out: Out, _err: Out, signal: AbortSignal): P
   for (const c of list.checkpoints) {
     rows.push([
       c.cno,
-      c.size,
+      c.size < 0 ? '?' : c.size,
       c.objects,
       c.bytes,
       c.uniqueBytes < 0 ? '?' : c.uniqueBytes,

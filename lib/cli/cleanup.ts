@@ -22,6 +22,8 @@ export async function gcCommand(p: Parsed, out: Out, err: Out, signal: AbortSign
   const number = (name: string, v: string) => {
     if (!/^\d+$/.test(v))
       throw StreamSegmentError.invalidArgument(`option ${optionName(p, name)}: ${JSON.stringify(v)} is not a number`)
+    if (!Number.isSafeInteger(Number(v)))
+      throw StreamSegmentError.invalidArgument(`option ${optionName(p, name)}: ${v} is too large`)
     return Number(v)
   }
   const opt = (name: string) => p.options.get(name)
@@ -70,7 +72,8 @@ export async function gcCommand(p: Parsed, out: Out, err: Out, signal: AbortSign
 
 export async function rm(p: Parsed, out: Out, err: Out, signal: AbortSignal): Promise<number> {
   const [url] = positionals(p, 1, 1, 'rm <url> [--yes] [--json]')
-  if (process.stdin.isTTY && !p.flags.has('yes')) {
+  // A person at a terminal: any of the three on one (`rm URL < /dev/null` typed there too).
+  if ((process.stdin.isTTY || out.isTTY || err.isTTY) && !p.flags.has('yes')) {
     throw StreamSegmentError.invalidArgument(`rm deletes every object of ${url}: add --yes to confirm`)
   }
   // On a terminal, a progress line on stderr: the objects deleted.

@@ -20,6 +20,11 @@ function exportTarget(dest: string, contentType: string | undefined): ExportTarg
   if (contentType !== undefined) {
     throw StreamSegmentError.invalidArgument('export: --content-type applies to an S3 object only')
   }
+  if (dest === '-') {
+    throw StreamSegmentError.invalidArgument(
+      'export: "-" is not a place to export to (to write a checkpoint to stdout: get URL -)',
+    )
+  }
   if (/^file:\/\//i.test(dest)) return fileUrlPath(dest, 'export')
   if (/^[a-z][a-z0-9+.-]*:\//i.test(dest)) {
     throw StreamSegmentError.invalidArgument(`export: ${JSON.stringify(dest)}: only s3://bucket/key or a file path`)

@@ -376,7 +376,7 @@ async function breakIfStale(lockDir: string, me: Identity): Promise<boolean> {
 }
 
 /** Failures that writing again will not mend: the path is wrong for a file. */
-const BAD_PATH = new Set(['EISDIR', 'ENOTDIR', 'EACCES', 'EPERM', 'EROFS', 'ENAMETOOLONG', 'EFBIG'])
+const BAD_PATH = new Set(['EISDIR', 'ENOTDIR', 'EACCES', 'EPERM', 'EROFS', 'ENAMETOOLONG', 'EFBIG', 'ELOOP'])
 
 /**
  * A failure writing the local file `path`, its cause kept, named `what` (the path by
