@@ -4,8 +4,10 @@
  *
  * - Retained: the published checkpoint always; the `keep` newest complete checkpoints up
  *   to it; every cno in `keepCnos`; every complete checkpoint younger than
- *   `keepNewerThanMs` (its part 0's age); and every checkpoint superseded less than
- *   `graceMs` ago (see supersededLately). The others are dropped.
+ *   `keepNewerThanMs` (its part 0's age); every checkpoint superseded less than
+ *   `graceMs` ago (see supersededLately); and every complete checkpoint built on the
+ *   published inode, which a writer opening the container rolls forward to
+ *   (rollForwardCandidates). The others are dropped.
  * - Mark: each retained checkpoint's block map is walked once from its inode (a subtree
  *   already walked for another checkpoint is not walked again when reached at the same
  *   level within a key range that holds the earlier one; reached otherwise, it is walked
@@ -18,13 +20,14 @@
  * - Sweep: a segment object is garbage when nothing retained reaches it and it is older
  *   than `graceMs` (so a live writer's objects, sent ahead or in a flush, are never
  *   touched); that covers dropped checkpoints, abandoned attempts (parts without a
- *   part 0) and complete checkpoints never published. Part 0s go first, so no checkpoint
+ *   part 0) and complete checkpoints never published nor to be. Part 0s go first, so no checkpoint
  *   is ever openable without its data parts. Open multipart uploads under segment keys
  *   older than the grace period are aborted.
  * - Refused, nothing deleted (ERR_CORRUPT): an `inode` object that differs from the inode
  *   in its checkpoint's part 0 (or names one with no part 0), and no `inode` object with
  *   complete checkpoints and none pinned (every one of them would go).
- * - Beside a live writer: the inode is read again after the mark and before anything is
+ * - Beside a live writer: the inode is read before the listing (a checkpoint published
+ *   between the two is then listed), and again after the mark and before anything is
  *   deleted; when it has moved to a checkpoint the mark did not retain, nothing is
  *   deleted (`stopped` says why). The inode itself, and keys that are not segment keys,
  *   are never touched.
@@ -162,8 +165,15 @@ export async function gc(where: StoreLocation | ObjectStore, options: GcOptions 
   const { signal } = options
   const store = storeAt(where, 'gc')
   const now = Date.now()
+  // The commit point first, then the listing: a checkpoint published between the two is in
+  // the listing (kept below as one a writer rolls forward, or caught by the second look at
+  // the inode). Listed first, a publication in between hid the published part 0 from the
+  // walk of the checkpoints superseded lately, and they were dropped.
+  const first = await readInode(store, { withEtag: true, signal }).catch((err: unknown) => {
+    if (StreamSegmentError.is(err, 'ERR_NOT_FOUND')) return undefined
+    throw err
+  })
   const listing = await listContainer(store, signal)
-  const first = listing.hasInode ? await readInode(store, { withEtag: true, signal }) : undefined
   const published = first?.inode.cno ?? 0
 
   // Which complete checkpoints are kept, and their inodes.
@@ -177,11 +187,25 @@ export async function gc(where: StoreLocation | ObjectStore, options: GcOptions 
   if (first !== undefined) await checkPublished(store, first.inode, inodes.get(published), signal)
   // Checkpoints superseded within the grace period, kept too, their inodes the bases
   // their successors name.
+  const pending = new Set<number>()
   const lately = await supersededLately(store, listing, published, headers, complete, o.graceMs, now, format, signal)
   for (const [cno, inode] of lately) {
     if (retained.has(cno)) continue
     retained.add(cno)
     inodes.set(cno, inode)
+  }
+  // Complete checkpoints built on the published inode: a writer that opens the container
+  // rolls the inode forward to one (container/inode.ts, rollForward), maybe while this
+  // runs, so they are kept; swept, the roll-forward would publish a checkpoint whose
+  // objects are gone.
+  if (first !== undefined) {
+    const next = await rollForwardCandidates(store, listing, first.inode, complete, format, signal)
+    for (const [cno, inode] of next) {
+      if (retained.has(cno)) continue
+      retained.add(cno)
+      pending.add(cno)
+      inodes.set(cno, inode)
+    }
   }
 
   // Nothing published (no inode object) and nothing pinned: every checkpoint would go.
@@ -202,7 +226,7 @@ export async function gc(where: StoreLocation | ObjectStore, options: GcOptions 
     store,
     retained,
     (cno) => (cno === published && first !== undefined ? first.inode : (inodes.get(cno) as Inode)),
-    (cno) => lately.has(cno) && !byRule.has(cno),
+    (cno) => (lately.has(cno) || pending.has(cno)) && !byRule.has(cno),
     signal,
     () => {
       progress.walkedCheckpoints++
@@ -244,7 +268,7 @@ export async function gc(where: StoreLocation | ObjectStore, options: GcOptions 
   if (o.dryRun || (garbage.length === 0 && uploads.length === 0)) return result
 
   // Beside a live writer: the commit point must not have moved past what the mark kept.
-  if (listing.hasInode) {
+  if (first !== undefined || listing.hasInode) {
     const now2 = await readInode(store, { withEtag: true, signal })
     if (now2.etag !== first?.etag && !retained.has(now2.inode.cno)) {
       return stop(result, stored, `the inode moved to checkpoint ${now2.inode.cno} during the mark`)
@@ -406,6 +430,37 @@ async function supersededLately(
     s = base.cno
   }
   return lately
+}
+
+/**
+ * The complete checkpoints above the published one whose part 0 was built on the published
+ * inode, with their inodes: those a writer opening the container would roll forward to. A
+ * part 0 that cannot be read is not one (a writer checks it before it rolls forward).
+ */
+async function rollForwardCandidates(
+  store: ObjectStore,
+  listing: ContainerListing,
+  published: Inode,
+  complete: ReadonlyMap<number, unknown>,
+  format: number | undefined,
+  signal: AbortSignal | undefined,
+): Promise<Map<number, Inode>> {
+  const out = new Map<number, Inode>()
+  for (const cno of [...complete.keys()].filter((c) => c > published.cno).sort((a, b) => a - b)) {
+    const key = segmentKey(cno, 0)
+    try {
+      const { header } = await readObjectHeader(store, cno, 0, { format, size: listing.sizes.get(key), signal })
+      if (sameInode(header.baseInode, published)) out.set(cno, header.inode)
+    } catch (err) {
+      const unreadable =
+        StreamSegmentError.is(err, 'ERR_CORRUPT') ||
+        StreamSegmentError.is(err, 'ERR_NOT_FOUND') ||
+        StreamSegmentError.is(err, 'ERR_UNSUPPORTED')
+      if (!unreadable) throw err
+      log('%s: checkpoint %d above the published one cannot be read (%s): not kept', store.url, cno, err.message)
+    }
+  }
+  return out
 }
 
 /**
