@@ -773,6 +773,7 @@ export class DirectoryStore implements ObjectStore {
     for (const e of entries) {
       if (e.name.startsWith('.')) continue // the store's own folders; keys never map to dot names
       if (e.isDirectory() && e.name.endsWith('%2F')) {
+        if (!isEscapedName(e.name.slice(0, -3))) continue
         const k = `${keyPrefix}${unescapeSegment(e.name.slice(0, -3))}/`
         // Every key in it starts with k: none comes after `after` when k sorts below it and is no prefix of it.
         if (afterBytes !== undefined) {
@@ -781,6 +782,9 @@ export class DirectoryStore implements ObjectStore {
         }
         if (k.startsWith(prefix) || prefix.startsWith(k)) await this.walk(join(dir, e.name), k, want, out, signal)
       } else if (e.isFile()) {
+        // A name this store does not write for any key (`0000000004%2E0`, a person's file)
+        // would be listed as a key whose object is elsewhere, or nowhere: passed over.
+        if (!isEscapedName(e.name)) continue
         const key = keyPrefix + unescapeSegment(e.name)
         if (key.startsWith(prefix) && (afterBytes === undefined || Buffer.compare(Buffer.from(key), afterBytes) > 0)) {
           out.push({ key, path: join(dir, e.name) })
@@ -1059,6 +1063,11 @@ function escapeSegment(s: string): string {
         : `%${byte.toString(16).toUpperCase().padStart(2, '0')}`
   }
   return out
+}
+
+/** Whether `name` is what escapeSegment makes of some key segment (so that key's path is this name). */
+function isEscapedName(name: string): boolean {
+  return escapeSegment(unescapeSegment(name)) === name
 }
 
 function unescapeSegment(s: string): string {

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict'
-import { mkdtempSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
@@ -35,5 +35,23 @@ describe('DirectoryStore.getChunks', () => {
       assert.ok(Buffer.concat(chunks).equals(body.subarray(start, end)), `[${start}, ${end})`)
     }
     assert.ok(Buffer.from(await store.get('big')).equals(body), 'get: the same bytes in one buffer')
+  })
+})
+
+describe('DirectoryStore.list', () => {
+  it('passes over files whose names it would not write for any key (a %-escape where none is needed)', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'ss-dir-'))
+    const store = new DirectoryStore(root)
+    await store.put('0000000001.0', Buffer.from('a'))
+    await store.put('sub/odd name', Buffer.from('b'))
+    // Decoded, these name keys whose files are elsewhere ('0000000004.0', 'x', 'sub/odd name').
+    writeFileSync(join(root, '0000000004%2E0'), 'not a key of this store')
+    writeFileSync(join(root, '%78'), 'not a key of this store')
+    mkdirSync(join(root, '%73ub%2F'))
+    writeFileSync(join(root, '%73ub%2F', 'y'), 'not a key of this store')
+    const keys: string[] = []
+    for await (const e of store.list()) keys.push(e.key)
+    assert.deepEqual(keys, ['0000000001.0', 'sub/odd name'])
+    for (const k of keys) assert.ok(await store.head(k), `${k} is there`)
   })
 })
