@@ -20,9 +20,9 @@
  * - Sweep: a segment object is garbage when nothing retained reaches it and it is older
  *   than `graceMs` (so a live writer's objects, sent ahead or in a flush, are never
  *   touched); that covers dropped checkpoints, abandoned attempts (parts without a
- *   part 0) and complete checkpoints never published nor to be. Part 0s go first, so no checkpoint
- *   is ever openable without its data parts. Open multipart uploads under segment keys
- *   older than the grace period are aborted.
+ *   part 0) and complete checkpoints never published nor to be. Part 0s go first, so no
+ *   checkpoint is ever openable without its data parts. Open multipart uploads under
+ *   segment keys older than the grace period are aborted.
  * - Refused, nothing deleted (ERR_CORRUPT): an `inode` object that differs from the inode
  *   in its checkpoint's part 0 (or names one with no part 0), and no `inode` object with
  *   complete checkpoints and none pinned (every one of them would go).
