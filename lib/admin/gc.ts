@@ -14,9 +14,10 @@
  *   and checked again, so a pointer back up the tree is a problem); what it reaches, and its
  *   own part 0, is live. A map that cannot be walked whole (a node missing or corrupt)
  *   stops the cleaner before anything is deleted: what it would delete is not known. A
- *   checkpoint retained only for having been superseded lately is the exception: a run
- *   with a shorter grace period may have deleted some of its objects, so one whose map
- *   cannot be walked whole is logged and told as dropped, and what it reaches stays live.
+ *   checkpoint retained only for having been superseded lately (or as a roll-forward
+ *   candidate) is the exception: a run with a shorter grace period may have deleted some
+ *   of its objects, so one whose map cannot be walked whole, or that reaches an object not
+ *   listed, is logged and told as dropped, and what it reaches stays live.
  * - Sweep: a segment object is garbage when nothing retained reaches it and it is older
  *   than `graceMs` (so a live writer's objects, sent ahead or in a flush, are never
  *   touched); that covers dropped checkpoints, abandoned attempts (parts without a
@@ -227,6 +228,7 @@ export async function gc(where: StoreLocation | ObjectStore, options: GcOptions 
     retained,
     (cno) => (cno === published && first !== undefined ? first.inode : (inodes.get(cno) as Inode)),
     (cno) => (lately.has(cno) || pending.has(cno)) && !byRule.has(cno),
+    (key) => listing.sizes.has(key),
     signal,
     () => {
       progress.walkedCheckpoints++
@@ -248,7 +250,7 @@ export async function gc(where: StoreLocation | ObjectStore, options: GcOptions 
   const result: GcResult = {
     url: store.url,
     published,
-    // A checkpoint kept only as superseded lately whose map is incomplete is told as dropped.
+    // A checkpoint kept only as superseded lately (or for a roll-forward) found incomplete is told as dropped.
     kept: [...retained].filter((c) => !broken.has(c)).sort((a, b) => a - b),
     dropped: [...complete.keys()].filter((c) => !retained.has(c) || broken.has(c)).sort((a, b) => a - b),
     deletedObjects: garbage.length,
@@ -474,6 +476,7 @@ async function mark(
   retained: ReadonlySet<number>,
   inodeOf: (cno: number) => Inode,
   onlyLately: (cno: number) => boolean,
+  listed: (key: string) => boolean,
   signal: AbortSignal | undefined,
   onWalked: () => void,
 ): Promise<{ live: Set<string>; broken: Set<number> }> {
@@ -487,21 +490,28 @@ async function mark(
   const order = [...newestFirst.filter((c) => !onlyLately(c)), ...newestFirst.filter(onlyLately)]
   for (const cno of order) {
     live.add(segmentKey(cno, 0))
-    // Kept only as superseded lately: a map an earlier run with a shorter grace period
-    // left incomplete does not stop the cleaner; what it reaches stays (a later walk may
-    // have passed over a subtree because this one covered it), the checkpoint is broken.
+    // Kept only as superseded lately (or for a roll-forward): a map or data objects an
+    // earlier run with a shorter grace period left incomplete do not stop the cleaner;
+    // what it reaches stays (a later walk may have passed over a subtree because this one
+    // covered it), the checkpoint is broken.
     const own: Problem[] = onlyLately(cno) ? [] : problems
     const walk = await walkMap(store, inodeOf(cno), own, signal, { seen })
     for (const key of walk.reached.keys()) live.add(key)
-    if (own !== problems && own.length > 0) {
-      broken.add(cno)
-      log(
-        '%s: checkpoint %d, superseded lately, cannot be walked whole: dropped, what it reaches kept (%d problems, first: %s)',
-        store.url,
-        cno,
-        own.length,
-        own[0]?.message,
-      )
+    if (own !== problems) {
+      // Its nodes may all be there and a data object gone all the same.
+      const gone = [...walk.reached.keys()].filter((key) => !listed(key))
+      if (own.length > 0 || gone.length > 0) {
+        broken.add(cno)
+        log(
+          '%s: checkpoint %d, kept only as superseded lately or for a roll-forward, is incomplete: dropped, what it reaches kept (%d problems, first: %s; %d objects it reaches not listed, first: %s)',
+          store.url,
+          cno,
+          own.length,
+          own[0]?.message,
+          gone.length,
+          gone[0],
+        )
+      }
     }
     onWalked()
   }

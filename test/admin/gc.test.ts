@@ -14,7 +14,7 @@ import { after, describe, it } from 'node:test'
 import fc from 'fast-check'
 import { type GcProgress, gc } from '../../lib/admin/gc.js'
 import { listCheckpoints, verifyCheckpoint } from '../../lib/admin/index.js'
-import { walkMap } from '../../lib/admin/map-walk.js'
+import { type Problem, walkMap } from '../../lib/admin/map-walk.js'
 import { removeContainer } from '../../lib/admin/remove.js'
 import { main } from '../../lib/cli.js'
 import { StreamSegmentError } from '../../lib/errors.js'
@@ -731,5 +731,41 @@ describe('gc beside a writer opened on a checkpoint since superseded', () => {
     const want = Buffer.from(pattern(0, 160 * KiB, 1))
     pattern(0, 64 * KiB, 2).copy(want, 0)
     assert.ok((await readAll(store, 2)).equals(want))
+  })
+
+  it('a checkpoint superseded lately whose nodes are all there but a data object is gone is dropped, not kept', async () => {
+    const store = new MemoryStore()
+    const f = await SegmentFile.create(store, smallSettings)
+    await f.write(0, pattern(0, 160 * KiB, 1))
+    await f.flush()
+    await f.close()
+    // 2 rewrites a block under each of the first two leaves: its new leaves point into the
+    // object of 1 that held those leaves, for data only.
+    const w = await SegmentFile.open(store, smallSettings)
+    await w.write(0, pattern(0, 4 * KiB, 2))
+    await w.write(16 * KiB, pattern(16 * KiB, 4 * KiB, 2))
+    await w.flush()
+    await w.close()
+    const inode2 = decodeInodeObject(await store.get(INODE_KEY))
+    const w3 = await SegmentFile.open(store, smallSettings)
+    await w3.truncate(0)
+    await w3.write(0, pattern(0, 64 * KiB, 3))
+    await w3.flush()
+    await w3.close()
+    // That object gone (as a run with a shorter grace period, or a loss, would leave it):
+    // 2's map still walks whole.
+    const of2 = (await walkMap(store, inode2, [])).reached
+    const of1 = (key: string) => {
+      const k = parseKey(key)
+      return k?.kind === 'segment' && k.cno === 1
+    }
+    const dataOnly = [...of2].find(([key, r]) => r.nodes.length === 0 && of1(key))?.[0]
+    assert.ok(dataOnly !== undefined, `2 reaches an object of 1 for data only: ${[...of2.keys()].join(' ')}`)
+    await store.delete(dataOnly)
+    const problems: Problem[] = []
+    await walkMap(store, inode2, problems)
+    assert.deepEqual(problems, [], "2's block map still walks whole")
+    const r = await gc(store, { dryRun: true })
+    assert.deepEqual([r.kept, r.dropped, r.stopped], [[3], [1, 2], undefined])
   })
 })
