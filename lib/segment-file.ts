@@ -16,6 +16,7 @@
  *   that publishes rotates the log; close keeps it: the next open with the same folder
  *   replays what no published checkpoint holds and publishes it before it returns.
  */
+import { constants } from 'node:buffer'
 import debug from 'debug'
 import { gc } from './admin/gc.js'
 import { checkUnpublished } from './admin/verify.js'
@@ -547,6 +548,13 @@ export class SegmentFile {
     return this.run('read', false, async () => {
       checkRange('read', offset, length, this.core.blockSize)
       const end = Math.min(offset + length, this.core.size)
+      // Refused here, not by Buffer.allocUnsafe: its RangeError, taken for a bug, would make
+      // the handle unusable and lose its unflushed writes.
+      if (end - offset > constants.MAX_LENGTH) {
+        throw StreamSegmentError.invalidArgument(
+          `read: ${end - offset} bytes at ${offset} is more than a Buffer holds (${constants.MAX_LENGTH}): read it in parts, or into memory of yours with readInto`,
+        )
+      }
       return end <= offset ? new Uint8Array(0) : this.reader.read(offset, end - offset)
     })
   }

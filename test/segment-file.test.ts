@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import { constants } from 'node:buffer'
 import { describe, it } from 'node:test'
 import { StreamSegmentError } from '../lib/errors.js'
 import { SegmentFile } from '../lib/segment-file.js'
@@ -117,6 +118,21 @@ describe('SegmentFile', () => {
     await assert.rejects(f.read(0, 1), code('ERR_STATE'))
     await assert.rejects(f.readInto(0, Buffer.alloc(1)), code('ERR_STATE'))
     await r.close()
+  })
+
+  it('a read larger than a Buffer can hold fails that call only, not the handle and its unflushed writes', async () => {
+    const f = await SegmentFile.create(new MemoryStore())
+    await f.truncate(constants.MAX_LENGTH + 2 * 4096) // a hole: costs nothing
+    await f.write(0, pattern(0, 100))
+    await assert.rejects(
+      f.read(0, constants.MAX_LENGTH + 1),
+      (err) => code('ERR_INVALID_ARGUMENT')(err) && /^read: \d+ bytes .*readInto/.test((err as Error).message),
+    )
+    // Clipped to the file first: a long length at the end is a short read, not refused.
+    assert.equal((await f.read(f.size - 10, constants.MAX_LENGTH + 1)).byteLength, 10)
+    assert.deepEqual(Buffer.from(await f.read(0, 100)), pattern(0, 100))
+    assert.equal((await f.flush()).objects > 0, true)
+    await f.close()
   })
 
   it('write takes any ArrayBufferView as its bytes; anything else fails that call only, not the handle', async () => {
