@@ -5,6 +5,7 @@
 import { StreamSegmentError } from '../errors.js'
 import type { ReadTiming } from '../read/reader.js'
 import { checkCommonOptions } from '../settings.js'
+import { checkStore } from '../store/common.js'
 import { openStore, type StoreLocation } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import { describeValue } from '../util/typed-arrays.js'
@@ -17,13 +18,17 @@ export interface StreamLocation {
   store?: ObjectStore
 }
 
-/** The store `options` name; ERR_INVALID_ARGUMENT, naming `who`, unless exactly one of url and store is given. */
+/**
+ * The store `options` name; ERR_INVALID_ARGUMENT, naming `who`, unless exactly one of url
+ * and store is given, and the store is one: the stream is made before it opens the
+ * container, so a store found bad there would fail the stream, not the call.
+ */
 export function storeOf(options: StreamLocation, who: string): ObjectStore {
   const { url, store } = options
   if ((url === undefined) === (store === undefined)) {
     throw StreamSegmentError.invalidArgument(`${who}: give exactly one of url and store`)
   }
-  return store ?? openStore(url as StoreLocation)
+  return store === undefined ? openStore(url as StoreLocation) : checkStore(who, store)
 }
 
 /**

@@ -51,6 +51,19 @@ describe('bad arguments to the stream entry points', () => {
     assert.throws(() => createStreamSegmentReadStream(null as never), invalid(/options must be an object, got null/))
   })
 
+  it('the read and write streams: a store that is not one (a URL given as the store, say) throws in the call', () => {
+    for (const store of ['mem://x', {}, { url: 'mem://x', get() {} }, null]) {
+      assert.throws(
+        () => createStreamSegmentReadStream({ store: store as never }),
+        invalid(/createStreamSegmentReadStream: store must be an ObjectStore .*, got /),
+      )
+      assert.throws(
+        () => createStreamSegmentWriteStream({ store: store as never }),
+        invalid(/createStreamSegmentWriteStream: store must be an ObjectStore .*, got /),
+      )
+    }
+  })
+
   it('the write stream: a bad signal or highWaterMark throws before the stream opens anything', async () => {
     // A container path under a regular file: an open would fail, and with no one listening
     // for the stream's 'error' that failure would end the process.
