@@ -103,6 +103,7 @@ export async function downloadFile(
       throw localFileError(err, path)
     })
     tmpExists = true
+    let written = false
     try {
       if (target.mode !== undefined) {
         await fh.chmod(target.mode).catch((err) => {
@@ -128,8 +129,13 @@ export async function downloadFile(
           zeros: (_at, length) => advance(length), // the file's length reads as zeros there
         })
       }
+      written = true
     } finally {
-      await fh.close()
+      // A write may fail only at close (NFS reports a full disk or a quota there): as any
+      // write's failure, unless the download failed before it, which is what it reports.
+      await fh.close().catch((err) => {
+        if (written) throw localFileError(err, path)
+      })
     }
     if (signal?.aborted) throw aborted()
     await rename(tmp, target.path).catch((err) => {

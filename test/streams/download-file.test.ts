@@ -7,13 +7,15 @@
  */
 import assert from 'node:assert/strict'
 import { getEventListeners } from 'node:events'
-import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
+import fsp, { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
+import { syncBuiltinESMExports } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { DirectoryStore } from '../../lib/store/directory.js'
+import { MemoryStore } from '../../lib/store/memory.js'
 import type { GetOptions, ObjectStore } from '../../lib/store/types.js'
 import { downloadFile } from '../../lib/streams/download-file.js'
 import { within } from '../helpers/containers.js'
@@ -190,6 +192,57 @@ describe('downloadFile', () => {
     await assert.rejects(downloadFile(slow, path, { readGetMaxBytes: 64 * KiB }), /the link went down/)
     assert.equal(String(await readFile(path)), 'keep me')
     assert.deepEqual(await leftovers(), [])
+  })
+
+  it('a failure closing the file (a full disk reported at close, as NFS does) is ERR_STORE naming it; a failure before it wins', async () => {
+    const mem = new MemoryStore() // reads that open no local file: the only one closed is the download's
+    const f = await SegmentFile.create(mem)
+    await f.write(0, pattern(0, 100 * KiB, 3))
+    await f.flush()
+    await f.close()
+    const path = join(dir, 'keep-close.bin')
+    await writeFile(path, 'keep me')
+    // A FileHandle's close is its own (an arrow function), so the handles are wrapped as made.
+    const open = fsp.open
+    let failClose = false
+    fsp.open = (async (...args: Parameters<typeof open>) => {
+      const fh = await open(...args)
+      const close = fh.close
+      fh.close = async () => {
+        await close()
+        if (!failClose) return
+        failClose = false
+        throw Object.assign(new Error('ENOSPC: no space left on device, close'), { code: 'ENOSPC', syscall: 'close' })
+      }
+      return fh
+    }) as typeof open
+    syncBuiltinESMExports()
+    try {
+      await assert.rejects(
+        downloadFile(mem, path, { onStart: () => (failClose = true) }),
+        (err) => code('ERR_STORE')(err) && /keep-close\.bin: ENOSPC/.test(String(err)),
+      )
+      assert.equal(String(await readFile(path)), 'keep me')
+      assert.deepEqual(await leftovers(), [])
+      // A read that failed is what the download reports, not the close after it.
+      const failing = new FailingStore(mem, [{ ops: ['get'], key: /^\d{10}\.\d+$/, nth: 2 }])
+      let started = 0
+      await assert.rejects(
+        downloadFile(failing, path, {
+          onStart: () => {
+            started++
+            failClose = true
+          },
+        }),
+        (err) => code('ERR_STORE')(err) && /injected/.test(String(err)),
+      )
+      assert.deepEqual([started, failClose], [1, false], 'the read failed, then the close')
+      assert.equal(String(await readFile(path)), 'keep me')
+      assert.deepEqual(await leftovers(), [])
+    } finally {
+      fsp.open = open
+      syncBuiltinESMExports()
+    }
   })
 
   it('an abort while the checkpoint is opened ends the download at once', async () => {
