@@ -371,6 +371,9 @@ async function realPath(path: string): Promise<string> {
   }
 }
 
+/** Links followed to where a chain of them ends, as Linux follows them (its MAXSYMLINKS). */
+const MAX_SYMLINK_HOPS = 40
+
 /** Where a checkpoint written to a local file goes (checkFileTarget). */
 export interface FileTarget {
   /** The file replaced: the path given, or the file a symbolic link there names (the link stays). */
@@ -405,10 +408,19 @@ export async function checkFileTarget(
   let target = path
   const link = await fs.lstat(path).catch(missing)
   if (link?.isSymbolicLink()) {
-    // A link to nothing yet names where the file goes.
+    // A link to nothing yet names where the file goes; through a chain of links, the last
+    // one's target (renamed over a link, the file would replace that link, not create it).
     target = await fs.realpath(path).catch(async (err: NodeJS.ErrnoException) => {
       if (err.code !== 'ENOENT') throw localFileError(err, path, what)
-      return resolve(dirname(path), await fs.readlink(path))
+      let end = path
+      for (let hops = 0; ; hops++) {
+        const next = resolve(dirname(end), await fs.readlink(end))
+        if (!(await fs.lstat(next).catch(missing))?.isSymbolicLink()) return next
+        if (hops === MAX_SYMLINK_HOPS) {
+          throw StreamSegmentError.invalidArgument(`${what}: cannot be written as a file (too many symbolic links)`)
+        }
+        end = next
+      }
     })
   }
   const stat = await fs.stat(target).catch(missing)

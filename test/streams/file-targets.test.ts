@@ -64,6 +64,20 @@ describe('local file targets', () => {
       assert.deepEqual((await fs.readdir(dir)).sort(), ['link', 'private', 'target'], 'no temporary file left')
     })
 
+    it(`${name}: a chain of symbolic links to nothing yet: every link stays, the file goes where the last names`, async () => {
+      const dir = await tempDir()
+      const store = await container()
+      await fs.mkdir(join(dir, 'sub'))
+      await fs.symlink('link2', join(dir, 'link1'))
+      await fs.symlink('sub/new', join(dir, 'link2'))
+      await write(store, join(dir, 'link1'))
+      for (const link of ['link1', 'link2']) {
+        assert.ok((await fs.lstat(join(dir, link))).isSymbolicLink(), `${link} is still a link`)
+      }
+      assert.deepEqual(await fs.readFile(join(dir, 'sub', 'new')), BYTES)
+      assert.deepEqual(await fs.readdir(join(dir, 'sub')), ['new'], 'no temporary file left')
+    })
+
     it(`${name}: a FIFO at the path is refused and left as it is; a 240-byte name is written`, async () => {
       const dir = await tempDir()
       const store = await container()
