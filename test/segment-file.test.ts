@@ -120,7 +120,9 @@ describe('SegmentFile', () => {
     await r.close()
   })
 
-  it('a read larger than a Buffer can hold fails that call only, not the handle and its unflushed writes', async () => {
+  it('a read larger than a Buffer can hold fails that call only, not the handle and its unflushed writes', {
+    skip: constants.MAX_LENGTH + 2 * 4096 > 2 ** 44 ? 'a Buffer holds the largest file here' : false,
+  }, async () => {
     const f = await SegmentFile.create(new MemoryStore())
     await f.truncate(constants.MAX_LENGTH + 2 * 4096) // a hole: costs nothing
     await f.write(0, pattern(0, 100))
