@@ -38,7 +38,8 @@
  *   socket that fails before any byte of the answer (the server closed it meanwhile) is
  *   replaced once, at once: a GET can be sent again.
  * - The AbortSignal destroys the request at any point, body included: AbortError.
- * - Headers are read up to HEAD_MAX bytes, an error body up to ERROR_BODY_MAX.
+ * - Headers are read up to HEAD_MAX bytes, an error body up to ERROR_BODY_MAX. Interim
+ *   answers (1xx) before the real one are passed over, any number of them, in a loop.
  */
 import type { Agent as HttpAgent } from 'node:http'
 import type { Agent as HttpsAgent } from 'node:https'
@@ -376,6 +377,14 @@ interface Exchange {
   signal: AbortSignal
 }
 
+/** An answer's status line (`minor`: the 1 of HTTP/1.1) and headers. */
+interface Head {
+  minor: string
+  status: number
+  reason: string
+  headers: Record<string, string>
+}
+
 /** One socket and the exchange on it (one at a time). */
 class Connection {
   readonly socket: Socket
@@ -522,16 +531,34 @@ class Connection {
   }
 
   private parseHead(x: Exchange): void {
-    const end = this.scratch.subarray(0, this.headLen).indexOf('\r\n\r\n')
-    if (end < 0) {
-      if (this.headLen === HEAD_MAX) this.fail(new Error(`GET ${x.what}: answer headers over ${HEAD_MAX} bytes`))
-      return
+    // Interim answers (1xx) before the real one are passed over in a loop, without copying
+    // the rest of the read for each: a read may hold thousands of them.
+    let from = 0
+    for (;;) {
+      const end = this.scratch.subarray(from, this.headLen).indexOf('\r\n\r\n')
+      if (end < 0) break
+      const m = this.headOf(x, from, from + end)
+      if (m === undefined) return
+      from += end + 4
+      if (m.status < 100 || m.status >= 200) {
+        this.answer(x, m, this.scratch.subarray(from, this.headLen))
+        return
+      }
     }
-    const lines = this.scratch.toString('latin1', 0, end).split('\r\n')
+    if (from > 0) {
+      this.scratch.copy(this.scratch, 0, from, this.headLen)
+      this.headLen -= from
+    }
+    if (this.headLen === HEAD_MAX) this.fail(new Error(`GET ${x.what}: answer headers over ${HEAD_MAX} bytes`))
+  }
+
+  /** An answer's status line and headers, scratch[from, end); undefined when malformed (the exchange failed). */
+  private headOf(x: Exchange, from: number, end: number): Head | undefined {
+    const lines = this.scratch.toString('latin1', from, end).split('\r\n')
     const m = /^HTTP\/1\.([01]) (\d{3})(?: (.*))?$/.exec(lines[0] as string)
     if (m === null) {
       this.fail(new Error(`GET ${x.what}: answer starts with ${JSON.stringify((lines[0] as string).slice(0, 80))}`))
-      return
+      return undefined
     }
     const headers: Record<string, string> = {}
     for (let i = 1; i < lines.length; i++) {
@@ -539,27 +566,24 @@ class Connection {
       const c = line.indexOf(':')
       if (c <= 0) {
         this.fail(new Error(`GET ${x.what}: malformed header line ${JSON.stringify(line.slice(0, 80))}`))
-        return
+        return undefined
       }
       const name = line.slice(0, c).trim().toLowerCase()
       const value = line.slice(c + 1).trim()
       headers[name] = headers[name] === undefined ? value : `${headers[name]}, ${value}`
     }
-    const rest = this.scratch.subarray(end + 4, this.headLen)
+    return { minor: m[1] as string, status: Number(m[2]), reason: m[3] ?? '', headers }
+  }
+
+  /** The real answer's head `h`, with `rest` the bytes that came after it in the read. */
+  private answer(x: Exchange, h: Head, rest: Buffer): void {
     this.headLen = 0
-    const status = Number(m[2])
-    if (status >= 100 && status < 200) {
-      // An interim answer: the real one follows.
-      rest.copy(this.scratch, 0)
-      this.headLen = rest.byteLength
-      this.parseHead(x)
-      return
-    }
+    const { status, headers } = h
     x.status = status
-    x.reason = m[3] ?? ''
+    x.reason = h.reason
     x.headers = headers
     const connection = (headers.connection ?? '').toLowerCase()
-    x.keepAlive = m[1] === '1' ? !connection.includes('close') : connection.includes('keep-alive')
+    x.keepAlive = h.minor === '1' ? !connection.includes('close') : connection.includes('keep-alive')
     if (status < 200 || status >= 300) {
       x.phase = 'error'
       const cl = headers['content-length']

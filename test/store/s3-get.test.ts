@@ -4,7 +4,7 @@
  *   ERR_NOT_FOUND, and the requests went out on the lean path's own kept sockets;
  * - against a tiny local server that answers as scripted (raw bytes on a socket): a
  *   short body, a wrong or missing Content-Length, a reset mid-body, bytes past the
- *   body, an abort mid-body, a stall (idle timeout), 503 SlowDown then success,
+ *   body, interim 1xx answers, an abort mid-body, a stall (idle timeout), 503 SlowDown then success,
  *   virtual-host addressing (the Host header), the bound on sockets, and HTTPS (a
  *   self-signed certificate in test/fixtures/tls, trusted through the client's agent).
  * Fails, never skips, without the S3 server (s3-env).
@@ -237,6 +237,27 @@ describe('lean GETs against a scripted server', () => {
       'ERR_STORE',
       /not within the bytes asked, \[0, 10\)/,
     )
+  })
+
+  test('interim 1xx answers before the real one are passed over, thousands in one read or split across reads', async () => {
+    const s = await serve((req, socket, n) => {
+      const [start, end] = rangeOf(req)
+      const real = Buffer.concat([Buffer.from(partial(start, end)), BODY.subarray(start, end)])
+      if (n === 0) {
+        // ~60 KiB of interim answers in one write (they once took a stack frame each).
+        socket.write(Buffer.concat([Buffer.from('HTTP/1.1 100\r\n\r\n'.repeat(3800)), real]))
+        return
+      }
+      // An interim answer, then the real one cut inside its status line and its header end.
+      const cut = real.indexOf('\r\n\r\n') + 2
+      socket.write(Buffer.concat([Buffer.from('HTTP/1.1 100 Continue\r\n\r\n'), real.subarray(0, 10)]))
+      setTimeout(() => socket.write(real.subarray(10, cut)), 10)
+      setTimeout(() => socket.write(real.subarray(cut)), 20)
+    })
+    const store = testS3Store(s.url, { maxRetries: 0 })
+    assert.deepEqual(await store.get('k', { range: { start: 5, end: 900 } }), BODY.subarray(5, 900))
+    assert.deepEqual(await store.get('k', { range: { start: 7, end: 70 } }), BODY.subarray(7, 70))
+    assert.equal(s.connections(), 1)
   })
 
   test('bytes past the Content-Length never join an answer; the next GET gets a fresh socket', async () => {
