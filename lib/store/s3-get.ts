@@ -39,7 +39,8 @@
  *   replaced once, at once: a GET can be sent again.
  * - The AbortSignal destroys the request at any point, body included: AbortError.
  * - Headers are read up to HEAD_MAX bytes, an error body up to ERROR_BODY_MAX. Interim
- *   answers (1xx) before the real one are passed over, any number of them, in a loop.
+ *   answers (1xx) before the real one are passed over, any number of them, in a loop; a
+ *   304 has no body, whatever its Content-Length.
  */
 import type { Agent as HttpAgent } from 'node:http'
 import type { Agent as HttpsAgent } from 'node:https'
@@ -587,11 +588,15 @@ class Connection {
     if (status < 200 || status >= 300) {
       x.phase = 'error'
       const cl = headers['content-length']
-      x.errorLength = /chunked/i.test(headers['transfer-encoding'] ?? '')
-        ? 'chunked'
-        : cl !== undefined && /^\d{1,15}$/.test(cl)
-          ? Number(cl)
-          : 'close'
+      // A 304 has no body, whatever its Content-Length says (that of the object's).
+      x.errorLength =
+        status === 304
+          ? 0
+          : /chunked/i.test(headers['transfer-encoding'] ?? '')
+            ? 'chunked'
+            : cl !== undefined && /^\d{1,15}$/.test(cl)
+              ? Number(cl)
+              : 'close'
       if (x.errorLength === 'close') x.keepAlive = false
       this.addErrorBytes(x, rest)
       return

@@ -4,7 +4,7 @@
  *   ERR_NOT_FOUND, and the requests went out on the lean path's own kept sockets;
  * - against a tiny local server that answers as scripted (raw bytes on a socket): a
  *   short body, a wrong or missing Content-Length, a reset mid-body, bytes past the
- *   body, interim 1xx answers, an abort mid-body, a stall (idle timeout), 503 SlowDown then success,
+ *   body, interim 1xx answers, a 304, an abort mid-body, a stall (idle timeout), 503 SlowDown then success,
  *   virtual-host addressing (the Host header), the bound on sockets, and HTTPS (a
  *   self-signed certificate in test/fixtures/tls, trusted through the client's agent).
  * Fails, never skips, without the S3 server (s3-env).
@@ -258,6 +258,17 @@ describe('lean GETs against a scripted server', () => {
     assert.deepEqual(await store.get('k', { range: { start: 5, end: 900 } }), BODY.subarray(5, 900))
     assert.deepEqual(await store.get('k', { range: { start: 7, end: 70 } }), BODY.subarray(7, 70))
     assert.equal(s.connections(), 1)
+  })
+
+  test('a 304 has no body, whatever its Content-Length: refused at once, not read until the idle timeout', async () => {
+    const s = await serve((_req, socket) => {
+      socket.write('HTTP/1.1 304 Not Modified\r\nContent-Length: 3600\r\nETag: "e"\r\n\r\n')
+    })
+    const store = testS3Store(s.url, { maxRetries: 0 }, { idleTimeoutMs: 3000 })
+    const t0 = performance.now()
+    await rejectsCode(store.get('k', { range: { start: 0, end: 10 } }), 'ERR_STORE', /HTTP 304/)
+    assert.ok(performance.now() - t0 < 2000, `${performance.now() - t0} ms`)
+    assert.equal(s.seen.length, 1)
   })
 
   test('bytes past the Content-Length never join an answer; the next GET gets a fresh socket', async () => {
