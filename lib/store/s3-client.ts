@@ -15,11 +15,11 @@ const sdkLog = createDebug('stream-segment:sdk')
 const sdkLogger = { trace: sdkLog, debug: sdkLog, info: sdkLog, warn: sdkLog, error: sdkLog }
 
 export type CreateS3ClientOptions = S3ClientConfig & {
-  /** Sockets per origin of the keep-alive agents (default 64). */
+  /** Sockets per origin of the keep-alive agents, an integer ≥ 1 (default 64). */
   maxSockets?: number
-  /** Time to connect before the attempt fails with a timeout (default 5000 ms). */
+  /** Time to connect before the attempt fails with a timeout (default 5000 ms; 0: none). */
   connectTimeoutMs?: number
-  /** Time with no bytes moving on a request's socket before it fails with a timeout (default 30000 ms). */
+  /** Time with no bytes moving on a request's socket before it fails with a timeout (default 30000 ms; 0: none). */
   idleTimeoutMs?: number
 }
 
@@ -35,6 +35,18 @@ export function createS3Client(options: CreateS3ClientOptions = {}): S3Client {
     throw StreamSegmentError.invalidArgument(`createS3Client: options must be an object, got ${describeValue(options)}`)
   }
   const { maxSockets = 64, connectTimeoutMs = 5_000, idleTimeoutMs = 30_000, ...config } = options
+  // Checked here: an agent takes -1 sockets as it is (every request it sends then waits for
+  // ever), and the SDK's handler a timeout of NaN or -5 as none.
+  const count = (name: string, v: number, min: number) => {
+    if (!Number.isSafeInteger(v) || v < min) {
+      throw StreamSegmentError.invalidArgument(
+        `createS3Client: ${name} must be an integer ≥ ${min}, got ${describeValue(v)}`,
+      )
+    }
+  }
+  count('maxSockets', maxSockets, 1)
+  count('connectTimeoutMs', connectTimeoutMs, 0)
+  count('idleTimeoutMs', idleTimeoutMs, 0)
   const endpoint = config.endpoint ?? process.env.AWS_ENDPOINT_URL_S3 ?? process.env.AWS_ENDPOINT_URL
   const region = config.region ?? process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION
   const { S3Client } = s3Sdk()

@@ -1,5 +1,6 @@
 /**
  * Time limits and refused credentials of S3Store:
+ * - createS3Client refuses a socket bound or a time limit that is no count.
  * - A server that accepts connections and never answers: every call fails with
  *   ERR_TIMEOUT within its deadline, and each try ends after `idleTimeoutMs` of silence
  *   and is retried.
@@ -81,6 +82,33 @@ async function timed(p: Promise<unknown>): Promise<{ err: unknown; ms: number }>
   }
   assert.fail('expected a failure, but it succeeded')
 }
+
+describe("createS3Client's socket bound and time limits", () => {
+  test('a bound or limit that is no count is refused, naming it (maxSockets -1 held every SDK request until the deadline)', () => {
+    const bad: Array<[string, unknown]> = [
+      ['maxSockets', -1],
+      ['maxSockets', 0],
+      ['maxSockets', 2.5],
+      ['maxSockets', Number.NaN],
+      ['maxSockets', '4'],
+      ['connectTimeoutMs', -5],
+      ['connectTimeoutMs', Number.POSITIVE_INFINITY],
+      ['idleTimeoutMs', Number.NaN],
+      ['idleTimeoutMs', '100'],
+    ]
+    for (const [name, v] of bad) {
+      assert.throws(
+        () => createS3Client({ region: 'us-east-1', [name]: v }),
+        (err: unknown) =>
+          StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT') &&
+          new RegExp(`^createS3Client: ${name} must be an integer ≥ [01], got `).test((err as Error).message),
+        `${name} ${String(v)}`,
+      )
+    }
+    // 0: no time limit, as the SDK's handler and the lean GET path take it.
+    createS3Client({ region: 'us-east-1', maxSockets: 1, connectTimeoutMs: 0, idleTimeoutMs: 0 }).destroy()
+  })
+})
 
 describe('S3Store against a server that never answers', () => {
   let hole: Awaited<ReturnType<typeof blackHole>>
