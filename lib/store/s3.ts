@@ -368,8 +368,10 @@ export class S3Store implements ObjectStore {
     const { range, signal } = options
     checkKey(key)
     const header = range === undefined ? undefined : this.#rangeHeader(key, range)
+    // Its failures name the range (a 416 says nothing of which bytes were asked).
+    const what = header === undefined ? key : `${key} (${header})`
     try {
-      return await this.#send('GetObject', key, signal, async (s) => {
+      return await this.#send('GetObject', what, signal, async (s) => {
         const command = new this.#sdk.GetObjectCommand({ Bucket: this.bucket, Key: this.prefix + key, Range: header })
         if (this.getPath === 'http') sendOverHttp(command, await transportOf(this.client), s, this.#where(key))
         const out = await this.client.send(command, { abortSignal: s })
@@ -381,8 +383,7 @@ export class S3Store implements ObjectStore {
         const expected = checkGetAnswer(status, length, out.ContentRange, askedRange(header))
         if (typeof expected === 'string') {
           ;(out.Body as { destroy?: () => void } | undefined)?.destroy?.()
-          const what = `${this.#where(key)}${header === undefined ? '' : ` (${header})`}`
-          throw refused(status, `GET ${what}: answer refused: ${expected}`)
+          throw refused(status, `GET ${this.#where(what)}: answer refused: ${expected}`)
         }
         return readBody(out.Body, expected, s)
       })
