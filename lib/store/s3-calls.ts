@@ -122,6 +122,7 @@ export function mapError(call: Call, err: unknown, signal: AbortSignal | undefin
   const status = statusOf(err)
   const name = nameOf(err)
   const what = `${op} ${where}: HTTP ${status ?? '-'} ${name}`
+  const message = (err as SdkError | undefined)?.message
   if (name === 'AbortError') return StreamSegmentError.aborted(`${op} ${where} aborted`, err)
   // The client's configuration, found wanting before any request: trying again cannot help.
   if (name === 'CredentialsProviderError') {
@@ -133,6 +134,12 @@ export function mapError(call: Call, err: unknown, signal: AbortSignal | undefin
   if ((err as Error | undefined)?.message === 'Region is missing') {
     return StreamSegmentError.invalidArgument(
       `${op} ${where}: no region is configured (set AWS_REGION, or give the client a region)`,
+    )
+  }
+  if (TLS_REFUSALS.has(codeOf(err) ?? '')) {
+    return StreamSegmentError.store(
+      `${what}: the server's TLS certificate was refused (${codeOf(err)}), not retried: give the client the CA that signed it (an https agent's \`ca\`), or use the server's name${message ? `: ${message}` : ''}`,
+      err,
     )
   }
   if (name === 'TimeoutError' || codeOf(err) === 'ETIMEDOUT') {
@@ -152,7 +159,6 @@ export function mapError(call: Call, err: unknown, signal: AbortSignal | undefin
     return StreamSegmentError.notFound(`${what}: not found`, err)
   }
   if (status === 416 || name === 'InvalidRange') return StreamSegmentError.range(`${what}: range not satisfiable`, err)
-  const message = (err as SdkError | undefined)?.message
   if ((status !== undefined && status >= 300 && status < 400) || /Redirect/.test(name)) {
     // S3 redirects a request sent to another region's endpoint (301 PermanentRedirect,
     // 307 TemporaryRedirect); the SDK does not follow, and neither do we: not retried.
@@ -184,14 +190,42 @@ const AUTH_ERRORS = new Set([
 ])
 
 /**
+ * Node's codes for a server certificate TLS verification refused (OpenSSL's X509_V_ERR_*,
+ * and a name the certificate does not cover): the same on every try.
+ */
+const TLS_REFUSALS = new Set([
+  'UNABLE_TO_GET_ISSUER_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'UNABLE_TO_DECRYPT_CERT_SIGNATURE',
+  'UNABLE_TO_DECODE_ISSUER_PUBLIC_KEY',
+  'CERT_SIGNATURE_FAILURE',
+  'CERT_NOT_YET_VALID',
+  'CERT_HAS_EXPIRED',
+  'ERROR_IN_CERT_NOT_BEFORE_FIELD',
+  'ERROR_IN_CERT_NOT_AFTER_FIELD',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'CERT_CHAIN_TOO_LONG',
+  'CERT_REVOKED',
+  'INVALID_CA',
+  'PATH_LENGTH_EXCEEDED',
+  'INVALID_PURPOSE',
+  'CERT_UNTRUSTED',
+  'CERT_REJECTED',
+  'HOSTNAME_MISMATCH',
+  'ERR_TLS_CERT_ALTNAME_INVALID',
+])
+
+/**
  * Whether a failed request may pass when made again: a timeout, a failure with no HTTP
  * answer (a reset or refused connection, a body cut short), throttling, a server error,
  * a body damaged on the way. Never a conflict, a missing key, a refused credential, a
- * bad request or an abort.
+ * bad request, a refused server certificate or an abort.
  */
 function retryable(mapped: StreamSegmentError, err: unknown): boolean {
   if (mapped.code === 'ERR_TIMEOUT') return true
-  if (mapped.code !== 'ERR_STORE') return false
+  if (mapped.code !== 'ERR_STORE' || TLS_REFUSALS.has(codeOf(err) ?? '')) return false
   const status = statusOf(err)
   const name = nameOf(err)
   return (

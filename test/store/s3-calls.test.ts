@@ -79,6 +79,18 @@ describe('S3 calls: retries and failure mapping', () => {
         /redirected the request to bkt\.s3\.eu-west-1/,
       ],
       [sdkError('CredentialsProviderError'), 'ERR_AUTH', /no credentials found/],
+      [
+        Object.assign(new Error('self-signed certificate'), { code: 'DEPTH_ZERO_SELF_SIGNED_CERT' }),
+        'ERR_STORE',
+        /TLS certificate was refused \(DEPTH_ZERO_SELF_SIGNED_CERT\), not retried: .*self-signed certificate/,
+      ],
+      [
+        Object.assign(new Error("Hostname/IP does not match certificate's altnames"), {
+          code: 'ERR_TLS_CERT_ALTNAME_INVALID',
+        }),
+        'ERR_STORE',
+        /TLS certificate was refused \(ERR_TLS_CERT_ALTNAME_INVALID\), not retried/,
+      ],
     ]
     for (const [err, code, re] of cases) {
       const r = await run([err, err])

@@ -419,8 +419,11 @@ describe('lean GETs against a scripted server', () => {
       }),
       bucket: 'bucket',
       prefix: 'p',
-      maxRetries: 0,
+      maxRetries: 3,
+      retryBaseMs: 1,
     })
-    await rejectsCode(untrusting.get('k'), 'ERR_STORE', /self.signed certificate/i)
+    await rejectsCode(untrusting.get('k'), 'ERR_STORE', /certificate was refused.*self.signed certificate/i)
+    await rejectsCode(untrusting.put('k', Buffer.from('x')), 'ERR_STORE', /certificate was refused/)
+    assert.equal(untrusting.retries, 0)
   })
 })
