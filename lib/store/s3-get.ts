@@ -653,8 +653,12 @@ class Connection {
     }
     if (typeof x.errorLength === 'number' && x.errorSize >= x.errorLength)
       this.finishError(x, x.errorSize > x.errorLength)
-    else if (x.errorLength === 'chunked' && dechunk(Buffer.concat(x.errorChunks)) !== undefined)
-      this.finishError(x, false)
+    else if (x.errorLength === 'chunked') {
+      const all = Buffer.concat(x.errorChunks)
+      const body = dechunk(all)
+      // Not chunked after all (what came is the body): where the answer ends is unknown.
+      if (body !== undefined) this.finishError(x, body === all)
+    }
   }
 
   /** Hands the error answer to the SDK's parser (`cut`: the body is what came, the socket goes). */
@@ -702,7 +706,9 @@ function dechunk(all: Buffer): Buffer | undefined {
     if (eol < 0) return undefined
     const size = Number.parseInt(all.toString('latin1', at, eol).split(';')[0] as string, 16)
     if (!Number.isSafeInteger(size) || size < 0) return all // not chunked after all: what came
-    if (size === 0) return Buffer.concat(out)
+    // The last chunk, then trailers up to an empty line: the answer ends there, and a socket
+    // kept before that line came would read it as the start of the next answer.
+    if (size === 0) return all.indexOf('\r\n\r\n', eol) < 0 ? undefined : Buffer.concat(out)
     if (eol + 2 + size + 2 > all.byteLength) return undefined
     out.push(all.subarray(eol + 2, eol + 2 + size))
     at = eol + 2 + size + 2

@@ -4,7 +4,7 @@
  *   ERR_NOT_FOUND, and the requests went out on the lean path's own kept sockets;
  * - against a tiny local server that answers as scripted (raw bytes on a socket): a
  *   short body, a wrong or missing Content-Length, a reset mid-body, bytes past the
- *   body, interim 1xx answers, a 304, an abort mid-body, a stall (idle timeout), 503 SlowDown then success,
+ *   body, interim 1xx answers, a 304, a chunked error answer cut before its end, an abort mid-body, a stall (idle timeout), 503 SlowDown then success,
  *   virtual-host addressing (the Host header), the bound on sockets, and HTTPS (a
  *   self-signed certificate in test/fixtures/tls, trusted through the client's agent).
  * Fails, never skips, without the S3 server (s3-env).
@@ -357,6 +357,23 @@ describe('lean GETs against a scripted server', () => {
     await rejectsCode(store.get('missing'), 'ERR_NOT_FOUND', /HTTP 404 NoSuchKey/)
     assert.equal(s.seen.length, 3)
     assert.equal(s.connections(), 1, 'error answers with a length keep the socket')
+  })
+
+  test('a chunked error answer ends at the empty line after its last chunk: its socket serves the retry', async () => {
+    const body = '<?xml version="1.0"?><Error><Code>SlowDown</Code><Message>m</Message></Error>'
+    const s = await serve((req, socket, n) => {
+      if (n === 0) {
+        socket.write(
+          `HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\nTransfer-Encoding: chunked\r\n\r\n` +
+            `${body.length.toString(16)}\r\n${body}\r\n0\r\n`,
+        )
+        setTimeout(() => socket.write('\r\n'), 30) // the end of the (empty) trailers, late
+      } else setTimeout(() => honest(req, socket), 60)
+    })
+    const store = testS3Store(s.url, { maxRetries: 1 })
+    assert.deepEqual(await store.get('k', { range: { start: 3, end: 33 } }), BODY.subarray(3, 33))
+    assert.equal(store.retries, 1)
+    assert.equal(s.connections(), 1)
   })
 
   test('at most maxSockets sockets per origin; waiting GETs are served', async () => {
