@@ -21,7 +21,9 @@
  *   in generation order.
  * - A file system failure is the library's error naming the file (ERR_STORE for a full or
  *   failing disk). A write that fails takes no sequence number and what it left is cut
- *   before the next one, so the log goes on once the disk has room again; a failed fsync
+ *   before the next one, or before the next file is started (left in a file that is not
+ *   the newest, it would cut off every newer one at the next open), so the log goes on
+ *   once the disk has room again; a failed fsync
  *   stops every later append (what reached the disk is unknown) until `reset()`. A switch
  *   to a new file that fails is done again before the next append.
  *
@@ -744,6 +746,17 @@ export class WalLog {
   async #switchNow(): Promise<void> {
     const to = this.#pending
     if (to === undefined) return
+    if (this.#torn && !to.reset) {
+      // What a failed write left would read as a torn record in a file that is no longer
+      // the newest: the open cuts it there and drops every newer file with their records.
+      try {
+        await this.#fh.truncate(this.#size)
+        await this.#fh.sync()
+      } catch (err) {
+        throw fsError(err, this.#path(), `cutting a torn record at byte ${this.#size}`)
+      }
+      this.#torn = false
+    }
     const gen = this.#generation + 1
     const fh = await createFile(this.dir, {
       generation: gen,

@@ -296,4 +296,38 @@ describe('the WAL when the file system fails', () => {
     assert.equal(again.generations[0]?.baseCno, 5)
     await again.log.close()
   })
+  it('a record torn by a full disk just before a publish starts the next file is cut from the file it leaves: the records after it are kept', async (t) => {
+    const dir = await walDir()
+    const proto = await fileHandleProto(`${dir}-probe`)
+    const { log } = await openLog(dir)
+    await log.appendWrite(0, Buffer.from('one'))
+    // The disk fills up in the middle of the next record: part of it is written.
+    const writev = proto.writev as (...args: unknown[]) => Promise<{ bytesWritten: number }>
+    let full = true
+    t.mock.method(proto, 'writev', async function (this: unknown, ...args: unknown[]) {
+      if (!full) return writev.apply(this, args)
+      const [buffers, at] = args as [Buffer[], number]
+      await writev.call(this, [Buffer.concat(buffers).subarray(0, 50)], at)
+      throw osError('ENOSPC', 'write')
+    })
+    await rejectsCode(log.appendWrite(10, Buffer.alloc(1000, 0x41)), 'ERR_STORE', /ENOSPC/)
+    full = false
+    // A publish starts the next file before any other record; the process dies before it lands.
+    await log.rotate(2)
+    await log.appendWrite(3, Buffer.from('two'))
+    await log.close()
+    t.mock.restoreAll()
+    const again = await openLog(dir)
+    assert.deepEqual(
+      again.replayed.map((r) => (r.kind === 'write' ? Buffer.from(r.data).toString() : r.kind)),
+      ['one', 'two'],
+      'the acknowledged record in the newer file is replayed',
+    )
+    assert.equal(again.dropped, undefined)
+    assert.deepEqual(
+      again.generations.map((g) => g.cutBytes),
+      [0, 0],
+    )
+    await again.log.close()
+  })
 })
