@@ -21,9 +21,9 @@
  *   log of a container removed and made again at the same place is reported (`foreign`).
  */
 import { promises as fs } from 'node:fs'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { StreamSegmentError } from '../errors.js'
-import { acquireLock, localFileError, parseJson } from '../util/local-fs.js'
+import { acquireLock, localFileError, parseJson, syncDir } from '../util/local-fs.js'
 import { describeValue } from '../util/typed-arrays.js'
 import {
   inspectWalFiles,
@@ -122,11 +122,7 @@ export async function openWal(
     if (bound !== undefined && bound !== url) {
       throw StreamSegmentError.invalidArgument(`WAL ${o.dir} belongs to the container at ${bound}, not ${url}`)
     }
-    if (bound === undefined) {
-      await fs.writeFile(binding, url).catch((err) => {
-        throw localFileError(err, binding, `WAL ${binding}`)
-      })
-    }
+    if (bound === undefined) await bind(binding, url)
     const headers = await readHeaders(o.dir)
     // Only a container that has a checkpoint is told apart: a new one's (made by create())
     // records build on no content, and a log on a checkpoint it never published is refused
@@ -190,6 +186,29 @@ export async function openWal(
   } catch (err) {
     await lock.release()
     throw err
+  }
+}
+
+/**
+ * Records the container's URL in `binding`, whole or not at all: a file cut short (a full
+ * disk, a crash while it was written) would name another container, and the folder would
+ * be refused for its own from then on.
+ */
+async function bind(binding: string, url: string): Promise<void> {
+  const staged = `${binding}.tmp`
+  try {
+    const fh = await fs.open(staged, 'w')
+    try {
+      await fh.writeFile(url)
+      await fh.sync()
+    } finally {
+      await fh.close()
+    }
+    await fs.rename(staged, binding)
+    await syncDir(dirname(binding))
+  } catch (err) {
+    await fs.rm(staged, { force: true }).catch(() => undefined)
+    throw localFileError(err, binding, `WAL ${binding}`)
   }
 }
 

@@ -330,4 +330,30 @@ describe('the WAL when the file system fails', () => {
     )
     await again.log.close()
   })
+  it('a full disk while the folder first records its container leaves the folder usable once there is room', async (t) => {
+    const store = new MemoryStore('walfail-binding')
+    const dir = await walDir()
+    const proto = await fileHandleProto(`${dir}-probe`)
+    let full = true
+    // The file is made, then the disk has no room for its bytes (whether it is written by
+    // path or through a handle).
+    const writeFile = fs.writeFile
+    t.mock.method(fs, 'writeFile', async (...args: Parameters<typeof fs.writeFile>) => {
+      if (!full) return writeFile(...args)
+      await writeFile(args[0], '')
+      throw osError('ENOSPC', 'write')
+    })
+    const handleWriteFile = proto.writeFile as (...args: unknown[]) => Promise<unknown>
+    t.mock.method(proto, 'writeFile', function (this: unknown, ...args: unknown[]) {
+      return full ? Promise.reject(osError('ENOSPC', 'write')) : handleWriteFile.apply(this, args)
+    })
+    await rejectsCode(SegmentFile.create(store, { wal: { dir } }), 'ERR_STORE', /ENOSPC/)
+    full = false
+    const f = await SegmentFile.create(store, { wal: { dir } })
+    await f.write(0, Buffer.from('x'))
+    await f.flush()
+    await f.close()
+    t.mock.restoreAll()
+    assert.equal(await published(store), 'x')
+  })
 })
