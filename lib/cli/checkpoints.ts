@@ -109,6 +109,7 @@ async function inspectWalFolder(p: Parsed, dir: string, out: Out): Promise<numbe
   }
   out.write(`${table(rows, [false, true, true, true, true, false])}\n`)
   for (const g of r.generations) if (g.cutReason !== undefined) out.write(`torn or bad tail: ${g.cutReason}\n`)
+  if (r.dropped !== undefined) out.write(`removed unread at the next open: ${r.dropped.reason}\n`)
   return 0
 }
 

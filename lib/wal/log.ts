@@ -522,16 +522,16 @@ export class WalLog {
         }
         // A file that does not take up where the previous one ended, or that follows a cut,
         // would apply on top of missing records: it and every later file are removed.
-        if (previous !== undefined && previous.cutBytes > 0) broken = `follows ${previous.path}, which was cut`
+        if (previous !== undefined && previous.cutBytes > 0) broken = `${path}: follows ${previous.path}, which was cut`
         else if (previous !== undefined && h !== undefined && h.firstSeq !== seq) {
-          broken = `starts at record ${h.firstSeq}, the previous file ended before ${seq}`
+          broken = `${path}: starts at record ${h.firstSeq}, the previous file ended before ${seq}`
         }
         if (broken !== undefined || h === undefined) {
           const rest = files.slice(i)
           let bytes = 0
           for (const f of rest) bytes += (await fs.stat(f.path)).size
           for (const f of rest) await fs.rm(f.path)
-          dropped = { paths: rest.map((f) => f.path), bytes, reason: `${path}: ${broken}` }
+          dropped = { paths: rest.map((f) => f.path), bytes, reason: broken ?? path }
           break
         }
         const header = h
@@ -862,26 +862,52 @@ export interface WalReport {
   records: number
   /** Bytes of write payload in them. */
   payloadBytes: number
+  /** Files the next open removes whole, unread (as `WalOpened.dropped`). */
+  dropped?: WalDropped
 }
 
+/** Reads the folder as `WalLog.open` would, file by file, without changing it. */
 export async function inspectWalFiles(dir: string): Promise<WalReport> {
   const generations: WalReport['generations'] = []
   let records = 0
   let payloadBytes = 0
+  let dropped: WalDropped | undefined
   const files = (await liveGenerations(dir)).live
+  let seq: number | undefined
   for (const [i, { path }] of files.entries()) {
-    const h = await readFileHeader(path)
-    const { nextSeq: _, ...g } = await scanGeneration(
+    const last = i === files.length - 1
+    let h: WalFileHeader | undefined
+    let broken: string | undefined
+    try {
+      h = await readFileHeader(path)
+    } catch (err) {
+      // A crash while the newest file was made leaves it torn in its header: the open drops it.
+      if (!(StreamSegmentError.is(err, 'ERR_CORRUPT') && last && (await tornHeader(path)))) throw err
+      broken = err.message
+    }
+    const previous = generations.at(-1)
+    if (previous !== undefined && previous.cutBytes > 0) broken = `${path}: follows ${previous.path}, which was cut`
+    else if (h !== undefined && seq !== undefined && h.firstSeq !== seq) {
+      broken = `${path}: starts at record ${h.firstSeq}, the previous file ended before ${seq}`
+    }
+    if (broken !== undefined || h === undefined) {
+      const rest = files.slice(i)
+      let bytes = 0
+      for (const f of rest) bytes += (await fs.stat(f.path)).size
+      dropped = { paths: rest.map((f) => f.path), bytes, reason: broken ?? path }
+      break
+    }
+    const { nextSeq, ...g } = await scanGeneration(
       path,
       (r) => {
         records++
         if (r.kind === 'write') payloadBytes += r.data.byteLength
       },
       false,
-      i === files.length - 1,
+      last,
     )
     generations.push({ ...g, firstSeq: h.firstSeq })
-    if (g.cutBytes > 0) break
+    seq = nextSeq
   }
-  return { dir, generations, records, payloadBytes }
+  return { dir, generations, records, payloadBytes, ...(dropped ? { dropped } : {}) }
 }

@@ -6,6 +6,7 @@ import { after, describe, it } from 'node:test'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { crc32 } from '../../lib/util/crc32.js'
 import { listGenerations, WalLog, type WalLogOptions, type WalRecord, walFileName } from '../../lib/wal/log.js'
+import { inspectWal } from '../../lib/wal/wal.js'
 import { rejectsCode } from '../helpers/assert.js'
 
 const roots: string[] = []
@@ -312,9 +313,12 @@ describe('WAL log', () => {
     await appendMix(log, 2, 5)
     await log.close()
     await fs.rm(join(dir, walFileName(2)))
+    const seen = await inspectWal(dir)
+    assert.equal(seen.records, a.length, 'the records of the file dropped are not counted')
     const r = await openLog(dir)
     assert.deepEqual(normal(r.replayed), normal(a))
     assert.match(r.dropped?.reason ?? '', /starts at record 5, the previous file ended before 3/)
+    assert.deepEqual(r.dropped, seen.dropped)
     assert.deepEqual(
       (await listGenerations(dir)).map((g) => g.generation),
       [1],
@@ -328,9 +332,14 @@ describe('WAL log', () => {
     const a = await appendMix(log, 2)
     await log.close()
     await fs.writeFile(join(dir, walFileName(2)), Buffer.from('SSWAL'))
+    // Inspected first: the folder as the open will find it, unchanged.
+    const seen = await inspectWal(dir)
+    assert.equal(seen.records, 2)
+    assert.deepEqual(seen.dropped?.paths, [join(dir, walFileName(2))])
+    assert.match(seen.dropped?.reason ?? '', /wal-0000000002\.log: 5 bytes, a log starts with 40/)
     const r = await openLog(dir)
     assert.deepEqual(normal(r.replayed), normal(a))
-    assert.match(r.dropped?.reason ?? '', /5 bytes, a log starts with 40/)
+    assert.deepEqual(r.dropped, seen.dropped)
     await r.log.appendZeroes(0, 1)
     await r.log.close()
     const again = await openLog(dir)
