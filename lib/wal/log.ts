@@ -50,7 +50,7 @@
  * `begin` and `commit` (kinds 4 and 5, an atomic group's bounds) none, offset and length 0.
  */
 import { promises as fs } from 'node:fs'
-import { join } from 'node:path'
+import { basename, join } from 'node:path'
 import debug from 'debug'
 import { StreamSegmentError } from '../errors.js'
 import { crc32 } from '../util/crc32.js'
@@ -170,11 +170,27 @@ function decodeFileHeader(b: Buffer, path: string): WalFileHeader {
   if (crc !== b.readUInt32LE(crcAt)) {
     throw StreamSegmentError.corrupt(`${path}: file header CRC ${b.readUInt32LE(crcAt)} != computed ${crc}`)
   }
+  // A header that checks but that no writer makes: read as it stands, it would name the
+  // next file made after one the log uses (replacing it, or sorting before it), or lose
+  // precision in Number() (a sequence that no longer counts, a header this build cannot
+  // write again).
+  const generation = b.readUInt32LE(12)
+  const named = FILE_RE.exec(basename(path))
+  if (named !== null && Number(named[1]) !== generation) {
+    throw StreamSegmentError.corrupt(
+      `${path}: the header is of generation ${generation}, the file's name says ${named[1]}`,
+    )
+  }
+  const field = (name: string, at: number): number => {
+    const v = b.readBigUInt64LE(at)
+    if (v > BigInt(Number.MAX_SAFE_INTEGER)) throw StreamSegmentError.corrupt(`${path}: ${name} ${v}, past 2^53`)
+    return Number(v)
+  }
   return {
-    generation: b.readUInt32LE(12),
-    baseCno: Number(b.readBigUInt64LE(16)),
-    firstSeq: Number(b.readBigUInt64LE(24)),
-    ctimeMs: version === 1 ? 0 : Number(b.readBigUInt64LE(32)),
+    generation,
+    baseCno: field('base checkpoint', 16),
+    firstSeq: field('first record', 24),
+    ctimeMs: version === 1 ? 0 : field('creation time', 32),
     bytes,
     reset: version !== 1 && (b.readUInt32LE(40) & FLAG_RESET) !== 0,
   }

@@ -158,6 +158,49 @@ describe('WAL log', () => {
     assert.ok((await fs.readFile(path)).equals(b), 'the log is kept as it was')
   })
 
+  it('a checked file header no writer makes (a generation other than its name says, a number past 2^53) fails the open; the log is kept', async () => {
+    const dir = await freshDir()
+    const { log } = await openLog(dir)
+    await appendMix(log, 2)
+    await log.close()
+    const path = join(dir, walFileName(1))
+    const whole = await fs.readFile(path)
+    const rewrite = async (field: number, value: bigint, width: 4 | 8) => {
+      const b = Buffer.from(whole)
+      if (width === 4) b.writeUInt32LE(Number(value), field)
+      else b.writeBigUInt64LE(value, field)
+      b.writeUInt32LE(crc32(b.subarray(0, 44)), 44) // made again: the header checks
+      await fs.writeFile(path, b)
+      return b
+    }
+    // The generation field says 2 in the file named 1: the next file made (2) would replace
+    // a name the log uses, or sort before a file it follows.
+    let b = await rewrite(12, 2n, 4)
+    await rejectsCode(
+      WalLog.open(dir, 7, () => {}),
+      'ERR_CORRUPT',
+      /wal-0000000001\.log: .*generation 2/,
+    )
+    assert.ok((await fs.readFile(path)).equals(b), 'the log is kept as it was')
+    for (const [name, field] of [
+      ['base checkpoint', 16],
+      ['first record', 24],
+      ['creation time', 32],
+    ] as const) {
+      b = await rewrite(field, 2n ** 64n - 1n, 8)
+      await rejectsCode(
+        WalLog.open(dir, 7, () => {}),
+        'ERR_CORRUPT',
+        new RegExp(`wal-0000000001\\.log: ${name} 18446744073709551615`),
+      )
+      assert.ok((await fs.readFile(path)).equals(b), 'the log is kept as it was')
+    }
+    await fs.writeFile(path, whole)
+    const again = await openLog(dir)
+    assert.equal(again.replayed.length, 2)
+    await again.log.close()
+  })
+
   it('a checked record the file refuses fails the open with ERR_CORRUPT naming the file and the record', async () => {
     const dir = await freshDir()
     const { log } = await openLog(dir)
