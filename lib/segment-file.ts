@@ -747,7 +747,7 @@ export class SegmentFile {
         this.wal = undefined
         if (wal !== undefined) {
           try {
-            if (discardWal) await wal.log.reset(this.core.published.cno, this.walCtimeMs)
+            if (discardWal) await wal.log.discard(this.core.published.cno, this.walCtimeMs)
           } finally {
             await wal.log.close().finally(() => wal.release())
           }

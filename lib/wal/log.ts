@@ -748,6 +748,29 @@ export class WalLog {
     await this.#queueSwitch({ reset: true, baseCno, ctimeMs })
   }
 
+  /**
+   * Voids every record logged, for a writer closing without them: `reset()`, or, when its
+   * new file cannot be made (a full disk), every file removed: the void ones, then the
+   * others newest first (what is left of them, if the process dies in between, is a start
+   * of the log, as a crash before would have left). The log is not appended to afterwards. Throws when neither can be done.
+   */
+  async discard(baseCno: number, ctimeMs = this.#ctimeMs): Promise<void> {
+    try {
+      await this.reset(baseCno, ctimeMs)
+    } catch (err) {
+      log('%s: no new log file to void the records (%s): removing the files', this.dir, (err as Error)?.message ?? err)
+      try {
+        // Void files first: once the newest file that voids them is gone they would count again.
+        const { live, void: gone } = await liveGenerations(this.dir)
+        for (const g of [...gone, ...live.reverse()]) await fs.rm(g.path, { force: true })
+        await syncDir(this.dir)
+      } catch (rmErr) {
+        log('%s: removing the log files: %s', this.dir, (rmErr as Error)?.message ?? rmErr)
+        throw err
+      }
+    }
+  }
+
   /** Sets the switch to make, once every append before it is written, and makes it. */
   async #queueSwitch(to: { reset: boolean; baseCno: number; ctimeMs: number }): Promise<void> {
     const done = this.#tail.then(() => {

@@ -4,6 +4,7 @@
  * close keeps the log for the next open to publish.
  */
 import assert from 'node:assert/strict'
+import { promises as fs } from 'node:fs'
 import { describe, it } from 'node:test'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
@@ -31,6 +32,27 @@ describe('SegmentFile.close and the WAL', () => {
       await g.close()
       assert.deepEqual((await readPublished(store)).bytes, discardWal ? pattern(0, 10_000, 1) : pattern(0, 20_000, 2))
     }
+  })
+
+  it('discardWal on a full disk (no new log file can be made) still leaves nothing to replay', async (t) => {
+    const store = new MemoryStore('close-full')
+    const dir = await walDir()
+    const f = await SegmentFile.create(store, { wal: { dir } })
+    await f.write(0, pattern(0, 10_000, 1))
+    await f.flush()
+    await f.write(0, pattern(0, 20_000, 2))
+    const open = fs.open
+    t.mock.method(fs, 'open', (...args: Parameters<typeof fs.open>) =>
+      args[1] === 'wx'
+        ? Promise.reject(Object.assign(new Error('ENOSPC: injected, open'), { code: 'ENOSPC', syscall: 'open' }))
+        : open(...args),
+    )
+    await f.close({ discardWal: true })
+    t.mock.restoreAll()
+    const g = await SegmentFile.open(store, { wal: { dir } })
+    assert.equal(g.walReplay?.records, 0)
+    await g.close()
+    assert.deepEqual((await readPublished(store)).bytes, pattern(0, 10_000, 1))
   })
 
   it('bad options are refused and the handle stays open', async () => {
