@@ -415,17 +415,27 @@ export async function readFileHeader(path: string): Promise<WalFileHeader> {
   }
 }
 
-/** The generations in `dir`, oldest first. */
+/**
+ * The generations in `dir`, oldest first. Anything but a regular file under a log file's
+ * name is ERR_CORRUPT naming it: opened, a FIFO would wait for a writer, in a thread no
+ * signal reaches (the process could not even exit).
+ */
 export async function listGenerations(dir: string): Promise<{ generation: number; path: string }[]> {
-  const names = await fs.readdir(dir).catch((err: NodeJS.ErrnoException) => {
-    if (err.code === 'ENOENT') return [] as string[]
+  const entries = await fs.readdir(dir, { withFileTypes: true }).catch((err: NodeJS.ErrnoException) => {
+    if (err.code === 'ENOENT') return []
     throw fsError(err, dir, 'reading the folder')
   })
-  return names
-    .map((n) => FILE_RE.exec(n))
-    .filter((m): m is RegExpExecArray => m !== null)
-    .map((m) => ({ generation: Number(m[1]), path: join(dir, m[0]) }))
-    .sort((a, b) => a.generation - b.generation)
+  const out: { generation: number; path: string }[] = []
+  for (const e of entries) {
+    const m = FILE_RE.exec(e.name)
+    if (m === null) continue
+    const path = join(dir, e.name)
+    // A link, or a file system that does not give the type: what it leads to.
+    const regular = e.isFile() || (!e.isDirectory() && (await fs.stat(path).catch(() => undefined))?.isFile() === true)
+    if (!regular) throw StreamSegmentError.corrupt(`${path}: not a regular file, as a log file is`)
+    out.push({ generation: Number(m[1]), path })
+  }
+  return out.sort((a, b) => a.generation - b.generation)
 }
 
 /**

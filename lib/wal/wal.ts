@@ -23,7 +23,7 @@
 import { promises as fs } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { StreamSegmentError } from '../errors.js'
-import { acquireLock, localFileError, parseJson, syncDir } from '../util/local-fs.js'
+import { acquireLock, localFileError, openProbe, parseJson, readRegularText, syncDir } from '../util/local-fs.js'
 import { describeValue } from '../util/typed-arrays.js'
 import {
   inspectWalFiles,
@@ -118,7 +118,7 @@ export async function openWal(
   })
   try {
     const binding = join(o.dir, BINDING)
-    const bound = await fs.readFile(binding, 'utf8').catch(() => undefined)
+    const bound = await readBinding(binding)
     if (bound !== undefined && bound !== url) {
       throw StreamSegmentError.invalidArgument(`WAL ${o.dir} belongs to the container at ${bound}, not ${url}`)
     }
@@ -190,6 +190,28 @@ export async function openWal(
 }
 
 /**
+ * The URL `binding` records; undefined when there is nothing there (or a folder: refused
+ * when it is written). Anything else but a regular file is refused unread: opened, a FIFO
+ * would wait for a writer, in a thread no signal reaches.
+ */
+async function readBinding(binding: string): Promise<string | undefined> {
+  const fh = await openProbe(binding).catch((err) => {
+    throw localFileError(err, binding, `WAL ${binding}`)
+  })
+  if (fh === undefined) return undefined
+  try {
+    if (!(await fh.stat()).isFile()) {
+      throw StreamSegmentError.invalidArgument(
+        `WAL ${binding}: not a regular file, as the folder's record of its container is`,
+      )
+    }
+    return await fh.readFile('utf8')
+  } finally {
+    await fh.close().catch(() => undefined)
+  }
+}
+
+/**
  * Records the container's URL in `binding`, whole or not at all: a file cut short (a full
  * disk, a crash while it was written) would name another container, and the folder would
  * be refused for its own from then on.
@@ -226,7 +248,7 @@ export async function inspectWal(
   }
   const st = await fs.stat(dir).catch(() => undefined)
   if (!st?.isDirectory()) throw StreamSegmentError.notFound(`${dir}: no WAL folder here`)
-  const container = await fs.readFile(join(dir, BINDING), 'utf8').catch(() => undefined)
+  const container = await readRegularText(join(dir, BINDING)).catch(() => undefined)
   const owner = (await fs.readdir(join(dir, LOCK)).catch(() => [] as string[])).find((n) => n.startsWith('owner-'))
   let lockedBy: { pid: number; host: string } | undefined
   if (owner !== undefined) {

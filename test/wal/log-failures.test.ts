@@ -4,14 +4,17 @@
  * folder this process may not write, a damaged file header.
  */
 import assert from 'node:assert/strict'
-import { promises as fs } from 'node:fs'
+import { execFileSync } from 'node:child_process'
+import { promises as fs, constants as fsConstants } from 'node:fs'
 import { syncBuiltinESMExports } from 'node:module'
 import { sep } from 'node:path'
 import { describe, it } from 'node:test'
+import { StreamSegmentError } from '../../lib/errors.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import { listGenerations, WalLog, type WalRecord, walFileName } from '../../lib/wal/log.js'
 import { rejectsCode } from '../helpers/assert.js'
+import { within } from '../helpers/containers.js'
 import { contents, walDirs } from '../helpers/wal-dirs.js'
 
 const walDir = walDirs('ss-walfail-')
@@ -355,5 +358,36 @@ describe('the WAL when the file system fails', () => {
     await f.close()
     t.mock.restoreAll()
     assert.equal(await published(store), 'x')
+  })
+
+  it('a FIFO where the folder keeps its container or a log file fails the open at once, naming it', async () => {
+    const store = new MemoryStore('walfail-fifo')
+    for (const name of ['container', walFileName(1)]) {
+      const dir = await walDir()
+      await fs.mkdir(dir, { recursive: true })
+      const fifo = `${dir}${sep}${name}`
+      execFileSync('mkfifo', [fifo])
+      const opening = SegmentFile.create(store, { wal: { dir } })
+      try {
+        const err = await within(
+          opening.then(
+            () => undefined,
+            (e: unknown) => e,
+          ),
+          2_000,
+          `open with ${name}`,
+        )
+        assert.ok(StreamSegmentError.is(err), `${name}: ${String(err)}`)
+        assert.match(err.message, new RegExp(`${name.replace('.', '\\.')}: not a regular file`))
+      } finally {
+        // A reader stuck in its open (the bug) is let go by a writer, or the process could not exit.
+        const w = await fs.open(fifo, fsConstants.O_WRONLY | fsConstants.O_NONBLOCK).catch(() => undefined)
+        await w?.close()
+        await opening.then(
+          (f) => f.close(),
+          () => {},
+        )
+      }
+    }
   })
 })
