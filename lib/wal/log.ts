@@ -523,60 +523,29 @@ export class WalLog {
     let at = dir
     try {
       await fs.mkdir(dir, { recursive: true })
-      const generations: WalGeneration[] = []
-      let dropped: WalDropped | undefined
       const { live: files, void: gone } = await liveGenerations(dir)
       for (const f of gone) {
         at = f.path
         await fs.rm(f.path, { force: true })
       }
-      let seq = 1
-      let lastHeader: WalFileHeader | undefined
-      for (const [i, { path }] of files.entries()) {
+      const { generations, dropped, nextSeq: seq } = await followGenerations(files, apply, true)
+      // What does not follow on goes: replayed later, it would apply on top of missing records.
+      for (const path of dropped?.paths ?? []) {
         at = path
-        const previous = generations.at(-1)
-        let h: WalFileHeader | undefined
-        let broken: string | undefined
-        try {
-          h = await readFileHeader(path)
-        } catch (err) {
-          // The newest file may be torn inside its header (a crash while it was being made).
-          if (!(StreamSegmentError.is(err, 'ERR_CORRUPT') && i === files.length - 1 && (await tornHeader(path)))) {
-            throw err
-          }
-          broken = err.message
-        }
-        // A file that does not take up where the previous one ended, or that follows a cut,
-        // would apply on top of missing records: it and every later file are removed.
-        if (previous !== undefined && previous.cutBytes > 0) broken = `${path}: follows ${previous.path}, which was cut`
-        else if (previous !== undefined && h !== undefined && h.firstSeq !== seq) {
-          broken = `${path}: starts at record ${h.firstSeq}, the previous file ended before ${seq}`
-        }
-        if (broken !== undefined || h === undefined) {
-          const rest = files.slice(i)
-          let bytes = 0
-          for (const f of rest) bytes += (await fs.stat(f.path)).size
-          for (const f of rest) await fs.rm(f.path)
-          dropped = { paths: rest.map((f) => f.path), bytes, reason: broken ?? path }
-          break
-        }
-        const header = h
-        const { nextSeq, ...g } = await scanGeneration(path, (r) => apply(r, header), true, i === files.length - 1)
-        generations.push(g)
-        lastHeader = header
-        seq = nextSeq
+        await fs.rm(path)
       }
       const last = generations.at(-1)
-      if (last === undefined || lastHeader === undefined) {
+      const replayed = generations.map(({ header: _, ...g }) => g)
+      if (last === undefined) {
         const gen = (files.at(-1)?.generation ?? 0) + 1
         const log = await WalLog.#create(dir, gen, baseCno, seq, options)
-        return { log, generations, ...(dropped ? { dropped } : {}) }
+        return { log, generations: replayed, ...(dropped ? { dropped } : {}) }
       }
       at = last.path
       const fh = await fs.open(last.path, 'r+')
-      const size = lastHeader.bytes + last.bytes
-      const log = new WalLog(dir, fh, lastHeader, size, seq, options)
-      return { log, generations, ...(dropped ? { dropped } : {}) }
+      const size = last.header.bytes + last.bytes
+      const log = new WalLog(dir, fh, last.header, size, seq, options)
+      return { log, generations: replayed, ...(dropped ? { dropped } : {}) }
     } catch (err) {
       throw fsError(err, at, 'opening the log')
     }
@@ -917,46 +886,73 @@ export interface WalReport {
 
 /** Reads the folder as `WalLog.open` would, file by file, without changing it. */
 export async function inspectWalFiles(dir: string): Promise<WalReport> {
-  const generations: WalReport['generations'] = []
   let records = 0
   let payloadBytes = 0
-  let dropped: WalDropped | undefined
   const files = (await liveGenerations(dir)).live
-  let seq: number | undefined
+  const { generations, dropped } = await followGenerations(
+    files,
+    (r) => {
+      records++
+      if (r.kind === 'write') payloadBytes += r.data.byteLength
+    },
+    false,
+  )
+  return {
+    dir,
+    generations: generations.map(({ header, ...g }) => ({ ...g, firstSeq: header.firstSeq })),
+    records,
+    payloadBytes,
+    ...(dropped ? { dropped } : {}),
+  }
+}
+
+/**
+ * The live files, oldest first, as far as they follow on: each one's header read (the
+ * newest may be torn inside it, a crash while it was made) and its records scanned through
+ * `apply` (`repair`: a torn tail cut, as the open does). A file that does not take up where
+ * the previous one ended, or that follows a cut, would apply on top of missing records: it
+ * and every later file are `dropped`, unread (the caller removes them or says so).
+ */
+async function followGenerations(
+  files: ReadonlyArray<{ path: string }>,
+  apply: (r: WalRecord, h: WalFileHeader) => void | Promise<void>,
+  repair: boolean,
+): Promise<{
+  generations: Array<WalGeneration & { header: WalFileHeader }>
+  dropped?: WalDropped
+  nextSeq: number
+}> {
+  const generations: Array<WalGeneration & { header: WalFileHeader }> = []
+  let seq = 1
   for (const [i, { path }] of files.entries()) {
     const last = i === files.length - 1
+    const previous = generations.at(-1)
     let h: WalFileHeader | undefined
     let broken: string | undefined
     try {
       h = await readFileHeader(path)
     } catch (err) {
-      // A crash while the newest file was made leaves it torn in its header: the open drops it.
-      if (!(StreamSegmentError.is(err, 'ERR_CORRUPT') && last && (await tornHeader(path)))) throw err
+      if (!(StreamSegmentError.is(err, 'ERR_CORRUPT') && last && (await tornHeader(path)))) {
+        throw fsError(err, path, 'reading its header')
+      }
       broken = err.message
     }
-    const previous = generations.at(-1)
     if (previous !== undefined && previous.cutBytes > 0) broken = `${path}: follows ${previous.path}, which was cut`
-    else if (h !== undefined && seq !== undefined && h.firstSeq !== seq) {
+    else if (previous !== undefined && h !== undefined && h.firstSeq !== seq) {
       broken = `${path}: starts at record ${h.firstSeq}, the previous file ended before ${seq}`
     }
     if (broken !== undefined || h === undefined) {
       const rest = files.slice(i)
       let bytes = 0
       for (const f of rest) bytes += (await fs.stat(f.path)).size
-      dropped = { paths: rest.map((f) => f.path), bytes, reason: broken ?? path }
-      break
+      return { generations, dropped: { paths: rest.map((f) => f.path), bytes, reason: broken ?? path }, nextSeq: seq }
     }
-    const { nextSeq, ...g } = await scanGeneration(
-      path,
-      (r) => {
-        records++
-        if (r.kind === 'write') payloadBytes += r.data.byteLength
-      },
-      false,
-      last,
-    )
-    generations.push({ ...g, firstSeq: h.firstSeq })
+    const header = h
+    const { nextSeq, ...g } = await scanGeneration(path, (r) => apply(r, header), repair, last).catch((err) => {
+      throw fsError(err, path, repair ? 'replaying it' : 'reading it')
+    })
+    generations.push({ ...g, header })
     seq = nextSeq
   }
-  return { dir, generations, records, payloadBytes, ...(dropped ? { dropped } : {}) }
+  return { generations, nextSeq: seq }
 }
