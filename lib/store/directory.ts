@@ -32,7 +32,7 @@
  *   overwritten by that put's rename although it landed after the check. The library
  *   never mixes the two on one key: the inode alone is compare-and-swapped, always so.
  * - Failures of the file system are ERR_STORE naming the cause (`no space left on the
- *   device (ENOSPC)`) and the key; a key no file name can hold (ENAMETOOLONG) is
+ *   device (ENOSPC)`), the key and the file the failed call was on; a key no file name can hold (ENAMETOOLONG) is
  *   ERR_INVALID_ARGUMENT (`fsError`).
  * - Keys map to paths segment by segment; bytes other than [A-Za-z0-9_.-] and a
  *   leading dot are %-escaped, and a key segment that has children becomes a
@@ -800,7 +800,7 @@ export class DirectoryStore implements ObjectStore {
 
 /**
  * The error to throw for a file system failure of the store at `url` while doing `what`,
- * naming the cause (`no space left on the device (ENOSPC)`): ERR_NOT_FOUND for a missing
+ * naming the cause (`no space left on the device (ENOSPC)`) and the file (`failedCall`): ERR_NOT_FOUND for a missing
  * file when `missingIsNotFound` (a get); ERR_AUTH for a permission refused (EACCES,
  * EPERM); ERR_INVALID_ARGUMENT for a store path through a file (ENOTDIR) and for a path
  * no file can have (ENAMETOOLONG: a key segment over 255 bytes escaped, or the whole path
@@ -815,7 +815,8 @@ export function fsError(url: string, err: unknown, what: string, missingIsNotFou
     return StreamSegmentError.notFound(`${url}: ${what}: no such key`, err)
   }
   const known = code === undefined ? undefined : ERRNO_TEXT[code]
-  const why = known !== undefined ? `${known} (${code})` : err instanceof Error ? err.message : String(err)
+  const why =
+    known !== undefined ? `${known} (${code})${failedCall(err)}` : err instanceof Error ? err.message : String(err)
   const message = `${url}: ${what.trimEnd()} failed: ${why}`
   if (code === 'EACCES' || code === 'EPERM') return StreamSegmentError.auth(message, err)
   if (code === 'ENOTDIR' || code === 'ENAMETOOLONG' || code === 'ERR_INVALID_ARG_VALUE') {
@@ -967,6 +968,18 @@ async function unlinkWithSidecar(root: string, path: string): Promise<void> {
   } finally {
     await fh.close().catch(() => {})
   }
+}
+
+/**
+ * `: open /store/.ss-tmp/x`, the call that failed and the file it failed on, when the error
+ * names them: the key alone does not say which of the store's files (its own folders
+ * included: one made by another user, a stray file in their place) is at fault. Node's own
+ * message says it too, but is replaced by ERRNO_TEXT's.
+ */
+function failedCall(err: unknown): string {
+  const { syscall, path, dest } = err as { syscall?: unknown; path?: unknown; dest?: unknown }
+  if (typeof path !== 'string') return ''
+  return `: ${typeof syscall === 'string' ? `${syscall} ` : ''}${path}${typeof dest === 'string' ? ` -> ${dest}` : ''}`
 }
 
 /** What the file system's failures mean, for messages. */

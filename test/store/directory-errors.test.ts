@@ -4,7 +4,7 @@
  * when tried again); a full or read-only disk stays ERR_STORE (directory-enospc.test.ts).
  */
 import assert from 'node:assert/strict'
-import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises'
+import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
@@ -44,6 +44,29 @@ describe('directory store: file system failures', () => {
       code: 'ERR_INVALID_ARG_VALUE',
     })
     assert.equal(fsError('/s', nul, 'put k').code, 'ERR_INVALID_ARGUMENT')
+  })
+
+  it('names the file the failed call was on: the key alone does not say which of the store files is at fault', async () => {
+    const root = join(dir, 'stray')
+    await mkdir(root)
+    // A file where the store keeps its temporary files (a person's, or another program's).
+    await writeFile(join(root, '.ss-tmp'), 'x')
+    const store = new DirectoryStore(root)
+    await assert.rejects(store.put('inode', Buffer.from('x')), (err) => {
+      assert.ok(StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT'), String(err))
+      assert.ok(err.message.includes(`(ENOTDIR): open ${join(root, '.ss-tmp')}/`), err.message)
+      return true
+    })
+    const renamed = Object.assign(new Error('EACCES: permission denied'), {
+      code: 'EACCES',
+      syscall: 'rename',
+      path: '/s/.ss-tmp/t',
+      dest: '/s/k',
+    })
+    assert.equal(
+      fsError('/s', renamed, 'put k').message,
+      '/s: put k failed: permission denied (EACCES): rename /s/.ss-tmp/t -> /s/k',
+    )
   })
 
   it('a key whose file name is too long is ERR_INVALID_ARGUMENT, not ERR_STORE (trying again cannot help)', async () => {
