@@ -861,7 +861,8 @@ const SIDECAR_MARGIN_MS = 60_000
  * Sweeps the store at `root` of what crashed writers left: temporary files in `.ss-tmp`
  * (with their sidecars) and lock staging folders whose writer is gone or that are
  * LEFTOVER_STALE_MS old; locks whose holder is gone (by the rules a waiter breaks them
- * by); upload folders without their `upload.json` (a crash while one was created) that old.
+ * by); upload folders without a readable `upload.json` (a crash while one was created, a
+ * power loss that left it empty) that old.
  * With `full`, also the sidecars in `.ss-meta` that no file in the store holds (left by a
  * crash between replacing or deleting an object and removing its sidecar): that walks
  * every file of the store. Each leftover's failure is logged and passed over.
@@ -889,7 +890,10 @@ async function sweep(root: string, full: boolean): Promise<void> {
   await each(join(root, UPLOADS), async (path) => {
     const st = await fs.lstat(path)
     if (!st.isDirectory() || !old(st)) return
-    if ((await fs.stat(join(path, 'upload.json')).catch(() => undefined)) === undefined) {
+    // A record that names no key is as good as none (upload.json is not fsynced: a power
+    // loss can leave it empty): no call can reach that upload, nor list it to abort it.
+    const text = await readRegularText(join(path, 'upload.json'))
+    if (typeof (text === undefined ? undefined : parseJson<{ key?: unknown }>(text)?.key) !== 'string') {
       await fs.rm(path, { recursive: true, force: true })
     }
   })

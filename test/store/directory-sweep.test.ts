@@ -173,6 +173,37 @@ describe('directory store: sweeping what crashed writers left', () => {
     )
   })
 
+  it('an upload folder whose upload.json names no key (a power loss left it empty) goes once an hour old', async () => {
+    const root = join(dir, 'torn-upload')
+    const store = new DirectoryStore(root)
+    const live = await store.createMultipart('live')
+    await store.uploadPart('live', live, 1, Buffer.from('kept'))
+    const torn: string[] = []
+    for (const record of ['', '{"key":', 'null', '{"metadata":{}}']) {
+      const id = await store.createMultipart('torn')
+      await store.uploadPart('torn', id, 1, randomBytes(1000))
+      await fs.writeFile(join(root, '.ss-multipart', id, 'upload.json'), record)
+      torn.push(join(root, '.ss-multipart', id))
+    }
+    const young = torn.pop() as string
+    for (const p of [...torn, join(root, '.ss-multipart', live)]) await fs.utimes(p, TWO_HOURS_AGO(), TWO_HOURS_AGO())
+    // No call reaches them: they are not listed, so gc and rm cannot abort them.
+    assert.deepEqual(
+      (await collect(store.listMultipart())).map((u) => u.uploadId),
+      [live],
+    )
+
+    await sweepStoreLeftovers(store)
+
+    for (const p of torn) assert.equal(await exists(p), false, `${p} was left`)
+    assert.equal(await exists(young), true, 'an upload folder younger than an hour was taken')
+    assert.deepEqual(
+      (await store.listParts('live', live)).map((p) => p.size),
+      [4],
+      'an open upload was taken',
+    )
+  })
+
   it("a store's first write sweeps in the background; a read does not", async () => {
     const root = join(dir, 'background')
     await fs.mkdir(join(root, '.ss-tmp'), { recursive: true })
