@@ -342,7 +342,7 @@ export class DirectoryStore implements ObjectStore {
       // Parts need no fsync of their own: the completed object is written anew and synced.
       return await this.placePart(dir, partNumber, (fh) => writeFully(fh, bodyChunks(body)))
     } catch (err) {
-      throw this.mapError(err, `upload part ${partNumber} of ${key}`)
+      throw this.mapError(await this.uploadGone(err, key, uploadId), `upload part ${partNumber} of ${key}`)
     }
   }
 
@@ -410,7 +410,7 @@ export class DirectoryStore implements ObjectStore {
         await src.close().catch(() => {})
       }
     } catch (err) {
-      throw this.mapError(err, `upload part copy ${partNumber} of ${key}`)
+      throw this.mapError(await this.uploadGone(err, key, uploadId), `upload part copy ${partNumber} of ${key}`)
     }
   }
 
@@ -461,7 +461,7 @@ export class DirectoryStore implements ObjectStore {
         },
       )
     } catch (err) {
-      throw this.mapError(err, `complete multipart ${key}`)
+      throw this.mapError(await this.uploadGone(err, key, uploadId), `complete multipart ${key}`)
     }
   }
 
@@ -730,6 +730,18 @@ export class DirectoryStore implements ObjectStore {
         : parseJson<{ key: string; metadata: Record<string, string>; claimed: boolean; uneven?: boolean }>(text)
     if (upload?.key !== key) throw StreamSegmentError.notFound(`${this.url}/${key}: no multipart upload ${uploadId}`)
     return { dir, metadata: upload.metadata, claimed: upload.claimed, uneven: upload.uneven === true }
+  }
+
+  /**
+   * ERR_NOT_FOUND, as for an unknown upload, when `err` is a file missing because the
+   * upload's folder went meanwhile (aborted, or completed, while a part was written or the
+   * parts joined); else `err`. Trying again cannot help, which ERR_STORE would say.
+   */
+  private async uploadGone(err: unknown, key: string, uploadId: string): Promise<unknown> {
+    if (!isMissing(err)) return err
+    const dir = join(this.root, UPLOADS, uploadId)
+    if ((await fs.stat(join(dir, 'upload.json')).catch(() => undefined)) !== undefined) return err
+    return StreamSegmentError.notFound(`${this.url}/${key}: no multipart upload ${uploadId} (gone meanwhile)`, err)
   }
 
   /** Takes `key`'s lock (see `acquireLock`). */

@@ -1,0 +1,90 @@
+/**
+ * A multipart upload of the directory store aborted while a part is written, or while its
+ * parts are joined: the call fails with ERR_NOT_FOUND, as one made after the abort does
+ * (S3's NoSuchUpload), not with ERR_STORE, which says trying again may help.
+ *
+ * The abort is sent once the part's temporary file has begun to fill (polled), and the run
+ * counts only when the file held less than half the part then; a run where the write won
+ * the race is tried again.
+ */
+import assert from 'node:assert/strict'
+import * as fs from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, before, describe, it } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { StreamSegmentError } from '../../lib/errors.js'
+import { DirectoryStore } from '../../lib/store/directory.js'
+
+const PART = 128 * 1024 * 1024
+const TRIES = 5
+
+/** Once a temporary file in the store has begun to fill: whether it still held fewer than `bytes` then. */
+async function whenFilling(root: string, bytes: number): Promise<boolean> {
+  for (;;) {
+    for (const name of await fs.readdir(join(root, '.ss-tmp'))) {
+      const st = await fs.stat(join(root, '.ss-tmp', name)).catch(() => undefined)
+      if (st?.isFile() && st.size > 0) return st.size < bytes
+    }
+    await sleep(0)
+  }
+}
+
+describe('directory store: an upload aborted while it is written', () => {
+  let dir = ''
+  const body = Buffer.alloc(PART, 7)
+  before(async () => {
+    dir = await fs.mkdtemp(join(tmpdir(), 'ss-dir-multipart-'))
+  })
+  after(async () => {
+    await fs.rm(dir, { recursive: true, force: true })
+  })
+
+  it('a part being written when its upload is aborted: ERR_NOT_FOUND, and nothing left', async () => {
+    let raced = 0
+    for (let run = 0; run < TRIES && raced === 0; run++) {
+      const root = join(dir, `part-${run}`)
+      const store = new DirectoryStore(root)
+      const id = await store.createMultipart('k')
+      const part = store.uploadPart('k', id, 1, body).then(
+        () => undefined,
+        (err: unknown) => err,
+      )
+      const short = await whenFilling(root, PART / 2)
+      await store.abortMultipart('k', id)
+      const err = await part
+      if (!short) continue
+      raced++
+      assert.ok(StreamSegmentError.is(err, 'ERR_NOT_FOUND'), String(err))
+      assert.deepEqual(await fs.readdir(join(root, '.ss-multipart')), [])
+      assert.deepEqual(await fs.readdir(join(root, '.ss-tmp')), [])
+    }
+    assert.ok(raced > 0, `the part was written before the abort in all ${TRIES} runs`)
+  })
+
+  it('a completion joining the parts when its upload is aborted: ERR_NOT_FOUND, and the key not written', async () => {
+    let raced = 0
+    for (let run = 0; run < TRIES && raced === 0; run++) {
+      const root = join(dir, `complete-${run}`)
+      const store = new DirectoryStore(root)
+      const id = await store.createMultipart('k')
+      const parts = []
+      for (const partNumber of [1, 2])
+        parts.push({ partNumber, ...(await store.uploadPart('k', id, partNumber, body)) })
+      const done = store.completeMultipart('k', id, parts).then(
+        () => undefined,
+        (err: unknown) => err,
+      )
+      // Still in the first part: the second is opened once the abort has taken it.
+      const short = await whenFilling(root, PART / 2)
+      await store.abortMultipart('k', id)
+      const err = await done
+      if (!short) continue
+      raced++
+      assert.ok(StreamSegmentError.is(err, 'ERR_NOT_FOUND'), String(err))
+      assert.equal(await store.head('k'), undefined)
+      assert.deepEqual(await fs.readdir(join(root, '.ss-tmp')), [])
+    }
+    assert.ok(raced > 0, `the parts were joined before the abort in all ${TRIES} runs`)
+  })
+})
