@@ -324,7 +324,36 @@ export class DirectoryStore implements ObjectStore {
       }
       return uploadId
     } catch (err) {
+      const claim = metadata[WRITE_ID_METADATA]
+      if (options?.ifNoneMatch === '*' && claim !== undefined) await this.releasePlaceholder(key, claim)
       throw this.mapError(err, `create multipart ${key}`)
+    }
+  }
+
+  /**
+   * Un-claims a key whose upload failed to start (as S3Store does): left, its placeholder
+   * would hold the key, and a retry of the claim would fail with ERR_CONFLICT. Removed
+   * under the key's lock, only while it is still our empty placeholder (on a full disk, the
+   * likeliest cause, without the lock, as `delete` does); best effort (what is left, gc
+   * removes).
+   */
+  private async releasePlaceholder(key: string, claim: string): Promise<void> {
+    try {
+      const lock = await this.lockKey(key).catch((err) => {
+        if (!isCode(err, 'ENOSPC') && !isCode(err, 'EDQUOT')) throw err
+        return undefined
+      })
+      try {
+        const path = this.pathOf(key)
+        const current = await this.info(path)
+        if (current?.st.size === 0 && current.metadata[WRITE_ID_METADATA] === claim) {
+          await unlinkWithSidecar(this.root, path)
+        }
+      } finally {
+        await lock?.release()
+      }
+    } catch (err) {
+      log('%s: releasing the placeholder of %s: %s', this.url, key, (err as Error).message)
     }
   }
 

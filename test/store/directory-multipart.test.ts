@@ -1,7 +1,10 @@
 /**
- * A multipart upload of the directory store aborted while a part is written, or while its
- * parts are joined: the call fails with ERR_NOT_FOUND, as one made after the abort does
- * (S3's NoSuchUpload), not with ERR_STORE, which says trying again may help.
+ * Multipart uploads of the directory store that fail partway. A claimed upload that cannot
+ * be created gives its key back (as S3Store does): a retry of the claim is not ERR_CONFLICT.
+ *
+ * An upload aborted while a part is written, or while its parts are joined: the call
+ * fails with ERR_NOT_FOUND, as one made after the abort does (S3's NoSuchUpload), not
+ * with ERR_STORE, which says trying again may help.
  *
  * The abort is sent once the part's temporary file has begun to fill (polled), and the run
  * counts only when the file held less than half the part then; a run where the write won
@@ -30,7 +33,7 @@ async function whenFilling(root: string, bytes: number): Promise<boolean> {
   }
 }
 
-describe('directory store: an upload aborted while it is written', () => {
+describe('directory store: multipart uploads that fail partway', () => {
   let dir = ''
   const body = Buffer.alloc(PART, 7)
   before(async () => {
@@ -38,6 +41,26 @@ describe('directory store: an upload aborted while it is written', () => {
   })
   after(async () => {
     await fs.rm(dir, { recursive: true, force: true })
+  })
+
+  it('a claimed upload that cannot be created un-claims its key: the claim made again succeeds', async () => {
+    const root = join(dir, 'claim')
+    const store = new DirectoryStore(root)
+    await store.put('other', Buffer.from('x'))
+    // A stray file where the store keeps its uploads: the upload's folder cannot be made.
+    await fs.rm(join(root, '.ss-multipart'), { recursive: true })
+    await fs.writeFile(join(root, '.ss-multipart'), '')
+    await assert.rejects(store.createMultipart('k', { ifNoneMatch: '*' }), (err) =>
+      StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT'),
+    )
+    assert.equal(await store.head('k'), undefined, 'the claim was left in place')
+    assert.deepEqual(await fs.readdir(join(root, '.ss-lock')), [])
+    await fs.rm(join(root, '.ss-multipart'))
+    await fs.mkdir(join(root, '.ss-multipart'))
+    const id = await store.createMultipart('k', { ifNoneMatch: '*' })
+    const p1 = await store.uploadPart('k', id, 1, Buffer.from('bytes'))
+    await store.completeMultipart('k', id, [{ partNumber: 1, ...p1 }])
+    assert.equal(Buffer.from(await store.get('k')).toString(), 'bytes')
   })
 
   it('a part being written when its upload is aborted: ERR_NOT_FOUND, and nothing left', async () => {
