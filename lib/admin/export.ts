@@ -637,8 +637,8 @@ export function temporaryBeside(path: string, what: string): string {
 
 /**
  * Writes the file to a temporary file beside the target (holes left sparse), with the
- * permission bits of the file it replaces, syncs it and renames it into place; on failure
- * the temporary file is removed.
+ * permission bits of the file it replaces, syncs it and renames it into place; on the
+ * first failure no chunk not yet started is read, and the temporary file is removed.
  */
 async function exportToFile(
   store: ObjectStore,
@@ -659,6 +659,7 @@ async function exportToFile(
     await fh.truncate(size)
     const limiter = new Limiter(4)
     const steps: Promise<void>[] = []
+    let failed: { err: unknown } | undefined
     for (const x of extents) {
       const key = x.key
       if (key === undefined) continue
@@ -667,19 +668,24 @@ async function exportToFile(
         const from = x.at + (s - x.start)
         steps.push(
           limiter.run(async () => {
-            // As the store's GET gives them (64 KiB buffers on S3 and the directory store).
-            const pieces = await readExactChunks(store, key, from, from + (e - s), signal)
-            await writeFully(fh, pieces, s)
-            givePieces(pieces) // written: the store's pieces can be read into again
-            written += e - s
-            options.onProgress?.({ totalBytes: size, copiedBytes: 0, sentBytes: written })
+            // The file is lost with the first failure: the chunks after it are not read.
+            if (failed !== undefined) return
+            try {
+              // As the store's GET gives them (64 KiB buffers on S3 and the directory store).
+              const pieces = await readExactChunks(store, key, from, from + (e - s), signal)
+              await writeFully(fh, pieces, s)
+              givePieces(pieces) // written: the store's pieces can be read into again
+              written += e - s
+              options.onProgress?.({ totalBytes: size, copiedBytes: 0, sentBytes: written })
+            } catch (err) {
+              failed ??= { err }
+            }
           }),
         )
       }
     }
-    const settled = await Promise.allSettled(steps)
-    const failed = settled.find((r) => r.status === 'rejected')
-    if (failed !== undefined) throw (failed as PromiseRejectedResult).reason
+    await Promise.all(steps)
+    if (failed !== undefined) throw failed.err
     await fh.sync()
     await fh.close()
     await fs.rename(tmp, path)

@@ -249,6 +249,46 @@ describe('export: memory and directory stores', () => {
     assert.deepEqual(readdirSync(root).sort(), ['container', 'out.bin'], 'only the file: no temporary file left')
   })
 
+  it('to a local file, a source object gone mid-way: the export stops there, not after reading all the rest', async () => {
+    /** Counts GETs, and which one failed first. */
+    class Counting extends MemoryStore {
+      gets = 0
+      failedAt = -1
+      override async get(key: string, options?: Parameters<MemoryStore['get']>[1]): Promise<Uint8Array> {
+        const n = ++this.gets
+        try {
+          return await super.get(key, options)
+        } catch (err) {
+          if (this.failedAt < 0) this.failedAt = n
+          throw err
+        }
+      }
+    }
+    const store = new Counting()
+    const f = await SegmentFile.create(store, smallSettings)
+    await f.write(0, pattern(0, 4 * MiB, 10)) // 64 objects of 64 KiB: an extent each
+    await f.flush()
+    await f.close()
+    const root = mkdtempSync(join(tmpdir(), 'ss-export-'))
+    const out = join(root, 'out.bin')
+    let deleted = false
+    await rejectsCode(
+      exportObject(store, out, {
+        onProgress: () => {
+          // gc, as it were: an object a few chunks on goes once the first chunk is written.
+          if (!deleted) void store.delete(['0000000001.8'])
+          deleted = true
+        },
+      }),
+      'ERR_NOT_FOUND',
+      /0000000001\.8/,
+    )
+    assert.ok(store.failedAt > 0)
+    // Those in flight when it failed finish; no chunk is read after it (60 are left).
+    assert.ok(store.gets - store.failedAt <= 3, `${store.gets - store.failedAt} GETs after the failure`)
+    assert.deepEqual(readdirSync(root), [], 'no file, no temporary file')
+  })
+
   it('a source object gone mid-way fails the export clearly and leaves no object, no open upload', async () => {
     const store = new MemoryStore()
     const f = await SegmentFile.create(store, smallSettings)
