@@ -735,6 +735,29 @@ describe('unusual input: said in one line, nothing done', () => {
     assert.match(r.stderr, /option --keep: 9007199254740993 is too large/)
   })
 
+  it('verify and inspect exit with the worst problem, whatever the order of the keys: a missing object over a newer layout', () => {
+    const input = join(dir, 'parts.bin')
+    writeFileSync(input, randomBytes(12 * MiB))
+    const c = join(dir, 'parts')
+    assert.equal(run(['put', input, c, '--segment-max-object-bytes', '3M']).status, 0)
+    const parts = readdirSync(c)
+      .filter((n) => /^\d{10}\.[1-9]\d*$/.test(n))
+      .sort()
+    assert.ok(parts.length >= 3, parts.join())
+    // The first part in key order from a newer build (ERR_UNSUPPORTED), a later one gone (ERR_NOT_FOUND).
+    const newer = readFileSync(join(c, parts[0] as string))
+    newer.writeUInt16LE(2, newer.length - 256 + 8)
+    writeFileSync(join(c, parts[0] as string), newer)
+    rmSync(join(c, parts[2] as string))
+    for (const command of ['verify', 'inspect']) {
+      const r = run([command, c])
+      assert.match(r.text, /ERR_UNSUPPORTED/, r.text)
+      assert.match(r.text, /ERR_NOT_FOUND/, r.text)
+      assert.equal(r.status, 3, `${command}: ${r.stderr}`)
+      assert.match(r.stderr, /^stream-segment: ERR_NOT_FOUND: /)
+    }
+  })
+
   it('ls shows an unreadable checkpoint\'s unknown size as "?", not -1', () => {
     const copy = join(dir, 'damaged')
     cpSync(url, copy, { recursive: true })

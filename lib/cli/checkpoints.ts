@@ -159,6 +159,12 @@ function problemsFound(
   return EXIT_CODES[code]
 }
 
+/** Worst first, as docs/cli.md lists them: bytes that fail a check, then bytes gone, then a newer layout. */
+const BY_SEVERITY: readonly Problem['code'][] = ['ERR_CORRUPT', 'ERR_NOT_FOUND', 'ERR_UNSUPPORTED']
+
+/** The worst code among `problems` (not the first's: they are in key order). */
 function worstCode(problems: readonly Problem[]): ErrorCode {
-  return problems.some((x) => x.code === 'ERR_CORRUPT') ? 'ERR_CORRUPT' : ((problems[0] as Problem).code as ErrorCode)
+  return (
+    BY_SEVERITY.find((code) => problems.some((x) => x.code === code)) ?? ((problems[0] as Problem).code as ErrorCode)
+  )
 }
