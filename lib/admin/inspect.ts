@@ -1,7 +1,8 @@
 /**
  * `inspect`: every object of one checkpoint — those its block map reaches and its own
  * parts — with its header, counts and dead slots, from one listing and one walk of the
- * map. Objects that cannot be read are reported, not thrown.
+ * map. Objects that cannot be read are reported, not thrown. An empty claim of an upload
+ * that never completed, under the checkpoint's number, is listed as such, not read.
  */
 import { readInode } from '../container/inode.js'
 import { type ContainerListing, listContainer } from '../container/listing.js'
@@ -52,6 +53,12 @@ export interface ObjectReport {
   }
   liveSlots?: number
   deadSlots?: number
+  /**
+   * An empty object the map does not reach, under a part number above 0: the claim of a
+   * multipart upload that never completed (an object given up), not part of the
+   * checkpoint and no problem (verify skips it too).
+   */
+  placeholder?: true
   error?: string
 }
 
@@ -192,6 +199,10 @@ async function inspectObject(
         message: `${store.url}/${key}: ${missingWhy(inode, key, reached)}`,
       })
     }
+    return report
+  }
+  if (size === 0 && reached === undefined && k.part !== 0) {
+    report.placeholder = true
     return report
   }
   try {

@@ -77,7 +77,11 @@ export async function inspect(p: Parsed, out: Out, err: Out, signal: AbortSignal
       o.reachedNodes,
       o.reachedBlocks,
       h?.baseCno ?? '-',
-      h ? new Date(h.createdMs).toISOString() : (o.error ?? '-'),
+      h
+        ? new Date(h.createdMs).toISOString()
+        : o.placeholder
+          ? 'empty claim of an upload never completed'
+          : (o.error ?? '-'),
     ])
   }
   out.write(`${table(rows, [false, true, false, true, true, true, true, true, true, true, false])}\n`)

@@ -9,7 +9,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
-import { verifyCheckpoint } from '../../lib/admin/index.js'
+import { inspectCheckpoint, verifyCheckpoint } from '../../lib/admin/index.js'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { pointerPart, pointerUnit, segmentKey, UNIT_BYTES } from '../../lib/format/index.js'
 import { SegmentFile } from '../../lib/segment-file.js'
@@ -121,6 +121,27 @@ describe('verifyCheckpoint and abandoned claims', () => {
     assert.equal(clean.placeholders, 1)
     await store.put(segmentKey(cno, 8), new Uint8Array(300))
     const dirty = await verifyCheckpoint(store)
+    assert.deepEqual(
+      dirty.problems.map((p) => [p.code, p.what, p.where.split(' ')[0]]),
+      [['ERR_CORRUPT', 'header', segmentKey(cno, 8)]],
+    )
+  })
+})
+
+describe('inspectCheckpoint and abandoned claims', () => {
+  it('an empty claim left by a multipart upload that never completed is listed as one, not a problem; a non-empty stray is', async () => {
+    const store = new MemoryStore()
+    const f = await SegmentFile.create(store)
+    await f.write(0, pattern(0, 64 * 1024, 1))
+    const { cno } = await f.flush()
+    await f.close()
+    await store.put(segmentKey(cno, 7), new Uint8Array(0)) // the claim of an upload given up
+    const clean = await inspectCheckpoint(store)
+    assert.deepEqual(clean.problems, [])
+    const claim = clean.objects.find((o) => o.key === segmentKey(cno, 7))
+    assert.deepEqual([claim?.placeholder, claim?.size, claim?.error], [true, 0, undefined])
+    await store.put(segmentKey(cno, 8), new Uint8Array(300))
+    const dirty = await inspectCheckpoint(store)
     assert.deepEqual(
       dirty.problems.map((p) => [p.code, p.what, p.where.split(' ')[0]]),
       [['ERR_CORRUPT', 'header', segmentKey(cno, 8)]],
