@@ -32,8 +32,8 @@
  *   overwritten by that put's rename although it landed after the check. The library
  *   never mixes the two on one key: the inode alone is compare-and-swapped, always so.
  * - Failures of the file system are ERR_STORE naming the cause (`no space left on the
- *   device (ENOSPC)`), the key and the file the failed call was on; a key no file name can hold (ENAMETOOLONG) is
- *   ERR_INVALID_ARGUMENT (`fsError`).
+ *   device (ENOSPC)`), the key and the file the failed call was on; a key no file name
+ *   can hold (ENAMETOOLONG) is ERR_INVALID_ARGUMENT (`fsError`).
  * - Keys map to paths segment by segment; bytes other than [A-Za-z0-9_.-] and a
  *   leading dot are %-escaped, and a key segment that has children becomes a
  *   directory named `<segment>%2F`, so the key `a` and the key `a/b` never collide and
@@ -841,10 +841,10 @@ export class DirectoryStore implements ObjectStore {
 
 /**
  * The error to throw for a file system failure of the store at `url` while doing `what`,
- * naming the cause (`no space left on the device (ENOSPC)`) and the file (`failedCall`): ERR_NOT_FOUND for a missing
- * file when `missingIsNotFound` (a get); ERR_AUTH for a permission refused (EACCES,
- * EPERM); ERR_INVALID_ARGUMENT for a store path through a file (ENOTDIR) and for a path
- * no file can have (ENAMETOOLONG: a key segment over 255 bytes escaped, or the whole path
+ * naming the cause (`no space left on the device (ENOSPC)`) and the file (`failedCall`):
+ * ERR_NOT_FOUND for a missing file when `missingIsNotFound` (a get); ERR_AUTH for a
+ * permission refused (EACCES, EPERM); ERR_INVALID_ARGUMENT for a store path through a
+ * file (ENOTDIR) and for a path no file can have (ENAMETOOLONG: a key segment over 255 bytes escaped, or the whole path
  * too long; Node's ERR_INVALID_ARG_VALUE: a NUL in the store's path), which trying again
  * cannot mend; else ERR_STORE, which may pass when tried again (a full disk emptied, a
  * read-only mount made writable).

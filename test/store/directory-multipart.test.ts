@@ -20,7 +20,7 @@ import { StreamSegmentError } from '../../lib/errors.js'
 import { DirectoryStore } from '../../lib/store/directory.js'
 
 const PART = 128 * 1024 * 1024
-const TRIES = 5
+const TRIES = 10
 
 /** Once a temporary file in the store has begun to fill: whether it still held fewer than `bytes` then. */
 async function whenFilling(root: string, bytes: number): Promise<boolean> {
