@@ -168,6 +168,14 @@ export function mapError(call: Call, err: unknown, signal: AbortSignal | undefin
       err,
     )
   }
+  if (status === 501 || status === 505) {
+    // What the server does not implement (a conditional write, a header, the HTTP
+    // version) it will not implement on the next try: not retried.
+    return StreamSegmentError.store(
+      `${what}: the store does not implement this request, not retried${message ? `: ${message}` : ''}`,
+      err,
+    )
+  }
   if (status !== undefined && status >= 400 && status < 500 && !retryable(StreamSegmentError.store(what), err)) {
     // A request the store refuses as it is (InvalidPart, EntityTooSmall, …): not retried.
     return StreamSegmentError.store(
@@ -221,7 +229,8 @@ const TLS_REFUSALS = new Set([
  * Whether a failed request may pass when made again: a timeout, a failure with no HTTP
  * answer (a reset or refused connection, a body cut short), throttling, a server error,
  * a body damaged on the way. Never a conflict, a missing key, a refused credential, a
- * bad request, a refused server certificate or an abort.
+ * bad request, a request the server does not implement (501, 505), a refused server
+ * certificate or an abort.
  */
 function retryable(mapped: StreamSegmentError, err: unknown): boolean {
   if (mapped.code === 'ERR_TIMEOUT') return true
@@ -230,7 +239,7 @@ function retryable(mapped: StreamSegmentError, err: unknown): boolean {
   const name = nameOf(err)
   return (
     status === undefined ||
-    status >= 500 ||
+    (status >= 500 && status !== 501 && status !== 505) ||
     status === 429 ||
     status === 408 ||
     name === 'BadDigest' ||

@@ -74,6 +74,11 @@ describe('S3 calls: retries and failure mapping', () => {
       [sdkError('InvalidRange', 416), 'ERR_RANGE', /range not satisfiable/],
       [sdkError('EntityTooSmall', 400), 'ERR_STORE', /the store refused the request, not retried/],
       [
+        sdkError('NotImplemented', 501),
+        'ERR_STORE',
+        /HTTP 501 NotImplemented: the store does not implement this request, not retried/,
+      ],
+      [
         sdkError('PermanentRedirect', 301, { Endpoint: 'bkt.s3.eu-west-1.amazonaws.com' }),
         'ERR_STORE',
         /redirected the request to bkt\.s3\.eu-west-1/,
@@ -102,10 +107,10 @@ describe('S3 calls: retries and failure mapping', () => {
   })
 
   it('tries stop after maxRetries, the last failure given', async () => {
-    const errors = Array.from({ length: 10 }, (_, i) => sdkError('InternalError', 500 + (i % 2)))
+    const errors = Array.from({ length: 10 }, (_, i) => sdkError('InternalError', 500 + 2 * (i % 2)))
     const r = await run(errors)
     assert.equal(r.err?.code, 'ERR_STORE')
-    assert.match(r.err?.message ?? '', /HTTP 501 InternalError/)
+    assert.match(r.err?.message ?? '', /HTTP 502 InternalError/)
     assert.deepEqual([r.tries, r.retries], [4, 3])
   })
 
