@@ -96,7 +96,7 @@ const mib = (n: number) => `${(n / MiB).toFixed(2)} MiB`
 
 describe('gc and rm on radosgw', () => {
   it('a writer publishing in a loop while gc runs in another process: no kept checkpoint becomes unreadable, the writer never fails', {
-    timeout: 150_000,
+    timeout: 300_000,
   }, async () => {
     const prefix = uniquePrefix('gc-live')
     const store = await s3TestStore(prefix)
