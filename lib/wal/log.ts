@@ -23,9 +23,9 @@
  *   failing disk). A write that fails takes no sequence number and what it left is cut
  *   before the next one, or before the next file is started (left in a file that is not
  *   the newest, it would cut off every newer one at the next open), so the log goes on
- *   once the disk has room again; a failed fsync
- *   stops every later append (what reached the disk is unknown) until `reset()`. A switch
- *   to a new file that fails is done again before the next append.
+ *   once the disk has room again; a failed fsync stops every later append (what reached
+ *   the disk is unknown) until `reset()`. A switch to a new file that fails is done again
+ *   before the next append.
  *
  * File layout (little-endian):
  *
@@ -731,7 +731,8 @@ export class WalLog {
    * Voids every record logged, for a writer closing without them: `reset()`, or, when its
    * new file cannot be made (a full disk), every file removed: the void ones, then the
    * others newest first (what is left of them, if the process dies in between, is a start
-   * of the log, as a crash before would have left). The log is not appended to afterwards. Throws when neither can be done.
+   * of the log, as a crash before would have left). The log is not appended to afterwards.
+   * Throws when neither can be done.
    */
   async discard(baseCno: number, ctimeMs = this.#ctimeMs): Promise<void> {
     try {
