@@ -53,7 +53,7 @@ import { describeValue } from '../util/typed-arrays.js'
 import { MiB } from '../util/units.js'
 import { checkpointExtents, type Extent, partSizes, planParts } from './export-plan.js'
 import { resolveCheckpoint } from './list.js'
-import { type Problem, type Reached, walkMap } from './map-walk.js'
+import { isUnreadable, type Problem, type Reached, walkMap } from './map-walk.js'
 
 /** An S3 object, named as the SDK names it. */
 export interface S3ExportTarget {
@@ -337,13 +337,8 @@ async function checkSources(
             }
           }
         } catch (err) {
-          if (
-            StreamSegmentError.is(err, 'ERR_CORRUPT') ||
-            StreamSegmentError.is(err, 'ERR_NOT_FOUND') ||
-            StreamSegmentError.is(err, 'ERR_UNSUPPORTED')
-          ) {
-            failures.push(fail(err))
-          } else throw err
+          if (isUnreadable(err)) failures.push(fail(err))
+          else throw err
         }
       }),
     ),

@@ -50,7 +50,7 @@ import { checkOptionNames } from '../settings.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
-import { type NodePlace, type Problem, walkMap } from './map-walk.js'
+import { isUnreadable, type NodePlace, type Problem, walkMap } from './map-walk.js'
 
 const log = debug('stream-segment:gc')
 const HOUR_MS = 3_600_000
@@ -411,11 +411,7 @@ async function supersededLately(
         base = (await readObjectHeader(store, s, 0, { format, size, signal })).header.baseInode
       } catch (err) {
         // A part 0 gone or damaged ends the walk; a failing store stops the cleaner.
-        const unreadable =
-          StreamSegmentError.is(err, 'ERR_CORRUPT') ||
-          StreamSegmentError.is(err, 'ERR_NOT_FOUND') ||
-          StreamSegmentError.is(err, 'ERR_UNSUPPORTED')
-        if (!unreadable) throw err
+        if (!isUnreadable(err)) throw err
         log(
           '%s: checkpoint %d: its part 0 cannot be read (%s); older ones are not kept as superseded lately',
           store.url,
@@ -454,11 +450,7 @@ async function rollForwardCandidates(
       const { header } = await readObjectHeader(store, cno, 0, { format, size: listing.sizes.get(key), signal })
       if (sameInode(header.baseInode, published)) out.set(cno, header.inode)
     } catch (err) {
-      const unreadable =
-        StreamSegmentError.is(err, 'ERR_CORRUPT') ||
-        StreamSegmentError.is(err, 'ERR_NOT_FOUND') ||
-        StreamSegmentError.is(err, 'ERR_UNSUPPORTED')
-      if (!unreadable) throw err
+      if (!isUnreadable(err)) throw err
       log('%s: checkpoint %d above the published one cannot be read (%s): not kept', store.url, cno, err.message)
     }
   }

@@ -60,14 +60,17 @@ export interface MapWalk {
   height: number
 }
 
-export function toProblem(err: unknown, what: Problem['what'], where: string): Problem {
-  if (
+/** Whether `err` says stored bytes cannot be used (damaged, gone, a newer layout): a problem, not a failure of the store. */
+export function isUnreadable(err: unknown): err is StreamSegmentError {
+  return (
     StreamSegmentError.is(err, 'ERR_CORRUPT') ||
     StreamSegmentError.is(err, 'ERR_NOT_FOUND') ||
     StreamSegmentError.is(err, 'ERR_UNSUPPORTED')
-  ) {
-    return { code: err.code as Problem['code'], what, where, message: err.message }
-  }
+  )
+}
+
+export function toProblem(err: unknown, what: Problem['what'], where: string): Problem {
+  if (isUnreadable(err)) return { code: err.code as Problem['code'], what, where, message: err.message }
   throw err
 }
 
