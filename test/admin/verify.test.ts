@@ -108,14 +108,20 @@ describe('a damaged block inside a data GET', () => {
   }
 })
 
-describe('verifyCheckpoint and abandoned claims', () => {
-  it('an empty claim left by a multipart upload that never completed is not a corrupt part; a non-empty stray is', async () => {
+describe('verifyCheckpoint, inspectCheckpoint and abandoned claims', () => {
+  /** A checkpoint, then the empty claim an upload given up leaves under its number (part 7). */
+  async function withAbandonedClaim(): Promise<{ store: MemoryStore; cno: number }> {
     const store = new MemoryStore()
     const f = await SegmentFile.create(store)
     await f.write(0, pattern(0, 64 * 1024, 1))
     const { cno } = await f.flush()
     await f.close()
-    await store.put(segmentKey(cno, 7), new Uint8Array(0)) // the claim of an upload given up
+    await store.put(segmentKey(cno, 7), new Uint8Array(0))
+    return { store, cno }
+  }
+
+  it('verify: an empty claim left by a multipart upload that never completed is not a corrupt part; a non-empty stray is', async () => {
+    const { store, cno } = await withAbandonedClaim()
     const clean = await verifyCheckpoint(store)
     assert.deepEqual(clean.problems, [])
     assert.equal(clean.placeholders, 1)
@@ -126,16 +132,9 @@ describe('verifyCheckpoint and abandoned claims', () => {
       [['ERR_CORRUPT', 'header', segmentKey(cno, 8)]],
     )
   })
-})
 
-describe('inspectCheckpoint and abandoned claims', () => {
-  it('an empty claim left by a multipart upload that never completed is listed as one, not a problem; a non-empty stray is', async () => {
-    const store = new MemoryStore()
-    const f = await SegmentFile.create(store)
-    await f.write(0, pattern(0, 64 * 1024, 1))
-    const { cno } = await f.flush()
-    await f.close()
-    await store.put(segmentKey(cno, 7), new Uint8Array(0)) // the claim of an upload given up
+  it('inspect: an empty claim left by a multipart upload that never completed is listed as one, not a problem; a non-empty stray is', async () => {
+    const { store, cno } = await withAbandonedClaim()
     const clean = await inspectCheckpoint(store)
     assert.deepEqual(clean.problems, [])
     const claim = clean.objects.find((o) => o.key === segmentKey(cno, 7))

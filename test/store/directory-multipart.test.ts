@@ -63,51 +63,58 @@ describe('directory store: multipart uploads that fail partway', () => {
     assert.equal(Buffer.from(await store.get('k')).toString(), 'bytes')
   })
 
-  it('a part being written when its upload is aborted: ERR_NOT_FOUND, and nothing left', async () => {
-    let raced = 0
-    for (let run = 0; run < TRIES && raced === 0; run++) {
-      const root = join(dir, `part-${run}`)
+  /**
+   * Makes an upload in a store of its own (`prepare` then uploads what it needs), runs
+   * `call` on it and aborts the upload once a temporary file has begun to fill, up to TRIES
+   * times: the first run where the abort came while the file held less than half a part,
+   * with the call's error.
+   */
+  async function abortMidway<T>(
+    name: string,
+    prepare: (store: DirectoryStore, id: string) => Promise<T>,
+    call: (store: DirectoryStore, id: string, prepared: T) => Promise<unknown>,
+  ): Promise<{ root: string; store: DirectoryStore; err: unknown }> {
+    for (let run = 0; run < TRIES; run++) {
+      const root = join(dir, `${name}-${run}`)
       const store = new DirectoryStore(root)
       const id = await store.createMultipart('k')
-      const part = store.uploadPart('k', id, 1, body).then(
+      const prepared = await prepare(store, id)
+      const settled = call(store, id, prepared).then(
         () => undefined,
         (err: unknown) => err,
       )
       const short = await whenFilling(root, PART / 2)
       await store.abortMultipart('k', id)
-      const err = await part
-      if (!short) continue
-      raced++
-      assert.ok(StreamSegmentError.is(err, 'ERR_NOT_FOUND'), String(err))
-      assert.deepEqual(await fs.readdir(join(root, '.ss-multipart')), [])
-      assert.deepEqual(await fs.readdir(join(root, '.ss-tmp')), [])
+      const err = await settled
+      if (short) return { root, store, err }
     }
-    assert.ok(raced > 0, `the part was written before the abort in all ${TRIES} runs`)
+    assert.fail(`${name}: the call was done before the abort in all ${TRIES} runs`)
+  }
+
+  it('a part being written when its upload is aborted: ERR_NOT_FOUND, and nothing left', async () => {
+    const { root, err } = await abortMidway(
+      'part',
+      async () => undefined,
+      (store, id) => store.uploadPart('k', id, 1, body),
+    )
+    assert.ok(StreamSegmentError.is(err, 'ERR_NOT_FOUND'), String(err))
+    assert.deepEqual(await fs.readdir(join(root, '.ss-multipart')), [])
+    assert.deepEqual(await fs.readdir(join(root, '.ss-tmp')), [])
   })
 
   it('a completion joining the parts when its upload is aborted: ERR_NOT_FOUND, and the key not written', async () => {
-    let raced = 0
-    for (let run = 0; run < TRIES && raced === 0; run++) {
-      const root = join(dir, `complete-${run}`)
-      const store = new DirectoryStore(root)
-      const id = await store.createMultipart('k')
-      const parts = []
-      for (const partNumber of [1, 2])
-        parts.push({ partNumber, ...(await store.uploadPart('k', id, partNumber, body)) })
-      const done = store.completeMultipart('k', id, parts).then(
-        () => undefined,
-        (err: unknown) => err,
-      )
-      // Still in the first part: the second is opened once the abort has taken it.
-      const short = await whenFilling(root, PART / 2)
-      await store.abortMultipart('k', id)
-      const err = await done
-      if (!short) continue
-      raced++
-      assert.ok(StreamSegmentError.is(err, 'ERR_NOT_FOUND'), String(err))
-      assert.equal(await store.head('k'), undefined)
-      assert.deepEqual(await fs.readdir(join(root, '.ss-tmp')), [])
-    }
-    assert.ok(raced > 0, `the parts were joined before the abort in all ${TRIES} runs`)
+    const { root, store, err } = await abortMidway(
+      'complete',
+      async (s, id) => {
+        const parts = []
+        for (const partNumber of [1, 2]) parts.push({ partNumber, ...(await s.uploadPart('k', id, partNumber, body)) })
+        return parts
+      },
+      // Still in the first part when aborted: the second is opened once the abort has taken it.
+      (s, id, parts) => s.completeMultipart('k', id, parts),
+    )
+    assert.ok(StreamSegmentError.is(err, 'ERR_NOT_FOUND'), String(err))
+    assert.equal(await store.head('k'), undefined)
+    assert.deepEqual(await fs.readdir(join(root, '.ss-tmp')), [])
   })
 })
