@@ -23,7 +23,7 @@
 import { promises as fs } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { StreamSegmentError } from '../errors.js'
-import { acquireLock, localFileError, openProbe, parseJson, readRegularText, syncDir } from '../util/local-fs.js'
+import { acquireLock, localFileError, parseJson, readRegularText, syncDir } from '../util/local-fs.js'
 import { describeValue } from '../util/typed-arrays.js'
 import {
   inspectWalFiles,
@@ -190,25 +190,19 @@ export async function openWal(
 }
 
 /**
- * The URL `binding` records; undefined when there is nothing there (or a folder: refused
- * when it is written). Anything else but a regular file is refused unread: opened, a FIFO
- * would wait for a writer, in a thread no signal reaches.
+ * The URL `binding` records; undefined when there is nothing there. Anything but a regular
+ * file is refused, unread (readRegularText opens it without blocking: a FIFO would wait
+ * for a writer, in a thread no signal reaches).
  */
 async function readBinding(binding: string): Promise<string | undefined> {
-  const fh = await openProbe(binding).catch((err) => {
+  const fail = (err: unknown) => {
     throw localFileError(err, binding, `WAL ${binding}`)
-  })
-  if (fh === undefined) return undefined
-  try {
-    if (!(await fh.stat()).isFile()) {
-      throw StreamSegmentError.invalidArgument(
-        `WAL ${binding}: not a regular file, as the folder's record of its container is`,
-      )
-    }
-    return await fh.readFile('utf8')
-  } finally {
-    await fh.close().catch(() => undefined)
   }
+  const text = await readRegularText(binding).catch(fail)
+  if (text !== undefined || (await fs.stat(binding).catch(() => undefined)) === undefined) return text
+  throw StreamSegmentError.invalidArgument(
+    `WAL ${binding}: not a regular file, as the folder's record of its container is`,
+  )
 }
 
 /**
