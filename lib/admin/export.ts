@@ -24,7 +24,9 @@
  * - A source object deleted or replaced meanwhile (gc) fails the export: ERR_NOT_FOUND or
  *   ERR_CONFLICT naming the object. Bytes are copied as stored: their CRCs are not checked
  *   (`verify` checks them).
- * - Memory: at most `concurrency` sent parts in flight, each at most `sendPartBytes`.
+ * - Memory: sent parts in flight hold at most `concurrency` × `sendPartBytes` bytes, or
+ *   one part when a part is larger (parts grow past `sendPartBytes` when 10,000 would not
+ *   hold the checkpoint: above ~160 GB with the defaults); copies hold none.
  */
 import { randomBytes } from 'node:crypto'
 import * as fs from 'node:fs/promises'
@@ -214,6 +216,13 @@ async function exportToStore(
   const copy = options.copy !== false && uploader.canCopyFrom(store)
   const { minPartBytes, sendPartBytes, copyPartBytes } = options
   const plan = planParts(extents, inode.size, { minPartBytes, sendPartBytes, copyPartBytes, copy })
+  // Parts sent are held in memory until their request ends; once they have grown past
+  // sendPartBytes, fewer go at once, so that their bytes stay within what the options allow.
+  let largestSent = 0
+  for (const p of plan) if (p.kind === 'send') largestSent = Math.max(largestSent, p.end - p.start)
+  const sending = new Limiter(
+    Math.max(1, Math.min(options.concurrency, Math.floor((options.concurrency * sendPartBytes) / largestSent))),
+  )
   const location = dest.location
   uploader.onRequestDone = () =>
     options.onProgress?.({
@@ -257,10 +266,21 @@ async function exportToStore(
         }
         await mpu.startCopy({ store, key: p.key, range: { start: p.at, end: p.at + p.end - p.start }, ifMatch: etag })
       } else {
-        await mpu.startPart(async () => {
-          if (mpu.failure !== undefined) throw mpu.failure
-          return { chunks: await gather(store, extents, p.start, p.end, signal), done: () => {} }
-        })
+        await sending.acquire()
+        let held = true
+        const release = () => {
+          if (held) sending.release()
+          held = false
+        }
+        try {
+          await mpu.startPart(async () => {
+            if (mpu.failure !== undefined) throw mpu.failure
+            return { chunks: await gather(store, extents, p.start, p.end, signal), done: release }
+          })
+        } catch (err) {
+          release()
+          throw err
+        }
       }
     }
     const { etag } = await mpu.complete()

@@ -413,6 +413,36 @@ describe('export: a sparse file', () => {
     const held = [...buffers].reduce((n, b) => n + b.byteLength, 0)
     assert.ok(held <= 4 * MiB, `${held} bytes of memory behind 256 MiB sent`)
   })
+
+  it('parts grown past sendPartBytes to fit 10,000 go fewer at a time: concurrency × sendPartBytes in flight', async () => {
+    const store = new MemoryStore()
+    const f = await SegmentFile.create(store, smallSettings)
+    await f.truncate(24 * MiB) // 12,288 parts of 2 KiB: too many, so 6,144 of 4 KiB
+    await f.flush()
+    await f.close()
+    let inFlight = 0
+    let peak = 0
+    let parts = 0
+    const dest = new (class extends MemoryStore {
+      override async uploadPart(key: string, uploadId: string, partNumber: number, body: Body, o?: RequestOptions) {
+        const bytes = (Array.isArray(body) ? body : [body]).reduce((n, c) => n + c.byteLength, 0)
+        inFlight += bytes
+        peak = Math.max(peak, inFlight)
+        parts++
+        await new Promise((resolve) => setImmediate(resolve))
+        inFlight -= bytes
+        return super.uploadPart(key, uploadId, partNumber, [], o)
+      }
+    })()
+    const r = await exportObject(
+      store,
+      { store: dest, key: 'x' },
+      { minPartBytes: KiB, sendPartBytes: 2 * KiB, concurrency: 8 },
+    )
+    assert.equal(r.sentBytes, 24 * MiB)
+    assert.equal(parts, 6144, 'parts of 4 KiB')
+    assert.equal(peak, 8 * 2 * KiB, 'four 4 KiB parts at once: the bytes of eight of the size asked for')
+  })
 })
 
 describe('export: sources that do not hold what the map says', () => {
