@@ -688,7 +688,14 @@ export class SegmentFile {
     })
   }
 
-  /** Discards every change since the last checkpoint this handle opened or published. */
+  /**
+   * Discards every change since the last checkpoint this handle opened or published. With a
+   * WAL the log gives them up too: it starts afresh on the published checkpoint, or, when
+   * its new file cannot be made (a full disk), its files are removed (the new file is made
+   * before the next logged call, which fails while it cannot be), so that no open replays
+   * them. When neither can be done the rollback rejects, the changes given up by the
+   * handle all the same; the log is voided before the next logged call, or by close().
+   */
   rollback(): Promise<void> {
     return this.run('rollback', true, async () => {
       await this.publishing
@@ -698,7 +705,16 @@ export class SegmentFile {
       this.reader.clear()
       this.walGroup = false
       await dropLeftPart0s(this.core)
-      await this.rotateWal()
+      const wal = this.wal?.log
+      if (wal === undefined) return
+      await wal.discard(this.core.published.cno, this.walCtimeMs).catch((err) => {
+        const code = StreamSegmentError.is(err) ? err.code : 'ERR_STORE'
+        throw new StreamSegmentError(
+          code,
+          `rollback: the changes are given up, but the log still holds them (${(err as Error)?.message ?? err}): they are voided before the next logged call, or by close()`,
+          { cause: err },
+        )
+      })
     })
   }
 
@@ -748,6 +764,13 @@ export class SegmentFile {
         if (wal !== undefined) {
           try {
             if (discardWal) await wal.log.discard(this.core.published.cno, this.walCtimeMs)
+            else if (wal.log.resetPending) {
+              // A reset that could not be made (a rollback, or a flush, on a full disk): what
+              // the log holds was given up or published. Voided now, not replayed by the next open.
+              await wal.log
+                .discard(this.core.published.cno, this.walCtimeMs)
+                .catch((err) => log('wal %s: the log was not voided at close: %s', wal.log.dir, err))
+            }
           } finally {
             await wal.log.close().finally(() => wal.release())
           }

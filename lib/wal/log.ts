@@ -575,6 +575,14 @@ export class WalLog {
   get size(): number {
     return this.#size
   }
+  /**
+   * Whether a reset() that failed (its new file could not be made) is still to be made: it
+   * is made before the next append, and every record logged before it is void (published,
+   * or given up).
+   */
+  get resetPending(): boolean {
+    return this.#pending?.reset === true
+  }
   /** Whether the current generation's file holds records. */
   get holdsRecords(): boolean {
     return this.#size > this.#headerBytes
@@ -728,11 +736,13 @@ export class WalLog {
   }
 
   /**
-   * Voids every record logged, for a writer closing without them: `reset()`, or, when its
-   * new file cannot be made (a full disk), every file removed: the void ones, then the
-   * others newest first (what is left of them, if the process dies in between, is a start
-   * of the log, as a crash before would have left). The log is not appended to afterwards.
-   * Throws when neither can be done.
+   * Voids every record logged, for a writer that gives them up (a rollback, a close
+   * without them): `reset()`, or, when its new file cannot be made (a full disk), every
+   * file removed: the void ones, then the others newest first (what is left of them, if
+   * the process dies in between, is a start of the log, as a crash before would have
+   * left). The reset stays pending then: the next append makes its file first (and fails
+   * while it cannot be), so the log goes on from there. Throws the reset's error when
+   * neither can be done (the reset still pending).
    */
   async discard(baseCno: number, ctimeMs = this.#ctimeMs): Promise<void> {
     try {

@@ -188,6 +188,85 @@ describe('the WAL when the file system fails', () => {
     await g.close()
   })
 
+  it("a rollback on a full disk removes the log's files: the next open replays nothing it gave up", async (t) => {
+    const store = new MemoryStore('walfail-rollback')
+    const dir = await walDir()
+    const f = await SegmentFile.create(store, { wal: { dir } })
+    await f.write(0, Buffer.from('base'))
+    await f.flush()
+    await f.write(0, Buffer.from('one'))
+    await f.write(10, Buffer.from('two'))
+    const open = fs.open
+    t.mock.method(fs, 'open', (...args: Parameters<typeof fs.open>) =>
+      args[1] === 'wx' ? Promise.reject(osError('ENOSPC', 'open')) : open(...args),
+    )
+    await f.rollback()
+    assert.equal(await text(f), 'base', 'the changes are given up')
+    assert.deepEqual(await listGenerations(dir), [], 'nothing is left to replay')
+    await f.close()
+    t.mock.restoreAll()
+    const g = await SegmentFile.open(store, { wal: { dir } })
+    assert.equal(g.walReplay?.records, 0)
+    assert.equal(await text(g), 'base')
+    await g.close()
+    assert.equal(await published(store), 'base')
+  })
+
+  it('after a rollback on a full disk the log goes on once there is room, from a new file', async (t) => {
+    const store = new MemoryStore('walfail-rollback-on')
+    const dir = await walDir()
+    const f = await SegmentFile.create(store, { wal: { dir } })
+    await f.write(0, Buffer.from('base'))
+    await f.flush()
+    await f.write(0, Buffer.from('one'))
+    let full = true
+    const open = fs.open
+    t.mock.method(fs, 'open', (...args: Parameters<typeof fs.open>) =>
+      full && args[1] === 'wx' ? Promise.reject(osError('ENOSPC', 'open')) : open(...args),
+    )
+    await f.rollback()
+    await rejectsCode(f.write(0, Buffer.from('X')), 'ERR_STORE', /making the file/)
+    full = false
+    await f.write(1, Buffer.from('two'))
+    assert.equal(await text(f), 'btwo')
+    await f.close()
+    t.mock.restoreAll()
+    const g = await SegmentFile.open(store, { wal: { dir } })
+    assert.equal(g.walReplay?.records, 1, 'the write after the rollback, not those it gave up')
+    assert.equal(await text(g), 'btwo')
+    await g.close()
+    assert.equal(await published(store), 'btwo')
+  })
+
+  it('a rollback that can neither start the log afresh nor remove its files says so; close voids the log', async (t) => {
+    const store = new MemoryStore('walfail-rollback-stuck')
+    const dir = await walDir()
+    const f = await SegmentFile.create(store, { wal: { dir } })
+    await f.write(0, Buffer.from('base'))
+    await f.flush()
+    await f.write(0, Buffer.from('one'))
+    const open = fs.open
+    t.mock.method(fs, 'open', (...args: Parameters<typeof fs.open>) =>
+      args[1] === 'wx' ? Promise.reject(osError('ENOSPC', 'open')) : open(...args),
+    )
+    const rm = fs.rm
+    const rmMock = t.mock.method(fs, 'rm', (...args: Parameters<typeof fs.rm>) =>
+      String(args[0]).endsWith('.log') ? Promise.reject(osError('EIO', 'unlink')) : rm(...args),
+    )
+    const err = await rejectsCode(f.rollback(), 'ERR_STORE', /rollback: .*given up.*log still holds them/)
+    assert.match(String((err.cause as Error | undefined)?.message), /wal-0000000003\.log: making the file/)
+    assert.equal(await text(f), 'base', 'the handle gave the changes up')
+    assert.equal((await listGenerations(dir)).length, 1)
+    // The disk still has no room for a new file, but its files can go now.
+    rmMock.mock.restore()
+    await f.close()
+    t.mock.restoreAll()
+    const g = await SegmentFile.open(store, { wal: { dir } })
+    assert.equal(g.walReplay?.records, 0, 'what the rollback gave up is not replayed')
+    assert.equal(await text(g), 'base')
+    await g.close()
+  })
+
   it('a new log file that cannot be made is removed, and made again before the next record', async (t) => {
     const dir = await walDir()
     const proto = await fileHandleProto(`${dir}-probe`)
