@@ -252,7 +252,8 @@ export class SegmentFile {
    * holds the records already) or lost a race to another writer: with conflictPolicy
    * 'fail' the second is ERR_CONFLICT, the log kept; with 'retry' the records are
    * published on top. A log with nothing to replay is moved onto the published checkpoint,
-   * so that what is logged from now on is read as written on it.
+   * so that what is logged from now on is read as written on it. When it fails, the handle
+   * is closed (closeFailedOpen).
    */
   private async attachWal(o: WalOptions): Promise<void> {
     const replayed = new ReplayEffect()
@@ -278,7 +279,7 @@ export class SegmentFile {
           return true
         },
       },
-    )
+    ).catch((err) => this.closeFailedOpen(err))
     this.wal = opened
     const { replay } = opened
     log('wal %s: replayed %d records (skipped %d) on checkpoint %d', o.dir, replay.records, replay.skipped, this.cno)
@@ -320,9 +321,20 @@ export class SegmentFile {
       }
       await this.flush()
     } catch (err) {
-      await this.close()
-      throw err
+      await this.closeFailedOpen(err)
     }
+  }
+
+  /**
+   * Closes the handle whose open failed (the replay, or its publish), with its log and the
+   * log's lock when they were opened, and throws the open's error: a close that fails too
+   * is logged, not thrown in its place.
+   */
+  private async closeFailedOpen(err: unknown): Promise<never> {
+    await this.close().catch((closeErr) =>
+      log('%s: closing after the open failed (%s): %s', this.core.store.url, (err as Error)?.message ?? err, closeErr),
+    )
+    throw err
   }
 
   /**

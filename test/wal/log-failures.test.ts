@@ -15,6 +15,7 @@ import { MemoryStore } from '../../lib/store/memory.js'
 import { listGenerations, WalLog, type WalRecord, walFileName } from '../../lib/wal/log.js'
 import { rejectsCode } from '../helpers/assert.js'
 import { within } from '../helpers/containers.js'
+import { FailingStore } from '../helpers/failing-store.js'
 import { contents, walDirs } from '../helpers/wal-dirs.js'
 
 const walDir = walDirs('ss-walfail-')
@@ -301,6 +302,35 @@ describe('the WAL when the file system fails', () => {
       [1, 2],
     )
     await again.log.close()
+  })
+
+  it("a close failing after an open that failed does not replace the open's error", async (t) => {
+    const inner = new MemoryStore('walfail-open-close')
+    const dir = await walDir()
+    const proto = await fileHandleProto(`${dir}-probe`)
+    const f = await SegmentFile.create(inner, { wal: { dir } })
+    await f.write(0, Buffer.from('base'))
+    await f.flush()
+    await f.write(0, Buffer.from('one'))
+    await f.close()
+    // The replay's publish fails (the store), then the log's fsync as the open closes it.
+    const sync = proto.sync as (...args: unknown[]) => Promise<unknown>
+    let failing = true
+    t.mock.method(proto, 'sync', function (this: unknown, ...args: unknown[]) {
+      return failing ? Promise.reject(osError('EIO', 'fsync')) : sync.apply(this, args)
+    })
+    const failingStore = new FailingStore(inner, [{ ops: ['put'], key: /^inode$/ }])
+    await rejectsCode(
+      SegmentFile.open(failingStore, { wal: { dir }, conflictRetries: 0 }),
+      'ERR_STORE',
+      /injected failure: put inode/,
+    )
+    failing = false
+    t.mock.restoreAll()
+    const g = await SegmentFile.open(inner, { wal: { dir } })
+    assert.equal(g.walReplay?.records, 1, 'the folder is free, the log kept')
+    assert.equal(await text(g), 'onee')
+    await g.close()
   })
 
   it('a folder this process may not write is a wrong option, not another writer', async (t) => {

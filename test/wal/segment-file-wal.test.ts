@@ -1,9 +1,12 @@
 import assert from 'node:assert/strict'
-import { promises as fs } from 'node:fs'
+import { promises as fs, readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { SegmentFile } from '../../lib/segment-file.js'
+import { dropSlabs, keptSlabBytes } from '../../lib/state/slab-pool.js'
 import { MemoryStore } from '../../lib/store/memory.js'
+import { crc32 } from '../../lib/util/crc32.js'
+import { walFileName } from '../../lib/wal/log.js'
 import { inspectWal } from '../../lib/wal/wal.js'
 import { rejectsCode } from '../helpers/assert.js'
 import { FailingStore } from '../helpers/failing-store.js'
@@ -205,5 +208,34 @@ describe('SegmentFile with a WAL', () => {
     assert.deepEqual(await contents(g), want)
     await g.close()
     assert.deepEqual(await published(inner), want)
+  })
+
+  it('an open whose replay fails closes what it had opened: the handle gives its memory back, no file is left open, the folder is free', async () => {
+    const store = new MemoryStore('wal-replay-fails')
+    const dir = await walDir()
+    const f = await SegmentFile.create(store, { wal: { dir } })
+    await f.write(0, pattern(0, 6_000))
+    await f.flush()
+    await f.write(0, Buffer.from('one'))
+    await f.write(10, Buffer.from('0123456789'))
+    await f.close()
+    // The second record of the newest file names bytes past any file, its CRC made again:
+    // the replay applies the first, then fails with ERR_CORRUPT.
+    const path = join(dir, walFileName(2))
+    const b = await fs.readFile(path)
+    const at = 48 + 40 + 3
+    b.writeBigUInt64LE(2n ** 53n, at + 16)
+    b.writeUInt32LE(crc32(b.subarray(at + 40, at + 50), crc32(b.subarray(at, at + 36))), at + 36)
+    await fs.writeFile(path, b)
+    const fds = () => readdirSync('/proc/self/fd').length
+    dropSlabs()
+    const before = fds()
+    await rejectsCode(SegmentFile.open(store, { wal: { dir } }), 'ERR_CORRUPT', /past any file/)
+    assert.equal(fds(), before, 'no file handle is left open')
+    // A handle closed gives its dirty tier's memory back (state/slab-pool.ts); one left open keeps it.
+    assert.ok(keptSlabBytes() > 0, 'the handle the replay wrote into was closed')
+    // The folder is free: the next open fails on the record again, not on the lock.
+    await rejectsCode(SegmentFile.open(store, { wal: { dir } }), 'ERR_CORRUPT', /past any file/)
+    assert.ok((await fs.readFile(path)).equals(b), 'the log is kept as it was')
   })
 })
