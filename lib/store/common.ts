@@ -168,22 +168,39 @@ export function checkPartSizes(key: string, sizes: readonly number[]): void {
 }
 
 /**
- * Keys are relative to the container: non-empty, no NUL, no `.`/`..` segments, not
- * absolute, and well-formed UTF-16 (no lone surrogate: it has no UTF-8 form, and would be
- * stored as U+FFFD, under another key's name).
+ * Keys are relative to the container: non-empty, no NUL, no empty, `.` or `..` segments,
+ * not absolute, and well-formed UTF-16 (no lone surrogate: it has no UTF-8 form, and would
+ * be stored as U+FFFD, under another key's name). Every store checks every key it is
+ * given, in reads as in writes, so that a bad key is the same ERR_INVALID_ARGUMENT from
+ * each, naming the key and what is wrong with it.
  */
 export function checkKey(key: string): void {
-  if (
-    typeof key !== 'string' ||
-    key.length === 0 ||
-    key.length > 1024 ||
-    key.includes('\0') ||
-    /\p{Surrogate}/u.test(key) ||
-    key.startsWith('/') ||
-    key.split('/').some((s) => s === '.' || s === '..' || s === '')
-  ) {
-    throw StreamSegmentError.invalidArgument(`invalid key ${JSON.stringify(key)}`)
+  if (typeof key !== 'string') throw StreamSegmentError.invalidArgument(`key must be a string, got ${describeValue(key)}`)
+  const why = keyFault(key)
+  if (why !== undefined) throw StreamSegmentError.invalidArgument(`invalid key ${quoteKey(key)}: ${why}`)
+}
+
+function keyFault(key: string): string | undefined {
+  if (key.length === 0) return 'empty'
+  const lone = /\p{Surrogate}/u.exec(key)?.[0]
+  if (lone !== undefined) {
+    const code = (lone.codePointAt(0) as number).toString(16).toUpperCase()
+    return `it has a lone surrogate (U+${code}), which has no UTF-8 form`
   }
+  if (key.length > 1024) return `${key.length} characters, over 1024`
+  if (key.includes('\0')) return 'it has a NUL character'
+  if (key.startsWith('/')) return 'it starts with "/" (keys are relative to the container)'
+  const segments = key.split('/')
+  if (segments.includes('')) return 'it has an empty segment (a "/" doubled or at its end)'
+  const dots = segments.find((s) => s === '.' || s === '..')
+  if (dots !== undefined) return `it has a "${dots}" segment`
+  return undefined
+}
+
+/** The key in quotes for a message, its first 60 characters when it is longer. */
+function quoteKey(key: string): string {
+  const chars = Array.from(key)
+  return chars.length <= 60 ? JSON.stringify(key) : `${JSON.stringify(chars.slice(0, 60).join('')).slice(0, -1)}…"`
 }
 
 export { throwIfAborted }

@@ -103,6 +103,7 @@ export class MemoryStore implements ObjectStore {
   }
 
   async get(key: string, options?: GetOptions): Promise<Uint8Array> {
+    checkKey(key)
     throwIfAborted(options?.signal, `get ${key}`)
     const o = this.bucket.objects.get(key)
     if (o === undefined) throw StreamSegmentError.notFound(`${this.url}/${key}: no such key`)
@@ -120,6 +121,7 @@ export class MemoryStore implements ObjectStore {
   }
 
   async head(key: string, options?: RequestOptions): Promise<ObjectInfo | undefined> {
+    checkKey(key)
     throwIfAborted(options?.signal, `head ${key}`)
     const o = this.bucket.objects.get(key)
     return o && info(o)
@@ -143,8 +145,10 @@ export class MemoryStore implements ObjectStore {
   }
 
   async delete(keys: string | readonly string[], options?: RequestOptions): Promise<void> {
+    const list = typeof keys === 'string' ? [keys] : keys
+    for (const key of list) checkKey(key)
     throwIfAborted(options?.signal, 'delete')
-    for (const key of typeof keys === 'string' ? [keys] : keys) this.bucket.objects.delete(key)
+    for (const key of list) this.bucket.objects.delete(key)
   }
 
   async createMultipart(key: string, options?: CreateMultipartOptions): Promise<string> {
@@ -214,6 +218,7 @@ export class MemoryStore implements ObjectStore {
     if (!(from instanceof MemoryStore)) {
       throw StreamSegmentError.invalidArgument(`${this.url}/${key}: cannot copy a part from ${from.url}`)
     }
+    checkKey(source.key)
     const upload = this.upload(key, uploadId)
     const where = `${from.url}/${source.key}`
     const o = from.bucket.objects.get(source.key)

@@ -396,6 +396,7 @@ export class S3Store implements ObjectStore {
 
   async head(key: string, options: RequestOptions = {}): Promise<ObjectInfo | undefined> {
     const { signal } = options
+    checkKey(key)
     try {
       const command = new this.#sdk.HeadObjectCommand({ Bucket: this.bucket, Key: this.prefix + key })
       const out = await this.#send('HeadObject', key, signal, (s) => this.client.send(command, { abortSignal: s }))
@@ -501,6 +502,7 @@ export class S3Store implements ObjectStore {
   async delete(keys: string | readonly string[], options: RequestOptions = {}): Promise<void> {
     const { signal } = options
     const list = typeof keys === 'string' ? [keys] : keys
+    for (const key of list) checkKey(key)
     if (list.length === 1) {
       const key = list[0] as string
       const command = new this.#sdk.DeleteObjectCommand({ Bucket: this.bucket, Key: this.prefix + key })

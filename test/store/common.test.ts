@@ -41,6 +41,21 @@ describe('checkKey', () => {
     }
     for (const k of ['a\u{1F600}', '\uD83D\uDE00/x', 'a\uFFFD', 'a\uFF01']) checkKey(k)
   })
+
+  it('says what is wrong with the key, the key shortened when long', () => {
+    throwsCode(() => checkKey(''), 'ERR_INVALID_ARGUMENT', 'invalid key "": empty')
+    throwsCode(() => checkKey('a/../b'), 'ERR_INVALID_ARGUMENT', 'invalid key "a/../b": it has a ".." segment')
+    throwsCode(() => checkKey('/a'), 'ERR_INVALID_ARGUMENT', 'invalid key "/a": it starts with "/"')
+    throwsCode(() => checkKey('a/'), 'ERR_INVALID_ARGUMENT', 'invalid key "a/": it has an empty segment')
+    throwsCode(() => checkKey('a\0'), 'ERR_INVALID_ARGUMENT', 'invalid key "a\\u0000": it has a NUL character')
+    throwsCode(() => checkKey('a\uDC00'), 'ERR_INVALID_ARGUMENT', 'lone surrogate (U+DC00)')
+    throwsCode(() => checkKey(7 as unknown as string), 'ERR_INVALID_ARGUMENT', 'key must be a string, got')
+    throwsCode(
+      () => checkKey(`${'\u{1F600}'.repeat(100)}/..`),
+      'ERR_INVALID_ARGUMENT',
+      `invalid key "${'\u{1F600}'.repeat(60)}…": it has a ".." segment`,
+    )
+  })
 })
 
 describe('compareKeys', () => {

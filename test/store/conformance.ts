@@ -231,6 +231,39 @@ export function runStoreConformance(
       }
     })
 
+    it('refuses a bad key the same way on every call that takes one, get and head included, naming it and what is wrong', async () => {
+      const s = await make()
+      await s.put('dir/ok', Buffer.from('x'))
+      const bad: Array<[string, RegExp]> = [
+        ['', /invalid key "": empty/],
+        ['../x', /invalid key "\.\.\/x": .*"\.\." segment/],
+        ['dir/./ok', /invalid key "dir\/\.\/ok": .*"\." segment/],
+        ['/abs', /invalid key "\/abs": .*starts with "\/"/],
+        ['a//b', /invalid key "a\/\/b": .*empty segment/],
+        ['dir/', /invalid key "dir\/": .*empty segment/],
+        ['a\0b', /invalid key "a\\u0000b": .*NUL/],
+        ['dir\uD800', /invalid key "dir\\ud800": .*lone surrogate/],
+      ]
+      for (const [k, why] of bad) {
+        const calls: Array<[string, () => Promise<unknown>]> = [
+          ['get', () => s.get(k)],
+          ['head', () => s.head(k)],
+          ['put', () => s.put(k, Buffer.from('x'))],
+          ['delete', () => s.delete(k)],
+          // A batch with a bad key in it deletes none of its keys.
+          ['delete of a batch', () => s.delete(['dir/ok', k])],
+          ['createMultipart', () => s.createMultipart(k)],
+        ]
+        for (const [call, run] of calls) {
+          await rejectsCode(run(), 'ERR_INVALID_ARGUMENT', why).catch((err: Error) => {
+            assert.fail(`${call} ${JSON.stringify(k).slice(0, 20)}: ${err.message}`)
+          })
+        }
+      }
+      assert.equal((await s.head('dir/ok'))?.size, 1, 'no call with a bad key changed the store')
+      assert.deepEqual(await collect(s.listMultipart()), [])
+    })
+
     it('refuses keys that are not well-formed UTF-16: a lone surrogate would name another key', async () => {
       const s = await make()
       for (const k of ['seg\uD800', 'seg\uDC00x', '\uDE00\uD83D', 'dir\uD83D/x']) {
@@ -467,6 +500,18 @@ export function runStoreConformance(
           'ERR_INVALID_ARGUMENT',
         )
         await to.abortMultipart('bad', id)
+      })
+
+      it('a bad source key is ERR_INVALID_ARGUMENT naming it, not a missing source', async () => {
+        const { from, to, copy } = await pair()
+        const id = await to.createMultipart('bk', { unevenParts: true })
+        const range = { start: 0, end: 10 }
+        await rejectsCode(
+          copy('bk', id, 1, { store: from, key: 'dir/../src', range }),
+          'ERR_INVALID_ARGUMENT',
+          /dir\/\.\.\/src/,
+        )
+        await to.abortMultipart('bk', id)
       })
 
       it('a missing source is ERR_NOT_FOUND naming it, with or without If-Match', async () => {

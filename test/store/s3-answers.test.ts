@@ -758,3 +758,20 @@ describe('a redirect', () => {
     })
   }
 })
+
+describe('a bad key', () => {
+  test('is ERR_INVALID_ARGUMENT from every call, before any request: get, head and delete included', async () => {
+    const s3 = await fake()
+    const store = fakeS3Store(s3)
+    for (const k of ['', '../x', 'a//b', 'a\0b', 'a\uD800']) {
+      await rejectsCode(store.get(k), 'ERR_INVALID_ARGUMENT', /invalid key/)
+      await rejectsCode(store.getChunks(k), 'ERR_INVALID_ARGUMENT', /invalid key/)
+      await rejectsCode(store.head(k), 'ERR_INVALID_ARGUMENT', /invalid key/)
+      await rejectsCode(store.delete(k), 'ERR_INVALID_ARGUMENT', /invalid key/)
+      await rejectsCode(store.delete(['fine', k]), 'ERR_INVALID_ARGUMENT', /invalid key/)
+      await rejectsCode(store.put(k, Buffer.from('x')), 'ERR_INVALID_ARGUMENT', /invalid key/)
+      await rejectsCode(store.createMultipart(k), 'ERR_INVALID_ARGUMENT', /invalid key/)
+    }
+    assert.deepEqual(s3.log, [])
+  })
+})
