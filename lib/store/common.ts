@@ -167,27 +167,39 @@ export function checkPartSizes(key: string, sizes: readonly number[]): void {
   }
 }
 
+/** The most UTF-8 bytes an S3 object key may have (a prefix of the container's included). */
+const KEY_MAX_BYTES = 1024
+
 /**
- * Keys are relative to the container: non-empty, no NUL, no empty, `.` or `..` segments,
+ * Keys are relative to the container: non-empty, at most KEY_MAX_BYTES bytes of UTF-8 (S3's
+ * limit, counted in bytes, not in UTF-16 code units as `key.length` does; `prefix`, the
+ * container's prefix within the bucket, counts in), no NUL, no empty, `.` or `..` segments,
  * not absolute, and well-formed UTF-16 (no lone surrogate: it has no UTF-8 form, and would
  * be stored as U+FFFD, under another key's name). Every store checks every key it is
  * given, in reads as in writes, so that a bad key is the same ERR_INVALID_ARGUMENT from
  * each, naming the key and what is wrong with it.
  */
-export function checkKey(key: string): void {
-  if (typeof key !== 'string') throw StreamSegmentError.invalidArgument(`key must be a string, got ${describeValue(key)}`)
-  const why = keyFault(key)
+export function checkKey(key: string, prefix = ''): void {
+  if (typeof key !== 'string') {
+    throw StreamSegmentError.invalidArgument(`key must be a string, got ${describeValue(key)}`)
+  }
+  const why = keyFault(key, prefix)
   if (why !== undefined) throw StreamSegmentError.invalidArgument(`invalid key ${quoteKey(key)}: ${why}`)
 }
 
-function keyFault(key: string): string | undefined {
+function keyFault(key: string, prefix: string): string | undefined {
   if (key.length === 0) return 'empty'
   const lone = /\p{Surrogate}/u.exec(key)?.[0]
   if (lone !== undefined) {
     const code = (lone.codePointAt(0) as number).toString(16).toUpperCase()
     return `it has a lone surrogate (U+${code}), which has no UTF-8 form`
   }
-  if (key.length > 1024) return `${key.length} characters, over 1024`
+  const bytes = Buffer.byteLength(key, 'utf8')
+  const total = bytes + Buffer.byteLength(prefix, 'utf8')
+  if (total > KEY_MAX_BYTES) {
+    const withPrefix = prefix === '' ? '' : `, ${total} with the prefix ${JSON.stringify(prefix)}`
+    return `${bytes} bytes of UTF-8${withPrefix}, over the ${KEY_MAX_BYTES} an S3 key may have`
+  }
   if (key.includes('\0')) return 'it has a NUL character'
   if (key.startsWith('/')) return 'it starts with "/" (keys are relative to the container)'
   const segments = key.split('/')

@@ -291,7 +291,7 @@ export class S3Store implements ObjectStore {
 
   async put(key: string, chunks: Body, options: PutOptions = {}): Promise<{ etag: string }> {
     const { ifNoneMatch, ifMatch, signal } = options
-    checkKey(key)
+    checkKey(key, this.prefix)
     // An empty If-Match is no condition at all on some servers: the write would go through unchecked.
     if (ifMatch !== undefined) checkIfMatch(`put ${key}`, ifMatch)
     if (ifNoneMatch !== undefined && ifNoneMatch !== '*') {
@@ -366,7 +366,7 @@ export class S3Store implements ObjectStore {
 
   async #get(key: string, options: GetOptions): Promise<Uint8Array[]> {
     const { range, signal } = options
-    checkKey(key)
+    checkKey(key, this.prefix)
     const header = range === undefined ? undefined : this.#rangeHeader(key, range)
     // Its failures name the range (a 416 says nothing of which bytes were asked).
     const what = header === undefined ? key : `${key} (${header})`
@@ -396,7 +396,7 @@ export class S3Store implements ObjectStore {
 
   async head(key: string, options: RequestOptions = {}): Promise<ObjectInfo | undefined> {
     const { signal } = options
-    checkKey(key)
+    checkKey(key, this.prefix)
     try {
       const command = new this.#sdk.HeadObjectCommand({ Bucket: this.bucket, Key: this.prefix + key })
       const out = await this.#send('HeadObject', key, signal, (s) => this.client.send(command, { abortSignal: s }))
@@ -502,7 +502,7 @@ export class S3Store implements ObjectStore {
   async delete(keys: string | readonly string[], options: RequestOptions = {}): Promise<void> {
     const { signal } = options
     const list = typeof keys === 'string' ? [keys] : keys
-    for (const key of list) checkKey(key)
+    for (const key of list) checkKey(key, this.prefix)
     if (list.length === 1) {
       const key = list[0] as string
       const command = new this.#sdk.DeleteObjectCommand({ Bucket: this.bucket, Key: this.prefix + key })
@@ -538,7 +538,7 @@ export class S3Store implements ObjectStore {
   }
 
   async createMultipart(key: string, options: CreateMultipartOptions = {}): Promise<string> {
-    checkKey(key)
+    checkKey(key, this.prefix)
     const { ifNoneMatch, signal } = options
     let writeId: string | undefined
     if (ifNoneMatch !== undefined) {
@@ -637,7 +637,7 @@ export class S3Store implements ObjectStore {
     if (!(from instanceof S3Store)) {
       throw StreamSegmentError.invalidArgument(`${this.#where(key)}: cannot copy a part from ${from.url}`)
     }
-    checkKey(source.key)
+    checkKey(source.key, from.prefix)
     const { start, end } = source.range
     const what = `${from.#where(source.key)} [${start}, ${end})`
     if (!Number.isSafeInteger(start) || !Number.isSafeInteger(end) || start < 0 || end <= start) {

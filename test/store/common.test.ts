@@ -42,6 +42,34 @@ describe('checkKey', () => {
     for (const k of ['a\u{1F600}', '\uD83D\uDE00/x', 'a\uFFFD', 'a\uFF01']) checkKey(k)
   })
 
+  it("counts a key's length in UTF-8 bytes, S3's unit: 1024 of them, in characters of 1 to 4 bytes", () => {
+    for (const [ch, bytes] of [
+      ['x', 1],
+      ['\u00E9', 2],
+      ['\u20AC', 3],
+      ['\u{1F600}', 4],
+    ] as const) {
+      // 1024 bytes ending in the character: 'x' pads when 1024 is no multiple of its bytes.
+      const most = 'x'.repeat(1024 % bytes) + ch.repeat(Math.floor(1024 / bytes))
+      assert.equal(Buffer.byteLength(most), 1024)
+      assert.ok(most.length <= 1024)
+      checkKey(most)
+      throwsCode(() => checkKey(`${most}y`), 'ERR_INVALID_ARGUMENT', 'invalid key', '1025 bytes of UTF-8', '1024')
+    }
+    // 1000 characters of 2 bytes: under 1024 UTF-16 code units, 2000 bytes.
+    throwsCode(() => checkKey('\u00E9'.repeat(1000)), 'ERR_INVALID_ARGUMENT', '2000 bytes of UTF-8')
+  })
+
+  it("counts the store's prefix in, which S3 keeps in the same 1024 bytes", () => {
+    const prefix = 'p\u00E9/'
+    checkKey('x'.repeat(1020), prefix)
+    throwsCode(
+      () => checkKey('\u20AC'.repeat(340) + 'x', prefix),
+      'ERR_INVALID_ARGUMENT',
+      '1021 bytes of UTF-8, 1025 with the prefix "p\u00E9/"',
+    )
+  })
+
   it('says what is wrong with the key, the key shortened when long', () => {
     throwsCode(() => checkKey(''), 'ERR_INVALID_ARGUMENT', 'invalid key "": empty')
     throwsCode(() => checkKey('a/../b'), 'ERR_INVALID_ARGUMENT', 'invalid key "a/../b": it has a ".." segment')

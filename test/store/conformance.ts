@@ -21,9 +21,15 @@ async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {
 export function runStoreConformance(
   name: string,
   make: () => Promise<ObjectStore>,
-  opts: { partSize?: number; chunkedGet?: boolean } = {},
+  opts: {
+    partSize?: number
+    chunkedGet?: boolean
+    /** The most UTF-8 bytes a key of `store` may have: S3's 1024, less what a prefix of the store takes. */
+    keyBytes?: (store: ObjectStore) => number
+  } = {},
 ) {
   const partSize = opts.partSize ?? 5 * MiB
+  const keyBytes = opts.keyBytes ?? (() => 1024)
 
   describe(`ObjectStore conformance: ${name}`, () => {
     it('puts, gets, heads and deletes', async () => {
@@ -243,6 +249,7 @@ export function runStoreConformance(
         ['dir/', /invalid key "dir\/": .*empty segment/],
         ['a\0b', /invalid key "a\\u0000b": .*NUL/],
         ['dir\uD800', /invalid key "dir\\ud800": .*lone surrogate/],
+        [`dir/${'\u00E9'.repeat(600)}`, /invalid key "dir\/\u00E9+…": 1204 bytes of UTF-8.*1024/],
       ]
       for (const [k, why] of bad) {
         const calls: Array<[string, () => Promise<unknown>]> = [
@@ -262,6 +269,44 @@ export function runStoreConformance(
       }
       assert.equal((await s.head('dir/ok'))?.size, 1, 'no call with a bad key changed the store')
       assert.deepEqual(await collect(s.listMultipart()), [])
+    })
+
+    it('takes keys of its most UTF-8 bytes in characters of 2, 3 and 4 bytes, and refuses one byte more', async () => {
+      const s = await make()
+      const most = keyBytes(s)
+      for (const ch of ['\u00E9', '\u20AC', '\u{1F600}']) {
+        // Segments of at most 81 bytes: a file name holds 255 bytes, 3 for each escaped one.
+        const key = (n: number) => {
+          const seg = ch.repeat(Math.floor(80 / Buffer.byteLength(ch)))
+          let k = ''
+          while (Buffer.byteLength(k + seg) + 2 <= n) k += `${seg}/`
+          return k + 'x'.repeat(n - Buffer.byteLength(k))
+        }
+        const atLimit = key(most)
+        assert.equal(Buffer.byteLength(atLimit), most)
+        assert.ok(atLimit.length < most, 'fewer UTF-16 code units than bytes')
+        await s.put(atLimit, Buffer.from(ch))
+        assert.equal(Buffer.from(await s.get(atLimit)).toString(), ch)
+        assert.equal((await s.head(atLimit))?.size, Buffer.byteLength(ch))
+        assert.deepEqual(
+          (await collect(s.list(atLimit.slice(0, 10)))).map((e) => e.key),
+          [atLimit],
+        )
+        await s.delete(atLimit)
+        assert.equal(await s.head(atLimit), undefined)
+
+        const over = key(most + 1)
+        await rejectsCode(s.put(over, Buffer.from('x')), 'ERR_INVALID_ARGUMENT', /bytes of UTF-8.*1024/)
+        await rejectsCode(s.get(over), 'ERR_INVALID_ARGUMENT', /bytes of UTF-8.*1024/)
+        await rejectsCode(s.head(over), 'ERR_INVALID_ARGUMENT', /bytes of UTF-8.*1024/)
+        await rejectsCode(s.createMultipart(over), 'ERR_INVALID_ARGUMENT', /bytes of UTF-8.*1024/)
+        // One segment of under 1024 UTF-16 code units, 1200 to 2000 bytes: refused for its
+        // byte count (not by the file system, for a file name too long).
+        const one = ch === '\u00E9' ? ch.repeat(1000) : ch.repeat(400)
+        await rejectsCode(s.put(one, Buffer.from('x')), 'ERR_INVALID_ARGUMENT', /bytes of UTF-8.*1024/)
+        await rejectsCode(s.get(one), 'ERR_INVALID_ARGUMENT', /bytes of UTF-8.*1024/)
+      }
+      assert.deepEqual(await collect(s.list()), [])
     })
 
     it('refuses keys that are not well-formed UTF-16: a lone surrogate would name another key', async () => {

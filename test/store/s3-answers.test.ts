@@ -763,7 +763,7 @@ describe('a bad key', () => {
   test('is ERR_INVALID_ARGUMENT from every call, before any request: get, head and delete included', async () => {
     const s3 = await fake()
     const store = fakeS3Store(s3)
-    for (const k of ['', '../x', 'a//b', 'a\0b', 'a\uD800']) {
+    for (const k of ['', '../x', 'a//b', 'a\0b', 'a\uD800', '\u00E9'.repeat(600)]) {
       await rejectsCode(store.get(k), 'ERR_INVALID_ARGUMENT', /invalid key/)
       await rejectsCode(store.getChunks(k), 'ERR_INVALID_ARGUMENT', /invalid key/)
       await rejectsCode(store.head(k), 'ERR_INVALID_ARGUMENT', /invalid key/)
@@ -773,5 +773,28 @@ describe('a bad key', () => {
       await rejectsCode(store.createMultipart(k), 'ERR_INVALID_ARGUMENT', /invalid key/)
     }
     assert.deepEqual(s3.log, [])
+  })
+
+  test("counts the store's prefix in S3's 1024 bytes of UTF-8: a key that fits alone but not under the prefix", async () => {
+    const s3 = await fake()
+    const store = fakeS3Store(s3, { prefix: 'pr\u00E9fix' })
+    assert.equal(Buffer.byteLength(store.prefix), 8)
+    const fits = `${'\u20AC'.repeat(100)}/${'x'.repeat(1016 - 301)}`
+    assert.equal(Buffer.byteLength(fits), 1016)
+    await store.put(fits, Buffer.from('x'))
+    assert.equal((await store.head(fits))?.size, 1)
+    assert.equal(s3.objects.size, 1)
+    const over = `${fits}y`
+    for (const p of [store.put(over, Buffer.from('x')), store.get(over), store.head(over), store.delete(over)]) {
+      await rejectsCode(
+        p,
+        'ERR_INVALID_ARGUMENT',
+        /1017 bytes of UTF-8, 1025 with the prefix "pr\u00E9fix\/", over the 1024/,
+      )
+    }
+    assert.deepEqual(
+      s3.log.map((l) => l.split(' ')[0]),
+      ['PutObject', 'HeadObject'],
+    )
   })
 })
