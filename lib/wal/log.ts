@@ -613,9 +613,11 @@ export class WalLog {
   }
 
   #append(kind: number, offset: number, length: number, payload: Uint8Array): Promise<void> {
-    if (this.#failed !== undefined) return Promise.reject(this.#failed)
+    // A reset still pending voids the file whose fsync failed: once made, the log goes on.
+    const stopped = () => this.#failed !== undefined && this.#pending?.reset !== true
+    if (stopped()) return Promise.reject(this.#failed)
     const written = this.#tail.then(async () => {
-      if (this.#failed !== undefined) throw this.#failed
+      if (stopped()) throw this.#failed
       await this.#switchNow()
       // The sequence number is taken here, once every record before this one is written or
       // has failed: a record that fails leaves no gap a replay would stop at.

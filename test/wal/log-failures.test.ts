@@ -408,6 +408,38 @@ describe('the WAL when the file system fails', () => {
     assert.equal(again.generations[0]?.baseCno, 5)
     await again.log.close()
   })
+
+  it('a failed fsync, then a reset whose file the full disk refused: the next append makes that file and goes on', async (t) => {
+    const dir = await walDir()
+    const proto = await fileHandleProto(`${dir}-probe`)
+    const { log } = await openLog(dir)
+    const sync = proto.sync as (...args: unknown[]) => Promise<unknown>
+    let failing = true
+    t.mock.method(proto, 'sync', function (this: unknown, ...args: unknown[]) {
+      return failing ? Promise.reject(osError('EIO', 'fsync')) : sync.apply(this, args)
+    })
+    await rejectsCode(log.appendWrite(0, Buffer.from('a')), 'ERR_STORE', /fsync failed/)
+    failing = false
+    let full = true
+    const open = fs.open
+    t.mock.method(fs, 'open', (...args: Parameters<typeof fs.open>) =>
+      full && args[1] === 'wx' ? Promise.reject(osError('ENOSPC', 'open')) : open(...args),
+    )
+    await rejectsCode(log.reset(5), 'ERR_STORE', /making the file/)
+    assert.equal(log.resetPending, true)
+    full = false
+    // The reset voids the file whose fsync failed: its failure no longer stops the log.
+    await log.appendWrite(0, Buffer.from('c'))
+    await log.close()
+    t.mock.restoreAll()
+    const again = await openLog(dir)
+    assert.deepEqual(
+      again.replayed.map((r) => (r.kind === 'write' ? Buffer.from(r.data).toString() : r.kind)),
+      ['c'],
+    )
+    assert.equal(again.generations[0]?.baseCno, 5)
+    await again.log.close()
+  })
   it('a record torn by a full disk just before a publish starts the next file is cut from the file it leaves: the records after it are kept', async (t) => {
     const dir = await walDir()
     const proto = await fileHandleProto(`${dir}-probe`)
