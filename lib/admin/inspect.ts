@@ -25,7 +25,7 @@ import { type StoreLocation, storeAt } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
 import { resolveCheckpoint } from './list.js'
-import { type MapWalk, type Problem, type Reached, toProblem, walkMap } from './map-walk.js'
+import { type MapWalk, missingWhy, type Problem, toProblem, walkMap } from './map-walk.js'
 
 export interface ObjectReport {
   key: string
@@ -148,15 +148,6 @@ async function publishedCno(store: ObjectStore, signal?: AbortSignal): Promise<n
   }
 }
 
-/** Why a missing object of checkpoint `inode.cno` matters: what points into it, or that it is the checkpoint's part 0. */
-export function missingWhy(inode: Inode, key: string, reached: Reached | undefined): string {
-  const what = `${reached?.nodes.length ?? 0} nodes and ${reached?.dataAt.length ?? 0} blocks`
-  if (reached === undefined && key === segmentKey(inode.cno, 0)) {
-    return `no such object, but it is part 0 of checkpoint ${inode.cno}, the checkpoint itself`
-  }
-  return `no such object, but the block map of checkpoint ${inode.cno} points at ${what} in it`
-}
-
 async function readSummary(store: ObjectStore, key: string, h: Header, signal?: AbortSignal): Promise<Summary> {
   const layout = objectLayout(h, h)
   const bytes = await readExact(store, key, layout.summaryOffset, layout.summaryEnd, signal)
@@ -188,10 +179,10 @@ async function inspectObject(
     reachedNodes: reached?.nodes.length ?? 0,
     reachedBlocks: reached?.dataAt.length ?? 0,
   }
-  if (size < 0) {
+  if (size < 0 || walk.missing.has(key)) {
     report.error = 'missing'
     // A problem of the report, unless the walk met it already (a node in it).
-    if (!problems.some((p) => p.where.split(' ')[0] === key && p.code === 'ERR_NOT_FOUND')) {
+    if (!walk.missing.has(key)) {
       problems.push({
         code: 'ERR_NOT_FOUND',
         what: 'missing',

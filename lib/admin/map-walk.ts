@@ -53,6 +53,12 @@ export interface MapWalk {
    * could not be read), so these objects were found.
    */
   skipped: Set<string>
+  /**
+   * Objects holding nodes that turned out to be gone: each one problem (`missing`, where
+   * its key), however many of its nodes were pointed at, at however many levels. The
+   * checks of the objects themselves (inspect, verify) must not report them again.
+   */
+  missing: Set<string>
   nodes: number
   leaves: number
   dataPointers: number
@@ -119,7 +125,10 @@ function checkPlace(n: BlockMapNode, place: NodePlace, cno: number, maxCno: numb
   }
 }
 
-/** Walks every node reachable from `inode`; nodes that fail their checks become problems. */
+/**
+ * Walks every node reachable from `inode`; nodes that fail their checks become problems,
+ * and each object of nodes found gone one problem (`missing`), with what points into it.
+ */
 export async function walkMap(
   store: ObjectStore,
   inode: Inode,
@@ -140,7 +149,34 @@ export async function walkMap(
     },
   ]
   while (level.length > 0) level = await walker.visit(level)
-  return walker.walk
+  const { walk } = walker
+  for (const [key, nodes] of [...walker.missingNodes].sort(([a], [b]) => (a < b ? -1 : 1))) {
+    problems.push({
+      code: 'ERR_NOT_FOUND',
+      what: 'missing',
+      where: key,
+      message: `${store.url}/${key}: ${missingWhy(inode, key, walk.reached.get(key), nodes)}`,
+    })
+  }
+  return walk
+}
+
+/**
+ * Why a missing object of checkpoint `inode.cno` matters: what points into it (`nodes`:
+ * the node pointers into it, when not all of them are in `reached`), or that it is the
+ * checkpoint's part 0.
+ */
+export function missingWhy(
+  inode: Inode,
+  key: string,
+  reached: Reached | undefined,
+  nodes = reached?.nodes.length ?? 0,
+): string {
+  const what = `${nodes} nodes and ${reached?.dataAt.length ?? 0} blocks`
+  if (reached === undefined && nodes === 0 && key === segmentKey(inode.cno, 0)) {
+    return `no such object, but it is part 0 of checkpoint ${inode.cno}, the checkpoint itself`
+  }
+  return `no such object, but the block map of checkpoint ${inode.cno} points at ${what} in it`
 }
 
 /** The entries of one node (or the inode's root): keys, pointers, level and upper bound. */
@@ -158,6 +194,8 @@ class MapWalker {
   readonly walk: MapWalk
   private readonly limiter = new Limiter(8)
   private readonly mbs: number
+  /** Objects of nodes found gone (`walk.missing`), and the node pointers into each. */
+  readonly missingNodes = new Map<string, number>()
   /** The object the last data pointer reached (cno and part): a leaf's pointers mostly share one. */
   private lastData: { cno: number; part: number; reached: Reached } | undefined
 
@@ -172,6 +210,7 @@ class MapWalker {
     this.walk = {
       reached: new Map(),
       skipped: new Set(),
+      missing: new Set(),
       nodes: 0,
       leaves: 0,
       dataPointers: 0,
@@ -294,8 +333,13 @@ class MapWalker {
     } catch (err) {
       if (StreamSegmentError.is(err, 'ERR_CORRUPT')) {
         problems.push(toProblem(err, 'pointer', `${key} byte ${span.start}`))
+      } else if (!StreamSegmentError.is(err, 'ERR_NOT_FOUND')) {
+        problems.push(toProblem(err, 'node', key))
       } else {
-        problems.push(toProblem(err, StreamSegmentError.is(err, 'ERR_NOT_FOUND') ? 'missing' : 'node', key))
+        // One problem per object, once the walk knows what points into it (walkMap): its
+        // other spans, and its nodes of other levels, find it gone too.
+        this.walk.missing.add(key)
+        this.missingNodes.set(key, (this.missingNodes.get(key) ?? 0) + span.refs.length)
       }
       return
     }

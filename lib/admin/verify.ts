@@ -29,9 +29,9 @@ import type { ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
 import { givePieces } from '../util/piece-pool.js'
 import { MiB } from '../util/units.js'
-import { missingWhy, objectKeys } from './inspect.js'
+import { objectKeys } from './inspect.js'
 import { resolveCheckpoint } from './list.js'
-import { type MapWalk, type Problem, type Reached, toProblem, walkMap } from './map-walk.js'
+import { type MapWalk, missingWhy, type Problem, type Reached, toProblem, walkMap } from './map-walk.js'
 
 /** Data read per GET while verifying. */
 const VERIFY_CHUNK = 16 * MiB
@@ -123,7 +123,7 @@ export async function verifyCheckpoint(
             else more++
           },
         }
-        await verifyObject({ store, inode, part0, report, options, problems: kept }, key, {
+        await verifyObject({ store, inode, part0, report, options, problems: kept, missing: walk.missing }, key, {
           size: listing.sizes.get(key),
           reached: walk.reached.get(key),
         })
@@ -201,11 +201,15 @@ export async function checkUnpublished(
   await Promise.all(
     [...keys].sort().map((key) =>
       limiter.run(() =>
-        verifyObject({ store, inode, part0: undefined, report, options: { signal }, problems }, key, {
-          size: sizes.get(key)?.size,
-          reached: walk.reached.get(key),
-          slots: key === segmentKey(inode.cno, 0),
-        }),
+        verifyObject(
+          { store, inode, part0: undefined, report, options: { signal }, problems, missing: walk.missing },
+          key,
+          {
+            size: sizes.get(key)?.size,
+            reached: walk.reached.get(key),
+            slots: key === segmentKey(inode.cno, 0),
+          },
+        ),
       ),
     ),
   )
@@ -222,6 +226,8 @@ interface VerifyContext {
   options: { signal?: AbortSignal; onProgress?: (bytes: number) => void }
   /** Where this object's problems go. */
   problems: { push(p: Problem): void }
+  /** Objects of nodes the walk found gone: a problem each already. */
+  missing: ReadonlySet<string>
 }
 
 /** One object under verification: its key, URL and header, with the layout the header gives. */
@@ -245,6 +251,8 @@ async function verifyObject(
   found: { size: number | undefined; reached: Reached | undefined; slots?: boolean },
 ): Promise<void> {
   const { size, reached, slots = true } = found
+  // The walk reported it (and may have found it gone after the listing saw it).
+  if (ctx.missing.has(key)) return
   if (size === undefined) {
     ctx.problems.push({
       code: 'ERR_NOT_FOUND',

@@ -1,8 +1,8 @@
 /**
  * What verify, inspect, export and roll-forward must not take for a sound checkpoint: a
- * published checkpoint whose part 0 is gone (or that names a number no object has), and an
- * unpublished checkpoint whose new nodes
- * point at an older node of another level or key range.
+ * published checkpoint whose part 0 is gone (or that names a number no object has), an
+ * object of block-map nodes gone (one problem, not two), and an unpublished checkpoint
+ * whose new nodes point at an older node of another level or key range.
  */
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
@@ -14,7 +14,7 @@ import { decodeInodeObject, FORMAT_STREAM, INODE_KEY, type Inode, segmentKey } f
 import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
-import { smallSettings } from '../helpers/containers.js'
+import { buildContainer, copyStore, smallSettings } from '../helpers/containers.js'
 import { pattern } from '../helpers/pattern.js'
 
 const BS = 4096
@@ -77,6 +77,34 @@ describe('verify and inspect: the published checkpoint’s part 0 missing', () =
     const i = await inspectCheckpoint(store)
     assert.equal(i.objects.find((o) => o.key === segmentKey(2, 0))?.error, 'missing')
     assert.ok(i.problems.some((p) => p.code === 'ERR_NOT_FOUND' && p.where === segmentKey(2, 0)))
+  })
+})
+
+describe('verify and inspect: an object of block-map nodes gone', () => {
+  it('is one problem, not one from the walk and one more from the object checks', async () => {
+    const pristine = new MemoryStore()
+    await buildContainer(pristine)
+    const { objects } = await inspectCheckpoint(pristine)
+    const holders = objects.filter((o) => o.reachedNodes > 0).map((o) => o.key)
+    assert.ok(holders.length >= 3, `objects holding nodes: ${holders.join()}`)
+    for (const key of holders) {
+      const store = new MemoryStore()
+      await copyStore(pristine, store)
+      await store.delete(key)
+      const v = await verifyCheckpoint(store)
+      assert.deepEqual(
+        v.problems.map((p) => [p.code, p.what, p.where]),
+        [['ERR_NOT_FOUND', 'missing', key]],
+        `${key} deleted: ${JSON.stringify(v.problems)}`,
+      )
+      assert.match(v.problems[0]?.message ?? '', new RegExp(`${key.replace('.', '\\.')}`))
+      const i = await inspectCheckpoint(store)
+      assert.deepEqual(
+        i.problems.map((p) => [p.code, p.what, p.where]),
+        [['ERR_NOT_FOUND', 'missing', key]],
+        `${key} deleted: ${JSON.stringify(i.problems)}`,
+      )
+    }
   })
 })
 
