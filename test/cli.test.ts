@@ -771,6 +771,43 @@ describe('unusual input: said in one line, nothing done', () => {
   })
 })
 
+describe('a damaged entry: ls, inspect and verify report it', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'ss-cli-entry-'))
+  const url = join(dir, 'container')
+  after(() => rmSync(dir, { recursive: true, force: true }))
+  before(() => {
+    const input = join(dir, 'in.bin')
+    writeFileSync(input, randomBytes(100 * 1024))
+    assert.equal(run(['put', input, url]).status, 0)
+    assert.equal(run(['put', input, url]).status, 0) // checkpoint 2, published
+  })
+  /** A copy of the container with `name`'s bytes changed by `edit`. */
+  const damaged = (name: string, edit: (b: Buffer) => void): string => {
+    const copy = mkdtempSync(join(dir, 'copy-'))
+    cpSync(url, copy, { recursive: true })
+    const b = readFileSync(join(copy, name))
+    edit(b)
+    writeFileSync(join(copy, name), b)
+    return copy
+  }
+
+  it('ls with the inode unreadable says publication is unknown, never "never published"', () => {
+    const c = damaged('inode', (b) => b.writeUInt8((b[40] as number) ^ 0x10, 40))
+    const r = run(['ls', c])
+    assert.equal(r.status, 0, r.stderr)
+    const lines = r.text.trim().split('\n')
+    assert.match(lines[1] as string, /^ *1 .* unknown \(inode unreadable\)$/)
+    assert.match(lines[2] as string, /^ *2 .* unknown \(inode unreadable\)$/)
+    assert.doesNotMatch(r.text, /never published|unpublished|complete/)
+    assert.match(r.text, /\ninode object unreadable: .*CRC/)
+    const j = JSON.parse(run(['ls', c, '--json']).text)
+    assert.deepEqual(
+      j.checkpoints.map((x: { state: string }) => x.state),
+      ['unknown', 'unknown'],
+    )
+  })
+})
+
 describe('put: all or nothing from a pipe or a command', () => {
   const dir = mkdtempSync(join(tmpdir(), 'ss-cli-all-'))
   after(() => rmSync(dir, { recursive: true, force: true }))

@@ -4,7 +4,9 @@
  * - A checkpoint is openable when its part 0 exists. Parts of a cno without a part 0 are
  *   an abandoned attempt: listed apart, never openable (ERR_NOT_FOUND naming the cno).
  * - A part 0 newer than the published inode is a complete checkpoint whose publication
- *   was interrupted ('unpublished'). Every part 0 is read in the container's format,
+ *   was interrupted ('unpublished'). With an `inode` object that cannot be read (damaged,
+ *   gone, a newer layout), which checkpoint is published is not known: every state is
+ *   'unknown', never one that claims it. Every part 0 is read in the container's format,
  *   which the `inode` object names (an object's far end is file content, which could
  *   pass for a header of the other format); detected only when `inode` is missing or
  *   unreadable (container/object-header.ts).
@@ -24,7 +26,7 @@ import { checkCallOptions, checkCno } from '../settings.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
-import { type Problem, walkMap } from './map-walk.js'
+import { isUnreadable, type Problem, walkMap } from './map-walk.js'
 
 export interface CheckpointEntry {
   cno: number
@@ -35,7 +37,12 @@ export interface CheckpointEntry {
   bytes: number
   /** When it was made (its inode's mtime, ms since the epoch). */
   timeMs: number
-  state: 'published' | 'complete' | 'unpublished'
+  /**
+   * 'published': the one the `inode` object names; 'complete': an older one;
+   * 'unpublished': a newer one; 'unknown': any, when the `inode` object cannot be read
+   * (`inodeError`), so that which one is published is not known.
+   */
+  state: 'published' | 'complete' | 'unpublished' | 'unknown'
   /** The checkpoint it was built on, as its part 0's header says (0: the container's first; −1 when unreadable). */
   baseCno: number
   /**
@@ -89,11 +96,17 @@ export async function listCheckpoints(
       publishedInode = (await readInode(store, { signal })).inode
       ;({ cno: published, format } = publishedInode)
     } catch (err) {
-      if (!StreamSegmentError.is(err, 'ERR_CORRUPT') && !StreamSegmentError.is(err, 'ERR_UNSUPPORTED')) throw err
-      inodeError = (err as Error).message
+      if (!isUnreadable(err)) throw err
+      inodeError = err.message
     }
   }
-  const { checkpoints, abandoned, inodes, bases } = await readCheckpoints(store, listing, published, format, signal)
+  const { checkpoints, abandoned, inodes, bases } = await readCheckpoints(
+    store,
+    listing,
+    inodeError === undefined ? published : undefined,
+    format,
+    signal,
+  )
   markRollForward(checkpoints, publishedInode, inodes, bases)
   await countUniqueBytes(store, listing, checkpoints, inodes, signal)
   let storedBytes = 0
@@ -104,12 +117,13 @@ export async function listCheckpoints(
 /**
  * Every cno of the listing: a complete checkpoint (its part 0's header read, in `format`,
  * for its size, time and inode; a header that fails its checks is its entry's `error`),
- * or an abandoned attempt. Both sorted by cno.
+ * or an abandoned attempt. Both sorted by cno. `published` undefined: not known (the
+ * inode object could not be read), every state 'unknown'.
  */
 async function readCheckpoints(
   store: ObjectStore,
   listing: ContainerListing,
-  published: number,
+  published: number | undefined,
   format: number | undefined,
   signal: AbortSignal | undefined,
 ): Promise<{
@@ -136,7 +150,14 @@ async function readCheckpoints(
           objects: c.parts.length,
           bytes: c.bytes,
           timeMs: 0,
-          state: cno === published ? 'published' : cno > published ? 'unpublished' : 'complete',
+          state:
+            published === undefined
+              ? 'unknown'
+              : cno === published
+                ? 'published'
+                : cno > published
+                  ? 'unpublished'
+                  : 'complete',
           baseCno: -1,
           uniqueBytes: -1,
         }
@@ -149,8 +170,8 @@ async function readCheckpoints(
           inodes.set(cno, h.inode)
           bases.set(cno, h.baseInode)
         } catch (err) {
-          if (!StreamSegmentError.is(err, 'ERR_CORRUPT') && !StreamSegmentError.is(err, 'ERR_UNSUPPORTED')) throw err
-          entry.error = (err as Error).message
+          if (!isUnreadable(err)) throw err
+          entry.error = err.message
         }
         checkpoints.push(entry)
       }),

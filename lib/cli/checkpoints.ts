@@ -2,7 +2,13 @@
  * `stream-segment ls`, `inspect` and `verify`: what a container holds, read only; a
  * write-ahead log folder for `inspect --wal`.
  */
-import { inspectCheckpoint, listCheckpoints, type Problem, verifyCheckpoint } from '../admin/index.js'
+import {
+  type CheckpointEntry,
+  inspectCheckpoint,
+  listCheckpoints,
+  type Problem,
+  verifyCheckpoint,
+} from '../admin/index.js'
 import { type ErrorCode, StreamSegmentError } from '../errors.js'
 import { openStore } from '../store/open.js'
 import { inspectWal } from '../wal/wal.js'
@@ -27,11 +33,7 @@ export async function ls(p: Parsed, out: Out, _err: Out, signal: AbortSignal): P
       c.bytes,
       c.uniqueBytes < 0 ? '?' : c.uniqueBytes,
       c.timeMs ? new Date(c.timeMs).toISOString() : '-',
-      c.error !== undefined
-        ? `${c.state}, unreadable: ${c.error}`
-        : c.state !== 'unpublished'
-          ? c.state
-          : `unpublished, built on ${c.baseCno}: ${c.rollsForward ? 'rolled forward by the next writer' : 'never published'}`,
+      stateText(c),
     ])
   }
   out.write(`${table(rows, [true, true, true, true, true, false, false])}\n`)
@@ -43,6 +45,15 @@ export async function ls(p: Parsed, out: Out, _err: Out, signal: AbortSignal): P
     )
   }
   return 0
+}
+
+/** A checkpoint's state as `ls` shows it. */
+function stateText(c: CheckpointEntry): string {
+  // Which one is published is not known: no state that says (the line after the table says why).
+  const state = c.state === 'unknown' ? 'unknown (inode unreadable)' : c.state
+  if (c.error !== undefined) return `${state}, unreadable: ${c.error}`
+  if (c.state !== 'unpublished') return state
+  return `unpublished, built on ${c.baseCno}: ${c.rollsForward ? 'rolled forward by the next writer' : 'never published'}`
 }
 
 export async function inspect(p: Parsed, out: Out, err: Out, signal: AbortSignal): Promise<number> {

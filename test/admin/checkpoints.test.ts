@@ -1,6 +1,6 @@
 /**
  * Listing, inspecting and verifying checkpoints: states (published, complete,
- * unpublished), abandoned attempts (parts without a part 0: listed apart, never
+ * unpublished, unknown when the inode cannot be read), abandoned attempts (parts without a part 0: listed apart, never
  * openable), every object of a checkpoint with its header fields and dead slots, and a
  * clean verify that checked every slot.
  */
@@ -110,6 +110,27 @@ describe('checkpoints', () => {
     assert.equal(open.cno, 4)
     await open.close()
   })
+
+  for (const [label, edit, code] of [
+    ['damaged', (b: Buffer) => b.writeUInt8((b[40] as number) ^ 0x10, 40), 'ERR_CORRUPT'],
+    ['of a newer layout', (b: Buffer) => b.writeUInt16LE(2, 8), 'ERR_UNSUPPORTED'],
+  ] as const) {
+    it(`an inode object ${label}: which checkpoint is published is unknown, and no state claims it (${code})`, async () => {
+      const s = new MemoryStore()
+      await copyStore(store, s)
+      const b = Buffer.from(await s.get('inode'))
+      edit(b)
+      await s.put('inode', b)
+      const list = await listCheckpoints(s)
+      assert.equal(list.published, 0)
+      assert.match(list.inodeError ?? '', code === 'ERR_CORRUPT' ? /inode object: CRC/ : /layout version 2/)
+      // Not 'unpublished' (never published, as a published 0 would make them): unknown.
+      assert.deepEqual(
+        list.checkpoints.map((c) => [c.cno, c.size, c.state, c.rollsForward, c.error]),
+        [...refs].map(([cno, ref]) => [cno, ref.length, 'unknown', undefined, undefined]),
+      )
+    })
+  }
 
   it('inspect: every object the map reaches plus the own parts, with header fields and slot counts', async () => {
     for (const cno of refs.keys()) {
