@@ -791,6 +791,48 @@ describe('a damaged entry: ls, inspect and verify report it', () => {
     return copy
   }
 
+  it('inspect --cno N with its part 0 damaged or of a newer layout: the problem and its exit code, no stack', () => {
+    for (const [edit, code, status] of [
+      [(b: Buffer) => b.writeUInt8((b[b.length - 100] as number) ^ 0x10, b.length - 100), 'ERR_CORRUPT', 4],
+      [(b: Buffer) => b.writeUInt16LE(2, b.length - 256 + 8), 'ERR_UNSUPPORTED', 5],
+    ] as const) {
+      const c = damaged('0000000001.0', edit)
+      const v = run(['verify', c, '--cno', '1'])
+      const i = run(['inspect', c, '--cno', '1'])
+      for (const [command, r] of [
+        ['verify', v],
+        ['inspect', i],
+      ] as const) {
+        assert.equal(r.status, status, `${command}: ${r.stderr}`)
+        assert.match(r.text, new RegExp(`(^|\\n)${code} header 0000000001\\.0: `), `${command}: ${r.text}`)
+        assert.equal(
+          r.stderr,
+          `stream-segment: ${code}: ${command} found 1 problem in checkpoint 1 of ${c}\n`,
+          `${command}: one line, no stack`,
+        )
+      }
+      assert.match(i.text, /^checkpoint 1 of .*: unreadable: /)
+      const j = JSON.parse(run(['inspect', c, '--cno', '1', '--json']).text)
+      assert.deepEqual([j.cno, j.objects, j.problems.length, typeof j.error], [1, [], 1, 'string'])
+      // The published checkpoint is untouched.
+      assert.equal(run(['inspect', c]).status, 0)
+    }
+  })
+
+  it('inspect with the inode damaged: the problem and exit 4, as verify', () => {
+    const c = damaged('inode', (b) => b.writeUInt8((b[40] as number) ^ 0x10, 40))
+    for (const command of ['verify', 'inspect']) {
+      const r = run([command, c])
+      assert.equal(r.status, 4, `${command}: ${r.stderr}`)
+      assert.match(r.text, /(^|\n)ERR_CORRUPT inode inode: /, `${command}: ${r.text}`)
+      assert.match(r.text, /(^|\n)the published checkpoint of .*: (unreadable: .*CRC .*|0 objects, .*: 1 problem)\n/)
+      assert.equal(
+        r.stderr,
+        `stream-segment: ERR_CORRUPT: ${command} found 1 problem in the published checkpoint of ${c}\n`,
+      )
+    }
+  })
+
   it('ls with the inode unreadable says publication is unknown, never "never published"', () => {
     const c = damaged('inode', (b) => b.writeUInt8((b[40] as number) ^ 0x10, 40))
     const r = run(['ls', c])

@@ -1,10 +1,11 @@
 /**
  * `inspect`: every object of one checkpoint — those its block map reaches and its own
  * parts — with its header, counts and dead slots, from one listing and one walk of the
- * map. Objects that cannot be read are reported, not thrown. An empty claim of an upload
- * that never completed, under the checkpoint's number, is listed as such, not read.
+ * map. Objects that cannot be read are reported, not thrown, the checkpoint's own entry
+ * (the inode object, or its part 0 when named by number) too, as `verify` reports them. An
+ * empty claim of an upload that never completed, under the checkpoint's number, is listed
+ * as such, not read.
  */
-import { readInode } from '../container/inode.js'
 import { type ContainerListing, listContainer } from '../container/listing.js'
 import { readObjectHeader } from '../container/object-header.js'
 import { readExact } from '../container/objects.js'
@@ -24,7 +25,7 @@ import { checkCallOptions } from '../settings.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
-import { resolveCheckpoint } from './list.js'
+import { checkPublished, resolveOrReport } from './list.js'
 import { type MapWalk, missingWhy, type Problem, toProblem, walkMap } from './map-walk.js'
 
 export interface ObjectReport {
@@ -64,8 +65,20 @@ export interface ObjectReport {
 
 export interface InspectReport {
   url: string
+  /** The checkpoint inspected (0: the published one, when the inode object cannot be read). */
   cno: number
-  published: boolean
+  /**
+   * Whether the `inode` object names it (false when there is none); absent when that is not
+   * known: the inode object, or the checkpoint, cannot be read (`problems` say why).
+   */
+  published?: boolean
+  /**
+   * Why the checkpoint cannot be read — its entry, the inode object or (named by number)
+   * its part 0, damaged or of a newer layout — as its problem says: the report then holds
+   * nothing else (format 'unknown', size −1, block sizes and times 0, an empty tree, no
+   * objects).
+   */
+  error?: string
   /** 'StreamSegment' or 'PartedSegment': the container's layout. */
   format: string
   size: number
@@ -109,8 +122,11 @@ export async function inspectCheckpoint(
   checkCallOptions('inspectCheckpoint', options, ['cno', 'signal'])
   const { signal } = options
   const listing = await listContainer(store, signal)
-  const { inode } = await resolveCheckpoint(store, listing, options.cno, signal)
   const problems: Problem[] = []
+  const resolved = await resolveOrReport(store, listing, options.cno, problems, signal)
+  if (resolved === undefined) return unreadable(store.url, options.cno ?? 0, problems)
+  const { inode } = resolved
+  const published = await checkPublished(store, listing, inode, options.cno, problems, signal)
   const walk = await walkMap(store, inode, problems, signal)
   const limiter = new Limiter(8)
   const objects = await Promise.all(
@@ -121,7 +137,7 @@ export async function inspectCheckpoint(
   return {
     url: store.url,
     cno: inode.cno,
-    published: listing.hasInode && inode.cno === (await publishedCno(store, signal)),
+    ...(published === undefined ? {} : { published }),
     format: formatName(inode.format),
     size: inode.size,
     dataBlockSize: 2 ** inode.dataShift,
@@ -140,11 +156,21 @@ export async function inspectCheckpoint(
   }
 }
 
-async function publishedCno(store: ObjectStore, signal?: AbortSignal): Promise<number> {
-  try {
-    return (await readInode(store, { signal })).inode.cno
-  } catch {
-    return 0
+/** The report on a checkpoint whose entry cannot be read: its problem, and nothing else known. */
+function unreadable(url: string, cno: number, problems: Problem[]): InspectReport {
+  return {
+    url,
+    cno,
+    error: (problems[0] as Problem).message,
+    format: 'unknown',
+    size: -1,
+    dataBlockSize: 0,
+    metaBlockSize: 0,
+    ctimeMs: 0,
+    mtimeMs: 0,
+    tree: { height: 0, nodes: 0, leaves: 0, dataPointers: 0, holes: 0 },
+    objects: [],
+    problems,
   }
 }
 

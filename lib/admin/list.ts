@@ -26,7 +26,7 @@ import { checkCallOptions, checkCno } from '../settings.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
-import { isUnreadable, type Problem, walkMap } from './map-walk.js'
+import { isUnreadable, type Problem, toProblem, walkMap } from './map-walk.js'
 
 export interface CheckpointEntry {
   cno: number
@@ -269,4 +269,75 @@ export async function resolveCheckpoint(
   const size = listing.sizes.get(segmentKey(cno, 0))
   const part0 = (await readObjectHeader(store, cno, 0, { format, size, signal })).header
   return { inode: part0.inode, part0 }
+}
+
+/**
+ * resolveCheckpoint for inspect and verify, which report what they find rather than throw
+ * it: an entry of the checkpoint that cannot be read (the `inode` object, or with `cno` its
+ * part 0: damaged, or of a newer layout) is a problem (`inode` or `header`), and the
+ * result undefined. What says there is nothing to look at still throws: no published
+ * checkpoint, no such one, an abandoned one (ERR_NOT_FOUND), a bad `cno`, the store's own
+ * failures.
+ */
+export async function resolveOrReport(
+  store: ObjectStore,
+  listing: ContainerListing,
+  cno: number | undefined,
+  problems: Problem[],
+  signal?: AbortSignal,
+): Promise<{ inode: Inode; part0: Header | undefined } | undefined> {
+  try {
+    return await resolveCheckpoint(store, listing, cno, signal)
+  } catch (err) {
+    if (!isUnreadable(err) || StreamSegmentError.is(err, 'ERR_NOT_FOUND')) throw err
+    problems.push(
+      toProblem(err, cno === undefined ? 'inode' : 'header', cno === undefined ? INODE_KEY : segmentKey(cno, 0)),
+    )
+    return undefined
+  }
+}
+
+/**
+ * Whether the `inode` object names checkpoint `inode` (resolved for `cno`), for inspect and
+ * verify: the commit point is checked whatever checkpoint is looked at, as it is the
+ * container's entry. No `inode` object beside checkpoints is a problem (nothing is
+ * published: false); one that cannot be read too, and then whether it names this one is
+ * not known (undefined); one naming this checkpoint but holding another inode than its
+ * part 0 is a problem too. With no `cno`, the checkpoint is the one the inode named.
+ */
+export async function checkPublished(
+  store: ObjectStore,
+  listing: ContainerListing,
+  inode: Inode,
+  cno: number | undefined,
+  problems: Problem[],
+  signal?: AbortSignal,
+): Promise<boolean | undefined> {
+  if (!listing.hasInode) {
+    problems.push({
+      code: 'ERR_NOT_FOUND',
+      what: 'missing',
+      where: INODE_KEY,
+      message: `${store.url}/${INODE_KEY}: no such object, but the container has checkpoints: nothing is published`,
+    })
+    return false
+  }
+  if (cno === undefined) return true
+  let published: Inode
+  try {
+    published = (await readInode(store, { signal })).inode
+  } catch (err) {
+    problems.push(toProblem(err, 'inode', INODE_KEY))
+    return undefined
+  }
+  if (published.cno !== inode.cno) return false
+  if (!sameInode(published, inode)) {
+    problems.push({
+      code: 'ERR_CORRUPT',
+      what: 'inode',
+      where: INODE_KEY,
+      message: `${store.url}/${INODE_KEY}: names checkpoint ${inode.cno}, but differs from the inode in its part 0`,
+    })
+  }
+  return true
 }

@@ -6,11 +6,10 @@
  * where; it throws only when it cannot start (no container, no such checkpoint) or the
  * store itself fails.
  */
-import { readInode, sameInode } from '../container/inode.js'
+import { sameInode } from '../container/inode.js'
 import { listContainer } from '../container/listing.js'
 import { readObjectHeader } from '../container/object-header.js'
 import { objectExists, readExact, readExactChunks } from '../container/objects.js'
-import { StreamSegmentError } from '../errors.js'
 import { HEADER_BYTES, type Header, type ObjectLayout, objectLayout } from '../format/header.js'
 import { FORMAT_PARTED, type Inode } from '../format/inode.js'
 import { INODE_KEY, parseKey, segmentKey } from '../format/names.js'
@@ -30,7 +29,7 @@ import { Limiter } from '../util/limiter.js'
 import { givePieces } from '../util/piece-pool.js'
 import { MiB } from '../util/units.js'
 import { objectKeys } from './inspect.js'
-import { resolveCheckpoint } from './list.js'
+import { checkPublished, resolveOrReport } from './list.js'
 import { type MapWalk, missingWhy, type Problem, type Reached, toProblem, walkMap } from './map-walk.js'
 
 /** Data read per GET while verifying. */
@@ -73,39 +72,11 @@ export async function verifyCheckpoint(
   const { signal } = options
   const listing = await listContainer(store, signal)
   const problems: Problem[] = []
-  let inode: Inode
-  let part0: Header | undefined
-  try {
-    ;({ inode, part0 } = await resolveCheckpoint(store, listing, options.cno, signal))
-  } catch (err) {
-    if (StreamSegmentError.is(err, 'ERR_NOT_FOUND') || StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT')) throw err
-    const where = options.cno === undefined ? INODE_KEY : segmentKey(options.cno, 0)
-    problems.push(toProblem(err, options.cno === undefined ? 'inode' : 'header', where))
-    return newReport(store.url, options.cno ?? 0, problems)
-  }
-  if (!listing.hasInode) {
-    problems.push({
-      code: 'ERR_NOT_FOUND',
-      what: 'missing',
-      where: INODE_KEY,
-      message: `${store.url}/${INODE_KEY}: no such object, but the container has checkpoints: nothing is published`,
-    })
-  } else if (options.cno !== undefined) {
-    // The commit point is checked whatever checkpoint is verified: it is the container's entry.
-    try {
-      const { inode: published } = await readInode(store, { signal })
-      if (published.cno === inode.cno && !sameInode(published, inode)) {
-        problems.push({
-          code: 'ERR_CORRUPT',
-          what: 'inode',
-          where: INODE_KEY,
-          message: `${store.url}/${INODE_KEY}: names checkpoint ${inode.cno}, but differs from the inode in its part 0`,
-        })
-      }
-    } catch (err) {
-      problems.push(toProblem(err, 'inode', INODE_KEY))
-    }
-  }
+  const resolved = await resolveOrReport(store, listing, options.cno, problems, signal)
+  if (resolved === undefined) return newReport(store.url, options.cno ?? 0, problems)
+  const { inode, part0 } = resolved
+  // The commit point is checked whatever checkpoint is verified: it is the container's entry.
+  await checkPublished(store, listing, inode, options.cno, problems, signal)
   const walk = await walkMap(store, inode, problems, signal)
   const report = newReport(store.url, inode.cno, problems, walk)
   const limiter = new Limiter(4)

@@ -66,6 +66,12 @@ export async function inspect(p: Parsed, out: Out, err: Out, signal: AbortSignal
     out.write(`${JSON.stringify(r)}\n`)
     return problemsFound('inspect', r, err)
   }
+  if (r.error !== undefined) {
+    // Its entry (the inode object, or its part 0) cannot be read: nothing more to show than its problem.
+    out.write(`${checkpointName(r.cno)} of ${r.url}: unreadable: ${r.error}\n`)
+    for (const pr of r.problems) out.write(`${pr.code} ${pr.what} ${pr.where}: ${pr.message}\n`)
+    return problemsFound('inspect', r, err)
+  }
   out.write(
     `checkpoint ${r.cno} of ${r.url}${r.published ? ' (published)' : ''}: ${r.format}, ${r.size} bytes, ` +
       `blocks ${r.dataBlockSize}, meta blocks ${r.metaBlockSize}, made ${new Date(r.mtimeMs).toISOString()}\n` +
@@ -152,12 +158,17 @@ export async function verify(p: Parsed, out: Out, err: Out, signal: AbortSignal)
   else {
     for (const pr of r.problems) out.write(`${pr.code} ${pr.what} ${pr.where}: ${pr.message}\n`)
     out.write(
-      `checkpoint ${r.cno} of ${r.url}: ${count(r.objects, 'object')}, ${count(r.nodes, 'node')}, ${count(r.dataPointers, 'data pointer')}, ` +
+      `${checkpointName(r.cno)} of ${r.url}: ${count(r.objects, 'object')}, ${count(r.nodes, 'node')}, ${count(r.dataPointers, 'data pointer')}, ` +
         `${count(r.slots, 'data slot')} checked, ${formatBytes(r.bytesRead)} read in ${s.toFixed(2)} s: ` +
         `${r.problems.length === 0 ? 'ok' : count(r.problems.length, 'problem')}\n`,
     )
   }
   return problemsFound('verify', r, err)
+}
+
+/** A report's checkpoint: by number, or (cno 0: its inode object could not be read) the published one. */
+function checkpointName(cno: number): string {
+  return cno === 0 ? 'the published checkpoint' : `checkpoint ${cno}`
 }
 
 /** 0 when a report found no problem; else one line on stderr and the exit code of the worst. */
@@ -169,7 +180,7 @@ function problemsFound(
   if (r.problems.length === 0) return 0
   const code = worstCode(r.problems)
   err.write(
-    `stream-segment: ${code}: ${command} found ${count(r.problems.length, 'problem')} in checkpoint ${r.cno} of ${r.url}\n`,
+    `stream-segment: ${code}: ${command} found ${count(r.problems.length, 'problem')} in ${checkpointName(r.cno)} of ${r.url}\n`,
   )
   return EXIT_CODES[code]
 }

@@ -1,14 +1,16 @@
 /**
  * What verify, inspect, export and roll-forward must not take for a sound checkpoint: a
- * published checkpoint whose part 0 is gone (or that names a number no object has), an
- * object of block-map nodes gone (one problem, not two), and an unpublished checkpoint
- * whose new nodes point at an older node of another level or key range.
+ * published checkpoint whose part 0 is gone (or that names a number no object has), a
+ * checkpoint whose own entry (the inode object, or its part 0 when named by number) is
+ * damaged or of a newer layout, an object of block-map nodes gone, and an unpublished
+ * checkpoint whose new nodes point at an older node of another level or key range.
  */
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { inspectCheckpoint, verifyCheckpoint } from '../../lib/admin/index.js'
 import { checkUnpublished } from '../../lib/admin/verify.js'
 import { readNode } from '../../lib/container/nodes.js'
+import { StreamSegmentError } from '../../lib/errors.js'
 import { decodeHeader, encodeHeader, HEADER_BYTES } from '../../lib/format/header.js'
 import { decodeInodeObject, FORMAT_STREAM, INODE_KEY, type Inode, segmentKey } from '../../lib/format/index.js'
 import { SegmentFile } from '../../lib/segment-file.js'
@@ -77,6 +79,94 @@ describe('verify and inspect: the published checkpoint’s part 0 missing', () =
     const i = await inspectCheckpoint(store)
     assert.equal(i.objects.find((o) => o.key === segmentKey(2, 0))?.error, 'missing')
     assert.ok(i.problems.some((p) => p.code === 'ERR_NOT_FOUND' && p.where === segmentKey(2, 0)))
+  })
+})
+
+describe('verify and inspect: the checkpoint’s own entry unreadable', () => {
+  const pristine = new MemoryStore()
+  const built = buildContainer(pristine) // checkpoints 1, 2 and 3, the last published
+
+  /** A copy of the container with `key`'s bytes changed by `edit`. */
+  async function damaged(key: string, edit: (b: Buffer) => void): Promise<MemoryStore> {
+    await built
+    const store = new MemoryStore()
+    await copyStore(pristine, store)
+    const b = Buffer.from(await store.get(key))
+    edit(b)
+    await store.put(key, b)
+    return store
+  }
+  /** A byte of the header (a tail: the format is StreamSegment) flipped. */
+  const flipHeader = (b: Buffer) => {
+    b[b.length - 100] = (b[b.length - 100] as number) ^ 0x10
+  }
+  /** The header's layout version made 2 (checked before its CRC). */
+  const newerHeader = (b: Buffer) => b.writeUInt16LE(2, b.length - HEADER_BYTES + 8)
+  const flipInode = (b: Buffer) => {
+    b[40] = (b[40] as number) ^ 0x10
+  }
+  const newerInode = (b: Buffer) => b.writeUInt16LE(2, 8)
+  const summary = (problems: { code: string; what: string; where: string }[]) =>
+    problems.map((p) => [p.code, p.what, p.where])
+
+  for (const [label, edit, code] of [
+    ['damaged', flipHeader, 'ERR_CORRUPT'],
+    ['of a newer layout', newerHeader, 'ERR_UNSUPPORTED'],
+  ] as const) {
+    it(`part 0 of the checkpoint named by number ${label}: inspect reports it as verify does (${code}), not thrown`, async () => {
+      const store = await damaged(segmentKey(2, 0), edit)
+      const v = await verifyCheckpoint(store, { cno: 2 })
+      assert.deepEqual(summary(v.problems), [[code, 'header', segmentKey(2, 0)]])
+      const i = await inspectCheckpoint(store, { cno: 2 })
+      assert.equal(i.cno, 2)
+      assert.deepEqual(summary(i.problems), summary(v.problems))
+      assert.equal(i.problems[0]?.message, v.problems[0]?.message)
+      assert.equal(i.error, i.problems[0]?.message, 'the report says why it has nothing more')
+      assert.deepEqual(i.objects, [])
+      assert.equal(i.published, undefined, 'not known: the checkpoint could not be read')
+      assert.equal(i.size, -1)
+      // A checkpoint that does not reach it is inspected as before.
+      assert.deepEqual((await inspectCheckpoint(store, { cno: 1 })).problems, [])
+    })
+  }
+
+  for (const [label, edit, code] of [
+    ['damaged', flipInode, 'ERR_CORRUPT'],
+    ['of a newer layout', newerInode, 'ERR_UNSUPPORTED'],
+  ] as const) {
+    it(`the inode object ${label}: inspect of the published checkpoint reports it as verify does (${code}); by number, the inode is a problem and publication unknown`, async () => {
+      const store = await damaged(INODE_KEY, edit)
+      const v = await verifyCheckpoint(store)
+      assert.deepEqual(summary(v.problems), [[code, 'inode', INODE_KEY]])
+      const i = await inspectCheckpoint(store)
+      assert.deepEqual(summary(i.problems), summary(v.problems))
+      assert.equal(i.error, i.problems[0]?.message)
+      assert.deepEqual([i.cno, i.objects, i.published], [0, [], undefined])
+      // By number: the checkpoint is read whole, the commit point reported as verify does.
+      const byNumber = await inspectCheckpoint(store, { cno: 3 })
+      const vByNumber = await verifyCheckpoint(store, { cno: 3 })
+      assert.deepEqual(summary(byNumber.problems), [[code, 'inode', INODE_KEY]])
+      assert.deepEqual(summary(byNumber.problems), summary(vByNumber.problems))
+      assert.equal(byNumber.error, undefined)
+      assert.equal(byNumber.published, undefined, 'whether the inode names 3 is unknown')
+      assert.ok(byNumber.objects.length > 1 && byNumber.objects.every((o) => o.error === undefined))
+    })
+  }
+
+  it('what cannot start still throws, as verify does: no checkpoint to inspect', async () => {
+    const store = await damaged(INODE_KEY, () => {})
+    await store.delete(INODE_KEY)
+    const noCheckpoint = (e: unknown) => StreamSegmentError.is(e, 'ERR_NOT_FOUND') && /give a cno/.test(e.message)
+    await assert.rejects(inspectCheckpoint(store), noCheckpoint)
+    await assert.rejects(verifyCheckpoint(store), noCheckpoint)
+    const noNine = (e: unknown) => StreamSegmentError.is(e, 'ERR_NOT_FOUND') && /no checkpoint 9/.test(e.message)
+    await assert.rejects(inspectCheckpoint(store, { cno: 9 }), noNine)
+    await assert.rejects(verifyCheckpoint(store, { cno: 9 }), noNine)
+    // By number it is read, and the inode reported missing by both.
+    const i = await inspectCheckpoint(store, { cno: 3 })
+    assert.deepEqual(summary(i.problems), [['ERR_NOT_FOUND', 'missing', INODE_KEY]])
+    assert.deepEqual(summary((await verifyCheckpoint(store, { cno: 3 })).problems), summary(i.problems))
+    assert.equal(i.published, false, 'no inode object: nothing is published')
   })
 })
 
