@@ -8,7 +8,7 @@ import { execFileSync } from 'node:child_process'
 import { promises as fs, constants as fsConstants } from 'node:fs'
 import { syncBuiltinESMExports } from 'node:module'
 import { sep } from 'node:path'
-import { describe, it } from 'node:test'
+import { describe, it, type TestContext } from 'node:test'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
@@ -52,6 +52,30 @@ async function openLog(dir: string, options: Parameters<typeof WalLog.open>[3] =
   const replayed: WalRecord[] = []
   const opened = await WalLog.open(dir, 1, (r) => void replayed.push(r), options)
   return { ...opened, replayed }
+}
+
+/**
+ * A handle with a log in a new folder: 'base' published, then 'one' written; and a disk
+ * where no new log file can be made while `disk.full`, and no log file removed while
+ * `disk.stuck` (the mocks go with `t`).
+ */
+async function baseThenOne(t: TestContext, name: string) {
+  const store = new MemoryStore(name)
+  const dir = await walDir()
+  const f = await SegmentFile.create(store, { wal: { dir } })
+  await f.write(0, Buffer.from('base'))
+  await f.flush()
+  await f.write(0, Buffer.from('one'))
+  const disk = { full: true, stuck: false }
+  const open = fs.open
+  t.mock.method(fs, 'open', (...args: Parameters<typeof fs.open>) =>
+    disk.full && args[1] === 'wx' ? Promise.reject(osError('ENOSPC', 'open')) : open(...args),
+  )
+  const rm = fs.rm
+  t.mock.method(fs, 'rm', (...args: Parameters<typeof fs.rm>) =>
+    disk.stuck && String(args[0]).endsWith('.log') ? Promise.reject(osError('EIO', 'unlink')) : rm(...args),
+  )
+  return { store, dir, f, disk }
 }
 
 describe('the WAL when the file system fails', () => {
@@ -130,22 +154,12 @@ describe('the WAL when the file system fails', () => {
   })
 
   it('a flush that published resolves when the log cannot start afresh; the switch is made before the next logged call', async (t) => {
-    const store = new MemoryStore('walfail-switch')
-    const dir = await walDir()
-    const f = await SegmentFile.create(store, { wal: { dir } })
-    await f.write(0, Buffer.from('base'))
-    await f.flush()
-    await f.write(0, Buffer.from('one'))
-    let full = true
-    const open = fs.open
-    t.mock.method(fs, 'open', (...args: Parameters<typeof fs.open>) =>
-      full && args[1] === 'wx' ? Promise.reject(osError('ENOSPC', 'open')) : open(...args),
-    )
+    const { store, dir, f, disk } = await baseThenOne(t, 'walfail-switch')
     const t1 = await f.flush()
     assert.equal(t1.cno, 2, 'published')
     assert.equal(await published(store), 'onee')
     await rejectsCode(f.write(0, Buffer.from('two')), 'ERR_STORE', /making the file/)
-    full = false
+    disk.full = false
     await f.write(0, Buffer.from('two'))
     assert.equal((await f.flush()).cno, 3)
     await f.write(0, Buffer.from('3'))
@@ -158,22 +172,10 @@ describe('the WAL when the file system fails', () => {
   })
 
   it('a writer that dies while the switch after its flush is pending leaves nothing to apply again', async (t) => {
-    const store = new MemoryStore('walfail-switch-died')
-    const dir = await walDir()
-    const f = await SegmentFile.create(store, { wal: { dir } })
-    await f.write(0, Buffer.from('base'))
-    await f.flush()
-    await f.write(0, Buffer.from('one'))
     // The new file cannot be made; nor can the old ones be removed: the log keeps the
     // record the flush published.
-    const open = fs.open
-    t.mock.method(fs, 'open', (...args: Parameters<typeof fs.open>) =>
-      args[1] === 'wx' ? Promise.reject(osError('ENOSPC', 'open')) : open(...args),
-    )
-    const rm = fs.rm
-    t.mock.method(fs, 'rm', (...args: Parameters<typeof fs.rm>) =>
-      String(args[0]).endsWith('.log') ? Promise.reject(osError('EIO', 'unlink')) : rm(...args),
-    )
+    const { store, dir, f, disk } = await baseThenOne(t, 'walfail-switch-died')
+    disk.stuck = true
     assert.equal((await f.flush()).cno, 2)
     await f.close()
     t.mock.restoreAll()
@@ -190,17 +192,8 @@ describe('the WAL when the file system fails', () => {
   })
 
   it("a rollback on a full disk removes the log's files: the next open replays nothing it gave up", async (t) => {
-    const store = new MemoryStore('walfail-rollback')
-    const dir = await walDir()
-    const f = await SegmentFile.create(store, { wal: { dir } })
-    await f.write(0, Buffer.from('base'))
-    await f.flush()
-    await f.write(0, Buffer.from('one'))
+    const { store, dir, f } = await baseThenOne(t, 'walfail-rollback')
     await f.write(10, Buffer.from('two'))
-    const open = fs.open
-    t.mock.method(fs, 'open', (...args: Parameters<typeof fs.open>) =>
-      args[1] === 'wx' ? Promise.reject(osError('ENOSPC', 'open')) : open(...args),
-    )
     await f.rollback()
     assert.equal(await text(f), 'base', 'the changes are given up')
     assert.deepEqual(await listGenerations(dir), [], 'nothing is left to replay')
@@ -214,20 +207,10 @@ describe('the WAL when the file system fails', () => {
   })
 
   it('after a rollback on a full disk the log goes on once there is room, from a new file', async (t) => {
-    const store = new MemoryStore('walfail-rollback-on')
-    const dir = await walDir()
-    const f = await SegmentFile.create(store, { wal: { dir } })
-    await f.write(0, Buffer.from('base'))
-    await f.flush()
-    await f.write(0, Buffer.from('one'))
-    let full = true
-    const open = fs.open
-    t.mock.method(fs, 'open', (...args: Parameters<typeof fs.open>) =>
-      full && args[1] === 'wx' ? Promise.reject(osError('ENOSPC', 'open')) : open(...args),
-    )
+    const { store, dir, f, disk } = await baseThenOne(t, 'walfail-rollback-on')
     await f.rollback()
     await rejectsCode(f.write(0, Buffer.from('X')), 'ERR_STORE', /making the file/)
-    full = false
+    disk.full = false
     await f.write(1, Buffer.from('two'))
     assert.equal(await text(f), 'btwo')
     await f.close()
@@ -240,26 +223,14 @@ describe('the WAL when the file system fails', () => {
   })
 
   it('a rollback that can neither start the log afresh nor remove its files says so; close voids the log', async (t) => {
-    const store = new MemoryStore('walfail-rollback-stuck')
-    const dir = await walDir()
-    const f = await SegmentFile.create(store, { wal: { dir } })
-    await f.write(0, Buffer.from('base'))
-    await f.flush()
-    await f.write(0, Buffer.from('one'))
-    const open = fs.open
-    t.mock.method(fs, 'open', (...args: Parameters<typeof fs.open>) =>
-      args[1] === 'wx' ? Promise.reject(osError('ENOSPC', 'open')) : open(...args),
-    )
-    const rm = fs.rm
-    const rmMock = t.mock.method(fs, 'rm', (...args: Parameters<typeof fs.rm>) =>
-      String(args[0]).endsWith('.log') ? Promise.reject(osError('EIO', 'unlink')) : rm(...args),
-    )
+    const { store, dir, f, disk } = await baseThenOne(t, 'walfail-rollback-stuck')
+    disk.stuck = true
     const err = await rejectsCode(f.rollback(), 'ERR_STORE', /rollback: .*given up.*log still holds them/)
     assert.match(String((err.cause as Error | undefined)?.message), /wal-0000000003\.log: making the file/)
     assert.equal(await text(f), 'base', 'the handle gave the changes up')
     assert.equal((await listGenerations(dir)).length, 1)
     // The disk still has no room for a new file, but its files can go now.
-    rmMock.mock.restore()
+    disk.stuck = false
     await f.close()
     t.mock.restoreAll()
     const g = await SegmentFile.open(store, { wal: { dir } })
