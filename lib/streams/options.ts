@@ -7,7 +7,7 @@ import type { ReadTiming } from '../read/reader.js'
 import { checkCommonOptions } from '../settings.js'
 import { checkStore } from '../store/common.js'
 import { openStore, type StoreLocation } from '../store/open.js'
-import type { ObjectStore } from '../store/types.js'
+import type { CopySource, ObjectStore } from '../store/types.js'
 import { describeValue } from '../util/typed-arrays.js'
 
 /** Where a stream's container is: a URL, or the store itself (exactly one). */
@@ -73,7 +73,7 @@ export function destroyOnAbort(
  * `store` with its GETs and HEADs counted into `into` until `stop` (a handle's open, say).
  * Until then every read request (get, getChunks, head, list) also carries `signal`, beside
  * any signal of its own: SegmentFile.open takes none, and an open that waits on a stalled
- * request must end when the stream or download is aborted, not when the request does.
+ * request must end when the stream, download or upload is aborted, not when the request does.
  */
 export function countingStore(
   store: ObjectStore,
@@ -93,6 +93,15 @@ export function countingStore(
       const v = Reflect.get(target, prop, target)
       if (typeof v !== 'function') return v
       if (prop === 'list' || prop === 'getChunks') return (...args: unknown[]) => v.apply(target, withSignal(args))
+      if (prop === 'uploadPartCopy') {
+        // A copy from the store itself (a resume's) names the store, not this proxy: a store
+        // reads its source's private fields, which a proxy does not have.
+        return (...args: unknown[]) => {
+          const source = args[3] as CopySource
+          const from = source.store === proxy ? { ...source, store } : source
+          return v.apply(target, [...args.slice(0, 3), from, ...args.slice(4)])
+        }
+      }
       if (prop !== 'get' && prop !== 'head') return v.bind(target)
       return async (...args: unknown[]) => {
         if (counting) into.requests++

@@ -31,7 +31,7 @@ import { BufferPool } from '../util/buffer-pool.js'
 import { allocLarge } from '../util/huge-memory.js'
 import { describeValue } from '../util/typed-arrays.js'
 import type { FlushTiming } from '../write/flush.js'
-import { checkStreamOptions } from './options.js'
+import { checkStreamOptions, countingStore } from './options.js'
 import { openForAppend } from './write-stream.js'
 
 /** A file's version as a torn-source check compares it: size, mtime and ctime. */
@@ -189,10 +189,21 @@ export async function uploadFile(
       )
     }
     const { size } = version
-    const file = await openForAppend(store, settings)
-    const onAbort = () => file.abort(aborted())
+    // The signal is heard from before the open: an open stalled on a request (the inode's
+    // GET, say) ends when it fires, as the upload's requests after it do.
+    const opening = new AbortController()
+    let file: SegmentFile | undefined
+    const onAbort = () => {
+      opening.abort(signal?.reason)
+      file?.abort(aborted())
+    }
     signal?.addEventListener('abort', onAbort, { once: true })
     try {
+      const opened = countingStore(store, { requests: 0, bytes: 0 }, opening.signal)
+      file = await openForAppend(opened.store, settings).catch((err) => {
+        throw signal?.aborted ? aborted() : err
+      })
+      opened.stop()
       if (signal?.aborted) onAbort()
       const id = {
         size,
@@ -217,7 +228,7 @@ export async function uploadFile(
       return { ...timing, reusedBytes: file.core.uploader.reusedBytes }
     } finally {
       signal?.removeEventListener('abort', onAbort)
-      await file.close()
+      await file?.close()
     }
   } finally {
     if (fh !== path) await fh.close()

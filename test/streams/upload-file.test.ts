@@ -1,0 +1,63 @@
+/**
+ * uploadFile: its signal and the errors of the file it reads. (Resume: resume.test.ts; a
+ * file rewritten in place: test/write/write-ref.test.ts; bad arguments: bad-arguments.test.ts.)
+ */
+import assert from 'node:assert/strict'
+import { getEventListeners } from 'node:events'
+import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, before, describe, it } from 'node:test'
+import { MemoryStore } from '../../lib/store/memory.js'
+import { countingStore } from '../../lib/streams/options.js'
+import { uploadFile } from '../../lib/streams/upload-file.js'
+import { rejectsCode } from '../helpers/assert.js'
+import { within } from '../helpers/containers.js'
+import { FailingStore } from '../helpers/failing-store.js'
+import { testS3Store } from '../helpers/fake-s3.js'
+import { pattern } from '../helpers/pattern.js'
+
+const KiB = 1024
+
+describe('uploadFile', () => {
+  let dir = ''
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'ss-upload-file-'))
+  })
+  after(() => rm(dir, { recursive: true, force: true }))
+
+  it('an abort while the container is opened ends the upload at once', async () => {
+    const path = join(dir, 'open.bin')
+    await writeFile(path, pattern(0, 256 * KiB, 3))
+    const inner = new MemoryStore()
+    // The inode's GET hangs until its request is aborted, as a stalled link's would.
+    const stalled = new FailingStore(inner, [{ ops: ['get', 'head'], key: /^inode$/, mode: 'hang' }])
+    const ac = new AbortController()
+    const upload = uploadFile(path, stalled, {}, { signal: ac.signal })
+    const settled = rejectsCode(upload, 'ERR_ABORTED', /upload of .*open\.bin to .* aborted/)
+    const hung = async () => {
+      while (stalled.count('get', 'hung') + stalled.count('head', 'hung') === 0)
+        await new Promise((r) => setTimeout(r, 5))
+    }
+    await within(hung(), 2000, 'the open')
+    ac.abort(new Error('enough'))
+    await within(settled, 2000, 'abort during the open')
+    assert.equal(getEventListeners(ac.signal, 'abort').length, 0, 'the listener is removed')
+    assert.equal(await inner.head('inode'), undefined, 'nothing was published')
+  })
+
+  it("the store it opens through copies a resume's parts from the S3Store itself, not from a proxy of it", async () => {
+    // A resume copies parts of the store's own objects (UploadPartCopy, the store as the
+    // source): S3Store reads its source's private fields, which a proxy has not.
+    const s3 = testS3Store('http://127.0.0.1:9')
+    const { store } = countingStore(s3, { requests: 0, bytes: 0 }, new AbortController().signal)
+    const copy = store.uploadPartCopy?.(
+      '0000000002.1',
+      'upload-id',
+      1,
+      { store, key: '0000000001.1', range: { start: 0, end: 4096 } },
+      { signal: AbortSignal.abort(new Error('no request needed')) },
+    )
+    await rejectsCode(copy as Promise<unknown>, 'ERR_ABORTED')
+  })
+})
