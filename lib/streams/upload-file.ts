@@ -48,7 +48,8 @@ const SOURCE_POOL_BYTES = 64 * 1024 * 1024
  * A BlockSource reading a file handle. `verify` (called by the flush before it publishes)
  * compares the file's size, mtime and ctime with `version` (default: as when the source
  * was made), and fails with ERR_STATE when the file changed: rewritten in place during
- * the upload, it would be published torn.
+ * the upload, it would be published torn. A read that fails (a failing disk, a handle
+ * closed too early) is ERR_STORE; errors name the file `name` (default 'the file').
  *
  * Reads go into buffers the writer gives back once their request has ended (`release`),
  * up to SOURCE_POOL_BYTES of them kept: a new buffer of a piece's size is mapped afresh
@@ -61,6 +62,7 @@ export function fileSource(
     stat?(): Promise<FileVersion>
   },
   version?: FileVersion,
+  name = 'the file',
 ): BlockSource {
   if (typeof (fh as { read?: unknown } | null)?.read !== 'function') {
     throw StreamSegmentError.invalidArgument(
@@ -78,10 +80,16 @@ export function fileSource(
       const out = (pool.take(length) ?? allocLarge(length)).subarray(0, length)
       let done = 0
       while (done < length) {
-        const { bytesRead } = await fh.read(out, done, length - done, position + done)
+        const at = position + done
+        const { bytesRead } = await fh.read(out, done, length - done, at).catch((err: unknown) => {
+          // The system's error (EIO, EBADF) would pass for a bug of the writer's, and name no file.
+          throw StreamSegmentError.is(err)
+            ? err
+            : StreamSegmentError.store(`${name}: cannot be read at byte ${at} (${(err as Error)?.message})`, err)
+        })
         if (bytesRead === 0) {
           throw StreamSegmentError.state(
-            `file ended at ${position + done}, ${length - done} bytes short: it changed while being uploaded`,
+            `${name}: ended at byte ${at}, ${length - done} bytes short: it changed while being uploaded`,
           )
         }
         done += bytesRead
@@ -98,7 +106,7 @@ export function fileSource(
       const [was, now] = await Promise.all([first, stat()])
       if (was.size !== now.size || was.mtimeMs !== now.mtimeMs || was.ctimeMs !== now.ctimeMs) {
         throw StreamSegmentError.state(
-          `the file changed while being uploaded (size ${was.size} → ${now.size}, mtime ${new Date(was.mtimeMs).toISOString()} → ${new Date(now.mtimeMs).toISOString()}): nothing was published`,
+          `${name}: changed while being uploaded (size ${was.size} → ${now.size}, mtime ${new Date(was.mtimeMs).toISOString()} → ${new Date(now.mtimeMs).toISOString()}): nothing was published`,
         )
       }
     },
@@ -217,7 +225,7 @@ export async function uploadFile(
       const resumer = new FileResumer(id, leftovers, completed)
       file.core.uploader.resumer = resumer
       onStart?.(file, size)
-      const source = fileSource(fh, version)
+      const source = fileSource(fh, version, typeof path === 'string' ? path : undefined)
       const verify = source.verify?.bind(source)
       source.verify = async () => {
         await verify?.()

@@ -4,7 +4,8 @@
  */
 import assert from 'node:assert/strict'
 import { getEventListeners } from 'node:events'
-import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { truncateSync } from 'node:fs'
+import { mkdtemp, open, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
@@ -18,6 +19,7 @@ import { testS3Store } from '../helpers/fake-s3.js'
 import { pattern } from '../helpers/pattern.js'
 
 const KiB = 1024
+const MiB = 1024 * KiB
 
 describe('uploadFile', () => {
   let dir = ''
@@ -44,6 +46,25 @@ describe('uploadFile', () => {
     await within(settled, 2000, 'abort during the open')
     assert.equal(getEventListeners(ac.signal, 'abort').length, 0, 'the listener is removed')
     assert.equal(await inner.head('inode'), undefined, 'nothing was published')
+  })
+
+  it('a file that fails under it: cut short (ERR_STATE) or unreadable (ERR_STORE), named; nothing published', async () => {
+    const path = join(dir, 'fails.bin')
+    await writeFile(path, pattern(0, 3 * MiB, 5))
+    const store = new MemoryStore()
+    await rejectsCode(
+      uploadFile(path, store, {}, { onStart: () => truncateSync(path, MiB) }),
+      'ERR_STATE',
+      new RegExp(`^${path}: ended at byte ${MiB}, ${2 * MiB} bytes short: it changed while being uploaded`),
+    )
+    // A read that fails (a failing disk, a handle closed too early): the library's error, not the system's.
+    const fh = await open(path, 'r')
+    await rejectsCode(
+      uploadFile(fh, store, {}, { onStart: () => void fh.close() }),
+      'ERR_STORE',
+      /^the file: cannot be read at byte 0 \(.*\)/,
+    )
+    assert.equal(await store.head('inode'), undefined, 'nothing was published')
   })
 
   it("the store it opens through copies a resume's parts from the S3Store itself, not from a proxy of it", async () => {
