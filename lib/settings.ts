@@ -241,10 +241,15 @@ export function checkCno(who: string, cno: unknown): asserts cno is number | und
   }
 }
 
-/** The `start` and `end` options of a read of a range: offsets, the end (inclusive) not before the start, as fs.createReadStream refuses. */
+/**
+ * The `start` and `end` options of a read of a range: offsets, the end (inclusive) not
+ * before the start, as fs.createReadStream refuses; and, as there, an end of Infinity
+ * (fs's own default) for the end of the file.
+ */
 export function checkByteRange(who: string, options: { start?: unknown; end?: unknown }): void {
   for (const name of ['start', 'end'] as const) {
     const v = options[name]
+    if (name === 'end' && v === Number.POSITIVE_INFINITY) continue
     if (v !== undefined && (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0)) {
       throw StreamSegmentError.invalidArgument(
         `${who}: ${name} must be a byte offset (an integer ≥ 0), got ${describeValue(v)}`,

@@ -84,6 +84,8 @@ describe('downloadFile', () => {
     const clipped = await downloadFile(store, path, { start: 2000 * KiB, end: 10_000 * KiB })
     assert.equal(clipped.bytes, 48 * KiB)
     assert.ok((await readFile(path)).equals(second.subarray(2000 * KiB)), 'a range past the end is clipped')
+    const toEnd = await downloadFile(store, path, { start: 2000 * KiB, end: Number.POSITIVE_INFINITY })
+    assert.equal(toEnd.bytes, 48 * KiB, 'an end of Infinity, as fs.createReadStream takes it')
 
     const old = await downloadFile(store, path, { cno: 1 })
     assert.deepEqual([old.cno, old.size], [1, first.length])

@@ -56,6 +56,9 @@ describe('createStreamSegmentReadStream', () => {
       [latest.length - 1, latest.length + 100],
       [latest.length, undefined],
       [latest.length + 5, latest.length + 10],
+      // fs.createReadStream's own default end: to the end of the file
+      [0, Number.POSITIVE_INFINITY],
+      [latest.length - 10, Number.POSITIVE_INFINITY],
     ]
     for (const [start, end] of cases) {
       const got = await drain(createStreamSegmentReadStream({ store: small, start, end, readGetMaxBytes: 8 * KiB }))
@@ -231,6 +234,9 @@ describe('createStreamSegmentReadStream', () => {
       { url: 'mem://x', store: small },
       { store: small, start: -1 },
       { store: small, end: 1.5 },
+      { store: small, start: Number.POSITIVE_INFINITY },
+      { store: small, end: Number.NEGATIVE_INFINITY },
+      { store: small, end: Number.NaN },
       { store: small, start: 10, end: 5 },
       { store: small, cno: 0 },
       { store: small, cno: '2' },
