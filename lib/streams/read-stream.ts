@@ -29,8 +29,8 @@
  * - The AbortSignal, `destroy()` or a failed read aborts every request in flight (the
  *   open's too) and ends the stream: ERR_ABORTED for the signal, `destroy(err)`'s own err,
  *   and for a `destroy()` without one streamx's STREAM_DESTROYED, for which it emits no
- *   'error' (as when a consumer breaks out of a `for await`). The signal's listener goes
- *   when the stream closes.
+ *   'error' (as when a consumer breaks out of a `for await`). The pieces fetched ahead go
+ *   back to be read into again. The signal's listener goes when the stream closes.
  */
 import { Readable } from 'streamx'
 import { StreamSegmentError } from '../errors.js'
@@ -175,6 +175,11 @@ export class StreamSegmentReadStream extends Readable {
     // Ended before its range's end (a failure, destroy(), the signal): whatever is in
     // flight (GETs queued ahead, a plan, the walk made beside the first window) is cut.
     if (!this.ended) this.file?.abort(err)
+    // The pieces fetched ahead and not pushed go back to be read into again (a GET still in
+    // flight gives its own when it comes): left to the collector, every stream ended early
+    // would take its read-ahead out of the pool (util/piece-pool.ts says why that costs).
+    for (const a of this.queue) if (typeof a.bytes !== 'function') a.bytes.then(giveBack, () => undefined)
+    if (this.handing !== undefined) givePieces(this.handing.views.slice(this.handing.at))
     this.queue = []
     this.handing = undefined
   }
@@ -363,6 +368,11 @@ export class StreamSegmentReadStream extends Readable {
       })
     return this.planning
   }
+}
+
+/** Gives back the pieces under a GET's answer that the consumer never got. */
+function giveBack(bytes: Uint8Array | Uint8Array[]): void {
+  givePieces(Array.isArray(bytes) ? bytes : [bytes])
 }
 
 /**

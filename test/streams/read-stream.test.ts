@@ -5,15 +5,20 @@
  */
 import assert from 'node:assert/strict'
 import { getEventListeners } from 'node:events'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { Writable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { before, describe, it } from 'node:test'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { SegmentFile } from '../../lib/segment-file.js'
+import { DirectoryStore } from '../../lib/store/directory.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import { createStreamSegmentReadStream } from '../../lib/streams/read-stream.js'
+import { pieceStats } from '../../lib/util/piece-pool.js'
 import { drain, rejectsCode } from '../helpers/assert.js'
-import { buildContainer, within } from '../helpers/containers.js'
+import { buildContainer, copyStore, within } from '../helpers/containers.js'
 import { FailingStore } from '../helpers/failing-store.js'
 import { pattern } from '../helpers/pattern.js'
 import { ThrottledStore } from '../helpers/throttled-store.js'
@@ -112,6 +117,39 @@ describe('createStreamSegmentReadStream', () => {
       rest += (r.value as Uint8Array).byteLength
     }
     assert.equal(consumed + rest, bigRef.length)
+  })
+
+  it('a stream left early gives the pieces it fetched ahead back to be read into again', async () => {
+    // The directory store reads GETs into pooled pieces (util/piece-pool.ts): those of the
+    // runs queued ahead of the consumer, and of the one being handed over, must go back
+    // when a consumer breaks out, not be left to the collector, or every stream ended early
+    // (a client gone mid-download) takes its read-ahead out of the pool.
+    const dir = await mkdtemp(join(tmpdir(), 'ss-read-stream-'))
+    try {
+      const store = new DirectoryStore(dir)
+      await copyStore(big, store)
+      await drain(createStreamSegmentReadStream({ store })) // fills the pool
+      const before = pieceStats().keptBytes
+      const rs = createStreamSegmentReadStream({ store, readGetMaxBytes: 2 * MiB, readAheadBytes: 16 * MiB })
+      const gone = closed(rs)
+      for await (const chunk of rs) {
+        // Once the read-ahead is out: 1 MiB of the first window, then the runs after it.
+        if ((rs.timing?.bytes.data ?? 0) >= 12 * MiB && (chunk as Uint8Array).byteLength > 0) break
+        await new Promise((r) => setTimeout(r, 1))
+      }
+      await within(gone, 2000, 'close')
+      // GETs still in flight give theirs back when they come.
+      const deadline = Date.now() + 2000
+      while (pieceStats().keptBytes < before - 2 * MiB && Date.now() < deadline)
+        await new Promise((r) => setTimeout(r, 10))
+      const lost = before - pieceStats().keptBytes
+      assert.ok(
+        lost <= 2 * MiB,
+        `${lost / MiB} MiB of pieces not given back (at most a GET's lost to an aborted summary read)`,
+      )
+    } finally {
+      await rm(dir, { recursive: true, force: true })
+    }
   })
 
   it('the AbortSignal aborts GETs that hang: ERR_ABORTED, promptly', async () => {
