@@ -39,6 +39,7 @@ import { SegmentFile } from '../segment-file.js'
 import { checkByteRange, checkOptionNames, type ReadOptions, resolveReadOptions } from '../settings.js'
 import type { ObjectStore } from '../store/types.js'
 import { givePieces, isLentPiece } from '../util/piece-pool.js'
+import { describeValue } from '../util/typed-arrays.js'
 import { checkStreamOptions, countingStore, destroyOnAbort, type StreamLocation, storeOf, withOpen } from './options.js'
 
 const MiB = 1024 * 1024
@@ -129,7 +130,9 @@ export class StreamSegmentReadStream extends Readable {
     const read = resolveReadOptions(options) // validates before any request
     const ahead = options.readAheadBytes ?? read.readGetMaxBytes * read.readMaxConcurrency
     if (!Number.isSafeInteger(ahead) || ahead < 0) {
-      throw StreamSegmentError.invalidArgument(`option readAheadBytes = ${ahead}: must be a non-negative integer`)
+      throw StreamSegmentError.invalidArgument(
+        `createStreamSegmentReadStream: readAheadBytes ${describeValue(ahead)} must be a byte count (an integer ≥ 0)`,
+      )
     }
     this.readAheadBytes = ahead
     this.options = options

@@ -36,12 +36,23 @@ describe('bad arguments to the stream entry points', () => {
     await rm(dir, { recursive: true, force: true })
   })
 
-  it('the read stream: a highWaterMark that is not a byte count, a signal that is not one', () => {
+  it('the read stream: a highWaterMark or readAheadBytes that is not a byte count, a signal that is not one', () => {
     const store = new MemoryStore()
     for (const highWaterMark of [-1, Number.NaN, 1.5, '1MiB']) {
       assert.throws(
         () => createStreamSegmentReadStream({ store, highWaterMark: highWaterMark as number }),
         invalid(/createStreamSegmentReadStream: highWaterMark .* must be a byte count/),
+      )
+    }
+    // A string shown quoted: "5" is not 5.
+    for (const [readAheadBytes, shown] of [
+      [-1, 'number -1'],
+      [Number.POSITIVE_INFINITY, 'number Infinity'],
+      ['5', 'string "5"'],
+    ] as const) {
+      assert.throws(
+        () => createStreamSegmentReadStream({ store, readAheadBytes: readAheadBytes as number }),
+        invalid(new RegExp(`^createStreamSegmentReadStream: readAheadBytes ${shown} must be a byte count`)),
       )
     }
     assert.throws(
