@@ -192,6 +192,34 @@ describe('interrupts', () => {
     assert.deepEqual(readdirSync(big).sort(), ['big.bin', 'c'], 'no temporary file, no target')
   })
 
+  it('a real SIGTERM during get to a stdout no one reads any more: exit 8 at once, not when the reader reads', async () => {
+    const child = spawn(process.execPath, [bin, 'get', url, '-'], {
+      env: quietEnv(),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    let stderr = ''
+    child.stderr.on('data', (c) => {
+      stderr += c
+    })
+    const exited = once(child, 'exit')
+    // The first bytes came; then nothing is read, so that the pipe fills and its writes wait.
+    await once(child.stdout, 'readable')
+    child.stdout.pause()
+    await new Promise((r) => setTimeout(r, 500))
+    child.kill('SIGTERM')
+    let readAgain = false
+    const late = setTimeout(() => {
+      readAgain = true
+      child.stdout.resume()
+    }, 5000)
+    const [status, signal] = await exited
+    clearTimeout(late)
+    child.stdout.destroy()
+    assert.deepEqual([status, signal], [8, null], stderr)
+    assert.match(stderr, /^stream-segment: ERR_ABORTED: [^\n]+\n$/)
+    assert.ok(!readAgain, 'exited before its stdout was read again')
+  })
+
   it('a producer that ignores SIGTERM is killed after a grace period: a failed put ends in seconds', async () => {
     const errFile = join(dir, 'producer.err')
     const fd = openSync(errFile, 'w')
