@@ -584,6 +584,16 @@ describe('commands on a directory store', () => {
         2,
         /ERR_INVALID_ARGUMENT: usage: stream-segment put .*\(2 arguments, got 1: ".*container"; to write stdin, give - as the file: put - .*container\)$/m,
       ],
+      [
+        ['put', '-'],
+        2,
+        /ERR_INVALID_ARGUMENT: usage: stream-segment put .*\(2 arguments, got 1: "-"; give the container after it: put - <url>\)$/m,
+      ],
+      [
+        ['put', url, '--'],
+        2,
+        /ERR_INVALID_ARGUMENT: usage: stream-segment put .*\(2 arguments, got 1: ".*container"; no command after --: put .*container -- <command> \[args…\]\)$/m,
+      ],
       [['verify'], 2, /ERR_INVALID_ARGUMENT: usage: stream-segment verify <url> .*\(1 argument, got none\)$/m],
       [
         ['ls', url, url],

@@ -29,8 +29,13 @@ function stdinIsDirectory(): boolean {
   }
 }
 
-/** What `put X` lacks: the container after a file X, else the file (- for stdin) before a container X. */
-function oneArgumentHint(arg: string): string {
+/**
+ * What `put X` lacks: the container after a file X or after -, the command after `put X --`,
+ * else the file (- for stdin) before a container X.
+ */
+function oneArgumentHint(arg: string, terminated: boolean): string {
+  if (arg === '-') return 'give the container after it: put - <url>'
+  if (terminated) return `no command after --: put ${arg} -- <command> [args…]`
   let file = false
   try {
     file = statSync(arg).isFile()
@@ -102,7 +107,7 @@ export async function put(p: Parsed, out: Out, err: Out, signal: AbortSignal): P
           2,
           2,
           'put <file|-> <url> [--size N] [--<setting> <value>…] [--no-resume] [--json]',
-          p.positional.length === 1 ? oneArgumentHint(p.positional[0] as string) : undefined,
+          p.positional.length === 1 ? oneArgumentHint(p.positional[0] as string, p.beforeTerminator === 1) : undefined,
         ) as [string, string])
       : ['-', p.positional[0] as string]
   const sizeText = p.options.get('size')
