@@ -16,7 +16,9 @@
  *   next window runs beside them, in slots of its own). Memory bound: the runs
  *   fetched or in flight and not yet pushed hold at most `readAheadBytes` (default
  *   readGetMaxBytes × readMaxConcurrency, 160 MiB: enough for every GET allowed in
- *   flight) plus one run; the stream's own buffer is `highWaterMark`. The consumer's
+ *   flight) plus two runs: the last one started, which may pass the bound, and the one
+ *   being handed over, no longer counted once taken off the queue (each at most
+ *   readGetMaxBytes). The stream's own buffer is `highWaterMark`. The consumer's
  *   backpressure stops `_read`, and with it the read-ahead.
  * - The consumer gets buffers of its own: a GET's pooled pieces are copied as they are
  *   pushed, four to a buffer, one buffer per `_read` (so the copies made ahead of the
