@@ -78,6 +78,21 @@ async function baseThenOne(t: TestContext, name: string) {
   return { store, dir, f, disk }
 }
 
+/** A log in a new folder whose first record's fsync failed (the failure sticks: fsync works again after it). */
+async function logWithFailedFsync(t: TestContext) {
+  const dir = await walDir()
+  const proto = await fileHandleProto(`${dir}-probe`)
+  const { log } = await openLog(dir)
+  const sync = proto.sync as (...args: unknown[]) => Promise<unknown>
+  let failing = true
+  t.mock.method(proto, 'sync', function (this: unknown, ...args: unknown[]) {
+    return failing ? Promise.reject(osError('EIO', 'fsync')) : sync.apply(this, args)
+  })
+  await rejectsCode(log.appendWrite(0, Buffer.from('a')), 'ERR_STORE', /fsync failed/)
+  failing = false
+  return { dir, log }
+}
+
 describe('the WAL when the file system fails', () => {
   it("sync 'interval': a new file started while the interval's fsync is due leaves the log working", async (t) => {
     t.mock.timers.enable({ apis: ['setTimeout'] })
@@ -359,16 +374,7 @@ describe('the WAL when the file system fails', () => {
   })
 
   it('a failed fsync stops the appends until the log starts afresh', async (t) => {
-    const dir = await walDir()
-    const proto = await fileHandleProto(`${dir}-probe`)
-    const { log } = await openLog(dir)
-    const sync = proto.sync as (...args: unknown[]) => Promise<unknown>
-    let failing = true
-    t.mock.method(proto, 'sync', function (this: unknown, ...args: unknown[]) {
-      return failing ? Promise.reject(osError('EIO', 'fsync')) : sync.apply(this, args)
-    })
-    await rejectsCode(log.appendWrite(0, Buffer.from('a')), 'ERR_STORE', /fsync failed/)
-    failing = false
+    const { dir, log } = await logWithFailedFsync(t)
     await rejectsCode(log.appendWrite(0, Buffer.from('b')), 'ERR_STORE', /fsync failed/)
     await log.reset(5)
     await log.appendWrite(0, Buffer.from('c'))
@@ -381,16 +387,7 @@ describe('the WAL when the file system fails', () => {
   })
 
   it('a failed fsync, then a reset whose file the full disk refused: the next append makes that file and goes on', async (t) => {
-    const dir = await walDir()
-    const proto = await fileHandleProto(`${dir}-probe`)
-    const { log } = await openLog(dir)
-    const sync = proto.sync as (...args: unknown[]) => Promise<unknown>
-    let failing = true
-    t.mock.method(proto, 'sync', function (this: unknown, ...args: unknown[]) {
-      return failing ? Promise.reject(osError('EIO', 'fsync')) : sync.apply(this, args)
-    })
-    await rejectsCode(log.appendWrite(0, Buffer.from('a')), 'ERR_STORE', /fsync failed/)
-    failing = false
+    const { dir, log } = await logWithFailedFsync(t)
     let full = true
     const open = fs.open
     t.mock.method(fs, 'open', (...args: Parameters<typeof fs.open>) =>
