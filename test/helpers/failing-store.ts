@@ -59,6 +59,11 @@ export class FailingStore extends WrappedStore {
     return this.calls.filter((c) => c.op === op && (outcome === undefined || c.outcome === outcome)).length
   }
 
+  /** Resolves once a call of one of `ops` hangs (polled every 5 ms). */
+  async hangOf(...ops: StoreOp[]): Promise<void> {
+    while (!ops.some((op) => this.count(op, 'hung') > 0)) await new Promise((r) => setTimeout(r, 5))
+  }
+
   protected async around<T>(call: CallInfo, run: () => Promise<T>): Promise<T> {
     const mode = this.match(call)
     const entry = { ...call, outcome: 'ok' as 'ok' | 'failed' | 'hung' | 'lost' }

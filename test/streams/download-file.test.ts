@@ -258,11 +258,7 @@ describe('downloadFile', () => {
       download,
       (err) => code('ERR_ABORTED')(err) && /download of .* to .*keep-open\.bin aborted/.test(String(err)),
     )
-    const hung = async () => {
-      while (stalled.count('get', 'hung') + stalled.count('head', 'hung') === 0)
-        await new Promise((r) => setTimeout(r, 5))
-    }
-    await within(hung(), 2000, 'the open')
+    await within(stalled.hangOf('get', 'head'), 2000, 'the open')
     ac.abort(new Error('enough'))
     await within(settled, 2000, 'abort during the open')
     assert.equal(String(await readFile(path)), 'keep me')

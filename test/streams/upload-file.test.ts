@@ -37,11 +37,7 @@ describe('uploadFile', () => {
     const ac = new AbortController()
     const upload = uploadFile(path, stalled, {}, { signal: ac.signal })
     const settled = rejectsCode(upload, 'ERR_ABORTED', /upload of .*open\.bin to .* aborted/)
-    const hung = async () => {
-      while (stalled.count('get', 'hung') + stalled.count('head', 'hung') === 0)
-        await new Promise((r) => setTimeout(r, 5))
-    }
-    await within(hung(), 2000, 'the open')
+    await within(stalled.hangOf('get', 'head'), 2000, 'the open')
     ac.abort(new Error('enough'))
     await within(settled, 2000, 'abort during the open')
     assert.equal(getEventListeners(ac.signal, 'abort').length, 0, 'the listener is removed')
