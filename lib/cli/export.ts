@@ -1,7 +1,8 @@
 /** `stream-segment export`: a checkpoint as one plain object on S3, or a local file. */
 import { type ExportTarget, exportObject } from '../admin/index.js'
 import { StreamSegmentError } from '../errors.js'
-import { checkEndpointEnv, fileUrlPath, openStore } from '../store/open.js'
+import { fileUrlPath, openStore } from '../store/open.js'
+import { checkS3Env } from '../store/s3-client.js'
 import { cnoOption, type Parsed, positionals } from './args.js'
 import { type Amount, amountLine, count, formatBytes, type Out, progressOnTerminal } from './output.js'
 
@@ -11,7 +12,7 @@ const EXPORT_USAGE = 'export <url> <s3://bucket/key|file> [--cno N] [--content-t
 function exportTarget(dest: string, contentType: string | undefined): ExportTarget {
   const s3 = /^s3:\/\/([^/]+)\/(.+)$/i.exec(dest)
   if (s3 !== null) {
-    checkEndpointEnv(`export: ${dest}`) // the client made for a target on S3 uses it too
+    checkS3Env(`export: ${dest}`) // the client made for a target on S3 uses it too
     return { Bucket: s3[1] as string, Key: s3[2] as string, ContentType: contentType }
   }
   if (/^s3:/i.test(dest)) {

@@ -187,6 +187,15 @@ export function checkKey(key: string, prefix = ''): void {
   if (why !== undefined) throw StreamSegmentError.invalidArgument(`invalid key ${quoteKey(key)}: ${why}`)
 }
 
+/**
+ * Why `prefix` cannot be a container's key prefix (one `/` at its end or none), or undefined:
+ * a key under it must be one checkKey would take, so no "." or ".." segment and no "/" doubled.
+ */
+export function prefixFault(prefix: string): string | undefined {
+  const p = prefix.endsWith('/') ? prefix.slice(0, -1) : prefix
+  return p === '' ? undefined : keyFault(p, '')
+}
+
 function keyFault(key: string, prefix: string): string | undefined {
   if (key.length === 0) return 'empty'
   const lone = /\p{Surrogate}/u.exec(key)?.[0]

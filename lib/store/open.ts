@@ -8,17 +8,21 @@
  * Schemes are matched case-insensitively (`S3://bucket/x` is S3). Anything else that starts
  * like a URL (`word:`) is ERR_INVALID_ARGUMENT with the fix in the message, never a local
  * directory: `s3:/bucket/x`, `s3:bucket/x`, `file:/x`, `s3//bucket/x`, `gs://…`, `https://…`.
- * A local directory named so is written as a path: `./s3:x`.
+ * A local directory named so is written as a path: `./s3:x`. A query or a fragment
+ * (`?`, `#`: %3F, %23 in a path or prefix), a prefix with an empty, `.` or `..` segment and a
+ * path starting with `~` are refused too.
  */
-import { resolve } from 'node:path'
+import { homedir } from 'node:os'
+import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { S3Client } from '@aws-sdk/client-s3'
 import { StreamSegmentError } from '../errors.js'
 import { describeValue } from '../util/typed-arrays.js'
-import { isObjectStore } from './common.js'
+import { isObjectStore, prefixFault } from './common.js'
 import { DirectoryStore } from './directory.js'
 import { MemoryStore } from './memory.js'
 import { createS3Client, S3Store } from './s3.js'
+import { checkS3Env } from './s3-client.js'
 import type { ObjectStore } from './types.js'
 
 export type StoreLocation = string | URL | { client: S3Client; bucket: string; prefix?: string; checksums?: boolean }
@@ -32,6 +36,17 @@ const USE = 'use s3://bucket/prefix, file:///dir or mem://name; a local director
 function corrected(scheme: string, rest: string): string {
   const tail = rest.replace(/^\/+/, '')
   return scheme === 'file' ? `file:///${tail}` : `${scheme}://${tail}`
+}
+
+/**
+ * Why a URL's `rest` has a query or a fragment, which no store reads: taken into the path or
+ * prefix (or dropped, as fileURLToPath does) it would name another container.
+ */
+function suffixFault(rest: string, what: string, part: string): string | undefined {
+  const at = rest.search(/[?#]/)
+  if (at < 0) return undefined
+  const query = rest[at] === '?'
+  return `${what} takes no ${query ? 'query' : 'fragment'} (${rest.slice(at)}): write a ${rest[at]} of the ${part} as ${query ? '%3F' : '%23'}`
 }
 
 function invalid(text: string, message: string): StreamSegmentError {
@@ -58,34 +73,14 @@ export function fileUrlPath(text: string, who = 'openStore'): string {
   const bad = (message: string) => StreamSegmentError.invalidArgument(`${who}: ${text}: ${message}`)
   // `file://` alone would be `/`: a path left out, not the root asked for.
   if (rest === '') throw bad('no path: give file:///dir (file:/// for the root)')
+  const suffix = suffixFault(rest, 'a file URL', 'path')
+  if (suffix !== undefined) throw bad(suffix)
   try {
     return fileURLToPath(`file://${rest}`)
   } catch (err) {
     throw rest.startsWith('/')
       ? bad((err as Error).message)
       : bad(`a file URL has an empty host: did you mean ${corrected('file', rest)}, or the path ${rest}?`)
-  }
-}
-
-/**
- * Checks the endpoint the default S3 client will use (AWS_ENDPOINT_URL_S3, else
- * AWS_ENDPOINT_URL), when one is set: an http:// or https:// URL. Anything else would fail
- * every request only after the retries, as "Invalid URL", not naming the variable.
- */
-export function checkEndpointEnv(who: string): void {
-  const name = process.env.AWS_ENDPOINT_URL_S3 !== undefined ? 'AWS_ENDPOINT_URL_S3' : 'AWS_ENDPOINT_URL'
-  const value = process.env[name]
-  if (value === undefined) return
-  let protocol: string | undefined
-  try {
-    protocol = new URL(value).protocol
-  } catch {
-    // Not a URL at all (`127.0.0.1:9000`, a bare host).
-  }
-  if (protocol !== 'http:' && protocol !== 'https:') {
-    throw StreamSegmentError.invalidArgument(
-      `${who}: ${name} is ${JSON.stringify(value)}: not an http:// or https:// URL (e.g. http://127.0.0.1:9000)`,
-    )
   }
 }
 
@@ -116,6 +111,13 @@ export function openStore(location: StoreLocation): ObjectStore {
         `did you mean ${corrected(scheme, typo?.[2] ?? '')}? (a local directory by that name: ./${text})`,
       )
     }
+    // No shell expands `~` here: the folder `./~` is rarely what was meant.
+    if (/^~(\/|$)/.test(text)) {
+      throw invalid(
+        text,
+        `~ is not expanded: give the home directory's path (${join(homedir(), text.slice(1))}), or ./${text} for a folder named ~`,
+      )
+    }
     return new DirectoryStore(resolve(text))
   }
   const scheme = (url[1] as string).toLowerCase()
@@ -127,9 +129,12 @@ export function openStore(location: StoreLocation): ObjectStore {
     }
     throw invalid(text, `not a URL this reads (${USE}); for a local directory named so, write ./${text}`)
   }
-  if (scheme === 'file') return new DirectoryStore(fileUrlPath(text))
+  // resolve: `file:///d/` is the store `/d` names, with its url (a WAL is bound to the url).
+  if (scheme === 'file') return new DirectoryStore(resolve(fileUrlPath(text)))
   if (scheme === 'mem') return new MemoryStore(rest)
   if (scheme === 's3') {
+    const suffix = suffixFault(rest, 'an s3 URL', 'prefix')
+    if (suffix !== undefined) throw invalid(text, suffix)
     const m = /^([^/]*)\/?(.*)$/s.exec(rest)
     const bucket = m?.[1] ?? ''
     if (!/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(bucket)) {
@@ -142,7 +147,9 @@ export function openStore(location: StoreLocation): ObjectStore {
     } catch {
       throw invalid(text, 'the prefix has a malformed %-escape')
     }
-    if (defaultClient === undefined) checkEndpointEnv(`openStore: ${text}`)
+    const fault = prefixFault(prefix.replace(/^\/+/, ''))
+    if (fault !== undefined) throw invalid(text, `prefix ${JSON.stringify(prefix)}: ${fault}`)
+    if (defaultClient === undefined) checkS3Env(`openStore: ${text}`)
     defaultClient ??= createS3Client()
     return new S3Store({ client: defaultClient, bucket, prefix })
   }

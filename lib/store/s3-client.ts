@@ -23,6 +23,46 @@ export type CreateS3ClientOptions = S3ClientConfig & {
   idleTimeoutMs?: number
 }
 
+/** A region as the SDK takes one: a host name's label (it goes into AWS host names). */
+const REGION = /^(?!-)[a-zA-Z0-9-]{1,63}(?<!-)$/
+
+function regionFault(who: string, source: string, region: string): StreamSegmentError {
+  return StreamSegmentError.invalidArgument(
+    `${who}: ${source} ${JSON.stringify(region)}: not a region name (letters, digits and inner hyphens, e.g. us-east-1)`,
+  )
+}
+
+/**
+ * Checks the endpoint and the region a client made without them will take from the
+ * environment: AWS_ENDPOINT_URL_S3 (else AWS_ENDPOINT_URL) an http:// or https:// URL,
+ * AWS_REGION (else AWS_DEFAULT_REGION) a region name. Anything else would fail every
+ * request, only once made and after the retries ("Invalid URL", "Region not accepted"),
+ * not naming the variable; an empty AWS_REGION fails the SDK's constructor as a bare Error.
+ */
+export function checkS3Env(who: string, check: { endpoint?: boolean; region?: boolean } = {}): void {
+  const env = process.env
+  if (check.endpoint !== false) {
+    const name = env.AWS_ENDPOINT_URL_S3 !== undefined ? 'AWS_ENDPOINT_URL_S3' : 'AWS_ENDPOINT_URL'
+    const value = env[name]
+    let protocol: string | undefined
+    try {
+      if (value !== undefined) protocol = new URL(value).protocol
+    } catch {
+      // Not a URL at all (`127.0.0.1:9000`, a bare host).
+    }
+    if (value !== undefined && protocol !== 'http:' && protocol !== 'https:') {
+      throw StreamSegmentError.invalidArgument(
+        `${who}: ${name} is ${JSON.stringify(value)}: not an http:// or https:// URL (e.g. http://127.0.0.1:9000)`,
+      )
+    }
+  }
+  if (check.region !== false) {
+    const name = env.AWS_REGION !== undefined ? 'AWS_REGION' : 'AWS_DEFAULT_REGION'
+    const value = env[name]
+    if (value !== undefined && !REGION.test(value)) throw regionFault(who, `${name} is`, value)
+  }
+}
+
 /**
  * An S3Client configured the SDK's usual way (credential chain, region,
  * `AWS_ENDPOINT_URL_S3`) and tuned for whole-buffer bodies: keep-alive agents, no
@@ -47,6 +87,10 @@ export function createS3Client(options: CreateS3ClientOptions = {}): S3Client {
   count('maxSockets', maxSockets, 1)
   count('connectTimeoutMs', connectTimeoutMs, 0)
   count('idleTimeoutMs', idleTimeoutMs, 0)
+  checkS3Env('createS3Client', { endpoint: config.endpoint === undefined, region: config.region === undefined })
+  if (typeof config.region === 'string' && !REGION.test(config.region)) {
+    throw regionFault('createS3Client', 'region', config.region)
+  }
   const endpoint = config.endpoint ?? process.env.AWS_ENDPOINT_URL_S3 ?? process.env.AWS_ENDPOINT_URL
   const region = config.region ?? process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION
   const { S3Client } = s3Sdk()

@@ -46,7 +46,7 @@ import { StreamSegmentError } from '../errors.js'
 import { digestChunks, sha256BeatsMd5 } from '../util/digest.js'
 import { lendPieces } from '../util/piece-pool.js'
 import { describeValue } from '../util/typed-arrays.js'
-import { checkKey, unquoteEtag } from './common.js'
+import { checkKey, prefixFault, unquoteEtag } from './common.js'
 import { addHeader, crc32Base64, requestBody, s3Attributes } from './s3-body.js'
 import { callS3, nameOf, statusOf } from './s3-calls.js'
 import { askedRange, checkGetAnswer, piecesOf, readBody, refused, sendOverHttp, transportOf } from './s3-get.js'
@@ -108,7 +108,10 @@ function describeEtag(etag: string | undefined): string {
 export interface S3StoreOptions {
   client: S3Client
   bucket: string
-  /** Key prefix of the container; a `/` is appended when missing. */
+  /**
+   * Key prefix of the container; a `/` is appended when missing, leading ones are dropped.
+   * No empty, `.` or `..` segment (ERR_INVALID_ARGUMENT).
+   */
   prefix: string
   /** Send our CRC-32 with every body. Default: on for AWS, off for a custom endpoint. */
   checksums?: boolean
@@ -242,7 +245,15 @@ export class S3Store implements ObjectStore {
     }
     this.client = options.client
     this.bucket = options.bucket
+    if (options.prefix !== undefined && typeof options.prefix !== 'string') {
+      throw StreamSegmentError.invalidArgument(`S3Store: prefix must be a string, got ${describeValue(options.prefix)}`)
+    }
     const p = (options.prefix ?? '').replace(/^\/+/, '')
+    // `a//b` or `a/../b` would be keys no key may be, and `p//` would show as `p/`'s URL.
+    const fault = prefixFault(p)
+    if (fault !== undefined) {
+      throw StreamSegmentError.invalidArgument(`S3Store: prefix ${JSON.stringify(options.prefix)}: ${fault}`)
+    }
     this.prefix = p === '' || p.endsWith('/') ? p : `${p}/`
     this.url = `s3://${this.bucket}/${this.prefix.replace(/\/$/, '')}`
     const custom = (this.client.config as { isCustomEndpoint?: boolean }).isCustomEndpoint === true

@@ -1,0 +1,126 @@
+// openStore's URL forms and the S3 client's environment, with no S3 server: what names a
+// container, and what is refused (ERR_INVALID_ARGUMENT naming the location and the fault)
+// rather than read as some other container.
+import assert from 'node:assert/strict'
+import { homedir, tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, describe, test } from 'node:test'
+import { StreamSegmentError } from '../../lib/errors.js'
+import type { DirectoryStore } from '../../lib/store/directory.js'
+import { openStore } from '../../lib/store/open.js'
+import { createS3Client, S3Store } from '../../lib/store/s3.js'
+
+// The default client of s3:// URLs is made on the first one: an endpoint nothing listens on.
+process.env.AWS_ENDPOINT_URL_S3 = 'http://127.0.0.1:1'
+process.env.AWS_REGION = 'us-east-1'
+process.env.AWS_ACCESS_KEY_ID = 'test'
+process.env.AWS_SECRET_ACCESS_KEY = 'test'
+
+function refused(fn: () => unknown, re: RegExp): void {
+  assert.throws(fn, (err: unknown) => {
+    assert.ok(err instanceof StreamSegmentError, String(err))
+    assert.equal(err.code, 'ERR_INVALID_ARGUMENT')
+    assert.match(err.message, re)
+    return true
+  })
+}
+
+describe('openStore: file URLs and paths', () => {
+  const dir = join(tmpdir(), 'ss-open-test')
+
+  test('a file URL with a trailing slash names the directory its path names (one url, so one WAL binding)', () => {
+    const byPath = openStore(dir) as DirectoryStore
+    for (const spelling of [`file://${dir}/`, `file://${dir}`, `file://${dir}/.`, `${dir}/`]) {
+      const store = openStore(spelling) as DirectoryStore
+      assert.equal(store.root, byPath.root, spelling)
+      assert.equal(store.url, byPath.url, spelling)
+    }
+  })
+
+  test('a file URL with a query or a fragment is refused, not read as the path before it', () => {
+    refused(() => openStore(`file://${dir}?x=1`), /^openStore: file:\/\/.*\?x=1: a file URL .*query.*%3F/)
+    refused(() => openStore(`file://${dir}#part`), /^openStore: file:\/\/.*#part: a file URL .*fragment.*%23/)
+    assert.equal((openStore(`file://${dir}/a%3Fb%23c`) as DirectoryStore).root, `${dir}/a?b#c`)
+  })
+
+  test('a path starting with ~ is refused (no shell expands it here), ./~ is a folder named ~', () => {
+    refused(
+      () => openStore('~/data'),
+      new RegExp(`^openStore: ~/data: ~ is not expanded: .*${join(homedir(), 'data')}`),
+    )
+    refused(() => openStore('~'), /^openStore: ~: ~ is not expanded/)
+    assert.equal((openStore('./~/data') as DirectoryStore).root, join(process.cwd(), '~', 'data'))
+  })
+})
+
+describe('openStore: s3 URLs and S3Store prefixes', () => {
+  test('s3://b/p and s3://b/p/ are one container; s3://b alone is the bucket root', () => {
+    assert.equal((openStore('s3://bkt/p') as S3Store).prefix, 'p/')
+    assert.equal((openStore('s3://bkt/p/') as S3Store).prefix, 'p/')
+    assert.equal((openStore('s3://bkt') as S3Store).prefix, '')
+    assert.equal((openStore('s3://bkt/') as S3Store).prefix, '')
+  })
+
+  test('a prefix with an empty, "." or ".." segment is refused: keys under it are ones no key may be', () => {
+    for (const [url, fault] of [
+      ['s3://bkt/p//q', /an empty segment/],
+      ['s3://bkt/p//', /an empty segment/],
+      ['s3://bkt/a/../c', /a "\.\." segment/],
+      ['s3://bkt/./c', /a "\." segment/],
+      ['s3://bkt/a/%2E%2E/c', /a "\.\." segment/],
+    ] as const) {
+      refused(() => openStore(url), new RegExp(`^openStore: ${url.replaceAll('.', '\\.')}: .*prefix.*`))
+      refused(() => openStore(url), fault)
+    }
+    const client = createS3Client()
+    try {
+      refused(
+        () => new S3Store({ client, bucket: 'bkt', prefix: 'a/../c' }),
+        /^S3Store: prefix "a\/\.\.\/c": .*"\.\." segment/,
+      )
+      refused(() => new S3Store({ client, bucket: 'bkt', prefix: 'p//' }), /^S3Store: prefix "p\/\/": .*empty segment/)
+      refused(
+        () => new S3Store({ client, bucket: 'bkt', prefix: 5 as never }),
+        /^S3Store: prefix must be a string, got number 5$/,
+      )
+      // A leading slash is no segment of the prefix: `/a/b` is `a/b`.
+      assert.equal(new S3Store({ client, bucket: 'bkt', prefix: '/a/b/' }).prefix, 'a/b/')
+    } finally {
+      client.destroy()
+    }
+  })
+
+  test('an s3 URL with a query or a fragment is refused, not taken into the prefix', () => {
+    refused(() => openStore('s3://bkt/p?versionId=3'), /^openStore: s3:\/\/bkt\/p\?versionId=3: .*query.*%3F/)
+    refused(() => openStore('s3://bkt/p#x'), /^openStore: s3:\/\/bkt\/p#x: .*fragment.*%23/)
+    assert.equal((openStore('s3://bkt/p%3Fq%23r') as S3Store).prefix, 'p?q#r/')
+  })
+})
+
+describe('createS3Client: the environment', () => {
+  const saved = { ...process.env }
+  after(() => {
+    process.env = saved
+  })
+
+  test('a region that is no region name is refused when the client is made, naming where it came from', () => {
+    process.env.AWS_REGION = 'us east 1'
+    refused(() => createS3Client(), /^createS3Client: AWS_REGION is "us east 1": not a region name/)
+    process.env.AWS_REGION = ''
+    refused(() => createS3Client(), /^createS3Client: AWS_REGION is "": not a region name/)
+    delete process.env.AWS_REGION
+    process.env.AWS_DEFAULT_REGION = 'eu-west-1 '
+    refused(() => createS3Client(), /^createS3Client: AWS_DEFAULT_REGION is "eu-west-1 ": not a region name/)
+    refused(() => createS3Client({ region: 'a/b' }), /^createS3Client: region "a\/b": not a region name/)
+    createS3Client({ region: 'eu-west-1' }).destroy()
+    process.env.AWS_REGION = 'us-east-1'
+  })
+
+  test('an endpoint variable that is no http(s) URL is refused by createS3Client too', () => {
+    process.env.AWS_ENDPOINT_URL_S3 = '127.0.0.1:9000'
+    refused(() => createS3Client(), /^createS3Client: AWS_ENDPOINT_URL_S3 is "127\.0\.0\.1:9000": not an http/)
+    // An endpoint given to the call is the caller's: the variable is not read.
+    createS3Client({ endpoint: 'http://127.0.0.1:1' }).destroy()
+    process.env.AWS_ENDPOINT_URL_S3 = 'http://127.0.0.1:1'
+  })
+})
