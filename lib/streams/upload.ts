@@ -60,6 +60,12 @@ export interface Progress {
   Bucket?: string
 }
 
+/** The AbortController polyfill lib-storage takes (@smithy/types): a signal with `aborted` and `onabort`, no listeners. */
+interface LibStorageAbortController {
+  readonly signal: { readonly aborted: boolean; onabort: unknown }
+  abort(): void
+}
+
 /** lib-storage's `params`: PutObject's input and the multipart ones'. */
 export type UploadParams = PutObjectCommandInput &
   Partial<CreateMultipartUploadCommandInput & UploadPartCommandInput & CompleteMultipartUploadCommandInput>
@@ -88,8 +94,11 @@ export interface UploadOptions {
   leavePartsOnError?: boolean
   /** Refused unless empty: see docs/api.md. */
   tags?: Tag[]
-  /** Its signal aborts the upload, as `abort()` does. */
-  abortController?: { readonly signal: AbortSignal; abort(): void }
+  /**
+   * Its signal aborts the upload, as `abort()` does: an AbortController, or the polyfill
+   * lib-storage's options also take (@smithy/abort-controller's, a signal with `onabort` only).
+   */
+  abortController?: AbortController | LibStorageAbortController
   /** Not in lib-storage: the container's settings (the write stream's streaming profile fills the rest). */
   settings?: Partial<Settings>
   /**
@@ -246,6 +255,23 @@ function bodyLength(body: unknown): number | undefined {
   return undefined
 }
 
+/**
+ * The signal the upload listens to: the controller's own, or for the polyfill (no
+ * addEventListener) one its `onabort` aborts, as lib-storage listens through `onabort`.
+ */
+function signalOf(controller: AbortController | LibStorageAbortController): AbortSignal {
+  const signal = controller.signal
+  if (isSignal(signal)) return signal
+  const own = new AbortController()
+  const before = signal.onabort
+  signal.onabort = function (this: unknown, ...args: unknown[]) {
+    own.abort()
+    if (typeof before === 'function') return before.apply(this, args)
+  }
+  if (signal.aborted) own.abort()
+  return own.signal
+}
+
 function isWebStream(body: unknown): body is WebReadableStream<Uint8Array> {
   return typeof (body as { getReader?: unknown })?.getReader === 'function'
 }
@@ -371,7 +397,8 @@ export class Upload extends EventEmitter {
   /** The container's store: s3://Bucket/Key. */
   readonly store: ObjectStore
   private readonly settings: Partial<Settings>
-  private readonly abortController: { readonly signal: AbortSignal; abort(): void }
+  private readonly abortController: AbortController | LibStorageAbortController
+  private readonly signal: AbortSignal
   private readonly total: number | undefined
   private readonly source: AsyncIterable<Uint8Array>
   private readonly exportTo: Omit<S3ExportTarget, 'client'> | undefined
@@ -421,14 +448,21 @@ export class Upload extends EventEmitter {
       }
       if ('client' in t) throw invalid("exportTo: no client (the Upload's own is used)")
     }
-    if (abortController !== undefined && !isSignal((abortController as { signal?: unknown } | null)?.signal)) {
-      throw invalid('abortController: must be an AbortController (an object with an AbortSignal as its signal)')
+    if (abortController !== undefined) {
+      const signal = (abortController as { signal?: { aborted?: unknown } | null } | null)?.signal
+      const polyfill = typeof signal?.aborted === 'boolean' && 'onabort' in signal
+      if (!isSignal(signal) && !polyfill) {
+        throw invalid(
+          'abortController: must be an AbortController (an object with an AbortSignal, or a signal with aborted and onabort, as its signal)',
+        )
+      }
     }
     this.exportTo = exportTo
     this.client = client
     this.params = params
     this.settings = s
     this.abortController = abortController ?? new AbortController()
+    this.signal = signalOf(this.abortController)
     this.source = bodySource(params.Body)
     this.total = params.ContentLength ?? bodyLength(params.Body)
     this.store = openStore({ client, bucket: params.Bucket as string, prefix: params.Key as string })
@@ -451,7 +485,7 @@ export class Upload extends EventEmitter {
   async done(): Promise<UploadResult> {
     if (this.sent) throw invalid('done() was called already: make a new Upload')
     this.sent = true
-    const signal = this.abortController.signal
+    const signal = this.signal
     if (signal.aborted) throw abortError(signal.reason)
     const Bucket = this.params.Bucket as string
     const Key = this.params.Key as string

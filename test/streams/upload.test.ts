@@ -8,6 +8,7 @@ import assert from 'node:assert/strict'
 import { readdirSync, readFileSync } from 'node:fs'
 import { builtinModules } from 'node:module'
 import { join } from 'node:path'
+import { Readable } from 'node:stream'
 import { describe, it } from 'node:test'
 import { S3Client } from '@aws-sdk/client-s3'
 import { StreamSegmentError } from '../../lib/errors.js'
@@ -191,4 +192,67 @@ describe("Upload: done()'s Location, as lib-storage makes it after a PutObject",
       }
     })
   }
+})
+
+describe('Upload: abortController, as lib-storage takes it', () => {
+  /** @smithy/abort-controller's (and @aws-sdk/abort-controller's), as lib-storage's options type it: `onabort` only. */
+  class PolyfillSignal {
+    onabort: ((this: PolyfillSignal) => void) | null = null
+    aborted = false
+    abort() {
+      this.aborted = true
+      this.onabort?.()
+      this.onabort = null
+    }
+  }
+  class PolyfillController {
+    readonly signal = new PolyfillSignal()
+    abort() {
+      this.signal.abort()
+    }
+  }
+  let n = 0
+  /** An Upload into a memory store, with a Body that yields one chunk and then waits for the abort. */
+  function upload(abortController: PolyfillController): { upload: Upload; started: Promise<void> } {
+    let start = () => {}
+    const started = new Promise<void>((r) => (start = r))
+    const Body = Readable.from(
+      (async function* () {
+        yield Buffer.alloc(1000, 1)
+        start()
+        await new Promise(() => {}) // never ends: only the abort finishes the upload
+      })(),
+    )
+    const u = new Upload({ client, params: { Bucket: 'b', Key: 'k', Body }, abortController })
+    Object.defineProperty(u, 'store', { value: new MemoryStore(`polyfill-${n++}`) })
+    return { upload: u, started }
+  }
+
+  it("the polyfill's abort() mid-way rejects done() with AbortError, as upload.abort() does", async () => {
+    for (const how of ['controller', 'upload'] as const) {
+      const controller = new PolyfillController()
+      const { upload: u, started } = upload(controller)
+      const done = u.done()
+      await started
+      if (how === 'controller') controller.abort()
+      else await u.abort()
+      await assert.rejects(done, (err: Error) => err.name === 'AbortError' && StreamSegmentError.is(err, 'ERR_ABORTED'))
+      assert.equal(controller.signal.aborted, true, how)
+    }
+  })
+
+  it('a polyfill aborted before done() rejects it at once; a handler it had still runs', async () => {
+    const controller = new PolyfillController()
+    let theirs = 0
+    controller.signal.onabort = () => theirs++
+    const { upload: u } = upload(controller)
+    controller.abort()
+    assert.equal(theirs, 1)
+    await assert.rejects(u.done(), { name: 'AbortError' })
+    assert.throws(
+      () =>
+        new Upload({ client, params: { Bucket: 'b', Key: 'k', Body: 'x' }, abortController: { signal: {} } as never }),
+      (err) => StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT') && /abortController/.test(err.message),
+    )
+  })
 })
