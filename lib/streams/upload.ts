@@ -400,6 +400,10 @@ export class Upload extends EventEmitter {
   private readonly abortController: AbortController | LibStorageAbortController
   private readonly signal: AbortSignal
   private readonly total: number | undefined
+  /** lib-storage's part size: a Body of unknown size no larger goes in one PutObject, whose event has the total. */
+  private readonly partBytes: number
+  /** The Body's size, once it has ended. */
+  private bodyBytes: number | undefined
   private readonly source: AsyncIterable<Uint8Array>
   private readonly exportTo: Omit<S3ExportTarget, 'client'> | undefined
   private sent = false
@@ -465,6 +469,7 @@ export class Upload extends EventEmitter {
     this.signal = signalOf(this.abortController)
     this.source = bodySource(params.Body)
     this.total = params.ContentLength ?? bodyLength(params.Body)
+    this.partBytes = partSize || MIN_PART_SIZE
     this.store = openStore({ client, bucket: params.Bucket as string, prefix: params.Key as string })
   }
 
@@ -501,8 +506,11 @@ export class Upload extends EventEmitter {
       if (writer.flushTiming !== undefined && reported) return
       reported = true
       this.loaded = Math.max(this.loaded, Math.min(p.uploadedBytes, p.bytesWritten))
+      // A stream of unknown size that fits in one part: lib-storage's PutObject event has its size.
+      const ended = this.bodyBytes
+      const total = this.total ?? (ended !== undefined && ended <= this.partBytes ? ended : undefined)
       try {
-        this.emit('httpUploadProgress', { loaded: this.loaded, total: this.total, part: p.requests, Key, Bucket })
+        this.emit('httpUploadProgress', { loaded: this.loaded, total, part: p.requests, Key, Bucket })
       } catch (err) {
         listenerError ??= { err }
         writer.destroy(err instanceof Error ? err : new Error(String(err)))
@@ -542,6 +550,9 @@ export class Upload extends EventEmitter {
   /** Passes the Body through, failing unless it has exactly ContentLength bytes (when given). */
   private sized(): (source: AsyncIterable<Uint8Array>) => AsyncGenerator<Uint8Array> {
     const expected = this.params.ContentLength
+    const ended = (bytes: number) => {
+      this.bodyBytes = bytes
+    }
     return async function* (source) {
       let bytes = 0
       for await (const chunk of source) {
@@ -555,6 +566,7 @@ export class Upload extends EventEmitter {
       if (expected !== undefined && bytes !== expected) {
         throw invalid(`the Body has ${bytes} bytes, params.ContentLength says ${expected}: nothing was published`)
       }
+      ended(bytes)
     }
   }
 }

@@ -224,9 +224,13 @@ describe('Upload', () => {
       assert.equal(result.timing.cno, 1)
       assert.equal(events.at(-1)?.loaded, expected.length)
       // lib-storage knows the total of a string, bytes, a Blob or a file's read stream (its
-      // range read), not of another stream's parts.
+      // range read) from the start; of another stream, once it has ended within one part
+      // (sent in one PutObject, as each Body here is).
       const known = !/web ReadableStream|Readable/.test(name)
-      for (const e of events) assert.equal(e.total, known ? expected.length : undefined, JSON.stringify(e))
+      for (const e of events) {
+        assert.ok(e.total === expected.length || (!known && e.total === undefined), JSON.stringify(e))
+      }
+      assert.equal(events.at(-1)?.total, expected.length)
       // One event per request: none repeats the one before.
       for (let i = 1; i < events.length; i++) assert.notDeepEqual(events[i], events[i - 1], `event ${i} repeats`)
     })

@@ -11,6 +11,7 @@ import { join } from 'node:path'
 import { Readable } from 'node:stream'
 import { describe, it } from 'node:test'
 import { S3Client } from '@aws-sdk/client-s3'
+import { Upload as LibStorageUpload } from '@aws-sdk/lib-storage'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { UPLOAD_PARAMS, Upload, type UploadParams } from '../../lib/index.js'
 import { MemoryStore } from '../../lib/store/memory.js'
@@ -255,4 +256,44 @@ describe('Upload: abortController, as lib-storage takes it', () => {
       (err) => StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT') && /abortController/.test(err.message),
     )
   })
+})
+
+describe("Upload: 'httpUploadProgress' totals, as lib-storage's", () => {
+  /** A client lib-storage can send through without a server: every command succeeds. */
+  const stub = {
+    config: {
+      endpoint: async () => ({ protocol: 'https:', hostname: 's3.example', path: '/' }),
+      requestHandler: {},
+      requestChecksumCalculation: async () => 'WHEN_REQUIRED',
+    },
+    send: async () => ({ ETag: '"e"', UploadId: 'u', $metadata: {} }),
+  } as unknown as S3Client
+  const streams: Array<[string, () => UploadParams['Body'], number?]> = [
+    ['a small Readable', () => Readable.from([Buffer.from('hello'), Buffer.from(', world')])],
+    ['a small web ReadableStream', () => new Blob(['hello']).stream()],
+    ['an empty Readable', () => Readable.from([])],
+    ['a Readable of exactly one part', () => Readable.from([Buffer.alloc(5 * MiB, 1)])],
+    ['a Readable one byte over a part', () => Readable.from([Buffer.alloc(5 * MiB + 1, 1)])],
+    ['a Readable within a larger partSize', () => Readable.from([Buffer.alloc(5 * MiB + 1, 1)]), 6 * MiB],
+  ]
+  let n = 0
+  for (const [name, make, partSize] of streams) {
+    it(`${name}: the same total in the last event`, async () => {
+      const totals = async (u: {
+        on(e: string, l: (p: { total?: number }) => void): unknown
+        done(): Promise<unknown>
+      }) => {
+        const events: Array<number | undefined> = []
+        u.on('httpUploadProgress', (p) => events.push(p.total))
+        await u.done()
+        return events.at(-1)
+      }
+      const theirs = await totals(
+        new LibStorageUpload({ client: stub, params: { Bucket: 'b', Key: 'k', Body: make() }, partSize }),
+      )
+      const ours = new Upload({ client, params: { Bucket: 'b', Key: 'k', Body: make() }, partSize })
+      Object.defineProperty(ours, 'store', { value: new MemoryStore(`totals-${n++}`) })
+      assert.equal(await totals(ours), theirs)
+    })
+  }
 })
