@@ -413,7 +413,9 @@ export class Upload extends EventEmitter {
 
   constructor(options: UploadOptions) {
     super()
-    const { client, params, queueSize, partSize, tags, abortController, settings = {}, exportTo } = options ?? {}
+    // As lib-storage's (`options.tags || []`, `options.abortController ?? …`), an option set to null is not given.
+    const given = Object.fromEntries(Object.entries(options ?? {}).filter(([, v]) => v !== null)) as UploadOptions
+    const { client, params, queueSize, partSize, tags, abortController, settings = {}, exportTo } = given
     if (params === undefined || params === null || typeof params !== 'object') {
       throw invalid('params are required ({ Bucket, Key, Body })')
     }

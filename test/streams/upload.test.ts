@@ -297,3 +297,18 @@ describe("Upload: 'httpUploadProgress' totals, as lib-storage's", () => {
     })
   }
 })
+
+describe('Upload: options set to null, as lib-storage takes them', () => {
+  it('queueSize, partSize, tags, abortController and leavePartsOnError set to null take their defaults', async () => {
+    let n = 0
+    for (const name of ['queueSize', 'partSize', 'tags', 'abortController', 'leavePartsOnError']) {
+      const options = { client, params: { Bucket: 'b', Key: 'k', Body: 'null options' }, [name]: null }
+      const upload = new Upload(options as never)
+      Object.defineProperty(upload, 'store', { value: new MemoryStore(`null-${n++}`) })
+      assert.equal((await upload.done()).size, 12, name)
+      // abort() still has a controller to abort.
+      await upload.abort()
+    }
+    assert.throws(() => new Upload({ client: null, params: { Bucket: 'b', Key: 'k', Body: 'x' } } as never), /client/)
+  })
+})
