@@ -298,8 +298,9 @@ function bodySource(body: unknown): AsyncIterable<Uint8Array> {
 
 /**
  * A chunk of the Body as bytes, as lib-storage makes them (`Buffer.from`): bytes as they are,
- * a string in UTF-8, an ArrayBuffer or typed array's memory viewed, an array of byte values
- * copied; anything else is ERR_INVALID_ARGUMENT, naming it.
+ * a string in UTF-8, an ArrayBuffer's memory viewed, an array of byte values copied; anything
+ * else is ERR_INVALID_ARGUMENT, naming it. Another typed array or a DataView is its memory
+ * viewed, where `Buffer.from` would keep each element's low byte (of a DataView, none).
  */
 function bodyChunk(chunk: unknown): Uint8Array {
   if (chunk instanceof Uint8Array) return chunk

@@ -14,6 +14,7 @@ import { S3Client } from '@aws-sdk/client-s3'
 import { Upload as LibStorageUpload } from '@aws-sdk/lib-storage'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { UPLOAD_PARAMS, Upload, type UploadParams } from '../../lib/index.js'
+import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 
 const MiB = 1024 * 1024
@@ -310,5 +311,20 @@ describe('Upload: options set to null, as lib-storage takes them', () => {
       await upload.abort()
     }
     assert.throws(() => new Upload({ client: null, params: { Bucket: 'b', Key: 'k', Body: 'x' } } as never), /client/)
+  })
+})
+
+describe("Upload: a stream's chunks as bytes", () => {
+  it("another typed array or a DataView is its memory, not Buffer.from's low byte of each element", async () => {
+    const wide = new Uint16Array([0x1234, 0x5678])
+    const view = new DataView(new Uint8Array([9, 8, 7]).buffer)
+    const upload = new Upload({ client, params: { Bucket: 'b', Key: 'k', Body: Readable.from([wide, view, 'é']) } })
+    const store = new MemoryStore('typed-chunks')
+    Object.defineProperty(upload, 'store', { value: store })
+    assert.equal((await upload.done()).size, 4 + 3 + 2)
+    const f = await SegmentFile.open(store, { readOnly: true })
+    const expected = Buffer.concat([Buffer.from(wide.buffer), Buffer.from([9, 8, 7]), Buffer.from('é')])
+    assert.deepEqual(Buffer.from(await f.read(0, f.size)), expected)
+    await f.close()
   })
 })
