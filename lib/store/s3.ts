@@ -105,6 +105,9 @@ function describeEtag(etag: string | undefined): string {
   return JSON.stringify(e.length > 80 ? `${e.slice(0, 80)}…` : e)
 }
 
+/** What a prefix's characters that an s3 URL reads otherwise are written as in the store's url. */
+const URL_ESCAPES: Record<string, string> = { '%': '%25', '?': '%3F', '#': '%23' }
+
 export interface S3StoreOptions {
   client: S3Client
   bucket: string
@@ -255,7 +258,8 @@ export class S3Store implements ObjectStore {
       throw StreamSegmentError.invalidArgument(`S3Store: prefix ${JSON.stringify(options.prefix)}: ${fault}`)
     }
     this.prefix = p === '' || p.endsWith('/') ? p : `${p}/`
-    this.url = `s3://${this.bucket}/${this.prefix.replace(/\/$/, '')}`
+    // The % ? # of a prefix escaped, so that openStore takes the url back to this container.
+    this.url = `s3://${this.bucket}/${this.prefix.replace(/\/$/, '').replace(/[%?#]/g, (c) => URL_ESCAPES[c] as string)}`
     const custom = (this.client.config as { isCustomEndpoint?: boolean }).isCustomEndpoint === true
     this.checksums = options.checksums ?? !custom
     this.unsignedPayload = options.unsignedPayload ?? !(custom && !this.checksums && sha256BeatsMd5())

@@ -95,6 +95,20 @@ describe('openStore: s3 URLs and S3Store prefixes', () => {
     refused(() => openStore('s3://bkt/p#x'), /^openStore: s3:\/\/bkt\/p#x: .*fragment.*%23/)
     assert.equal((openStore('s3://bkt/p%3Fq%23r') as S3Store).prefix, 'p?q#r/')
   })
+
+  test("a store's url opens the same container: %, ? and # of its prefix are escaped", () => {
+    const client = createS3Client()
+    try {
+      for (const prefix of ['p?q#r/', 'a%b/', '50%25/x?/', 'é €/']) {
+        const url = new S3Store({ client, bucket: 'bkt', prefix }).url
+        assert.equal((openStore(url) as S3Store).prefix, prefix, url)
+        assert.equal(openStore(url).url, url)
+      }
+      assert.equal(new S3Store({ client, bucket: 'bkt', prefix: 'a%b?c#d' }).url, 's3://bkt/a%25b%3Fc%23d')
+    } finally {
+      client.destroy()
+    }
+  })
 })
 
 describe('createS3Client: the environment', () => {
