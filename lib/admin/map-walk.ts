@@ -54,11 +54,12 @@ export interface MapWalk {
    */
   skipped: Set<string>
   /**
-   * Objects holding nodes that turned out to be gone: each one problem (`missing`, where
-   * its key), however many of its nodes were pointed at, at however many levels. The
-   * checks of the objects themselves (inspect, verify) must not report them again.
+   * Objects holding nodes that turned out to be gone, with the node pointers into each:
+   * each one problem (`missing`, where its key), however many of its nodes were pointed
+   * at, at however many levels. The checks of the objects themselves (inspect, verify)
+   * must not report them again.
    */
-  missing: Set<string>
+  missing: Map<string, number>
   nodes: number
   leaves: number
   dataPointers: number
@@ -150,7 +151,7 @@ export async function walkMap(
   ]
   while (level.length > 0) level = await walker.visit(level)
   const { walk } = walker
-  for (const [key, nodes] of [...walker.missingNodes].sort(([a], [b]) => (a < b ? -1 : 1))) {
+  for (const [key, nodes] of [...walk.missing].sort(([a], [b]) => (a < b ? -1 : 1))) {
     problems.push({
       code: 'ERR_NOT_FOUND',
       what: 'missing',
@@ -194,8 +195,6 @@ class MapWalker {
   readonly walk: MapWalk
   private readonly limiter = new Limiter(8)
   private readonly mbs: number
-  /** Objects of nodes found gone (`walk.missing`), and the node pointers into each. */
-  readonly missingNodes = new Map<string, number>()
   /** The object the last data pointer reached (cno and part): a leaf's pointers mostly share one. */
   private lastData: { cno: number; part: number; reached: Reached } | undefined
 
@@ -210,7 +209,7 @@ class MapWalker {
     this.walk = {
       reached: new Map(),
       skipped: new Set(),
-      missing: new Set(),
+      missing: new Map(),
       nodes: 0,
       leaves: 0,
       dataPointers: 0,
@@ -338,8 +337,8 @@ class MapWalker {
       } else {
         // One problem per object, once the walk knows what points into it (walkMap): its
         // other spans, and its nodes of other levels, find it gone too.
-        this.walk.missing.add(key)
-        this.missingNodes.set(key, (this.missingNodes.get(key) ?? 0) + span.refs.length)
+        const { missing } = this.walk
+        missing.set(key, (missing.get(key) ?? 0) + span.refs.length)
       }
       return
     }

@@ -198,7 +198,7 @@ interface VerifyContext {
   /** Where this object's problems go. */
   problems: { push(p: Problem): void }
   /** Objects of nodes the walk found gone: a problem each already. */
-  missing: ReadonlySet<string>
+  missing: ReadonlyMap<string, number>
 }
 
 /** One object under verification: its key, URL and header, with the layout the header gives. */

@@ -105,9 +105,6 @@ function describeEtag(etag: string | undefined): string {
   return JSON.stringify(e.length > 80 ? `${e.slice(0, 80)}…` : e)
 }
 
-/** What a prefix's characters that an s3 URL reads otherwise are written as in the store's url. */
-const URL_ESCAPES: Record<string, string> = { '%': '%25', '?': '%3F', '#': '%23' }
-
 export interface S3StoreOptions {
   client: S3Client
   bucket: string
@@ -259,7 +256,7 @@ export class S3Store implements ObjectStore {
     }
     this.prefix = p === '' || p.endsWith('/') ? p : `${p}/`
     // The % ? # of a prefix escaped, so that openStore takes the url back to this container.
-    this.url = `s3://${this.bucket}/${this.prefix.replace(/\/$/, '').replace(/[%?#]/g, (c) => URL_ESCAPES[c] as string)}`
+    this.url = `s3://${this.bucket}/${this.prefix.replace(/\/$/, '').replace(/[%?#]/g, encodeURIComponent)}`
     const custom = (this.client.config as { isCustomEndpoint?: boolean }).isCustomEndpoint === true
     this.checksums = options.checksums ?? !custom
     this.unsignedPayload = options.unsignedPayload ?? !(custom && !this.checksums && sha256BeatsMd5())
