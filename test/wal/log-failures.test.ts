@@ -47,6 +47,11 @@ async function published(store: MemoryStore): Promise<string> {
   }
 }
 
+/** The records replayed: a write as its bytes' text, any other by its kind. */
+function replayedText(replayed: readonly WalRecord[]): string[] {
+  return replayed.map((r) => (r.kind === 'write' ? Buffer.from(r.data).toString() : r.kind))
+}
+
 /** Opens the log at `dir`, collecting what it replays. */
 async function openLog(dir: string, options: Parameters<typeof WalLog.open>[3] = {}) {
   const replayed: WalRecord[] = []
@@ -125,10 +130,7 @@ describe('the WAL when the file system fails', () => {
     await log.close()
     t.mock.restoreAll()
     const again = await openLog(dir)
-    assert.deepEqual(
-      again.replayed.map((r) => (r.kind === 'write' ? Buffer.from(r.data).toString() : r.kind)),
-      ['first', 'second'],
-    )
+    assert.deepEqual(replayedText(again.replayed), ['first', 'second'])
     await again.log.close()
   })
 
@@ -279,10 +281,7 @@ describe('the WAL when the file system fails', () => {
     await log.close()
     t.mock.restoreAll()
     const again = await openLog(dir)
-    assert.deepEqual(
-      again.replayed.map((r) => (r.kind === 'write' ? Buffer.from(r.data).toString() : r.kind)),
-      ['a', 'c'],
-    )
+    assert.deepEqual(replayedText(again.replayed), ['a', 'c'])
     assert.deepEqual(
       again.generations.map((g) => g.baseCno),
       [1, 2],
@@ -401,10 +400,7 @@ describe('the WAL when the file system fails', () => {
     await log.close()
     t.mock.restoreAll()
     const again = await openLog(dir)
-    assert.deepEqual(
-      again.replayed.map((r) => (r.kind === 'write' ? Buffer.from(r.data).toString() : r.kind)),
-      ['c'],
-    )
+    assert.deepEqual(replayedText(again.replayed), ['c'])
     assert.equal(again.generations[0]?.baseCno, 5)
     await again.log.close()
   })
@@ -431,7 +427,7 @@ describe('the WAL when the file system fails', () => {
     t.mock.restoreAll()
     const again = await openLog(dir)
     assert.deepEqual(
-      again.replayed.map((r) => (r.kind === 'write' ? Buffer.from(r.data).toString() : r.kind)),
+      replayedText(again.replayed),
       ['one', 'two'],
       'the acknowledged record in the newer file is replayed',
     )
