@@ -694,15 +694,24 @@ describe('gc and rm', () => {
   })
 })
 
-describe('unusual input: said in one line, nothing done', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'ss-cli-input-'))
+/**
+ * For the suite it is called in: a temporary folder, removed after it, holding a container
+ * of 100 random KiB put `times` times (checkpoints 1 … times, the last one published).
+ */
+function putContainer(prefix: string, times: number): { dir: string; url: string } {
+  const dir = mkdtempSync(join(tmpdir(), prefix))
   const url = join(dir, 'container')
   after(() => rmSync(dir, { recursive: true, force: true }))
   before(() => {
     const input = join(dir, 'in.bin')
     writeFileSync(input, randomBytes(100 * 1024))
-    assert.equal(run(['put', input, url]).status, 0)
+    for (let i = 0; i < times; i++) assert.equal(run(['put', input, url]).status, 0)
   })
+  return { dir, url }
+}
+
+describe('unusual input: said in one line, nothing done', () => {
+  const { dir, url } = putContainer('ss-cli-input-', 1)
 
   it('rm without --yes refuses when any of stdin, stdout or stderr is a terminal (stdin redirected, say)', async () => {
     const err = fakeOutput(true)
@@ -782,15 +791,7 @@ describe('unusual input: said in one line, nothing done', () => {
 })
 
 describe('a damaged entry: ls, inspect and verify report it', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'ss-cli-entry-'))
-  const url = join(dir, 'container')
-  after(() => rmSync(dir, { recursive: true, force: true }))
-  before(() => {
-    const input = join(dir, 'in.bin')
-    writeFileSync(input, randomBytes(100 * 1024))
-    assert.equal(run(['put', input, url]).status, 0)
-    assert.equal(run(['put', input, url]).status, 0) // checkpoint 2, published
-  })
+  const { dir, url } = putContainer('ss-cli-entry-', 2) // checkpoint 2 published
   /** A copy of the container with `name`'s bytes changed by `edit`. */
   const damaged = (name: string, edit: (b: Buffer) => void): string => {
     const copy = mkdtempSync(join(dir, 'copy-'))
