@@ -23,7 +23,12 @@ export function nodeLocation(hi: number, lo: number): { key: string; offset: num
   return { key: segmentKey(hi, pointerPart(lo)), offset: pointerUnit(lo) * UNIT_BYTES }
 }
 
-/** Reads the node that pointer (hi, lo) names, checked against `expect` (its cno is `hi`). */
+/**
+ * Reads the node that pointer (hi, lo) names, checked against `expect` (its cno is `hi`).
+ * A pointer past its object's end is ERR_CORRUPT and a missing object ERR_NOT_FOUND,
+ * both saying a node points there (the store's own errors name neither the pointer nor
+ * the map, and its ERR_RANGE is no sign of damage).
+ */
 export async function readNode(
   store: ObjectStore,
   hi: number,
@@ -33,8 +38,20 @@ export async function readNode(
   signal?: AbortSignal,
 ): Promise<BlockMapNode> {
   const { key, offset } = nodeLocation(hi, lo)
-  const bytes = await store.get(key, { range: { start: offset, end: offset + metaBlockSize }, signal })
-  return decodeNode(bytes, { ...expect, cno: hi, where: `${store.url}/${key} meta block at ${offset}` })
+  const where = `${store.url}/${key} meta block at ${offset}`
+  let bytes: Uint8Array
+  try {
+    bytes = await store.get(key, { range: { start: offset, end: offset + metaBlockSize }, signal })
+  } catch (err) {
+    if (StreamSegmentError.is(err, 'ERR_RANGE')) {
+      throw StreamSegmentError.corrupt(`${where}: a block-map node points there, past the object's end`, err)
+    }
+    if (StreamSegmentError.is(err, 'ERR_NOT_FOUND')) {
+      throw StreamSegmentError.notFound(`${where}: no such object, but a block-map node points into it`, err)
+    }
+    throw err
+  }
+  return decodeNode(bytes, { ...expect, cno: hi, where })
 }
 
 /**

@@ -94,3 +94,73 @@ for (const format of ['stream', 'parted'] as const) {
     })
   })
 }
+
+/**
+ * A node pointer past its object's end, or into an object that is not there: the walk of
+ * a read and the BlockMap's own loads (a writer's write over the blocks under it) say so
+ * alike, naming the object and the offset: ERR_CORRUPT (the store's ERR_RANGE, exit code
+ * 9 in the CLI, is no sign of damage) and ERR_NOT_FOUND saying a node points there.
+ */
+for (const format of ['stream', 'parted'] as const) {
+  describe(`a node pointer past its object's end, or into no object (${format})`, () => {
+    /** A container of checkpoint 1 whose index entry for block FIRST is repointed by `repoint`. */
+    async function damaged(
+      name: string,
+      repoint: (p1Size: number) => { hi: number; lo: number },
+    ): Promise<MemoryStore> {
+      const store = new MemoryStore(`node-pointer-${name}-${format}`)
+      const f = await SegmentFile.create(store, {
+        format,
+        segmentMaxObjectBytes: 3 << 20,
+        streamSegmentBytes: 3 << 20,
+        segmentMpuChunkSize: 3 << 20,
+        dataCacheDirtyMaxBytesThreshold: 2 << 20,
+        segmentBufferSize: 2 << 20,
+      })
+      await f.write(0, pattern(0, 6 * 1024 * 1024 + 1000, 12))
+      await f.flush()
+      await f.close()
+      const p0 = decodeObject(await store.get('0000000001.0'), '0000000001.0')
+      const index = p0.nodes.find((n) => n.level === 1)
+      assert.ok(index, 'part 0 holds an index node above the leaves')
+      const entry = [...index.keys.subarray(0, index.count)].indexOf(FIRST)
+      assert.ok(entry >= 0, `an index entry starts at block ${FIRST}`)
+      const to = repoint((await store.head('0000000001.1'))?.size ?? 0)
+      index.ptrHi[entry] = to.hi
+      index.ptrLo[entry] = to.lo
+      const { dataCount: _d, metaCount: _m, summaryCrc: _c, ...fields } = p0.header
+      await store.put('0000000001.0', encodeObject(fields, p0.data, p0.nodes, p0.summary))
+      return store
+    }
+
+    async function writeOver(store: MemoryStore): Promise<void> {
+      const f = await SegmentFile.open(store)
+      try {
+        await f.write(FIRST * BS, Buffer.alloc(BS, 1))
+      } finally {
+        f.abort()
+      }
+    }
+
+    it('past the end: ERR_CORRUPT for a read and for a write over its blocks', async () => {
+      let past = 0
+      const store = await damaged('past-end', (size) => {
+        past = (Math.ceil(size / UNIT_BYTES) + 10) * UNIT_BYTES
+        return { hi: 1, lo: pointerLo(1, past / UNIT_BYTES) }
+      })
+      const at = new RegExp(`0000000001\\.1.*${past}`)
+      await rejectsCode(readWhole(store), 'ERR_CORRUPT', at)
+      await rejectsCode(writeOver(store), 'ERR_CORRUPT', at)
+    })
+
+    it('into no object: ERR_NOT_FOUND saying the block map points there, for a read and for a write', async () => {
+      const store = await damaged('no-object', () => ({ hi: 1, lo: pointerLo(7, 3) }))
+      await rejectsCode(readWhole(store), 'ERR_NOT_FOUND', /0000000001\.7: no such object, but the block map/)
+      await rejectsCode(
+        writeOver(store),
+        'ERR_NOT_FOUND',
+        /0000000001\.7 meta block at 12288: no such object, but a block-map node/,
+      )
+    })
+  })
+}
