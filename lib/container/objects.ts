@@ -71,6 +71,15 @@ function tailRoom(need: number): number {
 /** Objects that keep data bytes fetched below a leaf span (the oldest give theirs up). */
 const DATA_BELOW_OBJECTS = 32
 
+/**
+ * Objects that keep the bytes of a widened index read (`metaBytes`; the oldest give theirs
+ * up). They serve the next levels of the walks under way (a read stream walks two windows
+ * at once), which read a few objects each: kept by every object walked, a read over a map
+ * whose index nodes lie in many checkpoints' part 0 kept up to 4 MiB of each, outside
+ * any cache's bound.
+ */
+const META_KEPT_OBJECTS = 32
+
 export type ReadKind = 'inode' | 'header' | 'meta' | 'summary' | 'data'
 
 /**
@@ -147,8 +156,9 @@ export class ObjectReads {
   readonly dataLimiter: Limiter
   readonly walkLimiter: Limiter
   private objects = new Map<string, ObjectState>()
-  /** The objects holding `dataBytes`, oldest first. */
+  /** The objects holding `dataBytes`, and those holding `metaBytes`, oldest first. */
   private withData: ObjectState[] = []
+  private withMeta: ObjectState[] = []
   private summaryBytes = 0
   /** The most data slots seen in an object: sizes the suffix read of an object not seen yet. */
   private typicalSlots = 1024
@@ -182,7 +192,7 @@ export class ObjectReads {
     const st = this.objects.get(key)
     if (st === undefined) return
     this.objects.delete(key)
-    this.dropData(st)
+    this.dropKept(st)
     if (st.summary !== undefined) this.summaryBytes -= summaryMemory(st.summary)
     if (st.maxMeta >= 0) this.state(key, st.cno, st.part).maxMeta = st.maxMeta
   }
@@ -191,15 +201,26 @@ export class ObjectReads {
   clear(): void {
     this.objects.clear()
     for (const st of this.withData) st.dataBytes = undefined
+    for (const st of this.withMeta) st.metaBytes = undefined
     this.withData = []
+    this.withMeta = []
     this.summaryBytes = 0
   }
 
-  private dropData(st: ObjectState): void {
-    if (st.dataBytes === undefined) return
+  /** Lets the bytes `st` keeps go (an object forgotten or evicted). */
+  private dropKept(st: ObjectState): void {
     st.dataBytes = undefined
-    const i = this.withData.indexOf(st)
-    if (i >= 0) this.withData.splice(i, 1)
+    st.metaBytes = undefined
+    removeFrom(this.withData, st)
+    removeFrom(this.withMeta, st)
+  }
+
+  /** Keeps `bytes` from `start` as the bytes of a widened index read of `st`; the oldest of more than META_KEPT_OBJECTS go. */
+  private keepMeta(st: ObjectState, start: number, bytes: Uint8Array): void {
+    removeFrom(this.withMeta, st) // kept before (perhaps dropped since, after a failed check): newest now
+    this.withMeta.push(st)
+    if (this.withMeta.length > META_KEPT_OBJECTS) (this.withMeta.shift() as ObjectState).metaBytes = undefined
+    st.metaBytes = { start, bytes }
   }
 
   /** Where the data slots of `st` start (head first they follow the meta blocks; 0 until its header is known). */
@@ -271,7 +292,7 @@ export class ObjectReads {
       const bytes = await this.get(st.key, { start, end: span.end }, 'meta', st.cno)
       this.timing.bytes.meta += bytes.byteLength
       if (widen === 0) return bytes
-      st.metaBytes = { start, bytes }
+      this.keepMeta(st, start, bytes)
       return bytes.subarray(Math.min(bytes.byteLength, span.start - start))
     }
     // Tail first, a small read may want the data blocks just below the span (a leaf's
@@ -288,7 +309,7 @@ export class ObjectReads {
     const { bytes } = await p
     if (from === span.start) return bytes
     if (widen > 0) {
-      st.metaBytes = { start: from, bytes }
+      this.keepMeta(st, from, bytes)
       return bytes.subarray(span.start - from)
     }
     this.timing.bytes.data += span.start - from
@@ -344,7 +365,7 @@ export class ObjectReads {
     for (const [key, st] of this.objects) {
       if (this.summaryBytes <= this.summaryCacheBytes && this.objects.size <= 65536) return
       this.objects.delete(key)
-      this.dropData(st)
+      this.dropKept(st)
       if (st.summary !== undefined) this.summaryBytes -= summaryMemory(st.summary)
     }
   }
@@ -713,6 +734,11 @@ export class ObjectReads {
       throw err
     }
   }
+}
+
+function removeFrom(list: ObjectState[], st: ObjectState): void {
+  const i = list.indexOf(st)
+  if (i >= 0) list.splice(i, 1)
 }
 
 function summaryMemory(s: Summary): number {

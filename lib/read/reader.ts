@@ -13,7 +13,8 @@
  *   checks is dropped; the walk that needs it later reports it. A leaf span fetched for
  *   a read brings its object's summary along (a tail read, or head first a head read).
  *   Index nodes of part 0 with more index levels under them are read widened downwards
- *   (WIDE_INDEX_BYTES) and the bytes kept, so a deep map costs one index read, not one per level.
+ *   (WIDE_INDEX_BYTES) and the bytes kept (by a few objects at a time: ObjectReads.keepMeta), so
+ *   a deep map costs one index read, not one per level.
  *   For a read, part 0's index nodes come in a tail read (its summary along) widened
  *   downwards over the leaves part 0 holds (PART0_LEAVES_BYTES): those of blocks written
  *   again after their object was sent, or changed in a later checkpoint, which name
