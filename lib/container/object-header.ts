@@ -78,7 +78,15 @@ export async function readPart0Header(
   const key = segmentKey(cno, 0)
   const [info, known] = await Promise.all([store.head(key, { signal }), format])
   if (info === undefined) throw StreamSegmentError.notFound(`${store.url}: checkpoint ${cno} has no part 0 (${key})`)
-  return (await readObjectHeader(store, cno, 0, { format: known, size: info.size, signal })).header
+  try {
+    return (await readObjectHeader(store, cno, 0, { format: known, size: info.size, signal })).header
+  } catch (err) {
+    // decodeHeader names the key alone: the store too, as a reader's other errors do (a
+    // reader of several containers can tell which one is damaged).
+    if (!StreamSegmentError.is(err) || !(err.code === 'ERR_CORRUPT' || err.code === 'ERR_UNSUPPORTED')) throw err
+    if (err.message.startsWith(`${store.url}/`)) throw err
+    throw new StreamSegmentError(err.code, `${store.url}/${err.message}`, { cause: err })
+  }
 }
 
 /** The header `bytes` hold in `expected.format`, or the error saying why not. */

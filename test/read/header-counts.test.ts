@@ -3,7 +3,8 @@
  * is ERR_CORRUPT for a read, as for verify: the counts must add up to the object's size.
  * The first read's tail read tells the size; the read made again after that failure (as
  * for bytes damaged on the way) must check the counts against it too, not take the header
- * from a suffix read, which cannot tell the size. The error names the store and the key.
+ * from a suffix read, which cannot tell the size. The error names the store and the key,
+ * as it does when the part 0 of a checkpoint opened by number fails its header checks.
  */
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
@@ -44,3 +45,23 @@ describe('header counts that disagree with the object size', () => {
     }
   })
 })
+
+for (const format of ['stream', 'parted'] as const) {
+  it(`${format}: a checkpoint opened by number whose part 0 header fails its CRC: ERR_CORRUPT naming the store and the key`, async () => {
+    const store = new MemoryStore()
+    const f = await SegmentFile.create(store, { ...smallSettings, format })
+    await f.write(0, pattern(0, 100 * 1024, 3))
+    await f.flush()
+    await f.close()
+    const key = '0000000001.0'
+    const bytes = Buffer.from(await store.get(key))
+    const at = format === 'stream' ? bytes.length - HEADER_BYTES + 40 : 40 // createdMs
+    bytes[at] = (bytes[at] as number) ^ 1
+    await store.put(key, bytes)
+    await assert.rejects(SegmentFile.open(store, { cno: 1, readOnly: true }), (err) => {
+      assert.ok(StreamSegmentError.is(err, 'ERR_CORRUPT'), `ERR_CORRUPT, got ${(err as Error)?.message ?? err}`)
+      assert.ok(err.message.startsWith(`${store.url}/${key}: header CRC `), err.message)
+      return true
+    })
+  })
+}
