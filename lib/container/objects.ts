@@ -575,6 +575,10 @@ export class ObjectReads {
   private acceptSummary(st: ObjectState, summary: Summary): Summary {
     if (st.summary === undefined) {
       st.summary = summary
+      // An object evicted (or forgotten) while its summary was on the way is no longer in
+      // the cache: its summary serves the reads waiting for it, and is not counted, or the
+      // count would grow past what the cache holds and every summary after it evict all.
+      if (this.objects.get(st.key) !== st) return summary
       this.summaryBytes += summaryMemory(summary)
       if (this.summaryBytes > this.summaryCacheBytes) this.evict()
     }
