@@ -27,7 +27,9 @@ export function nodeLocation(hi: number, lo: number): { key: string; offset: num
  * Reads the node that pointer (hi, lo) names, checked against `expect` (its cno is `hi`).
  * A pointer past its object's end is ERR_CORRUPT and a missing object ERR_NOT_FOUND,
  * both saying a node points there (the store's own errors name neither the pointer nor
- * the map, and its ERR_RANGE is no sign of damage).
+ * the map, and its ERR_RANGE is no sign of damage). A node that fails its checks is read
+ * once more before it is reported, as the reader's walk reads a span again: bytes damaged
+ * on the way (a flipped bit) fail them as bytes damaged on storage do.
  */
 export async function readNode(
   store: ObjectStore,
@@ -39,19 +41,27 @@ export async function readNode(
 ): Promise<BlockMapNode> {
   const { key, offset } = nodeLocation(hi, lo)
   const where = `${store.url}/${key} meta block at ${offset}`
-  let bytes: Uint8Array
-  try {
-    bytes = await store.get(key, { range: { start: offset, end: offset + metaBlockSize }, signal })
-  } catch (err) {
-    if (StreamSegmentError.is(err, 'ERR_RANGE')) {
-      throw StreamSegmentError.corrupt(`${where}: a block-map node points there, past the object's end`, err)
+  const read = async () => {
+    let bytes: Uint8Array
+    try {
+      bytes = await store.get(key, { range: { start: offset, end: offset + metaBlockSize }, signal })
+    } catch (err) {
+      if (StreamSegmentError.is(err, 'ERR_RANGE')) {
+        throw StreamSegmentError.corrupt(`${where}: a block-map node points there, past the object's end`, err)
+      }
+      if (StreamSegmentError.is(err, 'ERR_NOT_FOUND')) {
+        throw StreamSegmentError.notFound(`${where}: no such object, but a block-map node points into it`, err)
+      }
+      throw err
     }
-    if (StreamSegmentError.is(err, 'ERR_NOT_FOUND')) {
-      throw StreamSegmentError.notFound(`${where}: no such object, but a block-map node points into it`, err)
-    }
-    throw err
+    return decodeNode(bytes, { ...expect, cno: hi, where })
   }
-  return decodeNode(bytes, { ...expect, cno: hi, where })
+  try {
+    return await read()
+  } catch (err) {
+    if (!StreamSegmentError.is(err, 'ERR_CORRUPT')) throw err
+    return read()
+  }
 }
 
 /**

@@ -1,7 +1,8 @@
 /**
  * One byte flipped on the way in one GET (a transient fault) is not reported as damage:
  * the inode object, an index node span and a data run are each read once more before a
- * read says ERR_CORRUPT. Flipped in every GET of the key, it is damage, and said so.
+ * read says ERR_CORRUPT, as is a node a writer's write loads over stored blocks. Flipped
+ * in every GET of the key, it is damage, and said so.
  */
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
@@ -22,7 +23,7 @@ class FlipFirstGet extends WrappedStore {
   constructor(
     inner: MemoryStore,
     readonly key: string,
-    readonly times = 1,
+    public times = 1,
   ) {
     super(inner)
   }
@@ -83,6 +84,22 @@ for (const format of ['stream', 'parted'] as const) {
         await assert.rejects(readAll(store), (err) => StreamSegmentError.is(err, 'ERR_CORRUPT'))
       })
     }
+
+    it("a writer's write over stored blocks reads the nodes it loads again too", async () => {
+      const store = new FlipFirstGet(await container(format), '0000000001.0', 0)
+      const w = await SegmentFile.open(store, { ...smallSettings })
+      try {
+        store.times = store.gets + 1 // the next GET of part 0: a node the write loads
+        const want = Buffer.from(pattern(0, SIZE, 5))
+        want.fill(1, 100 * 1024, 104 * 1024)
+        await w.write(100 * 1024, Buffer.alloc(4096, 1))
+        assert.ok(store.gets > store.times, 'the write loaded a node of part 0, its first GET flipped')
+        await w.flush()
+        assert.ok(Buffer.from(await w.read(0, SIZE)).equals(want))
+      } finally {
+        await w.close()
+      }
+    })
 
     it('a writer reading the inode with its ETag reads it again too', async () => {
       const store = new FlipFirstGet(await container(format), 'inode')
