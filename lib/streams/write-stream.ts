@@ -180,8 +180,11 @@ export class StreamSegmentWriteStream extends Writable {
     super({ highWaterMark })
     this.store = target
     this.adopt = adoptChunks
+    // A setting given as undefined is not given (as checkOptionNames takes it): spread over the
+    // profile, it would replace the profile's value and leave the spec's default.
+    const given = Object.fromEntries(Object.entries(settings).filter(([, v]) => v !== undefined))
     this.settings = {
-      ...(profile === 'streaming' ? { ...STREAMING_PROFILE, ...settings } : settings),
+      ...(profile === 'streaming' ? { ...STREAMING_PROFILE, ...given } : given),
       ...(wal === undefined ? {} : { wal }),
     }
     destroyOnAbort(

@@ -6,6 +6,7 @@ import { describe, it } from 'node:test'
 import { pipelinePromise } from 'streamx'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { SegmentFile } from '../../lib/segment-file.js'
+import { STREAMING_PROFILE } from '../../lib/settings.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
 import { createStreamSegmentWriteStream } from '../../lib/streams/write-stream.js'
@@ -246,6 +247,22 @@ describe('createStreamSegmentWriteStream', () => {
     assert.ok(performance.now() - t0 < 5_000)
     assert.equal(await store.inner.head('inode'), undefined)
     assert.match(String(errors[0]), /stop/)
+  })
+
+  it('a setting given as undefined counts as not given: the streaming profile still applies to it', async () => {
+    // As `{ streamSegmentBytes: opts.size }` passes when the caller has no size of its own.
+    const ws = createStreamSegmentWriteStream({
+      store: new MemoryStore(),
+      streamSegmentBytes: undefined,
+      dataCacheDirtyMaxBytesThreshold: undefined,
+      segmentBufferSize: undefined,
+    })
+    await new Promise<void>((resolve, reject) => ws.end(() => resolve()).on('error', reject))
+    const { streamSegmentBytes, dataCacheDirtyMaxBytesThreshold, segmentBufferSize } = ws.file?.settings ?? {}
+    assert.deepEqual(
+      { streamSegmentBytes, dataCacheDirtyMaxBytesThreshold, segmentBufferSize },
+      { ...STREAMING_PROFILE },
+    )
   })
 
   it('rejects bad options with the setting named', () => {
