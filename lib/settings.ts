@@ -347,7 +347,10 @@ function resolve<T>(rules: Readonly<Record<string, Rule>>, overrides: object, ba
   const given = overrides as Record<string, unknown>
   const defaults = base as Record<string, unknown>
   const out: Record<string, unknown> = {}
-  for (const [name, rule] of Object.entries(rules)) out[name] = check(name, given[name] ?? defaults[name], rule)
+  // Only undefined is not given: a null (from JSON, say) is a value, and refused as one.
+  for (const [name, rule] of Object.entries(rules)) {
+    out[name] = check(name, given[name] === undefined ? defaults[name] : given[name], rule)
+  }
   return out as T
 }
 

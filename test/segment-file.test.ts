@@ -5,6 +5,7 @@ import { StreamSegmentError } from '../lib/errors.js'
 import { SegmentFile } from '../lib/segment-file.js'
 import { resolveSettings } from '../lib/settings.js'
 import { MemoryStore } from '../lib/store/memory.js'
+import { createStreamSegmentWriteStream } from '../lib/streams/write-stream.js'
 import { pattern } from './helpers/pattern.js'
 
 const code = (c: string) => (err: unknown) => StreamSegmentError.is(err) && err.code === c
@@ -29,6 +30,22 @@ describe('SegmentFile', () => {
     )
     assert.throws(() => resolveSettings({ dataBlockSize: 128 * 1024, metaBlockSize: 65536 }), /at most 65536 with this/)
     assert.equal(resolveSettings({ dataBlockSize: 2 ** 20 }).dataBlockSize, 2 ** 20)
+  })
+
+  it('a setting or read option given as null is refused, not taken for its default', async () => {
+    // The write stream's profile gave way to the spec's default under a null: a 1 GiB target.
+    assert.throws(() => resolveSettings({ streamSegmentBytes: null as never }), /setting streamSegmentBytes = null:/)
+    assert.throws(() => resolveSettings({ conflictPolicy: null as never }), /setting conflictPolicy = null:/)
+    assert.throws(
+      () => createStreamSegmentWriteStream({ store: new MemoryStore(), segmentBufferSize: null as never }),
+      (err) => code('ERR_INVALID_ARGUMENT')(err) && /setting segmentBufferSize = null:/.test(String(err)),
+    )
+    await assert.rejects(
+      SegmentFile.create(new MemoryStore(), { readMaxConcurrency: null as never }),
+      /setting readMaxConcurrency = null:/,
+    )
+    // Undefined is not given: the default.
+    assert.equal(resolveSettings({ streamSegmentBytes: undefined }).streamSegmentBytes, 2 ** 30)
   })
 
   it('open checks each setting given before any request', async () => {
