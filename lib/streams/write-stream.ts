@@ -37,7 +37,7 @@ import { StreamSegmentError } from '../errors.js'
 import { SegmentFile } from '../segment-file.js'
 import { checkOptionNames, checkSettingValues, type Settings, STREAMING_PROFILE } from '../settings.js'
 import type { ObjectStore } from '../store/types.js'
-import type { WalOptions } from '../wal/wal.js'
+import { checkWalOptions, type WalOptions } from '../wal/wal.js'
 import type { FlushTiming } from '../write/flush.js'
 import { checkStreamOptions, countingStore, destroyOnAbort, type StreamLocation, storeOf } from './options.js'
 
@@ -176,6 +176,8 @@ export class StreamSegmentWriteStream extends Writable {
     if (typeof adoptChunks !== 'boolean') {
       throw StreamSegmentError.invalidArgument(`adoptChunks ${JSON.stringify(adoptChunks)}: must be true or false`)
     }
+    // Here, not when the stream opens the file: a bad log option fails the call, not the stream.
+    if (wal !== undefined) checkWalOptions(wal)
     const target = storeOf({ url, store }, 'createStreamSegmentWriteStream')
     super({ highWaterMark })
     this.store = target

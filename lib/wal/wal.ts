@@ -23,6 +23,7 @@
 import { promises as fs } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { StreamSegmentError } from '../errors.js'
+import { checkOptionNames } from '../settings.js'
 import { acquireLock, localFileError, parseJson, readRegularText, syncDir } from '../util/local-fs.js'
 import { describeValue } from '../util/typed-arrays.js'
 import {
@@ -83,9 +84,22 @@ export interface WalReplayer {
   heldBy(cno: number): Promise<boolean>
 }
 
+/**
+ * The `wal` option, whole, before the log's folder is touched or any request made: a folder,
+ * `sync` and `intervalMs` as WalLog.open takes them, and no other name (a misspelt `sync`
+ * would leave the default without a word).
+ */
 export function checkWalOptions(o: WalOptions): void {
   if (o === null || typeof o !== 'object' || typeof o.dir !== 'string' || o.dir === '') {
     throw StreamSegmentError.invalidArgument(`wal: { dir } must name a folder, got ${JSON.stringify(o)}`)
+  }
+  checkOptionNames('wal', o, ['dir', 'sync', 'intervalMs'])
+  const { sync, intervalMs: ms } = o
+  if (sync !== undefined && !['always', 'interval', 'none'].includes(sync)) {
+    throw StreamSegmentError.invalidArgument(`wal.sync is ${describeValue(sync)}: use 'always', 'interval' or 'none'`)
+  }
+  if (ms !== undefined && !(Number.isInteger(ms) && ms >= 1 && ms <= 60_000)) {
+    throw StreamSegmentError.invalidArgument(`wal.intervalMs is ${describeValue(ms)}: an integer from 1 to 60000`)
   }
 }
 

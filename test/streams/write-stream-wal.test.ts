@@ -70,6 +70,33 @@ describe('createStreamSegmentWriteStream with a WAL', () => {
     assert.deepEqual({ records: log.records, lockedBy: log.lockedBy }, { records: 0, lockedBy: undefined })
   })
 
+  it('bad log options fail the call, before the folder is touched or any request made; a misspelt name is refused', async () => {
+    const dir = join(await tempDir(), 'wal')
+    let requests = 0
+    const store = new Proxy(new MemoryStore(), {
+      get(target, prop) {
+        const v = Reflect.get(target, prop, target)
+        if (typeof v !== 'function') return v
+        return (...args: unknown[]) => {
+          requests++
+          return v.apply(target, args)
+        }
+      },
+    })
+    const bad: [object, RegExp][] = [
+      [{ dir, sync: 'sometimes' }, /wal\.sync is string "sometimes"/],
+      [{ dir, sync: 'interval', intervalMs: 0 }, /wal\.intervalMs is number 0/],
+      [{ dir, synk: 'none' }, /wal: unknown option "synk" \(did you mean sync\?\)/],
+    ]
+    for (const [wal, message] of bad) {
+      assert.throws(() => createStreamSegmentWriteStream({ store, wal: wal as never }), message)
+      await rejectsCode(SegmentFile.create(store, { wal: wal as never }), 'ERR_INVALID_ARGUMENT', message)
+      await rejectsCode(SegmentFile.open(store, { wal: wal as never }), 'ERR_INVALID_ARGUMENT', message)
+    }
+    assert.equal(requests, 0)
+    await assert.rejects(fs.stat(dir), { code: 'ENOENT' })
+  })
+
   it('a stream whose publish failed after its end is published by the next writer with the folder', async () => {
     const inner = new MemoryStore('sw-b')
     await containerWith(inner, pattern(0, 100_000))
