@@ -161,6 +161,12 @@ export class SegmentFile {
     }
     const { cno, readOnly = false } = options
     checkCno('SegmentFile.open', cno)
+    // Any truthy value would open a reader: a string "false" from a configuration, say.
+    if (typeof readOnly !== 'boolean') {
+      throw StreamSegmentError.invalidArgument(
+        `SegmentFile.open: readOnly must be true or false, got ${describeValue(readOnly)}`,
+      )
+    }
     checkOptionNames('SegmentFile.open', options, ['cno', 'readOnly', 'wal'], { settings: true, read: true })
     checkSettingValues(options) // each alone, before any request; together once the inode is read
     if (options.wal !== undefined) {

@@ -137,6 +137,22 @@ describe('SegmentFile', () => {
     await r.close()
   })
 
+  it('readOnly must be true or false: a string "false" is refused, not taken for a read-only handle', async () => {
+    const store = new MemoryStore()
+    const f = await SegmentFile.create(store)
+    await f.write(0, pattern(0, 100))
+    await f.flush()
+    await f.close()
+    for (const readOnly of ['false', 1, null]) {
+      await assert.rejects(
+        SegmentFile.open(store, { readOnly: readOnly as never }),
+        (err) =>
+          code('ERR_INVALID_ARGUMENT')(err) &&
+          /^SegmentFile\.open: readOnly must be true or false, got /.test(String((err as Error).message)),
+      )
+    }
+  })
+
   it('a read larger than a Buffer can hold fails that call only, not the handle and its unflushed writes', {
     skip: constants.MAX_LENGTH + 2 * 4096 > 2 ** 44 ? 'a Buffer holds the largest file here' : false,
   }, async () => {
