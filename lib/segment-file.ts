@@ -56,6 +56,19 @@ import { dropLeftPart0s, type FlushTiming, flush, isUnknownOutcome, startPublish
 import { SendAhead } from './write/send-ahead.js'
 import { BlockWriter, checkRange, checkSize } from './write/write-blocks.js'
 
+/**
+ * For a caller inside the library (the write stream): an AbortSignal under this key of
+ * `open`'s or `create`'s options aborts the handle while the open replays its WAL and
+ * publishes what it replayed, whose requests no store wrapper of the caller's can cut (its
+ * uploads carry the handle's own signal). A symbol: no option of the API, and unseen by the
+ * check of the option names.
+ */
+export const OPEN_SIGNAL: unique symbol = Symbol('stream-segment: open signal')
+
+function stopOf(options: object): AbortSignal | undefined {
+  return (options as { [OPEN_SIGNAL]?: AbortSignal })[OPEN_SIGNAL]
+}
+
 /** With a WAL nothing is sent ahead (the spec's "With the WAL"): streamSegmentBytes is unused. */
 function withWal<T extends CreateOptions>(options: T): T {
   return options.wal === undefined ? options : { ...options, streamSegmentBytes: 0 }
@@ -139,7 +152,7 @@ export class SegmentFile {
     const state = new FileState(store, s, base, none, undefined)
     state.skipTo(await firstFreeCno(store, 1))
     const file = new SegmentFile(state, false, read)
-    if (settings.wal !== undefined) await file.attachWal(settings.wal)
+    if (settings.wal !== undefined) await file.attachWal(settings.wal, stopOf(settings))
     return file
   }
 
@@ -247,7 +260,7 @@ export class SegmentFile {
     // would move the checkpoint at its first collision and lose what was sent ahead.
     state.skipTo(firstFree)
     const file = new SegmentFile(state, readOnly, read)
-    if (options.wal !== undefined) await file.attachWal(options.wal)
+    if (options.wal !== undefined) await file.attachWal(options.wal, stopOf(options))
     return file
   }
 
@@ -259,9 +272,21 @@ export class SegmentFile {
    * 'fail' the second is ERR_CONFLICT, the log kept; with 'retry' the records are
    * published on top. A log with nothing to replay is moved onto the published checkpoint,
    * so that what is logged from now on is read as written on it. When it fails, the handle
-   * is closed (closeFailedOpen).
+   * is closed (closeFailedOpen). `stop` (OPEN_SIGNAL) aborts the handle meanwhile, as
+   * abort() would: the publish of what was replayed stops as a flush does, and the log is kept.
    */
-  private async attachWal(o: WalOptions): Promise<void> {
+  private async attachWal(o: WalOptions, stop: AbortSignal | undefined): Promise<void> {
+    const onStop = () => this.abort(stop?.reason)
+    if (stop?.aborted) onStop()
+    else stop?.addEventListener('abort', onStop, { once: true })
+    try {
+      await this.replayWal(o)
+    } finally {
+      stop?.removeEventListener('abort', onStop)
+    }
+  }
+
+  private async replayWal(o: WalOptions): Promise<void> {
     const replayed = new ReplayEffect()
     const history = new PublishedHistory(this.core.store, this.core.published, this.core.signal)
     const opened = await openWal(

@@ -34,7 +34,7 @@
  */
 import { Writable } from 'node:stream'
 import { StreamSegmentError } from '../errors.js'
-import { SegmentFile } from '../segment-file.js'
+import { OPEN_SIGNAL, SegmentFile } from '../segment-file.js'
 import { checkOptionNames, checkSettingValues, type Settings, STREAMING_PROFILE } from '../settings.js'
 import type { ObjectStore } from '../store/types.js'
 import { checkWalOptions, type WalOptions } from '../wal/wal.js'
@@ -231,9 +231,10 @@ export class StreamSegmentWriteStream extends Writable {
   }
 
   override _construct(cb: Callback): void {
-    // The open's read requests carry `opening`'s signal (the count is not used).
+    // The open's read requests carry `opening`'s signal (the count is not used); so does the
+    // file itself while a WAL's replay is published, which uploads (OPEN_SIGNAL).
     const opened = countingStore(this.store, { requests: 0, bytes: 0 }, this.opening.signal)
-    openForAppend(opened.store, this.settings).then(
+    openForAppend(opened.store, { ...this.settings, [OPEN_SIGNAL]: this.opening.signal }).then(
       (file) => {
         opened.stop()
         this.file = file
@@ -358,7 +359,7 @@ function intake(file: SegmentFile, offset: number, chunk: Uint8Array, adopt: boo
  */
 export async function openForAppend(
   store: ObjectStore,
-  settings: Partial<Settings> & { wal?: WalOptions },
+  settings: Partial<Settings> & { wal?: WalOptions; [OPEN_SIGNAL]?: AbortSignal },
 ): Promise<SegmentFile> {
   let file: SegmentFile
   try {

@@ -11,6 +11,7 @@ import { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { after, describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
+import { StreamSegmentError } from '../../lib/errors.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import { openStore } from '../../lib/store/open.js'
@@ -110,6 +111,37 @@ describe('createStreamSegmentWriteStream with a WAL', () => {
     assert.ok((f.walReplay?.records ?? 0) > 0)
     await f.close()
     assert.deepEqual(await published(inner), await concat(blockStream(3 * MiB, 25 * 4096)))
+  })
+
+  it("the signal stops an open that publishes the log's earlier stream: its uploads are aborted, the log kept", {
+    timeout: 60_000, // without the signal reaching those uploads, the stream waits on them for good
+  }, async () => {
+    const inner = new MemoryStore('sw-open')
+    await containerWith(inner, pattern(0, 100_000))
+    const dir = join(await tempDir(), 'wal')
+    const failing = new FailingStore(inner, [{ ops: ['put'], key: /^inode$/ }])
+    const first = createStreamSegmentWriteStream({ store: failing, wal: { dir }, conflictRetries: 0 })
+    await rejectsCode(pipeline(Readable.from(blockStream(1 * MiB, 64 * 1024)), first), 'ERR_STORE')
+
+    // The next stream's open replays the first one and publishes it: every upload hangs.
+    const store = new FailingStore(inner, [{ ops: ['put', 'createMultipart', 'uploadPart'], mode: 'hang' }])
+    const ac = new AbortController()
+    const ws = createStreamSegmentWriteStream({ store, wal: { dir }, signal: ac.signal })
+    const errors: unknown[] = []
+    ws.on('error', (err) => errors.push(err))
+    const closed = new Promise<void>((resolve) => ws.once('close', () => resolve()))
+    await store.hangOf('put', 'createMultipart', 'uploadPart')
+    ac.abort(new Error('stop'))
+    await closed
+    assert.ok(StreamSegmentError.is(errors[0], 'ERR_ABORTED'), String(errors[0]))
+    assert.equal(ws.file, undefined, 'the open never completed')
+    assert.deepEqual(await published(inner), pattern(0, 100_000), 'nothing published by the stopped open')
+
+    // The log still holds the first stream, for the next writer with the folder.
+    const f = await SegmentFile.open(inner, { wal: { dir } })
+    assert.ok((f.walReplay?.records ?? 0) > 0)
+    await f.close()
+    assert.deepEqual(await published(inner), await concat(blockStream(1 * MiB, 64 * 1024)))
   })
 
   it('a stream destroyed mid-way leaves the container as it was, and its log empty', async () => {
