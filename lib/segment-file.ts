@@ -135,6 +135,7 @@ export class SegmentFile {
       throw StreamSegmentError.invalidArgument(`SegmentFile.create: options must be an object, got ${settings}`)
     }
     checkOptionNames('SegmentFile.create', settings, ['wal'], { settings: true, read: true })
+    checkSettingValues(settings) // as given: withWal replaces streamSegmentBytes
     const s = resolveSettings(withWal(settings))
     const read = resolveReadOptions(settings)
     checkForStore(s, store)

@@ -25,6 +25,17 @@ async function published(store: MemoryStore | FailingStore): Promise<Buffer> {
 }
 
 describe('SegmentFile with a WAL', () => {
+  it('a bad streamSegmentBytes is refused by create, not replaced by the 0 a log implies', async () => {
+    // Nothing is sent ahead with a log; the value given is still checked, as open checks it.
+    for (const open of [SegmentFile.create, SegmentFile.open]) {
+      await rejectsCode(
+        open(new MemoryStore(), { wal: { dir: await walDir() }, streamSegmentBytes: 'lots' as never }),
+        'ERR_INVALID_ARGUMENT',
+        /setting streamSegmentBytes = "lots"/,
+      )
+    }
+  })
+
   it('what was written and never flushed is replayed and published by the next open', async () => {
     const store = new MemoryStore('wal-a')
     const dir = await walDir()
