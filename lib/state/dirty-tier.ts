@@ -604,9 +604,24 @@ export class DirtyTier {
   }
 }
 
-/** `length` bytes at `position` of a source; a short or long answer is ERR_STATE (the source broke its contract). */
+/**
+ * `length` bytes at `position` of a source; a short or long answer is ERR_STATE (the source
+ * broke its contract). A source of the caller's that fails with an error of its own (an
+ * Error from its disk, say) fails as fileSource's reads do, ERR_STORE with it as the cause:
+ * thrown as it was, it would be taken for a bug of the library's and make the handle
+ * unusable, its unflushed writes lost.
+ */
 export async function readSource(source: BlockSource, position: number, length: number): Promise<Uint8Array> {
-  const bytes = await source.read(position, length)
+  let bytes: Uint8Array
+  try {
+    bytes = await source.read(position, length)
+  } catch (err) {
+    if (StreamSegmentError.is(err)) throw err
+    throw StreamSegmentError.store(
+      `block source: reading ${length} bytes at ${position} failed: ${(err as Error)?.message ?? err}`,
+      err,
+    )
+  }
   if (!(bytes instanceof Uint8Array) || bytes.byteLength !== length) {
     throw StreamSegmentError.state(
       `block source gave ${bytes instanceof Uint8Array ? `${bytes.byteLength} bytes` : typeof bytes} for ${length} at ${position}`,

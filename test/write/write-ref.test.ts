@@ -78,6 +78,27 @@ describe('writeRef', () => {
     assert.deepEqual(Buffer.from(await g.read(0, data.length)), data)
   })
 
+  it("a source of the caller's that fails with its own Error: ERR_STORE for that call, the handle and its writes kept", async () => {
+    const data = randomBytes(64 * 1024)
+    const src = bufferSource(data)
+    src.shut = true // every read fails with a plain Error, as a user's source on a failing disk would
+    const store = new MemoryStore()
+    const f = await SegmentFile.create(store)
+    await f.write(0, Buffer.from('kept'))
+    // A partial block is read at once; whole blocks when the flush sends them.
+    await rejectsCode(f.writeRef(100, 10, src), 'ERR_STORE', /block source: .*the source was read after/)
+    await f.writeRef(8192, data.length, src)
+    const err = await rejectsCode(f.flush(), 'ERR_STORE', /block source: /)
+    assert.match(String((err.cause as Error).message), /the source was read after/)
+    src.shut = false // the source is back: the same handle flushes what it was given
+    await f.flush()
+    const g = await SegmentFile.open(store, { readOnly: true })
+    assert.deepEqual(Buffer.from(await g.read(0, 4)), Buffer.from('kept'))
+    assert.deepEqual(Buffer.from(await g.read(8192, data.length)), data)
+    await g.close()
+    await f.close()
+  })
+
   it('uploadFile writes a local file by reference, replacing what the container held', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ss-upload-'))
     try {
