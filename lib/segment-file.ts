@@ -58,10 +58,11 @@ import { BlockWriter, checkRange, checkSize } from './write/write-blocks.js'
 
 /**
  * For a caller inside the library (the write stream): an AbortSignal under this key of
- * `open`'s or `create`'s options aborts the handle while the open replays its WAL and
- * publishes what it replayed, whose requests no store wrapper of the caller's can cut (its
- * uploads carry the handle's own signal). A symbol: no option of the API, and unseen by the
- * check of the option names.
+ * `open`'s or `create`'s options aborts what an open writes, which no store wrapper of the
+ * caller's that adds its signal to reads can cut: a roll-forward's inode write, and the
+ * handle while the open replays its WAL and publishes what it replayed (its uploads carry
+ * the handle's own signal). A symbol: no option of the API, and unseen by the check of the
+ * option names.
  */
 export const OPEN_SIGNAL: unique symbol = Symbol('stream-segment: open signal')
 
@@ -235,6 +236,9 @@ export class SegmentFile {
           afterMs: s.rollForwardAfterMs,
           check: async (inode, publishedCno, objects) =>
             (await checkUnpublished(store, inode, publishedCno, objects)).map((p) => p.message),
+          // Its inode write too: cut, the checkpoint is published or left complete for the next
+          // writer to roll forward, either of which is a state the container may be in.
+          signal: stopOf(options),
         }),
         checkCommitPoint(store, { inode: published, etag }),
       ])

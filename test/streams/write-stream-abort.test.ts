@@ -22,6 +22,7 @@ import type { ObjectStore } from '../../lib/store/types.js'
 import { createStreamSegmentWriteStream } from '../../lib/streams/write-stream.js'
 import { rejectsCode } from '../helpers/assert.js'
 import { readPublished, within } from '../helpers/containers.js'
+import { FailingStore } from '../helpers/failing-store.js'
 import { pattern } from '../helpers/pattern.js'
 import { type CallInfo, WrappedStore } from '../helpers/wrapped-store.js'
 
@@ -147,6 +148,35 @@ describe('the write stream stopped while it opens the container', () => {
       assert.deepEqual(await afterWriterOpen(inner), { cno: 1, bytes: OLD })
     })
   }
+})
+
+describe('the write stream stopped while its open rolls a checkpoint forward', () => {
+  it("the signal while the roll-forward's inode write is stalled: the write is aborted, the stream closes", async () => {
+    const inner = new MemoryStore('abort-roll-forward')
+    await containerWithOld(inner)
+    // Checkpoint 2 complete but unpublished: its writer's inode write failed.
+    const failing = new FailingStore(inner, [{ ops: ['put'], key: /^inode$/ }])
+    const w = await SegmentFile.open(failing, { conflictRetries: 0 })
+    await w.write(0, NEW)
+    await rejectsCode(w.flush(), 'ERR_STORE')
+    await w.close()
+
+    const store = new FailingStore(inner, [{ ops: ['put'], key: /^inode$/, mode: 'hang' }])
+    const ac = new AbortController()
+    const ws = createStreamSegmentWriteStream({ store, signal: ac.signal, rollForwardAfterMs: 0 })
+    const ended = finished(ws).then(
+      () => 'finished',
+      (err: unknown) => err,
+    )
+    await store.hangOf('put')
+    ac.abort(new Error('stop'))
+    const outcome = await ended // without the signal on that write, never
+    assert.ok(StreamSegmentError.is(outcome, 'ERR_ABORTED'), String(outcome))
+    assert.equal(store.calls.find((c) => c.op === 'put')?.signal?.aborted, true)
+    assert.equal(ws.file, undefined, 'the open never completed')
+    // Nothing lost: the next writer rolls checkpoint 2 forward.
+    assert.deepEqual(await afterWriterOpen(inner), { cno: 2, bytes: NEW })
+  })
 })
 
 describe('the write stream stopped during its flush', () => {
