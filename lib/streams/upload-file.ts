@@ -22,7 +22,7 @@ import {
   findLeftovers,
 } from '../container/resume.js'
 import { StreamSegmentError } from '../errors.js'
-import type { SegmentFile } from '../segment-file.js'
+import { OPEN_SIGNAL, type SegmentFile } from '../segment-file.js'
 import { checkOptionNames, checkSettingValues, type Settings } from '../settings.js'
 import type { BlockSource } from '../state/dirty-tier.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
@@ -208,7 +208,8 @@ export async function uploadFile(
     signal?.addEventListener('abort', onAbort, { once: true })
     try {
       const opened = countingStore(store, { requests: 0, bytes: 0 }, opening.signal)
-      file = await openForAppend(opened.store, settings).catch((err) => {
+      // OPEN_SIGNAL: what the open writes (a roll-forward's inode write) hears it too.
+      file = await openForAppend(opened.store, { ...settings, [OPEN_SIGNAL]: opening.signal }).catch((err) => {
         throw signal?.aborted ? aborted() : err
       })
       opened.stop()

@@ -9,6 +9,7 @@ import { mkdtemp, open, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
+import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import { countingStore } from '../../lib/streams/options.js'
 import { uploadFile } from '../../lib/streams/upload-file.js'
@@ -27,6 +28,33 @@ describe('uploadFile', () => {
     dir = await mkdtemp(join(tmpdir(), 'ss-upload-file-'))
   })
   after(() => rm(dir, { recursive: true, force: true }))
+
+  it('an abort while the open rolls a checkpoint forward ends the upload: the stalled inode write is aborted', async () => {
+    const path = join(dir, 'roll.bin')
+    await writeFile(path, pattern(0, 256 * KiB, 4))
+    const inner = new MemoryStore()
+    const old = await SegmentFile.create(inner)
+    await old.write(0, pattern(0, 5000, 1))
+    await old.flush()
+    await old.close()
+    // Checkpoint 2 complete but unpublished: its writer's inode write failed.
+    const w = await SegmentFile.open(new FailingStore(inner, [{ ops: ['put'], key: /^inode$/ }]), {
+      conflictRetries: 0,
+    })
+    await w.write(0, pattern(0, 7000, 2))
+    await rejectsCode(w.flush(), 'ERR_STORE')
+    await w.close()
+    const stalled = new FailingStore(inner, [{ ops: ['put'], key: /^inode$/, mode: 'hang' }])
+    const ac = new AbortController()
+    const settled = rejectsCode(
+      uploadFile(path, stalled, { rollForwardAfterMs: 0 }, { signal: ac.signal }),
+      'ERR_ABORTED',
+    )
+    await stalled.hangOf('put')
+    ac.abort(new Error('stop'))
+    await settled // without the signal on that write, never
+    assert.equal(stalled.calls.find((c) => c.op === 'put')?.signal?.aborted, true)
+  })
 
   it('an abort while the container is opened ends the upload at once', async () => {
     const path = join(dir, 'open.bin')
