@@ -55,6 +55,7 @@ import debug from 'debug'
 import { StreamSegmentError } from '../errors.js'
 import { crc32 } from '../util/crc32.js'
 import { localFileError, syncDir, writeFully } from '../util/local-fs.js'
+import { describeValue } from '../util/typed-arrays.js'
 
 // The log's messages go with its file's (docs/logging.md).
 const log = debug('stream-segment:file')
@@ -120,6 +121,17 @@ const RECORD_HEADER = 40
 export const MAX_RECORD_PAYLOAD = 256 * 1024 * 1024
 const KINDS = ['write', 'zeroes', 'truncate', 'begin', 'commit'] as const
 const FILE_RE = /^wal-(\d{10})\.log$/
+
+/** `sync` and `intervalMs`, as `open` takes them (checked there, and by the `wal` option's check). */
+export function checkWalLogOptions(o: Pick<WalLogOptions, 'sync' | 'intervalMs'>): void {
+  const { sync, intervalMs: ms } = o
+  if (sync !== undefined && !['always', 'interval', 'none'].includes(sync)) {
+    throw StreamSegmentError.invalidArgument(`wal.sync is ${describeValue(sync)}: use 'always', 'interval' or 'none'`)
+  }
+  if (ms !== undefined && !(Number.isInteger(ms) && ms >= 1 && ms <= 60_000)) {
+    throw StreamSegmentError.invalidArgument(`wal.intervalMs is ${describeValue(ms)}: an integer from 1 to 60000`)
+  }
+}
 
 export function walFileName(generation: number): string {
   return `wal-${String(generation).padStart(10, '0')}.log`
@@ -511,15 +523,7 @@ export class WalLog {
     apply: (r: WalRecord, h: WalFileHeader) => void | Promise<void>,
     options: WalLogOptions = {},
   ): Promise<WalOpened> {
-    if (options.sync !== undefined && !['always', 'interval', 'none'].includes(options.sync)) {
-      throw StreamSegmentError.invalidArgument(
-        `wal.sync is ${String(options.sync)}: use 'always', 'interval' or 'none'`,
-      )
-    }
-    const ms = options.intervalMs
-    if (ms !== undefined && !(Number.isInteger(ms) && ms >= 1 && ms <= 60_000)) {
-      throw StreamSegmentError.invalidArgument(`wal.intervalMs is ${ms}: an integer from 1 to 60000`)
-    }
+    checkWalLogOptions(options)
     let at = dir
     try {
       await fs.mkdir(dir, { recursive: true })

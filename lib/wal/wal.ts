@@ -27,6 +27,7 @@ import { checkOptionNames } from '../settings.js'
 import { acquireLock, localFileError, parseJson, readRegularText, syncDir } from '../util/local-fs.js'
 import { describeValue } from '../util/typed-arrays.js'
 import {
+  checkWalLogOptions,
   inspectWalFiles,
   readHeaders,
   type WalDropped,
@@ -94,13 +95,7 @@ export function checkWalOptions(o: WalOptions): void {
     throw StreamSegmentError.invalidArgument(`wal: { dir } must name a folder, got ${JSON.stringify(o)}`)
   }
   checkOptionNames('wal', o, ['dir', 'sync', 'intervalMs'])
-  const { sync, intervalMs: ms } = o
-  if (sync !== undefined && !['always', 'interval', 'none'].includes(sync)) {
-    throw StreamSegmentError.invalidArgument(`wal.sync is ${describeValue(sync)}: use 'always', 'interval' or 'none'`)
-  }
-  if (ms !== undefined && !(Number.isInteger(ms) && ms >= 1 && ms <= 60_000)) {
-    throw StreamSegmentError.invalidArgument(`wal.intervalMs is ${describeValue(ms)}: an integer from 1 to 60000`)
-  }
+  checkWalLogOptions(o)
 }
 
 /**

@@ -423,12 +423,12 @@ describe('WAL log', () => {
     await rejectsCode(
       WalLog.open(await freshDir(), 1, () => {}, { sync: 'often' as never }),
       'ERR_INVALID_ARGUMENT',
-      /wal.sync is often/,
+      /wal.sync is string "often"/,
     )
     await rejectsCode(
       WalLog.open(await freshDir(), 1, () => {}, { intervalMs: 0 }),
       'ERR_INVALID_ARGUMENT',
-      /wal.intervalMs is 0/,
+      /wal.intervalMs is number 0/,
     )
   })
 
