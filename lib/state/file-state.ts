@@ -244,12 +244,8 @@ export class FileState {
    */
   readonly leftPart0s: Part0Ref[] = []
 
-  /** The commit point was read again (after a conflict): what is published now, if anything. */
-  republished(now: Published | undefined): void {
-    if (now === undefined) {
-      this._publishedEtag = undefined
-      return
-    }
+  /** The commit point was read again (after a conflict): what is published now. */
+  republished(now: Published): void {
     this._published = now.inode
     this._publishedEtag = now.etag
   }

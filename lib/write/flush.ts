@@ -356,8 +356,9 @@ export async function startPublish(core: FileState): Promise<PublishInFlight | u
       })
       if ('lost' in committed) {
         timing.conflicts++
-        if (committed.now !== undefined) refuseRemade(core, cno, committed.now, committed.lost)
-        core.republished(committed.now)
+        // As a flush's conflict does: refused when the container was removed, made again, or
+        // the base this file's map points into is gone (the file stays on its ETag then).
+        await moveOnto(core, cno, committed.lost, committed.now)
         throw StreamSegmentError.conflict(
           `${core.store.url}: checkpoint ${cno} was not published: another writer got there first (${committed.lost.message}); its changes stay, and the next publish or flush puts them on top`,
           committed.lost,
@@ -519,10 +520,32 @@ async function afterConflict(
   const s = core.settings
   timing.conflicts++
   log('checkpoint %d: conflict (%s), policy %s', cno, err.message, s.conflictPolicy)
+  await moveOnto(core, cno, err, now)
+  core.abandonCheckpoint()
+  if (s.conflictPolicy === 'fail' || timing.conflicts > s.conflictRetries) {
+    throw StreamSegmentError.conflict(
+      `${core.store.url}: checkpoint ${cno} was not published: another writer got there first (${err.message})`,
+      err,
+    )
+  }
+}
+
+/**
+ * Checkpoint `cno` lost its inode write to another writer: the file moves onto `now`, the
+ * commit point as read again, so that its next publication goes on top of it. Refused
+ * (ERR_CONFLICT) when the container was removed meanwhile (`now` undefined), removed and
+ * made again, or the base the file's block map points into is gone: the file keeps the
+ * ETag it had, so a later flush or publish meets the same conflict.
+ */
+async function moveOnto(
+  core: FileState,
+  cno: number,
+  err: StreamSegmentError,
+  now: Published | undefined,
+): Promise<void> {
   if (now === undefined) {
     // Publishing again (If-None-Match) would make a new container whose block map points
-    // into the removed one's objects. The file keeps the ETag it had, so a later flush meets
-    // the same conflict.
+    // into the removed one's objects.
     throw StreamSegmentError.conflict(
       `${core.store.url}: checkpoint ${cno} was not published: the container's inode is gone (the container was removed meanwhile); this handle publishes nothing more: open the container again`,
       err,
@@ -531,13 +554,6 @@ async function afterConflict(
   refuseRemade(core, cno, now, err)
   await checkBase(core, cno, now)
   core.republished(now)
-  core.abandonCheckpoint()
-  if (s.conflictPolicy === 'fail' || timing.conflicts > s.conflictRetries) {
-    throw StreamSegmentError.conflict(
-      `${core.store.url}: checkpoint ${cno} was not published: another writer got there first (${err.message})`,
-      err,
-    )
-  }
 }
 
 /**

@@ -2,8 +2,8 @@
  * A conflict moves a writer onto what another writer published, and its retry publishes
  * its own view on top: a view that still points into the checkpoint it was built on. When
  * that base is gone (a cleaner dropped it once it was superseded, or the container was
- * removed), publishing would make a checkpoint no one can read: the flush refuses with
- * ERR_CONFLICT, and the container keeps what it had. So it does when the container was
+ * removed), publishing would make a checkpoint no one can read: the flush (or a background
+ * publish) refuses with ERR_CONFLICT, and the container keeps what it had. So it does when the container was
  * removed and made again (its objects have the old names), and a reader of the removed
  * one is refused the new one's objects; a writer that lost the race to create the
  * container still puts its view on top.
@@ -50,20 +50,22 @@ async function writerOnOld(store: MemoryStore): Promise<SegmentFile> {
 }
 
 describe('a conflict whose base is gone', () => {
-  it("the base's objects deleted after another writer superseded it: ERR_CONFLICT, nothing published", async () => {
-    const store = new MemoryStore('base-gone')
-    const w1 = await writerOnOld(store)
-    const w2 = await SegmentFile.open(store)
-    await w2.write(0, REWRITE)
-    await w2.flush()
-    await w2.close()
-    // What a cleaner keeping only the latest checkpoint deletes: checkpoint 1's objects.
-    await store.delete(await keys(store, '0000000001.'))
-    await rejectsCode(w1.flush(), 'ERR_CONFLICT', /0000000001\.\d+, which .* is gone/)
-    await rejectsCode(w1.flush(), 'ERR_CONFLICT', /is gone/) // and again: the handle stays on its base
-    await w1.close()
-    assert.deepEqual(await published(store), { cno: 2, bytes: REWRITE })
-  })
+  for (const call of ['flush', 'publish'] as const) {
+    it(`the base's objects deleted after another writer superseded it: ${call}() is ERR_CONFLICT, nothing published`, async () => {
+      const store = new MemoryStore(`base-gone-${call}`)
+      const w1 = await writerOnOld(store)
+      const w2 = await SegmentFile.open(store)
+      await w2.write(0, REWRITE)
+      await w2.flush()
+      await w2.close()
+      // What a cleaner keeping only the latest checkpoint deletes: checkpoint 1's objects.
+      await store.delete(await keys(store, '0000000001.'))
+      await rejectsCode(w1[call](), 'ERR_CONFLICT', /0000000001\.\d+, which .* is gone/)
+      await rejectsCode(w1.flush(), 'ERR_CONFLICT', /is gone/) // and again: the handle stays on its base
+      await w1.close()
+      assert.deepEqual(await published(store), { cno: 2, bytes: REWRITE })
+    })
+  }
 
   it('the base still there: the retry publishes on top, and it reads back', async () => {
     const store = new MemoryStore('base-kept')
@@ -80,22 +82,25 @@ describe('a conflict whose base is gone', () => {
     assert.deepEqual(await published(store), { cno: t.cno, bytes: expected })
   })
 
-  it('the container removed while a writer flushes: ERR_CONFLICT with either policy, no container made again', async () => {
-    for (const conflictPolicy of ['retry', 'fail'] as const) {
-      const store = new MemoryStore(`removed-${conflictPolicy}`)
-      const f = await SegmentFile.create(store)
-      await f.write(0, OLD)
-      await f.flush()
-      await f.close()
-      const w = await SegmentFile.open(store, { conflictPolicy })
-      await w.write(4096, PATCH)
-      await store.delete(await keys(store, '')) // rm
-      await rejectsCode(w.flush(), 'ERR_CONFLICT', /inode is gone/)
-      await w.close()
-      assert.deepEqual(await keys(store, 'inode'), [], conflictPolicy)
-      assert.equal(await published(store), undefined, conflictPolicy)
-    }
-  })
+  for (const call of ['flush', 'publish'] as const) {
+    it(`the container removed while a writer publishes: ${call}() is ERR_CONFLICT with either policy, no container made again`, async () => {
+      for (const conflictPolicy of ['retry', 'fail'] as const) {
+        const store = new MemoryStore(`removed-${call}-${conflictPolicy}`)
+        const f = await SegmentFile.create(store)
+        await f.write(0, OLD)
+        await f.flush()
+        await f.close()
+        const w = await SegmentFile.open(store, { conflictPolicy })
+        await w.write(4096, PATCH)
+        await store.delete(await keys(store, '')) // rm
+        await rejectsCode(w[call](), 'ERR_CONFLICT', /inode is gone/)
+        await rejectsCode(w.flush(), 'ERR_CONFLICT', /inode is gone/) // and again
+        await w.close()
+        assert.deepEqual(await keys(store, 'inode'), [], conflictPolicy)
+        assert.equal(await published(store), undefined, conflictPolicy)
+      }
+    })
+  }
 })
 
 /** Removes everything of the container in `store`, then makes it again with `bytes`, as another writer would. */
