@@ -248,6 +248,10 @@ export class FileState {
   republished(now: Published): void {
     this._published = now.inode
     this._publishedEtag = now.etag
+    // A header's base inode is below its own number, so the checkpoint being built goes
+    // above the one published now: a number taken at or below it is given up (a background
+    // publish loses while writes go on, objects sent ahead under that number).
+    if (this._pending !== undefined && this._pending.cno <= now.inode.cno) this._pending = undefined
   }
 
   /** Changes are discarded: the tree goes back to `base`, the counters start again. */

@@ -33,12 +33,12 @@ import debug from 'debug'
 import type { MultipartObject } from '../container/uploader.js'
 import { StreamSegmentError } from '../errors.js'
 import { FLAG_SENT_AHEAD } from '../format/header.js'
-import { FORMAT_PARTED } from '../format/inode.js'
+import { FORMAT_PARTED, type Inode } from '../format/inode.js'
 import { dataSlotsBytes, MAX_OBJECT_BYTES, objectBytes } from '../format/layout.js'
 import { pointerLo, UNIT_BYTES } from '../format/pointer.js'
 import type { MapNode } from '../state/block-map.js'
 import { DIRTY_BASE, isDirtyRef, mapDirtyRefWrites } from '../state/block-map.js'
-import type { CheckpointCounters, FileState } from '../state/file-state.js'
+import type { CheckpointCounters, FileState, ObjectContext } from '../state/file-state.js'
 import { growingLeaf, newObjectId, ObjectPlan, SentBlocks, takeBlocks, unsentUnder } from './object-plan.js'
 
 const log = debug('stream-segment:send')
@@ -61,6 +61,12 @@ interface OpenObject {
   upload: MultipartObject
   sent: SentBlocks
   leaves: Set<MapNode>
+  /**
+   * The inode the file was built on when the object was opened: its header's base inode,
+   * below its number. A background publish that loses to another writer moves the file
+   * onto a checkpoint that may be numbered at or above the open object's.
+   */
+  base: Inode
 }
 
 export class SendAhead {
@@ -163,14 +169,7 @@ export class SendAhead {
     this.open = undefined
     if (open !== undefined) {
       await open.upload.settled()
-      const plan = new ObjectPlan(
-        this.core.context(open.cno, open.part, FLAG_SENT_AHEAD),
-        this.core.tier,
-        [],
-        [],
-        undefined,
-        open.sent,
-      )
+      const plan = new ObjectPlan(this.context(open), this.core.tier, [], [], undefined, open.sent)
       await this.fail(plan, open.sent.count, 'abandoned', open)
     }
     await this.settle()
@@ -375,10 +374,16 @@ export class SendAhead {
     const first = (piece.leaves[0] as MapNode).keys[0] === firstKey ? firstKey * core.blockSize : undefined
     const { cno, part, key, upload } = core.uploader.openSegment(first, () => core.reserve(), core.signal)
     const id = newObjectId()
-    const open: OpenObject = { id, cno, part, key, upload, sent: new SentBlocks(id), leaves: new Set() }
+    const sent = new SentBlocks(id)
+    const open: OpenObject = { id, cno, part, key, upload, sent, leaves: new Set(), base: core.published }
     this.open = open
     log('open %s', key)
     return open
+  }
+
+  /** What the open object's header says of it, built on the inode it was opened on. */
+  private context(o: OpenObject): ObjectContext {
+    return { ...this.core.context(o.cno, o.part, FLAG_SENT_AHEAD), baseInode: o.base }
   }
 
   /** The bytes of `count` blocks of the open object from its block `first`, pinned and placed. */
@@ -416,7 +421,7 @@ export class SendAhead {
       if (leaf !== undefined) leaves.add((last = leaf))
     }
     const ordered = [...leaves].sort((a, b) => (a.keys[0] as number) - (b.keys[0] as number))
-    const plan = new ObjectPlan(core.context(o.cno, o.part, FLAG_SENT_AHEAD), core.tier, ordered, [], undefined, o.sent)
+    const plan = new ObjectPlan(this.context(o), core.tier, ordered, [], undefined, o.sent)
     const counters = this.core.counters
     if (plan.size > s.segmentMaxObjectBytes) {
       await o.upload.settled()
