@@ -14,7 +14,7 @@
  */
 import debug from 'debug'
 import { StreamSegmentError } from '../errors.js'
-import { decodeInodeObject, encodeInodeObject, type Inode } from '../format/inode.js'
+import { decodeInodeObject, encodeInode, encodeInodeObject, INODE_BYTES, type Inode } from '../format/inode.js'
 import { INODE_KEY, segmentKey } from '../format/names.js'
 import type { ObjectStore } from '../store/types.js'
 import { numbersTaken } from './listing.js'
@@ -221,9 +221,19 @@ export async function checkCommitPoint(store: ObjectStore, published: Published,
   }
 }
 
-/** Whether two inodes are the same, field for field (as their encodings are). */
+/**
+ * Whether two inodes are the same, field for field (as their encodings are). Either may be
+ * the NULL inode: the base of a new container's first checkpoint, which a part 0 above the
+ * published one carries when its writer lost the race to create the container.
+ */
 export function sameInode(a: Inode, b: Inode): boolean {
-  return Buffer.from(encodeInodeObject(a)).equals(encodeInodeObject(b))
+  return Buffer.from(inodeBytes(a)).equals(inodeBytes(b))
+}
+
+function inodeBytes(x: Inode): Uint8Array {
+  const out = new Uint8Array(INODE_BYTES)
+  encodeInode(out, 0, x)
+  return out
 }
 
 /** What a writer opening a container finds above the published checkpoint. */

@@ -245,7 +245,7 @@ const MAGIC_INODE = new TextEncoder().encode(INODE_OBJECT_MAGIC)
 
 /**
  * Encodes an inode with cno 0 too (a new container's base inode), which the decoder
- * refuses: sameInode compares inodes through this encoding; nothing publishes cno 0.
+ * refuses; nothing publishes cno 0.
  */
 export function encodeInodeObject(x: Inode): Uint8Array {
   if (isNullInode(x)) throw StreamSegmentError.invalidArgument('inode object: the NULL inode cannot be published')

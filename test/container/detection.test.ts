@@ -35,6 +35,7 @@ import { MemoryStore } from '../../lib/store/memory.js'
 import type { GetOptions, ObjectStore } from '../../lib/store/types.js'
 import { crc32 } from '../../lib/util/crc32.js'
 import { smallSettings } from '../helpers/containers.js'
+import { FailingStore } from '../helpers/failing-store.js'
 import { readFixture } from '../helpers/format.js'
 import { pattern } from '../helpers/pattern.js'
 import { runLiveWriterRace } from '../helpers/race.js'
@@ -370,6 +371,35 @@ describe('roll-forward', () => {
     // A reader does not roll forward either: it opens what is published.
     const r = await SegmentFile.open(store, { readOnly: true })
     assert.equal(r.cno, 1)
+  })
+
+  it('a part 0 built on no inode (its writer lost the race to create the container, then died) is left, and nothing fails on it', async () => {
+    const store = new MemoryStore()
+    const a = await SegmentFile.create(store, smallSettings)
+    // B's inode write never lands (it dies there).
+    const b = await SegmentFile.create(new FailingStore(store, [{ ops: ['put'], key: /^inode$/ }]), smallSettings)
+    await a.write(0, pattern(0, 8192, 1))
+    await a.flush()
+    await a.close()
+    // B's checkpoint moves to number 2 (1.0 is A's); its part 0 is stored, built on no inode.
+    await b.write(0, pattern(0, 8192, 2))
+    await assert.rejects(b.flush(), (err) => StreamSegmentError.is(err, 'ERR_STORE'))
+    assert.equal((await readObjectHeader(store, 2, 0)).header.baseInode.cno, 0)
+    const w = await SegmentFile.open(store, { ...smallSettings, rollForwardAfterMs: 0 })
+    assert.equal(w.cno, 1, 'not rolled forward: built on another inode than the published one')
+    await w.write(0, pattern(0, 4096, 3))
+    assert.equal((await w.flush()).cno, 3)
+    await w.close()
+    const list = await listCheckpoints(store)
+    assert.deepEqual(
+      list.checkpoints.map((c) => [c.cno, c.state]),
+      [
+        [1, 'complete'],
+        [2, 'complete'],
+        [3, 'published'],
+      ],
+    )
+    assert.deepEqual((await gc(store, { graceMs: 0, dryRun: true })).kept, [3])
   })
 
   it('publishes nothing a header alone vouches for: a part 0 with a damaged block stays unpublished', async () => {
