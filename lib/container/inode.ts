@@ -183,8 +183,15 @@ export async function wasPublished(
 ): Promise<boolean> {
   let cur = now
   while (cur.cno > inode.cno) {
-    const { header } = await readObjectHeader(store, cur.cno, 0, { format: cur.format, signal })
-    cur = header.baseInode
+    try {
+      cur = (await readObjectHeader(store, cur.cno, 0, { format: cur.format, signal })).header.baseInode
+    } catch (err) {
+      // A cleaner dropped that checkpoint: superseded longer ago than its grace period. Had
+      // `inode` been published, it would have been after its part 0 was stored, moments ago,
+      // and that checkpoint, above it in the chain, superseded later still: so it was not.
+      if (StreamSegmentError.is(err, 'ERR_NOT_FOUND')) return false
+      throw err
+    }
   }
   return cur.cno === inode.cno && sameInode(cur, inode)
 }

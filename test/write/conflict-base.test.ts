@@ -12,7 +12,7 @@ import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { readObjectHeader } from '../../lib/container/object-header.js'
 import { StreamSegmentError } from '../../lib/errors.js'
-import { parseKey } from '../../lib/format/names.js'
+import { parseKey, segmentKey } from '../../lib/format/names.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import type { Settings } from '../../lib/settings.js'
 import { MemoryStore } from '../../lib/store/memory.js'
@@ -39,12 +39,12 @@ async function keys(store: MemoryStore, prefix: string): Promise<string[]> {
 }
 
 /** Checkpoint 1 holding OLD, and a writer opened on it with a 4 KiB patch not yet flushed. */
-async function writerOnOld(store: MemoryStore): Promise<SegmentFile> {
-  const f = await SegmentFile.create(store)
+async function writerOnOld(store: MemoryStore, settings: Partial<Settings> = {}): Promise<SegmentFile> {
+  const f = await SegmentFile.create(store, settings)
   await f.write(0, OLD)
   await f.flush()
   await f.close()
-  const w = await SegmentFile.open(store, { conflictPolicy: 'retry' })
+  const w = await SegmentFile.open(store, { ...settings, conflictPolicy: 'retry' })
   await w.write(4096, PATCH)
   return w
 }
@@ -66,6 +66,27 @@ describe('a conflict whose base is gone', () => {
       assert.deepEqual(await published(store), { cno: 2, bytes: REWRITE })
     })
   }
+
+  it('a checkpoint published meanwhile, above this one, dropped by a cleaner: the retry publishes on top', async () => {
+    const store = new MemoryStore('between-gone')
+    const w1 = await writerOnOld(store, smallSettings)
+    // Sent early, under checkpoint 2: the other writer's numbers start above it.
+    await w1.write(200_000, pattern(200_000, 100_000, 4))
+    const w2 = await SegmentFile.open(store, smallSettings)
+    for (const seed of [5, 6, 7]) {
+      await w2.write(0, pattern(0, 4096, seed))
+      await w2.flush()
+    }
+    await w2.close()
+    // What a cleaner keeping the latest two checkpoints deletes: checkpoint 3's part 0.
+    await store.delete(segmentKey(3, 0))
+    const t = await w1.flush()
+    await w1.close()
+    assert.equal(t.conflicts, 1)
+    const expected = Buffer.concat([OLD, pattern(200_000, 100_000, 4)])
+    PATCH.copy(expected, 4096)
+    assert.deepEqual(await published(store), { cno: t.cno, bytes: expected })
+  })
 
   it('the base still there: the retry publishes on top, and it reads back', async () => {
     const store = new MemoryStore('base-kept')
