@@ -263,8 +263,9 @@ export interface Above {
  * roll-forward never skips or undoes a checkpoint. Before it is published, `check` reads
  * what the checkpoint added (its part 0 whole, the nodes it wrote, the objects they name:
  * admin/verify.ts checkUnpublished): a header alone says nothing of the bytes below it. A
- * part 0 built on another inode, one whose header or content does not check out, a
- * conflict (another writer published meanwhile) leave things as they are. The numbers
+ * part 0 built on another inode, one whose header or content does not check out or that
+ * is gone by the time it is read, a conflict (another writer published meanwhile) leave
+ * things as they are. The numbers
  * seen taken are skipped by the writer's next checkpoint (`firstFree`).
  */
 export async function rollForward(
@@ -307,7 +308,9 @@ export async function rollForward(
         await readObjectHeader(store, cno, 0, { format: published.format, size, signal })
       ).header)
     } catch (err) {
-      if (!StreamSegmentError.is(err, 'ERR_CORRUPT') && !StreamSegmentError.is(err, 'ERR_UNSUPPORTED')) throw err
+      // ERR_NOT_FOUND: deleted since the listing (a cleaner, or its writer giving it up).
+      const skip = ['ERR_CORRUPT', 'ERR_UNSUPPORTED', 'ERR_NOT_FOUND'] as const
+      if (!skip.some((code) => StreamSegmentError.is(err, code))) throw err
       log('checkpoint %d: part 0 not rolled forward: %s', cno, (err as Error).message)
       continue
     }

@@ -39,6 +39,7 @@ import { FailingStore } from '../helpers/failing-store.js'
 import { readFixture } from '../helpers/format.js'
 import { pattern } from '../helpers/pattern.js'
 import { runLiveWriterRace } from '../helpers/race.js'
+import { type CallInfo, WrappedStore } from '../helpers/wrapped-store.js'
 
 async function storeWith(objects: Record<string, Uint8Array>): Promise<MemoryStore> {
   const store = new MemoryStore()
@@ -238,6 +239,24 @@ async function dualFormat(): Promise<{ store: MemoryStore; file: Buffer }> {
 }
 
 /** Checkpoints 1 and 2, then the commit point put back to checkpoint 1: 2 is complete, unpublished. */
+/** A store whose object `key` is deleted just before it is first read, as a cleaner running beside would. */
+class DeletedOnRead extends WrappedStore {
+  constructor(
+    inner: ObjectStore,
+    private key: string | undefined,
+  ) {
+    super(inner)
+  }
+
+  protected async around<T>(call: CallInfo, run: () => Promise<T>): Promise<T> {
+    if (call.op === 'get' && call.key === this.key) {
+      this.key = undefined
+      await this.inner.delete(call.key)
+    }
+    return run()
+  }
+}
+
 async function interrupted(format: 'stream' | 'parted') {
   const store = new MemoryStore()
   const file = await SegmentFile.create(store, { ...smallSettings, format })
@@ -346,6 +365,16 @@ describe('roll-forward', () => {
       const r = await SegmentFile.open(store, { readOnly: true })
       assert.ok(Buffer.from(await r.read(0, want.length)).equals(want), `${format}: checkpoint 3 reads back`)
     }
+  })
+
+  it('a part 0 deleted between the listing and its read (a cleaner) is passed over: the writer opens', async () => {
+    const { store, want } = await interrupted('stream')
+    const w = await SegmentFile.open(new DeletedOnRead(store, segmentKey(2, 0)), { rollForwardAfterMs: 0 })
+    assert.equal(w.cno, 1)
+    assert.ok(Buffer.from(await w.read(0, 8192)).equals(want.subarray(0, 8192)))
+    await w.write(0, pattern(0, 4096, 3))
+    assert.equal((await w.flush()).cno, 3, 'above the number seen taken')
+    await w.close()
   })
 
   it('never skips or undoes a checkpoint: a part 0 built on another inode stays unpublished', async () => {
