@@ -193,14 +193,18 @@ export class BlockWriter {
     const bs = core.blockSize
     if (size < core.size) {
       const keep = Math.ceil(size / bs)
-      await core.map.truncate(keep, (id) => core.tier.release(id))
       // Bytes past the end in the last block must read as zeros if the file grows again.
+      // Zeroed before the cut: zeroing a stored block reads it first, and a read that fails
+      // must leave the file as it was, not at its old size with the blocks past the new end
+      // gone. The cut then loads nothing more: the path it descends is the one to block
+      // keep − 1, which `get` just loaded.
       if (size % bs !== 0) {
         const [hi, lo] = await core.map.get(keep - 1)
         if (hi !== 0 || lo !== 0) {
-          await this.writeBlocks(size, keep * bs - size, undefined)
+          await this.writeBlocks(size, Math.min(keep * bs, core.size) - size, undefined)
         }
       }
+      await core.map.truncate(keep, (id) => core.tier.release(id))
     }
     core.resize(size)
   }
