@@ -124,11 +124,13 @@ function pack(core: FileState, leaves: readonly MapNode[], limit: number): MapNo
  * Writes dirty leaves holding data as partial segments (data parts of the pending
  * checkpoint), one object at a time up to segmentMaxObjectBytes; the caller waits.
  * `holdBack`: but the leaf sequential writes still append to (object-plan.ts, growingLeaf).
+ * Resolves to the number of objects stored.
  */
-export async function writePartials(core: FileState, holdBack: boolean): Promise<void> {
+export async function writePartials(core: FileState, holdBack: boolean): Promise<number> {
   const hold = holdBack ? growingLeaf(core) : undefined
   const leaves = core.map.dirtyNodes().leaves.filter((l) => l.dirtyCount > 0 && l !== hold)
-  for (const group of pack(core, leaves, core.settings.segmentMaxObjectBytes)) {
+  const groups = pack(core, leaves, core.settings.segmentMaxObjectBytes)
+  for (const group of groups) {
     const plan = await send(
       core,
       (cno, part) => new ObjectPlan(core.context(cno, part, FLAG_PARTIAL), core.tier, group),
@@ -140,6 +142,7 @@ export async function writePartials(core: FileState, holdBack: boolean): Promise
     counters.streamDeadBytes += core.applyStored(plan)
     log('partial %s: %d blocks, %d leaves', plan.key, plan.dataBlocks, group.length)
   }
+  return groups.length
 }
 
 const MAX_TAKEN_NUMBERS = 16

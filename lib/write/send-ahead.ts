@@ -78,7 +78,10 @@ export class SendAhead {
   private scanFrom = 0
   /** Do not scan again before this many bytes are unsent (the last scan found too few). */
   private scanAt = 0
-  /** Objects failed in a row: from FAILURES_BEFORE_PAUSE on, nothing more is sent ahead until the flush. */
+  /**
+   * Objects failed in a row: from FAILURES_BEFORE_PAUSE on, nothing more is sent ahead
+   * until the flush, or until a partial segment is stored (`resume`).
+   */
   private failures = 0
 
   /**
@@ -113,6 +116,11 @@ export class SendAhead {
   /** A write touched blocks from `block` on. */
   noteWrite(block: number): void {
     if (block < this.scanFrom) this.scanFrom = block
+  }
+
+  /** An object of this file was stored (a partial segment): sending ahead goes on, if it had paused. */
+  resume(): void {
+    this.failures = 0
   }
 
   /** Throws a bug kept from an upload task. */

@@ -369,9 +369,13 @@ export class BlockWriter {
       if (tier.usedBytes > this.dirtyLimit) {
         // The leaf still growing stays (it is under the limit); should the rest not be
         // enough, it goes too.
-        await writePartials(this.core, true)
+        let stored = await writePartials(this.core, true)
         this.partials++
-        if (tier.usedBytes > this.dirtyLimit) await writePartials(this.core, false)
+        if (tier.usedBytes > this.dirtyLimit) stored += await writePartials(this.core, false)
+        // The store takes objects again: sending ahead, paused after objects failed in a
+        // row, goes on (else every crossing of the limit would wait for a partial segment
+        // until the flush).
+        if (stored > 0) this.sendAhead.resume()
       }
     } else {
       await this.sendAhead.afterWrite()

@@ -1,0 +1,48 @@
+/**
+ * Sending ahead pauses after objects failed in a row (a failing store is not sent more
+ * than it can take); once the store takes objects again it goes on, so the writer does
+ * not wait for a partial segment at every crossing of the dirty limit until the flush.
+ */
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+import { StreamSegmentError } from '../../lib/errors.js'
+import { SegmentFile } from '../../lib/segment-file.js'
+import { MemoryStore } from '../../lib/store/memory.js'
+import { readPublished } from '../helpers/containers.js'
+import { FailingStore } from '../helpers/failing-store.js'
+import { pattern } from '../helpers/pattern.js'
+import { smallSettings } from '../helpers/small-settings.js'
+
+const KiB = 1024
+
+describe('sending ahead after objects failed in a row', () => {
+  it('goes on once a partial segment is stored: appends then wait for no more partial segments', async () => {
+    const inner = new MemoryStore('send-ahead-pause')
+    const store = new FailingStore(inner, [
+      { ops: ['put', 'createMultipart', 'uploadPart'], key: /^\d+\.\d+$/, nth: 1, times: 8, mode: 'error' },
+    ])
+    // Objects of 16 KiB sent whole, a 48 KiB dirty limit.
+    const f = await SegmentFile.create(store, { ...smallSettings, streamSegmentBytes: 16 * KiB })
+    let at = 0
+    const append = async () => {
+      await f.write(at, pattern(at, 4 * KiB, 1))
+      at += 4 * KiB
+    }
+    // The first objects sent ahead fail (sending ahead pauses), and the partial segments
+    // written at the limit then, until the store takes objects again.
+    for (let i = 0; i < 64; i++) {
+      await append().catch((err) => {
+        if (!StreamSegmentError.is(err, 'ERR_STORE')) throw err
+        at += 4 * KiB
+      })
+    }
+    assert.equal(store.calls.filter((c) => c.outcome === 'failed').length, 8)
+    const before = f.partials
+    for (let i = 0; i < 512; i++) await append()
+    // Sent ahead, 2 MiB of appends keep under the limit (none, without failures before).
+    assert.ok(f.partials - before <= 1, `${f.partials - before} partial segments waited for after the store recovered`)
+    await f.flush()
+    await f.close()
+    assert.ok((await readPublished(inner)).bytes.equals(Buffer.from(pattern(0, at, 1))))
+  })
+})
