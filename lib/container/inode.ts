@@ -265,8 +265,8 @@ export interface Above {
  * admin/verify.ts checkUnpublished): a header alone says nothing of the bytes below it. A
  * part 0 built on another inode, one whose header or content does not check out or that
  * is gone by the time it is read, a conflict (another writer published meanwhile) leave
- * things as they are. The numbers
- * seen taken are skipped by the writer's next checkpoint (`firstFree`).
+ * things as they are. The numbers taken are skipped by the writer's next checkpoint
+ * (`firstFree`), all of them: after a conflict too, the look goes on to the first free one.
  */
 export async function rollForward(
   store: ObjectStore,
@@ -289,8 +289,12 @@ export async function rollForward(
   // Every object above the published number so far: a checkpoint may point into the
   // objects of unpublished numbers below its own (see admin/verify.ts checkUnpublished).
   const above = new Map<string, { size: number }>()
+  // Another writer published meanwhile: nothing more is rolled forward (the commit point is
+  // no longer the one read), but the look goes on, to skip the numbers taken above.
+  let lost = false
   for await (const { cno, objects: keys } of numbersTaken(store, published.cno + 1, signal)) {
     firstFree = cno + 1
+    if (lost) continue
     for (const [key, o] of keys) above.set(key, o)
     const part0 = keys.get(segmentKey(cno, 0))
     if (part0 === undefined) continue // an abandoned attempt
@@ -329,7 +333,8 @@ export async function rollForward(
       current = rolled = { inode, etag: put.etag }
     } catch (err) {
       if (!StreamSegmentError.is(err, 'ERR_CONFLICT')) throw err
-      return { rolled, firstFree: cno + 1 }
+      log('checkpoint %d: not rolled forward, another writer published meanwhile', cno)
+      lost = true
     }
   }
   return { rolled, firstFree }

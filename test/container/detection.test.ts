@@ -377,6 +377,35 @@ describe('roll-forward', () => {
     await w.close()
   })
 
+  it('a roll-forward that loses its inode write still skips every number taken above it', async () => {
+    const { store } = await interrupted('stream')
+    // Numbers 3 to 22 taken by abandoned attempts: more than a send moves across.
+    for (let cno = 3; cno <= 22; cno++) await store.put(segmentKey(cno, 1), new Uint8Array(100))
+    const inode2 = encodeInodeObject((await readObjectHeader(store, 2, 0)).header.inode)
+    // Another writer rolls checkpoint 2 forward just before this one's inode write.
+    class RolledBeside extends WrappedStore {
+      private first = true
+      protected async around<T>(call: CallInfo, run: () => Promise<T>): Promise<T> {
+        if (call.op === 'put' && call.key === INODE_KEY && this.first) {
+          this.first = false
+          await this.inner.put(INODE_KEY, inode2)
+        }
+        return run()
+      }
+    }
+    const w = await SegmentFile.open(new RolledBeside(store), {
+      ...smallSettings,
+      rollForwardAfterMs: 0,
+      conflictPolicy: 'retry',
+    })
+    assert.equal(w.cno, 1, 'its own roll-forward lost')
+    // More than the dirty limit: data parts beside part 0, as parts 1 on of its number.
+    await w.write(0, pattern(0, 256 * 1024, 3))
+    assert.equal((await w.flush()).cno, 24, 'published on top of 2, above every number taken')
+    await w.close()
+    assert.equal(decodeInodeObject(await store.get(INODE_KEY)).cno, 24)
+  })
+
   it('never skips or undoes a checkpoint: a part 0 built on another inode stays unpublished', async () => {
     const { store } = await interrupted('stream')
     // The commit point names checkpoint 1, but checkpoint 2 was built on another inode
