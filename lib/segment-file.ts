@@ -32,6 +32,7 @@ import { firstFreeCno } from './container/listing.js'
 import { readObjectHeader, readPart0Header } from './container/object-header.js'
 import { StreamSegmentError } from './errors.js'
 import { emptyInode, FORMAT_PARTED, FORMAT_STREAM, type Inode } from './format/inode.js'
+import { MAX_CNO } from './format/pointer.js'
 import { Reader } from './read/reader.js'
 import {
   checkCno,
@@ -46,7 +47,7 @@ import {
   type Settings,
 } from './settings.js'
 import type { BlockSource } from './state/dirty-tier.js'
-import { FileState } from './state/file-state.js'
+import { FileState, noNumbersLeft } from './state/file-state.js'
 import { checkStore } from './store/common.js'
 import type { ObjectStore } from './store/types.js'
 import { bytesOf, describeValue } from './util/typed-arrays.js'
@@ -246,6 +247,8 @@ export class SegmentFile {
       if (rolled.status === 'rejected') throw rolled.reason
       const above = rolled.value
       firstFree = above.firstFree
+      // Every number is taken up to the last: this writer could never publish (a reader can read).
+      if (firstFree > MAX_CNO) throw noNumbersLeft(store.url)
       if (above.rolled !== undefined) {
         base = published = above.rolled.inode
         etag = above.rolled.etag

@@ -5,6 +5,7 @@
  */
 import { StreamSegmentError } from '../errors.js'
 import { checkpointPrefix, INODE_KEY, parseKey } from '../format/names.js'
+import { MAX_CNO } from '../format/pointer.js'
 import type { MultipartUpload, ObjectStore } from '../store/types.js'
 
 export interface ContainerListing {
@@ -140,6 +141,7 @@ export async function* numbersTaken(
   from: number,
   signal?: AbortSignal,
 ): AsyncGenerator<{ cno: number; objects: CheckpointObjects }> {
+  if (from > MAX_CNO) return // past the last number: no key carries it
   let cno = from
   let objects: CheckpointObjects = new Map()
   for await (const e of store.list('', { signal, startAfter: checkpointPrefix(from) })) {

@@ -21,7 +21,7 @@ import { Uploader } from '../container/uploader.js'
 import { StreamSegmentError } from '../errors.js'
 import { emptyInode, FORMAT_PARTED, FORMAT_STREAM, type Inode } from '../format/inode.js'
 import type { BlockMapNode } from '../format/node.js'
-import { MAX_PART } from '../format/pointer.js'
+import { MAX_CNO, MAX_PART } from '../format/pointer.js'
 import type { FileSettings } from '../settings.js'
 import type { ObjectStore } from '../store/types.js'
 import { BlockMap, DIRTY_BASE, type MapNode } from './block-map.js'
@@ -80,6 +80,17 @@ export interface Part0Ref {
   cno: number
   part: number
   inode: Inode | undefined
+}
+
+/**
+ * ERR_STATE: the next checkpoint would need a number past the last a key can carry
+ * (MAX_CNO, taken by the published checkpoint or an abandoned attempt). Nothing more can be
+ * published in this container; it can still be read.
+ */
+export function noNumbersLeft(url: string): StreamSegmentError {
+  return StreamSegmentError.state(
+    `${url}: no checkpoint numbers are left (${MAX_CNO} is the last, and it is taken): nothing more can be published here; a read-only handle reads it`,
+  )
 }
 
 function newCounters(): CheckpointCounters {
@@ -291,6 +302,7 @@ export class FileState {
   /** The checkpoint number of the checkpoint being built, and a fresh part number in it. */
   reserve(part0 = false): { cno: number; part: number } {
     const pending = (this._pending ??= { cno: Math.max(this._published.cno + 1, this.cnoFloor), nextPart: 1 })
+    if (pending.cno > MAX_CNO) throw noNumbersLeft(this.store.url)
     if (part0) return { cno: pending.cno, part: 0 }
     const part = pending.nextPart++
     if (part > MAX_PART) {

@@ -7,7 +7,9 @@ import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { firstFreeCno, numbersTaken } from '../../lib/container/listing.js'
 import { findCompleted } from '../../lib/container/resume.js'
+import { StreamSegmentError } from '../../lib/errors.js'
 import { decodeInodeObject, INODE_KEY, segmentKey } from '../../lib/format/index.js'
+import { MAX_CNO } from '../../lib/format/pointer.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import { smallSettings } from '../helpers/containers.js'
@@ -75,5 +77,36 @@ describe('numbers taken above the published checkpoint', () => {
     )
     assert.equal(found.size, 0)
     assert.equal((counting.requests.list ?? 0) - before, 1)
+  })
+
+  it('past the last checkpoint number, a writer is refused as having no numbers left; a reader opens', async () => {
+    const store = new MemoryStore()
+    const f = await SegmentFile.create(store, smallSettings)
+    f.core.skipTo(MAX_CNO - 1) // as if every number below had been used
+    await f.write(0, pattern(0, 8192, 1))
+    assert.equal((await f.flush()).cno, MAX_CNO - 1)
+    await f.write(0, pattern(0, 4096, 2))
+    assert.equal((await f.flush()).cno, MAX_CNO, 'the last number')
+    const noneLeft = (err: unknown) =>
+      StreamSegmentError.is(err, 'ERR_STATE') && /no checkpoint numbers are left/.test(err.message)
+    // The handle that published it has no number for its next checkpoint.
+    await assert.rejects(
+      (async () => {
+        await f.write(0, pattern(0, 4096, 3))
+        await f.flush()
+      })(),
+      noneLeft,
+    )
+    await f.close()
+    const want = Buffer.from(pattern(0, 8192, 1))
+    want.set(pattern(0, 4096, 2), 0)
+    const r = await SegmentFile.open(store, { readOnly: true })
+    assert.equal(r.cno, MAX_CNO)
+    assert.ok(Buffer.from(await r.read(0, 8192)).equals(want))
+    await r.close()
+    await assert.rejects(SegmentFile.open(store, smallSettings), noneLeft)
+    // Nor may a writer build on an older checkpoint: its next one would need a number too.
+    await assert.rejects(SegmentFile.open(store, { ...smallSettings, cno: MAX_CNO - 1 }), noneLeft)
+    assert.equal(decodeInodeObject(await store.get(INODE_KEY)).cno, MAX_CNO)
   })
 })
