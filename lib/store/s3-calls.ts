@@ -145,8 +145,14 @@ export function mapError(call: Call, err: unknown, signal: AbortSignal | undefin
   if (name === 'TimeoutError' || codeOf(err) === 'ETIMEDOUT') {
     return StreamSegmentError.timeout(`${op} ${where}: timed out (${(err as Error).message})`, err)
   }
-  if (status === 412 || name === 'PreconditionFailed' || name === 'ConditionalRequestConflict') {
+  if (status === 412 || name === 'PreconditionFailed') {
     return StreamSegmentError.conflict(`${what}: precondition failed`, err)
+  }
+  if (name === 'ConditionalRequestConflict') {
+    // Not the condition found false (412): another operation on the key was under way, and
+    // S3 asks for the request to be made again (see `retryable`). Past the retries, the key
+    // is held by another writer as far as the caller can tell.
+    return StreamSegmentError.conflict(`${what}: a conflicting operation on the key was under way`, err)
   }
   if (name === 'NoSuchBucket') return StreamSegmentError.notFound(`${what}: bucket ${bucket} does not exist`, err)
   if (status === 401 || status === 403 || AUTH_ERRORS.has(name)) {
@@ -228,12 +234,16 @@ const TLS_REFUSALS = new Set([
 /**
  * Whether a failed request may pass when made again: a timeout, a failure with no HTTP
  * answer (a reset or refused connection, a body cut short), throttling, a server error,
- * a body damaged on the way. Never a conflict, a missing key, a refused credential, a
- * bad request, a request the server does not implement (501, 505), a refused server
- * certificate or an abort.
+ * a body damaged on the way, a conditional request that met another operation on its key
+ * (409 ConditionalRequestConflict: that operation may fail, as another writer's conditional
+ * write whose own condition is false does, and the condition is checked again; one that
+ * landed makes the next try a 412). Never a precondition failed (412), a missing key, a
+ * refused credential, a bad request, a request the server does not implement (501, 505),
+ * a refused server certificate or an abort.
  */
 function retryable(mapped: StreamSegmentError, err: unknown): boolean {
   if (mapped.code === 'ERR_TIMEOUT') return true
+  if (mapped.code === 'ERR_CONFLICT') return nameOf(err) === 'ConditionalRequestConflict'
   if (mapped.code !== 'ERR_STORE' || TLS_REFUSALS.has(codeOf(err) ?? '')) return false
   const status = statusOf(err)
   const name = nameOf(err)

@@ -137,6 +137,45 @@ describe('a write answered 200 without an ETag', () => {
 /** Each listing test fails on its own within this, should its listing loop. */
 const LOOP = { timeout: 10_000 }
 
+describe('a conditional write answered 409 ConditionalRequestConflict', () => {
+  test('is made again: with conflictPolicy fail, a flush beside a conditional write that failed publishes', async () => {
+    const s3 = await fake()
+    const store = fakeS3Store(s3)
+    const f0 = await SegmentFile.create(store)
+    await f0.write(0, Buffer.alloc(50_000, 1))
+    await f0.flush()
+    await f0.close()
+    const f = await SegmentFile.open(store, { conflictPolicy: 'fail' })
+    await f.write(0, Buffer.from('NEW DATA'))
+    // A conflicting operation under way on the key (another writer's conditional write,
+    // which fails its own condition): S3 asks for the request to be made again.
+    let answered = 0
+    s3.hook = (r, res) => {
+      if (r.op !== 'PutObject' || r.key !== 'p/inode' || answered++ > 0) return false
+      s3Error(res, 409, 'ConditionalRequestConflict')
+      return true
+    }
+    assert.equal((await f.flush()).cno, 2)
+    s3.hook = undefined
+    assert.equal(answered, 2, 'the inode PUT was made again')
+    await f.close()
+    // One that keeps answering so, past the retries, is a conflict.
+    s3.hook = (r, res) => {
+      if (r.op !== 'PutObject' || r.key !== 'p/inode') return false
+      s3Error(res, 409, 'ConditionalRequestConflict')
+      return true
+    }
+    const first = await store.head('inode')
+    await rejectsCode(
+      store.put('inode', Buffer.from('x'), { ifMatch: first?.etag as string }),
+      'ERR_CONFLICT',
+      /HTTP 409 ConditionalRequestConflict: a conflicting operation on the key was under way/,
+    )
+    s3.hook = undefined
+    assert.equal((await store.head('inode'))?.etag, first?.etag)
+  })
+})
+
 describe('a paged listing that would never end', () => {
   /** A server whose every answer to `op` is `page(n)`, n counting that op's requests from 1. */
   async function answering(op: string, page: (n: number) => string): Promise<FakeS3> {

@@ -106,6 +106,19 @@ describe('S3 calls: retries and failure mapping', () => {
     }
   })
 
+  it('a 409 ConditionalRequestConflict (a conflicting operation under way) is tried again; past the retries it is ERR_CONFLICT', async () => {
+    const conflict = sdkError('ConditionalRequestConflict', 409)
+    const r = await run([conflict, conflict])
+    assert.deepEqual([r.value, r.tries, r.retries], ['stored', 3, 2])
+    const kept = await run([conflict, conflict, conflict, conflict])
+    assert.equal(kept.err?.code, 'ERR_CONFLICT', kept.err?.message)
+    assert.match(kept.err?.message ?? '', /HTTP 409 ConditionalRequestConflict/)
+    assert.deepEqual([kept.tries, kept.retries], [4, 3])
+    // A 412 is the condition found false: not tried again.
+    const failed = await run([sdkError('PreconditionFailed', 412)])
+    assert.deepEqual([failed.err?.code, failed.tries], ['ERR_CONFLICT', 1])
+  })
+
   it('tries stop after maxRetries, the last failure given', async () => {
     const errors = Array.from({ length: 10 }, (_, i) => sdkError('InternalError', 500 + 2 * (i % 2)))
     const r = await run(errors)
