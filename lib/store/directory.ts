@@ -106,12 +106,17 @@ const ETAG_FIELD = 'ss:etag'
 const COPY_BUFFER = 1024 * 1024
 const LIST_CONCURRENCY = 32
 
+/** Links a create-only put makes while its key comes and goes (see linkCreateOnly). */
+const CREATE_ONLY_TRIES = 4
+
 /** Test hooks: not part of the API. */
 export interface DirectoryStoreHooks {
   /** Runs while this store holds a key's lock, before the guarded compare-and-swap. */
   lockHeld?: (key: string) => void | Promise<void>
   /** Runs once an `ifMatch` put's precondition has held, before its rename (the lock still held). */
   casChecked?: (key: string) => void | Promise<void>
+  /** Runs when an `ifNoneMatch` put finds the key taken (its link refused), before it looks at what holds it. */
+  createOnlyRefused?: (key: string) => void | Promise<void>
 }
 
 /** A temporary file being written, and whether it has become an object (its sidecar then stays). */
@@ -708,14 +713,23 @@ export class DirectoryStore implements ObjectStore {
     options: PutOptions,
     writeId: string | undefined,
   ): Promise<string> {
-    try {
-      await fs.link(tmp.path, path)
-    } catch (err) {
-      if (!isCode(err, 'EEXIST')) throw err
-      const current = await this.info(path)
-      if (checkPutPrecondition(key, current, options, writeId) === 'replayed') return current!.etag
-      // The key vanished between link and head: let the caller retry.
-      throw StreamSegmentError.conflict(`${key}: changed during create-only put`)
+    // A key that vanishes between the refused link and the look at it was being deleted:
+    // not a condition found false, so the link is made again (as S3Store makes a 409
+    // ConditionalRequestConflict again). ERR_CONFLICT only once a look finds it taken, or
+    // when it keeps coming and going.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await fs.link(tmp.path, path)
+        break
+      } catch (err) {
+        if (!isCode(err, 'EEXIST')) throw err
+        await this.hooks.createOnlyRefused?.(key)
+        const current = await this.info(path)
+        if (checkPutPrecondition(key, current, options, writeId) === 'replayed') return current!.etag
+        if (attempt >= CREATE_ONLY_TRIES) {
+          throw StreamSegmentError.conflict(`${key}: changed during create-only put (${attempt} tries)`)
+        }
+      }
     }
     tmp.published = true
     await syncDir(dirname(path))

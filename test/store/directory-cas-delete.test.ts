@@ -44,6 +44,28 @@ describe('directory store: delete against a compare-and-swap of the same key', (
     await assert.rejects(store.get('inode'), (err) => StreamSegmentError.is(err, 'ERR_NOT_FOUND'))
   })
 
+  it('a create-only put that finds the key taken, then gone (a delete beside it), creates it: no conflict', async () => {
+    const other = new DirectoryStore(root)
+    let deleted = 0
+    const store = new DirectoryStore(root, {
+      createOnlyRefused: async (key) => {
+        // Taken when the put linked, deleted before it looked at what held the key.
+        if (deleted++ === 0) await other.delete(key)
+      },
+    })
+    await store.put('part', Buffer.from('v0'))
+    const put = await store.put('part', Buffer.from('v1'), { ifNoneMatch: '*' })
+    assert.equal(deleted, 1)
+    assert.equal((await store.head('part'))?.etag, put.etag)
+    assert.deepEqual(Buffer.from(await store.get('part')), Buffer.from('v1'))
+    // Taken when it looks: a conflict, as always.
+    await assert.rejects(store.put('part', Buffer.from('v2'), { ifNoneMatch: '*' }), (err) =>
+      StreamSegmentError.is(err, 'ERR_CONFLICT'),
+    )
+    assert.deepEqual(Buffer.from(await store.get('part')), Buffer.from('v1'))
+    await store.delete('part')
+  })
+
   it('100 races of a CAS and a delete: the key is missing after every one', async () => {
     const a = new DirectoryStore(root)
     const b = new DirectoryStore(root)
