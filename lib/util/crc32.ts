@@ -96,7 +96,14 @@ function loadZlib(): Crc32Implementation | undefined {
   const z = zlib as unknown as { crc32?: (data: Uint8Array, value?: number) => number }
   if (typeof z.crc32 !== 'function') return undefined
   const f = z.crc32
-  return { name: 'zlib.crc32', fn: (bytes, seed = 0) => f(bytes, seed) >>> 0 }
+  // zlib.crc32 throws on a seed outside [0, 2^32), where the others take the seed's 32 bits
+  // (`crc-32` gives CRCs as signed numbers), and answers 0 for no bytes at a null pointer (an
+  // empty view of a zero-length ArrayBuffer, or of a detached one: zlib's crc32(crc, NULL, 0)
+  // is its initial value), where the others answer the seed.
+  return {
+    name: 'zlib.crc32',
+    fn: (bytes, seed = 0) => (bytes.byteLength === 0 ? seed >>> 0 : f(bytes, seed >>> 0) >>> 0),
+  }
 }
 
 function loadCrc32Js(): Crc32Implementation {

@@ -66,6 +66,31 @@ it('every implementation agrees with crc-32, whole and continued from a seed', (
   )
 })
 
+it('every implementation takes any seed as its 32 bits, and answers the seed for no bytes, wherever they are', () => {
+  const bytes = randomBytesAt(100, 1)
+  // A CRC from `crc-32` is a signed number; a seed past 2^32 keeps its low 32 bits.
+  for (const seed of [-1, -0x12345678, 0x80000000, 2 ** 32 + 5, 2 ** 40 + 0x1234]) {
+    const want = crc32js.buf(bytes, seed | 0) >>> 0
+    for (const { name, fn } of crc32Implementations) assert.equal(fn(bytes, seed), want, `${name} seed ${seed}`)
+  }
+  const detached = new ArrayBuffer(8)
+  const view = new Uint8Array(detached)
+  structuredClone(detached, { transfer: [detached] })
+  const empties = {
+    'a view of a zero-length ArrayBuffer': new Uint8Array(new ArrayBuffer(0)),
+    'TextEncoder of ""': new TextEncoder().encode(''),
+    'a zero-length SharedArrayBuffer': new Uint8Array(new SharedArrayBuffer(0)),
+    'a view of a detached ArrayBuffer': view,
+    'an empty subarray': bytes.subarray(7, 7),
+  }
+  for (const [what, empty] of Object.entries(empties)) {
+    for (const { name, fn } of crc32Implementations) {
+      assert.equal(fn(empty, 0x12345678), 0x12345678, `${name}: ${what}`)
+      assert.equal(fn(empty, -1), 0xffffffff, `${name}: ${what}, seed -1`)
+    }
+  }
+})
+
 it('crc32Chunks: each block of bytes cut into chunks anywhere has its own CRC-32', () => {
   fc.assert(
     fc.property(
