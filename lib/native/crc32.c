@@ -251,6 +251,20 @@ static int typed_array(napi_env env, napi_value v, napi_typedarray_type want, vo
   return 1;
 }
 
+/*
+ * Whether typed array `v` is over a resizable ArrayBuffer (its `resizable` is true); 0 with
+ * an exception pending when that cannot be read. A growable SharedArrayBuffer only grows.
+ */
+static int over_resizable(napi_env env, napi_value v, bool *resizable) {
+  napi_value buffer, flag;
+  napi_valuetype t;
+  *resizable = false;
+  if (napi_get_typedarray_info(env, v, NULL, NULL, NULL, &buffer, NULL) != napi_ok ||
+      napi_get_named_property(env, buffer, "resizable", &flag) != napi_ok || napi_typeof(env, flag, &t) != napi_ok)
+    return 0;
+  return t != napi_boolean || napi_get_value_bool(env, flag, resizable) == napi_ok;
+}
+
 /* The optional seed, argv[1]: left as it is when absent or undefined; 0 with a TypeError thrown if not a number. */
 static int seed_arg(napi_env env, size_t argc, const napi_value *argv, uint32_t *seed, const char *what) {
   if (argc < 2) return 1;
@@ -316,7 +330,9 @@ static napi_value js_blocks(napi_env env, napi_callback_info info) {
  * crc32Async: a long run's CRC off the event loop. The job holds its own array of the
  * chunks (a reference the caller cannot change), so their memory lives until the job
  * completes; their bytes must not change, nor their buffers be transferred, meanwhile (the
- * reader's pieces are not: nothing else holds them until the check answers).
+ * reader's pieces are not: nothing else holds them until the check answers). A chunk over
+ * a resizable ArrayBuffer is refused: a resize() that shrinks it gives its pages back at
+ * once, and the job would read memory no longer mapped (a crash, not a wrong CRC).
  */
 typedef struct {
   napi_async_work work;
@@ -379,11 +395,16 @@ static napi_value js_crc32_async(napi_env env, napi_callback_info info) {
     napi_value chunk;
     void *data;
     size_t length;
+    bool resizable;
     if (napi_get_element(env, argv[0], i, &chunk) != napi_ok ||
         !typed_array(env, chunk, napi_uint8_array, &data, &length, "crc32Async: chunks must be an array of Uint8Arrays") ||
-        napi_set_element(env, keep, i, chunk) != napi_ok) {
+        !over_resizable(env, chunk, &resizable) || napi_set_element(env, keep, i, chunk) != napi_ok) {
       free(job);
       return NULL;
+    }
+    if (resizable) {
+      free(job);
+      return throw_error(env, 0, "crc32Async: a chunk is over a resizable ArrayBuffer (it may shrink under the job)");
     }
     job->data[i] = data;
     job->length[i] = length;

@@ -162,13 +162,18 @@ const offLoop = chosen.name === loadNative(true)?.name ? nativeCrc32?.crc32Async
  * fast path chosen and at least CRC32_OFF_LOOP_MIN_BYTES of bytes, one job on libuv's
  * thread pool hashes them while the event loop goes on (a reader checking a 16 MiB GET
  * keeps its main thread for the next answers); the chunks' bytes must not change until it
- * answers. Else they are hashed here, now, and the CRC is returned as it is.
+ * answers. Else (or with a chunk over a resizable ArrayBuffer) they are hashed here, now,
+ * and the CRC is returned as it is.
  */
 export function crc32OfChunks(chunks: readonly Uint8Array[], seed = 0): number | Promise<number> {
   if (offLoop !== undefined) {
     let bytes = 0
-    for (const c of chunks) bytes += c.byteLength
-    if (bytes >= CRC32_OFF_LOOP_MIN_BYTES) return offLoop(chunks, seed)
+    let resizable = false // the addon refuses those: a shrink would unmap memory under the job
+    for (const c of chunks) {
+      bytes += c.byteLength
+      resizable ||= (c.buffer as { resizable?: boolean }).resizable === true
+    }
+    if (bytes >= CRC32_OFF_LOOP_MIN_BYTES && !resizable) return offLoop(chunks, seed)
   }
   let crc = seed
   for (const c of chunks) crc = crc32(c, crc)

@@ -304,6 +304,37 @@ it("the addon's crc32Async: arguments checked (no crash), many jobs at once, its
   assert.deepEqual(await Promise.all(jobs), wants)
 })
 
+it('a chunk over a resizable ArrayBuffer is never hashed off the event loop: shrunk meanwhile, it would crash the process', () => {
+  assert.ok(nativeCrc32 !== undefined, 'addon missing')
+  const later = nativeCrc32.crc32Async
+  // (Node 20 has resizable buffers; this project's TypeScript lib does not know them.)
+  const Resizable = ArrayBuffer as unknown as new (n: number, o: { maxByteLength: number }) => ArrayBuffer
+  const Growable = SharedArrayBuffer as unknown as new (n: number, o: { maxByteLength: number }) => SharedArrayBuffer
+  const resizable = new Resizable(64, { maxByteLength: 1024 })
+  assert.throws(() => later([new Uint8Array(8), new Uint8Array(resizable)]), /resizable ArrayBuffer/)
+  const growable = new Growable(64, { maxByteLength: 1024 })
+  assert.ok(later([new Uint8Array(growable)]) instanceof Promise, 'a SharedArrayBuffer only grows: its memory stays')
+  // Through crc32OfChunks, in a child (the crash would take this runner with it): jobs
+  // started on a long run, its buffer shrunk to nothing while they run.
+  const r = spawnSync(
+    process.execPath,
+    [
+      '--input-type=module',
+      '-e',
+      `const m = await import(${JSON.stringify(new URL('../../lib/util/crc32.js', import.meta.url).href)})
+       const ab = new ArrayBuffer(64 << 20, { maxByteLength: 64 << 20 })
+       const v = new Uint8Array(ab, 0, 64 << 20).fill(1)
+       const jobs = [0, 1, 2, 3].map(() => m.crc32OfChunks([v]))
+       ab.resize(0)
+       console.log(new Set(await Promise.all(jobs)).size)`,
+    ],
+    { encoding: 'utf8', timeout: 120_000 },
+  )
+  assert.equal(r.signal, null, `the child died of ${r.signal}`)
+  assert.equal(r.status, 0, r.stderr)
+  assert.equal(r.stdout.trim(), '1', 'each job hashed the 64 MiB as they were when it started')
+})
+
 it('crc32Async in worker threads terminated with jobs in flight: the process goes on, and its own jobs answer', async () => {
   const { Worker } = await import('node:worker_threads')
   const url = new URL('../../lib/util/crc32.js', import.meta.url).href
