@@ -31,13 +31,16 @@ export const nativeMemory: NativeMemory | undefined = (() => {
   return mod !== undefined && typeof mod.alloc === 'function' && Number.isInteger(mod.ALIGN) ? mod : undefined
 })()
 
+/** The largest region the addon maps in one call (memory.c's MAX_BYTES): it refuses more. */
+const NATIVE_MAX_BYTES = 1024 * 1024 * 1024
+
 /**
  * `bytes` of memory for a slab, its bytes unspecified and its pages not faulted in yet:
- * from the addon when `bytes` is a multiple of its alignment (2 MiB) and the mapping
- * succeeds, else from Buffer.allocUnsafeSlow.
+ * from the addon when `bytes` is a multiple of its alignment (2 MiB), at most 1 GiB, and
+ * the mapping succeeds, else from Buffer.allocUnsafeSlow.
  */
 export function allocSlabMemory(bytes: number): Buffer {
-  if (nativeMemory !== undefined && bytes > 0 && bytes % nativeMemory.ALIGN === 0) {
+  if (nativeMemory !== undefined && bytes > 0 && bytes <= NATIVE_MAX_BYTES && bytes % nativeMemory.ALIGN === 0) {
     const memory = nativeMemory.alloc(bytes, bytes)?.[0]
     if (memory !== undefined) return Buffer.from(memory)
   }

@@ -139,6 +139,16 @@ it('allocSlabMemory: the size asked, from the addon at multiples of 2 MiB, from 
   assert.equal(other[3 * MiB - 1], 1)
 })
 
+it('allocSlabMemory and allocLarge past the 1 GiB the addon maps at most: from Buffer.allocUnsafeSlow, not an error', () => {
+  // An uploadFile part of more than 1 GiB of the file's blocks is read in one call.
+  const GiB = 1024 * MiB
+  for (const bytes of [GiB + 2 * MiB, 2 * GiB]) {
+    assert.equal(allocSlabMemory(bytes).byteLength, bytes)
+    assert.equal(allocLarge(bytes - 4096).byteLength, nativeMemory === undefined ? bytes - 4096 : bytes)
+  }
+  assert.equal(allocSlabMemory(GiB).byteLength, GiB, 'at 1 GiB, from the addon')
+})
+
 it('allocLarge: at least the size asked; from 1 MiB up, rounded up to 2 MiB of the addon', () => {
   const small = allocLarge(4096)
   assert.equal(small.byteLength, 4096)
