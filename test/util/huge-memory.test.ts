@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import { spawnSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { it } from 'node:test'
 import { setImmediate as turn } from 'node:timers/promises'
@@ -174,3 +175,28 @@ it(
     assert.ok(peak - rss0 < 512 * MiB, `RSS grew by ${((peak - rss0) / MiB).toFixed(0)} MiB`)
   },
 )
+
+it('STREAM_SEGMENT_HUGE_PAGES=0 (or no addon): slabs, reads and GET pieces come from Buffer.allocUnsafeSlow, and work', () => {
+  const lib = (file: string) => JSON.stringify(new URL(`../../lib/util/${file}`, import.meta.url).href)
+  const r = spawnSync(
+    process.execPath,
+    [
+      '--input-type=module',
+      '-e',
+      `const h = await import(${lib('huge-memory.js')})
+       const p = await import(${lib('piece-pool.js')})
+       const out = { native: h.nativeMemory !== undefined, pieces: h.allocPieces(65536) === undefined }
+       const slab = h.allocSlabMemory(4 << 20).fill(7)
+       out.slab = slab.byteLength === 4 << 20 && slab.buffer.byteLength >= slab.byteLength && slab[(4 << 20) - 1] === 7
+       out.large = h.allocLarge(3 << 20).byteLength
+       const a = p.takePiece()
+       p.lendPieces([a])
+       p.givePieces([a])
+       out.piece = a.byteLength === p.PIECE_BYTES && a.buffer.byteLength === p.PIECE_BYTES && p.takePiece().buffer === a.buffer
+       console.log(JSON.stringify(out))`,
+    ],
+    { encoding: 'utf8', env: { ...process.env, STREAM_SEGMENT_HUGE_PAGES: '0' }, timeout: 60_000 },
+  )
+  assert.equal(r.status, 0, r.stderr)
+  assert.deepEqual(JSON.parse(r.stdout), { native: false, pieces: true, slab: true, large: 3 * MiB, piece: true })
+})
