@@ -171,10 +171,14 @@ export class StreamSegmentWriteStream extends Writable {
     checkOptionNames('createStreamSegmentWriteStream', options, WRITE_STREAM_OPTIONS, { settings: true })
     checkSettingValues(settings)
     if (profile !== 'streaming' && profile !== 'spec') {
-      throw StreamSegmentError.invalidArgument(`profile ${JSON.stringify(profile)}: must be 'streaming' or 'spec'`)
+      throw StreamSegmentError.invalidArgument(
+        `createStreamSegmentWriteStream: profile ${JSON.stringify(profile)}: must be 'streaming' or 'spec'`,
+      )
     }
     if (typeof adoptChunks !== 'boolean') {
-      throw StreamSegmentError.invalidArgument(`adoptChunks ${JSON.stringify(adoptChunks)}: must be true or false`)
+      throw StreamSegmentError.invalidArgument(
+        `createStreamSegmentWriteStream: adoptChunks ${JSON.stringify(adoptChunks)}: must be true or false`,
+      )
     }
     // Here, not when the stream opens the file: a bad log option fails the call, not the stream.
     if (wal !== undefined) checkWalOptions(wal)

@@ -94,6 +94,16 @@ describe('createStreamSegmentWriteStream', () => {
     assert.throws(() => createStreamSegmentWriteStream({ store, adoptChunks: 'yes' as never }), /adoptChunks "yes"/)
   })
 
+  it('a bad profile or adoptChunks names the call, as the other option errors do', () => {
+    const store = new MemoryStore()
+    assert.throws(() => createStreamSegmentWriteStream({ store, profile: 'fast' as never }), {
+      message: /^createStreamSegmentWriteStream: profile "fast": must be 'streaming' or 'spec'$/,
+    })
+    assert.throws(() => createStreamSegmentWriteStream({ store, adoptChunks: 'yes' as never }), {
+      message: /^createStreamSegmentWriteStream: adoptChunks "yes": must be true or false$/,
+    })
+  })
+
   it('streamx pipeline, and a second stream replaces the content in a new checkpoint', async () => {
     const store = new MemoryStore()
     await pipelinePromise(
