@@ -41,9 +41,9 @@ import {
   checkSettingValues,
   dirtyLimitBytes,
   type ReadOptions,
+  resolveFileSettings,
   resolveReadOptions,
   resolveReadSettings,
-  resolveSettings,
   type Settings,
 } from './settings.js'
 import type { BlockSource } from './state/dirty-tier.js'
@@ -138,7 +138,7 @@ export class SegmentFile {
     }
     checkOptionNames('SegmentFile.create', settings, ['wal'], { settings: true, read: true })
     checkSettingValues(settings) // as given: withWal replaces streamSegmentBytes
-    const s = resolveSettings(withWal(settings))
+    const s = resolveFileSettings(withWal(settings))
     const read = resolveReadOptions(settings)
     checkForStore(s, store)
     if (settings.wal !== undefined) checkWalOptions(settings.wal)
@@ -212,14 +212,14 @@ export class SegmentFile {
       // Block sizes the format allows and this library's writer does not make: the
       // container's, not a setting of the caller's.
       try {
-        resolveSettings(own)
+        resolveFileSettings(own)
       } catch (err) {
         throw StreamSegmentError.unsupported(
           `${store.url}: a container of ${own.dataBlockSize}-byte data blocks and ${own.metaBlockSize}-byte meta blocks is not one this library writes (${(err as Error).message}); a read-only handle reads it`,
         )
       }
     }
-    const s = (readOnly ? resolveReadSettings : resolveSettings)({ ...withWal(options), ...own })
+    const s = (readOnly ? resolveReadSettings : resolveFileSettings)({ ...withWal(options), ...own })
     if (!readOnly) checkForStore(s, store)
     for (const name of ['format', 'dataBlockSize', 'metaBlockSize'] as const) {
       if (options[name] !== undefined && options[name] !== s[name]) {

@@ -367,10 +367,26 @@ export function dirtyLimitBytes(s: Settings): number {
 
 /**
  * Settings from `base` (the spec's defaults) and the caller's overrides, checked each
- * alone and then together. Keys in `overrides` that are not settings are left to the
- * caller (other options share the object).
+ * alone and then together. A name in `overrides` that is no setting is refused, naming
+ * the nearest (a misspelt setting would otherwise take its default without a word).
+ * Exported: the way a caller checks settings before giving them.
  */
 export function resolveSettings(
+  overrides: Partial<Record<keyof Settings, unknown>> & TestHooks = {},
+  base: Readonly<Settings> = SPEC_DEFAULTS,
+): FileSettings {
+  if (typeof overrides === 'object' && overrides !== null) {
+    checkOptionNames('resolveSettings', overrides, [], { settings: true })
+  }
+  return resolveFor('write', overrides, base)
+}
+
+/**
+ * resolveSettings for the library's own callers, whose options objects hold other names
+ * beside the settings (a handle's `cno`, `wal`, read options): the names are left to the
+ * caller, which checks them against everything it takes (checkOptionNames).
+ */
+export function resolveFileSettings(
   overrides: Partial<Record<keyof Settings, unknown>> & TestHooks = {},
   base: Readonly<Settings> = SPEC_DEFAULTS,
 ): FileSettings {
@@ -378,7 +394,7 @@ export function resolveSettings(
 }
 
 /**
- * A read-only handle's settings: checked as resolveSettings checks them, but for the
+ * A read-only handle's settings: checked as resolveFileSettings checks them, but for the
  * combinations only a writer needs (objects that hold two full leaves with their data,
  * pieces, the dirty limit). A container's block sizes are its own: one with blocks this
  * library would not write (16 MiB data blocks under 4 KiB meta blocks, which the format

@@ -32,6 +32,20 @@ describe('SegmentFile', () => {
     assert.equal(resolveSettings({ dataBlockSize: 2 ** 20 }).dataBlockSize, 2 ** 20)
   })
 
+  it('resolveSettings refuses a name that is no setting, naming the nearest, as the calls taking settings do', async () => {
+    assert.throws(() => resolveSettings({ segmentMpuChunksize: 1 } as never), {
+      code: 'ERR_INVALID_ARGUMENT',
+      message: 'resolveSettings: unknown option "segmentMpuChunksize" (did you mean segmentMpuChunkSize?)',
+    })
+    assert.throws(() => resolveSettings({ wal: { dir: '/tmp' } } as never), /unknown option "wal"/)
+    assert.equal(resolveSettings({ segmentMpuChunkSize: 128 * 1024 }).segmentMpuChunkSize, 128 * 1024)
+    // The calls that take settings beside options of their own still take both.
+    const f = await SegmentFile.create(new MemoryStore(), { readMaxConcurrency: 2, segmentMpuChunkSize: 128 * 1024 })
+    assert.equal(f.settings.segmentMpuChunkSize, 128 * 1024)
+    await f.flush()
+    await f.close()
+  })
+
   it('a setting or read option given as null is refused, not taken for its default', async () => {
     // The write stream's profile gave way to the spec's default under a null: a 1 GiB target.
     assert.throws(() => resolveSettings({ streamSegmentBytes: null as never }), /setting streamSegmentBytes = null:/)
