@@ -436,8 +436,16 @@ export class SegmentFile {
     this.reader.clear()
   }
 
-  /** Applies a replayed record (not logged again). */
+  /**
+   * Applies a replayed record (not logged again). A write or zeroes of no bytes is never
+   * logged now (the call changes nothing), but a log written by an earlier version may hold
+   * one: that version grew the file to its offset, and the log replays as it was written.
+   */
   private apply(r: WalRecord): Promise<void> {
+    if (r.kind !== 'truncate' && (r.kind === 'write' ? r.data.byteLength : r.length) === 0) {
+      this.core.grow(r.offset)
+      return Promise.resolve()
+    }
     if (r.kind === 'write') return this.writer.write(r.offset, r.data)
     if (r.kind === 'zeroes') return this.writer.writeZeroes(r.offset, r.length)
     return this.writer.truncate(r.size)
@@ -553,7 +561,8 @@ export class SegmentFile {
     if (wal === undefined) return this.run('write', true, () => this.writer.write(offset, bytes, adopt))
     return this.run('write', true, async () => {
       checkRange('write', offset, bytes.byteLength, this.core.blockSize)
-      for (let at = 0; at < bytes.byteLength || at === 0; at += WAL_PIECE) {
+      // A write of no bytes changes nothing, and logs nothing.
+      for (let at = 0; at < bytes.byteLength; at += WAL_PIECE) {
         const piece = bytes.subarray(at, at + WAL_PIECE)
         await wal.appendWrite(offset + at, piece)
         await this.writer.write(offset + at, piece, adopt)
@@ -582,6 +591,7 @@ export class SegmentFile {
   writeZeroes(offset: number, length: number): Promise<void> {
     return this.run('writeZeroes', true, async () => {
       checkRange('writeZeroes', offset, length, this.core.blockSize)
+      if (length === 0) return // changes nothing (BlockWriter.write): nothing to log
       await this.wal?.log.appendZeroes(offset, length)
       await this.writer.writeZeroes(offset, length)
     })

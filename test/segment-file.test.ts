@@ -102,6 +102,31 @@ describe('SegmentFile', () => {
     assert.equal(t.cno, 1)
   })
 
+  it('a write, writeZeroes or writeRef of no bytes changes nothing, as pwrite of 0 bytes: the file does not grow', async () => {
+    const store = new MemoryStore()
+    const f = await SegmentFile.create(store)
+    await f.flush() // checkpoint 1, empty
+    const unread = { read: async () => assert.fail('a source of no bytes is not read') }
+    await f.write(10_000, new Uint8Array(0))
+    await f.writeZeroes(20_000, 0)
+    await f.writeRef(30_000, 0, unread)
+    assert.equal(f.size, 0)
+    assert.equal((await f.flush()).objects, 0, 'nothing changed: nothing published')
+    await f.write(0, pattern(0, 100))
+    await f.flush()
+    await f.write(5_000, new Uint8Array(0)) // past the end, and inside the last block
+    await f.write(100, new Uint8Array(0))
+    await f.writeZeroes(50, 0)
+    await f.writeRef(4096 * 3, 0, unread)
+    assert.equal(f.size, 100)
+    assert.equal((await f.flush()).objects, 0)
+    // The arguments are checked all the same.
+    await assert.rejects(f.write(-1, new Uint8Array(0)), code('ERR_INVALID_ARGUMENT'))
+    await assert.rejects(f.writeZeroes(1.5, 0), code('ERR_INVALID_ARGUMENT'))
+    await assert.rejects(f.writeRef(0, 0, {} as never), code('ERR_INVALID_ARGUMENT'))
+    await f.close()
+  })
+
   it('bad offsets, read-only and closed handles give clear errors', async () => {
     const store = new MemoryStore()
     const f = await SegmentFile.create(store)

@@ -77,6 +77,7 @@ export class BlockWriter {
   async write(offset: number, bytes: Uint8Array, adopt = false): Promise<void> {
     checkRange('write', offset, bytes.byteLength, this.core.blockSize)
     const length = bytes.byteLength
+    if (length === 0) return // as pwrite(2) of no bytes: the file does not grow to `offset`
     const step = this.writeStep
     // A store failure in the limits after one step fails the write, but all its bytes go
     // in first (as in a write taken in one step): the later steps skip the limits.
@@ -131,6 +132,7 @@ export class BlockWriter {
         `writeRef: source must be a BlockSource (an object with read(position, length), e.g. fileSource), got ${describeValue(source)}`,
       )
     }
+    if (length === 0) return // no bytes: nothing changes (see write)
     const core = this.core
     const { tier, map } = core
     const bs = core.blockSize
@@ -172,6 +174,7 @@ export class BlockWriter {
 
   async writeZeroes(offset: number, length: number): Promise<void> {
     checkRange('writeZeroes', offset, length, this.core.blockSize)
+    if (length === 0) return // no bytes: nothing changes (see write)
     const core = this.core
     const end = offset + length
     const span = blockSpan(offset, end, core.blockSize)

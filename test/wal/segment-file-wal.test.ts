@@ -6,7 +6,7 @@ import { SegmentFile } from '../../lib/segment-file.js'
 import { dropSlabs, keptSlabBytes } from '../../lib/state/slab-pool.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import { crc32 } from '../../lib/util/crc32.js'
-import { walFileName } from '../../lib/wal/log.js'
+import { WalLog, walFileName } from '../../lib/wal/log.js'
 import { inspectWal } from '../../lib/wal/wal.js'
 import { rejectsCode } from '../helpers/assert.js'
 import { FailingStore } from '../helpers/failing-store.js'
@@ -65,6 +65,32 @@ describe('SegmentFile with a WAL', () => {
     const h = await SegmentFile.open(store, { wal: { dir } })
     assert.equal(h.walReplay?.records, 0, 'a published replay is not replayed again')
     await h.close()
+  })
+
+  it('a write or writeZeroes of no bytes logs nothing; a log that holds one (written before) replays it as written: the file grows to its offset', async () => {
+    const store = new MemoryStore('wal-empty')
+    const dir = await walDir()
+    const f = await SegmentFile.create(store, { wal: { dir } })
+    await f.write(0, pattern(0, 100))
+    await f.flush()
+    await f.write(10_000, new Uint8Array(0))
+    await f.writeZeroes(20_000, 0)
+    assert.equal(f.size, 100)
+    assert.equal((await inspectWal(dir)).records, 0, 'nothing logged')
+    await f.close()
+
+    // Such records meant growth when they were logged: an existing log keeps its meaning.
+    const { log } = await WalLog.open(dir, 1, () => assert.fail('the log holds nothing yet'))
+    await log.appendWrite(10_000, new Uint8Array(0))
+    await log.appendZeroes(20_000, 0)
+    await log.close()
+    const g = await SegmentFile.open(store, { wal: { dir } })
+    assert.equal(g.walReplay?.records, 2)
+    assert.deepEqual({ cno: g.cno, size: g.size }, { cno: 2, size: 20_000 })
+    const want = Buffer.alloc(20_000)
+    want.set(pattern(0, 100))
+    assert.deepEqual(await contents(g), want)
+    await g.close()
   })
 
   it('nothing is sent ahead with a WAL: the objects are written by the flush', async () => {
