@@ -820,6 +820,11 @@ export class SegmentFile {
         if (this.readOnly && !this.core.signal.aborted) {
           this.core.abort.abort(StreamSegmentError.aborted(`${this.core.store.url}: the file was closed`))
         }
+        // The block map's nodes and the cached summaries go, as the dirty tier did: a handle
+        // held after close (a write stream keeps its `file`) keeps none of them. Any walk
+        // still in flight (cut just above) holds the nodes it reached.
+        this.core.dropNodes()
+        this.reader.clear()
         const wal = this.wal
         this.wal = undefined
         if (wal !== undefined) {

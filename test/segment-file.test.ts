@@ -3,7 +3,8 @@ import { constants } from 'node:buffer'
 import { describe, it } from 'node:test'
 import { StreamSegmentError } from '../lib/errors.js'
 import { SegmentFile } from '../lib/segment-file.js'
-import { resolveSettings } from '../lib/settings.js'
+import { resolveSettings, type Settings, type TestHooks } from '../lib/settings.js'
+import type { MapNode } from '../lib/state/block-map.js'
 import { MemoryStore } from '../lib/store/memory.js'
 import { createStreamSegmentWriteStream } from '../lib/streams/write-stream.js'
 import { pattern } from './helpers/pattern.js'
@@ -90,6 +91,27 @@ describe('SegmentFile', () => {
     await assert.rejects(SegmentFile.create(store), code('ERR_CONFLICT'))
     await assert.rejects(SegmentFile.open(store, { cno: 7 }), code('ERR_NOT_FOUND'))
     await assert.rejects(SegmentFile.open(store, { dataBlockSize: 8192 }), /dataBlockSize 8192: the container/)
+  })
+
+  it('close lets go of the block-map nodes and the cached summaries: a handle held after it keeps none', async () => {
+    const store = new MemoryStore()
+    const hooks: Partial<Settings> & TestHooks = { dataBlockSize: 4096, maxNodeEntries: 8 }
+    const f = await SegmentFile.create(store, hooks)
+    await f.write(0, pattern(0, 1 << 20))
+    await f.flush()
+    await f.read(0, f.size) // clean nodes stay cached; the summaries of the objects read too
+    await f.write(3 * 4096, pattern(0, 4096, 2)) // and a dirty path, given up
+    assert.ok(nodesHeld(f) > 32, `${nodesHeld(f)} nodes held while open`)
+    assert.ok(summariesHeld(f) > 0)
+    await f.close()
+    assert.deepEqual({ nodes: nodesHeld(f), summaries: summariesHeld(f) }, { nodes: 0, summaries: 0 })
+    assert.equal(f.size, 1 << 20, 'the size is still told')
+
+    const r = await SegmentFile.open(store, { readOnly: true })
+    await r.read(0, r.size)
+    assert.ok(nodesHeld(r) > 32 && summariesHeld(r) > 0)
+    await r.close()
+    assert.deepEqual({ nodes: nodesHeld(r), summaries: summariesHeld(r) }, { nodes: 0, summaries: 0 })
   })
 
   it('a flush with nothing changed writes nothing', async () => {
@@ -324,3 +346,16 @@ describe('SegmentFile', () => {
     )
   })
 })
+
+/** Block-map nodes in memory below the root (loaded, cached or dirty). */
+function nodesHeld(f: SegmentFile): number {
+  const count = (n: MapNode): number =>
+    (n.children ?? []).reduce((sum, c) => sum + (c === undefined ? 0 : 1 + count(c)), 0)
+  return count(f.core.map.root)
+}
+
+/** Objects whose summaries the handle's reader holds. */
+function summariesHeld(f: SegmentFile): number {
+  const reader = (f as unknown as { reader: { objects: { objects: Map<string, { summary?: unknown }> } } }).reader
+  return [...reader.objects.objects.values()].filter((o) => o.summary !== undefined).length
+}

@@ -273,6 +273,17 @@ export class FileState {
     this._counters = newCounters()
   }
 
+  /**
+   * The handle is closed: lets go of the block map's nodes (clean ones cached up to
+   * nodeCacheNodes, and the dirty ones, given up), so that a closed handle someone still
+   * holds (a write stream's `file`) keeps no more of its map than the root. The size stays,
+   * for the handle's getters.
+   */
+  dropNodes(): void {
+    const b = this._base
+    this.map.setRoot(b.rootLevel, b.rootCount, b.rootKeys, b.rootPtrHi, b.rootPtrLo)
+  }
+
   get blockSize(): number {
     return this.settings.dataBlockSize
   }

@@ -162,6 +162,8 @@ export class StreamSegmentReadStream extends Readable {
 
   override _destroy(cb: Callback): void {
     this.abortFile()
+    // The summaries its reader cached go (up to readSummaryCacheBytes); its timing stays.
+    this.reader?.clear()
     const file = this.file
     if (file === undefined) {
       cb(null)

@@ -73,6 +73,16 @@ describe('createStreamSegmentReadStream', () => {
     }
   })
 
+  it('a stream closed keeps its timing, but not the summaries its reader cached', async () => {
+    const rs = createStreamSegmentReadStream({ store: big })
+    const closed = new Promise<void>((resolve) => rs.once('close', () => resolve()))
+    assert.ok((await drain(rs)).equals(bigRef))
+    await closed
+    const reader = (rs as unknown as { reader: { objects: { objects: Map<string, unknown> } } }).reader
+    assert.equal(reader.objects.objects.size, 0)
+    assert.ok((rs.timing?.requests.data ?? 0) > 0, 'the timing is still told')
+  })
+
   it('works in a node pipeline and reports its timing', async () => {
     const rs = createStreamSegmentReadStream({ url: 'mem://', store: undefined, start: 0 } as never)
     await rejectsCode(drain(rs), 'ERR_NOT_FOUND', /no container/)

@@ -1,12 +1,14 @@
 import assert from 'node:assert/strict'
 import { createHash } from 'node:crypto'
+import { once } from 'node:events'
 import { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { describe, it } from 'node:test'
 import { pipelinePromise } from 'streamx'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { SegmentFile } from '../../lib/segment-file.js'
-import { STREAMING_PROFILE } from '../../lib/settings.js'
+import { STREAMING_PROFILE, type TestHooks } from '../../lib/settings.js'
+import type { MapNode } from '../../lib/state/block-map.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
 import { createStreamSegmentWriteStream } from '../../lib/streams/write-stream.js'
@@ -102,6 +104,24 @@ describe('createStreamSegmentWriteStream', () => {
     assert.throws(() => createStreamSegmentWriteStream({ store, adoptChunks: 'yes' as never }), {
       message: /^createStreamSegmentWriteStream: adoptChunks "yes": must be true or false$/,
     })
+  })
+
+  it("a stream closed keeps its file, but not the file's block-map nodes", async () => {
+    const hooks: TestHooks = { maxNodeEntries: 8 }
+    const ws = createStreamSegmentWriteStream({ store: new MemoryStore(), ...hooks })
+    await pipeline(Readable.from(blockStream(MiB, 64 * KiB, 1)), ws)
+    if (!ws.closed) await once(ws, 'close')
+    const file = ws.file as SegmentFile
+    let nodes = 0
+    const count = (n: MapNode) => {
+      for (const c of n.children ?? []) {
+        if (c === undefined) continue
+        nodes++
+        count(c)
+      }
+    }
+    count(file.core.map.root)
+    assert.deepEqual({ nodes, size: file.size }, { nodes: 0, size: MiB })
   })
 
   it('streamx pipeline, and a second stream replaces the content in a new checkpoint', async () => {
