@@ -132,7 +132,7 @@ export class SendAhead {
   async afterWrite(): Promise<void> {
     this.check()
     const target = this.target
-    if (this.failures >= FAILURES_BEFORE_PAUSE) return
+    if (this.paused) return
     if (
       target === 0 ||
       this.core.tier.unplacedBytes < Math.min(target, this.pieceSize) ||
@@ -184,6 +184,16 @@ export class SendAhead {
     await Promise.allSettled([...this.aborting])
     this.scanFrom = 0
     this.scanAt = 0
+  }
+
+  /**
+   * Objects failed in a row: nothing more is sent ahead (the writer writes partial
+   * segments at the dirty limit, whose failures reach the caller). Checked before each
+   * object too, not only on entry: the objects of one call fail while it waits for room,
+   * their blocks are unsent again, and the next object would take them, without end.
+   */
+  private get paused(): boolean {
+    return this.failures >= FAILURES_BEFORE_PAUSE
   }
 
   private get pieceSize(): number {
@@ -244,7 +254,8 @@ export class SendAhead {
     const s = core.settings
     for (;;) {
       // Aborted, every request fails and puts its blocks back: never send them again.
-      if (core.signal.aborted) return
+      // Paused, the same: the failed objects' blocks came back while this one waited for room.
+      if (core.signal.aborted || this.paused) return
       // Whole leaves, in order, while the object stays within the target.
       const group: MapNode[] = []
       let blocks = 0
@@ -289,7 +300,8 @@ export class SendAhead {
       leaves: new Array<MapNode>(perPiece),
     }
     for (;;) {
-      if (core.signal.aborted) return // as in sendWhole
+      // As in sendWhole; the flush fills and closes its open object all the same.
+      if (core.signal.aborted || (!flushing && this.paused)) return
       // The flush takes the leaf still growing too: nothing more will be appended to it.
       this.unsent(this.open?.id ?? 0, perPiece, piece, flushing ? undefined : growingLeaf(core))
       if (piece.count < perPiece) {

@@ -14,6 +14,12 @@ import { pattern } from '../helpers/pattern.js'
 import { smallSettings } from '../helpers/small-settings.js'
 
 const KiB = 1024
+const MiB = 1024 * KiB
+
+/** Segment objects opened: a PutObject or CreateMultipartUpload each, failed ones too. */
+function objectsOpened(store: FailingStore): number {
+  return store.calls.filter((c) => (c.op === 'put' || c.op === 'createMultipart') && /^\d+\.\d+$/.test(c.key)).length
+}
 
 describe('sending ahead after objects failed in a row', () => {
   it('goes on once a partial segment is stored: appends then wait for no more partial segments', async () => {
@@ -45,4 +51,26 @@ describe('sending ahead after objects failed in a row', () => {
     await f.close()
     assert.ok((await readPublished(inner)).bytes.equals(Buffer.from(pattern(0, at, 1))))
   })
+
+  // Within one write, sending ahead went on sending objects after it should have paused:
+  // each failed, its blocks were unsent again, the next object took them, until every part
+  // number of the checkpoint was used (16383 objects) and the write failed with ERR_STATE.
+  // Whole objects, a write step (a quarter of the dirty limit) of more objects than are sent at once.
+  for (const [how, settings] of [
+    ['as pieces of multipart objects', { streamSegmentBytes: 64 * KiB }],
+    ['whole', { streamSegmentBytes: 16 * KiB, dataCacheDirtyMaxBytesThreshold: 256 * KiB }],
+  ] as const) {
+    it(`stops within a write once objects sent ${how} fail in a row: the write fails with the store's error`, async () => {
+      const store = new FailingStore(new MemoryStore('send-ahead-failing'), [
+        { ops: ['put', 'createMultipart', 'uploadPart'], key: /^\d+\.\d+$/, mode: 'error' },
+      ])
+      const f = await SegmentFile.create(store, { ...smallSettings, ...settings })
+      await assert.rejects(f.write(0, pattern(0, 4 * MiB, 1)), (err) => StreamSegmentError.is(err, 'ERR_STORE'))
+      // Three objects fail before the pause, with at most as many more in flight then (the
+      // uploader's three requests), then the partial segment at the dirty limit fails the write.
+      const opened = objectsOpened(store)
+      assert.ok(opened <= 8, `${opened} objects opened by one write to a failing store`)
+      await f.close()
+    })
+  }
 })
