@@ -310,18 +310,25 @@ export class FileState {
     return this.map.root.dirty || this.size !== this.base.size || this.base !== this.published
   }
 
-  /** The checkpoint number of the checkpoint being built, and a fresh part number in it. */
+  /**
+   * The checkpoint number of the checkpoint being built, and a fresh part number in it.
+   * Once every part number (1 … MAX_PART) is taken, by objects stored or failed, the
+   * checkpoint goes on under a new number, as after a number another writer took
+   * (abandonCheckpoint): its objects stored so far stay where they are, pointed at by the
+   * leaves that hold them. Refused, a stream longer than MAX_PART objects (256 GiB of
+   * 16 MiB objects), or a store failing for a while, would fail every write and flush
+   * that needs an object more: the handle could never publish again.
+   */
   reserve(part0 = false): { cno: number; part: number } {
-    const pending = (this._pending ??= { cno: Math.max(this._published.cno + 1, this.cnoFloor), nextPart: 1 })
+    let pending = (this._pending ??= { cno: Math.max(this._published.cno + 1, this.cnoFloor), nextPart: 1 })
     if (pending.cno > MAX_CNO) throw noNumbersLeft(this.store.url)
     if (part0) return { cno: pending.cno, part: 0 }
-    const part = pending.nextPart++
-    if (part > MAX_PART) {
-      throw StreamSegmentError.state(
-        `checkpoint ${pending.cno} has used all ${MAX_PART} part numbers: flush to start a new one`,
-      )
+    if (pending.nextPart > MAX_PART) {
+      this.abandonCheckpoint()
+      pending = this._pending
+      if (pending.cno > MAX_CNO) throw noNumbersLeft(this.store.url)
     }
-    return { cno: pending.cno, part }
+    return { cno: pending.cno, part: pending.nextPart++ }
   }
 
   /** Moves to a new checkpoint number above both the published one and the one given up. */
