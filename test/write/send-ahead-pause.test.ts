@@ -9,16 +9,37 @@ import { StreamSegmentError } from '../../lib/errors.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import { readPublished } from '../helpers/containers.js'
-import { FailingStore } from '../helpers/failing-store.js'
+import { FailingStore, type FailRule } from '../helpers/failing-store.js'
 import { pattern } from '../helpers/pattern.js'
 import { smallSettings } from '../helpers/small-settings.js'
+import type { CallInfo } from '../helpers/wrapped-store.js'
 
 const KiB = 1024
 const MiB = 1024 * KiB
 
-/** Segment objects opened: a PutObject or CreateMultipartUpload each, failed ones too. */
-function objectsOpened(store: FailingStore): number {
-  return store.calls.filter((c) => (c.op === 'put' || c.op === 'createMultipart') && /^\d+\.\d+$/.test(c.key)).length
+const SEGMENT_KEY = /^\d+\.\d+$/
+
+/**
+ * Counts the segment objects opened (a PutObject or CreateMultipartUpload each, failed
+ * ones too) and calls `tooMany` at the `limit`th more: a test that would loop without end
+ * fails instead.
+ */
+class CountingStore extends FailingStore {
+  opened = 0
+  tooMany = () => {}
+  constructor(
+    inner: MemoryStore,
+    private readonly limit: number,
+    rules: FailRule[],
+  ) {
+    super(inner, rules)
+  }
+  protected override around<T>(call: CallInfo, run: () => Promise<T>): Promise<T> {
+    if ((call.op === 'put' || call.op === 'createMultipart') && SEGMENT_KEY.test(call.key)) {
+      if (++this.opened === this.limit) this.tooMany()
+    }
+    return super.around(call, run)
+  }
 }
 
 describe('sending ahead after objects failed in a row', () => {
@@ -54,22 +75,25 @@ describe('sending ahead after objects failed in a row', () => {
 
   // Within one write, sending ahead went on sending objects after it should have paused:
   // each failed, its blocks were unsent again, the next object took them, until every part
-  // number of the checkpoint was used (16383 objects) and the write failed with ERR_STATE.
+  // number of the checkpoint was used (16383 objects) and the write failed with ERR_STATE,
+  // or without end once a checkpoint goes on under a new number (the store's count stops it).
   // Whole objects, a write step (a quarter of the dirty limit) of more objects than are sent at once.
   for (const [how, settings] of [
     ['as pieces of multipart objects', { streamSegmentBytes: 64 * KiB }],
     ['whole', { streamSegmentBytes: 16 * KiB, dataCacheDirtyMaxBytesThreshold: 256 * KiB }],
   ] as const) {
     it(`stops within a write once objects sent ${how} fail in a row: the write fails with the store's error`, async () => {
-      const store = new FailingStore(new MemoryStore('send-ahead-failing'), [
-        { ops: ['put', 'createMultipart', 'uploadPart'], key: /^\d+\.\d+$/, mode: 'error' },
+      const store = new CountingStore(new MemoryStore('send-ahead-failing'), 1000, [
+        { ops: ['put', 'createMultipart', 'uploadPart'], key: SEGMENT_KEY, mode: 'error' },
       ])
       const f = await SegmentFile.create(store, { ...smallSettings, ...settings })
+      store.tooMany = () => f.abort(StreamSegmentError.aborted(`${store.opened} objects opened`))
       await assert.rejects(f.write(0, pattern(0, 4 * MiB, 1)), (err) => StreamSegmentError.is(err, 'ERR_STORE'))
       // Three objects fail before the pause, with at most as many more in flight then (the
       // uploader's three requests), then the partial segment at the dirty limit fails the write.
-      const opened = objectsOpened(store)
-      assert.ok(opened <= 8, `${opened} objects opened by one write to a failing store`)
+      assert.ok(store.opened <= 8, `${store.opened} objects opened by one write to a failing store`)
+      // The flush fails too (each object it needs sent once).
+      await assert.rejects(f.flush(), (err) => StreamSegmentError.is(err, 'ERR_STORE'))
       await f.close()
     })
   }
