@@ -600,8 +600,9 @@ export class SegmentFile {
   truncate(size: number): Promise<void> {
     return this.run('truncate', true, async () => {
       checkSize('truncate', size, this.core.blockSize)
-      await this.wal?.log.appendTruncate(size)
-      await this.writer.truncate(size)
+      // Logged once what may fail is done, before the file changes (BlockWriter.truncate).
+      const wal = this.wal?.log
+      await this.writer.truncate(size, wal === undefined ? undefined : () => wal.appendTruncate(size))
     })
   }
 

@@ -190,23 +190,33 @@ export class BlockWriter {
     await this.afterWrite()
   }
 
-  async truncate(size: number): Promise<void> {
+  /**
+   * Cuts the file to `size` (or extends it with a hole). Everything that may fail comes
+   * first and changes nothing: the path the cut descends is loaded and, when the new end
+   * falls inside a block that holds data, that block is read. Then `logged` (a WAL appends
+   * the truncate there), and only then the file changes, reading nothing more: a truncate
+   * that fails leaves the file as it was and is not logged, so no replay applies it.
+   */
+  async truncate(size: number, logged?: () => Promise<void>): Promise<void> {
     checkSize('truncate', size, this.core.blockSize)
     const core = this.core
     const bs = core.blockSize
-    if (size < core.size) {
-      const keep = Math.ceil(size / bs)
-      // Bytes past the end in the last block must read as zeros if the file grows again.
-      // Zeroed before the cut: zeroing a stored block reads it first, and a read that fails
-      // must leave the file as it was, not at its old size with the blocks past the new end
-      // gone. The cut then loads nothing more: the path it descends is the one to block
-      // keep − 1, which `get` just loaded.
-      if (size % bs !== 0) {
-        const [hi, lo] = await core.map.get(keep - 1)
-        if (hi !== 0 || lo !== 0) {
-          await this.writeBlocks(size, Math.min(keep * bs, core.size) - size, undefined)
-        }
+    const keep = Math.ceil(size / bs)
+    const cut = size < core.size
+    // The last block kept, its bytes past the new end zeroed (they must read as zeros if
+    // the file grows again), when it holds data: written whole, it needs no read.
+    let last: Uint8Array | undefined
+    if (cut && keep > 0) {
+      // Loads the path to block keep − 1: the one the cut descends (it then loads nothing).
+      const [hi, lo] = await core.map.get(keep - 1)
+      if (size % bs !== 0 && (hi !== 0 || lo !== 0)) {
+        last = await this.reader.read((keep - 1) * bs, bs)
+        last.fill(0, size % bs)
       }
+    }
+    await logged?.()
+    if (cut) {
+      if (last !== undefined) await this.writeBlocks((keep - 1) * bs, bs, last)
       await core.map.truncate(keep, (id) => core.tier.release(id))
     }
     core.resize(size)
