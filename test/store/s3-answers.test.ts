@@ -34,6 +34,17 @@ async function fake(): Promise<FakeS3> {
   return s3
 }
 
+/** Checkpoint 1 published (50,000 bytes of 1s), and a writer opened on it with 'NEW DATA' written at 0, not flushed. */
+async function writerOnFirst(store: S3Store, options: { conflictPolicy?: 'fail' } = {}): Promise<SegmentFile> {
+  const f0 = await SegmentFile.create(store)
+  await f0.write(0, Buffer.alloc(50_000, 1))
+  await f0.flush()
+  await f0.close()
+  const f = await SegmentFile.open(store, options)
+  await f.write(0, Buffer.from('NEW DATA'))
+  return f
+}
+
 describe('a write answered 200 without an ETag', () => {
   test('a conditional put that did not land: ERR_STORE naming the key, never the old ETag', async () => {
     const s3 = await fake()
@@ -75,12 +86,7 @@ describe('a write answered 200 without an ETag', () => {
   test("a writer's flush whose inode PUT did not land rejects; nothing is published", async () => {
     const s3 = await fake()
     const store = fakeS3Store(s3)
-    const f0 = await SegmentFile.create(store)
-    await f0.write(0, Buffer.alloc(50_000, 1))
-    await f0.flush()
-    await f0.close()
-    const f = await SegmentFile.open(store)
-    await f.write(0, Buffer.from('NEW DATA'))
+    const f = await writerOnFirst(store)
     s3.hook = (r, res) => {
       if (r.op !== 'PutObject' || r.key !== 'p/inode') return false
       send(res, 200)
@@ -141,12 +147,7 @@ describe('a conditional write answered 409 ConditionalRequestConflict', () => {
   test('is made again: with conflictPolicy fail, a flush beside a conditional write that failed publishes', async () => {
     const s3 = await fake()
     const store = fakeS3Store(s3)
-    const f0 = await SegmentFile.create(store)
-    await f0.write(0, Buffer.alloc(50_000, 1))
-    await f0.flush()
-    await f0.close()
-    const f = await SegmentFile.open(store, { conflictPolicy: 'fail' })
-    await f.write(0, Buffer.from('NEW DATA'))
+    const f = await writerOnFirst(store, { conflictPolicy: 'fail' })
     // A conflicting operation under way on the key (another writer's conditional write,
     // which fails its own condition): S3 asks for the request to be made again.
     let answered = 0
