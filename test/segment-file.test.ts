@@ -8,6 +8,7 @@ import type { MapNode } from '../lib/state/block-map.js'
 import { MemoryStore } from '../lib/store/memory.js'
 import { createStreamSegmentWriteStream } from '../lib/streams/write-stream.js'
 import { pattern } from './helpers/pattern.js'
+import { countingCalls } from './helpers/wrapped-store.js'
 
 const code = (c: string) => (err: unknown) => StreamSegmentError.is(err) && err.code === c
 
@@ -64,22 +65,12 @@ describe('SegmentFile', () => {
   })
 
   it('open checks each setting given before any request', async () => {
-    let requests = 0
-    const store = new Proxy(new MemoryStore(), {
-      get(target, prop) {
-        const v = Reflect.get(target, prop, target)
-        if (typeof v !== 'function') return v
-        return (...args: unknown[]) => {
-          requests++
-          return v.apply(target, args)
-        }
-      },
-    })
+    const { store, calls: requests } = countingCalls(new MemoryStore())
     await assert.rejects(
       SegmentFile.open(store, { segmentMpuMaxConcurrency: 0 }),
       (err) => code('ERR_INVALID_ARGUMENT')(err) && /segmentMpuMaxConcurrency = 0/.test(String(err)),
     )
-    assert.equal(requests, 0)
+    assert.equal(requests(), 0)
   })
 
   it('create refuses an existing container; open refuses an empty prefix', async () => {

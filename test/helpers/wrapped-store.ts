@@ -139,3 +139,19 @@ export abstract class WrappedStore implements ObjectStore {
     yield* uploads
   }
 }
+
+/** `target` with every method call counted: `calls()` says how many were made. */
+export function countingCalls<T extends object>(target: T): { store: T; calls: () => number } {
+  let n = 0
+  const store = new Proxy(target, {
+    get(t, prop) {
+      const v = Reflect.get(t, prop, t)
+      if (typeof v !== 'function') return v
+      return (...args: unknown[]) => {
+        n++
+        return v.apply(t, args)
+      }
+    },
+  })
+  return { store, calls: () => n }
+}

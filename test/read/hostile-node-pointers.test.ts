@@ -46,19 +46,24 @@ async function readWhole(store: MemoryStore): Promise<Buffer> {
   }
 }
 
+/** The settings both suites write their containers with: objects of 3 MiB, sent in one piece. */
+function settingsOf(format: 'stream' | 'parted') {
+  return {
+    format,
+    segmentMaxObjectBytes: 3 << 20,
+    streamSegmentBytes: 3 << 20,
+    segmentMpuChunkSize: 3 << 20,
+    dataCacheDirtyMaxBytesThreshold: 2 << 20,
+    segmentBufferSize: 2 << 20,
+  }
+}
+
 for (const format of ['stream', 'parted'] as const) {
   describe(`a node pointer at a data block that decodes as a node (${format})`, () => {
     it('fails the read and the read stream with ERR_CORRUPT naming the pointer', async () => {
       const store = new MemoryStore(`hostile-node-pointer-${format}`)
       const data = content()
-      const f = await SegmentFile.create(store, {
-        format,
-        segmentMaxObjectBytes: 3 << 20,
-        streamSegmentBytes: 3 << 20,
-        segmentMpuChunkSize: 3 << 20,
-        dataCacheDirtyMaxBytesThreshold: 2 << 20,
-        segmentBufferSize: 2 << 20,
-      })
+      const f = await SegmentFile.create(store, settingsOf(format))
       await f.write(0, data)
       await f.flush()
       await f.close()
@@ -109,14 +114,7 @@ for (const format of ['stream', 'parted'] as const) {
       repoint: (p1Size: number) => { hi: number; lo: number },
     ): Promise<MemoryStore> {
       const store = new MemoryStore(`node-pointer-${name}-${format}`)
-      const f = await SegmentFile.create(store, {
-        format,
-        segmentMaxObjectBytes: 3 << 20,
-        streamSegmentBytes: 3 << 20,
-        segmentMpuChunkSize: 3 << 20,
-        dataCacheDirtyMaxBytesThreshold: 2 << 20,
-        segmentBufferSize: 2 << 20,
-      })
+      const f = await SegmentFile.create(store, settingsOf(format))
       await f.write(0, pattern(0, 6 * 1024 * 1024 + 1000, 12))
       await f.flush()
       await f.close()

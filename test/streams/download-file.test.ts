@@ -21,6 +21,7 @@ import { downloadFile } from '../../lib/streams/download-file.js'
 import { within } from '../helpers/containers.js'
 import { FailingStore } from '../helpers/failing-store.js'
 import { pattern } from '../helpers/pattern.js'
+import { countingCalls } from '../helpers/wrapped-store.js'
 
 const KiB = 1024
 const code = (c: string) => (err: unknown) => StreamSegmentError.is(err) && err.code === c
@@ -98,17 +99,7 @@ describe('downloadFile', () => {
   })
 
   it('refuses bad arguments before any request, and a missing folder', async () => {
-    let requests = 0
-    const counting = new Proxy(store, {
-      get(target, name, receiver) {
-        const v = Reflect.get(target, name, receiver)
-        if (typeof v !== 'function') return v
-        return (...args: unknown[]) => {
-          requests++
-          return v.apply(target, args)
-        }
-      },
-    })
+    const { store: counting, calls: requests } = countingCalls(store)
     const path = join(dir, 'bad.bin')
     await assert.rejects(downloadFile(counting, path, { start: -1 }), code('ERR_INVALID_ARGUMENT'))
     await assert.rejects(downloadFile(counting, path, { end: 1.5 }), /end must be a byte offset .* got number 1.5/)
@@ -116,7 +107,7 @@ describe('downloadFile', () => {
     await assert.rejects(downloadFile(counting, path, { cno: 0 }), /cno must be a positive integer, got number 0/)
     await assert.rejects(downloadFile(counting, path, { readMaxConcurrency: 0 }), /readMaxConcurrency/)
     await assert.rejects(downloadFile(counting, ''), /path "" must name a file/)
-    assert.equal(requests, 0, 'no request for bad arguments')
+    assert.equal(requests(), 0, 'no request for bad arguments')
     await assert.rejects(
       downloadFile(store, join(dir, 'no-such-folder', 'x.bin')),
       (err) => code('ERR_NOT_FOUND')(err) && /no-such-folder.*no such file or directory/.test(String(err)),
@@ -124,7 +115,6 @@ describe('downloadFile', () => {
     // A folder at path, the current one among them, or a file inside the container's
     // folder: refused before any request, nothing written.
     await mkdir(join(dir, 'a-folder'))
-    requests = 0
     for (const [target, re] of [
       [join(dir, 'a-folder'), /downloadFile to .*a-folder: is a directory: name a file/],
       [dir, /downloadFile to .*: is a directory: name a file/],
@@ -136,7 +126,7 @@ describe('downloadFile', () => {
         (err) => code('ERR_INVALID_ARGUMENT')(err) && re.test(String(err)),
       )
     }
-    assert.equal(requests, 0, 'no request for a path that cannot be written')
+    assert.equal(requests(), 0, 'no request for a path that cannot be written')
     assert.deepEqual(
       (await readdir(join(dir, 'container'))).filter((n) => n.startsWith('copy')),
       [],

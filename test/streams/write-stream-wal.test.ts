@@ -23,6 +23,7 @@ import { runNode } from '../helpers/child.js'
 import { prng } from '../helpers/containers.js'
 import { FailingStore } from '../helpers/failing-store.js'
 import { blockStream, pattern } from '../helpers/pattern.js'
+import { countingCalls } from '../helpers/wrapped-store.js'
 
 const MiB = 1024 * 1024
 const CHILD = fileURLToPath(new URL('../helpers/stream-wal-child.js', import.meta.url))
@@ -73,17 +74,7 @@ describe('createStreamSegmentWriteStream with a WAL', () => {
 
   it('bad log options fail the call, before the folder is touched or any request made; a misspelt name is refused', async () => {
     const dir = join(await tempDir(), 'wal')
-    let requests = 0
-    const store = new Proxy(new MemoryStore(), {
-      get(target, prop) {
-        const v = Reflect.get(target, prop, target)
-        if (typeof v !== 'function') return v
-        return (...args: unknown[]) => {
-          requests++
-          return v.apply(target, args)
-        }
-      },
-    })
+    const { store, calls: requests } = countingCalls(new MemoryStore())
     const bad: [object, RegExp][] = [
       [{ dir, sync: 'sometimes' }, /wal\.sync is string "sometimes"/],
       [{ dir, sync: 'interval', intervalMs: 0 }, /wal\.intervalMs is number 0/],
@@ -94,7 +85,7 @@ describe('createStreamSegmentWriteStream with a WAL', () => {
       await rejectsCode(SegmentFile.create(store, { wal: wal as never }), 'ERR_INVALID_ARGUMENT', message)
       await rejectsCode(SegmentFile.open(store, { wal: wal as never }), 'ERR_INVALID_ARGUMENT', message)
     }
-    assert.equal(requests, 0)
+    assert.equal(requests(), 0)
     await assert.rejects(fs.stat(dir), { code: 'ENOENT' })
   })
 

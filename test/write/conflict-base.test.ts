@@ -38,13 +38,13 @@ async function keys(store: MemoryStore, prefix: string): Promise<string[]> {
   return out
 }
 
-/** Checkpoint 1 holding OLD, and a writer opened on it with a 4 KiB patch not yet flushed. */
+/** Checkpoint 1 holding OLD, and a writer opened on it with a 4 KiB patch not yet flushed (conflictPolicy 'retry' unless given). */
 async function writerOnOld(store: MemoryStore, settings: Partial<Settings> = {}): Promise<SegmentFile> {
   const f = await SegmentFile.create(store, settings)
   await f.write(0, OLD)
   await f.flush()
   await f.close()
-  const w = await SegmentFile.open(store, { ...settings, conflictPolicy: 'retry' })
+  const w = await SegmentFile.open(store, { conflictPolicy: 'retry', ...settings })
   await w.write(4096, PATCH)
   return w
 }
@@ -107,12 +107,7 @@ describe('a conflict whose base is gone', () => {
     it(`the container removed while a writer publishes: ${call}() is ERR_CONFLICT with either policy, no container made again`, async () => {
       for (const conflictPolicy of ['retry', 'fail'] as const) {
         const store = new MemoryStore(`removed-${call}-${conflictPolicy}`)
-        const f = await SegmentFile.create(store)
-        await f.write(0, OLD)
-        await f.flush()
-        await f.close()
-        const w = await SegmentFile.open(store, { conflictPolicy })
-        await w.write(4096, PATCH)
+        const w = await writerOnOld(store, { conflictPolicy })
         await store.delete(await keys(store, '')) // rm
         await rejectsCode(w[call](), 'ERR_CONFLICT', /inode is gone/)
         await rejectsCode(w.flush(), 'ERR_CONFLICT', /inode is gone/) // and again
@@ -139,12 +134,7 @@ describe('a container removed and made again at the same place', () => {
     it(`a writer on the removed one: its ${call}() is ERR_CONFLICT with either policy, the new container kept as it is`, async () => {
       for (const conflictPolicy of ['retry', 'fail'] as const) {
         const store = new MemoryStore(`remade-${call}-${conflictPolicy}`)
-        const f = await SegmentFile.create(store)
-        await f.write(0, OLD)
-        await f.flush()
-        await f.close()
-        const w = await SegmentFile.open(store, { conflictPolicy })
-        await w.write(4096, PATCH)
+        const w = await writerOnOld(store, { conflictPolicy })
         await remake(store, REWRITE)
         // Its objects have the names of the removed one's, which the writer's block map names.
         assert.ok((await keys(store, '0000000001.')).length > 0)
