@@ -41,10 +41,9 @@ export async function readNode(
 ): Promise<BlockMapNode> {
   const { key, offset } = nodeLocation(hi, lo)
   const where = `${store.url}/${key} meta block at ${offset}`
-  const read = async () => {
-    let bytes: Uint8Array
+  const fetch = async (): Promise<Uint8Array> => {
     try {
-      bytes = await store.get(key, { range: { start: offset, end: offset + metaBlockSize }, signal })
+      return await store.get(key, { range: { start: offset, end: offset + metaBlockSize }, signal })
     } catch (err) {
       if (StreamSegmentError.is(err, 'ERR_RANGE')) {
         throw StreamSegmentError.corrupt(`${where}: a block-map node points there, past the object's end`, err)
@@ -54,13 +53,15 @@ export async function readNode(
       }
       throw err
     }
-    return decodeNode(bytes, { ...expect, cno: hi, where })
   }
+  const checks = { ...expect, cno: hi, where }
+  const bytes = await fetch()
   try {
-    return await read()
+    return decodeNode(bytes, checks)
   } catch (err) {
+    // Only a node that failed its checks is read again: a pointer past the end stays so.
     if (!StreamSegmentError.is(err, 'ERR_CORRUPT')) throw err
-    return read()
+    return decodeNode(await fetch(), checks)
   }
 }
 
