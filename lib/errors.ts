@@ -88,6 +88,17 @@ export class StreamSegmentError extends Error {
   }
 }
 
+/**
+ * Whether bytes that were read may have been damaged on the way, and so are worth reading
+ * once more before the error is reported: they failed their checks (ERR_CORRUPT), or they
+ * claim a layout version newer than this build (ERR_UNSUPPORTED), which one flipped bit of
+ * a version field also gives (the version is checked before the CRC). A newer object
+ * fails the same way again, and is then reported as it is.
+ */
+export function mayBeDamagedOnTheWay(err: unknown): err is StreamSegmentError {
+  return StreamSegmentError.is(err, 'ERR_CORRUPT') || StreamSegmentError.is(err, 'ERR_UNSUPPORTED')
+}
+
 /** Throws ERR_ABORTED when `signal` has fired, keeping its reason as the cause. */
 export function throwIfAborted(signal: AbortSignal | undefined, what: string): void {
   if (signal?.aborted) throw StreamSegmentError.aborted(`${what} aborted`, signal.reason)

@@ -13,7 +13,7 @@
  *   undo a checkpoint.
  */
 import debug from 'debug'
-import { StreamSegmentError } from '../errors.js'
+import { mayBeDamagedOnTheWay, StreamSegmentError } from '../errors.js'
 import { decodeInodeObject, encodeInode, encodeInodeObject, INODE_BYTES, type Inode } from '../format/inode.js'
 import { INODE_KEY, segmentKey } from '../format/names.js'
 import type { ObjectStore } from '../store/types.js'
@@ -81,7 +81,7 @@ export async function readInode(
     try {
       return { inode: decodeAt(store, await get()), etag: undefined }
     } catch (err) {
-      if (!StreamSegmentError.is(err, 'ERR_CORRUPT')) throw err
+      if (!mayBeDamagedOnTheWay(err)) throw err
       return { inode: decodeAt(store, await get()), etag: undefined }
     }
   }
@@ -103,7 +103,7 @@ export async function readInode(
         return { inode: decodeAt(store, bytes), etag: before.etag }
       } catch (err) {
         // Damaged on the way, perhaps (as above): read once more, the ETag with it.
-        if (!StreamSegmentError.is(err, 'ERR_CORRUPT') || !readAgain) throw err
+        if (!mayBeDamagedOnTheWay(err) || !readAgain) throw err
         readAgain = false
         continue
       }

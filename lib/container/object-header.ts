@@ -13,7 +13,7 @@
  *   both reasons, or the one of the header whose magic it has. Callers that can pass the
  *   container's format (from its `inode` object) do.
  */
-import { StreamSegmentError } from '../errors.js'
+import { mayBeDamagedOnTheWay, StreamSegmentError } from '../errors.js'
 import { decodeHeader, detectedHeader, HEADER_BYTES, type Header } from '../format/header.js'
 import { FORMAT_PARTED, FORMAT_STREAM } from '../format/inode.js'
 import { segmentKey } from '../format/names.js'
@@ -78,12 +78,17 @@ export async function readPart0Header(
   const key = segmentKey(cno, 0)
   const [info, known] = await Promise.all([store.head(key, { signal }), format])
   if (info === undefined) throw StreamSegmentError.notFound(`${store.url}: checkpoint ${cno} has no part 0 (${key})`)
+  const read = async () => (await readObjectHeader(store, cno, 0, { format: known, size: info.size, signal })).header
   try {
-    return (await readObjectHeader(store, cno, 0, { format: known, size: info.size, signal })).header
+    // Bytes damaged on the way fail as bytes damaged on storage do: read once more first.
+    return await read().catch((err) => {
+      if (!mayBeDamagedOnTheWay(err)) throw err
+      return read()
+    })
   } catch (err) {
     // decodeHeader names the key alone: the store too, as a reader's other errors do (a
     // reader of several containers can tell which one is damaged).
-    if (!StreamSegmentError.is(err) || !(err.code === 'ERR_CORRUPT' || err.code === 'ERR_UNSUPPORTED')) throw err
+    if (!mayBeDamagedOnTheWay(err)) throw err
     if (err.message.startsWith(`${store.url}/`)) throw err
     throw new StreamSegmentError(err.code, `${store.url}/${err.message}`, { cause: err })
   }

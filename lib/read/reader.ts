@@ -51,7 +51,7 @@ import {
   type ReadTiming,
   WIDE_INDEX_BYTES,
 } from '../container/objects.js'
-import { StreamSegmentError } from '../errors.js'
+import { mayBeDamagedOnTheWay, StreamSegmentError } from '../errors.js'
 import { FORMAT_PARTED } from '../format/inode.js'
 import { segmentKey } from '../format/names.js'
 import { type BlockMapNode, decodeNode } from '../format/node.js'
@@ -426,7 +426,7 @@ export class Reader {
     try {
       return await this.fetchBlocksOnce(r)
     } catch (err) {
-      if (!StreamSegmentError.is(err, 'ERR_CORRUPT')) throw err
+      if (!mayBeDamagedOnTheWay(err)) throw err
       // Bytes damaged on the way (a flipped bit, a cut answer) fail the same checks as
       // bytes damaged on storage: fetch the run and its summary once more before saying so.
       this.objects.forget(r.key)
@@ -681,7 +681,7 @@ export class Reader {
     retryWiden = 0,
   ): Promise<void> {
     return this.fetchSpan(st, span, true, widen, below).catch((err) => {
-      if (!StreamSegmentError.is(err, 'ERR_CORRUPT')) throw err
+      if (!mayBeDamagedOnTheWay(err)) throw err
       st.metaBytes = undefined // read again, not taken from the bytes that failed
       return this.fetchSpan(st, span, false, retryWiden)
     })
@@ -695,7 +695,7 @@ export class Reader {
    */
   private fetchSpanAgain(st: ObjectState, span: NodeSpan<NodeRef>, widen: number): Promise<void> {
     return this.fetchSpan(st, span, false, widen).catch((err) => {
-      if (!StreamSegmentError.is(err, 'ERR_CORRUPT')) throw err
+      if (!mayBeDamagedOnTheWay(err)) throw err
       st.metaBytes = undefined
       return this.fetchSpan(st, span, false, widen)
     })

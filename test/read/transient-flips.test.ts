@@ -2,7 +2,8 @@
  * One byte flipped on the way in one GET (a transient fault) is not reported as damage:
  * the inode object, an index node span and a data run are each read once more before a
  * read says ERR_CORRUPT, as is a node a writer's write loads over stored blocks. Flipped
- * in every GET of the key, it is damage, and said so.
+ * in every GET of the key, it is damage, and said so. A byte flipped in a version field
+ * (the inode object's, a header's) reads as a newer layout: read once more too.
  */
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
@@ -40,6 +41,35 @@ class FlipFirstGet extends WrappedStore {
     if (bytes.length < 4096) flip(bytes.length - 1)
     for (let at = 100; at < bytes.length; at += 4096) flip(at)
     return bytes as unknown as T
+  }
+}
+
+/**
+ * Makes the first GET of `key` whose answer holds a version field (after one of the
+ * `magics`) claim version 257: the field's high byte flipped, as a fault on the way would.
+ */
+class FlipVersion extends WrappedStore {
+  flipped = 0
+  constructor(
+    inner: MemoryStore,
+    readonly key: string,
+    readonly magics: string[],
+  ) {
+    super(inner)
+  }
+
+  protected async around<T>(call: CallInfo, run: () => Promise<T>): Promise<T> {
+    const result = await run()
+    if (call.op !== 'get' || call.key !== this.key || this.flipped > 0) return result
+    const bytes = Buffer.from(result as Uint8Array)
+    for (const magic of this.magics) {
+      const at = bytes.indexOf(magic)
+      if (at < 0) continue
+      bytes[at + 9] = (bytes[at + 9] as number) ^ 0x01 // the version's high byte: 1 → 257
+      this.flipped++
+      return bytes as unknown as T
+    }
+    return result
   }
 }
 
@@ -83,6 +113,25 @@ for (const format of ['stream', 'parted'] as const) {
         const store = new FlipFirstGet(await container(format), key, Number.POSITIVE_INFINITY)
         await assert.rejects(readAll(store), (err) => StreamSegmentError.is(err, 'ERR_CORRUPT'))
       })
+    }
+
+    const versions = [
+      { key: 'inode', magics: ['SSEGINOD'], what: "the inode object's version" },
+      { key: '0000000001.0', magics: ['SSEGTAIL', 'SSEGHEAD'], what: "part 0's header version" },
+    ]
+    for (const { key, magics, what } of versions) {
+      for (const by of ['published', 'cno'] as const) {
+        it(`${what} flipped in one GET, opened by ${by === 'cno' ? 'checkpoint number' : 'the inode'}: read again, the read is right`, async () => {
+          const store = new FlipVersion(await container(format), key, magics)
+          const f = await SegmentFile.open(store, { readOnly: true, ...(by === 'cno' && { cno: 1 }) })
+          try {
+            assert.ok(Buffer.from(await f.read(0, SIZE)).equals(pattern(0, SIZE, 5)))
+          } finally {
+            await f.close()
+          }
+          assert.equal(store.flipped, 1, `${key}: a GET carried the version field`)
+        })
+      }
     }
 
     it("a writer's write over stored blocks reads the nodes it loads again too", async () => {
