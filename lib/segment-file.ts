@@ -561,11 +561,11 @@ export class SegmentFile {
     if (wal === undefined) return this.run('write', true, () => this.writer.write(offset, bytes, adopt))
     return this.run('write', true, async () => {
       checkRange('write', offset, bytes.byteLength, this.core.blockSize)
-      // A write of no bytes changes nothing, and logs nothing.
+      // A write of no bytes changes nothing, and logs nothing. Each piece is logged once what
+      // may fail is done, before the file changes (BlockWriter.write).
       for (let at = 0; at < bytes.byteLength; at += WAL_PIECE) {
         const piece = bytes.subarray(at, at + WAL_PIECE)
-        await wal.appendWrite(offset + at, piece)
-        await this.writer.write(offset + at, piece, adopt)
+        await this.writer.write(offset + at, piece, adopt, () => wal.appendWrite(offset + at, piece))
       }
     })
   }
@@ -592,8 +592,13 @@ export class SegmentFile {
     return this.run('writeZeroes', true, async () => {
       checkRange('writeZeroes', offset, length, this.core.blockSize)
       if (length === 0) return // changes nothing (BlockWriter.write): nothing to log
-      await this.wal?.log.appendZeroes(offset, length)
-      await this.writer.writeZeroes(offset, length)
+      // Logged once what may fail is done, before the file changes (BlockWriter.writeZeroes).
+      const wal = this.wal?.log
+      await this.writer.writeZeroes(
+        offset,
+        length,
+        wal === undefined ? undefined : () => wal.appendZeroes(offset, length),
+      )
     })
   }
 

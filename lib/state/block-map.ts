@@ -376,6 +376,19 @@ export class BlockMap {
     return i >= 0 && leaf !== this.root ? leaf : undefined
   }
 
+  /**
+   * Brings the path to every leaf over keys [from, to) into memory, a leaf at a time, as
+   * far as the cache holds them (it keeps the leaf just loaded, and evicts past twice its
+   * size): a write over the range then loads nothing.
+   */
+  async loadRange(from: number, to: number): Promise<void> {
+    for (let key = from; key < to; ) {
+      const leaf = await this.leafFor(key)
+      if (leaf === EMPTY) return
+      key = this.upperBound(leaf)
+    }
+  }
+
   /** The pointer of `key`: (0, 0) for a hole. */
   async get(key: number): Promise<[number, number]> {
     const out: [number, number] = [0, 0]

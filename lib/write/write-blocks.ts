@@ -73,11 +73,18 @@ export class BlockWriter {
     return Math.max(bs, Math.floor(this.dirtyLimit / 4 / bs) * bs)
   }
 
-  /** `adopt`: runs of whole blocks of `bytes` are kept as they are, not copied (dirty-tier.ts, adoptRun). */
-  async write(offset: number, bytes: Uint8Array, adopt = false): Promise<void> {
+  /**
+   * `adopt`: runs of whole blocks of `bytes` are kept as they are, not copied (dirty-tier.ts,
+   * adoptRun). What may fail comes first and changes nothing (`readEnds`); then `logged` (a
+   * WAL appends the write there), and only then the file changes: a write whose reads fail
+   * leaves the file as it was and is not logged, so no replay applies it.
+   */
+  async write(offset: number, bytes: Uint8Array, adopt = false, logged?: () => Promise<void>): Promise<void> {
     checkRange('write', offset, bytes.byteLength, this.core.blockSize)
     const length = bytes.byteLength
     if (length === 0) return // as pwrite(2) of no bytes: the file does not grow to `offset`
+    const ends = await this.readEnds(offset, length, logged !== undefined)
+    await logged?.()
     const step = this.writeStep
     // A store failure in the limits after one step fails the write, but all its bytes go
     // in first (as in a write taken in one step): the later steps skip the limits.
@@ -86,7 +93,8 @@ export class BlockWriter {
     do {
       // Steps end on block boundaries of the file.
       const end = Math.min(length, Math.floor((offset + at + step) / step) * step - offset)
-      await this.writeBlocks(offset + at, end - at, at === 0 && end === length ? bytes : bytes.subarray(at, end), adopt)
+      const src = at === 0 && end === length ? bytes : bytes.subarray(at, end)
+      await this.writeBlocks(offset + at, end - at, src, adopt, ends)
       if (failed === undefined) {
         try {
           await this.afterWrite()
@@ -172,14 +180,17 @@ export class BlockWriter {
     await this.afterWrite()
   }
 
-  async writeZeroes(offset: number, length: number): Promise<void> {
+  /** As `write`: what may fail first, then `logged`, then the file changes. */
+  async writeZeroes(offset: number, length: number, logged?: () => Promise<void>): Promise<void> {
     checkRange('writeZeroes', offset, length, this.core.blockSize)
     if (length === 0) return // no bytes: nothing changes (see write)
     const core = this.core
     const end = offset + length
     const span = blockSpan(offset, end, core.blockSize)
+    const ends = await this.readEnds(offset, length, logged !== undefined)
+    await logged?.()
     const zeroPart = async (from: number, to: number) => {
-      if (to > from) await this.writeBlocks(from, to - from, undefined)
+      if (to > from) await this.writeBlocks(from, to - from, undefined, false, ends)
     }
     await zeroPart(offset, span.headEnd)
     if (span.endWhole > span.firstWhole) {
@@ -223,13 +234,53 @@ export class BlockWriter {
   }
 
   /**
-   * Writes `src` (zeros when undefined) at [offset, offset + length): for each block,
-   * finds or makes its dirty slot (filling it from storage, or with zeros, when only part
-   * of it is written) and copies the bytes in. Whole blocks landing in consecutive slots
-   * are copied as one run; a run is copied before anything is awaited, so no block is
-   * ever mapped to a slot that does not hold its bytes yet when control leaves.
+   * The blocks [offset, offset + length) covers only in part and that hold data (at most
+   * two: where it starts and where it ends), with their bytes now: what writing there would
+   * read (from storage, or from the source of a block written by reference), read before
+   * the write changes anything, so that a read that fails leaves the file as it was. A
+   * dirty block's bytes are copied too: a partial segment written between the write's
+   * steps may store it before the write reaches it. With `wholeRange` (a write logged
+   * first, in pieces of at most 64 MiB) every map leaf over the range is loaded too
+   * (BlockMap.loadRange): applying it then loads nothing, so it cannot fail half applied,
+   * and logged, on a leaf it could not read. Not without a log: a write of any size would
+   * load leaves its cache may not hold.
    */
-  private async writeBlocks(offset: number, length: number, src: Uint8Array | undefined, adopt = false): Promise<void> {
+  private async readEnds(offset: number, length: number, wholeRange: boolean): Promise<Map<number, Uint8Array>> {
+    const { map, tier } = this.core
+    const bs = this.core.blockSize
+    const end = offset + length
+    const ends = new Map<number, Uint8Array>()
+    const first = Math.floor(offset / bs)
+    const last = Math.floor((end - 1) / bs)
+    for (const b of first === last ? [first] : [first, last]) {
+      if (Math.max(offset, b * bs) === b * bs && Math.min(end, (b + 1) * bs) === (b + 1) * bs) continue // whole
+      const [hi, lo] = await map.get(b)
+      if (hi === 0 && lo === 0) continue // a hole: zeros
+      const id = lo - DIRTY_BASE
+      if (isDirtyRef(hi, lo) && !tier.isRef(id)) {
+        const at = tier.offset(id)
+        ends.set(b, Buffer.from(tier.slab(id).subarray(at, at + bs)))
+      } else ends.set(b, await this.reader.read(b * bs, bs))
+    }
+    if (wholeRange) await map.loadRange(first, last + 1)
+    return ends
+  }
+
+  /**
+   * Writes `src` (zeros when undefined) at [offset, offset + length): for each block,
+   * finds or makes its dirty slot (filling it, when only part of it is written, from
+   * `ends` (readEnds), else from storage, or with zeros) and copies the bytes in. Whole
+   * blocks landing in consecutive slots are copied as one run; a run is copied before
+   * anything is awaited, so no block is ever mapped to a slot that does not hold its
+   * bytes yet when control leaves.
+   */
+  private async writeBlocks(
+    offset: number,
+    length: number,
+    src: Uint8Array | undefined,
+    adopt = false,
+    ends?: Map<number, Uint8Array>,
+  ): Promise<void> {
     const core = this.core
     const { tier, map } = core
     const bs = core.blockSize
@@ -263,7 +314,7 @@ export class BlockWriter {
         await map.loadLookup(b, ptr)
       }
       const whole = to - from === bs
-      let slot = this.slotFor(b, ptr, whole, flushRun)
+      let slot = this.slotFor(b, ptr, whole, flushRun, ends?.get(b))
       if (typeof slot !== 'number') slot = await slot
       if (src === undefined) tier.fill(slot, from - b * bs, to - from, 0)
       else if (!whole) tier.write(slot, from - b * bs, src.subarray(from - offset, to - offset))
@@ -304,12 +355,19 @@ export class BlockWriter {
    * The dirty slot block `b` is written into, mapped to it on return: its own when it has
    * one that may change in place; else a fresh one, holding the block's bytes unless it is
    * written `whole` (copied from the old slot, read from its source or from storage, or
-   * zeros for a hole). `ptr` holds the block's pointer (looked up). A number when nothing
+   * zeros for a hole; or `now`, its bytes read before, when given). `ptr` holds the
+   * block's pointer (looked up). A number when nothing
    * had to be awaited, so that the caller's pending run stays uncopied only while control
    * stays here; before anything is awaited, or a slot taken out of turn, `flushRun` copies
    * that run.
    */
-  private slotFor(b: number, ptr: [number, number], whole: boolean, flushRun: () => void): number | Promise<number> {
+  private slotFor(
+    b: number,
+    ptr: [number, number],
+    whole: boolean,
+    flushRun: () => void,
+    now?: Uint8Array,
+  ): number | Promise<number> {
     const { tier } = this.core
     const [hi, lo] = ptr
     if (isDirtyRef(hi, lo)) {
@@ -320,15 +378,17 @@ export class BlockWriter {
       // their own).
       flushRun()
       const slot = tier.alloc()
-      if (!whole && tier.isRef(old)) return this.slotFromSource(b, ptr, old, slot)
-      if (!whole) tier.copySlot(old, slot)
+      if (!whole && now !== undefined) tier.write(slot, 0, now)
+      else if (!whole && tier.isRef(old)) return this.slotFromSource(b, ptr, old, slot)
+      else if (!whole) tier.copySlot(old, slot)
       return this.remap(b, ptr, old, slot)
     }
     const slot = tier.alloc()
     if (!whole) {
       flushRun()
-      if (hi !== 0 || lo !== 0) return this.slotFromStorage(b, slot)
-      tier.fill(slot, 0, this.core.blockSize, 0)
+      if (now !== undefined) tier.write(slot, 0, now)
+      else if (hi !== 0 || lo !== 0) return this.slotFromStorage(b, slot)
+      else tier.fill(slot, 0, this.core.blockSize, 0)
     }
     return this.remap(b, ptr, -1, slot)
   }
