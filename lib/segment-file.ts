@@ -810,7 +810,11 @@ export class SegmentFile {
       return Promise.reject(err) // the handle stays open
     }
     const p = this.queue.then(async () => {
-      if (this.closed) return
+      if (this.closed) {
+        // A close whose voiding of the log failed kept it (closeWal): this one tries again.
+        await this.closeWal(discardWal)
+        return
+      }
       this.closed = true
       try {
         await this.publishing
@@ -831,26 +835,41 @@ export class SegmentFile {
         // still in flight (cut just above) holds the nodes it reached.
         this.core.dropNodes()
         this.reader.clear()
-        const wal = this.wal
-        this.wal = undefined
-        if (wal !== undefined) {
-          try {
-            if (discardWal) await wal.log.discard(this.core.published.cno, this.walCtimeMs)
-            else if (wal.log.resetPending) {
-              // A reset that could not be made (a rollback, or a flush, on a full disk): what
-              // the log holds was given up or published. Voided now, not replayed by the next open.
-              await wal.log
-                .discard(this.core.published.cno, this.walCtimeMs)
-                .catch((err) => log('wal %s: the log was not voided at close: %s', wal.log.dir, err))
-            }
-          } finally {
-            await wal.log.close().finally(() => wal.release())
-          }
-        }
+        await this.closeWal(discardWal)
       }
     })
     this.queue = p.catch(() => undefined)
     return p
+  }
+
+  /**
+   * Closes the log and releases its folder, voiding what it holds first with `discardWal`.
+   * A voiding that fails (no new log file can be made, and no file removed) rejects and
+   * keeps the log open and its folder locked: no other writer replays what was given up
+   * meanwhile, and a close again tries again (the reset stays pending, so a plain close
+   * tries too, and then releases the folder whatever comes of it).
+   */
+  private async closeWal(discardWal: boolean): Promise<void> {
+    const wal = this.wal
+    if (wal === undefined) return
+    if (discardWal) {
+      await wal.log.discard(this.core.published.cno, this.walCtimeMs).catch((err) => {
+        const code = StreamSegmentError.is(err) ? err.code : 'ERR_STORE'
+        throw new StreamSegmentError(
+          code,
+          `close: the log still holds the changes given up (${(err as Error)?.message ?? err}): it stays open, its folder ${wal.log.dir} locked, until a close again voids it (or the process ends: the next open then replays them)`,
+          { cause: err },
+        )
+      })
+    } else if (wal.log.resetPending) {
+      // A reset that could not be made (a rollback, or a flush, on a full disk): what
+      // the log holds was given up or published. Voided now, not replayed by the next open.
+      await wal.log
+        .discard(this.core.published.cno, this.walCtimeMs)
+        .catch((err) => log('wal %s: the log was not voided at close: %s', wal.log.dir, err))
+    }
+    this.wal = undefined
+    await wal.log.close().finally(() => wal.release())
   }
 
   /** Aborts every request in flight and makes the handle unusable; nothing more is published. */

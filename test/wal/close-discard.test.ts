@@ -64,3 +64,41 @@ describe('SegmentFile.close and the WAL', () => {
     await f.close()
   })
 })
+
+describe('close({ discardWal: true }) that can neither start the log afresh nor remove its files', () => {
+  it('rejects saying so, keeps the folder for a second close, which voids the log once it can', async (t) => {
+    const store = new MemoryStore('close-stuck')
+    const dir = await walDir()
+    const f = await SegmentFile.create(store, { wal: { dir } })
+    await f.write(0, pattern(0, 10_000, 1))
+    await f.flush()
+    await f.write(0, pattern(0, 20_000, 2))
+    // No new log file can be made (a full disk), and no log file removed while `stuck`.
+    let stuck = true
+    const open = fs.open
+    t.mock.method(fs, 'open', (...args: Parameters<typeof fs.open>) =>
+      args[1] === 'wx'
+        ? Promise.reject(Object.assign(new Error('ENOSPC: injected, open'), { code: 'ENOSPC', syscall: 'open' }))
+        : open(...args),
+    )
+    const rm = fs.rm
+    t.mock.method(fs, 'rm', (...args: Parameters<typeof fs.rm>) =>
+      stuck && String(args[0]).endsWith('.log')
+        ? Promise.reject(Object.assign(new Error('EIO: injected, unlink'), { code: 'EIO', syscall: 'unlink' }))
+        : rm(...args),
+    )
+    await rejectsCode(f.close({ discardWal: true }), 'ERR_STORE', /close: .*log still holds/)
+    assert.equal(f.dirtyBytes, 0, 'the memory goes all the same')
+    await rejectsCode(f.write(0, pattern(0, 10)), 'ERR_STATE', /closed/)
+    // Meanwhile no other writer takes the folder, and replays what was given up.
+    await rejectsCode(SegmentFile.open(store, { wal: { dir } }), 'ERR_STATE')
+    stuck = false
+    await f.close({ discardWal: true })
+    await f.close() // closed: nothing more to do
+    t.mock.restoreAll()
+    const g = await SegmentFile.open(store, { wal: { dir } })
+    assert.equal(g.walReplay?.records, 0, 'the changes given up were replayed')
+    await g.close()
+    assert.deepEqual((await readPublished(store)).bytes, pattern(0, 10_000, 1))
+  })
+})
