@@ -83,9 +83,10 @@ export class BlockWriter {
     checkRange('write', offset, bytes.byteLength, this.core.blockSize)
     const length = bytes.byteLength
     if (length === 0) return // as pwrite(2) of no bytes: the file does not grow to `offset`
-    const ends = await this.readEnds(offset, length, logged !== undefined)
-    await logged?.()
     const step = this.writeStep
+    const pending = this.readEnds(offset, length, Math.floor((offset + step) / step) * step, logged !== undefined)
+    const ends = pending === undefined ? undefined : await pending
+    if (logged !== undefined) await logged()
     // A store failure in the limits after one step fails the write, but all its bytes go
     // in first (as in a write taken in one step): the later steps skip the limits.
     let failed: { err: unknown } | undefined
@@ -187,8 +188,10 @@ export class BlockWriter {
     const core = this.core
     const end = offset + length
     const span = blockSpan(offset, end, core.blockSize)
-    const ends = await this.readEnds(offset, length, logged !== undefined)
-    await logged?.()
+    // No step: nothing stores a dirty block before this reaches it.
+    const pending = this.readEnds(offset, length, Number.POSITIVE_INFINITY, logged !== undefined)
+    const ends = pending === undefined ? undefined : await pending
+    if (logged !== undefined) await logged()
     const zeroPart = async (from: number, to: number) => {
       if (to > from) await this.writeBlocks(from, to - from, undefined, false, ends)
     }
@@ -238,22 +241,47 @@ export class BlockWriter {
    * two: where it starts and where it ends), with their bytes now: what writing there would
    * read (from storage, or from the source of a block written by reference), read before
    * the write changes anything, so that a read that fails leaves the file as it was. A
-   * dirty block's bytes are copied too: a partial segment written between the write's
-   * steps may store it before the write reaches it. With `wholeRange` (a write logged
-   * first, in pieces of at most 64 MiB) every map leaf over the range is loaded too
-   * (BlockMap.loadRange): applying it then loads nothing, so it cannot fail half applied,
-   * and logged, on a leaf it could not read. Not without a log: a write of any size would
-   * load leaves its cache may not hold.
+   * dirty block's bytes are copied too when the write reaches it only after `settledUpTo`
+   * (the end of its first step): a partial segment written between its steps may store it
+   * first. With `wholeRange` (a write logged first, in pieces of at most 64 MiB) every map
+   * leaf over the range is loaded too (BlockMap.loadRange): applying it then loads
+   * nothing, so it cannot fail half applied, and logged, on a leaf it could not read. Not
+   * without a log: a write of any size would load leaves its cache may not hold.
+   * Undefined, without waiting, when there is nothing to do (the common small write into
+   * dirty blocks, whose cost this keeps).
    */
-  private async readEnds(offset: number, length: number, wholeRange: boolean): Promise<Map<number, Uint8Array>> {
+  private readEnds(
+    offset: number,
+    length: number,
+    settledUpTo: number,
+    wholeRange: boolean,
+  ): Promise<Map<number, Uint8Array>> | undefined {
     const { map, tier } = this.core
     const bs = this.core.blockSize
     const end = offset + length
-    const ends = new Map<number, Uint8Array>()
     const first = Math.floor(offset / bs)
     const last = Math.floor((end - 1) / bs)
+    const ptr: [number, number] = [0, 0]
+    let partial: number[] | undefined
     for (const b of first === last ? [first] : [first, last]) {
       if (Math.max(offset, b * bs) === b * bs && Math.min(end, (b + 1) * bs) === (b + 1) * bs) continue // whole
+      if (map.lookup(b, ptr)) {
+        const [hi, lo] = ptr
+        if (hi === 0 && lo === 0) continue // a hole: zeros
+        if (isDirtyRef(hi, lo) && !tier.isRef(lo - DIRTY_BASE) && b * bs < settledUpTo) continue // changes in place
+      }
+      ;(partial ??= []).push(b)
+    }
+    if (partial === undefined && !wholeRange) return undefined
+    return this.readBlocks(partial ?? [], wholeRange ? [first, last + 1] : undefined)
+  }
+
+  /** The bytes now of the blocks `partial` that hold data (readEnds), and the map leaves over `range`. */
+  private async readBlocks(partial: number[], range: [number, number] | undefined): Promise<Map<number, Uint8Array>> {
+    const { map, tier } = this.core
+    const bs = this.core.blockSize
+    const ends = new Map<number, Uint8Array>()
+    for (const b of partial) {
       const [hi, lo] = await map.get(b)
       if (hi === 0 && lo === 0) continue // a hole: zeros
       const id = lo - DIRTY_BASE
@@ -262,7 +290,7 @@ export class BlockWriter {
         ends.set(b, Buffer.from(tier.slab(id).subarray(at, at + bs)))
       } else ends.set(b, await this.reader.read(b * bs, bs))
     }
-    if (wholeRange) await map.loadRange(first, last + 1)
+    if (range !== undefined) await map.loadRange(range[0], range[1])
     return ends
   }
 

@@ -125,3 +125,35 @@ describe('with a WAL, a write that fails before it changes anything', () => {
     await g.close()
   })
 })
+
+describe('a write in steps ending inside a block dirty when it starts', () => {
+  const walDir = walDirs('ss-partfail-')
+  it('takes its bytes as they were then: a partial segment storing it meanwhile makes the write read nothing', async () => {
+    const store = new FailingStore(new MemoryStore())
+    const first = Buffer.from(pattern(0, 200 * KiB, 1))
+    // With a WAL nothing is sent ahead: past the dirty limit, partial segments are written.
+    const f = await SegmentFile.create(store, { ...smallSettings, wal: { dir: await walDir() } })
+    await f.write(0, first)
+    await f.flush()
+    assert.ok((await contents(f)).equals(first)) // every map node loaded
+    const want = Buffer.from(first)
+    // Block 12 dirty, and 40 KiB more: the write's first step (12 KiB steps) passes the
+    // 48 KiB dirty limit, and what is stored then stores block 12 too.
+    for (const [at, bytes] of [
+      [50 * KiB, Buffer.alloc(100, 2)],
+      [120 * KiB, Buffer.alloc(40 * KiB, 3)],
+    ] as const) {
+      await f.write(at, bytes)
+      bytes.copy(want, at)
+    }
+    store.addRule({ ops: ['get'], key: /^\d+\.\d+$/, mode: 'error' })
+    const last = Buffer.alloc(50 * KiB + 50, 4)
+    await f.write(0, last)
+    last.copy(want, 0)
+    assert.ok(f.partials > 0, 'partial segments written during the write')
+    assert.equal(store.count('get', 'failed'), 0, 'reads of stored data')
+    store.clearRules()
+    assert.ok((await contents(f)).equals(want))
+    await f.close()
+  })
+})
