@@ -12,6 +12,7 @@
  */
 import { isSignal, StreamSegmentError } from './errors.js'
 import { MAX_OBJECT_BYTES, minObjectBytes, nodeCapacity } from './format/layout.js'
+import { MAX_CNO } from './format/pointer.js'
 import type { ObjectStore } from './store/types.js'
 import { describeValue } from './util/typed-arrays.js'
 import { GiB, KiB, MiB } from './util/units.js'
@@ -234,10 +235,16 @@ export function checkCommonOptions(
   checkCno(who, (options as { cno?: unknown }).cno)
 }
 
-/** A checkpoint number, when given: a positive integer; else ERR_INVALID_ARGUMENT naming `who`. */
+/**
+ * A checkpoint number, when given: an integer in 1..MAX_CNO (what an object's key and a
+ * pointer can name); else ERR_INVALID_ARGUMENT naming `who`. Checked before any request:
+ * past MAX_CNO no object can be named, and a writer would report it as not published yet.
+ */
 export function checkCno(who: string, cno: unknown): asserts cno is number | undefined {
-  if (cno !== undefined && (typeof cno !== 'number' || !Number.isSafeInteger(cno) || cno < 1)) {
-    throw StreamSegmentError.invalidArgument(`${who}: cno must be a positive integer, got ${describeValue(cno)}`)
+  if (cno !== undefined && (typeof cno !== 'number' || !Number.isInteger(cno) || cno < 1 || cno > MAX_CNO)) {
+    throw StreamSegmentError.invalidArgument(
+      `${who}: cno must be a checkpoint number (an integer in 1..${MAX_CNO}), got ${describeValue(cno)}`,
+    )
   }
 }
 

@@ -167,15 +167,31 @@ describe('bad arguments to the package root', () => {
       ],
       [
         () => api.SegmentFile.open(store, { cno: 1.5 }),
-        /^SegmentFile.open: cno must be a positive integer, got number 1.5$/,
+        /^SegmentFile.open: cno must be a checkpoint number \(an integer in 1\.\.1073741823\), got number 1.5$/,
+      ],
+      [
+        () => api.SegmentFile.open(store, { cno: 2 ** 32, readOnly: true }),
+        /^SegmentFile.open: cno must be a checkpoint number \(an integer in 1\.\.1073741823\), got number 4294967296$/,
+      ],
+      [
+        () => api.SegmentFile.open(store, { cno: 2 ** 30 }),
+        /^SegmentFile.open: cno must be a checkpoint number \(an integer in 1\.\.1073741823\), got number 1073741824$/,
+      ],
+      [
+        () => api.downloadFile(store, out, { cno: 2 ** 32 }),
+        /^downloadFile: cno must be a checkpoint number \(an integer in 1\.\.1073741823\), got number 4294967296$/,
+      ],
+      [
+        async () => api.createStreamSegmentReadStream({ store, cno: 2 ** 32 }),
+        /^createStreamSegmentReadStream: cno must be a checkpoint number \(an integer in 1\.\.1073741823\), got number 4294967296$/,
       ],
       [
         () => api.verifyCheckpoint(store, { cno: 0 }),
-        /^verifyCheckpoint: cno must be a positive integer, got number 0$/,
+        /^verifyCheckpoint: cno must be a checkpoint number \(an integer in 1\.\.1073741823\), got number 0$/,
       ],
       [
         () => api.inspectCheckpoint(store, { cno: '1' } as never),
-        /^inspectCheckpoint: cno must be a positive integer, got string "1"$/,
+        /^inspectCheckpoint: cno must be a checkpoint number \(an integer in 1\.\.1073741823\), got string "1"$/,
       ],
       [() => api.exportObject(store, out, { copy: 'no' } as never), /^export: copy must be true or false, got string/],
       [

@@ -104,7 +104,10 @@ describe('downloadFile', () => {
     await assert.rejects(downloadFile(counting, path, { start: -1 }), code('ERR_INVALID_ARGUMENT'))
     await assert.rejects(downloadFile(counting, path, { end: 1.5 }), /end must be a byte offset .* got number 1.5/)
     await assert.rejects(downloadFile(counting, path, { start: 10, end: 5 }), /end 5 is before start 10/)
-    await assert.rejects(downloadFile(counting, path, { cno: 0 }), /cno must be a positive integer, got number 0/)
+    await assert.rejects(
+      downloadFile(counting, path, { cno: 0 }),
+      /cno must be a checkpoint number \(an integer in 1\.\.1073741823\), got number 0/,
+    )
     await assert.rejects(downloadFile(counting, path, { readMaxConcurrency: 0 }), /readMaxConcurrency/)
     await assert.rejects(downloadFile(counting, ''), /path "" must name a file/)
     assert.equal(requests(), 0, 'no request for bad arguments')
