@@ -160,7 +160,7 @@ export class ObjectReads {
   private withData: ObjectState[] = []
   private withMeta: ObjectState[] = []
   private summaryBytes = 0
-  /** The most data slots seen in an object: sizes the suffix read of an object not seen yet. */
+  /** The most data slots of a summary read (and checked): sizes the suffix read of an object not seen yet. */
   private typicalSlots = 1024
   private readonly parted: boolean
   private readonly summaryCacheBytes: number
@@ -568,11 +568,14 @@ export class ObjectReads {
       throw StreamSegmentError.corrupt(`${this.store.url}/${st.key}: the header changed between two reads`)
     }
     st.header = header
-    if (header.dataCount > this.typicalSlots) this.typicalSlots = header.dataCount
     return header
   }
 
   private acceptSummary(st: ObjectState, summary: Summary): Summary {
+    // Sized by summaries that checked out, not by a header's count alone: a header whose
+    // count the object does not hold (crafted, its CRC sealed again) would make every
+    // later suffix read of this reader megabytes long.
+    if (summary.count > this.typicalSlots) this.typicalSlots = summary.count
     if (st.summary === undefined) {
       st.summary = summary
       // An object evicted (or forgotten) while its summary was on the way is no longer in

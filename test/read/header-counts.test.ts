@@ -12,6 +12,7 @@ import { StreamSegmentError } from '../../lib/errors.js'
 import { HEADER_BYTES } from '../../lib/format/header.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
+import type { GetOptions } from '../../lib/store/types.js'
 import { resealHeader, view } from '../helpers/format.js'
 import { pattern } from '../helpers/pattern.js'
 import { smallSettings } from '../helpers/small-settings.js'
@@ -44,6 +45,66 @@ describe('header counts that disagree with the object size', () => {
       await r.close()
     }
   })
+})
+
+/** A memory store that records the suffix length of every suffix GET. */
+class SuffixRecorder extends MemoryStore {
+  suffixes: Array<{ key: string; suffix: number }> = []
+  override get(key: string, options?: GetOptions): Promise<Uint8Array> {
+    const range = options?.range
+    if (range !== undefined && 'suffix' in range) this.suffixes.push({ key, suffix: range.suffix })
+    return super.get(key, options)
+  }
+}
+
+it("a data part counting 200000 data blocks fails its reads, and does not size the reader's suffix reads of other objects", async () => {
+  const store = new SuffixRecorder()
+  const size = 256 * 1024
+  const f = await SegmentFile.create(store, smallSettings)
+  await f.write(0, pattern(0, size, 5))
+  await f.flush()
+  // Every other block written again: the leaves of checkpoint 2 point into checkpoint 1's
+  // objects, whose meta blocks a reader never sees, so it reads their summaries by suffix.
+  const expected = Buffer.from(pattern(0, size, 5))
+  for (let at = 0; at < size; at += 8192) {
+    await f.write(at, Buffer.from([at & 0xff]))
+    expected[at] = at & 0xff
+  }
+  await f.flush()
+  await f.close()
+  const key = '0000000001.1'
+  const bytes = Buffer.from(await store.get(key))
+  const header = bytes.subarray(bytes.length - HEADER_BYTES)
+  view(header).setUint32(24, 200_000, true) // dataCount
+  view(header).setUint32(32, 200_000, true) // summaryCount
+  resealHeader(header)
+  await store.put(key, bytes)
+  const r = await SegmentFile.open(store, { readOnly: true })
+  store.suffixes = []
+  let failed = 0
+  try {
+    // The blocks not written again, one at a time: each object's summary read cold.
+    for (let at = 4096; at < size; at += 8192) {
+      try {
+        assert.deepEqual(Buffer.from(await r.read(at, 4096)), expected.subarray(at, at + 4096), `bytes at ${at}`)
+      } catch (err) {
+        assert.ok(
+          StreamSegmentError.is(err, 'ERR_CORRUPT'),
+          `ERR_CORRUPT at ${at}, got ${(err as Error)?.message ?? err}`,
+        )
+        assert.ok(err.message.startsWith(`${store.url}/${key}: `), err.message)
+        failed++
+      }
+    }
+  } finally {
+    await r.close()
+  }
+  assert.ok(failed > 0, 'the reads of the crafted object fail')
+  const others = store.suffixes.filter((s) => s.key !== key)
+  assert.ok(others.length > 0, 'other objects were read by suffix')
+  // Their summaries are a few entries: the first suffix read's size (1024 entries) is the most.
+  const largest = Math.max(...store.suffixes.map((s) => s.suffix))
+  assert.ok(largest < 64 * 1024, `a suffix GET of ${largest} bytes`)
 })
 
 for (const format of ['stream', 'parted'] as const) {
