@@ -220,7 +220,9 @@ export class Reader {
    * particular order: holes as `zeros`, other bytes as `bytes` views, each data run
    * checked first. The range is planned a window at a time (readGetMaxBytes ×
    * readMaxConcurrency), the next window's walk under way while the data runs of those
-   * before it are fetched by at most readMaxConcurrency workers; a GET's pieces are given
+   * before it are fetched by at most readMaxConcurrency workers, and never more than a
+   * window of pieces planned that no worker has taken (what a scan holds is bounded by
+   * its windows, not by its range); a GET's pieces are given
    * back once `bytes` has settled, so the sink must be done with the views by then. After
    * a failure nothing new is started and the scan's requests still in flight are aborted
    * (they have their own signal, below the file's): a stalled GET beside the one that
@@ -259,8 +261,10 @@ export class Reader {
     scope: { controller: AbortController },
   ): Promise<void> {
     const window = this.options.readGetMaxBytes * this.options.readMaxConcurrency
-    const pieces: Piece[] = []
+    /** The pieces planned, from `next` those no worker has taken yet (`waiting` bytes of them). */
+    let pieces: Piece[] = []
     let next = 0
+    let waiting = 0
     let planned = false
     let failure: { err: unknown } | undefined
     /** Wakes the workers waiting for pieces (more planned, the plan done or failed). */
@@ -281,11 +285,26 @@ export class Reader {
       failure = { err }
       scope.controller.abort(err)
       announce()
+      taken()
     }
+    /** Wakes the planner waiting for the workers to take pieces. */
+    let taken: () => void = () => {}
     const planner = async () => {
       try {
         for (let at = start; at < end && failure === undefined; at += window) {
-          pieces.push(...(await this.plan(at, Math.min(end, at + window))))
+          // At most a window planned ahead of the workers: the pieces (one per block where
+          // blocks are not contiguous) and the bytes copied from memory are bounded by it,
+          // not by the range (a download of a whole file is one scan).
+          while (waiting >= window && failure === undefined) {
+            await new Promise<void>((r) => {
+              taken = r
+            })
+          }
+          if (failure !== undefined) break
+          for (const p of await this.plan(at, Math.min(end, at + window))) {
+            pieces.push(p)
+            waiting += p.end - p.start
+          }
           announce()
         }
       } catch (err) {
@@ -302,6 +321,12 @@ export class Reader {
           continue
         }
         const p = pieces[next++] as Piece
+        waiting -= p.end - p.start
+        if (next >= 1024 && next * 2 >= pieces.length) {
+          pieces = pieces.slice(next) // the pieces taken go, so what is held stays bounded too
+          next = 0
+        }
+        taken()
         try {
           if (p.kind === 'zero') await sink.zeros(p.start, p.end - p.start)
           else if (p.kind === 'memory') await sink.bytes(p.start, [p.bytes])
