@@ -768,9 +768,12 @@ export class Reader {
       const part = pointerPart(r.lo)
       const p = r.parent
       const before = r.i > 0 && (p.hi[r.i - 1] as number) === r.hi && pointerPart(p.lo[r.i - 1] as number) === part
-      // The object's data ends where its meta blocks start, with its first leaf.
+      // The object's data ends where its meta blocks start, with its first leaf. The plan
+      // cuts runs at readGetMaxBytes: a guess past that would match no run (a window of
+      // 1 MiB and GETs of 256 KiB), and its GET would be thrown away.
       const at = (from - r.minKey) * bs
-      const end = Math.min(at + (to - from) * bs, r.offset)
+      const blocks = Math.min(to - from, Math.max(1, Math.floor(this.options.readGetMaxBytes / bs)))
+      const end = Math.min(at + blocks * bs, r.offset)
       if (part === 0 || before || end <= at) return
       const st = this.objects.state(r.key, r.hi, part)
       const chunks = this.objects.readData(st, at, end).catch(() => undefined)

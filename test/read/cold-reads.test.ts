@@ -406,3 +406,26 @@ describe("a read stream's first data GET", () => {
     assert.equal(rs.timing?.requests.data, 3)
   })
 })
+
+describe("a read stream's guess with small windows", () => {
+  // Objects of 2 MiB, and of 64 KiB: a first window of 64 KiB is a small read, whose leaf
+  // read brings the data below the leaf along.
+  const small = { maxNodeEntries: 4, segmentMaxObjectBytes: 64 * KiB, dataCacheDirtyMaxBytesThreshold: 48 * KiB }
+  for (const [objects, base] of [
+    ['2 MiB', LAYOUTS[1]?.settings ?? {}],
+    ['64 KiB', small],
+  ] as const) {
+    for (const options of [{}, { readAheadBytes: 64 * KiB }, { readGetMaxBytes: 256 * KiB, readAheadBytes: MiB }]) {
+      for (const format of ['stream', 'parted'] as const)
+        it(`${format}, objects of ${objects}, ${JSON.stringify(options)}: every data byte fetched once, the guess's included`, async () => {
+          const inner = new MemoryStore()
+          const settings = { ...base, format }
+          const { want } = await build(inner, { name: format, size: 8 * MiB, settings, minObjects: 3 })
+          const rs = createStreamSegmentReadStream({ store: inner, ...options })
+          assert.ok((await drain(rs)).equals(want))
+          const t = rs.timing
+          assert.equal(t?.bytes.data, want.length, `${t?.requests.data} data GETs`)
+        })
+    }
+  }
+})
