@@ -46,7 +46,7 @@ import { StreamSegmentError } from '../errors.js'
 import { digestChunks, sha256BeatsMd5 } from '../util/digest.js'
 import { lendPieces } from '../util/piece-pool.js'
 import { describeValue } from '../util/typed-arrays.js'
-import { checkKey, prefixFault, unquoteEtag } from './common.js'
+import { checkKey, checkPartList, checkPartNumber, prefixFault, unquoteEtag } from './common.js'
 import { addHeader, crc32Base64, requestBody, s3Attributes } from './s3-body.js'
 import { callS3, nameOf, statusOf } from './s3-calls.js'
 import { askedRange, checkGetAnswer, piecesOf, readBody, refused, sendOverHttp, transportOf } from './s3-get.js'
@@ -97,6 +97,16 @@ function checkIfMatch(what: string, ifMatch: string): string {
     throw StreamSegmentError.invalidArgument(`${what}: ifMatch ${describeEtag(ifMatch)} is no entity tag`)
   }
   return e
+}
+
+/** A part to complete must carry the ETag its upload was answered with: ERR_INVALID_ARGUMENT naming it otherwise. */
+function checkPartEtag(key: string, part: CompletedPart): void {
+  const e = typeof part.etag === 'string' ? unquoteEtag(part.etag) : ''
+  if (!ETAG_CHARS.test(e)) {
+    throw StreamSegmentError.invalidArgument(
+      `completeMultipart ${key}: part ${part.partNumber} has etag ${typeof part.etag === 'string' ? describeEtag(part.etag) : describeValue(part.etag)}, no entity tag (the ETag uploadPart gave)`,
+    )
+  }
 }
 
 /** An ETag as a message shows it: JSON-quoted, its first 80 characters. */
@@ -600,6 +610,8 @@ export class S3Store implements ObjectStore {
     options: RequestOptions = {},
   ): Promise<{ etag: string }> {
     const { signal } = options
+    checkKey(key, this.prefix)
+    checkPartNumber(key, partNumber)
     const joined = requestBody(chunks)
     const crc = (await this.#sendsCrc()) ? crc32Base64(joined.list) : undefined
     const command = this.#payload(
@@ -645,6 +657,8 @@ export class S3Store implements ObjectStore {
     options: RequestOptions = {},
   ): Promise<{ etag: string; md5?: string }> {
     const { signal } = options
+    checkKey(key, this.prefix)
+    checkPartNumber(key, partNumber)
     const from = source.store
     if (!(from instanceof S3Store)) {
       throw StreamSegmentError.invalidArgument(`${this.#where(key)}: cannot copy a part from ${from.url}`)
@@ -708,7 +722,12 @@ export class S3Store implements ObjectStore {
     options: RequestOptions = {},
   ): Promise<{ etag: string }> {
     const { signal } = options
+    checkKey(key, this.prefix)
     const sorted = [...parts].sort((a, b) => a.partNumber - b.partNumber)
+    checkPartList(key, sorted)
+    // A part without its ETag would go to the server as `<ETag>""</ETag>`, a malformed
+    // Complete refused as it is (or one server's idea of a match): the caller's error.
+    for (const p of sorted) checkPartEtag(key, p)
     const crcs = this.checksums ? await this.#crcsOf(key, uploadId, sorted, signal) : undefined
     const command = new this.#sdk.CompleteMultipartUploadCommand({
       Bucket: this.bucket,
@@ -766,6 +785,7 @@ export class S3Store implements ObjectStore {
 
   async abortMultipart(key: string, uploadId: string, options: RequestOptions = {}): Promise<void> {
     const { signal } = options
+    checkKey(key, this.prefix)
     const command = new this.#sdk.AbortMultipartUploadCommand({
       Bucket: this.bucket,
       Key: this.prefix + key,
@@ -823,6 +843,7 @@ export class S3Store implements ObjectStore {
    * ETag of an MD5's form is offered as `md5` (a caller finds no false match with it).
    */
   async listParts(key: string, uploadId: string, options: RequestOptions = {}): Promise<UploadedPart[]> {
+    checkKey(key, this.prefix)
     const parts: UploadedPart[] = []
     const seen = new Set<number>()
     for await (const p of this.#parts(key, uploadId, options.signal)) {

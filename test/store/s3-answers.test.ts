@@ -811,8 +811,68 @@ describe('a bad key', () => {
       await rejectsCode(store.delete(['fine', k]), 'ERR_INVALID_ARGUMENT', /invalid key/)
       await rejectsCode(store.put(k, Buffer.from('x')), 'ERR_INVALID_ARGUMENT', /invalid key/)
       await rejectsCode(store.createMultipart(k), 'ERR_INVALID_ARGUMENT', /invalid key/)
+      await rejectsCode(store.uploadPart(k, 'u', 1, Buffer.from('x')), 'ERR_INVALID_ARGUMENT', /invalid key/)
+      await rejectsCode(
+        store.uploadPartCopy(k, 'u', 1, { store, key: 'fine', range: { start: 0, end: 1 } }),
+        'ERR_INVALID_ARGUMENT',
+        /invalid key/,
+      )
+      await rejectsCode(
+        store.completeMultipart(k, 'u', [{ partNumber: 1, etag: 'e' }]),
+        'ERR_INVALID_ARGUMENT',
+        /invalid key/,
+      )
+      await rejectsCode(store.abortMultipart(k, 'u'), 'ERR_INVALID_ARGUMENT', /invalid key/)
+      await rejectsCode(store.listParts(k, 'u'), 'ERR_INVALID_ARGUMENT', /invalid key/)
     }
     assert.deepEqual(s3.log, [])
+  })
+
+  test('a multipart call given a part number out of 1..10000, or parts without their ETags: ERR_INVALID_ARGUMENT, no request', async () => {
+    const s3 = await fake()
+    const store = fakeS3Store(s3)
+    await store.put('src', Buffer.from('x'))
+    const id = await store.createMultipart('m')
+    const before = s3.log.length
+    for (const n of [0, 10_001, 1.5]) {
+      await rejectsCode(store.uploadPart('m', id, n, Buffer.from('x')), 'ERR_INVALID_ARGUMENT', /part number/)
+      await rejectsCode(
+        store.uploadPartCopy('m', id, n, { store, key: 'src', range: { start: 0, end: 1 } }),
+        'ERR_INVALID_ARGUMENT',
+        /part number/,
+      )
+    }
+    const { etag } = await store.uploadPart('m', id, 1, Buffer.from('part'))
+    assert.equal(s3.log.length, before + 1)
+    const bad: Array<[unknown, RegExp]> = [
+      ['', /part 1 has etag "", no entity tag/],
+      ['""', /part 1 has etag "\\"\\"", no entity tag/],
+      [undefined, /part 1 has etag undefined, no entity tag/],
+    ]
+    for (const [e, message] of bad) {
+      await rejectsCode(
+        store.completeMultipart('m', id, [{ partNumber: 1, etag: e as string }]),
+        'ERR_INVALID_ARGUMENT',
+        message,
+      )
+    }
+    await rejectsCode(store.completeMultipart('m', id, []), 'ERR_INVALID_ARGUMENT', /at least one part/)
+    await rejectsCode(
+      store.completeMultipart('m', id, [
+        { partNumber: 1, etag },
+        { partNumber: 1, etag },
+      ]),
+      'ERR_INVALID_ARGUMENT',
+      /increasing order/,
+    )
+    assert.equal(s3.log.length, before + 1, 'no Complete sent')
+    // Parts given out of order are still sorted, as before.
+    const { etag: second } = await store.uploadPart('m', id, 2, Buffer.from('two'))
+    await store.completeMultipart('m', id, [
+      { partNumber: 2, etag: second },
+      { partNumber: 1, etag },
+    ])
+    assert.equal(Buffer.from(await store.get('m')).toString(), 'parttwo')
   })
 
   test("counts the store's prefix in S3's 1024 bytes of UTF-8: a key that fits alone but not under the prefix", async () => {
