@@ -193,7 +193,15 @@ export function checkKey(key: string, prefix = ''): void {
  */
 export function prefixFault(prefix: string): string | undefined {
   const p = prefix.endsWith('/') ? prefix.slice(0, -1) : prefix
-  return p === '' ? undefined : keyFault(p, '')
+  if (p === '') return undefined
+  const fault = keyFault(p, '')
+  if (fault !== undefined) return fault
+  // With its `/`, the prefix must leave room for a key of one byte: else every key is refused.
+  const bytes = Buffer.byteLength(p, 'utf8') + 1
+  if (bytes >= KEY_MAX_BYTES) {
+    return `${bytes} bytes of UTF-8 with its "/", which leaves no room for a key within the ${KEY_MAX_BYTES} an S3 key may have`
+  }
+  return undefined
 }
 
 function keyFault(key: string, prefix: string): string | undefined {
@@ -219,7 +227,7 @@ function keyFault(key: string, prefix: string): string | undefined {
 }
 
 /** The key in quotes for a message, its first 60 characters when it is longer. */
-function quoteKey(key: string): string {
+export function quoteKey(key: string): string {
   const chars = Array.from(key)
   return chars.length <= 60 ? JSON.stringify(key) : `${JSON.stringify(chars.slice(0, 60).join('')).slice(0, -1)}…"`
 }

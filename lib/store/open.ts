@@ -18,7 +18,7 @@ import { fileURLToPath } from 'node:url'
 import type { S3Client } from '@aws-sdk/client-s3'
 import { StreamSegmentError } from '../errors.js'
 import { describeValue } from '../util/typed-arrays.js'
-import { isObjectStore, prefixFault } from './common.js'
+import { isObjectStore, prefixFault, quoteKey } from './common.js'
 import { DirectoryStore } from './directory.js'
 import { MemoryStore } from './memory.js'
 import { createS3Client, S3Store } from './s3.js'
@@ -148,7 +148,7 @@ export function openStore(location: StoreLocation): ObjectStore {
       throw invalid(text, 'the prefix has a malformed %-escape')
     }
     const fault = prefixFault(prefix.replace(/^\/+/, ''))
-    if (fault !== undefined) throw invalid(text, `prefix ${JSON.stringify(prefix)}: ${fault}`)
+    if (fault !== undefined) throw invalid(text, `prefix ${quoteKey(prefix)}: ${fault}`)
     if (defaultClient === undefined) checkS3Env(`openStore: ${text}`)
     defaultClient ??= createS3Client()
     return new S3Store({ client: defaultClient, bucket, prefix })

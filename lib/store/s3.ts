@@ -46,7 +46,7 @@ import { StreamSegmentError } from '../errors.js'
 import { digestChunks, sha256BeatsMd5 } from '../util/digest.js'
 import { lendPieces } from '../util/piece-pool.js'
 import { describeValue } from '../util/typed-arrays.js'
-import { checkKey, checkPartList, checkPartNumber, prefixFault, unquoteEtag } from './common.js'
+import { checkKey, checkPartList, checkPartNumber, prefixFault, quoteKey, unquoteEtag } from './common.js'
 import { addHeader, crc32Base64, requestBody, s3Attributes } from './s3-body.js'
 import { callS3, nameOf, statusOf } from './s3-calls.js'
 import { askedRange, checkGetAnswer, piecesOf, readBody, refused, sendOverHttp, transportOf } from './s3-get.js'
@@ -262,7 +262,7 @@ export class S3Store implements ObjectStore {
     // `a//b` or `a/../b` would be keys no key may be, and `p//` would show as `p/`'s URL.
     const fault = prefixFault(p)
     if (fault !== undefined) {
-      throw StreamSegmentError.invalidArgument(`S3Store: prefix ${JSON.stringify(options.prefix)}: ${fault}`)
+      throw StreamSegmentError.invalidArgument(`S3Store: prefix ${quoteKey(options.prefix)}: ${fault}`)
     }
     this.prefix = p === '' || p.endsWith('/') ? p : `${p}/`
     // The % ? # of a prefix escaped, so that openStore takes the url back to this container.

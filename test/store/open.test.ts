@@ -90,6 +90,29 @@ describe('openStore: s3 URLs and S3Store prefixes', () => {
     }
   })
 
+  test('a prefix that leaves no room for a key, or has a character no key may have, is refused when the store is made', () => {
+    const client = createS3Client()
+    try {
+      // With its "/", 1022 bytes leave one byte for a key; 1023 leave none.
+      const fits = new S3Store({ client, bucket: 'bkt', prefix: `${'\u00E9'.repeat(510)}ab` })
+      assert.equal(Buffer.byteLength(fits.prefix), 1023)
+      for (const prefix of [`${'\u00E9'.repeat(511)}a`, `${'a'.repeat(1023)}/`, 'a'.repeat(1024), 'a'.repeat(5000)]) {
+        refused(
+          () => new S3Store({ client, bucket: 'bkt', prefix }),
+          /^S3Store: prefix "[a\u00E9]{60}…": \d+ bytes of UTF-8.*no room for a key|^S3Store: prefix "a{60}…": 5000 bytes of UTF-8, over the 1024/,
+        )
+        refused(
+          () => openStore(`s3://bkt/${encodeURIComponent(prefix)}`),
+          /^openStore: .*prefix "[a\u00E9]{60}…": \d+ bytes/,
+        )
+      }
+      refused(() => new S3Store({ client, bucket: 'bkt', prefix: 'a\0b' }), /^S3Store: prefix "a\\u0000b": .*NUL/)
+      refused(() => new S3Store({ client, bucket: 'bkt', prefix: 'a\uD800' }), /^S3Store: prefix .*lone surrogate/)
+    } finally {
+      client.destroy()
+    }
+  })
+
   test('an s3 URL with a query or a fragment is refused, not taken into the prefix', () => {
     refused(() => openStore('s3://bkt/p?versionId=3'), /^openStore: s3:\/\/bkt\/p\?versionId=3: .*query.*%3F/)
     refused(() => openStore('s3://bkt/p#x'), /^openStore: s3:\/\/bkt\/p#x: .*fragment.*%23/)
