@@ -237,9 +237,12 @@ const TLS_REFUSALS = new Set([
  * a body damaged on the way, a conditional request that met another operation on its key
  * (409 ConditionalRequestConflict: that operation may fail, as another writer's conditional
  * write whose own condition is false does, and the condition is checked again; one that
- * landed makes the next try a 412). Never a precondition failed (412), a missing key, a
- * refused credential, a bad request, a request the server does not implement (501, 505),
- * a refused server certificate or an abort.
+ * landed makes the next try a 412), or a 409 OperationAborted ("a conflicting conditional
+ * operation is currently in progress against this resource. Try again.", AWS's words;
+ * radosgw's answer to an object changed under its write). Never the other 409s (a bucket
+ * that exists or is not empty, InvalidBucketState: they stay so), a precondition failed
+ * (412), a missing key, a refused credential, a bad request, a request the server does not
+ * implement (501, 505), a refused server certificate or an abort.
  */
 function retryable(mapped: StreamSegmentError, err: unknown): boolean {
   if (mapped.code === 'ERR_TIMEOUT') return true
@@ -255,7 +258,8 @@ function retryable(mapped: StreamSegmentError, err: unknown): boolean {
     name === 'BadDigest' ||
     name === 'XAmzContentSHA256Mismatch' ||
     name === 'SlowDown' ||
-    name === 'RequestTimeout'
+    name === 'RequestTimeout' ||
+    name === 'OperationAborted'
   )
 }
 

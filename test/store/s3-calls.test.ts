@@ -119,6 +119,22 @@ describe('S3 calls: retries and failure mapping', () => {
     assert.deepEqual([failed.err?.code, failed.tries], ['ERR_CONFLICT', 1])
   })
 
+  it('a 409 OperationAborted (a conflicting operation in progress, "try again") is tried again; other 409s are not', async () => {
+    const aborted = sdkError('OperationAborted', 409)
+    const r = await run([aborted, aborted])
+    assert.deepEqual([r.value, r.tries, r.retries], ['stored', 3, 2])
+    const kept = await run([aborted, aborted, aborted, aborted])
+    assert.equal(kept.err?.code, 'ERR_STORE', kept.err?.message)
+    assert.match(kept.err?.message ?? '', /HTTP 409 OperationAborted/)
+    assert.deepEqual([kept.tries, kept.retries], [4, 3])
+    // A state that stays as it is until someone changes it: not tried again.
+    for (const name of ['BucketAlreadyExists', 'BucketNotEmpty', 'InvalidBucketState', 'Conflict']) {
+      const other = await run([sdkError(name, 409)])
+      assert.deepEqual([other.err?.code, other.tries], ['ERR_STORE', 1], name)
+      assert.match(other.err?.message ?? '', /the store refused the request, not retried/, name)
+    }
+  })
+
   it('tries stop after maxRetries, the last failure given', async () => {
     const errors = Array.from({ length: 10 }, (_, i) => sdkError('InternalError', 500 + 2 * (i % 2)))
     const r = await run(errors)
