@@ -221,6 +221,15 @@ function abortError(cause?: unknown): StreamSegmentError {
   return err
 }
 
+/**
+ * `params` without the ones set to null: lib-storage passes them to the SDK, whose
+ * serializer leaves a null out of the request as it does an undefined (`ACL: null` sends
+ * no x-amz-acl), and takes a null ContentLength as none (`??`).
+ */
+function givenParams(params: UploadParams): UploadParams {
+  return Object.fromEntries(Object.entries(params).filter(([, v]) => v !== null)) as UploadParams
+}
+
 /** Checks every parameter against PARAMS; undefined values count as not given. */
 function checkParams(params: UploadParams): void {
   for (const [name, value] of Object.entries(params)) {
@@ -394,6 +403,7 @@ function sdkEncode(s: string): string {
 
 export class Upload extends EventEmitter {
   readonly client: S3Client
+  /** The params given, those set to null left out (not given, as in lib-storage). */
   readonly params: UploadParams
   /** The container's store: s3://Bucket/Key. */
   readonly store: ObjectStore
@@ -416,10 +426,12 @@ export class Upload extends EventEmitter {
     super()
     // As lib-storage's (`options.tags || []`, `options.abortController ?? …`), an option set to null is not given.
     const given = Object.fromEntries(Object.entries(options ?? {}).filter(([, v]) => v !== null)) as UploadOptions
-    const { client, params, queueSize, partSize, tags, abortController, settings = {}, exportTo } = given
-    if (params === undefined || params === null || typeof params !== 'object') {
+    const { client, queueSize, partSize, tags, abortController, settings = {}, exportTo } = given
+    if (given.params === undefined || typeof given.params !== 'object') {
       throw invalid('params are required ({ Bucket, Key, Body })')
     }
+    // A parameter set to null is not given, as in lib-storage: a null Body is refused below, as there.
+    const params = givenParams(given.params)
     if (client === undefined || client === null) throw invalid('client is required (an S3Client)')
     checkParams(params)
     const length = params.ContentLength
@@ -470,7 +482,7 @@ export class Upload extends EventEmitter {
     this.settings = s
     this.abortController = abortController ?? new AbortController()
     this.signal = signalOf(this.abortController)
-    this.source = bodySource(params.Body)
+    this.source = bodySource(given.params.Body)
     this.total = params.ContentLength ?? bodyLength(params.Body)
     this.partBytes = partSize || MIN_PART_SIZE
     this.store = openStore({ client, bucket: params.Bucket as string, prefix: params.Key as string })

@@ -312,6 +312,32 @@ describe('Upload: options set to null, as lib-storage takes them', () => {
     }
     assert.throws(() => new Upload({ client: null, params: { Bucket: 'b', Key: 'k', Body: 'x' } } as never), /client/)
   })
+
+  it('a parameter set to null is not given, as lib-storage (the SDK sends no header for it): refused ones too', async () => {
+    let n = 0
+    const names = Object.keys(UPLOAD_PARAMS).filter((name) => !['Bucket', 'Key', 'Body'].includes(name))
+    assert.ok(names.includes('ACL') && names.includes('ContentType') && names.includes('ContentLength'))
+    for (const name of names) {
+      const params = { Bucket: 'b', Key: 'k', Body: 'null params', [name]: null } as unknown as UploadParams
+      const upload = new Upload({ client, params })
+      assert.equal(name in upload.params, false, name)
+      Object.defineProperty(upload, 'store', { value: new MemoryStore(`null-param-${n++}`) })
+      const totals: Array<number | undefined> = []
+      upload.on('httpUploadProgress', (p) => totals.push(p.total))
+      assert.equal((await upload.done()).size, 11, name)
+      // A null ContentLength is none: the total is the Body's own.
+      assert.deepEqual(totals, [11], name)
+    }
+    // Bucket, Key and Body set to null are refused, as lib-storage fails on them.
+    for (const name of ['Bucket', 'Key', 'Body']) {
+      const params = { Bucket: 'b', Key: 'k', Body: 'x', [name]: null } as unknown as UploadParams
+      assert.throws(
+        () => new Upload({ client, params }),
+        (err) => StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT') && err.message.includes(`params.${name}`),
+        name,
+      )
+    }
+  })
 })
 
 describe("Upload: a stream's chunks as bytes", () => {
