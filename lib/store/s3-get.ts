@@ -26,7 +26,8 @@
  *   refused (its status kept: not retried), naming what was wrong, the range and the
  *   object (`checkGetAnswer`, which the SDK path of S3Store applies too).
  * - The body fills exactly Content-Length bytes: an end or a close before the last byte,
- *   a reset, malformed headers, or body bytes past Content-Length in the read that holds
+ *   a reset, malformed headers (a line ended by a bare LF included: it is refused as soon
+ *   as it comes, not waited on), or body bytes past Content-Length in the read that holds
  *   the headers are a failure with no HTTP status, which the store's retry policy makes
  *   again (as on the SDK path). Reads into the buffer stop at Content-Length, so bytes a
  *   server sends past it are never part of an answer: they arrive while the connection
@@ -550,6 +551,12 @@ class Connection {
       this.scratch.copy(this.scratch, 0, from, this.headLen)
       this.headLen -= from
     }
+    // A line ended by a bare LF: its head would never end in CRLF CRLF, and the answer be
+    // waited for until the idle timeout, each try, as if nothing had come.
+    if (hasBareLf(this.scratch.subarray(0, this.headLen))) {
+      this.fail(new Error(`GET ${x.what}: answer head has a line ended by a bare LF, not CRLF`))
+      return
+    }
     if (this.headLen === HEAD_MAX) this.fail(new Error(`GET ${x.what}: answer headers over ${HEAD_MAX} bytes`))
   }
 
@@ -565,7 +572,8 @@ class Connection {
     for (let i = 1; i < lines.length; i++) {
       const line = lines[i] as string
       const c = line.indexOf(':')
-      if (c <= 0) {
+      // A bare CR or LF would run two lines into one header's value (RFC 9112 forbids it in one).
+      if (c <= 0 || /[\r\n]/.test(line)) {
         this.fail(new Error(`GET ${x.what}: malformed header line ${JSON.stringify(line.slice(0, 80))}`))
         return undefined
       }
@@ -695,6 +703,14 @@ class Connection {
     }
     this.destroy()
   }
+}
+
+/** Whether `head` (an answer's head, without its CRLF CRLF end) holds an LF with no CR before it. */
+function hasBareLf(head: Uint8Array): boolean {
+  for (let i = head.indexOf(10); i >= 0; i = head.indexOf(10, i + 1)) {
+    if (i === 0 || head[i - 1] !== 13) return true
+  }
+  return false
 }
 
 /** The payload of a complete chunked body, or undefined while it is incomplete. */

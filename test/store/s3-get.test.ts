@@ -4,7 +4,7 @@
  *   ERR_NOT_FOUND, and the requests went out on the lean path's own kept sockets;
  * - against a tiny local server that answers as scripted (raw bytes on a socket): a
  *   short body, a wrong or missing Content-Length, a reset mid-body, bytes past the
- *   body, interim 1xx answers, a 304, a chunked error answer cut before its end, an abort mid-body, a stall (idle timeout), 503 SlowDown then success,
+ *   body, interim 1xx answers, a head with bare-LF line endings, a 304, a chunked error answer cut before its end, an abort mid-body, a stall (idle timeout), 503 SlowDown then success,
  *   virtual-host addressing (the Host header), the bound on sockets, and HTTPS (a
  *   self-signed certificate in test/fixtures/tls, trusted through the client's agent).
  * Fails, never skips, without the S3 server (s3-env).
@@ -258,6 +258,28 @@ describe('lean GETs against a scripted server', () => {
     assert.deepEqual(await store.get('k', { range: { start: 5, end: 900 } }), BODY.subarray(5, 900))
     assert.deepEqual(await store.get('k', { range: { start: 7, end: 70 } }), BODY.subarray(7, 70))
     assert.equal(s.connections(), 1)
+  })
+
+  test('a head with bare-LF line endings is refused as malformed, not waited for until the idle timeout', async () => {
+    // The socket stays open: a head never taken as ended would end only by the idle timeout.
+    const lf = await serve((_req, socket) => {
+      socket.write('HTTP/1.1 200 OK\nContent-Length: 5\nETag: "e"\n\nhello')
+    })
+    await rejectsCode(
+      testS3Store(lf.url, { maxRetries: 1 }, { idleTimeoutMs: 200 }).get('k'),
+      'ERR_STORE',
+      /answer head has a line ended by a bare LF, not CRLF/,
+    )
+    assert.equal(lf.seen.length, 2, 'a failure with no status: tried again once')
+    // A bare LF inside a CRLF head runs two lines into one value: malformed too, not an answer.
+    const mixed = await serve((_req, socket) => {
+      socket.write('HTTP/1.1 200 OK\r\nContent-Length: 5\r\nETag: "e"\nX-Other: 1\r\n\r\nhello')
+    })
+    await rejectsCode(
+      testS3Store(mixed.url, { maxRetries: 0 }, { idleTimeoutMs: 200 }).get('k'),
+      'ERR_STORE',
+      /malformed header line "ETag: \\"e\\"\\nX-Other: 1"/,
+    )
   })
 
   test('a 304 has no body, whatever its Content-Length: refused at once, not read until the idle timeout', async () => {
