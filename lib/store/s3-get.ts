@@ -476,6 +476,13 @@ class Connection {
         reject(new Error(`GET ${what}: connection closed before any answer`))
         return
       }
+      // A signal that fired while the socket was being taken: its listener below would never
+      // be called, and the GET would go out and be answered as if not aborted.
+      if (signal.aborted) {
+        this.destroy()
+        reject(named('AbortError', `GET ${what} aborted`, signal.reason))
+        return
+      }
       const x: Exchange = {
         what,
         asked,

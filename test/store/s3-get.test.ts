@@ -341,6 +341,23 @@ describe('lean GETs against a scripted server', () => {
     assert.equal((err.cause as Error).message, 'caller gave up')
   })
 
+  test('a signal fired once the socket is taken, before the request goes out: AbortError, nothing sent', async () => {
+    const s = await serve(honest)
+    const store = testS3Store(s.url)
+    const t = await transportOf(store.client)
+    const ac = new AbortController()
+    const origin = { tls: false, host: '127.0.0.1', port: s.port }
+    const conn = await t.pool.acquire(origin, t, ac.signal, 'k', false)
+    ac.abort(new Error('caller gave up'))
+    const head = Buffer.from(`GET /bucket/p/k HTTP/1.1\r\nHost: 127.0.0.1:${s.port}\r\n\r\n`)
+    await assert.rejects(conn.exchange(head, undefined, 1000, ac.signal, 'k'), (err: Error) => {
+      assert.equal(err.name, 'AbortError')
+      assert.equal((err.cause as Error).message, 'caller gave up')
+      return true
+    })
+    assert.equal(s.seen.length, 0, 'no request sent')
+  })
+
   test('a stall mid-body ends after idleTimeoutMs with ERR_TIMEOUT, each try', async () => {
     const s = await serve((req, socket) => {
       const [start, end] = rangeOf(req)
