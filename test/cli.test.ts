@@ -740,6 +740,22 @@ describe('unusual input: said in one line, nothing done', () => {
     assert.ok(!existsSync(join(dir, '-')))
   })
 
+  it('put --wal in a folder where none can be made (/proc/x) fails at once, exit 2, naming the folder', () => {
+    // Node's recursive mkdir retries without end when making the folder fails with ENOENT
+    // though its parent exists (as /proc answers): the child is killed if it does not end.
+    const r = spawnSync(process.execPath, [bin, 'put', '-', join(dir, 'walled'), '--wal', '/proc/x'], {
+      env: quietEnv(),
+      input: 'some bytes',
+      encoding: 'utf8',
+      timeout: 60_000,
+      killSignal: 'SIGKILL',
+    })
+    assert.equal(r.signal, null, 'the put ended on its own, not killed by the timer')
+    assert.equal(r.status, 2, r.stderr)
+    assert.match(r.stderr, /^stream-segment: ERR_INVALID_ARGUMENT: WAL \/proc\/x: the folder cannot be made/)
+    assert.equal(run(['ls', join(dir, 'walled')]).status, 3, 'no container was made')
+  })
+
   it('a symlink loop as the output path is a bad path (exit 2), not a store failure', () => {
     symlinkSync('loop-b', join(dir, 'loop-a'))
     symlinkSync('loop-a', join(dir, 'loop-b'))

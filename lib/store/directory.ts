@@ -50,6 +50,7 @@ import {
   isCode,
   isMissing,
   LOCK_STAGING_PREFIX,
+  mkdirs,
   OPEN_PROBE,
   openProbe,
   parseJson,
@@ -1152,24 +1153,4 @@ function unescapeSegment(s: string): string {
 /** The ETag of a file by its identity: for objects whose sidecar has no ETag (older versions), and for parts. */
 function legacyEtag(st: Stats): string {
   return `${st.ino.toString(16)}-${st.size.toString(16)}-${Math.round(st.mtimeMs * 1000).toString(16)}`
-}
-
-/**
- * `mkdir -p`, keeping the file system's error: a recursive fs.mkdir reports ENOENT when
- * the disk is full or read-only.
- */
-async function mkdirs(dir: string): Promise<void> {
-  try {
-    await fs.mkdir(dir)
-    return
-  } catch (err) {
-    if (isCode(err, 'EEXIST')) return
-    if (!isCode(err, 'ENOENT') || dirname(dir) === dir) throw err
-  }
-  await mkdirs(dirname(dir))
-  try {
-    await fs.mkdir(dir)
-  } catch (err) {
-    if (!isCode(err, 'EEXIST')) throw err
-  }
 }

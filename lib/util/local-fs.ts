@@ -13,7 +13,7 @@ import { createHash, randomBytes } from 'node:crypto'
 import { constants as fsConstants, type Stats } from 'node:fs'
 import * as fs from 'node:fs/promises'
 import { hostname } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import debug from 'debug'
 import { StreamSegmentError } from '../errors.js'
@@ -128,6 +128,28 @@ async function vectored(
     }
   }
   return moved
+}
+
+/**
+ * `mkdir -p`, keeping the file system's error: a recursive fs.mkdir reports ENOENT when
+ * the disk is full or read-only, and retries without end when a folder cannot be made
+ * though its parent exists (ENOENT from /proc, say). Here each folder is made at most
+ * twice (before and after its parents), and the last failure is thrown.
+ */
+export async function mkdirs(dir: string): Promise<void> {
+  try {
+    await fs.mkdir(dir)
+    return
+  } catch (err) {
+    if (isCode(err, 'EEXIST')) return
+    if (!isCode(err, 'ENOENT') || dirname(dir) === dir) throw err
+  }
+  await mkdirs(dirname(dir))
+  try {
+    await fs.mkdir(dir)
+  } catch (err) {
+    if (!isCode(err, 'EEXIST')) throw err
+  }
 }
 
 /** Makes a folder's entries (files made, renamed or removed in it) durable. */

@@ -54,7 +54,7 @@ import { basename, join } from 'node:path'
 import debug from 'debug'
 import { StreamSegmentError } from '../errors.js'
 import { crc32 } from '../util/crc32.js'
-import { localFileError, syncDir, writeFully } from '../util/local-fs.js'
+import { localFileError, mkdirs, syncDir, writeFully } from '../util/local-fs.js'
 import { describeValue } from '../util/typed-arrays.js'
 
 // The log's messages go with its file's (docs/logging.md).
@@ -526,7 +526,7 @@ export class WalLog {
     checkWalLogOptions(options)
     let at = dir
     try {
-      await fs.mkdir(dir, { recursive: true })
+      await mkdirs(dir)
       const { live: files, void: gone } = await liveGenerations(dir)
       for (const f of gone) {
         at = f.path

@@ -24,7 +24,7 @@ import { promises as fs } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { StreamSegmentError } from '../errors.js'
 import { checkOptionNames } from '../settings.js'
-import { acquireLock, localFileError, parseJson, readRegularText, syncDir } from '../util/local-fs.js'
+import { acquireLock, localFileError, mkdirs, parseJson, readRegularText, syncDir } from '../util/local-fs.js'
 import { describeValue } from '../util/typed-arrays.js'
 import {
   checkWalLogOptions,
@@ -99,6 +99,18 @@ export function checkWalOptions(o: WalOptions): void {
 }
 
 /**
+ * Makes the folder `dir` and its parents (mkdirs: fs.mkdir's recursive mode never ends
+ * where the file system answers ENOENT with the parent there, as /proc does), failing
+ * with EEXIST, as that mode does, when something other than a folder is there.
+ */
+async function makeFolder(dir: string): Promise<void> {
+  await mkdirs(dir)
+  if (!(await fs.stat(dir)).isDirectory()) {
+    throw Object.assign(new Error(`${dir}: not a folder`), { code: 'EEXIST', path: dir })
+  }
+}
+
+/**
  * Locks and opens the WAL at `o.dir` for the container at `url` whose published
  * checkpoint is `container.cno` (0: none yet), made at `container.ctimeMs` (0 when
  * unknown; recorded in the files made), replaying every record through `replayer`, in
@@ -111,10 +123,12 @@ export async function openWal(
   replayer: WalReplayer,
 ): Promise<OpenedWal> {
   checkWalOptions(o)
-  await fs.mkdir(o.dir, { recursive: true }).catch((err: NodeJS.ErrnoException) => {
+  await makeFolder(o.dir).catch((err: NodeJS.ErrnoException) => {
     const why = `WAL ${o.dir}: the folder cannot be made (${err.code ?? err.message})`
-    // A file where the folder should be, or a place this process may not write: the option is wrong.
-    if (['EEXIST', 'ENOTDIR', 'EACCES', 'EPERM', 'EROFS', 'ENAMETOOLONG'].includes(err.code ?? '')) {
+    // A file where the folder should be, a place this process may not write, or a file
+    // system that makes no folders there although the parent exists (ENOENT: /proc): the
+    // option is wrong.
+    if (['EEXIST', 'ENOTDIR', 'EACCES', 'EPERM', 'EROFS', 'ENAMETOOLONG', 'ENOENT'].includes(err.code ?? '')) {
       throw StreamSegmentError.invalidArgument(why)
     }
     throw StreamSegmentError.store(why, err)
