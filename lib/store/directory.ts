@@ -107,6 +107,9 @@ const ETAG_FIELD = 'ss:etag'
 const COPY_BUFFER = 1024 * 1024
 const LIST_CONCURRENCY = 32
 
+/** What link() answers on a file system that cannot make the create-only put's hard link (see noLinks). */
+const NO_LINKS = new Set(['EPERM', 'ENOTSUP', 'EOPNOTSUPP', 'ENOSYS', 'EXDEV'])
+
 /** Links a create-only put makes while its key comes and goes (see linkCreateOnly). */
 const CREATE_ONLY_TRIES = 4
 
@@ -723,6 +726,7 @@ export class DirectoryStore implements ObjectStore {
         await fs.link(tmp.path, path)
         break
       } catch (err) {
+        if (NO_LINKS.has((err as NodeJS.ErrnoException).code ?? '')) throw this.noLinks(key, err)
         if (!isCode(err, 'EEXIST')) throw err
         await this.hooks.createOnlyRefused?.(key)
         const current = await this.info(path)
@@ -735,6 +739,24 @@ export class DirectoryStore implements ObjectStore {
     tmp.published = true
     await syncDir(dirname(path))
     return tmp.etag
+  }
+
+  /**
+   * ERR_STORE for a link() the file system refuses: a create-only put needs hard links
+   * (EPERM, ENOTSUP: FAT, some FUSE and SMB mounts), on one file system (EXDEV: the key's
+   * folder on another mount than `.ss-tmp`). Read as errnos alone, EPERM would be ERR_AUTH,
+   * a permission to grant, and the others a bare code.
+   */
+  private noLinks(key: string, err: unknown): StreamSegmentError {
+    const code = (err as NodeJS.ErrnoException).code
+    const why =
+      code === 'EXDEV'
+        ? `the key's folder and ${TMP} are on different file systems, and a hard link cannot cross them`
+        : 'the file system makes no hard links'
+    return StreamSegmentError.store(
+      `${this.url}: put ${key} failed: ${why} (${code})${failedCall(err)}; a create-only put (ifNoneMatch '*') links the object into place: keep the store on one local file system that has hard links (ext4, xfs, btrfs, tmpfs)`,
+      err,
+    )
   }
 
   /** Renames the temporary file over `path`; the replaced object's sidecar goes once no name links it. */

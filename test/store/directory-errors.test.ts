@@ -4,7 +4,9 @@
  * when tried again); a full or read-only disk stays ERR_STORE (directory-enospc.test.ts).
  */
 import assert from 'node:assert/strict'
+import { promises as fsp } from 'node:fs'
 import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises'
+import { syncBuiltinESMExports } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
@@ -110,5 +112,31 @@ describe('directory store: file system failures', () => {
       assert.match(err.message, /a path in the store is not a folder \(ENOTDIR\)/)
       return true
     })
+  })
+
+  it('a file system without hard links: a create-only put is ERR_STORE saying so, never ERR_AUTH or ERR_CONFLICT', async (t) => {
+    const root = join(dir, 'no-links')
+    const store = new DirectoryStore(root)
+    await store.put('plain', Buffer.from('a put without a condition renames: it works'))
+    // As FAT, some FUSE and SMB mounts answer link(); EXDEV when .ss-tmp is another mount.
+    for (const code of ['EPERM', 'ENOTSUP', 'EXDEV']) {
+      t.mock.method(fsp, 'link', () =>
+        Promise.reject(Object.assign(new Error(`${code}: link`), { code, syscall: 'link' })),
+      )
+      syncBuiltinESMExports() // the store takes fs from node:fs/promises
+      try {
+        await assert.rejects(store.put('inode', Buffer.from('x'), { ifNoneMatch: '*' }), (err) => {
+          assert.ok(StreamSegmentError.is(err, 'ERR_STORE'), `${code}: ${err}`)
+          assert.match(err.message, new RegExp(`put inode failed: .*hard links? .*\\(${code}\\).*create-only`))
+          return true
+        })
+      } finally {
+        t.mock.restoreAll()
+        syncBuiltinESMExports()
+      }
+      assert.equal(await store.head('inode'), undefined, `${code}: the key stays empty`)
+      assert.deepEqual(await readdir(join(root, '.ss-tmp')), [], `${code}: no temporary file is left`)
+    }
+    assert.equal((await store.put('inode', Buffer.from('x'), { ifNoneMatch: '*' })).etag.length, 32)
   })
 })
