@@ -38,9 +38,11 @@
  *   leading dot are %-escaped, and a key segment that has children becomes a
  *   directory named `<segment>%2F`, so the key `a` and the key `a/b` never collide and
  *   no key reaches outside the root or into the store's own dot-folders.
+ *   A symlink at a key's path is no object (opened with O_NOFOLLOW: OPEN_OBJECT); the
+ *   root may be one. A key's folder that someone replaced by a symlink is still followed.
  */
 import { createHash, type Hash, randomBytes, randomUUID } from 'node:crypto'
-import type { Stats } from 'node:fs'
+import { constants as fsConstants, type Stats } from 'node:fs'
 import * as fs from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import debug from 'debug'
@@ -109,6 +111,13 @@ const LIST_CONCURRENCY = 32
 
 /** What link() answers on a file system that cannot make the create-only put's hard link (see noLinks). */
 const NO_LINKS = new Set(['EPERM', 'ENOTSUP', 'EOPNOTSUPP', 'ENOSYS', 'EXDEV'])
+
+/**
+ * How a key's file is opened: as OPEN_PROBE, and never through a symlink at the key's path
+ * (ELOOP): such a link is no object (`list` passes it over), and what it points to, outside
+ * the store maybe, is neither read nor removed as one.
+ */
+const OPEN_OBJECT = OPEN_PROBE | fsConstants.O_NOFOLLOW
 
 /** Links a create-only put makes while its key comes and goes (see linkCreateOnly). */
 const CREATE_ONLY_TRIES = 4
@@ -206,7 +215,7 @@ export class DirectoryStore implements ObjectStore {
     try {
       // Without blocking: a FIFO at the key would hold a blocking open in libuv's thread
       // pool for good (no signal ends it, and four fill the pool). A regular file reads the same.
-      fh = await fs.open(this.pathOf(key), OPEN_PROBE)
+      fh = await fs.open(this.pathOf(key), OPEN_OBJECT)
     } catch (err) {
       throw this.mapError(err, `get ${key}`, true)
     }
@@ -283,7 +292,7 @@ export class DirectoryStore implements ObjectStore {
       throwIfAborted(options?.signal, `delete ${key}`)
       try {
         const path = this.pathOf(key)
-        const st = await fs.stat(path).catch((err) => {
+        const st = await fs.lstat(path).catch((err) => {
           if (isMissing(err)) return undefined
           throw err
         })
@@ -425,7 +434,7 @@ export class DirectoryStore implements ObjectStore {
       const dir = (await this.upload(key, uploadId)).dir
       let src: fs.FileHandle
       try {
-        src = await fs.open(from.pathOf(source.key), OPEN_PROBE) // a FIFO there must not block: see #read
+        src = await fs.open(from.pathOf(source.key), OPEN_OBJECT) // a FIFO there must not block: see #read
       } catch (err) {
         throw from.mapError(err, `copy source ${source.key}`, true)
       }
@@ -691,7 +700,7 @@ export class DirectoryStore implements ObjectStore {
    */
   private async info(path: string): Promise<Found | undefined> {
     for (let attempt = 0; ; attempt++) {
-      const fh = await openProbe(path)
+      const fh = await openObject(path)
       if (fh === undefined) return undefined
       try {
         const st = await fh.stat()
@@ -889,7 +898,8 @@ export class DirectoryStore implements ObjectStore {
 export function fsError(url: string, err: unknown, what: string, missingIsNotFound = false): StreamSegmentError {
   if (err instanceof StreamSegmentError) return err
   const code = (err as NodeJS.ErrnoException | undefined)?.code
-  if (missingIsNotFound && (code === 'ENOENT' || code === 'ENOTDIR' || code === 'EISDIR')) {
+  // ELOOP: a symlink at the key's path, opened with O_NOFOLLOW (OPEN_OBJECT), is no object.
+  if (missingIsNotFound && (code === 'ENOENT' || code === 'ENOTDIR' || code === 'EISDIR' || code === 'ELOOP')) {
     return StreamSegmentError.notFound(`${url}: ${what}: no such key`, err)
   }
   const known = code === undefined ? undefined : ERRNO_TEXT[code]
@@ -1032,9 +1042,9 @@ async function inodesUnder(dir: string, out: Set<number>, skip: ReadonlySet<stri
 async function unlinkWithSidecar(root: string, path: string): Promise<void> {
   let fh: fs.FileHandle
   try {
-    fh = await fs.open(path, OPEN_PROBE)
+    fh = await fs.open(path, OPEN_OBJECT)
   } catch (err) {
-    if (isMissing(err) || isCode(err, 'EISDIR')) return
+    if (isMissing(err) || isCode(err, 'EISDIR') || isCode(err, 'ELOOP')) return // no object: a symlink is left
     throw err
   }
   try {
@@ -1093,6 +1103,16 @@ function bodyChunks(body: Body): readonly Uint8Array[] {
 }
 
 /** writev until every byte is written (writev may write less than asked). */
+
+/** The file at a key's path, opened with OPEN_OBJECT; undefined when there is none, a folder or a symlink. */
+async function openObject(path: string): Promise<fs.FileHandle | undefined> {
+  try {
+    return await fs.open(path, OPEN_OBJECT)
+  } catch (err) {
+    if (isMissing(err) || isCode(err, 'EISDIR') || isCode(err, 'ELOOP')) return undefined
+    throw err
+  }
+}
 
 /** Copies the files at `paths`, in order, into `out`. */
 async function concatInto(out: fs.FileHandle, paths: readonly string[]): Promise<void> {
