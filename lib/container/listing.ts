@@ -144,7 +144,12 @@ export async function* numbersTaken(
   if (from > MAX_CNO) return // past the last number: no key carries it
   let cno = from
   let objects: CheckpointObjects = new Map()
-  for await (const e of store.list('', { signal, startAfter: checkpointPrefix(from) })) {
+  // An interrupt is said as what was interrupted: the store alone says `list  aborted`.
+  const listing = interruptedAs(
+    store.list('', { signal, startAfter: checkpointPrefix(from) }),
+    `${store.url}: interrupted while looking for the checkpoint numbers taken from ${from} on (objects of earlier attempts that the next checkpoint must skip)`,
+  )
+  for await (const e of listing) {
     const k = parseKey(e.key)
     if (k?.kind !== 'segment') {
       if ((e.key[0] as string) > '9') break // `inode` and beyond: segment keys start with digits
@@ -160,6 +165,16 @@ export async function* numbersTaken(
     objects.set(e.key, { size: e.size, lastModifiedMs: e.lastModifiedMs })
   }
   if (objects.size > 0) yield { cno, objects }
+}
+
+/** The entries of `listing`; an ERR_ABORTED it fails with becomes one that says `what`, the first its cause. */
+async function* interruptedAs<T>(listing: AsyncIterable<T>, what: string): AsyncGenerator<T> {
+  try {
+    yield* listing
+  } catch (err) {
+    if (StreamSegmentError.is(err, 'ERR_ABORTED')) throw StreamSegmentError.aborted(what, err)
+    throw err
+  }
 }
 
 /**

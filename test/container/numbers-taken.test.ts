@@ -10,7 +10,7 @@ import { findCompleted } from '../../lib/container/resume.js'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { decodeInodeObject, INODE_KEY, segmentKey } from '../../lib/format/index.js'
 import { MAX_CNO } from '../../lib/format/pointer.js'
-import { SegmentFile } from '../../lib/segment-file.js'
+import { OPEN_SIGNAL, SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import { smallSettings } from '../helpers/containers.js'
 import { pattern } from '../helpers/pattern.js'
@@ -109,4 +109,26 @@ describe('numbers taken above the published checkpoint', () => {
     await assert.rejects(SegmentFile.open(store, { ...smallSettings, cno: MAX_CNO - 1 }), noneLeft)
     assert.equal(decodeInodeObject(await store.get(INODE_KEY)).cno, MAX_CNO)
   })
+
+  it("an open interrupted while it looks above the published checkpoint says so, not the store's bare 'list aborted'", async () => {
+    const store = await withAbandoned([2, 3])
+    const stop = new AbortController()
+    stop.abort()
+    const said = (err: unknown) => {
+      assert.ok(StreamSegmentError.is(err, 'ERR_ABORTED'), String(err))
+      assert.match(err.message, /interrupted while looking for the checkpoint numbers taken from 2 on/)
+      return true
+    }
+    await assert.rejects(collect2(numbersTaken(store, 2, stop.signal)), said)
+    await assert.rejects(
+      SegmentFile.open(store, { ...smallSettings, [OPEN_SIGNAL]: stop.signal } as typeof smallSettings),
+      said,
+    )
+  })
 })
+
+async function collect2(numbers: AsyncIterable<unknown>): Promise<void> {
+  for await (const _ of numbers) {
+    // Only the look, to its end or its failure.
+  }
+}
