@@ -106,11 +106,16 @@ export function fileSource(
       const [was, now] = await Promise.all([first, stat()])
       if (was.size !== now.size || was.mtimeMs !== now.mtimeMs || was.ctimeMs !== now.ctimeMs) {
         throw StreamSegmentError.state(
-          `${name}: changed while being uploaded (size ${was.size} → ${now.size}, mtime ${new Date(was.mtimeMs).toISOString()} → ${new Date(now.mtimeMs).toISOString()}): nothing was published`,
+          `${name}: changed while being uploaded (size ${was.size} → ${now.size}, mtime ${iso(was.mtimeMs)} → ${iso(now.mtimeMs)}, ctime ${iso(was.ctimeMs)} → ${iso(now.ctimeMs)}): nothing was published`,
         )
       }
     },
   }
+}
+
+/** A time for a message; the ctime alone may tell a change (a rewrite whose mtime was set back). */
+function iso(ms: number): string {
+  return new Date(ms).toISOString()
 }
 
 export interface UploadFileOptions {

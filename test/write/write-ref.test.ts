@@ -1,7 +1,7 @@
 /** Blocks written by reference: sent ahead with the default limits, stored on completion, re-read only when needed. */
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
-import { closeSync, mkdtempSync, openSync, rmSync, writeFileSync, writeSync } from 'node:fs'
+import { closeSync, mkdtempSync, openSync, rmSync, statSync, utimesSync, writeFileSync, writeSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
@@ -13,6 +13,9 @@ import { createS3Client, S3Store } from '../../lib/store/s3.js'
 import { uploadFile } from '../../lib/streams/upload-file.js'
 import { rejectsCode } from '../helpers/assert.js'
 import { FailingStore } from '../helpers/failing-store.js'
+import { pattern } from '../helpers/pattern.js'
+import { smallSettings } from '../helpers/small-settings.js'
+import { type CallInfo, WrappedStore } from '../helpers/wrapped-store.js'
 
 const MiB = 1024 * 1024
 
@@ -153,6 +156,43 @@ describe('writeRef', () => {
       for await (const e of store.list('')) assert.ok(!/^0000000002\.0$/.test(e.key), 'no part 0 left to roll forward')
       // Unchanged, the same file uploads.
       assert.equal((await uploadFile(path, store)).cno, 2)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  it('a file rewritten in place mid-upload with the same size and its mtime set back: ERR_STATE (its ctime moved)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ss-torn-mtime-'))
+    try {
+      const path = join(dir, 'model.bin')
+      const size = 512 * 1024
+      writeFileSync(path, pattern(0, size, 1))
+      const t0 = new Date('2026-01-02T03:04:05.000Z')
+      utimesSync(path, t0, t0)
+      /** Once the first segment object's bytes are on their way, the file's second half changes. */
+      class RewritingStore extends WrappedStore {
+        rewritten = false
+        protected override around<T>(call: CallInfo, run: () => Promise<T>): Promise<T> {
+          if (!this.rewritten && (call.op === 'put' || call.op === 'uploadPart') && /^\d+\.\d+$/.test(call.key)) {
+            this.rewritten = true
+            const fd = openSync(path, 'r+')
+            writeSync(fd, pattern(size / 2, size / 2, 2), 0, size / 2, size / 2)
+            closeSync(fd)
+            utimesSync(path, t0, t0) // size and mtime as they were: only the ctime tells
+          }
+          return run()
+        }
+      }
+      const store = new RewritingStore(new MemoryStore())
+      await rejectsCode(
+        uploadFile(path, store, smallSettings),
+        'ERR_STATE',
+        /changed while being uploaded \(size 524288 → 524288, mtime 2026-01-02T03:04:05\.000Z → 2026-01-02T03:04:05\.000Z, ctime \S+ → \S+\)/,
+      )
+      assert.ok(store.rewritten, 'the file was rewritten during the upload')
+      assert.equal(statSync(path).size, size)
+      assert.equal(statSync(path).mtimeMs, t0.getTime())
+      assert.equal(await store.head('inode'), undefined, 'nothing was published')
     } finally {
       rmSync(dir, { recursive: true, force: true })
     }
