@@ -23,6 +23,7 @@ import debug from 'debug'
 import { type Published, publishInode, reloadInode, sameInode, wasPublished } from '../container/inode.js'
 import { deleteSegments, firstMissing, listCheckpoint } from '../container/listing.js'
 import { readObjectHeader } from '../container/object-header.js'
+import type { Uploadable } from '../container/uploader.js'
 import { StreamSegmentError } from '../errors.js'
 import { FLAG_CHECKPOINT, FLAG_PARTIAL } from '../format/header.js'
 import type { Inode } from '../format/inode.js'
@@ -160,15 +161,17 @@ async function send(
   core: FileState,
   make: (cno: number, part: number) => ObjectPlan,
   part0 = false,
+  halt?: Halt,
 ): Promise<ObjectPlan> {
   for (let attempt = 1; ; attempt++) {
     const { cno, part } = core.reserve(part0)
     const plan = make(cno, part)
     const answer = part0 ? answerAwaited(core) : undefined
     try {
-      await core.uploader.upload(plan, core.signal, answer?.signal)
+      await core.uploader.upload(halt === undefined ? plan : haltable(plan, halt), core.signal, answer?.signal)
       return plan
     } catch (err) {
+      if (halt !== undefined && !StreamSegmentError.is(err, 'ERR_CONFLICT')) halt.failure ??= err
       plan.unplace()
       const taken = StreamSegmentError.is(err, 'ERR_CONFLICT')
       // A part 0 whose upload failed may have landed all the same (its answer lost, or cut
@@ -606,13 +609,39 @@ async function checkBase(core: FileState, cno: number, now: Published): Promise<
   }
 }
 
-/** Sends objects concurrently; records each one stored; throws the first failure after all settle. */
+/** The first failure of one of the objects sendAll sends, which stops the others. */
+interface Halt {
+  failure?: unknown
+}
+
+/**
+ * `plan` as the uploader takes it, but not started once another object of the same
+ * sendAll failed: its first bytes are not taken (nor sent), that failure is its own. An
+ * object started goes on: stored, it is kept for the next flush.
+ */
+function haltable(plan: ObjectPlan, halt: Halt): Uploadable {
+  return {
+    key: plan.key,
+    size: plan.size,
+    take: (start, end) =>
+      start === 0 && halt.failure !== undefined ? Promise.reject(halt.failure) : plan.take(start, end),
+  }
+}
+
+/**
+ * Sends objects concurrently; records each one stored; throws the first failure after all
+ * settle. Once one has failed, the flush fails: the objects not started yet are not (a
+ * store refusing every body would otherwise be sent a piece of every object, each
+ * retried, its bytes read from their source, before the flush reports it). Their blocks
+ * stay dirty, sent by the next flush.
+ */
 async function sendAll(
   core: FileState,
   timing: FlushTiming,
   makers: Array<(cno: number, part: number) => ObjectPlan>,
 ): Promise<void> {
-  const results = await Promise.allSettled(makers.map((make) => send(core, make)))
+  const halt: Halt = {}
+  const results = await Promise.allSettled(makers.map((make) => send(core, make, false, halt)))
   let failure: unknown
   for (const r of results) {
     if (r.status === 'rejected') failure ??= r.reason
