@@ -2,6 +2,8 @@
  * Removing a whole container: every open upload under its segment keys aborted, every
  * segment object deleted (part 0s first, so no checkpoint is ever openable without its
  * data), then the inode, last. Keys that are not segment keys or `inode` are left alone.
+ * A writer still making the container's first checkpoint (no inode yet) finds the
+ * objects gone before it creates the inode, and publishes nothing (write/flush.ts).
  * A directory store is then swept of what crashed writers left (temporary files, their
  * sidecars, locks), so that the folder holds none of the store's own leftovers.
  */

@@ -126,6 +126,30 @@ export async function listCheckpoint(
   return out
 }
 
+/**
+ * The segment keys of checkpoints `from` to `to`: one listing, taken up at `from`'s keys
+ * (`startAfter`) and read only until it passes `to`'s. Keys of lower numbers (a store
+ * that ignores `startAfter`) are passed over.
+ */
+export async function checkpointKeys(
+  store: ObjectStore,
+  from: number,
+  to: number,
+  signal?: AbortSignal,
+): Promise<Set<string>> {
+  const out = new Set<string>()
+  for await (const e of store.list('', { signal, startAfter: checkpointPrefix(from) })) {
+    const k = parseKey(e.key)
+    if (k?.kind !== 'segment') {
+      if ((e.key[0] as string) > '9') break // `inode` and beyond: segment keys start with digits
+      continue
+    }
+    if (k.cno > to) break
+    if (k.cno >= from) out.add(e.key)
+  }
+  return out
+}
+
 /** The segment objects of one checkpoint number, by key. */
 export type CheckpointObjects = Map<string, { size: number; lastModifiedMs: number }>
 

@@ -8,7 +8,8 @@
  *   2. part 0 is written: the index nodes above the leaves, the leaves it kept, their
  *      data, and the checkpoint's inode, create-only;
  *   3. the `inode` object is replaced, If-Match the version this file is built on
- *      (If-None-Match: * for a new container). Only this makes the checkpoint visible.
+ *      (If-None-Match: * for a new container, after one LIST that finds every object the
+ *      checkpoint points into: see checkFirstObjects). Only this makes the checkpoint visible.
  * Every segment object is create-only: a key that exists already (an abandoned attempt,
  * or another writer on the same number) moves the checkpoint to a new number, and the
  * object is built again under it. A conflict at 3 means another writer published since
@@ -21,7 +22,7 @@
  */
 import debug from 'debug'
 import { type Published, publishInode, reloadInode, sameInode, wasPublished } from '../container/inode.js'
-import { deleteSegments, firstMissing, listCheckpoint } from '../container/listing.js'
+import { checkpointKeys, deleteSegments, firstMissing, listCheckpoint } from '../container/listing.js'
 import { readObjectHeader } from '../container/object-header.js'
 import type { Uploadable } from '../container/uploader.js'
 import { StreamSegmentError } from '../errors.js'
@@ -244,6 +245,7 @@ export async function flush(core: FileState): Promise<FlushTiming> {
     const { cno, inode } = part0.ctx
     await verifySources(core, part0)
     await refuseIfAborted(core, part0)
+    await checkFirstObjects(core, part0)
     let committed: Awaited<ReturnType<typeof commitInode>>
     try {
       committed = await commitInode(core, inode, timing)
@@ -356,6 +358,7 @@ export async function startPublish(core: FileState): Promise<PublishInFlight | u
       timing.part0Ms = performance.now() - t1
       const t2 = performance.now()
       await refuseIfAborted(core, plan)
+      await checkFirstObjects(core, plan)
       const committed = await commitInode(core, inode, timing).catch((err: unknown) => {
         commitPointUnknown(core)
         throw err
@@ -754,6 +757,69 @@ async function refuseIfAborted(core: FileState, part0: ObjectPlan): Promise<void
   part0.unplace()
   await dropPart0(core, part0Ref(part0), false)
   throw core.signal.reason
+}
+
+/**
+ * Before the create-only inode write of a container's first checkpoint: every object its
+ * block map points into, part 0 included, must be stored. With no inode yet, removing the
+ * container (rm) takes each of them for an abandoned attempt's and deletes it, and the
+ * inode write, which only asks that there be no inode, would publish a checkpoint pointing
+ * into them. Later checkpoints need no look: removing the container deletes its inode
+ * first, and their inode write, If-Match, then fails. One listing of the numbers the
+ * checkpoint points into (this writer's own: there is no base). On an object gone, part 0
+ * is deleted and the flush fails with ERR_CONFLICT; nothing is published, and the handle's
+ * later flushes meet the same. A listing that fails deletes part 0 too, and its error is
+ * the flush's: the changes stay dirty for the next flush.
+ */
+async function checkFirstObjects(core: FileState, part0: ObjectPlan): Promise<void> {
+  if (core.publishedEtag !== undefined) return
+  const { cno } = part0.ctx
+  const { keys, low } = pointedInto(core, part0)
+  let gone: string | undefined
+  try {
+    const stored = await checkpointKeys(core.store, low, cno, core.signal)
+    gone = [...keys].find((key) => !stored.has(key))
+  } catch (err) {
+    // Not looked at (a failing store, an abort): not published either.
+    part0.unplace()
+    await dropPart0(core, part0Ref(part0), false)
+    throw err
+  }
+  if (gone === undefined) return
+  part0.unplace()
+  await dropPart0(core, part0Ref(part0), false)
+  throw StreamSegmentError.conflict(
+    `${core.store.url}: checkpoint ${cno}, the container's first, was not published: objects of it were removed while it was written (the container was removed meanwhile), ${gone} among them; nothing was published, and this handle's next flushes meet the same: write the data again`,
+  )
+}
+
+/**
+ * The objects of checkpoints up to part 0's that a first checkpoint points into: part 0,
+ * what its nodes and the inode's root name, and what the nodes in memory name (the root's
+ * and every loaded node's entries; a leaf dropped from the node cache is named by its
+ * parent, its own entries not). Entries of numbers above part 0's (writes since a
+ * background publish built it) are not its. `low`: the lowest number among them.
+ */
+function pointedInto(core: FileState, part0: ObjectPlan): { keys: Set<string>; low: number } {
+  const { cno, inode } = part0.ctx
+  const keys = new Set<string>([part0.key])
+  let low = cno
+  const add = (hi: number, lo: number) => {
+    if (hi === 0 || hi > cno) return
+    keys.add(segmentKey(hi, pointerPart(lo)))
+    low = Math.min(low, hi)
+  }
+  for (let i = 0; i < inode.rootCount; i++) add(inode.rootPtrHi[i] as number, inode.rootPtrLo[i] as number)
+  for (const im of part0.images) for (let i = 0; i < im.hi.length; i++) add(im.hi[i] as number, im.lo[i] as number)
+  const visit = (node: MapNode) => {
+    for (let i = 0; i < node.count; i++) {
+      add(node.hi[i] as number, node.lo[i] as number)
+      const child = node.children?.[i]
+      if (child !== undefined) visit(child)
+    }
+  }
+  visit(core.map.root)
+  return { keys, low }
 }
 
 function part0Ref(plan: ObjectPlan): Part0Ref {
