@@ -30,7 +30,7 @@ import { FLAG_CHECKPOINT, FLAG_PARTIAL } from '../format/header.js'
 import type { Inode } from '../format/inode.js'
 import { objectBytes } from '../format/layout.js'
 import { segmentKey } from '../format/names.js'
-import { pointerPart } from '../format/pointer.js'
+import { MAX_PART, pointerPart } from '../format/pointer.js'
 import type { MapNode } from '../state/block-map.js'
 import type { FileState, Part0Ref } from '../state/file-state.js'
 import { growingLeaf, ObjectPlan } from './object-plan.js'
@@ -802,12 +802,16 @@ async function checkFirstObjects(core: FileState, part0: ObjectPlan): Promise<vo
  */
 function pointedInto(core: FileState, part0: ObjectPlan): { keys: Set<string>; low: number } {
   const { cno, inode } = part0.ctx
-  const keys = new Set<string>([part0.key])
-  let low = cno
+  // Objects as numbers (cno × 2^14 + part, below 2^44), the key strings made once each at
+  // the end: a map's entries name few objects, each many times over.
+  const objects = new Set<number>()
+  let last = -1
   const add = (hi: number, lo: number) => {
     if (hi === 0 || hi > cno) return
-    keys.add(segmentKey(hi, pointerPart(lo)))
-    low = Math.min(low, hi)
+    const object = hi * (MAX_PART + 1) + pointerPart(lo)
+    if (object === last) return
+    last = object
+    objects.add(object)
   }
   for (let i = 0; i < inode.rootCount; i++) add(inode.rootPtrHi[i] as number, inode.rootPtrLo[i] as number)
   for (const im of part0.images) for (let i = 0; i < im.hi.length; i++) add(im.hi[i] as number, im.lo[i] as number)
@@ -819,6 +823,13 @@ function pointedInto(core: FileState, part0: ObjectPlan): { keys: Set<string>; l
     }
   }
   visit(core.map.root)
+  const keys = new Set<string>([part0.key])
+  let low = cno
+  for (const object of objects) {
+    const hi = Math.floor(object / (MAX_PART + 1))
+    keys.add(segmentKey(hi, object % (MAX_PART + 1)))
+    low = Math.min(low, hi)
+  }
   return { keys, low }
 }
 
