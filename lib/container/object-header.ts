@@ -12,6 +12,9 @@
  *   (a newer version's is ERR_UNSUPPORTED); an object with neither is ERR_CORRUPT naming
  *   both reasons, or the one of the header whose magic it has. Callers that can pass the
  *   container's format (from its `inode` object) do.
+ * - A header that fails its checks, or claims a newer version, is read once more before
+ *   that is reported: bytes damaged on the way fail as bytes damaged on storage do, and a
+ *   cleaner must not drop a checkpoint for a bit flipped in one answer.
  */
 import { mayBeDamagedOnTheWay, StreamSegmentError } from '../errors.js'
 import { decodeHeader, detectedHeader, HEADER_BYTES, type Header } from '../format/header.js'
@@ -33,6 +36,23 @@ export async function readObjectHeader(
   cno: number,
   part: number,
   options: HeaderReadOptions = {},
+): Promise<{ header: Header; requests: number }> {
+  try {
+    return await readHeaderOnce(store, cno, part, options)
+  } catch (err) {
+    if (!mayBeDamagedOnTheWay(err)) throw err
+    const again = await readHeaderOnce(store, cno, part, options)
+    const first = options.format === FORMAT_PARTED || options.format === FORMAT_STREAM ? 1 : 2
+    return { header: again.header, requests: first + again.requests }
+  }
+}
+
+/** readObjectHeader's one read: the header, or the error its bytes give. */
+async function readHeaderOnce(
+  store: ObjectStore,
+  cno: number,
+  part: number,
+  options: HeaderReadOptions,
 ): Promise<{ header: Header; requests: number }> {
   const { format, size, signal } = options
   const key = segmentKey(cno, part)
@@ -78,13 +98,8 @@ export async function readPart0Header(
   const key = segmentKey(cno, 0)
   const [info, known] = await Promise.all([store.head(key, { signal }), format])
   if (info === undefined) throw StreamSegmentError.notFound(`${store.url}: checkpoint ${cno} has no part 0 (${key})`)
-  const read = async () => (await readObjectHeader(store, cno, 0, { format: known, size: info.size, signal })).header
   try {
-    // Bytes damaged on the way fail as bytes damaged on storage do: read once more first.
-    return await read().catch((err) => {
-      if (!mayBeDamagedOnTheWay(err)) throw err
-      return read()
-    })
+    return (await readObjectHeader(store, cno, 0, { format: known, size: info.size, signal })).header
   } catch (err) {
     // decodeHeader names the key alone: the store too, as a reader's other errors do (a
     // reader of several containers can tell which one is damaged).

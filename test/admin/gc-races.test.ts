@@ -4,7 +4,8 @@
  * (swept, the roll-forward would publish a checkpoint whose objects are gone). A checkpoint
  * published just after gc's listing must not hide the published part 0 from the walk of
  * the checkpoints superseded lately: gc reads the inode before it lists, and the second
- * look at the inode stops it.
+ * look at the inode stops it. A candidate whose header comes damaged in one answer (a bit
+ * flipped on the way) is read again, and kept.
  */
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
@@ -37,6 +38,29 @@ async function publish(store: MemoryStore, bytes: Buffer): Promise<number> {
   return cno
 }
 
+/**
+ * Flips the last byte of `key`'s first GET answer whose bytes hold a header magic (a bit
+ * flipped on the way): its CRC then fails once.
+ */
+class FlipHeaderOnce extends WrappedStore {
+  flipped = 0
+  constructor(
+    inner: MemoryStore,
+    readonly key: string,
+  ) {
+    super(inner)
+  }
+  protected async around<T>(call: CallInfo, run: () => Promise<T>): Promise<T> {
+    const result = await run()
+    if (call.op !== 'get' || call.key !== this.key || this.flipped > 0) return result
+    const bytes = Buffer.from(result as Uint8Array)
+    if (bytes.indexOf('SSEGTAIL') < 0) return result
+    bytes[bytes.length - 1] = (bytes[bytes.length - 1] as number) ^ 0x10
+    this.flipped++
+    return bytes as unknown as T
+  }
+}
+
 const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms))
 
 describe('gc beside writers', () => {
@@ -58,6 +82,25 @@ describe('gc beside writers', () => {
     assert.equal(w.cno, 2, 'rolled forward')
     await w.close()
     assert.deepEqual(await readPublished(store), { cno: 2, bytes: b })
+  })
+
+  it('keeps a roll-forward candidate whose header was damaged in one answer: it is read again', async () => {
+    const inner = new MemoryStore('gc-roll-forward-flipped')
+    const a = pattern(0, 300_000, 1)
+    const b = pattern(0, 400_000, 2)
+    assert.equal(await publish(inner, a), 1)
+    const inodeOfOne = Buffer.from(await inner.get('inode'))
+    assert.equal(await publish(inner, b), 2)
+    await inner.put('inode', inodeOfOne) // checkpoint 2's inode write "lost"
+    const store = new FlipHeaderOnce(inner, '0000000002.0')
+    const r = await gc(store, { graceMs: 0 })
+    assert.equal(store.flipped, 1, "a read of 2's header was damaged")
+    assert.deepEqual(r.kept, [1, 2])
+    assert.ok(!r.deletedKeys.some((k) => k.startsWith('0000000002.')), r.deletedKeys.join(' '))
+    const w = await SegmentFile.open(inner, { rollForwardAfterMs: 0 })
+    assert.equal(w.cno, 2, 'rolled forward')
+    await w.close()
+    assert.deepEqual(await readPublished(inner), { cno: 2, bytes: b })
   })
 
   it('a checkpoint published just after the listing: a writer opened on one superseded lately still publishes', async () => {
