@@ -222,12 +222,13 @@ function abortError(cause?: unknown): StreamSegmentError {
 }
 
 /**
- * `params` without the ones set to null: lib-storage passes them to the SDK, whose
- * serializer leaves a null out of the request as it does an undefined (`ACL: null` sends
- * no x-amz-acl), and takes a null ContentLength as none (`??`).
+ * `o` without its entries set to null: what lib-storage takes as not given. Its options
+ * (`options.tags || []`, `options.abortController ?? …`), and its params, which it passes
+ * to the SDK, whose serializer leaves a null out of the request as it does an undefined
+ * (`ACL: null` sends no x-amz-acl) and takes a null ContentLength as none (`??`).
  */
-function givenParams(params: UploadParams): UploadParams {
-  return Object.fromEntries(Object.entries(params).filter(([, v]) => v !== null)) as UploadParams
+function withoutNulls<T extends object>(o: T): T {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== null)) as T
 }
 
 /** Checks every parameter against PARAMS; undefined values count as not given. */
@@ -425,13 +426,13 @@ export class Upload extends EventEmitter {
   constructor(options: UploadOptions) {
     super()
     // As lib-storage's (`options.tags || []`, `options.abortController ?? …`), an option set to null is not given.
-    const given = Object.fromEntries(Object.entries(options ?? {}).filter(([, v]) => v !== null)) as UploadOptions
+    const given = withoutNulls(options ?? ({} as UploadOptions))
     const { client, queueSize, partSize, tags, abortController, settings = {}, exportTo } = given
     if (given.params === undefined || typeof given.params !== 'object') {
       throw invalid('params are required ({ Bucket, Key, Body })')
     }
     // A parameter set to null is not given, as in lib-storage: a null Body is refused below, as there.
-    const params = givenParams(given.params)
+    const params = withoutNulls(given.params)
     if (client === undefined || client === null) throw invalid('client is required (an S3Client)')
     checkParams(params)
     const length = params.ContentLength
