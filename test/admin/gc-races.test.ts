@@ -64,44 +64,32 @@ class FlipHeaderOnce extends WrappedStore {
 const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms))
 
 describe('gc beside writers', () => {
-  it('keeps a complete checkpoint built on the published inode: the next writer rolls forward to it, whole', async () => {
-    const store = new MemoryStore('gc-roll-forward-candidate')
-    const a = pattern(0, 300_000, 1)
-    const b = pattern(0, 400_000, 2)
-    assert.equal(await publish(store, a), 1)
-    const inodeOfOne = Buffer.from(await store.get('inode'))
-    assert.equal(await publish(store, b), 2)
-    // Checkpoint 2's writer "died" between its part 0 and its inode write.
-    await store.put('inode', inodeOfOne)
-    assert.deepEqual(await readPublished(store), { cno: 1, bytes: a })
+  for (const damaged of [false, true]) {
+    const what = damaged
+      ? 'keeps a roll-forward candidate whose header was damaged in one answer: it is read again'
+      : 'keeps a complete checkpoint built on the published inode: the next writer rolls forward to it, whole'
+    it(what, async () => {
+      const inner = new MemoryStore(`gc-roll-forward-${damaged ? 'flipped' : 'candidate'}`)
+      const a = pattern(0, 300_000, 1)
+      const b = pattern(0, 400_000, 2)
+      assert.equal(await publish(inner, a), 1)
+      const inodeOfOne = Buffer.from(await inner.get('inode'))
+      assert.equal(await publish(inner, b), 2)
+      // Checkpoint 2's writer "died" between its part 0 and its inode write.
+      await inner.put('inode', inodeOfOne)
+      assert.deepEqual(await readPublished(inner), { cno: 1, bytes: a })
 
-    const r = await gc(store, { graceMs: 0 })
-    assert.deepEqual(r.kept, [1, 2])
-    assert.ok(!r.deletedKeys.some((k) => k.startsWith('0000000002.')), r.deletedKeys.join(' '))
-    const w = await SegmentFile.open(store, { rollForwardAfterMs: 0 })
-    assert.equal(w.cno, 2, 'rolled forward')
-    await w.close()
-    assert.deepEqual(await readPublished(store), { cno: 2, bytes: b })
-  })
-
-  it('keeps a roll-forward candidate whose header was damaged in one answer: it is read again', async () => {
-    const inner = new MemoryStore('gc-roll-forward-flipped')
-    const a = pattern(0, 300_000, 1)
-    const b = pattern(0, 400_000, 2)
-    assert.equal(await publish(inner, a), 1)
-    const inodeOfOne = Buffer.from(await inner.get('inode'))
-    assert.equal(await publish(inner, b), 2)
-    await inner.put('inode', inodeOfOne) // checkpoint 2's inode write "lost"
-    const store = new FlipHeaderOnce(inner, '0000000002.0')
-    const r = await gc(store, { graceMs: 0 })
-    assert.equal(store.flipped, 1, "a read of 2's header was damaged")
-    assert.deepEqual(r.kept, [1, 2])
-    assert.ok(!r.deletedKeys.some((k) => k.startsWith('0000000002.')), r.deletedKeys.join(' '))
-    const w = await SegmentFile.open(inner, { rollForwardAfterMs: 0 })
-    assert.equal(w.cno, 2, 'rolled forward')
-    await w.close()
-    assert.deepEqual(await readPublished(inner), { cno: 2, bytes: b })
-  })
+      const store = damaged ? new FlipHeaderOnce(inner, '0000000002.0') : inner
+      const r = await gc(store, { graceMs: 0 })
+      if (store instanceof FlipHeaderOnce) assert.equal(store.flipped, 1, "a read of 2's header was damaged")
+      assert.deepEqual(r.kept, [1, 2])
+      assert.ok(!r.deletedKeys.some((k) => k.startsWith('0000000002.')), r.deletedKeys.join(' '))
+      const w = await SegmentFile.open(inner, { rollForwardAfterMs: 0 })
+      assert.equal(w.cno, 2, 'rolled forward')
+      await w.close()
+      assert.deepEqual(await readPublished(inner), { cno: 2, bytes: b })
+    })
+  }
 
   it('a checkpoint published just after the listing: a writer opened on one superseded lately still publishes', async () => {
     const inner = new MemoryStore('gc-publish-after-list')
