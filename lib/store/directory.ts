@@ -38,8 +38,10 @@
  *   leading dot are %-escaped, and a key segment that has children becomes a
  *   directory named `<segment>%2F`, so the key `a` and the key `a/b` never collide and
  *   no key reaches outside the root or into the store's own dot-folders.
- *   A symlink at a key's path is no object (opened with O_NOFOLLOW: OPEN_OBJECT); the
- *   root may be one. A key's folder that someone replaced by a symlink is still followed.
+ *   A symlink at a key's path is no object (opened with O_NOFOLLOW: OPEN_OBJECT); a
+ *   symlink in a key's folders is refused, ERR_STORE (`checkFolders`): a key resolves
+ *   inside the root, never through a link to elsewhere. The root (and what is above it)
+ *   may be a symlink.
  */
 import { createHash, type Hash, randomBytes, randomUUID } from 'node:crypto'
 import { constants as fsConstants, type Stats } from 'node:fs'
@@ -213,6 +215,7 @@ export class DirectoryStore implements ObjectStore {
     const where = `${this.url}/${key}`
     let fh: fs.FileHandle
     try {
+      await this.checkFolders(key, `get ${key}`)
       // Without blocking: a FIFO at the key would hold a blocking open in libuv's thread
       // pool for good (no signal ends it, and four fill the pool). A regular file reads the same.
       fh = await fs.open(this.pathOf(key), OPEN_OBJECT)
@@ -243,6 +246,7 @@ export class DirectoryStore implements ObjectStore {
     checkKey(key)
     throwIfAborted(options?.signal, `head ${key}`)
     try {
+      await this.checkFolders(key, `head ${key}`)
       const found = await this.info(this.pathOf(key))
       return found && { size: found.size, etag: found.etag, metadata: found.metadata }
     } catch (err) {
@@ -291,6 +295,7 @@ export class DirectoryStore implements ObjectStore {
     for (const key of list) {
       throwIfAborted(options?.signal, `delete ${key}`)
       try {
+        await this.checkFolders(key, `delete ${key}`)
         const path = this.pathOf(key)
         const st = await fs.lstat(path).catch((err) => {
           if (isMissing(err)) return undefined
@@ -362,6 +367,7 @@ export class DirectoryStore implements ObjectStore {
         return undefined
       })
       try {
+        await this.checkFolders(key, `release the placeholder of ${key}`)
         const path = this.pathOf(key)
         const current = await this.info(path)
         if (current?.st.size === 0 && current.metadata[WRITE_ID_METADATA] === claim) {
@@ -434,6 +440,7 @@ export class DirectoryStore implements ObjectStore {
       const dir = (await this.upload(key, uploadId)).dir
       let src: fs.FileHandle
       try {
+        await from.checkFolders(source.key, `copy source ${source.key}`)
         src = await fs.open(from.pathOf(source.key), OPEN_OBJECT) // a FIFO there must not block: see #read
       } catch (err) {
         throw from.mapError(err, `copy source ${source.key}`, true)
@@ -603,6 +610,39 @@ export class DirectoryStore implements ObjectStore {
     return join(this.root, ...segs.map((s, i) => (i < last ? `${escapeSegment(s)}%2F` : escapeSegment(s))))
   }
 
+  /**
+   * Refuses a key whose path goes through a symlink below the root: ERR_STORE naming the
+   * folder, for `what` (`get k`). Followed, it would have the key's file read, written or
+   * removed outside the store, or as another key's. Each folder is looked at on every call,
+   * none remembered: one can be swapped for a symlink between two calls. A flat key (no
+   * folder) costs nothing; the others one lstat per folder, all at once. A folder missing,
+   * or a file in its place, passes: the call then finds no object, or fails saying so.
+   * Returns whether every folder is there.
+   */
+  private async checkFolders(key: string, what: string): Promise<boolean> {
+    const folders: string[] = []
+    let dir = this.root
+    for (const seg of key.split('/').slice(0, -1)) {
+      dir = join(dir, `${escapeSegment(seg)}%2F`) // as pathOf names it
+      folders.push(dir)
+    }
+    const found = await Promise.all(
+      folders.map((f) =>
+        fs.lstat(f).catch((err) => {
+          if (isMissing(err)) return undefined
+          throw err
+        }),
+      ),
+    )
+    const link = found.findIndex((st) => st?.isSymbolicLink())
+    if (link >= 0) {
+      throw StreamSegmentError.store(
+        `${this.url}: ${what} refused: the key's folder ${folders[link]} is a symbolic link; the store follows none below its root`,
+      )
+    }
+    return found.every((st) => st?.isDirectory())
+  }
+
   private sidecarPath(ino: number): string {
     return join(this.root, META, String(ino))
   }
@@ -621,7 +661,10 @@ export class DirectoryStore implements ObjectStore {
     const tmp = await this.writeTemp(fill, metadata, true)
     try {
       const path = this.pathOf(key)
-      await mkdirs(dirname(path))
+      if (!(await this.checkFolders(key, `put ${key}`))) {
+        await mkdirs(dirname(path))
+        await this.checkFolders(key, `put ${key}`) // one may have been made meanwhile, as a symlink
+      }
       return { etag: await commit(tmp, path) }
     } finally {
       await this.dropTemp(tmp)

@@ -1,10 +1,11 @@
 /**
  * Symbolic links and the directory store: a root reached through one is the folder it
- * points to; a symlink at a key's path is no object (as list passes it over), so no call
- * reads, or removes, what it points to outside the store.
+ * points to; a symlink at a key's path is no object (as list passes it over), and one in
+ * a key's folders is refused, so no call reads, writes or removes what it points to
+ * outside the store.
  */
 import assert from 'node:assert/strict'
-import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises'
+import { mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
@@ -34,10 +35,58 @@ describe('directory store: symbolic links', () => {
     const { etag } = await store.put('b', Buffer.from('two'), { ifNoneMatch: '*' })
     await store.put('b', Buffer.from('three'), { ifMatch: etag })
     assert.equal(Buffer.from(await store.get('b')).toString(), 'three')
-    assert.deepEqual(await keys(store), ['a', 'b'])
-    assert.deepEqual(await keys(new DirectoryStore(join(dir, 'real'))), ['a', 'b'], 'the same objects')
-    await store.delete(['a', 'b'])
+    // Keys in folders too: the root's own link is not one below it.
+    await store.put('p/seg/c', Buffer.from('four'), { ifNoneMatch: '*' })
+    assert.equal(Buffer.from(await store.get('p/seg/c')).toString(), 'four')
+    assert.equal((await store.head('p/seg/c'))?.size, 4)
+    assert.deepEqual(await keys(store), ['a', 'b', 'p/seg/c'])
+    assert.deepEqual(await keys(new DirectoryStore(join(dir, 'real'))), ['a', 'b', 'p/seg/c'], 'the same objects')
+    await store.delete(['a', 'b', 'p/seg/c'])
     assert.deepEqual(await keys(store), [])
+  })
+
+  it('a symlink in a key’s folders is refused, ERR_STORE naming the key and the folder: nothing outside is read, written or removed', async () => {
+    const root = join(dir, 'folders')
+    const store = new DirectoryStore(root)
+    await store.put('p/seg/kept', Buffer.from('an object'))
+    const outside = join(dir, 'elsewhere')
+    await mkdir(outside)
+    await writeFile(join(outside, 'secret'), 'not the store’s')
+    // A key's first folder, and one further down, made links to a folder outside the root.
+    await symlink(outside, join(root, 'q%2F'))
+    await symlink(outside, join(root, 'p%2F', 'out%2F'))
+    const refused = (key: string, folder: string) => (err: unknown) => {
+      assert.ok(StreamSegmentError.is(err, 'ERR_STORE'), String(err))
+      assert.ok(err.message.includes(key), err.message)
+      assert.ok(err.message.includes(join(root, folder)), err.message)
+      return true
+    }
+    for (const [key, folder] of [
+      ['q/secret', 'q%2F'],
+      ['p/out/secret', 'p%2F/out%2F'],
+    ] as const) {
+      await assert.rejects(store.get(key), refused(`get ${key}`, folder))
+      await assert.rejects(store.getChunks(key), refused(`get ${key}`, folder))
+      await assert.rejects(store.head(key), refused(`head ${key}`, folder))
+      await assert.rejects(store.delete(key), refused(`delete ${key}`, folder))
+      await assert.rejects(store.put(key, Buffer.from('x')), refused(`put ${key}`, folder))
+      await assert.rejects(store.put(`${key}2`, Buffer.from('x'), { ifNoneMatch: '*' }), refused(key, folder))
+      const id = await store.createMultipart('target')
+      await assert.rejects(
+        store.uploadPartCopy('target', id, 1, { store, key, range: { start: 0, end: 1 } }),
+        refused(`copy source ${key}`, folder),
+      )
+      await store.abortMultipart('target', id)
+      const up = await store.createMultipart(key)
+      const part = await store.uploadPart(key, up, 1, Buffer.from('x'))
+      await assert.rejects(store.completeMultipart(key, up, [{ partNumber: 1, ...part }]), refused(key, folder))
+    }
+    assert.deepEqual(await readdir(outside), ['secret'], 'nothing written outside')
+    assert.equal(await readFile(join(outside, 'secret'), 'utf8'), 'not the store’s')
+    // list passes the links over (as a symlink at a key's path), a cycle among them included.
+    await symlink('..', join(root, 'p%2F', 'loop%2F'))
+    assert.deepEqual(await keys(store), ['p/seg/kept'])
+    assert.equal(Buffer.from(await store.get('p/seg/kept')).toString(), 'an object')
   })
 
   it('a symlink at a key is no object: get is ERR_NOT_FOUND, head and list pass it over, delete leaves its target', async () => {
