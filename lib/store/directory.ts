@@ -1223,9 +1223,15 @@ function escapeSegment(s: string): string {
   return out
 }
 
-/** Whether `name` is what escapeSegment makes of some key segment (so that key's path is this name). */
+/**
+ * Whether `name` is what escapeSegment makes of some key segment (so that key's path is
+ * this name). A `/`, a NUL, `.` and `..` are in no key's segment (checkKey): a file named
+ * `f%2F` is in a folder's place, not the key `f/`.
+ */
 function isEscapedName(name: string): boolean {
-  return escapeSegment(unescapeSegment(name)) === name
+  const seg = unescapeSegment(name)
+  if (seg === '.' || seg === '..' || seg.includes('/') || seg.includes('\0')) return false
+  return escapeSegment(seg) === name
 }
 
 function unescapeSegment(s: string): string {

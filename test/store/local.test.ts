@@ -54,4 +54,20 @@ describe('DirectoryStore.list', () => {
     assert.deepEqual(keys, ['0000000001.0', 'sub/odd name'])
     for (const k of keys) assert.ok(await store.head(k), `${k} is there`)
   })
+
+  it('passes over names that decode to no key segment: a file in a folder’s place, `.`, `..`, a NUL', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'ss-dir-'))
+    const store = new DirectoryStore(root)
+    await store.put('sub/k', Buffer.from('b'))
+    // Decoded, these would be listed as 'f/', 'sub/.', 'sub/..', 'n\0', 'd//x': keys no call takes.
+    writeFileSync(join(root, 'f%2F'), 'a file where a key’s folder would be')
+    writeFileSync(join(root, 'sub%2F', '%2E'), 'not a key of this store')
+    writeFileSync(join(root, 'sub%2F', '%2E.'), 'not a key of this store')
+    writeFileSync(join(root, 'n%00'), 'not a key of this store')
+    mkdirSync(join(root, 'd%2F%2F'))
+    writeFileSync(join(root, 'd%2F%2F', 'x'), 'not a key of this store')
+    const keys: string[] = []
+    for await (const e of store.list()) keys.push(e.key)
+    assert.deepEqual(keys, ['sub/k'])
+  })
 })
