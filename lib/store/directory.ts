@@ -121,6 +121,13 @@ const NO_LINKS = new Set(['EPERM', 'ENOTSUP', 'EOPNOTSUPP', 'ENOSYS', 'EXDEV'])
  */
 const OPEN_OBJECT = OPEN_PROBE | fsConstants.O_NOFOLLOW
 
+/**
+ * How a sidecar is written: truncating one left by a file that had this inode number
+ * before, never through a symlink someone put in its place (ELOOP: it is removed), which
+ * would have the put write over the file it points to.
+ */
+const WRITE_SIDECAR = fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_TRUNC | fsConstants.O_NOFOLLOW
+
 /** Links a create-only put makes while its key comes and goes (see linkCreateOnly). */
 const CREATE_ONLY_TRIES = 4
 
@@ -716,8 +723,12 @@ export class DirectoryStore implements ObjectStore {
   }
 
   private async writeSidecar(ino: number, record: Record<string, string>, sync: boolean): Promise<void> {
-    // 'w' truncates a sidecar left by a file that had this inode number before.
-    const fh = await fs.open(this.sidecarPath(ino), 'w')
+    const path = this.sidecarPath(ino)
+    const fh = await fs.open(path, WRITE_SIDECAR).catch(async (err) => {
+      if (!isCode(err, 'ELOOP')) throw err
+      await fs.rm(path, { force: true })
+      return fs.open(path, WRITE_SIDECAR)
+    })
     try {
       await fh.writeFile(JSON.stringify(record))
       if (sync) await fh.sync()
@@ -728,12 +739,17 @@ export class DirectoryStore implements ObjectStore {
 
   /**
    * The sidecar's record; undefined when it is missing, unreadable as JSON, or not a
-   * regular file (a FIFO put there: opened without blocking, never read), as for an
-   * object written before sidecars.
+   * regular file (a FIFO put there: opened without blocking, never read; a symlink: not
+   * followed), as for an object written before sidecars.
    */
   private async readSidecar(ino: number): Promise<Record<string, unknown> | undefined> {
-    const text = await readRegularText(this.sidecarPath(ino))
-    return text === undefined ? undefined : parseJson<Record<string, unknown>>(text)
+    const fh = await openObject(this.sidecarPath(ino))
+    if (fh === undefined) return undefined
+    try {
+      return (await fh.stat()).isFile() ? parseJson<Record<string, unknown>>(await fh.readFile('utf8')) : undefined
+    } finally {
+      await fh.close().catch(() => {})
+    }
   }
 
   /**

@@ -5,7 +5,9 @@
  * outside the store.
  */
 import assert from 'node:assert/strict'
-import { mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises'
+import { promises as fsp } from 'node:fs'
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises'
+import { syncBuiltinESMExports } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
@@ -87,6 +89,44 @@ describe('directory store: symbolic links', () => {
     await symlink('..', join(root, 'p%2F', 'loop%2F'))
     assert.deepEqual(await keys(store), ['p/seg/kept'])
     assert.equal(Buffer.from(await store.get('p/seg/kept')).toString(), 'an object')
+  })
+
+  it('a symlink in place of a sidecar is not followed: a put writes no file it points to, head reads none', async (t) => {
+    const root = join(dir, 'sidecars')
+    const store = new DirectoryStore(root)
+    await store.put('first', Buffer.from('makes the store'))
+    const outside = join(dir, 'victim.json')
+    const theirs = JSON.stringify({ 'ss:etag': '0'.repeat(32), who: 'outside' })
+    await writeFile(outside, theirs)
+    // The link is put where the put's sidecar goes just before the put opens it (the
+    // temporary file's inode number, known to nobody sooner).
+    const open = fsp.open
+    let planted = false
+    t.mock.method(fsp, 'open', async (path: unknown, ...rest: unknown[]) => {
+      if (!planted && typeof path === 'string' && path.startsWith(join(root, '.ss-meta/'))) {
+        planted = true
+        await symlink(outside, path)
+      }
+      return (open as (...a: unknown[]) => unknown)(path, ...rest)
+    })
+    syncBuiltinESMExports() // the store takes fs from node:fs/promises
+    let etag = ''
+    try {
+      ;({ etag } = await store.put('k', Buffer.from('mine'), { metadata: { who: 'me' } }))
+    } finally {
+      t.mock.restoreAll()
+      syncBuiltinESMExports()
+    }
+    assert.ok(planted)
+    assert.equal(await readFile(outside, 'utf8'), theirs, 'the file the link points to is untouched')
+    assert.deepEqual(await store.head('k'), { size: 4, etag, metadata: { who: 'me' } })
+    // A link made where an object's sidecar is: not read as its metadata and ETag.
+    const sidecar = join(root, '.ss-meta', String((await stat(join(root, 'k'))).ino))
+    await rm(sidecar)
+    await symlink(outside, sidecar)
+    const found = await store.head('k')
+    assert.deepEqual(found?.metadata, {})
+    assert.notEqual(found?.etag, '0'.repeat(32))
   })
 
   it('a symlink at a key is no object: get is ERR_NOT_FOUND, head and list pass it over, delete leaves its target', async () => {
