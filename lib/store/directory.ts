@@ -123,10 +123,12 @@ const OPEN_OBJECT = OPEN_PROBE | fsConstants.O_NOFOLLOW
 
 /**
  * How a sidecar is written: truncating one left by a file that had this inode number
- * before, never through a symlink someone put in its place (ELOOP: it is removed), which
- * would have the put write over the file it points to.
+ * before; never through a symlink someone put in its place (ELOOP), which would have the
+ * put write over the file it points to, nor waiting for a reader of a FIFO there (ENXIO).
+ * Either is removed, and the sidecar made afresh (`writeSidecar`).
  */
-const WRITE_SIDECAR = fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_TRUNC | fsConstants.O_NOFOLLOW
+const WRITE_SIDECAR =
+  fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_TRUNC | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK
 
 /** Links a create-only put makes while its key comes and goes (see linkCreateOnly). */
 const CREATE_ONLY_TRIES = 4
@@ -724,11 +726,15 @@ export class DirectoryStore implements ObjectStore {
 
   private async writeSidecar(ino: number, record: Record<string, string>, sync: boolean): Promise<void> {
     const path = this.sidecarPath(ino)
-    const fh = await fs.open(path, WRITE_SIDECAR).catch(async (err) => {
-      if (!isCode(err, 'ELOOP')) throw err
-      await fs.rm(path, { force: true })
-      return fs.open(path, WRITE_SIDECAR)
+    let fh = await fs.open(path, WRITE_SIDECAR).catch((err) => {
+      if (isCode(err, 'ELOOP') || isCode(err, 'ENXIO')) return undefined
+      throw err
     })
+    if (fh === undefined || !(await fh.stat()).isFile()) {
+      await fh?.close()
+      await fs.rm(path, { force: true })
+      fh = await fs.open(path, WRITE_SIDECAR)
+    }
     try {
       await fh.writeFile(JSON.stringify(record))
       if (sync) await fh.sync()

@@ -9,6 +9,7 @@ import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import { constants, promises as fs } from 'node:fs'
+import { syncBuiltinESMExports } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
@@ -87,6 +88,37 @@ describe('directory store: a FIFO in the store', () => {
     )
     assert.deepEqual(listed, ['k:5'])
     assert.deepEqual(Buffer.from(await store.get('k')), Buffer.from('bytes'))
+  })
+
+  it('a FIFO where a put’s sidecar goes: the put answers at once, its sidecar written in the FIFO’s place', async (t) => {
+    const store = new DirectoryStore(join(dir, 'new-sidecar'))
+    await store.put('first', Buffer.from('makes the store'))
+    const meta = join(store.root, '.ss-meta')
+    // The FIFO is made where the put's sidecar goes just before the put opens it (the
+    // temporary file's inode number, known to nobody sooner).
+    const open = fs.open
+    let fifo = ''
+    t.mock.method(fs, 'open', async (path: unknown, ...rest: unknown[]) => {
+      if (fifo === '' && typeof path === 'string' && path.startsWith(`${meta}/`)) {
+        fifo = path
+        execFileSync('mkfifo', [path])
+      }
+      return (open as (...a: unknown[]) => unknown)(path, ...rest)
+    })
+    syncBuiltinESMExports() // the store takes fs from node:fs/promises
+    const put = store.put('k', Buffer.from('bytes'), { metadata: { a: 'b' } })
+    try {
+      const { etag } = await within(put, 2_000, 'put')
+      assert.deepEqual(await store.head('k'), { size: 5, etag, metadata: { a: 'b' } })
+      assert.ok((await fs.lstat(fifo)).isFile(), 'the FIFO replaced by the sidecar')
+    } finally {
+      t.mock.restoreAll()
+      syncBuiltinESMExports()
+      // A writer stuck in its open (the bug) is let go by a reader, or the process could not exit.
+      const r = await fs.open(fifo, constants.O_RDONLY | constants.O_NONBLOCK).catch(() => undefined)
+      await put.catch(() => {})
+      await r?.close()
+    }
   })
 
   it('a FIFO among an upload’s parts: listParts passes it over at once', async () => {
