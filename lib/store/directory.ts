@@ -603,7 +603,17 @@ export class DirectoryStore implements ObjectStore {
    */
   private init(): Promise<void> {
     this.ready ??= (async () => {
-      for (const d of [TMP, META, LOCKS, UPLOADS]) await mkdirs(join(this.root, d))
+      for (const d of [TMP, META, LOCKS, UPLOADS]) {
+        const dir = join(this.root, d)
+        await mkdirs(dir)
+        // Followed, it would have temporary files, sidecars, locks and uploads made, and
+        // leftovers swept, outside the store.
+        if ((await fs.lstat(dir)).isSymbolicLink()) {
+          throw StreamSegmentError.store(
+            `${this.url}: the store's folder ${dir} is a symbolic link; the store keeps its own files below its root`,
+          )
+        }
+      }
       sweep(this.root, false).catch((err) => log('%s: sweeping leftovers: %s', this.url, (err as Error).message))
     })()
     // Failures are mapped by the caller, naming its key.
@@ -1067,9 +1077,16 @@ async function sweep(root: string, full: boolean): Promise<void> {
   })
 }
 
-/** The names in a folder; none when it does not exist. */
+/**
+ * The names in one of the store's own folders; none when it does not exist, or is a
+ * symlink: what it points to is not the store's, and nothing there is swept.
+ */
 async function namesIn(dir: string): Promise<string[]> {
   try {
+    if ((await fs.lstat(dir)).isSymbolicLink()) {
+      log('%s: a symbolic link, not swept', dir)
+      return []
+    }
     return await fs.readdir(dir)
   } catch (err) {
     if (isMissing(err)) return []

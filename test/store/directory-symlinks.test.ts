@@ -6,13 +6,13 @@
  */
 import assert from 'node:assert/strict'
 import { promises as fsp } from 'node:fs'
-import { mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises'
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, utimes, writeFile } from 'node:fs/promises'
 import { syncBuiltinESMExports } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { StreamSegmentError } from '../../lib/errors.js'
-import { DirectoryStore } from '../../lib/store/directory.js'
+import { DirectoryStore, sweepStoreLeftovers } from '../../lib/store/directory.js'
 
 async function keys(store: DirectoryStore): Promise<string[]> {
   const out: string[] = []
@@ -127,6 +127,30 @@ describe('directory store: symbolic links', () => {
     const found = await store.head('k')
     assert.deepEqual(found?.metadata, {})
     assert.notEqual(found?.etag, '0'.repeat(32))
+  })
+
+  it('the store’s own folders made symlinks: nothing they point to is swept, and writes are ERR_STORE naming the folder', async () => {
+    const root = join(dir, 'own')
+    const store = new DirectoryStore(root)
+    await store.put('k', Buffer.from('an object'))
+    // Files and folders of someone else's, old enough for a sweep of leftovers to take.
+    const outside = join(dir, 'someone')
+    await mkdir(join(outside, 'a-folder'), { recursive: true })
+    await writeFile(join(outside, 'a-file'), 'theirs')
+    const old = new Date(Date.now() - 2 * 3600_000)
+    for (const name of ['a-file', 'a-folder']) await utimes(join(outside, name), old, old)
+    for (const own of ['.ss-tmp', '.ss-multipart', '.ss-lock', '.ss-meta']) {
+      await rm(join(root, own), { recursive: true })
+      await symlink(outside, join(root, own))
+    }
+    await sweepStoreLeftovers(store)
+    assert.deepEqual((await readdir(outside)).sort(), ['a-file', 'a-folder'], 'nothing swept')
+    await assert.rejects(new DirectoryStore(root).put('k2', Buffer.from('x')), (err) => {
+      assert.ok(StreamSegmentError.is(err, 'ERR_STORE'), String(err))
+      assert.ok(err.message.includes(`${join(root, '.ss-tmp')} is a symbolic link`), err.message)
+      return true
+    })
+    assert.deepEqual((await readdir(outside)).sort(), ['a-file', 'a-folder'], 'nothing written')
   })
 
   it('a symlink at a key is no object: get is ERR_NOT_FOUND, head and list pass it over, delete leaves its target', async () => {
