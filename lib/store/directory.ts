@@ -39,9 +39,10 @@
  *   directory named `<segment>%2F`, so the key `a` and the key `a/b` never collide and
  *   no key reaches outside the root or into the store's own dot-folders.
  *   A symlink at a key's path is no object (opened with O_NOFOLLOW: OPEN_OBJECT); a
- *   symlink in a key's folders is refused, ERR_STORE (`checkFolders`): a key resolves
- *   inside the root, never through a link to elsewhere. The root (and what is above it)
- *   may be a symlink.
+ *   symlink in a key's folders is refused, ERR_STORE (`checkFolders`), so that a key
+ *   resolves inside the root. The check is made as each call starts: a folder swapped
+ *   for a link while the call runs is still followed (closing that needs calls relative
+ *   to an open folder, which Node lacks). The root (and what is above it) may be a symlink.
  */
 import { createHash, type Hash, randomBytes, randomUUID } from 'node:crypto'
 import { constants as fsConstants, type Stats } from 'node:fs'
