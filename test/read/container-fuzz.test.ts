@@ -9,12 +9,15 @@
  * checkpoint is opened and read whole and in random ranges, the latest through the read
  * stream and exported, each verified and inspected, the checkpoints listed, gc run dry
  * and for real (a checkpoint it keeps that read back before reads back the same after),
- * and a writer opened (rolling forward). What must hold, within a time limit per call:
- * every failure is a StreamSegmentError (ERR_CORRUPT, ERR_NOT_FOUND or ERR_UNSUPPORTED),
- * never a TypeError nor ERR_INTERNAL nor an unhandled rejection; a read returns the
- * written bytes or fails, unless the case was crafted (a resealed CRC is no defence
- * against crafted bytes): then the reads of one checkpoint must at least agree with each
- * other. Seeded: a failure names the seed and the case; CONTAINER_FUZZ_SEED,
+ * and a writer opened (rolling forward) that changes a few bytes and flushes (its
+ * checkpoint reads back as what it read, changed). What must hold, within a time limit
+ * per call: every failure is a StreamSegmentError (ERR_CORRUPT, ERR_NOT_FOUND or
+ * ERR_UNSUPPORTED), never a TypeError nor ERR_INTERNAL nor an unhandled rejection; a read
+ * returns the written bytes or fails, and verify finds a problem in a checkpoint that
+ * cannot be read; unless the case was crafted (a resealed CRC is no defence against
+ * crafted bytes): then the reads of one checkpoint must at least agree with each other.
+ * Export copies bytes as stored, their CRCs unchecked (as documented): only its size is
+ * checked. Seeded: a failure names the seed and the case; CONTAINER_FUZZ_SEED,
  * CONTAINER_FUZZ_CASES (per format) and CONTAINER_FUZZ_CASE (one case) replay or extend it.
  */
 import assert from 'node:assert/strict'
