@@ -902,6 +902,19 @@ describe('put: all or nothing from a pipe or a command', () => {
     assert.match(missing.stderr, /could not start/)
   })
 
+  it('put URL -- "" (an empty command name) is a usage mistake, exit 2, not a bug; nothing is made', () => {
+    const url = join(dir, 'empty-command')
+    const r = run(['put', url, '--', '', 'arg'])
+    assert.equal(r.status, 2, r.stderr)
+    assert.equal(
+      r.stderr,
+      'stream-segment: ERR_INVALID_ARGUMENT: put: the command after -- is an empty string: ' +
+        'name the program to run (put <url> -- <command> [args…])\n',
+    )
+    assert.equal(r.text, '')
+    assert.ok(!existsSync(url), 'no container made')
+  })
+
   it('put - --size N publishes only when exactly N bytes came', () => {
     const url = join(dir, 'sized')
     const data = randomBytes(10_000)

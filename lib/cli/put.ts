@@ -110,6 +110,12 @@ export async function put(p: Parsed, out: Out, err: Out, signal: AbortSignal): P
           p.positional.length === 1 ? oneArgumentHint(p.positional[0] as string, p.beforeTerminator === 1) : undefined,
         ) as [string, string])
       : ['-', p.positional[0] as string]
+  // No program has an empty name: said as the mistake it is, not as the exception spawn throws.
+  if (producer?.[0] === '') {
+    throw StreamSegmentError.invalidArgument(
+      'put: the command after -- is an empty string: name the program to run (put <url> -- <command> [args…])',
+    )
+  }
   const sizeText = p.options.get('size')
   const size = sizeText === undefined ? undefined : parseSize(optionName(p, 'size'), sizeText)
   if (size !== undefined && source !== '-') {
