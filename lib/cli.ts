@@ -90,7 +90,7 @@ Commands:
                    default 3), and deletes everything it wrote, also on failure or Ctrl-C
 
 Options:
-  -h, --help       show this help
+  -h, --help       show this help (also after any command); so does help [command]
   -v, --version    print the version
 Options are --name value or --name=value, multi-word names in kebab or camel case; after --
 every argument is a positional one (a file named -x: put -- -x URL).

@@ -123,6 +123,26 @@ it('--help prints usage and exits 0; no arguments exits 2', () => {
   assert.match(none.stderr, /^Usage: stream-segment <command>/)
 })
 
+it('every first argument that is no command (help, -h, --help, -v, --version) works and is in --help and docs/cli.md', () => {
+  const help = run(['--help']).text
+  const synopsis = readFileSync('docs/cli.md', 'utf8').split('## Commands')[0] as string
+  for (const [args, out] of [
+    [['help'], help],
+    [['help', 'ls'], help],
+    [['-h'], help],
+    [['--help'], help],
+    [['-v'], run(['--version']).text],
+  ] as const) {
+    const r = run([...args])
+    assert.deepEqual([r.status, r.text, r.stderr], [0, out, ''], args.join(' '))
+  }
+  // As each is written in the help's Options (`-h, --help`, `help [command]`) and the synopsis.
+  for (const word of ['-h', '--help', 'help [command]', '-v', '--version']) {
+    assert.ok(help.includes(` ${word}`), `--help names ${word}`)
+    assert.ok(synopsis.includes(` ${word}`), `docs/cli.md names ${word}`)
+  }
+})
+
 it("--help and docs/cli.md's table give every command with every option it takes", () => {
   const help = run(['--help']).text
   const table = section(readFileSync('docs/cli.md', 'utf8'), '## Commands')
