@@ -101,7 +101,7 @@ ${wrap(Object.keys(SPEC_DEFAULTS).join(', '), '  ', 92)}
 --format stream|parted chooses a new container's layout: StreamSegment (tail first, sent
 while written, the default) or PartedSegment (head first, each object built whole).
 Reads take --read-get-max-bytes, --read-max-concurrency, --read-summary-cache-bytes and
---read-ahead-bytes.
+--read-ahead-bytes (get to stdout only).
 
 Container URLs: s3://bucket/prefix, file:///dir or a directory path, mem://name (schemes in
 any case; mem:// is the command's own memory, gone when it ends: for bench). Anything else

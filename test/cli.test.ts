@@ -395,6 +395,11 @@ describe('commands on a directory store', () => {
       ],
       [['inspect', '--wal', dir, '--cno', '3'], /option --cno is for a container's checkpoint, not with --wal/],
       [['put', '-', url, '--wal', input], /WAL .*in\.bin: the folder cannot be made \(EEXIST\)/],
+      // Not taken and dropped: a file is written as its blocks come, with no read-ahead.
+      [
+        ['get', url, join(dir, 'ahead.bin'), '--read-ahead-bytes', '1M'],
+        /option --read-ahead-bytes is for stdout \(get URL -\), not a file/,
+      ],
     ]
     for (const [args, re] of cases) {
       const f = run(args, { input: '' })
@@ -402,6 +407,7 @@ describe('commands on a directory store', () => {
       assert.match(f.stderr, re, args.join(' '))
       assert.match(f.stderr, /^stream-segment: ERR_INVALID_ARGUMENT: [^\n]*\n$/, `${args.join(' ')}: one line`)
     }
+    assert.ok(!existsSync(join(dir, 'ahead.bin')), 'a refused get writes no file')
     // -h or --help anywhere after a command prints the usage, unless after --.
     for (const args of [
       ['put', '-h'],

@@ -31,6 +31,12 @@ export async function get(p: Parsed, out: Out, err: Out, signal: AbortSignal): P
   const { start, end, range, rangeName } = rangeOption(p)
   const cno = cnoOption(p)
   const reads = readOptions(p)
+  // A file is written as its blocks come (downloadFile): there is no read-ahead to size.
+  if (target !== '-' && reads.readAheadBytes !== undefined) {
+    throw StreamSegmentError.invalidArgument(
+      `option ${optionName(p, 'readAheadBytes')} is for stdout (get URL -), not a file: a file is written as its blocks come`,
+    )
+  }
   const store = openStore(url)
   // Binary data on a terminal garbles it: only when asked for explicitly (`-`, `-o -`).
   if (target === '-' && file === undefined && output === undefined && out.isTTY) {
@@ -63,13 +69,12 @@ export async function get(p: Parsed, out: Out, err: Out, signal: AbortSignal): P
       return 0
     }
     // Into a temporary file, renamed into place once complete (downloadFile).
-    const { readAheadBytes: _toStdoutOnly, ...fileReads } = reads
     const got = await downloadFile(store, target, {
       start,
       end,
       cno,
       signal,
-      ...fileReads,
+      ...reads,
       onStart: (file, total) => {
         pastEnd(file.size, `checkpoint ${file.cno} of ${store.url}`)
         if (err.isTTY) stopProgress = showProgress(err, () => ({ done, total }), amountLine('get'))
