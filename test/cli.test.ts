@@ -759,6 +759,24 @@ describe('unusual input: said in one line, nothing done', () => {
     assert.match(run(['ls', url, '--json', '--json']).text, /"checkpoints"/, 'a flag given twice is the same flag')
   })
 
+  it('a file named like options (-model.pt) is refused naming the argument as typed, not only the letter read', () => {
+    writeFileSync(join(dir, '-model.pt'), 'x')
+    const to = join(dir, 'dashed')
+    const r = run(['put', '-model.pt', to], { cwd: dir })
+    assert.equal(r.status, 2, r.stderr)
+    assert.equal(
+      r.stderr,
+      'stream-segment: ERR_INVALID_ARGUMENT: unknown option -m in -model.pt (see stream-segment --help; ' +
+        'an argument starting with - that is no option goes after --)\n',
+    )
+    // As said: after --, it is the file.
+    assert.equal(run(['put', '--', '-model.pt', to], { cwd: dir }).status, 0)
+    assert.equal(run(['get', to, '-']).text, 'x')
+    // One letter, or a long name, is the option as typed: nothing more to say.
+    assert.match(run(['ls', url, '-x']).stderr, /: unknown option -x \(see stream-segment --help\)\n$/)
+    assert.match(run(['ls', url, '--xy=1']).stderr, /: unknown option --xy \(see stream-segment --help\)\n$/)
+  })
+
   it('export to "-" is refused (get URL - writes to stdout), no file named "-"', () => {
     const r = run(['export', url, '-'], { cwd: dir })
     assert.equal(r.status, 2)

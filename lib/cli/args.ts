@@ -62,8 +62,13 @@ export function parseCommand(args: readonly string[], spec: CommandSpec): Parsed
     if (t.kind !== 'option') continue
     const name = camel(t.name)
     const kind = kinds.get(name)
-    if (kind === undefined)
-      throw StreamSegmentError.invalidArgument(`unknown option ${t.rawName} (see stream-segment --help)`)
+    if (kind === undefined) {
+      // `-model.pt` reads as the letters -m, -o…: the message names the argument as typed too.
+      const arg = args[t.index] as string
+      const typed = arg.startsWith('--') || arg.length <= 2 ? '' : ` in ${arg}`
+      const more = typed === '' ? '' : '; an argument starting with - that is no option goes after --'
+      throw StreamSegmentError.invalidArgument(`unknown option ${t.rawName}${typed} (see stream-segment --help${more})`)
+    }
     p.typed.set(name, t.rawName)
     if (kind === 'boolean') {
       if (t.value !== undefined) throw StreamSegmentError.invalidArgument(`option ${t.rawName} takes no value`)
