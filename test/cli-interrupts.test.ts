@@ -338,6 +338,27 @@ describe('bad input', () => {
     assert.equal(junk.code, 2)
   })
 
+  it('a size or duration past the exact integers is "too large", not "not a size" or "not a duration"', async () => {
+    const cases = [
+      ['put', file, url, '--stream-segment-bytes', '9007199254740993'],
+      ['put', '-', url, '--size', '8388608G'],
+      ['put', file, url, '--retain-grace-ms', '9007199254740993'],
+      ['get', url, '-', '--read-get-max-bytes', '9007199254740993'],
+      ['gc', url, '--grace', '999999999999d'],
+      ['gc', url, '--keep-newer-than', '9007199254740993'],
+      ['bench', 'mem://too-large', '--size', '9007199254740993'],
+    ]
+    for (const args of cases) {
+      const err = fakeOutput()
+      assert.equal(await main(args, fakeOutput(), err), 2, args.join(' '))
+      assert.match(
+        err.writes.join(''),
+        /^stream-segment: ERR_INVALID_ARGUMENT: option --[a-z-]+: "\w+" is too large \(at most 9007199254740991( ms)?\)\n$/,
+        args.join(' '),
+      )
+    }
+  })
+
   it('file:// with no path is refused, not the root; a newline in a path is shown, not a cut message', async () => {
     let err = fakeOutput()
     assert.equal(await main(['ls', 'file://'], fakeOutput(), err), 2)

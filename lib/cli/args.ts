@@ -103,6 +103,11 @@ export function optionName(p: Parsed, name: string): string {
   return p.typed.get(name) ?? `--${kebab(name)}`
 }
 
+/** A number written right but past the exact integers (2^53 - 1), in `unit`: too large, not "not a number". */
+function tooLarge(unit: string): string {
+  return `too large (at most ${Number.MAX_SAFE_INTEGER}${unit})`
+}
+
 /**
  * An integer, with an optional binary size suffix (K, KiB, M, MiB, G, GiB, in any case),
  * nothing else (`5mb`, `16 KiBb` are no sizes); `option` names it in messages.
@@ -112,7 +117,9 @@ export function parseSize(option: string, text: string): number {
   const unit = { k: KiB, m: MiB, g: 1024 * MiB }[(m?.[2]?.[0] ?? '').toLowerCase() as 'k' | 'm' | 'g'] ?? 1
   const n = m ? Number(m[1]) * unit : Number.NaN
   if (!Number.isSafeInteger(n))
-    throw StreamSegmentError.invalidArgument(`option ${option}: ${JSON.stringify(text)} is not a size`)
+    throw StreamSegmentError.invalidArgument(
+      `option ${option}: ${JSON.stringify(text)} is ${m ? tooLarge('') : 'not a size'}`,
+    )
   return n
 }
 
@@ -165,7 +172,9 @@ export function parseDuration(option: string, text: string): number {
   const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[(m?.[2] ?? 'ms') as 'ms']
   const n = m ? Number(m[1]) * unit : Number.NaN
   if (!Number.isSafeInteger(n)) {
-    throw StreamSegmentError.invalidArgument(`option ${option}: ${JSON.stringify(text)} is not a duration`)
+    throw StreamSegmentError.invalidArgument(
+      `option ${option}: ${JSON.stringify(text)} is ${m ? tooLarge(' ms') : 'not a duration'}`,
+    )
   }
   return n
 }
