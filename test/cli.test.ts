@@ -1340,6 +1340,36 @@ describe('container URLs', () => {
       }
     }
   })
+
+  it('"-" as the container (stdin or stdout here) is refused by every command, no folder "-" made; ./- is one', () => {
+    const file = join(cwd, 'dash-in.bin')
+    writeFileSync(file, data)
+    for (const args of [
+      ['put', file, '-'],
+      ['put', '-', '-'],
+      ['put', '-', '--', 'echo', 'x'],
+      ['get', '-', join(cwd, 'dash-out.bin')],
+      ['ls', '-'],
+      ['inspect', '-'],
+      ['verify', '-'],
+      ['gc', '-'],
+      ['rm', '-', '--yes'],
+      ['export', '-', join(cwd, 'dash-out.bin')],
+      ['bench', '-'],
+    ]) {
+      const r = run(args, { cwd, input: data })
+      assert.equal(r.status, 2, `${args.join(' ')}: ${r.stderr}`)
+      assert.equal(
+        r.stderr,
+        'stream-segment: ERR_INVALID_ARGUMENT: "-" (stdin or stdout) is not a container: ' +
+          'give its URL or path (a directory named - is ./-)\n',
+        args.join(' '),
+      )
+      assert.ok(!existsSync(join(cwd, '-')) && !existsSync(join(cwd, 'dash-out.bin')), args.join(' '))
+    }
+    assert.equal(run(['put', file, './-'], { cwd }).status, 0)
+    assert.ok(run(['get', './-', '-'], { cwd }).stdout.equals(data))
+  })
 })
 
 /** The text of a markdown section, from its heading to the next heading of that level or higher. */

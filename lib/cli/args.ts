@@ -6,6 +6,8 @@
 import { parseArgs as parseArgv } from 'node:util'
 import { StreamSegmentError } from '../errors.js'
 import { MAX_CNO } from '../format/pointer.js'
+import { openStore } from '../store/open.js'
+import type { ObjectStore } from '../store/types.js'
 import { KiB, MiB } from '../util/units.js'
 
 /** What a command accepts besides its positional arguments. */
@@ -138,6 +140,19 @@ export function positionals(p: Parsed, min: number, max: number, usage: string, 
     )
   }
   return p.positional
+}
+
+/**
+ * The store of a command's container argument. `-` is stdin or stdout to these commands,
+ * never a container: read as a path, it would make or read a folder named `-` unasked.
+ */
+export function openContainer(url: string): ObjectStore {
+  if (url === '-') {
+    throw StreamSegmentError.invalidArgument(
+      '"-" (stdin or stdout) is not a container: give its URL or path (a directory named - is ./-)',
+    )
+  }
+  return openStore(url)
 }
 
 export function cnoOption(p: Parsed): number | undefined {

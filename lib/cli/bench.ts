@@ -1,10 +1,9 @@
 /** `stream-segment bench`: the streams against the store's own put and get, on a store of one's own. */
 import { cpus as cpuInfo } from 'node:os'
 import { StreamSegmentError } from '../errors.js'
-import { openStore } from '../store/open.js'
 import { type BenchResult, benchStore } from '../streams/bench.js'
 import { MiB } from '../util/units.js'
-import { optionName, type Parsed, parseSize, positionals } from './args.js'
+import { openContainer, optionName, type Parsed, parseSize, positionals } from './args.js'
 import { formatBytes, median, type Out, table } from './output.js'
 
 const BENCH_USAGE = 'bench <url> [--size N] [--rounds N] [--json]'
@@ -25,7 +24,7 @@ export async function benchCommand(p: Parsed, out: Out, err: Out, signal: AbortS
     )
   }
   const rounds = Number(roundsText)
-  const store = openStore(url)
+  const store = openContainer(url)
   const r: BenchResult = await benchStore(store, {
     bytes,
     rounds,

@@ -10,15 +10,14 @@ import {
   verifyCheckpoint,
 } from '../admin/index.js'
 import { type ErrorCode, StreamSegmentError } from '../errors.js'
-import { openStore } from '../store/open.js'
 import { inspectWal } from '../wal/wal.js'
-import { cnoOption, optionName, type Parsed, positionals } from './args.js'
+import { cnoOption, openContainer, optionName, type Parsed, positionals } from './args.js'
 import { EXIT_CODES } from './exit-codes.js'
 import { amountLine, count, formatBytes, type Out, showProgress, table } from './output.js'
 
 export async function ls(p: Parsed, out: Out, _err: Out, signal: AbortSignal): Promise<number> {
   const [url] = positionals(p, 1, 1, 'ls <url> [--json]')
-  const store = openStore(url as string)
+  const store = openContainer(url as string)
   const list = await listCheckpoints(store, { signal })
   if (p.flags.has('json')) {
     out.write(`${JSON.stringify({ url: store.url, ...list })}\n`)
@@ -60,7 +59,7 @@ export async function inspect(p: Parsed, out: Out, err: Out, signal: AbortSignal
   const walDir = p.options.get('wal')
   if (walDir !== undefined) return inspectWalFolder(p, walDir, out)
   const [url] = positionals(p, 1, 1, 'inspect <url> [--cno N] [--json]')
-  const store = openStore(url as string)
+  const store = openContainer(url as string)
   const r = await inspectCheckpoint(store, { cno: cnoOption(p), signal })
   if (p.flags.has('json')) {
     out.write(`${JSON.stringify(r)}\n`)
@@ -136,7 +135,7 @@ async function inspectWalFolder(p: Parsed, dir: string, out: Out): Promise<numbe
 
 export async function verify(p: Parsed, out: Out, err: Out, signal: AbortSignal): Promise<number> {
   const [url] = positionals(p, 1, 1, 'verify <url> [--cno N] [--json]')
-  const store = openStore(url as string)
+  const store = openContainer(url as string)
   const t0 = performance.now()
   // On a terminal, the bytes read so far, drawn a few times a second.
   let done = 0

@@ -8,8 +8,7 @@ import {
   removeContainer,
 } from '../admin/index.js'
 import { StreamSegmentError } from '../errors.js'
-import { openStore } from '../store/open.js'
-import { optionName, type Parsed, parseDuration, positionals } from './args.js'
+import { openContainer, optionName, type Parsed, parseDuration, positionals } from './args.js'
 import { count, formatBytes, formatDuration, type Out, progressOnTerminal } from './output.js'
 
 export async function gcCommand(p: Parsed, out: Out, err: Out, signal: AbortSignal): Promise<number> {
@@ -44,7 +43,7 @@ export async function gcCommand(p: Parsed, out: Out, err: Out, signal: AbortSign
   const progress = progressOnTerminal(err, gcLine)
   let r: GcResult
   try {
-    r = await gc(openStore(url as string), { ...options, signal, onProgress: progress.report })
+    r = await gc(openContainer(url as string), { ...options, signal, onProgress: progress.report })
   } finally {
     progress.stop()
   }
@@ -83,7 +82,7 @@ export async function rm(p: Parsed, out: Out, err: Out, signal: AbortSignal): Pr
   )
   let r: RemoveResult
   try {
-    r = await removeContainer(openStore(url as string), { signal, onProgress: progress.report })
+    r = await removeContainer(openContainer(url as string), { signal, onProgress: progress.report })
   } finally {
     progress.stop()
   }

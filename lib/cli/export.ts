@@ -1,9 +1,9 @@
 /** `stream-segment export`: a checkpoint as one plain object on S3, or a local file. */
 import { type ExportTarget, exportObject } from '../admin/index.js'
 import { StreamSegmentError } from '../errors.js'
-import { fileUrlPath, openStore } from '../store/open.js'
+import { fileUrlPath } from '../store/open.js'
 import { checkS3Env } from '../store/s3-client.js'
-import { cnoOption, type Parsed, positionals } from './args.js'
+import { cnoOption, openContainer, type Parsed, positionals } from './args.js'
 import { type Amount, amountLine, count, formatBytes, type Out, progressOnTerminal } from './output.js'
 
 const EXPORT_USAGE = 'export <url> <s3://bucket/key|file> [--cno N] [--content-type T] [--no-copy] [--json]'
@@ -36,7 +36,7 @@ function exportTarget(dest: string, contentType: string | undefined): ExportTarg
 export async function exportCommand(p: Parsed, out: Out, err: Out, signal: AbortSignal): Promise<number> {
   const [url, dest] = positionals(p, 2, 2, EXPORT_USAGE) as [string, string]
   const target = exportTarget(dest, p.options.get('contentType'))
-  const store = openStore(url)
+  const store = openContainer(url)
   const t0 = performance.now()
   // On a terminal, the bytes copied or sent of the export's size, drawn a few times a
   // second once the first report gives the size.

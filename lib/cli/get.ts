@@ -5,10 +5,9 @@
 import type { Writable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { StreamSegmentError } from '../errors.js'
-import { openStore } from '../store/open.js'
 import { type DownloadResult, downloadFile } from '../streams/download-file.js'
 import { createStreamSegmentReadStream } from '../streams/read-stream.js'
-import { cnoOption, optionName, type Parsed, positionals, readOptions } from './args.js'
+import { cnoOption, openContainer, optionName, type Parsed, positionals, readOptions } from './args.js'
 import { amountLine, formatBytes, type Out, showProgress } from './output.js'
 
 const GET_USAGE = 'get <url> [file|-] [-o file] [--range a-b] [--cno N] [--json]'
@@ -37,7 +36,7 @@ export async function get(p: Parsed, out: Out, err: Out, signal: AbortSignal): P
       `option ${optionName(p, 'readAheadBytes')} is for stdout (get URL -), not a file: a file is written as its blocks come`,
     )
   }
-  const store = openStore(url)
+  const store = openContainer(url)
   // Binary data on a terminal garbles it: only when asked for explicitly (`-`, `-o -`).
   if (target === '-' && file === undefined && output === undefined && out.isTTY) {
     throw StreamSegmentError.invalidArgument(

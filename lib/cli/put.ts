@@ -10,7 +10,6 @@ import { type Readable, Transform } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { StreamSegmentError } from '../errors.js'
 import { isSettingName, type Settings, SPEC_DEFAULTS } from '../settings.js'
-import { openStore } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import { openLocalFile, uploadFile } from '../streams/upload-file.js'
 import { createStreamSegmentWriteStream } from '../streams/write-stream.js'
@@ -18,7 +17,7 @@ import { MiB } from '../util/units.js'
 import type { WalSync } from '../wal/log.js'
 import type { WalOptions } from '../wal/wal.js'
 import type { FlushTiming } from '../write/flush.js'
-import { optionName, type Parsed, parseDuration, parseSize, positionals } from './args.js'
+import { openContainer, optionName, type Parsed, parseDuration, parseSize, positionals } from './args.js'
 import { count, formatBytes, fsError, type Out, progressLine, showProgress } from './output.js'
 
 function stdinIsDirectory(): boolean {
@@ -132,7 +131,7 @@ export async function put(p: Parsed, out: Out, err: Out, signal: AbortSignal): P
     throw StreamSegmentError.invalidArgument('option --no-resume is for a file: stdin or a command never resumes')
   }
   const settings = settingOptions(p)
-  const store = openStore(url)
+  const store = openContainer(url)
   if (source === '-' && producer === undefined && stdinIsDirectory()) {
     // A shell's `< dir` gives a descriptor that reads as an empty file: that is no content.
     throw StreamSegmentError.invalidArgument('-: stdin is a directory')
