@@ -286,7 +286,17 @@ function isWebStream(body: unknown): body is WebReadableStream<Uint8Array> {
   return typeof (body as { getReader?: unknown })?.getReader === 'function'
 }
 
-/** The Body as a source of bytes for pipeline(); ERR_INVALID_ARGUMENT for a kind lib-storage does not take. */
+/** A Node stream (a Readable, or one like it that pipe() and `for await` take) as a Body. */
+function isNodeStream(body: unknown): body is Readable {
+  if (body instanceof Readable) return true
+  return typeof (body as { pipe?: unknown })?.pipe === 'function' && Symbol.asyncIterator in (body as object)
+}
+
+/**
+ * The Body as a source of bytes for pipeline(), made when done() starts: a web stream is
+ * locked and read from then, not from the constructor (as lib-storage), so that one which
+ * errors before done() fails done(), not the process with an error nobody listens to.
+ */
 function bodySource(body: unknown): AsyncIterable<Uint8Array> {
   if (typeof body === 'string' || body instanceof String) return feed(Buffer.from(String(body)))
   if (body instanceof Uint8Array) return feed(body)
@@ -295,10 +305,13 @@ function bodySource(body: unknown): AsyncIterable<Uint8Array> {
   }
   // Chunks of any kind (ArrayBuffer too): sized() makes them bytes, as lib-storage does.
   if (isWebStream(body)) return Readable.fromWeb(body, { objectMode: true })
-  if (body instanceof Readable) return body
-  if (typeof (body as { pipe?: unknown })?.pipe === 'function' && Symbol.asyncIterator in (body as object)) {
-    return body as AsyncIterable<Uint8Array>
-  }
+  return body as AsyncIterable<Uint8Array>
+}
+
+/** ERR_INVALID_ARGUMENT for a Body of a kind lib-storage does not take. */
+function checkBody(body: unknown): void {
+  if (typeof body === 'string' || body instanceof String || body instanceof Uint8Array) return
+  if ((typeof Blob !== 'undefined' && body instanceof Blob) || isWebStream(body) || isNodeStream(body)) return
   throw invalid(
     `params.Body must be a string, Buffer, Uint8Array, Blob, Node Readable or web ReadableStream, got ${
       body === null ? 'null' : typeof body
@@ -416,7 +429,6 @@ export class Upload extends EventEmitter {
   private readonly partBytes: number
   /** The Body's size, once it has ended. */
   private bodyBytes: number | undefined
-  private readonly source: AsyncIterable<Uint8Array>
   private readonly exportTo: Omit<S3ExportTarget, 'client'> | undefined
   private sent = false
   private loaded = 0
@@ -483,7 +495,7 @@ export class Upload extends EventEmitter {
     this.settings = s
     this.abortController = abortController ?? new AbortController()
     this.signal = signalOf(this.abortController)
-    this.source = bodySource(given.params.Body)
+    checkBody(given.params.Body)
     this.total = params.ContentLength ?? bodyLength(params.Body)
     this.partBytes = partSize || MIN_PART_SIZE
     this.store = openStore({ client, bucket: params.Bucket as string, prefix: params.Key as string })
@@ -534,7 +546,7 @@ export class Upload extends EventEmitter {
     })
     const closed = new Promise<void>((r) => (writer.closed ? r() : writer.once('close', () => r())))
     try {
-      await pipeline(this.source, this.sized(), writer)
+      await pipeline(bodySource(this.params.Body), this.sized(), writer)
     } catch (err) {
       writer.destroy(err as Error)
       await closed // every multipart upload aborted, the file closed

@@ -354,3 +354,29 @@ describe("Upload: a stream's chunks as bytes", () => {
     await f.close()
   })
 })
+
+describe('Upload: a stream Body before done()', () => {
+  it('a web ReadableStream is not locked by the constructor; one that errors before done() rejects done() with its error', async () => {
+    const failure = new Error('the source failed before done()')
+    const Body = new ReadableStream<Uint8Array>({
+      start(c) {
+        setTimeout(() => c.error(failure), 5)
+      },
+    })
+    const uncaught: unknown[] = []
+    const onUncaught = (err: unknown) => uncaught.push(err)
+    process.on('uncaughtException', onUncaught)
+    try {
+      const upload = new Upload({ client, params: { Bucket: 'b', Key: 'k', Body } })
+      Object.defineProperty(upload, 'store', { value: new MemoryStore('web-body-fails-early') })
+      const lockedBeforeDone = Body.locked
+      await new Promise((r) => setTimeout(r, 50))
+      await assert.rejects(upload.done(), (err) => err === failure)
+      assert.deepEqual(uncaught, [])
+      // As lib-storage's: nothing reads the stream until done().
+      assert.equal(lockedBeforeDone, false)
+    } finally {
+      process.off('uncaughtException', onUncaught)
+    }
+  })
+})
