@@ -519,7 +519,12 @@ export class Upload extends EventEmitter {
     if (this.sent) throw invalid('done() was called already: make a new Upload')
     this.sent = true
     const signal = this.signal
-    if (signal.aborted) throw abortError(signal.reason)
+    if (signal.aborted) {
+      // As lib-storage's, whose readers stop at the abort and so destroy a stream Body: a
+      // file's read stream is not left holding its descriptor.
+      if (this.params.Body instanceof Readable) this.params.Body.destroy()
+      throw abortError(signal.reason)
+    }
     const Bucket = this.params.Bucket as string
     const Key = this.params.Key as string
     const writer = createStreamSegmentWriteStream({ store: this.store, signal, ...this.settings })

@@ -5,8 +5,10 @@
  * for the benchmarks and the comparison test). The uploads themselves: upload-s3.test.ts.
  */
 import assert from 'node:assert/strict'
-import { readdirSync, readFileSync } from 'node:fs'
+import { once } from 'node:events'
+import { createReadStream, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { builtinModules } from 'node:module'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Readable } from 'node:stream'
 import { describe, it } from 'node:test'
@@ -377,6 +379,22 @@ describe('Upload: a stream Body before done()', () => {
       assert.equal(lockedBeforeDone, false)
     } finally {
       process.off('uncaughtException', onUncaught)
+    }
+  })
+
+  it("done() after abort(): a file's read stream Body is destroyed (its descriptor closed), as lib-storage's", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ss-upload-abort-'))
+    try {
+      writeFileSync(join(dir, 'body'), 'bytes never sent')
+      const Body = createReadStream(join(dir, 'body'))
+      const upload = new Upload({ client, params: { Bucket: 'b', Key: 'k', Body } })
+      Object.defineProperty(upload, 'store', { value: new MemoryStore('abort-before-done') })
+      await upload.abort()
+      await assert.rejects(upload.done(), { name: 'AbortError' })
+      assert.equal(Body.destroyed, true)
+      await once(Body, 'close')
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
     }
   })
 })
