@@ -39,6 +39,7 @@ import { isSignal, StreamSegmentError } from '../errors.js'
 import { checkOptionNames, checkSettingValues, type Settings } from '../settings.js'
 import { openStore } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
+import { describeValue } from '../util/typed-arrays.js'
 import type { FlushTiming } from '../write/flush.js'
 import { createStreamSegmentWriteStream, type StreamSegmentWriteStream } from './write-stream.js'
 
@@ -86,7 +87,7 @@ const UPLOAD_OPTIONS = [
 export interface UploadOptions {
   client: S3Client
   params: UploadParams
-  /** Requests carrying bodies in flight (segmentMpuMaxConcurrency), 1…64; larger is capped at 64. Default 4. */
+  /** Requests carrying bodies in flight (segmentMpuMaxConcurrency), at least 1, rounded up, capped at 64. Default 4. */
   queueSize?: number
   /** Bytes per upload request (segmentMpuChunkSize), 5 MiB to 5 GiB, rounded up to a whole data block. Default 16 MiB. */
   partSize?: number
@@ -451,20 +452,22 @@ export class Upload extends EventEmitter {
     if (length !== undefined && (!Number.isSafeInteger(length) || length < 0)) {
       throw invalid(`params.ContentLength ${length}: must be a non-negative integer`)
     }
-    if (tags !== undefined && (!Array.isArray(tags) || tags.length > 0)) throw invalid(`tags: ${TAGS_WHY}`)
+    // lib-storage reads tags, queueSize and partSize as `options.x || its default`: any falsy
+    // value (0, NaN, false) is not given; a `queueSize` of 1.5 runs 2 uploaders (its loop's count).
+    if (tags && (!Array.isArray(tags) || tags.length > 0)) throw invalid(`tags: ${TAGS_WHY}`)
     if (typeof settings !== 'object' || settings === null) throw invalid('settings: must be an object of settings')
     checkOptionNames('Upload', options, UPLOAD_OPTIONS)
     checkOptionNames('Upload: settings', settings, [], { settings: true })
     checkSettingValues(settings)
     const s: Partial<Settings> = { ...settings }
-    // As lib-storage, 0 takes the default.
-    if (queueSize !== undefined && queueSize !== 0) {
-      if (!Number.isSafeInteger(queueSize) || queueSize < 1) {
-        throw invalid(`queueSize ${queueSize}: must be an integer, at least 1`)
+    if (queueSize) {
+      if (typeof queueSize !== 'number' || !(queueSize >= 1)) {
+        const got = typeof queueSize === 'number' ? queueSize : describeValue(queueSize)
+        throw invalid(`queueSize ${got}: must be a number, at least 1 (one uploading queue)`)
       }
-      s.segmentMpuMaxConcurrency = Math.min(queueSize, MAX_QUEUE)
+      s.segmentMpuMaxConcurrency = Math.min(Math.ceil(queueSize), MAX_QUEUE)
     }
-    if (partSize !== undefined && partSize !== 0) {
+    if (partSize) {
       if (!Number.isSafeInteger(partSize) || partSize < MIN_PART_SIZE || partSize > MAX_PART_SIZE) {
         throw invalid(
           `partSize ${partSize}: must be an integer from ${MIN_PART_SIZE} (5 MiB) to ${MAX_PART_SIZE} (5 GiB, S3's largest part)`,

@@ -84,9 +84,10 @@ describe('Upload: the constructor', () => {
     const tooLarge = { partSize: 5 * 1024 * MiB + 1 } // past S3's largest part: refused here, not in done()
     for (const bad of [
       { queueSize: -1 },
-      { queueSize: 1.5 },
+      { queueSize: 0.5 },
+      { queueSize: '3' as unknown as number },
       { partSize: 4 * MiB },
-      { partSize: Number.NaN },
+      { partSize: 5 * MiB + 0.5 },
       tooLarge,
     ]) {
       assert.throws(
@@ -339,6 +340,28 @@ describe('Upload: options set to null, as lib-storage takes them', () => {
         name,
       )
     }
+  })
+})
+
+describe('Upload: queueSize and partSize as lib-storage reads them', () => {
+  /** The settings an Upload given `options` writes with. */
+  async function settingsOf(options: object, label: string) {
+    const upload = new Upload({ client, params: { Bucket: 'b', Key: 'k', Body: 'x' }, ...options })
+    Object.defineProperty(upload, 'store', { value: new MemoryStore(`sizes-${label}`) })
+    await upload.done()
+    const s = upload.writer?.file?.settings
+    return { queue: s?.segmentMpuMaxConcurrency, part: s?.segmentMpuChunkSize }
+  }
+
+  it('NaN or false takes the default (its `||`); a fractional queueSize runs as many as its loop does; Infinity is capped', async () => {
+    const defaults = await settingsOf({}, 'defaults')
+    assert.equal(typeof defaults.queue, 'number')
+    for (const value of [Number.NaN, false]) {
+      assert.deepEqual(await settingsOf({ queueSize: value, partSize: value }, String(value)), defaults, String(value))
+    }
+    // lib-storage starts an uploader for each index below queueSize: 1.5 → 2.
+    assert.equal((await settingsOf({ queueSize: 1.5 }, '1.5')).queue, 2)
+    assert.equal((await settingsOf({ queueSize: Number.POSITIVE_INFINITY }, 'infinite')).queue, 64)
   })
 })
 
