@@ -72,6 +72,13 @@ describe('Upload: the constructor', () => {
       () => new Upload({ client: client, params: { Bucket: 'b', Key: 'k', Body: 'x', Unheard: 1 } as UploadParams }),
       /params\.Unheard is not supported/,
     )
+    // An option lib-storage ignores (a misspelt one) is refused, as docs/api.md says.
+    assert.throws(
+      () => new Upload({ client: client, params: { Bucket: 'b', Key: 'k', Body: 'x' }, queuesize: 2 } as never),
+      (err) =>
+        StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT') &&
+        /"queuesize" \(did you mean queueSize\?\)/.test(err.message),
+    )
     assert.throws(
       () =>
         new Upload({
