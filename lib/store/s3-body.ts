@@ -90,6 +90,53 @@ export function addHeader<C>(command: C, name: string, value: (req: HttpRequestL
   return command
 }
 
+/** What the SDK's retry step warns when a request with a stream body (a ChunkBody) fails. */
+const STREAM_NOT_RETRIED = 'An error was encountered in a non-retryable streaming request.'
+
+type Logger = Partial<Record<'trace' | 'debug' | 'info' | 'warn' | 'error', (...args: unknown[]) => void>>
+
+type ContextCommand = {
+  middlewareStack: {
+    add(
+      mw: (
+        next: (args: unknown) => Promise<unknown>,
+        context: { logger?: Logger },
+      ) => (args: unknown) => Promise<unknown>,
+      options: { step: 'build'; name: string },
+    ): void
+  }
+}
+
+/**
+ * Per-command middleware (never the caller's client): the SDK's warning that a failed
+ * request with a stream body is not retried is dropped. The store retries it itself, and
+ * an abort fails such requests on purpose; a client with no logger of its own would print
+ * the warning to the console once per request in flight (lib-storage's Upload, sending
+ * bytes, never does). Around the request and its retries only: every other message goes
+ * to the client's logger, and the steps before and after see that logger itself.
+ */
+export function withoutStreamRetryWarning<C>(command: C): C {
+  ;(command as unknown as ContextCommand).middlewareStack.add(
+    (next, context) => async (args) => {
+      const theirs = context.logger
+      context.logger = {
+        trace: (...a) => theirs?.trace?.(...a),
+        debug: (...a) => theirs?.debug?.(...a),
+        info: (...a) => theirs?.info?.(...a),
+        warn: (...a) => (a[0] === STREAM_NOT_RETRIED ? undefined : theirs?.warn?.(...a)),
+        error: (...a) => theirs?.error?.(...a),
+      }
+      try {
+        return await next(args)
+      } finally {
+        context.logger = theirs
+      }
+    },
+    { step: 'build', name: 'streamSegment-withoutStreamRetryWarning' },
+  )
+  return command
+}
+
 /** The SDK's fields for the standard headers of `attributes`. */
 export function s3Attributes(a: ObjectAttributes | undefined) {
   return {

@@ -47,7 +47,7 @@ import { digestChunks, sha256BeatsMd5 } from '../util/digest.js'
 import { lendPieces } from '../util/piece-pool.js'
 import { describeValue } from '../util/typed-arrays.js'
 import { checkKey, checkPartList, checkPartNumber, prefixFault, quoteKey, unquoteEtag } from './common.js'
-import { addHeader, crc32Base64, requestBody, s3Attributes } from './s3-body.js'
+import { addHeader, crc32Base64, requestBody, s3Attributes, withoutStreamRetryWarning } from './s3-body.js'
 import { callS3, nameOf, statusOf } from './s3-calls.js'
 import { askedRange, checkGetAnswer, piecesOf, readBody, refused, sendOverHttp, transportOf } from './s3-get.js'
 import { s3Sdk } from './s3-sdk.cjs'
@@ -925,7 +925,7 @@ export class S3Store implements ObjectStore {
   /** A body's payload hash: UNSIGNED-PAYLOAD, or its SHA-256 computed here once for every try. */
   #payload<C>(body: readonly Uint8Array[], command: C): C {
     const hash = this.unsignedPayload ? 'UNSIGNED-PAYLOAD' : digestChunks('sha256', body, 'hex')
-    return addHeader(command, 'x-amz-content-sha256', () => hash)
+    return withoutStreamRetryWarning(addHeader(command, 'x-amz-content-sha256', () => hash))
   }
 
   /** The Range header for `range`; an empty range is a caller's error, as in every store. */

@@ -9,7 +9,9 @@ import { getEventListeners } from 'node:events'
 import { describe, it } from 'node:test'
 import { setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
+import { S3Client } from '@aws-sdk/client-s3'
 import { StreamSegmentError } from '../../lib/errors.js'
+import { S3Store } from '../../lib/store/s3.js'
 import { type Call, callS3, type RetryPolicy } from '../../lib/store/s3-calls.js'
 
 const call: Call = { op: 'PutObject', where: 's3://bkt/prefix/key', bucket: 'bkt' }
@@ -192,5 +194,36 @@ describe('S3 calls: retries and failure mapping', () => {
     assert.equal(getEventListeners(long, 'abort').length, 0, 'no listener left on the signal')
     // AbortSignal.any([signal, deadline]) per call kept ~60 bytes per call here (Node 20): 12 MB.
     assert.ok(grown < 4 * 1024 * 1024, `the heap grew by ${(grown / 1024 / 1024).toFixed(1)} MiB over 200,000 calls`)
+  })
+})
+
+describe('S3Store: a failed request with a body of several chunks, on a client with no logger', () => {
+  it("prints nothing to the console (the SDK warns there that it does not retry a stream body's request)", async () => {
+    // Every request fails before an answer, as one aborted or cut off does.
+    const client = new S3Client({
+      region: 'us-east-1',
+      endpoint: 'http://127.0.0.1:9',
+      forcePathStyle: true,
+      credentials: { accessKeyId: 'a', secretAccessKey: 'b' },
+      requestHandler: {
+        handle: async () => {
+          throw Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' })
+        },
+      },
+    })
+    const store = new S3Store({ client, bucket: 'bkt', prefix: 'p/', maxRetries: 0 })
+    const warned: unknown[][] = []
+    const warn = console.warn
+    console.warn = (...args: unknown[]) => warned.push(args)
+    try {
+      // Two chunks go as a stream body (never joined into a copy).
+      await assert.rejects(store.put('k', [Buffer.alloc(1000, 1), Buffer.alloc(1000, 2)]), (err) =>
+        StreamSegmentError.is(err),
+      )
+      await assert.rejects(store.put('k', Buffer.alloc(1000, 1)), (err) => StreamSegmentError.is(err))
+    } finally {
+      console.warn = warn
+    }
+    assert.deepEqual(warned, [])
   })
 })
