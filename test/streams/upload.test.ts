@@ -360,11 +360,12 @@ describe('Upload: queueSize and partSize as lib-storage reads them', () => {
     return { queue: s?.segmentMpuMaxConcurrency, part: s?.segmentMpuChunkSize }
   }
 
-  it('NaN or false takes the default (its `||`); a fractional queueSize runs as many as its loop does; Infinity is capped', async () => {
+  it('NaN or false takes the default (its `||`, tags too); a fractional queueSize runs as many as its loop does; Infinity is capped', async () => {
     const defaults = await settingsOf({}, 'defaults')
     assert.equal(typeof defaults.queue, 'number')
     for (const value of [Number.NaN, false]) {
-      assert.deepEqual(await settingsOf({ queueSize: value, partSize: value }, String(value)), defaults, String(value))
+      const options = { queueSize: value, partSize: value, tags: value }
+      assert.deepEqual(await settingsOf(options, String(value)), defaults, String(value))
     }
     // lib-storage starts an uploader for each index below queueSize: 1.5 → 2.
     assert.equal((await settingsOf({ queueSize: 1.5 }, '1.5')).queue, 2)
