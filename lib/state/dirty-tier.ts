@@ -115,7 +115,15 @@ export class DirtyTier {
   /** References: the source and the position in it of the block's first byte. */
   private refSource = new Uint32Array(1024)
   private refPos = new Float64Array(1024)
-  private sources: BlockSource[] = []
+  /**
+   * The sources references read from, by index, each with its live references: a source
+   * goes once none is left (its blocks stored or rewritten), so a handle that writes by
+   * reference from one source after another, flushing between, holds only the current
+   * ones (a fileSource keeps up to 64 MiB of read buffers).
+   */
+  private sources: Array<BlockSource | undefined> = []
+  private sourceRefs: number[] = []
+  private freeSources: number[] = []
   private sourceIds = new Map<BlockSource, number>()
   private generation = new Uint32Array(1024)
   /** Requests in flight carrying the slot. */
@@ -261,10 +269,12 @@ export class DirtyTier {
     const id = this.freeRefs[--this.freeRefCount] as number
     let s = this.sourceIds.get(source)
     if (s === undefined) {
-      s = this.sources.length
-      this.sources.push(source)
+      s = this.freeSources.pop() ?? this.sources.length
+      this.sources[s] = source
+      this.sourceRefs[s] = 0
       this.sourceIds.set(source, s)
     }
+    this.sourceRefs[s] = (this.sourceRefs[s] as number) + 1
     this.refSource[id] = s
     this.refPos[id] = position
     this.taken(id)
@@ -287,6 +297,7 @@ export class DirtyTier {
       ((first + n) & (this.slotsPerSlab - 1)) !== 0
     ) {
       this.freeRefCount--
+      this.sourceRefs[s] = (this.sourceRefs[s] as number) + 1
       this.refSource[first + n] = s
       this.refPos[first + n] = position + n * bs
       this.taken(first + n)
@@ -358,6 +369,7 @@ export class DirtyTier {
       if (this.freeRefCount === this.freeRefs.length)
         this.freeRefs = grownArray(this.freeRefs, new Int32Array(this.freeRefs.length * 2))
       this.freeRefs[this.freeRefCount++] = slot
+      this.dropReference(this.refSource[slot] as number)
       return
     }
     const page = slot >>> this.slabShift
@@ -376,6 +388,16 @@ export class DirtyTier {
     this.slabFree[page] = (this.slabFree[page] as number) + 1
     this.freeCount++
     this.allocated--
+  }
+
+  /** A reference to source `s` was freed: the source goes with its last one. */
+  private dropReference(s: number): void {
+    const left = (this.sourceRefs[s] as number) - 1
+    this.sourceRefs[s] = left
+    if (left > 0) return
+    this.sourceIds.delete(this.sources[s] as BlockSource)
+    this.sources[s] = undefined
+    this.freeSources.push(s)
   }
 
   gen(slot: number): number {
@@ -487,6 +509,8 @@ export class DirtyTier {
     this.allocated = 0
     this.freeRefCount = 0
     this.sources = []
+    this.sourceRefs = []
+    this.freeSources = []
     this.sourceIds.clear()
     this.pins.fill(0)
     this.mapped.fill(0)

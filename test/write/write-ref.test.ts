@@ -5,6 +5,9 @@ import { closeSync, mkdtempSync, openSync, rmSync, statSync, utimesSync, writeFi
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
+import { setImmediate as turn } from 'node:timers/promises'
+import { setFlagsFromString } from 'node:v8'
+import { runInNewContext } from 'node:vm'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import type { BlockSource } from '../../lib/state/dirty-tier.js'
@@ -53,6 +56,28 @@ describe('writeRef', () => {
     assert.deepEqual(Buffer.from(await f.read(0, data.length)), data)
     const g = await SegmentFile.open(store)
     assert.deepEqual(Buffer.from(await g.read(7 * MiB + 3, 5 * MiB)), data.subarray(7 * MiB + 3, 12 * MiB + 3))
+  })
+
+  it('a handle that writes from one source after another, flushing between, keeps none whose blocks are stored', async () => {
+    setFlagsFromString('--expose-gc')
+    const gc = runInNewContext('gc') as () => void
+    const f = await SegmentFile.create(new MemoryStore(), { streamSegmentBytes: 0 })
+    const data = randomBytes(256 * 1024)
+    // Each source stands for a fileSource, which keeps up to 64 MiB of read buffers.
+    const kept: WeakRef<BlockSource>[] = []
+    const cycle = async (i: number) => {
+      const src = bufferSource(data)
+      kept.push(new WeakRef(src))
+      await f.writeRef(i * data.length, data.length, src)
+      await f.flush()
+    }
+    for (let i = 0; i < 50; i++) await cycle(i)
+    await turn() // a WeakRef holds its target until the turn that made it ends
+    gc()
+    const alive = kept.filter((r) => r.deref() !== undefined).length
+    assert.equal(alive, 0, `${alive} of 50 sources still held after their blocks were stored`)
+    assert.deepEqual(Buffer.from(await f.read(49 * data.length, data.length)), data)
+    await f.close()
   })
 
   it('unaligned ranges: the partial blocks at the ends go by value; rewrites by value replace references', async () => {
