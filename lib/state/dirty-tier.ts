@@ -145,6 +145,8 @@ export class DirtyTier {
   private crcs = new Uint32Array(1024)
   private crcGen = new Uint32Array(1024)
   private allocated = 0
+  /** Live ids of blocks written by reference. */
+  private refs = 0
 
   constructor(blockSize: number) {
     this.blockSize = blockSize
@@ -156,6 +158,11 @@ export class DirtyTier {
   /** Bytes held by allocated slots. */
   get usedBytes(): number {
     return this.allocated * this.blockSize
+  }
+
+  /** Blocks written by reference and not yet freed (stored, rewritten or cut): per-id state, no bytes. */
+  get refBlocks(): number {
+    return this.refs
   }
 
   /** A slot for one block, its bytes unspecified (the caller fills all of them). */
@@ -275,6 +282,7 @@ export class DirtyTier {
       this.sourceIds.set(source, s)
     }
     this.sourceRefs[s] = (this.sourceRefs[s] as number) + 1
+    this.refs++
     this.refSource[id] = s
     this.refPos[id] = position
     this.taken(id)
@@ -298,6 +306,7 @@ export class DirtyTier {
     ) {
       this.freeRefCount--
       this.sourceRefs[s] = (this.sourceRefs[s] as number) + 1
+      this.refs++
       this.refSource[first + n] = s
       this.refPos[first + n] = position + n * bs
       this.taken(first + n)
@@ -392,6 +401,7 @@ export class DirtyTier {
 
   /** A reference to source `s` was freed: the source goes with its last one. */
   private dropReference(s: number): void {
+    this.refs--
     const left = (this.sourceRefs[s] as number) - 1
     this.sourceRefs[s] = left
     if (left > 0) return
@@ -508,6 +518,7 @@ export class DirtyTier {
     this.cursor = 0
     this.allocated = 0
     this.freeRefCount = 0
+    this.refs = 0
     this.sources = []
     this.sourceRefs = []
     this.freeSources = []

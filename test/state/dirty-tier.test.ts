@@ -81,4 +81,20 @@ describe('DirtyTier', () => {
     assert.equal(tier.usedBytes, SLAB * BS)
     assert.equal(tier.allocRun(1), SLAB, 'a full tier grows by a slab')
   })
+
+  it('counts the blocks written by reference until each is freed, a pinned one once its request ends', () => {
+    const tier = new DirtyTier(BS)
+    const source = { read: async () => new Uint8Array(0) }
+    const first = tier.allocRefRun(source, 0, 3 * SLAB)
+    const n = tier.lastRun
+    const one = tier.allocRef(source, 5 * SLAB * BS)
+    assert.equal(tier.refBlocks, n + 1)
+    assert.equal(tier.usedBytes, 0, 'references hold no bytes')
+    tier.pin(first)
+    for (let id = first; id < first + n; id++) tier.release(id)
+    assert.equal(tier.refBlocks, 2, 'the pinned one and the single one')
+    tier.unpin(first)
+    tier.release(one)
+    assert.equal(tier.refBlocks, 0)
+  })
 })
