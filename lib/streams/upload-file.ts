@@ -2,8 +2,9 @@
  * `uploadFile(path, url)`: a local file written into a container by reference, as a new
  * checkpoint replacing its content (an existing container's older, larger content is
  * truncated away: the checkpoint holds exactly the file). Its blocks are read from the
- * file only when the object holding them is sent, so memory stays at the pieces in flight
- * whatever the file's size; the file must not change until this returns (the
+ * file only when the object holding them is sent, and it is taken a step at a time
+ * (BlockWriter.writeRef), so memory stays at the pieces and objects in flight whatever
+ * the file's size; the file must not change until this returns (the
  * block-source contract). The signal aborts every request in flight and publishes nothing.
  *
  * Resume (`resume`, default on): an upload interrupted by a crash, a kill or an abort

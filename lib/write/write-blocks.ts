@@ -14,7 +14,8 @@
  * - The dirty limits come first: over the limit the open object closes early and the
  *   writer waits for every object in flight, then writes partial segments if that is not
  *   enough. Under it, what there is to send ahead is sent. A write larger than a quarter
- *   of the limit is taken in steps of that size, the limits applied after each.
+ *   of the limit is taken in steps of that size, the limits applied after each; so is a
+ *   write by reference (its blocks hold per-block state until stored, not bytes).
  * - After TURN_BYTES by value without the event loop turning, a write lets it turn once
  *   (letLoopTurn), so the store's answers come while a producer that never waits writes.
  */
@@ -96,14 +97,7 @@ export class BlockWriter {
       const end = Math.min(length, Math.floor((offset + at + step) / step) * step - offset)
       const src = at === 0 && end === length ? bytes : bytes.subarray(at, end)
       await this.writeBlocks(offset + at, end - at, src, adopt, ends)
-      if (failed === undefined) {
-        try {
-          await this.afterWrite()
-        } catch (err) {
-          if (!StreamSegmentError.is(err) || err.code === 'ERR_INTERNAL' || err.code === 'ERR_ABORTED') throw err
-          failed = { err }
-        }
-      }
+      if (failed === undefined) failed = await this.limitsAfterStep()
       await this.letLoopTurn(end - at)
       at = end
     } while (at < length)
@@ -143,7 +137,6 @@ export class BlockWriter {
     }
     if (length === 0) return // no bytes: nothing changes (see write)
     const core = this.core
-    const { tier, map } = core
     const bs = core.blockSize
     const end = offset + length
     const span = blockSpan(offset, end, bs)
@@ -154,31 +147,63 @@ export class BlockWriter {
       }
     }
     await byValue(offset, span.headEnd)
-    if (span.endWhole > span.firstWhole) {
-      this.sendAhead.noteWrite(span.firstWhole)
-      const ptr: [number, number] = [0, 0]
-      for (let b = span.firstWhole; b < span.endWhole; b++) {
-        // Blocks that held nothing dirty take ids as runs, mapped as one.
-        const n = map.freshRun(b, span.endWhole - b)
-        if (n > 0) {
-          for (let k = 0; k < n; ) {
-            const id = tier.allocRefRun(source, sourceOffset + (b + k) * bs - offset, n - k)
-            map.setRun(b + k, tier.lastRun, 0, DIRTY_BASE + id)
-            k += tier.lastRun
-          }
-          b += n - 1
-          continue
-        }
-        if (!map.lookup(b, ptr)) await map.loadLookup(b, ptr)
-        const id = tier.allocRef(source, sourceOffset + b * bs - offset)
-        if (!map.update(b, 0, DIRTY_BASE + id)) throw StreamSegmentError.internal(`block ${b}: path unloaded`)
-        if (isDirtyRef(ptr[0], ptr[1])) tier.release(ptr[1] - DIRTY_BASE)
-      }
-      core.grow(span.tailStart)
+    // The whole blocks go a step at a time, each followed by the limits and sending ahead:
+    // a reference holds no bytes, but its per-block state (~50 bytes, and its leaf entry)
+    // stays until its object is stored, so a range taken whole would hold it for the whole
+    // file (16 GiB for 1 TiB) before the first object went. As in `write`, a store failure
+    // after one step fails the call once every step is in.
+    const step = this.writeStep / bs
+    let failed: { err: unknown } | undefined
+    for (let from = span.firstWhole; from < span.endWhole; from += step) {
+      const to = Math.min(span.endWhole, from + step)
+      await this.refBlocks(from, to, source, sourceOffset - offset)
+      core.grow(to * bs)
+      if (failed === undefined && to < span.endWhole) failed = await this.limitsAfterStep()
     }
     await byValue(span.tailStart, end)
     core.grow(end)
+    if (failed !== undefined) throw failed.err
     await this.afterWrite()
+  }
+
+  /** Blocks [from, to) written by reference: block b's bytes are `source`'s at b × blockSize + `shift`. */
+  private async refBlocks(from: number, to: number, source: BlockSource, shift: number): Promise<void> {
+    const { tier, map } = this.core
+    const bs = this.core.blockSize
+    this.sendAhead.noteWrite(from)
+    const ptr: [number, number] = [0, 0]
+    for (let b = from; b < to; b++) {
+      // Blocks that held nothing dirty take ids as runs, mapped as one.
+      const n = map.freshRun(b, to - b)
+      if (n > 0) {
+        for (let k = 0; k < n; ) {
+          const id = tier.allocRefRun(source, (b + k) * bs + shift, n - k)
+          map.setRun(b + k, tier.lastRun, 0, DIRTY_BASE + id)
+          k += tier.lastRun
+        }
+        b += n - 1
+        continue
+      }
+      if (!map.lookup(b, ptr)) await map.loadLookup(b, ptr)
+      const id = tier.allocRef(source, b * bs + shift)
+      if (!map.update(b, 0, DIRTY_BASE + id)) throw StreamSegmentError.internal(`block ${b}: path unloaded`)
+      if (isDirtyRef(ptr[0], ptr[1])) tier.release(ptr[1] - DIRTY_BASE)
+    }
+  }
+
+  /**
+   * The limits after one step of a write taken in steps: undefined, or the store failure
+   * they met, kept for the end of the write (the later steps skip them). Anything else is
+   * thrown at once.
+   */
+  private async limitsAfterStep(): Promise<{ err: unknown } | undefined> {
+    try {
+      await this.afterWrite()
+      return undefined
+    } catch (err) {
+      if (!StreamSegmentError.is(err) || err.code === 'ERR_INTERNAL' || err.code === 'ERR_ABORTED') throw err
+      return { err }
+    }
   }
 
   /** As `write`: what may fail first, then `logged`, then the file changes. */

@@ -16,7 +16,7 @@ import { createS3Client, S3Store } from '../../lib/store/s3.js'
 import { uploadFile } from '../../lib/streams/upload-file.js'
 import { rejectsCode } from '../helpers/assert.js'
 import { FailingStore } from '../helpers/failing-store.js'
-import { pattern } from '../helpers/pattern.js'
+import { fillBlocks, pattern } from '../helpers/pattern.js'
 import { smallSettings } from '../helpers/small-settings.js'
 import { type CallInfo, WrappedStore } from '../helpers/wrapped-store.js'
 
@@ -77,6 +77,39 @@ describe('writeRef', () => {
     const alive = kept.filter((r) => r.deref() !== undefined).length
     assert.equal(alive, 0, `${alive} of 50 sources still held after their blocks were stored`)
     assert.deepEqual(Buffer.from(await f.read(49 * data.length, data.length)), data)
+    await f.close()
+  })
+
+  it('a range of many objects is taken in steps: the references held stay near what is in flight, not the range', async () => {
+    // Each reference costs ~50 bytes of per-block state and its leaf's entry: taken whole,
+    // a 1 TiB file held some 16 GiB of them before anything was stored.
+    const f = await SegmentFile.create(new MemoryStore(), {
+      streamSegmentBytes: 4 * MiB,
+      segmentMpuChunkSize: MiB,
+      segmentMpuMaxConcurrency: 4,
+    })
+    const size = 128 * MiB
+    const tier = f.core.tier
+    let peak = 0
+    const src: BlockSource = {
+      async read(position, length) {
+        peak = Math.max(peak, tier.refBlocks) // as each piece goes out
+        const out = Buffer.allocUnsafe(length)
+        fillBlocks(out, position)
+        return out
+      },
+    }
+    await f.writeRef(0, size, src)
+    peak = Math.max(peak, tier.refBlocks)
+    await f.flush()
+    assert.equal(tier.refBlocks, 0, 'every reference freed once stored')
+    // The 4 MiB object being filled, the objects closing, the 4 pieces in flight, a leaf
+    // still growing and a step (a quarter of the 8 MiB dirty limit): well under 32 MiB.
+    const held = (peak * 4096) / MiB
+    assert.ok(held <= 32, `${held} MiB of the ${size / MiB} MiB range held as references at once`)
+    const want = Buffer.allocUnsafe(4 * MiB)
+    fillBlocks(want, 77 * MiB)
+    assert.deepEqual(Buffer.from(await f.read(77 * MiB, 4 * MiB)), want)
     await f.close()
   })
 
