@@ -21,6 +21,7 @@ import { downloadFile } from '../../lib/streams/download-file.js'
 import { within } from '../helpers/containers.js'
 import { FailingStore } from '../helpers/failing-store.js'
 import { pattern } from '../helpers/pattern.js'
+import { ThrottledStore } from '../helpers/throttled-store.js'
 import { countingCalls } from '../helpers/wrapped-store.js'
 
 const KiB = 1024
@@ -234,6 +235,47 @@ describe('downloadFile', () => {
       assert.deepEqual([started, failClose], [1, false], 'the read failed, then the close')
       assert.equal(String(await readFile(path)), 'keep me')
       assert.deepEqual(await leftovers(), [])
+    } finally {
+      fsp.open = open
+      syncBuiltinESMExports()
+    }
+  })
+
+  it('to a file slower than the store: bytes fetched and not yet written stay within the GETs allowed in flight', async () => {
+    const mem = new MemoryStore()
+    const f = await SegmentFile.create(mem, { streamSegmentBytes: 0 })
+    const data = pattern(0, 8 * 1024 * KiB, 5)
+    await f.write(0, data)
+    await f.flush()
+    await f.close()
+    const store = new ThrottledStore(mem, { latencyMs: 0, bandwidth: Number.POSITIVE_INFINITY })
+    const path = join(dir, 'slow-sink.bin')
+    const open = fsp.open
+    let written = 0
+    let most = 0
+    fsp.open = (async (...args: Parameters<typeof open>) => {
+      const fh = await open(...args)
+      const writev = fh.writev.bind(fh)
+      fh.writev = (async (buffers: NodeJS.ArrayBufferView[], position?: number) => {
+        most = Math.max(most, store.bytesDown - written)
+        for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r)) // a disk slower than the GETs
+        const r = await writev(buffers, position)
+        written += r.bytesWritten
+        return r
+      }) as typeof fh.writev
+      return fh
+    }) as typeof open
+    syncBuiltinESMExports()
+    try {
+      const options = { readGetMaxBytes: 256 * KiB, readMaxConcurrency: 3 }
+      const { timing } = await downloadFile(store, path, options)
+      assert.ok((await readFile(path)).equals(data), 'the file is the checkpoint')
+      // The data GETs in flight, each held until its bytes are written, and the walk's reads
+      // (its tail reads of header, summary and nodes, which hold no data).
+      const walked = Object.values(timing.bytes).reduce((a, b) => a + b, 0) - timing.bytes.data
+      const bound = options.readMaxConcurrency * options.readGetMaxBytes + walked
+      assert.ok(most <= bound, `${most} bytes fetched ahead of the file, bound ${bound}`)
+      assert.ok(written >= data.length && store.bytesDown >= data.length)
     } finally {
       fsp.open = open
       syncBuiltinESMExports()

@@ -2,8 +2,9 @@ import assert from 'node:assert/strict'
 import { createHash } from 'node:crypto'
 import { once } from 'node:events'
 import { Readable } from 'node:stream'
-import { pipeline } from 'node:stream/promises'
+import { finished, pipeline } from 'node:stream/promises'
 import { describe, it } from 'node:test'
+import { setImmediate as turn } from 'node:timers/promises'
 import { pipelinePromise } from 'streamx'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { SegmentFile } from '../../lib/segment-file.js'
@@ -13,7 +14,7 @@ import { MemoryStore } from '../../lib/store/memory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
 import { createStreamSegmentWriteStream } from '../../lib/streams/write-stream.js'
 import { FailingStore } from '../helpers/failing-store.js'
-import { blockStream } from '../helpers/pattern.js'
+import { blockStream, fillBlocks } from '../helpers/pattern.js'
 import { ThrottledStore } from '../helpers/throttled-store.js'
 
 const KiB = 1024
@@ -165,6 +166,44 @@ describe('createStreamSegmentWriteStream', () => {
     assert.ok(file.peakDirtyBytes <= limit + chunk, `peak dirty ${file.peakDirtyBytes} > ${limit} + ${chunk}`)
     // Unpaused, the source would run megabytes ahead of a 40 MB/s store.
     assert.ok(maxAhead <= 6 * chunk, `source ran ${maxAhead} bytes ahead of the writer`)
+  })
+
+  it('one chunk four times the dirty limit, copied or adopted, into a store that holds its answers: the callback waits, the tier holds the limit and a step', async () => {
+    const limit = 4 * MiB
+    const chunk = Buffer.allocUnsafe(16 * MiB)
+    fillBlocks(chunk, 0)
+    for (const adoptChunks of [false, true]) {
+      // Every object but the inode hangs until released: nothing the writer sends is stored.
+      const store = new FailingStore(new MemoryStore(), [
+        { ops: ['put', 'uploadPart'], key: /^(?!inode$)/, mode: 'hang' },
+      ])
+      const ws = createStreamSegmentWriteStream({
+        store,
+        adoptChunks,
+        profile: 'spec',
+        dataCacheDirtyMaxBytesThreshold: limit,
+      })
+      let calledBack = false
+      ws.write(chunk, () => {
+        calledBack = true
+      })
+      await store.hangOf('put', 'uploadPart')
+      for (let i = 0; i < 20; i++) await turn()
+      const file = ws.file as SegmentFile
+      const held = file.core.tier.usedBytes
+      assert.equal(calledBack, false, `adoptChunks ${adoptChunks}: the write called back while no object was stored`)
+      // Taken in steps of a quarter of the limit, the writer waits at the first one past it.
+      assert.ok(held <= limit + limit / 4, `adoptChunks ${adoptChunks}: ${held / MiB} MiB held, limit ${limit / MiB}`)
+      store.clearRules()
+      store.release()
+      ws.end()
+      await finished(ws)
+      assert.equal(calledBack, true)
+      assert.ok(file.peakDirtyBytes <= limit + limit / 4, `adoptChunks ${adoptChunks}: peak ${file.peakDirtyBytes}`)
+      const back = await SegmentFile.open(store, { readOnly: true })
+      assert.ok(Buffer.from(await back.read(0, chunk.length)).equals(chunk), 'the bytes read back')
+      await back.close()
+    }
   })
 
   it('format parted: a head-first container, partials under the limit, reads back; the format stays', async () => {
