@@ -445,14 +445,26 @@ export function unsentUnder(node: MapNode, tier: DirtyTier): number {
  * segments) leave it out until it is full: taken now, it would be split from the blocks
  * written next, which would go to a later object with the leaf stored again. Its blocks
  * wait in memory meanwhile, so it is held back only when a full leaf's data is under the
- * dirty limit; the flush takes it as it is.
+ * dirty limit, or when its dirty blocks are all written by reference (they hold no bytes:
+ * a file written by reference, taken a step at a time, keeps full leaves whatever the
+ * limit); the flush takes it as it is.
  */
 export function growingLeaf(core: FileState): MapNode | undefined {
   const leaf = core.map.leafAt(MAX_BLOCK_KEY)
   if (leaf === undefined || leaf === core.map.root || leaf.dirtyCount === 0 || leaf.count >= leaf.capacity) {
     return undefined
   }
-  return leaf.capacity * core.blockSize < dirtyLimitBytes(core.settings) ? leaf : undefined
+  if (leaf.capacity * core.blockSize < dirtyLimitBytes(core.settings)) return leaf
+  return holdsBytes(leaf, core.tier) ? undefined : leaf
+}
+
+/** Whether a dirty block under `leaf` is held by value (its bytes in the tier), not by reference. */
+function holdsBytes(leaf: MapNode, tier: DirtyTier): boolean {
+  for (let i = 0; i < leaf.count; i++) {
+    const lo = leaf.lo[i] as number
+    if (isDirtyRef(leaf.hi[i] as number, lo) && !tier.isRef(lo - DIRTY_BASE)) return true
+  }
+  return false
 }
 
 /** The largest block index. */
