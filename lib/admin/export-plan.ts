@@ -8,12 +8,17 @@ import type { ObjectStore } from '../store/types.js'
 import { GiB, MiB } from '../util/units.js'
 import type { Reached } from './map-walk.js'
 
-/** A stretch of the file: bytes [start, end) stored from byte `at` of `key`, or a hole (no key). */
+/**
+ * A stretch of the file: bytes [start, end) stored from byte `at` of `key`, or a hole (no
+ * key). A stored one's blocks have their summary CRC-32s at `crcs[crc…]` of its checkpoint
+ * (checkpointExtents), one per block, in order.
+ */
 export interface Extent {
   start: number
   end: number
   key?: string
   at: number
+  crc?: number
 }
 
 export type PlannedPart =
@@ -56,13 +61,17 @@ export function partSizes(
 /**
  * The file's extents in order, from the block map's data pointers (per object: byte
  * offsets and block indexes): blocks stored back to back in one object make one extent,
- * unmapped blocks holes; the last block is cut at the file's size.
+ * unmapped blocks holes; the last block is cut at the file's size. From `crcOf` (per
+ * object, the summary CRC-32 of each data pointer's slot, in the pointers' order), `crcs`
+ * holds the stored blocks' CRCs in file order, and each stored extent's `crc` indexes its
+ * first: 4 bytes per block, where the walk's pointers take 8.
  */
 export function checkpointExtents(
   reached: ReadonlyMap<string, Pick<Reached, 'dataAt' | 'dataBlock'>>,
   size: number,
   blockSize: number,
-): Extent[] {
+  crcOf: ReadonlyMap<string, Uint32Array>,
+): { extents: Extent[]; crcs: Uint32Array } {
   const keys: string[] = []
   let n = 0
   for (const [key, r] of reached) {
@@ -72,42 +81,48 @@ export function checkpointExtents(
   const block = new Float64Array(n)
   const obj = new Uint32Array(n)
   const at = new Float64Array(n)
+  const crc = new Uint32Array(n)
   let i = 0
   keys.forEach((key, k) => {
     const r = reached.get(key) as Pick<Reached, 'dataAt' | 'dataBlock'>
+    const c = crcOf.get(key)
     for (let j = 0; j < r.dataBlock.length; j++, i++) {
       block[i] = r.dataBlock.get(j)
       at[i] = r.dataAt.get(j)
       obj[i] = k
+      crc[i] = c?.[j] as number
     }
   })
   const order = new Uint32Array(n)
   for (let j = 0; j < n; j++) order[j] = j
   order.sort((a, b) => (block[a] as number) - (block[b] as number))
+  const crcs = new Uint32Array(n)
   const out: Extent[] = []
   let pos = 0
   let cur: Extent | undefined
   let curObj = -1
   for (let j = 0; j < n; j++) {
     const x = order[j] as number
+    crcs[j] = crc[x] as number
     const start = (block[x] as number) * blockSize
     if (start >= size) break
     const end = Math.min(start + blockSize, size)
     const o = obj[x] as number
     const a = at[x] as number
+    // Merged blocks are the next in file order, so an extent's CRCs are consecutive from `crc`.
     if (cur !== undefined && start === cur.end && o === curObj && a === cur.at + (cur.end - cur.start)) {
       cur.end = end
       pos = end
       continue
     }
     if (start > pos) out.push({ start: pos, end: start, at: 0 })
-    cur = { start, end, key: keys[o] as string, at: a }
+    cur = { start, end, key: keys[o] as string, at: a, crc: j }
     curObj = o
     out.push(cur)
     pos = end
   }
   if (pos < size) out.push({ start: pos, end: size, at: 0 })
-  return out
+  return { extents: out, crcs }
 }
 
 /**

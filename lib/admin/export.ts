@@ -22,8 +22,14 @@
  *   aborted. A checkpoint smaller than one part goes in one PutObject. A local file is
  *   written to a temporary file beside it, synced and renamed into place.
  * - A source object deleted or replaced meanwhile (gc) fails the export: ERR_NOT_FOUND or
- *   ERR_CONFLICT naming the object. Bytes are copied as stored: their CRCs are not checked
- *   (`verify` checks them).
+ *   ERR_CONFLICT naming the object.
+ * - Every byte the export reads (into a file, or into a part it sends) is checked against
+ *   its block's CRC-32 from the summary, whole slots at a time (readChecked): a block that
+ *   does not match fails the export (ERR_CORRUPT naming the object and block), as a read
+ *   would, and nothing is published. The CRCs come from the summaries checkSources reads
+ *   anyway, kept for the blocks exported only: 4 bytes a block, where the walk's pointers
+ *   hold 8. Runs copied server-side (UploadPartCopy) are never read here and are not checked:
+ *   `verify` checks them, and `copy: false` sends (and checks) every byte.
  * - Memory: sent parts in flight hold at most `concurrency` × `sendPartBytes` bytes, or
  *   one part when a part is larger (parts grow past `sendPartBytes` when 10,000 would not
  *   hold the checkpoint: above ~160 GB with the defaults); copies hold none.
@@ -42,12 +48,14 @@ import { objectLayout } from '../format/header.js'
 import type { Inode } from '../format/inode.js'
 import { INODE_KEY, parseKey } from '../format/names.js'
 import { dataSlotAt } from '../format/object.js'
+import { hex32 } from '../format/pointer.js'
 import { decodeSummary } from '../format/summary.js'
 import { checkCallOptions, checkOptionNames } from '../settings.js'
 import { DirectoryStore } from '../store/directory.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
 import { createS3Client, S3Store } from '../store/s3.js'
 import type { ObjectAttributes, ObjectStore } from '../store/types.js'
+import { crc32Chunks, crc32OfBlocks, crc32OfChunks } from '../util/crc32.js'
 import { Limiter } from '../util/limiter.js'
 import { localFileError, writeFully } from '../util/local-fs.js'
 import { givePieces } from '../util/piece-pool.js'
@@ -159,8 +167,8 @@ export async function exportObject(
   }
   if (typeof target === 'string') {
     const file = await checkFileTarget(store, target)
-    const { inode, extents } = await extentsToExport(store, options.cno, options.signal)
-    const written = await exportToFile(store, extents, inode.size, file, options)
+    const { inode, source } = await extentsToExport(store, options.cno, options.signal)
+    const written = await exportToFile(source, inode.size, file, options)
     return { url: store.url, cno: inode.cno, size: inode.size, ...written }
   }
   const dest = destination(store, target)
@@ -170,21 +178,32 @@ export async function exportObject(
       `export: ${dest.location} is the container's own ${dest.key === INODE_KEY ? 'inode' : 'segment object'} key: writing it would corrupt the container`,
     )
   }
-  const { listing, inode, extents } = await extentsToExport(store, options.cno, options.signal)
-  const written = await exportToStore(store, dest, { listing, inode, extents }, { ...options, ...sizes, concurrency })
+  const from = await extentsToExport(store, options.cno, options.signal)
+  const written = await exportToStore(dest, from, { ...options, ...sizes, concurrency })
+  const { inode } = from
   return { url: store.url, cno: inode.cno, size: inode.size, ...written }
+}
+
+/** What an export reads: the checkpoint's extents, and the CRC-32s its stored blocks are checked against. */
+interface Source {
+  store: ObjectStore
+  cno: number
+  blockSize: number
+  extents: Extent[]
+  /** The summary CRC-32 of each stored block, in file order (a stored extent's `crc` indexes its first). */
+  crcs: Uint32Array
 }
 
 /**
  * The extents of checkpoint `cno` (default: the published one, only when the commit point
  * is its part 0's inode, as verify and gc check), from one walk of its block map, every
- * object the map points data into checked first (checkSources).
+ * object the map points data into checked first (checkSources), which gives its blocks' CRCs.
  */
 async function extentsToExport(
   store: ObjectStore,
   cno: number | undefined,
   signal: AbortSignal | undefined,
-): Promise<{ listing: ContainerListing; inode: Inode; extents: Extent[] }> {
+): Promise<{ listing: ContainerListing; inode: Inode; source: Source }> {
   const listing = await listContainer(store, signal)
   const { inode } = await resolveCheckpoint(store, listing, cno, signal)
   if (cno === undefined) await checkCommitPoint(store, { inode, etag: undefined }, signal)
@@ -194,8 +213,10 @@ async function extentsToExport(
   if (first !== undefined) {
     throw new StreamSegmentError(first.code, `export of checkpoint ${inode.cno}: ${first.message}`)
   }
-  await checkSources(store, listing, inode, walk.reached, signal)
-  return { listing, inode, extents: checkpointExtents(walk.reached, inode.size, 2 ** inode.dataShift) }
+  const crcOf = await checkSources(store, listing, inode, walk.reached, signal)
+  const blockSize = 2 ** inode.dataShift
+  const { extents, crcs } = checkpointExtents(walk.reached, inode.size, blockSize, crcOf)
+  return { listing, inode, source: { store, cno: inode.cno, blockSize, extents, crcs } }
 }
 
 /**
@@ -203,12 +224,12 @@ async function extentsToExport(
  * multipart upload of copied and sent parts in file order, aborted on any failure.
  */
 async function exportToStore(
-  store: ObjectStore,
   dest: Destination,
-  from: { listing: ContainerListing; inode: Inode; extents: Extent[] },
+  from: { listing: ContainerListing; inode: Inode; source: Source },
   options: ExportOptions & { concurrency: number; minPartBytes: number; sendPartBytes: number; copyPartBytes: number },
 ): Promise<Omit<ExportResult, 'url' | 'cno' | 'size'>> {
-  const { listing, inode, extents } = from
+  const { listing, inode, source } = from
+  const { store, extents } = source
   const { signal } = options
   const retries0 = (store.retries ?? 0) + (dest.store === store ? 0 : (dest.store.retries ?? 0))
   const retries = () => (store.retries ?? 0) + (dest.store === store ? 0 : (dest.store.retries ?? 0)) - retries0
@@ -232,7 +253,7 @@ async function exportToStore(
     })
   const put = plan.length === 0 || (plan.length === 1 && plan[0]?.kind === 'send')
   if (put) {
-    const body = await gather(store, extents, 0, inode.size, signal)
+    const body = await gather(source, 0, inode.size, signal)
     const { etag } = await uploader.putObject(dest.key, body, {
       metadata: dest.metadata,
       attributes: dest.attributes,
@@ -275,7 +296,7 @@ async function exportToStore(
         try {
           await mpu.startPart(async () => {
             if (mpu.failure !== undefined) throw mpu.failure
-            return { chunks: await gather(store, extents, p.start, p.end, signal), done: release }
+            return { chunks: await gather(source, p.start, p.end, signal), done: release }
           })
         } catch (err) {
           release()
@@ -305,6 +326,9 @@ async function exportToStore(
  * block): of the checkpoint's format and block sizes, and each pointer naming a live slot
  * that holds that very block. ERR_CORRUPT (ERR_NOT_FOUND for an object missing) for the
  * first that is not, before anything is written: the extents come from the pointers alone.
+ * Returns, per object, the summary CRC-32 of each pointer's slot (in `dataAt`'s order):
+ * those of the slots exported only, not whole summaries, whose dead and unreached slots
+ * can outnumber the checkpoint's blocks.
  */
 async function checkSources(
   store: ObjectStore,
@@ -312,7 +336,8 @@ async function checkSources(
   inode: Inode,
   reached: ReadonlyMap<string, Reached>,
   signal: AbortSignal | undefined,
-): Promise<void> {
+): Promise<Map<string, Uint32Array>> {
+  const crcOf = new Map<string, Uint32Array>()
   const limiter = new Limiter(8)
   const failures: StreamSegmentError[] = []
   const fail = (err: StreamSegmentError) =>
@@ -342,6 +367,7 @@ async function checkSources(
             summaryCrc: header.summaryCrc,
             where: url,
           })
+          const crcs = new Uint32Array(r.dataAt.length)
           for (let i = 0; i < r.dataAt.length; i++) {
             const at = r.dataAt.get(i)
             const block = r.dataBlock.get(i)
@@ -355,7 +381,9 @@ async function checkSources(
             if (problem !== undefined) {
               throw StreamSegmentError.corrupt(`${url}: the block map points block ${block} at byte ${at}, ${problem}`)
             }
+            crcs[i] = summary.crc[slot] as number
           }
+          crcOf.set(key, crcs)
         } catch (err) {
           if (isUnreadable(err)) failures.push(fail(err))
           else throw err
@@ -365,6 +393,7 @@ async function checkSources(
   )
   const first = failures[0]
   if (first !== undefined) throw first
+  return crcOf
 }
 
 /** Whether `a` and `b` are one store: the same object, URL, or directory (real paths). */
@@ -584,16 +613,16 @@ const ZEROS = new Uint8Array(MiB)
 
 /**
  * Bytes [start, end) of the file, as chunks in order: every stored stretch read (4 GETs
- * at a time), every hole views of ZEROS (an export of a huge sparse file holds only what
- * is stored).
+ * at a time) and checked (readChecked), every hole views of ZEROS (an export of a huge
+ * sparse file holds only what is stored).
  */
 async function gather(
-  store: ObjectStore,
-  extents: readonly Extent[],
+  source: Source,
   start: number,
   end: number,
   signal: AbortSignal | undefined,
 ): Promise<Uint8Array[]> {
+  const { extents } = source
   const out: Uint8Array[] = []
   const zeros = (n: number) => {
     for (let left = n; left > 0; left -= ZEROS.byteLength) out.push(ZEROS.subarray(0, Math.min(left, ZEROS.byteLength)))
@@ -607,14 +636,16 @@ async function gather(
     const e = Math.min(end, x.end)
     if (s > pos) zeros(s - pos) // extents cover the file, so there is none; kept exact all the same
     if (e <= s) continue
-    const key = x.key
-    if (key === undefined) zeros(e - s)
+    if (x.key === undefined) zeros(e - s)
     else {
       const slot = out.push(ZEROS.subarray(0, 0)) - 1
-      const from = x.at + (s - x.start)
       reads.push(
         limiter.run(async () => {
-          out[slot] = await readExact(store, key, from, from + (e - s), signal)
+          // One buffer: the part holds it until its request ends, no pooled pieces to give back.
+          const { bytes } = await readChecked(source, x, s, e, (key, from, to) =>
+            readExact(source.store, key, from, to, signal).then((b) => [b]),
+          )
+          out[slot] = bytes[0] as Uint8Array
         }),
       )
     }
@@ -624,6 +655,61 @@ async function gather(
   const settled = await Promise.allSettled(reads)
   const failed = settled.find((r) => r.status === 'rejected')
   if (failed !== undefined) throw (failed as PromiseRejectedResult).reason
+  return out
+}
+
+/**
+ * Bytes [s, e) of the stored extent `x`, checked against their blocks' CRC-32s: `read`
+ * gets whole slots (a range starting or ending inside a block is widened to it: a CRC
+ * covers a whole slot), and `bytes` are views of [s, e) in `chunks`, the chunks as read.
+ * A block whose bytes do not match is ERR_CORRUPT naming the object, the block and the
+ * byte where its slot starts; the chunks are then given back (givePieces).
+ */
+async function readChecked(
+  source: Source,
+  x: Extent,
+  s: number,
+  e: number,
+  read: (key: string, from: number, to: number) => Promise<Uint8Array[]>,
+): Promise<{ chunks: Uint8Array[]; bytes: Uint8Array[] }> {
+  const { blockSize: bs, crcs } = source
+  const key = x.key as string
+  const first = Math.floor((s - x.start) / bs) // blocks of the extent
+  const count = Math.ceil((e - x.start) / bs) - first
+  const from = x.at + first * bs
+  const chunks = await read(key, from, from + count * bs)
+  const crc = (x.crc as number) + first
+  // As the reader checks a run: one CRC of its bytes against the one its blocks' CRCs
+  // combine to; block by block only when that differs, to name the block.
+  if ((await crc32OfChunks(chunks)) !== crc32OfBlocks(crcs, crc, count, bs)) {
+    const got = new Uint32Array(count)
+    crc32Chunks(chunks, bs, got)
+    givePieces(chunks)
+    const i = got.findIndex((c, j) => c !== crcs[crc + j])
+    const where = `export of checkpoint ${source.cno}: ${source.store.url}/${key}`
+    if (i < 0)
+      throw StreamSegmentError.corrupt(`${where}: blocks at byte ${from}: the run's CRC-32 does not match its blocks'`)
+    throw StreamSegmentError.corrupt(
+      `${where}: block ${x.start / bs + first + i} at byte ${from + i * bs} has CRC-32 ${hex32(got[i] as number)}, the summary says ${hex32(crcs[crc + i] as number)}`,
+    )
+  }
+  return { chunks, bytes: viewsOf(chunks, s - x.start - first * bs, e - s) }
+}
+
+/** Views of `length` bytes from byte `skip` of what `chunks` hold in order. */
+function viewsOf(chunks: readonly Uint8Array[], skip: number, length: number): Uint8Array[] {
+  const out: Uint8Array[] = []
+  for (const c of chunks) {
+    if (length === 0) break
+    if (skip >= c.byteLength) {
+      skip -= c.byteLength
+      continue
+    }
+    const v = c.subarray(skip, Math.min(c.byteLength, skip + length))
+    out.push(v)
+    length -= v.byteLength
+    skip = 0
+  }
   return out
 }
 
@@ -656,8 +742,7 @@ export function temporaryBeside(path: string, what: string): string {
  * first failure no chunk not yet started is read, and the temporary file is removed.
  */
 async function exportToFile(
-  store: ObjectStore,
-  extents: readonly Extent[],
+  source: Source,
   size: number,
   target: FileTarget,
   options: ExportOptions,
@@ -675,21 +760,21 @@ async function exportToFile(
     const limiter = new Limiter(4)
     const steps: Promise<void>[] = []
     let failed: { err: unknown } | undefined
-    for (const x of extents) {
-      const key = x.key
-      if (key === undefined) continue
+    for (const x of source.extents) {
+      if (x.key === undefined) continue
       for (let s = x.start; s < x.end; s += FILE_CHUNK) {
         const e = Math.min(s + FILE_CHUNK, x.end)
-        const from = x.at + (s - x.start)
         steps.push(
           limiter.run(async () => {
             // The file is lost with the first failure: the chunks after it are not read.
             if (failed !== undefined) return
             try {
               // As the store's GET gives them (64 KiB buffers on S3 and the directory store).
-              const pieces = await readExactChunks(store, key, from, from + (e - s), signal)
-              await writeFully(fh, pieces, s)
-              givePieces(pieces) // written: the store's pieces can be read into again
+              const { chunks, bytes } = await readChecked(source, x, s, e, (key, from, to) =>
+                readExactChunks(source.store, key, from, to, signal),
+              )
+              await writeFully(fh, bytes, s)
+              givePieces(chunks) // written: the store's pieces can be read into again
               written += e - s
               options.onProgress?.({ totalBytes: size, copiedBytes: 0, sentBytes: written })
             } catch (err) {

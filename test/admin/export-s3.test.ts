@@ -1,17 +1,19 @@
 /**
  * exportObject on radosgw: GetObject of the export returns the checkpoint's bytes
  * (SHA-256 against a read of the checkpoint) — sequential (≥ 99 % copied server-side),
- * patched at random (any mix), with holes, small, empty, into a local file — and a
- * failure mid-way leaves neither an object nor an open multipart upload.
+ * patched at random (any mix), with holes, small, empty, into a local file — a failure
+ * mid-way leaves neither an object nor an open multipart upload, and a damaged data block
+ * fails every export that reads it.
  */
 import assert from 'node:assert/strict'
 import { createHash } from 'node:crypto'
-import { mkdtempSync, readFileSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { GetObjectCommand, HeadObjectCommand, ListMultipartUploadsCommand } from '@aws-sdk/client-s3'
 import { exportObject } from '../../lib/admin/export.js'
+import { verifyCheckpoint } from '../../lib/admin/index.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import type { Settings } from '../../lib/settings.js'
 import { DirectoryStore } from '../../lib/store/directory.js'
@@ -204,5 +206,45 @@ describe('export on S3 (radosgw)', () => {
     )
     assert.equal(await dest.head('failed.bin'), undefined, 'no object')
     assert.equal(await openUploads(dest.bucket, dest.prefix), 0, 'no open multipart upload')
+  })
+
+  it('a flipped data bit: sent or written to a file it fails the export; copied server-side it is not read, verify finds it', async () => {
+    const store = await s3TestStore()
+    await sequential(store, 12 * MiB)
+    const want = await readCheckpoint(store)
+    // The largest object holds the checkpoint's first, longest run: copied server-side.
+    let key = ''
+    let largest = 0
+    for await (const e of store.list()) {
+      if (/^\d+\.\d+$/.test(e.key) && e.size > largest) [key, largest] = [e.key, e.size]
+    }
+    const bytes = Buffer.from(await store.get(key))
+    bytes[100] = (bytes[100] as number) ^ 1
+    await store.put(key, bytes)
+    await rejectsCode(readCheckpoint(store), 'ERR_CORRUPT')
+    const message = new RegExp(`${key.replace('.', '\\.')}: block \\d+ at byte 0 has CRC-32 `)
+    const dir = mkdtempSync(join(tmpdir(), 'ss-export-s3-'))
+    await rejectsCode(exportObject(store, join(dir, 'out.bin')), 'ERR_CORRUPT', message)
+    assert.deepEqual(readdirSync(dir), [], 'no file, no temporary file left')
+    const dest = await s3TestStore()
+    await rejectsCode(
+      exportObject(store, { Bucket: dest.bucket, Key: `${dest.prefix}sent.bin` }, { copy: false }),
+      'ERR_CORRUPT',
+      message,
+    )
+    assert.equal(await dest.head('sent.bin'), undefined, 'no object')
+    assert.equal(await openUploads(dest.bucket, dest.prefix), 0, 'no open multipart upload')
+    // The documented limit: a run copied inside the store never reaches the client.
+    const r = await exportObject(store, { Bucket: dest.bucket, Key: `${dest.prefix}copied.bin` })
+    assert.ok(r.copiedBytes > 0)
+    const got = await getExport(dest.bucket, `${dest.prefix}copied.bin`)
+    let differ = 0
+    for (let i = 0; i < got.length; i++) if (got[i] !== want[i]) differ++
+    assert.equal(differ, 1, 'the bytes as stored, the flipped one with them')
+    const v = await verifyCheckpoint(store)
+    assert.ok(
+      v.problems.some((p) => p.where.includes(key)),
+      `verify reports the block: ${JSON.stringify(v.problems)}`,
+    )
   })
 })

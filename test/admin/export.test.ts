@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict'
 import { createHash } from 'node:crypto'
-import { mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
@@ -584,5 +584,70 @@ describe('export: targets that would break something', () => {
     // Another key of the same store is a plain object beside the container: allowed.
     await exportObject(store, { store, key: 'export.bin' })
     assert.deepEqual((await verifyCheckpoint(store)).problems, [])
+  })
+})
+
+describe('export: data bytes checked against their CRC-32s', () => {
+  /** A file of `size` patterned bytes, written in one go into one object (0000000001.0) of a fresh folder. */
+  async function written(size: number) {
+    const root = mkdtempSync(join(tmpdir(), 'ss-export-'))
+    const store = new DirectoryStore(join(root, 'container'))
+    const f = await SegmentFile.create(store)
+    const ref = pattern(0, size, 7)
+    await f.write(0, ref)
+    await f.flush()
+    await f.close()
+    const { inode } = await readInode(store)
+    return { root, store, ref, blockSize: 2 ** inode.dataShift }
+  }
+  /** Flips the lowest bit of byte `at` of the object at `key`. */
+  async function flip(store: ObjectStore, key: string, at: number): Promise<void> {
+    const bytes = Buffer.from(await store.get(key))
+    bytes[at] = (bytes[at] as number) ^ 1
+    await store.put(key, bytes)
+  }
+  /** Every kind of export that reads the data: to a file, and sent to a store (one put, parts). */
+  async function exportsFail(store: ObjectStore, root: string, message: RegExp): Promise<void> {
+    await rejectsCode(exportObject(store, join(root, 'out.bin')), 'ERR_CORRUPT', message)
+    assert.deepEqual(readdirSync(root), ['container'], 'no file, no temporary file left')
+    const dest = new MemoryStore()
+    await rejectsCode(exportObject(store, { store: dest, key: 'one-put' }), 'ERR_CORRUPT', message)
+    await rejectsCode(
+      exportObject(store, { store: dest, key: 'parts' }, { ...SMALL, copy: false }),
+      'ERR_CORRUPT',
+      message,
+    )
+    assert.deepEqual(await collect(dest.list()), [], 'nothing written')
+    assert.deepEqual(await collect(dest.listMultipart()), [], 'no upload left open')
+  }
+
+  it('a flipped bit in a data block fails the export as it fails a read, naming the object and block', async () => {
+    const { root, store } = await written(64 * KiB)
+    await flip(store, '0000000001.0', 100)
+    const f = await SegmentFile.open(store)
+    await rejectsCode(f.read(0, 4096), 'ERR_CORRUPT')
+    await f.close()
+    await exportsFail(store, root, /export of checkpoint 1: .*\/0000000001\.0: block 0 at byte 0 has CRC-32 /)
+  })
+
+  it('a last block cut by the file size and parts split inside blocks: exported equal, and checked', async () => {
+    const { root, store, ref, blockSize } = await written(10 * 4096 + 100)
+    const size = ref.length
+    const tail = Math.floor(size / blockSize) // the block the file ends inside
+    assert.ok(size % blockSize !== 0, 'the file ends inside a block')
+    // Parts of 5001 to 10,007 bytes: most start and end inside a block.
+    const odd = { minPartBytes: 5001, sendPartBytes: 10_007, copy: false }
+    const out = join(root, 'out.bin')
+    await exportObject(store, out)
+    assert.equal(sha(readFileSync(out)), sha(ref), 'to a file: same bytes')
+    const dest = new MemoryStore()
+    const r = await exportObject(store, { store: dest, key: 'x' }, odd)
+    assert.ok(r.parts > 2)
+    assert.equal(sha(await dest.get('x')), sha(ref), 'sent in parts: same bytes')
+    rmSync(out)
+    await flip(store, '0000000001.0', size - 1)
+    const message = new RegExp(`0000000001\\.0: block ${tail} at byte ${tail * blockSize} has CRC-32 `)
+    await exportsFail(store, root, message)
+    await rejectsCode(exportObject(store, { store: dest, key: 'y' }, odd), 'ERR_CORRUPT', message)
   })
 })
