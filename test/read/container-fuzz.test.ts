@@ -16,9 +16,11 @@
  * returns the written bytes or fails, and verify finds a problem in a checkpoint that
  * cannot be read; unless the case was crafted (a resealed CRC is no defence against
  * crafted bytes): then the reads of one checkpoint must at least agree with each other.
- * Export copies bytes as stored, their CRCs unchecked (as documented): only its size is
- * checked. Seeded: a failure names the seed and the case; CONTAINER_FUZZ_SEED,
- * CONTAINER_FUZZ_CASES (per format) and CONTAINER_FUZZ_CASE (one case) replay or extend it.
+ * Exported with server-side copies, only its size is checked (copied runs are not read,
+ * their CRCs unchecked, as documented); sent through the client (copy: false), its bytes
+ * are: the checkpoint's, or a failure. Seeded: a failure names the seed and the case;
+ * CONTAINER_FUZZ_SEED, CONTAINER_FUZZ_CASES (per format) and CONTAINER_FUZZ_CASE (one case)
+ * replay or extend it.
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
@@ -444,9 +446,19 @@ async function runCase(p: Pristine, other: Pristine, seed: number, n: number): P
     const r = await exportObject(store, { store: dest, key: 'x' }, sizes)
     return { cno: r.cno, bytes: Buffer.from(await dest.get('x')) }
   })
-  // Export copies bytes as stored, their CRCs unchecked (documented): its size is checked.
+  // Runs copied server-side are not read, their CRCs unchecked (documented): its size is checked.
   if ('value' in exported && exported.value !== undefined && !m.crafted) {
     assert.equal(exported.value.bytes.length, p.refs.get(exported.value.cno)?.length, `${what}: export: size`)
+  }
+  // Sent through the client, every byte is checked against its block's CRC: the bytes written, or a failure.
+  const sent = await attempt(`${what}: export, copy: false`, async () => {
+    if (!small) return undefined
+    const r = await exportObject(store, { store: dest, key: 'y' }, { ...sizes, copy: false })
+    return { cno: r.cno, bytes: Buffer.from(await dest.get('y')) }
+  })
+  if ('value' in sent && sent.value !== undefined && !m.crafted) {
+    const ref = p.refs.get(sent.value.cno)
+    assert.ok(ref !== undefined && sent.value.bytes.equals(ref), `${what}: export, copy: false: WRONG DATA`)
   }
 
   // The admin wing: problems reported, never thrown but as an allowed error.
