@@ -55,6 +55,7 @@ import { DirectoryStore } from '../store/directory.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
 import { createS3Client, S3Store } from '../store/s3.js'
 import type { ObjectAttributes, ObjectStore } from '../store/types.js'
+import { sliceChunks } from '../util/chunks.js'
 import { crc32Chunks, crc32OfBlocks, crc32OfChunks } from '../util/crc32.js'
 import { Limiter } from '../util/limiter.js'
 import { localFileError, writeFully } from '../util/local-fs.js'
@@ -693,24 +694,7 @@ async function readChecked(
       `${where}: block ${x.start / bs + first + i} at byte ${from + i * bs} has CRC-32 ${hex32(got[i] as number)}, the summary says ${hex32(crcs[crc + i] as number)}`,
     )
   }
-  return { chunks, bytes: viewsOf(chunks, s - x.start - first * bs, e - s) }
-}
-
-/** Views of `length` bytes from byte `skip` of what `chunks` hold in order. */
-function viewsOf(chunks: readonly Uint8Array[], skip: number, length: number): Uint8Array[] {
-  const out: Uint8Array[] = []
-  for (const c of chunks) {
-    if (length === 0) break
-    if (skip >= c.byteLength) {
-      skip -= c.byteLength
-      continue
-    }
-    const v = c.subarray(skip, Math.min(c.byteLength, skip + length))
-    out.push(v)
-    length -= v.byteLength
-    skip = 0
-  }
-  return out
+  return { chunks, bytes: sliceChunks(chunks, s - x.start - first * bs, e - x.start - first * bs) }
 }
 
 /** The index of the extent holding byte `pos` (extents cover the file in order). */

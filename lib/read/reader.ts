@@ -59,6 +59,7 @@ import { hex32, pointerPart, pointerUnit, UNIT_BYTES } from '../format/pointer.j
 import { type ReadOptions, resolveReadOptions } from '../settings.js'
 import { type BlockMap, DIRTY_BASE, isDirtyRef, type MapNode } from '../state/block-map.js'
 import type { FileState } from '../state/file-state.js'
+import { sliceChunks } from '../util/chunks.js'
 import { crc32Chunks, crc32OfBlocks, crc32OfChunks } from '../util/crc32.js'
 import type { Limiter } from '../util/limiter.js'
 import { givePieces } from '../util/piece-pool.js'
@@ -825,21 +826,4 @@ export class Reader {
       }
     }
   }
-}
-
-/** Views of bytes [from, to) of what `chunks` hold in order. */
-export function sliceChunks(chunks: readonly Uint8Array[], from: number, to: number): Uint8Array[] {
-  const out: Uint8Array[] = []
-  let base = 0
-  for (const c of chunks) {
-    const end = base + c.byteLength
-    if (end > from && base < to) {
-      const a = Math.max(from, base) - base
-      const b = Math.min(to, end) - base
-      out.push(a === 0 && b === c.byteLength ? c : c.subarray(a, b))
-    }
-    base = end
-    if (base >= to) break
-  }
-  return out
 }

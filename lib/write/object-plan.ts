@@ -35,6 +35,7 @@ import { dirtyLimitBytes } from '../settings.js'
 import { DIRTY_BASE, isDirtyRef, type MapNode } from '../state/block-map.js'
 import { type BlockSource, type DirtyTier, readSource } from '../state/dirty-tier.js'
 import type { FileState, NodeImage, ObjectContext } from '../state/file-state.js'
+import { sliceChunks } from '../util/chunks.js'
 import { crc32Blocks } from '../util/crc32.js'
 import { grownArray } from '../util/typed-arrays.js'
 
@@ -258,7 +259,7 @@ export class ObjectPlan {
     const upload: Uploadable = {
       key,
       size,
-      take: async (start, end) => ({ chunks: trim(whole.chunks, start, end - start), done: () => {} }),
+      take: async (start, end) => ({ chunks: sliceChunks(whole.chunks, start, end), done: () => {} }),
     }
     return { upload, release: whole.done }
   }
@@ -300,7 +301,7 @@ export class ObjectPlan {
         done()
         throw err
       }
-      chunks.push(...trim(data.chunks, at - (dataOffset + first * bs), end - at))
+      chunks.push(...sliceChunks(data.chunks, at - (dataOffset + first * bs), end - (dataOffset + first * bs)))
       const release = done
       done = () => {
         data.done()
@@ -410,23 +411,6 @@ export class ObjectPlan {
 
 /** Blocks by reference read at once for their CRC when a PartedSegment object is built. */
 const REF_CRC_RUN_BYTES = 4 * 1024 * 1024
-
-/** `length` bytes of `chunks` from byte `skip`, as views. */
-function trim(chunks: readonly Uint8Array[], skip: number, length: number): Uint8Array[] {
-  const out: Uint8Array[] = []
-  for (const c of chunks) {
-    if (length === 0) break
-    if (skip >= c.byteLength) {
-      skip -= c.byteLength
-      continue
-    }
-    const take = Math.min(c.byteLength - skip, length)
-    out.push(c.subarray(skip, skip + take))
-    skip = 0
-    length -= take
-  }
-  return out
-}
 
 /** Dirty blocks under `node` that no object in flight holds. */
 export function unsentUnder(node: MapNode, tier: DirtyTier): number {
