@@ -754,8 +754,7 @@ function commitPointUnknown(core: FileState): void {
  */
 async function refuseIfAborted(core: FileState, part0: ObjectPlan): Promise<void> {
   if (!core.signal.aborted) return
-  part0.unplace()
-  await dropPart0(core, part0Ref(part0), false)
+  await giveUpPart0(core, part0)
   throw core.signal.reason
 }
 
@@ -775,22 +774,23 @@ async function checkFirstObjects(core: FileState, part0: ObjectPlan): Promise<vo
   if (core.publishedEtag !== undefined) return
   const { cno } = part0.ctx
   const { keys, low } = pointedInto(core, part0)
-  let gone: string | undefined
-  try {
-    const stored = await checkpointKeys(core.store, low, cno, core.signal)
-    gone = [...keys].find((key) => !stored.has(key))
-  } catch (err) {
-    // Not looked at (a failing store, an abort): not published either.
-    part0.unplace()
-    await dropPart0(core, part0Ref(part0), false)
+  // Not looked at (a failing store, an abort) is not published either: part 0 goes too.
+  const stored = await checkpointKeys(core.store, low, cno, core.signal).catch(async (err: unknown) => {
+    await giveUpPart0(core, part0)
     throw err
-  }
+  })
+  const gone = [...keys].find((key) => !stored.has(key))
   if (gone === undefined) return
-  part0.unplace()
-  await dropPart0(core, part0Ref(part0), false)
+  await giveUpPart0(core, part0)
   throw StreamSegmentError.conflict(
     `${core.store.url}: checkpoint ${cno}, the container's first, was not published: objects of it were removed while it was written (the container was removed meanwhile), ${gone} among them; nothing was published, and this handle's next flushes meet the same: write the data again`,
   )
+}
+
+/** Part 0 of a checkpoint that will not be published: its bytes unsent again, the object deleted. */
+async function giveUpPart0(core: FileState, part0: ObjectPlan): Promise<void> {
+  part0.unplace()
+  await dropPart0(core, part0Ref(part0), false)
 }
 
 /**
