@@ -1385,7 +1385,7 @@ function section(markdown: string, heading: string): string {
 describe('exit codes', () => {
   const codes = Object.keys(ERROR_CODES) as ErrorCode[]
 
-  it('README, docs/cli.md, --help and EXIT_CODES give every ErrorCode the same exit code', () => {
+  it('docs/cli.md, --help and EXIT_CODES give every ErrorCode the same exit code', () => {
     assert.deepEqual(
       Object.keys(EXIT_CODES)
         .filter((k) => k !== 'usage')
@@ -1401,14 +1401,6 @@ describe('exit codes', () => {
       'none is success, 1 (node itself) or a signal',
     )
     const tables: Array<[string, Map<string, number>]> = [
-      [
-        'README.md, Errors',
-        new Map(
-          [
-            ...section(readFileSync('README.md', 'utf8'), '## Errors').matchAll(/^\| `(ERR_[A-Z_]+)` +\| +(\d+) +\|/gm),
-          ].map((m) => [m[1] as string, Number(m[2])]),
-        ),
-      ],
       [
         'docs/cli.md, Failures and exit codes',
         new Map(

@@ -16,11 +16,12 @@ it('codes, retryable, cause and predicates', () => {
   assert.equal(StreamSegmentError.corrupt('x').retryable, false)
 })
 
-it('the README lists every error code with its retryability', () => {
-  const readme = readFileSync('README.md', 'utf8')
+it('docs/api.md lists every error code with its retryability', () => {
+  const api = readFileSync('docs/api.md', 'utf8')
+  const errors = api.slice(api.indexOf('\n## Errors\n'))
   for (const [code, { retryable }] of Object.entries(ERROR_CODES)) {
-    const row = readme.split('\n').find((l) => l.startsWith(`| \`${code}\``))
-    assert.ok(row, `README has no row for ${code}`)
+    const row = errors.split('\n').find((l) => l.startsWith(`| \`${code}\``))
+    assert.ok(row, `docs/api.md, Errors, has no row for ${code}`)
     assert.match(row, retryable ? /\|\s*yes\s*\|/ : /\|\s*no\s*\|/, `${code} retryable=${retryable}: ${row}`)
   }
 })
