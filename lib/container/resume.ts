@@ -60,8 +60,10 @@
  * (default 30 minutes, half gc's default grace): run gc with a grace longer than a
  * resumed upload's whole life, from its first attempt, as for any writer. A resumed
  * object gc deleted after all is found before publication (`checkContinued`, just before
- * the inode is written): nothing is published then. Leftovers not taken stay for gc:
- * none is provably abandoned (it may be another live writer's), so none is aborted.
+ * the inode is written, by the ETag its completion gave: another writer may have found
+ * its number free and written another object under the key): nothing is published then.
+ * Leftovers not taken stay for gc: none is provably abandoned (it may be another live
+ * writer's), so none is aborted.
  */
 import debug from 'debug'
 import { StreamSegmentError } from '../errors.js'
@@ -217,8 +219,8 @@ export async function findCompleted(
 
 /** A Resumer over leftovers found: records `id` on new objects, gives each leftover once. */
 export class FileResumer implements Resumer {
-  /** The keys of the uploads continued and completed: objects of the checkpoint. */
-  readonly continued: string[] = []
+  /** The uploads continued and completed, key and ETag of the object each made: objects of the checkpoint. */
+  readonly continued: Array<{ key: string; etag: string }> = []
 
   constructor(
     private readonly id: FileIdentity,
@@ -238,21 +240,32 @@ export class FileResumer implements Resumer {
     return left
   }
 
-  completed(key: string): void {
-    this.continued.push(key)
+  completed(key: string, etag: string): void {
+    this.continued.push({ key, etag })
   }
 }
 
 /**
  * Before publication: every object continued from an interrupted upload is still there,
- * completed (not an empty claim). ERR_STATE otherwise (gc deleted it, see the top comment).
+ * the object its completion made (its ETag). ERR_STATE otherwise: gc deleted it (see the
+ * top comment), and perhaps another writer, finding its number free, wrote another
+ * object under the key since, which the checkpoint must not point into.
  */
-export async function checkContinued(store: ObjectStore, keys: readonly string[], signal?: AbortSignal): Promise<void> {
-  for (const key of keys) {
+export async function checkContinued(
+  store: ObjectStore,
+  objects: ReadonlyArray<{ key: string; etag: string }>,
+  signal?: AbortSignal,
+): Promise<void> {
+  for (const { key, etag } of objects) {
     const info = await store.head(key, { signal })
     if (info === undefined || info.size === 0) {
       throw StreamSegmentError.state(
         `${store.url}/${key}: an object continued from an interrupted upload is gone (deleted by gc?): nothing was published`,
+      )
+    }
+    if (info.etag !== etag) {
+      throw StreamSegmentError.state(
+        `${store.url}/${key}: an object continued from an interrupted upload was replaced since it completed (ETag ${etag}, now ${info.etag}: deleted by gc and written again?): nothing was published`,
       )
     }
   }

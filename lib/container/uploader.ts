@@ -97,8 +97,8 @@ export interface Resumer {
    * (each one given once): its open upload to continue, or a completed object to copy from.
    */
   take(first: number): Leftover | CompletedLeftover | undefined
-  /** An upload `take` gave has completed: its object is in the checkpoint. */
-  completed(key: string): void
+  /** An upload `take` gave has completed, as the object `etag` names: it is in the checkpoint. */
+  completed(key: string, etag: string): void
 }
 
 /** A segment object's upload as `openSegment` starts it: fresh, or an interrupted one continued. */
@@ -475,7 +475,7 @@ export class MultipartObject {
       signal: commitSignal ?? this.signal,
     })
     this.uploader.requests++
-    if (this.continued) this.uploader.resumer?.completed(this.key)
+    if (this.continued) this.uploader.resumer?.completed(this.key, out.etag)
     log('complete %s in %d pieces', this.key, parts.length)
     return out
   }

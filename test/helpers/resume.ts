@@ -284,6 +284,36 @@ export function runResumeTests(name: string, make: () => Promise<ObjectStore>, o
       )
     })
 
+    it('an object continued, then deleted and written again at its key before publication: ERR_STATE, nothing published', async () => {
+      const store = await make()
+      const { path } = file(21)
+      await interruptedUpload(path, store, settings, o.fileBytes / 2)
+      // What gc deleting it, then another writer taking its number, would leave: another
+      // object under the key, of the same size and metadata, one byte different.
+      const replacing = new (class extends WrappedStore {
+        protected async around<T>(call: CallInfo, run: () => Promise<T>): Promise<T> {
+          const out = await run()
+          if (call.op === 'completeMultipart') {
+            const bytes = Buffer.from(await this.inner.get(call.key))
+            const info = await this.inner.head(call.key)
+            bytes[100] = (bytes[100] as number) ^ 0x5a
+            await this.inner.delete(call.key)
+            await this.inner.put(call.key, bytes, { ifNoneMatch: '*', metadata: info?.metadata ?? {} })
+          }
+          return out
+        }
+      })(store)
+      await assert.rejects(uploadFile(path, replacing, settings), (e: StreamSegmentError) => {
+        assert.equal(e.code, 'ERR_STATE', e.message)
+        assert.match(e.message, /continued from an interrupted upload was replaced .*nothing was published/)
+        return true
+      })
+      await assert.rejects(
+        SegmentFile.open(store, { readOnly: true }),
+        (e: StreamSegmentError) => e.code === 'ERR_NOT_FOUND',
+      )
+    })
+
     it("an interrupted upload under a number above the new writer's is not continued (nodes never point up)", async () => {
       const store = await make()
       const { path, data } = file(20)
