@@ -4,10 +4,12 @@
  */
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
+import { verifyCheckpoint } from '../../lib/admin/verify.js'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import type { Settings } from '../../lib/settings.js'
 import type { ObjectStore } from '../../lib/store/types.js'
+import type { FlushTiming } from '../../lib/write/flush.js'
 import { pattern } from './pattern.js'
 
 const KiB = 1024
@@ -79,6 +81,46 @@ export function runConflictTests(name: string, make: () => Promise<ObjectStore>,
       const older = await SegmentFile.open(store, { readOnly: true, cno: Math.min(ta.cno, tb.cno) })
       const first = ta.cno < tb.cno ? pattern(0, 3 * MiB, 4) : pattern(0, 2 * MiB, 5)
       assert.deepEqual(Buffer.from(await older.read(0, older.size)), first)
+    })
+
+    it("two writers sending ahead on one number at once, policy 'fail': one publishes, the other is ERR_CONFLICT, nothing of it in the winner's objects", async () => {
+      const piece = settings.segmentMpuChunkSize ?? 16 * MiB
+      // Objects of two pieces, filled as they are written: the writers' claims collide
+      // under the number both took, and each moves on at its first collision.
+      const ahead = {
+        ...settings,
+        conflictPolicy: 'fail' as const,
+        streamSegmentBytes: 2 * piece,
+        dataCacheDirtyMaxBytesThreshold: 16 * piece,
+        segmentBufferSize: 16 * piece,
+      }
+      const store = await make()
+      const base = await SegmentFile.create(store, ahead)
+      await base.write(0, pattern(0, 100 * KiB, 1))
+      await base.flush()
+      await base.close()
+      const a = await SegmentFile.open(store, ahead)
+      const b = await SegmentFile.open(store, ahead)
+      const size = 7 * piece + 12 * KiB
+      const step = piece / 4
+      for (let at = 0; at < size; at += step) {
+        const n = Math.min(step, size - at)
+        await a.write(at, pattern(at, n, 6))
+        await b.write(at, pattern(at, n, 7))
+      }
+      const results = await Promise.allSettled([a.flush(), b.flush()])
+      const won = results.findIndex((r) => r.status === 'fulfilled')
+      assert.ok(won >= 0, 'one of them published')
+      const t = (results[won] as PromiseFulfilledResult<FlushTiming>).value
+      assert.ok(t.streamSentBytes >= 2 * piece, `${t.streamSentBytes} bytes sent ahead`)
+      const lost = results[1 - won] as PromiseSettledResult<unknown>
+      assert.equal(lost.status, 'rejected')
+      assert.ok(StreamSegmentError.is(lost.reason, 'ERR_CONFLICT'), String(lost.reason))
+      assert.deepEqual(await contents(store), pattern(0, size, won === 0 ? 6 : 7))
+      assert.deepEqual((await verifyCheckpoint(store)).problems, [])
+      const first = await SegmentFile.open(store, { readOnly: true, cno: 1 })
+      assert.deepEqual(Buffer.from(await first.read(0, first.size)), pattern(0, 100 * KiB, 1))
+      await Promise.all([a.close(), b.close(), first.close()])
     })
   })
 }
