@@ -33,6 +33,7 @@
  * it, as a process that died would).
  */
 import { Writable } from 'node:stream'
+import { hasInode } from '../container/inode.js'
 import { StreamSegmentError } from '../errors.js'
 import { OPEN_SIGNAL, SegmentFile } from '../segment-file.js'
 import { checkOptionNames, checkSettingValues, type Settings, STREAMING_PROFILE } from '../settings.js'
@@ -360,6 +361,8 @@ function intake(file: SegmentFile, offset: number, chunk: Uint8Array, adopt: boo
 /**
  * Opens the container's latest checkpoint (or starts one) and empties it, for a stream from
  * offset 0. With a WAL, the emptying and all that follows is one atomic group in the log.
+ * A container another writer creates between the open finding none and the create is
+ * opened, as if it had been there (its checkpoint is then replaced, as any other's).
  */
 export async function openForAppend(
   store: ObjectStore,
@@ -370,7 +373,10 @@ export async function openForAppend(
     file = await SegmentFile.open(store, settings)
   } catch (err) {
     if (!StreamSegmentError.is(err, 'ERR_NOT_FOUND')) throw err
-    file = await SegmentFile.create(store, settings)
+    file = await SegmentFile.create(store, settings).catch(async (e: unknown) => {
+      if (!StreamSegmentError.is(e, 'ERR_CONFLICT') || !(await hasInode(store, settings[OPEN_SIGNAL]))) throw e
+      return SegmentFile.open(store, settings)
+    })
   }
   try {
     if (settings.wal !== undefined) await file.walBegin()

@@ -18,6 +18,7 @@ import { within } from '../helpers/containers.js'
 import { FailingStore } from '../helpers/failing-store.js'
 import { testS3Store } from '../helpers/fake-s3.js'
 import { pattern } from '../helpers/pattern.js'
+import { type CallInfo, WrappedStore } from '../helpers/wrapped-store.js'
 
 const KiB = 1024
 const MiB = 1024 * KiB
@@ -70,6 +71,31 @@ describe('uploadFile', () => {
     await within(settled, 2000, 'abort during the open')
     assert.equal(getEventListeners(ac.signal, 'abort').length, 0, 'the listener is removed')
     assert.equal(await inner.head('inode'), undefined, 'nothing was published')
+  })
+
+  it('a container another writer creates between the open finding none and the create: the upload goes on top of it', async () => {
+    const path = join(dir, 'race.bin')
+    const data = pattern(0, 300 * KiB, 4)
+    await writeFile(path, data)
+    const inner = new MemoryStore()
+    // The open's HEAD of `inode` finds none; before the create's HEAD, another put publishes.
+    let heads = 0
+    const racing = new (class extends WrappedStore {
+      protected async around<T>(call: CallInfo, run: () => Promise<T>): Promise<T> {
+        if (call.op === 'head' && call.key === 'inode' && ++heads === 2) {
+          const other = await SegmentFile.create(inner)
+          await other.write(0, pattern(0, 100 * KiB, 5))
+          await other.flush()
+          await other.close()
+        }
+        return run()
+      }
+    })(inner)
+    const t = await uploadFile(path, racing)
+    assert.equal(t.cno, 2)
+    const f = await SegmentFile.open(inner, { readOnly: true })
+    assert.deepEqual(Buffer.from(await f.read(0, f.size)), data)
+    await f.close()
   })
 
   it('a file that fails under it: cut short (ERR_STATE) or unreadable (ERR_STORE), named; nothing published', async () => {
