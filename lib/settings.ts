@@ -14,7 +14,7 @@ import { isSignal, StreamSegmentError } from './errors.js'
 import { MAX_OBJECT_BYTES, minObjectBytes, nodeCapacity } from './format/layout.js'
 import { MAX_CNO } from './format/pointer.js'
 import type { ObjectStore } from './store/types.js'
-import { describeValue } from './util/typed-arrays.js'
+import { describeValue, showValue } from './util/typed-arrays.js'
 import { GiB, KiB, MiB } from './util/units.js'
 
 /** S3's limit on the pieces of one multipart upload: an object is at most this many segmentMpuChunkSize pieces. */
@@ -319,9 +319,7 @@ export function isSettingName(name: string): name is keyof Settings {
 
 /** The error for a value that breaks its setting's rule. */
 export function badSetting(name: string, value: unknown, want: string): StreamSegmentError {
-  // NaN and Infinity as themselves (JSON says null), a string quoted, so "1" is not 1.
-  const shown = typeof value === 'number' || value === undefined ? String(value) : JSON.stringify(value)
-  return StreamSegmentError.invalidArgument(`setting ${name} = ${shown}: ${want}`)
+  return StreamSegmentError.invalidArgument(`setting ${name} = ${showValue(value)}: ${want}`)
 }
 
 /**

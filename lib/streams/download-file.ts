@@ -26,6 +26,7 @@ import { checkByteRange, checkOptionNames, type ReadOptions, resolveReadOptions 
 import { type StoreLocation, storeAt } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import { localFileError, writeFully } from '../util/local-fs.js'
+import { showValue } from '../util/typed-arrays.js'
 import { checkStreamOptions, countingStore, withOpen } from './options.js'
 
 export interface DownloadFileOptions extends ReadOptions {
@@ -66,7 +67,7 @@ export async function downloadFile(
   checkOptionNames('downloadFile', options, ['cno', 'start', 'end', 'signal', 'onStart', 'onProgress'], { read: true })
   const { cno, signal, onStart, onProgress } = options
   if (typeof path !== 'string' || path === '') {
-    throw StreamSegmentError.invalidArgument(`downloadFile: path ${JSON.stringify(path)} must name a file`)
+    throw StreamSegmentError.invalidArgument(`downloadFile: path ${showValue(path)} must name a file`)
   }
   checkByteRange('downloadFile', options)
   const read = resolveReadOptions(options) // validates before any request

@@ -30,7 +30,7 @@ import { type StoreLocation, storeAt } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import { BufferPool } from '../util/buffer-pool.js'
 import { allocLarge } from '../util/huge-memory.js'
-import { describeValue } from '../util/typed-arrays.js'
+import { describeValue, showValue } from '../util/typed-arrays.js'
 import type { FlushTiming } from '../write/flush.js'
 import { checkStreamOptions, countingStore } from './options.js'
 import { openForAppend } from './write-stream.js'
@@ -182,11 +182,11 @@ export async function uploadFile(
   }
   const { signal, onStart, resume = true, resumeMaxAgeMs = DEFAULT_RESUME_MAX_AGE_MS } = options
   if (typeof resume !== 'boolean') {
-    throw StreamSegmentError.invalidArgument(`uploadFile: resume = ${JSON.stringify(resume)}: must be true or false`)
+    throw StreamSegmentError.invalidArgument(`uploadFile: resume = ${showValue(resume)}: must be true or false`)
   }
   if (!Number.isSafeInteger(resumeMaxAgeMs) || resumeMaxAgeMs < 0) {
     throw StreamSegmentError.invalidArgument(
-      `uploadFile: resumeMaxAgeMs = ${JSON.stringify(resumeMaxAgeMs)}: must be an integer ≥ 0`,
+      `uploadFile: resumeMaxAgeMs = ${showValue(resumeMaxAgeMs)}: must be an integer ≥ 0`,
     )
   }
   const store = storeAt(location, 'uploadFile')

@@ -38,6 +38,7 @@ import { StreamSegmentError } from '../errors.js'
 import { OPEN_SIGNAL, SegmentFile } from '../segment-file.js'
 import { checkOptionNames, checkSettingValues, type Settings, STREAMING_PROFILE } from '../settings.js'
 import type { ObjectStore } from '../store/types.js'
+import { showValue } from '../util/typed-arrays.js'
 import { checkWalOptions, type WalOptions } from '../wal/wal.js'
 import type { FlushTiming } from '../write/flush.js'
 import { checkStreamOptions, countingStore, destroyOnAbort, type StreamLocation, storeOf } from './options.js'
@@ -173,12 +174,12 @@ export class StreamSegmentWriteStream extends Writable {
     checkSettingValues(settings)
     if (profile !== 'streaming' && profile !== 'spec') {
       throw StreamSegmentError.invalidArgument(
-        `createStreamSegmentWriteStream: profile ${JSON.stringify(profile)}: must be 'streaming' or 'spec'`,
+        `createStreamSegmentWriteStream: profile ${showValue(profile)}: must be 'streaming' or 'spec'`,
       )
     }
     if (typeof adoptChunks !== 'boolean') {
       throw StreamSegmentError.invalidArgument(
-        `createStreamSegmentWriteStream: adoptChunks ${JSON.stringify(adoptChunks)}: must be true or false`,
+        `createStreamSegmentWriteStream: adoptChunks ${showValue(adoptChunks)}: must be true or false`,
       )
     }
     // Here, not when the stream opens the file: a bad log option fails the call, not the stream.

@@ -54,3 +54,20 @@ export function describeValue(value: unknown): string {
   if (typeof value !== 'object') return `${typeof value} ${String(value).slice(0, 40)}`
   return (value as object).constructor?.name ?? 'an object'
 }
+
+/**
+ * A value as given, for a message that shows it: a string quoted (so "1" is not 1), a number
+ * as itself (NaN and Infinity, which JSON calls null), a bigint with its `n`, other data as
+ * JSON. Never throws: JSON.stringify throws a TypeError on a bigint or a cycle, which would
+ * stand in place of the argument error the message was for; what JSON cannot show is
+ * described (describeValue).
+ */
+export function showValue(value: unknown): string {
+  if (typeof value === 'number' || value === undefined) return String(value)
+  if (typeof value === 'bigint') return `${value}n`
+  try {
+    return JSON.stringify(value) ?? describeValue(value)
+  } catch {
+    return describeValue(value)
+  }
+}

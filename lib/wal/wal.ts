@@ -25,7 +25,7 @@ import { dirname, join } from 'node:path'
 import { StreamSegmentError } from '../errors.js'
 import { checkOptionNames } from '../settings.js'
 import { acquireLock, localFileError, mkdirs, parseJson, readRegularText, syncDir } from '../util/local-fs.js'
-import { describeValue } from '../util/typed-arrays.js'
+import { describeValue, showValue } from '../util/typed-arrays.js'
 import {
   checkWalLogOptions,
   inspectWalFiles,
@@ -92,7 +92,7 @@ export interface WalReplayer {
  */
 export function checkWalOptions(o: WalOptions): void {
   if (o === null || typeof o !== 'object' || typeof o.dir !== 'string' || o.dir === '') {
-    throw StreamSegmentError.invalidArgument(`wal: { dir } must name a folder, got ${JSON.stringify(o)}`)
+    throw StreamSegmentError.invalidArgument(`wal: { dir } must name a folder, got ${showValue(o)}`)
   }
   checkOptionNames('wal', o, ['dir', 'sync', 'intervalMs'])
   checkWalLogOptions(o)

@@ -172,6 +172,53 @@ describe('bad arguments to the stream entry points', () => {
     assert.equal(await store.head('inode'), undefined, 'nothing was published')
   })
 
+  it("a bigint or a cycle where a value goes is ERR_INVALID_ARGUMENT naming the option, not JSON's TypeError", async () => {
+    const store = new MemoryStore()
+    const cycle: Record<string, unknown> = {}
+    cycle.self = cycle
+    const file = join(dir, 'bigint')
+    await writeFile(file, 'hello')
+    assert.throws(
+      () => createStreamSegmentWriteStream({ store, dataBlockSize: 4096n as never }),
+      invalid(/setting dataBlockSize = 4096n: must be a power of two/),
+    )
+    assert.throws(
+      () => createStreamSegmentWriteStream({ store, segmentMpuMaxConcurrency: cycle as never }),
+      invalid(/setting segmentMpuMaxConcurrency = Object: must be an integer/),
+    )
+    assert.throws(
+      () => createStreamSegmentWriteStream({ store, profile: 1n as never }),
+      invalid(/createStreamSegmentWriteStream: profile 1n: must be 'streaming' or 'spec'/),
+    )
+    assert.throws(
+      () => createStreamSegmentWriteStream({ store, adoptChunks: 1n as never }),
+      invalid(/createStreamSegmentWriteStream: adoptChunks 1n: must be true or false/),
+    )
+    assert.throws(
+      () => createStreamSegmentWriteStream({ store, wal: { dir: 1n } as never }),
+      invalid(/wal: \{ dir \} must name a folder, got Object/),
+    )
+    await assert.rejects(
+      uploadFile(file, store, { segmentMpuChunkSize: 65536n as never }),
+      invalid(/setting segmentMpuChunkSize = 65536n/),
+    )
+    await assert.rejects(
+      uploadFile(file, store, {}, { resumeMaxAgeMs: 5n as never }),
+      invalid(/uploadFile: resumeMaxAgeMs = 5n: must be an integer/),
+    )
+    await assert.rejects(
+      uploadFile(file, store, {}, { resume: cycle as never }),
+      invalid(/uploadFile: resume = Object/),
+    )
+    await assert.rejects(
+      downloadFile(store, join(dir, 'o'), { readGetMaxBytes: 65536n as never }),
+      invalid(/setting readGetMaxBytes = 65536n/),
+    )
+    await assert.rejects(downloadFile(store, 5n as never), invalid(/downloadFile: path 5n must name a file/))
+    await assert.rejects(SegmentFile.create(store, { metaBlockSize: 4096n as never }), invalid(/metaBlockSize = 4096n/))
+    assert.equal(await store.head('inode'), undefined, 'nothing was published')
+  })
+
   it('callbacks that are not functions, options that are not objects, a location that is not one', async () => {
     const store = new MemoryStore()
     await assert.rejects(
