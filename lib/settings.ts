@@ -445,10 +445,14 @@ function checkForWriting(s: Settings, entries: number): void {
     )
   }
   if (dirtyLimitBytes(s) < s.dataBlockSize) {
+    const want = `the dirty limit (${dirtyLimitBytes(s)} bytes) must hold at least one data block (${s.dataBlockSize})`
+    // Named is the setting that made it so small: segmentBufferSize caps the limit, and it
+    // alone is at fault when below a block (the thresholds may be the defaults, not given).
+    if (s.segmentBufferSize < s.dataBlockSize) throw badSetting('segmentBufferSize', s.segmentBufferSize, want)
     throw badSetting(
       'dataCacheDirtyMaxBytesThreshold',
       s.dataCacheDirtyMaxBytesThreshold,
-      `the dirty limit (${dirtyLimitBytes(s)} bytes) must hold at least one data block (${s.dataBlockSize})`,
+      `${want}, with dataCacheDirtyMaxBlocksThreshold ${s.dataCacheDirtyMaxBlocksThreshold}`,
     )
   }
   const minObject = minObjectBytes(entries, s.dataBlockSize, s.metaBlockSize)

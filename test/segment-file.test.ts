@@ -32,6 +32,15 @@ describe('SegmentFile', () => {
     )
     assert.throws(() => resolveSettings({ dataBlockSize: 128 * 1024, metaBlockSize: 65536 }), /at most 65536 with this/)
     assert.equal(resolveSettings({ dataBlockSize: 2 ** 20 }).dataBlockSize, 2 ** 20)
+    // A dirty limit under one block names the setting that made it so: the cap, or the two thresholds.
+    assert.throws(
+      () => resolveSettings({ segmentBufferSize: 100 }),
+      /^StreamSegmentError: setting segmentBufferSize = 100: the dirty limit \(100 bytes\) must hold at least one data block \(4096\)$/,
+    )
+    assert.throws(
+      () => resolveSettings({ dataCacheDirtyMaxBytesThreshold: 100, dataCacheDirtyMaxBlocksThreshold: 0 }),
+      /setting dataCacheDirtyMaxBytesThreshold = 100: the dirty limit \(100 bytes\) .*, with dataCacheDirtyMaxBlocksThreshold 0$/,
+    )
   })
 
   it('resolveSettings refuses a name that is no setting, naming the nearest, as the calls taking settings do', async () => {
