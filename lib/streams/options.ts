@@ -28,7 +28,14 @@ export function storeOf(options: StreamLocation, who: string): ObjectStore {
   if ((url === undefined) === (store === undefined)) {
     throw StreamSegmentError.invalidArgument(`${who}: give exactly one of url and store`)
   }
-  return store === undefined ? openStore(url as StoreLocation) : checkStore(who, store)
+  if (store !== undefined) return checkStore(who, store)
+  // Named here, with the call: openStore would say 'openStore: object' for a null.
+  if (typeof url !== 'string' && (typeof url !== 'object' || url === null)) {
+    throw StreamSegmentError.invalidArgument(
+      `${who}: url must be a URL or path (a string or a URL) or { client, bucket, prefix }, got ${describeValue(url)}`,
+    )
+  }
+  return openStore(url)
 }
 
 /**

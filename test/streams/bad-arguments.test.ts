@@ -75,6 +75,21 @@ describe('bad arguments to the stream entry points', () => {
     }
   })
 
+  it('the read and write streams: a url that is no location names the call and the option', () => {
+    for (const [url, shown] of [
+      [null, 'null'],
+      [5, 'number 5'],
+      [true, 'boolean true'],
+    ] as const) {
+      for (const [who, make] of [
+        ['createStreamSegmentReadStream', () => createStreamSegmentReadStream({ url: url as never })],
+        ['createStreamSegmentWriteStream', () => createStreamSegmentWriteStream({ url: url as never })],
+      ] as const) {
+        assert.throws(make, invalid(new RegExp(`^${who}: url must be a URL or path .*, got ${shown}$`)))
+      }
+    }
+  })
+
   it('the write stream: a bad signal or highWaterMark throws before the stream opens anything', async () => {
     // A container path under a regular file: an open would fail, and with no one listening
     // for the stream's 'error' that failure would end the process.
