@@ -175,7 +175,10 @@ export async function uploadFile(
   checkOptionNames('uploadFile: settings', settings, [], { settings: true })
   checkSettingValues(settings)
   checkOptionNames('uploadFile', options, ['signal', 'onStart', 'resume', 'resumeMaxAgeMs'])
-  if (typeof path !== 'string' && !(typeof path === 'object' && path !== null && typeof path.stat === 'function')) {
+  if (
+    !(typeof path === 'string' && path !== '') &&
+    !(typeof path === 'object' && path !== null && typeof path.stat === 'function')
+  ) {
     throw StreamSegmentError.invalidArgument(
       `uploadFile: path must be a path or an open FileHandle, got ${describeValue(path)}`,
     )
@@ -195,7 +198,11 @@ export async function uploadFile(
   if (signal?.aborted) throw aborted()
   const fh = typeof path === 'string' ? await openLocalFile(path, true) : path
   try {
-    const version = await fh.stat()
+    // A handle closed already fails here with Node's bare Error 'file closed', naming nothing.
+    const version = await fh.stat().catch((err: Error) => {
+      const what = typeof path === 'string' ? path : 'the FileHandle'
+      throw StreamSegmentError.invalidArgument(`uploadFile: ${what} cannot be read (${err?.message ?? err})`)
+    })
     if (!version.isFile()) {
       // A directory reads as EISDIR, a FIFO or a device as bytes without a size to refer to.
       throw StreamSegmentError.invalidArgument(

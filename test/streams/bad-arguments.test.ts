@@ -5,7 +5,7 @@
  * an option the work itself needs, such as the signal, throw where no one listens).
  */
 import assert from 'node:assert/strict'
-import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { mkdtemp, open, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
@@ -253,7 +253,7 @@ describe('bad arguments to the stream entry points', () => {
     assert.throws(() => openStore(null as never), invalid(/openStore: object: give a URL or path|openStore: .*null/))
   })
 
-  it('uploadFile: a directory, a non-path, settings that are not an object; nothing is published', async () => {
+  it('uploadFile: a directory, a non-path, an empty path, a closed handle, settings that are not an object; nothing is published', async () => {
     const store = new MemoryStore()
     await assert.rejects(uploadFile(dir, store), invalid(/: not a regular file/))
     await assert.rejects(
@@ -262,6 +262,14 @@ describe('bad arguments to the stream entry points', () => {
     )
     const file = join(dir, 'small')
     await writeFile(file, 'hello')
+    // An empty path is no file (it was ': no such file'); a handle closed already was Node's bare 'file closed'.
+    await assert.rejects(uploadFile('', store), invalid(/^uploadFile: path must be a path .*, got string ""$/))
+    const closed = await open(file)
+    await closed.close()
+    await assert.rejects(
+      uploadFile(closed, store),
+      invalid(/^uploadFile: the FileHandle cannot be read \(file closed\)$/),
+    )
     await assert.rejects(uploadFile(file, store, null as never), invalid(/uploadFile: settings must be an object/))
     await assert.rejects(
       uploadFile(file, store, {}, { signal: 1 as never }),
