@@ -291,6 +291,32 @@ for (const s of SUBJECTS) {
       assert.deepEqual(await contents(), Buffer.from([200, 201, 202, ...backing.subarray(10, 30), 255]))
     })
 
+    it('zero-length chunks, a DataView and another typed array at odd offsets: their bytes, or ERR_INVALID_ARG_TYPE', async () => {
+      const { ws, contents } = await s.open()
+      const backing = new Uint8Array(64).map((_, i) => 100 + i)
+      const others = [new DataView(backing.buffer, 3, 5), new Uint16Array(backing.buffer, 10, 3)]
+      const c = callback()
+      ws.write(Buffer.alloc(0))
+      ws.write('', c.cb)
+      ws.write(new Uint8Array(backing.buffer, 1, 2))
+      // Node's Writable takes any ArrayBufferView as its bytes where it takes more than Uint8Arrays
+      // (newer Node 20 releases); before, it throws ERR_INVALID_ARG_TYPE in the call.
+      const taken: Uint8Array[] = []
+      for (const v of others) {
+        try {
+          ws.write(v)
+          taken.push(new Uint8Array(v.buffer, v.byteOffset, v.byteLength))
+        } catch (err) {
+          assert.equal((err as NodeJS.ErrnoException).code, 'ERR_INVALID_ARG_TYPE')
+        }
+      }
+      ws.end(new Uint8Array(0))
+      await closed(ws)
+      assert.ok(c.calls.length === 1 && c.calls[0] == null, String(c.calls))
+      assert.equal(ws.errored, null)
+      assert.deepEqual(await contents(), Buffer.concat([backing.subarray(1, 3), ...taken]))
+    })
+
     it('write after end(): ERR_STREAM_WRITE_AFTER_END to the cb and as the error', async () => {
       const { ws, contents } = await s.open()
       const seen = record(ws)
