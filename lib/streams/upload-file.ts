@@ -198,10 +198,10 @@ export async function uploadFile(
   if (signal?.aborted) throw aborted()
   const fh = typeof path === 'string' ? await openLocalFile(path, true) : path
   try {
-    // A handle closed already fails here with Node's bare Error 'file closed', naming nothing.
+    // A handle given closed already fails here with Node's bare Error 'file closed', naming nothing.
     const version = await fh.stat().catch((err: Error) => {
-      const what = typeof path === 'string' ? path : 'the FileHandle'
-      throw StreamSegmentError.invalidArgument(`uploadFile: ${what} cannot be read (${err?.message ?? err})`)
+      if (typeof path === 'string') throw err // opened just now: a failing disk, not the caller's argument
+      throw StreamSegmentError.invalidArgument(`uploadFile: the FileHandle cannot be read (${err?.message ?? err})`)
     })
     if (!version.isFile()) {
       // A directory reads as EISDIR, a FIFO or a device as bytes without a size to refer to.
