@@ -256,7 +256,7 @@ export class SegmentFile {
       if (cno !== undefined && cno !== published.cno) {
         if (cno > published.cno) {
           throw StreamSegmentError.notFound(
-            `${store.url}: checkpoint ${cno} is not published (the latest is ${published.cno}); a reader can open it read-only`,
+            `${store.url}: checkpoint ${cno} is not published (the latest is ${published.cno}): a writer opens the published checkpoint or an older one; a complete checkpoint above it, if there is one, opens with readOnly: true`,
           )
         }
         base = await readCheckpointInode(store, cno, { format: published.format })

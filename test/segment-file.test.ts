@@ -89,7 +89,13 @@ describe('SegmentFile', () => {
     await f.write(0, pattern(0, 10))
     await f.flush()
     await assert.rejects(SegmentFile.create(store), code('ERR_CONFLICT'))
-    await assert.rejects(SegmentFile.open(store, { cno: 7 }), code('ERR_NOT_FOUND'))
+    // A writer is told that only a complete checkpoint above the published one opens read-only;
+    // checkpoint 7 is none, and a reader opening it is ERR_NOT_FOUND too.
+    await assert.rejects(
+      SegmentFile.open(store, { cno: 7 }),
+      (err) => code('ERR_NOT_FOUND')(err) && /a complete checkpoint above it, if there is one/.test(String(err)),
+    )
+    await assert.rejects(SegmentFile.open(store, { cno: 7, readOnly: true }), code('ERR_NOT_FOUND'))
     await assert.rejects(SegmentFile.open(store, { dataBlockSize: 8192 }), /dataBlockSize 8192: the container/)
   })
 
