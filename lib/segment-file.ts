@@ -443,6 +443,9 @@ export class SegmentFile {
    */
   private apply(r: WalRecord): Promise<void> {
     if (r.kind !== 'truncate' && (r.kind === 'write' ? r.data.byteLength : r.length) === 0) {
+      // Checked as a call's range is: growing past the largest file would publish an inode
+      // no reader takes. The replay reports the refusal as the log's corruption.
+      checkRange(r.kind === 'write' ? 'write' : 'writeZeroes', r.offset, 0, this.core.blockSize)
       this.core.grow(r.offset)
       return Promise.resolve()
     }

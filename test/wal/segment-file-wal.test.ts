@@ -93,6 +93,33 @@ describe('SegmentFile with a WAL', () => {
     await g.close()
   })
 
+  it('a logged write or writeZeroes of no bytes at an offset past the largest file fails the open with ERR_CORRUPT; the log is kept', async () => {
+    for (const kind of ['write', 'writeZeroes'] as const) {
+      const store = new MemoryStore(`wal-empty-far-${kind}`)
+      const dir = await walDir()
+      const f = await SegmentFile.create(store, { wal: { dir } })
+      await f.write(0, pattern(0, 100))
+      await f.flush()
+      await f.close()
+      // No writer logs one (its call is checked first): the file would grow past 2^32 blocks.
+      const { log } = await WalLog.open(dir, 1, () => assert.fail('the log holds nothing yet'))
+      if (kind === 'write') await log.appendWrite(2 ** 50, new Uint8Array(0))
+      else await log.appendZeroes(2 ** 50, 0)
+      await log.close()
+      const path = join(dir, walFileName(2))
+      const logged = await fs.readFile(path)
+      await rejectsCode(
+        SegmentFile.open(store, { wal: { dir } }),
+        'ERR_CORRUPT',
+        new RegExp(
+          `wal-0000000002\\.log at byte 48 \\(record \\d+\\): a ${kind === 'write' ? 'write' : 'zeroes'} record the file cannot take: ${kind}: offset 1125899906842624 is past the largest file`,
+        ),
+      )
+      assert.ok((await fs.readFile(path)).equals(logged), 'the log is kept as it was')
+      assert.deepEqual(await published(store), pattern(0, 100), 'nothing was published')
+    }
+  })
+
   it('nothing is sent ahead with a WAL: the objects are written by the flush', async () => {
     const store = new FailingStore(new MemoryStore('wal-g'))
     const f = await SegmentFile.create(store, { wal: { dir: await walDir() }, streamSegmentBytes: 1024 * 1024 })
