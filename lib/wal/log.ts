@@ -24,8 +24,9 @@
  *   before the next one, or before the next file is started (left in a file that is not
  *   the newest, it would cut off every newer one at the next open), so the log goes on
  *   once the disk has room again; a failed fsync stops every later append (what reached
- *   the disk is unknown) until `reset()`. A switch to a new file that fails is done again
- *   before the next append.
+ *   the disk is unknown) until `reset()`; with `sync: 'always'` the records it was for are
+ *   cut, as their calls reject. A switch to a new file that fails is done again before
+ *   the next append.
  *
  * File layout (little-endian):
  *
@@ -494,6 +495,11 @@ export class WalLog {
   #failed: unknown
   /** A write failed part way: what it left past `#size` is cut before the next record is written. */
   #torn = false
+  /**
+   * With `sync: 'always'`, the end of the records whose fsync succeeded (every call before
+   * them resolved): when an fsync fails, the records after it, whose calls reject, are cut.
+   */
+  #synced: { size: number; seq: number }
   /** A switch to a new file (rotate, reset) that failed: made before the next append, which fails while it cannot be. */
   #pending: { reset: boolean; baseCno: number; ctimeMs: number } | undefined
   #onSync: (() => void) | undefined
@@ -509,6 +515,7 @@ export class WalLog {
     this.#headerBytes = h.bytes
     this.#size = size
     this.#seq = seq
+    this.#synced = { size, seq }
     this.#onSync = o.onSync
   }
 
@@ -666,6 +673,8 @@ export class WalLog {
       }, this.intervalMs)
       return Promise.resolve()
     }
+    // A record written while an fsync failed: none is waited for again, and the record is cut.
+    if (this.#failed !== undefined) return Promise.reject(this.#failed)
     const done = new Promise<void>((resolve, reject) => this.#unsynced.push({ resolve, reject }))
     if (!this.#syncing) this.#syncNow().catch(() => {})
     return done
@@ -679,6 +688,7 @@ export class WalLog {
         // The file of these appends: a switch to a new file may come while the fsync runs.
         const fh = this.#fh
         const waiters = this.#unsynced.splice(0)
+        const upTo = { size: this.#size, seq: this.#seq }
         try {
           this.#onSync?.()
           await fh.sync()
@@ -691,15 +701,42 @@ export class WalLog {
             continue
           }
           this.#failed ??= StreamSegmentError.store(`${this.#path()}: fsync failed`, err)
-          for (const w of waiters) w.reject(this.#failed)
+          // Those that came while it ran too: nothing fsyncs for them now.
+          for (const w of [...waiters, ...this.#unsynced.splice(0)]) w.reject(this.#failed)
+          this.#cutUnsynced()
           throw this.#failed
         }
+        if (fh === this.#fh) this.#synced = upTo
         for (const w of waiters) w.resolve()
         if (this.sync === 'interval') break
       }
     } finally {
       this.#syncing = false
     }
+  }
+
+  /**
+   * With `sync: 'always'`, after an fsync that failed: cuts the records after the last
+   * fsynced one (their calls rejected), once the appends under way are written, so that no
+   * later open replays a change its caller was told failed. A cut the disk refuses too is
+   * logged: those records then stay, as they would after a machine crash.
+   */
+  #cutUnsynced(): void {
+    if (this.sync !== 'always') return
+    const fh = this.#fh
+    const done = this.#tail.then(async () => {
+      const { size, seq } = this.#synced
+      if (fh !== this.#fh || this.#size <= size) return
+      try {
+        await fh.truncate(size)
+        this.#size = size
+        this.#seq = seq
+        this.#torn = false
+      } catch (err) {
+        log('%s: cutting the records whose fsync failed at byte %d: %s', this.#path(), size, err)
+      }
+    })
+    this.#tail = done
   }
 
   /** Waits for every append so far, then fsyncs (whatever the sync mode). */
@@ -810,6 +847,7 @@ export class WalLog {
     this.#ctimeMs = to.ctimeMs
     this.#headerBytes = FILE_HEADER
     this.#size = FILE_HEADER
+    this.#synced = { size: FILE_HEADER, seq: this.#seq }
     this.#torn = false
     // A failed fsync was of a file gone now, with its records.
     if (to.reset) this.#failed = undefined

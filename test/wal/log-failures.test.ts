@@ -385,6 +385,71 @@ describe('the WAL when the file system fails', () => {
     await again.log.close()
   })
 
+  it("sync 'always': a failed fsync rejects every append waiting on it and cuts their records; no open replays them", {
+    timeout: 10_000, // before: the append written while the fsync ran waited forever
+  }, async (t) => {
+    const dir = await walDir()
+    const proto = await fileHandleProto(`${dir}-probe`)
+    const { log } = await openLog(dir)
+    await log.appendWrite(0, Buffer.from('kept'))
+    const kept = log.size
+    const sync = proto.sync as (...args: unknown[]) => Promise<unknown>
+    let fail: () => void = () => {}
+    const failed = new Promise<void>((resolve) => {
+      fail = resolve
+    })
+    let failing = true
+    t.mock.method(proto, 'sync', async function (this: unknown, ...args: unknown[]) {
+      if (!failing) return sync.apply(this, args)
+      await failed
+      throw osError('EIO', 'fsync')
+    })
+    const first = log.appendWrite(4, Buffer.from('lost-1')) // its fsync waits for `fail`
+    const second = log.appendWrite(10, Buffer.from('lost-2')) // written while that fsync runs
+    while (log.nextSeq < 4) await new Promise((r) => setImmediate(r))
+    await new Promise((r) => setImmediate(r))
+    fail()
+    await rejectsCode(first, 'ERR_STORE', /fsync failed/)
+    await rejectsCode(second, 'ERR_STORE', /fsync failed/)
+    failing = false
+    await rejectsCode(log.appendWrite(0, Buffer.from('later')), 'ERR_STORE', /fsync failed/)
+    await rejectsCode(log.close(), 'ERR_STORE', /fsync failed/)
+    t.mock.restoreAll()
+    assert.equal((await fs.stat(`${dir}${sep}${walFileName(1)}`)).size, kept, 'the records that failed are cut')
+    const again = await openLog(dir)
+    assert.deepEqual(replayedText(again.replayed), ['kept'])
+    assert.deepEqual(
+      again.generations.map((g) => g.cutBytes),
+      [0],
+    )
+    await again.log.close()
+  })
+
+  it('a write whose fsync failed is not applied, and the next open does not publish it', async (t) => {
+    const store = new MemoryStore('walfail-fsync')
+    const dir = await walDir()
+    const proto = await fileHandleProto(`${dir}-probe`)
+    const f = await SegmentFile.create(store, { wal: { dir } })
+    await f.write(0, Buffer.from('base'))
+    await f.flush()
+    await f.write(0, Buffer.from('one'))
+    const sync = proto.sync as (...args: unknown[]) => Promise<unknown>
+    let failing = true
+    t.mock.method(proto, 'sync', function (this: unknown, ...args: unknown[]) {
+      return failing ? Promise.reject(osError('EIO', 'fsync')) : sync.apply(this, args)
+    })
+    await rejectsCode(f.write(0, Buffer.from('XX')), 'ERR_STORE', /wal-0000000002\.log: fsync failed/)
+    failing = false
+    assert.equal(await text(f), 'onee', 'the write that failed was not applied')
+    await rejectsCode(f.close(), 'ERR_STORE', /fsync failed/)
+    t.mock.restoreAll()
+    const g = await SegmentFile.open(store, { wal: { dir } })
+    assert.equal(g.walReplay?.records, 1)
+    assert.equal(await text(g), 'onee')
+    await g.close()
+    assert.equal(await published(store), 'onee')
+  })
+
   it('a failed fsync, then a reset whose file the full disk refused: the next append makes that file and goes on', async (t) => {
     const { dir, log } = await logWithFailedFsync(t)
     let full = true
