@@ -316,8 +316,8 @@ async function walk(
       )
     }
     if ((kind === 'write' && length !== payloadLen) || (kind !== 'write' && payloadLen !== 0)) {
-      cutReason = `${where}: ${kind} of ${length} bytes with a ${payloadLen}-byte payload`
-      break
+      // Checked, so not torn either: no writer logs a length its payload does not have.
+      throw StreamSegmentError.corrupt(`${where}: ${kind} of ${length} bytes with a ${payloadLen}-byte payload`)
     }
     const r: WalRecord | undefined =
       kind === 'write'
