@@ -1,0 +1,82 @@
+/**
+ * A WAL folder's lock left by a writer that is gone: one killed on this machine, or one
+ * copied with the folder from another machine. The next writer takes it over and replays
+ * the log; a holder whose heartbeat goes on is another writer (ERR_STATE).
+ */
+import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { promises as fs } from 'node:fs'
+import { join } from 'node:path'
+import { createInterface } from 'node:readline'
+import { describe, it } from 'node:test'
+import { fileURLToPath } from 'node:url'
+import { SegmentFile } from '../../lib/segment-file.js'
+import { MemoryStore } from '../../lib/store/memory.js'
+import { inspectWal } from '../../lib/wal/wal.js'
+import { rejectsCode } from '../helpers/assert.js'
+import { contents, walDirs } from '../helpers/wal-dirs.js'
+
+const walDir = walDirs('ss-wallock-')
+const localFs = fileURLToPath(new URL('../../lib/util/local-fs.js', import.meta.url))
+
+/** A container with 'base' published and 'one' logged, not published; its log's folder is released. */
+async function logged(name: string) {
+  const store = new MemoryStore(name)
+  const dir = await walDir()
+  const f = await SegmentFile.create(store, { wal: { dir } })
+  await f.write(0, Buffer.from('base'))
+  await f.flush()
+  await f.write(0, Buffer.from('one'))
+  await f.close()
+  return { store, dir }
+}
+
+async function replays(store: MemoryStore, dir: string): Promise<void> {
+  const g = await SegmentFile.open(store, { wal: { dir } })
+  try {
+    assert.equal(g.walReplay?.records, 1)
+    assert.equal((await contents(g)).toString(), 'onee')
+  } finally {
+    await g.close()
+  }
+}
+
+describe('a WAL folder locked by a writer that is gone', () => {
+  it('a writer killed while it held the folder: the next open takes the lock over and replays', async () => {
+    const { store, dir } = await logged('wallock-killed')
+    const child = spawn(
+      process.execPath,
+      [
+        '--input-type=module',
+        '-e',
+        `import { acquireLock } from ${JSON.stringify(localFs)}
+         await acquireLock(${JSON.stringify(join(dir, '.lock'))}, ${JSON.stringify(dir)}, 'test', 0)
+         console.log('locked')
+         setInterval(() => {}, 1000)`,
+      ],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    )
+    const exited = new Promise((resolve) => child.once('exit', resolve))
+    for await (const line of createInterface({ input: child.stdout })) if (line === 'locked') break
+    assert.equal((await inspectWal(dir)).lockedBy?.pid, child.pid)
+    await rejectsCode(SegmentFile.open(store, { wal: { dir } }), 'ERR_STATE', /in use by another writer/)
+    child.kill('SIGKILL')
+    await exited
+    await replays(store, dir)
+  })
+
+  it('a folder copied from another machine with its lock: refused while the heartbeat is fresh, taken over once it stopped', async () => {
+    const { store, dir } = await logged('wallock-copied')
+    const token = randomBytes(16).toString('hex')
+    const owner = join(dir, '.lock', `owner-${token}`)
+    await fs.mkdir(join(dir, '.lock'))
+    await fs.writeFile(owner, JSON.stringify({ pid: 1, token, host: 'another-machine', boot: 'x', pidNs: 'y' }))
+    await rejectsCode(SegmentFile.open(store, { wal: { dir } }), 'ERR_STATE', /in use by another writer/)
+    assert.ok((await inspectWal(dir)).records === 1, 'the log is kept')
+    // The heartbeat stopped 11 s ago (a holder that cannot be checked is stale after 10 s).
+    const then = new Date(Date.now() - 11_000)
+    await fs.utimes(owner, then, then)
+    await replays(store, dir)
+  })
+})
