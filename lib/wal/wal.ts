@@ -60,6 +60,8 @@ export interface WalReplay {
 }
 
 const BINDING = 'container'
+/** The most a container's URL takes (a path or a key, and its scheme): a longer record is none, and is not read. */
+const MAX_BINDING_BYTES = 64 * 1024
 const LOCK = '.lock'
 
 export interface OpenedWal {
@@ -215,11 +217,18 @@ export async function openWal(
 /**
  * The URL `binding` records; undefined when there is nothing there. Anything but a regular
  * file is refused, unread (readRegularText opens it without blocking: a FIFO would wait
- * for a writer, in a thread no signal reaches).
+ * for a writer, in a thread no signal reaches), and so is a file longer than any URL (read
+ * whole, it would take its size in memory, and in the error naming it).
  */
 async function readBinding(binding: string): Promise<string | undefined> {
   const fail = (err: unknown) => {
     throw localFileError(err, binding, `WAL ${binding}`)
+  }
+  const st = await fs.stat(binding).catch(() => undefined)
+  if (st?.isFile() && st.size > MAX_BINDING_BYTES) {
+    throw StreamSegmentError.invalidArgument(
+      `WAL ${binding}: ${st.size} bytes, not the record of a container's URL (at most ${MAX_BINDING_BYTES} bytes)`,
+    )
   }
   const text = await readRegularText(binding).catch(fail)
   if (text !== undefined || (await fs.stat(binding).catch(() => undefined)) === undefined) return text
@@ -265,7 +274,7 @@ export async function inspectWal(
   }
   const st = await fs.stat(dir).catch(() => undefined)
   if (!st?.isDirectory()) throw StreamSegmentError.notFound(`${dir}: no WAL folder here`)
-  const container = await readRegularText(join(dir, BINDING)).catch(() => undefined)
+  const container = await readBinding(join(dir, BINDING)).catch(() => undefined)
   const owner = (await fs.readdir(join(dir, LOCK)).catch(() => [] as string[])).find((n) => n.startsWith('owner-'))
   let lockedBy: { pid: number; host: string } | undefined
   if (owner !== undefined) {

@@ -13,6 +13,7 @@ import { StreamSegmentError } from '../../lib/errors.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import { listGenerations, WalLog, type WalRecord, walFileName } from '../../lib/wal/log.js'
+import { inspectWal } from '../../lib/wal/wal.js'
 import { rejectsCode } from '../helpers/assert.js'
 import { within } from '../helpers/containers.js'
 import { FailingStore } from '../helpers/failing-store.js'
@@ -528,6 +529,21 @@ describe('the WAL when the file system fails', () => {
     await f.close()
     t.mock.restoreAll()
     assert.equal(await published(store), 'x')
+  })
+
+  it('a file longer than any URL where the folder keeps its container is refused unread, naming it', async () => {
+    const dir = await walDir()
+    await fs.mkdir(dir, { recursive: true })
+    const binding = `${dir}${sep}container`
+    await fs.writeFile(binding, '')
+    await fs.truncate(binding, 256 * 1024 * 1024) // sparse: read whole, 256 MiB in memory and in the message
+    const err = await rejectsCode(
+      SegmentFile.create(new MemoryStore('walfail-long-binding'), { wal: { dir } }),
+      'ERR_INVALID_ARGUMENT',
+      /container: 268435456 bytes, not the record of a container's URL/,
+    )
+    assert.ok(err.message.length < 1000, 'the message is short')
+    assert.equal((await inspectWal(dir)).container, undefined)
   })
 
   it('a FIFO where the folder keeps its container or a log file fails the open at once, naming it', async () => {
