@@ -9,7 +9,8 @@
  *      data, and the checkpoint's inode, create-only;
  *   3. the `inode` object is replaced, If-Match the version this file is built on
  *      (If-None-Match: * for a new container, after one LIST that finds every object the
- *      checkpoint points into: see checkFirstObjects). Only this makes the checkpoint visible.
+ *      checkpoint points into: see checkOwnObjects; later checkpoints
+ *      check their own objects stored before part 0 the same way). Only this makes the checkpoint visible.
  * Every segment object is create-only: a key that exists already (an abandoned attempt,
  * or another writer on the same number) moves the checkpoint to a new number, and the
  * object is built again under it. A conflict at 3 means another writer published since
@@ -245,7 +246,7 @@ export async function flush(core: FileState): Promise<FlushTiming> {
     const { cno, inode } = part0.ctx
     await verifySources(core, part0)
     await refuseIfAborted(core, part0)
-    await checkFirstObjects(core, part0)
+    await checkOwnObjects(core, part0)
     let committed: Awaited<ReturnType<typeof commitInode>>
     try {
       committed = await commitInode(core, inode, timing)
@@ -358,7 +359,7 @@ export async function startPublish(core: FileState): Promise<PublishInFlight | u
       timing.part0Ms = performance.now() - t1
       const t2 = performance.now()
       await refuseIfAborted(core, plan)
-      await checkFirstObjects(core, plan)
+      await checkOwnObjects(core, plan)
       const committed = await commitInode(core, inode, timing).catch((err: unknown) => {
         commitPointUnknown(core)
         throw err
@@ -759,21 +760,29 @@ async function refuseIfAborted(core: FileState, part0: ObjectPlan): Promise<void
 }
 
 /**
- * Before the create-only inode write of a container's first checkpoint: every object its
- * block map points into, part 0 included, must be stored. With no inode yet, removing the
- * container (rm) takes each of them for an abandoned attempt's and deletes it, and the
- * inode write, which only asks that there be no inode, would publish a checkpoint pointing
- * into them. Later checkpoints need no look: removing the container deletes its inode
- * first, and their inode write, If-Match, then fails. One listing of the numbers the
- * checkpoint points into (this writer's own: there is no base). On an object gone, part 0
- * is deleted and the flush fails with ERR_CONFLICT; nothing is published, and the handle's
- * later flushes meet the same. A listing that fails deletes part 0 too, and its error is
- * the flush's: the changes stay dirty for the next flush.
+ * Before the inode write: every object the checkpoint points into among its writer's own
+ * numbers (above the checkpoint it is built on), part 0 included, must be stored.
+ * - A container's first checkpoint (create-only inode write): with no inode yet, removing
+ *   the container (rm) takes each of its objects for an abandoned attempt's and deletes
+ *   it, and the inode write, which only asks that there be no inode, would publish a
+ *   checkpoint pointing into them.
+ * - A later one that stored objects before its part 0 (sent ahead, partial segments, data
+ *   parts): a cleaner whose grace period is shorter than this checkpoint has taken so far
+ *   (a slow stream) takes them for an abandoned attempt's and deletes them, and leaves the
+ *   inode as it was, so the If-Match inode write would publish a checkpoint pointing into
+ *   them. One of part 0 alone needs no look: part 0 was stored just now, and removing the
+ *   container deletes the objects of the checkpoint it is built on, so the If-Match write
+ *   fails once the inode is gone.
+ * One listing of the numbers looked at. On an object gone, part 0 is deleted and the flush
+ * fails with ERR_CONFLICT; nothing is published, and the handle's later flushes meet the
+ * same. A listing that fails deletes part 0 too, and its error is the flush's: the changes
+ * stay dirty for the next flush.
  */
-async function checkFirstObjects(core: FileState, part0: ObjectPlan): Promise<void> {
-  if (core.publishedEtag !== undefined) return
+async function checkOwnObjects(core: FileState, part0: ObjectPlan): Promise<void> {
+  const first = core.publishedEtag === undefined
   const { cno } = part0.ctx
-  const { keys, low } = pointedInto(core, part0)
+  const { keys, low } = pointedInto(core, part0, first ? 0 : core.published.cno)
+  if (!first && keys.size === 1) return // part 0 alone
   // Not looked at (a failing store, an abort) is not published either: part 0 goes too.
   const stored = await checkpointKeys(core.store, low, cno, core.signal).catch(async (err: unknown) => {
     await giveUpPart0(core, part0)
@@ -782,8 +791,13 @@ async function checkFirstObjects(core: FileState, part0: ObjectPlan): Promise<vo
   const gone = [...keys].find((key) => !stored.has(key))
   if (gone === undefined) return
   await giveUpPart0(core, part0)
+  if (first) {
+    throw StreamSegmentError.conflict(
+      `${core.store.url}: checkpoint ${cno}, the container's first, was not published: objects of it were removed while it was written (the container was removed meanwhile), ${gone} among them; nothing was published, and this handle's next flushes meet the same: write the data again`,
+    )
+  }
   throw StreamSegmentError.conflict(
-    `${core.store.url}: checkpoint ${cno}, the container's first, was not published: objects of it were removed while it was written (the container was removed meanwhile), ${gone} among them; nothing was published, and this handle's next flushes meet the same: write the data again`,
+    `${core.store.url}: checkpoint ${cno} was not published: objects it stored before its part 0 were deleted while it was written (a gc whose grace period is shorter than the checkpoint took, or the container removed), ${gone} among them; nothing was published, and this handle's next flushes meet the same: open the container again and write the data again`,
   )
 }
 
@@ -794,20 +808,20 @@ async function giveUpPart0(core: FileState, part0: ObjectPlan): Promise<void> {
 }
 
 /**
- * The objects of checkpoints up to part 0's that a first checkpoint points into: part 0,
- * what its nodes and the inode's root name, and what the nodes in memory name (the root's
+ * The objects of checkpoints above `above` and up to part 0's that a checkpoint points
+ * into: part 0, what its nodes and the inode's root name, and what the nodes in memory name (the root's
  * and every loaded node's entries; a leaf dropped from the node cache is named by its
  * parent, its own entries not). Entries of numbers above part 0's (writes since a
  * background publish built it) are not its. `low`: the lowest number among them.
  */
-function pointedInto(core: FileState, part0: ObjectPlan): { keys: Set<string>; low: number } {
+function pointedInto(core: FileState, part0: ObjectPlan, above: number): { keys: Set<string>; low: number } {
   const { cno, inode } = part0.ctx
   // Objects as numbers (cno × 2^14 + part, below 2^44), the key strings made once each at
   // the end: a map's entries name few objects, each many times over.
   const objects = new Set<number>()
   let last = -1
   const add = (hi: number, lo: number) => {
-    if (hi === 0 || hi > cno) return
+    if (hi <= above || hi > cno) return
     const object = hi * (MAX_PART + 1) + pointerPart(lo)
     if (object === last) return
     last = object

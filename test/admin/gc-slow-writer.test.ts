@@ -1,0 +1,75 @@
+/**
+ * gc beside a writer whose checkpoint takes longer than the grace period (a slow stream:
+ * `put -` from a pipe for hours): the objects it sent ahead look like an abandoned
+ * attempt's. Whatever the cleaner does with them, the writer must never publish a
+ * checkpoint pointing into deleted objects.
+ */
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+import { gc } from '../../lib/admin/gc.js'
+import { verifyCheckpoint } from '../../lib/admin/index.js'
+import { decodeInodeObject, INODE_KEY, parseKey, segmentKey } from '../../lib/format/index.js'
+import { SegmentFile } from '../../lib/segment-file.js'
+import { MemoryStore } from '../../lib/store/memory.js'
+import type { ObjectStore } from '../../lib/store/types.js'
+import { rejectsCode } from '../helpers/assert.js'
+import { pattern } from '../helpers/pattern.js'
+import { smallSettings } from '../helpers/small-settings.js'
+
+const KiB = 1024
+const HOUR = 3_600_000
+const settings = { ...smallSettings, streamSegmentBytes: 32 * KiB, rollForwardAfterMs: 0 }
+
+/** Makes every segment object of `cno` look `ms` older (their LastModified, which gc goes by). */
+function age(store: MemoryStore, cno: number, ms: number): void {
+  const objects = (store as unknown as { bucket: { objects: Map<string, { modifiedMs: number }> } }).bucket.objects
+  for (const [key, o] of objects) {
+    const k = parseKey(key)
+    if (k?.kind === 'segment' && k.cno === cno) o.modifiedMs -= ms
+  }
+}
+
+async function readAll(store: ObjectStore, cno?: number): Promise<Buffer> {
+  const f = await SegmentFile.open(store, { cno, readOnly: true })
+  try {
+    return Buffer.from(await f.read(0, f.size))
+  } finally {
+    await f.close()
+  }
+}
+
+describe('gc beside a writer slower than the grace period', () => {
+  it('a later checkpoint whose sent-ahead objects gc deleted is not published: ERR_CONFLICT, the published one stands', async () => {
+    const store = new MemoryStore()
+    const first = pattern(0, 4 * KiB, 1)
+    const f = await SegmentFile.create(store, settings)
+    await f.write(0, first)
+    assert.equal((await f.flush()).cno, 1)
+    await f.close()
+
+    const w = await SegmentFile.open(store, settings)
+    await w.write(0, pattern(0, 200 * KiB, 2))
+    await w.settle()
+    const sent: string[] = []
+    for await (const e of store.list('0000000002.')) sent.push(e.key)
+    assert.ok(sent.length > 0, 'objects were sent ahead under checkpoint 2')
+    // The writer has been at it for two hours: its objects are past gc's grace (1 hour).
+    age(store, 2, 2 * HOUR)
+    const r = await gc(store)
+    assert.deepEqual(r.deletedKeys, sent, 'gc takes them for an abandoned attempt')
+
+    await rejectsCode(
+      w.flush(),
+      'ERR_CONFLICT',
+      /checkpoint 2 was not published: objects it stored before its part 0 were deleted/,
+    )
+    // And stays so: the block map still points into the objects that are gone.
+    await rejectsCode(w.flush(), 'ERR_CONFLICT', /were deleted/)
+    await w.close().catch(() => undefined)
+
+    assert.equal(decodeInodeObject(await store.get(INODE_KEY)).cno, 1, 'nothing published')
+    assert.equal(await store.head(segmentKey(2, 0)), undefined, 'no part 0 left for a roll-forward')
+    assert.ok((await readAll(store)).equals(first))
+    assert.deepEqual((await verifyCheckpoint(store)).problems, [])
+  })
+})
