@@ -46,6 +46,7 @@ import { readObjectHeader } from '../container/object-header.js'
 import { isSignal, StreamSegmentError } from '../errors.js'
 import type { Inode } from '../format/inode.js'
 import { INODE_KEY, parseKey, segmentKey } from '../format/names.js'
+import { MAX_CNO } from '../format/pointer.js'
 import { checkOptionNames } from '../settings.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
@@ -148,7 +149,10 @@ function checkOptions(o: GcOptions): Required<Omit<GcOptions, 'signal' | 'onProg
   }
   const keepCnos = o.keepCnos ?? []
   if (!Array.isArray(keepCnos)) throw bad('keepCnos', keepCnos, 'must be a list of checkpoint numbers')
-  for (const c of keepCnos) nat('keepCnos', c, 1)
+  // A number past the last a key can carry is a mistake, not a checkpoint that is missing.
+  for (const c of keepCnos) {
+    if (nat('keepCnos', c, 1) > MAX_CNO) throw bad('keepCnos', c, `must be a checkpoint number (1..${MAX_CNO})`)
+  }
   if (o.dryRun !== undefined && typeof o.dryRun !== 'boolean') throw bad('dryRun', o.dryRun, 'must be true or false')
   return {
     keep: nat('keep', o.keep ?? 1, 1),

@@ -157,10 +157,14 @@ export function openContainer(url: string): ObjectStore {
 
 export function cnoOption(p: Parsed): number | undefined {
   const v = p.options.get('cno')
-  if (v === undefined) return undefined
+  return v === undefined ? undefined : checkpointNumber(p, 'cno', v)
+}
+
+/** `v`, a value of option `name`, as a checkpoint number; ERR_INVALID_ARGUMENT naming the option when it is none. */
+export function checkpointNumber(p: Parsed, name: string, v: string): number {
   if (!/^\d+$/.test(v) || Number(v) < 1 || Number(v) > MAX_CNO)
     throw StreamSegmentError.invalidArgument(
-      `option ${optionName(p, 'cno')}: ${JSON.stringify(v)} is not a checkpoint number (1..${MAX_CNO})`,
+      `option ${optionName(p, name)}: ${JSON.stringify(v)} is not a checkpoint number (1..${MAX_CNO})`,
     )
   return Number(v)
 }

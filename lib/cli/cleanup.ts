@@ -8,7 +8,7 @@ import {
   removeContainer,
 } from '../admin/index.js'
 import { StreamSegmentError } from '../errors.js'
-import { openContainer, optionName, type Parsed, parseDuration, positionals } from './args.js'
+import { checkpointNumber, openContainer, optionName, type Parsed, parseDuration, positionals } from './args.js'
 import { count, formatBytes, formatDuration, type Out, progressOnTerminal } from './output.js'
 
 export async function gcCommand(p: Parsed, out: Out, err: Out, signal: AbortSignal): Promise<number> {
@@ -34,7 +34,7 @@ export async function gcCommand(p: Parsed, out: Out, err: Out, signal: AbortSign
     keep: opt('keep') === undefined ? undefined : number('keep', opt('keep') as string),
     keepCnos: opt('keepCnos')
       ?.split(',')
-      .map((c) => number('keepCnos', c)),
+      .map((c) => checkpointNumber(p, 'keepCnos', c)),
     keepNewerThanMs: duration('keepNewerThan'),
     graceMs: duration('grace'),
     dryRun: p.flags.has('dryRun'),

@@ -328,6 +328,20 @@ describe('gc', () => {
     await rejectsCode(gc(store, { graceMs: -1 }), 'ERR_INVALID_ARGUMENT', /graceMs = -1/)
     await rejectsCode(gc(store, { keep: 1.5 }), 'ERR_INVALID_ARGUMENT', /keep = 1.5/)
     await rejectsCode(gc(store, { keepCnos: [0] }), 'ERR_INVALID_ARGUMENT', /keepCnos = 0/)
+    // Past the last number a key can carry: no checkpoint can have it, so it is a mistake.
+    for (const c of [2 ** 30, 2 ** 32, 99999999999]) {
+      await rejectsCode(
+        gc(store, { keepCnos: [1, c] }),
+        'ERR_INVALID_ARGUMENT',
+        new RegExp(`keepCnos = ${c}: must be a checkpoint number \\(1\\.\\.1073741823\\)`),
+      )
+    }
+    for (const v of [Number.NaN, Number.POSITIVE_INFINITY, 2 ** 53, -1, '1h']) {
+      for (const name of ['keep', 'keepNewerThanMs', 'graceMs']) {
+        await rejectsCode(gc(store, { [name]: v }), 'ERR_INVALID_ARGUMENT', new RegExp(`gc: ${name} = `))
+      }
+      await rejectsCode(gc(store, { keepCnos: [v as number] }), 'ERR_INVALID_ARGUMENT', /gc: keepCnos = /)
+    }
     await rejectsCode(gc(store, { keepCnos: [99], graceMs: 0 }), 'ERR_NOT_FOUND', /checkpoint 99, which has no part 0/)
     await rejectsCode(gc(new MemoryStore(), { graceMs: 0 }), 'ERR_NOT_FOUND', /no container here/)
     assert.equal((await listCheckpoints(store)).storedBytes, stored)
