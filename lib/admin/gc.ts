@@ -289,12 +289,43 @@ export async function gc(where: StoreLocation | ObjectStore, options: GcOptions 
   )
   Object.assign(progress, { phase: 'delete', objectsToDelete: garbage.length })
   tell()
-  await deleteSegments(store, garbage, signal, (n) => {
-    progress.deletedObjects = n
-    tell()
-  })
-  for (const u of uploads) await abortUpload(store, u, signal)
+  let aborted = 0
+  try {
+    await deleteSegments(store, garbage, signal, (n) => {
+      progress.deletedObjects = n
+      tell()
+    })
+    for (const u of uploads) {
+      await abortUpload(store, u, signal)
+      aborted++
+    }
+  } catch (err) {
+    throw partly(store.url, err, progress.deletedObjects, garbage.length, aborted, uploads.length)
+  }
   return result
+}
+
+/**
+ * A failure (or an interrupt) part-way through the deletions, said with how far they
+ * came: the batch that failed may have deleted some of its keys too. What is left is
+ * garbage still, for the next run.
+ */
+function partly(
+  url: string,
+  err: unknown,
+  deleted: number,
+  toDelete: number,
+  aborted: number,
+  toAbort: number,
+): unknown {
+  if (!StreamSegmentError.is(err)) return err
+  const done =
+    deleted < toDelete
+      ? `deleted ${deleted} of the ${toDelete} objects it found to delete (part 0s first; some of the batch that failed may be gone too) and aborted none of the ${toAbort} uploads`
+      : `deleted the ${toDelete} objects it found to delete and aborted ${aborted} of the ${toAbort} uploads`
+  return new StreamSegmentError(err.code, `${url}: gc: ${done}, then: ${err.message}; a later gc deletes the rest`, {
+    cause: err,
+  })
 }
 
 /** Complete checkpoints (those with a part 0) and their ages, from the listing; and which of them are kept. */

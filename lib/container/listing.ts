@@ -69,9 +69,12 @@ export const DELETE_BATCH = 1000
 
 /**
  * Deletes segment objects, in batches, in the order given (a caller that must delete
- * some before others orders them so). Anything that is not a segment key is refused
- * with ERR_INTERNAL: this code never deletes a key it does not own. `onDeleted` hears how
- * many are deleted after each batch.
+ * some before others orders them so). A batch never holds both part 0s and other parts:
+ * a store deletes a batch's keys in any order, and one that fails part-way (S3's
+ * DeleteObjects fails key by key) may have deleted any of them, so a part 0 put first is
+ * gone before a data part of its checkpoint only when their batches differ. Anything that
+ * is not a segment key is refused with ERR_INTERNAL: this code never deletes a key it
+ * does not own. `onDeleted` hears how many are deleted after each batch.
  */
 export async function deleteSegments(
   store: ObjectStore,
@@ -83,10 +86,19 @@ export async function deleteSegments(
     if (parseKey(key)?.kind !== 'segment')
       throw StreamSegmentError.internal(`refusing to delete ${key}: not a segment key`)
   }
-  for (let i = 0; i < keys.length; i += DELETE_BATCH) {
-    await store.delete(keys.slice(i, i + DELETE_BATCH), { signal })
-    onDeleted?.(Math.min(i + DELETE_BATCH, keys.length))
+  let i = 0
+  while (i < keys.length) {
+    const zero = isPart0(keys[i] as string)
+    let end = i + 1
+    while (end < keys.length && end - i < DELETE_BATCH && isPart0(keys[end] as string) === zero) end++
+    await store.delete(keys.slice(i, end), { signal })
+    i = end
+    onDeleted?.(i)
   }
+}
+
+function isPart0(key: string): boolean {
+  return key.endsWith('.0')
 }
 
 /** Deletes the commit point: the last step of removing a container. */
