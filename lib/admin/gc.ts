@@ -21,9 +21,11 @@
  * - Sweep: a segment object is garbage when nothing retained reaches it and it is older
  *   than `graceMs` (so a live writer's objects, sent ahead or in a flush, are never
  *   touched); that covers dropped checkpoints, abandoned attempts (parts without a
- *   part 0) and complete checkpoints never published nor to be. Part 0s go first, so no
- *   checkpoint is ever openable without its data parts. Open multipart uploads under
- *   segment keys older than the grace period are aborted.
+ *   part 0) and complete checkpoints never published nor to be. The objects and uploads
+ *   of a number with no part 0 are as old as the newest of them (attemptAges): a writer
+ *   sending ahead for longer than `graceMs` keeps what it sent. Part 0s go first, in
+ *   batches of their own, so no checkpoint is ever openable without its data parts. Open
+ *   multipart uploads under segment keys older than the grace period are aborted.
  * - Refused, nothing deleted (ERR_CORRUPT): an `inode` object that differs from the inode
  *   in its checkpoint's part 0 (or names one with no part 0), and no `inode` object with
  *   complete checkpoints and none pinned (every one of them would go).
@@ -49,7 +51,7 @@ import { INODE_KEY, parseKey, segmentKey } from '../format/names.js'
 import { MAX_CNO } from '../format/pointer.js'
 import { checkOptionNames } from '../settings.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
-import type { ObjectStore } from '../store/types.js'
+import type { MultipartUpload, ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
 import { isUnreadable, type NodePlace, type Problem, walkMap } from './map-walk.js'
 
@@ -246,11 +248,12 @@ export async function gc(where: StoreLocation | ObjectStore, options: GcOptions 
     const k = parseKey(key)
     return k?.kind === 'segment' && k.cno >= o.spareFromCno
   }
-  const unreached = [...listing.sizes.keys()].filter((key) => !live.has(key) && !spared(key))
-  const garbage = unreached.filter((key) => old(listing.modified.get(key))).sort(part0First)
-  const young = unreached.filter((key) => !old(listing.modified.get(key)))
   const open = (await listOpenUploads(store, signal)).filter((u) => !spared(u.key))
-  const uploads = open.filter((u) => old(u.initiatedMs))
+  const ageOf = attemptAges(listing, open)
+  const unreached = [...listing.sizes.keys()].filter((key) => !live.has(key) && !spared(key))
+  const garbage = unreached.filter((key) => old(ageOf(key, listing.modified.get(key)))).sort(part0First)
+  const young = unreached.filter((key) => !old(ageOf(key, listing.modified.get(key))))
+  const uploads = open.filter((u) => old(ageOf(u.key, u.initiatedMs)))
   const result: GcResult = {
     url: store.url,
     published,
@@ -326,6 +329,32 @@ function partly(
   return new StreamSegmentError(err.code, `${url}: gc: ${done}, then: ${err.message}; a later gc deletes the rest`, {
     cause: err,
   })
+}
+
+/**
+ * When an object or upload counts as written, for the grace period: a checkpoint number
+ * with no part 0 is an attempt, a writer's checkpoint in progress or one abandoned, and
+ * each of its objects and uploads counts as new as the newest of them. A writer that has
+ * been sending ahead for longer than the grace period (a slow stream) keeps adding to its
+ * attempt, so none of it goes; an abandoned one goes whole once its last object has aged.
+ */
+function attemptAges(
+  listing: ContainerListing,
+  uploads: readonly MultipartUpload[],
+): (key: string, ms: number | undefined) => number | undefined {
+  const newest = new Map<number, number>()
+  const seen = (key: string, ms: number) => {
+    const k = parseKey(key)
+    if (k?.kind !== 'segment' || listing.byCno.get(k.cno)?.parts.includes(0)) return
+    newest.set(k.cno, Math.max(newest.get(k.cno) ?? ms, ms))
+  }
+  for (const [key, ms] of listing.modified) seen(key, ms)
+  for (const u of uploads) seen(u.key, u.initiatedMs)
+  return (key, ms) => {
+    const k = parseKey(key)
+    const attempt = k?.kind === 'segment' ? newest.get(k.cno) : undefined
+    return attempt ?? ms
+  }
 }
 
 /** Complete checkpoints (those with a part 0) and their ages, from the listing; and which of them are kept. */

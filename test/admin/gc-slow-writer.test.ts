@@ -39,6 +39,40 @@ async function readAll(store: ObjectStore, cno?: number): Promise<Buffer> {
 }
 
 describe('gc beside a writer slower than the grace period', () => {
+  it('a writer still sending ahead after the grace period keeps all it sent: it publishes, and the checkpoint reads back', async () => {
+    const store = new MemoryStore()
+    const f = await SegmentFile.create(store, settings)
+    await f.write(0, pattern(0, 4 * KiB, 1))
+    assert.equal((await f.flush()).cno, 1)
+    await f.close()
+
+    const data = pattern(0, 300 * KiB, 2)
+    const w = await SegmentFile.open(store, settings)
+    await w.write(0, data.subarray(0, 150 * KiB))
+    await w.settle()
+    // Two hours into the stream, and still going: its first objects are past the grace
+    // period, the one it sent last is not.
+    age(store, 2, 2 * HOUR)
+    await w.write(150 * KiB, data.subarray(150 * KiB))
+    await w.settle()
+    const r = await gc(store)
+    assert.deepEqual(r.deletedKeys, [], 'nothing of the attempt in progress goes')
+    assert.ok(r.youngObjects > 0)
+    const t = await w.flush()
+    await w.close()
+    assert.equal(t.cno, 2)
+    assert.ok((await readAll(store)).equals(data))
+    assert.deepEqual((await verifyCheckpoint(store)).problems, [])
+    // Once the writer has stopped and the grace period passed, an abandoned attempt goes whole.
+    const stopped = await SegmentFile.open(store, settings)
+    await stopped.write(0, pattern(0, 150 * KiB, 3))
+    await stopped.settle()
+    await stopped.close()
+    age(store, 3, 2 * HOUR)
+    const attempt = (await gc(store, { dryRun: true })).deletedKeys.filter((k) => parseKey(k)?.kind === 'segment')
+    assert.ok(attempt.length > 0 && attempt.every((k) => k.startsWith('0000000003.')), attempt.join(' '))
+  })
+
   it('a later checkpoint whose sent-ahead objects gc deleted is not published: ERR_CONFLICT, the published one stands', async () => {
     const store = new MemoryStore()
     const first = pattern(0, 4 * KiB, 1)
