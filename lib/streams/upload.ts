@@ -232,6 +232,26 @@ function withoutNulls<T extends object>(o: T): T {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== null)) as T
 }
 
+/**
+ * A `queueSize` or `partSize` as lib-storage reads it: it only compares them with numbers
+ * (`queueSize < 1`, `index < queueSize`, `partSize < MIN_PART_SIZE`), so a numeric string
+ * (`'4'`, `' 4 '`, `'0x4'`), `true` or `[4]` counts as its number. NaN for what has none
+ * (`'abc'`, a Symbol, whose comparison throws a TypeError there).
+ */
+function asLibStorageNumber(value: unknown): number {
+  if (typeof value === 'number') return value
+  try {
+    return Number(value)
+  } catch {
+    return Number.NaN
+  }
+}
+
+/** An option's value in a message: a number as it is, anything else with its type. */
+function describeOption(value: unknown): string {
+  return typeof value === 'number' ? String(value) : describeValue(value)
+}
+
 /** Checks every parameter against PARAMS; undefined values count as not given. */
 function checkParams(params: UploadParams): void {
   for (const [name, value] of Object.entries(params)) {
@@ -453,28 +473,30 @@ export class Upload extends EventEmitter {
       throw invalid(`params.ContentLength ${length}: must be a non-negative integer`)
     }
     // lib-storage reads tags, queueSize and partSize as `options.x || its default`: any falsy
-    // value (0, NaN, false) is not given; a `queueSize` of 1.5 runs 2 uploaders (its loop's count).
+    // value (0, NaN, false, '') is not given; a `queueSize` of 1.5 runs 2 uploaders (its loop's
+    // count), one of '4' runs 4 (asLibStorageNumber).
     if (tags && (!Array.isArray(tags) || tags.length > 0)) throw invalid(`tags: ${TAGS_WHY}`)
     if (typeof settings !== 'object' || settings === null) throw invalid('settings: must be an object of settings')
     checkOptionNames('Upload', options, UPLOAD_OPTIONS)
     checkOptionNames('Upload: settings', settings, [], { settings: true })
     checkSettingValues(settings)
     const s: Partial<Settings> = { ...settings }
+    const queue = asLibStorageNumber(queueSize)
     if (queueSize) {
-      if (typeof queueSize !== 'number' || !(queueSize >= 1)) {
-        const got = typeof queueSize === 'number' ? queueSize : describeValue(queueSize)
-        throw invalid(`queueSize ${got}: must be a number, at least 1 (one uploading queue)`)
+      if (!(queue >= 1)) {
+        throw invalid(`queueSize ${describeOption(queueSize)}: must be a number, at least 1 (one uploading queue)`)
       }
-      s.segmentMpuMaxConcurrency = Math.min(Math.ceil(queueSize), MAX_QUEUE)
+      s.segmentMpuMaxConcurrency = Math.min(Math.ceil(queue), MAX_QUEUE)
     }
+    const part = asLibStorageNumber(partSize)
     if (partSize) {
-      if (!Number.isSafeInteger(partSize) || partSize < MIN_PART_SIZE || partSize > MAX_PART_SIZE) {
+      if (!Number.isSafeInteger(part) || part < MIN_PART_SIZE || part > MAX_PART_SIZE) {
         throw invalid(
-          `partSize ${partSize}: must be an integer from ${MIN_PART_SIZE} (5 MiB) to ${MAX_PART_SIZE} (5 GiB, S3's largest part)`,
+          `partSize ${describeOption(partSize)}: must be an integer from ${MIN_PART_SIZE} (5 MiB) to ${MAX_PART_SIZE} (5 GiB, S3's largest part)`,
         )
       }
       const block = s.dataBlockSize ?? 4096
-      s.segmentMpuChunkSize = Math.ceil(partSize / block) * block
+      s.segmentMpuChunkSize = Math.ceil(part / block) * block
     }
     if (exportTo !== undefined) {
       const t = exportTo as Partial<S3ExportTarget> | null
@@ -500,7 +522,7 @@ export class Upload extends EventEmitter {
     this.signal = signalOf(this.abortController)
     checkBody(given.params.Body)
     this.total = params.ContentLength ?? bodyLength(params.Body)
-    this.partBytes = partSize || MIN_PART_SIZE
+    this.partBytes = partSize ? part : MIN_PART_SIZE
     this.store = openStore({ client, bucket: params.Bucket as string, prefix: params.Key as string })
   }
 

@@ -92,7 +92,11 @@ describe('Upload: the constructor', () => {
     for (const bad of [
       { queueSize: -1 },
       { queueSize: 0.5 },
-      { queueSize: '3' as unknown as number },
+      { queueSize: '0.5' as unknown as number },
+      { queueSize: 'three' as unknown as number },
+      { queueSize: Symbol('3') as unknown as number },
+      { partSize: '4194304' as unknown as number },
+      { partSize: '16 MiB' as unknown as number },
       { partSize: 4 * MiB },
       { partSize: 5 * MiB + 0.5 },
       tooLarge,
@@ -286,6 +290,11 @@ describe("Upload: 'httpUploadProgress' totals, as lib-storage's", () => {
     ['a Readable of exactly one part', () => Readable.from([Buffer.alloc(5 * MiB, 1)])],
     ['a Readable one byte over a part', () => Readable.from([Buffer.alloc(5 * MiB + 1, 1)])],
     ['a Readable within a larger partSize', () => Readable.from([Buffer.alloc(5 * MiB + 1, 1)]), 6 * MiB],
+    [
+      'a Readable within a larger partSize given as a string',
+      () => Readable.from([Buffer.alloc(5 * MiB + 1, 1)]),
+      String(6 * MiB) as unknown as number,
+    ],
   ]
   let n = 0
   for (const [name, make, partSize] of streams) {
@@ -370,6 +379,45 @@ describe('Upload: queueSize and partSize as lib-storage reads them', () => {
     // lib-storage starts an uploader for each index below queueSize: 1.5 → 2.
     assert.equal((await settingsOf({ queueSize: 1.5 }, '1.5')).queue, 2)
     assert.equal((await settingsOf({ queueSize: Number.POSITIVE_INFINITY }, 'infinite')).queue, 64)
+  })
+
+  /** The most UploadPart requests lib-storage has in flight for a 6-part Body with `queueSize`: its uploaders. */
+  async function libStorageQueue(queueSize: unknown): Promise<number> {
+    let inFlight = 0
+    let most = 0
+    const stub = {
+      config: {
+        endpoint: async () => ({ protocol: 'https:', hostname: 's3.example', path: '/' }),
+        requestHandler: {},
+        requestChecksumCalculation: async () => 'WHEN_REQUIRED',
+      },
+      send: async (command: object) => {
+        if (command.constructor.name !== 'UploadPartCommand') return { UploadId: 'u', $metadata: {} }
+        most = Math.max(most, ++inFlight)
+        await new Promise((r) => setTimeout(r, 5))
+        inFlight--
+        return { ETag: '"e"', $metadata: {} }
+      },
+    } as unknown as S3Client
+    const Body = Buffer.alloc(6 * 5 * MiB)
+    await new LibStorageUpload({
+      client: stub,
+      params: { Bucket: 'b', Key: 'k', Body },
+      queueSize: queueSize as number,
+    }).done()
+    return most
+  }
+
+  it("a numeric string, true or [n] is its number, as lib-storage's comparisons make it: '4' runs 4", async () => {
+    let n = 0
+    for (const value of ['4', ' 2 ', '0x3', '1.5', true, [3]]) {
+      const ours = (await settingsOf({ queueSize: value }, `queue-${n++}`)).queue
+      assert.equal(ours, await libStorageQueue(value), `queueSize ${JSON.stringify(value)}`)
+    }
+    // A numeric partSize string: lib-storage's constructor takes it (its `partSize < MIN_PART_SIZE`).
+    const partSize = String(6 * MiB) as unknown as number
+    new LibStorageUpload({ client, params: { Bucket: 'b', Key: 'k', Body: 'x' }, partSize })
+    assert.equal((await settingsOf({ partSize }, 'part-string')).part, 6 * MiB)
   })
 })
 
