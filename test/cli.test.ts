@@ -817,7 +817,7 @@ describe('unusual input: said in one line, nothing done', () => {
   it('gc --keep past the largest exact integer says it is too large', () => {
     const r = run(['gc', url, '--keep', '9007199254740993'])
     assert.equal(r.status, 2)
-    assert.match(r.stderr, /option --keep: 9007199254740993 is too large/)
+    assert.match(r.stderr, /option --keep: "9007199254740993" is too large \(at most 9007199254740991\)/)
   })
 
   it('verify and inspect exit with the worst problem, whatever the order of the keys: a missing object over a newer layout', () => {
@@ -853,6 +853,67 @@ describe('unusual input: said in one line, nothing done', () => {
     const row = r.text.split('\n').find((l) => /unreadable/.test(l)) as string
     assert.ok(row, r.text)
     assert.deepEqual(row.trim().split(/\s+/).slice(0, 2), ['1', '?'], row)
+  })
+})
+
+describe('numbers on the command line: one form for every option', () => {
+  const { dir, url } = putContainer('ss-cli-numbers-', 2)
+  /** The exit code and stderr of a command run in this process. */
+  async function runMain(args: string[]): Promise<{ code: number; stderr: string }> {
+    const err = fakeOutput()
+    const code = await main(args, fakeOutput(), err)
+    return { code, stderr: err.writes.join('') }
+  }
+
+  it('spaces around a number are dropped for every numeric option, as for sizes and times; none inside', async () => {
+    const file = join(dir, 'spaced.bin')
+    const taken: string[][] = [
+      ['get', url, file, '--cno', ' 1'],
+      ['get', url, file, '--read-get-max-bytes', ' 1M '],
+      ['get', url, file, '--cno=1 ', '--range', ' 0-9 '],
+      ['gc', url, '--dry-run', '--keep', ' 2'],
+      ['gc', url, '--dry-run', '--keep-cnos', '1, 2', '--grace', ' 1h'],
+      ['inspect', url, '--cno', '2 '],
+      ['bench', 'mem://numbers', '--size', ' 1M', '--rounds', ' 1 '],
+    ]
+    // The get with --range goes last: its 10 bytes are what the file holds.
+    for (const args of taken) {
+      const r = await runMain(args)
+      assert.equal(r.code, 0, `${args.join(' ')}: ${r.stderr}`)
+    }
+    assert.equal(readFileSync(file).length, 10, 'the last get took --range " 0-9 "')
+    const refused: string[][] = [
+      ['get', url, file, '--cno', '1 0'],
+      ['get', url, file, '--range', '0 - 9'],
+      ['get', url, file, '--read-get-max-bytes', '1 M'],
+      ['gc', url, '--dry-run', '--keep', '1 0'],
+      ['gc', url, '--dry-run', '--grace', '1 h'],
+      ['bench', 'mem://numbers', '--rounds', '1 0'],
+    ]
+    for (const args of refused) {
+      const r = await runMain(args)
+      assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`)
+      assert.match(r.stderr, /^stream-segment: ERR_INVALID_ARGUMENT: option --[a-z-]+: "[^"]+" is not /, args.join(' '))
+    }
+  })
+
+  it('gc --keep-cnos takes checkpoint numbers as --cno does: one past the largest is a usage error (2), not 3', async () => {
+    for (const cno of ['99999999999', '1073741824', '9007199254740993', '0']) {
+      for (const args of [
+        ['gc', url, '--dry-run', '--keep-cnos', `1,${cno}`],
+        ['get', url, join(dir, 'cno.bin'), '--cno', cno],
+      ]) {
+        const r = await runMain(args)
+        assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`)
+        assert.match(
+          r.stderr,
+          new RegExp(
+            `^stream-segment: ERR_INVALID_ARGUMENT: option --[a-z-]+: "${cno}" is not a checkpoint number \\(1\\.\\.1073741823\\)\n$`,
+          ),
+          args.join(' '),
+        )
+      }
+    }
   })
 })
 

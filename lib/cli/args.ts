@@ -111,11 +111,19 @@ function tooLarge(unit: string): string {
 }
 
 /**
+ * Every number the commands take is read from `text` trimmed: spaces around a value are
+ * dropped (a shell's `$(wc -l < f)` can leave some), none are taken inside it (`4 K`).
+ */
+function trimmed(text: string): string {
+  return text.trim()
+}
+
+/**
  * An integer, with an optional binary size suffix (K, KiB, M, MiB, G, GiB, in any case),
  * nothing else (`5mb`, `16 KiBb` are no sizes); `option` names it in messages.
  */
 export function parseSize(option: string, text: string): number {
-  const m = /^(\d+)(k|kib|m|mib|g|gib)?$/i.exec(text.trim())
+  const m = /^(\d+)(k|kib|m|mib|g|gib)?$/i.exec(trimmed(text))
   const unit = { k: KiB, m: MiB, g: 1024 * MiB }[(m?.[2]?.[0] ?? '').toLowerCase() as 'k' | 'm' | 'g'] ?? 1
   const n = m ? Number(m[1]) * unit : Number.NaN
   if (!Number.isSafeInteger(n))
@@ -155,18 +163,32 @@ export function openContainer(url: string): ObjectStore {
   return openStore(url)
 }
 
-export function cnoOption(p: Parsed): number | undefined {
-  const v = p.options.get('cno')
-  return v === undefined ? undefined : checkpointNumber(p, 'cno', v)
+/** A whole number (digits only, spaces around ignored), at most 2^53 - 1; `option` names it in messages. */
+export function parseWhole(option: string, text: string): number {
+  const digits = trimmed(text)
+  const n = /^\d+$/.test(digits) ? Number(digits) : Number.NaN
+  if (!Number.isSafeInteger(n)) {
+    const why = Number.isNaN(n) ? 'not a number' : tooLarge('')
+    throw StreamSegmentError.invalidArgument(`option ${option}: ${JSON.stringify(text)} is ${why}`)
+  }
+  return n
 }
 
-/** `v`, a value of option `name`, as a checkpoint number; ERR_INVALID_ARGUMENT naming the option when it is none. */
-export function checkpointNumber(p: Parsed, name: string, v: string): number {
-  if (!/^\d+$/.test(v) || Number(v) < 1 || Number(v) > MAX_CNO)
+/** A checkpoint number, 1 to MAX_CNO, written as parseWhole reads numbers; `option` names it in messages. */
+export function parseCno(option: string, text: string): number {
+  const digits = trimmed(text)
+  const n = /^\d+$/.test(digits) ? Number(digits) : Number.NaN
+  if (!(n >= 1 && n <= MAX_CNO)) {
     throw StreamSegmentError.invalidArgument(
-      `option ${optionName(p, name)}: ${JSON.stringify(v)} is not a checkpoint number (1..${MAX_CNO})`,
+      `option ${option}: ${JSON.stringify(text)} is not a checkpoint number (1..${MAX_CNO})`,
     )
-  return Number(v)
+  }
+  return n
+}
+
+export function cnoOption(p: Parsed): number | undefined {
+  const v = p.options.get('cno')
+  return v === undefined ? undefined : parseCno(optionName(p, 'cno'), v)
 }
 
 export const READ_OPTIONS = [
@@ -187,7 +209,7 @@ export function readOptions(p: Parsed): Partial<Record<(typeof READ_OPTIONS)[num
 
 /** A duration: milliseconds, or a number with s, m, h or d; `option` names it in messages. */
 export function parseDuration(option: string, text: string): number {
-  const m = /^(\d+)(ms|s|m|h|d)?$/.exec(text.trim())
+  const m = /^(\d+)(ms|s|m|h|d)?$/.exec(trimmed(text))
   const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[(m?.[2] ?? 'ms') as 'ms']
   const n = m ? Number(m[1]) * unit : Number.NaN
   if (!Number.isSafeInteger(n)) {

@@ -18,12 +18,13 @@ export async function benchCommand(p: Parsed, out: Out, err: Out, signal: AbortS
     )
   }
   const roundsText = p.options.get('rounds') ?? '3'
-  if (!/^\d+$/.test(roundsText) || Number(roundsText) < 1 || Number(roundsText) > 100) {
+  const roundsDigits = roundsText.trim()
+  if (!/^\d+$/.test(roundsDigits) || Number(roundsDigits) < 1 || Number(roundsDigits) > 100) {
     throw StreamSegmentError.invalidArgument(
       `option ${optionName(p, 'rounds')}: ${JSON.stringify(roundsText)} is not a number from 1 to 100`,
     )
   }
-  const rounds = Number(roundsText)
+  const rounds = Number(roundsDigits)
   const store = openContainer(url)
   const r: BenchResult = await benchStore(store, {
     bytes,

@@ -8,7 +8,7 @@ import {
   removeContainer,
 } from '../admin/index.js'
 import { StreamSegmentError } from '../errors.js'
-import { checkpointNumber, openContainer, optionName, type Parsed, parseDuration, positionals } from './args.js'
+import { openContainer, optionName, type Parsed, parseCno, parseDuration, parseWhole, positionals } from './args.js'
 import { count, formatBytes, formatDuration, type Out, progressOnTerminal } from './output.js'
 
 export async function gcCommand(p: Parsed, out: Out, err: Out, signal: AbortSignal): Promise<number> {
@@ -18,23 +18,17 @@ export async function gcCommand(p: Parsed, out: Out, err: Out, signal: AbortSign
     1,
     'gc <url> [--keep N] [--keep-cnos a,b] [--keep-newer-than T] [--grace T] [--dry-run] [--json]',
   )
-  const number = (name: string, v: string) => {
-    if (!/^\d+$/.test(v))
-      throw StreamSegmentError.invalidArgument(`option ${optionName(p, name)}: ${JSON.stringify(v)} is not a number`)
-    if (!Number.isSafeInteger(Number(v)))
-      throw StreamSegmentError.invalidArgument(`option ${optionName(p, name)}: ${v} is too large`)
-    return Number(v)
-  }
   const opt = (name: string) => p.options.get(name)
   const duration = (name: string) => {
     const v = opt(name)
     return v === undefined ? undefined : parseDuration(optionName(p, name), v)
   }
   const options = {
-    keep: opt('keep') === undefined ? undefined : number('keep', opt('keep') as string),
+    keep: opt('keep') === undefined ? undefined : parseWhole(optionName(p, 'keep'), opt('keep') as string),
+    // Checkpoint numbers as --cno takes them: one past MAX_CNO names no checkpoint there can be.
     keepCnos: opt('keepCnos')
       ?.split(',')
-      .map((c) => checkpointNumber(p, 'keepCnos', c)),
+      .map((c) => parseCno(optionName(p, 'keepCnos'), c)),
     keepNewerThanMs: duration('keepNewerThan'),
     graceMs: duration('grace'),
     dryRun: p.flags.has('dryRun'),

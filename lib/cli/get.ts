@@ -102,7 +102,8 @@ function rangeOption(p: Parsed): { start?: number; end?: number; range?: string;
   const range = p.options.get('range')
   const rangeName = optionName(p, 'range')
   if (range === undefined) return { rangeName }
-  const m = /^(\d+)-(\d*)$/.exec(range)
+  // Spaces around the range are dropped, as around every number the commands take.
+  const m = /^(\d+)-(\d*)$/.exec(range.trim())
   if (!m) throw StreamSegmentError.invalidArgument(`option ${rangeName}: ${JSON.stringify(range)} is not a-b or a-`)
   const start = Number(m[1])
   if (!Number.isSafeInteger(start)) {
