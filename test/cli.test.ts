@@ -898,7 +898,7 @@ describe('numbers on the command line: one form for every option', () => {
   })
 
   it('gc --keep-cnos takes checkpoint numbers as --cno does: one past the largest is a usage error (2), not 3', async () => {
-    for (const cno of ['99999999999', '1073741824', '9007199254740993', '0']) {
+    for (const cno of ['99999999999', '1073741824', '9007199254740993', '0', '-1']) {
       for (const args of [
         ['gc', url, '--dry-run', '--keep-cnos', `1,${cno}`],
         ['get', url, join(dir, 'cno.bin'), '--cno', cno],
@@ -914,6 +914,20 @@ describe('numbers on the command line: one form for every option', () => {
         )
       }
     }
+  })
+
+  it("--range -5 (curl's range of the last bytes), with a space or =, says which forms get takes", async () => {
+    for (const args of [['--range', '-5'], ['--range=-5']]) {
+      const r = await runMain(['get', url, join(dir, 'suffix.bin'), ...args])
+      assert.equal(r.code, 2, r.stderr)
+      assert.match(
+        r.stderr,
+        /^stream-segment: ERR_INVALID_ARGUMENT: option --range: "-5" asks for the last bytes \(curl's -r -5\), which get does not take: give a-b \(bytes a to b, both included, from 0\) or a- \(from byte a to the end\)\n$/,
+      )
+    }
+    const several = await runMain(['get', url, join(dir, 'suffix.bin'), '--range', '0-1,5-9'])
+    assert.match(several.stderr, /"0-1,5-9" is several ranges, which get does not take \(one per get\): give a-b/)
+    assert.equal(existsSync(join(dir, 'suffix.bin')), false)
   })
 })
 

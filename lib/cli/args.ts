@@ -77,8 +77,9 @@ export function parseCommand(args: readonly string[], spec: CommandSpec): Parsed
       p.flags.add(name)
       continue
     }
-    // `--cno --json`: the next argument is another option, not this one's value.
-    if (t.value === undefined || (!t.inlineValue && t.value.length > 1 && t.value.startsWith('-'))) {
+    // `--cno --json`: the next argument is another option, not this one's value. `-5` is
+    // none (no option is a digit): it is the value, for the option to judge (`--range -5`).
+    if (t.value === undefined || (!t.inlineValue && /^-[^\d]/.test(t.value))) {
       const got =
         t.value === undefined ? '' : ` (got ${t.value}; if that is the value, write --${kebab(name)}=${t.value})`
       throw StreamSegmentError.invalidArgument(`option ${t.rawName} needs a value${got}`)

@@ -97,6 +97,15 @@ export async function get(p: Parsed, out: Out, err: Out, signal: AbortSignal): P
   return 0
 }
 
+/** Why `range` is no range, with the forms taken: a curl-style suffix (`-500`) or list is said to be none. */
+function rangeHint(range: string): string {
+  const forms = 'give a-b (bytes a to b, both included, from 0) or a- (from byte a to the end)'
+  if (/^\s*-\d+\s*$/.test(range))
+    return `asks for the last bytes (curl's -r ${range.trim()}), which get does not take: ${forms}`
+  if (range.includes(',')) return `is several ranges, which get does not take (one per get): ${forms}`
+  return `is not a range: ${forms}`
+}
+
 /** `--range a-b` (bytes a to b, both included) or `a-` (from a to the end): the end is clipped to the file later. */
 function rangeOption(p: Parsed): { start?: number; end?: number; range?: string; rangeName: string } {
   const range = p.options.get('range')
@@ -104,7 +113,7 @@ function rangeOption(p: Parsed): { start?: number; end?: number; range?: string;
   if (range === undefined) return { rangeName }
   // Spaces around the range are dropped, as around every number the commands take.
   const m = /^(\d+)-(\d*)$/.exec(range.trim())
-  if (!m) throw StreamSegmentError.invalidArgument(`option ${rangeName}: ${JSON.stringify(range)} is not a-b or a-`)
+  if (!m) throw StreamSegmentError.invalidArgument(`option ${rangeName}: ${JSON.stringify(range)} ${rangeHint(range)}`)
   const start = Number(m[1])
   if (!Number.isSafeInteger(start)) {
     // Past the end of any file (at most 2^53 - 1 bytes): as a start past this one's end.
