@@ -80,6 +80,7 @@ export async function verifyCheckpoint(
   const walk = await walkMap(store, inode, problems, signal)
   const report = newReport(store.url, inode.cno, problems, walk)
   const limiter = new Limiter(4)
+  const startedMs = Date.now()
   await Promise.all(
     objectKeys(listing, inode.cno, walk).map((key) =>
       limiter.run(async () => {
@@ -94,7 +95,8 @@ export async function verifyCheckpoint(
             else more++
           },
         }
-        await verifyObject({ store, inode, part0, report, options, problems: kept, missing: walk.missing }, key, {
+        const ctx = { store, inode, part0, report, options, problems: kept, missing: walk.missing, startedMs }
+        await verifyObject(ctx, key, {
           size: listing.sizes.get(key),
           reached: walk.reached.get(key),
         })
@@ -173,7 +175,16 @@ export async function checkUnpublished(
     [...keys].sort().map((key) =>
       limiter.run(() =>
         verifyObject(
-          { store, inode, part0: undefined, report, options: { signal }, problems, missing: walk.missing },
+          {
+            store,
+            inode,
+            part0: undefined,
+            report,
+            options: { signal },
+            problems,
+            missing: walk.missing,
+            startedMs: Date.now(),
+          },
           key,
           {
             size: sizes.get(key)?.size,
@@ -199,6 +210,8 @@ interface VerifyContext {
   problems: { push(p: Problem): void }
   /** Objects of nodes the walk found gone: a problem each already. */
   missing: ReadonlyMap<string, number>
+  /** When the verification started: a reader opened then takes a header's ctime up to it (madeHere). */
+  startedMs: number
 }
 
 /** One object under verification: its key, URL and header, with the layout the header gives. */
@@ -279,6 +292,16 @@ async function checkHeader(ctx: VerifyContext, key: string, size: number): Promi
     problems.push(toProblem(err, 'header', `${key} byte ${at}`))
     return undefined
   }
+  if (!madeHere(ctx, header.inode.ctimeMs)) {
+    const at = (ms: number) => new Date(ms).toISOString()
+    problems.push({
+      code: 'ERR_NOT_FOUND',
+      what: 'header',
+      where: key,
+      message: `${store.url}/${key}: its header names a container made at ${at(header.inode.ctimeMs)}, not this one (made at ${at(inode.ctimeMs)}; checkpoint ${inode.cno} written at ${at(inode.mtimeMs)}): readers take it for an object of a container made again here and fail with ERR_NOT_FOUND`,
+    })
+    return undefined
+  }
   if (k.part === 0 && k.cno === inode.cno && ctx.part0 === undefined && !sameInode(header.inode, inode)) {
     problems.push({
       code: 'ERR_CORRUPT',
@@ -288,6 +311,18 @@ async function checkHeader(ctx: VerifyContext, key: string, size: number): Promi
     })
   }
   return { ctx, key, url: `${store.url}/${key}`, header, layout: objectLayout(header, header) }
+}
+
+/**
+ * Whether readers take an object whose header names a container made at `ctimeMs` for one
+ * of this container: FileState.madeHere's rule, for a reader opened as the verification
+ * started. The checkpoint's own creation time, or one no later than its modification time
+ * or that moment; a later one is a container made again at this place since (or a header
+ * crafted so), and a reader fails there with ERR_NOT_FOUND.
+ */
+function madeHere(ctx: VerifyContext, ctimeMs: number): boolean {
+  const { inode, startedMs } = ctx
+  return ctimeMs === inode.ctimeMs || ctimeMs <= Math.max(inode.mtimeMs, startedMs)
 }
 
 /**

@@ -285,3 +285,57 @@ describe('roll-forward: new nodes pointing at an older node', () => {
     })
   }
 })
+
+describe("verify: a header's container creation time (ctime), as readers judge it", () => {
+  /** Checkpoint 2 grew the file only: its reads go to checkpoint 1's part 0, whose header gets `ctimeMs`. */
+  async function withCtime(ctimeMs: number): Promise<MemoryStore> {
+    const store = new MemoryStore()
+    const f = await SegmentFile.create(store)
+    await f.write(0, pattern(0, 100_000, 1))
+    await f.flush()
+    await f.truncate(200_000)
+    assert.equal((await f.flush()).cno, 2)
+    await f.close()
+    const key = segmentKey(1, 0)
+    const bytes = Buffer.from(await store.get(key))
+    const at = bytes.length - HEADER_BYTES
+    const h = decodeHeader(bytes.subarray(at), bytes.length, { cno: 1, part: 0, format: FORMAT_STREAM })
+    h.inode.ctimeMs = ctimeMs
+    encodeHeader(h, bytes, at) // its CRC sealed again
+    await store.put(key, bytes)
+    return store
+  }
+
+  /** How a reader of the published checkpoint fares: undefined, or its error code. */
+  async function readFails(store: MemoryStore): Promise<string | undefined> {
+    const f = await SegmentFile.open(store, { readOnly: true })
+    try {
+      await f.read(0, f.size)
+      return undefined
+    } catch (err) {
+      return (err as StreamSegmentError).code
+    } finally {
+      await f.close()
+    }
+  }
+
+  it('a ctime later than the checkpoint and the clock fails readers (ERR_NOT_FOUND): verify reports it, naming the object', async () => {
+    const store = await withCtime(Date.now() + 24 * 3600_000)
+    assert.equal(await readFails(store), 'ERR_NOT_FOUND')
+    const r = await verifyCheckpoint(store)
+    assert.deepEqual(
+      r.problems.map((p) => [p.code, p.what, p.where]),
+      [['ERR_NOT_FOUND', 'header', segmentKey(1, 0)]],
+    )
+    assert.match(
+      r.problems[0]?.message ?? '',
+      /0000000001\.0: its header names a container made at \d{4}-.*, not this one \(made at .*; checkpoint 2 written at .*\): readers .* fail with ERR_NOT_FOUND/,
+    )
+  })
+
+  it('an earlier ctime, not the container’s, is taken by readers (a writer that lost the race to make it): verify too', async () => {
+    const store = await withCtime(1)
+    assert.equal(await readFails(store), undefined)
+    assert.deepEqual((await verifyCheckpoint(store)).problems, [])
+  })
+})
