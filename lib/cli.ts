@@ -15,7 +15,7 @@ import { gcCommand, rm } from './cli/cleanup.js'
 import { EXIT_CODES, exitCodeTable } from './cli/exit-codes.js'
 import { exportCommand } from './cli/export.js'
 import { get } from './cli/get.js'
-import type { Out } from './cli/output.js'
+import { type Out, printable } from './cli/output.js'
 import { put } from './cli/put.js'
 import { StreamSegmentError } from './errors.js'
 import { isSettingName, SPEC_DEFAULTS } from './settings.js'
@@ -263,8 +263,8 @@ export async function main(
     }
     const code = StreamSegmentError.is(e) ? e.code : 'ERR_INTERNAL'
     const message = (e as Error)?.message ?? String(e)
-    // One line, whatever the message holds (a path with a newline in it).
-    err.write(`stream-segment: ${code}: ${message.replace(/\r?\n|\r/g, '\\n')}\n`)
+    // One line, whatever the message holds (a path with a newline in it, bytes of an object quoted).
+    err.write(`stream-segment: ${code}: ${printable(message)}\n`)
     if (process.env.DEBUG) err.write(`${(e as Error)?.stack}\n`)
     return EXIT_CODES[code]
   } finally {

@@ -30,6 +30,8 @@ import { after, before, describe, it } from 'node:test'
 import { kebab, READ_OPTIONS } from '../lib/cli/args.js'
 import { commandOptions, EXIT_CODES, main, progressLine } from '../lib/cli.js'
 import { ERROR_CODES, type ErrorCode, type StreamSegmentError } from '../lib/errors.js'
+import { decodeHeader, encodeHeader, HEADER_BYTES } from '../lib/format/header.js'
+import { decodeInodeObject, encodeInodeObject, FORMAT_STREAM, INODE_KEY, segmentKey } from '../lib/format/index.js'
 import { SegmentFile } from '../lib/segment-file.js'
 import { SPEC_DEFAULTS } from '../lib/settings.js'
 import { DirectoryStore } from '../lib/store/directory.js'
@@ -928,6 +930,50 @@ describe('numbers on the command line: one form for every option', () => {
     const several = await runMain(['get', url, join(dir, 'suffix.bin'), '--range', '0-1,5-9'])
     assert.match(several.stderr, /"0-1,5-9" is several ranges, which get does not take \(one per get\): give a-b/)
     assert.equal(existsSync(join(dir, 'suffix.bin')), false)
+  })
+})
+
+describe('hostile objects: ls, inspect and verify print no control character and no crash', () => {
+  const { url } = putContainer('ss-cli-hostile-', 1)
+  /** Exit code, and stdout and stderr together, of a command run in this process. */
+  async function runMain(args: string[]): Promise<{ code: number; text: string }> {
+    const both = fakeOutput()
+    const code = await main(args, both, both)
+    return { code, text: both.writes.join('') }
+  }
+  /** A C0 or C1 control character or DEL, but the newlines ending the lines. */
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: the control characters are what is looked for
+  const CONTROL = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/
+
+  it('times past what a Date holds (2^53 - 1 ms in the inode and a header) are printed as numbers, not ERR_INTERNAL', async () => {
+    const store = new DirectoryStore(url)
+    const part0 = Buffer.from(await store.get(segmentKey(1, 0)))
+    const at = part0.length - HEADER_BYTES
+    const h = decodeHeader(part0.subarray(at), part0.length, { cno: 1, part: 0, format: FORMAT_STREAM })
+    h.createdMs = Number.MAX_SAFE_INTEGER
+    h.inode.mtimeMs = Number.MAX_SAFE_INTEGER
+    encodeHeader(h, part0, at)
+    await store.put(segmentKey(1, 0), part0)
+    await store.put(INODE_KEY, encodeInodeObject(h.inode))
+    for (const command of ['ls', 'inspect', 'verify']) {
+      const r = await runMain([command, url])
+      assert.equal(r.code, 0, `${command}: ${r.text}`)
+      if (command !== 'verify') assert.match(r.text, /9007199254740991 ms \(not a date\)/, command)
+    }
+  })
+
+  it('bytes of a damaged inode quoted in a message (ESC, the one-byte CSI 0x9b, DEL) reach no terminal raw', async () => {
+    const store = new DirectoryStore(url)
+    const inode = Buffer.from(await store.get(INODE_KEY))
+    assert.equal(decodeInodeObject(inode).cno, 1)
+    inode.set([0x1b, 0x5b, 0x32, 0x4a, 0x9b, 0x32, 0x4a, 0x7f], 0) // its magic: "ESC[2J", CSI "2J", DEL
+    await store.put(INODE_KEY, inode)
+    for (const command of ['ls', 'inspect', 'verify', 'get']) {
+      const r = await runMain([command, url, ...(command === 'get' ? [join(tmpdir(), 'ss-never-written')] : [])])
+      assert.match(r.text, /bad magic/, command)
+      assert.doesNotMatch(r.text, CONTROL, `${command}: ${JSON.stringify(r.text)}`)
+      assert.match(r.text, /\\x9b2J\\x7f/, command)
+    }
   })
 })
 

@@ -27,6 +27,7 @@ import { type StoreLocation, storeAt } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
 import { givePieces } from '../util/piece-pool.js'
+import { isoTime } from '../util/time.js'
 import { MiB } from '../util/units.js'
 import { objectKeys } from './inspect.js'
 import { checkPublished, resolveOrReport } from './list.js'
@@ -293,7 +294,7 @@ async function checkHeader(ctx: VerifyContext, key: string, size: number): Promi
     return undefined
   }
   if (!madeHere(ctx, header.inode.ctimeMs)) {
-    const at = (ms: number) => new Date(ms).toISOString()
+    const at = isoTime
     problems.push({
       code: 'ERR_NOT_FOUND',
       what: 'header',

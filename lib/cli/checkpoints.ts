@@ -10,10 +10,11 @@ import {
   verifyCheckpoint,
 } from '../admin/index.js'
 import { type ErrorCode, StreamSegmentError } from '../errors.js'
+import { isoTime } from '../util/time.js'
 import { inspectWal } from '../wal/wal.js'
 import { cnoOption, openContainer, optionName, type Parsed, positionals } from './args.js'
 import { EXIT_CODES } from './exit-codes.js'
-import { amountLine, count, formatBytes, type Out, showProgress, table } from './output.js'
+import { amountLine, count, formatBytes, type Out, printable, showProgress, table } from './output.js'
 
 export async function ls(p: Parsed, out: Out, _err: Out, signal: AbortSignal): Promise<number> {
   const [url] = positionals(p, 1, 1, 'ls <url> [--json]')
@@ -31,13 +32,13 @@ export async function ls(p: Parsed, out: Out, _err: Out, signal: AbortSignal): P
       c.objects,
       c.bytes,
       c.uniqueBytes < 0 ? '?' : c.uniqueBytes,
-      c.timeMs ? new Date(c.timeMs).toISOString() : '-',
+      c.timeMs ? isoTime(c.timeMs) : '-',
       stateText(c),
     ])
   }
   out.write(`${table(rows, [true, true, true, true, true, false, false])}\n`)
   out.write(`stored: ${list.storedBytes} bytes; "only": the bytes only that checkpoint holds, what dropping it frees\n`)
-  if (list.inodeError !== undefined) out.write(`inode object unreadable: ${list.inodeError}\n`)
+  if (list.inodeError !== undefined) out.write(`inode object unreadable: ${printable(list.inodeError)}\n`)
   for (const a of list.abandoned) {
     out.write(
       `abandoned: checkpoint ${a.cno} (${count(a.parts, 'part')}, ${count(a.bytes, 'byte')}, no part 0): not openable\n`,
@@ -67,13 +68,13 @@ export async function inspect(p: Parsed, out: Out, err: Out, signal: AbortSignal
   }
   if (r.error !== undefined) {
     // Its entry (the inode object, or its part 0) cannot be read: nothing more to show than its problem.
-    out.write(`${checkpointName(r.cno)} of ${r.url}: unreadable: ${r.error}\n`)
-    for (const pr of r.problems) out.write(`${pr.code} ${pr.what} ${pr.where}: ${pr.message}\n`)
+    out.write(`${checkpointName(r.cno)} of ${printable(r.url)}: unreadable: ${printable(r.error)}\n`)
+    for (const pr of r.problems) out.write(problemLine(pr))
     return problemsFound('inspect', r, err)
   }
   out.write(
-    `checkpoint ${r.cno} of ${r.url}${r.published ? ' (published)' : ''}: ${r.format}, ${r.size} bytes, ` +
-      `blocks ${r.dataBlockSize}, meta blocks ${r.metaBlockSize}, made ${new Date(r.mtimeMs).toISOString()}\n` +
+    `checkpoint ${r.cno} of ${printable(r.url)}${r.published ? ' (published)' : ''}: ${r.format}, ${r.size} bytes, ` +
+      `blocks ${r.dataBlockSize}, meta blocks ${r.metaBlockSize}, made ${isoTime(r.mtimeMs)}\n` +
       `block map: height ${r.tree.height}, ${count(r.tree.nodes, 'node')} (${count(r.tree.leaves, 'leaf', 'leaves')}), ` +
       `${count(r.tree.dataPointers, 'data pointer')}, ${count(r.tree.holes, 'hole')}; ${count(r.objects.length, 'object')}\n`,
   )
@@ -93,15 +94,11 @@ export async function inspect(p: Parsed, out: Out, err: Out, signal: AbortSignal
       o.reachedNodes,
       o.reachedBlocks,
       h?.baseCno ?? '-',
-      h
-        ? new Date(h.createdMs).toISOString()
-        : o.placeholder
-          ? 'empty claim of an upload never completed'
-          : (o.error ?? '-'),
+      h ? isoTime(h.createdMs) : o.placeholder ? 'empty claim of an upload never completed' : (o.error ?? '-'),
     ])
   }
   out.write(`${table(rows, [false, true, false, true, true, true, true, true, true, true, false])}\n`)
-  for (const pr of r.problems) out.write(`${pr.code} ${pr.what} ${pr.where}: ${pr.message}\n`)
+  for (const pr of r.problems) out.write(problemLine(pr))
   return problemsFound('inspect', r, err)
 }
 
@@ -118,9 +115,10 @@ async function inspectWalFolder(p: Parsed, dir: string, out: Out): Promise<numbe
     out.write(`${JSON.stringify(r)}\n`)
     return 0
   }
-  const lock = r.lockedBy === undefined ? 'not locked' : `locked by pid ${r.lockedBy.pid} on ${r.lockedBy.host}`
+  const lock =
+    r.lockedBy === undefined ? 'not locked' : `locked by pid ${r.lockedBy.pid} on ${printable(r.lockedBy.host)}`
   out.write(
-    `WAL ${r.dir} of ${r.container ?? '(no container yet)'}: ${r.records} records, ` +
+    `WAL ${printable(r.dir)} of ${printable(r.container ?? '(no container yet)')}: ${r.records} records, ` +
       `${formatBytes(r.payloadBytes)} written, ${lock}\n`,
   )
   const rows: Array<Array<string | number>> = [['file', 'base cno', 'first record', 'records', 'bytes', 'cut']]
@@ -128,8 +126,9 @@ async function inspectWalFolder(p: Parsed, dir: string, out: Out): Promise<numbe
     rows.push([g.path, g.baseCno, g.firstSeq, g.records, g.bytes, g.cutBytes > 0 ? `${g.cutBytes} bytes` : '-'])
   }
   out.write(`${table(rows, [false, true, true, true, true, false])}\n`)
-  for (const g of r.generations) if (g.cutReason !== undefined) out.write(`torn or bad tail: ${g.cutReason}\n`)
-  if (r.dropped !== undefined) out.write(`removed unread at the next open: ${r.dropped.reason}\n`)
+  for (const g of r.generations)
+    if (g.cutReason !== undefined) out.write(`torn or bad tail: ${printable(g.cutReason)}\n`)
+  if (r.dropped !== undefined) out.write(`removed unread at the next open: ${printable(r.dropped.reason)}\n`)
   return 0
 }
 
@@ -155,14 +154,19 @@ export async function verify(p: Parsed, out: Out, err: Out, signal: AbortSignal)
   const s = (performance.now() - t0) / 1000
   if (p.flags.has('json')) out.write(`${JSON.stringify({ ...r, seconds: s })}\n`)
   else {
-    for (const pr of r.problems) out.write(`${pr.code} ${pr.what} ${pr.where}: ${pr.message}\n`)
+    for (const pr of r.problems) out.write(problemLine(pr))
     out.write(
-      `${checkpointName(r.cno)} of ${r.url}: ${count(r.objects, 'object')}, ${count(r.nodes, 'node')}, ${count(r.dataPointers, 'data pointer')}, ` +
+      `${checkpointName(r.cno)} of ${printable(r.url)}: ${count(r.objects, 'object')}, ${count(r.nodes, 'node')}, ${count(r.dataPointers, 'data pointer')}, ` +
         `${count(r.slots, 'data slot')} checked, ${formatBytes(r.bytesRead)} read in ${s.toFixed(2)} s: ` +
         `${r.problems.length === 0 ? 'ok' : count(r.problems.length, 'problem')}\n`,
     )
   }
   return problemsFound('verify', r, err)
+}
+
+/** A problem as one line for people: where and what may quote an object's bytes. */
+function problemLine(pr: Problem): string {
+  return `${pr.code} ${pr.what} ${printable(pr.where)}: ${printable(pr.message)}\n`
 }
 
 /** A report's checkpoint: by number, or (cno 0: its inode object could not be read) the published one. */
@@ -179,7 +183,7 @@ function problemsFound(
   if (r.problems.length === 0) return 0
   const code = worstCode(r.problems)
   err.write(
-    `stream-segment: ${code}: ${command} found ${count(r.problems.length, 'problem')} in ${checkpointName(r.cno)} of ${r.url}\n`,
+    `stream-segment: ${code}: ${command} found ${count(r.problems.length, 'problem')} in ${checkpointName(r.cno)} of ${printable(r.url)}\n`,
   )
   return EXIT_CODES[code]
 }

@@ -27,8 +27,24 @@ export function formatBytes(n: number): string {
   return `${(n / 1024 / MiB).toFixed(2)} GiB`
 }
 
+/**
+ * `text` with no control character left to reach a terminal: a newline or carriage return
+ * as `\n` or `\r`, any other C0 or C1 control and DEL as `\xHH`. Objects, listings and
+ * the messages that quote them may hold an escape sequence (ESC, or the one-byte CSI
+ * 0x9b) that would recolour, retitle or rewrite the user's terminal.
+ */
+export function printable(text: string): string {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: the control characters are what is replaced
+  return text.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => {
+    if (c === '\n') return '\\n'
+    if (c === '\r') return '\\r'
+    return `\\x${(c.codePointAt(0) as number).toString(16).padStart(2, '0')}`
+  })
+}
+
+/** Rows as columns, every cell printable. */
 export function table(rows: Array<Array<string | number>>, right: boolean[]): string {
-  const cells = rows.map((r) => r.map(String))
+  const cells = rows.map((r) => r.map((c) => printable(String(c))))
   const widths = cells[0]?.map((_, j) => Math.max(...cells.map((r) => (r[j] ?? '').length))) ?? []
   return cells
     .map((r) =>

@@ -48,6 +48,7 @@ import { decodeSummary, type Summary } from '../format/summary.js'
 import { hasChunkedGet } from '../store/common.js'
 import type { ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
+import { isoTime } from '../util/time.js'
 import { MiB } from '../util/units.js'
 import { NODE_SPAN_BYTES } from './nodes.js'
 
@@ -542,7 +543,7 @@ export class ObjectReads {
       throw err
     }
     if (!this.madeHere(header.inode.ctimeMs)) {
-      const made = new Date(header.inode.ctimeMs).toISOString()
+      const made = isoTime(header.inode.ctimeMs)
       throw StreamSegmentError.notFound(
         `${this.store.url}/${segmentKey(expected.cno, expected.part)}: is of another container, made at ${made} (the container was removed and made again since checkpoint ${this.mapCno()} was read); open the container again`,
       )

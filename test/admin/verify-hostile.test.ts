@@ -320,17 +320,25 @@ describe("verify: a header's container creation time (ctime), as readers judge i
   }
 
   it('a ctime later than the checkpoint and the clock fails readers (ERR_NOT_FOUND): verify reports it, naming the object', async () => {
-    const store = await withCtime(Date.now() + 24 * 3600_000)
-    assert.equal(await readFails(store), 'ERR_NOT_FOUND')
-    const r = await verifyCheckpoint(store)
-    assert.deepEqual(
-      r.problems.map((p) => [p.code, p.what, p.where]),
-      [['ERR_NOT_FOUND', 'header', segmentKey(1, 0)]],
-    )
-    assert.match(
-      r.problems[0]?.message ?? '',
-      /0000000001\.0: its header names a container made at \d{4}-.*, not this one \(made at .*; checkpoint 2 written at .*\): readers .* fail with ERR_NOT_FOUND/,
-    )
+    // A day ahead; and the largest a header holds, past any Date (named as a number, not a RangeError).
+    for (const [ctimeMs, made] of [
+      [Date.now() + 24 * 3600_000, '\\d{4}-[^,]*'],
+      [Number.MAX_SAFE_INTEGER, '9007199254740991 ms \\(not a date\\)'],
+    ] as const) {
+      const store = await withCtime(ctimeMs)
+      assert.equal(await readFails(store), 'ERR_NOT_FOUND')
+      const r = await verifyCheckpoint(store)
+      assert.deepEqual(
+        r.problems.map((p) => [p.code, p.what, p.where]),
+        [['ERR_NOT_FOUND', 'header', segmentKey(1, 0)]],
+      )
+      assert.match(
+        r.problems[0]?.message ?? '',
+        new RegExp(
+          `0000000001\\.0: its header names a container made at ${made}, not this one \\(made at .*; checkpoint 2 written at .*\\): readers .* fail with ERR_NOT_FOUND`,
+        ),
+      )
+    }
   })
 
   it('an earlier ctime, not the container’s, is taken by readers (a writer that lost the race to make it): verify too', async () => {
