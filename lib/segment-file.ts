@@ -50,6 +50,7 @@ import type { BlockSource } from './state/dirty-tier.js'
 import { FileState, noNumbersLeft } from './state/file-state.js'
 import { checkStore } from './store/common.js'
 import type { ObjectStore } from './store/types.js'
+import { isoTime } from './util/time.js'
 import { bytesOf, describeValue } from './util/typed-arrays.js'
 import type { WalLog, WalRecord } from './wal/log.js'
 import { checkWalOptions, type OpenedWal, openWal, type WalOptions, type WalReplay } from './wal/wal.js'
@@ -337,7 +338,7 @@ export class SegmentFile {
       }
       if (opened.foreign !== undefined) {
         throw StreamSegmentError.conflict(
-          `WAL ${o.dir}: its records were written on checkpoint ${replay.baseCno} of another container at ${this.core.store.url} (made at ${new Date(opened.foreign).toISOString()}; this one was made at ${new Date(this.walCtimeMs).toISOString()}): the container was removed and made again since; the log is kept, nothing was published`,
+          `WAL ${o.dir}: its records were written on checkpoint ${replay.baseCno} of another container at ${this.core.store.url} (made at ${isoTime(opened.foreign)}; this one was made at ${isoTime(this.walCtimeMs)}): the container was removed and made again since; the log is kept, nothing was published`,
         )
       }
       const base = replay.baseCno ?? 0

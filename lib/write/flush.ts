@@ -34,6 +34,7 @@ import { segmentKey } from '../format/names.js'
 import { MAX_PART, pointerPart } from '../format/pointer.js'
 import type { MapNode } from '../state/block-map.js'
 import type { FileState, Part0Ref } from '../state/file-state.js'
+import { isoTime } from '../util/time.js'
 import { growingLeaf, ObjectPlan } from './object-plan.js'
 
 const log = debug('stream-segment:flush')
@@ -577,9 +578,8 @@ async function moveOnto(
  */
 function refuseRemade(core: FileState, cno: number, now: Published, err: StreamSegmentError): void {
   if (core.published.cno === 0 || now.inode.ctimeMs === core.ctimeMs) return
-  const made = (ms: number) => new Date(ms).toISOString()
   throw StreamSegmentError.conflict(
-    `${core.store.url}: checkpoint ${cno} was not published: the container was removed and made again meanwhile (at ${made(now.inode.ctimeMs)}; this file's was made at ${made(core.ctimeMs)}), and this file's block map points into the removed one's objects; this handle publishes nothing more: open the container again`,
+    `${core.store.url}: checkpoint ${cno} was not published: the container was removed and made again meanwhile (at ${isoTime(now.inode.ctimeMs)}; this file's was made at ${isoTime(core.ctimeMs)}), and this file's block map points into the removed one's objects; this handle publishes nothing more: open the container again`,
     err,
   )
 }

@@ -12,7 +12,8 @@ import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { readObjectHeader } from '../../lib/container/object-header.js'
 import { StreamSegmentError } from '../../lib/errors.js'
-import { parseKey, segmentKey } from '../../lib/format/names.js'
+import { decodeInodeObject, encodeInodeObject } from '../../lib/format/inode.js'
+import { INODE_KEY, parseKey, segmentKey } from '../../lib/format/names.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import type { Settings } from '../../lib/settings.js'
 import { MemoryStore } from '../../lib/store/memory.js'
@@ -145,6 +146,16 @@ describe('a container removed and made again at the same place', () => {
       }
     })
   }
+
+  it('one made again with a creation time past what a Date holds (a crafted inode): ERR_CONFLICT naming the time, not a RangeError', async () => {
+    const store = new MemoryStore('remade-far-ctime')
+    const w = await writerOnOld(store, { conflictPolicy: 'retry' })
+    await remake(store, REWRITE)
+    const inode = decodeInodeObject(await store.get(INODE_KEY))
+    await store.put(INODE_KEY, encodeInodeObject({ ...inode, ctimeMs: Number.MAX_SAFE_INTEGER }))
+    await rejectsCode(w.flush(), 'ERR_CONFLICT', /made again meanwhile \(at 9007199254740991 ms \(not a date\)/)
+    await w.close()
+  })
 
   for (const format of ['stream', 'parted'] as const) {
     it(`a reader of the removed one (${format}): ERR_NOT_FOUND, never the new container’s bytes`, async () => {
