@@ -53,6 +53,7 @@ import { checkOptionNames } from '../settings.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
 import type { MultipartUpload, ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
+import { showValue } from '../util/typed-arrays.js'
 import { isUnreadable, type NodePlace, type Problem, walkMap } from './map-walk.js'
 
 const log = debug('stream-segment:gc')
@@ -126,7 +127,7 @@ export interface GcResult {
 
 function checkOptions(o: GcOptions): Required<Omit<GcOptions, 'signal' | 'onProgress'>> {
   const bad = (name: string, v: unknown, want: string) =>
-    StreamSegmentError.invalidArgument(`gc: ${name} = ${JSON.stringify(v)}: ${want}; nothing was deleted`)
+    StreamSegmentError.invalidArgument(`gc: ${name} = ${showValue(v)}: ${want}; nothing was deleted`)
   if (typeof o !== 'object' || o === null) throw bad('options', o, 'must be an object')
   checkOptionNames('gc', o, [
     'keep',

@@ -345,6 +345,9 @@ describe('gc', () => {
       }
       await rejectsCode(gc(store, { keepCnos: [v as number] }), 'ERR_INVALID_ARGUMENT', /gc: keepCnos = /)
     }
+    // A bigint is shown as one (JSON cannot show it), NaN as itself.
+    await rejectsCode(gc(store, { keep: 1n as unknown as number }), 'ERR_INVALID_ARGUMENT', /gc: keep = 1n: must be/)
+    await rejectsCode(gc(store, { graceMs: Number.NaN }), 'ERR_INVALID_ARGUMENT', /gc: graceMs = NaN: must be/)
     await rejectsCode(gc(store, { keepCnos: [99], graceMs: 0 }), 'ERR_NOT_FOUND', /checkpoint 99, which has no part 0/)
     await rejectsCode(gc(new MemoryStore(), { graceMs: 0 }), 'ERR_NOT_FOUND', /no container here/)
     assert.equal((await listCheckpoints(store)).storedBytes, stored)
