@@ -11,7 +11,7 @@ import { listContainer } from '../container/listing.js'
 import { readObjectHeader } from '../container/object-header.js'
 import { objectExists, readExact, readExactChunks } from '../container/objects.js'
 import { HEADER_BYTES, type Header, type ObjectLayout, objectLayout } from '../format/header.js'
-import { FORMAT_PARTED, type Inode } from '../format/inode.js'
+import { FORMAT_PARTED, type Inode, madeHere } from '../format/inode.js'
 import { INODE_KEY, parseKey, segmentKey } from '../format/names.js'
 import {
   checkSlotCrcs,
@@ -293,7 +293,7 @@ async function checkHeader(ctx: VerifyContext, key: string, size: number): Promi
     problems.push(toProblem(err, 'header', `${key} byte ${at}`))
     return undefined
   }
-  if (!madeHere(ctx, header.inode.ctimeMs)) {
+  if (!madeHereForReaders(ctx, header.inode.ctimeMs)) {
     const at = isoTime
     problems.push({
       code: 'ERR_NOT_FOUND',
@@ -316,14 +316,13 @@ async function checkHeader(ctx: VerifyContext, key: string, size: number): Promi
 
 /**
  * Whether readers take an object whose header names a container made at `ctimeMs` for one
- * of this container: FileState.madeHere's rule, for a reader opened as the verification
- * started. The checkpoint's own creation time, or one no later than its modification time
- * or that moment; a later one is a container made again at this place since (or a header
+ * of this container, as a reader opened when the verification started does (FileState's
+ * madeHere): a later one is a container made again at this place since (or a header
  * crafted so), and a reader fails there with ERR_NOT_FOUND.
  */
-function madeHere(ctx: VerifyContext, ctimeMs: number): boolean {
+function madeHereForReaders(ctx: VerifyContext, ctimeMs: number): boolean {
   const { inode, startedMs } = ctx
-  return ctimeMs === inode.ctimeMs || ctimeMs <= Math.max(inode.mtimeMs, startedMs)
+  return madeHere(ctimeMs, inode.ctimeMs, Math.max(inode.mtimeMs, startedMs))
 }
 
 /**

@@ -124,6 +124,19 @@ export function isNullInode(x: Inode): boolean {
 }
 
 /** The largest file at blocks of 2^dataShift bytes: 2^32 blocks (as writes are capped). */
+/**
+ * Whether an object whose header carries an inode made at `ctimeMs` may be of the container
+ * made at `containerCtimeMs`, and not of one removed and made again at its place since
+ * (whose objects have the same names). A header holds its writer's inode: the container's
+ * creation time, or, for a writer that lost the race to create the container and put its
+ * view on top of the winner's, that writer's own, no later than the checkpoint it
+ * published. A container made again later was made after every checkpoint of this one and
+ * after the reader opened it: `notAfterMs` is the latest of those times the caller knows.
+ */
+export function madeHere(ctimeMs: number, containerCtimeMs: number, notAfterMs: number): boolean {
+  return ctimeMs === containerCtimeMs || ctimeMs <= notAfterMs
+}
+
 export function maxFileSize(dataShift: number): number {
   return 2 ** (32 + dataShift)
 }

@@ -19,7 +19,7 @@ import type { Published } from '../container/inode.js'
 import { readNode } from '../container/nodes.js'
 import { Uploader } from '../container/uploader.js'
 import { StreamSegmentError } from '../errors.js'
-import { emptyInode, FORMAT_PARTED, FORMAT_STREAM, type Inode } from '../format/inode.js'
+import { emptyInode, FORMAT_PARTED, FORMAT_STREAM, type Inode, madeHere } from '../format/inode.js'
 import type { BlockMapNode } from '../format/node.js'
 import { MAX_CNO, MAX_PART } from '../format/pointer.js'
 import type { FileSettings } from '../settings.js'
@@ -359,17 +359,13 @@ export class FileState {
 
   /**
    * Whether an object whose header carries a file inode made at `ctimeMs` may be of this
-   * container, and not of one removed and made again at its place since (whose objects
-   * have the same names). An object's header holds its writer's inode: this container's
-   * creation time, or, for a writer that lost the race to create the container and put its
-   * view on top of the winner's, that writer's own, which is no later than the checkpoint
-   * it published (and a checkpoint's modification time never goes below the one it is
-   * built on). A container made again later was made after every checkpoint of this one,
-   * and after this handle was made. Clocks of different machines may disagree: an object
-   * made within that disagreement of the last checkpoint passes.
+   * container (format/inode.ts madeHere), after every checkpoint this handle knows and
+   * its making (a checkpoint's modification time never goes below the one it is built
+   * on). Clocks of different machines may disagree: an object made within that
+   * disagreement of the last checkpoint passes.
    */
   madeHere(ctimeMs: number): boolean {
-    return ctimeMs === this.ctimeMs || ctimeMs <= Math.max(this.published.mtimeMs, this.base.mtimeMs, this.createdMs)
+    return madeHere(ctimeMs, this.ctimeMs, Math.max(this.published.mtimeMs, this.base.mtimeMs, this.createdMs))
   }
 
   private readonly createdMs = Date.now()
