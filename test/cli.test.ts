@@ -974,6 +974,13 @@ describe('hostile objects: ls, inspect and verify print no control character and
       assert.doesNotMatch(r.text, CONTROL, `${command}: ${JSON.stringify(r.text)}`)
       assert.match(r.text, /\\x9b2J\\x7f/, command)
     }
+    // As JSON the same bytes are \u escapes: still JSON, and still no control character.
+    for (const command of ['ls', 'inspect', 'verify']) {
+      const r = await runMain([command, url, '--json'])
+      assert.doesNotMatch(r.text, CONTROL, `${command} --json: ${JSON.stringify(r.text)}`)
+      for (const line of r.text.split('\n').filter((l) => l.startsWith('{'))) JSON.parse(line)
+      if (command === 'ls') assert.match(r.text, /\\u009b2J\\u007f/, command)
+    }
   })
 })
 

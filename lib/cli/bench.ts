@@ -4,7 +4,7 @@ import { StreamSegmentError } from '../errors.js'
 import { type BenchResult, benchStore } from '../streams/bench.js'
 import { MiB } from '../util/units.js'
 import { openContainer, optionName, type Parsed, parseSize, positionals } from './args.js'
-import { formatBytes, median, type Out, table } from './output.js'
+import { formatBytes, jsonLine, median, type Out, table } from './output.js'
 
 const BENCH_USAGE = 'bench <url> [--size N] [--rounds N] [--json]'
 
@@ -54,7 +54,7 @@ export async function benchCommand(p: Parsed, out: Out, err: Out, signal: AbortS
   const cpus = cpuInfo()
   const machine = { node: process.version, cpu: cpus[0]?.model.trim() ?? 'unknown', cores: cpus.length }
   if (p.flags.has('json')) {
-    out.write(`${JSON.stringify({ ...r, ...summary, machine })}\n`)
+    out.write(jsonLine({ ...r, ...summary, machine }))
     return 0
   }
   const spread = (xs: number[], digits: number) =>

@@ -14,14 +14,14 @@ import { isoTime } from '../util/time.js'
 import { inspectWal } from '../wal/wal.js'
 import { cnoOption, openContainer, optionName, type Parsed, positionals } from './args.js'
 import { EXIT_CODES } from './exit-codes.js'
-import { amountLine, count, formatBytes, type Out, printable, showProgress, table } from './output.js'
+import { amountLine, count, formatBytes, jsonLine, type Out, printable, showProgress, table } from './output.js'
 
 export async function ls(p: Parsed, out: Out, _err: Out, signal: AbortSignal): Promise<number> {
   const [url] = positionals(p, 1, 1, 'ls <url> [--json]')
   const store = openContainer(url as string)
   const list = await listCheckpoints(store, { signal })
   if (p.flags.has('json')) {
-    out.write(`${JSON.stringify({ url: store.url, ...list })}\n`)
+    out.write(jsonLine({ url: store.url, ...list }))
     return 0
   }
   const rows: Array<Array<string | number>> = [['cno', 'size', 'objects', 'bytes', 'only', 'time', 'state']]
@@ -63,7 +63,7 @@ export async function inspect(p: Parsed, out: Out, err: Out, signal: AbortSignal
   const store = openContainer(url as string)
   const r = await inspectCheckpoint(store, { cno: cnoOption(p), signal })
   if (p.flags.has('json')) {
-    out.write(`${JSON.stringify(r)}\n`)
+    out.write(jsonLine(r))
     return problemsFound('inspect', r, err)
   }
   if (r.error !== undefined) {
@@ -112,7 +112,7 @@ async function inspectWalFolder(p: Parsed, dir: string, out: Out): Promise<numbe
   }
   const r = await inspectWal(dir)
   if (p.flags.has('json')) {
-    out.write(`${JSON.stringify(r)}\n`)
+    out.write(jsonLine(r))
     return 0
   }
   const lock =
@@ -152,7 +152,7 @@ export async function verify(p: Parsed, out: Out, err: Out, signal: AbortSignal)
     stop?.()
   }
   const s = (performance.now() - t0) / 1000
-  if (p.flags.has('json')) out.write(`${JSON.stringify({ ...r, seconds: s })}\n`)
+  if (p.flags.has('json')) out.write(jsonLine({ ...r, seconds: s }))
   else {
     for (const pr of r.problems) out.write(problemLine(pr))
     out.write(

@@ -9,7 +9,7 @@ import {
 } from '../admin/index.js'
 import { StreamSegmentError } from '../errors.js'
 import { openContainer, optionName, type Parsed, parseCno, parseDuration, parseWhole, positionals } from './args.js'
-import { count, formatBytes, formatDuration, type Out, progressOnTerminal } from './output.js'
+import { count, formatBytes, formatDuration, jsonLine, type Out, progressOnTerminal } from './output.js'
 
 export async function gcCommand(p: Parsed, out: Out, err: Out, signal: AbortSignal): Promise<number> {
   const [url] = positionals(
@@ -42,7 +42,7 @@ export async function gcCommand(p: Parsed, out: Out, err: Out, signal: AbortSign
     progress.stop()
   }
   if (p.flags.has('json')) {
-    out.write(`${JSON.stringify(r)}\n`)
+    out.write(jsonLine(r))
     return 0
   }
   const verb = r.dryRun ? 'would delete' : 'deleted'
@@ -82,7 +82,7 @@ export async function rm(p: Parsed, out: Out, err: Out, signal: AbortSignal): Pr
   }
   out.write(
     p.flags.has('json')
-      ? `${JSON.stringify(r)}\n`
+      ? jsonLine(r)
       : `${r.url}: deleted ${count(r.deletedObjects, 'object')} (${formatBytes(r.deletedBytes)}), aborted ${count(r.abortedUploads, 'upload')}\n`,
   )
   return 0

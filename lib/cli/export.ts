@@ -4,7 +4,7 @@ import { StreamSegmentError } from '../errors.js'
 import { fileUrlPath } from '../store/open.js'
 import { checkS3Env } from '../store/s3-client.js'
 import { cnoOption, openContainer, type Parsed, positionals } from './args.js'
-import { type Amount, amountLine, count, formatBytes, type Out, progressOnTerminal } from './output.js'
+import { type Amount, amountLine, count, formatBytes, jsonLine, type Out, progressOnTerminal } from './output.js'
 
 const EXPORT_USAGE = 'export <url> <s3://bucket/key|file> [--cno N] [--content-type T] [--no-copy] [--json]'
 
@@ -56,7 +56,7 @@ export async function exportCommand(p: Parsed, out: Out, err: Out, signal: Abort
   }
   const s = (performance.now() - t0) / 1000
   if (p.flags.has('json')) {
-    out.write(`${JSON.stringify({ ...r, seconds: s })}\n`)
+    out.write(jsonLine({ ...r, seconds: s }))
     return 0
   }
   const pct = r.size === 0 ? 0 : (100 * r.copiedBytes) / r.size

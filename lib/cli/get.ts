@@ -8,7 +8,7 @@ import { StreamSegmentError } from '../errors.js'
 import { type DownloadResult, downloadFile } from '../streams/download-file.js'
 import { createStreamSegmentReadStream } from '../streams/read-stream.js'
 import { cnoOption, openContainer, optionName, type Parsed, positionals, readOptions } from './args.js'
-import { amountLine, formatBytes, type Out, showProgress } from './output.js'
+import { amountLine, formatBytes, jsonLine, type Out, showProgress } from './output.js'
 
 const GET_USAGE = 'get <url> [file|-] [-o file] [--range a-b] [--cno N] [--json]'
 
@@ -142,7 +142,7 @@ function report(out: Out, json: boolean, url: string, target: string, got: Downl
       requests,
       timing: t,
     }
-    out.write(`${JSON.stringify(r)}\n`)
+    out.write(jsonLine(r))
     return
   }
   out.write(

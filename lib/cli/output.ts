@@ -42,6 +42,15 @@ export function printable(text: string): string {
   })
 }
 
+/**
+ * `value` as one line of JSON for --json, with DEL and the C1 controls escaped as JSON
+ * escapes too (JSON.stringify escapes only C0 ones): quoted bytes of an object (the one-byte
+ * CSI 0x9b) reach no terminal raw, and the line is the same JSON.
+ */
+export function jsonLine(value: unknown): string {
+  return `${JSON.stringify(value).replace(/[\u007f-\u009f]/g, (c) => `\\u${(c.codePointAt(0) as number).toString(16).padStart(4, '0')}`)}\n`
+}
+
 /** Rows as columns, every cell printable. */
 export function table(rows: Array<Array<string | number>>, right: boolean[]): string {
   const cells = rows.map((r) => r.map((c) => printable(String(c))))

@@ -18,7 +18,7 @@ import type { WalSync } from '../wal/log.js'
 import type { WalOptions } from '../wal/wal.js'
 import type { FlushTiming } from '../write/flush.js'
 import { openContainer, optionName, type Parsed, parseDuration, parseSize, positionals } from './args.js'
-import { count, formatBytes, fsError, type Out, progressLine, showProgress } from './output.js'
+import { count, formatBytes, fsError, jsonLine, type Out, progressLine, showProgress } from './output.js'
 
 function stdinIsDirectory(): boolean {
   try {
@@ -196,7 +196,7 @@ function settingOptions(p: Parsed): Partial<Settings> {
 function report(out: Out, json: boolean, url: string, r: PutResult, seconds: number): void {
   const { bytes, by, timing: t } = r
   if (json) {
-    out.write(`${JSON.stringify({ url, by, bytes, seconds, flushTiming: t })}\n`)
+    out.write(jsonLine({ url, by, bytes, seconds, flushTiming: t }))
     return
   }
   out.write(
