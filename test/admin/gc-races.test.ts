@@ -14,21 +14,7 @@ import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import { readPublished } from '../helpers/containers.js'
 import { pattern } from '../helpers/pattern.js'
-import { type CallInfo, WrappedStore } from '../helpers/wrapped-store.js'
-
-/** A store that runs `afterList` once, after the first LIST has been answered. */
-class AfterList extends WrappedStore {
-  afterList: (() => Promise<void>) | undefined
-  protected async around<T>(call: CallInfo, run: () => Promise<T>): Promise<T> {
-    const result = await run()
-    const hook = this.afterList
-    if (call.op === 'list' && hook !== undefined) {
-      this.afterList = undefined
-      await hook()
-    }
-    return result
-  }
-}
+import { AfterList, type CallInfo, WrappedStore } from '../helpers/wrapped-store.js'
 
 async function publish(store: MemoryStore, bytes: Buffer): Promise<number> {
   const f = await SegmentFile.open(store).catch(() => SegmentFile.create(store))

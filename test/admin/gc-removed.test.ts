@@ -15,24 +15,10 @@ import { rejectsCode } from '../helpers/assert.js'
 import { FailingStore } from '../helpers/failing-store.js'
 import { pattern } from '../helpers/pattern.js'
 import { smallSettings } from '../helpers/small-settings.js'
-import { type CallInfo, WrappedStore } from '../helpers/wrapped-store.js'
+import { AfterList } from '../helpers/wrapped-store.js'
 
 const KiB = 1024
 const settings = { ...smallSettings, streamSegmentBytes: 32 * KiB, rollForwardAfterMs: 0 }
-
-/** A store that runs `afterList` once, after the first LIST has been answered. */
-class AfterList extends WrappedStore {
-  afterList: (() => Promise<void>) | undefined
-  protected async around<T>(call: CallInfo, run: () => Promise<T>): Promise<T> {
-    const result = await run()
-    const hook = this.afterList
-    if (call.op === 'list' && hook !== undefined) {
-      this.afterList = undefined
-      await hook()
-    }
-    return result
-  }
-}
 
 async function twoCheckpoints(): Promise<MemoryStore> {
   const store = new MemoryStore()

@@ -155,3 +155,17 @@ export function countingCalls<T extends object>(target: T): { store: T; calls: (
   })
   return { store, calls: () => n }
 }
+
+/** A store that runs `afterList` once, after the first LIST has been answered. */
+export class AfterList extends WrappedStore {
+  afterList: (() => Promise<void>) | undefined
+  protected async around<T>(call: CallInfo, run: () => Promise<T>): Promise<T> {
+    const result = await run()
+    const hook = this.afterList
+    if (call.op === 'list' && hook !== undefined) {
+      this.afterList = undefined
+      await hook()
+    }
+    return result
+  }
+}
