@@ -590,17 +590,22 @@ async function checkPublished(
   part0: Inode | undefined,
   signal: AbortSignal | undefined,
 ): Promise<void> {
-  const fail = (why: string) =>
+  const fail = (why: string, todo = '') =>
     StreamSegmentError.corrupt(
-      `${store.url}/${INODE_KEY}: gc: names checkpoint ${published.cno}, ${why}; nothing was deleted`,
+      `${store.url}/${INODE_KEY}: gc: names checkpoint ${published.cno}, ${why}; nothing was deleted${todo}`,
     )
   let inode = part0
   if (inode === undefined) {
+    const key = segmentKey(published.cno, 0)
     try {
       inode = (await readObjectHeader(store, published.cno, 0, { signal })).header.inode
     } catch (err) {
+      // rm deletes part 0s first and the inode last: one stopped part-way leaves this.
       if (StreamSegmentError.is(err, 'ERR_NOT_FOUND'))
-        throw fail(`which has no part 0 (${segmentKey(published.cno, 0)})`)
+        throw fail(
+          `which has no part 0 (${key})`,
+          ': if an rm of the container was stopped, run rm again to finish removing it; otherwise restore that object',
+        )
       throw err
     }
   }
