@@ -25,7 +25,7 @@ const LOCK_POLL_MAX_MS = 20
 /** A holder touches its lock this often, so that a waiter that cannot see its process can tell it lives. */
 const LOCK_HEARTBEAT_MS = 1_000
 /** A lock whose holder's process cannot be checked (another machine or PID namespace) is stale without a heartbeat for this long. */
-const LOCK_STALE_MS = 10_000
+export const LOCK_STALE_MS = 10_000
 
 export function isCode(err: unknown, code: string): boolean {
   return (err as NodeJS.ErrnoException | undefined)?.code === code

@@ -24,7 +24,15 @@ import { promises as fs } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { StreamSegmentError } from '../errors.js'
 import { checkOptionNames } from '../settings.js'
-import { acquireLock, localFileError, mkdirs, parseJson, readRegularText, syncDir } from '../util/local-fs.js'
+import {
+  acquireLock,
+  LOCK_STALE_MS,
+  localFileError,
+  mkdirs,
+  parseJson,
+  readRegularText,
+  syncDir,
+} from '../util/local-fs.js'
 import { describeValue, showValue } from '../util/typed-arrays.js'
 import {
   checkWalLogOptions,
@@ -135,10 +143,10 @@ export async function openWal(
     }
     throw StreamSegmentError.store(why, err)
   })
-  const lock = await acquireLock(join(o.dir, LOCK), o.dir, `WAL ${o.dir}`, 0).catch((err) => {
+  const lock = await acquireLock(join(o.dir, LOCK), o.dir, `WAL ${o.dir}`, 0).catch(async (err) => {
     // The lock's own error says a live holder has it (it waited 0 ms). Any other is the
     // file system's: a folder this process may not write is a wrong option, not a writer.
-    if (StreamSegmentError.is(err)) throw StreamSegmentError.state(`WAL ${o.dir} is in use by another writer`, err)
+    if (StreamSegmentError.is(err)) throw StreamSegmentError.state(await inUse(o.dir), err)
     throw localFileError(err, o.dir, `WAL ${o.dir}: its lock cannot be taken`)
   })
   try {
@@ -275,12 +283,31 @@ export async function inspectWal(
   const st = await fs.stat(dir).catch(() => undefined)
   if (!st?.isDirectory()) throw StreamSegmentError.notFound(`${dir}: no WAL folder here`)
   const container = await readBinding(join(dir, BINDING)).catch(() => undefined)
-  const owner = (await fs.readdir(join(dir, LOCK)).catch(() => [] as string[])).find((n) => n.startsWith('owner-'))
-  let lockedBy: { pid: number; host: string } | undefined
-  if (owner !== undefined) {
-    const text = await fs.readFile(join(dir, LOCK, owner), 'utf8').catch(() => '')
-    const o = parseJson<{ pid?: unknown; host?: unknown }>(text)
-    lockedBy = { pid: Number(o?.pid ?? Number.NaN), host: String(o?.host ?? 'unknown') }
-  }
+  const lockedBy = await lockHolder(dir)
   return { ...(await inspectWalFiles(dir)), container, lockedBy }
+}
+
+/** Who holds the folder's lock, as its owner file says; undefined when it is not locked. */
+async function lockHolder(dir: string): Promise<{ pid: number; host: string } | undefined> {
+  const owner = (await fs.readdir(join(dir, LOCK)).catch(() => [] as string[])).find((n) => n.startsWith('owner-'))
+  if (owner === undefined) return undefined
+  const text = await fs.readFile(join(dir, LOCK, owner), 'utf8').catch(() => '')
+  const o = parseJson<{ pid?: unknown; host?: unknown }>(text)
+  return { pid: Number(o?.pid ?? Number.NaN), host: String(o?.host ?? 'unknown') }
+}
+
+/**
+ * Why a WAL folder cannot be taken: who holds its lock, and, since the holder may be a
+ * lock copied with the folder from another machine (whose process cannot be checked from
+ * here), when such a lock is taken over.
+ */
+async function inUse(dir: string): Promise<string> {
+  const holder = await lockHolder(dir)
+  const who =
+    holder === undefined ? 'holder not known: it may have just released it' : `pid ${holder.pid} on host ${holder.host}`
+  return (
+    `WAL ${dir} is in use by another writer (${who}); a lock whose holder cannot be checked from here ` +
+    `(copied from another machine, or another PID namespace) is taken over once its heartbeat ` +
+    `(the owner file's time) is over ${LOCK_STALE_MS / 1000} s old`
+  )
 }

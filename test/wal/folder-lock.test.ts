@@ -7,6 +7,7 @@ import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { promises as fs } from 'node:fs'
+import { hostname } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { describe, it } from 'node:test'
@@ -60,7 +61,11 @@ describe('a WAL folder locked by a writer that is gone', () => {
     const exited = new Promise((resolve) => child.once('exit', resolve))
     for await (const line of createInterface({ input: child.stdout })) if (line === 'locked') break
     assert.equal((await inspectWal(dir)).lockedBy?.pid, child.pid)
-    await rejectsCode(SegmentFile.open(store, { wal: { dir } }), 'ERR_STATE', /in use by another writer/)
+    await rejectsCode(
+      SegmentFile.open(store, { wal: { dir } }),
+      'ERR_STATE',
+      new RegExp(`in use by another writer \\(pid ${child.pid} on host ${hostname()}\\)`),
+    )
     child.kill('SIGKILL')
     await exited
     await replays(store, dir)
@@ -72,7 +77,11 @@ describe('a WAL folder locked by a writer that is gone', () => {
     const owner = join(dir, '.lock', `owner-${token}`)
     await fs.mkdir(join(dir, '.lock'))
     await fs.writeFile(owner, JSON.stringify({ pid: 1, token, host: 'another-machine', boot: 'x', pidNs: 'y' }))
-    await rejectsCode(SegmentFile.open(store, { wal: { dir } }), 'ERR_STATE', /in use by another writer/)
+    await rejectsCode(
+      SegmentFile.open(store, { wal: { dir } }),
+      'ERR_STATE',
+      /in use by another writer \(pid 1 on host another-machine\); a lock whose holder cannot be checked from here \(copied from another machine, or another PID namespace\) is taken over once its heartbeat \(the owner file's time\) is over 10 s old$/,
+    )
     assert.ok((await inspectWal(dir)).records === 1, 'the log is kept')
     // The heartbeat stopped 11 s ago (a holder that cannot be checked is stale after 10 s).
     const then = new Date(Date.now() - 11_000)
