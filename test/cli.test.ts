@@ -707,8 +707,11 @@ describe('gc and rm', () => {
     assert.equal(keep0.status, 2)
     assert.match(
       keep0.stderr,
-      /^stream-segment: ERR_INVALID_ARGUMENT: gc: keep = 0: must be an integer ≥ 1; nothing was deleted\n$/,
+      /^stream-segment: ERR_INVALID_ARGUMENT: option --keep: "0" keeps no checkpoint: at least 1 \(the published one\); nothing was deleted\n$/,
     )
+    const keepEq = run(['gc', url, '--keep=00'])
+    assert.equal(keepEq.status, 2)
+    assert.match(keepEq.stderr, /option --keep: "00" keeps no checkpoint/)
     const grace = run(['gc', url, '--grace=-5'])
     assert.equal(grace.status, 2)
     assert.match(grace.stderr, /--grace: "-5" is not a duration/)

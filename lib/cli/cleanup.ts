@@ -24,7 +24,7 @@ export async function gcCommand(p: Parsed, out: Out, err: Out, signal: AbortSign
     return v === undefined ? undefined : parseDuration(optionName(p, name), v)
   }
   const options = {
-    keep: opt('keep') === undefined ? undefined : parseWhole(optionName(p, 'keep'), opt('keep') as string),
+    keep: keepOption(p),
     // Checkpoint numbers as --cno takes them: one past MAX_CNO names no checkpoint there can be.
     keepCnos: opt('keepCnos')
       ?.split(',')
@@ -86,6 +86,22 @@ export async function rm(p: Parsed, out: Out, err: Out, signal: AbortSignal): Pr
       : `${r.url}: deleted ${count(r.deletedObjects, 'object')} (${formatBytes(r.deletedBytes)}), aborted ${count(r.abortedUploads, 'upload')}\n`,
   )
   return 0
+}
+
+/**
+ * `--keep N`, at least 1 (the published checkpoint is always kept), refused here so that
+ * the message names the option as typed, not the API's `keep`.
+ */
+function keepOption(p: Parsed): number | undefined {
+  const text = p.options.get('keep')
+  if (text === undefined) return undefined
+  const n = parseWhole(optionName(p, 'keep'), text)
+  if (n < 1) {
+    throw StreamSegmentError.invalidArgument(
+      `option ${optionName(p, 'keep')}: ${JSON.stringify(text)} keeps no checkpoint: at least 1 (the published one); nothing was deleted`,
+    )
+  }
+  return n
 }
 
 /** The progress line of gc: kept maps walked, then objects deleted. */
