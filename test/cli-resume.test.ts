@@ -44,6 +44,11 @@ it('put FILE URL resumes an interrupted upload and says what it kept; --no-resum
   assert.equal(json.flushTiming.streamSentBytes + json.flushTiming.streamFlushBytes, data.length)
   assert.deepEqual(await readBackSha256(store), { size: data.length, sha256: sha256(data) })
 
+  // With resume off nothing is looked for: the report says nothing of reuse, not "reused 0 B".
+  const plain = await put([path, url, ...flags, '--no-resume'])
+  assert.match(plain, /^committed checkpoint \d+ of /, plain)
+  assert.doesNotMatch(plain, /reused/, plain)
+
   const err = fakeOutput()
   assert.equal(await main(['put', '-', url, '--no-resume'], fakeOutput(), err), 2)
   assert.match(err.writes.join(''), /--no-resume is for a file/)

@@ -206,7 +206,7 @@ function report(out: Out, json: boolean, url: string, r: PutResult, seconds: num
       `${count(t.conflicts, 'conflict')}\n` +
       `sent ahead ${formatBytes(t.streamSentBytes)}, written by the flush ${formatBytes(t.streamFlushBytes)}, ` +
       `dead ${formatBytes(t.streamDeadBytes)}, meta ${formatBytes(t.streamMetaBytes)}\n` +
-      (by === 'reference'
+      (by === 'reference' && r.resume
         ? `reused ${formatBytes(t.reusedBytes)} sent before by an interrupted upload of this file\n`
         : ''),
   )
@@ -233,6 +233,8 @@ interface PutResult {
   by: 'reference' | 'value'
   bytes: number
   timing: FlushTiming
+  /** Whether pieces of an interrupted upload were looked for (by reference, without --no-resume). */
+  resume: boolean
 }
 
 /** A regular file, by reference, with the spec's defaults (the dirty limits do not apply to it). */
@@ -260,7 +262,7 @@ async function putByReference(
         if (err.isTTY) stop = showProgress(err, sample, progressLine)
       },
     })
-    return { by: 'reference', bytes, timing }
+    return { by: 'reference', bytes, timing, resume }
   } finally {
     stop?.()
   }
@@ -353,5 +355,5 @@ async function putByValue(
   } finally {
     stop?.()
   }
-  return { by: 'value', bytes: writer.bytesWritten, timing: writer.flushTiming as FlushTiming }
+  return { by: 'value', bytes: writer.bytesWritten, timing: writer.flushTiming as FlushTiming, resume: false }
 }
