@@ -985,6 +985,30 @@ describe('hostile objects: ls, inspect and verify print no control character and
       if (command === 'ls') assert.match(r.text, /\\u009b2J\\u007f/, command)
     }
   })
+
+  it('a container and files whose paths hold an escape sequence: put, get, export, gc and rm print them escaped', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ss-cli-esc-'))
+    try {
+      const input = join(dir, 'in.bin')
+      writeFileSync(input, randomBytes(50 * 1024))
+      const esc = join(dir, 'c\x1b[2J\x9b')
+      for (const args of [
+        ['put', input, esc],
+        ['get', esc, `${esc}.out`],
+        ['export', esc, `${esc}.export`],
+        ['gc', esc, '--grace', '0'],
+        ['rm', esc, '--yes'],
+      ]) {
+        const r = await runMain(args)
+        assert.equal(r.code, 0, `${args[0]}: ${r.text}`)
+        assert.doesNotMatch(r.text, CONTROL, `${args[0]}: ${JSON.stringify(r.text)}`)
+        assert.match(r.text, /c\\x1b\[2J\\x9b/, args[0])
+      }
+      assert.ok(readFileSync(`${esc}.out`).equals(readFileSync(input)), 'the paths themselves are the ones typed')
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
 })
 
 describe('a damaged entry: ls, inspect and verify report it', () => {

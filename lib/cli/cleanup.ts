@@ -9,7 +9,7 @@ import {
 } from '../admin/index.js'
 import { StreamSegmentError } from '../errors.js'
 import { openContainer, optionName, type Parsed, parseCno, parseDuration, parseWhole, positionals } from './args.js'
-import { count, formatBytes, formatDuration, jsonLine, type Out, progressOnTerminal } from './output.js'
+import { count, formatBytes, formatDuration, jsonLine, type Out, printable, progressOnTerminal } from './output.js'
 
 export async function gcCommand(p: Parsed, out: Out, err: Out, signal: AbortSignal): Promise<number> {
   const [url] = positionals(
@@ -47,7 +47,7 @@ export async function gcCommand(p: Parsed, out: Out, err: Out, signal: AbortSign
   }
   const verb = r.dryRun ? 'would delete' : 'deleted'
   out.write(
-    `${r.url}: kept checkpoints ${r.kept.join(', ') || 'none'}; dropped ${r.dropped.join(', ') || 'none'}\n` +
+    `${printable(r.url)}: kept checkpoints ${r.kept.join(', ') || 'none'}; dropped ${r.dropped.join(', ') || 'none'}\n` +
       `${verb} ${count(r.deletedObjects, 'object')} (${formatBytes(r.deletedBytes)}), ` +
       `${r.dryRun ? 'would abort' : 'aborted'} ${count(r.abortedUploads, 'upload')}; ${formatBytes(r.storedBytes)} stored\n`,
   )
@@ -59,7 +59,7 @@ export async function gcCommand(p: Parsed, out: Out, err: Out, signal: AbortSign
         '(--grace 0 only when no writer is running)\n',
     )
   }
-  if (r.stopped !== undefined) out.write(`stopped, nothing deleted: ${r.stopped}\n`)
+  if (r.stopped !== undefined) out.write(`stopped, nothing deleted: ${printable(r.stopped)}\n`)
   return 0
 }
 
@@ -83,7 +83,7 @@ export async function rm(p: Parsed, out: Out, err: Out, signal: AbortSignal): Pr
   out.write(
     p.flags.has('json')
       ? jsonLine(r)
-      : `${r.url}: deleted ${count(r.deletedObjects, 'object')} (${formatBytes(r.deletedBytes)}), aborted ${count(r.abortedUploads, 'upload')}\n`,
+      : `${printable(r.url)}: deleted ${count(r.deletedObjects, 'object')} (${formatBytes(r.deletedBytes)}), aborted ${count(r.abortedUploads, 'upload')}\n`,
   )
   return 0
 }

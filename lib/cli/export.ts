@@ -4,7 +4,16 @@ import { StreamSegmentError } from '../errors.js'
 import { fileUrlPath } from '../store/open.js'
 import { checkS3Env } from '../store/s3-client.js'
 import { cnoOption, openContainer, type Parsed, positionals } from './args.js'
-import { type Amount, amountLine, count, formatBytes, jsonLine, type Out, progressOnTerminal } from './output.js'
+import {
+  type Amount,
+  amountLine,
+  count,
+  formatBytes,
+  jsonLine,
+  type Out,
+  printable,
+  progressOnTerminal,
+} from './output.js'
 
 const EXPORT_USAGE = 'export <url> <s3://bucket/key|file> [--cno N] [--content-type T] [--no-copy] [--json]'
 
@@ -61,11 +70,11 @@ export async function exportCommand(p: Parsed, out: Out, err: Out, signal: Abort
   }
   const pct = r.size === 0 ? 0 : (100 * r.copiedBytes) / r.size
   out.write(
-    `exported checkpoint ${r.cno} of ${r.url} to ${r.location}: ${formatBytes(r.size)} (${r.size} bytes) in ${s.toFixed(2)} s\n` +
+    `exported checkpoint ${r.cno} of ${printable(r.url)} to ${printable(r.location)}: ${formatBytes(r.size)} (${r.size} bytes) in ${s.toFixed(2)} s\n` +
       `copied server-side ${r.copiedBytes} bytes (${pct.toFixed(1)} %), sent ${r.sentBytes} bytes; ` +
       `${r.parts === 0 ? 'one object' : `${count(r.parts, 'part')} (${r.copyParts} copied)`}, ` +
       `${count(r.requests, 'request')}` +
-      `${r.etag === undefined ? '' : `, ETag ${r.etag}`}\n`,
+      `${r.etag === undefined ? '' : `, ETag ${printable(r.etag)}`}\n`,
   )
   return 0
 }

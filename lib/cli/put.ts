@@ -18,7 +18,7 @@ import type { WalSync } from '../wal/log.js'
 import type { WalOptions } from '../wal/wal.js'
 import type { FlushTiming } from '../write/flush.js'
 import { openContainer, optionName, type Parsed, parseDuration, parseSize, positionals } from './args.js'
-import { count, formatBytes, fsError, jsonLine, type Out, progressLine, showProgress } from './output.js'
+import { count, formatBytes, fsError, jsonLine, type Out, printable, progressLine, showProgress } from './output.js'
 
 function stdinIsDirectory(): boolean {
   try {
@@ -200,7 +200,7 @@ function report(out: Out, json: boolean, url: string, r: PutResult, seconds: num
     return
   }
   out.write(
-    `committed checkpoint ${t.cno} of ${url}: ${formatBytes(bytes)} by ${by} in ${seconds.toFixed(2)} s ` +
+    `committed checkpoint ${t.cno} of ${printable(url)}: ${formatBytes(bytes)} by ${by} in ${seconds.toFixed(2)} s ` +
       `(${formatBytes(bytes / seconds)}/s), ${count(t.objects, 'object')}\n` +
       `flush: ${t.totalMs.toFixed(1)} ms (data ${t.dataMs.toFixed(1)}, part 0 ${t.part0Ms.toFixed(1)}, inode ${t.inodeMs.toFixed(1)}), ` +
       `${count(t.conflicts, 'conflict')}\n` +
