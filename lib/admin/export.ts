@@ -56,7 +56,7 @@ import { type StoreLocation, storeAt } from '../store/open.js'
 import { createS3Client, S3Store } from '../store/s3.js'
 import type { ObjectAttributes, ObjectStore } from '../store/types.js'
 import { sliceChunks } from '../util/chunks.js'
-import { crc32Chunks, crc32OfBlocks, crc32OfChunks } from '../util/crc32.js'
+import { badBlockIn } from '../util/crc32.js'
 import { Limiter } from '../util/limiter.js'
 import { localFileError, writeFully } from '../util/local-fs.js'
 import { givePieces } from '../util/piece-pool.js'
@@ -680,18 +680,16 @@ async function readChecked(
   const from = x.at + first * bs
   const chunks = await read(key, from, from + count * bs)
   const crc = (x.crc as number) + first
-  // As the reader checks a run: one CRC of its bytes against the one its blocks' CRCs
-  // combine to; block by block only when that differs, to name the block.
-  if ((await crc32OfChunks(chunks)) !== crc32OfBlocks(crcs, crc, count, bs)) {
-    const got = new Uint32Array(count)
-    crc32Chunks(chunks, bs, got)
+  // As the reader checks a run (badBlockIn).
+  const bad = await badBlockIn(chunks, crcs, crc, count, bs)
+  if (bad !== undefined) {
     givePieces(chunks)
-    const i = got.findIndex((c, j) => c !== crcs[crc + j])
     const where = `export of checkpoint ${source.cno}: ${source.store.url}/${key}`
+    const i = bad.index
     if (i < 0)
       throw StreamSegmentError.corrupt(`${where}: blocks at byte ${from}: the run's CRC-32 does not match its blocks'`)
     throw StreamSegmentError.corrupt(
-      `${where}: block ${x.start / bs + first + i} at byte ${from + i * bs} has CRC-32 ${hex32(got[i] as number)}, the summary says ${hex32(crcs[crc + i] as number)}`,
+      `${where}: block ${x.start / bs + first + i} at byte ${from + i * bs} has CRC-32 ${hex32(bad.crc)}, the summary says ${hex32(crcs[crc + i] as number)}`,
     )
   }
   return { chunks, bytes: sliceChunks(chunks, s - x.start - first * bs, e - x.start - first * bs) }

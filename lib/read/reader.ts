@@ -60,7 +60,7 @@ import { type ReadOptions, resolveReadOptions } from '../settings.js'
 import { type BlockMap, DIRTY_BASE, isDirtyRef, type MapNode } from '../state/block-map.js'
 import type { FileState } from '../state/file-state.js'
 import { sliceChunks } from '../util/chunks.js'
-import { crc32Chunks, crc32OfBlocks, crc32OfChunks } from '../util/crc32.js'
+import { badBlockIn } from '../util/crc32.js'
 import type { Limiter } from '../util/limiter.js'
 import { givePieces } from '../util/piece-pool.js'
 
@@ -131,7 +131,6 @@ export class Reader {
   readonly options: Required<ReadOptions>
   private readonly objects: ObjectReads
   /** CRCs of the blocks of a data GET that failed its run check (filled and compared with no await between). */
-  private crcs = new Uint32Array(0)
   /** A data GET started before the leaf naming its blocks came (`plan` with `guess`; see walk). */
   private guess: { key: string; at: number; end: number; chunks: Promise<Uint8Array[] | undefined> } | undefined
   /**
@@ -521,19 +520,14 @@ export class Reader {
     // one CRC-32 misses (1 in 2^32 of random errors). A change crafted across two blocks
     // can keep the run's CRC and not each block's, but a CRC is no defence against crafted
     // bytes anyway: whoever can write the object can seal its summary and header again.
-    const run = await crc32OfChunks(chunks)
     const k0 = (r.at - dataOffset) / bs
-    if (run === crc32OfBlocks(summary.crc, k0, r.count, bs)) return chunks
-    if (this.crcs.length < r.count) this.crcs = new Uint32Array(r.count)
-    const crcs = this.crcs
-    crc32Chunks(chunks, bs, crcs)
-    for (let i = 0; i < r.count; i++) {
-      const crc = crcs[i] as number
-      if (crc !== summary.crc[k0 + i]) {
-        throw StreamSegmentError.corrupt(
-          `${where}: block ${r.first + i} at offset ${r.at + i * bs} has CRC-32 ${hex32(crc)}, the summary says ${hex32(summary.crc[k0 + i] as number)}`,
-        )
-      }
+    const bad = await badBlockIn(chunks, summary.crc, k0, r.count, bs)
+    if (bad === undefined) return chunks
+    if (bad.index >= 0) {
+      const i = bad.index
+      throw StreamSegmentError.corrupt(
+        `${where}: block ${r.first + i} at offset ${r.at + i * bs} has CRC-32 ${hex32(bad.crc)}, the summary says ${hex32(summary.crc[k0 + i] as number)}`,
+      )
     }
     throw StreamSegmentError.corrupt(`${where}: blocks at offset ${r.at}: the run's CRC-32 does not match its blocks'`)
   }

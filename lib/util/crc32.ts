@@ -324,3 +324,25 @@ function shiftTables(blockSize: number): Uint32Array {
   }
   return t
 }
+
+/**
+ * Checks `count` blocks of `blockSize` bytes, the bytes `chunks` hold in order, against
+ * their CRC-32s `crcs[from…]`: one CRC of the run (crc32OfChunks: a long run's off the
+ * event loop) against the one the blocks' CRCs combine to (crc32OfBlocks), then block by
+ * block only when those differ, to name the block. Undefined when they match; else the
+ * first block that does not, by its index in the run and the CRC its bytes have (index -1
+ * when every block matches and the run did not, which only a fault here can cause).
+ */
+export async function badBlockIn(
+  chunks: readonly Uint8Array[],
+  crcs: ArrayLike<number>,
+  from: number,
+  count: number,
+  blockSize: number,
+): Promise<{ index: number; crc: number } | undefined> {
+  if ((await crc32OfChunks(chunks)) === crc32OfBlocks(crcs, from, count, blockSize)) return undefined
+  const got = new Uint32Array(count)
+  crc32Chunks(chunks, blockSize, got)
+  const index = got.findIndex((crc, i) => crc !== crcs[from + i])
+  return { index, crc: index < 0 ? 0 : (got[index] as number) }
+}

@@ -7,6 +7,7 @@ import { setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
 import fc from 'fast-check'
 import {
+  badBlockIn,
   CRC32_OFF_LOOP_MIN_BYTES,
   crc32,
   crc32Blocks,
@@ -404,4 +405,27 @@ it('STREAM_SEGMENT_CRC32 naming an implementation not present fails at load, say
     r.stdout,
     /^ERR_INVALID_ARGUMENT STREAM_SEGMENT_CRC32="crc-33": no such CRC-32 implementation here; present: .*crc-32/,
   )
+})
+
+it('badBlockIn: a run split across chunks matches its blocks, and a changed byte names its block and CRC', async () => {
+  const bs = 512
+  const bytes = new Uint8Array(5 * bs)
+  for (let i = 0; i < bytes.length; i++) bytes[i] = (i * 31 + 7) & 0xff
+  // The summary's CRCs of blocks 0..4, behind two of another object's: the run starts at 2.
+  const crcs = [1, 2, ...Array.from({ length: 5 }, (_, b) => crc32(bytes.subarray(b * bs, (b + 1) * bs)))]
+  const chunks = [bytes.subarray(0, 700), bytes.subarray(700, 2100), bytes.subarray(2100)]
+  assert.equal(await badBlockIn(chunks, crcs, 2, 5, bs), undefined)
+  bytes[3 * bs + 10] = (bytes[3 * bs + 10] as number) ^ 0x40
+  assert.deepEqual(await badBlockIn(chunks, crcs, 2, 5, bs), {
+    index: 3,
+    crc: crc32(bytes.subarray(3 * bs, 4 * bs)),
+  })
+  // A run of a million bytes and more goes off the event loop with the addon: the same answer.
+  const big = new Uint8Array(CRC32_OFF_LOOP_MIN_BYTES * 2)
+  const bigCrcs = Array.from({ length: big.length / 4096 }, (_, b) => crc32(big.subarray(b * 4096, (b + 1) * 4096)))
+  big[5 * 4096] = 1
+  assert.deepEqual(await badBlockIn([big], bigCrcs, 0, bigCrcs.length, 4096), {
+    index: 5,
+    crc: crc32(big.subarray(5 * 4096, 6 * 4096)),
+  })
 })
