@@ -346,7 +346,8 @@ function attemptAges(
   const newest = new Map<number, number>()
   const seen = (key: string, ms: number) => {
     const k = parseKey(key)
-    if (k?.kind !== 'segment' || listing.byCno.get(k.cno)?.parts.includes(0)) return
+    // By key: a number's parts listed can be tens of thousands, and this runs for each.
+    if (k?.kind !== 'segment' || listing.sizes.has(segmentKey(k.cno, 0))) return
     newest.set(k.cno, Math.max(newest.get(k.cno) ?? ms, ms))
   }
   for (const [key, ms] of listing.modified) seen(key, ms)
