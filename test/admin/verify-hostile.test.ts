@@ -28,19 +28,19 @@ async function sizes(store: ObjectStore): Promise<Map<string, { size: number }>>
   return out
 }
 
-describe('verify and inspect: the published checkpoint’s part 0 missing', () => {
-  /** Checkpoint 2 only grew the file: its map reaches nothing in its own part 0. */
-  async function grown(): Promise<MemoryStore> {
-    const store = new MemoryStore()
-    const f = await SegmentFile.create(store)
-    await f.write(0, pattern(0, 100_000, 1))
-    await f.flush()
-    await f.truncate(200_000)
-    assert.equal((await f.flush()).cno, 2)
-    await f.close()
-    return store
-  }
+/** Checkpoint 2 only grew the file: its map reaches nothing in its own part 0, its reads go to checkpoint 1's. */
+async function grown(): Promise<MemoryStore> {
+  const store = new MemoryStore()
+  const f = await SegmentFile.create(store)
+  await f.write(0, pattern(0, 100_000, 1))
+  await f.flush()
+  await f.truncate(200_000)
+  assert.equal((await f.flush()).cno, 2)
+  await f.close()
+  return store
+}
 
+describe('verify and inspect: the published checkpoint’s part 0 missing', () => {
   it('verify: part 0 gone is ERR_NOT_FOUND naming it; inspect reports it missing', async () => {
     const store = await grown()
     assert.deepEqual((await verifyCheckpoint(store)).problems, [])
@@ -289,13 +289,7 @@ describe('roll-forward: new nodes pointing at an older node', () => {
 describe("verify: a header's container creation time (ctime), as readers judge it", () => {
   /** Checkpoint 2 grew the file only: its reads go to checkpoint 1's part 0, whose header gets `ctimeMs`. */
   async function withCtime(ctimeMs: number): Promise<MemoryStore> {
-    const store = new MemoryStore()
-    const f = await SegmentFile.create(store)
-    await f.write(0, pattern(0, 100_000, 1))
-    await f.flush()
-    await f.truncate(200_000)
-    assert.equal((await f.flush()).cno, 2)
-    await f.close()
+    const store = await grown()
     const key = segmentKey(1, 0)
     const bytes = Buffer.from(await store.get(key))
     const at = bytes.length - HEADER_BYTES
