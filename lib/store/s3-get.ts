@@ -30,8 +30,10 @@
  *   as it comes, not waited on), or body bytes past Content-Length in the read that holds
  *   the headers are a failure with no HTTP status, which the store's retry policy makes
  *   again (as on the SDK path). Reads into the buffer stop at Content-Length, so bytes a
- *   server sends past it are never part of an answer: they arrive while the connection
- *   is idle, and it is closed. The buffer is handed out only when complete.
+ *   server sends past it are never part of an answer: they are read while the connection
+ *   is idle, and it is closed (the next request on it waits until the reads due when an
+ *   answer ends are made: those bytes may have come with the body's last ones). The
+ *   buffer is handed out only when complete.
  * - Sockets: per origin at most the client's agent's `maxSockets` (64 when unbounded),
  *   kept alive between requests, waiting requests served in order. The client's connect
  *   timeout (no connection in time) and idle timeout (no byte received for that long,
@@ -400,6 +402,10 @@ class Connection {
   reused = false
   /** Whether the current exchange has received a byte. */
   answered = false
+  /** Set while the reads due when the last exchange ended are not all made (see `settle`). */
+  private settling = false
+  /** The exchange taken meanwhile, started once they are. */
+  private held: (() => void) | undefined
 
   constructor(
     private readonly pool: Pool,
@@ -471,45 +477,81 @@ class Connection {
   }
 
   exchange(head: Buffer, asked: Asked, idleTimeoutMs: number, signal: AbortSignal, what: string): Promise<RawResponse> {
+    this.answered = false
     return new Promise<RawResponse>((resolve, reject) => {
-      if (this.closed) {
-        reject(new Error(`GET ${what}: connection closed before any answer`))
-        return
-      }
-      // A signal that fired while the socket was being taken: its listener below would never
-      // be called, and the GET would go out and be answered as if not aborted.
-      if (signal.aborted) {
-        this.destroy()
-        reject(named('AbortError', `GET ${what} aborted`, signal.reason))
-        return
-      }
-      const x: Exchange = {
-        what,
-        asked,
-        resolve,
-        reject,
-        phase: 'head',
-        status: 0,
-        reason: '',
-        headers: {},
-        keepAlive: true,
-        pieces: [],
-        filled: 0,
-        expected: 0,
-        errorChunks: [],
-        errorSize: 0,
-        errorLength: 'close',
-        signal,
-        onAbort: () => this.fail(named('AbortError', `GET ${what} aborted`, signal.reason)),
-      }
-      this.x = x
-      this.answered = false
-      this.headLen = 0
-      signal.addEventListener('abort', x.onAbort, { once: true })
-      this.socket.ref()
-      this.socket.setTimeout(idleTimeoutMs)
-      this.socket.write(head)
+      const begin = () => this.begin(head, asked, idleTimeoutMs, signal, what, resolve, reject)
+      if (this.settling) this.held = begin
+      else begin()
     })
+  }
+
+  /** Sends the request and reads its answer: `exchange` once the connection has settled. */
+  private begin(
+    head: Buffer,
+    asked: Asked,
+    idleTimeoutMs: number,
+    signal: AbortSignal,
+    what: string,
+    resolve: (r: RawResponse) => void,
+    reject: (err: Error) => void,
+  ): void {
+    if (this.closed) {
+      reject(new Error(`GET ${what}: connection closed before any answer`))
+      return
+    }
+    // A signal that fired while the socket was being taken: its listener below would never
+    // be called, and the GET would go out and be answered as if not aborted.
+    if (signal.aborted) {
+      this.destroy()
+      reject(named('AbortError', `GET ${what} aborted`, signal.reason))
+      return
+    }
+    const x: Exchange = {
+      what,
+      asked,
+      resolve,
+      reject,
+      phase: 'head',
+      status: 0,
+      reason: '',
+      headers: {},
+      keepAlive: true,
+      pieces: [],
+      filled: 0,
+      expected: 0,
+      errorChunks: [],
+      errorSize: 0,
+      errorLength: 'close',
+      signal,
+      onAbort: () => this.fail(named('AbortError', `GET ${what} aborted`, signal.reason)),
+    }
+    this.x = x
+    this.headLen = 0
+    signal.addEventListener('abort', x.onAbort, { once: true })
+    this.socket.ref()
+    this.socket.setTimeout(idleTimeoutMs)
+    this.socket.write(head)
+  }
+
+  /**
+   * Holds the next exchange until the reads due when this one ended are made. Bytes a
+   * server sent past an answer, in the segment that ended it, are read only after the
+   * answer is handed out: libuv reads a socket again at once when a read filled its buffer
+   * (the body's last read always does: it stops at Content-Length), and after 32 reads in
+   * a row leaves the rest to the next poll. The next GET, taken and sent meanwhile, would
+   * read them as the start of its answer; read first, they close this socket (`onRead`),
+   * and that GET goes out on a fresh one. Two turns of the loop: this poll, and the next.
+   */
+  private settle(): void {
+    this.settling = true
+    setImmediate(() =>
+      setImmediate(() => {
+        this.settling = false
+        const begin = this.held
+        this.held = undefined
+        begin?.()
+      }),
+    )
   }
 
   /** Where the next read goes: the rest of the body's buffer, else the scratch. */
@@ -697,6 +739,7 @@ class Connection {
     if (this.closed) return
     this.socket.setTimeout(FREE_SOCKET_MS)
     this.socket.unref()
+    if (x.keepAlive) this.settle()
     this.pool.release(this, x.keepAlive)
   }
 

@@ -322,6 +322,27 @@ describe('lean GETs against a scripted server', () => {
     )
   })
 
+  test("bytes past the Content-Length that come with the body's last ones never start the next answer", async () => {
+    // The head, then the body and the extra bytes in one write: the read that ends the
+    // body stops at its Content-Length, and the next read, made at once, gets them. A GET
+    // sent on that socket meanwhile took them as the start of its answer ("answer starts
+    // with ..."), a failure with maxRetries 0. An empty line too (some servers send one).
+    for (const extra of ['\r\n', 'GARBAGE']) {
+      const s = await serve((req, socket) => {
+        const [start, end] = rangeOf(req)
+        socket.write(partial(start, end))
+        setTimeout(() => socket.write(Buffer.concat([BODY.subarray(start, end), Buffer.from(extra)])), 5)
+      })
+      const store = testS3Store(s.url, { maxRetries: 0 })
+      for (let i = 0; i < 6; i++) {
+        const got = await store.get('k', { range: { start: i * 100, end: i * 100 + 1000 } })
+        assert.deepEqual(got, BODY.subarray(i * 100, i * 100 + 1000), `GET ${i}, extra ${JSON.stringify(extra)}`)
+      }
+      assert.equal(s.seen.length, 6, 'no GET made again')
+      assert.equal(s.connections(), 6, 'each socket that got extra bytes was closed')
+    }
+  })
+
   test('an abort mid-body fails at once with ERR_ABORTED', async () => {
     let sent: () => void = () => undefined
     const firstBytes = new Promise<void>((r) => (sent = r))
