@@ -307,8 +307,13 @@ export class Pool {
   async acquire(o: Origin, t: Transport, signal: AbortSignal, what: string, fresh: boolean): Promise<Connection> {
     const key = `${o.tls ? 'tls:' : ''}${o.host}:${o.port}`
     const max = o.tls ? this.maxHttps : this.maxHttp
-    for (;;) {
-      if (signal.aborted) throw named('AbortError', `GET ${what} aborted`, signal.reason)
+    for (let woken = false; ; woken = true) {
+      if (signal.aborted) {
+        // Woken for a socket (kept or a free slot) and aborted before taking it: the next
+        // waiter takes it, or it would wait for another GET's end or the socket's idle close.
+        if (woken) this.waiting.get(key)?.shift()?.()
+        throw named('AbortError', `GET ${what} aborted`, signal.reason)
+      }
       const idle = this.idle.get(key)
       const kept = fresh ? undefined : idle?.pop()
       if (kept !== undefined) return kept.take()

@@ -16,7 +16,7 @@ import { createServer as createHttpsServer, Agent as HttpsAgent } from 'node:htt
 import { createServer, type Server, type Socket } from 'node:net'
 import { after, describe, test } from 'node:test'
 import { createS3Client, S3Store } from '../../lib/store/s3.js'
-import { transportOf } from '../../lib/store/s3-get.js'
+import { Pool, transportOf } from '../../lib/store/s3-get.js'
 import { FIXTURES_DIR } from '../fixtures/make-fixtures.js'
 import { rejectsCode } from '../helpers/assert.js'
 import { testS3Store } from '../helpers/fake-s3.js'
@@ -503,4 +503,39 @@ describe('lean GETs against a scripted server', () => {
     await rejectsCode(untrusting.put('k', Buffer.from('x')), 'ERR_STORE', /certificate was refused/)
     assert.equal(untrusting.retries, 0)
   })
+})
+
+test('a waiting GET aborted just after it was woken passes the socket on to the next one', async () => {
+  // A server that takes connections and says nothing: the pool's sockets stay open.
+  const sockets: Socket[] = []
+  const server: Server = createServer((s) => sockets.push(s))
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const port = (server.address() as { port: number }).port
+  const pool = new Pool(1, 1, {})
+  const origin = { tls: false, host: '127.0.0.1', port }
+  const t = { pool, connectTimeoutMs: 5000, idleTimeoutMs: 5000 }
+  const first = await pool.acquire(origin, t, new AbortController().signal, 'first', false)
+  const b = new AbortController()
+  const second = pool.acquire(origin, t, b.signal, 'second', false)
+  second.catch(() => undefined)
+  const third = pool.acquire(origin, t, new AbortController().signal, 'third', false)
+  // The first socket is kept, which wakes the second GET; its signal fires before it runs on.
+  pool.release(first, true)
+  b.abort()
+  await assert.rejects(second, { name: 'AbortError' })
+  let timer: NodeJS.Timeout | undefined
+  const got = await Promise.race([
+    third,
+    new Promise<'still waiting'>((resolve) => {
+      timer = setTimeout(() => resolve('still waiting'), 3000)
+    }),
+  ])
+  clearTimeout(timer)
+  try {
+    assert.equal(got, first, 'the third GET took the kept socket')
+  } finally {
+    first.destroy()
+    for (const s of sockets) s.destroy()
+    await new Promise<void>((resolve) => server.close(() => resolve()))
+  }
 })
