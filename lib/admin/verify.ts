@@ -17,7 +17,7 @@ import {
   checkSlotCrcs,
   dataSlotAt,
   decodeMetaBlocks,
-  metaBlockAt,
+  nodeOffsetProblem,
   paddingNotZero,
   slotCrcMessage,
 } from '../format/object.js'
@@ -406,12 +406,13 @@ async function checkMetaRegion(o: ObjectCheck): Promise<{ summary: Summary | und
 function checkNodePointers(o: ObjectCheck, reached: Reached | undefined): void {
   const { key, url, layout } = o
   for (const offset of reached?.nodes ?? []) {
-    if (metaBlockAt(layout, offset) < 0) {
+    const problem = nodeOffsetProblem(layout, offset)
+    if (problem !== undefined) {
       o.ctx.problems.push({
         code: 'ERR_CORRUPT',
         what: 'pointer',
         where: `${key} byte ${offset}`,
-        message: `${url}: a node pointer names byte ${offset}, not a meta block (they lie in [${layout.metaOffset}, ${layout.metaEnd}))`,
+        message: `${url}: ${problem}`,
       })
     }
   }

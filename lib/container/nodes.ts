@@ -4,16 +4,22 @@
  *
  * - A node is always checked against what its parent says of it (decodeNode: CRC, level,
  *   the checkpoint that wrote it, its key range) before anyone uses it.
+ * - A node read alone (readNode) must lie in its object's meta blocks, as its header
+ *   places them (MetaRegions): a data block whose bytes decode as a node (a file's own
+ *   content may) is not one.
  * - A span is at most NODE_SPAN_BYTES: `nodeSpans` covers every needed node of one object
  *   and widens each span over unneeded siblings while it stays under that cap, so a cold
  *   walk fetches each object's index nodes once.
  */
-import { StreamSegmentError } from '../errors.js'
+import { mayBeDamagedOnTheWay, StreamSegmentError } from '../errors.js'
+import { type ObjectLayout, objectLayout } from '../format/header.js'
 import { segmentKey } from '../format/names.js'
 import { type BlockMapNode, decodeNode, type NodeExpectation } from '../format/node.js'
+import { nodeOffsetProblem } from '../format/object.js'
 import { pointerPart, pointerUnit, UNIT_BYTES } from '../format/pointer.js'
 import type { ObjectStore } from '../store/types.js'
 import { MiB } from '../util/units.js'
+import { readObjectHeader } from './object-header.js'
 
 /** Largest span of meta blocks one node GET brings. */
 export const NODE_SPAN_BYTES = 1 * MiB
@@ -24,7 +30,44 @@ export function nodeLocation(hi: number, lo: number): { key: string; offset: num
 }
 
 /**
- * Reads the node that pointer (hi, lo) names, checked against `expect` (its cno is `hi`).
+ * Where the meta blocks of the objects whose nodes were read lie, from their headers: one
+ * header read per object, kept (the oldest of more than `max` objects go and are read
+ * again when needed; a failed read is not kept).
+ */
+export class MetaRegions {
+  private readonly layouts = new Map<string, Promise<ObjectLayout>>()
+
+  constructor(
+    private readonly store: ObjectStore,
+    private readonly format: number,
+    private readonly max = 4096,
+  ) {}
+
+  /** The layout of object `<cno>.<part>`, from its header; errors name the store and the key. */
+  layoutOf(cno: number, part: number, signal?: AbortSignal): Promise<ObjectLayout> {
+    const key = segmentKey(cno, part)
+    const known = this.layouts.get(key)
+    if (known !== undefined) return known
+    const { store } = this
+    const p = readObjectHeader(store, cno, part, { format: this.format, signal }).then(
+      ({ header }) => objectLayout(header, header),
+      (err: unknown) => {
+        this.layouts.delete(key)
+        // decodeHeader names the key alone: the store too, as the node's own errors do.
+        if (!mayBeDamagedOnTheWay(err) || err.message.startsWith(`${store.url}/`)) throw err
+        throw new StreamSegmentError(err.code, `${store.url}/${err.message}`, { cause: err })
+      },
+    )
+    this.layouts.set(key, p)
+    if (this.layouts.size > this.max) this.layouts.delete(this.layouts.keys().next().value as string)
+    return p
+  }
+}
+
+/**
+ * Reads the node that pointer (hi, lo) names, checked against `expect` (its cno is `hi`)
+ * and against its object's header (`regions`): a pointer at anything but one of the
+ * object's meta blocks is ERR_CORRUPT, whatever the bytes there decode as.
  * A pointer past its object's end is ERR_CORRUPT and a missing object ERR_NOT_FOUND,
  * both saying a node points there (the store's own errors name neither the pointer nor
  * the map, and its ERR_RANGE is no sign of damage). A node that fails its checks is read
@@ -33,6 +76,7 @@ export function nodeLocation(hi: number, lo: number): { key: string; offset: num
  */
 export async function readNode(
   store: ObjectStore,
+  regions: MetaRegions,
   hi: number,
   lo: number,
   metaBlockSize: number,
@@ -41,6 +85,9 @@ export async function readNode(
 ): Promise<BlockMapNode> {
   const { key, offset } = nodeLocation(hi, lo)
   const where = `${store.url}/${key} meta block at ${offset}`
+  // Beside the node's own GET (no more latency); awaited after it, whose errors say more.
+  const layout = regions.layoutOf(hi, pointerPart(lo), signal)
+  layout.catch(() => {})
   const fetch = async (): Promise<Uint8Array> => {
     try {
       return await store.get(key, { range: { start: offset, end: offset + metaBlockSize }, signal })
@@ -56,6 +103,8 @@ export async function readNode(
   }
   const checks = { ...expect, cno: hi, where }
   const bytes = await fetch()
+  const problem = nodeOffsetProblem(await layout, offset)
+  if (problem !== undefined) throw StreamSegmentError.corrupt(`${store.url}/${key}: ${problem}`)
   try {
     return decodeNode(bytes, checks)
   } catch (err) {

@@ -42,7 +42,7 @@ import { StreamSegmentError } from '../errors.js'
 import { decodeHeader, HEADER_BYTES, type Header, objectLayout, SUMMARY_ENTRY_BYTES } from '../format/header.js'
 import { FORMAT_PARTED, FORMAT_STREAM } from '../format/inode.js'
 import { segmentKey } from '../format/names.js'
-import { metaBlockAt } from '../format/object.js'
+import { nodeOffsetProblem } from '../format/object.js'
 import { UNIT_BYTES } from '../format/pointer.js'
 import { decodeSummary, type Summary } from '../format/summary.js'
 import { hasChunkedGet } from '../store/common.js'
@@ -325,12 +325,8 @@ export class ObjectReads {
    */
   checkNodeOffset(st: ObjectState, offset: number): void {
     if (st.header === undefined) return
-    const layout = objectLayout(st.header, st.header)
-    if (metaBlockAt(layout, offset) < 0) {
-      throw StreamSegmentError.corrupt(
-        `${this.store.url}/${st.key}: a node pointer names byte ${offset}, not a meta block (they lie in [${layout.metaOffset}, ${layout.metaEnd}))`,
-      )
-    }
+    const problem = nodeOffsetProblem(objectLayout(st.header, st.header), offset)
+    if (problem !== undefined) throw StreamSegmentError.corrupt(`${this.store.url}/${st.key}: ${problem}`)
   }
 
   /** Bytes [start, end) of the object when a read below a leaf span brought them, else undefined. */

@@ -201,6 +201,16 @@ export function metaBlockAt(layout: ObjectLayout, offset: number): number {
 }
 
 /**
+ * What is wrong with a node pointer at byte `offset` of an object of `layout`: that it
+ * names no meta block of it (a data block may decode as a node: a file's content can hold
+ * one); undefined when it names one.
+ */
+export function nodeOffsetProblem(layout: ObjectLayout, offset: number): string | undefined {
+  if (metaBlockAt(layout, offset) >= 0) return undefined
+  return `a node pointer names byte ${offset}, not a meta block (they lie in [${layout.metaOffset}, ${layout.metaEnd}))`
+}
+
+/**
  * Head first, the padding between summary and meta blocks must be zeros: the offset in
  * the object of the first byte that is not, or −1. `bytes` hold the object from byte `start`.
  */

@@ -16,7 +16,7 @@
  */
 import { setMaxListeners } from 'node:events'
 import type { Published } from '../container/inode.js'
-import { readNode } from '../container/nodes.js'
+import { MetaRegions, readNode } from '../container/nodes.js'
 import { Uploader } from '../container/uploader.js'
 import { StreamSegmentError } from '../errors.js'
 import { emptyInode, FORMAT_PARTED, FORMAT_STREAM, type Inode, madeHere } from '../format/inode.js'
@@ -99,6 +99,8 @@ function newCounters(): CheckpointCounters {
 
 export class FileState {
   readonly map: BlockMap
+  /** Where the meta blocks of the objects whose nodes the map loads lie (readNode checks each pointer). */
+  private readonly regions: MetaRegions
   readonly tier: DirtyTier
   readonly uploader: Uploader
   readonly dataShift: number
@@ -129,6 +131,7 @@ export class FileState {
     this.format = settings.format === 'parted' ? FORMAT_PARTED : FORMAT_STREAM
     this.tier = new DirtyTier(settings.dataBlockSize)
     this.uploader = new Uploader(store, settings.segmentMpuChunkSize, settings.segmentMpuMaxConcurrency)
+    this.regions = new MetaRegions(store, this.format)
     this.map = new BlockMap(
       settings.maxNodeEntries,
       (hi, lo, expect) => this.loadNode(hi, lo, expect),
@@ -429,7 +432,8 @@ export class FileState {
     lo: number,
     expect: { level: number; minKey: number; maxKeyExclusive: number },
   ): Promise<BlockMapNode> {
-    return readNode(this.store, hi, lo, this.settings.metaBlockSize, { ...expect, maxCno: this.maxCno }, this.signal)
+    const { store, regions, settings } = this
+    return readNode(store, regions, hi, lo, settings.metaBlockSize, { ...expect, maxCno: this.maxCno }, this.signal)
   }
 }
 

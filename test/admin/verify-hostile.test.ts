@@ -9,7 +9,7 @@ import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { inspectCheckpoint, verifyCheckpoint } from '../../lib/admin/index.js'
 import { checkUnpublished } from '../../lib/admin/verify.js'
-import { readNode } from '../../lib/container/nodes.js'
+import { MetaRegions, readNode } from '../../lib/container/nodes.js'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { decodeHeader, encodeHeader, HEADER_BYTES } from '../../lib/format/header.js'
 import { decodeInodeObject, FORMAT_STREAM, INODE_KEY, type Inode, segmentKey } from '../../lib/format/index.js'
@@ -241,7 +241,8 @@ describe('roll-forward: new nodes pointing at an older node', () => {
     [
       'another level (a leaf of keys 16..19 placed where a level-1 node goes)',
       async (inode, store) => {
-        const node = await readNode(store, 1, inode.rootPtrLo[1] as number, 4096, { level: 1, maxCno: 1 })
+        const regions = new MetaRegions(store, FORMAT_STREAM)
+        const node = await readNode(store, regions, 1, inode.rootPtrLo[1] as number, 4096, { level: 1, maxCno: 1 })
         inode.rootPtrLo[1] = node.ptrLo[0] as number
       },
       /level 0, expected 1/,

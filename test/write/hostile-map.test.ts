@@ -1,7 +1,9 @@
 /**
- * A block map that keeps blocks at or past its checkpoint's size (no writer makes one:
- * truncation cuts the map, growth writes in it) is corrupt: a writer growing the file
- * must never bring those blocks back, and verify says where they are.
+ * Hostile block maps met by a writer. One that keeps blocks at or past its checkpoint's
+ * size (no writer makes one: truncation cuts the map, growth writes in it) is corrupt: a
+ * writer growing the file must never bring those blocks back, and verify says where they
+ * are. A node pointer at a data block whose bytes decode as a node is corrupt too: a
+ * writer changing blocks under it must fail, not publish the blocks that node maps.
  */
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
@@ -9,9 +11,12 @@ import { verifyCheckpoint } from '../../lib/admin/verify.js'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { decodeHeader, encodeHeader, HEADER_BYTES } from '../../lib/format/header.js'
 import { decodeInodeObject, encodeInodeObject, FORMAT_STREAM, INODE_KEY, segmentKey } from '../../lib/format/index.js'
+import { UNIT_BYTES } from '../../lib/format/pointer.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
+import { rejectsCode } from '../helpers/assert.js'
 import { smallSettings } from '../helpers/containers.js'
+import { FIRST, pointedAtDataBlock, settingsOf } from '../helpers/node-pointers.js'
 import { pattern } from '../helpers/pattern.js'
 
 const BS = 4096
@@ -68,3 +73,30 @@ describe('a block map with blocks past its size', () => {
     )
   })
 })
+
+for (const format of ['stream', 'parted'] as const) {
+  describe(`a node pointer at a data block that decodes as a node, met by a writer (${format})`, () => {
+    const changes: Array<[string, (w: SegmentFile) => Promise<unknown>]> = [
+      ['a write over its blocks', (w) => w.write(FIRST * BS + 10, Buffer.from('0123456789'))],
+      ['a truncation within them', (w) => w.truncate(FIRST * BS + 100)],
+    ]
+    for (const [name, change] of changes) {
+      it(`${name} fails with ERR_CORRUPT naming the pointer, and nothing is published`, async () => {
+        const store = new MemoryStore(`hostile-map-data-block-${format}-${name}`)
+        const unit = await pointedAtDataBlock(store, format)
+        const w = await SegmentFile.open(store, settingsOf(format))
+        await rejectsCode(
+          (async () => {
+            await change(w)
+            await w.flush()
+          })(),
+          'ERR_CORRUPT',
+          new RegExp(`0000000001\\.1: a node pointer names byte ${unit * UNIT_BYTES}, not a meta block`),
+        )
+        w.abort()
+        assert.equal(decodeInodeObject(await store.get(INODE_KEY)).cno, 1)
+        assert.equal(await store.head(segmentKey(2, 0)), undefined, 'no checkpoint 2 was made')
+      })
+    }
+  })
+}
