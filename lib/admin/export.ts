@@ -9,8 +9,10 @@
  *   not walk cleanly fails the export (ERR_CORRUPT / ERR_NOT_FOUND): nothing is written.
  * - Before anything is written, every object the map points data into is checked by its
  *   header and summary: the checkpoint's format and block sizes, and every pointer naming
- *   a live slot that holds its block. A pointer that does not fails the export
- *   (ERR_CORRUPT), as a read would: the extents come from the pointers alone.
+ *   a live slot that holds its block; every object it points nodes into by its header,
+ *   every node pointer naming one of its meta blocks (a data block may decode as a node).
+ *   A pointer that does not fails the export (ERR_CORRUPT), as a read would: the extents
+ *   come from the pointers alone.
  * - Into a store that copies server-side from the container's (S3 into S3), every run of
  *   at least `minPartBytes` is copied by UploadPartCopy of its range, with the source's
  *   listed ETag as If-Match; what is left (short runs, holes, and what a short neighbour
@@ -47,7 +49,7 @@ import { StreamSegmentError } from '../errors.js'
 import { objectLayout } from '../format/header.js'
 import type { Inode } from '../format/inode.js'
 import { INODE_KEY, parseKey } from '../format/names.js'
-import { dataSlotAt } from '../format/object.js'
+import { dataSlotAt, nodeOffsetProblem } from '../format/object.js'
 import { hex32 } from '../format/pointer.js'
 import { decodeSummary } from '../format/summary.js'
 import { checkCallOptions, checkOptionNames } from '../settings.js'
@@ -323,10 +325,11 @@ async function exportToStore(
 }
 
 /**
- * Every object the map points data into, by its header and summary (a few bytes per
- * block): of the checkpoint's format and block sizes, and each pointer naming a live slot
- * that holds that very block. ERR_CORRUPT (ERR_NOT_FOUND for an object missing) for the
- * first that is not, before anything is written: the extents come from the pointers alone.
+ * Every object the map points data or nodes into, by its header, and its summary (a few
+ * bytes per block) when it holds data: of the checkpoint's format and block sizes, each
+ * node pointer naming a meta block, each data pointer a live slot that holds that very
+ * block. ERR_CORRUPT (ERR_NOT_FOUND for an object missing) for the first that is not,
+ * before anything is written: the extents come from the pointers alone.
  * Returns, per object, the summary CRC-32 of each pointer's slot (in `dataAt`'s order):
  * those of the slots exported only, not whole summaries, whose dead and unreached slots
  * can outnumber the checkpoint's blocks.
@@ -346,13 +349,13 @@ async function checkSources(
   await Promise.all(
     [...reached].map(([key, r]) =>
       limiter.run(async () => {
-        if (r.dataAt.length === 0 || failures.length > 0) return
+        if ((r.dataAt.length === 0 && r.nodes.length === 0) || failures.length > 0) return
         const url = `${store.url}/${key}`
         try {
           const size = listing.sizes.get(key)
           if (size === undefined) {
             throw StreamSegmentError.notFound(
-              `${url}: no such object, but the block map points ${r.dataAt.length} blocks into it`,
+              `${url}: no such object, but the block map points ${r.nodes.length} nodes and ${r.dataAt.length} blocks into it`,
             )
           }
           const k = parseKey(key) as { cno: number; part: number }
@@ -363,6 +366,11 @@ async function checkSources(
             )
           }
           const layout = objectLayout(header, header)
+          for (const offset of r.nodes) {
+            const problem = nodeOffsetProblem(layout, offset)
+            if (problem !== undefined) throw StreamSegmentError.corrupt(`${url}: ${problem}`)
+          }
+          if (r.dataAt.length === 0) return
           const summary = decodeSummary(await readExact(store, key, layout.summaryOffset, layout.summaryEnd, signal), {
             count: header.dataCount,
             summaryCrc: header.summaryCrc,
