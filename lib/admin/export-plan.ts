@@ -128,7 +128,9 @@ export function checkpointExtents(
 /**
  * The parts of the exported object, in file order: runs of at least `minPartBytes` copied
  * (when `copy`), the rest sent, every part but the last at least `minPartBytes`; sizes
- * double until the parts number at most 10,000. No part for an empty file.
+ * double until the parts number at most 10,000. No part for an empty file. A plan is
+ * given up as soon as it passes 10,000 parts: a file of up to 2^53 bytes, mostly a hole,
+ * must not make hundreds of millions of them first.
  */
 export function planParts(
   extents: readonly Extent[],
@@ -143,25 +145,31 @@ export function planParts(
       copyMax: Math.min(o.copyPartBytes * scale, MAX_PART_BYTES),
       copy: o.copy,
     })
-    if (plan.length <= MAX_PARTS) return plan
+    if (plan !== undefined) return plan
     if (min > MAX_PART_BYTES / 2) {
       throw StreamSegmentError.invalidArgument(`export: ${size} bytes do not fit in ${MAX_PARTS} parts`)
     }
   }
 }
 
+/** planParts at one scale: the parts, or undefined once they would be more than MAX_PARTS. */
 function planOnce(
   extents: readonly Extent[],
   size: number,
   o: { min: number; send: number; copyMax: number; copy: boolean },
-): PlannedPart[] {
+): PlannedPart[] | undefined {
   const parts: PlannedPart[] = []
+  let tooMany = false
   // Even pieces: n = ⌈len / max⌉ pieces of ⌊len / n⌋ bytes, the first (len mod n) one byte
   // longer. Each is at least `min`, since len / n > max / 2 ≥ min when n ≥ 2 (pieces of
   // ⌈len / n⌉ left the last up to n − 1 bytes short).
   const split = (start: number, end: number, max: number, emit: (s: number, e: number) => void) => {
     const len = end - start
     const n = Math.ceil(len / max)
+    if (parts.length + n > MAX_PARTS) {
+      tooMany = true
+      return
+    }
     const piece = Math.floor(len / n)
     const longer = len - piece * n
     for (let i = 0, s = start; i < n; i++) {
@@ -173,7 +181,7 @@ function planOnce(
   const send = (start: number, end: number) =>
     split(start, end, o.send, (s, e) => parts.push({ kind: 'send', start: s, end: e }))
   let sendStart = -1
-  for (let i = 0; i < extents.length; i++) {
+  for (let i = 0; i < extents.length && !tooMany; i++) {
     const x = extents[i] as Extent
     const key = x.key
     if (!o.copy || key === undefined || x.end - x.start < o.min) {
@@ -196,5 +204,5 @@ function planOnce(
     split(from, x.end, o.copyMax, (s, e) => parts.push({ kind: 'copy', start: s, end: e, key, at: at + (s - from) }))
   }
   if (sendStart >= 0 && sendStart < size) send(sendStart, size)
-  return parts
+  return tooMany ? undefined : parts
 }

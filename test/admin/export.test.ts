@@ -10,6 +10,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
+import { Worker } from 'node:worker_threads'
 import { exportObject } from '../../lib/admin/export.js'
 import { type Extent, planParts } from '../../lib/admin/export-plan.js'
 import { verifyCheckpoint } from '../../lib/admin/index.js'
@@ -122,6 +123,33 @@ describe('export: the part plan', () => {
     })
     assert.ok(plan.length <= 10_000, `${plan.length} parts`)
     checkPlan(many, 30_000_000, plan, 1000)
+  })
+
+  it('a file of 2^53 − 1 bytes, a hole, is refused in a small heap: no plan past 10,000 parts is made', async () => {
+    // At 16 MiB a part, its first plan had 2^29 parts: made whole (tens of GB) before its
+    // count was looked at. A worker with a 32 MiB heap runs out of memory doing that.
+    const size = Number.MAX_SAFE_INTEGER
+    const worker = new Worker(
+      `const { parentPort, workerData } = require('node:worker_threads')
+      import(workerData.url).then(({ planParts }) => {
+        try {
+          const o = { minPartBytes: 5 * 2 ** 20, sendPartBytes: 16 * 2 ** 20, copyPartBytes: 256 * 2 ** 20, copy: true }
+          parentPort.postMessage(String(planParts([{ start: 0, end: workerData.size, at: 0 }], workerData.size, o).length))
+        } catch (err) {
+          parentPort.postMessage(\`\${err.code}: \${err.message}\`)
+        }
+      })`,
+      {
+        eval: true,
+        workerData: { url: new URL('../../lib/admin/export-plan.js', import.meta.url).href, size },
+        resourceLimits: { maxOldGenerationSizeMb: 32 },
+      },
+    )
+    const answer = await new Promise((resolve, reject) => {
+      worker.once('message', resolve)
+      worker.once('error', reject)
+    }).finally(() => worker.terminate())
+    assert.equal(answer, `ERR_INVALID_ARGUMENT: export: ${size} bytes do not fit in 10000 parts`)
   })
 
   it('splits a long stretch into even parts, none under the minimum', () => {
