@@ -773,6 +773,12 @@ async function refuseIfAborted(core: FileState, part0: ObjectPlan): Promise<void
  *   them. One of part 0 alone needs no look: part 0 was stored just now, and removing the
  *   container deletes the objects of the checkpoint it is built on, so the If-Match write
  *   fails once the inode is gone.
+ * - After a conflict, objects this writer stored under numbers at or below the checkpoint it
+ *   moved onto (sent ahead before the other writer published) are still its own: their
+ *   number has a part 0 now, so gc counts them neither an attempt's nor reached, and takes
+ *   them once past its grace period (before a retry, or before a flush called again after
+ *   'fail'). They are looked for too: the numbers looked at are those above `base`, which
+ *   a conflict does not move (FileState.republished).
  * One listing of the numbers looked at. On an object gone, part 0 is deleted and the flush
  * fails with ERR_CONFLICT; nothing is published, and the handle's later flushes meet the
  * same. A listing that fails deletes part 0 too, and its error is the flush's: the changes
@@ -781,7 +787,9 @@ async function refuseIfAborted(core: FileState, part0: ObjectPlan): Promise<void
 async function checkOwnObjects(core: FileState, part0: ObjectPlan): Promise<void> {
   const first = core.publishedEtag === undefined
   const { cno } = part0.ctx
-  const { keys, low } = pointedInto(core, part0, first ? 0 : core.published.cno)
+  // Above the inode the file is built on, not the one published now: after a conflict the
+  // file moved onto another writer's checkpoint, numbered above objects it sent before.
+  const { keys, low } = pointedInto(core, part0, first ? 0 : core.base.cno)
   if (!first && keys.size === 1) return // part 0 alone
   // Not looked at (a failing store, an abort) is not published either: part 0 goes too.
   const stored = await checkpointKeys(core.store, low, cno, core.signal).catch(async (err: unknown) => {

@@ -15,6 +15,7 @@ import type { ObjectStore } from '../../lib/store/types.js'
 import { rejectsCode } from '../helpers/assert.js'
 import { pattern } from '../helpers/pattern.js'
 import { smallSettings } from '../helpers/small-settings.js'
+import { AfterList } from '../helpers/wrapped-store.js'
 
 const KiB = 1024
 const HOUR = 3_600_000
@@ -105,5 +106,78 @@ describe('gc beside a writer slower than the grace period', () => {
     assert.equal(await store.head(segmentKey(2, 0)), undefined, 'no part 0 left for a roll-forward')
     assert.ok((await readAll(store)).equals(first))
     assert.deepEqual((await verifyCheckpoint(store)).problems, [])
+  })
+})
+
+/**
+ * A conflict moves the writer onto the other writer's newer checkpoint, numbered above
+ * the objects it sent ahead: those objects are no longer an attempt's (their number has a
+ * part 0) nor reached by a checkpoint gc keeps, so a cleaner takes them once they are past
+ * the grace period. The flush that publishes on top must still look for them.
+ */
+describe('gc beside a slow writer that lost a conflict', () => {
+  /** Checkpoint 1; a writer on it that sent objects ahead under 2; another writer that then published 3. */
+  async function slowWriterBehind(store: ObjectStore, conflictPolicy: 'retry' | 'fail'): Promise<SegmentFile> {
+    const f = await SegmentFile.create(store, settings)
+    await f.write(0, pattern(0, 4 * KiB, 1))
+    assert.equal((await f.flush()).cno, 1)
+    await f.close()
+    const w = await SegmentFile.open(store, { ...settings, conflictPolicy })
+    await w.write(0, pattern(0, 200 * KiB, 2))
+    await w.settle()
+    const other = await SegmentFile.open(store, settings)
+    await other.write(0, pattern(0, 8 * KiB, 3))
+    assert.equal((await other.flush()).cno, 3, 'the other writer passes over the number in use')
+    await other.close()
+    return w
+  }
+
+  async function sentUnder(store: ObjectStore, cno: number): Promise<string[]> {
+    const keys: string[] = []
+    for await (const e of store.list(`${segmentKey(cno, 0).slice(0, 10)}.`)) keys.push(e.key)
+    return keys.filter((k) => k !== segmentKey(cno, 0))
+  }
+
+  it("'fail', then gc, then a second flush: ERR_CONFLICT, the other writer's checkpoint stands", async () => {
+    const store = new MemoryStore()
+    const w = await slowWriterBehind(store, 'fail')
+    await rejectsCode(w.flush(), 'ERR_CONFLICT', /another writer got there first/)
+    // Hours later: what it sent ahead is past the grace period, and nothing kept reaches it.
+    const sent = await sentUnder(store, 2)
+    assert.ok(sent.length > 0)
+    age(store, 2, 2 * HOUR)
+    const r = await gc(store)
+    assert.ok(
+      sent.every((k) => r.deletedKeys.includes(k)),
+      `gc deleted ${r.deletedKeys.join(' ')}`,
+    )
+    await rejectsCode(w.flush(), 'ERR_CONFLICT', /objects it stored before its part 0 were deleted/)
+    await w.close().catch(() => undefined)
+    assert.equal(decodeInodeObject(await store.get(INODE_KEY)).cno, 3, 'nothing published over it')
+    assert.ok((await readAll(store)).equals(pattern(0, 8 * KiB, 3)))
+    assert.deepEqual((await verifyCheckpoint(store)).problems, [])
+  })
+
+  it("'retry', gc between its look at its objects and the retry: ERR_CONFLICT, nothing published", async () => {
+    const inner = new MemoryStore()
+    const store = new AfterList(inner)
+    const w = await slowWriterBehind(store, 'retry')
+    const sent = await sentUnder(inner, 2)
+    assert.ok(sent.length > 0)
+    // The flush's one LIST (its objects all there), then the cleaner, before the inode write meets the conflict.
+    store.afterList = async () => {
+      age(inner, 2, 2 * HOUR)
+      const r = await gc(inner)
+      assert.ok(
+        sent.every((k) => r.deletedKeys.includes(k)),
+        `gc deleted ${r.deletedKeys.join(' ')}`,
+      )
+    }
+    await rejectsCode(w.flush(), 'ERR_CONFLICT', /objects it stored before its part 0 were deleted/)
+    assert.equal(store.afterList, undefined, 'the hook ran')
+    await w.close().catch(() => undefined)
+    assert.equal(decodeInodeObject(await inner.get(INODE_KEY)).cno, 3, 'nothing published over it')
+    assert.ok((await readAll(inner)).equals(pattern(0, 8 * KiB, 3)))
+    assert.deepEqual((await verifyCheckpoint(inner)).problems, [])
   })
 })
