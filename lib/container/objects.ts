@@ -125,6 +125,8 @@ export class ObjectState {
   size = -1
   summary: Summary | undefined
   pending: Promise<Summary> | undefined
+  /** The signal `pending`'s requests were made under. */
+  pendingSignal: AbortSignal | undefined
   /** The highest offset of a meta block known to be in this object (−1: none). */
   maxMeta = -1
   /** Bytes of the object kept from a widened index read (the walk's next levels are in them). */
@@ -253,6 +255,7 @@ export class ObjectReads {
     const p = this.tailRead(st, start, 'data', end - start, Math.max(end, st.maxMeta))
     const pending = p.then((t) => t.summary)
     st.pending = pending
+    st.pendingSignal = this.signal()
     pending.then(
       () => {
         if (st.pending === pending) st.pending = undefined
@@ -304,6 +307,7 @@ export class ObjectReads {
       : this.tailRead(st, from, 'meta', widen > 0 ? 0 : span.start - from, span.end)
     const pending = p.then((t) => t.summary)
     st.pending = pending
+    st.pendingSignal = this.signal()
     pending.catch(() => {
       if (st.pending === pending) st.pending = undefined
     })
@@ -376,7 +380,9 @@ export class ObjectReads {
       this.timing.summaryCacheHits++
       return Promise.resolve(st.summary)
     }
-    if (st.pending !== undefined) return st.pending
+    // Not one made under a signal aborted since (a read that failed aborts its siblings):
+    // it ends in that abort, which a later call, made after the failure, never asked for.
+    if (st.pending !== undefined && st.pendingSignal?.aborted !== true) return st.pending
     const p = (async () => {
       if (this.parted) return this.headRead(st, minSlots)
       if (st.header !== undefined) {
@@ -386,6 +392,7 @@ export class ObjectReads {
       return this.suffixRead(st, minSlots)
     })()
     st.pending = p
+    st.pendingSignal = this.signal()
     p.then(
       () => {
         if (st.pending === p) st.pending = undefined

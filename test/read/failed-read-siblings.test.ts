@@ -248,3 +248,37 @@ it('a read with more requests in flight than Node warns about on one signal (10)
     process.off('warning', onWarning)
   }
 })
+
+/** Answers every call a turn of the event loop later, as a network does; once armed, the next GET fails. */
+class FailNextGet extends WrappedStore {
+  armed = false
+  protected async around<T>(call: CallInfo, run: () => Promise<T>): Promise<T> {
+    await new Promise((resolve) => setImmediate(resolve))
+    if (this.armed && call.op === 'get') {
+      this.armed = false
+      throw StreamSegmentError.store(`injected failure: get ${call.key}`)
+    }
+    return run()
+  }
+}
+
+describe('the call after a read that failed', () => {
+  // A sibling aborted by the failure is still on its way when the caller calls again: the
+  // new call must make its own request, not take that one's abort (ERR_ABORTED, which no
+  // one asked for) as its outcome.
+  it('a read, and a truncate that reads its last block: the next call succeeds', async () => {
+    const bytes = pattern(0, 4096, 7)
+    for (const call of ['read', 'truncate'] as const) {
+      const store = new FailNextGet(new MemoryStore())
+      const w = await SegmentFile.create(store, smallSettings)
+      await w.write(0, bytes)
+      await w.flush()
+      await w.close()
+      const f = await SegmentFile.open(store, { ...smallSettings, readOnly: call === 'read' })
+      store.armed = true
+      await assert.rejects(call === 'read' ? f.read(0, 4096) : f.truncate(1000), injected)
+      assert.ok(Buffer.from(await f.read(0, 4096)).equals(bytes), call)
+      await f.close()
+    }
+  })
+})
