@@ -8,7 +8,8 @@
  *   stream applies STREAMING_PROFILE on top unless asked for the spec's.
  * - The read options bound a reader's requests and memory.
  * - Test hooks (`TestHooks`) are not settings: they make deep trees in small files, and
- *   are neither exported from the package nor offered by the CLI.
+ *   are neither exported from the package nor offered by the CLI. They ride under the
+ *   symbol TEST_HOOKS, so no name a caller can type reaches them.
  */
 import { isSignal, StreamSegmentError } from './errors.js'
 import { MAX_OBJECT_BYTES, minObjectBytes, nodeCapacity } from './format/layout.js'
@@ -108,8 +109,20 @@ export interface FileSettings extends Settings {
   abortWaitMs?: number
 }
 
-/** The test hooks' names: taken wherever settings are. */
-const TEST_HOOK_NAMES = ['maxNodeEntries', 'abortWaitMs'] as const
+/**
+ * The key a settings object carries TestHooks under, for tests: a symbol not exported from
+ * the package, so no option of the API (checkOptionNames sees only string names), and kept
+ * by the spreads that pass settings on.
+ */
+export const TEST_HOOKS: unique symbol = Symbol('stream-segment: test hooks')
+
+/** Settings as the library's own callers pass them: perhaps with test hooks. */
+export type WithHooks = { [TEST_HOOKS]?: TestHooks }
+
+/** The test hooks `options` carries, if any. */
+export function hooksOf(options: object): TestHooks | undefined {
+  return (options as WithHooks)[TEST_HOOKS]
+}
 
 /** The spec's defaults: with these, nothing is sent ahead (the dirty limit is below one piece). */
 export const SPEC_DEFAULTS: Readonly<Settings> = Object.freeze({
@@ -199,7 +212,7 @@ export function checkOptionNames(
   takes: { settings?: boolean; read?: boolean } = {},
 ): void {
   const known = new Set<string>(own)
-  if (takes.settings) for (const n of [...SETTING_NAMES, ...TEST_HOOK_NAMES]) known.add(n)
+  if (takes.settings) for (const n of SETTING_NAMES) known.add(n)
   if (takes.read) for (const n of Object.keys(READ_RULES)) known.add(n)
   for (const [name, value] of Object.entries(options)) {
     if (value === undefined || known.has(name)) continue
@@ -374,16 +387,18 @@ export function dirtyLimitBytes(s: Settings): number {
  * Settings from `base` (the spec's defaults) and the caller's overrides, checked each
  * alone and then together. A name in `overrides` that is no setting is refused, naming
  * the nearest (a misspelt setting would otherwise take its default without a word).
- * Exported: the way a caller checks settings before giving them.
+ * Exported: the way a caller checks settings before giving them; it returns the settings
+ * alone, not what a handle derives from them.
  */
 export function resolveSettings(
-  overrides: Partial<Record<keyof Settings, unknown>> & TestHooks = {},
+  overrides: Partial<Record<keyof Settings, unknown>> = {},
   base: Readonly<Settings> = SPEC_DEFAULTS,
-): FileSettings {
+): Settings {
   if (typeof overrides === 'object' && overrides !== null) {
     checkOptionNames('resolveSettings', overrides, [], { settings: true })
   }
-  return resolveFor('write', overrides, base)
+  const { maxNodeEntries, abortWaitMs, ...settings } = resolveFor('write', overrides, base)
+  return settings
 }
 
 /**
@@ -392,7 +407,7 @@ export function resolveSettings(
  * caller, which checks them against everything it takes (checkOptionNames).
  */
 export function resolveFileSettings(
-  overrides: Partial<Record<keyof Settings, unknown>> & TestHooks = {},
+  overrides: Partial<Record<keyof Settings, unknown>> & WithHooks = {},
   base: Readonly<Settings> = SPEC_DEFAULTS,
 ): FileSettings {
   return resolveFor('write', overrides, base)
@@ -406,7 +421,7 @@ export function resolveFileSettings(
  * allows) is still read.
  */
 export function resolveReadSettings(
-  overrides: Partial<Record<keyof Settings, unknown>> & TestHooks = {},
+  overrides: Partial<Record<keyof Settings, unknown>> & WithHooks = {},
   base: Readonly<Settings> = SPEC_DEFAULTS,
 ): FileSettings {
   return resolveFor('read', overrides, base)
@@ -414,7 +429,7 @@ export function resolveReadSettings(
 
 function resolveFor(
   use: 'read' | 'write',
-  overrides: Partial<Record<keyof Settings, unknown>> & TestHooks,
+  overrides: Partial<Record<keyof Settings, unknown>> & WithHooks,
   base: Readonly<Settings>,
 ): FileSettings {
   if (typeof overrides !== 'object' || overrides === null) {
@@ -422,12 +437,13 @@ function resolveFor(
   }
   const s = resolve<Settings>(SETTING_RULES, overrides, base)
   const capacity = nodeCapacity(s.metaBlockSize)
-  const entries = overrides.maxNodeEntries ?? capacity
+  const { maxNodeEntries, abortWaitMs } = hooksOf(overrides) ?? {}
+  // Only undefined is not given, as for the settings.
+  const entries = maxNodeEntries === undefined ? capacity : maxNodeEntries
   if (!Number.isSafeInteger(entries) || entries < 3 || entries > capacity) {
     throw badSetting('maxNodeEntries', entries, `must be an integer in 3..${capacity}`)
   }
   if (use === 'write') checkForWriting(s, entries)
-  const { abortWaitMs } = overrides
   if (abortWaitMs === undefined) return { ...s, maxNodeEntries: entries }
   if (!Number.isSafeInteger(abortWaitMs) || abortWaitMs < 1 || abortWaitMs > 60_000) {
     throw badSetting('abortWaitMs', abortWaitMs, 'must be an integer in 1..60000')

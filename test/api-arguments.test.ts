@@ -5,7 +5,7 @@
  * take a store or its location, as gc and removeContainer do.
  */
 import assert from 'node:assert/strict'
-import { mkdtemp, rm } from 'node:fs/promises'
+import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Readable } from 'node:stream'
@@ -207,5 +207,54 @@ describe('bad arguments to the package root', () => {
     }
     // Nothing refused removed anything.
     assert.equal((await api.listCheckpoints(url)).checkpoints.length, 1)
+  })
+
+  it('the test hooks are no options: every call that takes settings refuses them, DirectoryStore a second argument', async () => {
+    const store = new api.MemoryStore()
+    const path = join(dir, 'hooks.bin')
+    await writeFile(path, Buffer.alloc(8192, 1))
+    const unknown = (who: string, name: string) => new RegExp(`^${who}: unknown option "${name}"`)
+    const refused: Array<[() => unknown, RegExp]> = [
+      [() => api.resolveSettings({ maxNodeEntries: 4 } as never), unknown('resolveSettings', 'maxNodeEntries')],
+      [() => api.resolveSettings({ abortWaitMs: 100 } as never), unknown('resolveSettings', 'abortWaitMs')],
+      [
+        () => api.SegmentFile.create(store, { maxNodeEntries: 4 } as never),
+        unknown('SegmentFile.create', 'maxNodeEntries'),
+      ],
+      // A null was taken for the default, as no setting's null is.
+      [
+        () => api.SegmentFile.create(store, { maxNodeEntries: null } as never),
+        unknown('SegmentFile.create', 'maxNodeEntries'),
+      ],
+      [() => api.SegmentFile.open(store, { abortWaitMs: 1 } as never), unknown('SegmentFile.open', 'abortWaitMs')],
+      [
+        () => api.createStreamSegmentWriteStream({ store, maxNodeEntries: 8 } as never),
+        unknown('createStreamSegmentWriteStream', 'maxNodeEntries'),
+      ],
+      [() => api.uploadFile(path, store, { abortWaitMs: 5 } as never), unknown('uploadFile: settings', 'abortWaitMs')],
+      [
+        () =>
+          new api.Upload({
+            client: api.createS3Client({ region: 'us-east-1', endpoint: 'http://127.0.0.1:9' }),
+            params: { Bucket: 'b', Key: 'k', Body: Buffer.alloc(1) },
+            settings: { maxNodeEntries: 4 } as never,
+          }),
+        unknown('Upload: settings', 'maxNodeEntries'),
+      ],
+      [
+        () => new (api.DirectoryStore as unknown as new (...a: unknown[]) => unknown)(dir, { lockHeld() {} }),
+        /^DirectoryStore: takes one argument, the root directory; got a second: Object/,
+      ],
+    ]
+    for (const [fn, re] of refused) {
+      const r = await outcome(fn)
+      if ('value' in r) dispose(r.value)
+      assert.ok('err' in r, `${re}: no error`)
+      assert.ok(api.StreamSegmentError.is(r.err, 'ERR_INVALID_ARGUMENT'), String(r.err))
+      assert.match((r.err as Error).message, re)
+    }
+    assert.equal(await store.head('inode'), undefined, 'nothing was published')
+    // resolveSettings returns the settings, not what a handle derives from them.
+    assert.deepEqual(Object.keys(api.resolveSettings()).sort(), Object.keys(api.SPEC_DEFAULTS).sort())
   })
 })

@@ -3,11 +3,12 @@ import { constants } from 'node:buffer'
 import { describe, it } from 'node:test'
 import { StreamSegmentError } from '../lib/errors.js'
 import { SegmentFile } from '../lib/segment-file.js'
-import { resolveSettings, type Settings, type TestHooks } from '../lib/settings.js'
+import { resolveSettings, type Settings, type WithHooks } from '../lib/settings.js'
 import type { MapNode } from '../lib/state/block-map.js'
 import { MemoryStore } from '../lib/store/memory.js'
 import { createStreamSegmentWriteStream } from '../lib/streams/write-stream.js'
 import { pattern } from './helpers/pattern.js'
+import { hooks } from './helpers/small-settings.js'
 import { countingCalls } from './helpers/wrapped-store.js'
 
 const code = (c: string) => (err: unknown) => StreamSegmentError.is(err) && err.code === c
@@ -101,8 +102,8 @@ describe('SegmentFile', () => {
 
   it('close lets go of the block-map nodes and the cached summaries: a handle held after it keeps none', async () => {
     const store = new MemoryStore()
-    const hooks: Partial<Settings> & TestHooks = { dataBlockSize: 4096, maxNodeEntries: 8 }
-    const f = await SegmentFile.create(store, hooks)
+    const settings: Partial<Settings> & WithHooks = { dataBlockSize: 4096, ...hooks({ maxNodeEntries: 8 }) }
+    const f = await SegmentFile.create(store, settings)
     await f.write(0, pattern(0, 1 << 20))
     await f.flush()
     await f.read(0, f.size) // clean nodes stay cached; the summaries of the objects read too

@@ -134,7 +134,7 @@ const WRITE_SIDECAR =
 /** Links a create-only put makes while its key comes and goes (see linkCreateOnly). */
 const CREATE_ONLY_TRIES = 4
 
-/** Test hooks: not part of the API. */
+/** Test hooks: not part of the API (hookedDirectoryStore gives a store them). */
 export interface DirectoryStoreHooks {
   /** Runs while this store holds a key's lock, before the guarded compare-and-swap. */
   lockHeld?: (key: string) => void | Promise<void>
@@ -142,6 +142,17 @@ export interface DirectoryStoreHooks {
   casChecked?: (key: string) => void | Promise<void>
   /** Runs when an `ifNoneMatch` put finds the key taken (its link refused), before it looks at what holds it. */
   createOnlyRefused?: (key: string) => void | Promise<void>
+}
+
+/** The hooks of the stores hookedDirectoryStore made: beside them, so no argument of the constructor reaches them. */
+const HOOKS = new WeakMap<DirectoryStore, DirectoryStoreHooks>()
+const NO_HOOKS: DirectoryStoreHooks = Object.freeze({})
+
+/** For tests (not exported from the package): a store at `root` whose steps run `hooks`. */
+export function hookedDirectoryStore(root: string, hooks: DirectoryStoreHooks): DirectoryStore {
+  const store = new DirectoryStore(root)
+  HOOKS.set(store, hooks)
+  return store
 }
 
 /** A temporary file being written, and whether it has become an object (its sidecar then stays). */
@@ -161,16 +172,28 @@ export class DirectoryStore implements ObjectStore {
   readonly url: string
   private ready: Promise<void> | undefined
 
+  /** Takes the root alone: a second argument is refused. */
   constructor(
     readonly root: string,
-    private readonly hooks: DirectoryStoreHooks = {},
+    ...extra: never[]
   ) {
     if (typeof root !== 'string' || root === '') {
       throw StreamSegmentError.invalidArgument(
         `DirectoryStore: root must be a directory's path (a non-empty string), got ${describeValue(root)}`,
       )
     }
+    // A second argument is no option (the store takes none): refused, not ignored, so that
+    // options a caller expected it to take do not pass without a word.
+    if (extra[0] !== undefined) {
+      throw StreamSegmentError.invalidArgument(
+        `DirectoryStore: takes one argument, the root directory; got a second: ${describeValue(extra[0])}`,
+      )
+    }
     this.url = root
+  }
+
+  private get hooks(): DirectoryStoreHooks {
+    return HOOKS.get(this) ?? NO_HOOKS
   }
 
   async put(key: string, body: Body, options?: PutOptions): Promise<{ etag: string }> {

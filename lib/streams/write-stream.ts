@@ -36,7 +36,15 @@ import { Writable } from 'node:stream'
 import { hasInode } from '../container/inode.js'
 import { StreamSegmentError } from '../errors.js'
 import { OPEN_SIGNAL, SegmentFile } from '../segment-file.js'
-import { checkOptionNames, checkSettingValues, type Settings, STREAMING_PROFILE } from '../settings.js'
+import {
+  checkOptionNames,
+  checkSettingValues,
+  hooksOf,
+  type Settings,
+  STREAMING_PROFILE,
+  TEST_HOOKS,
+  type WithHooks,
+} from '../settings.js'
 import type { ObjectStore } from '../store/types.js'
 import { showValue } from '../util/typed-arrays.js'
 import { checkWalOptions, type WalOptions } from '../wal/wal.js'
@@ -136,7 +144,7 @@ export class StreamSegmentWriteStream extends Writable {
   bytesWritten = 0
   file: SegmentFile | undefined
   readonly store: ObjectStore
-  private readonly settings: Partial<Settings> & { wal?: WalOptions }
+  private readonly settings: Partial<Settings> & WithHooks & { wal?: WalOptions }
   private committed = false
   /** `_final` has started the flush (the input ended). */
   private ending = false
@@ -191,9 +199,12 @@ export class StreamSegmentWriteStream extends Writable {
     // A setting given as undefined is not given (as checkOptionNames takes it): spread over the
     // profile, it would replace the profile's value and leave the spec's default.
     const given = Object.fromEntries(Object.entries(settings).filter(([, v]) => v !== undefined))
+    // Test hooks ride under a symbol, which Object.entries leaves out.
+    const hooks = hooksOf(options)
     this.settings = {
       ...(profile === 'streaming' ? { ...STREAMING_PROFILE, ...given } : given),
       ...(wal === undefined ? {} : { wal }),
+      ...(hooks === undefined ? {} : { [TEST_HOOKS]: hooks }),
     }
     destroyOnAbort(
       { destroy: (err) => this.abortBy(err), once: (e, l) => this.once(e, l) },

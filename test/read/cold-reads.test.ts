@@ -21,12 +21,13 @@ import { parseKey, segmentKey } from '../../lib/format/names.js'
 import { pointerPart, pointerUnit, UNIT_BYTES } from '../../lib/format/pointer.js'
 import { Reader } from '../../lib/read/reader.js'
 import { SegmentFile } from '../../lib/segment-file.js'
-import type { Settings, TestHooks } from '../../lib/settings.js'
+import type { Settings, WithHooks } from '../../lib/settings.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { GetOptions, ObjectStore } from '../../lib/store/types.js'
 import { createStreamSegmentReadStream } from '../../lib/streams/read-stream.js'
 import { drain } from '../helpers/assert.js'
 import { pattern } from '../helpers/pattern.js'
+import { hooks } from '../helpers/small-settings.js'
 import { ThrottledStore } from '../helpers/throttled-store.js'
 
 const KiB = 1024
@@ -35,7 +36,7 @@ const MiB = 1024 * KiB
 interface Layout {
   name: string
   size: number
-  settings: Partial<Settings> & TestHooks
+  settings: Partial<Settings> & WithHooks
   /** Objects the layout must make at least. */
   minObjects: number
   /** Ranges [offset, length) written again after the whole file, before the flush. */
@@ -71,7 +72,7 @@ const LAYOUTS: Layout[] = [
   {
     name: 'a deep map (4 entries per node)',
     size: 8 * MiB,
-    settings: { maxNodeEntries: 4, dataCacheDirtyMaxBytesThreshold: MiB, segmentBufferSize: 2 * MiB },
+    settings: { ...hooks({ maxNodeEntries: 4 }), dataCacheDirtyMaxBytesThreshold: MiB, segmentBufferSize: 2 * MiB },
     minObjects: 4,
   },
   WRITTEN_AGAIN,
@@ -248,7 +249,10 @@ describe('cold reads', () => {
 
   it("PartedSegment: a damaged summary in part 0 fails the reads of part 0's data, not the others", async () => {
     const store = new MemoryStore()
-    const settings: Partial<Settings> & TestHooks = { maxNodeEntries: 4, segmentMaxObjectBytes: 64 * 1024 }
+    const settings: Partial<Settings> & WithHooks = {
+      ...hooks({ maxNodeEntries: 4 }),
+      segmentMaxObjectBytes: 64 * 1024,
+    }
     const f = await SegmentFile.create(store, { ...settings, format: 'parted' })
     const want = Buffer.from(pattern(0, 64 * 1024, 1))
     await f.write(0, want)
@@ -410,7 +414,11 @@ describe("a read stream's first data GET", () => {
 describe("a read stream's guess with small windows", () => {
   // Objects of 2 MiB, and of 64 KiB: a first window of 64 KiB is a small read, whose leaf
   // read brings the data below the leaf along.
-  const small = { maxNodeEntries: 4, segmentMaxObjectBytes: 64 * KiB, dataCacheDirtyMaxBytesThreshold: 48 * KiB }
+  const small = {
+    ...hooks({ maxNodeEntries: 4 }),
+    segmentMaxObjectBytes: 64 * KiB,
+    dataCacheDirtyMaxBytesThreshold: 48 * KiB,
+  }
   for (const [objects, base] of [
     ['2 MiB', LAYOUTS[1]?.settings ?? {}],
     ['64 KiB', small],

@@ -10,14 +10,15 @@ import { it } from 'node:test'
 import type { ObjectReads } from '../../lib/container/objects.js'
 import { Reader } from '../../lib/read/reader.js'
 import { SegmentFile } from '../../lib/segment-file.js'
-import type { Settings, TestHooks } from '../../lib/settings.js'
+import type { Settings, WithHooks } from '../../lib/settings.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import { pattern } from '../helpers/pattern.js'
+import { hooks } from '../helpers/small-settings.js'
 
 const CHECKPOINTS = 64
 const AREA = 16 // blocks between two checkpoints' writes
 /** Nodes of 4 entries: a deep map, whose index nodes each checkpoint writes anew above its block. */
-const deep: Partial<Settings> & TestHooks = { maxNodeEntries: 4 }
+const deep: Partial<Settings> & WithHooks = hooks({ maxNodeEntries: 4 })
 
 it('a read over index nodes in 64 objects keeps the bytes of at most 32 of them', async () => {
   const store = new MemoryStore('kept-node-bytes')

@@ -9,12 +9,13 @@ import assert from 'node:assert/strict'
 import { before, describe, it } from 'node:test'
 import { Reader } from '../../lib/read/reader.js'
 import { SegmentFile } from '../../lib/segment-file.js'
-import type { Settings, TestHooks } from '../../lib/settings.js'
+import type { Settings, WithHooks } from '../../lib/settings.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import { createStreamSegmentReadStream } from '../../lib/streams/read-stream.js'
 import { drain } from '../helpers/assert.js'
 import { copyStore } from '../helpers/containers.js'
 import { fillBlocks, pattern } from '../helpers/pattern.js'
+import { hooks } from '../helpers/small-settings.js'
 
 const KiB = 1024
 const MiB = 1024 * KiB
@@ -25,8 +26,8 @@ const DENSE = 1536
 const SIZE = (DENSE + 64) * BS
 const SMALL = 16
 
-const deep: Partial<Settings> & TestHooks = {
-  maxNodeEntries: 4,
+const deep: Partial<Settings> & WithHooks = {
+  ...hooks({ maxNodeEntries: 4 }),
   dataCacheDirtyMaxBytesThreshold: MiB,
   dataCacheDirtyMaxBlocksThreshold: 0,
 }

@@ -11,12 +11,13 @@ import { it } from 'node:test'
 import type { ObjectReads } from '../../lib/container/objects.js'
 import { Reader } from '../../lib/read/reader.js'
 import { SegmentFile } from '../../lib/segment-file.js'
-import type { Settings, TestHooks } from '../../lib/settings.js'
+import type { Settings, WithHooks } from '../../lib/settings.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import { pattern } from '../helpers/pattern.js'
+import { hooks } from '../helpers/small-settings.js'
 
 const KiB = 1024
-const settings: Partial<Settings> & TestHooks = { segmentMaxObjectBytes: 256 * KiB, maxNodeEntries: 8 }
+const settings: Partial<Settings> & WithHooks = { segmentMaxObjectBytes: 256 * KiB, ...hooks({ maxNodeEntries: 8 }) }
 
 interface Inside {
   summaryBytes: number

@@ -13,7 +13,7 @@ import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { StreamSegmentError } from '../../lib/errors.js'
-import { DirectoryStore } from '../../lib/store/directory.js'
+import { DirectoryStore, hookedDirectoryStore } from '../../lib/store/directory.js'
 
 describe('directory store: delete against a compare-and-swap of the same key', () => {
   let root = ''
@@ -28,7 +28,7 @@ describe('directory store: delete against a compare-and-swap of the same key', (
     const other = new DirectoryStore(root)
     let deleting: Promise<void> | undefined
     let doneDuringCas = false
-    const store = new DirectoryStore(root, {
+    const store = hookedDirectoryStore(root, {
       casChecked: async (key) => {
         // The CAS has found its ETag and not yet renamed: the delete must wait for it.
         deleting = other.delete(key)
@@ -47,7 +47,7 @@ describe('directory store: delete against a compare-and-swap of the same key', (
   it('a create-only put that finds the key taken, then gone (a delete beside it), creates it: no conflict', async () => {
     const other = new DirectoryStore(root)
     let deleted = 0
-    const store = new DirectoryStore(root, {
+    const store = hookedDirectoryStore(root, {
       createOnlyRefused: async (key) => {
         // Taken when the put linked, deleted before it looked at what held the key.
         if (deleted++ === 0) await other.delete(key)

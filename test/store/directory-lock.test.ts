@@ -19,7 +19,7 @@ import { createInterface } from 'node:readline'
 import { after, before, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { StreamSegmentError } from '../../lib/errors.js'
-import { DirectoryStore } from '../../lib/store/directory.js'
+import { type DirectoryStore, hookedDirectoryStore } from '../../lib/store/directory.js'
 
 const RUNS = Number(process.env.DIR_LOCK_RUNS ?? 5)
 /** How soon after its holder died every waiter must be done. */
@@ -55,12 +55,12 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { randomBytes } from 'node:crypto'
 import { join } from 'node:path'
 const [moduleUrl, root, probeDir, mode, key, ms] = process.argv.slice(1)
-const { DirectoryStore } = await import(moduleUrl)
+const { hookedDirectoryStore } = await import(moduleUrl)
 const say = (o) => process.stdout.write(JSON.stringify(o) + '\\n')
 ${probe.toString()}
 if (mode === 'hold') {
   const alive = setInterval(() => {}, 60_000) // a pending promise alone would not keep the process running
-  const store = new DirectoryStore(root, {
+  const store = hookedDirectoryStore(root, {
     lockHeld: async () => {
       say({ held: key, pid: process.pid })
       if (ms === undefined) return new Promise(() => {})
@@ -73,7 +73,7 @@ if (mode === 'hold') {
   say({ released: key })
   clearInterval(alive)
 } else {
-  const store = new DirectoryStore(root, { lockHeld: () => probe(probeDir) })
+  const store = hookedDirectoryStore(root, { lockHeld: () => probe(probeDir) })
   say({ ready: true })
   for await (const line of createInterface({ input: process.stdin })) {
     const cmd = JSON.parse(line)
@@ -153,7 +153,7 @@ describe('directory store: the per-key lock across processes', () => {
   before(async () => {
     root = await fs.mkdtemp(join(tmpdir(), 'ss-lock-'))
     probeDir = await fs.mkdtemp(join(tmpdir(), 'ss-lock-probe-'))
-    store = new DirectoryStore(root, { lockHeld: () => probe(probeDir) })
+    store = hookedDirectoryStore(root, { lockHeld: () => probe(probeDir) })
     for (let i = 0; i < 2; i++) servers.push(new Child([root, probeDir, 'serve']))
     await Promise.all(servers.map((c) => c.next('ready')))
   })

@@ -236,9 +236,9 @@ describe('directory store: sweeping what crashed writers left', () => {
       [
         '--input-type=module',
         '-e',
-        `const { DirectoryStore } = await import(process.argv[1])
+        `const { hookedDirectoryStore } = await import(process.argv[1])
         setInterval(() => {}, 60_000)
-        const store = new DirectoryStore(process.argv[2], {
+        const store = hookedDirectoryStore(process.argv[2], {
           lockHeld: () => { process.stdout.write('held\\n'); return new Promise(() => {}) },
         })
         await store.put('inode', Buffer.alloc(1 << 20, 7), { ifMatch: 'any' })`,

@@ -8,13 +8,14 @@ import { setImmediate as turn } from 'node:timers/promises'
 import { pipelinePromise } from 'streamx'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { SegmentFile } from '../../lib/segment-file.js'
-import { STREAMING_PROFILE, type TestHooks } from '../../lib/settings.js'
+import { STREAMING_PROFILE } from '../../lib/settings.js'
 import type { MapNode } from '../../lib/state/block-map.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
 import { createStreamSegmentWriteStream } from '../../lib/streams/write-stream.js'
 import { FailingStore } from '../helpers/failing-store.js'
 import { blockStream, fillBlocks } from '../helpers/pattern.js'
+import { hooks } from '../helpers/small-settings.js'
 import { ThrottledStore } from '../helpers/throttled-store.js'
 
 const KiB = 1024
@@ -108,8 +109,7 @@ describe('createStreamSegmentWriteStream', () => {
   })
 
   it("a stream closed keeps its file, but not the file's block-map nodes", async () => {
-    const hooks: TestHooks = { maxNodeEntries: 8 }
-    const ws = createStreamSegmentWriteStream({ store: new MemoryStore(), ...hooks })
+    const ws = createStreamSegmentWriteStream({ store: new MemoryStore(), ...hooks({ maxNodeEntries: 8 }) })
     await pipeline(Readable.from(blockStream(MiB, 64 * KiB, 1)), ws)
     if (!ws.closed) await once(ws, 'close')
     const file = ws.file as SegmentFile

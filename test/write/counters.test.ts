@@ -7,25 +7,30 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { SegmentFile } from '../../lib/segment-file.js'
-import type { Settings, TestHooks } from '../../lib/settings.js'
+import type { Settings, WithHooks } from '../../lib/settings.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
 import { FailingStore } from '../helpers/failing-store.js'
 import { pattern } from '../helpers/pattern.js'
+import { hooks } from '../helpers/small-settings.js'
 
 const KiB = 1024
 const MiB = 1024 * KiB
 const raised: Partial<Settings> = { dataCacheDirtyMaxBytesThreshold: 64 * MiB, segmentBufferSize: 64 * MiB }
 // Objects sent whole once a leaf's unsent blocks make 64 KiB with their leaf, summary and
 // header (15 blocks); leaves of 16 blocks, so 64 KiB fills one.
-const whole: Partial<Settings> & TestHooks = { ...raised, streamSegmentBytes: 64 * KiB, maxNodeEntries: 16 }
+const whole: Partial<Settings> & WithHooks = {
+  ...raised,
+  streamSegmentBytes: 64 * KiB,
+  ...hooks({ maxNodeEntries: 16 }),
+}
 // One object filled in 16 KiB pieces (4 blocks each), aiming at 1 MiB; leaves of 8 blocks.
-const pieces: Partial<Settings> & TestHooks = {
+const pieces: Partial<Settings> & WithHooks = {
   ...raised,
   streamSegmentBytes: 1 * MiB,
   segmentMpuChunkSize: 16 * KiB,
   segmentMaxObjectBytes: 128 * MiB,
-  maxNodeEntries: 8,
+  ...hooks({ maxNodeEntries: 8 }),
 }
 
 async function check(store: ObjectStore, want: Buffer) {

@@ -8,13 +8,13 @@ import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { SegmentFile } from '../../lib/segment-file.js'
-import type { TestHooks } from '../../lib/settings.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
 import { rejectsCode } from '../helpers/assert.js'
 import { readPublished, within } from '../helpers/containers.js'
 import { FailingStore } from '../helpers/failing-store.js'
 import { pattern } from '../helpers/pattern.js'
+import { hooks } from '../helpers/small-settings.js'
 import { type CallInfo, type StoreOp, WrappedStore } from '../helpers/wrapped-store.js'
 
 const MiB = 1024 * 1024
@@ -253,7 +253,7 @@ async function partZeros(store: ObjectStore): Promise<string[]> {
 }
 
 /** An abort waits 100 ms, not 10 s, for the answer of a request that decides what is published. */
-const waitShort: TestHooks = { abortWaitMs: 100 }
+const waitShort = hooks({ abortWaitMs: 100 })
 
 describe('an abort whose wait for an answer runs out', () => {
   for (const format of FORMATS) {
