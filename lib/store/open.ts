@@ -17,6 +17,7 @@ import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { S3Client } from '@aws-sdk/client-s3'
 import { StreamSegmentError } from '../errors.js'
+import { checkOptionNames } from '../settings.js'
 import { describeValue } from '../util/typed-arrays.js'
 import { isObjectStore, prefixFault, quoteKey } from './common.js'
 import { DirectoryStore } from './directory.js'
@@ -93,8 +94,17 @@ export function openStore(location: StoreLocation): ObjectStore {
     )
   }
   if (typeof location === 'object' && !(location instanceof URL)) {
+    // The options of this form are the documented four: a misspelt prefix would otherwise
+    // make the bucket's root the container.
+    checkOptionNames('openStore', location, ['client', 'bucket', 'prefix', 'checksums'])
     if (typeof location.bucket !== 'string' || location.bucket === '') {
       throw StreamSegmentError.invalidArgument('openStore: { client, bucket, prefix } needs a bucket name')
+    }
+    // Only undefined is no prefix: a null is refused, as S3Store refuses it.
+    if (location.prefix !== undefined && typeof location.prefix !== 'string') {
+      throw StreamSegmentError.invalidArgument(
+        `openStore: prefix must be a string, got ${describeValue(location.prefix)}`,
+      )
     }
     return new S3Store({ ...location, prefix: location.prefix ?? '' })
   }

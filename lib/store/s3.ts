@@ -43,6 +43,7 @@ import { createHash, randomUUID } from 'node:crypto'
 import type { Part, S3Client } from '@aws-sdk/client-s3'
 import createDebug from 'debug'
 import { StreamSegmentError } from '../errors.js'
+import { checkOptionNames } from '../settings.js'
 import { digestChunks, sha256BeatsMd5 } from '../util/digest.js'
 import { lendPieces } from '../util/piece-pool.js'
 import { describeValue } from '../util/typed-arrays.js'
@@ -114,6 +115,23 @@ function describeEtag(etag: string | undefined): string {
   const e = etag ?? ''
   return JSON.stringify(e.length > 80 ? `${e.slice(0, 80)}…` : e)
 }
+
+/** The names S3StoreOptions holds: any other is refused. */
+const S3_STORE_OPTIONS = [
+  'client',
+  'bucket',
+  'prefix',
+  'checksums',
+  'unsignedPayload',
+  'pageSize',
+  'unorderedListing',
+  'contentMd5',
+  'maxRetries',
+  'retryBaseMs',
+  'retryMaxMs',
+  'deadlineMs',
+  'getPath',
+]
 
 export interface S3StoreOptions {
   client: S3Client
@@ -248,6 +266,9 @@ export class S3Store implements ObjectStore {
         `S3Store: options must be an object ({ client, bucket, prefix }), got ${describeValue(options)}`,
       )
     }
+    // A misspelt option would otherwise take its default without a word: a misspelt prefix,
+    // the bucket's root as the container.
+    checkOptionNames('S3Store', options, S3_STORE_OPTIONS)
     if (!(options.client instanceof this.#sdk.S3Client))
       throw StreamSegmentError.invalidArgument('S3Store: client must be an S3Client')
     if (typeof options.bucket !== 'string' || options.bucket === '') {
@@ -268,24 +289,34 @@ export class S3Store implements ObjectStore {
     // The % ? # of a prefix escaped, so that openStore takes the url back to this container.
     this.url = `s3://${this.bucket}/${this.prefix.replace(/\/$/, '').replace(/[%?#]/g, encodeURIComponent)}`
     const custom = (this.client.config as { isCustomEndpoint?: boolean }).isCustomEndpoint === true
-    this.checksums = options.checksums ?? !custom
-    this.unsignedPayload = options.unsignedPayload ?? !(custom && !this.checksums && sha256BeatsMd5())
-    this.pageSize = options.pageSize ?? MAX_PAGE
+    // Only undefined is not given: a null (from JSON, say) is a value, and refused as one.
+    const flag = (name: 'checksums' | 'unsignedPayload' | 'unorderedListing' | 'contentMd5', dflt: () => boolean) => {
+      const v: unknown = options[name]
+      if (v === undefined) return dflt()
+      if (typeof v !== 'boolean') {
+        throw StreamSegmentError.invalidArgument(`S3Store: ${name} must be true or false, got ${describeValue(v)}`)
+      }
+      return v
+    }
+    const or = <T>(v: T | undefined, dflt: T): T => (v === undefined ? dflt : v)
+    this.checksums = flag('checksums', () => !custom)
+    this.unsignedPayload = flag('unsignedPayload', () => !(custom && !this.checksums && sha256BeatsMd5()))
+    this.pageSize = or(options.pageSize, MAX_PAGE)
     if (!Number.isInteger(this.pageSize) || this.pageSize < 1 || this.pageSize > MAX_PAGE) {
       throw StreamSegmentError.invalidArgument(`S3Store: pageSize ${this.pageSize} is not in 1..${MAX_PAGE}`)
     }
-    this.contentMd5 = options.contentMd5 ?? (custom && !this.checksums && this.unsignedPayload)
+    this.contentMd5 = flag('contentMd5', () => custom && !this.checksums && this.unsignedPayload)
     const nat = (name: string, v: number) => {
       if (!Number.isSafeInteger(v) || v < 0)
         throw StreamSegmentError.invalidArgument(`S3Store: ${name} ${v} must be an integer ≥ 0`)
       return v
     }
-    this.maxRetries = nat('maxRetries', options.maxRetries ?? 6)
-    this.retryBaseMs = nat('retryBaseMs', options.retryBaseMs ?? 100)
-    this.retryMaxMs = nat('retryMaxMs', options.retryMaxMs ?? 5_000)
-    this.deadlineMs = nat('deadlineMs', options.deadlineMs ?? 300_000)
-    this.getPath = options.getPath ?? 'http'
-    this.unorderedListing = options.unorderedListing ?? isDirectoryBucket(options.bucket)
+    this.maxRetries = nat('maxRetries', or(options.maxRetries, 6))
+    this.retryBaseMs = nat('retryBaseMs', or(options.retryBaseMs, 100))
+    this.retryMaxMs = nat('retryMaxMs', or(options.retryMaxMs, 5_000))
+    this.deadlineMs = nat('deadlineMs', or(options.deadlineMs, 300_000))
+    this.getPath = or(options.getPath, 'http')
+    this.unorderedListing = flag('unorderedListing', () => isDirectoryBucket(options.bucket))
     if (this.getPath !== 'http' && this.getPath !== 'sdk') {
       throw StreamSegmentError.invalidArgument(
         `S3Store: getPath ${JSON.stringify(this.getPath)} is not 'http' or 'sdk'`,

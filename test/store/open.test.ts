@@ -134,6 +134,69 @@ describe('openStore: s3 URLs and S3Store prefixes', () => {
   })
 })
 
+describe('S3Store and openStore { client, bucket }: options', () => {
+  test('a misspelt or unknown option is refused, not ignored (a misspelt prefix made the bucket root the container)', () => {
+    const client = createS3Client()
+    try {
+      refused(
+        () => new S3Store({ client, bucket: 'bkt', prefx: 'data/run' } as never),
+        /^S3Store: unknown option "prefx" \(did you mean prefix\?\)$/,
+      )
+      refused(
+        () => openStore({ client, bucket: 'bkt', prefx: 'data/run' } as never),
+        /^openStore: unknown option "prefx" \(did you mean prefix\?\)$/,
+      )
+      // openStore's form takes the four it documents; the others are S3Store's.
+      refused(
+        () => openStore({ client, bucket: 'bkt', pageSize: 10 } as never),
+        /^openStore: unknown option "pageSize"/,
+      )
+      refused(
+        () => new S3Store({ client, bucket: 'bkt', prefix: 'p', maxRetrys: 0 } as never),
+        /^S3Store: unknown option "maxRetrys" \(did you mean maxRetries\?\)$/,
+      )
+    } finally {
+      client.destroy()
+    }
+  })
+
+  test('null is a value, refused as one, not taken for the default; a flag must be true or false', () => {
+    const client = createS3Client()
+    try {
+      refused(
+        () => openStore({ client, bucket: 'bkt', prefix: null } as never),
+        /^openStore: prefix must be a string, got null$/,
+      )
+      refused(
+        () => new S3Store({ client, bucket: 'bkt', prefix: 'p', maxRetries: null } as never),
+        /^S3Store: maxRetries null must be an integer ≥ 0$/,
+      )
+      refused(
+        () => new S3Store({ client, bucket: 'bkt', prefix: 'p', getPath: null } as never),
+        /^S3Store: getPath null is not 'http' or 'sdk'$/,
+      )
+      for (const name of ['checksums', 'unsignedPayload', 'contentMd5', 'unorderedListing']) {
+        for (const [v, shown] of [
+          [null, 'null'],
+          ['false', 'string "false"'],
+        ] as const) {
+          refused(
+            () => new S3Store({ client, bucket: 'bkt', prefix: 'p', [name]: v } as never),
+            new RegExp(`^S3Store: ${name} must be true or false, got ${shown}$`),
+          )
+        }
+      }
+      refused(
+        () => openStore({ client, bucket: 'bkt', checksums: 'yes' } as never),
+        /^S3Store: checksums must be true or false, got string "yes"$/,
+      )
+      assert.equal(new S3Store({ client, bucket: 'bkt', prefix: 'p', checksums: false, pageSize: 5 }).pageSize, 5)
+    } finally {
+      client.destroy()
+    }
+  })
+})
+
 describe('createS3Client: the environment', () => {
   const saved = { ...process.env }
   after(() => {
