@@ -209,6 +209,45 @@ describe('bad arguments to the package root', () => {
     assert.equal((await api.listCheckpoints(url)).checkpoints.length, 1)
   })
 
+  it('an option given as null is refused, naming it, not taken for its default (a null keep made gc keep one)', async () => {
+    const store = new api.MemoryStore()
+    const target = { store: new api.MemoryStore(), key: 'out' }
+    const refused: Array<[() => unknown, RegExp]> = [
+      [
+        () => api.createStreamSegmentReadStream({ store, readAheadBytes: null } as never),
+        /^createStreamSegmentReadStream: readAheadBytes null must be a byte count/,
+      ],
+      [() => api.gc(store, { keep: null } as never), /^gc: keep = null: must be an integer ≥ 1; nothing was deleted$/],
+      [() => api.gc(store, { keepCnos: null } as never), /^gc: keepCnos = null: must be a list of checkpoint numbers/],
+      [() => api.gc(store, { keepNewerThanMs: null } as never), /^gc: keepNewerThanMs = null: must be an integer ≥ 0/],
+      [() => api.gc(store, { graceMs: null } as never), /^gc: graceMs = null: must be an integer ≥ 0/],
+      [() => api.gc(store, { spareFromCno: null } as never), /^gc: spareFromCno = null: must be an integer ≥ 1/],
+      [
+        () => api.exportObject(store, target, { concurrency: null } as never),
+        /^export: concurrency must be 1\.\.64, got null$/,
+      ],
+      [
+        () => api.exportObject(store, target, { minPartBytes: null } as never),
+        /^export: minPartBytes must be an integer ≥ 1, got null$/,
+      ],
+      [
+        () => api.exportObject(store, target, { sendPartBytes: null } as never),
+        /^export: sendPartBytes must be an integer in .*, got null$/,
+      ],
+      [
+        () => api.exportObject(store, target, { copyPartBytes: null } as never),
+        /^export: copyPartBytes must be an integer in .*, got null$/,
+      ],
+    ]
+    for (const [fn, re] of refused) {
+      const r = await outcome(fn)
+      if ('value' in r) dispose(r.value)
+      assert.ok('err' in r, `${re}: no error`)
+      assert.ok(api.StreamSegmentError.is(r.err, 'ERR_INVALID_ARGUMENT'), String(r.err))
+      assert.match((r.err as Error).message, re)
+    }
+  })
+
   it('the test hooks are no options: every call that takes settings refuses them, DirectoryStore a second argument', async () => {
     const store = new api.MemoryStore()
     const path = join(dir, 'hooks.bin')

@@ -39,12 +39,14 @@ export function partSizes(
   options: { minPartBytes?: number; sendPartBytes?: number; copyPartBytes?: number },
 ): { minPartBytes: number; sendPartBytes: number; copyPartBytes: number } {
   const least = dest.minPartBytes ?? 1
-  const minPartBytes = options.minPartBytes ?? dest.minPartBytes ?? DEFAULT_MIN_PART
+  // Only undefined is not given: a null is refused, as every option's null is.
+  const or = (v: number | undefined, dflt: number): number => (v === undefined ? dflt : v)
+  const minPartBytes = or(options.minPartBytes, dest.minPartBytes ?? DEFAULT_MIN_PART)
   if (!Number.isSafeInteger(minPartBytes) || minPartBytes < least) {
     throw StreamSegmentError.invalidArgument(`export: minPartBytes must be an integer ≥ ${least}, got ${minPartBytes}`)
   }
-  const sendPartBytes = options.sendPartBytes ?? Math.max(16 * MiB, 2 * minPartBytes)
-  const copyPartBytes = options.copyPartBytes ?? Math.max(256 * MiB, 2 * minPartBytes)
+  const sendPartBytes = or(options.sendPartBytes, Math.max(16 * MiB, 2 * minPartBytes))
+  const copyPartBytes = or(options.copyPartBytes, Math.max(256 * MiB, 2 * minPartBytes))
   for (const [name, v] of [
     ['sendPartBytes', sendPartBytes],
     ['copyPartBytes', copyPartBytes],

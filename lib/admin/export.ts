@@ -161,7 +161,8 @@ export async function exportObject(
 ): Promise<ExportResult> {
   const store = storeAt(where, 'exportObject')
   checkCallOptions('exportObject', options, EXPORT_OPTIONS)
-  const concurrency = options.concurrency ?? 8
+  // Only undefined is not given: a null is refused, as every option's null is.
+  const concurrency = options.concurrency === undefined ? 8 : options.concurrency
   if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64) {
     throw StreamSegmentError.invalidArgument(`export: concurrency must be 1..64, got ${concurrency}`)
   }

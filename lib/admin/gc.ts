@@ -150,7 +150,9 @@ function checkOptions(o: GcOptions): Required<Omit<GcOptions, 'signal' | 'onProg
     if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min) throw bad(name, v, `must be an integer ≥ ${min}`)
     return v
   }
-  const keepCnos = o.keepCnos ?? []
+  // Only undefined is not given: a null (from JSON, say) is a value, and refused as one.
+  const or = <T>(v: T | undefined, dflt: T): T => (v === undefined ? dflt : v)
+  const keepCnos = or(o.keepCnos, [])
   if (!Array.isArray(keepCnos)) throw bad('keepCnos', keepCnos, 'must be a list of checkpoint numbers')
   // A number past the last a key can carry is a mistake, not a checkpoint that is missing.
   for (const c of keepCnos) {
@@ -158,12 +160,12 @@ function checkOptions(o: GcOptions): Required<Omit<GcOptions, 'signal' | 'onProg
   }
   if (o.dryRun !== undefined && typeof o.dryRun !== 'boolean') throw bad('dryRun', o.dryRun, 'must be true or false')
   return {
-    keep: nat('keep', o.keep ?? 1, 1),
+    keep: nat('keep', or(o.keep, 1), 1),
     keepCnos,
-    keepNewerThanMs: nat('keepNewerThanMs', o.keepNewerThanMs ?? 0, 0),
-    graceMs: nat('graceMs', o.graceMs ?? HOUR_MS, 0),
-    dryRun: o.dryRun ?? false,
-    spareFromCno: nat('spareFromCno', o.spareFromCno ?? Number.MAX_SAFE_INTEGER, 1),
+    keepNewerThanMs: nat('keepNewerThanMs', or(o.keepNewerThanMs, 0), 0),
+    graceMs: nat('graceMs', or(o.graceMs, HOUR_MS), 0),
+    dryRun: or(o.dryRun, false),
+    spareFromCno: nat('spareFromCno', or(o.spareFromCno, Number.MAX_SAFE_INTEGER), 1),
   }
 }
 

@@ -130,7 +130,9 @@ export class StreamSegmentReadStream extends Readable {
     super({ highWaterMark })
     checkByteRange('createStreamSegmentReadStream', options)
     const read = resolveReadOptions(options) // validates before any request
-    const ahead = options.readAheadBytes ?? read.readGetMaxBytes * read.readMaxConcurrency
+    // Only undefined is not given: a null is refused, as the read options' nulls are.
+    const given = options.readAheadBytes
+    const ahead = given === undefined ? read.readGetMaxBytes * read.readMaxConcurrency : given
     if (!Number.isSafeInteger(ahead) || ahead < 0) {
       throw StreamSegmentError.invalidArgument(
         `createStreamSegmentReadStream: readAheadBytes ${describeValue(ahead)} must be a byte count (an integer ≥ 0)`,
