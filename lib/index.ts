@@ -59,6 +59,7 @@ export { ERROR_CODES, type ErrorCode, StreamSegmentError } from './errors.js'
 export type { ReadKind, ReadOptions, ReadTiming } from './read/reader.js'
 export { type CreateOptions, type OpenOptions, SegmentFile } from './segment-file.js'
 export {
+  type ContainerFormat,
   type ContainerShape,
   dirtyLimitBytes,
   READ_DEFAULTS,
@@ -74,13 +75,16 @@ export { MemoryStore } from './store/memory.js'
 export { openStore, type StoreLocation } from './store/open.js'
 export { type CreateS3ClientOptions, createS3Client, S3Store, type S3StoreOptions } from './store/s3.js'
 export type {
+  Body,
   ByteRange,
   CompletedPart,
+  CopySource,
   CreateMultipartOptions,
   GetOptions,
   ListEntry,
   ListOptions,
   MultipartUpload,
+  ObjectAttributes,
   ObjectInfo,
   ObjectStore,
   PutOptions,
@@ -89,12 +93,14 @@ export type {
 } from './store/types.js'
 export { WRITE_ID_METADATA } from './store/types.js'
 export { type DownloadFileOptions, type DownloadResult, downloadFile } from './streams/download-file.js'
+export type { StreamLocation } from './streams/options.js'
 export {
   createStreamSegmentReadStream,
   type ReadStreamOptions,
   StreamSegmentReadStream,
 } from './streams/read-stream.js'
 export {
+  type LibStorageAbortController,
   PARAMS as UPLOAD_PARAMS,
   type Progress,
   Upload,
@@ -102,7 +108,7 @@ export {
   type UploadParams,
   type UploadResult,
 } from './streams/upload.js'
-export { fileSource, type UploadFileOptions, uploadFile } from './streams/upload-file.js'
+export { type FileVersion, fileSource, type UploadFileOptions, uploadFile } from './streams/upload-file.js'
 export {
   createStreamSegmentWriteStream,
   StreamSegmentWriteStream,
@@ -111,6 +117,6 @@ export {
   type WriteStreamOptions,
 } from './streams/write-stream.js'
 export { crc32, crc32Implementation } from './util/crc32.js'
-export type { WalGeneration, WalSync } from './wal/log.js'
+export type { WalDropped, WalGeneration, WalReport, WalSync } from './wal/log.js'
 export { inspectWal, type WalOptions, type WalReplay } from './wal/wal.js'
 export type { FlushTiming } from './write/flush.js'

@@ -62,7 +62,7 @@ export interface Progress {
 }
 
 /** The AbortController polyfill lib-storage takes (@smithy/types): a signal with `aborted` and `onabort`, no listeners. */
-interface LibStorageAbortController {
+export interface LibStorageAbortController {
   readonly signal: { readonly aborted: boolean; onabort: unknown }
   abort(): void
 }
