@@ -85,7 +85,14 @@ export function fileUrlPath(text: string, who = 'openStore'): string {
   }
 }
 
-export function openStore(location: StoreLocation): ObjectStore {
+export function openStore(location: StoreLocation, ...extra: never[]): ObjectStore {
+  // No second argument: `openStore('s3://b/p', { client })` would open the URL with the
+  // default client, not the one given (give { client, bucket, prefix } instead).
+  if (extra[0] !== undefined) {
+    throw StreamSegmentError.invalidArgument(
+      `openStore: takes one argument, the location; got a second: ${describeValue(extra[0])} (for your own S3 client give { client, bucket, prefix })`,
+    )
+  }
   if (typeof location !== 'string' && !(typeof location === 'object' && location !== null)) {
     // A number or a boolean would read as a relative path: `5` is not the folder ./5 by intent.
     const shown = typeof location === 'number' ? String(location) : typeof location

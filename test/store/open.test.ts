@@ -160,6 +160,18 @@ describe('S3Store and openStore { client, bucket }: options', () => {
     }
   })
 
+  test('a second argument is refused: openStore(url, { client }) would have used the default client', () => {
+    const client = createS3Client()
+    try {
+      refused(
+        () => (openStore as (...a: unknown[]) => unknown)('s3://bkt/p', { client }),
+        /^openStore: takes one argument, the location; got a second: Object \(for your own S3 client give \{ client, bucket, prefix \}\)$/,
+      )
+    } finally {
+      client.destroy()
+    }
+  })
+
   test('null is a value, refused as one, not taken for the default; a flag must be true or false', () => {
     const client = createS3Client()
     try {
