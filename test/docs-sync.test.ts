@@ -1,0 +1,235 @@
+/**
+ * The claims of README.md and docs/ that the code can make false without a type error
+ * (defaults, ranges, option and member names, files, variables, usage lines, sizes), each
+ * read from the docs and checked against the code, so that a change to either without
+ * the other fails here, naming what differs.
+ */
+import assert from 'node:assert/strict'
+import { readFileSync } from 'node:fs'
+import { describe, it } from 'node:test'
+import { StreamSegmentError } from '../lib/errors.js'
+import { HEAD_MAGIC, HEADER_BYTES, HEADER_MAGIC, SUMMARY_ENTRY_BYTES } from '../lib/format/header.js'
+import { INODE_BYTES, INODE_OBJECT_BYTES, INODE_OBJECT_MAGIC } from '../lib/format/inode.js'
+import { NODE_ENTRY_BYTES, NODE_HEADER_BYTES } from '../lib/format/node.js'
+import { MAX_CNO, MAX_PART, POINTER_BYTES } from '../lib/format/pointer.js'
+import {
+  checkSettingValues,
+  dirtyLimitBytes,
+  READ_DEFAULTS,
+  resolveReadOptions,
+  SPEC_DEFAULTS,
+  STREAMING_PROFILE,
+} from '../lib/settings.js'
+import { MemoryStore } from '../lib/store/memory.js'
+import { createStreamSegmentReadStream } from '../lib/streams/read-stream.js'
+
+const read = (doc: string) => readFileSync(doc, 'utf8')
+
+/** The part of a Markdown text under `heading` (a whole heading line), to the next heading of its level or above. */
+function section(markdown: string, heading: string): string {
+  const at = markdown.indexOf(`\n${heading}\n`)
+  assert.ok(at >= 0, `no heading ${heading}`)
+  const level = heading.split(' ')[0] as string
+  const rest = markdown.slice(at + heading.length + 2)
+  const next = rest.search(new RegExp(`^#{1,${level.length}} `, 'm'))
+  return next < 0 ? rest : rest.slice(0, next)
+}
+
+/** The rows of the Markdown tables in `text`, each a list of its cells, trimmed (header and rule rows left out). */
+function tableRows(text: string): string[][] {
+  return text
+    .split('\n')
+    .filter((l) => l.startsWith('|') && !/^\|[\s:|-]+\|$/.test(l))
+    .map((l) =>
+      l
+        .slice(1, -1)
+        .split(/(?<!\\)\|/)
+        .map((c) => c.trim()),
+    )
+}
+
+const SUPERSCRIPTS = '⁰¹²³⁴⁵⁶⁷⁸⁹'
+const UNITS: Record<string, number> = { KiB: 1024, MiB: 1024 ** 2, GiB: 1024 ** 3, s: 1000, hour: 3_600_000 }
+
+/** A number as the docs write one: `4 KiB`, `1 GiB`, `60 s`, `1 hour`, `65536`, `2³²`, `10⁶`. */
+function amount(text: string): number {
+  const t = text.trim()
+  const power = /^(\d+)([⁰¹²³⁴⁵⁶⁷⁸⁹]+)$/.exec(t)
+  if (power) return Number(power[1]) ** Number([...(power[2] as string)].map((c) => SUPERSCRIPTS.indexOf(c)).join(''))
+  const m = /^(\d+)(?: (KiB|MiB|GiB|s|hour))?$/.exec(t)
+  assert.ok(m, `${JSON.stringify(text)} is no amount the docs write`)
+  return Number(m[1]) * (m[2] === undefined ? 1 : (UNITS[m[2]] as number))
+}
+
+/** A default cell: a quoted string, or an amount. */
+function defaultValue(cell: string): string | number {
+  const quoted = /^`'([^']*)'`$/.exec(cell)
+  return quoted ? (quoted[1] as string) : amount(cell)
+}
+
+type Range = { kind: 'integer' | 'power of two'; min: number; max: number } | { kind: 'one of'; values: string[] }
+
+/** A range cell's first clause (what follows a comma ties it to other settings): `power of two, a … b`, `a … b`, `integer ≥ a`, or `'x', 'y'`. */
+function range(cell: string): Range {
+  if (cell.startsWith("`'"))
+    return { kind: 'one of', values: [...cell.matchAll(/`'([^']*)'`/g)].map((m) => m[1] as string) }
+  const pow2 = cell.startsWith('power of two, ')
+  const rest = pow2 ? cell.slice('power of two, '.length) : cell
+  const atLeast = /^integer ≥ ([^,]+)/.exec(rest)
+  if (atLeast) return { kind: 'integer', min: amount(atLeast[1] as string), max: Number.MAX_SAFE_INTEGER }
+  const m = /^(.+?) … (.+?)(?:,|$)/.exec(rest)
+  assert.ok(m, `${JSON.stringify(cell)} is no range the docs write`)
+  return { kind: pow2 ? 'power of two' : 'integer', min: amount(m[1] as string), max: amount(m[2] as string) }
+}
+
+/** Whether `check` takes `value`; only ERR_INVALID_ARGUMENT counts as refusing it. */
+function takes(check: (value: unknown) => void, value: unknown): boolean {
+  try {
+    check(value)
+    return true
+  } catch (err) {
+    if (StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT')) return false
+    throw err
+  }
+}
+
+/** Where `check` disagrees with the documented range: each bound taken, one step past it refused. */
+function rangeMismatches(name: string, documented: Range, check: (value: unknown) => void): string[] {
+  const wrong: string[] = []
+  const expect = (value: unknown, taken: boolean) => {
+    if (takes(check, value) !== taken) wrong.push(`${name}: ${String(value)} ${taken ? 'refused' : 'taken'}`)
+  }
+  if (documented.kind === 'one of') {
+    for (const v of documented.values) expect(v, true)
+    expect('no-such-value', false)
+    return wrong
+  }
+  expect(documented.min, true)
+  expect(documented.min - 1, false)
+  expect(documented.max, true)
+  if (documented.max < Number.MAX_SAFE_INTEGER) expect(documented.max + 1, false)
+  if (documented.kind === 'power of two') expect(documented.min + 1, false)
+  return wrong
+}
+
+describe('docs/settings.md against lib/settings.ts', () => {
+  const doc = read('docs/settings.md')
+
+  it('finds the numbers: amounts, ranges', () => {
+    assert.equal(amount('4 KiB'), 4096)
+    assert.equal(amount('2³²'), 2 ** 32)
+    assert.equal(amount('10⁶'), 1_000_000)
+    assert.equal(amount('1 hour'), 3_600_000)
+    assert.deepEqual(range('power of two, 4 KiB … 16 MiB'), { kind: 'power of two', min: 4096, max: 16 * 1024 ** 2 })
+    assert.deepEqual(range('1 … 1 GiB, at least two'), { kind: 'integer', min: 1, max: 1024 ** 3 })
+    assert.deepEqual(range("`'retry'`, `'fail'`"), { kind: 'one of', values: ['retry', 'fail'] })
+  })
+
+  it("Every setting: each row's default is SPEC_DEFAULTS', and its range is what a writer takes", () => {
+    const rows = tableRows(section(doc, '## Every setting')).filter((r) => /^`\w+`$/.test(r[0] as string))
+    const names = rows.map((r) => (r[0] as string).slice(1, -1))
+    assert.deepEqual([...names].sort(), Object.keys(SPEC_DEFAULTS).sort(), 'one row per setting')
+    const wrong: string[] = []
+    for (const [cell, def, ranged] of rows) {
+      const name = (cell as string).slice(1, -1) as keyof typeof SPEC_DEFAULTS
+      if (defaultValue(def as string) !== SPEC_DEFAULTS[name]) {
+        wrong.push(`${name}: default ${def}, SPEC_DEFAULTS has ${SPEC_DEFAULTS[name]}`)
+      }
+      wrong.push(...rangeMismatches(name, range(ranged as string), (v) => checkSettingValues({ [name]: v })))
+    }
+    assert.deepEqual(wrong, [])
+  })
+
+  it("Read options: each row's default is READ_DEFAULTS' (readAheadBytes: their product), its range what a reader takes", () => {
+    const rows = tableRows(section(doc, '## Read options')).filter((r) => /^`\w+`$/.test(r[0] as string))
+    const wrong: string[] = []
+    for (const [cell, def, ranged] of rows) {
+      const name = (cell as string).slice(1, -1)
+      if (name === 'readAheadBytes') {
+        const product = READ_DEFAULTS.readGetMaxBytes * READ_DEFAULTS.readMaxConcurrency
+        const shown = /^`readGetMaxBytes × readMaxConcurrency` \((.+)\)$/.exec(def as string)
+        if (shown === null || amount(shown[1] as string) !== product) wrong.push(`readAheadBytes: default ${def}`)
+        const stream = (v: unknown) =>
+          createStreamSegmentReadStream({ store: new MemoryStore(), readAheadBytes: v as number }).destroy()
+        wrong.push(...rangeMismatches(name, range(ranged as string), stream))
+        continue
+      }
+      const key = name as keyof typeof READ_DEFAULTS
+      if (!(key in READ_DEFAULTS)) {
+        wrong.push(`${name}: no read option`)
+        continue
+      }
+      if (defaultValue(def as string) !== READ_DEFAULTS[key]) wrong.push(`${name}: default ${def}`)
+      wrong.push(...rangeMismatches(name, range(ranged as string), (v) => resolveReadOptions({ [key]: v as number })))
+    }
+    assert.deepEqual(
+      rows.map((r) => r[0]).sort(),
+      [...Object.keys(READ_DEFAULTS), 'readAheadBytes'].map((n) => `\`${n}\``).sort(),
+    )
+    assert.deepEqual(wrong, [])
+  })
+
+  it('Profiles: STREAMING_PROFILE as written out, and each profile row as the settings make it', () => {
+    const text = section(doc, '## Profiles')
+    const written = /`STREAMING_PROFILE` is `\{([^}]*)\}`/.exec(text.replace(/\s+/g, ' '))
+    assert.ok(written, 'the profile is written out')
+    const profile = Object.fromEntries(
+      (written[1] as string).split(',').map((entry) => {
+        const [name, value] = entry.split(':').map((s) => s.trim()) as [string, string]
+        return [name, amount(value)]
+      }),
+    )
+    assert.deepEqual(profile, { ...STREAMING_PROFILE })
+    const rows = tableRows(text).filter((r) => /^`'(streaming|spec)'`/.test(r[0] as string))
+    assert.equal(rows.length, 2, 'a row per profile')
+    for (const [profileCell, target, limit] of rows) {
+      const s = (profileCell as string).startsWith("`'streaming'`")
+        ? { ...SPEC_DEFAULTS, ...STREAMING_PROFILE }
+        : SPEC_DEFAULTS
+      assert.equal(
+        amount((target as string).split(' (')[0] as string),
+        s.streamSegmentBytes,
+        `${profileCell}: ${target}`,
+      )
+      assert.equal(amount(limit as string), dirtyLimitBytes(s), `${profileCell}: dirty limit ${limit}`)
+    }
+  })
+})
+
+it("docs/format.md's sizes, magics and limits are the code's, and the last checkpoint number everywhere", () => {
+  const doc = read('docs/format.md')
+  const sup = (n: number) => [...String(n)].map((d) => SUPERSCRIPTS[Number(d)]).join('')
+  const claims = [
+    `cno 1 … 2${sup(Math.log2(MAX_CNO + 1))} − 1, part 0 … ${MAX_PART}`,
+    `The last ${HEADER_BYTES} bytes`,
+    `${POINTER_BYTES} bytes: \`lo\``,
+    `magic \`${HEADER_MAGIC}\` (StreamSegment) or \`${HEAD_MAGIC}\``,
+    `${SUMMARY_ENTRY_BYTES} bytes per data slot`,
+    `⌊(metaBlockSize − ${NODE_HEADER_BYTES}) / ${NODE_ENTRY_BYTES}⌋ entries`,
+    `${INODE_BYTES} bytes: size u64`,
+    `base inode (${INODE_BYTES} bytes)`,
+    `The \`inode\` object is ${INODE_OBJECT_BYTES} bytes: magic \`${INODE_OBJECT_MAGIC}\``,
+  ]
+  const flat = doc.replace(/\s+/g, ' ')
+  assert.deepEqual(
+    claims.filter((c) => !flat.includes(c)),
+    [],
+  )
+  // The last checkpoint number, as the CLI and the API reference give it.
+  assert.ok(read('docs/cli.md').includes(`each of \`--keep-cnos\`: 1 to ${MAX_CNO})`), 'docs/cli.md: the largest cno')
+  assert.ok(read('docs/api.md').includes(`last checkpoint number (2${sup(Math.log2(MAX_CNO + 1))} − 1)`), 'docs/api.md')
+})
+
+it('docs/cli.md lists every setting put takes, and as durations those in milliseconds', () => {
+  const text = section(read('docs/cli.md'), '### put').replace(/\s+/g, ' ')
+  const list = /: (`format`, [^—]*)— every setting/.exec(text)
+  const durations = /the settings in milliseconds \(([^)]*)\)/.exec(text)
+  assert.ok(list && durations, 'the lists are found')
+  const names = (s: string) => [...s.matchAll(/`(\w+)`/g)].map((m) => m[1] as string)
+  const settings = Object.keys(SPEC_DEFAULTS)
+  assert.deepEqual(names(list[1] as string), settings)
+  assert.deepEqual(
+    names(durations[1] as string),
+    settings.filter((n) => n.endsWith('Ms')),
+  )
+})
