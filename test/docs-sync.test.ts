@@ -5,7 +5,8 @@
  * the other fails here, naming what differs.
  */
 import assert from 'node:assert/strict'
-import { readFileSync } from 'node:fs'
+import { readdirSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { StreamSegmentError } from '../lib/errors.js'
 import { HEAD_MAGIC, HEADER_BYTES, HEADER_MAGIC, SUMMARY_ENTRY_BYTES } from '../lib/format/header.js'
@@ -24,6 +25,7 @@ import { MemoryStore } from '../lib/store/memory.js'
 import { createStreamSegmentReadStream } from '../lib/streams/read-stream.js'
 
 const read = (doc: string) => readFileSync(doc, 'utf8')
+const docs = ['README.md', ...readdirSync('docs').map((f) => `docs/${f}`)].filter((f) => f.endsWith('.md'))
 
 /** The part of a Markdown text under `heading` (a whole heading line), to the next heading of its level or above. */
 function section(markdown: string, heading: string): string {
@@ -194,6 +196,28 @@ describe('docs/settings.md against lib/settings.ts', () => {
       assert.equal(amount(limit as string), dirtyLimitBytes(s), `${profileCell}: dirty limit ${limit}`)
     }
   })
+})
+
+function sources(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? sources(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : [],
+  )
+}
+
+it('every STREAM_SEGMENT_ environment variable the docs name is one lib/ reads', () => {
+  const code = sources('lib')
+    .map((f) => read(f))
+    .join('\n')
+  const wrong: string[] = []
+  let count = 0
+  for (const doc of docs) {
+    for (const m of read(doc).matchAll(/\b(STREAM_SEGMENT_[A-Z0-9_]+)/g)) {
+      count++
+      if (!new RegExp(`process\\.env\\.${m[1]}\\b|env\\[['"]${m[1]}['"]\\]`).test(code)) wrong.push(`${doc}: ${m[1]}`)
+    }
+  }
+  assert.ok(count >= 3, `only ${count} found`)
+  assert.deepEqual(wrong, [])
 })
 
 it("docs/format.md's sizes, magics and limits are the code's, and the last checkpoint number everywhere", () => {
