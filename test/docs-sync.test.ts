@@ -204,6 +204,25 @@ function sources(dir: string): string[] {
   )
 }
 
+it("the members of StreamSegmentError the docs name (README's and docs/api.md's Errors) exist", () => {
+  const e = StreamSegmentError.internal('x', new Error('cause'))
+  const wrong: string[] = []
+  for (const [doc, heading] of [
+    ['README.md', '## Errors'],
+    ['docs/api.md', '## Errors'],
+  ] as const) {
+    const prose = section(read(doc), heading)
+      .split('\n')
+      .filter((l) => !l.startsWith('|'))
+      .join('\n')
+    const names = [...prose.matchAll(/`\.?([a-z]\w*)`/g)].map((m) => m[1] as string)
+    assert.ok(names.includes('retryable'), `${doc}: ${names.join(', ')}`)
+    for (const n of names)
+      if (!(n in e) && !(n in StreamSegmentError)) wrong.push(`${doc}: StreamSegmentError has no ${n}`)
+  }
+  assert.deepEqual(wrong, [])
+})
+
 it('every STREAM_SEGMENT_ environment variable the docs name is one lib/ reads', () => {
   const code = sources('lib')
     .map((f) => read(f))
