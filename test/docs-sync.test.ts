@@ -223,6 +223,25 @@ it("the members of StreamSegmentError the docs name (README's and docs/api.md's 
   assert.deepEqual(wrong, [])
 })
 
+it("docs/logging.md's table gives every namespace the files that log under it, and only those", () => {
+  const inCode = new Map<string, string[]>()
+  for (const file of sources('lib')) {
+    for (const m of read(file).matchAll(/(?:debug|createDebug)\('(stream-segment:[a-z0-9-]+)'\)/g)) {
+      inCode.set(m[1] as string, [...(inCode.get(m[1] as string) ?? []), file])
+    }
+  }
+  const rows = tableRows(read('docs/logging.md')).filter((r) => /^`stream-segment:/.test(r[0] as string))
+  const inDoc = new Map(
+    rows.map((r) => [
+      (r[0] as string).slice(1, -1),
+      [...(r[1] as string).matchAll(/`([^`]+)`/g)].map((m) => m[1] as string),
+    ]),
+  )
+  assert.ok(inCode.size >= 8 && inDoc.size >= 8, `${[...inCode.keys()]} / ${[...inDoc.keys()]}`)
+  const sorted = (m: Map<string, string[]>) => Object.fromEntries([...m].sort().map(([k, v]) => [k, [...v].sort()]))
+  assert.deepEqual(sorted(inDoc), sorted(inCode))
+})
+
 it('every STREAM_SEGMENT_ environment variable the docs name is one lib/ reads', () => {
   const code = sources('lib')
     .map((f) => read(f))
