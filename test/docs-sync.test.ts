@@ -8,6 +8,7 @@ import assert from 'node:assert/strict'
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
+import ts from 'typescript'
 import { StreamSegmentError } from '../lib/errors.js'
 import { HEAD_MAGIC, HEADER_BYTES, HEADER_MAGIC, SUMMARY_ENTRY_BYTES } from '../lib/format/header.js'
 import { INODE_BYTES, INODE_OBJECT_BYTES, INODE_OBJECT_MAGIC } from '../lib/format/inode.js'
@@ -256,6 +257,156 @@ it('every STREAM_SEGMENT_ environment variable the docs name is one lib/ reads',
   }
   assert.ok(count >= 3, `only ${count} found`)
   assert.deepEqual(wrong, [])
+})
+
+// The package's declarations, for the signatures of docs/api.md.
+const program = ts.createProgram(['dist/esm/lib/index.d.ts'], { strict: true, types: ['node'] })
+const checker = program.getTypeChecker()
+const root = checker.getSymbolAtLocation(program.getSourceFile('dist/esm/lib/index.d.ts') as ts.SourceFile)
+const exported = new Map(checker.getExportsOfModule(root as ts.Symbol).map((s) => [s.getName(), s]))
+
+/** The type of an export, or of a static member of one (`SegmentFile.open`). */
+function exportType(path: string): ts.Type | undefined {
+  const [first, ...members] = path.split('.')
+  let sym = exported.get(first as string)
+  if (sym === undefined) return undefined
+  if (sym.flags & ts.SymbolFlags.Alias) sym = checker.getAliasedSymbol(sym)
+  let type = checker.getTypeOfSymbol(sym)
+  for (const m of members) {
+    const p = type.getProperty(m)
+    if (p === undefined) return undefined
+    type = checker.getTypeOfSymbol(p)
+  }
+  return type
+}
+
+/** `text` split at its commas outside brackets. */
+function topLevel(text: string): string[] {
+  const out: string[] = []
+  let depth = 0
+  let cur = ''
+  for (const c of text) {
+    if ('{([<'.includes(c)) depth++
+    if ('})]>'.includes(c)) depth--
+    if (c === ',' && depth === 0) {
+      out.push(cur.trim())
+      cur = ''
+    } else cur += c
+  }
+  if (cur.trim() !== '') out.push(cur.trim())
+  return out
+}
+
+/** The settings and read options, which a `...settings` or `...readOptions` stands for. */
+const general = new Set<string>([...Object.keys(SPEC_DEFAULTS), ...Object.keys(READ_DEFAULTS)])
+
+interface Signature {
+  where: string
+  call: string
+  args: string[]
+}
+
+/**
+ * The signatures docs/api.md gives: code spans `name(…)` or `new Name(…)`, and the
+ * comments of its import list (`name, // (…)`), whose name is an export.
+ */
+function signatures(text: string, doc: string): Signature[] {
+  const out: Signature[] = []
+  const line = (index: number) => `${doc}:${text.slice(0, index).split('\n').length}`
+  for (const m of text.matchAll(/`((?:new )?[A-Za-z][\w.]*)\(([^`]*)\)`/g)) {
+    out.push({ where: line(m.index), call: m[1] as string, args: topLevel(m[2] as string) })
+  }
+  for (const m of text.matchAll(/^ {2}(\w+), \/\/ (new \w+)?\((.*)\)(?: →|:)/gm)) {
+    out.push({ where: line(m.index), call: m[2] ?? (m[1] as string), args: topLevel(m[3] as string) })
+  }
+  return out.filter((s) => exportType(s.call.replace(/^new /, '')) !== undefined)
+}
+
+/** The names an options object of a signature lists (`{ a?, b: …, url | store, ...rest }`), and whether it has a rest. */
+function listed(arg: string): { names: string[]; rest: boolean } | undefined {
+  const m = /^\{(.*)\}\??$/.exec(arg)
+  if (m === null) return undefined
+  const items = topLevel(m[1] as string)
+  return {
+    names: items
+      .filter((i) => !i.startsWith('...'))
+      .flatMap(
+        (i) =>
+          i
+            .split(/[:?]/)[0]
+            ?.split('|')
+            .map((n) => n.trim()) ?? [],
+      ),
+    rest: items.some((i) => i.startsWith('...')),
+  }
+}
+
+it("docs/api.md's signatures list the options each call takes: none it does not, all it does but the settings", () => {
+  const api = read('docs/api.md')
+  const found = signatures(api, 'docs/api.md')
+  assert.ok(
+    ['uploadFile', 'downloadFile', 'new Upload', 'SegmentFile.open', 'verifyCheckpoint'].every((c) =>
+      found.some((s) => s.call === c),
+    ),
+    `the signatures are found: ${found.map((s) => s.call).join(', ')}`,
+  )
+  const wrong: string[] = []
+  for (const s of found) {
+    const type = exportType(s.call.replace(/^new /, '')) as ts.Type
+    const candidates = s.call.startsWith('new ') ? type.getConstructSignatures() : type.getCallSignatures()
+    const sig = candidates.at(-1)
+    if (sig === undefined) continue
+    s.args.forEach((arg, i) => {
+      const options = listed(arg)
+      // Options written with `?` or a rest are a signature's; `{ cno }` is a call's example.
+      if (options === undefined || !(options.rest || arg.includes('?'))) return
+      const param = sig.parameters[i]
+      if (param === undefined) {
+        wrong.push(`${s.where}: ${s.call} takes no argument ${i + 1}`)
+        return
+      }
+      const real = checker
+        .getNonNullableType(checker.getTypeOfSymbol(param))
+        .getProperties()
+        .map((p) => p.getName())
+      for (const n of options.names) if (!real.includes(n)) wrong.push(`${s.where}: ${s.call} takes no option ${n}`)
+      for (const n of real) {
+        if (!options.names.includes(n) && !(options.rest && general.has(n))) {
+          wrong.push(`${s.where}: ${s.call}'s option ${n} is not listed`)
+        }
+      }
+    })
+  }
+  assert.deepEqual(wrong, [])
+})
+
+it('SegmentFile: every public member is in the table of docs/api.md, and every member the table names exists', () => {
+  const api = section(read('docs/api.md'), '## SegmentFile')
+  const instance = checker.getDeclaredTypeOfSymbol(checker.getAliasedSymbol(exported.get('SegmentFile') as ts.Symbol))
+  const isPublic = (p: ts.Symbol) =>
+    !(
+      ts.getCombinedModifierFlags(p.valueDeclaration as ts.Declaration) &
+      (ts.ModifierFlags.Private | ts.ModifierFlags.Protected)
+    )
+  // `core` is the handle's state, public for the streams built on the handle, not for users.
+  const members = instance
+    .getProperties()
+    .filter(isPublic)
+    .map((p) => p.getName())
+    .filter((n) => n !== 'core')
+  assert.ok(members.includes('readInto') && members.includes('walReplay'), members.join(', '))
+  const table = tableRows(section(api, '### Methods and properties'))
+  const named = table.flatMap((r) => [...(r[0] as string).matchAll(/`(\w+)/g)].map((m) => m[1] as string))
+  assert.deepEqual(
+    named.filter((n) => !members.includes(n)),
+    [],
+    'the table names members that do not exist',
+  )
+  assert.deepEqual(
+    members.filter((n) => !new RegExp(`\`(?:file\\.)?${n}\\b`).test(api)),
+    [],
+    'members docs/api.md does not name',
+  )
 })
 
 it("docs/format.md's sizes, magics and limits are the code's, and the last checkpoint number everywhere", () => {
