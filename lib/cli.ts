@@ -42,7 +42,7 @@ const USAGE = `Usage: stream-segment <command> [options]
 Write large byte streams to object storage as StreamSegment checkpoints, and read them back.
 
 Commands:
-  put <file|-> <url> [--<setting> <value>…] [--no-resume] [--json]
+  put <file|-> <url> [--size N] [--wal DIR [--wal-sync M]] [--<setting> <value>…] [--no-resume] [--json]
                    write a file as a new checkpoint, replacing the content; prints the FlushTiming.
                    A regular file goes by reference (read as its objects are sent, the spec's
                    defaults); stdin (-), a pipe, a FIFO or a device by value (streaming profile).

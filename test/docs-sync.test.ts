@@ -5,6 +5,7 @@
  * the other fails here, naming what differs.
  */
 import assert from 'node:assert/strict'
+import { spawnSync } from 'node:child_process'
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
@@ -406,6 +407,21 @@ it('SegmentFile: every public member is in the table of docs/api.md, and every m
     members.filter((n) => !new RegExp(`\`(?:file\\.)?${n}\\b`).test(api)),
     [],
     'members docs/api.md does not name',
+  )
+})
+
+it("every usage line a command's mistakes print is the one --help gives", () => {
+  const help = spawnSync(process.execPath, ['bin/stream-segment.cjs', '--help'], { encoding: 'utf8' })
+  assert.equal(help.status, 0, help.stderr)
+  const usages = sources('lib/cli').flatMap((f) =>
+    [...read(f).matchAll(/'((?:put|get|ls|inspect|verify|gc|rm|export|bench) [<-][^']*)'/g)].map((m) => m[1] as string),
+  )
+  assert.ok(usages.length >= 9, usages.join('\n'))
+  // A hint that names a command (`get URL FILE`) is no usage line: those start with <…>, --… or a placeholder.
+  const lines = usages.filter((u) => /^\w+ (<|--\w+ <)/.test(u))
+  assert.deepEqual(
+    lines.filter((u) => !help.stdout.includes(`\n  ${u}`)),
+    [],
   )
 })
 

@@ -105,7 +105,7 @@ export async function put(p: Parsed, out: Out, err: Out, signal: AbortSignal): P
           p,
           2,
           2,
-          'put <file|-> <url> [--size N] [--<setting> <value>…] [--no-resume] [--json]',
+          'put <file|-> <url> [--size N] [--wal DIR [--wal-sync M]] [--<setting> <value>…] [--no-resume] [--json]',
           p.positional.length === 1 ? oneArgumentHint(p.positional[0] as string, p.beforeTerminator === 1) : undefined,
         ) as [string, string])
       : ['-', p.positional[0] as string]
