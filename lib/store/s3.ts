@@ -117,7 +117,7 @@ function describeEtag(etag: string | undefined): string {
 }
 
 /** The names S3StoreOptions holds: any other is refused. */
-const S3_STORE_OPTIONS = [
+const S3_STORE_OPTIONS: ReadonlyArray<keyof S3StoreOptions> = [
   'client',
   'bucket',
   'prefix',
