@@ -356,6 +356,11 @@ export class DirtyTier {
     if (this.pins[slot] === 0) this.free(slot)
   }
 
+  /** Whether a block maps to `slot` still (a block written again while its slot was pinned moved to a fresh one). */
+  isMapped(slot: number): boolean {
+    return this.mapped[slot] === 1
+  }
+
   pinned(slot: number): boolean {
     return this.pins[slot] !== 0
   }

@@ -360,9 +360,14 @@ export class ObjectPlan {
     for (let k = 0; k < this.blockIndex.length; k++) this.tier.unplace(this.slot[k] as number, this.id)
   }
 
-  /** Whether data block k's slot still holds what was sent. */
+  /**
+   * Whether data block k's slot still holds what was sent: its block maps to it still, at
+   * the generation sent. A write while the slot was pinned moves the block to a fresh slot
+   * and leaves the old one's generation as it was.
+   */
   unchanged(k: number): boolean {
-    return this.tier.gen(this.slot[k] as number) === this.gen[k]
+    const slot = this.slot[k] as number
+    return this.tier.isMapped(slot) && this.tier.gen(slot) === this.gen[k]
   }
 
   private encodeMeta(): Uint8Array {
