@@ -8,20 +8,21 @@ import assert from 'node:assert/strict'
 import { it } from 'node:test'
 import { decodeObject } from '../../lib/format/index.js'
 import { SegmentFile } from '../../lib/segment-file.js'
-import type { Settings, TestHooks } from '../../lib/settings.js'
+import type { Settings, WithHooks } from '../../lib/settings.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import { pattern } from '../helpers/pattern.js'
+import { hooks } from '../helpers/small-settings.js'
 
 const KiB = 1024
 const MiB = 1024 * KiB
 // One object filled in 16 KiB pieces (4 blocks each), aiming at 1 MiB; leaves of 8 blocks.
-const pieces: Partial<Settings> & TestHooks = {
+const pieces: Partial<Settings> & WithHooks = {
   dataCacheDirtyMaxBytesThreshold: 64 * MiB,
   segmentBufferSize: 64 * MiB,
   streamSegmentBytes: 1 * MiB,
   segmentMpuChunkSize: 16 * KiB,
   segmentMaxObjectBytes: 128 * MiB,
-  maxNodeEntries: 8,
+  ...hooks({ maxNodeEntries: 8 }),
 }
 
 /** Each slot of the object `key` as [block index, live]. */

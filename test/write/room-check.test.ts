@@ -9,9 +9,10 @@ import { it } from 'node:test'
 import { decodeObject } from '../../lib/format/index.js'
 import { objectBytes } from '../../lib/format/layout.js'
 import { SegmentFile } from '../../lib/segment-file.js'
-import type { Settings, TestHooks } from '../../lib/settings.js'
+import type { Settings, WithHooks } from '../../lib/settings.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import { pattern } from '../helpers/pattern.js'
+import { hooks } from '../helpers/small-settings.js'
 
 const KiB = 1024
 const MiB = 1024 * KiB
@@ -20,13 +21,13 @@ it('an object that would hold two full leaves exactly, with no leaf spare, close
   // Two leaves of 8 blocks and their data fill the limit to the byte; the spare leaf
   // (one in sixteen, rounded up) does not fit beside them.
   const limit = objectBytes(16, 2, 4 * KiB, 4 * KiB)
-  const settings: Partial<Settings> & TestHooks = {
+  const settings: Partial<Settings> & WithHooks = {
     dataCacheDirtyMaxBytesThreshold: 64 * MiB,
     segmentBufferSize: 64 * MiB,
     streamSegmentBytes: 1 * MiB, // capped at the limit
     segmentMpuChunkSize: 16 * KiB, // pieces of 4 blocks
     segmentMaxObjectBytes: limit,
-    maxNodeEntries: 8,
+    ...hooks({ maxNodeEntries: 8 }),
   }
   const store = new MemoryStore()
   const f = await SegmentFile.create(store, settings)

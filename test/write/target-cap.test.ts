@@ -8,21 +8,22 @@ import assert from 'node:assert/strict'
 import { it } from 'node:test'
 import { decodeObject, FLAG_CHECKPOINT, FLAG_SENT_AHEAD } from '../../lib/format/index.js'
 import { SegmentFile } from '../../lib/segment-file.js'
-import type { Settings, TestHooks } from '../../lib/settings.js'
+import type { Settings, WithHooks } from '../../lib/settings.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import { pattern } from '../helpers/pattern.js'
+import { hooks } from '../helpers/small-settings.js'
 
 const KiB = 1024
 const MiB = 1024 * KiB
 
 it('streamSegmentBytes over segmentMaxObjectBytes aims at the limit: objects of it are sent ahead whole', async () => {
-  const settings: Partial<Settings> & TestHooks = {
+  const settings: Partial<Settings> & WithHooks = {
     dataCacheDirtyMaxBytesThreshold: 64 * MiB,
     segmentBufferSize: 64 * MiB,
     streamSegmentBytes: 1 * MiB,
     segmentMpuChunkSize: 128 * KiB,
     segmentMaxObjectBytes: 96 * KiB, // the target: under one piece, so objects go whole
-    maxNodeEntries: 8, // leaves of 8 blocks: two leaves and their data fill 72.5 KiB
+    ...hooks({ maxNodeEntries: 8 }), // leaves of 8 blocks: two leaves and their data fill 72.5 KiB
   }
   const store = new MemoryStore()
   const f = await SegmentFile.create(store, settings)
