@@ -33,6 +33,13 @@ export const ERROR_CODES = {
 
 export type ErrorCode = keyof typeof ERROR_CODES
 
+/**
+ * Marks the errors of every copy of this class: the package's ESM and CommonJS builds, both
+ * loaded in one process (an `import` here, a `require` in a dependency), each have their
+ * own, and `instanceof` knows only its own. `StreamSegmentError.is` knows both.
+ */
+const BRAND = Symbol.for('stream-segment.StreamSegmentError')
+
 export class StreamSegmentError extends Error {
   override name = 'StreamSegmentError'
   readonly code: ErrorCode
@@ -40,6 +47,7 @@ export class StreamSegmentError extends Error {
   constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
     super(message, options)
     this.code = code
+    Object.defineProperty(this, BRAND, { value: true })
   }
 
   get retryable(): boolean {
@@ -83,8 +91,12 @@ export class StreamSegmentError extends Error {
     return new StreamSegmentError('ERR_INTERNAL', message, { cause })
   }
 
+  /** Whether `err` is one, from this build or the package's other one (BRAND), with `code` if given. */
   static is(err: unknown, code?: ErrorCode): err is StreamSegmentError {
-    return err instanceof StreamSegmentError && (code === undefined || err.code === code)
+    const ours =
+      err instanceof StreamSegmentError ||
+      (typeof err === 'object' && err !== null && (err as { [BRAND]?: unknown })[BRAND] === true)
+    return ours && (code === undefined || (err as StreamSegmentError).code === code)
   }
 }
 

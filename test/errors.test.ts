@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
 import { it } from 'node:test'
 import { ERROR_CODES, StreamSegmentError } from '../lib/errors.js'
 
@@ -24,4 +25,23 @@ it('docs/api.md lists every error code with its retryability', () => {
     assert.ok(row, `docs/api.md, Errors, has no row for ${code}`)
     assert.match(row, retryable ? /\|\s*yes\s*\|/ : /\|\s*no\s*\|/, `${code} retryable=${retryable}: ${row}`)
   }
+})
+
+it("StreamSegmentError.is knows an error of the package's other build (ESM and CommonJS in one process)", () => {
+  const require = createRequire(import.meta.url)
+  // This test runs from dist/esm/test; the CommonJS build lies beside it.
+  const cjs = require('../../cjs/lib/index.js') as typeof import('../lib/index.js')
+  assert.notEqual(cjs.StreamSegmentError, StreamSegmentError, 'two builds, two classes')
+  const fromCjs = new cjs.StreamSegmentError('ERR_CONFLICT', 'from the CommonJS build')
+  const fromEsm = StreamSegmentError.conflict('from the ESM build')
+  assert.equal(fromCjs instanceof StreamSegmentError, false)
+  assert.equal(StreamSegmentError.is(fromCjs), true)
+  assert.equal(StreamSegmentError.is(fromCjs, 'ERR_CONFLICT'), true)
+  assert.equal(StreamSegmentError.is(fromCjs, 'ERR_CORRUPT'), false)
+  assert.equal(cjs.StreamSegmentError.is(fromEsm, 'ERR_CONFLICT'), true)
+  // Only theirs: an Error with the same name and code is not one.
+  const lookalike = Object.assign(new Error('x'), { name: 'StreamSegmentError', code: 'ERR_CONFLICT' })
+  assert.equal(StreamSegmentError.is(lookalike), false)
+  // The mark is not enumerable: a copy of the error's fields (a log line, a spread) does not carry it.
+  assert.deepEqual(Object.getOwnPropertySymbols({ ...fromEsm }), [])
 })
