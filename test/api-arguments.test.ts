@@ -59,6 +59,17 @@ function dispose(value: unknown): void {
   if (typeof v?.destroy === 'function') v.destroy()
 }
 
+/** Each call must fail ERR_INVALID_ARGUMENT with a message matching its pattern; what one made instead is let go. */
+async function expectRefused(refused: ReadonlyArray<[() => unknown, RegExp]>): Promise<void> {
+  for (const [fn, re] of refused) {
+    const r = await outcome(fn)
+    if ('value' in r) dispose(r.value)
+    assert.ok('err' in r, `${re}: no error`)
+    assert.ok(api.StreamSegmentError.is(r.err, 'ERR_INVALID_ARGUMENT'), String(r.err))
+    assert.match((r.err as Error).message, re)
+  }
+}
+
 describe('bad arguments to the package root', () => {
   let dir = ''
   before(async () => {
@@ -199,12 +210,7 @@ describe('bad arguments to the package root', () => {
         /^removeContainer: options must be an object, got string "all"$/,
       ],
     ]
-    for (const [fn, re] of refused) {
-      const r = await outcome(fn)
-      assert.ok('err' in r, `${re}: no error`)
-      assert.ok(api.StreamSegmentError.is(r.err, 'ERR_INVALID_ARGUMENT'), String(r.err))
-      assert.match((r.err as Error).message, re)
-    }
+    await expectRefused(refused)
     // Nothing refused removed anything.
     assert.equal((await api.listCheckpoints(url)).checkpoints.length, 1)
   })
@@ -239,13 +245,7 @@ describe('bad arguments to the package root', () => {
         /^export: copyPartBytes must be an integer in .*, got null$/,
       ],
     ]
-    for (const [fn, re] of refused) {
-      const r = await outcome(fn)
-      if ('value' in r) dispose(r.value)
-      assert.ok('err' in r, `${re}: no error`)
-      assert.ok(api.StreamSegmentError.is(r.err, 'ERR_INVALID_ARGUMENT'), String(r.err))
-      assert.match((r.err as Error).message, re)
-    }
+    await expectRefused(refused)
   })
 
   it('the test hooks are no options: every call that takes settings refuses them, DirectoryStore a second argument', async () => {
@@ -285,13 +285,7 @@ describe('bad arguments to the package root', () => {
         /^DirectoryStore: takes one argument, the root directory; got a second: Object/,
       ],
     ]
-    for (const [fn, re] of refused) {
-      const r = await outcome(fn)
-      if ('value' in r) dispose(r.value)
-      assert.ok('err' in r, `${re}: no error`)
-      assert.ok(api.StreamSegmentError.is(r.err, 'ERR_INVALID_ARGUMENT'), String(r.err))
-      assert.match((r.err as Error).message, re)
-    }
+    await expectRefused(refused)
     assert.equal(await store.head('inode'), undefined, 'nothing was published')
     // resolveSettings returns the settings, not what a handle derives from them.
     assert.deepEqual(Object.keys(api.resolveSettings()).sort(), Object.keys(api.SPEC_DEFAULTS).sort())

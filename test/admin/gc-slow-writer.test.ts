@@ -132,6 +132,16 @@ describe('gc beside a slow writer that lost a conflict', () => {
     return w
   }
 
+  /** Hours later, gc: what the writer sent ahead under number 2 is past the grace period, and deleted. */
+  async function ageAndCollect(store: MemoryStore, sent: readonly string[]): Promise<void> {
+    age(store, 2, 2 * HOUR)
+    const r = await gc(store)
+    assert.ok(
+      sent.every((k) => r.deletedKeys.includes(k)),
+      `gc deleted ${r.deletedKeys.join(' ')}`,
+    )
+  }
+
   async function sentUnder(store: ObjectStore, cno: number): Promise<string[]> {
     const keys: string[] = []
     for await (const e of store.list(`${segmentKey(cno, 0).slice(0, 10)}.`)) keys.push(e.key)
@@ -145,12 +155,7 @@ describe('gc beside a slow writer that lost a conflict', () => {
     // Hours later: what it sent ahead is past the grace period, and nothing kept reaches it.
     const sent = await sentUnder(store, 2)
     assert.ok(sent.length > 0)
-    age(store, 2, 2 * HOUR)
-    const r = await gc(store)
-    assert.ok(
-      sent.every((k) => r.deletedKeys.includes(k)),
-      `gc deleted ${r.deletedKeys.join(' ')}`,
-    )
+    await ageAndCollect(store, sent)
     await rejectsCode(w.flush(), 'ERR_CONFLICT', /objects it stored before its part 0 were deleted/)
     await w.close().catch(() => undefined)
     assert.equal(decodeInodeObject(await store.get(INODE_KEY)).cno, 3, 'nothing published over it')
@@ -166,12 +171,7 @@ describe('gc beside a slow writer that lost a conflict', () => {
     assert.ok(sent.length > 0)
     // The flush's one LIST (its objects all there), then the cleaner, before the inode write meets the conflict.
     store.afterList = async () => {
-      age(inner, 2, 2 * HOUR)
-      const r = await gc(inner)
-      assert.ok(
-        sent.every((k) => r.deletedKeys.includes(k)),
-        `gc deleted ${r.deletedKeys.join(' ')}`,
-      )
+      await ageAndCollect(inner, sent)
     }
     await rejectsCode(w.flush(), 'ERR_CONFLICT', /objects it stored before its part 0 were deleted/)
     assert.equal(store.afterList, undefined, 'the hook ran')
