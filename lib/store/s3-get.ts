@@ -31,9 +31,10 @@
  *   the headers are a failure with no HTTP status, which the store's retry policy makes
  *   again (as on the SDK path). Reads into the buffer stop at Content-Length, so bytes a
  *   server sends past it are never part of an answer: they are read while the connection
- *   is idle, and it is closed (the next request on it waits until the reads due when an
- *   answer ends are made: those bytes may have come with the body's last ones). The
- *   buffer is handed out only when complete.
+ *   is idle, and it is closed, unless they are one empty line, which HTTP lets a client
+ *   pass over (the next request on it waits until the reads due when an answer ends are
+ *   made: those bytes may have come with the body's last ones). The buffer is handed out
+ *   only when complete.
  * - Sockets: per origin at most the client's agent's `maxSockets` (64 when unbounded),
  *   kept alive between requests, waiting requests served in order. The client's connect
  *   timeout (no connection in time) and idle timeout (no byte received for that long,
@@ -407,6 +408,8 @@ class Connection {
   reused = false
   /** Whether the current exchange has received a byte. */
   answered = false
+  /** Bytes read since the last answer ended and before the next request (see onRead). */
+  private idleLine = ''
   /** Set while the reads due when the last exchange ended are not all made (see `settle`). */
   private settling = false
   /** The exchange taken meanwhile, started once they are. */
@@ -500,7 +503,12 @@ class Connection {
     resolve: (r: RawResponse) => void,
     reject: (err: Error) => void,
   ): void {
-    if (this.closed) {
+    // Half an empty line read while idle (onRead keeps no other bytes): its rest would start
+    // this answer, so the socket is not used again, and the GET goes out on a fresh one.
+    const halfLine = this.idleLine === '\r'
+    this.idleLine = ''
+    if (halfLine) this.destroy()
+    if (this.closed || halfLine) {
       reject(new Error(`GET ${what}: connection closed before any answer`))
       return
     }
@@ -570,8 +578,11 @@ class Connection {
   private onRead(n: number, buf: Uint8Array): void {
     const x = this.x
     if (x === undefined) {
-      // Bytes while no request is out (past an answer's Content-Length): never trusted.
-      this.destroy()
+      // Bytes while no request is out (past an answer's Content-Length): never trusted, but
+      // for one empty line, which a client ignores before a status line (RFC 9112, 2.2) and
+      // some servers send after a body: the socket stays, as Node's own client keeps it.
+      this.idleLine += Buffer.from(buf.buffer, buf.byteOffset, n).toString('latin1')
+      if (!'\r\n'.startsWith(this.idleLine)) this.destroy()
       return
     }
     this.answered = true

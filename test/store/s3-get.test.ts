@@ -326,8 +326,13 @@ describe('lean GETs against a scripted server', () => {
     // The head, then the body and the extra bytes in one write: the read that ends the
     // body stops at its Content-Length, and the next read, made at once, gets them. A GET
     // sent on that socket meanwhile took them as the start of its answer ("answer starts
-    // with ..."), a failure with maxRetries 0. An empty line too (some servers send one).
-    for (const extra of ['\r\n', 'GARBAGE']) {
+    // with ..."), a failure with maxRetries 0. An empty line too (some servers send one):
+    // ignored, as a client ignores one before a status line, and the socket kept.
+    for (const [extra, sockets] of [
+      ['\r\n', 1],
+      ['GARBAGE', 6],
+      ['\r', 6], // half an empty line: its rest would begin the next answer
+    ] as const) {
       const s = await serve((req, socket) => {
         const [start, end] = rangeOf(req)
         socket.write(partial(start, end))
@@ -339,7 +344,7 @@ describe('lean GETs against a scripted server', () => {
         assert.deepEqual(got, BODY.subarray(i * 100, i * 100 + 1000), `GET ${i}, extra ${JSON.stringify(extra)}`)
       }
       assert.equal(s.seen.length, 6, 'no GET made again')
-      assert.equal(s.connections(), 6, 'each socket that got extra bytes was closed')
+      assert.equal(s.connections(), sockets, `extra ${JSON.stringify(extra)}: sockets`)
     }
   })
 
