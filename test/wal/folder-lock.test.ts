@@ -16,7 +16,7 @@ import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import { inspectWal } from '../../lib/wal/wal.js'
 import { rejectsCode } from '../helpers/assert.js'
-import { contents, walDirs } from '../helpers/wal-dirs.js'
+import { contents, loggedHandle, walDirs } from '../helpers/wal-dirs.js'
 
 const walDir = walDirs('ss-wallock-')
 const localFs = fileURLToPath(new URL('../../lib/util/local-fs.js', import.meta.url))
@@ -25,11 +25,7 @@ const localFs = fileURLToPath(new URL('../../lib/util/local-fs.js', import.meta.
 async function logged(name: string) {
   const store = new MemoryStore(name)
   const dir = await walDir()
-  const f = await SegmentFile.create(store, { wal: { dir } })
-  await f.write(0, Buffer.from('base'))
-  await f.flush()
-  await f.write(0, Buffer.from('one'))
-  await f.close()
+  await (await loggedHandle(store, dir)).close()
   return { store, dir }
 }
 

@@ -49,6 +49,23 @@ async function appendSome(log: WalLog, seq: number): Promise<WalRecord[]> {
   ]
 }
 
+/**
+ * A log in a new folder: records 1–3 (appendSome), a write of `payload` at 3000 as record 4,
+ * at byte `at` of the file, then records 5–7. `before`: what a replay of records 1–3 gives.
+ */
+async function logAroundRecord(
+  payload: Uint8Array,
+): Promise<{ dir: string; path: string; at: number; before: WalRecord[] }> {
+  const dir = await walDir()
+  const { log } = await openLog(dir)
+  const before = await appendSome(log, 1)
+  const at = log.size
+  await log.appendWrite(3000, payload)
+  await appendSome(log, 5)
+  await log.close()
+  return { dir, path: join(dir, walFileName(1)), at, before }
+}
+
 /** Writes the CRC of the record at `at` again, as a writer would have: the record checks. */
 function recrc(b: Buffer, at: number): void {
   const payloadLen = b.readUInt32LE(at + 32)
@@ -143,14 +160,7 @@ describe('a damaged WAL file', () => {
   })
 
   it('a bit flipped anywhere in a record in the middle: neither it nor any after it is applied; the cut names the file and byte', async () => {
-    const dir = await walDir()
-    const { log } = await openLog(dir)
-    const want = await appendSome(log, 1)
-    const at = log.size
-    await log.appendWrite(3000, bytes(24, 9))
-    await appendSome(log, 5)
-    await log.close()
-    const path = join(dir, walFileName(1))
+    const { dir, path, at, before: want } = await logAroundRecord(bytes(24, 9))
     const whole = await fs.readFile(path)
     for (let i = at; i < at + 40 + 24; i++) {
       for (let bit = 0; bit < 8; bit++) {
@@ -196,14 +206,7 @@ describe('a damaged WAL file', () => {
       ],
     ]
     for (const [name, damage, message] of cases) {
-      const dir = await walDir()
-      const { log } = await openLog(dir)
-      await appendSome(log, 1)
-      const at = log.size
-      await log.appendWrite(3000, bytes(10, 1))
-      await appendSome(log, 5)
-      await log.close()
-      const path = join(dir, walFileName(1))
+      const { dir, path, at } = await logAroundRecord(bytes(10, 1))
       const b = await fs.readFile(path)
       damage(b, at)
       recrc(b, at)

@@ -17,7 +17,7 @@ import { inspectWal } from '../../lib/wal/wal.js'
 import { rejectsCode } from '../helpers/assert.js'
 import { within } from '../helpers/containers.js'
 import { FailingStore } from '../helpers/failing-store.js'
-import { contents, walDirs } from '../helpers/wal-dirs.js'
+import { contents, loggedHandle, walDirs } from '../helpers/wal-dirs.js'
 
 const walDir = walDirs('ss-walfail-')
 
@@ -60,6 +60,19 @@ async function openLog(dir: string, options: Parameters<typeof WalLog.open>[3] =
   return { ...opened, replayed }
 }
 
+/** Makes every fsync of a log file fail (EIO) while `failing` is set (the mock goes with `t`). */
+function failSyncs(
+  t: TestContext,
+  proto: Record<string, (...args: unknown[]) => Promise<unknown>>,
+): { failing: boolean } {
+  const sync = proto.sync as (...args: unknown[]) => Promise<unknown>
+  const state = { failing: true }
+  t.mock.method(proto, 'sync', function (this: unknown, ...args: unknown[]) {
+    return state.failing ? Promise.reject(osError('EIO', 'fsync')) : sync.apply(this, args)
+  })
+  return state
+}
+
 /**
  * A handle with a log in a new folder: 'base' published, then 'one' written; and a disk
  * where no new log file can be made while `disk.full`, and no log file removed while
@@ -68,10 +81,7 @@ async function openLog(dir: string, options: Parameters<typeof WalLog.open>[3] =
 async function baseThenOne(t: TestContext, name: string) {
   const store = new MemoryStore(name)
   const dir = await walDir()
-  const f = await SegmentFile.create(store, { wal: { dir } })
-  await f.write(0, Buffer.from('base'))
-  await f.flush()
-  await f.write(0, Buffer.from('one'))
+  const f = await loggedHandle(store, dir)
   const disk = { full: true, stuck: false }
   const open = fs.open
   t.mock.method(fs, 'open', (...args: Parameters<typeof fs.open>) =>
@@ -89,13 +99,9 @@ async function logWithFailedFsync(t: TestContext) {
   const dir = await walDir()
   const proto = await fileHandleProto(`${dir}-probe`)
   const { log } = await openLog(dir)
-  const sync = proto.sync as (...args: unknown[]) => Promise<unknown>
-  let failing = true
-  t.mock.method(proto, 'sync', function (this: unknown, ...args: unknown[]) {
-    return failing ? Promise.reject(osError('EIO', 'fsync')) : sync.apply(this, args)
-  })
+  const syncs = failSyncs(t, proto)
   await rejectsCode(log.appendWrite(0, Buffer.from('a')), 'ERR_STORE', /fsync failed/)
-  failing = false
+  syncs.failing = false
   return { dir, log }
 }
 
@@ -139,10 +145,7 @@ describe('the WAL when the file system fails', () => {
     const store = new MemoryStore('walfail-full')
     const dir = await walDir()
     const proto = await fileHandleProto(`${dir}-probe`)
-    const f = await SegmentFile.create(store, { wal: { dir } })
-    await f.write(0, Buffer.from('base'))
-    await f.flush()
-    await f.write(0, Buffer.from('one'))
+    const f = await loggedHandle(store, dir)
     // The disk fills up in the middle of the next record: part of it is written.
     const writev = proto.writev as (...args: unknown[]) => Promise<{ bytesWritten: number }>
     let full = true
@@ -294,24 +297,16 @@ describe('the WAL when the file system fails', () => {
     const inner = new MemoryStore('walfail-open-close')
     const dir = await walDir()
     const proto = await fileHandleProto(`${dir}-probe`)
-    const f = await SegmentFile.create(inner, { wal: { dir } })
-    await f.write(0, Buffer.from('base'))
-    await f.flush()
-    await f.write(0, Buffer.from('one'))
-    await f.close()
+    await (await loggedHandle(inner, dir)).close()
     // The replay's publish fails (the store), then the log's fsync as the open closes it.
-    const sync = proto.sync as (...args: unknown[]) => Promise<unknown>
-    let failing = true
-    t.mock.method(proto, 'sync', function (this: unknown, ...args: unknown[]) {
-      return failing ? Promise.reject(osError('EIO', 'fsync')) : sync.apply(this, args)
-    })
+    const syncs = failSyncs(t, proto)
     const failingStore = new FailingStore(inner, [{ ops: ['put'], key: /^inode$/ }])
     await rejectsCode(
       SegmentFile.open(failingStore, { wal: { dir }, conflictRetries: 0 }),
       'ERR_STORE',
       /injected failure: put inode/,
     )
-    failing = false
+    syncs.failing = false
     t.mock.restoreAll()
     const g = await SegmentFile.open(inner, { wal: { dir } })
     assert.equal(g.walReplay?.records, 1, 'the folder is free, the log kept')
@@ -430,17 +425,10 @@ describe('the WAL when the file system fails', () => {
     const store = new MemoryStore('walfail-fsync')
     const dir = await walDir()
     const proto = await fileHandleProto(`${dir}-probe`)
-    const f = await SegmentFile.create(store, { wal: { dir } })
-    await f.write(0, Buffer.from('base'))
-    await f.flush()
-    await f.write(0, Buffer.from('one'))
-    const sync = proto.sync as (...args: unknown[]) => Promise<unknown>
-    let failing = true
-    t.mock.method(proto, 'sync', function (this: unknown, ...args: unknown[]) {
-      return failing ? Promise.reject(osError('EIO', 'fsync')) : sync.apply(this, args)
-    })
+    const f = await loggedHandle(store, dir)
+    const syncs = failSyncs(t, proto)
     await rejectsCode(f.write(0, Buffer.from('XX')), 'ERR_STORE', /wal-0000000002\.log: fsync failed/)
-    failing = false
+    syncs.failing = false
     assert.equal(await text(f), 'onee', 'the write that failed was not applied')
     await rejectsCode(f.close(), 'ERR_STORE', /fsync failed/)
     t.mock.restoreAll()
