@@ -200,6 +200,15 @@ const READ_RULES: Readonly<Record<keyof ReadOptions, Rule>> = {
 const SETTING_NAMES = Object.keys(SETTING_RULES) as Array<keyof Settings>
 
 /**
+ * An option's value, or `dflt` when it is not given: only undefined is not given. A null
+ * (from JSON, say) is a value, and the option's check refuses it; `??` would take it for
+ * the default without a word.
+ */
+export function givenOr<T>(value: T | undefined, dflt: T): T {
+  return value === undefined ? dflt : value
+}
+
+/**
  * ERR_INVALID_ARGUMENT for a name in `options` that `who` does not take (a misspelt
  * setting would otherwise be ignored without a word), suggesting the nearest it does: its
  * own option names, and the setting and read option names when it takes those. A name
@@ -438,8 +447,7 @@ function resolveFor(
   const s = resolve<Settings>(SETTING_RULES, overrides, base)
   const capacity = nodeCapacity(s.metaBlockSize)
   const { maxNodeEntries, abortWaitMs } = hooksOf(overrides) ?? {}
-  // Only undefined is not given, as for the settings.
-  const entries = maxNodeEntries === undefined ? capacity : maxNodeEntries
+  const entries = givenOr(maxNodeEntries, capacity)
   if (!Number.isSafeInteger(entries) || entries < 3 || entries > capacity) {
     throw badSetting('maxNodeEntries', entries, `must be an integer in 3..${capacity}`)
   }

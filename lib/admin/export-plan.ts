@@ -4,6 +4,7 @@
  * copied server-side or sent, within S3's limits on parts.
  */
 import { StreamSegmentError } from '../errors.js'
+import { givenOr as or } from '../settings.js'
 import type { ObjectStore } from '../store/types.js'
 import { GiB, MiB } from '../util/units.js'
 import type { Reached } from './map-walk.js'
@@ -39,8 +40,6 @@ export function partSizes(
   options: { minPartBytes?: number; sendPartBytes?: number; copyPartBytes?: number },
 ): { minPartBytes: number; sendPartBytes: number; copyPartBytes: number } {
   const least = dest.minPartBytes ?? 1
-  // Only undefined is not given: a null is refused, as every option's null is.
-  const or = (v: number | undefined, dflt: number): number => (v === undefined ? dflt : v)
   const minPartBytes = or(options.minPartBytes, dest.minPartBytes ?? DEFAULT_MIN_PART)
   if (!Number.isSafeInteger(minPartBytes) || minPartBytes < least) {
     throw StreamSegmentError.invalidArgument(`export: minPartBytes must be an integer ≥ ${least}, got ${minPartBytes}`)

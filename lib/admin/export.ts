@@ -52,7 +52,7 @@ import { INODE_KEY, parseKey } from '../format/names.js'
 import { dataSlotAt, nodeOffsetProblem } from '../format/object.js'
 import { hex32 } from '../format/pointer.js'
 import { decodeSummary } from '../format/summary.js'
-import { checkCallOptions, checkOptionNames } from '../settings.js'
+import { checkCallOptions, checkOptionNames, givenOr } from '../settings.js'
 import { DirectoryStore } from '../store/directory.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
 import { createS3Client, S3Store } from '../store/s3.js'
@@ -161,8 +161,7 @@ export async function exportObject(
 ): Promise<ExportResult> {
   const store = storeAt(where, 'exportObject')
   checkCallOptions('exportObject', options, EXPORT_OPTIONS)
-  // Only undefined is not given: a null is refused, as every option's null is.
-  const concurrency = options.concurrency === undefined ? 8 : options.concurrency
+  const concurrency = givenOr(options.concurrency, 8)
   if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64) {
     throw StreamSegmentError.invalidArgument(`export: concurrency must be 1..64, got ${concurrency}`)
   }

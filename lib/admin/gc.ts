@@ -49,7 +49,7 @@ import { isSignal, StreamSegmentError } from '../errors.js'
 import type { Inode } from '../format/inode.js'
 import { INODE_KEY, parseKey, segmentKey } from '../format/names.js'
 import { MAX_CNO } from '../format/pointer.js'
-import { checkOptionNames } from '../settings.js'
+import { checkOptionNames, givenOr as or } from '../settings.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
 import type { MultipartUpload, ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
@@ -150,8 +150,6 @@ function checkOptions(o: GcOptions): Required<Omit<GcOptions, 'signal' | 'onProg
     if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min) throw bad(name, v, `must be an integer ≥ ${min}`)
     return v
   }
-  // Only undefined is not given: a null (from JSON, say) is a value, and refused as one.
-  const or = <T>(v: T | undefined, dflt: T): T => (v === undefined ? dflt : v)
   const keepCnos = or(o.keepCnos, [])
   if (!Array.isArray(keepCnos)) throw bad('keepCnos', keepCnos, 'must be a list of checkpoint numbers')
   // A number past the last a key can carry is a mistake, not a checkpoint that is missing.

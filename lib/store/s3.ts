@@ -43,7 +43,7 @@ import { createHash, randomUUID } from 'node:crypto'
 import type { Part, S3Client } from '@aws-sdk/client-s3'
 import createDebug from 'debug'
 import { StreamSegmentError } from '../errors.js'
-import { checkOptionNames } from '../settings.js'
+import { checkOptionNames, givenOr as or } from '../settings.js'
 import { digestChunks, sha256BeatsMd5 } from '../util/digest.js'
 import { lendPieces } from '../util/piece-pool.js'
 import { describeValue } from '../util/typed-arrays.js'
@@ -298,7 +298,6 @@ export class S3Store implements ObjectStore {
       }
       return v
     }
-    const or = <T>(v: T | undefined, dflt: T): T => (v === undefined ? dflt : v)
     this.checksums = flag('checksums', () => !custom)
     this.unsignedPayload = flag('unsignedPayload', () => !(custom && !this.checksums && sha256BeatsMd5()))
     this.pageSize = or(options.pageSize, MAX_PAGE)

@@ -38,7 +38,7 @@ import { Readable } from 'streamx'
 import { StreamSegmentError } from '../errors.js'
 import { type Piece, Reader, type ReadTiming } from '../read/reader.js'
 import { SegmentFile } from '../segment-file.js'
-import { checkByteRange, checkOptionNames, type ReadOptions, resolveReadOptions } from '../settings.js'
+import { checkByteRange, checkOptionNames, givenOr, type ReadOptions, resolveReadOptions } from '../settings.js'
 import type { ObjectStore } from '../store/types.js'
 import { givePieces, isLentPiece } from '../util/piece-pool.js'
 import { describeValue } from '../util/typed-arrays.js'
@@ -130,9 +130,7 @@ export class StreamSegmentReadStream extends Readable {
     super({ highWaterMark })
     checkByteRange('createStreamSegmentReadStream', options)
     const read = resolveReadOptions(options) // validates before any request
-    // Only undefined is not given: a null is refused, as the read options' nulls are.
-    const given = options.readAheadBytes
-    const ahead = given === undefined ? read.readGetMaxBytes * read.readMaxConcurrency : given
+    const ahead = givenOr(options.readAheadBytes, read.readGetMaxBytes * read.readMaxConcurrency)
     if (!Number.isSafeInteger(ahead) || ahead < 0) {
       throw StreamSegmentError.invalidArgument(
         `createStreamSegmentReadStream: readAheadBytes ${describeValue(ahead)} must be a byte count (an integer ≥ 0)`,
