@@ -30,16 +30,23 @@ after(async () => {
   for (const d of dirs) await rm(d, { recursive: true, force: true })
 })
 
-/** Every `every`-th data GET (a range of 64 KiB or more) is cut after part of its body: closed, or reset. */
+/**
+ * Every `every`-th data GET (a range of 64 KiB or more) is cut after part of its body:
+ * closed, or reset. A range is cut once at most, so that its retry is answered: GETs that
+ * run at once share the count, and a range cut on every try would fail its read.
+ */
 function cutting(every: number) {
   let n = 0
+  const cut = new Set<string>()
   return (r: FakeRequest, res: import('node:http').ServerResponse, fake: FakeS3): boolean => {
     const m = /^bytes=(\d+)-(\d+)$/.exec(r.req.headers.range ?? '')
     const o = fake.objects.get(r.key)
     if (r.op !== 'GetObject' || m === null || o === undefined) return false
     const start = Number(m[1])
     const end = Math.min(o.body.length, Number(m[2]) + 1)
-    if (end - start < 64 * 1024 || ++n % every !== 0) return false
+    const range = `${r.key} ${start}-${end}`
+    if (end - start < 64 * 1024 || cut.has(range) || ++n % every !== 0) return false
+    cut.add(range)
     res.writeHead(206, {
       etag: `"${o.etag}"`,
       'content-length': String(end - start),
