@@ -22,7 +22,7 @@ import {
   utimesSync,
   writeFileSync,
 } from 'node:fs'
-import { writeFile } from 'node:fs/promises'
+import { open, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Writable } from 'node:stream'
@@ -1220,6 +1220,36 @@ describe('put: by reference or by value, over an existing container, progress', 
     assert.equal(code, 8, stderr)
     assert.match(stderr, /ERR_ABORTED: .*fifo-never-written: interrupted while waiting for a writer/)
     assert.ok(!existsSync(url), 'no container made')
+  })
+
+  it('SIGTERM while put reads a FIFO its writer keeps open and silent: exit 8 without waiting for the writer', async () => {
+    const url = join(dir, 'fifo-stalled')
+    const fifo = join(dir, 'fifo-stalled-writer')
+    execFileSync('mkfifo', [fifo])
+    const child = spawn(process.execPath, [bin, 'put', fifo, url], { env: quietEnv() })
+    let stderr = ''
+    child.stderr.on('data', (c) => {
+      stderr += c
+    })
+    const exited = once(child, 'exit')
+    // A writer (as `put <(producer) URL` has) that sends a first MiB, then neither writes nor closes.
+    const writer = await open(fifo, 'w')
+    await writer.write(randomBytes(MiB))
+    // The put has taken those bytes and waits for more.
+    await new Promise((r) => setTimeout(r, 500))
+    child.kill('SIGTERM')
+    let closedByTest = false
+    const late = setTimeout(() => {
+      closedByTest = true
+      writer.close()
+    }, 10_000)
+    const [code, signal] = await exited
+    clearTimeout(late)
+    await writer.close().catch(() => {})
+    assert.ok(!closedByTest, 'exited while the writer still held the FIFO open')
+    assert.deepEqual([code, signal], [8, null], stderr)
+    assert.match(stderr, /^stream-segment: ERR_ABORTED: [^\n]+\n$/)
+    assert.ok(!existsSync(join(url, INODE_KEY)), 'nothing published')
   })
 
   it('SIGINT aborts a put: one line, ERR_ABORTED, exit 8, nothing published', async () => {

@@ -4,8 +4,9 @@
  * `--wal` for streams.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
-import { closeSync, constants, fstatSync, openSync, statSync } from 'node:fs'
+import { closeSync, constants, fstatSync, openSync, type Stats, statSync } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
+import { Socket } from 'node:net'
 import { type Readable, Transform } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { StreamSegmentError } from '../errors.js'
@@ -149,7 +150,7 @@ export async function put(p: Parsed, out: Out, err: Out, signal: AbortSignal): P
     r = st?.isFile()
       ? await putByReference(fh as FileHandle, store, settings, signal, err, resume)
       : await putByValue(
-          fh?.createReadStream({ highWaterMark: MiB, autoClose: false }) ?? child?.stdout ?? process.stdin,
+          (fh && st && sourceStream(fh, st)) ?? child?.stdout ?? process.stdin,
           producer === undefined ? source : producer.join(' '),
           store,
           settings,
@@ -266,6 +267,21 @@ async function putByReference(
   } finally {
     stop?.()
   }
+}
+
+/**
+ * The stream of a source that is not a regular file. A FIFO (a named pipe, or a shell's
+ * `<(command)`) is read as stdin is, through the event loop: a file read waits in a
+ * thread of the pool, where no abort reaches it, so a put interrupted while its writer
+ * neither writes nor closes would wait for that writer (the close of `fh` waits for the
+ * read), and the process could not exit. It is read through a second, non-blocking
+ * descriptor of the same pipe (the socket closes it); `fh` stays open until the put ends.
+ * Anything else (a character device) is read as a file.
+ */
+function sourceStream(fh: FileHandle, st: Stats): Readable {
+  if (!st.isFIFO()) return fh.createReadStream({ highWaterMark: MiB, autoClose: false })
+  const fd = openSync(`/dev/fd/${fh.fd}`, constants.O_RDONLY | constants.O_NONBLOCK)
+  return new Socket({ fd, readable: true, writable: false })
 }
 
 /** A producer command run as a child process: its stdout is the input; stdin and stderr are ours. */
