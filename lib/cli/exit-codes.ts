@@ -26,7 +26,7 @@ const EXIT_MEANINGS: Record<ErrorCode, string> = {
   ERR_UNSUPPORTED: 'a layout version newer than this build',
   ERR_CONFLICT: 'another writer got there first',
   ERR_STORE: 'the store failed (network, 5xx, throttling)',
-  ERR_ABORTED: 'interrupted (Ctrl-C, SIGTERM, SIGHUP)',
+  ERR_ABORTED: "interrupted (Ctrl-C, SIGTERM, SIGHUP), or a put's input refused",
   ERR_RANGE: 'a range starting at or past the end',
   ERR_STATE: 'wrong state (e.g. a file that changed while being uploaded)',
   ERR_TIMEOUT: 'a request or a call ran past its time limit',
