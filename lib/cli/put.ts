@@ -279,8 +279,14 @@ async function putByReference(
  * Anything else (a character device) is read as a file.
  */
 function sourceStream(fh: FileHandle, st: Stats): Readable {
-  if (!st.isFIFO()) return fh.createReadStream({ highWaterMark: MiB, autoClose: false })
-  const fd = openSync(`/dev/fd/${fh.fd}`, constants.O_RDONLY | constants.O_NONBLOCK)
+  const asFile = () => fh.createReadStream({ highWaterMark: MiB, autoClose: false })
+  if (!st.isFIFO()) return asFile()
+  let fd: number
+  try {
+    fd = openSync(`/dev/fd/${fh.fd}`, constants.O_RDONLY | constants.O_NONBLOCK)
+  } catch {
+    return asFile() // no /dev/fd here: read as before, only an interrupt then waits for the writer
+  }
   return new Socket({ fd, readable: true, writable: false })
 }
 
