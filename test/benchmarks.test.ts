@@ -3,13 +3,16 @@
  * tables, the radosgw rows included (the test runner starts radosgw and the programs
  * inherit AWS_ENDPOINT_URL_S3). The figures are not checked: they are measurements, made
  * at full size by hand (docs/benchmarks.md). What this pins is that the commands the docs
- * give still run, and that they print no process warning. Fails, never skips, without the server.
+ * give still run, that they print no process warning, and that they leave nothing on the
+ * server (radosgw keeps objects in memory: what one program leaves slows the next).
+ * Fails, never skips, without the server.
  */
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import { resolve } from 'node:path'
 import { describe, it } from 'node:test'
-import { s3TestBucket } from './helpers/s3-env.js'
+import { ListBucketsCommand, ListObjectsV2Command } from '@aws-sdk/client-s3'
+import { s3TestBucket, s3TestClient } from './helpers/s3-env.js'
 
 interface Case {
   program: string
@@ -159,6 +162,25 @@ function runBench(c: Case): Promise<{ code: number | null; stdout: string; stder
   })
 }
 
+/** The bucket the programs share (test/bench/*.ts). */
+const BENCH_BUCKET = 'stream-segment-bench'
+
+/**
+ * What the benchmark programs left on the server: the objects of the bucket they share and
+ * the buckets of their own (`bench-<pid>`). The cases run one at a time, and no test uses
+ * these names.
+ */
+async function leftOnServer(): Promise<string[]> {
+  const client = s3TestClient()
+  const { Buckets = [] } = await client.send(new ListBucketsCommand({}))
+  const left = Buckets.map((b) => b.Name ?? '').filter((name) => /^bench-\d+$/.test(name))
+  if (Buckets.some((b) => b.Name === BENCH_BUCKET)) {
+    const { Contents = [] } = await client.send(new ListObjectsV2Command({ Bucket: BENCH_BUCKET }))
+    left.push(...Contents.map((o) => `${BENCH_BUCKET}/${o.Key}`))
+  }
+  return left
+}
+
 describe('the benchmark programs run on a few MiB', () => {
   for (const c of cases) {
     it(`${c.program}${c.args ? ` ${c.args.join(' ')}` : ''}`, { timeout: 300_000 }, async () => {
@@ -174,6 +196,7 @@ describe('the benchmark programs run on a few MiB', () => {
           `no line matches ${want}; output:\n${r.stdout.slice(-6000)}`,
         )
       }
+      assert.deepEqual(await leftOnServer(), [], `${c.program} left these on the server`)
     })
   }
 })

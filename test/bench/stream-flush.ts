@@ -297,7 +297,7 @@ async function section5() {
 async function child(variant: string) {
   const { createS3Client, S3Store } = await import('../../lib/store/s3.js')
   const { Upload } = await import('@aws-sdk/lib-storage')
-  const { CreateBucketCommand } = await import('@aws-sdk/client-s3')
+  const { CreateBucketCommand, DeleteBucketCommand } = await import('@aws-sdk/client-s3')
   // Not the SDK's warning that its later versions need a newer Node amid the table.
   process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true'
   const client = createS3Client()
@@ -339,6 +339,15 @@ async function child(variant: string) {
   const end = performance.now()
   const cpu = process.cpuUsage(c0)
   clearInterval(sampler)
+  // The bucket and all it holds go: radosgw keeps objects in memory, where what one
+  // variant left would weigh on the next ones and on the benchmarks after this one.
+  const all = new S3Store({ client, bucket, prefix: '' })
+  for await (const u of all.listMultipart('')) await all.abortMultipart(u.key, u.uploadId)
+  const keys: string[] = []
+  for await (const e of all.list('')) keys.push(e.key)
+  await all.delete(keys)
+  await client.send(new DeleteBucketCommand({ Bucket: bucket }))
+  client.destroy()
   console.log(
     `| ${variant} | ${((end - endOfStream) / 1000).toFixed(2)} | ${((end - t0) / 1000).toFixed(2)} | ${((cpu.user + cpu.system) / 1e6 / (total / 1024 ** 3)).toFixed(2)} | ${(peakRss / 1024 / 1024).toFixed(0)} |`,
   )
