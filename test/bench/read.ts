@@ -53,7 +53,7 @@ import { downloadFile } from '../../lib/streams/download-file.js'
 import { createStreamSegmentReadStream } from '../../lib/streams/read-stream.js'
 import { crc32 } from '../../lib/util/crc32.js'
 import { givePieces } from '../../lib/util/piece-pool.js'
-import { freshMemoryCost } from '../helpers/bench.js'
+import { freshMemoryCost, median, percentile } from '../helpers/bench.js'
 import { fillBlocks } from '../helpers/pattern.js'
 import { s3TestStore } from '../helpers/s3-env.js'
 import { type LinkModel, ThrottledStore } from '../helpers/throttled-store.js'
@@ -279,11 +279,6 @@ async function toFile(store: ObjectStore, dir: string, how: 'download' | 'pipe')
   return { seconds, cpu, memory: await counted() }
 }
 
-function percentile(xs: number[], p: number): number {
-  const s = [...xs].sort((a, b) => a - b)
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] as number
-}
-
 /** Random 4 KiB reads: on a fresh handle each (requests after its open), then on one handle. */
 async function random(store: ThrottledStore | CountingStore) {
   let seed = 12345
@@ -358,12 +353,6 @@ interface Round {
   downloadCpu: number
   pipe: number
   pipeCpu: number
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b)
-  const m = s.length >> 1
-  return s.length % 2 === 1 ? (s[m] as number) : ((s[m - 1] as number) + (s[m] as number)) / 2
 }
 
 /** Column `k` over the rounds as "median (min–max)", or '-' where a round has none. */

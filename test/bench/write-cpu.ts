@@ -45,7 +45,7 @@ import { uploadFile } from '../../lib/streams/upload-file.js'
 import { createStreamSegmentWriteStream } from '../../lib/streams/write-stream.js'
 import { crc32Blocks, crc32Implementation } from '../../lib/util/crc32.js'
 import { Limiter } from '../../lib/util/limiter.js'
-import { freshMemoryCost, freshSlabMemoryCost, otherThreadsCpu } from '../helpers/bench.js'
+import { freshMemoryCost, freshSlabMemoryCost, median, otherThreadsCpu } from '../helpers/bench.js'
 import { CpuCountingStore } from '../helpers/cpu-store.js'
 import { fillBlocks } from '../helpers/pattern.js'
 
@@ -289,11 +289,11 @@ const ring = Buffer.alloc(16 * MiB)
 let ringAt = 0
 const crcs = new Uint32Array(CHUNK / 4096)
 
+/** "median (min–max)" of `xs`, or the one value. */
 function stat(xs: number[], digits = 2): string {
-  const s = [...xs].sort((a, b) => a - b)
-  const med = s[Math.floor(s.length / 2)] as number
-  return s.length > 1
-    ? `${med.toFixed(digits)} (${(s[0] as number).toFixed(digits)}–${(s[s.length - 1] as number).toFixed(digits)})`
+  const med = median(xs)
+  return xs.length > 1
+    ? `${med.toFixed(digits)} (${Math.min(...xs).toFixed(digits)}–${Math.max(...xs).toFixed(digits)})`
     : med.toFixed(digits)
 }
 
@@ -689,8 +689,7 @@ async function tableStreams() {
       ;(results[i] as Sample[]).push(JSON.parse(line) as Sample)
     }
   }
-  const source = (results[0] as Sample[]).map((s) => s.cpu)
-  const sourceMed = [...source].sort((a, b) => a - b)[Math.floor(source.length / 2)] as number
+  const sourceMed = median((results[0] as Sample[]).map((s) => s.cpu))
   const cpuOf = (i: number) =>
     (results[i] as Sample[]).map((s) => (s.cpu - ((variants[i] as Variant).subtractSource ? sourceMed : 0)) / gib)
   /** Row i's figures divided by row j's of the same round, as "median (min–max) × label". */

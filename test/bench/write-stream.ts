@@ -18,6 +18,7 @@ import type { ObjectStore } from '../../lib/store/types.js'
 import { createStreamSegmentWriteStream, openForAppend } from '../../lib/streams/write-stream.js'
 import { crc32Implementation } from '../../lib/util/crc32.js'
 import type { FlushTiming } from '../../lib/write/flush.js'
+import { median } from '../helpers/bench.js'
 import { CpuCountingStore } from '../helpers/cpu-store.js'
 import { fillBlocks } from '../helpers/pattern.js'
 
@@ -128,7 +129,6 @@ console.log(
 )
 console.log('| chunk | variant | s | MB/s | writer CPU-s/GiB | objects |')
 console.log('|---|---|---:|---:|---:|---:|')
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number
 for (const size of [64 * 1024, MiB]) {
   await run(VARIANTS[2], size) // warm-up
   const results = new Map<string, Array<{ s: number; cpu: number; objects: number }>>()

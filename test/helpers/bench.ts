@@ -2,6 +2,7 @@
 // client that counts its requests and the body bytes it sends, and medians over rounds.
 import { readdirSync, readFileSync } from 'node:fs'
 import { CreateBucketCommand, type S3Client } from '@aws-sdk/client-s3'
+import { median } from '../../lib/cli/output.js'
 import { createS3Client } from '../../lib/store/s3.js'
 import { allocSlabMemory } from '../../lib/util/huge-memory.js'
 
@@ -37,10 +38,16 @@ export function countingClient(): { client: S3Client; counts: { requests: number
   return { client, counts }
 }
 
-/** The median of `xs` (the lower one of an even count). */
-export function median(xs: number[]): number {
+/** The median of `xs`: the middle value, or the mean of the two middle ones of an even count (as the CLI's bench). */
+export { median }
+
+/**
+ * The `p`th percentile of `xs` by nearest rank: the smallest value with at least p % of
+ * them at or below it (p99 of 100 values is the 99th, not the largest).
+ */
+export function percentile(xs: number[], p: number): number {
   const s = [...xs].sort((a, b) => a - b)
-  return s[Math.floor((s.length - 1) / 2)] as number
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))] as number
 }
 
 /** "median (min–max)" with `digits` decimals. */
