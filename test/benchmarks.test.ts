@@ -200,3 +200,22 @@ describe('the benchmark programs run on a few MiB', () => {
     })
   }
 })
+
+describe('the benchmark programs refuse an option value they do not know (no empty table)', () => {
+  const refused: Array<Case & { says: RegExp }> = [
+    {
+      program: 's3-upload',
+      args: ['--only', 's3store,nosuch'],
+      lines: [],
+      says: /--only s3store,nosuch: no variant nosuch/,
+    },
+    { program: 'read', args: ['--only', 'disk'], lines: [], says: /--only disk: no such store \(memory, dir, s3\)/ },
+  ]
+  for (const c of refused) {
+    it(`${c.program} ${c.args?.join(' ')}`, { timeout: 60_000 }, async () => {
+      const r = await runBench(c)
+      assert.notEqual(r.code, 0, `exit code 0; stdout:\n${r.stdout.slice(-2000)}`)
+      assert.match(r.stderr, c.says)
+    })
+  }
+})

@@ -82,6 +82,11 @@ const ALL_LINKS: Array<[string, LinkModel]> = [
   ['directory', { latencyMs: 10, bandwidth: 4e9, perRequestBandwidth: 1.5e9 }],
   ['general purpose', { latencyMs: 40, bandwidth: 1.4e9, perRequestBandwidth: 400e6 }],
 ]
+const STORES = ['memory', 'dir', 's3']
+if (args.only !== undefined && !STORES.includes(args.only))
+  throw new Error(`--only ${args.only}: no such store (${STORES.join(', ')})`)
+if (args.only === 's3' && !process.env.AWS_ENDPOINT_URL_S3)
+  throw new Error(`--only s3: needs radosgw: bash test/rgw/rgw.sh start && eval "$(bash test/rgw/rgw.sh env)"`)
 const wanted = (args.links as string).split(',').map((s) => s.trim())
 const LINKS = ALL_LINKS.filter(([name]) => wanted.some((w) => w !== '' && name.startsWith(w)))
 if (LINKS.length === 0 && (args.only === undefined || args.only === 'memory'))
