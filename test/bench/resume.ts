@@ -1,10 +1,11 @@
 // Benchmark (a program, not a test): uploadFile of a local file to the S3 server of
 // AWS_ENDPOINT_URL_S3 (radosgw from test/rgw/rgw.sh), the spec's default settings (one
-// 1 GiB object filled in 16 MiB pieces), two ways side by side in this one process:
-//   full       resume: false, into a fresh container (the baseline: what a run after an
-//              interruption costs without resume)
-//   resumed    an upload aborted (its signal) once --at of the file was uploaded, not
-//              timed, then uploadFile again: the run timed is the second one
+// 1 GiB object filled in 16 MiB pieces), two ways side by side in this one process, each
+// in a container of its own: an upload aborted (its signal) once --at of the file was
+// uploaded, not timed, then uploadFile again, the run timed:
+//   full       with resume: false (the baseline: what a run after an interruption costs
+//              without resume)
+//   resumed    with resume (the default)
 // Every request and every body byte of the timed run is counted (a middleware on the one
 // client). Each published checkpoint is read back and its SHA-256 compared with the
 // file's: the program exits 1 if one differs.
