@@ -210,9 +210,20 @@ describe('the benchmark programs refuse an option value they do not know (no emp
       says: /--only s3store,nosuch: no variant nosuch/,
     },
     { program: 'read', args: ['--only', 'disk'], lines: [], says: /--only disk: no such store \(memory, dir, s3\)/ },
+    {
+      program: 'write-cpu',
+      env: { BENCH_TABLES: '2', BENCH_STREAM_MIB: '16', BENCH_ROUNDS: '1', BENCH_VARIANTS: '3,99' },
+      lines: [],
+      says: /BENCH_VARIANTS=3,99: no row 99 here \(rows 0 to \d+\)/,
+    },
   ]
   for (const c of refused) {
-    it(`${c.program} ${c.args?.join(' ')}`, { timeout: 60_000 }, async () => {
+    const given =
+      c.args?.join(' ') ??
+      Object.entries(c.env ?? {})
+        .map(([k, v]) => `${k}=${v}`)
+        .join(' ')
+    it(`${c.program} ${given}`, { timeout: 60_000 }, async () => {
       const r = await runBench(c)
       assert.notEqual(r.code, 0, `exit code 0; stdout:\n${r.stdout.slice(-2000)}`)
       assert.match(r.stderr, c.says)

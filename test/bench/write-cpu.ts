@@ -676,6 +676,16 @@ async function tableStreams() {
   const results = variants.map(() => [] as Sample[])
   // BENCH_VARIANTS=0,3,9 runs only those rows (0, the source alone, is always run).
   const only = process.env.BENCH_VARIANTS?.split(',').map(Number)
+  // A row this run does not have (the radosgw rows need AWS_ENDPOINT_URL_S3) is refused, not
+  // passed over: the table would lack it, and its ratios.
+  const missing = only?.filter((i) => !Number.isInteger(i) || variants[i] === undefined)
+  if (missing !== undefined && missing.length > 0) {
+    await rm(dir, { recursive: true, force: true })
+    client?.destroy()
+    throw new Error(
+      `BENCH_VARIANTS=${process.env.BENCH_VARIANTS}: no row ${missing.join(', ')} here (rows 0 to ${variants.length - 1}${client ? '' : '; the radosgw rows need AWS_ENDPOINT_URL_S3'})`,
+    )
+  }
   const chosen = [...variants.keys()].filter((i) => i === 0 || only === undefined || only.includes(i))
   // The file rows' file, made once: sourceFile sets BENCH_SOURCE_FILE, which the children inherit.
   if (chosen.some((i) => i >= fileRows)) await sourceFile(dir)
