@@ -62,7 +62,7 @@ export interface NodeImage {
 
 /** A completed object, as the state takes it in (write/object-plan.ts's ObjectPlan). */
 export interface StoredObject {
-  readonly ctx: { cno: number }
+  readonly ctx: { cno: number; part: number }
   readonly dataBlocks: number
   readonly blockIndex: ArrayLike<number>
   readonly slot: ArrayLike<number>
@@ -211,10 +211,30 @@ export class FileState {
     this._size = size
   }
 
+  /**
+   * The objects this writer stored above the checkpoint it is built on (`base`), as numbers
+   * (cno × 2^14 + part, as write/flush.ts's pointedInto): what the checkpoint being built
+   * may point into besides its part 0. The nodes in memory do not name them all: a clean
+   * leaf dropped from the node cache is named by its parent, but the objects its entries
+   * point into (its other blocks, when it was stored again in a later object) by nothing.
+   * Objects whose blocks were all written again since stay listed: the flush does not
+   * tell them apart, and one of them deleted (a cleaner took the attempt for abandoned)
+   * fails it as one pointed into does. Numbers, one per object: a checkpoint's objects are
+   * few beside its blocks.
+   */
+  readonly storedAbove = new Set<number>()
+
+  /** Objects of checkpoints up to `cno`, now at or below `base`, leave `storedAbove`. */
+  private forgetStored(cno: number): void {
+    const last = cno * (MAX_PART + 1) + MAX_PART
+    for (const object of this.storedAbove) if (object <= last) this.storedAbove.delete(object)
+  }
+
   /** `inode` was published with `etag`: the file is built on it now, its counters start again. */
   publish(inode: Inode, etag: string): void {
     this.map.builtOn(inode.cno, this.blocksOf(inode))
     this._base = this._published = inode
+    this.forgetStored(inode.cno)
     this._publishedEtag = etag
     this._pending = undefined
     this._counters = newCounters()
@@ -244,6 +264,7 @@ export class FileState {
   landed(inode: Inode, etag: string): void {
     this.map.builtOn(inode.cno, this.blocksOf(inode))
     this._base = this._published = inode
+    this.forgetStored(inode.cno)
     this._publishedEtag = etag
     // Built on an older checkpoint than this one, they can no longer be rolled forward.
     this.leftPart0s.length = 0
@@ -271,6 +292,8 @@ export class FileState {
   /** Changes are discarded: the tree goes back to `base`, the counters start again. */
   rollback(): void {
     this.sources.clear()
+    // The tree no longer points into them: deleted (a cleaner), they must not stop a flush.
+    this.storedAbove.clear()
     this.tier.clear()
     this.resetTree()
     this._counters = newCounters()
@@ -392,7 +415,8 @@ export class FileState {
    * before the object completed).
    */
   applyStored(plan: StoredObject): number {
-    const { cno } = plan.ctx
+    const { cno, part } = plan.ctx
+    this.storedAbove.add(cno * (MAX_PART + 1) + part)
     let dead = 0
     // Blocks in key order walk a leaf entry by entry: the tree is descended once per leaf.
     let leaf: MapNode | undefined

@@ -816,11 +816,13 @@ async function giveUpPart0(core: FileState, part0: ObjectPlan): Promise<void> {
 }
 
 /**
- * The objects of checkpoints above `above` and up to part 0's that a checkpoint points
- * into: part 0, what its nodes and the inode's root name, and what the nodes in memory name (the root's
- * and every loaded node's entries; a leaf dropped from the node cache is named by its
- * parent, its own entries not). Entries of numbers above part 0's (writes since a
- * background publish built it) are not its. `low`: the lowest number among them.
+ * The objects of checkpoints above `above` and up to part 0's that a checkpoint may point
+ * into: part 0, what its nodes and the inode's root name, what the nodes in memory name (the root's
+ * and every loaded node's entries), and every object this writer stored above the
+ * checkpoint it is built on (FileState.storedAbove): a leaf dropped from the node cache is
+ * named by its parent, but the objects its own entries point into may be named by no node
+ * in memory. Objects of numbers above part 0's (writes since a background publish built
+ * it) are not its. `low`: the lowest number among them.
  */
 function pointedInto(core: FileState, part0: ObjectPlan, above: number): { keys: Set<string>; low: number } {
   const { cno, inode } = part0.ctx
@@ -845,6 +847,10 @@ function pointedInto(core: FileState, part0: ObjectPlan, above: number): { keys:
     }
   }
   visit(core.map.root)
+  for (const object of core.storedAbove) {
+    const hi = Math.floor(object / (MAX_PART + 1))
+    if (hi > above && hi <= cno) objects.add(object)
+  }
   const keys = new Set<string>([part0.key])
   let low = cno
   for (const object of objects) {
