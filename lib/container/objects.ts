@@ -324,13 +324,24 @@ export class ObjectReads {
 
   /**
    * ERR_CORRUPT unless `offset` names one of the object's meta blocks, once its header is
-   * known (every read that takes the summary along learns it): a data block whose bytes
-   * decode as a node (the file's own content may) must not be taken for one.
+   * known (every read that takes the summary along learns it; a node span read beside such
+   * a read waits for it: headerInFlight): a data block whose bytes decode as a node (the
+   * file's own content may) must not be taken for one.
    */
   checkNodeOffset(st: ObjectState, offset: number): void {
     if (st.header === undefined) return
     const problem = nodeOffsetProblem(objectLayout(st.header, st.header), offset)
     if (problem !== undefined) throw StreamSegmentError.corrupt(`${this.store.url}/${st.key}: ${problem}`)
+  }
+
+  /**
+   * Settles once the read bringing the object's header (and summary) that is under way, if
+   * any, has: the nodes a read without it fetched are then checked against the header
+   * (checkNodeOffset) at no cost of a request. Its failure is its own reader's to report.
+   */
+  async headerInFlight(st: ObjectState): Promise<void> {
+    if (st.header !== undefined || st.pending === undefined) return
+    await st.pending.catch(() => undefined)
   }
 
   /** Bytes [start, end) of the object when a read below a leaf span brought them, else undefined. */

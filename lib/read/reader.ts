@@ -790,6 +790,9 @@ export class Reader {
   ): Promise<void> {
     const mbs = this.core.settings.metaBlockSize
     const bytes = await this.objects.readNodeSpan(st, span, withSummary, widen, below)
+    // The object's header on its way (another span's tail or head read, or another walk's):
+    // waited for, so that the nodes are checked against its meta blocks, for no request.
+    await this.objects.headerInFlight(st)
     const maxCno = this.core.maxCno
     for (const r of span.refs) {
       const at = r.offset - span.start

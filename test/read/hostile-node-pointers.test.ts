@@ -12,14 +12,22 @@ import { decodeObject } from '../../lib/format/object.js'
 import { pointerLo, UNIT_BYTES } from '../../lib/format/pointer.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
+import type { ObjectStore } from '../../lib/store/types.js'
 import { createStreamSegmentReadStream } from '../../lib/streams/read-stream.js'
 import { drain, rejectsCode } from '../helpers/assert.js'
-import { FIRST, leafBlockUnit, leafContent, repointFirst, writeCheckpoint1 } from '../helpers/node-pointers.js'
+import {
+  FIRST,
+  leafBlockUnit,
+  leafContent,
+  pointedAtDataBlock,
+  repointFirst,
+  writeCheckpoint1,
+} from '../helpers/node-pointers.js'
 import { pattern } from '../helpers/pattern.js'
 
 const BS = 4096
 
-async function readWhole(store: MemoryStore): Promise<Buffer> {
+async function readWhole(store: ObjectStore): Promise<Buffer> {
   const f = await SegmentFile.open(store, { readOnly: true })
   try {
     return Buffer.from(await f.read(0, f.size))
@@ -53,7 +61,41 @@ for (const format of ['stream', 'parted'] as const) {
       assert.ok(StreamSegmentError.is(err, 'ERR_CORRUPT'), String(err))
       assert.match(err.message, notAMetaBlock)
     })
+
+    it("fails the read too when the pointer's span is answered before the read bringing the object's header", async () => {
+      const inner = new MemoryStore(`hostile-node-pointer-order-${format}`)
+      const unit = await pointedAtDataBlock(inner, format)
+      const store = craftedSpanFirst(inner, unit * UNIT_BYTES)
+      await rejectsCode(
+        readWhole(store),
+        'ERR_CORRUPT',
+        new RegExp(`0000000001\\.1: a node pointer names byte ${unit * UNIT_BYTES}, not a meta block`),
+      )
+    })
   })
+}
+
+/**
+ * `inner`, whose ranged GETs of part 1 that do not take in byte `crafted` wait until one
+ * that does has been answered: the span of the crafted pointer comes before the tail read
+ * (or the head read) that brings part 1's header along, as a small GET may beside a larger
+ * one.
+ */
+function craftedSpanFirst(inner: MemoryStore, crafted: number): ObjectStore {
+  let answered: () => void = () => {}
+  const first = new Promise<void>((resolve) => {
+    answered = resolve
+  })
+  const store: ObjectStore = Object.create(inner)
+  store.get = async (key, options) => {
+    const r = key === '0000000001.1' ? options?.range : undefined
+    const takesIt = r !== undefined && 'start' in r && r.start <= crafted && crafted < r.end
+    if (r !== undefined && !takesIt) await first
+    const bytes = await inner.get(key, options)
+    if (takesIt) answered()
+    return bytes
+  }
+  return store
 }
 
 /**
