@@ -334,6 +334,84 @@ describe('SegmentFile', () => {
     await r.close()
   })
 
+  it('memory detached (transferred) or shrunk away, before or during the call, fails that call only, not the handle', async () => {
+    // V8's TypeError for a detached buffer, taken for a bug, made the handle unusable and
+    // lost its unflushed writes; a detached typed array (0 bytes) was read into and
+    // written as nothing, without a word.
+    const store = new MemoryStore()
+    const f = await SegmentFile.create(store)
+    const want = pattern(5, 256 * 1024)
+    await f.write(0, want)
+    await f.flush()
+    await f.write(0, pattern(6, 100)) // not flushed: must survive the calls below
+    want.set(pattern(6, 100), 0)
+    /** A view made over 64 bytes, their buffer then detached. */
+    const detached = (view: (b: ArrayBuffer) => ArrayBufferView) => {
+      const bytes = new ArrayBuffer(64)
+      const v = view(bytes)
+      structuredClone(bytes, { transfer: [bytes] })
+      return v
+    }
+    const refused = (err: unknown) => code('ERR_INVALID_ARGUMENT')(err) && /detached/.test(String(err))
+    const views = [
+      (b: ArrayBuffer) => new DataView(b),
+      (b: ArrayBuffer) => new Uint8Array(b),
+      (b: ArrayBuffer) => new Float32Array(b),
+    ]
+    for (const view of views.map(detached)) {
+      await assert.rejects(f.readInto(0, view), refused)
+      await assert.rejects(f.write(0, view), refused)
+    }
+    assert.deepEqual(Buffer.from(await f.read(0, want.length)), want)
+    assert.ok((await f.flush()).objects > 0, 'the unflushed write is published')
+    await f.close()
+
+    // Detached, or a resizable buffer shrunk, while the GETs run.
+    let gate: Promise<void> | undefined
+    let held: () => void = () => {}
+    const gated = new Proxy(store, {
+      get(target, name, receiver) {
+        if (name !== 'get') return Reflect.get(target, name, receiver)
+        return async (key: string, options?: object) => {
+          const wait = gate
+          if (wait !== undefined) {
+            held()
+            await wait
+          }
+          return target.get(key, options)
+        }
+      },
+    })
+    const r = await SegmentFile.open(gated, { readOnly: true })
+    assert.deepEqual(Buffer.from(await r.read(0, want.length)), want) // the index is known now
+    type Resizable = ArrayBuffer & { resize(n: number): void }
+    const Resizable = ArrayBuffer as unknown as new (n: number, o: { maxByteLength: number }) => Resizable
+    const ways: Array<[ArrayBuffer, (b: ArrayBuffer) => void]> = [
+      [new ArrayBuffer(want.length), (b) => structuredClone(b, { transfer: [b] })],
+      [new Resizable(want.length, { maxByteLength: want.length }), (b) => (b as Resizable).resize(10)],
+    ]
+    for (const [memory, takeAway] of ways) {
+      let release: () => void = () => {}
+      gate = new Promise<void>((r) => {
+        release = r
+      })
+      const isHeld = new Promise<void>((r) => {
+        held = r
+      })
+      const reading = r.readInto(0, new Uint8Array(memory))
+      await isHeld
+      takeAway(memory)
+      gate = undefined
+      release()
+      await assert.rejects(
+        reading,
+        (err) => code('ERR_INVALID_ARGUMENT')(err) && /detached or shrunk/.test(String(err)),
+      )
+      assert.deepEqual(Buffer.from(await r.read(0, want.length)), want, 'the handle still reads')
+    }
+    await r.close()
+  })
+
   it('an older checkpoint opens as it was, and writing to it publishes a new checkpoint on top', async () => {
     const store = new MemoryStore()
     const f = await SegmentFile.create(store)

@@ -201,16 +201,28 @@ export class Reader {
 
   /** Fills `out` with the bytes [offset, offset + out.byteLength), as `scan` reads them. */
   readInto(offset: number, out: Uint8Array): Promise<void> {
-    return this.scan(offset, offset + out.byteLength, {
+    const length = out.byteLength
+    // The caller's memory may go while the GETs run (its buffer transferred to a worker, or
+    // a resizable one shrunk): V8's TypeError, taken for a bug, would end the handle.
+    const reachable = () => {
+      if (out.byteLength !== length) {
+        throw StreamSegmentError.invalidArgument(
+          `readInto: the target's ArrayBuffer was detached or shrunk while ${length} bytes at ${offset} were read into it`,
+        )
+      }
+    }
+    return this.scan(offset, offset + length, {
       bytes(at, views) {
+        reachable()
         let o = at - offset
         for (const v of views) {
           out.set(v, o)
           o += v.byteLength
         }
       },
-      zeros(at, length) {
-        out.fill(0, at - offset, at - offset + length)
+      zeros(at, n) {
+        reachable()
+        out.fill(0, at - offset, at - offset + n)
       },
     })
   }

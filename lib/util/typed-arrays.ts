@@ -39,11 +39,24 @@ export class U32List {
  * takes them); anything else is ERR_INVALID_ARGUMENT naming `what` and what was given.
  */
 export function bytesOf(what: string, value: unknown): Uint8Array {
-  if (value instanceof Uint8Array) return value
-  if (ArrayBuffer.isView(value)) return new Uint8Array(value.buffer, value.byteOffset, value.byteLength)
-  throw StreamSegmentError.invalidArgument(
-    `${what} must be a Buffer, a Uint8Array or another ArrayBufferView, got ${describeValue(value)}`,
-  )
+  if (!ArrayBuffer.isView(value)) {
+    throw StreamSegmentError.invalidArgument(
+      `${what} must be a Buffer, a Uint8Array or another ArrayBufferView, got ${describeValue(value)}`,
+    )
+  }
+  try {
+    const bytes = value instanceof Uint8Array ? value : new Uint8Array(value.buffer, value.byteOffset, value.byteLength)
+    // A typed array whose buffer was detached (transferred to a worker, say) reads as 0
+    // bytes: written, it would write nothing, read into, read nothing, both without a word.
+    // A view of it throws (a DataView's byteOffset already did above).
+    if (bytes.byteLength === 0) bytes.subarray(0, 0)
+    return bytes
+  } catch {
+    // Thrown out of a handle's call, V8's TypeError would be taken for a bug and end the handle.
+    throw StreamSegmentError.invalidArgument(
+      `${what}: its ArrayBuffer is detached (transferred, to a worker say), or the view lies past the end of its resized buffer`,
+    )
+  }
 }
 
 /** What a value is, for a message: `null`, `undefined`, a type, or a class name. */
