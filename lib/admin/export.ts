@@ -478,6 +478,11 @@ export async function checkFileTarget(
   }
   const stat = await fs.stat(target).catch(missing)
   if (stat?.isDirectory()) throw StreamSegmentError.invalidArgument(`${what}: is a directory: name a file`)
+  // Not there yet, a name with a slash after it is a folder's: the file would be written
+  // beside it, whole, before its rename onto that name failed.
+  if (stat === undefined && (target.endsWith('/') || target.endsWith(sep))) {
+    throw StreamSegmentError.invalidArgument(`${what}: ends in a slash, so it names a directory: name a file`)
+  }
   if (stat !== undefined && !stat.isFile()) {
     throw StreamSegmentError.invalidArgument(
       `${what}: not a regular file (a FIFO, a device or a socket), which the file written would replace: name a regular file`,

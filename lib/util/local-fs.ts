@@ -397,8 +397,21 @@ async function breakIfStale(lockDir: string, me: Identity): Promise<boolean> {
   return true
 }
 
-/** Failures that writing again will not mend: the path is wrong for a file. */
-const BAD_PATH = new Set(['EISDIR', 'ENOTDIR', 'EACCES', 'EPERM', 'EROFS', 'ENAMETOOLONG', 'EFBIG', 'ELOOP'])
+/**
+ * Failures that writing again will not mend: the path is wrong for a file (Node's
+ * ERR_INVALID_ARG_VALUE: a NUL in it, which no file name may hold).
+ */
+const BAD_PATH = new Set([
+  'EISDIR',
+  'ENOTDIR',
+  'EACCES',
+  'EPERM',
+  'EROFS',
+  'ENAMETOOLONG',
+  'EFBIG',
+  'ELOOP',
+  'ERR_INVALID_ARG_VALUE',
+])
 
 /**
  * A failure writing the local file `path`, its cause kept, named `what` (the path by

@@ -14,11 +14,13 @@ import { after, describe, it } from 'node:test'
 import { exportObject } from '../../lib/admin/export.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
+import type { ObjectStore } from '../../lib/store/types.js'
 import { downloadFile } from '../../lib/streams/download-file.js'
 import { uploadFile } from '../../lib/streams/upload-file.js'
 import { rejectsCode } from '../helpers/assert.js'
 import { within } from '../helpers/containers.js'
 import { pattern } from '../helpers/pattern.js'
+import { countingCalls } from '../helpers/wrapped-store.js'
 
 const roots: string[] = []
 after(() => Promise.all(roots.map((d) => fs.rm(d, { recursive: true, force: true }))))
@@ -41,8 +43,8 @@ async function container(): Promise<MemoryStore> {
 }
 
 const writers = {
-  downloadFile: (store: MemoryStore, path: string) => downloadFile(store, path),
-  exportObject: (store: MemoryStore, path: string) => exportObject(store, path),
+  downloadFile: (store: ObjectStore, path: string) => downloadFile(store, path),
+  exportObject: (store: ObjectStore, path: string) => exportObject(store, path),
 }
 
 describe('local file targets', () => {
@@ -88,6 +90,18 @@ describe('local file targets', () => {
       const long = join(dir, 'a'.repeat(240))
       await write(store, long)
       assert.deepEqual(await fs.readFile(long), BYTES)
+    })
+
+    it(`${name}: a path ending in a slash or holding a NUL is ERR_INVALID_ARGUMENT before any request`, async () => {
+      // A slash after a name not there yet: the whole checkpoint was read into a temporary
+      // file beside it, and only its rename failed. A NUL: Node's own argument error, taken
+      // for a failing disk (ERR_STORE, retryable).
+      const dir = await tempDir()
+      const { store, calls } = countingCalls(await container())
+      await rejectsCode(write(store, `${join(dir, 'new-folder')}/`), 'ERR_INVALID_ARGUMENT', /names a directory/)
+      await rejectsCode(write(store, join(dir, 'a\0b')), 'ERR_INVALID_ARGUMENT', /null bytes/)
+      assert.equal(calls(), 0, 'no request')
+      assert.deepEqual(await fs.readdir(dir), [], 'nothing written')
     })
   }
 
