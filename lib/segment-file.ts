@@ -567,7 +567,14 @@ export class SegmentFile {
       checkRange('write', offset, bytes.byteLength, this.core.blockSize)
       // A write of no bytes changes nothing, and logs nothing. Each piece is logged once what
       // may fail is done, before the file changes (BlockWriter.write).
-      for (let at = 0; at < bytes.byteLength; at += WAL_PIECE) {
+      const length = bytes.byteLength
+      for (let at = 0; at < length; at += WAL_PIECE) {
+        // Detached or shrunk meanwhile (BlockWriter.write says why it is checked).
+        if (bytes.byteLength !== length) {
+          throw StreamSegmentError.invalidArgument(
+            `write: the bytes' ArrayBuffer was detached or shrunk once ${at} of the ${length} bytes at ${offset} were written`,
+          )
+        }
         const piece = bytes.subarray(at, at + WAL_PIECE)
         await this.writer.write(offset + at, piece, adopt, () => wal.appendWrite(offset + at, piece))
       }

@@ -93,6 +93,13 @@ export class BlockWriter {
     let failed: { err: unknown } | undefined
     let at = 0
     do {
+      // The caller's buffer may be detached (transferred to a worker) or shrunk while a step
+      // waits for the limits: V8's TypeError, taken for a bug, would end the handle.
+      if (bytes.byteLength !== length) {
+        throw StreamSegmentError.invalidArgument(
+          `write: the bytes' ArrayBuffer was detached or shrunk once ${at} of the ${length} bytes at ${offset} were written`,
+        )
+      }
       // Steps end on block boundaries of the file.
       const end = Math.min(length, Math.floor((offset + at + step) / step) * step - offset)
       const src = at === 0 && end === length ? bytes : bytes.subarray(at, end)

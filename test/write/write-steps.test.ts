@@ -32,6 +32,40 @@ describe('one write larger than the dirty limit', () => {
   })
 })
 
+describe('a write whose buffer is detached between its steps', () => {
+  it('fails with ERR_INVALID_ARGUMENT; the handle and the writes before it stay', async () => {
+    // V8's TypeError (a view of a detached buffer), taken for a bug, ended the handle and
+    // lost every unflushed write.
+    let takeAway: (() => void) | undefined
+    class Detaching extends MemoryStore {
+      override async uploadPart(...args: Parameters<MemoryStore['uploadPart']>) {
+        takeAway?.() // the first object sent while the write is under way
+        takeAway = undefined
+        return super.uploadPart(...args)
+      }
+      override async put(...args: Parameters<MemoryStore['put']>) {
+        takeAway?.()
+        takeAway = undefined
+        return super.put(...args)
+      }
+    }
+    const store = new Detaching()
+    const file = await SegmentFile.create(store) // an 8 MiB dirty limit: a 64 MiB write takes 32 steps
+    const before = pattern(0, 100)
+    await file.write(0, before)
+    const memory = new ArrayBuffer(64 * MiB)
+    takeAway = () => structuredClone(memory, { transfer: [memory] })
+    await rejectsCode(file.write(MiB, new Uint8Array(memory)), 'ERR_INVALID_ARGUMENT', /detached or shrunk once \d+ of/)
+    assert.equal(takeAway, undefined, 'the buffer was detached during the write')
+    assert.deepEqual(Buffer.from(await file.read(0, 100)), before)
+    await file.flush()
+    const again = await SegmentFile.open(store, { readOnly: true })
+    assert.deepEqual(Buffer.from(await again.read(0, 100)), before, 'the write before it is published')
+    await again.close()
+    await file.close()
+  })
+})
+
 describe('the leaf appends still go into', () => {
   it('is not kept past the dirty limit when a full leaf holds more than the limit', async () => {
     // 64 KiB blocks: a full leaf holds 340 × 64 KiB, more than the 8 MiB limit; kept until
