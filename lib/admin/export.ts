@@ -278,6 +278,8 @@ async function exportToStore(
     attributes: dest.attributes,
     unevenParts: true,
   })
+  // Set once every part is in: a failure then is the completion's, not a source's (explain).
+  let completing = false
   try {
     for (const p of plan) {
       if (mpu.failure !== undefined) break
@@ -307,6 +309,8 @@ async function exportToStore(
         }
       }
     }
+    await mpu.settled()
+    completing = mpu.failure === undefined
     const { etag } = await mpu.complete()
     return {
       location,
@@ -320,7 +324,7 @@ async function exportToStore(
     }
   } catch (err) {
     await mpu.abort()
-    throw explain(mpu.failure ?? err, inode.cno)
+    throw completing ? err : explain(mpu.failure ?? err, inode.cno)
   }
 }
 

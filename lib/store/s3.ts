@@ -110,6 +110,21 @@ function checkPartEtag(key: string, part: CompletedPart): void {
   }
 }
 
+/**
+ * The ETag S3 (and radosgw) gives the object a multipart upload of `parts` completes: the
+ * MD5 of their MD5s, then `-` and their count; undefined when a part's ETag is no MD5
+ * (SSE-KMS, some servers), as then nothing is known of the object's.
+ */
+function multipartEtag(parts: readonly CompletedPart[]): string | undefined {
+  const md5 = createHash('md5')
+  for (const p of parts) {
+    const e = unquoteEtag(p.etag)
+    if (!MD5_HEX.test(e)) return undefined
+    md5.update(Buffer.from(e, 'hex'))
+  }
+  return `${md5.digest('hex')}-${parts.length}`
+}
+
 /** An ETag as a message shows it: JSON-quoted, its first 80 characters. */
 function describeEtag(etag: string | undefined): string {
   const e = etag ?? ''
@@ -786,12 +801,22 @@ export class S3Store implements ObjectStore {
         StreamSegmentError.is(err, 'ERR_NOT_FOUND') ||
         (StreamSegmentError.is(err, 'ERR_STORE') && (statusOf(err.cause) ?? 0) >= 500)
       if (!gone || (await this.#uploadExists(key, uploadId, signal))) throw err
-      const info = claim === undefined ? undefined : await this.head(key, { signal })
-      if (info === undefined || info.size === 0 || info.metadata[WRITE_ID_METADATA] !== claim) {
-        throw StreamSegmentError.notFound(`CompleteMultipartUpload ${this.#where(key)}: no upload ${uploadId}`, err)
+      // An upload with no claim (a plain object, as an export writes) landed when the
+      // object there has the ETag S3 gives these very parts.
+      const info = await this.head(key, { signal })
+      const landed =
+        info !== undefined &&
+        (claim === undefined
+          ? info.etag === multipartEtag(sorted)
+          : info.size > 0 && info.metadata[WRITE_ID_METADATA] === claim)
+      if (!landed) {
+        throw StreamSegmentError.notFound(
+          `CompleteMultipartUpload ${this.#where(key)}: no upload ${uploadId}, and the object there is not of its parts (aborted by another client?)`,
+          err,
+        )
       }
       log(
-        'CompleteMultipartUpload %s: the upload is gone and the object carries its claim: it landed',
+        'CompleteMultipartUpload %s: the upload is gone and the object there is of its parts: it landed',
         this.#where(key),
       )
       out = { ETag: info.etag }

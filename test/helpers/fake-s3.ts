@@ -247,6 +247,41 @@ function answer(s3: FakeS3, r: FakeRequest, res: ServerResponse): void {
       send(res, 200, '', { etag: `"${etag}"` })
       return
     }
+    case 'UploadPartCopy': {
+      const u = s3.uploads.get(query.get('uploadId') ?? '')
+      if (u === undefined) {
+        s3Error(res, 404, 'NoSuchUpload')
+        return
+      }
+      // `bucket/key`, each segment escaped; the one bucket is the fake's.
+      const source = decodeURIComponent(String(req.headers['x-amz-copy-source'])).split('/').slice(1).join('/')
+      const o = s3.objects.get(source)
+      if (o === undefined) {
+        s3Error(res, 404, 'NoSuchKey')
+        return
+      }
+      const ifMatch = req.headers['x-amz-copy-source-if-match']
+      if (typeof ifMatch === 'string' && ifMatch.replace(/"/g, '') !== o.etag) {
+        s3Error(res, 412, 'PreconditionFailed')
+        return
+      }
+      const m = /^bytes=(\d+)-(\d+)$/.exec(String(req.headers['x-amz-copy-source-range'] ?? ''))
+      const start = m === null ? 0 : Number(m[1])
+      const end = m === null ? o.body.length : Number(m[2]) + 1
+      if (start >= end || end > o.body.length) {
+        s3Error(res, 400, 'InvalidArgument')
+        return
+      }
+      const part = Buffer.from(o.body.subarray(start, end))
+      const etag = md5(part)
+      u.parts.set(Number(query.get('partNumber')), { body: part, etag })
+      send(
+        res,
+        200,
+        `<CopyPartResult><ETag>"${etag}"</ETag><LastModified>${new Date().toISOString()}</LastModified></CopyPartResult>`,
+      )
+      return
+    }
     case 'ListParts': {
       const u = s3.uploads.get(query.get('uploadId') ?? '')
       if (u === undefined) {
@@ -271,7 +306,10 @@ function answer(s3: FakeS3, r: FakeRequest, res: ServerResponse): void {
       }
       const numbers = [...body.toString().matchAll(/<PartNumber>(\d+)<\/PartNumber>/g)].map((m) => Number(m[1]))
       const data = Buffer.concat(numbers.map((n) => u.parts.get(n)?.body ?? Buffer.alloc(0)))
-      const etag = `${md5(data)}-${numbers.length}`
+      // As S3 names it: the MD5 of the parts' MD5s, and their count.
+      const etag = `${createHash('md5')
+        .update(Buffer.concat(numbers.map((n) => Buffer.from(u.parts.get(n)?.etag ?? '', 'hex'))))
+        .digest('hex')}-${numbers.length}`
       s3.objects.set(u.key, { body: data, etag, lastModified: new Date(), meta: u.meta })
       s3.uploads.delete(id)
       send(
