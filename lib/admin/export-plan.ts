@@ -31,16 +31,17 @@ const MAX_PART_BYTES = 5 * GiB
 const DEFAULT_MIN_PART = 5 * MiB
 
 /**
- * The part sizes of an export into `dest`: the smallest part but the last (default and
- * least: the destination's minimum, else 5 MiB), the largest sent and the largest copied
- * (at least twice the smallest, at most 5 GiB); ERR_INVALID_ARGUMENT naming a bad one.
+ * The part sizes of an export into a store whose smallest part is `destMin` (undefined:
+ * none, as for a file): the smallest part but the last (default and least: `destMin`,
+ * else 5 MiB), the largest sent and the largest copied (at least twice the smallest, at
+ * most 5 GiB); ERR_INVALID_ARGUMENT naming a bad one.
  */
 export function partSizes(
-  dest: ObjectStore,
+  destMin: ObjectStore['minPartBytes'],
   options: { minPartBytes?: number; sendPartBytes?: number; copyPartBytes?: number },
 ): { minPartBytes: number; sendPartBytes: number; copyPartBytes: number } {
-  const least = dest.minPartBytes ?? 1
-  const minPartBytes = or(options.minPartBytes, dest.minPartBytes ?? DEFAULT_MIN_PART)
+  const least = destMin ?? 1
+  const minPartBytes = or(options.minPartBytes, destMin ?? DEFAULT_MIN_PART)
   if (!Number.isSafeInteger(minPartBytes) || minPartBytes < least) {
     throw StreamSegmentError.invalidArgument(`export: minPartBytes must be an integer ≥ ${least}, got ${minPartBytes}`)
   }

@@ -169,13 +169,16 @@ export async function exportObject(
     throw StreamSegmentError.invalidArgument(`export: copy must be true or false, got ${describeValue(options.copy)}`)
   }
   if (typeof target === 'string') {
+    // A file has no parts, but a bad value is the caller's mistake whatever the target:
+    // refused alike, so that a call does not pass with a file and fail with an object.
+    partSizes(undefined, options)
     const file = await checkFileTarget(store, target)
     const { inode, source } = await extentsToExport(store, options.cno, options.signal)
     const written = await exportToFile(source, inode.size, file, options)
     return { url: store.url, cno: inode.cno, size: inode.size, ...written }
   }
   const dest = destination(store, target)
-  const sizes = partSizes(dest.store, options)
+  const sizes = partSizes(dest.store.minPartBytes, options)
   if (parseKey(dest.key) !== undefined && (await sameStore(store, dest.store))) {
     throw StreamSegmentError.invalidArgument(
       `export: ${dest.location} is the container's own ${dest.key === INODE_KEY ? 'inode' : 'segment object'} key: writing it would corrupt the container`,

@@ -363,6 +363,19 @@ describe('export: memory and directory stores', () => {
       ['sendPartBytes 1', () => exportObject(store, { store: dest, key: 'x' }, { sendPartBytes: 1 }), /sendPartBytes/],
       ['minPartBytes 0', () => exportObject(store, { store: dest, key: 'x' }, { minPartBytes: 0 }), /minPartBytes/],
       ['concurrency 0', () => exportObject(store, { store: dest, key: 'x' }, { concurrency: 0 }), /concurrency/],
+      // Part sizes do nothing for a file, but a bad one is refused there as for an object.
+      ...(
+        [
+          ['minPartBytes 0', { minPartBytes: 0 }, /minPartBytes must be an integer ≥ 1, got 0/],
+          ['minPartBytes a string', { minPartBytes: '5' }, /minPartBytes must be an integer/],
+          ['sendPartBytes 1', { sendPartBytes: 1 }, /sendPartBytes must be an integer in/],
+          ['copyPartBytes 6 GiB', { copyPartBytes: 6 * 1024 * MiB }, /copyPartBytes must be an integer in/],
+        ] as const
+      ).map(([what, options, message]): [string, () => Promise<unknown>, RegExp] => [
+        `${what} with a file`,
+        () => exportObject(store, join(tmpdir(), 'ss-export-refused.bin'), options as never),
+        message,
+      ]),
       ['an ACL', () => exportObject(store, { Bucket: 'b', Key: 'k', ACL: 'public-read' } as never, {}), /ACL/],
       ['a key ending in /', () => exportObject(store, { Bucket: 'b', Key: 'dir/' }, {}), /dir\//],
       ['the inode key', () => exportObject(store, { store: inner, key: 'inode' }), /corrupt the container/],
