@@ -752,13 +752,18 @@ async function exportToFile(
   const { signal } = options
   const { path, mode } = target
   const tmp = temporaryBeside(path, 'export')
-  let written = 0
+  // The holes are the file's zeros once it is sized (left sparse): written, as an object's
+  // holes are sent, so that progress and sentBytes end at the size.
+  let written = size
+  for (const x of source.extents) if (x.key !== undefined) written -= x.end - x.start
+  const report = () => options.onProgress?.({ totalBytes: size, copiedBytes: 0, sentBytes: written })
   const fh = await fs.open(tmp, 'wx').catch((err) => {
     throw localFileError(err, path, `export to ${path}`)
   })
   try {
     if (mode !== undefined) await fh.chmod(mode)
     await fh.truncate(size)
+    if (written > 0 || size === 0) report()
     const limiter = new Limiter(4)
     const steps: Promise<void>[] = []
     let failed: { err: unknown } | undefined
@@ -778,7 +783,7 @@ async function exportToFile(
               await writeFully(fh, bytes, s)
               givePieces(chunks) // written: the store's pieces can be read into again
               written += e - s
-              options.onProgress?.({ totalBytes: size, copiedBytes: 0, sentBytes: written })
+              report()
             } catch (err) {
               failed ??= { err }
             }
