@@ -204,7 +204,10 @@ describe('bad arguments to the package root', () => {
         () => api.inspectCheckpoint(store, { cno: '1' } as never),
         /^inspectCheckpoint: cno must be a checkpoint number \(an integer in 1\.\.1073741823\), got string "1"$/,
       ],
-      [() => api.exportObject(store, out, { copy: 'no' } as never), /^export: copy must be true or false, got string/],
+      [
+        () => api.exportObject(store, out, { copy: 'no' } as never),
+        /^exportObject: copy must be true or false, got string/,
+      ],
       [
         () => api.removeContainer(store, 'all' as never),
         /^removeContainer: options must be an object, got string "all"$/,
@@ -230,19 +233,19 @@ describe('bad arguments to the package root', () => {
       [() => api.gc(store, { spareFromCno: null } as never), /^gc: spareFromCno = null: must be an integer ≥ 1/],
       [
         () => api.exportObject(store, target, { concurrency: null } as never),
-        /^export: concurrency must be 1\.\.64, got null$/,
+        /^exportObject: concurrency must be 1\.\.64, got null$/,
       ],
       [
         () => api.exportObject(store, target, { minPartBytes: null } as never),
-        /^export: minPartBytes must be an integer ≥ 1, got null$/,
+        /^exportObject: minPartBytes must be an integer ≥ 1, got null$/,
       ],
       [
         () => api.exportObject(store, target, { sendPartBytes: null } as never),
-        /^export: sendPartBytes must be an integer in .*, got null$/,
+        /^exportObject: sendPartBytes must be an integer in .*, got null$/,
       ],
       [
         () => api.exportObject(store, target, { copyPartBytes: null } as never),
-        /^export: copyPartBytes must be an integer in .*, got null$/,
+        /^exportObject: copyPartBytes must be an integer in .*, got null$/,
       ],
     ]
     await expectRefused(refused)

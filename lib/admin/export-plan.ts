@@ -43,7 +43,9 @@ export function partSizes(
   const least = destMin ?? 1
   const minPartBytes = or(options.minPartBytes, destMin ?? DEFAULT_MIN_PART)
   if (!Number.isSafeInteger(minPartBytes) || minPartBytes < least) {
-    throw StreamSegmentError.invalidArgument(`export: minPartBytes must be an integer ≥ ${least}, got ${minPartBytes}`)
+    throw StreamSegmentError.invalidArgument(
+      `exportObject: minPartBytes must be an integer ≥ ${least}, got ${minPartBytes}`,
+    )
   }
   const sendPartBytes = or(options.sendPartBytes, Math.max(16 * MiB, 2 * minPartBytes))
   const copyPartBytes = or(options.copyPartBytes, Math.max(256 * MiB, 2 * minPartBytes))
@@ -53,7 +55,7 @@ export function partSizes(
   ] as const) {
     if (!Number.isSafeInteger(v) || v < 2 * minPartBytes || v > MAX_PART_BYTES) {
       throw StreamSegmentError.invalidArgument(
-        `export: ${name} must be an integer in [${2 * minPartBytes}, ${MAX_PART_BYTES}] (2 × minPartBytes .. 5 GiB), got ${v}`,
+        `exportObject: ${name} must be an integer in [${2 * minPartBytes}, ${MAX_PART_BYTES}] (2 × minPartBytes .. 5 GiB), got ${v}`,
       )
     }
   }
@@ -149,7 +151,7 @@ export function planParts(
     })
     if (plan !== undefined) return plan
     if (min > MAX_PART_BYTES / 2) {
-      throw StreamSegmentError.invalidArgument(`export: ${size} bytes do not fit in ${MAX_PARTS} parts`)
+      throw StreamSegmentError.invalidArgument(`exportObject: ${size} bytes do not fit in ${MAX_PARTS} parts`)
     }
   }
 }

@@ -163,10 +163,12 @@ export async function exportObject(
   checkCallOptions('exportObject', options, EXPORT_OPTIONS)
   const concurrency = givenOr(options.concurrency, 8)
   if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64) {
-    throw StreamSegmentError.invalidArgument(`export: concurrency must be 1..64, got ${concurrency}`)
+    throw StreamSegmentError.invalidArgument(`exportObject: concurrency must be 1..64, got ${concurrency}`)
   }
   if (options.copy !== undefined && typeof options.copy !== 'boolean') {
-    throw StreamSegmentError.invalidArgument(`export: copy must be true or false, got ${describeValue(options.copy)}`)
+    throw StreamSegmentError.invalidArgument(
+      `exportObject: copy must be true or false, got ${describeValue(options.copy)}`,
+    )
   }
   if (typeof target === 'string') {
     // A file has no parts, but a bad value is the caller's mistake whatever the target:
@@ -181,7 +183,7 @@ export async function exportObject(
   const sizes = partSizes(dest.store.minPartBytes, options)
   if (parseKey(dest.key) !== undefined && (await sameStore(store, dest.store))) {
     throw StreamSegmentError.invalidArgument(
-      `export: ${dest.location} is the container's own ${dest.key === INODE_KEY ? 'inode' : 'segment object'} key: writing it would corrupt the container`,
+      `exportObject: ${dest.location} is the container's own ${dest.key === INODE_KEY ? 'inode' : 'segment object'} key: writing it would corrupt the container`,
     )
   }
   const from = await extentsToExport(store, options.cno, options.signal)
@@ -546,7 +548,7 @@ function isTargetStore(x: unknown): x is ObjectStore {
 function checkRecord(name: string, value: unknown): void {
   if (value !== undefined && (typeof value !== 'object' || value === null || Array.isArray(value))) {
     throw StreamSegmentError.invalidArgument(
-      `export: the target's ${name} must be an object, got ${describeValue(value)}`,
+      `exportObject: the target's ${name} must be an object, got ${describeValue(value)}`,
     )
   }
 }
@@ -564,22 +566,22 @@ interface Destination {
 function destination(source: ObjectStore, target: S3ExportTarget | StoreExportTarget): Destination {
   if (typeof target !== 'object' || target === null) {
     throw StreamSegmentError.invalidArgument(
-      'export: the target must be { Bucket, Key }, { store, key } or a file path',
+      'exportObject: the target must be { Bucket, Key }, { store, key } or a file path',
     )
   }
   if ('store' in target) {
     // Checked here, before the container is read: a store of the wrong kind would
     // otherwise fail only at the first write, after the whole checkpoint was read.
-    checkOptionNames('export: the { store, key } target', target, STORE_TARGET_FIELDS)
+    checkOptionNames('exportObject: the { store, key } target', target, STORE_TARGET_FIELDS)
     const { store, key } = target as { store: unknown; key: unknown }
     if (!isTargetStore(store)) {
       throw StreamSegmentError.invalidArgument(
-        `export: the target's store must be an ObjectStore (DirectoryStore, S3Store, MemoryStore or one with a url and put, get, createMultipart, uploadPart, completeMultipart and abortMultipart), got ${describeValue(store)}: to name a store by URL, open it (openStore)`,
+        `exportObject: the target's store must be an ObjectStore (DirectoryStore, S3Store, MemoryStore or one with a url and put, get, createMultipart, uploadPart, completeMultipart and abortMultipart), got ${describeValue(store)}: to name a store by URL, open it (openStore)`,
       )
     }
     if (typeof key !== 'string' || key === '') {
       throw StreamSegmentError.invalidArgument(
-        `export: the target's key must be a non-empty string, got ${describeValue(key)}`,
+        `exportObject: the target's key must be a non-empty string, got ${describeValue(key)}`,
       )
     }
     checkRecord('metadata', target.metadata)
@@ -595,14 +597,14 @@ function destination(source: ObjectStore, target: S3ExportTarget | StoreExportTa
   for (const k of Object.keys(target)) {
     if (!TARGET_FIELDS.has(k)) {
       throw StreamSegmentError.invalidArgument(
-        `export: target field ${k} is not supported (supported: ${[...TARGET_FIELDS].join(', ')})`,
+        `exportObject: target field ${k} is not supported (supported: ${[...TARGET_FIELDS].join(', ')})`,
       )
     }
   }
   const { Bucket, Key } = target
   if (typeof Bucket !== 'string' || Bucket === '' || typeof Key !== 'string' || Key === '' || Key.endsWith('/')) {
     throw StreamSegmentError.invalidArgument(
-      `export: the target needs a Bucket and a Key not ending in / (got Bucket ${describeValue(Bucket)}, Key ${describeValue(Key)})`,
+      `exportObject: the target needs a Bucket and a Key not ending in / (got Bucket ${describeValue(Bucket)}, Key ${describeValue(Key)})`,
     )
   }
   checkRecord('Metadata', target.Metadata)

@@ -149,7 +149,7 @@ describe('export: the part plan', () => {
       worker.once('message', resolve)
       worker.once('error', reject)
     }).finally(() => worker.terminate())
-    assert.equal(answer, `ERR_INVALID_ARGUMENT: export: ${size} bytes do not fit in 10000 parts`)
+    assert.equal(answer, `ERR_INVALID_ARGUMENT: exportObject: ${size} bytes do not fit in 10000 parts`)
   })
 
   it('splits a long stretch into even parts, none under the minimum', () => {
