@@ -20,6 +20,7 @@ import { DirectoryStore } from '../../lib/store/directory.js'
 import type { S3Store } from '../../lib/store/s3.js'
 import { rejectsCode } from '../helpers/assert.js'
 import { prng } from '../helpers/containers.js'
+import { proxiedS3Client, startFaultProxy } from '../helpers/fault-proxy.js'
 import { fillPattern } from '../helpers/pattern.js'
 import { s3TestClient, s3TestStore } from '../helpers/s3-env.js'
 
@@ -174,6 +175,28 @@ describe('export on S3 (radosgw)', () => {
     const r = await exportObject(store, path)
     assert.equal(sha(readFileSync(path)), sha(await readCheckpoint(store)))
     assert.equal(r.sentBytes, 9 * MiB + 123)
+  })
+
+  it('the answers of a part copy and of the completion lost after they landed: exported once, the same bytes', async () => {
+    const store = await s3TestStore()
+    await sequential(store, 24 * MiB)
+    const dest = await s3TestStore()
+    const Key = `${dest.prefix}lost.bin`
+    const proxy = await startFaultProxy()
+    const client = proxiedS3Client(proxy)
+    try {
+      proxy.setRate(0)
+      proxy.inject('lost', (r) => r.op === 'UploadPart') // the proxy's name for UploadPartCopy too
+      proxy.inject('lost', (r) => r.op === 'CompleteMultipartUpload')
+      const r = await exportObject(store, { client, Bucket: dest.bucket, Key })
+      assert.equal(proxy.stats().faults.lost, 2)
+      assert.ok(r.copyParts >= 2, `${r.copyParts} parts copied`)
+      assert.equal(sha(await getExport(dest.bucket, Key)), sha(await readCheckpoint(store)))
+      assert.equal(await openUploads(dest.bucket, dest.prefix), 0)
+    } finally {
+      client.destroy()
+      await proxy.close()
+    }
   })
 
   it('sources deleted mid-way (as gc would): the export fails naming them, no object, no open upload', async () => {
