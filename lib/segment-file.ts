@@ -95,7 +95,23 @@ export interface CreateOptions extends Partial<Settings>, ReadOptions {
   wal?: WalOptions
 }
 
+/** Set by SegmentFile's static block, which alone may read the private `core`. */
+let stateOf: (file: SegmentFile) => FileState
+
+/**
+ * The handle's state (FileState), for the library's own modules built on the handle (the
+ * streams, uploadFile, the CLI) and for tests: no part of the API, which the package root
+ * does not export it from.
+ */
+export function fileState(file: SegmentFile): FileState {
+  return stateOf(file)
+}
+
 export class SegmentFile {
+  static {
+    stateOf = (file) => file.core
+  }
+
   private queue: Promise<unknown> = Promise.resolve()
   private sticky: unknown
   private closed = false
@@ -112,7 +128,7 @@ export class SegmentFile {
   private publishing: Promise<unknown> = Promise.resolve()
 
   private constructor(
-    readonly core: FileState,
+    private readonly core: FileState,
     readonly readOnly: boolean,
     read: ReadOptions,
   ) {

@@ -6,6 +6,7 @@
  * Both builds' declarations are walked (ESM's and CommonJS's), as npm run build leaves them.
  */
 import assert from 'node:assert/strict'
+import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, relative } from 'node:path'
 import { describe, it } from 'node:test'
@@ -13,12 +14,6 @@ import { fileURLToPath } from 'node:url'
 import type * as TS from 'typescript'
 
 const ts = createRequire(import.meta.url)('typescript') as typeof TS
-
-/**
- * Members not walked: the handle's state and the read stream's reader, which the library's
- * own adapters reach and users are not meant to, and Node's underscore hooks of a stream.
- */
-const NOT_WALKED = new Set(['core', 'reader'])
 
 /** Helper aliases a user has no need to name: the write stream's typed-listener overloads, and typeof crc32. */
 const UNNAMED = new Set(['Listener', 'Other', 'AnyListener', 'Crc32Fn', 'Treatment'])
@@ -69,7 +64,8 @@ function unexportedTypes(indexDts: string): string[] {
     for (const m of d.members) {
       if (ts.getCombinedModifierFlags(m) & ts.ModifierFlags.Private) continue
       const member = m.name === undefined ? 'constructor' : m.name.getText()
-      if (NOT_WALKED.has(member) || member.startsWith('_') || member.startsWith('#')) continue
+      // Node's and streamx's underscore hooks of a stream are no API of ours.
+      if (member.startsWith('_') || member.startsWith('#')) continue
       visitNode(m, `${from}.${member}`)
     }
   }
@@ -82,6 +78,63 @@ describe('the declaration files', () => {
     it(`${build}: every type the root's exports name is exported by the root`, () => {
       const index = fileURLToPath(new URL(`../../${build}/lib/index.d.ts`, import.meta.url))
       assert.deepEqual(unexportedTypes(index), [])
+    })
+  }
+})
+
+/** The classes whose instances users hold, and the section of docs/api.md that documents each one's members. */
+const DOCUMENTED_IN = {
+  SegmentFile: '## SegmentFile',
+  StreamSegmentReadStream: '## Read stream',
+  StreamSegmentWriteStream: '## Write stream',
+  Upload: '## Upload',
+} as const
+
+/** The part of docs/api.md under `heading`, to the next heading of its level or above. */
+function apiSection(heading: string): string {
+  const api = readFileSync('docs/api.md', 'utf8')
+  const at = api.indexOf(`\n${heading}\n`)
+  assert.ok(at >= 0, `docs/api.md has no heading ${heading}`)
+  const rest = api.slice(at + heading.length + 2)
+  const next = rest.search(/^#{1,2} /m)
+  return next < 0 ? rest : rest.slice(0, next)
+}
+
+/**
+ * `Class.member` for each member a class declares that a user can reach from the
+ * declarations (neither private nor protected, nor an underscore hook of a stream) and
+ * that its section of docs/api.md does not name as code:
+ * an internal left public is a member users may come to depend on.
+ */
+function undocumentedMembers(indexDts: string): string[] {
+  const program = ts.createProgram([indexDts], { strict: true, types: ['node'] })
+  const checker = program.getTypeChecker()
+  const root = checker.getSymbolAtLocation(program.getSourceFile(indexDts) as TS.SourceFile) as TS.Symbol
+  const exports = new Map(checker.getExportsOfModule(root).map((s) => [s.name, s]))
+  const found: string[] = []
+  for (const [name, heading] of Object.entries(DOCUMENTED_IN)) {
+    const symbol = exports.get(name)
+    assert.ok(symbol !== undefined, `the root exports no ${name}`)
+    const decl = checker.getAliasedSymbol(symbol).valueDeclaration
+    assert.ok(decl !== undefined && ts.isClassDeclaration(decl), `${name} is no class`)
+    const text = apiSection(heading)
+    for (const m of decl.members) {
+      if (m.name === undefined || ts.isConstructorDeclaration(m)) continue
+      if (ts.getCombinedModifierFlags(m) & (ts.ModifierFlags.Private | ts.ModifierFlags.Protected)) continue
+      const member = m.name.getText()
+      if (member.startsWith('_') || member.startsWith('#')) continue
+      // As code: `member`, `file.member`, or called on an instance in an example (`upload.on(`).
+      if (!new RegExp(`\`(?:\\w+\\.)?${member}\\b|\\w\\.${member}\\(`).test(text)) found.push(`${name}.${member}`)
+    }
+  }
+  return [...new Set(found)].sort()
+}
+
+describe('the public members of the classes users hold', () => {
+  for (const build of ['esm', 'cjs']) {
+    it(`${build}: each is named in its section of docs/api.md; internals are private`, () => {
+      const index = fileURLToPath(new URL(`../../${build}/lib/index.d.ts`, import.meta.url))
+      assert.deepEqual(undocumentedMembers(index), [])
     })
   }
 })

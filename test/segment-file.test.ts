@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { constants } from 'node:buffer'
 import { describe, it } from 'node:test'
 import { StreamSegmentError } from '../lib/errors.js'
-import { SegmentFile } from '../lib/segment-file.js'
+import { fileState, SegmentFile } from '../lib/segment-file.js'
 import { resolveSettings, type Settings, type WithHooks } from '../lib/settings.js'
 import type { MapNode } from '../lib/state/block-map.js'
 import { MemoryStore } from '../lib/store/memory.js'
@@ -436,7 +436,7 @@ describe('SegmentFile', () => {
 function nodesHeld(f: SegmentFile): number {
   const count = (n: MapNode): number =>
     (n.children ?? []).reduce((sum, c) => sum + (c === undefined ? 0 : 1 + count(c)), 0)
-  return count(f.core.map.root)
+  return count(fileState(f).map.root)
 }
 
 /** Objects whose summaries the handle's reader holds. */

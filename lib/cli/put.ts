@@ -10,6 +10,7 @@ import { Socket } from 'node:net'
 import { type Readable, Transform } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { StreamSegmentError } from '../errors.js'
+import { fileState } from '../segment-file.js'
 import { isSettingName, type Settings, SPEC_DEFAULTS } from '../settings.js'
 import type { ObjectStore } from '../store/types.js'
 import { openLocalFile, uploadFile } from '../streams/upload-file.js'
@@ -258,7 +259,7 @@ async function putByReference(
         const sample = () => {
           const { uploadedBytes, requestsInFlight } = file.progress
           // Bytes kept from an interrupted upload of the file count as done.
-          return { done: uploadedBytes + file.core.uploader.reusedBytes, total: size, requestsInFlight }
+          return { done: uploadedBytes + fileState(file).uploader.reusedBytes, total: size, requestsInFlight }
         }
         if (err.isTTY) stop = showProgress(err, sample, progressLine)
       },

@@ -21,7 +21,7 @@ import { open, rename, rm } from 'node:fs/promises'
 import { checkFileTarget, temporaryBeside } from '../admin/export.js'
 import { StreamSegmentError } from '../errors.js'
 import { Reader, type ReadTiming } from '../read/reader.js'
-import { SegmentFile } from '../segment-file.js'
+import { fileState, SegmentFile } from '../segment-file.js'
 import { checkByteRange, checkOptionNames, type ReadOptions, resolveReadOptions } from '../settings.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
@@ -99,7 +99,7 @@ export async function downloadFile(
     const to = Math.min(options.end === undefined ? file.size : options.end + 1, file.size)
     const bytes = Math.max(0, to - from)
     onStart?.(file, bytes)
-    const reader = new Reader(file.core, read)
+    const reader = new Reader(fileState(file), read)
     const fh = await open(tmp, 'wx').catch((err) => {
       throw localFileError(err, path)
     })

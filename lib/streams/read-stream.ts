@@ -37,7 +37,7 @@
 import { Readable } from 'streamx'
 import { StreamSegmentError } from '../errors.js'
 import { type Piece, Reader, type ReadTiming } from '../read/reader.js'
-import { SegmentFile } from '../segment-file.js'
+import { fileState, SegmentFile } from '../segment-file.js'
 import { checkByteRange, checkOptionNames, givenOr, type ReadOptions, resolveReadOptions } from '../settings.js'
 import type { ObjectStore } from '../store/types.js'
 import { givePieces, isLentPiece } from '../util/piece-pool.js'
@@ -86,7 +86,7 @@ interface Ahead {
 
 export class StreamSegmentReadStream extends Readable {
   file: SegmentFile | undefined
-  reader: Reader | undefined
+  private reader: Reader | undefined
   readonly store: ObjectStore
   /** Bytes pushed so far. */
   bytesRead = 0
@@ -198,7 +198,7 @@ export class StreamSegmentReadStream extends Readable {
     counted.stop()
     this.file = file
     this.size = file.size
-    this.reader = new Reader(file.core, this.options)
+    this.reader = new Reader(fileState(file), this.options)
     this.pos = Math.min(start, file.size)
     this.end = Math.min(end === undefined ? file.size : end + 1, file.size)
   }

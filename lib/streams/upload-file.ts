@@ -23,7 +23,7 @@ import {
   findLeftovers,
 } from '../container/resume.js'
 import { StreamSegmentError } from '../errors.js'
-import { OPEN_SIGNAL, type SegmentFile } from '../segment-file.js'
+import { fileState, OPEN_SIGNAL, type SegmentFile } from '../segment-file.js'
 import { checkOptionNames, checkSettingValues, type Settings } from '../settings.js'
 import type { BlockSource } from '../state/dirty-tier.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
@@ -227,17 +227,18 @@ export async function uploadFile(
       })
       opened.stop()
       if (signal?.aborted) onAbort()
+      const state = fileState(file)
       const id = {
         size,
         mtimeMs: version.mtimeMs,
-        blockSize: file.core.blockSize,
-        pieceSize: file.core.settings.segmentMpuChunkSize,
+        blockSize: state.blockSize,
+        pieceSize: state.settings.segmentMpuChunkSize,
       }
-      const find = { maxAgeMs: resumeMaxAgeMs, publishedCno: file.core.published.cno, signal }
+      const find = { maxAgeMs: resumeMaxAgeMs, publishedCno: state.published.cno, signal }
       const leftovers = resume ? await findLeftovers(store, id, find) : undefined
       const completed = resume ? await findCompleted(store, id, find) : undefined
       const resumer = new FileResumer(id, leftovers, completed)
-      file.core.uploader.resumer = resumer
+      state.uploader.resumer = resumer
       onStart?.(file, size)
       const source = fileSource(fh, version, typeof path === 'string' ? path : undefined)
       const verify = source.verify?.bind(source)
@@ -247,7 +248,7 @@ export async function uploadFile(
       }
       await file.writeRef(0, size, source)
       const timing = await file.flush()
-      return { ...timing, reusedBytes: file.core.uploader.reusedBytes }
+      return { ...timing, reusedBytes: state.uploader.reusedBytes }
     } finally {
       signal?.removeEventListener('abort', onAbort)
       await file?.close()

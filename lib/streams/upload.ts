@@ -36,6 +36,7 @@ import type {
 } from '@aws-sdk/client-s3'
 import { type ExportResult, exportObject, type S3ExportTarget } from '../admin/export.js'
 import { isSignal, StreamSegmentError } from '../errors.js'
+import { fileState } from '../segment-file.js'
 import { checkOptionNames, checkSettingValues, type Settings } from '../settings.js'
 import { openStore } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
@@ -454,7 +455,8 @@ export class Upload extends EventEmitter {
   private sent = false
   private loaded = 0
   /** The write stream, once `done()` has started it. */
-  writer: StreamSegmentWriteStream | undefined
+  // biome-ignore lint/correctness/noUnusedPrivateClassMembers: tests read it for the settings queueSize and partSize gave
+  private writer: StreamSegmentWriteStream | undefined
 
   constructor(options: UploadOptions) {
     super()
@@ -590,7 +592,7 @@ export class Upload extends EventEmitter {
     const result: UploadResult = {
       Bucket,
       Key,
-      ETag: writer.file?.core.publishedEtag,
+      ETag: writer.file === undefined ? undefined : fileState(writer.file).publishedEtag,
       Location: await locationOf(this.client, Bucket, Key),
       cno: timing.cno,
       size: writer.bytesWritten,

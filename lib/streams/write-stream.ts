@@ -35,7 +35,7 @@
 import { Writable } from 'node:stream'
 import { hasInode } from '../container/inode.js'
 import { StreamSegmentError } from '../errors.js'
-import { OPEN_SIGNAL, SegmentFile } from '../segment-file.js'
+import { fileState, OPEN_SIGNAL, SegmentFile } from '../segment-file.js'
 import {
   checkOptionNames,
   checkSettingValues,
@@ -259,7 +259,7 @@ export class StreamSegmentWriteStream extends Writable {
         // sees part 0 stored runs before the inode write starts. One that throws destroys the
         // stream with its error (nothing is published unless the commit is under way), and
         // never fails the upload it was called from.
-        file.core.uploader.onRequestDone = () => {
+        fileState(file).uploader.onRequestDone = () => {
           this.requests++
           if (this.progressDone || this.destroyed) return
           try {

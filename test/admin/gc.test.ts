@@ -26,7 +26,7 @@ import {
   parseKey,
   segmentKey,
 } from '../../lib/format/index.js'
-import { SegmentFile } from '../../lib/segment-file.js'
+import { fileState, SegmentFile } from '../../lib/segment-file.js'
 import { DirectoryStore } from '../../lib/store/directory.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
@@ -173,7 +173,7 @@ describe('gc', () => {
           const reachable = new Set<string>()
           for (const cno of r.kept) {
             reachable.add(segmentKey(cno, 0))
-            const inode = (await SegmentFile.open(store, { cno, readOnly: true })).core.base
+            const inode = fileState(await SegmentFile.open(store, { cno, readOnly: true })).base
             for (const k of (await walkMap(store, inode, [])).reached.keys()) reachable.add(k)
           }
           let unreachedLeft = 0

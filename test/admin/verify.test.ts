@@ -12,7 +12,7 @@ import { describe, it } from 'node:test'
 import { inspectCheckpoint, verifyCheckpoint } from '../../lib/admin/index.js'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { pointerPart, pointerUnit, segmentKey, UNIT_BYTES } from '../../lib/format/index.js'
-import { SegmentFile } from '../../lib/segment-file.js'
+import { fileState, SegmentFile } from '../../lib/segment-file.js'
 import { DirectoryStore } from '../../lib/store/directory.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import { createStreamSegmentReadStream } from '../../lib/streams/read-stream.js'
@@ -67,7 +67,7 @@ describe('a damaged block inside a data GET', () => {
     await f.flush()
     await f.close()
     const r = await SegmentFile.open(store, { readOnly: true })
-    const [hi, lo] = await r.core.map.get(b)
+    const [hi, lo] = await fileState(r).map.get(b)
     await r.close()
     const key = segmentKey(hi, pointerPart(lo))
     const bytes = Buffer.from(await store.get(key))

@@ -18,7 +18,7 @@ import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { removeContainer } from '../../lib/admin/remove.js'
 import { StreamSegmentError } from '../../lib/errors.js'
-import { SegmentFile } from '../../lib/segment-file.js'
+import { fileState, SegmentFile } from '../../lib/segment-file.js'
 import { S3Store } from '../../lib/store/s3.js'
 import { uploadFile } from '../../lib/streams/upload-file.js'
 import { countingClient, ensureBucket, median, requireS3Server } from '../helpers/bench.js'
@@ -87,7 +87,7 @@ async function main(): Promise<void> {
           {
             signal: ac.signal,
             onStart: (file) => {
-              const uploader = file.core.uploader
+              const uploader = fileState(file).uploader
               uploader.onRequestDone = () => {
                 if (uploader.uploadedBytes >= at * size) ac.abort(new Error('interrupted by the benchmark'))
               }

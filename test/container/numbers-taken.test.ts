@@ -10,7 +10,7 @@ import { findCompleted } from '../../lib/container/resume.js'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { decodeInodeObject, INODE_KEY, segmentKey } from '../../lib/format/index.js'
 import { MAX_CNO } from '../../lib/format/pointer.js'
-import { OPEN_SIGNAL, SegmentFile } from '../../lib/segment-file.js'
+import { fileState, OPEN_SIGNAL, SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import { smallSettings } from '../helpers/containers.js'
 import { pattern } from '../helpers/pattern.js'
@@ -82,7 +82,7 @@ describe('numbers taken above the published checkpoint', () => {
   it('past the last checkpoint number, a writer is refused as having no numbers left; a reader opens', async () => {
     const store = new MemoryStore()
     const f = await SegmentFile.create(store, smallSettings)
-    f.core.skipTo(MAX_CNO - 1) // as if every number below had been used
+    fileState(f).skipTo(MAX_CNO - 1) // as if every number below had been used
     await f.write(0, pattern(0, 8192, 1))
     assert.equal((await f.flush()).cno, MAX_CNO - 1)
     await f.write(0, pattern(0, 4096, 2))

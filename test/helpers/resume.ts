@@ -14,7 +14,7 @@ import { gc } from '../../lib/admin/gc.js'
 import { verifyCheckpoint } from '../../lib/admin/verify.js'
 import type { StreamSegmentError } from '../../lib/errors.js'
 import { parseKey } from '../../lib/format/names.js'
-import { SegmentFile } from '../../lib/segment-file.js'
+import { fileState, SegmentFile } from '../../lib/segment-file.js'
 import type { Settings } from '../../lib/settings.js'
 import type { CopySource, ObjectStore, RequestOptions } from '../../lib/store/types.js'
 import { type UploadFileOptions, uploadFile } from '../../lib/streams/upload-file.js'
@@ -105,7 +105,7 @@ export async function interruptedUpload(
   const options: UploadFileOptions = {
     signal: ac.signal,
     onStart: (file) => {
-      const uploader = file.core.uploader
+      const uploader = fileState(file).uploader
       const before = uploader.onRequestDone
       uploader.onRequestDone = () => {
         before?.()
@@ -227,7 +227,7 @@ export function runResumeTests(name: string, make: () => Promise<ObjectStore>, o
       })
       const first = uploadFile(path, slow, settings, {
         onStart: (f) => {
-          const uploader = f.core.uploader
+          const uploader = fileState(f).uploader
           uploader.onRequestDone = () => {
             // Half way through the first, a second upload of the file starts and finds its open upload.
             if (second === undefined && uploader.uploadedBytes >= o.fileBytes / 2) {

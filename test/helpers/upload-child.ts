@@ -4,6 +4,7 @@
  * Prints `p <bytes>` each time a request carrying a body completed (the bytes uploaded so
  * far), then `done <FlushTiming as JSON>`.
  */
+import { fileState } from '../../lib/segment-file.js'
 import { openStore } from '../../lib/store/open.js'
 import { uploadFile } from '../../lib/streams/upload-file.js'
 
@@ -15,7 +16,7 @@ const timing = await uploadFile(
   {},
   {
     onStart: (file) => {
-      const uploader = file.core.uploader
+      const uploader = fileState(file).uploader
       uploader.onRequestDone = () => process.stdout.write(`p ${uploader.uploadedBytes}\n`)
     },
   },

@@ -20,7 +20,7 @@ import { decodeHeader, HEADER_BYTES, objectLayout } from '../../lib/format/heade
 import { parseKey, segmentKey } from '../../lib/format/names.js'
 import { pointerPart, pointerUnit, UNIT_BYTES } from '../../lib/format/pointer.js'
 import { Reader } from '../../lib/read/reader.js'
-import { SegmentFile } from '../../lib/segment-file.js'
+import { fileState, SegmentFile } from '../../lib/segment-file.js'
 import type { Settings, WithHooks } from '../../lib/settings.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { GetOptions, ObjectStore } from '../../lib/store/types.js'
@@ -82,11 +82,11 @@ const LAYOUTS: Layout[] = [
 /** Where each block of the published file is stored, by the map: object key and byte offset. */
 async function blockObjects(store: MemoryStore): Promise<Map<number, { key: string; offset: number }>> {
   const file = await SegmentFile.open(store, { readOnly: true })
-  const blocks = file.size / file.core.blockSize
-  await new Reader(file.core).walk(0, blocks, false)
+  const blocks = file.size / fileState(file).blockSize
+  await new Reader(fileState(file)).walk(0, blocks, false)
   const out = new Map<number, { key: string; offset: number }>()
   for (let b = 0; b < blocks; b++) {
-    const leaf = file.core.map.leafOf(b)
+    const leaf = fileState(file).map.leafOf(b)
     assert.ok(leaf !== undefined, `block ${b}: no leaf`)
     const i = leaf.search(b)
     const lo = leaf.lo[i] as number

@@ -22,7 +22,7 @@ import { FORMAT_PARTED, FORMAT_STREAM } from '../../lib/format/inode.js'
 import { parseKey, segmentKey } from '../../lib/format/names.js'
 import { decodeObject } from '../../lib/format/object.js'
 import { pointerPart, pointerUnit, UNIT_BYTES } from '../../lib/format/pointer.js'
-import { SegmentFile } from '../../lib/segment-file.js'
+import { fileState, SegmentFile } from '../../lib/segment-file.js'
 import { DirectoryStore } from '../../lib/store/directory.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
@@ -114,7 +114,7 @@ for (const format of ['stream', 'parted'] as const)
         for (let slot = 0; slot < s.count; slot++) {
           const b = s.blockIndex[slot] as number
           if (b * layout.dataBlockSize >= file.size) continue
-          const [hi, lo] = await file.core.map.get(b)
+          const [hi, lo] = await fileState(file).map.get(b)
           if (
             hi === k.cno &&
             pointerPart(lo) === k.part &&
@@ -130,9 +130,9 @@ for (const format of ['stream', 'parted'] as const)
       // with its leaf span), and at a few other places.
       const bs = file.settings.dataBlockSize
       const blocks = Math.floor(file.size / bs)
-      let prev = await file.core.map.get(0)
+      let prev = await fileState(file).map.get(0)
       for (let b = 1; b < blocks && small.length < 6; b++) {
-        const cur = await file.core.map.get(b)
+        const cur = await fileState(file).map.get(b)
         if (cur[0] !== prev[0] || pointerPart(cur[1]) !== pointerPart(prev[1])) small.push(b * bs - bs / 2)
         prev = cur
       }
@@ -369,7 +369,7 @@ describe('a run long enough to be checked off the event loop', () => {
       await f.flush()
       await f.close()
       const file = await SegmentFile.open(store, { readOnly: true })
-      const [hi, lo] = await file.core.map.get(block)
+      const [hi, lo] = await fileState(file).map.get(block)
       await file.close()
       const key = segmentKey(hi, pointerPart(lo))
       await flip(key, () => pointerUnit(lo) * UNIT_BYTES + 123, 5, 'one data byte').apply(edit)

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict'
 import { it } from 'node:test'
 import type { ObjectReads } from '../../lib/container/objects.js'
 import { Reader } from '../../lib/read/reader.js'
-import { SegmentFile } from '../../lib/segment-file.js'
+import { fileState, SegmentFile } from '../../lib/segment-file.js'
 import type { Settings, WithHooks } from '../../lib/settings.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import { pattern } from '../helpers/pattern.js'
@@ -39,7 +39,7 @@ it('a read over index nodes in 64 objects keeps the bytes of at most 32 of them'
 
   const file = await SegmentFile.open(store, { readOnly: true })
   try {
-    const reader = new Reader(file.core)
+    const reader = new Reader(fileState(file))
     assert.ok(Buffer.from(await reader.read(0, file.size)).equals(ref), 'the read is right')
     const objects = (reader as unknown as { objects: ObjectReads }).objects
     const states = (objects as unknown as { objects: Map<string, { metaBytes?: unknown }> }).objects

@@ -9,6 +9,7 @@
  */
 import assert from 'node:assert/strict'
 import { before, describe, it } from 'node:test'
+import type { Reader } from '../../lib/read/reader.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
@@ -104,7 +105,7 @@ describe('read requests', () => {
     const counted = new ThrottledStore(inner, { latencyMs: 5, bandwidth: 2000 * MiB })
     const rs = createStreamSegmentReadStream({ store: counted, readGetMaxBytes: MiB, readMaxConcurrency: 3 })
     assert.ok((await drain(rs)).equals(want))
-    const reader = rs.reader
+    const reader = (rs as unknown as { reader?: Reader }).reader
     assert.ok(reader !== undefined)
     const data = reader.dataLimiter.peak
     const walk = reader.walkLimiter.peak

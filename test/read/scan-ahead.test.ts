@@ -10,7 +10,7 @@ import assert from 'node:assert/strict'
 import { it } from 'node:test'
 import { setImmediate } from 'node:timers/promises'
 import { Reader } from '../../lib/read/reader.js'
-import { SegmentFile } from '../../lib/segment-file.js'
+import { fileState, SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import { pattern } from '../helpers/pattern.js'
 
@@ -22,7 +22,7 @@ it('a scan whose sink waits plans at most a window ahead of the pieces taken, th
     const ref = Buffer.from(pattern(0, blocks * bs, 4))
     await f.write(0, ref)
     const windowBlocks = 4
-    const reader = new Reader(f.core, { readGetMaxBytes: windowBlocks * bs, readMaxConcurrency: 1 })
+    const reader = new Reader(fileState(f), { readGetMaxBytes: windowBlocks * bs, readMaxConcurrency: 1 })
     const out = Buffer.alloc(ref.length)
     let release: () => void = () => {}
     const released = new Promise<void>((r) => {

@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict'
 import { before, describe, it } from 'node:test'
 import { Reader } from '../../lib/read/reader.js'
-import { SegmentFile } from '../../lib/segment-file.js'
+import { fileState, SegmentFile } from '../../lib/segment-file.js'
 import type { Settings, WithHooks } from '../../lib/settings.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import { createStreamSegmentReadStream } from '../../lib/streams/read-stream.js'
@@ -85,7 +85,7 @@ describe('a node cache of 16 over a deep block map', () => {
   it('a reader whose walk cannot keep its leaves loads them again, and reads right', async () => {
     const r = await SegmentFile.open(store, { readOnly: true, nodeCacheNodes: SMALL })
     try {
-      const reader = new Reader(r.core, { readGetMaxBytes: MiB, readMaxConcurrency: 2 })
+      const reader = new Reader(fileState(r), { readGetMaxBytes: MiB, readMaxConcurrency: 2 })
       assertBytes(await reader.read(0, SIZE), ref, 'Reader.read of the whole file')
       assert.ok(reader.timing.nodeFallbacks > 0, 'the plan had to load leaves the walk had loaded')
     } finally {

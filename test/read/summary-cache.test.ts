@@ -10,7 +10,7 @@ import assert from 'node:assert/strict'
 import { it } from 'node:test'
 import type { ObjectReads } from '../../lib/container/objects.js'
 import { Reader } from '../../lib/read/reader.js'
-import { SegmentFile } from '../../lib/segment-file.js'
+import { fileState, SegmentFile } from '../../lib/segment-file.js'
 import type { Settings, WithHooks } from '../../lib/settings.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import { pattern } from '../helpers/pattern.js'
@@ -46,7 +46,7 @@ it('a cache of about one summary under 8 reads at once counts only the summaries
   const file = await SegmentFile.open(store, { readOnly: true })
   try {
     const cacheBytes = 2000
-    const reader = new Reader(file.core, {
+    const reader = new Reader(fileState(file), {
       readSummaryCacheBytes: cacheBytes,
       readMaxConcurrency: 8,
       readGetMaxBytes: 64 * KiB,

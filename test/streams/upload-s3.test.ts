@@ -23,6 +23,7 @@ import { StreamSegmentError } from '../../lib/errors.js'
 import { Upload, type UploadParams } from '../../lib/index.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import type { S3Store } from '../../lib/store/s3.js'
+import type { StreamSegmentWriteStream } from '../../lib/streams/write-stream.js'
 import { s3TestBucket, s3TestClient, s3TestStore, uniquePrefix } from '../helpers/s3-env.js'
 
 const MiB = 1024 * 1024
@@ -277,7 +278,7 @@ describe('Upload', () => {
     const parts = new Set<number>()
     upload.on('httpUploadProgress', (p) => parts.add(p.part ?? -1))
     await upload.done()
-    const s = upload.writer?.file?.settings
+    const s = (upload as unknown as { writer?: StreamSegmentWriteStream }).writer?.file?.settings
     assert.equal(s?.segmentMpuMaxConcurrency, 64)
     assert.equal(s?.segmentMpuChunkSize, 5 * MiB + 4096)
     assert.deepEqual(await readBack(store), { size: body.length, sha256: sha(body) })

@@ -18,6 +18,7 @@ import { StreamSegmentError } from '../../lib/errors.js'
 import { UPLOAD_PARAMS, Upload, type UploadParams } from '../../lib/index.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
+import type { StreamSegmentWriteStream } from '../../lib/streams/write-stream.js'
 
 const MiB = 1024 * 1024
 const client = new S3Client({ region: 'us-east-1', credentials: { accessKeyId: 'a', secretAccessKey: 'b' } })
@@ -365,7 +366,7 @@ describe('Upload: queueSize and partSize as lib-storage reads them', () => {
     const upload = new Upload({ client, params: { Bucket: 'b', Key: 'k', Body: 'x' }, ...options })
     Object.defineProperty(upload, 'store', { value: new MemoryStore(`sizes-${label}`) })
     await upload.done()
-    const s = upload.writer?.file?.settings
+    const s = (upload as unknown as { writer?: StreamSegmentWriteStream }).writer?.file?.settings
     return { queue: s?.segmentMpuMaxConcurrency, part: s?.segmentMpuChunkSize }
   }
 

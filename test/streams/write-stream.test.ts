@@ -7,7 +7,7 @@ import { describe, it } from 'node:test'
 import { setImmediate as turn } from 'node:timers/promises'
 import { pipelinePromise } from 'streamx'
 import { StreamSegmentError } from '../../lib/errors.js'
-import { SegmentFile } from '../../lib/segment-file.js'
+import { fileState, SegmentFile } from '../../lib/segment-file.js'
 import { STREAMING_PROFILE } from '../../lib/settings.js'
 import type { MapNode } from '../../lib/state/block-map.js'
 import { MemoryStore } from '../../lib/store/memory.js'
@@ -121,7 +121,7 @@ describe('createStreamSegmentWriteStream', () => {
         count(c)
       }
     }
-    count(file.core.map.root)
+    count(fileState(file).map.root)
     assert.deepEqual({ nodes, size: file.size }, { nodes: 0, size: MiB })
   })
 
@@ -190,7 +190,7 @@ describe('createStreamSegmentWriteStream', () => {
       await store.hangOf('put', 'uploadPart')
       for (let i = 0; i < 20; i++) await turn()
       const file = ws.file as SegmentFile
-      const held = file.core.tier.usedBytes
+      const held = fileState(file).tier.usedBytes
       assert.equal(calledBack, false, `adoptChunks ${adoptChunks}: the write called back while no object was stored`)
       // Taken in steps of a quarter of the limit, the writer waits at the first one past it.
       assert.ok(held <= limit + limit / 4, `adoptChunks ${adoptChunks}: ${held / MiB} MiB held, limit ${limit / MiB}`)

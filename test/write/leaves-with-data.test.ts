@@ -12,7 +12,7 @@ import { describe, it } from 'node:test'
 import { segmentKey } from '../../lib/format/names.js'
 import { pointerPart } from '../../lib/format/pointer.js'
 import { Reader } from '../../lib/read/reader.js'
-import { SegmentFile } from '../../lib/segment-file.js'
+import { fileState, SegmentFile } from '../../lib/segment-file.js'
 import type { Settings } from '../../lib/settings.js'
 import type { MapNode } from '../../lib/state/block-map.js'
 import type { BlockSource } from '../../lib/state/dirty-tier.js'
@@ -78,8 +78,8 @@ async function leaves(
   store: MemoryStore,
 ): Promise<{ file: SegmentFile; leaves: Array<{ leaf: MapNode; key: string }> }> {
   const file = await SegmentFile.open(store, { readOnly: true })
-  const blocks = file.size / file.core.blockSize
-  await new Reader(file.core).walk(0, blocks, false)
+  const blocks = file.size / fileState(file).blockSize
+  await new Reader(fileState(file)).walk(0, blocks, false)
   const out: Array<{ leaf: MapNode; key: string }> = []
   const visit = (node: MapNode) => {
     for (let i = 0; i < node.count; i++) {
@@ -89,7 +89,7 @@ async function leaves(
       else out.push({ leaf: child, key: segmentKey(node.hi[i] as number, pointerPart(node.lo[i] as number)) })
     }
   }
-  visit(file.core.map.root)
+  visit(fileState(file).map.root)
   return { file, leaves: out }
 }
 
@@ -100,7 +100,7 @@ describe('a leaf and its data', () => {
       const objects = await write(store, c)
       assert.ok(objects >= c.minObjects, `${objects} objects`)
       const { file, leaves: all } = await leaves(store)
-      assert.equal(all.length, Math.ceil(c.size / 4096 / file.core.map.nodeCapacity), 'leaves')
+      assert.equal(all.length, Math.ceil(c.size / 4096 / fileState(file).map.nodeCapacity), 'leaves')
       const apart: string[] = []
       for (const { leaf, key } of all) {
         const keys = new Set<string>()

@@ -13,7 +13,7 @@ import { it } from 'node:test'
 import fc from 'fast-check'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { decodeObject, FORMAT_PARTED, FORMAT_STREAM, parseKey } from '../../lib/format/index.js'
-import { SegmentFile } from '../../lib/segment-file.js'
+import { fileState, SegmentFile } from '../../lib/segment-file.js'
 import { resolveSettings, type Settings } from '../../lib/settings.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
@@ -183,7 +183,7 @@ async function runModel(sequence: Op[], settings: Partial<Settings>, failEvery =
         const data = pattern(o.offset, o.length, o.seed)
         // Adopted: any run of whole blocks is kept as it is (the threshold lowered to one block).
         if (o.adopt) {
-          file.core.tier.adoptMinBlocks = 1
+          fileState(file).tier.adoptMinBlocks = 1
           adopted.push({ o, data })
         }
         // A partial segment the write waited for may fail: the write's bytes are in the file all the same.

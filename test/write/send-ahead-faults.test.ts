@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { StreamSegmentError } from '../../lib/errors.js'
-import { SegmentFile } from '../../lib/segment-file.js'
+import { fileState, SegmentFile } from '../../lib/segment-file.js'
 import type { Settings } from '../../lib/settings.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
@@ -50,7 +50,7 @@ async function writeOver(f: SegmentFile, ref: Buffer): Promise<void> {
 
 /** Nothing pinned by a request, nothing held: every byte written is stored. */
 function tierEmpty(f: SegmentFile): void {
-  assert.equal(f.core.tier.usedBytes, 0, 'slots still held after the flush')
+  assert.equal(fileState(f).tier.usedBytes, 0, 'slots still held after the flush')
 }
 
 const modes: Array<[string, Partial<Settings>, StoreOp[]]> = [

@@ -9,7 +9,7 @@ import { setImmediate as turn } from 'node:timers/promises'
 import { setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
 import { StreamSegmentError } from '../../lib/errors.js'
-import { SegmentFile } from '../../lib/segment-file.js'
+import { fileState, SegmentFile } from '../../lib/segment-file.js'
 import type { BlockSource } from '../../lib/state/dirty-tier.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import { createS3Client, S3Store } from '../../lib/store/s3.js'
@@ -89,7 +89,7 @@ describe('writeRef', () => {
       segmentMpuMaxConcurrency: 4,
     })
     const size = 128 * MiB
-    const tier = f.core.tier
+    const tier = fileState(f).tier
     let peak = 0
     const src: BlockSource = {
       async read(position, length) {
