@@ -8,6 +8,7 @@ import { Agent as HttpsAgent } from 'node:https'
 import type { S3Client, S3ClientConfig } from '@aws-sdk/client-s3'
 import createDebug from 'debug'
 import { StreamSegmentError } from '../errors.js'
+import { checkOptionNames } from '../settings.js'
 import { describeValue } from '../util/typed-arrays.js'
 import { s3Sdk } from './s3-sdk.cjs'
 
@@ -22,6 +23,37 @@ export type CreateS3ClientOptions = S3ClientConfig & {
   /** Time with no bytes moving on a request's socket before it fails with a timeout (default 30000 ms; 0: none). */
   idleTimeoutMs?: number
 }
+
+/**
+ * The options of the SDK's S3ClientConfig (@aws-sdk/client-s3, the version package.json
+ * pins), listed because a type has no keys at run time: the SDK takes any key and ignores
+ * one it does not know, so a misspelt `endpiont` would silently leave the endpoint unset.
+ */
+// biome-ignore format: 67 names, packed
+const SDK_OPTIONS = [
+  'apiVersion', 'authSchemePreference', 'base64Decoder', 'base64Encoder', 'bodyLengthChecker', 'bucketEndpoint',
+  'cacheMiddleware', 'checksumAlgorithms', 'clientContextParams', 'credentialDefaultProvider', 'credentials',
+  'customUserAgent', 'defaultsMode', 'defaultUserAgentProvider', 'disableClockSkewCorrection', 'disableHostPrefix',
+  'disableMultiregionAccessPoints', 'disableS3ExpressSessionAuth', 'endpoint', 'endpointProvider',
+  'eventStreamSerdeProvider', 'expectContinueHeader', 'extensions', 'followRegionRedirects', 'forcePathStyle',
+  'getAwsChunkedEncodingStream', 'httpAuthSchemeProvider', 'httpAuthSchemes', 'ignoreConfiguredEndpointUrls', 'logger',
+  'maxAttempts', 'md5', 'profile', 'protocol', 'protocolSettings', 'region', 'requestChecksumCalculation',
+  'requestHandler', 'requestStreamBufferSize', 'responseChecksumValidation', 'retryMode', 'retryStrategy', 'runtime',
+  's3ExpressIdentityProvider', 'sdkStreamMixin', 'serviceConfiguredEndpoint', 'serviceId', 'sha1', 'sha256', 'signer',
+  'signerConstructor', 'signingEscapePath', 'signingRegion', 'sigv4aSigningRegionSet', 'streamCollector',
+  'streamHasher', 'systemClockOffset', 'tls', 'urlParser', 'useAccelerateEndpoint', 'useArnRegion',
+  'useDualstackEndpoint', 'useFipsEndpoint', 'useGlobalEndpoint', 'userAgentAppId', 'utf8Decoder', 'utf8Encoder',
+] as const satisfies readonly (keyof S3ClientConfig)[]
+
+/** Compiles only while SDK_OPTIONS lists every option of S3ClientConfig: an SDK with a new one fails the build here. */
+type EveryOption<Unlisted extends never> = Unlisted
+export type SdkOptionsListed = EveryOption<Exclude<keyof S3ClientConfig, (typeof SDK_OPTIONS)[number]>>
+
+/** createS3Client's own options, beside the SDK's. */
+const OWN_OPTIONS = ['maxSockets', 'connectTimeoutMs', 'idleTimeoutMs'] as const satisfies readonly Exclude<
+  keyof CreateS3ClientOptions,
+  keyof S3ClientConfig
+>[]
 
 /** A region as the SDK takes one: a host name's label (it goes into AWS host names). */
 const REGION = /^(?!-)[a-zA-Z0-9-]{1,63}(?<!-)$/
@@ -74,6 +106,8 @@ export function createS3Client(options: CreateS3ClientOptions = {}): S3Client {
   if (typeof options !== 'object' || options === null) {
     throw StreamSegmentError.invalidArgument(`createS3Client: options must be an object, got ${describeValue(options)}`)
   }
+  // A name neither ours nor the SDK's would be ignored by the SDK without a word.
+  checkOptionNames('createS3Client', options, [...OWN_OPTIONS, ...SDK_OPTIONS])
   const { maxSockets = 64, connectTimeoutMs = 5_000, idleTimeoutMs = 30_000, ...config } = options
   // Checked here: an agent takes -1 sockets as it is (every request it sends then waits for
   // ever), and the SDK's handler a timeout of NaN or -5 as none.

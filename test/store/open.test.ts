@@ -236,3 +236,29 @@ describe('createS3Client: the environment', () => {
     process.env.AWS_ENDPOINT_URL_S3 = 'http://127.0.0.1:1'
   })
 })
+
+describe('createS3Client: option names', () => {
+  test("a name neither createS3Client's nor the SDK's is refused, with the one meant (the SDK ignores it)", () => {
+    refused(
+      () => createS3Client({ endpiont: 'http://127.0.0.1:1' } as never),
+      /^createS3Client: unknown option "endpiont" \(did you mean endpoint\?\)$/,
+    )
+    refused(
+      () => createS3Client({ forcePathstyle: true } as never),
+      /^createS3Client: unknown option "forcePathstyle" \(did you mean forcePathStyle\?\)$/,
+    )
+    refused(
+      () => createS3Client({ maxsockets: 8 } as never),
+      /^createS3Client: unknown option "maxsockets" \(did you mean maxSockets\?\)$/,
+    )
+  })
+
+  test("every option of the SDK's S3ClientConfig is taken, and ours; a name set to undefined is not given", () => {
+    const taken = [
+      { credentials: { accessKeyId: 'a', secretAccessKey: 'b' }, forcePathStyle: false, useArnRegion: true },
+      { followRegionRedirects: true, tls: true, customUserAgent: 'x', retryMode: 'standard' },
+      { maxSockets: 2, connectTimeoutMs: 10, idleTimeoutMs: 10, endpiont: undefined },
+    ]
+    for (const options of taken) createS3Client(options as never).destroy()
+  })
+})
