@@ -21,7 +21,7 @@
  * - A 2xx answer must carry a Content-Length (a decimal integer); a ranged request must be
  *   answered 206 with a Content-Range of exactly the bytes asked (clamped to the object's
  *   size; a suffix ending at the object's end), spanning Content-Length bytes and ending
- *   before the size it names (or 200 with the whole object, no longer than asked); a
+ *   before the size it names, which must be a number, not `*` (or 200 with the whole object, no longer than asked); a
  *   request for the whole object, 200 or a 206 of all of it. Otherwise the answer is
  *   refused (its status kept: not retried), naming what was wrong, the range and the
  *   object (`checkGetAnswer`, which the SDK path of S3Store applies too).
@@ -263,6 +263,12 @@ export function checkGetAnswer(
   }
   if (status !== 206) return `status ${status} to a GET`
   const cr = contentRange
+  // RFC 9110 §14.4 lets a server send `*` for a length it does not know; a stored object's
+  // is known (S3, radosgw and MinIO name it), and without it a range clamped at the
+  // object's end, or a suffix, could not be told from an answer cut short.
+  if (cr !== undefined && /^bytes \d{1,15}-\d{1,15}\/\*$/.test(cr)) {
+    return `Content-Range ${cr} names no object size (*): the answer cannot be checked against the object`
+  }
   const m = cr === undefined ? null : /^bytes (\d{1,15})-(\d{1,15})\/(\d{1,15})$/.exec(cr)
   if (m === null) return `${status} with Content-Range ${JSON.stringify(cr ?? null)}`
   const first = Number(m[1])

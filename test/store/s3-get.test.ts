@@ -239,6 +239,22 @@ describe('lean GETs against a scripted server', () => {
     )
   })
 
+  test('a Content-Range with no object size (bytes a-b/*, which RFC 9110 allows) is refused, saying so, not retried', async () => {
+    const unsized = await serve((req, socket) => {
+      const [start, end] = rangeOf(req)
+      socket.write(
+        `HTTP/1.1 206 Partial Content\r\nContent-Length: ${end - start}\r\nContent-Range: bytes ${start}-${end - 1}/*\r\n\r\n`,
+      )
+      socket.write(BODY.subarray(start, end))
+    })
+    await rejectsCode(
+      testS3Store(unsized.url).get('k', { range: { start: 0, end: 100 } }),
+      'ERR_STORE',
+      /Content-Range bytes 0-99\/\* names no object size \(\*\)/,
+    )
+    assert.equal(unsized.seen.length, 1)
+  })
+
   test('interim 1xx answers before the real one are passed over, thousands in one read or split across reads', async () => {
     const s = await serve((req, socket, n) => {
       const [start, end] = rangeOf(req)
