@@ -10,7 +10,7 @@ import { describe, it } from 'node:test'
 import { verifyCheckpoint } from '../../lib/admin/index.js'
 import { decodeInodeObject, INODE_KEY, segmentKey } from '../../lib/format/index.js'
 import { pointerPart } from '../../lib/format/pointer.js'
-import { SegmentFile } from '../../lib/segment-file.js'
+import { fileState, SegmentFile } from '../../lib/segment-file.js'
 import type { MapNode } from '../../lib/state/block-map.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
@@ -76,7 +76,7 @@ async function writerWithLeavesDropped(store: ObjectStore): Promise<{ w: Segment
 
 /** The writer's objects under checkpoint 2 that no node in its memory names. */
 async function unnamed(store: ObjectStore, w: SegmentFile): Promise<string[]> {
-  const named = namedInMemory(w.core.map.root)
+  const named = namedInMemory(fileState(w).map.root)
   const keys: string[] = []
   for await (const e of store.list('0000000002.')) if (!named.has(e.key)) keys.push(e.key)
   return keys
