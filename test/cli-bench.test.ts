@@ -2,8 +2,8 @@
  * `stream-segment bench` and the `benchStore` under it: the four passes run and report, the
  * bytes read back are the bytes written, a location that holds anything is refused with
  * nothing touched, and nothing written is left behind: after a run, after a store failure
- * in any pass, after an abort; a cleanup that fails is reported. (On radosgw:
- * test/cli-s3.test.ts.)
+ * in any pass, after an abort; a cleanup that fails is reported; on a terminal, its progress
+ * is one line redrawn in place. (On radosgw: test/cli-s3.test.ts.)
  */
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
@@ -11,13 +11,14 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
+import { main } from '../lib/cli.js'
 import { StreamSegmentError } from '../lib/errors.js'
 import { SegmentFile } from '../lib/segment-file.js'
 import { DirectoryStore } from '../lib/store/directory.js'
 import { MemoryStore } from '../lib/store/memory.js'
 import type { ObjectStore } from '../lib/store/types.js'
 import { benchStore } from '../lib/streams/bench.js'
-import { bin, quietEnv } from './helpers/cli.js'
+import { bin, fakeOutput, quietEnv } from './helpers/cli.js'
 import { FailingStore } from './helpers/failing-store.js'
 import type { StoreOp } from './helpers/wrapped-store.js'
 
@@ -76,6 +77,27 @@ describe('stream-segment bench', () => {
       )
     }
     assert.match(lines[6] as string, /^write stream [\d.]+x the store's put MiB\/s, read stream [\d.]+x its get; /)
+  })
+
+  it('on a TTY, draws one progress line on stderr, redrawn in place, naming the round and pass, and clears it', async () => {
+    const out = fakeOutput(false)
+    const err = fakeOutput(true)
+    assert.equal(await main(['bench', 'mem://tty', '--size', '1M', '--rounds', '2'], out, err), 0, err.writes.join(''))
+    assert.match(out.writes.join(''), /^bench of mem:\/\/tty: 1\.0 MiB per pass, 2 rounds/)
+    assert.equal(err.writes.at(-1), '\r\x1b[K', 'cleared at the end')
+    const lines = err.writes.filter((w) => w !== '\r\x1b[K')
+    assert.ok(lines.length >= 2, 'drawn at the start and as it ends')
+    for (const l of lines) {
+      // Each drawing overwrites the last: it starts by erasing the line and ends no line.
+      assert.ok(l.startsWith('\r\x1b[K') && !l.includes('\n'), JSON.stringify(l))
+      assert.match(l.slice(4), /^bench: round [12]\/2: (write stream|read stream|store put|store get)$/)
+    }
+    assert.equal(lines[0], '\r\x1b[Kbench: round 1/2: write stream')
+    assert.equal(lines.at(-1), '\r\x1b[Kbench: round 2/2: store get')
+    // Not a TTY: nothing on stderr.
+    const quiet = fakeOutput(false)
+    assert.equal(await main(['bench', 'mem://quiet', '--size', '1M', '--rounds', '1'], fakeOutput(false), quiet), 0)
+    assert.deepEqual(quiet.writes, [])
   })
 
   it('refuses a location that holds anything, and leaves it as it was', async () => {

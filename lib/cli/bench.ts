@@ -1,10 +1,10 @@
 /** `stream-segment bench`: the streams against the store's own put and get, on a store of one's own. */
 import { cpus as cpuInfo } from 'node:os'
 import { StreamSegmentError } from '../errors.js'
-import { type BenchResult, benchStore } from '../streams/bench.js'
+import { type BenchPass, type BenchResult, benchStore } from '../streams/bench.js'
 import { MiB } from '../util/units.js'
 import { openContainer, optionName, type Parsed, parseSize, positionals } from './args.js'
-import { formatBytes, jsonLine, median, type Out, table } from './output.js'
+import { formatBytes, jsonLine, median, type Out, progressOnTerminal, table } from './output.js'
 
 const BENCH_USAGE = 'bench <url> [--size N] [--rounds N] [--json]'
 
@@ -26,12 +26,22 @@ export async function benchCommand(p: Parsed, out: Out, err: Out, signal: AbortS
   }
   const rounds = Number(roundsDigits)
   const store = openContainer(url)
-  const r: BenchResult = await benchStore(store, {
-    bytes,
-    rounds,
-    signal,
-    onPass: err.isTTY ? (round, pass) => err.write(`bench: round ${round + 1}/${rounds}: ${pass}\n`) : undefined,
+  // On a terminal, the one progress line the other commands draw: the round and its pass.
+  const progress = progressOnTerminal(err, (s: { round: number; pass: BenchPass }) => {
+    return `bench: round ${s.round + 1}/${rounds}: ${s.pass}`
   })
+  const report = progress.report
+  let r: BenchResult
+  try {
+    r = await benchStore(store, {
+      bytes,
+      rounds,
+      signal,
+      onPass: report && ((round, pass) => report({ round, pass })),
+    })
+  } finally {
+    progress.stop()
+  }
   const gib = bytes / (1024 * MiB)
   const passes = [
     ['write stream (16 MiB objects)', r.rounds.map((x) => x.write)],
