@@ -582,7 +582,9 @@ export class SegmentFile {
     return this.run('write', true, async () => {
       checkRange('write', offset, bytes.byteLength, this.core.blockSize)
       // A write of no bytes changes nothing, and logs nothing. Each piece is logged once what
-      // may fail is done, before the file changes (BlockWriter.write).
+      // may fail is done, before the file changes (BlockWriter.write); logged whole, so a
+      // write failing inside it (its buffer detached) leaves the log ahead of the handle
+      // until the next flush: a replay applies the piece whole (docs/wal.md).
       const length = bytes.byteLength
       for (let at = 0; at < length; at += WAL_PIECE) {
         // Detached or shrunk meanwhile (BlockWriter.write says why it is checked).
