@@ -594,7 +594,8 @@ export class SegmentFile {
           )
         }
         const piece = bytes.subarray(at, at + WAL_PIECE)
-        await this.writer.write(offset + at, piece, adopt, () => wal.appendWrite(offset + at, piece))
+        const call = { offset, length, before: at }
+        await this.writer.write(offset + at, piece, adopt, () => wal.appendWrite(offset + at, piece), call)
       }
     })
   }

@@ -49,6 +49,14 @@ export function blockSpan(
   return { firstWhole, endWhole, headEnd: firstWhole * bs, tailStart: endWhole * bs }
 }
 
+/** The caller's write that `BlockWriter.write` takes a piece of (a WAL logs one in pieces), for its messages. */
+export interface WriteCall {
+  offset: number
+  length: number
+  /** Bytes of it before the piece. */
+  before: number
+}
+
 export class BlockWriter {
   /** Highest dirty-tier use seen (bytes), for tests and benchmarks. */
   peakDirtyBytes = 0
@@ -80,7 +88,13 @@ export class BlockWriter {
    * WAL appends the write there), and only then the file changes: a write whose reads fail
    * leaves the file as it was and is not logged, so no replay applies it.
    */
-  async write(offset: number, bytes: Uint8Array, adopt = false, logged?: () => Promise<void>): Promise<void> {
+  async write(
+    offset: number,
+    bytes: Uint8Array,
+    adopt = false,
+    logged?: () => Promise<void>,
+    call: WriteCall = { offset, length: bytes.byteLength, before: 0 },
+  ): Promise<void> {
     checkRange('write', offset, bytes.byteLength, this.core.blockSize)
     const length = bytes.byteLength
     if (length === 0) return // as pwrite(2) of no bytes: the file does not grow to `offset`
@@ -97,7 +111,7 @@ export class BlockWriter {
       // waits for the limits: V8's TypeError, taken for a bug, would end the handle.
       if (bytes.byteLength !== length) {
         throw StreamSegmentError.invalidArgument(
-          `write: the bytes' ArrayBuffer was detached or shrunk once ${at} of the ${length} bytes at ${offset} were written`,
+          `write: the bytes' ArrayBuffer was detached or shrunk once ${call.before + at} of the ${call.length} bytes at ${call.offset} were written`,
         )
       }
       // Steps end on block boundaries of the file.

@@ -4,7 +4,7 @@
  * buffer detached between two steps) leaves the handle with the steps before, and the log
  * with the whole piece: a flush publishes what the handle holds, while an open replaying
  * the log (after a close or a crash) applies the write up to the end of that piece, and
- * nothing past it.
+ * nothing past it. Its message counts the bytes of the whole write.
  */
 import assert from 'node:assert/strict'
 import { randomFillSync } from 'node:crypto'
@@ -20,17 +20,21 @@ const MiB = 1024 * 1024
 const PIECE = 64 * MiB
 const walDir = walDirs('ss-walpieces-')
 
-/** A memory store that calls `takeAway` (once) as the first object is stored. */
+/** A memory store that calls `takeAway` (once) as the first object is stored once `when()` holds. */
 class Detaching extends MemoryStore {
   takeAway: (() => void) | undefined
-  override async uploadPart(...args: Parameters<MemoryStore['uploadPart']>) {
+  when = () => true
+  private stored() {
+    if (!this.when()) return
     this.takeAway?.()
     this.takeAway = undefined
+  }
+  override async uploadPart(...args: Parameters<MemoryStore['uploadPart']>) {
+    this.stored()
     return super.uploadPart(...args)
   }
   override async put(...args: Parameters<MemoryStore['put']>) {
-    this.takeAway?.()
-    this.takeAway = undefined
+    this.stored()
     return super.put(...args)
   }
 }
@@ -84,6 +88,24 @@ describe('a logged write that fails inside a 64 MiB piece', () => {
     assert.ok(got.subarray(100, MiB).equals(Buffer.alloc(MiB - 100)), 'the gap reads as zeros')
     assert.ok(got.subarray(MiB).equals(given.subarray(0, PIECE)), 'the first piece, whole')
     await g.close()
+  })
+
+  it('failing inside a later piece, its message counts the bytes of the whole write, not of the piece', async () => {
+    const store = new Detaching('pieces-later')
+    const dir = await walDir()
+    const f = await SegmentFile.create(store, { wal: { dir } })
+    store.when = () => f.size > MiB + PIECE // the second piece under way
+    const memory = new ArrayBuffer(PIECE + 16 * MiB)
+    store.takeAway = () => structuredClone(memory, { transfer: [memory] })
+    const err = await rejectsCode(
+      f.write(MiB, new Uint8Array(memory)),
+      'ERR_INVALID_ARGUMENT',
+      /detached or shrunk once \d+ of the 83886080 bytes at 1048576 were written$/,
+    )
+    const applied = Number(/once (\d+) of/.exec(err.message)?.[1])
+    assert.ok(applied > PIECE && applied < PIECE + 16 * MiB, `${applied} bytes applied`)
+    assert.equal(f.size, MiB + applied)
+    await f.close({ discardWal: true })
   })
 
   it('a flush after the failure publishes what the handle holds and empties the log', async () => {
