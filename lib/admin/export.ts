@@ -21,8 +21,9 @@
  *   and bytes sent. Parts are in file order, at most 10,000 (sizes grow until they fit).
  * - Nothing half-written is ever visible: a multipart upload shows nothing until its
  *   completion, which replaces any object at the key at once; on any failure it is
- *   aborted. A checkpoint smaller than one part goes in one PutObject. A local file is
- *   written to a temporary file beside it, synced and renamed into place.
+ *   aborted; a part's failure names the part and what it holds (explain). A checkpoint
+ *   smaller than one part goes in one PutObject. A local file is written to a temporary
+ *   file beside it, synced and renamed into place.
  * - A source object deleted or replaced meanwhile (gc) fails the export: ERR_NOT_FOUND or
  *   ERR_CONFLICT naming the object.
  * - Every byte the export reads (into a file, or into a part it sends) is checked against
@@ -64,7 +65,7 @@ import { localFileError, writeFully } from '../util/local-fs.js'
 import { givePieces } from '../util/piece-pool.js'
 import { describeValue } from '../util/typed-arrays.js'
 import { MiB } from '../util/units.js'
-import { checkpointExtents, type Extent, partSizes, planParts } from './export-plan.js'
+import { checkpointExtents, type Extent, type PlannedPart, partSizes, planParts } from './export-plan.js'
 import { resolveCheckpoint } from './list.js'
 import { isUnreadable, type Problem, type Reached, walkMap } from './map-walk.js'
 
@@ -329,7 +330,11 @@ async function exportToStore(
     }
   } catch (err) {
     await mpu.abort()
-    throw completing ? err : explain(mpu.failure ?? err, inode.cno)
+    if (completing) throw err
+    // Parts are numbered in the order they are started: part n is plan[n - 1].
+    const n = mpu.failedPart
+    const part = n === undefined ? undefined : { number: n, ...(plan[n - 1] as PlannedPart) }
+    throw explain(mpu.failure ?? err, source, part)
   }
 }
 
@@ -508,16 +513,31 @@ export async function checkFileTarget(
   return { path: target, mode: stat?.isFile() ? stat.mode & 0o7777 : undefined }
 }
 
-/** A gc that deleted or replaced a source meanwhile shows as a missing or changed object: say so. */
-function explain(err: unknown, cno: number): unknown {
-  if (StreamSegmentError.is(err, 'ERR_NOT_FOUND') || StreamSegmentError.is(err, 'ERR_CONFLICT')) {
-    return new StreamSegmentError(
-      err.code,
-      `export of checkpoint ${cno}: ${err.message} (deleted or replaced while exporting: was the checkpoint collected by gc?)`,
-      { cause: err },
-    )
-  }
-  return err
+/**
+ * The error an export to a store fails with, `err` as its cause and its code (so whether
+ * it is retryable) kept. A part's failure says what the part holds: the store's message
+ * names the target key and the part number only, not the source object and bytes copied,
+ * nor the checkpoint's bytes sent. A gc that deleted or replaced a source meanwhile shows
+ * as a missing or changed object: say so. The caller's abort is left as it is.
+ */
+function explain(err: unknown, source: Source, part?: PlannedPart & { number: number }): unknown {
+  if (!StreamSegmentError.is(err) || err.code === 'ERR_ABORTED') return err
+  const gone = err.code === 'ERR_NOT_FOUND' || err.code === 'ERR_CONFLICT'
+  if (!gone && part === undefined) return err
+  const prefix = `export of checkpoint ${source.cno}: `
+  // A sent part's source read (readChecked) names the checkpoint already: once is enough.
+  let message = err.message.startsWith(prefix) ? err.message.slice(prefix.length) : err.message
+  if (part !== undefined) message = `part ${part.number} (${partContents(part, source)}): ${message}`
+  if (gone) message += ' (deleted or replaced while exporting: was the checkpoint collected by gc?)'
+  return new StreamSegmentError(err.code, prefix + message, { cause: err })
+}
+
+/** What a part of the upload holds: the checkpoint's bytes, and where a copy takes them from. */
+function partContents(part: PlannedPart, source: Source): string {
+  const bytes = `the checkpoint's bytes [${part.start}, ${part.end})`
+  if (part.kind === 'send') return `${bytes}, sent`
+  const at = `[${part.at}, ${part.at + part.end - part.start})`
+  return `${bytes}, copied from ${source.store.url}/${part.key} bytes ${at}`
 }
 
 const TARGET_FIELDS = new Set([

@@ -297,7 +297,7 @@ export class Uploader {
 export class MultipartObject {
   private readonly uploadId: Promise<string>
   private readonly parts: Array<Promise<CompletedPart>> = []
-  private failed: { err: unknown } | undefined
+  private failed: { err: unknown; partNumber?: number } | undefined
   /** Parts an interrupted upload continued here holds, by number, until a piece takes or replaces each. */
   private readonly held = new Map<number, UploadedPart>()
   private readonly continued: boolean
@@ -333,8 +333,13 @@ export class MultipartObject {
     return this.failed?.err
   }
 
-  private fail(err: unknown): void {
-    this.failed ??= { err }
+  /** The number of the piece whose failure is `failure` (undefined: none, or the claim's). */
+  get failedPart(): number | undefined {
+    return this.failed?.partNumber
+  }
+
+  private fail(err: unknown, partNumber?: number): void {
+    this.failed ??= { err, partNumber }
   }
 
   /** Takes the next part number; `settle` hands it the request's outcome, judged at completion. */
@@ -402,16 +407,16 @@ export class MultipartObject {
             log('part %s #%d', this.key, partNumber)
             return { partNumber, etag }
           } catch (err) {
-            this.fail(err) // at once: a piece waiting for room must see it
+            this.fail(err, partNumber) // at once: a piece waiting for room must see it
             throw err
           }
         },
         () => reused,
       )
-      done.catch((err) => this.fail(err))
+      done.catch((err) => this.fail(err, partNumber))
       settle(done)
     } catch (err) {
-      this.fail(err)
+      this.fail(err, partNumber)
       settle(Promise.reject(err))
       throw err
     }
@@ -432,7 +437,7 @@ export class MultipartObject {
     try {
       await this.uploader.slots.acquire()
     } catch (err) {
-      this.fail(err)
+      this.fail(err, partNumber)
       settle(Promise.reject(err))
       throw err
     }
@@ -447,7 +452,7 @@ export class MultipartObject {
         log('copy part %s #%d from %s [%d, %d)', this.key, partNumber, source.key, source.range.start, source.range.end)
         return { partNumber, etag }
       } catch (err) {
-        this.fail(err)
+        this.fail(err, partNumber)
         throw err
       } finally {
         this.uploader.slots.release()

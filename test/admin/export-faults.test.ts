@@ -92,15 +92,41 @@ describe('export to S3: a part that fails', () => {
   })
 
   for (const op of ['UploadPartCopy', 'UploadPart'] as const) {
-    it(`${op} failing on every try: ERR_STORE naming it and the key, the upload aborted, the object there kept`, async () => {
+    it(`${op} failing on every try: ERR_STORE naming the part, what it holds and the key, the upload aborted, the object there kept`, async () => {
       const { s3, store, out } = await setup()
       await out.put('x.bin', Buffer.from('before'))
-      s3.hook = (r, res) => r.op === op && errorIn200(res)
-      const err = await rejectsCode(
-        exportObject(store, { store: out, key: 'x.bin' }),
-        'ERR_STORE',
-        new RegExp(`^${op} s3://bucket/out/x\\.bin#\\d+: HTTP 503 InternalError`),
+      // What each part's requests asked for: a copy's source object and range, a sent part's bytes.
+      const asked = new Map<number, { source?: string; range?: string; body: Buffer }>()
+      s3.hook = (r, res) => {
+        if (r.op !== op) return false
+        const source = r.req.headers['x-amz-copy-source']
+        asked.set(Number(r.query.get('partNumber')), {
+          source: source === undefined ? undefined : decodeURIComponent(String(source)),
+          range: r.req.headers['x-amz-copy-source-range'] as string | undefined,
+          body: r.body,
+        })
+        return errorIn200(res)
+      }
+      // The part, the checkpoint's bytes it holds (and for a copy its source's), then the store's message.
+      const holds = op === 'UploadPart' ? 'sent' : 'copied from s3://bucket/p/(\\S+) bytes \\[(\\d+), (\\d+)\\)'
+      const shape = new RegExp(
+        `^export of checkpoint \\d+: part (\\d+) \\(the checkpoint's bytes \\[(\\d+), (\\d+)\\), ${holds}\\): ${op} s3://bucket/out/x\\.bin#\\1: HTTP 503 InternalError`,
       )
+      const err = await rejectsCode(exportObject(store, { store: out, key: 'x.bin' }), 'ERR_STORE', shape)
+      const [, n, start, end, key, from, to] = shape.exec(err.message) as string[]
+      const part = asked.get(Number(n))
+      assert.ok(part !== undefined, `part ${n} was asked for: ${err.message}`)
+      const bytes = want.subarray(Number(start), Number(end))
+      if (op === 'UploadPartCopy') {
+        assert.equal(part.source, `bucket/p/${key}`, 'the object the part copies')
+        assert.equal(part.range, `bytes=${from}-${Number(to) - 1}`, 'the bytes it copies')
+        const copied = s3.objects.get(`p/${key}`)?.body.subarray(Number(from), Number(to))
+        assert.ok(copied?.equals(bytes), "the bytes copied are the checkpoint's named")
+      } else {
+        assert.ok(part.body.equals(bytes), "the bytes sent are the checkpoint's named")
+      }
+      assert.equal(err.retryable, true)
+      assert.match((err.cause as Error).message, new RegExp(`^${op} s3://bucket/out/x\\.bin#${n}: HTTP 503`))
       assert.doesNotMatch(err.message, /gc/)
       assert.equal(ops(s3).filter((o) => o === 'AbortMultipartUpload').length, 1, 'the upload aborted')
       assert.equal(s3.uploads.size, 0, 'no upload left open')
