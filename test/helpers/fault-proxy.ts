@@ -68,7 +68,7 @@ export interface RequestInfo {
   /** The object key ('' for a bucket request), decoded. */
   key: string
   query: URLSearchParams
-  /** The S3 operation it is (GetObject, UploadPart, ListObjectsV2, …). */
+  /** The S3 operation it is (GetObject, UploadPart, UploadPartCopy, ListObjectsV2, …). */
   op: string
   /** The Range header, if any. */
   range: string | undefined
@@ -131,8 +131,11 @@ export interface FaultProxy {
 const LOOPBACK = /^(127\.\d+\.\d+\.\d+|localhost|\[::1\])$/
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'upgrade'])
 
-/** The S3 operation of a path-style request. */
-export function s3Op(method: string, key: string, query: URLSearchParams): string {
+/**
+ * The S3 operation of a path-style request; `copySource`: whether it carries an
+ * x-amz-copy-source header (a PUT of a part with it is UploadPartCopy, not UploadPart).
+ */
+export function s3Op(method: string, key: string, query: URLSearchParams, copySource = false): string {
   const has = (name: string) => query.has(name)
   switch (method) {
     case 'GET':
@@ -142,7 +145,8 @@ export function s3Op(method: string, key: string, query: URLSearchParams): strin
       return key === '' ? 'HeadBucket' : 'HeadObject'
     case 'PUT':
       if (key === '') return 'CreateBucket'
-      return has('uploadId') ? 'UploadPart' : 'PutObject'
+      if (has('uploadId')) return copySource ? 'UploadPartCopy' : 'UploadPart'
+      return copySource ? 'CopyObject' : 'PutObject'
     case 'POST':
       if (has('delete')) return 'DeleteObjects'
       if (has('uploads')) return 'CreateMultipartUpload'
@@ -166,7 +170,8 @@ function describe(n: number, req: IncomingMessage): RequestInfo {
   const method = req.method ?? 'GET'
   const range = req.headers.range
   const length = Number(req.headers['content-length'] ?? 0) || 0
-  return { n, method, url, bucket, key, query, op: s3Op(method, key, query), range, length }
+  const op = s3Op(method, key, query, req.headers['x-amz-copy-source'] !== undefined)
+  return { n, method, url, bucket, key, query, op, range, length }
 }
 
 function s3Error(code: string, message: string, n: number): string {
