@@ -19,7 +19,6 @@ import {
 } from '../format/header.js'
 import type { Inode } from '../format/inode.js'
 import { parseKey, segmentKey } from '../format/names.js'
-import { nodeOffsetProblem } from '../format/object.js'
 import { hex32 } from '../format/pointer.js'
 import { decodeSummary, type Summary } from '../format/summary.js'
 import { checkCallOptions } from '../settings.js'
@@ -27,7 +26,7 @@ import { type StoreLocation, storeAt } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
 import { checkPublished, resolveOrReport } from './list.js'
-import { type MapWalk, missingWhy, type Problem, type Reached, toProblem, walkMap } from './map-walk.js'
+import { type MapWalk, missingWhy, nodePointerProblems, type Problem, toProblem, walkMap } from './map-walk.js'
 
 export interface ObjectReport {
   key: string
@@ -182,31 +181,6 @@ async function readSummary(store: ObjectStore, key: string, h: Header, signal?: 
 }
 
 /**
- * The map's node pointers into object `key` that name no meta block of it (a data block
- * may decode as a node): a problem each, as `verify` reports them. The header tells.
- */
-function nodePointerProblems(
-  url: string,
-  key: string,
-  h: Header,
-  reached: Reached | undefined,
-  problems: Problem[],
-): void {
-  const layout = objectLayout(h, h)
-  for (const offset of reached?.nodes ?? []) {
-    const problem = nodeOffsetProblem(layout, offset)
-    if (problem !== undefined) {
-      problems.push({
-        code: 'ERR_CORRUPT',
-        what: 'pointer',
-        where: `${key} byte ${offset}`,
-        message: `${url}/${key}: ${problem}`,
-      })
-    }
-  }
-}
-
-/**
  * One object of the checkpoint: its size and what the map reaches in it, from the listing
  * and the walk; its header and live and dead slots, read. A header or summary that fails
  * its checks is the report's `error`, and a problem of the checkpoint (once per object).
@@ -263,7 +237,7 @@ async function inspectObject(
       inodeCno: h.inode.cno,
       inodeSize: h.inode.size,
     }
-    nodePointerProblems(store.url, key, h, reached, problems)
+    problems.push(...nodePointerProblems(`${store.url}/${key}`, key, objectLayout(h, h), reached))
     const s = await readSummary(store, key, h, signal)
     let live = 0
     for (let i = 0; i < s.count; i++) live += s.live[i] as number

@@ -7,9 +7,11 @@
  */
 import { NODE_SPAN_BYTES, type NodeSpan, nodeLocation, nodeSpans, readNodeSpan } from '../container/nodes.js'
 import { StreamSegmentError } from '../errors.js'
+import type { ObjectLayout } from '../format/header.js'
 import type { Inode } from '../format/inode.js'
 import { segmentKey } from '../format/names.js'
 import { type BlockMapNode, decodeNode } from '../format/node.js'
+import { nodeOffsetProblem } from '../format/object.js'
 import { pointerPart, pointerUnit, UNIT_BYTES } from '../format/pointer.js'
 import type { ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
@@ -79,6 +81,32 @@ export function isUnreadable(err: unknown): err is StreamSegmentError {
 export function toProblem(err: unknown, what: Problem['what'], where: string): Problem {
   if (isUnreadable(err)) return { code: err.code as Problem['code'], what, where, message: err.message }
   throw err
+}
+
+/**
+ * The map's node pointers into object `key` (at `url`) that name no meta block of it, as
+ * its header places them (a data block may decode as a node): a `pointer` problem each,
+ * as inspect and verify report them.
+ */
+export function nodePointerProblems(
+  url: string,
+  key: string,
+  layout: ObjectLayout,
+  reached: Reached | undefined,
+): Problem[] {
+  const problems: Problem[] = []
+  for (const offset of reached?.nodes ?? []) {
+    const problem = nodeOffsetProblem(layout, offset)
+    if (problem !== undefined) {
+      problems.push({
+        code: 'ERR_CORRUPT',
+        what: 'pointer',
+        where: `${key} byte ${offset}`,
+        message: `${url}: ${problem}`,
+      })
+    }
+  }
+  return problems
 }
 
 /** Where a parent's entry placed a node: its level and the key range its subtree must lie in. */

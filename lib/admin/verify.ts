@@ -13,14 +13,7 @@ import { objectExists, readExact, readExactChunks } from '../container/objects.j
 import { HEADER_BYTES, type Header, type ObjectLayout, objectLayout } from '../format/header.js'
 import { FORMAT_PARTED, type Inode, madeHere } from '../format/inode.js'
 import { INODE_KEY, parseKey, segmentKey } from '../format/names.js'
-import {
-  checkSlotCrcs,
-  dataSlotAt,
-  decodeMetaBlocks,
-  nodeOffsetProblem,
-  paddingNotZero,
-  slotCrcMessage,
-} from '../format/object.js'
+import { checkSlotCrcs, dataSlotAt, decodeMetaBlocks, paddingNotZero, slotCrcMessage } from '../format/object.js'
 import { decodeSummary, type Summary } from '../format/summary.js'
 import { checkCallOptions } from '../settings.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
@@ -31,7 +24,15 @@ import { isoTime } from '../util/time.js'
 import { MiB } from '../util/units.js'
 import { objectKeys } from './inspect.js'
 import { checkPublished, resolveOrReport } from './list.js'
-import { type MapWalk, missingWhy, type Problem, type Reached, toProblem, walkMap } from './map-walk.js'
+import {
+  type MapWalk,
+  missingWhy,
+  nodePointerProblems,
+  type Problem,
+  type Reached,
+  toProblem,
+  walkMap,
+} from './map-walk.js'
 
 /** Data read per GET while verifying. */
 const VERIFY_CHUNK = 16 * MiB
@@ -257,7 +258,8 @@ async function verifyObject(
   if (o === undefined) return
   const meta = await checkMetaRegion(o)
   if (meta === undefined) return
-  checkNodePointers(o, reached)
+  // The block map's node pointers into the object must name its meta blocks.
+  for (const p of nodePointerProblems(o.url, o.key, o.layout, reached)) o.ctx.problems.push(p)
   if (meta.summary === undefined) return
   checkDataPointers(o, meta.summary, reached)
   if (slots) await checkDataSlots(o, meta.summary)
@@ -400,22 +402,6 @@ async function checkMetaRegion(o: ObjectCheck): Promise<{ summary: Summary | und
     }
   }
   return { summary }
-}
-
-/** The block map's node pointers into the object must name its meta blocks. */
-function checkNodePointers(o: ObjectCheck, reached: Reached | undefined): void {
-  const { key, url, layout } = o
-  for (const offset of reached?.nodes ?? []) {
-    const problem = nodeOffsetProblem(layout, offset)
-    if (problem !== undefined) {
-      o.ctx.problems.push({
-        code: 'ERR_CORRUPT',
-        what: 'pointer',
-        where: `${key} byte ${offset}`,
-        message: `${url}: ${problem}`,
-      })
-    }
-  }
 }
 
 /** The block map's data pointers into the object must name live slots holding those very blocks. */
