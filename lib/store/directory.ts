@@ -421,6 +421,7 @@ export class DirectoryStore implements ObjectStore {
     body: Body,
     options?: RequestOptions,
   ): Promise<{ etag: string }> {
+    checkKey(key)
     checkPartNumber(key, partNumber)
     throwIfAborted(options?.signal, `upload part ${partNumber} of ${key}`)
     try {
@@ -461,6 +462,7 @@ export class DirectoryStore implements ObjectStore {
     source: CopySource,
     options?: RequestOptions,
   ): Promise<{ etag: string; md5: string }> {
+    checkKey(key)
     checkPartNumber(key, partNumber)
     throwIfAborted(options?.signal, `upload part copy ${partNumber} of ${key}`)
     const from = source.store
@@ -507,6 +509,7 @@ export class DirectoryStore implements ObjectStore {
     parts: readonly CompletedPart[],
     options?: RequestOptions,
   ): Promise<{ etag: string }> {
+    checkKey(key)
     throwIfAborted(options?.signal, `complete multipart ${key}`)
     try {
       const upload = await this.upload(key, uploadId)
@@ -553,6 +556,7 @@ export class DirectoryStore implements ObjectStore {
   }
 
   async abortMultipart(key: string, uploadId: string, options?: RequestOptions): Promise<void> {
+    checkKey(key)
     throwIfAborted(options?.signal, `abort multipart ${uploadId}`)
     if (!/^[0-9a-f-]{36}$/.test(uploadId)) return
     try {
@@ -564,6 +568,7 @@ export class DirectoryStore implements ObjectStore {
 
   /** The parts in the upload's folder, each read once for its MD5. */
   async listParts(key: string, uploadId: string, options?: RequestOptions): Promise<UploadedPart[]> {
+    checkKey(key)
     throwIfAborted(options?.signal, `list parts of ${key}`)
     try {
       const { dir } = await this.upload(key, uploadId)

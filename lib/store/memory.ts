@@ -179,6 +179,7 @@ export class MemoryStore implements ObjectStore {
     body: Body,
     options?: RequestOptions,
   ): Promise<{ etag: string }> {
+    checkKey(key)
     checkPartNumber(key, partNumber)
     throwIfAborted(options?.signal, `upload part ${partNumber} of ${key}`)
     const upload = this.upload(key, uploadId)
@@ -189,6 +190,7 @@ export class MemoryStore implements ObjectStore {
   }
 
   async listParts(key: string, uploadId: string, options?: RequestOptions): Promise<UploadedPart[]> {
+    checkKey(key)
     throwIfAborted(options?.signal, `list parts of ${key}`)
     const upload = this.upload(key, uploadId)
     return [...upload.parts]
@@ -212,6 +214,7 @@ export class MemoryStore implements ObjectStore {
     source: CopySource,
     options?: RequestOptions,
   ): Promise<{ etag: string; md5: string }> {
+    checkKey(key)
     checkPartNumber(key, partNumber)
     throwIfAborted(options?.signal, `upload part copy ${partNumber} of ${key}`)
     const from = source.store
@@ -239,6 +242,7 @@ export class MemoryStore implements ObjectStore {
     parts: readonly CompletedPart[],
     options?: RequestOptions,
   ): Promise<{ etag: string }> {
+    checkKey(key)
     throwIfAborted(options?.signal, `complete multipart ${key}`)
     const upload = this.upload(key, uploadId)
     checkPartList(key, parts)
@@ -263,7 +267,8 @@ export class MemoryStore implements ObjectStore {
     return { etag }
   }
 
-  async abortMultipart(_key: string, uploadId: string, options?: RequestOptions): Promise<void> {
+  async abortMultipart(key: string, uploadId: string, options?: RequestOptions): Promise<void> {
+    checkKey(key)
     throwIfAborted(options?.signal, `abort multipart ${uploadId}`)
     this.bucket.uploads.delete(uploadId)
   }

@@ -240,6 +240,9 @@ export function runStoreConformance(
     it('refuses a bad key the same way on every call that takes one, get and head included, naming it and what is wrong', async () => {
       const s = await make()
       await s.put('dir/ok', Buffer.from('x'))
+      // An open upload, so that the multipart calls given a bad key have an upload id to name.
+      const id = await s.createMultipart('dir/up')
+      const part = await s.uploadPart('dir/up', id, 1, Buffer.from('p'))
       const bad: Array<[string, RegExp]> = [
         ['', /invalid key "": empty/],
         ['../x', /invalid key "\.\.\/x": .*"\.\." segment/],
@@ -260,6 +263,16 @@ export function runStoreConformance(
           // A batch with a bad key in it deletes none of its keys.
           ['delete of a batch', () => s.delete(['dir/ok', k])],
           ['createMultipart', () => s.createMultipart(k)],
+          ['uploadPart', () => s.uploadPart(k, id, 2, Buffer.from('x'))],
+          ['completeMultipart', () => s.completeMultipart(k, id, [{ partNumber: 1, etag: part.etag }])],
+          ['abortMultipart', () => s.abortMultipart(k, id)],
+          ['listParts', () => s.listParts?.(k, id) ?? Promise.resolve()],
+          [
+            'uploadPartCopy',
+            () =>
+              s.uploadPartCopy?.(k, id, 2, { store: s, key: 'dir/ok', range: { start: 0, end: 1 } }) ??
+              Promise.resolve(),
+          ],
         ]
         for (const [call, run] of calls) {
           await rejectsCode(run(), 'ERR_INVALID_ARGUMENT', why).catch((err: Error) => {
@@ -268,7 +281,15 @@ export function runStoreConformance(
         }
       }
       assert.equal((await s.head('dir/ok'))?.size, 1, 'no call with a bad key changed the store')
-      assert.deepEqual(await collect(s.listMultipart()), [])
+      assert.deepEqual(
+        (await collect(s.listMultipart())).map((u) => [u.key, u.uploadId]),
+        [['dir/up', id]],
+      )
+      assert.deepEqual(
+        (await s.listParts?.('dir/up', id))?.map((p) => [p.partNumber, p.etag]),
+        [[1, part.etag]],
+      )
+      await s.abortMultipart('dir/up', id)
     })
 
     it('takes keys of its most UTF-8 bytes in characters of 2, 3 and 4 bytes, and refuses one byte more', async () => {
