@@ -89,6 +89,55 @@ export function unquoteEtag(etag: string | undefined): string {
   return e.length >= 2 && e.startsWith('"') && e.endsWith('"') ? e.slice(1, -1) : e
 }
 
+/** An entity tag's characters, unquoted (RFC 9110 etagc), and a bound on its length. */
+export const ETAG_CHARS = /^[\x21\x23-\x7e\x80-\xff]{1,1024}$/
+
+/** An ETag as a message shows it: JSON-quoted, its first 80 characters. */
+export function describeEtag(etag: string | undefined): string {
+  const e = etag ?? ''
+  return JSON.stringify(e.length > 80 ? `${e.slice(0, 80)}…` : e)
+}
+
+/**
+ * A caller's If-Match ETag, unquoted; ERR_INVALID_ARGUMENT, naming `what`, when it is empty
+ * (no condition at all on some servers: the write would go through unchecked), `*` (on S3
+ * it matches whatever object is there) or no entity tag: a condition no store could check
+ * the same way, where the memory and directory stores would take it for a stale ETag.
+ */
+export function checkIfMatch(what: string, ifMatch: string): string {
+  if (typeof ifMatch !== 'string') {
+    throw StreamSegmentError.invalidArgument(`${what}: ifMatch must be a string, got ${describeValue(ifMatch)}`)
+  }
+  const e = unquoteEtag(ifMatch)
+  if (e === '') throw StreamSegmentError.invalidArgument(`${what}: ifMatch is empty`)
+  if (e === '*') {
+    throw StreamSegmentError.invalidArgument(
+      `${what}: ifMatch '*' would match any object; give the ETag the write expects`,
+    )
+  }
+  if (!ETAG_CHARS.test(e)) {
+    throw StreamSegmentError.invalidArgument(`${what}: ifMatch ${describeEtag(ifMatch)} is no entity tag`)
+  }
+  return e
+}
+
+/**
+ * The conditions of a put (or of a createMultipart, which has only `ifNoneMatch`), checked
+ * alike by every store before any write: `ifNoneMatch` is `'*'` or absent, `ifMatch` an
+ * entity tag (checkIfMatch), and not both. ERR_INVALID_ARGUMENT naming `what` otherwise.
+ */
+export function checkConditions(what: string, options: { ifNoneMatch?: unknown; ifMatch?: unknown } | undefined): void {
+  const ifNoneMatch = options?.ifNoneMatch
+  const ifMatch = options?.ifMatch
+  if (ifNoneMatch !== undefined && ifNoneMatch !== '*') {
+    throw StreamSegmentError.invalidArgument(`${what}: ifNoneMatch must be '*', got ${describeValue(ifNoneMatch)}`)
+  }
+  if (ifMatch !== undefined) checkIfMatch(what, ifMatch as string)
+  if (ifNoneMatch !== undefined && ifMatch !== undefined) {
+    throw StreamSegmentError.invalidArgument(`${what}: ifNoneMatch and ifMatch together`)
+  }
+}
+
 export function newWriteId(): string {
   return randomUUID()
 }

@@ -71,7 +71,9 @@ import {
 import { lendPieces, PIECE_BYTES, takePiece } from '../util/piece-pool.js'
 import { describeValue } from '../util/typed-arrays.js'
 import {
+  checkConditions,
   checkCopyRange,
+  checkIfMatch,
   checkKey,
   checkPartList,
   checkPartNumber,
@@ -82,7 +84,6 @@ import {
   putMetadata,
   resolveRange,
   throwIfAborted,
-  unquoteEtag,
 } from './common.js'
 import type {
   Body,
@@ -198,6 +199,7 @@ export class DirectoryStore implements ObjectStore {
 
   async put(key: string, body: Body, options?: PutOptions): Promise<{ etag: string }> {
     checkKey(key)
+    checkConditions(`put ${key}`, options)
     throwIfAborted(options?.signal, `put ${key}`)
     const { metadata, writeId } = putMetadata(options)
     try {
@@ -353,6 +355,7 @@ export class DirectoryStore implements ObjectStore {
 
   async createMultipart(key: string, options?: CreateMultipartOptions): Promise<string> {
     checkKey(key)
+    checkConditions(`createMultipart ${key}`, options)
     throwIfAborted(options?.signal, `create multipart ${key}`)
     const metadata = { ...options?.metadata }
     if (options?.ifNoneMatch === '*') {
@@ -471,6 +474,7 @@ export class DirectoryStore implements ObjectStore {
     }
     checkKey(source.key)
     const where = `${from.url}/${source.key}`
+    const ifMatch = source.ifMatch === undefined ? undefined : checkIfMatch(`copy from ${where}`, source.ifMatch)
     try {
       const dir = (await this.upload(key, uploadId)).dir
       let src: fs.FileHandle
@@ -483,11 +487,10 @@ export class DirectoryStore implements ObjectStore {
       try {
         const st = await src.stat()
         if (!st.isFile()) throw StreamSegmentError.notFound(`${where}: no such key (copy source)`)
-        if (source.ifMatch !== undefined) {
-          const want = unquoteEtag(source.ifMatch)
+        if (ifMatch !== undefined) {
           const found = await from.info(from.pathOf(source.key))
-          if (found === undefined || found.st.ino !== st.ino || found.etag !== want) {
-            throw StreamSegmentError.conflict(`${where}: etag is ${found?.etag ?? 'gone'}, copy expected ${want}`)
+          if (found === undefined || found.st.ino !== st.ino || found.etag !== ifMatch) {
+            throw StreamSegmentError.conflict(`${where}: etag is ${found?.etag ?? 'gone'}, copy expected ${ifMatch}`)
           }
         }
         checkCopyRange(source.range, st.size, where)

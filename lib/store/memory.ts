@@ -15,7 +15,9 @@ import { createHash } from 'node:crypto'
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import { StreamSegmentError } from '../errors.js'
 import {
+  checkConditions,
   checkCopyRange,
+  checkIfMatch,
   checkKey,
   checkPartList,
   checkPartNumber,
@@ -27,7 +29,6 @@ import {
   putMetadata,
   resolveRange,
   throwIfAborted,
-  unquoteEtag,
 } from './common.js'
 import type {
   Body,
@@ -89,6 +90,7 @@ export class MemoryStore implements ObjectStore {
 
   async put(key: string, body: Body, options?: PutOptions): Promise<{ etag: string }> {
     checkKey(key)
+    checkConditions(`put ${key}`, options)
     throwIfAborted(options?.signal, `put ${key}`)
     const { metadata, writeId } = putMetadata(options)
     const current = this.bucket.objects.get(key)
@@ -153,6 +155,7 @@ export class MemoryStore implements ObjectStore {
 
   async createMultipart(key: string, options?: CreateMultipartOptions): Promise<string> {
     checkKey(key)
+    checkConditions(`createMultipart ${key}`, options)
     throwIfAborted(options?.signal, `create multipart ${key}`)
     const metadata = { ...options?.metadata }
     if (options?.ifNoneMatch === '*') {
@@ -222,12 +225,13 @@ export class MemoryStore implements ObjectStore {
       throw StreamSegmentError.invalidArgument(`${this.url}/${key}: cannot copy a part from ${from.url}`)
     }
     checkKey(source.key)
-    const upload = this.upload(key, uploadId)
     const where = `${from.url}/${source.key}`
+    const ifMatch = source.ifMatch === undefined ? undefined : checkIfMatch(`copy from ${where}`, source.ifMatch)
+    const upload = this.upload(key, uploadId)
     const o = from.bucket.objects.get(source.key)
     if (o === undefined) throw StreamSegmentError.notFound(`${where}: no such key (copy source)`)
-    if (source.ifMatch !== undefined && unquoteEtag(source.ifMatch) !== o.etag) {
-      throw StreamSegmentError.conflict(`${where}: etag is ${o.etag}, copy expected ${unquoteEtag(source.ifMatch)}`)
+    if (ifMatch !== undefined && ifMatch !== o.etag) {
+      throw StreamSegmentError.conflict(`${where}: etag is ${o.etag}, copy expected ${ifMatch}`)
     }
     checkCopyRange(source.range, o.size, where)
     const body = await from.get(source.key, { range: source.range })

@@ -47,7 +47,18 @@ import { checkOptionNames, givenOr as or } from '../settings.js'
 import { digestChunks, sha256BeatsMd5 } from '../util/digest.js'
 import { lendPieces } from '../util/piece-pool.js'
 import { describeValue } from '../util/typed-arrays.js'
-import { checkKey, checkPartList, checkPartNumber, prefixFault, quoteKey, unquoteEtag } from './common.js'
+import {
+  checkConditions,
+  checkIfMatch,
+  checkKey,
+  checkPartList,
+  checkPartNumber,
+  describeEtag,
+  ETAG_CHARS,
+  prefixFault,
+  quoteKey,
+  unquoteEtag,
+} from './common.js'
 import { addHeader, crc32Base64, requestBody, s3Attributes, withoutStreamRetryWarning } from './s3-body.js'
 import { callS3, nameOf, statusOf } from './s3-calls.js'
 import { askedRange, checkGetAnswer, piecesOf, readBody, refused, sendOverHttp, transportOf } from './s3-get.js'
@@ -75,30 +86,12 @@ export { type CreateS3ClientOptions, createS3Client } from './s3-client.js'
 const log = createDebug('stream-segment:s3')
 const EMPTY = new Uint8Array(0)
 const MD5_HEX = /^[0-9a-f]{32}$/
-/** An entity tag's characters, unquoted (RFC 9110 etagc), and a bound on its length. */
-const ETAG_CHARS = /^[\x21\x23-\x7e\x80-\xff]{1,1024}$/
 
 const MAX_PAGE = 1000
 /** Truncated pages in a row with nothing on them before a listing is given up as endless. */
 const MAX_EMPTY_PAGES = 100
 /** How long releasing a claim's placeholder may take, retries included (see #releasePlaceholder). */
 const PLACEHOLDER_RELEASE_MS = 10_000
-
-/**
- * A caller's If-Match ETag, unquoted; ERR_INVALID_ARGUMENT, naming `what`, when it is empty
- * (no condition at all on some servers: the write would go through unchecked) or no entity tag.
- */
-function checkIfMatch(what: string, ifMatch: string): string {
-  if (typeof ifMatch !== 'string') {
-    throw StreamSegmentError.invalidArgument(`${what}: ifMatch must be a string, got ${describeValue(ifMatch)}`)
-  }
-  const e = unquoteEtag(ifMatch)
-  if (e === '') throw StreamSegmentError.invalidArgument(`${what}: ifMatch is empty`)
-  if (!ETAG_CHARS.test(e)) {
-    throw StreamSegmentError.invalidArgument(`${what}: ifMatch ${describeEtag(ifMatch)} is no entity tag`)
-  }
-  return e
-}
 
 /** A part to complete must carry the ETag its upload was answered with: ERR_INVALID_ARGUMENT naming it otherwise. */
 function checkPartEtag(key: string, part: CompletedPart): void {
@@ -123,12 +116,6 @@ function multipartEtag(parts: readonly CompletedPart[]): string | undefined {
     md5.update(Buffer.from(e, 'hex'))
   }
   return `${md5.digest('hex')}-${parts.length}`
-}
-
-/** An ETag as a message shows it: JSON-quoted, its first 80 characters. */
-function describeEtag(etag: string | undefined): string {
-  const e = etag ?? ''
-  return JSON.stringify(e.length > 80 ? `${e.slice(0, 80)}…` : e)
 }
 
 /** The names S3StoreOptions holds: any other is refused. */
@@ -359,14 +346,7 @@ export class S3Store implements ObjectStore {
   async put(key: string, chunks: Body, options: PutOptions = {}): Promise<{ etag: string }> {
     const { ifNoneMatch, ifMatch, signal } = options
     checkKey(key, this.prefix)
-    // An empty If-Match is no condition at all on some servers: the write would go through unchecked.
-    if (ifMatch !== undefined) checkIfMatch(`put ${key}`, ifMatch)
-    if (ifNoneMatch !== undefined && ifNoneMatch !== '*') {
-      throw StreamSegmentError.invalidArgument(`put ${key}: ifNoneMatch must be '*'`)
-    }
-    if (ifNoneMatch !== undefined && ifMatch !== undefined) {
-      throw StreamSegmentError.invalidArgument(`put ${key}: ifNoneMatch and ifMatch together`)
-    }
+    checkConditions(`put ${key}`, options)
     const conditional = ifNoneMatch !== undefined || ifMatch !== undefined
     const writeId = conditional ? (options.writeId ?? randomUUID()) : undefined
     const metadata = writeId === undefined ? options.metadata : { ...options.metadata, [WRITE_ID_METADATA]: writeId }
@@ -608,9 +588,8 @@ export class S3Store implements ObjectStore {
     checkKey(key, this.prefix)
     const { ifNoneMatch, signal } = options
     let writeId: string | undefined
+    checkConditions(`createMultipart ${key}`, options)
     if (ifNoneMatch !== undefined) {
-      if (ifNoneMatch !== '*')
-        throw StreamSegmentError.invalidArgument(`createMultipart ${key}: ifNoneMatch must be '*'`)
       writeId = randomUUID()
       // The placeholder carries the upload's metadata: an open upload's own is readable by nobody.
       await this.put(key, EMPTY, { ifNoneMatch: '*', writeId, metadata: options.metadata, signal })

@@ -4,7 +4,9 @@
  * conformance suite (`test/store/conformance.ts`), which pins these rules:
  *
  * - A failed precondition (`ifNoneMatch: '*'` on an existing key, `ifMatch` on a changed
- *   or missing key) is `ERR_CONFLICT`; a missing key is `ERR_NOT_FOUND`; a range starting
+ *   or missing key) is `ERR_CONFLICT`; a condition no store could check alike (an `ifMatch`
+ *   that is empty, `*` or no entity tag, an `ifNoneMatch` other than `'*'`, both at once) is
+ *   `ERR_INVALID_ARGUMENT` before any write; a missing key is `ERR_NOT_FOUND`; a range starting
  *   at or past the end is `ERR_RANGE`; a fired signal is `ERR_ABORTED`; any other failure
  *   of the backend is `ERR_STORE` with the backend's error as `cause`.
  * - Ranges are `{ start, end }` with `end` exclusive (clamped to the object's size), or

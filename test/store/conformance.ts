@@ -6,7 +6,7 @@ import assert from 'node:assert/strict'
 import { createHash, randomBytes } from 'node:crypto'
 import { describe, it } from 'node:test'
 import type { StreamSegmentError } from '../../lib/errors.js'
-import type { GetOptions, ObjectStore } from '../../lib/store/types.js'
+import type { GetOptions, ObjectStore, PutOptions } from '../../lib/store/types.js'
 import { rejectsCode } from '../helpers/assert.js'
 
 const MiB = 1024 * 1024
@@ -150,6 +150,47 @@ export function runStoreConformance(
       // A quoted ETag, as S3 hands them out, works too.
       await s.put('cas', Buffer.from('four'), { ifMatch: `"${v2.etag}"` })
       assert.equal(Buffer.from(await s.get('cas')).toString(), 'four')
+    })
+
+    it('refuses a condition it could not check as every store does, before writing anything', async () => {
+      const s = await make()
+      const { etag } = await s.put('cond', Buffer.from('one'))
+      // An empty If-Match is no condition on some servers, '*' matches any object on S3, and
+      // what is no entity tag (or no string) cannot be sent: none is a stale ETag.
+      const bad: Array<[string, PutOptions, RegExp]> = [
+        ['empty If-Match', { ifMatch: '' }, /put cond: ifMatch is empty/],
+        ['quoted empty If-Match', { ifMatch: '""' }, /put cond: ifMatch is empty/],
+        ["If-Match '*'", { ifMatch: '*' }, /put cond: ifMatch '\*' would match any object/],
+        ['If-Match with a quote inside', { ifMatch: 'a"b' }, /put cond: ifMatch "a\\"b" is no entity tag/],
+        ['If-Match of a number', { ifMatch: 7 as unknown as string }, /put cond: ifMatch must be a string/],
+        ["If-None-Match other than '*'", { ifNoneMatch: 'x' as '*' }, /put cond: ifNoneMatch must be '\*'/],
+        ['both conditions', { ifNoneMatch: '*', ifMatch: etag }, /put cond: ifNoneMatch and ifMatch together/],
+      ]
+      for (const [what, options, message] of bad) {
+        await rejectsCode(s.put('cond', Buffer.from('two'), options), 'ERR_INVALID_ARGUMENT', message).catch(
+          (err: Error) => assert.fail(`${what}: ${err.message}`),
+        )
+      }
+      await rejectsCode(
+        s.createMultipart('cond-mp', { ifNoneMatch: 'x' as '*' }),
+        'ERR_INVALID_ARGUMENT',
+        /createMultipart cond-mp: ifNoneMatch must be '\*'/,
+      )
+      const id = await s.createMultipart('cond-copy', { unevenParts: true })
+      for (const ifMatch of ['', '*', 'a"b']) {
+        const copy = s.uploadPartCopy?.('cond-copy', id, 1, {
+          store: s,
+          key: 'cond',
+          range: { start: 0, end: 1 },
+          ifMatch,
+        })
+        await rejectsCode(copy ?? Promise.reject(new Error('no uploadPartCopy')), 'ERR_INVALID_ARGUMENT', /ifMatch/)
+      }
+      await s.abortMultipart('cond-copy', id)
+      assert.equal(Buffer.from(await s.get('cond')).toString(), 'one')
+      assert.equal((await s.head('cond'))?.etag, etag)
+      assert.equal(await s.head('cond-mp'), undefined)
+      assert.deepEqual(await collect(s.listMultipart()), [])
     })
 
     it('a replayed conditional put with the same write id succeeds; another id conflicts', async () => {
