@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto'
 import { StreamSegmentError, throwIfAborted } from '../errors.js'
 import { BufferPool } from '../util/buffer-pool.js'
-import { describeValue } from '../util/typed-arrays.js'
+import { describeValue, showValue } from '../util/typed-arrays.js'
 import type { Body, ByteRange, CompletedPart, GetOptions, ObjectInfo, ObjectStore, PutOptions } from './types.js'
 import { WRITE_ID_METADATA } from './types.js'
 
@@ -142,14 +142,39 @@ export function newWriteId(): string {
   return randomUUID()
 }
 
-/** Metadata to store with a put: conditional puts carry their write id. */
-export function putMetadata(options: PutOptions | undefined): { metadata: Record<string, string>; writeId?: string } {
-  const metadata = { ...options?.metadata }
-  for (const [k, v] of Object.entries(metadata)) {
-    if (!/^[a-z0-9-]+$/.test(k) || !/^[\x20-\x7e]*$/.test(v)) {
-      throw StreamSegmentError.invalidArgument(`metadata ${JSON.stringify(k)}: keys are [a-z0-9-], values ASCII`)
+/**
+ * Metadata values as S3 keeps them: printable ASCII, what an HTTP header carries unchanged
+ * (another character fails the request, or its signature: ERR_AUTH on radosgw), with no
+ * space at either end (S3 trims them: the value would read back changed). Every store
+ * refuses others, ERR_INVALID_ARGUMENT naming `what` and the key.
+ */
+export function checkMetadataValues(what: string, metadata: Record<string, string> | undefined): void {
+  for (const [k, v] of Object.entries(metadata ?? {})) {
+    if (typeof v !== 'string' || !/^(?:[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?)?$/.test(v)) {
+      throw StreamSegmentError.invalidArgument(
+        `${what}: metadata ${JSON.stringify(k)}: value ${showValue(v).slice(0, 80)} is not printable ASCII without a space at either end`,
+      )
     }
   }
+}
+
+/** The memory and directory stores' metadata: keys [a-z0-9-] too, values as S3 keeps them. */
+export function checkMetadata(what: string, metadata: Record<string, string> | undefined): void {
+  for (const k of Object.keys(metadata ?? {})) {
+    if (!/^[a-z0-9-]+$/.test(k)) {
+      throw StreamSegmentError.invalidArgument(`${what}: metadata ${JSON.stringify(k)}: keys are [a-z0-9-]`)
+    }
+  }
+  checkMetadataValues(what, metadata)
+}
+
+/** Metadata to store with a put (checked, for `what`): conditional puts carry their write id. */
+export function putMetadata(
+  what: string,
+  options: PutOptions | undefined,
+): { metadata: Record<string, string>; writeId?: string } {
+  const metadata = { ...options?.metadata }
+  checkMetadata(what, metadata)
   if (options?.ifNoneMatch === undefined && options?.ifMatch === undefined) return { metadata }
   const writeId = options.writeId ?? newWriteId()
   metadata[WRITE_ID_METADATA] = writeId

@@ -75,6 +75,7 @@ import {
   checkCopyRange,
   checkIfMatch,
   checkKey,
+  checkMetadata,
   checkPartList,
   checkPartNumber,
   checkPartSizes,
@@ -201,7 +202,7 @@ export class DirectoryStore implements ObjectStore {
     checkKey(key)
     checkConditions(`put ${key}`, options)
     throwIfAborted(options?.signal, `put ${key}`)
-    const { metadata, writeId } = putMetadata(options)
+    const { metadata, writeId } = putMetadata(`put ${key}`, options)
     try {
       return await this.publish(
         key,
@@ -356,6 +357,7 @@ export class DirectoryStore implements ObjectStore {
   async createMultipart(key: string, options?: CreateMultipartOptions): Promise<string> {
     checkKey(key)
     checkConditions(`createMultipart ${key}`, options)
+    checkMetadata(`createMultipart ${key}`, options?.metadata)
     throwIfAborted(options?.signal, `create multipart ${key}`)
     const metadata = { ...options?.metadata }
     if (options?.ifNoneMatch === '*') {

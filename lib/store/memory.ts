@@ -19,6 +19,7 @@ import {
   checkCopyRange,
   checkIfMatch,
   checkKey,
+  checkMetadata,
   checkPartList,
   checkPartNumber,
   checkPartSizes,
@@ -92,7 +93,7 @@ export class MemoryStore implements ObjectStore {
     checkKey(key)
     checkConditions(`put ${key}`, options)
     throwIfAborted(options?.signal, `put ${key}`)
-    const { metadata, writeId } = putMetadata(options)
+    const { metadata, writeId } = putMetadata(`put ${key}`, options)
     const current = this.bucket.objects.get(key)
     if (checkPutPrecondition(key, current && info(current), options, writeId) === 'replayed') {
       return { etag: (current as StoredObject).etag }
@@ -156,6 +157,7 @@ export class MemoryStore implements ObjectStore {
   async createMultipart(key: string, options?: CreateMultipartOptions): Promise<string> {
     checkKey(key)
     checkConditions(`createMultipart ${key}`, options)
+    checkMetadata(`createMultipart ${key}`, options?.metadata)
     throwIfAborted(options?.signal, `create multipart ${key}`)
     const metadata = { ...options?.metadata }
     if (options?.ifNoneMatch === '*') {

@@ -51,6 +51,7 @@ import {
   checkConditions,
   checkIfMatch,
   checkKey,
+  checkMetadataValues,
   checkPartList,
   checkPartNumber,
   describeEtag,
@@ -347,6 +348,7 @@ export class S3Store implements ObjectStore {
     const { ifNoneMatch, ifMatch, signal } = options
     checkKey(key, this.prefix)
     checkConditions(`put ${key}`, options)
+    checkMetadataValues(`put ${key}`, options.metadata)
     const conditional = ifNoneMatch !== undefined || ifMatch !== undefined
     const writeId = conditional ? (options.writeId ?? randomUUID()) : undefined
     const metadata = writeId === undefined ? options.metadata : { ...options.metadata, [WRITE_ID_METADATA]: writeId }
@@ -589,6 +591,7 @@ export class S3Store implements ObjectStore {
     const { ifNoneMatch, signal } = options
     let writeId: string | undefined
     checkConditions(`createMultipart ${key}`, options)
+    checkMetadataValues(`createMultipart ${key}`, options.metadata)
     if (ifNoneMatch !== undefined) {
       writeId = randomUUID()
       // The placeholder carries the upload's metadata: an open upload's own is readable by nobody.

@@ -11,7 +11,8 @@
  *   of the backend is `ERR_STORE` with the backend's error as `cause`.
  * - Ranges are `{ start, end }` with `end` exclusive (clamped to the object's size), or
  *   `{ suffix }`: the last `suffix` bytes (all of them when the object is shorter).
- * - Metadata keys are lower-case ASCII; values are ASCII strings.
+ * - Metadata keys are lower-case ASCII ([a-z0-9-]; S3 lower-cases others); values are
+ *   printable ASCII with no space at either end (S3 trims them), others ERR_INVALID_ARGUMENT.
  * - A completed multipart object is the concatenation of its parts in part-number order;
  *   every non-final part must be the same size (S3-compatible stores reject others).
  * - Writes are atomic: a reader sees the whole new object or none of it.

@@ -213,6 +213,28 @@ export function runStoreConformance(
       assert.equal(h?.metadata.other, 'two')
     })
 
+    it('refuses a metadata value S3 would not keep as it is, before writing anything', async () => {
+      const s = await make()
+      await s.put('m', Buffer.from('x'), { metadata: { 'hf-test': 'inner  spaces kept', empty: '' } })
+      assert.deepEqual((await s.head('m'))?.metadata, { 'hf-test': 'inner  spaces kept', empty: '' })
+      // A space at either end S3 trims; a character no HTTP header carries fails the request
+      // (a newline), or its signature (radosgw: an ERR_AUTH naming no metadata).
+      for (const value of [' lead', 'trail ', 'caf\u00e9', 'two\nlines', 'tab\there']) {
+        const metadata = { 'hf-test': value }
+        const why = /metadata "hf-test": value .* is not printable ASCII without a space at either end/
+        await rejectsCode(s.put('m', Buffer.from('y'), { metadata }), 'ERR_INVALID_ARGUMENT', why)
+        await rejectsCode(s.put('m2', Buffer.from('y'), { metadata, ifNoneMatch: '*' }), 'ERR_INVALID_ARGUMENT', why)
+        await rejectsCode(s.createMultipart('mp', { metadata }), 'ERR_INVALID_ARGUMENT', why)
+        await rejectsCode(s.createMultipart('mp', { metadata, ifNoneMatch: '*' }), 'ERR_INVALID_ARGUMENT', why)
+      }
+      assert.equal(Buffer.from(await s.get('m')).toString(), 'x')
+      assert.deepEqual(
+        (await collect(s.list())).map((e) => e.key),
+        ['m'],
+      )
+      assert.deepEqual(await collect(s.listMultipart()), [])
+    })
+
     it('lists keys in order, relative to the container, past 1000 keys', async () => {
       const s = await make()
       const keys = Array.from({ length: 1105 }, (_, i) => `many/${String(i).padStart(5, '0')}`)
