@@ -94,6 +94,36 @@ export function runStoreConformance(
       await rejectsCode(s.get('r', { range: { start: 5, end: 5 } }), 'ERR_INVALID_ARGUMENT')
     })
 
+    it('ranges of an empty object: a suffix is empty, a start at 0 is ERR_RANGE; a zero suffix ERR_INVALID_ARGUMENT', async () => {
+      const s = await make()
+      await s.put('empty', new Uint8Array(0))
+      assert.equal((await s.get('empty', { range: { suffix: 5 } })).byteLength, 0)
+      await rejectsCode(s.get('empty', { range: { start: 0, end: 1 } }), 'ERR_RANGE')
+      await rejectsCode(s.get('empty', { range: { start: 3, end: 10 } }), 'ERR_RANGE')
+      await s.put('ten', Buffer.alloc(10, 7))
+      await rejectsCode(s.get('ten', { range: { suffix: 0 } }), 'ERR_INVALID_ARGUMENT')
+      await rejectsCode(s.get('ten', { range: { start: 11, end: 12 } }), 'ERR_RANGE')
+      await rejectsCode(s.get('missing', { range: { start: 0, end: 1 } }), 'ERR_NOT_FOUND')
+    })
+
+    it('a key that only prefixes others is no object; a prefix may end inside a segment or be a key itself', async () => {
+      const s = await make()
+      for (const k of ['d/f', 'd/g/h', 'd', 'dd', 'd-']) await s.put(k, Buffer.from(k))
+      await s.delete('d')
+      assert.equal(await s.head('d/g'), undefined)
+      await rejectsCode(s.get('d/g'), 'ERR_NOT_FOUND')
+      await s.delete('d/g') // nothing there: no error, and the keys under it stay
+      const keys = async (prefix: string, startAfter?: string) =>
+        (await collect(s.list(prefix, startAfter === undefined ? {} : { startAfter }))).map((e) => e.key)
+      assert.deepEqual(await keys('d'), ['d-', 'd/f', 'd/g/h', 'dd'])
+      assert.deepEqual(await keys('d/'), ['d/f', 'd/g/h'])
+      assert.deepEqual(await keys('d/g'), ['d/g/h'])
+      assert.deepEqual(await keys('d/g/h'), ['d/g/h'])
+      assert.deepEqual(await keys('d/', 'd/f'), ['d/g/h'])
+      assert.deepEqual(await keys('d/g/'), ['d/g/h'])
+      assert.deepEqual(await keys('e'), [])
+    })
+
     // Only for the stores that declare getChunks (the memory store has none).
     if (opts.chunkedGet === true)
       it('getChunks: the bytes and the errors of get, for every kind of range', async () => {
@@ -191,6 +221,21 @@ export function runStoreConformance(
       assert.equal((await s.head('cond'))?.etag, etag)
       assert.equal(await s.head('cond-mp'), undefined)
       assert.deepEqual(await collect(s.listMultipart()), [])
+    })
+
+    it('if-match: exactly one of 8 concurrent writers holding the same ETag wins', async () => {
+      const s = await make()
+      const { etag } = await s.put('cas-race', Buffer.from('base'))
+      const bodies = Array.from({ length: 8 }, (_, i) => Buffer.alloc(64, i))
+      const results = await Promise.allSettled(bodies.map((b) => s.put('cas-race', b, { ifMatch: etag })))
+      const won = results.flatMap((r, i) => (r.status === 'fulfilled' ? [i] : []))
+      assert.equal(won.length, 1, `winners: ${won.join(',')}`)
+      for (const r of results) {
+        if (r.status === 'rejected') assert.equal((r.reason as StreamSegmentError).code, 'ERR_CONFLICT')
+      }
+      const winner = results[won[0] as number] as PromiseFulfilledResult<{ etag: string }>
+      assert.deepEqual(Buffer.from(await s.get('cas-race')), bodies[won[0] as number])
+      assert.equal((await s.head('cas-race'))?.etag, winner.value.etag)
     })
 
     it('a replayed conditional put with the same write id succeeds; another id conflicts', async () => {
@@ -449,6 +494,22 @@ export function runStoreConformance(
       assert.deepEqual(await collect(s.listMultipart()), [])
       assert.equal(await s.head('mp-aborted'), undefined)
       await rejectsCode(s.uploadPart('mp-aborted', other, 2, randomBytes(100)), 'ERR_NOT_FOUND')
+    })
+
+    it('multipart: no parts is ERR_INVALID_ARGUMENT; after completion the upload is gone, and an abort leaves the object', async () => {
+      const s = await make()
+      const id = await s.createMultipart('done')
+      await rejectsCode(s.completeMultipart('done', id, []), 'ERR_INVALID_ARGUMENT')
+      // An upload is reached by its key and id together.
+      await rejectsCode(s.uploadPart('other', id, 1, Buffer.from('x')), 'ERR_NOT_FOUND')
+      const e = await s.uploadPart('done', id, 1, Buffer.from('body'))
+      await s.completeMultipart('done', id, [{ partNumber: 1, etag: e.etag }])
+      await rejectsCode(s.uploadPart('done', id, 2, Buffer.from('more')), 'ERR_NOT_FOUND')
+      await s.abortMultipart('done', id)
+      assert.equal(Buffer.from(await s.get('done')).toString(), 'body')
+      assert.deepEqual(await collect(s.listMultipart()), [])
+      await s.delete(['done', 'done', 'never-there'])
+      assert.equal(await s.head('done'), undefined)
     })
 
     it('multipart create-only claim: one of 8 concurrent claims wins, and completes', async () => {
