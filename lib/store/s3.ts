@@ -89,6 +89,9 @@ const EMPTY = new Uint8Array(0)
 const MD5_HEX = /^[0-9a-f]{32}$/
 
 const MAX_PAGE = 1000
+/** Characters XML 1.0 cannot carry, not even as a character reference (lone surrogates are in no key). */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: the control characters are what is looked for
+const NOT_IN_XML = /[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]/
 /** Truncated pages in a row with nothing on them before a listing is given up as endless. */
 const MAX_EMPTY_PAGES = 100
 /** How long releasing a claim's placeholder may take, retries included (see #releasePlaceholder). */
@@ -553,17 +556,15 @@ export class S3Store implements ObjectStore {
     const list = typeof keys === 'string' ? [keys] : keys
     for (const key of list) checkKey(key, this.prefix)
     if (list.length === 1) {
-      const key = list[0] as string
-      const command = new this.#sdk.DeleteObjectCommand({ Bucket: this.bucket, Key: this.prefix + key })
-      try {
-        await this.#send('DeleteObject', key, signal, (s) => this.client.send(command, { abortSignal: s }))
-      } catch (err) {
-        if (!StreamSegmentError.is(err, 'ERR_NOT_FOUND')) throw err
-      }
+      await this.#deleteOne(list[0] as string, signal)
       return
     }
-    for (let i = 0; i < list.length; i += this.pageSize) {
-      const batch = list.slice(i, i + this.pageSize)
+    // XML 1.0 has no form for most C0 controls, U+FFFE and U+FFFF: a DeleteObjects body
+    // naming such a key is refused whole (400). Those keys go one by one, named in the URL.
+    const batched = list.filter((k) => !NOT_IN_XML.test(this.prefix + k))
+    for (const key of list) if (NOT_IN_XML.test(this.prefix + key)) await this.#deleteOne(key, signal)
+    for (let i = 0; i < batched.length; i += this.pageSize) {
+      const batch = batched.slice(i, i + this.pageSize)
       const what = `${batch.length} keys from ${batch[0]}`
       // radosgw (and other S3-compatible servers) require Content-MD5 on DeleteObjects.
       const command = addHeader(
@@ -583,6 +584,16 @@ export class S3Store implements ObjectStore {
           out.Errors,
         )
       }
+    }
+  }
+
+  /** DeleteObject of one key; a missing one is not an error. */
+  async #deleteOne(key: string, signal: AbortSignal | undefined): Promise<void> {
+    const command = new this.#sdk.DeleteObjectCommand({ Bucket: this.bucket, Key: this.prefix + key })
+    try {
+      await this.#send('DeleteObject', key, signal, (s) => this.client.send(command, { abortSignal: s }))
+    } catch (err) {
+      if (!StreamSegmentError.is(err, 'ERR_NOT_FOUND')) throw err
     }
   }
 

@@ -124,6 +124,19 @@ export function runStoreConformance(
       assert.deepEqual(await keys('e'), [])
     })
 
+    it('stores keys with control, XML and space characters, and lists them in byte order', async () => {
+      const s = await make()
+      const keys = ['a\tb', 'a\nb', 'a\x01b', 'a\x7fb', 'a b ', ' lead', 'x\r', 'a<b>&"\'', 'a\uFFFE']
+      for (const k of keys) await s.put(k, Buffer.from(k))
+      for (const k of keys) assert.equal(Buffer.from(await s.get(k)).toString(), k, JSON.stringify(k))
+      assert.deepEqual(
+        (await collect(s.list())).map((e) => e.key),
+        [...keys].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b))),
+      )
+      await s.delete(keys)
+      assert.deepEqual(await collect(s.list()), [])
+    })
+
     // Only for the stores that declare getChunks (the memory store has none).
     if (opts.chunkedGet === true)
       it('getChunks: the bytes and the errors of get, for every kind of range', async () => {
