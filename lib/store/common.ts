@@ -213,7 +213,7 @@ export function checkPartNumber(key: string, partNumber: number): void {
   }
 }
 
-/** Parts must be listed in increasing order, each once. */
+/** Parts must be listed in increasing order, each once (the stores sort them first: a number listed twice fails). */
 export function checkPartList(key: string, parts: readonly CompletedPart[]): void {
   if (parts.length === 0) throw StreamSegmentError.invalidArgument(`${key}: complete needs at least one part`)
   for (let i = 0; i < parts.length; i++) {

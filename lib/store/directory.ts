@@ -518,10 +518,12 @@ export class DirectoryStore implements ObjectStore {
     throwIfAborted(options?.signal, `complete multipart ${key}`)
     try {
       const upload = await this.upload(key, uploadId)
-      checkPartList(key, parts)
+      // Taken in part-number order, whatever order they are listed in (as S3Store takes them).
+      const sorted = [...parts].sort((a, b) => a.partNumber - b.partNumber)
+      checkPartList(key, sorted)
       const paths: string[] = []
       const sizes: number[] = []
-      for (const p of parts) {
+      for (const p of sorted) {
         const path = join(upload.dir, String(p.partNumber))
         const st = await fs.stat(path).catch(() => undefined)
         if (st === undefined || legacyEtag(st) !== p.etag) {

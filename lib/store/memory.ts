@@ -251,8 +251,10 @@ export class MemoryStore implements ObjectStore {
     checkKey(key)
     throwIfAborted(options?.signal, `complete multipart ${key}`)
     const upload = this.upload(key, uploadId)
-    checkPartList(key, parts)
-    const bodies = parts.map((p) => {
+    // Taken in part-number order, whatever order they are listed in (as S3Store takes them).
+    const sorted = [...parts].sort((a, b) => a.partNumber - b.partNumber)
+    checkPartList(key, sorted)
+    const bodies = sorted.map((p) => {
       const stored = upload.parts.get(p.partNumber)
       if (stored === undefined || stored.etag !== p.etag) {
         throw StreamSegmentError.invalidArgument(`${key}: part ${p.partNumber} with etag ${p.etag} was not uploaded`)
@@ -265,7 +267,7 @@ export class MemoryStore implements ObjectStore {
         bodies.map((b) => b.byteLength),
       )
     }
-    const etag = `${newEtag()}-${parts.length}`
+    const etag = `${newEtag()}-${sorted.length}`
     const size = bodies.reduce((n, b) => n + b.byteLength, 0)
     this.bucket.objects.set(key, { chunks: bodies, size, etag, metadata: upload.metadata, modifiedMs: Date.now() })
     this.bucket.uploads.delete(uploadId)

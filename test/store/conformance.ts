@@ -525,6 +525,20 @@ export function runStoreConformance(
       assert.equal(await s.head('done'), undefined)
     })
 
+    it('multipart: parts listed out of order complete in part-number order; a part listed twice is refused', async () => {
+      const s = await make()
+      const id = await s.createMultipart('order')
+      const body1 = randomBytes(partSize)
+      const e1 = await s.uploadPart('order', id, 1, body1)
+      const e2 = await s.uploadPart('order', id, 2, Buffer.from('tail'))
+      const p1 = { partNumber: 1, etag: e1.etag }
+      const p2 = { partNumber: 2, etag: e2.etag }
+      await rejectsCode(s.completeMultipart('order', id, [p1, p2, p1]), 'ERR_INVALID_ARGUMENT', /increasing order/)
+      assert.equal(await s.head('order'), undefined)
+      await s.completeMultipart('order', id, [p2, p1])
+      assert.deepEqual(Buffer.from(await s.get('order')), Buffer.concat([body1, Buffer.from('tail')]))
+    })
+
     it('multipart create-only claim: one of 8 concurrent claims wins, and completes', async () => {
       const s = await make()
       const results = await Promise.allSettled(
