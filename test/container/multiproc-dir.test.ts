@@ -1,0 +1,323 @@
+/**
+ * Several processes on one container in a directory store (the embedded default), each a
+ * real process (test/helpers/multiproc-child.ts): two writers publishing at once, through
+ * the API and through `put`; a writer killed with SIGKILL at chosen and at random moments,
+ * and the next writer and gc after it; a reader of the published checkpoint while a writer
+ * publishes newer ones and gc runs. The file the children write is self-checking: a torn
+ * or mixed checkpoint reads as one (`checkContent`).
+ */
+import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
+import { promises as fs } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, describe, it } from 'node:test'
+import { fileURLToPath } from 'node:url'
+import { gc, listCheckpoints, verifyCheckpoint } from '../../lib/admin/index.js'
+import { readObjectHeader } from '../../lib/container/object-header.js'
+import { SegmentFile } from '../../lib/segment-file.js'
+import { DirectoryStore } from '../../lib/store/directory.js'
+import { runNode } from '../helpers/child.js'
+import { bin, quietEnv } from '../helpers/cli.js'
+import { BLOCK, BLOCKS, checkContent, roundOf } from '../helpers/multiproc-file.js'
+
+const CHILD = fileURLToPath(new URL('../helpers/multiproc-child.js', import.meta.url))
+
+const roots: string[] = []
+after(() => Promise.all(roots.map((d) => fs.rm(d, { recursive: true, force: true }))))
+
+async function newRoot(): Promise<string> {
+  const root = await fs.mkdtemp(join(tmpdir(), 'ss-multiproc-'))
+  roots.push(root)
+  return root
+}
+
+type Line = Record<string, unknown>
+
+/** Runs a child to its end; its JSON lines. */
+async function child(...args: string[]): Promise<Line[]> {
+  const { lines } = await runNode(CHILD, args)
+  return lines.filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Line)
+}
+
+/** The published checkpoint's bytes and the round that wrote it; asserts they are whole. */
+async function readChecked(store: DirectoryStore, cno?: number): Promise<{ cno: number; round: string }> {
+  const f = await SegmentFile.open(store, { readOnly: true, ...(cno === undefined ? {} : { cno }) })
+  try {
+    const bytes = await f.read(0, BLOCK * BLOCKS)
+    assert.equal(checkContent(bytes), undefined, `checkpoint ${f.cno}`)
+    return { cno: f.cno, round: roundOf(bytes.subarray(0, BLOCK)) }
+  } finally {
+    await f.close()
+  }
+}
+
+/** The published checkpoints, newest first: the inode's, then each part 0's base. */
+async function publishedChain(store: DirectoryStore): Promise<number[]> {
+  const chain: number[] = []
+  for (let cno = (await listCheckpoints(store)).published; cno > 0; ) {
+    chain.push(cno)
+    cno = (await readObjectHeader(store, cno, 0)).header.baseInode.cno
+  }
+  return chain
+}
+
+async function verifyClean(store: DirectoryStore, cno?: number): Promise<void> {
+  const report = await verifyCheckpoint(store, cno === undefined ? {} : { cno })
+  assert.deepEqual(report.problems, [], `verify of checkpoint ${report.cno}`)
+}
+
+/** A container holding one checkpoint of the children's file. */
+async function seeded(): Promise<{ root: string; store: DirectoryStore }> {
+  const root = await newRoot()
+  const [first] = await child('writer', root, '9', '1', 'fail')
+  assert.equal(first?.cno, 1, JSON.stringify(first))
+  return { root, store: new DirectoryStore(root) }
+}
+
+describe('directory store: two writer processes on one container', () => {
+  for (const policy of ['fail', 'retry']) {
+    it(`conflictPolicy ${policy}, 12 rounds each: each checkpoint number is one round's, whole; only ERR_CONFLICT fails`, async () => {
+      const { store, root } = await seeded()
+      const results = (await Promise.all([0, 1].map((id) => child('writer', root, String(id), '12', policy)))).flat()
+      assert.equal(results.length, 24)
+      assert.deepEqual(
+        results.filter((r) => r.error !== undefined && r.error !== 'ERR_CONFLICT'),
+        [],
+        'only conflicts fail a round',
+      )
+      if (policy === 'retry')
+        assert.deepEqual(
+          results.filter((r) => r.error !== undefined),
+          [],
+          'retry publishes every round',
+        )
+      const won = results.filter((r) => r.cno !== undefined)
+      const cnos = won.map((r) => r.cno as number)
+      assert.equal(new Set(cnos).size, cnos.length, `a checkpoint number reported twice: ${cnos}`)
+      // Every round reported published is in the published history, under its number, whole.
+      const chain = await publishedChain(store)
+      for (const r of won) {
+        assert.ok(chain.includes(r.cno as number), `round ${r.id}/${r.round}: checkpoint ${r.cno} not in ${chain}`)
+        assert.equal((await readChecked(store, r.cno as number)).round, `w${r.id}r${r.round}`)
+      }
+      // And a round told ERR_CONFLICT published nothing.
+      const rounds = new Set<string>()
+      for (const cno of chain) rounds.add((await readChecked(store, cno)).round)
+      for (const r of results.filter((x) => x.error !== undefined)) {
+        assert.ok(!rounds.has(`w${r.id}r${r.round}`), `round ${r.id}/${r.round} failed yet was published`)
+      }
+      await verifyClean(store)
+      console.log(
+        `# ${won.length} rounds published, ${results.length - won.length} conflicts, ${chain.length} in the history`,
+      )
+    })
+  }
+
+  it('two `put` processes at once, 4 times, with --conflict-policy fail and by default', async () => {
+    const { store, root } = await seeded()
+    const dir = await newRoot()
+    const inputs: Buffer[] = []
+    for (const n of [0, 1]) {
+      const b = Buffer.alloc(BLOCK * BLOCKS + 100 * n, `put ${n};`)
+      await fs.writeFile(join(dir, `in${n}`), b)
+      inputs.push(b)
+    }
+    for (const extra of [['--conflict-policy', 'fail'], []]) {
+      for (let pass = 0; pass < 2; pass++) {
+        const runs = await Promise.all([0, 1].map((n) => put(join(dir, `in${n}`), root, extra)))
+        const codes = runs.map((r) => r.code)
+        if (extra.length === 0) assert.deepEqual(codes, [0, 0], runs.map((r) => r.stderr).join('\n'))
+        else {
+          assert.ok(codes.includes(0), `no put won: ${runs.map((r) => r.stderr)}`)
+          for (const r of runs) {
+            assert.ok(r.code === 0 || r.code === 6, `put exited ${r.code}: ${r.stderr}`)
+            if (r.code === 6) assert.match(r.stderr, /ERR_CONFLICT/)
+          }
+        }
+        const won = runs.filter((r) => r.code === 0).map((r) => r.cno)
+        assert.equal(new Set(won).size, won.length, `both puts told checkpoint ${won[0]}`)
+        for (const [n, r] of runs.entries()) {
+          if (r.code !== 0) continue
+          const f = await SegmentFile.open(store, { readOnly: true, cno: r.cno })
+          const got = Buffer.from(await f.read(0, f.size + 1))
+          await f.close()
+          assert.ok(got.equals(inputs[n] as Buffer), `checkpoint ${r.cno} is not put ${n}'s input`)
+        }
+        await verifyClean(store)
+      }
+    }
+  })
+})
+
+/** `stream-segment put <file> <root> --json …`: its exit code, stderr and the checkpoint it reports. */
+function put(file: string, root: string, extra: string[]): Promise<{ code: number; stderr: string; cno: number }> {
+  return new Promise((resolve, reject) => {
+    const p = spawn(process.execPath, [bin, 'put', file, root, '--json', ...extra], {
+      env: quietEnv(),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    let out = ''
+    let err = ''
+    p.stdout.on('data', (d) => {
+      out += d
+    })
+    p.stderr.on('data', (d) => {
+      err += d
+    })
+    p.on('error', reject)
+    p.on('close', (code) => {
+      const cno = code === 0 ? (JSON.parse(out) as { flushTiming: { cno: number } }).flushTiming.cno : 0
+      resolve({ code: code ?? -1, stderr: err, cno })
+    })
+  })
+}
+
+/** The names in one of the store's own folders (none when it is missing). */
+async function namesIn(root: string, folder: string): Promise<string[]> {
+  return fs.readdir(join(root, folder)).catch(() => [])
+}
+
+/** The inode numbers of the object files (every file outside the store's dot-folders). */
+async function objectInodes(dir: string, out = new Set<string>()): Promise<Set<string>> {
+  for (const e of await fs.readdir(dir, { withFileTypes: true })) {
+    if (e.name.startsWith('.')) continue
+    const path = join(dir, e.name)
+    if (e.isDirectory()) await objectInodes(path, out)
+    else out.add(String((await fs.lstat(path)).ino))
+  }
+  return out
+}
+
+/**
+ * What the store holds beside its objects once a sweep has run (a store's first write in
+ * a process starts one, in the background): waits for it, at most 20 s, then says what is left.
+ */
+async function leftovers(root: string): Promise<Record<string, string[]>> {
+  const look = async () => {
+    const objects = await objectInodes(root)
+    const left = {
+      tmp: await namesIn(root, '.ss-tmp'),
+      locks: await namesIn(root, '.ss-lock'),
+      uploads: await namesIn(root, '.ss-multipart'),
+      sidecars: (await namesIn(root, '.ss-meta')).filter((n) => !objects.has(n)),
+    }
+    return Object.fromEntries(Object.entries(left).filter(([, v]) => v.length > 0))
+  }
+  for (let i = 0; i < 100; i++) {
+    const left = await look()
+    if (Object.keys(left).length === 0) return left
+    await new Promise((r) => setTimeout(r, 200))
+  }
+  return look()
+}
+
+describe('directory store: a writer process killed with SIGKILL', () => {
+  /**
+   * After the kill: the published checkpoint is the one before or the new one, whole, and
+   * verify is clean; the next writer publishes on top; gc (grace 0: no writer runs) leaves
+   * only what the kept checkpoint needs, and nothing of the killed writer's is left over.
+   */
+  async function afterTheKill(root: string, store: DirectoryStore, killed: string[], newRound: string) {
+    const before = await readChecked(store)
+    assert.ok(['w9r0', newRound].includes(before.round), `published ${before.round} (${killed.slice(-3)})`)
+    await verifyClean(store)
+    const [next] = await child('writer', root, '7', '1', 'fail')
+    assert.ok(typeof next?.cno === 'number', `the next writer: ${JSON.stringify(next)}`)
+    assert.equal((await readChecked(store)).round, 'w7r0')
+    const swept = new DirectoryStore(root)
+    const g = await gc(swept, { keep: 1, graceMs: 0 })
+    assert.equal(g.stopped, undefined)
+    // The killed writer's checkpoint, complete or not, is gone (one a kept checkpoint still
+    // reaches the part 0 of stays listed: the seed's).
+    const list = await listCheckpoints(store)
+    assert.equal(list.published, next.cno)
+    assert.deepEqual(list.abandoned, [])
+    assert.deepEqual(
+      list.checkpoints.filter((c) => c.state === 'unpublished'),
+      [],
+    )
+    await verifyClean(store)
+    assert.deepEqual(await leftovers(root), {}, 'left over by the killed writer')
+  }
+
+  for (const stop of ['part0', 'cas']) {
+    it(`killed at ${stop === 'cas' ? "the inode's rename, its lock held" : 'its part 0 stored, before the inode'}`, async () => {
+      const { root, store } = await seeded()
+      const { lines, killed } = await runNode(CHILD, ['crash', root, '5', stop], {
+        onLine: (line, _, kill) => {
+          if (line === 'stop') kill()
+        },
+      })
+      assert.ok(killed)
+      assert.equal((await listCheckpoints(store)).published, 1)
+      await afterTheKill(root, store, lines, 'c5')
+    })
+  }
+
+  it('killed at random store calls (8 runs)', async () => {
+    // A whole run, to count its lines.
+    const { root: r0 } = await seeded()
+    const { lines: all } = await runNode(CHILD, ['crash', r0, '5'])
+    assert.equal(all.at(-1), '{"done":true}')
+    for (let run = 0; run < 8; run++) {
+      const { root, store } = await seeded()
+      const at = 1 + Math.floor(Math.random() * (all.length - 2))
+      const { lines } = await runNode(CHILD, ['crash', root, '5'], {
+        onLine: (_, seen, kill) => {
+          if (seen.length === at) kill(Math.floor(Math.random() * 3))
+        },
+      })
+      await afterTheKill(root, store, lines, 'c5')
+    }
+  })
+})
+
+describe('directory store: a reader process beside a writer process and gc in a third', () => {
+  /** Reader, writer and gc at once; what each said. */
+  async function threeAtOnce(graceMs: number) {
+    const { root, store } = await seeded()
+    const [reader, writer, cleaner] = await Promise.all([
+      child('reader', root, '80', '50'),
+      child('writer', root, '3', '10', 'retry'),
+      child('gc', root, String(graceMs), '80'),
+    ])
+    return { store, reader, writer, cleaner }
+  }
+
+  it('gc with its default grace: the reader reads the checkpoint it opened, byte for byte, to the end', async () => {
+    const { store, reader, writer, cleaner } = await threeAtOnce(60 * 60_000)
+    assert.deepEqual(reader.at(-1), { ok: reader[0]?.cno }, JSON.stringify(reader))
+    assert.deepEqual(
+      writer.filter((w) => w.error !== undefined),
+      [],
+    )
+    assert.deepEqual(
+      cleaner.filter((c) => c.error !== undefined),
+      [],
+    )
+    await verifyClean(store)
+  })
+
+  it('gc with grace 0: the reader gets its checkpoint byte for byte, or ERR_NOT_FOUND naming what went', async () => {
+    const { store, reader, writer, cleaner } = await threeAtOnce(0)
+    const end = reader.at(-1) as Line
+    const told = end.error !== undefined ? String(end.error) : `read checkpoint ${end.ok} whole`
+    if (end.error !== undefined) {
+      assert.equal(end.error, 'ERR_NOT_FOUND', JSON.stringify(end))
+      assert.match(String(end.message), /\d{10}\.\d+/, 'names the object')
+    } else assert.deepEqual(end, { ok: reader[0]?.cno })
+    // A grace of 0 beside a live writer may take its objects: its flush then fails, publishing nothing.
+    assert.deepEqual(
+      writer.filter((w) => w.error !== undefined && w.error !== 'ERR_CONFLICT'),
+      [],
+    )
+    assert.deepEqual(
+      cleaner.filter((c) => c.error !== undefined),
+      [],
+    )
+    await readChecked(store)
+    await verifyClean(store)
+    console.log(`# reader: ${told}; writer: ${writer.filter((w) => w.error).length} of 10 rounds failed`)
+  })
+})
