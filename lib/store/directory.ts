@@ -144,6 +144,8 @@ export interface DirectoryStoreHooks {
   casChecked?: (key: string) => void | Promise<void>
   /** Runs when an `ifNoneMatch` put finds the key taken (its link refused), before it looks at what holds it. */
   createOnlyRefused?: (key: string) => void | Promise<void>
+  /** Runs once a put has renamed its file over an object, before the replaced object's sidecar goes. */
+  replaced?: (path: string) => void | Promise<void>
 }
 
 /** The hooks of the stores hookedDirectoryStore made: beside them, so no argument of the constructor reaches them. */
@@ -891,6 +893,7 @@ export class DirectoryStore implements ObjectStore {
       await fs.rename(tmp.path, path)
       tmp.published = true
       await syncDir(dirname(path))
+      await this.hooks.replaced?.(path)
       if (old !== undefined) {
         // Held open, the replaced file keeps its inode number: the sidecar is surely its.
         const st = await old.stat()

@@ -4,9 +4,9 @@
  * multiproc-file.ts.
  *
  *   writer <root> <id> <rounds> <retry|fail>   one JSON line a round: { id, round, cno } or { id, round, error }
- *   crash <root> <seed> [cas|part0]           one round, every store call said as it starts (`> op key`)
+ *   crash <root> <seed> [cas|part0|replaced]  one round, every store call said as it starts (`> op key`)
  *                                             and ends (`< op key`); with a stop point, it says `stop`
- *                                             there and waits to be killed
+ *                                             there (`replaced`: the inode's) and waits to be killed
  *   gc <root> <graceMs> <runs>                 `gc` with keep 1 that many times, one JSON line each
  *   reader <root> <passes> <pauseMs>          opens the published checkpoint, says { cno }, reads it
  *                                             whole `passes` times, pausing between two, then
@@ -91,7 +91,10 @@ if (mode === 'writer') {
   }
 } else if (mode === 'crash') {
   const [seed, stop] = rest
-  const inner = hookedDirectoryStore(root, { casChecked: stop === 'cas' ? stopHere : undefined })
+  const inner = hookedDirectoryStore(root, {
+    casChecked: stop === 'cas' ? stopHere : undefined,
+    replaced: (path) => (stop === 'replaced' && path.endsWith('/inode') ? stopHere() : undefined),
+  })
   const store =
     stop === 'part0'
       ? new (class extends SayingStore {
