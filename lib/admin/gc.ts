@@ -34,6 +34,10 @@
  *   deleted; when it has moved to a checkpoint the mark did not retain, nothing is
  *   deleted (`stopped` says why). The inode itself, and keys that are not segment keys,
  *   are never touched.
+ * - On a directory store, a run that did not stop then sweeps what crashed writers left
+ *   (sweepStoreLeftovers), as removeContainer does: the sidecar of an object whose
+ *   replacement or deletion a crash cut short is left by every other sweep, and no store
+ *   call ever reaches it.
  */
 import debug from 'debug'
 import { readInode, sameInode } from '../container/inode.js'
@@ -50,6 +54,7 @@ import type { Inode } from '../format/inode.js'
 import { INODE_KEY, parseKey, segmentKey } from '../format/names.js'
 import { MAX_CNO } from '../format/pointer.js'
 import { checkOptionNames, givenOr as or } from '../settings.js'
+import { sweepStoreLeftovers } from '../store/directory.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
 import type { MultipartUpload, ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
@@ -275,7 +280,11 @@ export async function gc(where: StoreLocation | ObjectStore, options: GcOptions 
   let stored = 0
   for (const size of listing.sizes.values()) stored += size
   result.storedBytes = o.dryRun ? stored : stored - result.deletedBytes
-  if (o.dryRun || (garbage.length === 0 && uploads.length === 0)) return result
+  if (o.dryRun) return result
+  if (garbage.length === 0 && uploads.length === 0) {
+    await sweepStoreLeftovers(store)
+    return result
+  }
 
   // Beside a live writer: the commit point must not have moved past what the mark kept.
   if (first !== undefined || listing.hasInode) {
@@ -306,6 +315,7 @@ export async function gc(where: StoreLocation | ObjectStore, options: GcOptions 
   } catch (err) {
     throw partly(store.url, err, progress.deletedObjects, garbage.length, aborted, uploads.length)
   }
+  await sweepStoreLeftovers(store)
   return result
 }
 

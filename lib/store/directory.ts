@@ -9,8 +9,8 @@
  *   `.ss-tmp/` are garbage, swept by the store's first write in each process (`sweep`):
  *   a temporary file is named after its writer's process, so one whose writer is gone
  *   goes at once, one whose writer cannot be checked once it is an hour old.
- *   `removeContainer` sweeps too. A write that fails (a full disk: ENOSPC) removes its
- *   temporary file and leaves the key as it was.
+ *   `gc` and `removeContainer` sweep too. A write that fails (a full disk: ENOSPC)
+ *   removes its temporary file and leaves the key as it was.
  * - Every object has a sidecar `.ss-meta/<inode number>` holding its metadata and its
  *   ETag: 128 random bits drawn for each write. The sidecar is written and fsynced
  *   before the object becomes visible, so whoever sees the object sees its sidecar; a
@@ -20,8 +20,9 @@
  *   keep the ETag they had: `<inode>-<size>-<mtime µs>` in hex.
  *   A sidecar is removed only while its inode is held (an open handle, or a name only
  *   this process knows), so it can never be another file's, which later gets that number;
- *   but `removeContainer`'s sweep takes a sidecar no file of the store holds once it was
- *   last written well before the sweep began (SIDECAR_MARGIN_MS).
+ *   but the sweep of `gc` and `removeContainer` takes a sidecar no file of the store holds
+ *   once it was last written well before the sweep began (SIDECAR_MARGIN_MS): a crash
+ *   between replacing or deleting an object and removing its sidecar leaves one.
  * - `ifMatch` puts, claimed multipart completions and deletes run under a per-key lock
  *   (a folder named after the key's SHA-256), so that compare-and-swap is atomic, a delete
  *   included (see `acquireLock` in util/local-fs.ts): a holder that crashed is detected at
@@ -1030,8 +1031,8 @@ export function fsError(url: string, err: unknown, what: string, missingIsNotFou
 /**
  * Reclaims what crashed writers left in a directory store (see `sweep`), the sidecars no
  * file holds included; nothing for any other store. `removeContainer` runs it once it has
- * deleted the container's objects. It never fails: what it could not do is logged, and
- * left for the next sweep.
+ * deleted the container's objects, `gc` at the end of a run not stopped. It never fails:
+ * what it could not do is logged, and left for the next sweep.
  */
 export async function sweepStoreLeftovers(store: ObjectStore): Promise<void> {
   if (!(store instanceof DirectoryStore)) return
