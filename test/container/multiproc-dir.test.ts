@@ -322,17 +322,18 @@ describe('directory store: a reader process beside a writer process and gc in a 
     await verifyClean(store)
   })
 
-  it('gc with grace 0: the reader gets its checkpoint byte for byte, or ERR_NOT_FOUND naming what went', async () => {
-    const { store, reader, writer, cleaner } = await threeAtOnce(0)
+  it('gc with a grace of 1.5 s, longer than a checkpoint takes: the reader gets its checkpoint byte for byte, or ERR_NOT_FOUND naming what went', async () => {
+    // The reader reads for 4 s and more, so its checkpoint, superseded at once, may be
+    // dropped under it; a grace of 0 would be unsafe beside the writer (api.md, gc).
+    const { store, reader, writer, cleaner } = await threeAtOnce(1500)
     const end = reader.at(-1) as Line
     const told = end.error !== undefined ? String(end.error) : `read checkpoint ${end.ok} whole`
     if (end.error !== undefined) {
       assert.equal(end.error, 'ERR_NOT_FOUND', JSON.stringify(end))
       assert.match(String(end.message), /\d{10}\.\d+/, 'names the object')
     } else assert.deepEqual(end, { ok: reader[0]?.cno })
-    // A grace of 0 beside a live writer may take its objects: its flush then fails, publishing nothing.
     assert.deepEqual(
-      writer.filter((w) => w.error !== undefined && w.error !== 'ERR_CONFLICT'),
+      writer.filter((w) => w.error !== undefined),
       [],
     )
     assert.deepEqual(
@@ -341,6 +342,6 @@ describe('directory store: a reader process beside a writer process and gc in a 
     )
     await readChecked(store)
     await verifyClean(store)
-    console.log(`# reader: ${told}; writer: ${writer.filter((w) => w.error).length} of 10 rounds failed`)
+    console.log(`# reader: ${told}`)
   })
 })
