@@ -142,6 +142,14 @@ export function mapError(call: Call, err: unknown, signal: AbortSignal | undefin
       err,
     )
   }
+  if (CONNECTION_LOST.has(codeOf(err) ?? '')) {
+    // The SDK names these TimeoutError too (@smithy/node-http-handler), though nothing timed
+    // out: the request may have landed, and ERR_TIMEOUT would say a time limit ran out.
+    return StreamSegmentError.store(
+      `${op} ${where}: the connection was closed before the answer came (${codeOf(err)}${message ? `: ${message}` : ''})`,
+      err,
+    )
+  }
   if (name === 'TimeoutError' || codeOf(err) === 'ETIMEDOUT') {
     return StreamSegmentError.timeout(`${op} ${where}: timed out (${(err as Error).message})`, err)
   }
@@ -191,6 +199,9 @@ export function mapError(call: Call, err: unknown, signal: AbortSignal | undefin
   }
   return StreamSegmentError.store(`${what}${message ? `: ${message}` : ''}`, err)
 }
+
+/** Node's codes for a connection reset or closed under a request, before its answer. */
+const CONNECTION_LOST = new Set(['ECONNRESET', 'EPIPE'])
 
 /** Errors that say the credentials or the permission are wrong, whatever the status. */
 const AUTH_ERRORS = new Set([

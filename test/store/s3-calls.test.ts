@@ -108,6 +108,31 @@ describe('S3 calls: retries and failure mapping', () => {
     }
   })
 
+  it('a connection reset or closed under a request is ERR_STORE, tried again; only a time limit run out is ERR_TIMEOUT', async () => {
+    // As @smithy/node-http-handler rejects them: a reset or a broken pipe named TimeoutError.
+    const lost = (code: string, message: string) => Object.assign(new Error(message), { code, name: 'TimeoutError' })
+    for (const err of [lost('ECONNRESET', 'socket hang up'), lost('EPIPE', 'write EPIPE')]) {
+      const r = await run([err, err, err, err])
+      assert.equal(r.err?.code, 'ERR_STORE', `${err.code}: ${r.err?.message}`)
+      assert.equal(r.err?.retryable, true)
+      assert.match(
+        r.err?.message ?? '',
+        new RegExp(`^PutObject s3://bkt/prefix/key: the connection was closed before the answer came \\(${err.code}: `),
+      )
+      assert.doesNotMatch(r.err?.message ?? '', /timed out/)
+      assert.equal(r.err?.cause, err)
+      assert.deepEqual([r.tries, r.retries], [4, 3], `${err.code} is tried again`)
+    }
+    // The socket's idle timeout (no code) and a connect timeout stay ERR_TIMEOUT.
+    const idle = Object.assign(new Error('Connection timed out after 2000 ms'), { name: 'TimeoutError' })
+    const connect = Object.assign(new Error('connect ETIMEDOUT'), { code: 'ETIMEDOUT' })
+    for (const err of [idle, connect]) {
+      const r = await run([err, err, err, err])
+      assert.equal(r.err?.code, 'ERR_TIMEOUT', r.err?.message)
+      assert.match(r.err?.message ?? '', /timed out/)
+    }
+  })
+
   it('a 409 ConditionalRequestConflict (a conflicting operation under way) is tried again; past the retries it is ERR_CONFLICT', async () => {
     const conflict = sdkError('ConditionalRequestConflict', 409)
     const r = await run([conflict, conflict])
