@@ -14,6 +14,7 @@ import { after, before, describe, it } from 'node:test'
 import { parseSize } from '../lib/cli/args.js'
 import { main } from '../lib/cli.js'
 import { bin, fakeOutput, quietEnv } from './helpers/cli.js'
+import { startFakeS3 } from './helpers/fake-s3.js'
 import { writePatternFile } from './helpers/resume.js'
 
 const MiB = 1024 * 1024
@@ -190,6 +191,63 @@ describe('interrupts', () => {
     assert.equal(code, 8, err.writes.join(''))
     assert.match(err.writes.join(''), /^stream-segment: ERR_ABORTED: [^\n]+\n$/)
     assert.deepEqual(readdirSync(big).sort(), ['big.bin', 'c'], 'no temporary file, no target')
+  })
+
+  it('a real Ctrl-C once export has sent the completion that makes the object: its answer waited for, exit 0, the export reported', async () => {
+    const big = join(dir, 'export-s3')
+    mkdirSync(big)
+    const data = writePatternFile(join(big, 'big.bin'), 20 * MiB, 6)
+    assert.equal(await main(['put', join(big, 'big.bin'), join(big, 'c')], fakeOutput(), fakeOutput()), 0)
+    const s3 = await startFakeS3()
+    try {
+      const child = spawn(process.execPath, [bin, 'export', join(big, 'c'), 's3://bucket/x.bin'], {
+        env: quietEnv({
+          AWS_ENDPOINT_URL_S3: s3.url,
+          AWS_REGION: 'us-east-1',
+          AWS_ACCESS_KEY_ID: 'test',
+          AWS_SECRET_ACCESS_KEY: 'test',
+        }),
+        stdio: ['ignore', 'pipe', 'pipe'],
+      })
+      let stdout = ''
+      let stderr = ''
+      child.stdout.on('data', (c) => {
+        stdout += c
+      })
+      child.stderr.on('data', (c) => {
+        stderr += c
+      })
+      const exited = once(child, 'close')
+      s3.hook = (r, res) => {
+        if (r.op !== 'CompleteMultipartUpload') return false
+        child.kill('SIGINT')
+        // The object lands now; its answer goes out once the client has given the request
+        // up (its socket closed), or 2 s on, long after the signal reached the process.
+        const socket = r.req.socket
+        const given = new Promise<void>((resolve) => {
+          socket.once('close', () => resolve())
+          setTimeout(resolve, 2000)
+        })
+        const writeHead = res.writeHead.bind(res) as (...a: unknown[]) => unknown
+        const end = res.end.bind(res) as (...a: unknown[]) => unknown
+        res.writeHead = ((...a: unknown[]) => {
+          given.then(() => writeHead(...a))
+          return res
+        }) as typeof res.writeHead
+        res.end = ((...a: unknown[]) => {
+          given.then(() => !socket.destroyed && end(...a))
+          return res
+        }) as typeof res.end
+        return false
+      }
+      const [status] = await exited
+      assert.ok(s3.objects.get('x.bin')?.body.equals(data), 'the object is the checkpoint')
+      assert.equal(status, 0, stderr)
+      assert.match(stdout, /^exported checkpoint 1 of .* to s3:\/\/bucket\/x\.bin: 20\.0 MiB/)
+      assert.equal(s3.uploads.size, 0, 'no upload left open')
+    } finally {
+      await s3.close()
+    }
   })
 
   it('a real SIGTERM during get to a stdout no one reads any more: exit 8 at once, not when the reader reads', async () => {

@@ -24,6 +24,9 @@
  *   aborted; a part's failure names the part and what it holds (explain). A checkpoint
  *   smaller than one part goes in one PutObject. A local file is written to a temporary
  *   file beside it, synced and renamed into place.
+ * - The caller's signal cuts every request but the one that makes the object (the
+ *   completion, or the PutObject): once sent, its answer is waited for (ANSWER_WAIT_MS), so
+ *   that an export reported interrupted did not write the object after all.
  * - A source object deleted or replaced meanwhile (gc) fails the export: ERR_NOT_FOUND or
  *   ERR_CONFLICT naming the object.
  * - Every byte the export reads (into a file, or into a part it sends) is checked against
@@ -46,7 +49,7 @@ import { type ContainerListing, listContainer } from '../container/listing.js'
 import { readObjectHeader } from '../container/object-header.js'
 import { readExact, readExactChunks } from '../container/objects.js'
 import { Uploader } from '../container/uploader.js'
-import { StreamSegmentError } from '../errors.js'
+import { StreamSegmentError, throwIfAborted } from '../errors.js'
 import { objectLayout } from '../format/header.js'
 import type { Inode } from '../format/inode.js'
 import { INODE_KEY, parseKey } from '../format/names.js'
@@ -63,6 +66,7 @@ import { badBlockIn } from '../util/crc32.js'
 import { Limiter } from '../util/limiter.js'
 import { localFileError, writeFully } from '../util/local-fs.js'
 import { givePieces } from '../util/piece-pool.js'
+import { signalAfter } from '../util/signals.js'
 import { describeValue } from '../util/typed-arrays.js'
 import { MiB } from '../util/units.js'
 import { checkpointExtents, type Extent, type PlannedPart, partSizes, planParts } from './export-plan.js'
@@ -263,11 +267,14 @@ async function exportToStore(
   const put = plan.length === 0 || (plan.length === 1 && plan[0]?.kind === 'send')
   if (put) {
     const body = await gather(source, 0, inode.size, signal)
-    const { etag } = await uploader.putObject(dest.key, body, {
-      metadata: dest.metadata,
-      attributes: dest.attributes,
-      signal,
-    })
+    throwIfAborted(signal, `export of checkpoint ${inode.cno} to ${location}`)
+    const answer = signalAfter(signal, ANSWER_WAIT_MS)
+    const { etag } = await uploader
+      .putObject(dest.key, body, { metadata: dest.metadata, attributes: dest.attributes, signal: answer.signal })
+      .catch((err) => {
+        throw answer.signal.aborted ? unknownOutcome(inode.cno, location, 'PutObject', err) : err
+      })
+      .finally(() => answer.done())
     return {
       location,
       etag,
@@ -286,6 +293,7 @@ async function exportToStore(
   })
   // Set once every part is in: a failure then is the completion's, not a source's (explain).
   let completing = false
+  const answer = signalAfter(signal, ANSWER_WAIT_MS)
   try {
     for (const p of plan) {
       if (mpu.failure !== undefined) break
@@ -317,7 +325,7 @@ async function exportToStore(
     }
     await mpu.settled()
     completing = mpu.failure === undefined
-    const { etag } = await mpu.complete()
+    const { etag } = await mpu.complete(answer.signal)
     return {
       location,
       etag,
@@ -330,12 +338,30 @@ async function exportToStore(
     }
   } catch (err) {
     await mpu.abort()
-    if (completing) throw err
+    if (completing) throw answer.signal.aborted ? unknownOutcome(inode.cno, location, 'completion', err) : err
     // Parts are numbered in the order they are started: part n is plan[n - 1].
     const n = mpu.failedPart
     const part = n === undefined ? undefined : { number: n, ...(plan[n - 1] as PlannedPart) }
     throw explain(mpu.failure ?? err, source, part)
+  } finally {
+    answer.done()
   }
+}
+
+/**
+ * How long an abort waits for the answer to the request that makes the object (the
+ * PutObject, or the completion), once sent. Cut, the request could land all the same, after
+ * the export reported it interrupted; waited for, the export reports what happened: the
+ * object made, it succeeds. A store that has not answered by then is cut all the same.
+ */
+const ANSWER_WAIT_MS = 10_000
+
+/** The error of an export cut while its last request (`what`) was under way: whether it landed is not known. */
+function unknownOutcome(cno: number, location: string, what: string, cause: unknown): StreamSegmentError {
+  return StreamSegmentError.aborted(
+    `export of checkpoint ${cno}: aborted while its ${what} was under way, which did not answer within ${ANSWER_WAIT_MS} ms: whether ${location} was written is unknown`,
+    cause,
+  )
 }
 
 /**

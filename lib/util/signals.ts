@@ -31,3 +31,25 @@ export function signalWithin(
     },
   }
 }
+
+/**
+ * A signal that fires `ms` after `parent` does (after it already has: `ms` from now), with
+ * its reason: for the request that makes a write visible, whose answer an abort waits for,
+ * cut only when the store does not give it in time. `done()` lets go of `parent` and the timer.
+ */
+export function signalAfter(parent: AbortSignal | undefined, ms: number): { signal: AbortSignal; done: () => void } {
+  const own = new AbortController()
+  let timer: NodeJS.Timeout | undefined
+  const onAbort = () => {
+    timer = setTimeout(() => own.abort(parent?.reason), ms).unref()
+  }
+  if (parent?.aborted === true) onAbort()
+  else parent?.addEventListener('abort', onAbort, { once: true })
+  return {
+    signal: own.signal,
+    done: () => {
+      parent?.removeEventListener('abort', onAbort)
+      clearTimeout(timer)
+    },
+  }
+}

@@ -211,6 +211,52 @@ describe('export to S3: the caller’s signal', () => {
     assert.equal(s3.uploads.size, 0, 'no upload left open')
     assert.equal(s3.objects.has('out/x.bin'), false, 'no object')
   })
+
+  // The completion (or the one PutObject) is what makes the object: once sent, an abort
+  // cut only the client's side of it, and the object landed all the same.
+  for (const [op, options] of [
+    ['CompleteMultipartUpload', {}],
+    ['PutObject', { copy: false, minPartBytes: 32 * MiB, sendPartBytes: 64 * MiB }],
+  ] as const) {
+    it(`fired once the ${op} that makes the object is sent: its answer is waited for, and the export succeeds`, async () => {
+      const ac = new AbortController()
+      const { s3, store, out } = await setup((r) => {
+        if (r.op === op && r.key === 'out/x.bin') ac.abort(new Error('stop'))
+        return false // answered as S3 does: the object lands
+      })
+      const r = await exportObject(store, { store: out, key: 'x.bin' }, { ...options, signal: ac.signal })
+      assert.equal(ac.signal.aborted, true, `the signal fired during the ${op}`)
+      const o = s3.objects.get('out/x.bin')
+      assert.ok(o?.body.equals(want), 'the object is the checkpoint')
+      assert.equal(r.etag, o?.etag)
+      assert.equal(r.parts === 0, op === 'PutObject')
+      assert.equal(s3.count('AbortMultipartUpload'), 0, 'nothing aborted')
+      assert.equal(s3.uploads.size, 0)
+    })
+  }
+
+  it('fired while the completion goes unanswered: cut once its wait is over, ERR_ABORTED saying the outcome is unknown', {
+    timeout: 60_000,
+  }, async () => {
+    const ac = new AbortController()
+    let held: Promise<void> | undefined
+    const { s3, store, out } = await setup((r) => {
+      if (r.op !== 'CompleteMultipartUpload') return false
+      held ??= new Promise((resolve) => r.req.socket.once('close', () => resolve()))
+      ac.abort(new Error('stop'))
+      return true // never answered, never done
+    })
+    const err = await rejectsCode(
+      exportObject(store, { store: out, key: 'x.bin' }, { signal: ac.signal }),
+      'ERR_ABORTED',
+      /^export of checkpoint \d+: aborted while its completion was under way, which did not answer within 10000 ms: whether s3:\/\/bucket\/out\/x\.bin was written is unknown$/,
+    )
+    assert.match((err.cause as Error).message, /^CompleteMultipartUpload s3:\/\/bucket\/out\/x\.bin aborted/)
+    await held
+    assert.equal(s3.count('AbortMultipartUpload'), 1, 'the upload aborted')
+    assert.equal(s3.uploads.size, 0, 'no upload left open')
+    assert.equal(s3.objects.has('out/x.bin'), false, 'no object')
+  })
 })
 
 describe('export to S3: progress', () => {
