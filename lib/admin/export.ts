@@ -337,12 +337,16 @@ async function exportToStore(
       retries: retries(),
     }
   } catch (err) {
-    await mpu.abort()
-    if (completing) throw answer.signal.aborted ? unknownOutcome(inode.cno, location, 'completion', err) : err
-    // Parts are numbered in the order they are started: part n is plan[n - 1].
-    const n = mpu.failedPart
-    const part = n === undefined ? undefined : { number: n, ...(plan[n - 1] as PlannedPart) }
-    throw explain(mpu.failure ?? err, source, part)
+    const left = await mpu.abort()
+    let failure: unknown
+    if (completing) failure = answer.signal.aborted ? unknownOutcome(inode.cno, location, 'completion', err) : err
+    else {
+      // Parts are numbered in the order they are started: part n is plan[n - 1].
+      const n = mpu.failedPart
+      const part = n === undefined ? undefined : { number: n, ...(plan[n - 1] as PlannedPart) }
+      failure = explain(mpu.failure ?? err, source, part)
+    }
+    throw left === undefined ? failure : leftOpen(failure, location, left)
   } finally {
     answer.done()
   }
@@ -556,6 +560,21 @@ function explain(err: unknown, source: Source, part?: PlannedPart & { number: nu
   if (part !== undefined) message = `part ${part.number} (${partContents(part, source)}): ${message}`
   if (gone) message += ' (deleted or replaced while exporting: was the checkpoint collected by gc?)'
   return new StreamSegmentError(err.code, prefix + message, { cause: err })
+}
+
+/**
+ * `err`, the export's failure, saying that its upload could not be aborted: it holds the
+ * parts uploaded (and is billed) until something aborts it, and the target is outside any
+ * container, where gc does not look. The code (so retryable) is kept.
+ */
+function leftOpen(err: unknown, location: string, left: { uploadId: string; err: unknown }): unknown {
+  if (!StreamSegmentError.is(err)) return err
+  const why = left.err instanceof Error ? left.err.message : String(left.err)
+  return new StreamSegmentError(
+    err.code,
+    `${err.message}; its multipart upload ${left.uploadId} of ${location} could not be aborted (${why}): it stays open, holding the parts uploaded, until it is aborted`,
+    { cause: err },
+  )
 }
 
 /** What a part of the upload holds: the checkpoint's bytes, and where a copy takes them from. */

@@ -491,25 +491,28 @@ export class MultipartObject {
    * it is left open instead, for the next attempt to continue (or gc to abort). The abort
    * request ends within MPU_ABORT_MS, or at once when the caller's signal fires while it
    * runs: a flush, rollback or close that waits for it never waits on a store that does
-   * not answer.
+   * not answer. Resolves with the upload left open when the abort failed (gc aborts a
+   * container's; an export's target is outside any container, so it says so).
    */
-  async abort(): Promise<void> {
+  async abort(): Promise<{ uploadId: string; err: unknown } | undefined> {
     await this.settled()
     if (this.signal?.aborted === true && this.resumable) {
       log('keep %s open for a resume', this.key)
-      return
+      return undefined
     }
     let id: string
     try {
       id = await this.uploadId
     } catch {
-      return // never created: nothing to abort
+      return undefined // never created: nothing to abort
     }
     const within = signalWithin(this.signal, MPU_ABORT_MS, () => new Error(`no answer within ${MPU_ABORT_MS} ms`))
     try {
       await this.uploader.store.abortMultipart(this.key, id, { signal: within.signal })
+      return undefined
     } catch (e) {
       log('abort %s %s failed: %s', this.key, id, e)
+      return { uploadId: id, err: e }
     } finally {
       within.done()
     }

@@ -506,7 +506,8 @@ export class SendAhead {
     this.scanAt = 0
     log('%s given up (%s): its blocks go again', plan.key, why)
     if (open === undefined) return Promise.resolve()
-    const aborted = open.upload.abort()
+    // What an abort that failed leaves open is a segment upload of the container: gc aborts it.
+    const aborted = open.upload.abort().then(() => undefined)
     this.aborting.add(aborted)
     return aborted.finally(() => this.aborting.delete(aborted))
   }

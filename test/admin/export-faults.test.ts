@@ -135,6 +135,28 @@ describe('export to S3: a part that fails', () => {
   }
 })
 
+describe('export to S3: the upload left open', () => {
+  it('a part failing for good and the abort failing too: the error says which upload is left open, and why', async () => {
+    const { s3, store, out } = await setup((r, res) => {
+      if (r.op === 'UploadPart') return errorIn200(res)
+      if (r.op === 'AbortMultipartUpload') {
+        send(res, 503, '<Error><Code>SlowDown</Code></Error>')
+        return true
+      }
+      return false
+    })
+    const err = await rejectsCode(
+      exportObject(store, { store: out, key: 'x.bin' }),
+      'ERR_STORE',
+      /^export of checkpoint \d+: part \d+ .*: UploadPart s3:\/\/bucket\/out\/x\.bin#\d+: HTTP 503 InternalError.*; its multipart upload (\S+) of s3:\/\/bucket\/out\/x\.bin could not be aborted \(AbortMultipartUpload s3:\/\/bucket\/out\/x\.bin: HTTP 503 SlowDown.*\): it stays open, holding the parts uploaded, until it is aborted$/,
+    )
+    const id = /its multipart upload (\S+) of/.exec(err.message)?.[1]
+    assert.deepEqual([...s3.uploads.keys()], [id], 'the upload named is the one left open')
+    assert.equal(err.retryable, true, 'the part failure kept as it was')
+    assert.equal(s3.objects.has('out/x.bin'), false, 'no object')
+  })
+})
+
 describe('export to S3: the completion', () => {
   it('answered 200 <Error> on every try: ERR_STORE, the upload aborted, the object there kept', async () => {
     const { s3, store, out } = await setup()
