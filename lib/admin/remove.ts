@@ -8,6 +8,7 @@
  * sidecars, locks), so that the folder holds none of the store's own leftovers.
  */
 import { abortUpload, deleteInode, deleteSegments, listContainer, listOpenUploads } from '../container/listing.js'
+import { StreamSegmentError } from '../errors.js'
 import { checkCallOptions } from '../settings.js'
 import { sweepStoreLeftovers } from '../store/directory.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
@@ -40,14 +41,25 @@ export async function removeContainer(
   const { signal, onProgress } = options
   const listing = await listContainer(store, signal)
   const uploads = await listOpenUploads(store, signal)
-  for (const u of uploads) await abortUpload(store, u, signal)
   const keys = [...listing.sizes.keys()].sort(part0First)
   const objectsToDelete = keys.length + (listing.hasInode ? 1 : 0)
-  onProgress?.({ deletedObjects: 0, objectsToDelete })
-  await deleteSegments(store, keys, signal, (deletedObjects) => onProgress?.({ deletedObjects, objectsToDelete }))
-  if (listing.hasInode) {
-    await deleteInode(store, signal)
-    onProgress?.({ deletedObjects: objectsToDelete, objectsToDelete })
+  const done = { aborted: 0, deleted: 0 }
+  try {
+    for (const u of uploads) {
+      await abortUpload(store, u, signal)
+      done.aborted++
+    }
+    onProgress?.({ deletedObjects: 0, objectsToDelete })
+    await deleteSegments(store, keys, signal, (deletedObjects) => {
+      done.deleted = deletedObjects
+      onProgress?.({ deletedObjects, objectsToDelete })
+    })
+    if (listing.hasInode) {
+      await deleteInode(store, signal)
+      onProgress?.({ deletedObjects: objectsToDelete, objectsToDelete })
+    }
+  } catch (err) {
+    throw partly(store.url, err, done, uploads.length, keys.length)
   }
   await sweepStoreLeftovers(store)
   let bytes = 0
@@ -58,4 +70,30 @@ export async function removeContainer(
     deletedBytes: bytes,
     abortedUploads: uploads.length,
   }
+}
+
+/**
+ * A failure (or an interrupt) part-way through the removal, said with how far it came: an
+ * interrupted rm leaves a container whose inode may name a checkpoint with no part 0 left
+ * (gc and readers then refuse it), which only removing it again ends.
+ */
+function partly(
+  url: string,
+  err: unknown,
+  done: { aborted: number; deleted: number },
+  toAbort: number,
+  toDelete: number,
+): unknown {
+  if (!StreamSegmentError.is(err)) return err
+  let what: string
+  if (done.aborted < toAbort) what = `aborted ${done.aborted} of the ${toAbort} open uploads and deleted nothing`
+  else if (done.deleted < toDelete)
+    what = `deleted ${done.deleted} of the ${toDelete} segment objects (part 0s first; some of the batch that failed may be gone too), not the inode`
+  // Its delete cut after the store had it, the inode may be gone too: a second run then finds no container.
+  else what = `deleted the ${toDelete} segment objects, the inode maybe not`
+  return new StreamSegmentError(
+    err.code,
+    `${url}: removeContainer: ${what}, then: ${err.message}; removing it again deletes the rest`,
+    { cause: err },
+  )
 }

@@ -149,3 +149,43 @@ describe('gc whose deletions fail part-way', () => {
     await openableReadBack(store, content)
   })
 })
+
+describe('removeContainer stopped part-way', () => {
+  it('interrupted after the part 0s: ERR_ABORTED saying what was deleted and what was not; a second run finishes', async () => {
+    const { store } = await threeCheckpoints()
+    const segments = (await keys(store)).filter((k) => parseKey(k)?.kind === 'segment')
+    const part0s = segments.filter((k) => k.endsWith('.0')).length
+    const ac = new AbortController()
+    await rejectsCode(
+      removeContainer(store, {
+        signal: ac.signal,
+        onProgress: (p) => {
+          if (p.deletedObjects > 0) ac.abort()
+        },
+      }),
+      'ERR_ABORTED',
+      new RegExp(
+        `^mem://[^:]*: removeContainer: deleted ${part0s} of the ${segments.length} segment objects \\(part 0s first; some of the batch that failed may be gone too\\), not the inode, then: delete aborted; removing it again deletes the rest$`,
+      ),
+    )
+    assert.equal((await keys(store)).length, segments.length + 1 - part0s, 'the part 0s went, the rest stayed')
+    const again = await removeContainer(store)
+    assert.equal(again.deletedObjects, segments.length + 1 - part0s)
+    assert.deepEqual(await keys(store), [])
+  })
+
+  it('failing on the inode: the error says every segment object went, the inode maybe not', async () => {
+    const { store } = await threeCheckpoints()
+    const segments = (await keys(store)).filter((k) => parseKey(k)?.kind === 'segment').length
+    const failing = new FailingStore(store, [{ ops: ['delete'], key: /^inode$/, mode: 'error' }])
+    await rejectsCode(
+      removeContainer(failing),
+      'ERR_STORE',
+      new RegExp(
+        `removeContainer: deleted the ${segments} segment objects, the inode maybe not, then: .*injected failure.*; removing it again deletes the rest$`,
+      ),
+    )
+    assert.deepEqual(await keys(store), ['inode'])
+    assert.equal((await removeContainer(store)).deletedObjects, 1)
+  })
+})
