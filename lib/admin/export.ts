@@ -24,9 +24,10 @@
  *   aborted; a part's failure names the part and what it holds (explain). A checkpoint
  *   smaller than one part goes in one PutObject. A local file is written to a temporary
  *   file beside it, synced and renamed into place.
- * - The caller's signal cuts every request but the one that makes the object (the
- *   completion, or the PutObject): once sent, its answer is waited for (ANSWER_WAIT_MS), so
- *   that an export reported interrupted did not write the object after all.
+ * - The caller's signal cuts every request but two, whose answers are waited for once
+ *   sent (ANSWER_WAIT_MS): the one that makes the object (the completion, or the
+ *   PutObject), so that an export reported interrupted did not write it after all; and
+ *   CreateMultipartUpload, so that the upload it made is known, and aborted.
  * - A source object deleted or replaced meanwhile (gc) fails the export: ERR_NOT_FOUND or
  *   ERR_CONFLICT naming the object.
  * - Every byte the export reads (into a file, or into a part it sends) is checked against
@@ -286,14 +287,17 @@ async function exportToStore(
       retries: retries(),
     }
   }
-  const mpu = uploader.openMultipart(dest.key, signal, {
-    metadata: dest.metadata,
-    attributes: dest.attributes,
-    unevenParts: true,
-  })
+  // The creation's answer is waited for too: cut, the upload it made would be left open
+  // unknown (an export's has no claim to find it by), where nothing aborts it.
+  const answer = signalAfter(signal, ANSWER_WAIT_MS)
+  const mpu = uploader.openMultipart(
+    dest.key,
+    signal,
+    { metadata: dest.metadata, attributes: dest.attributes, unevenParts: true },
+    answer.signal,
+  )
   // Set once every part is in: a failure then is the completion's, not a source's (explain).
   let completing = false
-  const answer = signalAfter(signal, ANSWER_WAIT_MS)
   try {
     for (const p of plan) {
       if (mpu.failure !== undefined) break
@@ -357,6 +361,7 @@ async function exportToStore(
  * PutObject, or the completion), once sent. Cut, the request could land all the same, after
  * the export reported it interrupted; waited for, the export reports what happened: the
  * object made, it succeeds. A store that has not answered by then is cut all the same.
+ * CreateMultipartUpload's answer is waited for alike, so that the upload it made is aborted.
  */
 const ANSWER_WAIT_MS = 10_000
 

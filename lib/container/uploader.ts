@@ -200,8 +200,9 @@ export class Uploader {
     key: string,
     signal?: AbortSignal,
     options: Omit<CreateMultipartOptions, 'signal'> = { ifNoneMatch: '*' },
+    createSignal?: AbortSignal,
   ): MultipartObject {
-    return new MultipartObject(this, key, signal, options)
+    return new MultipartObject(this, key, signal, options, undefined, createSignal)
   }
 
   /**
@@ -312,13 +313,15 @@ export class MultipartObject {
     private readonly signal?: AbortSignal,
     options: Omit<CreateMultipartOptions, 'signal'> = { ifNoneMatch: '*' },
     continued?: Leftover,
+    /** The creation's own signal, instead of `signal`: a caller that must abort what it made waits for its answer. */
+    createSignal?: AbortSignal,
   ) {
     this.continued = continued !== undefined
     if (continued !== undefined) {
       this.uploadId = Promise.resolve(continued.uploadId)
       for (const p of continued.parts) this.held.set(p.partNumber, p)
     } else {
-      this.uploadId = uploader.store.createMultipart(key, { ...options, signal })
+      this.uploadId = uploader.store.createMultipart(key, { ...options, signal: createSignal ?? signal })
     }
     this.uploadId.catch((err) => this.fail(err)) // judged when the object completes
   }

@@ -234,6 +234,23 @@ describe('export to S3: the caller’s signal', () => {
     assert.equal(s3.objects.has('out/x.bin'), false, 'no object')
   })
 
+  it('fired once CreateMultipartUpload is sent: its answer is waited for, and the upload it made aborted', async () => {
+    const ac = new AbortController()
+    const { s3, store, out } = await setup((r) => {
+      if (r.op === 'CreateMultipartUpload') ac.abort(new Error('stop'))
+      return false // answered as S3 does: the upload is made
+    })
+    const err = await rejectsCode(
+      exportObject(store, { store: out, key: 'x.bin' }, { signal: ac.signal }),
+      'ERR_ABORTED',
+    )
+    assert.equal((err.cause as Error).message, 'stop')
+    assert.equal(s3.count('CreateMultipartUpload'), 1)
+    assert.equal(s3.count('AbortMultipartUpload'), 1, 'the upload aborted')
+    assert.equal(s3.uploads.size, 0, 'no upload left open')
+    assert.equal(s3.objects.has('out/x.bin'), false, 'no object')
+  })
+
   // The completion (or the one PutObject) is what makes the object: once sent, an abort
   // cut only the client's side of it, and the object landed all the same.
   for (const [op, options] of [
