@@ -65,6 +65,7 @@ async function tries<T>(
 ): Promise<T> {
   const { op, where } = call
   const t0 = performance.now()
+  let reclocked = false
   for (let attempt = 0; ; attempt++) {
     try {
       const out = await fn(s)
@@ -91,7 +92,10 @@ async function tries<T>(
         )
         throw mapped
       }
-      if (!retryable(mapped, err) || attempt >= policy.maxRetries) {
+      // Once per call: a request refused for its time, the SDK's clock now set by the server's.
+      const reclock = !reclocked && clockCorrected(err)
+      if (reclock) reclocked = true
+      if ((!reclock && !retryable(mapped, err)) || attempt >= policy.maxRetries) {
         log('%s %s failed: %s %s, %d ms', op, where, mapped.code, mapped.message, Math.round(performance.now() - t0))
         throw mapped
       }
@@ -163,6 +167,14 @@ export function mapError(call: Call, err: unknown, signal: AbortSignal | undefin
     return StreamSegmentError.conflict(`${what}: a conflicting operation on the key was under way`, err)
   }
   if (name === 'NoSuchBucket') return StreamSegmentError.notFound(`${what}: bucket ${bucket} does not exist`, err)
+  if (name === 'RequestTimeTooSkewed') {
+    // Seen only when the SDK could not set its clock by the server's (no Date, or
+    // disableClockSkewCorrection): the keys are not the matter, this machine's clock is.
+    return StreamSegmentError.auth(
+      `${what}: the store refused the request's time as too far from its own clock: check this machine's clock`,
+      err,
+    )
+  }
   if (status === 401 || status === 403 || AUTH_ERRORS.has(name)) {
     return StreamSegmentError.auth(
       `${what}: the store refused the credentials or the permission: check the access key and secret (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, or the profile), that they have not expired, and that they may use bucket ${bucket}`,
@@ -274,6 +286,21 @@ function retryable(mapped: StreamSegmentError, err: unknown): boolean {
   )
 }
 
+/**
+ * Whether `err` refused the request's time (403 RequestTimeTooSkewed, or a HEAD's 403, which
+ * names no error) and the SDK then set its clock by the server's Date: the request signed
+ * again passes. (The SDK marks every error of a server whose clock is minutes off so, a
+ * refused key or a missing one too: hence the status and name, and once per call.)
+ */
+function clockCorrected(err: unknown): boolean {
+  const name = nameOf(err)
+  return (
+    (err as SdkError | undefined)?.$metadata?.clockSkewCorrected === true &&
+    statusOf(err) === 403 &&
+    (name === 'RequestTimeTooSkewed' || name === 'Unknown')
+  )
+}
+
 function codeOf(err: unknown): string | undefined {
   return (err as { code?: string } | undefined)?.code
 }
@@ -282,7 +309,11 @@ function requestIdOf(err: unknown): string | undefined {
   return (err as { $metadata?: { requestId?: string } } | undefined)?.$metadata?.requestId
 }
 
-type SdkError = { name?: string; message?: string; $metadata?: { httpStatusCode?: number } }
+type SdkError = {
+  name?: string
+  message?: string
+  $metadata?: { httpStatusCode?: number; clockSkewCorrected?: boolean }
+}
 
 /** The HTTP status of an SDK error, when the request had an answer. */
 export function statusOf(err: unknown): number | undefined {

@@ -8,7 +8,7 @@ import type { ServerResponse } from 'node:http'
 import { after, describe, test } from 'node:test'
 import { gc } from '../../lib/admin/gc.js'
 import { SegmentFile } from '../../lib/segment-file.js'
-import type { S3Store } from '../../lib/store/s3.js'
+import { createS3Client, S3Store } from '../../lib/store/s3.js'
 import { rejectsCode } from '../helpers/assert.js'
 import {
   dropHeader,
@@ -896,5 +896,81 @@ describe('a bad key', () => {
       s3.log.map((l) => l.split(' ')[0]),
       ['PutObject', 'HeadObject'],
     )
+  })
+})
+
+describe("a server whose clock is an hour ahead of this machine's", () => {
+  const HOUR = 3_600_000
+  /**
+   * The fake with its clock an hour ahead: every answer dated by it, and a request signed more
+   * than 15 minutes off it refused as S3 refuses it (403 RequestTimeTooSkewed). `refused`
+   * lists the operations refused so.
+   */
+  async function skewed(): Promise<{ s3: FakeS3; refused: string[] }> {
+    const s3 = await fake()
+    const refused: string[] = []
+    s3.hook = (r, res) => {
+      const now = Date.now() + HOUR
+      res.setHeader('date', new Date(now).toUTCString())
+      const amzDate = String(r.req.headers['x-amz-date'])
+      const signed = Date.parse(amzDate.replace(/^(\d{4})(\d\d)(\d\d)T(\d\d)(\d\d)(\d\d)Z$/, '$1-$2-$3T$4:$5:$6Z'))
+      if (Math.abs(signed - now) <= 15 * 60_000) return false
+      refused.push(r.op)
+      s3Error(res, 403, 'RequestTimeTooSkewed')
+      return true
+    }
+    return { s3, refused }
+  }
+
+  test("the first request is refused, the SDK sets its clock by the server's, and the call passes on its retry", async () => {
+    const { s3, refused } = await skewed()
+    const drain = async (it: AsyncIterable<unknown>) => {
+      for await (const _ of it) {
+      }
+    }
+    const calls: Array<[string, 'http' | 'sdk', (store: S3Store) => Promise<unknown>]> = [
+      ['HeadObject', 'http', (store) => store.head('k')],
+      ['PutObject', 'http', (store) => store.put('k', Buffer.from('x'))],
+      ['GetObject', 'http', (store) => store.get('k')],
+      ['GetObject', 'sdk', (store) => store.get('k')],
+      ['ListObjectsV2', 'http', (store) => drain(store.list(''))],
+    ]
+    for (const [op, getPath, call] of calls) {
+      // A new client each time: its clock is this machine's.
+      const store = fakeS3Store(s3, { getPath })
+      refused.length = 0
+      await call(store)
+      assert.deepEqual(refused, [op], `${op}: refused once`)
+      assert.equal(store.retries, 1, `${op}: made again once`)
+    }
+    // A container made and read on a fresh client: one refusal in all.
+    const store = fakeS3Store(s3)
+    refused.length = 0
+    const f = await SegmentFile.create(store)
+    await f.write(0, Buffer.from('on time'))
+    await f.flush()
+    await f.close()
+    const g = await SegmentFile.open(store)
+    assert.equal(Buffer.from(await g.read(0, 7)).toString(), 'on time')
+    await g.close()
+    assert.equal(refused.length, 1, refused.join(' '))
+  })
+
+  test("with the SDK's clock correction off: ERR_AUTH saying to check this machine's clock, not retried", async () => {
+    const { s3, refused } = await skewed()
+    const client = createS3Client({
+      endpoint: s3.url,
+      region: 'us-east-1',
+      credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+      disableClockSkewCorrection: true,
+    })
+    const store = new S3Store({ client, bucket: 'bucket', prefix: 'p', maxRetries: 2, retryBaseMs: 1, retryMaxMs: 5 })
+    const err = await rejectsCode(
+      store.put('k', Buffer.from('x')),
+      'ERR_AUTH',
+      /^PutObject s3:\/\/bucket\/p\/k: HTTP 403 RequestTimeTooSkewed: .*too far from its own clock: check this machine's clock$/,
+    )
+    assert.equal(err.retryable, false)
+    assert.deepEqual(refused, ['PutObject'], 'one request')
   })
 })

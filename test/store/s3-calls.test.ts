@@ -162,6 +162,32 @@ describe('S3 calls: retries and failure mapping', () => {
     }
   })
 
+  it("a request refused for its time is made once more after the SDK set its clock by the server's; nothing else is", async () => {
+    const corrected = (name: string, status: number) =>
+      sdkError(name, undefined, { $metadata: { httpStatusCode: status, clockSkewCorrected: true } })
+    const skewed = corrected('RequestTimeTooSkewed', 403)
+    const once = await run([skewed])
+    assert.deepEqual([once.value, once.tries, once.retries], ['stored', 2, 1])
+    // A HEAD's 403 names no error.
+    const head = await run([corrected('Unknown', 403)])
+    assert.deepEqual([head.value, head.tries], ['stored', 2])
+    // Refused again after the correction: the clock is not what is wrong, or not only.
+    const twice = await run([skewed, skewed])
+    assert.deepEqual([twice.err?.code, twice.tries], ['ERR_AUTH', 2])
+    // The SDK marks every error of a server whose clock is off: a refused key or a missing one stays so.
+    for (const [name, status, code] of [
+      ['AccessDenied', 403, 'ERR_AUTH'],
+      ['NoSuchKey', 404, 'ERR_NOT_FOUND'],
+    ] as const) {
+      const r = await run([corrected(name, status)])
+      assert.deepEqual([r.err?.code, r.tries], [code, 1], name)
+    }
+    // Without the correction (disableClockSkewCorrection): ERR_AUTH naming the clock, not tried again.
+    const off = await run([sdkError('RequestTimeTooSkewed', 403)])
+    assert.deepEqual([off.err?.code, off.tries], ['ERR_AUTH', 1])
+    assert.match(off.err?.message ?? '', /too far from its own clock: check this machine's clock$/)
+  })
+
   it('tries stop after maxRetries, the last failure given', async () => {
     const errors = Array.from({ length: 10 }, (_, i) => sdkError('InternalError', 500 + 2 * (i % 2)))
     const r = await run(errors)
