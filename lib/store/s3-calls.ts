@@ -216,7 +216,7 @@ export function mapError(call: Call, err: unknown, signal: AbortSignal | undefin
 const CONNECTION_LOST = new Set(['ECONNRESET', 'EPIPE'])
 
 /** Errors that say the credentials or the permission are wrong, whatever the status. */
-const AUTH_ERRORS = new Set([
+export const AUTH_ERRORS: ReadonlySet<string> = new Set([
   'InvalidAccessKeyId',
   'SignatureDoesNotMatch',
   'ExpiredToken',

@@ -61,7 +61,7 @@ import {
   unquoteEtag,
 } from './common.js'
 import { addHeader, crc32Base64, requestBody, s3Attributes, withoutStreamRetryWarning } from './s3-body.js'
-import { callS3, nameOf, statusOf } from './s3-calls.js'
+import { AUTH_ERRORS, callS3, nameOf, statusOf } from './s3-calls.js'
 import { askedRange, checkGetAnswer, piecesOf, readBody, refused, sendOverHttp, transportOf } from './s3-get.js'
 import { s3Sdk } from './s3-sdk.cjs'
 import {
@@ -577,6 +577,15 @@ export class S3Store implements ObjectStore {
       )
       const out = await this.#send('DeleteObjects', what, signal, (s) => this.client.send(command, { abortSignal: s }))
       const failed = (out.Errors ?? []).filter((e) => e.Code !== 'NoSuchKey')
+      // A key refused for the permission (a policy denying s3:DeleteObject) is refused again
+      // on every try: ERR_AUTH, as a DeleteObject answered 403 is.
+      const denied = failed.find((e) => AUTH_ERRORS.has(e.Code ?? ''))
+      if (denied !== undefined) {
+        throw StreamSegmentError.auth(
+          `DeleteObjects ${this.url}: ${failed.length} of ${batch.length} keys failed, ${denied.Key}: ${denied.Code} ${denied.Message ?? ''}: the store refused the permission: check that the credentials may delete objects in bucket ${this.bucket}`,
+          out.Errors,
+        )
+      }
       if (failed.length > 0) {
         const first = failed[0]
         throw StreamSegmentError.store(

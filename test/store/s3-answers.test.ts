@@ -974,3 +974,44 @@ describe("a server whose clock is an hour ahead of this machine's", () => {
     assert.deepEqual(refused, ['PutObject'], 'one request')
   })
 })
+
+describe('a permission denied on deletes only (a policy denying s3:DeleteObject)', () => {
+  test('DeleteObjects answering AccessDenied for its keys: ERR_AUTH from delete and gc, not tried again', async () => {
+    const s3 = await fake()
+    const store = fakeS3Store(s3)
+    // Three checkpoints: the first two are garbage once the third is published.
+    for (let i = 0; i < 3; i++) {
+      const f = i === 0 ? await SegmentFile.create(store) : await SegmentFile.open(store)
+      await f.write(i * 1000, Buffer.alloc(100_000, i + 1))
+      await f.flush()
+      await f.close()
+    }
+    s3.hook = (r, res) => {
+      if (r.op === 'DeleteObject') {
+        s3Error(res, 403, 'AccessDenied')
+        return true
+      }
+      if (r.op !== 'DeleteObjects') return false
+      const keys = [...r.body.toString().matchAll(/<Key>([^<]*)<\/Key>/g)].map((m) => m[1])
+      const errors = keys.map(
+        (k) => `<Error><Key>${k}</Key><Code>AccessDenied</Code><Message>Access Denied</Message></Error>`,
+      )
+      send(res, 200, `<DeleteResult>${errors.join('')}</DeleteResult>`)
+      return true
+    }
+    const objects = s3.objects.size
+    const denied =
+      /DeleteObjects s3:\/\/bucket\/p: 2 of 2 keys failed, p\/a: AccessDenied Access Denied: .*may delete objects in bucket bucket$/
+    const err = await rejectsCode(store.delete(['a', 'b']), 'ERR_AUTH', denied)
+    assert.equal(err.retryable, false)
+    await rejectsCode(store.delete('a'), 'ERR_AUTH', /DeleteObject s3:\/\/bucket\/p\/a: HTTP 403 AccessDenied/)
+    const before = s3.count('DeleteObjects')
+    await rejectsCode(
+      gc(store, { graceMs: 0 }),
+      'ERR_AUTH',
+      /^s3:\/\/bucket\/p: gc: deleted 0 of the \d+ objects .*DeleteObjects .* AccessDenied .*may delete objects in bucket bucket; a later gc deletes the rest$/,
+    )
+    assert.equal(s3.count('DeleteObjects') - before, 1, 'one DeleteObjects request')
+    assert.equal(s3.objects.size, objects, 'nothing deleted')
+  })
+})
