@@ -142,7 +142,7 @@ export function mapError(call: Call, err: unknown, signal: AbortSignal | undefin
   }
   if (TLS_REFUSALS.has(codeOf(err) ?? '')) {
     return StreamSegmentError.store(
-      `${what}: the server's TLS certificate was refused (${codeOf(err)}), not retried: give the client the CA that signed it (an https agent's \`ca\`), or use the server's name${message ? `: ${message}` : ''}`,
+      `${what}: the server's TLS certificate was refused (${codeOf(err)}), not retried: give the client the CA that signed it (an https agent's \`ca\`, or NODE_EXTRA_CA_CERTS=ca.pem for the process), or use the server's name${message ? `: ${message}` : ''}`,
       err,
     )
   }

@@ -89,7 +89,7 @@ describe('S3 calls: retries and failure mapping', () => {
       [
         Object.assign(new Error('self-signed certificate'), { code: 'DEPTH_ZERO_SELF_SIGNED_CERT' }),
         'ERR_STORE',
-        /TLS certificate was refused \(DEPTH_ZERO_SELF_SIGNED_CERT\), not retried: .*self-signed certificate/,
+        /TLS certificate was refused \(DEPTH_ZERO_SELF_SIGNED_CERT\), not retried: .*NODE_EXTRA_CA_CERTS=ca\.pem.*self-signed certificate/,
       ],
       [
         Object.assign(new Error("Hostname/IP does not match certificate's altnames"), {
