@@ -202,6 +202,16 @@ export function mapError(call: Call, err: unknown, signal: AbortSignal | undefin
       err,
     )
   }
+  if (status === 400 && name === 'Unknown' && op === 'HeadObject') {
+    // A HEAD answer has no body, so no error code: say what a 400 there usually is.
+    const region = (err as { $response?: { headers?: Record<string, string> } }).$response?.headers?.[
+      'x-amz-bucket-region'
+    ]
+    const why = region
+      ? `the bucket is in region ${region}: set AWS_REGION=${region}, or give the client that region`
+      : "a HEAD answer names no error; an expired session token (AWS_SESSION_TOKEN) or a region other than the bucket's are the usual causes"
+    return StreamSegmentError.store(`${what}: the store refused the request, not retried: ${why}`, err)
+  }
   if (status !== undefined && status >= 400 && status < 500 && !retryable(StreamSegmentError.store(what), err)) {
     // A request the store refuses as it is (InvalidPart, EntityTooSmall, …): not retried.
     return StreamSegmentError.store(

@@ -1015,3 +1015,27 @@ describe('a permission denied on deletes only (a policy denying s3:DeleteObject)
     assert.equal(s3.objects.size, objects, 'nothing deleted')
   })
 })
+
+describe('a HEAD refused 400 (no body, so no error code)', () => {
+  test('says what it usually is: an expired session token or another region, the one named by x-amz-bucket-region', async () => {
+    const s3 = await fake()
+    let region: string | undefined
+    s3.hook = (_r, res) => {
+      send(res, 400, '', region === undefined ? {} : { 'x-amz-bucket-region': region })
+      return true
+    }
+    const store = fakeS3Store(s3)
+    await rejectsCode(
+      store.head('k'),
+      'ERR_STORE',
+      /^HeadObject s3:\/\/bucket\/p\/k: HTTP 400 Unknown: .*not retried: .*expired session token \(AWS_SESSION_TOKEN\) or a region other than the bucket's/,
+    )
+    region = 'eu-west-1'
+    await rejectsCode(
+      SegmentFile.open(store),
+      'ERR_STORE',
+      /HeadObject s3:\/\/bucket\/p\/inode: .*the bucket is in region eu-west-1: set AWS_REGION=eu-west-1/,
+    )
+    assert.equal(s3.count('HeadObject'), 2, 'not tried again')
+  })
+})
