@@ -133,10 +133,12 @@ describe('uploadFile on radosgw through a fault proxy', () => {
     return { direct, proxied }
   }
 
-  test('one fault on a request of each kind: retried, and the checkpoint is the file; progress never goes back', async () => {
+  test('one fault on each kind of request, each fault kind twice: retried, and the checkpoint is the file; progress never goes back', async () => {
     const failures: string[] = []
-    for (const target of TARGETS) {
-      for (const kind of KINDS) {
+    for (const [t, target] of TARGETS.entries()) {
+      // Each kind on two kinds of request, each request kind meeting two kinds: the whole
+      // cross (36 uploads) takes a minute of CI for little more.
+      for (const kind of [KINDS[t % KINDS.length], KINDS[(t + 3) % KINDS.length]] as FaultKind[]) {
         const what = `${kind} on ${target.name}`
         const { direct, proxied } = await stores('uf-one')
         const { path, data } = patternFile()
@@ -256,10 +258,12 @@ describe('uploadFile on radosgw through a fault proxy', () => {
     assert.deepEqual(failures, [])
   })
 
-  test('a resume whose continued upload meets one fault on each kind of request: the checkpoint is the file', async () => {
+  test('a resume whose continued upload meets one fault on each kind of request (the fault kinds in turn): the checkpoint is the file', async () => {
     const failures: string[] = []
-    for (const target of TARGETS) {
-      for (const kind of ['lost', 'slowdown', 'stall'] as FaultKind[]) {
+    const kinds: FaultKind[] = ['lost', 'slowdown', 'stall']
+    for (const [t, target] of TARGETS.entries()) {
+      // One kind per request kind, in turn: each kind meets two of them.
+      for (const kind of [kinds[t % kinds.length]] as FaultKind[]) {
         const what = `resume, ${kind} on ${target.name}`
         const { direct, proxied } = await stores('uf-resume-one')
         const { path, data } = patternFile(6 * PIECE)
