@@ -330,10 +330,10 @@ describe('directory store: a reader process beside a writer process and gc in a 
     await verifyClean(store)
   })
 
-  it('gc with a grace of 1.5 s, longer than a checkpoint takes: the reader gets its checkpoint byte for byte, or ERR_NOT_FOUND naming what went', async () => {
+  it('gc with a grace of 2.5 s, far longer than a checkpoint takes: the reader gets its checkpoint byte for byte, or ERR_NOT_FOUND naming what went', async () => {
     // The reader reads for 4 s and more, so its checkpoint, superseded at once, may be
     // dropped under it; a grace of 0 would be unsafe beside the writer (api.md, gc).
-    const { store, reader, writer, cleaner } = await threeAtOnce(1500)
+    const { store, reader, writer, cleaner } = await threeAtOnce(2500)
     const end = reader.at(-1) as Line
     const told = end.error !== undefined ? String(end.error) : `read checkpoint ${end.ok} whole`
     if (end.error !== undefined) {
