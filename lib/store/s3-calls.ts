@@ -181,6 +181,14 @@ export function mapError(call: Call, err: unknown, signal: AbortSignal | undefin
       err,
     )
   }
+  if (status === 404 && BUCKET_LISTINGS.has(op)) {
+    // S3 answers a bucket's listing 404 only as NoSuchBucket (above): another 404 there
+    // comes from a server that is no S3 endpoint (a web server, a wrong path or port).
+    return StreamSegmentError.store(
+      `${what}: the endpoint answered 404 without S3's NoSuchBucket, not retried: is the endpoint (AWS_ENDPOINT_URL_S3, or the client's endpoint) an S3 server?`,
+      err,
+    )
+  }
   if (status === 404 || name === 'NoSuchKey' || name === 'NotFound' || name === 'NoSuchUpload') {
     return StreamSegmentError.notFound(`${what}: not found`, err)
   }
@@ -221,6 +229,9 @@ export function mapError(call: Call, err: unknown, signal: AbortSignal | undefin
   }
   return StreamSegmentError.store(`${what}${message ? `: ${message}` : ''}`, err)
 }
+
+/** The requests that list a bucket: S3 has no 404 for them but NoSuchBucket. */
+const BUCKET_LISTINGS: ReadonlySet<string> = new Set(['ListObjectsV2', 'ListMultipartUploads'])
 
 /** Node's codes for a connection reset or closed under a request, before its answer. */
 const CONNECTION_LOST = new Set(['ECONNRESET', 'EPIPE'])

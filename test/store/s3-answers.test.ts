@@ -759,6 +759,53 @@ describe('listed entries that cannot be right', () => {
   })
 })
 
+describe('an endpoint that is no S3 server', () => {
+  test('a listing answered 404 without NoSuchBucket (a web page): ERR_STORE asking whether the endpoint is S3, one request', async () => {
+    const s3 = await fake()
+    s3.hook = (_r, res) => {
+      send(res, 404, '<html><body>Not Found</body></html>', { 'content-type': 'text/html' })
+      return true
+    }
+    const store = fakeS3Store(s3)
+    const drain = async (it: AsyncIterable<unknown>) => {
+      for await (const _ of it) {
+      }
+    }
+    for (const [op, listing] of [
+      ['ListObjectsV2', () => drain(store.list(''))],
+      ['ListMultipartUploads', () => drain(store.listMultipart(''))],
+    ] as const) {
+      const before = s3.log.length
+      await rejectsCode(
+        listing(),
+        'ERR_STORE',
+        new RegExp(`${op} s3://bucket/p/: HTTP 404 .*is the endpoint .* an S3 server\\?`),
+      )
+      assert.equal(s3.log.length - before, 1, `${op}: one request`)
+    }
+    // A key's 404 stays what S3 means by it: no such key.
+    assert.equal(await store.head('k'), undefined)
+    await rejectsCode(store.get('k'), 'ERR_NOT_FOUND')
+  })
+
+  test('a bucket S3 says does not exist: still ERR_NOT_FOUND naming the bucket', async () => {
+    const s3 = await fake()
+    s3.hook = (_r, res) => {
+      s3Error(res, 404, 'NoSuchBucket')
+      return true
+    }
+    const it = fakeS3Store(s3).list('')
+    await rejectsCode(
+      (async () => {
+        for await (const _ of it) {
+        }
+      })(),
+      'ERR_NOT_FOUND',
+      /bucket bucket does not exist/,
+    )
+  })
+})
+
 describe('a redirect', () => {
   const answers: Record<string, (res: ServerResponse) => void> = {
     '301 PermanentRedirect': (res) =>
