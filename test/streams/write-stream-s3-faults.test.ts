@@ -42,7 +42,7 @@ import { s3TestBucket, s3TestStore, uniquePrefix } from '../helpers/s3-env.js'
 const MiB = 1024 * 1024
 const CHUNK = MiB
 const LIMIT = 24 * MiB
-const SIZE = 48 * MiB
+const SIZE = 32 * MiB
 const IDLE_TIMEOUT_MS = 2000
 
 /** Objects sent ahead in 5 MiB pieces, or whole (one PutObject each), within a 24 MiB dirty limit. */
