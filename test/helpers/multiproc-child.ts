@@ -16,20 +16,9 @@ import { gc } from '../../lib/admin/index.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { hookedDirectoryStore } from '../../lib/store/directory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
+import { prng } from './containers.js'
 import { BLOCK, BLOCKS, blockBytes, checkContent, manifestBytes, parseManifest, SETTINGS } from './multiproc-file.js'
 import { type CallInfo, WrappedStore } from './wrapped-store.js'
-
-/** A small deterministic generator (mulberry32). */
-function rng(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 /** One round: opens the container (creating it when missing), writes `tag` over some blocks, flushes. */
 async function round(store: ObjectStore, tag: string, seed: number, policy: 'retry' | 'fail'): Promise<number> {
@@ -43,7 +32,7 @@ async function round(store: ObjectStore, tag: string, seed: number, policy: 'ret
   }
   try {
     const tags = parseManifest(await f.read(0, BLOCK))
-    const next = rng(seed)
+    const next = prng(seed)
     for (let i = 1; i < BLOCKS; i++) {
       if (tags[i] !== '' && next() < 0.5) continue
       await f.write(i * BLOCK, blockBytes(tag, i))
