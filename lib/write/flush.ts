@@ -34,6 +34,7 @@ import { segmentKey } from '../format/names.js'
 import { MAX_PART, pointerPart } from '../format/pointer.js'
 import type { MapNode } from '../state/block-map.js'
 import type { FileState, Part0Ref } from '../state/file-state.js'
+import { signalAfter } from '../util/signals.js'
 import { isoTime } from '../util/time.js'
 import { growingLeaf, ObjectPlan } from './object-plan.js'
 
@@ -676,20 +677,7 @@ const PART0_DROP_MS = 10_000
  * is not started once the file is aborted (Uploader.upload).
  */
 function answerAwaited(core: FileState): { signal: AbortSignal; done: () => void } {
-  const own = new AbortController()
-  let timer: NodeJS.Timeout | undefined
-  const onAbort = () => {
-    timer = setTimeout(() => own.abort(core.signal.reason), abortWaitMs(core))
-  }
-  if (core.signal.aborted) onAbort()
-  else core.signal.addEventListener('abort', onAbort, { once: true })
-  return {
-    signal: own.signal,
-    done: () => {
-      core.signal.removeEventListener('abort', onAbort)
-      clearTimeout(timer)
-    },
-  }
+  return signalAfter(core.signal, abortWaitMs(core))
 }
 
 /** The errors of aborts that left a checkpoint's publication unknown (putInode). */
