@@ -35,9 +35,11 @@ import {
   type ServerResponse,
 } from 'node:http'
 import type { AddressInfo, Socket } from 'node:net'
+import { after, before, beforeEach } from 'node:test'
 import type { S3Client } from '@aws-sdk/client-s3'
-import { createS3Client } from '../../lib/store/s3.js'
+import { createS3Client, S3Store, type S3StoreOptions } from '../../lib/store/s3.js'
 import { prng } from './containers.js'
+import { s3TestBucket } from './s3-env.js'
 
 export const FAULT_KINDS = [
   'slowdown',
@@ -502,4 +504,39 @@ export function proxiedS3Client(
     idleTimeoutMs: options.idleTimeoutMs ?? 2000,
     connectTimeoutMs: options.connectTimeoutMs ?? 2000,
   })
+}
+
+/**
+ * The fault proxy of one describe block's tests, in front of the test bucket: started before
+ * them (failing there, with the hint, when the S3 server is missing) and handed to
+ * `started`; its rate, injected faults and counts cleared before each test (whatever one
+ * that failed left); closed after them, with the client of every store made by the function
+ * returned: an S3Store on the test bucket under `prefix` whose requests go through the proxy.
+ */
+export function useFaultProxy(
+  options: FaultProxyOptions,
+  started: (proxy: FaultProxy) => void,
+): (prefix: string, storeOptions?: Partial<S3StoreOptions>, idleTimeoutMs?: number) => Promise<S3Store> {
+  let proxy: FaultProxy | undefined
+  const clients: S3Client[] = []
+  before(async () => {
+    await s3TestBucket()
+    proxy = await startFaultProxy(options)
+    started(proxy)
+  })
+  after(async () => {
+    for (const c of clients) c.destroy()
+    await proxy?.close()
+  })
+  beforeEach(() => {
+    proxy?.setRate(0)
+    proxy?.clearInjected()
+    proxy?.resetStats()
+  })
+  return async (prefix, storeOptions = {}, idleTimeoutMs = 2000) => {
+    if (proxy === undefined) throw new Error('useFaultProxy: a store asked for before the proxy started')
+    const client = proxiedS3Client(proxy, { idleTimeoutMs })
+    clients.push(client)
+    return new S3Store({ client, bucket: await s3TestBucket(), prefix, ...storeOptions })
+  }
 }

@@ -7,11 +7,11 @@
  */
 import assert from 'node:assert/strict'
 import { PassThrough } from 'node:stream'
-import { after, before, beforeEach, describe, it } from 'node:test'
+import { describe, it } from 'node:test'
 import { S3Store } from '../../lib/store/s3.js'
 import { readBody } from '../../lib/store/s3-get.js'
-import { type FaultProxy, proxiedS3Client, startFaultProxy } from '../helpers/fault-proxy.js'
-import { s3TestBucket, s3TestStore, uniquePrefix } from '../helpers/s3-env.js'
+import { type FaultProxy, useFaultProxy } from '../helpers/fault-proxy.js'
+import { s3TestStore, uniquePrefix } from '../helpers/s3-env.js'
 
 const MiB = 1024 * 1024
 
@@ -74,18 +74,8 @@ describe('readBody', () => {
 
 describe('S3Store GET bodies on radosgw', () => {
   let proxy: FaultProxy
-  const clients: { destroy(): void }[] = []
-  before(async () => {
-    await s3TestBucket() // without the server: fails here, with the hint
-    proxy = await startFaultProxy({})
-  })
-  after(async () => {
-    for (const c of clients) c.destroy()
-    await proxy?.close()
-  })
-  beforeEach(() => {
-    proxy.setRate(0)
-    proxy.clearInjected()
+  const proxiedStore = useFaultProxy({}, (started) => {
+    proxy = started
   })
 
   it("getChunks ('sdk' path): a ranged body in chunks, exactly the range; get joins them; 'http': 64 KiB pieces", async () => {
@@ -119,9 +109,7 @@ describe('S3Store GET bodies on radosgw', () => {
       const bytes = Buffer.allocUnsafe(4 * MiB)
       for (let i = 0; i < bytes.length; i += 4) bytes.writeUInt32LE(i * 7, i)
       await direct.put('obj', bytes)
-      const client = proxiedS3Client(proxy, { idleTimeoutMs: 2000 })
-      clients.push(client)
-      const store = new S3Store({ client, bucket: await s3TestBucket(), prefix, getPath })
+      const store = await proxiedStore(prefix, { getPath }, 2000)
       const before = proxy.stats().faults[kind] ?? 0
       proxy.inject(kind, (r) => r.op === 'GetObject')
       const chunks = await store.getChunks('obj', { range: { start: MiB, end: 4 * MiB } })

@@ -27,11 +27,11 @@ import assert from 'node:assert/strict'
 import { createHash } from 'node:crypto'
 import { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
-import { after, before, beforeEach, describe, test } from 'node:test'
+import { describe, test } from 'node:test'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import type { Settings } from '../../lib/settings.js'
-import { S3Store, type S3StoreOptions } from '../../lib/store/s3.js'
+import type { S3Store, S3StoreOptions } from '../../lib/store/s3.js'
 import type { ObjectStore } from '../../lib/store/types.js'
 import { createStreamSegmentReadStream } from '../../lib/streams/read-stream.js'
 import { createStreamSegmentWriteStream } from '../../lib/streams/write-stream.js'
@@ -42,12 +42,11 @@ import {
   type FaultStats,
   faultSeed,
   NO_STALL_KINDS,
-  proxiedS3Client,
   rangeLength,
-  startFaultProxy,
+  useFaultProxy,
 } from '../helpers/fault-proxy.js'
 import { fillBlocks } from '../helpers/pattern.js'
-import { s3TestBucket, s3TestStore, uniquePrefix } from '../helpers/s3-env.js'
+import { s3TestStore, uniquePrefix } from '../helpers/s3-env.js'
 
 const MiB = 1024 * 1024
 const BLOCK = 4096
@@ -214,29 +213,13 @@ function byCode(surfaced: readonly Surfaced[]): string {
 describe('S3 through a fault-injecting proxy', () => {
   let proxy: FaultProxy
   const seed = faultSeed()
-  const clients: { destroy(): void }[] = []
-
-  before(async () => {
-    await s3TestBucket() // without the server: fails here, with the hint
-    proxy = await startFaultProxy({ seed })
-  })
-  after(async () => {
-    for (const c of clients) c.destroy()
-    await proxy?.close()
-  })
-  // Whatever a test that failed left behind.
-  beforeEach(() => {
-    proxy.setRate(0)
-    proxy.clearInjected()
+  const proxied = useFaultProxy({ seed }, (started) => {
+    proxy = started
   })
 
   /** An S3Store on the test bucket whose requests go through the proxy. */
-  async function proxiedStore(prefix: string, options: Partial<S3StoreOptions> = {}, idleTimeoutMs = IDLE_TIMEOUT_MS) {
-    const bucket = await s3TestBucket()
-    const client = proxiedS3Client(proxy, { idleTimeoutMs })
-    clients.push(client)
-    return new S3Store({ client, bucket, prefix, ...options })
-  }
+  const proxiedStore = (prefix: string, options: Partial<S3StoreOptions> = {}, idleTimeoutMs = IDLE_TIMEOUT_MS) =>
+    proxied(prefix, options, idleTimeoutMs)
 
   test(`${FAULT_MIB} MiB written in 4 flushes and a write stream, and read back, at a ${FAULT_RATE * 100} % fault rate`, async () => {
     const prefix = uniquePrefix('faults')

@@ -11,25 +11,19 @@ import assert from 'node:assert/strict'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { after, before, beforeEach, describe, test } from 'node:test'
+import { after, describe, test } from 'node:test'
 import { gc } from '../../lib/admin/gc.js'
 import { verifyCheckpoint } from '../../lib/admin/verify.js'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { fileState, SegmentFile } from '../../lib/segment-file.js'
 import type { Settings } from '../../lib/settings.js'
-import { S3Store, type S3StoreOptions } from '../../lib/store/s3.js'
+import type { S3StoreOptions } from '../../lib/store/s3.js'
 import type { ObjectStore } from '../../lib/store/types.js'
 import { type UploadFileOptions, uploadFile } from '../../lib/streams/upload-file.js'
 import type { FlushTiming } from '../../lib/write/flush.js'
-import {
-  type FaultKind,
-  type FaultProxy,
-  proxiedS3Client,
-  type RequestInfo,
-  startFaultProxy,
-} from '../helpers/fault-proxy.js'
+import { type FaultKind, type FaultProxy, type RequestInfo, useFaultProxy } from '../helpers/fault-proxy.js'
 import { interruptedUpload, readBackSha256, sha256, writePatternFile } from '../helpers/resume.js'
-import { s3TestBucket, s3TestStore, uniquePrefix } from '../helpers/s3-env.js'
+import { s3TestStore, uniquePrefix } from '../helpers/s3-env.js'
 
 const MiB = 1024 * 1024
 /** radosgw's smallest piece; a file of four pieces, the last one short. */
@@ -94,6 +88,11 @@ interface Target {
   match: (r: RequestInfo) => boolean
 }
 
+/** A case that threw, as the list of failures says it: its code and message. */
+function failed(what: string, err: unknown): string {
+  return `${what}: ${(err as StreamSegmentError).code ?? ''} ${(err as Error).message}`
+}
+
 const isPart0 = (r: RequestInfo) => /\.0$/.test(r.key)
 const TARGETS: Target[] = [
   { name: 'UploadPart', match: (r) => r.op === 'UploadPart' },
@@ -107,29 +106,15 @@ const KINDS: FaultKind[] = ['slowdown', 'reset', 'lost', 'cut', 'stall', 'stallB
 
 describe('uploadFile on radosgw through a fault proxy', () => {
   let proxy: FaultProxy
-  const clients: { destroy(): void }[] = []
-
-  before(async () => {
-    await s3TestBucket() // without the server: fails here, with the hint
-    proxy = await startFaultProxy({ seed: 7, stallMaxMs: 30_000 })
-  })
-  after(async () => {
-    for (const c of clients) c.destroy()
-    await proxy?.close()
-  })
-  beforeEach(() => {
-    proxy.setRate(0)
-    proxy.clearInjected()
-    proxy.resetStats()
+  const proxiedStore = useFaultProxy({ seed: 7, stallMaxMs: 30_000 }, (started) => {
+    proxy = started
   })
 
   /** A store on the test bucket whose requests go through the proxy, and one that goes direct. */
   async function stores(label: string, options: Partial<S3StoreOptions> = {}) {
     const prefix = uniquePrefix(label)
     const direct = await s3TestStore(prefix)
-    const client = proxiedS3Client(proxy, { idleTimeoutMs: IDLE_TIMEOUT_MS })
-    clients.push(client)
-    const proxied = new S3Store({ client, bucket: direct.bucket, prefix, retryBaseMs: 10, ...options })
+    const proxied = await proxiedStore(prefix, { retryBaseMs: 10, ...options }, IDLE_TIMEOUT_MS)
     return { direct, proxied }
   }
 
@@ -157,7 +142,7 @@ describe('uploadFile on radosgw through a fault proxy', () => {
           const last = progress.seen.at(-1) ?? 0
           if (last < FILE_BYTES) failures.push(`${what}: progress ended at ${last} of ${FILE_BYTES}`)
         } catch (err) {
-          failures.push(`${what}: ${(err as StreamSegmentError).code ?? ''} ${(err as Error).message}`)
+          failures.push(failed(what, err))
         }
         proxy.clearInjected()
       }
@@ -203,7 +188,7 @@ describe('uploadFile on radosgw through a fault proxy', () => {
             await assertPublished(direct, data, again, `${what}, then again`)
           }
         } catch (err) {
-          failures.push(`${what}: ${(err as StreamSegmentError).code ?? ''} ${(err as Error).message}`)
+          failures.push(failed(what, err))
         }
         proxy.clearInjected()
       }
@@ -251,7 +236,7 @@ describe('uploadFile on radosgw through a fault proxy', () => {
         if ((s.byOp.UploadPartCopy ?? 0) < 2) failures.push(`${what}: ${s.byOp.UploadPartCopy ?? 0} part copies`)
         if (t.reusedBytes < PIECE) failures.push(`${what}: reused ${t.reusedBytes}`)
       } catch (err) {
-        failures.push(`${what}: ${(err as StreamSegmentError).code ?? ''} ${(err as Error).message}`)
+        failures.push(failed(what, err))
       }
       proxy.clearInjected()
     }
@@ -277,7 +262,7 @@ describe('uploadFile on radosgw through a fault proxy', () => {
           const open = await openUploads(direct)
           if (open.length > 0) failures.push(`${what}: uploads left open: ${open.join(', ')}`)
         } catch (err) {
-          failures.push(`${what}: ${(err as StreamSegmentError).code ?? ''} ${(err as Error).message}`)
+          failures.push(failed(what, err))
         }
         proxy.clearInjected()
       }
@@ -317,7 +302,7 @@ describe('uploadFile on radosgw through a fault proxy', () => {
         const t = await uploadFile(path, direct, SETTINGS)
         await assertPublished(direct, data, t, `${what}, then again`)
       } catch (err) {
-        failures.push(`${what}: ${(err as StreamSegmentError).code ?? ''} ${(err as Error).message}`)
+        failures.push(failed(what, err))
       } finally {
         clearInterval(stalled)
       }
@@ -361,7 +346,7 @@ describe('uploadFile on radosgw through a fault proxy', () => {
         const open = await openUploads(direct)
         if (open.length > 0) failures.push(`${what}: uploads left open after gc: ${open.join(', ')}`)
       } catch (err) {
-        failures.push(`${what}: ${(err as StreamSegmentError).code ?? ''} ${(err as Error).message}`)
+        failures.push(failed(what, err))
       } finally {
         clearInterval(stalled)
       }

@@ -20,24 +20,17 @@ import assert from 'node:assert/strict'
 import { createHash } from 'node:crypto'
 import { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
-import { after, before, beforeEach, describe, test } from 'node:test'
+import { describe, test } from 'node:test'
 import { verifyCheckpoint } from '../../lib/admin/verify.js'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { fileState, SegmentFile } from '../../lib/segment-file.js'
 import type { Settings } from '../../lib/settings.js'
-import { S3Store, type S3StoreOptions } from '../../lib/store/s3.js'
+import type { S3Store, S3StoreOptions } from '../../lib/store/s3.js'
 import { createStreamSegmentWriteStream, type StreamSegmentWriteStream } from '../../lib/streams/write-stream.js'
 import { within } from '../helpers/containers.js'
-import {
-  type FaultKind,
-  type FaultProxy,
-  faultSeed,
-  proxiedS3Client,
-  type RequestInfo,
-  startFaultProxy,
-} from '../helpers/fault-proxy.js'
+import { type FaultKind, type FaultProxy, faultSeed, type RequestInfo, useFaultProxy } from '../helpers/fault-proxy.js'
 import { fillBlocks } from '../helpers/pattern.js'
-import { s3TestBucket, s3TestStore, uniquePrefix } from '../helpers/s3-env.js'
+import { s3TestStore, uniquePrefix } from '../helpers/s3-env.js'
 
 const MiB = 1024 * 1024
 const CHUNK = MiB
@@ -151,20 +144,8 @@ function resources(): Map<string, number> {
 
 describe('the write stream on S3 through the fault proxy', () => {
   let proxy: FaultProxy
-  const clients: { destroy(): void }[] = []
-
-  before(async () => {
-    await s3TestBucket()
-    proxy = await startFaultProxy({ seed: faultSeed() })
-  })
-  after(async () => {
-    for (const c of clients) c.destroy()
-    await proxy?.close()
-  })
-  beforeEach(() => {
-    proxy.setRate(0)
-    proxy.clearInjected()
-    proxy.resetStats()
+  const proxied = useFaultProxy({ seed: faultSeed() }, (started) => {
+    proxy = started
   })
 
   /** Every request carrying a segment object's bytes refused with a 503 (the open's reads pass). */
@@ -173,11 +154,8 @@ describe('the write stream on S3 through the fault proxy', () => {
     for (let i = 0; i < 10_000; i++) proxy.inject('slowdown', segmentBody)
   }
 
-  async function proxiedStore(prefix: string, options: Partial<S3StoreOptions> = {}): Promise<S3Store> {
-    const client = proxiedS3Client(proxy, { idleTimeoutMs: IDLE_TIMEOUT_MS })
-    clients.push(client)
-    return new S3Store({ client, bucket: await s3TestBucket(), prefix, ...options })
-  }
+  const proxiedStore = (prefix: string, options: Partial<S3StoreOptions> = {}) =>
+    proxied(prefix, options, IDLE_TIMEOUT_MS)
 
   /** A container with a first checkpoint of 6 MiB (seed 1), written directly. */
   async function withCheckpoint(label: string): Promise<{ prefix: string; direct: S3Store; first: string }> {
