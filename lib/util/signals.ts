@@ -36,12 +36,14 @@ export function signalWithin(
  * A signal that fires `ms` after `parent` does (after it already has: `ms` from now), with
  * its reason: for the request that makes a write visible, whose answer an abort waits for,
  * cut only when the store does not give it in time. `done()` lets go of `parent` and the timer.
+ * The timer is not unref'd: a store with nothing of its own to keep the process alive (the
+ * memory store) would otherwise let it exit while the answer is waited for.
  */
 export function signalAfter(parent: AbortSignal | undefined, ms: number): { signal: AbortSignal; done: () => void } {
   const own = new AbortController()
   let timer: NodeJS.Timeout | undefined
   const onAbort = () => {
-    timer = setTimeout(() => own.abort(parent?.reason), ms).unref()
+    timer = setTimeout(() => own.abort(parent?.reason), ms)
   }
   if (parent?.aborted === true) onAbort()
   else parent?.addEventListener('abort', onAbort, { once: true })
