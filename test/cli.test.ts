@@ -285,6 +285,12 @@ describe('commands on a directory store', () => {
     assert.equal(out.flushTiming.cno, 2)
     assert.ok(out.flushTiming.objects > 1, `${out.flushTiming.objects} objects`)
     assert.ok(typeof out.flushTiming.streamSentBytes === 'number')
+    // An empty stdin into a container that holds nothing: the second put changes nothing and says so.
+    const empty = join(dir, 'empty')
+    assert.match(run(['put', '-', empty], { input: '' }).text, /^committed checkpoint 1 of /)
+    const same = run(['put', '-', empty], { input: '' })
+    assert.equal(same.status, 0, same.stderr)
+    assert.match(same.text, /^checkpoint 1 of .*empty unchanged: 0 B by value in [\d.]+ s .*, 0 objects\n/)
     const again = JSON.parse(run(['put', input, url, '--json']).text)
     assert.equal(again.by, 'reference')
     assert.equal(again.bytes, data.length)

@@ -201,8 +201,14 @@ function report(out: Out, json: boolean, url: string, r: PutResult, seconds: num
     out.write(jsonLine({ url, by, bytes, seconds, flushTiming: t }))
     return
   }
+  // A flush that changed nothing publishes nothing (no object, not even part 0): the
+  // container's checkpoint already holds these bytes, and saying "committed" would claim a new one.
+  const what =
+    t.objects === 0
+      ? `checkpoint ${t.cno} of ${printable(url)} unchanged`
+      : `committed checkpoint ${t.cno} of ${printable(url)}`
   out.write(
-    `committed checkpoint ${t.cno} of ${printable(url)}: ${formatBytes(bytes)} by ${by} in ${seconds.toFixed(2)} s ` +
+    `${what}: ${formatBytes(bytes)} by ${by} in ${seconds.toFixed(2)} s ` +
       `(${formatBytes(bytes / seconds)}/s), ${count(t.objects, 'object')}\n` +
       `flush: ${t.totalMs.toFixed(1)} ms (data ${t.dataMs.toFixed(1)}, part 0 ${t.part0Ms.toFixed(1)}, inode ${t.inodeMs.toFixed(1)}), ` +
       `${count(t.conflicts, 'conflict')}\n` +
