@@ -222,6 +222,22 @@ export function checkPartList(key: string, parts: readonly CompletedPart[]): voi
     if (i > 0 && p.partNumber <= (parts[i - 1] as CompletedPart).partNumber) {
       throw StreamSegmentError.invalidArgument(`${key}: parts must be in increasing order (part ${p.partNumber})`)
     }
+    checkPartEtag(key, p)
+  }
+}
+
+/**
+ * A part to complete must carry the ETag its upload was answered with, quoted or not (as S3
+ * takes it): ERR_INVALID_ARGUMENT naming it otherwise. On S3 a part without one would go to
+ * the server as `<ETag>""</ETag>`, a malformed Complete refused as it is (or one server's
+ * idea of a match).
+ */
+function checkPartEtag(key: string, part: CompletedPart): void {
+  const e = typeof part.etag === 'string' ? unquoteEtag(part.etag) : ''
+  if (!ETAG_CHARS.test(e)) {
+    throw StreamSegmentError.invalidArgument(
+      `completeMultipart ${key}: part ${part.partNumber} has etag ${typeof part.etag === 'string' ? describeEtag(part.etag) : describeValue(part.etag)}, no entity tag (the ETag uploadPart gave)`,
+    )
   }
 }
 

@@ -86,6 +86,7 @@ import {
   putMetadata,
   resolveRange,
   throwIfAborted,
+  unquoteEtag,
 } from './common.js'
 import type {
   Body,
@@ -529,7 +530,7 @@ export class DirectoryStore implements ObjectStore {
       for (const p of sorted) {
         const path = join(upload.dir, String(p.partNumber))
         const st = await fs.stat(path).catch(() => undefined)
-        if (st === undefined || legacyEtag(st) !== p.etag) {
+        if (st === undefined || legacyEtag(st) !== unquoteEtag(p.etag)) {
           throw StreamSegmentError.invalidArgument(`${key}: part ${p.partNumber} with etag ${p.etag} was not uploaded`)
         }
         paths.push(path)

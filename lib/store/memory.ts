@@ -30,6 +30,7 @@ import {
   putMetadata,
   resolveRange,
   throwIfAborted,
+  unquoteEtag,
 } from './common.js'
 import type {
   Body,
@@ -256,7 +257,7 @@ export class MemoryStore implements ObjectStore {
     checkPartList(key, sorted)
     const bodies = sorted.map((p) => {
       const stored = upload.parts.get(p.partNumber)
-      if (stored === undefined || stored.etag !== p.etag) {
+      if (stored === undefined || stored.etag !== unquoteEtag(p.etag)) {
         throw StreamSegmentError.invalidArgument(`${key}: part ${p.partNumber} with etag ${p.etag} was not uploaded`)
       }
       return stored.body

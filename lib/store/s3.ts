@@ -97,16 +97,6 @@ const MAX_EMPTY_PAGES = 100
 /** How long releasing a claim's placeholder may take, retries included (see #releasePlaceholder). */
 const PLACEHOLDER_RELEASE_MS = 10_000
 
-/** A part to complete must carry the ETag its upload was answered with: ERR_INVALID_ARGUMENT naming it otherwise. */
-function checkPartEtag(key: string, part: CompletedPart): void {
-  const e = typeof part.etag === 'string' ? unquoteEtag(part.etag) : ''
-  if (!ETAG_CHARS.test(e)) {
-    throw StreamSegmentError.invalidArgument(
-      `completeMultipart ${key}: part ${part.partNumber} has etag ${typeof part.etag === 'string' ? describeEtag(part.etag) : describeValue(part.etag)}, no entity tag (the ETag uploadPart gave)`,
-    )
-  }
-}
-
 /**
  * The ETag S3 (and radosgw) gives the object a multipart upload of `parts` completes: the
  * MD5 of their MD5s, then `-` and their count; undefined when a part's ETag is no MD5
@@ -772,9 +762,6 @@ export class S3Store implements ObjectStore {
     checkKey(key, this.prefix)
     const sorted = [...parts].sort((a, b) => a.partNumber - b.partNumber)
     checkPartList(key, sorted)
-    // A part without its ETag would go to the server as `<ETag>""</ETag>`, a malformed
-    // Complete refused as it is (or one server's idea of a match): the caller's error.
-    for (const p of sorted) checkPartEtag(key, p)
     const crcs = this.checksums ? await this.#crcsOf(key, uploadId, sorted, signal) : undefined
     const command = new this.#sdk.CompleteMultipartUploadCommand({
       Bucket: this.bucket,
