@@ -294,6 +294,31 @@ export function prefixFault(prefix: string): string | undefined {
   return undefined
 }
 
+/**
+ * A listing's `prefix` (and `startAfter`, when given): strings, and well-formed UTF-16, as
+ * keys are. A lone surrogate has no UTF-8 form: the local stores would match it as U+FFFD
+ * (a `startAfter` so skipping every key) where S3 fails the request; so every store
+ * refuses it, ERR_INVALID_ARGUMENT naming `what` (the call), before listing anything.
+ */
+export function checkListArguments(what: string, prefix: unknown, startAfter?: unknown): void {
+  for (const [name, value] of [
+    ['prefix', prefix],
+    ['startAfter', startAfter],
+  ] as const) {
+    if (value === undefined && name === 'startAfter') continue
+    if (typeof value !== 'string') {
+      throw StreamSegmentError.invalidArgument(`${what}: ${name} must be a string, got ${describeValue(value)}`)
+    }
+    const lone = /\p{Surrogate}/u.exec(value)?.[0]
+    if (lone !== undefined) {
+      const code = (lone.codePointAt(0) as number).toString(16).toUpperCase()
+      throw StreamSegmentError.invalidArgument(
+        `${what}: ${name} ${quoteKey(value)} has a lone surrogate (U+${code}), which has no UTF-8 form`,
+      )
+    }
+  }
+}
+
 function keyFault(key: string, prefix: string): string | undefined {
   if (key.length === 0) return 'empty'
   const lone = /\p{Surrogate}/u.exec(key)?.[0]

@@ -76,6 +76,7 @@ import {
   checkCopyRange,
   checkIfMatch,
   checkKey,
+  checkListArguments,
   checkMetadata,
   checkPartList,
   checkPartNumber,
@@ -295,6 +296,7 @@ export class DirectoryStore implements ObjectStore {
   }
 
   async *list(prefix = '', options?: ListOptions): AsyncIterable<ListEntry> {
+    checkListArguments('list', prefix, options?.startAfter)
     const files: Array<{ key: string; path: string }> = []
     try {
       await this.walk(this.root, '', { prefix, after: options?.startAfter }, files, options?.signal)
@@ -609,6 +611,7 @@ export class DirectoryStore implements ObjectStore {
   }
 
   async *listMultipart(prefix = '', options?: RequestOptions): AsyncIterable<MultipartUpload> {
+    checkListArguments('listMultipart', prefix)
     const dir = join(this.root, UPLOADS)
     const open: MultipartUpload[] = []
     try {

@@ -19,6 +19,7 @@ import {
   checkCopyRange,
   checkIfMatch,
   checkKey,
+  checkListArguments,
   checkMetadata,
   checkPartList,
   checkPartNumber,
@@ -132,6 +133,7 @@ export class MemoryStore implements ObjectStore {
   }
 
   async *list(prefix = '', options?: ListOptions): AsyncIterable<ListEntry> {
+    checkListArguments('list', prefix, options?.startAfter)
     // S3's order: the keys' UTF-8 bytes (UTF-16 code units sort U+E000..U+FFFF after the
     // characters above U+FFFF).
     const after = options?.startAfter === undefined ? undefined : Buffer.from(options.startAfter)
@@ -283,6 +285,7 @@ export class MemoryStore implements ObjectStore {
   }
 
   async *listMultipart(prefix = '', options?: RequestOptions): AsyncIterable<MultipartUpload> {
+    checkListArguments('listMultipart', prefix)
     const open = [...this.bucket.uploads].filter(([, u]) => u.key.startsWith(prefix))
     open.sort(([a, x], [b, y]) => compareKeys(x.key, y.key) || (a < b ? -1 : 1))
     for (const [uploadId, u] of open) {

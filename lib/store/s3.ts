@@ -51,6 +51,7 @@ import {
   checkConditions,
   checkIfMatch,
   checkKey,
+  checkListArguments,
   checkMetadataValues,
   checkPartList,
   checkPartNumber,
@@ -459,6 +460,7 @@ export class S3Store implements ObjectStore {
   }
 
   async *list(prefix = '', options: ListOptions = {}): AsyncIterable<ListEntry> {
+    checkListArguments('list', prefix, options?.startAfter)
     const { signal, startAfter } = options
     if (!this.unorderedListing) {
       yield* this.#listed(prefix, startAfter, true, signal)
@@ -845,6 +847,7 @@ export class S3Store implements ObjectStore {
   }
 
   async *listMultipart(prefix = '', options: RequestOptions = {}): AsyncIterable<MultipartUpload> {
+    checkListArguments('listMultipart', prefix)
     const { signal } = options
     const pages = new Pages('ListMultipartUploads', this.#where(prefix))
     let keyMarker: string | undefined

@@ -451,7 +451,7 @@ export function runStoreConformance(
       assert.deepEqual(await collect(s.list()), [])
     })
 
-    it('refuses keys that are not well-formed UTF-16: a lone surrogate would name another key', async () => {
+    it('refuses keys and listing prefixes that are not well-formed UTF-16: a lone surrogate would name another key', async () => {
       const s = await make()
       for (const k of ['seg\uD800', 'seg\uDC00x', '\uDE00\uD83D', 'dir\uD83D/x']) {
         await rejectsCode(s.put(k, Buffer.from('x')), 'ERR_INVALID_ARGUMENT')
@@ -460,6 +460,27 @@ export function runStoreConformance(
       await s.put('seg\u{1F600}', Buffer.from('pair'))
       assert.deepEqual((await collect(s.list('seg'))).map((e) => e.key).sort(), ['seg\uFFFD', 'seg\u{1F600}'].sort())
       assert.equal(Buffer.from(await s.get('seg\uFFFD')).toString(), 'replacement')
+      // Nor a listing's prefix or startAfter, which would match U+FFFD (or skip every key) here and fail on S3.
+      await rejectsCode(
+        collect(s.list('seg\uD800')),
+        'ERR_INVALID_ARGUMENT',
+        /list: prefix .* lone surrogate \(U\+D800\)/,
+      )
+      await rejectsCode(
+        collect(s.list('', { startAfter: 'a\uDC00' })),
+        'ERR_INVALID_ARGUMENT',
+        /list: startAfter .* lone surrogate \(U\+DC00\)/,
+      )
+      await rejectsCode(
+        collect(s.listMultipart('\uD83Dx')),
+        'ERR_INVALID_ARGUMENT',
+        /listMultipart: prefix .* lone surrogate/,
+      )
+      await rejectsCode(
+        collect(s.list(7 as unknown as string)),
+        'ERR_INVALID_ARGUMENT',
+        /list: prefix must be a string/,
+      )
     })
 
     it('lists in the order of the UTF-8 bytes of the keys, as S3 does, and takes up after any of them', async () => {
