@@ -16,17 +16,19 @@
  */
 import { containerFormat, readInode, sameInode } from '../container/inode.js'
 import { type ContainerListing, listContainer } from '../container/listing.js'
+import { nodeLocation } from '../container/nodes.js'
 import { readObjectHeader } from '../container/object-header.js'
 import { StreamSegmentError } from '../errors.js'
 import type { Header } from '../format/header.js'
 import type { Inode } from '../format/inode.js'
 import { INODE_KEY, segmentKey } from '../format/names.js'
 import type { BlockMapNode } from '../format/node.js'
+import { pointerPart } from '../format/pointer.js'
 import { checkCallOptions, checkCno } from '../settings.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
-import { isUnreadable, type Problem, toProblem, walkMap } from './map-walk.js'
+import { isUnreadable, type NodePlace, type Problem, toProblem, walkMap } from './map-walk.js'
 
 export interface CheckpointEntry {
   cno: number
@@ -206,36 +208,92 @@ function markRollForward(
 /**
  * Sets each checkpoint's `uniqueBytes`: the bytes of the objects only its block map
  * reaches (its part 0 among them). A map that cannot be walked whole leaves its entry at
- * −1, but what it did reach still counts against the others'.
+ * −1, but what it did reach still counts against the others'. Checkpoints share most of
+ * their maps, so each map is walked only where no map before it was (WalkShare.seen), and
+ * a subtree passed over is marked once as shared: whatever it reaches is no map's alone.
+ * Walking every map whole instead costs checkpoints × map entries, minutes for a long
+ * history of a large file. Returns the nodes walked (for tests).
  */
-async function countUniqueBytes(
+export async function countUniqueBytes(
   store: ObjectStore,
   listing: ContainerListing,
   checkpoints: readonly CheckpointEntry[],
   inodes: ReadonlyMap<number, Inode>,
   signal: AbortSignal | undefined,
-): Promise<void> {
-  /** The objects each whole map reaches, and how many maps reach each object. */
+): Promise<number> {
+  /** The objects each whole map reaches through the nodes it walked, and how many maps reach each so. */
   const reaches = new Map<number, Set<string>>()
   const reachedBy = new Map<string, number>()
   /** Checkpoints share most nodes: each is fetched once for all the walks. */
   const nodes = new Map<string, BlockMapNode>()
+  const seen = new Map<string, NodePlace>()
+  const shared = new SharedSubtrees(nodes)
+  let walked = 0
   // The maps one after the other, so that each walk finds in memory the nodes the ones
   // before it fetched.
   for (const entry of checkpoints) {
     const inode = inodes.get(entry.cno)
     if (inode === undefined) continue
     const problems: Problem[] = []
-    const keys = new Set((await walkMap(store, inode, problems, signal, { nodes })).reached.keys())
+    let whole = true
+    const onCovered = (hi: number, lo: number, level: number) => {
+      if (!shared.mark(hi, lo, level)) whole = false
+    }
+    const walk = await walkMap(store, inode, problems, signal, { nodes, seen, onCovered })
+    walked += walk.nodes
+    const keys = new Set(walk.reached.keys())
     keys.add(segmentKey(entry.cno, 0))
     for (const k of keys) reachedBy.set(k, (reachedBy.get(k) ?? 0) + 1)
-    if (problems.length === 0) reaches.set(entry.cno, keys)
+    if (problems.length === 0 && whole) reaches.set(entry.cno, keys)
   }
   for (const entry of checkpoints) {
     const keys = reaches.get(entry.cno)
     if (keys === undefined) continue
     entry.uniqueBytes = 0
-    for (const k of keys) if (reachedBy.get(k) === 1) entry.uniqueBytes += listing.sizes.get(k) ?? 0
+    for (const k of keys) {
+      if (reachedBy.get(k) === 1 && !shared.objects.has(k)) entry.uniqueBytes += listing.sizes.get(k) ?? 0
+    }
+  }
+  return walked
+}
+
+/**
+ * Subtrees that more than one map reaches, each marked once from the nodes in memory: the
+ * objects they reach (`objects`) are no map's alone. A subtree is whole when every node
+ * under it was decoded at its level: one that failed its checks was a problem of the walk
+ * that first reached it, and the maps that pass over it cannot be walked whole either.
+ */
+class SharedSubtrees {
+  readonly objects = new Set<string>()
+  /** Whether the subtree under each node marked is whole. */
+  private readonly whole = new Map<string, boolean>()
+
+  constructor(private readonly nodes: ReadonlyMap<string, BlockMapNode>) {}
+
+  /** Marks the subtree under the node at (hi, lo), reached at `level`; says whether it is whole. */
+  mark(hi: number, lo: number, level: number): boolean {
+    const id = `${hi}:${lo}`
+    const known = this.whole.get(id)
+    if (known !== undefined) return known
+    this.objects.add(nodeLocation(hi, lo).key)
+    const n = this.nodes.get(id)
+    // Levels go down by one at each step, so this ends even on a map with a cycle.
+    let whole = n !== undefined && n.level === level
+    this.whole.set(id, whole)
+    if (n === undefined || !whole) return false
+    let last = ''
+    for (let i = 0; i < n.count; i++) {
+      const h = n.ptrHi[i] as number
+      const l = n.ptrLo[i] as number
+      if (level > 0) {
+        if (!this.mark(h, l, level - 1)) whole = false
+      } else if (h !== 0 || l !== 0) {
+        const key = segmentKey(h, pointerPart(l))
+        if (key !== last) this.objects.add((last = key))
+      }
+    }
+    this.whole.set(id, whole)
+    return whole
   }
 }
 

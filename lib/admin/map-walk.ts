@@ -138,6 +138,11 @@ export interface WalkShare {
    * walked below (that subtree was published, and checked, before).
    */
   newerThan?: number
+  /**
+   * Told each node pointer passed over as covered by an earlier walk (`seen`), with the
+   * level it was reached at: its subtree is reached by this walk too, though not walked.
+   */
+  onCovered?: (hi: number, lo: number, level: number) => void
 }
 
 /** The checks decodeNode makes against the parent's entry, for a node decoded earlier. */
@@ -331,6 +336,7 @@ class MapWalker {
         before.minKey >= place.minKey &&
         before.upper <= place.upper
       ) {
+        this.share.onCovered?.(hi, lo, place.level)
         return
       }
       // First reached, or reached elsewhere than before: walked (again), so checked here.

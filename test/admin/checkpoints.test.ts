@@ -7,9 +7,13 @@
 import assert from 'node:assert/strict'
 import { before, describe, it } from 'node:test'
 import { inspectCheckpoint, listCheckpoints, verifyCheckpoint } from '../../lib/admin/index.js'
+import { countUniqueBytes } from '../../lib/admin/list.js'
 import { walkMap } from '../../lib/admin/map-walk.js'
+import { listContainer } from '../../lib/container/listing.js'
 import { readObjectHeader } from '../../lib/container/object-header.js'
 import { StreamSegmentError } from '../../lib/errors.js'
+import type { Inode } from '../../lib/format/inode.js'
+import { segmentKey } from '../../lib/format/names.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import { buildContainer, copyStore } from '../helpers/containers.js'
@@ -209,5 +213,52 @@ describe('listCheckpoints and shared nodes', () => {
     assert.ok(shared < alone.count('get'), `${shared} GETs listing, ${alone.count('get')} walking one by one`)
     // The newest checkpoint's part 0 (its new root and path) is its alone.
     assert.ok((list.checkpoints.at(-1)?.uniqueBytes ?? 0) > 0)
+  })
+
+  it('walks each node once, not once per checkpoint that shares it, and counts what each map reaches alone', async () => {
+    // A deep map (4 entries a node) and a history of one-block changes: each checkpoint
+    // adds a leaf and its path, and shares every other node with the one before.
+    const store = new MemoryStore()
+    const f = await SegmentFile.create(store, smallSettings)
+    await f.write(0, pattern(0, 200 * 4096, 1))
+    await f.flush()
+    for (let i = 1; i <= 24; i++) {
+      const at = ((i * 37) % 200) * 4096
+      await f.write(at, pattern(at, 4096, i + 1))
+      await f.flush()
+    }
+    await f.close()
+    const list = await listCheckpoints(store)
+    assert.equal(list.checkpoints.length, 25)
+    const listing = await listContainer(store)
+    const inodes = new Map<number, Inode>()
+    for (const c of list.checkpoints) inodes.set(c.cno, (await readObjectHeader(store, c.cno, 0)).header.inode)
+    // Every node stored is a meta block of some object: walking each once walks no more.
+    let stored = 0
+    for (const key of listing.sizes.keys()) {
+      const [cno, part] = key.split('.').map(Number) as [number, number]
+      stored += (await readObjectHeader(store, cno, part)).header.metaCount
+    }
+    const entries = list.checkpoints.map((c) => ({ ...c, uniqueBytes: -1 }))
+    const walked = await countUniqueBytes(store, listing, entries, inodes, undefined)
+    assert.ok(walked <= stored, `${walked} nodes walked for ${entries.length} checkpoints, ${stored} stored`)
+    // The bytes each reaches alone, as when every map is walked whole on its own.
+    const reached = new Map<number, Set<string>>()
+    const by = new Map<string, number>()
+    for (const c of list.checkpoints) {
+      const keys = new Set((await walkMap(store, inodes.get(c.cno) as Inode, [])).reached.keys())
+      keys.add(segmentKey(c.cno, 0))
+      reached.set(c.cno, keys)
+      for (const k of keys) by.set(k, (by.get(k) ?? 0) + 1)
+    }
+    for (const c of entries) {
+      let alone = 0
+      for (const k of reached.get(c.cno) ?? []) if (by.get(k) === 1) alone += listing.sizes.get(k) ?? 0
+      assert.equal(c.uniqueBytes, alone, `checkpoint ${c.cno}`)
+    }
+    assert.deepEqual(
+      list.checkpoints.map((c) => c.uniqueBytes),
+      entries.map((c) => c.uniqueBytes),
+    )
   })
 })
