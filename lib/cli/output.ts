@@ -54,7 +54,14 @@ export function jsonLine(value: unknown): string {
 /** Rows as columns, every cell printable. */
 export function table(rows: Array<Array<string | number>>, right: boolean[]): string {
   const cells = rows.map((r) => r.map((c) => printable(String(c))))
-  const widths = cells[0]?.map((_, j) => Math.max(...cells.map((r) => (r[j] ?? '').length))) ?? []
+  // A loop, not Math.max(...column): spread over a column of some 120,000 rows (ls of a
+  // long history, inspect of a checkpoint of that many objects) overflows the stack.
+  const widths = (cells[0] ?? []).map(() => 0)
+  for (const r of cells) {
+    r.forEach((c, j) => {
+      widths[j] = Math.max(widths[j] ?? 0, c.length)
+    })
+  }
   return cells
     .map((r) =>
       r
