@@ -287,21 +287,43 @@ function bodyLength(body: unknown): number | undefined {
   return undefined
 }
 
+/** The `onabort` handlers signalOf set on a polyfill's signal, each with the handler it wraps. */
+const wrapped = new WeakMap<object, unknown>()
+/** Those of uploads that have ended: taken out of the chain once on top of it. */
+const ended = new WeakSet<object>()
+
 /**
- * The signal the upload listens to: the controller's own, or for the polyfill (no
- * addEventListener) one its `onabort` aborts, as lib-storage listens through `onabort`.
+ * The signal the upload listens to while `done()` runs: the controller's own, or for the
+ * polyfill (no addEventListener) one its `onabort` aborts, as lib-storage listens through
+ * `onabort`, calling the handler it had too. `release()` lets the polyfill go: a handler
+ * no other wraps since is put back at once, one wrapped by another upload's once that one
+ * lets go. A controller shared by many uploads (a server's shutdown) would otherwise hold
+ * a handler, and the upload's controller, per upload it ever served.
  */
-function signalOf(controller: AbortController | LibStorageAbortController): AbortSignal {
+function signalOf(controller: AbortController | LibStorageAbortController): {
+  signal: AbortSignal
+  release: () => void
+} {
   const signal = controller.signal
-  if (isSignal(signal)) return signal
+  if (isSignal(signal)) return { signal, release: () => {} }
   const own = new AbortController()
   const before = signal.onabort
-  signal.onabort = function (this: unknown, ...args: unknown[]) {
-    own.abort()
+  const onabort = function (this: unknown, ...args: unknown[]) {
+    if (!ended.has(onabort)) own.abort()
     if (typeof before === 'function') return before.apply(this, args)
   }
+  wrapped.set(onabort, before)
+  signal.onabort = onabort
   if (signal.aborted) own.abort()
-  return own.signal
+  const release = () => {
+    ended.add(onabort)
+    let top = signal.onabort
+    while (typeof top === 'function' && ended.has(top)) {
+      top = wrapped.get(top)
+      signal.onabort = top
+    }
+  }
+  return { signal: own.signal, release }
 }
 
 function isWebStream(body: unknown): body is WebReadableStream<Uint8Array> {
@@ -445,7 +467,6 @@ export class Upload extends EventEmitter {
   readonly store: ObjectStore
   private readonly settings: Partial<Settings>
   private readonly abortController: AbortController | LibStorageAbortController
-  private readonly signal: AbortSignal
   private readonly total: number | undefined
   /** lib-storage's part size: a Body of unknown size no larger goes in one PutObject, whose event has the total. */
   private readonly partBytes: number
@@ -521,7 +542,6 @@ export class Upload extends EventEmitter {
     this.params = params
     this.settings = s
     this.abortController = abortController ?? new AbortController()
-    this.signal = signalOf(this.abortController)
     checkBody(given.params.Body)
     this.total = params.ContentLength ?? bodyLength(params.Body)
     this.partBytes = partSize ? part : MIN_PART_SIZE
@@ -545,7 +565,16 @@ export class Upload extends EventEmitter {
   async done(): Promise<UploadResult> {
     if (this.sent) throw invalid('done() was called already: make a new Upload')
     this.sent = true
-    const signal = this.signal
+    const heard = signalOf(this.abortController)
+    try {
+      return await this.send(heard.signal)
+    } finally {
+      heard.release()
+    }
+  }
+
+  /** done()'s upload, which `signal` aborts. */
+  private async send(signal: AbortSignal): Promise<UploadResult> {
     if (signal.aborted) {
       // As lib-storage's, whose readers stop at the abort and so destroy a stream Body: a
       // file's read stream is not left holding its descriptor.

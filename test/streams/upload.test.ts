@@ -272,6 +272,24 @@ describe('Upload: abortController, as lib-storage takes it', () => {
       (err) => StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT') && /abortController/.test(err.message),
     )
   })
+
+  it('one polyfill shared by 200 uploads, some at once, holds its own handler again once they are done', async () => {
+    const controller = new PolyfillController()
+    let theirs = 0
+    const handler = () => theirs++
+    controller.signal.onabort = handler
+    const done = (Body: string) => {
+      const u = new Upload({ client, params: { Bucket: 'b', Key: 'k', Body }, abortController: controller })
+      Object.defineProperty(u, 'store', { value: new MemoryStore() })
+      return u.done()
+    }
+    for (let i = 0; i < 100; i++) await done(`upload ${i}`)
+    // Two at a time: the second one's handler wraps the first one's, whichever ends first.
+    for (let i = 0; i < 50; i++) await Promise.all([done('x'.repeat(64 * 1024)), done('y')])
+    assert.equal(controller.signal.onabort, handler, "the caller's handler, not one wrapping it per upload served")
+    controller.abort()
+    assert.equal(theirs, 1)
+  })
 })
 
 describe("Upload: 'httpUploadProgress' totals, as lib-storage's", () => {
