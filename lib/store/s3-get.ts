@@ -365,8 +365,16 @@ export class Pool {
     const list = this.idle.get(c.key)
     const i = list?.indexOf(c) ?? -1
     if (i >= 0) list?.splice(i, 1)
-    this.open.set(c.key, (this.open.get(c.key) ?? 1) - 1)
+    const left = (this.open.get(c.key) ?? 1) - 1
+    this.open.set(c.key, left)
     this.waiting.get(c.key)?.shift()?.()
+    if (left > 0 || (this.waiting.get(c.key)?.length ?? 0) > 0) return
+    // Its origin's last socket, and no GET waits for one: the origin's entries go. A client
+    // that reads from many buckets (each its own host, virtual-hosted) would otherwise keep
+    // them for every bucket it ever read, for as long as it lives.
+    this.open.delete(c.key)
+    this.idle.delete(c.key)
+    this.waiting.delete(c.key)
   }
 }
 

@@ -16,7 +16,7 @@ import { createServer as createHttpsServer, Agent as HttpsAgent } from 'node:htt
 import { createServer, type Server, type Socket } from 'node:net'
 import { after, describe, test } from 'node:test'
 import { createS3Client, S3Store } from '../../lib/store/s3.js'
-import { Pool, transportOf } from '../../lib/store/s3-get.js'
+import { type BodyBytes, httpGet, Pool, transportOf } from '../../lib/store/s3-get.js'
 import { FIXTURES_DIR } from '../fixtures/make-fixtures.js'
 import { rejectsCode } from '../helpers/assert.js'
 import { testS3Store } from '../helpers/fake-s3.js'
@@ -526,6 +526,31 @@ describe('lean GETs against a scripted server', () => {
     await rejectsCode(untrusting.put('k', Buffer.from('x')), 'ERR_STORE', /certificate was refused/)
     assert.equal(untrusting.retries, 0)
   })
+})
+
+test('a pool that reached 20 origins keeps nothing of them once their sockets have closed', async () => {
+  const pool = new Pool(4, 4, {})
+  const t = { pool, connectTimeoutMs: 5000, idleTimeoutMs: 5000 }
+  const servers = await Promise.all(Array.from({ length: 20 }, () => rawServer(honest)))
+  for (const s of servers) {
+    const request = {
+      protocol: 'http:',
+      hostname: '127.0.0.1',
+      port: s.port,
+      method: 'GET',
+      path: '/bucket/k',
+      headers: { host: `127.0.0.1:${s.port}`, range: 'bytes=0-9' },
+    }
+    const answer = await httpGet(request, t, new AbortController().signal, 'k')
+    assert.deepEqual(Buffer.concat((answer.body as BodyBytes).pieces), BODY.subarray(0, 10))
+  }
+  assert.equal(Object.keys(pool.sockets()).length, 20, 'one kept socket per origin')
+  for (const s of servers) await s.close() // each server ends its side: the pool's sockets close
+  while (Object.values(pool.sockets()).some((n) => n > 0)) await new Promise((resolve) => setTimeout(resolve, 5))
+  const maps = pool as unknown as { idle: Map<string, unknown>; waiting: Map<string, unknown> }
+  assert.deepEqual(pool.sockets(), {}, 'no entry per origin gone')
+  assert.equal(maps.idle.size, 0)
+  assert.equal(maps.waiting.size, 0)
 })
 
 test('a waiting GET aborted just after it was woken passes the socket on to the next one', async () => {
