@@ -163,8 +163,14 @@ export class ObjectReads {
   private withData: ObjectState[] = []
   private withMeta: ObjectState[] = []
   private summaryBytes = 0
-  /** The most data slots of a summary read (and checked): sizes the suffix read of an object not seen yet. */
-  private typicalSlots = 1024
+  /**
+   * The most data slots of a summary read (and checked): sizes the suffix read of an object
+   * not seen yet. It starts at a default-sized object's (16 MiB of 4 KiB blocks): a handle
+   * whose first summaries are small part 0s (a history of small checkpoints) would else
+   * read the summary of each larger object it meets twice, a suffix too short and then the
+   * exact range. A suffix of 73 KiB costs a request about what one of 18 KiB does.
+   */
+  private typicalSlots = 4096
   private readonly parted: boolean
   private readonly summaryCacheBytes: number
   private readonly signal: () => AbortSignal

@@ -304,6 +304,50 @@ describe('cold reads', () => {
     await g.close()
   })
 
+  it("a history of small checkpoints: a cold read gets an older, larger object's summary in one GET", async () => {
+    // A 64 MiB file in default-sized objects, then one-block checkpoints: the first
+    // summaries a fresh handle reads are small part 0s, and a read under a leaf a later
+    // checkpoint wrote again meets an object of thousands of slots none of whose own
+    // leaves it walked (no meta block of it known: a suffix read). Its summary comes with
+    // that suffix read, not after it; the read costs at most 4 requests: the part 0s of
+    // the index and of the leaf, the data, its summary.
+    const inner = new MemoryStore()
+    const f = await SegmentFile.create(inner, {})
+    const want = pattern(0, 64 * MiB, 7)
+    await f.write(0, want)
+    await f.flush()
+    for (let i = 0; i < 50; i++) {
+      const at = ((i * 7919) % 16384) * 4096
+      const b = pattern(at, 4096, 8 + i)
+      b.copy(want, at)
+      await f.write(at, b)
+      await f.flush()
+    }
+    await f.close()
+    const { store, log } = logging(inner)
+    const counts: number[] = []
+    let suffixes = 0
+    for (let r = 0; r < 16; r++) {
+      const at = ((r * 104729) % 16384) * 4096
+      const g = await SegmentFile.open(store, { readOnly: true })
+      const from = log.length
+      const got = await g.read(at, 4096)
+      assert.ok(Buffer.from(got).equals(want.subarray(at, at + 4096)), `bytes at ${at}`)
+      const gets = log.slice(from)
+      counts.push(gets.length)
+      // The checkpoint-1 data object read: its data GET and one summary read.
+      const old = gets.filter((x) => {
+        const k = parseKey(x.key)
+        return k?.kind === 'segment' && k.cno === 1 && k.part !== 0
+      })
+      if (old.some((x) => x.start === -1)) suffixes++
+      assert.ok(old.length <= 2, `read at ${at}: ${old.length} GETs of the old object: ${JSON.stringify(old)}`)
+      await g.close()
+    }
+    assert.ok(suffixes > 0, 'some reads met an object by a suffix read')
+    assert.ok(Math.max(...counts) <= 4, `requests per cold read: ${counts.join(' ')}`)
+  })
+
   it('a sequential read starts its first data GET before the map under the rest is walked', async () => {
     const inner = new MemoryStore()
     const size = 64 * MiB
