@@ -7,21 +7,14 @@
  * or mixed checkpoint reads as one (`checkContent`).
  */
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
 import { promises as fs } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
-import { fileURLToPath } from 'node:url'
-import { gc, listCheckpoints, verifyCheckpoint } from '../../lib/admin/index.js'
-import { readObjectHeader } from '../../lib/container/object-header.js'
-import { SegmentFile } from '../../lib/segment-file.js'
+import { gc, listCheckpoints } from '../../lib/admin/index.js'
 import { DirectoryStore } from '../../lib/store/directory.js'
 import { runNode } from '../helpers/child.js'
-import { bin, quietEnv } from '../helpers/cli.js'
-import { BLOCK, BLOCKS, checkContent, roundOf } from '../helpers/multiproc-file.js'
-
-const CHILD = fileURLToPath(new URL('../helpers/multiproc-child.js', import.meta.url))
+import { CHILD, child, type Line, readChecked, seed, twoPuts, twoWriters, verifyClean } from '../helpers/multiproc.js'
 
 const roots: string[] = []
 after(() => Promise.all(roots.map((d) => fs.rm(d, { recursive: true, force: true }))))
@@ -32,146 +25,26 @@ async function newRoot(): Promise<string> {
   return root
 }
 
-type Line = Record<string, unknown>
-
-/** Runs a child to its end; its JSON lines. */
-async function child(...args: string[]): Promise<Line[]> {
-  const { lines } = await runNode(CHILD, args)
-  return lines.filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Line)
-}
-
-/** The published checkpoint's bytes and the round that wrote it; asserts they are whole. */
-async function readChecked(store: DirectoryStore, cno?: number): Promise<{ cno: number; round: string }> {
-  const f = await SegmentFile.open(store, { readOnly: true, ...(cno === undefined ? {} : { cno }) })
-  try {
-    const bytes = await f.read(0, BLOCK * BLOCKS)
-    assert.equal(checkContent(bytes), undefined, `checkpoint ${f.cno}`)
-    return { cno: f.cno, round: roundOf(bytes.subarray(0, BLOCK)) }
-  } finally {
-    await f.close()
-  }
-}
-
-/** The published checkpoints, newest first: the inode's, then each part 0's base. */
-async function publishedChain(store: DirectoryStore): Promise<number[]> {
-  const chain: number[] = []
-  for (let cno = (await listCheckpoints(store)).published; cno > 0; ) {
-    chain.push(cno)
-    cno = (await readObjectHeader(store, cno, 0)).header.baseInode.cno
-  }
-  return chain
-}
-
-async function verifyClean(store: DirectoryStore, cno?: number): Promise<void> {
-  const report = await verifyCheckpoint(store, cno === undefined ? {} : { cno })
-  assert.deepEqual(report.problems, [], `verify of checkpoint ${report.cno}`)
-}
-
 /** A container holding one checkpoint of the children's file. */
 async function seeded(): Promise<{ root: string; store: DirectoryStore }> {
   const root = await newRoot()
-  const [first] = await child('writer', root, '9', '1', 'fail')
-  assert.equal(first?.cno, 1, JSON.stringify(first))
+  await seed(root)
   return { root, store: new DirectoryStore(root) }
 }
 
 describe('directory store: two writer processes on one container', () => {
-  for (const policy of ['fail', 'retry']) {
+  for (const policy of ['fail', 'retry'] as const) {
     it(`conflictPolicy ${policy}, 12 rounds each: each checkpoint number is one round's, whole; only ERR_CONFLICT fails`, async () => {
       const { store, root } = await seeded()
-      const results = (await Promise.all([0, 1].map((id) => child('writer', root, String(id), '12', policy)))).flat()
-      assert.equal(results.length, 24)
-      assert.deepEqual(
-        results.filter((r) => r.error !== undefined && r.error !== 'ERR_CONFLICT'),
-        [],
-        'only conflicts fail a round',
-      )
-      if (policy === 'retry')
-        assert.deepEqual(
-          results.filter((r) => r.error !== undefined),
-          [],
-          'retry publishes every round',
-        )
-      const won = results.filter((r) => r.cno !== undefined)
-      const cnos = won.map((r) => r.cno as number)
-      assert.equal(new Set(cnos).size, cnos.length, `a checkpoint number reported twice: ${cnos}`)
-      // Every round reported published is in the published history, under its number, whole.
-      const chain = await publishedChain(store)
-      for (const r of won) {
-        assert.ok(chain.includes(r.cno as number), `round ${r.id}/${r.round}: checkpoint ${r.cno} not in ${chain}`)
-        assert.equal((await readChecked(store, r.cno as number)).round, `w${r.id}r${r.round}`)
-      }
-      // And a round told ERR_CONFLICT published nothing.
-      const rounds = new Set<string>()
-      for (const cno of chain) rounds.add((await readChecked(store, cno)).round)
-      for (const r of results.filter((x) => x.error !== undefined)) {
-        assert.ok(!rounds.has(`w${r.id}r${r.round}`), `round ${r.id}/${r.round} failed yet was published`)
-      }
-      await verifyClean(store)
-      console.log(
-        `# ${won.length} rounds published, ${results.length - won.length} conflicts, ${chain.length} in the history`,
-      )
+      console.log(`# ${await twoWriters(root, store, policy, 12)}`)
     })
   }
 
   it('two `put` processes at once, 4 times, with --conflict-policy fail and by default', async () => {
     const { store, root } = await seeded()
-    const dir = await newRoot()
-    const inputs: Buffer[] = []
-    for (const n of [0, 1]) {
-      const b = Buffer.alloc(BLOCK * BLOCKS + 100 * n, `put ${n};`)
-      await fs.writeFile(join(dir, `in${n}`), b)
-      inputs.push(b)
-    }
-    for (const extra of [['--conflict-policy', 'fail'], []]) {
-      for (let pass = 0; pass < 2; pass++) {
-        const runs = await Promise.all([0, 1].map((n) => put(join(dir, `in${n}`), root, extra)))
-        const codes = runs.map((r) => r.code)
-        if (extra.length === 0) assert.deepEqual(codes, [0, 0], runs.map((r) => r.stderr).join('\n'))
-        else {
-          assert.ok(codes.includes(0), `no put won: ${runs.map((r) => r.stderr)}`)
-          for (const r of runs) {
-            assert.ok(r.code === 0 || r.code === 6, `put exited ${r.code}: ${r.stderr}`)
-            if (r.code === 6) assert.match(r.stderr, /ERR_CONFLICT/)
-          }
-        }
-        const won = runs.filter((r) => r.code === 0).map((r) => r.cno)
-        assert.equal(new Set(won).size, won.length, `both puts told checkpoint ${won[0]}`)
-        for (const [n, r] of runs.entries()) {
-          if (r.code !== 0) continue
-          const f = await SegmentFile.open(store, { readOnly: true, cno: r.cno })
-          const got = Buffer.from(await f.read(0, f.size + 1))
-          await f.close()
-          assert.ok(got.equals(inputs[n] as Buffer), `checkpoint ${r.cno} is not put ${n}'s input`)
-        }
-        await verifyClean(store)
-      }
-    }
+    await twoPuts(root, store, await newRoot(), 2)
   })
 })
-
-/** `stream-segment put <file> <root> --json …`: its exit code, stderr and the checkpoint it reports. */
-function put(file: string, root: string, extra: string[]): Promise<{ code: number; stderr: string; cno: number }> {
-  return new Promise((resolve, reject) => {
-    const p = spawn(process.execPath, [bin, 'put', file, root, '--json', ...extra], {
-      env: quietEnv(),
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
-    let out = ''
-    let err = ''
-    p.stdout.on('data', (d) => {
-      out += d
-    })
-    p.stderr.on('data', (d) => {
-      err += d
-    })
-    p.on('error', reject)
-    p.on('close', (code) => {
-      const cno = code === 0 ? (JSON.parse(out) as { flushTiming: { cno: number } }).flushTiming.cno : 0
-      resolve({ code: code ?? -1, stderr: err, cno })
-    })
-  })
-}
 
 /** The names in one of the store's own folders (none when it is missing). */
 async function namesIn(root: string, folder: string): Promise<string[]> {

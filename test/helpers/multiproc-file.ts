@@ -5,6 +5,7 @@
  * and over (`blockBytes`). So a torn or mixed checkpoint tells from its bytes alone
  * (`checkContent`).
  */
+import type { ObjectStore } from '../../lib/store/types.js'
 import { smallSettings } from './small-settings.js'
 
 export const BLOCK = 4096
@@ -12,6 +13,15 @@ export const BLOCK = 4096
 export const BLOCKS = 48
 /** Small nodes and objects: a round sends several objects ahead before its part 0. */
 export const SETTINGS = smallSettings
+
+/**
+ * SETTINGS for `store`: on one that takes no multipart piece under some size (S3: 5 MiB),
+ * pieces that large, so that the small objects go up in one PutObject each.
+ */
+export function settingsFor(store: ObjectStore): typeof SETTINGS {
+  const min = store.minPartBytes ?? 0
+  return min > (SETTINGS.segmentMpuChunkSize ?? 0) ? { ...SETTINGS, segmentMpuChunkSize: min } : SETTINGS
+}
 
 /** Block `i` as round `tag` writes it. */
 export function blockBytes(tag: string, i: number): Buffer {
