@@ -105,8 +105,9 @@ describe('S3: a writer process killed with SIGKILL', () => {
     assert.deepEqual([again.deletedObjects, again.abortedUploads], [0, 0], 'left over by the killed writer')
   }
 
+  // (Killed with its part 0 stored, before the inode write, is the directory store's test:
+  // no S3 request is in flight then.)
   const stops = {
-    part0: 'its part 0 stored, before the inode write',
     inode: 'its inode write sent, the answer not awaited',
     landed: 'its inode written, before it was told',
   }
@@ -120,7 +121,6 @@ describe('S3: a writer process killed with SIGKILL', () => {
       })
       assert.ok(killed)
       const published = (await listCheckpoints(store)).published
-      if (stop === 'part0') assert.equal(published, 1)
       if (stop === 'landed') assert.equal(published, 2)
       await afterTheKill(url, store, lines, 'c5')
     })
