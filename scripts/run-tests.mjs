@@ -41,6 +41,7 @@ const SLOW_FIRST = [
   'store/s3-conformance.test.js',
   'cli.test.js',
   'streams/resume-s3.test.js',
+  'container/multiproc-s3.test.js',
 ]
 const rank = (f) => {
   const i = SLOW_FIRST.findIndex((name) => f.endsWith(`/test/${name}`))
