@@ -184,8 +184,9 @@ async function readSummary(store: ObjectStore, key: string, h: Header, signal?: 
  * One object of the checkpoint: its size and what the map reaches in it, from the listing
  * and the walk; its header and live and dead slots, read. A header or summary that fails
  * its checks is the report's `error`, and a problem of the checkpoint (once per object).
+ * Exported for the tests.
  */
-async function inspectObject(
+export async function inspectObject(
   store: ObjectStore,
   inode: Inode,
   key: string,
