@@ -128,10 +128,11 @@ export async function inspectCheckpoint(
   const { inode } = resolved
   const published = await checkPublished(store, listing, inode, options.cno, problems, signal)
   const walk = await walkMap(store, inode, problems, signal)
+  const walked = problemsByObject(problems)
   const limiter = new Limiter(8)
   const objects = await Promise.all(
     objectKeys(listing, inode.cno, walk).map((key) =>
-      limiter.run(() => inspectObject(store, inode, key, { listing, walk, problems }, signal)),
+      limiter.run(() => inspectObject(store, inode, key, { listing, walk, problems, walked }, signal)),
     ),
   )
   return {
@@ -154,6 +155,19 @@ export async function inspectCheckpoint(
     objects,
     problems,
   }
+}
+
+/** A problem's object (the key its `where` starts with) and message, as one string. */
+function objectProblem(key: string, message: string): string {
+  return `${key}\n${message}`
+}
+
+/**
+ * The problems found so far, by object and message: each object's check looks its own up
+ * here, not through every problem (objects × problems on a map damaged throughout).
+ */
+function problemsByObject(problems: readonly Problem[]): Set<string> {
+  return new Set(problems.map((p) => objectProblem(p.where.split(' ')[0] as string, p.message)))
 }
 
 /** The report on a checkpoint whose entry cannot be read: its problem, and nothing else known. */
@@ -183,17 +197,17 @@ async function readSummary(store: ObjectStore, key: string, h: Header, signal?: 
 /**
  * One object of the checkpoint: its size and what the map reaches in it, from the listing
  * and the walk; its header and live and dead slots, read. A header or summary that fails
- * its checks is the report's `error`, and a problem of the checkpoint (once per object).
- * Exported for the tests.
+ * its checks is the report's `error`, and a problem of the checkpoint (once per object:
+ * not when `walked`, the problems found before the objects, holds it). Exported for the tests.
  */
 export async function inspectObject(
   store: ObjectStore,
   inode: Inode,
   key: string,
-  found: { listing: ContainerListing; walk: MapWalk; problems: Problem[] },
+  found: { listing: ContainerListing; walk: MapWalk; problems: Problem[]; walked: ReadonlySet<string> },
   signal: AbortSignal | undefined,
 ): Promise<ObjectReport> {
-  const { listing, walk, problems } = found
+  const { listing, walk, problems, walked } = found
   const k = parseKey(key) as { cno: number; part: number }
   const reached = walk.reached.get(key)
   const size = listing.sizes.get(key) ?? -1
@@ -238,7 +252,8 @@ export async function inspectObject(
       inodeCno: h.inode.cno,
       inodeSize: h.inode.size,
     }
-    problems.push(...nodePointerProblems(`${store.url}/${key}`, key, objectLayout(h, h), reached))
+    // One by one, not push(...): a hostile map may point at an object from a million entries.
+    for (const p of nodePointerProblems(`${store.url}/${key}`, key, objectLayout(h, h), reached)) problems.push(p)
     const s = await readSummary(store, key, h, signal)
     let live = 0
     for (let i = 0; i < s.count; i++) live += s.live[i] as number
@@ -248,7 +263,7 @@ export async function inspectObject(
     const problem = toProblem(err, 'header', key)
     report.error = problem.message
     // A problem of the report, as the walk's are (once per object: the walk may have met it).
-    if (!problems.some((p) => p.where.split(' ')[0] === key && p.message === problem.message)) problems.push(problem)
+    if (!walked.has(objectProblem(key, problem.message))) problems.push(problem)
   }
   return report
 }
