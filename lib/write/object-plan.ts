@@ -301,7 +301,10 @@ export class ObjectPlan {
         done()
         throw err
       }
-      chunks.push(...sliceChunks(data.chunks, at - (dataOffset + first * bs), end - (dataOffset + first * bs)))
+      // One by one, not push(...): blocks in no two neighbouring slots are a view each,
+      // and an object may hold hundreds of thousands.
+      const from = dataOffset + first * bs
+      for (const c of sliceChunks(data.chunks, at - from, end - from)) chunks.push(c)
       const release = done
       done = () => {
         data.done()
