@@ -564,8 +564,10 @@ export class Reader {
       const read: NodeRef[] = []
       for (const refs of byObject.values()) {
         if (!refs.some((r) => r.needed)) continue
-        read.push(...refs)
-        fetches.push(...this.fetchNodes(refs, level, want))
+        // One by one, not push(...): a level may point into one object from as many entries
+        // as the window has blocks, beyond what a call's arguments may hold.
+        for (const r of refs) read.push(r)
+        for (const f of this.fetchNodes(refs, level, want)) fetches.push(f)
       }
       if (guess && level === 1) this.guessData(byObject, from, to)
       const done = this.noteReading(read, fetches)
