@@ -59,7 +59,7 @@ import { type StoreLocation, storeAt } from '../store/open.js'
 import type { MultipartUpload, ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
 import { showValue } from '../util/typed-arrays.js'
-import { isUnreadable, type NodePlace, type Problem, walkMap } from './map-walk.js'
+import { isUnreadable, type MapToWalk, type NodePlace, type Problem, walkMaps } from './map-walk.js'
 
 const log = debug('stream-segment:gc')
 const HOUR_MS = 3_600_000
@@ -457,7 +457,9 @@ async function keptHeaders(
  * so a roll-forward just now keeps b. Once s is superseded in turn, its part 0's time is
  * all the store keeps.) The chain is walked back from the published checkpoint while that
  * time is within `graceMs`: part 0s are older and older down the chain (each was written
- * after its base was published), so the first old one ends it. Complete checkpoints never published are not in the chain: no writer
+ * after its base was published), so the first old one ends it; the part 0s it may read
+ * are read beforehand, a bounded number at a time (basesWithinGrace), so a long chain
+ * costs a few round trips, not one a link. Complete checkpoints never published are not in the chain: no writer
  * opened on them. A part 0 read here that fails its checks ends the walk (logged): the
  * checkpoint it names is kept all the same, from the inode its successor names.
  */
@@ -472,6 +474,7 @@ async function supersededLately(
   format: number | undefined,
   signal: AbortSignal | undefined,
 ): Promise<Map<number, Inode>> {
+  const bases = await basesWithinGrace(store, listing, published, headers, complete, graceMs, now, format, signal)
   const lately = new Map<number, Inode>()
   let s = published
   while (s > 0) {
@@ -480,22 +483,18 @@ async function supersededLately(
     const inodeAt = listing.inodeModifiedMs
     if (at !== undefined && s === published && inodeAt !== undefined) at = Math.max(at, inodeAt)
     if (at === undefined || now - at >= graceMs) break // what s replaced was superseded before the grace period
-    let base = headers.get(s)?.baseInode
-    if (base === undefined) {
-      try {
-        const size = listing.sizes.get(key)
-        base = (await readObjectHeader(store, s, 0, { format, size, signal })).header.baseInode
-      } catch (err) {
-        // A part 0 gone or damaged ends the walk; a failing store stops the cleaner.
-        if (!isUnreadable(err)) throw err
-        log(
-          '%s: checkpoint %d: its part 0 cannot be read (%s); older ones are not kept as superseded lately',
-          store.url,
-          s,
-          err.message,
-        )
-        break
-      }
+    const base = headers.get(s)?.baseInode ?? bases.get(s)
+    if (base === undefined) throw StreamSegmentError.internal(`gc: checkpoint ${s}'s part 0 was not read`)
+    if ('failed' in base) {
+      // A part 0 gone or damaged ends the walk; a failing store stops the cleaner.
+      if (!isUnreadable(base.failed)) throw base.failed
+      log(
+        '%s: checkpoint %d: its part 0 cannot be read (%s); older ones are not kept as superseded lately',
+        store.url,
+        s,
+        base.failed.message,
+      )
+      break
     }
     // The first checkpoint's base is the NULL inode (cno 0); a base whose part 0 an earlier
     // run deleted was dropped then, and the older ones with it.
@@ -507,9 +506,50 @@ async function supersededLately(
 }
 
 /**
+ * The bases named by the part 0s supersededLately may walk through, read a bounded number
+ * at a time rather than one link after another: those of the complete checkpoints up to
+ * the published one whose part 0 the listing dates within the grace period (every link
+ * the walk reads is one), but for those already read. A part 0 that cannot be read is
+ * its error, which matters only if the walk reaches it.
+ */
+async function basesWithinGrace(
+  store: ObjectStore,
+  listing: ContainerListing,
+  published: number,
+  headers: ReadonlyMap<number, PartZero>,
+  complete: ReadonlyMap<number, unknown>,
+  graceMs: number,
+  now: number,
+  format: number | undefined,
+  signal: AbortSignal | undefined,
+): Promise<Map<number, Inode | { failed: unknown }>> {
+  const recent = (cno: number) => {
+    const at = listing.modified.get(segmentKey(cno, 0))
+    return at !== undefined && now - at < graceMs
+  }
+  const cnos = [...complete.keys()].filter((c) => c <= published && !headers.has(c) && recent(c))
+  const bases = new Map<number, Inode | { failed: unknown }>()
+  const limiter = new Limiter(8)
+  await Promise.all(
+    cnos.map((cno) =>
+      limiter.run(async () => {
+        const size = listing.sizes.get(segmentKey(cno, 0))
+        try {
+          bases.set(cno, (await readObjectHeader(store, cno, 0, { format, size, signal })).header.baseInode)
+        } catch (err) {
+          bases.set(cno, { failed: err })
+        }
+      }),
+    ),
+  )
+  return bases
+}
+
+/**
  * The complete checkpoints above the published one whose part 0 was built on the published
  * inode, with their inodes: those a writer opening the container would roll forward to. A
  * part 0 that cannot be read is not one (a writer checks it before it rolls forward).
+ * They are read a bounded number at a time, not one after another.
  */
 async function rollForwardCandidates(
   store: ObjectStore,
@@ -519,17 +559,27 @@ async function rollForwardCandidates(
   format: number | undefined,
   signal: AbortSignal | undefined,
 ): Promise<Map<number, Inode>> {
+  const limiter = new Limiter(8)
+  const above = [...complete.keys()].filter((c) => c > published.cno).sort((a, b) => a - b)
+  const found = await Promise.all(
+    above.map((cno) =>
+      limiter.run(async (): Promise<Inode | undefined> => {
+        const key = segmentKey(cno, 0)
+        try {
+          const { header } = await readObjectHeader(store, cno, 0, { format, size: listing.sizes.get(key), signal })
+          return sameInode(header.baseInode, published) ? header.inode : undefined
+        } catch (err) {
+          if (!isUnreadable(err)) throw err
+          log('%s: checkpoint %d above the published one cannot be read (%s): not kept', store.url, cno, err.message)
+          return undefined
+        }
+      }),
+    ),
+  )
   const out = new Map<number, Inode>()
-  for (const cno of [...complete.keys()].filter((c) => c > published.cno).sort((a, b) => a - b)) {
-    const key = segmentKey(cno, 0)
-    try {
-      const { header } = await readObjectHeader(store, cno, 0, { format, size: listing.sizes.get(key), signal })
-      if (sameInode(header.baseInode, published)) out.set(cno, header.inode)
-    } catch (err) {
-      if (!isUnreadable(err)) throw err
-      log('%s: checkpoint %d above the published one cannot be read (%s): not kept', store.url, cno, err.message)
-    }
-  }
+  found.forEach((inode, i) => {
+    if (inode !== undefined) out.set(above[i] as number, inode)
+  })
   return out
 }
 
@@ -555,33 +605,41 @@ async function mark(
   // Those kept by a rule first, so every node they reach is walked and checked for them
   // (a node missing for a checkpoint kept only as superseded lately would be in `seen`).
   const newestFirst = [...retained].sort((a, b) => b - a)
-  const order = [...newestFirst.filter((c) => !onlyLately(c)), ...newestFirst.filter(onlyLately)]
-  for (const cno of order) {
-    live.add(segmentKey(cno, 0))
+  // The maps of each group walked together, a level at a time across them (walkMaps), so
+  // a remote store is waited for about once per level, not once per level per map.
+  for (const group of [newestFirst.filter((c) => !onlyLately(c)), newestFirst.filter(onlyLately)]) {
     // Kept only as superseded lately (or for a roll-forward): a map or data objects an
     // earlier run with a shorter grace period left incomplete do not stop the cleaner;
     // what it reaches stays (a later walk may have passed over a subtree because this one
     // covered it), the checkpoint is broken.
-    const own: Problem[] = onlyLately(cno) ? [] : problems
-    const walk = await walkMap(store, inodeOf(cno), own, signal, { seen })
-    for (const key of walk.reached.keys()) live.add(key)
-    if (own !== problems) {
-      // Its nodes may all be there and a data object gone all the same.
-      const gone = [...walk.reached.keys()].filter((key) => !listed(key))
-      if (own.length > 0 || gone.length > 0) {
-        broken.add(cno)
-        log(
-          '%s: checkpoint %d, kept only as superseded lately or for a roll-forward, is incomplete: dropped, what it reaches kept (%d problems, first: %s; %d objects it reaches not listed, first: %s)',
-          store.url,
-          cno,
-          own.length,
-          own[0]?.message,
-          gone.length,
-          gone[0],
-        )
+    const maps: MapToWalk[] = group.map((cno) => ({ inode: inodeOf(cno), problems: [] }))
+    await walkMaps(store, maps, signal, { seen }, (i, walk) => {
+      const cno = group[i] as number
+      const own = (maps[i] as MapToWalk).problems
+      live.add(segmentKey(cno, 0))
+      for (const key of walk.reached.keys()) live.add(key)
+      if (onlyLately(cno)) {
+        // Its nodes may all be there and a data object gone all the same.
+        const gone = [...walk.reached.keys()].filter((key) => !listed(key))
+        if (own.length > 0 || gone.length > 0) {
+          broken.add(cno)
+          log(
+            '%s: checkpoint %d, kept only as superseded lately or for a roll-forward, is incomplete: dropped, what it reaches kept (%d problems, first: %s; %d objects it reaches not listed, first: %s)',
+            store.url,
+            cno,
+            own.length,
+            own[0]?.message,
+            gone.length,
+            gone[0],
+          )
+        }
       }
+      onWalked()
+    })
+    // Those kept by a rule stop the cleaner, their problems told map by map, newest first.
+    for (const [i, cno] of group.entries()) {
+      if (!onlyLately(cno)) for (const p of (maps[i] as MapToWalk).problems) problems.push(p)
     }
-    onWalked()
   }
   if (problems.length > 0) {
     throw StreamSegmentError.corrupt(

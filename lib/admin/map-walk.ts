@@ -170,8 +170,40 @@ export async function walkMap(
   signal?: AbortSignal,
   share: WalkShare = {},
 ): Promise<MapWalk> {
-  const walker = new MapWalker(store, inode, problems, signal, share)
-  let level: Entries[] = [
+  let walk: MapWalk | undefined
+  await walkMaps(store, [{ inode, problems }], signal, share, (_, w) => {
+    walk = w
+  })
+  return walk as MapWalk
+}
+
+/** One of the maps walkMaps walks: its inode, and where its problems go. */
+export interface MapToWalk {
+  inode: Inode
+  problems: Problem[]
+}
+
+/**
+ * Walks several maps together, as walkMap walks each: a level at a time across all of
+ * them, the highest first, their nodes fetched a bounded number at a time in all, so a
+ * remote store is waited for about once per level rather than once per level per map.
+ * At each level the maps take their node pointers in the order given, as walking them
+ * one after another would: a node two of them reach at the same level (`share.seen`) is
+ * walked for the first. `onWalked` is told each map's walk as it ends, and is the only
+ * one left holding it (a walk of a big map holds every pointer it reached).
+ */
+export async function walkMaps(
+  store: ObjectStore,
+  maps: readonly MapToWalk[],
+  signal: AbortSignal | undefined,
+  share: WalkShare,
+  onWalked: (index: number, walk: MapWalk) => void,
+): Promise<void> {
+  const limiter = new Limiter(8)
+  const walkers: Array<MapWalker | undefined> = maps.map(
+    (m) => new MapWalker(store, m.inode, m.problems, signal, share, limiter),
+  )
+  let levels: Entries[][] = maps.map(({ inode }) => [
     {
       level: inode.rootLevel,
       keys: inode.rootKeys,
@@ -181,9 +213,29 @@ export async function walkMap(
       // A checkpoint maps no block at or past its size: a key there is corrupt.
       upper: Math.ceil(inode.size / 2 ** inode.dataShift),
     },
-  ]
-  while (level.length > 0) level = await walker.visit(level)
-  const { walk } = walker
+  ])
+  for (;;) {
+    // A loop, not Math.max(...): thousands of maps would be as many arguments.
+    const top = levels.reduce((t, l) => Math.max(t, l[0]?.level ?? -1), -1)
+    if (top < 0) break
+    // Each visit takes its level's node pointers before it first waits, so started in
+    // order, the maps take them in order.
+    const next = await Promise.all(
+      levels.map((l, i) => (l[0]?.level === top ? (walkers[i] as MapWalker).visit(l) : undefined)),
+    )
+    levels = levels.map((l, i) => next[i] ?? l)
+    next.forEach((n, i) => {
+      if (n?.length !== 0) return
+      const walk = finish(walkers[i] as MapWalker)
+      walkers[i] = undefined
+      onWalked(i, walk)
+    })
+  }
+}
+
+/** A map walked: each object of nodes found gone becomes one problem. */
+function finish(walker: MapWalker): MapWalk {
+  const { walk, store, inode, problems } = walker
   for (const [key, nodes] of [...walk.missing].sort(([a], [b]) => (a < b ? -1 : 1))) {
     problems.push({
       code: 'ERR_NOT_FOUND',
@@ -226,17 +278,18 @@ interface Entries {
 /** One walk: what it found so far, and the fetching and checking of one level's nodes. */
 class MapWalker {
   readonly walk: MapWalk
-  private readonly limiter = new Limiter(8)
   private readonly mbs: number
   /** The object the last data pointer reached (cno and part): a leaf's pointers mostly share one. */
   private lastData: { cno: number; part: number; reached: Reached } | undefined
 
   constructor(
-    private readonly store: ObjectStore,
-    private readonly inode: Inode,
-    private readonly problems: Problem[],
+    readonly store: ObjectStore,
+    readonly inode: Inode,
+    readonly problems: Problem[],
     private readonly signal: AbortSignal | undefined,
     private readonly share: WalkShare,
+    /** Bounds the fetches in flight, of this walk and those walked with it. */
+    private readonly limiter: Limiter,
   ) {
     this.mbs = 2 ** inode.metaShift
     this.walk = {
