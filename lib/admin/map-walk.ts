@@ -402,6 +402,7 @@ class MapWalker {
         checkPlace(known, place, hi, this.inode.cno, `${this.store.url}/${where}`)
       } catch (err) {
         this.problems.push(toProblem(err, 'node', where))
+        this.unsee(hi, lo, place)
         return
       }
       this.take(known, upper, next)
@@ -427,6 +428,7 @@ class MapWalker {
         const { missing } = this.walk
         missing.set(key, (missing.get(key) ?? 0) + span.refs.length)
       }
+      for (const r of span.refs) this.unsee(r.hi, r.lo, r)
       return
     }
     for (const r of span.refs) {
@@ -448,7 +450,30 @@ class MapWalker {
         this.take(n, r.upper, next)
       } catch (err) {
         problems.push(toProblem(err, 'node', r.where))
+        this.unsee(r.hi, r.lo, r)
       }
+    }
+  }
+
+  /**
+   * A node this walk claimed in `seen` (at `place`) and could not take: it failed its checks
+   * there, or its bytes could not be read. The claim goes, so that a later walk reaching it
+   * does not pass over it as covered: reached elsewhere (a wider key range, where it may
+   * pass) it is walked for that map, and reached alike it fails for that map too, which is
+   * then told broken as well. Kept, a later map would reach nothing under it, and gc could
+   * delete what only that map reaches.
+   */
+  private unsee(hi: number, lo: number, place: NodePlace): void {
+    const { seen } = this.share
+    const id = `${hi}:${lo}`
+    const claimed = seen?.get(id)
+    if (
+      claimed !== undefined &&
+      claimed.level === place.level &&
+      claimed.minKey === place.minKey &&
+      claimed.upper === place.upper
+    ) {
+      seen?.delete(id)
     }
   }
 }
