@@ -260,8 +260,9 @@ export async function countUniqueBytes(
 /**
  * Subtrees that more than one map reaches, each marked once from the nodes in memory: the
  * objects they reach (`objects`) are no map's alone. A subtree is whole when every node
- * under it was decoded at its level: one that failed its checks was a problem of the walk
- * that first reached it, and the maps that pass over it cannot be walked whole either.
+ * under it is in memory at its level; a node that failed its checks is not passed over
+ * (the walk that met it gave up its claim in `seen`, so the next map walks it itself), and
+ * one missing below leaves the maps that pass over the subtree not walked whole.
  */
 class SharedSubtrees {
   readonly objects = new Set<string>()
