@@ -610,18 +610,22 @@ async function mark(
   for (const group of [newestFirst.filter((c) => !onlyLately(c)), newestFirst.filter(onlyLately)]) {
     // Kept only as superseded lately (or for a roll-forward): a map or data objects an
     // earlier run with a shorter grace period left incomplete do not stop the cleaner;
-    // what it reaches stays (a later walk may have passed over a subtree because this one
-    // covered it), the checkpoint is broken.
+    // what it reaches stays, the checkpoint is broken. The claims in `seen` on what failed
+    // (a node, or a leaf pointing into an object gone) go back (walkMaps), so that every
+    // other map walks for itself what it reaches through them, and finds that too.
     const maps: MapToWalk[] = group.map((cno) => ({ inode: inodeOf(cno), problems: [] }))
-    await walkMaps(store, maps, signal, { seen }, (i, walk) => {
+    const gone = (key: string) => !listed(key)
+    await walkMaps(store, maps, signal, { seen, gone }, (i, walk, again) => {
       const cno = group[i] as number
       const own = (maps[i] as MapToWalk).problems
       live.add(segmentKey(cno, 0))
       for (const key of walk.reached.keys()) live.add(key)
+      if (!again) onWalked()
       if (onlyLately(cno)) {
         // Its nodes may all be there and a data object gone all the same.
-        const gone = [...walk.reached.keys()].filter((key) => !listed(key))
-        if (own.length > 0 || gone.length > 0) {
+        const lost = [...walk.reached.keys()].filter(gone)
+        // Told once, though a map may be walked again (walkMaps).
+        if ((own.length > 0 || lost.length > 0) && !broken.has(cno)) {
           broken.add(cno)
           log(
             '%s: checkpoint %d, kept only as superseded lately or for a roll-forward, is incomplete: dropped, what it reaches kept (%d problems, first: %s; %d objects it reaches not listed, first: %s)',
@@ -629,12 +633,11 @@ async function mark(
             cno,
             own.length,
             own[0]?.message,
-            gone.length,
-            gone[0],
+            lost.length,
+            lost[0],
           )
         }
       }
-      onWalked()
     })
     // Those kept by a rule stop the cleaner, their problems told map by map, newest first.
     for (const [i, cno] of group.entries()) {

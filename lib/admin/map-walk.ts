@@ -28,6 +28,31 @@ interface Ref {
   where: string
   /** Checked against its parent's entry, not walked below (a node not newer than `newerThan`). */
   checkOnly: boolean
+  /** This walk's claim on it in `share.seen`, if any. */
+  claim?: Claim
+  /** The claim on the node whose entry points at it, if any. */
+  parent?: Claim
+}
+
+/**
+ * A walk's claim in `share.seen` on the subtree under one node: that the subtree was walked
+ * whole, as long as it is not given back.
+ */
+interface Claim extends NodePlace {
+  id: string
+  /** The claim on the node whose entry reached this one (none for the inode's root). */
+  parent?: Claim
+  /** The map whose walk made it. */
+  by: MapToWalk
+}
+
+/** A node pointer a walk passed over on an earlier claim, at the pointer's own place. */
+interface PassedOver extends NodePlace {
+  hi: number
+  lo: number
+  claim: NodePlace
+  /** The claim on the node whose entry it is, if any. */
+  parent?: Claim
 }
 
 export interface Reached {
@@ -143,6 +168,12 @@ export interface WalkShare {
    * level it was reached at: its subtree is reached by this walk too, though not walked.
    */
   onCovered?: (hi: number, lo: number, level: number) => void
+  /**
+   * Objects known to be gone (a listing does not hold them). A leaf with a data pointer
+   * into one is no problem of the walk, but its subtree is not whole: the claims on it
+   * and on the nodes above it are given back, as for a node that fails (walkMaps).
+   */
+  gone?: (key: string) => boolean
 }
 
 /** The checks decodeNode makes against the parent's entry, for a node decoded earlier. */
@@ -171,6 +202,7 @@ export async function walkMap(
   share: WalkShare = {},
 ): Promise<MapWalk> {
   let walk: MapWalk | undefined
+  // Walked alone, a map is not walked again (it passes over no claim given back but its own).
   await walkMaps(store, [{ inode, problems }], signal, share, (_, w) => {
     walk = w
   })
@@ -191,45 +223,104 @@ export interface MapToWalk {
  * one after another would: a node two of them reach at the same level (`share.seen`) is
  * walked for the first. `onWalked` is told each map's walk as it ends, and is the only
  * one left holding it (a walk of a big map holds every pointer it reached).
+ *
+ * A claim in `seen` says that the subtree under its node was walked whole. A node that
+ * fails its checks, or cannot be read, or a leaf pointing into an object gone
+ * (`share.gone`), gives back the claims on it and on every node above it, which
+ * the walk cannot call whole any more. A map that passed over one of those claims of
+ * another map (at the same level, while they walked, or before) walks again from there:
+ * `onWalked` is then told that further walk (`again`), which holds only what it reached
+ * from there. Maps walked one after another give claims back before the next begins.
  */
 export async function walkMaps(
   store: ObjectStore,
   maps: readonly MapToWalk[],
   signal: AbortSignal | undefined,
   share: WalkShare,
-  onWalked: (index: number, walk: MapWalk) => void,
+  onWalked: (index: number, walk: MapWalk, again: boolean) => void,
 ): Promise<void> {
   const limiter = new Limiter(8)
-  const walkers: Array<MapWalker | undefined> = maps.map(
-    (m) => new MapWalker(store, m.inode, m.problems, signal, share, limiter),
-  )
-  let levels: Entries[][] = maps.map(({ inode }) => [
-    {
-      level: inode.rootLevel,
-      keys: inode.rootKeys,
-      hi: inode.rootPtrHi,
-      lo: inode.rootPtrLo,
-      count: inode.rootCount,
-      // A checkpoint maps no block at or past its size: a key there is corrupt.
-      upper: Math.ceil(inode.size / 2 ** inode.dataShift),
-    },
-  ])
-  for (;;) {
+  const givenBack = new Set<NodePlace>()
+  const passed = maps.map((): PassedOver[] => [])
+  let from = new Map<number, Entries[]>(maps.map(({ inode }, i) => [i, [rootEntries(inode)]]))
+  for (let again = false; from.size > 0; again = true) {
+    const walkers = new Map<number, MapWalker>()
+    for (const i of from.keys()) {
+      walkers.set(i, new MapWalker(store, maps[i] as MapToWalk, signal, share, limiter, givenBack, passed[i] ?? []))
+    }
+    await walkLevels(walkers, from, (i, walker) => {
+      // The map's walk is left to onWalked alone (a big map's holds every pointer reached).
+      walkers.delete(i)
+      onWalked(i, finish(walker), again)
+    })
+    // What a map passed over on another map's claim given back since, it walks itself.
+    from = new Map()
+    passed.forEach((list, i) => {
+      const map = maps[i] as MapToWalk
+      const now: PassedOver[] = []
+      const later: PassedOver[] = []
+      for (const p of list) (givenBack.has(p.claim) && (p.claim as Claim).by !== map ? now : later).push(p)
+      passed[i] = later
+      if (now.length > 0) from.set(i, now.map(passedEntries))
+    })
+  }
+}
+
+/** A pointer passed over, as the entries of a node of one entry: where its map walks again. */
+function passedEntries({ hi, lo, level, minKey, upper, parent }: PassedOver): Entries {
+  return {
+    level: level + 1,
+    keys: Uint32Array.of(minKey),
+    hi: Uint32Array.of(hi),
+    lo: Uint32Array.of(lo),
+    count: 1,
+    upper,
+    claim: parent,
+  }
+}
+
+/** The inode's root as the entries of a node: where every walk of its map starts. */
+function rootEntries(inode: Inode): Entries {
+  return {
+    level: inode.rootLevel,
+    keys: inode.rootKeys,
+    hi: inode.rootPtrHi,
+    lo: inode.rootPtrLo,
+    count: inode.rootCount,
+    // A checkpoint maps no block at or past its size: a key there is corrupt.
+    upper: Math.ceil(inode.size / 2 ** inode.dataShift),
+  }
+}
+
+/**
+ * Walks each map from its entries (`from`, of any levels), a level at a time across them
+ * all, the highest first; `onEnd` is told each walker as its map ends.
+ */
+async function walkLevels(
+  walkers: ReadonlyMap<number, MapWalker>,
+  from: ReadonlyMap<number, Entries[]>,
+  onEnd: (index: number, walker: MapWalker) => void,
+): Promise<void> {
+  const left = new Map(from)
+  while (left.size > 0) {
     // A loop, not Math.max(...): thousands of maps would be as many arguments.
-    const top = levels.reduce((t, l) => Math.max(t, l[0]?.level ?? -1), -1)
-    if (top < 0) break
+    let top = -1
+    for (const entries of left.values()) for (const e of entries) top = Math.max(top, e.level)
     // Each visit takes its level's node pointers before it first waits, so started in
     // order, the maps take them in order.
-    const next = await Promise.all(
-      levels.map((l, i) => (l[0]?.level === top ? (walkers[i] as MapWalker).visit(l) : undefined)),
-    )
-    levels = levels.map((l, i) => next[i] ?? l)
-    next.forEach((n, i) => {
-      if (n?.length !== 0) return
-      const walk = finish(walkers[i] as MapWalker)
-      walkers[i] = undefined
-      onWalked(i, walk)
+    const visits = [...left].map(async ([i, entries]) => {
+      const here = entries.filter((e) => e.level === top)
+      if (here.length === 0) return
+      const next = await (walkers.get(i) as MapWalker).visit(here)
+      for (const e of entries) if (e.level !== top) next.push(e)
+      left.set(i, next)
     })
+    await Promise.all(visits)
+    for (const [i, entries] of left) {
+      if (entries.length > 0) continue
+      left.delete(i)
+      onEnd(i, walkers.get(i) as MapWalker)
+    }
   }
 }
 
@@ -273,24 +364,34 @@ interface Entries {
   lo: Uint32Array
   count: number
   upper: number
+  /** The claim on that node, if any. */
+  claim?: Claim
 }
 
 /** One walk: what it found so far, and the fetching and checking of one level's nodes. */
 class MapWalker {
   readonly walk: MapWalk
+  readonly inode: Inode
+  readonly problems: Problem[]
   private readonly mbs: number
   /** The object the last data pointer reached (cno and part): a leaf's pointers mostly share one. */
   private lastData: { cno: number; part: number; reached: Reached } | undefined
 
   constructor(
     readonly store: ObjectStore,
-    readonly inode: Inode,
-    readonly problems: Problem[],
+    private readonly map: MapToWalk,
     private readonly signal: AbortSignal | undefined,
     private readonly share: WalkShare,
     /** Bounds the fetches in flight, of this walk and those walked with it. */
     private readonly limiter: Limiter,
+    /** Claims given back by any walk of this walkMaps. */
+    private readonly givenBack: Set<NodePlace>,
+    /** Where this walk notes what it passes over on earlier claims. */
+    private readonly passed: PassedOver[],
   ) {
+    const { inode, problems } = map
+    this.inode = inode
+    this.problems = problems
     this.mbs = 2 ** inode.metaShift
     this.walk = {
       reached: new Map(),
@@ -309,6 +410,8 @@ class MapWalker {
     const refs = new Map<string, Ref[]>()
     const next: Entries[] = []
     for (const e of level) {
+      // Each leaf looks its objects up afresh: one gone gives back that leaf's claims.
+      this.lastData = undefined
       for (let i = 0; i < e.count; i++) {
         if (e.level === 0) this.dataPointer(e, i)
         else this.nodePointer(e, i, refs, next)
@@ -332,10 +435,10 @@ class MapWalker {
   }
 
   /** A node checked against its parent's entry: counted, its entries the next level's. */
-  private take(n: BlockMapNode, upper: number, next: Entries[]): void {
+  private take(n: BlockMapNode, upper: number, next: Entries[], claim: Claim | undefined): void {
     this.walk.nodes++
     if (n.level === 0) this.walk.leaves++
-    next.push({ level: n.level, keys: n.keys, hi: n.ptrHi, lo: n.ptrLo, count: n.count, upper })
+    next.push({ level: n.level, keys: n.keys, hi: n.ptrHi, lo: n.ptrLo, count: n.count, upper, claim })
   }
 
   /** A leaf's entry i: a hole, or a data pointer recorded against its object. */
@@ -350,7 +453,11 @@ class MapWalker {
     const last = this.lastData
     let r: Reached
     if (last !== undefined && last.cno === hi && last.part === part) r = last.reached
-    else this.lastData = { cno: hi, part, reached: (r = this.reach(segmentKey(hi, part))) }
+    else {
+      const key = segmentKey(hi, part)
+      this.lastData = { cno: hi, part, reached: (r = this.reach(key)) }
+      if (this.share.gone?.(key)) this.giveUp(e.claim)
+    }
     r.dataAt.push(pointerUnit(lo) * UNIT_BYTES)
     r.dataBlock.push(e.keys[i] as number)
     this.walk.dataPointers++
@@ -369,10 +476,11 @@ class MapWalker {
     const minKey = e.keys[i] as number
     const { key: objectKey, offset } = nodeLocation(hi, lo)
     const upper = i + 1 < e.count ? (e.keys[i + 1] as number) : e.upper
-    const place: NodePlace = { level: e.level - 1, minKey, upper }
+    const level = e.level - 1
     const where = `${objectKey} byte ${offset}`
-    const read = (checkOnly: boolean) =>
-      addRef(refs, objectKey, { hi, lo, level: place.level, minKey, upper, offset, needed: true, where, checkOnly })
+    const parent = e.claim
+    const read = (checkOnly: boolean, claim?: Claim) =>
+      addRef(refs, objectKey, { hi, lo, level, minKey, upper, offset, needed: true, where, checkOnly, claim, parent })
     if (newerThan !== undefined && hi <= newerThan) {
       // Published before, so its subtree was checked then; but a new node's pointer at it
       // may name a node of another level or key range, which only its bytes tell.
@@ -381,34 +489,32 @@ class MapWalker {
       return
     }
     const id = `${hi}:${lo}`
+    let claim: Claim | undefined
     if (seen !== undefined) {
       const before = seen.get(id)
-      if (
-        before !== undefined &&
-        before.level === place.level &&
-        before.minKey >= place.minKey &&
-        before.upper <= place.upper
-      ) {
-        this.share.onCovered?.(hi, lo, place.level)
+      if (before !== undefined && before.level === level && before.minKey >= minKey && before.upper <= upper) {
+        this.passed.push({ hi, lo, level, minKey, upper, claim: before, parent })
+        this.share.onCovered?.(hi, lo, level)
         return
       }
       // First reached, or reached elsewhere than before: walked (again), so checked here.
-      seen.set(id, place)
+      claim = { id, level, minKey, upper, parent, by: this.map }
+      seen.set(id, claim)
     }
     this.reach(objectKey).nodes.push(offset)
     const known = nodes?.get(id)
     if (known !== undefined) {
       try {
-        checkPlace(known, place, hi, this.inode.cno, `${this.store.url}/${where}`)
+        checkPlace(known, { level, minKey, upper }, hi, this.inode.cno, `${this.store.url}/${where}`)
       } catch (err) {
         this.problems.push(toProblem(err, 'node', where))
-        this.unsee(hi, lo, place)
+        this.giveUp(claim ?? parent)
         return
       }
-      this.take(known, upper, next)
+      this.take(known, upper, next, claim)
       return
     }
-    read(false)
+    read(false, claim)
   }
 
   /** Fetches one span of an object's nodes and takes those that check out. */
@@ -428,7 +534,7 @@ class MapWalker {
         const { missing } = this.walk
         missing.set(key, (missing.get(key) ?? 0) + span.refs.length)
       }
-      for (const r of span.refs) this.unsee(r.hi, r.lo, r)
+      for (const r of span.refs) this.giveUp(r.claim ?? r.parent)
       return
     }
     for (const r of span.refs) {
@@ -447,33 +553,28 @@ class MapWalker {
         })
         if (r.checkOnly) continue
         this.share.nodes?.set(`${r.hi}:${r.lo}`, n)
-        this.take(n, r.upper, next)
+        this.take(n, r.upper, next, r.claim)
       } catch (err) {
         problems.push(toProblem(err, 'node', r.where))
-        this.unsee(r.hi, r.lo, r)
+        this.giveUp(r.claim ?? r.parent)
       }
     }
   }
 
   /**
-   * A node this walk claimed in `seen` (at `place`) and could not take: it failed its checks
-   * there, or its bytes could not be read. The claim goes, so that a later walk reaching it
-   * does not pass over it as covered: reached elsewhere (a wider key range, where it may
-   * pass) it is walked for that map, and reached alike it fails for that map too, which is
-   * then told broken as well. Kept, a later map would reach nothing under it, and gc could
-   * delete what only that map reaches.
+   * Gives back `claim` and the claims above it: under it a node failed its checks, or its
+   * bytes could not be read, or a leaf points into an object gone. Each goes from `seen` at
+   * once, so that a later walk reaching it walks it rather than pass over it as covered:
+   * reached elsewhere (a wider key range, where it may pass) it is walked for that map, and
+   * reached alike it fails for that map too, which is then told broken as well. A walk of
+   * walkMaps that passed over it already walks again from there. Kept, a later map would
+   * reach nothing under it, and gc could delete what only that map reaches.
    */
-  private unsee(hi: number, lo: number, place: NodePlace): void {
+  private giveUp(claim: Claim | undefined): void {
     const { seen } = this.share
-    const id = `${hi}:${lo}`
-    const claimed = seen?.get(id)
-    if (
-      claimed !== undefined &&
-      claimed.level === place.level &&
-      claimed.minKey === place.minKey &&
-      claimed.upper === place.upper
-    ) {
-      seen?.delete(id)
+    for (let c = claim; c !== undefined && !this.givenBack.has(c); c = c.parent) {
+      if (seen?.get(c.id) === c) seen.delete(c.id)
+      this.givenBack.add(c)
     }
   }
 }

@@ -792,4 +792,38 @@ describe('gc beside a writer opened on a checkpoint since superseded', () => {
     const r = await gc(store, { dryRun: true })
     assert.deepEqual([r.kept, r.dropped, r.stopped], [[3], [1, 2], undefined])
   })
+
+  it('two checkpoints superseded lately reach an object gone through nodes they share: both are dropped', async () => {
+    const store = new MemoryStore()
+    const f = await SegmentFile.create(store, smallSettings)
+    await f.write(0, pattern(0, 160 * KiB, 1))
+    await f.flush()
+    await f.close()
+    // 2 rewrites block 0 only: its map shares 1's nodes over the rest of the file.
+    const w = await SegmentFile.open(store, smallSettings)
+    await w.write(0, pattern(0, 4 * KiB, 2))
+    await w.flush()
+    await w.close()
+    const inode2 = decodeInodeObject(await store.get(INODE_KEY))
+    const w3 = await SegmentFile.open(store, smallSettings)
+    await w3.truncate(0)
+    await w3.write(0, pattern(0, 64 * KiB, 3))
+    await w3.flush()
+    await w3.close()
+    // An object of 1 (not its part 0) holding data far from block 0, gone: gc walks 2's map
+    // first, which reaches it through nodes it shares with 1's map, and 1's map passes over
+    // them: 2's walk gives its claims back, so 1's map walks them and finds it gone too.
+    const of2 = (await walkMap(store, inode2, [])).reached
+    const of1 = (key: string) => {
+      const k = parseKey(key)
+      return k?.kind === 'segment' && k.cno === 1 && k.part > 0
+    }
+    const far = [...of2]
+      .filter(([key, r]) => r.dataAt.length > 0 && of1(key))
+      .sort(([, a], [, b]) => b.dataBlock.get(0) - a.dataBlock.get(0))[0]?.[0]
+    assert.ok(far !== undefined, `2 reaches data in an object of 1: ${[...of2.keys()].join(' ')}`)
+    await store.delete(far)
+    const r = await gc(store, { dryRun: true })
+    assert.deepEqual([r.kept, r.dropped, r.stopped], [[3], [1, 2], undefined], `${far} gone`)
+  })
 })

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict'
 import { before, describe, it } from 'node:test'
 import { gc } from '../../lib/admin/gc.js'
 import { listCheckpoints, verifyCheckpoint } from '../../lib/admin/index.js'
-import { walkMap } from '../../lib/admin/map-walk.js'
+import { type MapToWalk, type MapWalk, type WalkShare, walkMap, walkMaps } from '../../lib/admin/map-walk.js'
 import { nodeLocation } from '../../lib/container/nodes.js'
 import { readObjectHeader } from '../../lib/container/object-header.js'
 import { decodeObject, encodeObject } from '../../lib/format/object.js'
@@ -164,5 +164,92 @@ describe('a node that fails its checks for one map, shared with another map', ()
     const shared = await walkMap(store, inode, olderProblems, undefined, { seen })
     assert.deepEqual(olderProblems, [], 'the node checks out where the older map reaches it')
     assert.ok(shared.reached.get(key)?.nodes.includes(offset), `the older map walked ${key} byte ${offset}`)
+  })
+
+  it('walked together (walkMaps), the older map walks it too, though it passed over it at the same level', async () => {
+    const store = new MemoryStore()
+    await buildContainer(store, { ...smallSettings, ...hooks({ maxNodeEntries: 4 }) })
+    const { older, key, offset } = await narrowSharedEntry(store, 3)
+    const [newest, old] = await mapsOf(store, [3, older])
+    const walks = await walkTogether(store, [newest, old] as MapToWalk[])
+    assert.ok(
+      newest?.problems.some((p) => p.where.startsWith(`${key} byte ${offset}`)),
+      `the node fails for the newest map: ${JSON.stringify(newest?.problems)}`,
+    )
+    assert.deepEqual(old?.problems, [], 'the node checks out where the older map reaches it')
+    assert.ok(
+      walks[1]?.some((w) => w.reached.get(key)?.nodes.includes(offset)),
+      `the older map walked ${key} byte ${offset}`,
+    )
+  })
+})
+
+/** The maps of checkpoints `cnos`, to walk with walkMaps. */
+async function mapsOf(store: MemoryStore, cnos: number[]): Promise<MapToWalk[]> {
+  return await Promise.all(
+    cnos.map(async (cno) => ({ inode: (await readObjectHeader(store, cno, 0)).header.inode, problems: [] })),
+  )
+}
+
+/** walkMaps of `maps` with a shared `seen`: each map's walks (the first, then any further). */
+async function walkTogether(store: MemoryStore, maps: MapToWalk[], share: WalkShare = {}): Promise<MapWalk[][]> {
+  const walks: MapWalk[][] = maps.map(() => [])
+  await walkMaps(store, maps, undefined, { seen: new Map(), ...share }, (i, walk, again) => {
+    assert.equal(again, walks[i]?.length !== 0, 'told a further walk as such')
+    walks[i]?.push(walk)
+  })
+  return walks
+}
+
+/** Every node pointer and data pointer a map's walks reached, as "key node|data offset" strings. */
+function reachedPointers(walks: readonly MapWalk[]): Set<string> {
+  const out = new Set<string>()
+  for (const w of walks) {
+    for (const [key, r] of w.reached) {
+      for (const at of r.nodes) out.add(`${key} node ${at}`)
+      for (let i = 0; i < r.dataAt.length; i++) out.add(`${key} data ${r.dataAt.get(i)}`)
+    }
+  }
+  return out
+}
+
+describe('walkMaps: a leaf pointing into an object gone gives back the claims above it', () => {
+  let store: MemoryStore
+  let alone: Set<string>
+  let passedOver: Set<string>
+  before(async () => {
+    store = new MemoryStore()
+    await buildContainer(store, { ...smallSettings, ...hooks({ maxNodeEntries: 4 }) })
+    const [, older] = await mapsOf(store, [3, 2])
+    alone = reachedPointers([await walkMap(store, (older as MapToWalk).inode, [])])
+    const walks = await walkTogether(store, await mapsOf(store, [3, 2]))
+    assert.equal(walks[1]?.length, 1, 'nothing given back, the older map walks once')
+    const first = reachedPointers(walks[1] ?? [])
+    passedOver = new Set([...alone].filter((p) => !first.has(p)))
+  })
+
+  it('with nothing gone, the older map passes over what the newest walked', () => {
+    assert.ok(passedOver.size > 0, `${alone.size} pointers reached alone, all walked together too`)
+  })
+
+  it('an object gone under what it passed over: the older map walks again from there, and only there', async () => {
+    // A data object the older map reaches only through nodes the newest claimed first.
+    const key = [...passedOver].find((p) => p.includes(' data '))?.split(' ')[0]
+    assert.ok(key !== undefined, `a data pointer among ${[...passedOver].join(', ')}`)
+    const maps = await mapsOf(store, [3, 2])
+    const walks = await walkTogether(store, maps, { gone: (k) => k === key })
+    assert.equal(walks[1]?.length, 2, 'the older map walked again')
+    assert.ok(walks[1]?.[1]?.reached.has(key), `its further walk reached ${key}`)
+    const again = reachedPointers(walks[1]?.slice(1) ?? [])
+    assert.ok(
+      [...again].every((p) => passedOver.has(p)),
+      'it walked again only what it had passed over',
+    )
+    assert.ok(again.size < passedOver.size, `${again.size} of ${passedOver.size}: not all it passed over`)
+    assert.deepEqual(
+      maps.map((m) => m.problems),
+      [[], []],
+      'an object gone is no problem of the walk',
+    )
   })
 })
