@@ -38,6 +38,9 @@
  * - radosgw answers CompleteMultipartUpload with an empty ETag: we HEAD for it.
  * - With `checksums` on, a multipart upload declares CRC32 and Complete lists every
  *   part's CRC: kept per upload in memory, or read back with ListParts when unknown.
+ * - A claim's write id and the part CRCs are remembered for the MAX_OPEN_UPLOADS most
+ *   recently used uploads only: one left open forever (never completed nor aborted) is
+ *   forgotten in time, and then completes as an upload of another process would.
  */
 import { createHash, randomUUID } from 'node:crypto'
 import type { Part, S3Client } from '@aws-sdk/client-s3'
@@ -97,6 +100,22 @@ const NOT_IN_XML = /[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]/
 const MAX_EMPTY_PAGES = 100
 /** How long releasing a claim's placeholder may take, retries included (see #releasePlaceholder). */
 const PLACEHOLDER_RELEASE_MS = 10_000
+/**
+ * Open multipart uploads whose claim and part CRCs a store remembers, the most recently
+ * used: one never completed nor aborted (its caller gave up, its abort failed) must not
+ * hold memory for the store's lifetime. Forgetting is safe: without its claim, a lost
+ * completion answer is judged by the ETag its parts give the object (where parts have no
+ * MD5 ETags, such a completion is then refused, never taken for landed); without its
+ * CRCs, Complete reads them back with ListParts.
+ */
+export const MAX_OPEN_UPLOADS = 1000
+
+/** Sets `id` as the most recent entry of `map`, dropping the oldest beyond MAX_OPEN_UPLOADS (a Map keeps insertion order). */
+function remember<V>(map: Map<string, V>, id: string, value: V): void {
+  map.delete(id)
+  map.set(id, value)
+  if (map.size > MAX_OPEN_UPLOADS) map.delete(map.keys().next().value as string)
+}
 
 /**
  * The ETag S3 (and radosgw) gives the object a multipart upload of `parts` completes: the
@@ -249,9 +268,9 @@ export class S3Store implements ObjectStore {
   retries = 0
   /** S3's minimum for every multipart piece but the last. */
   readonly minPartBytes = 5 * 1024 * 1024
-  /** uploadId → the write id of its claim, to recognise a completion whose answer was lost. */
+  /** uploadId → the write id of its claim, to recognise a completion whose answer was lost (see MAX_OPEN_UPLOADS). */
   #claims = new Map<string, string>()
-  /** uploadId → partNumber → CRC-32 (base64), for Complete when `checksums` is on. */
+  /** uploadId → partNumber → CRC-32 (base64), for Complete when `checksums` is on (see MAX_OPEN_UPLOADS). */
   #partCrcs = new Map<string, Map<number, string>>()
 
   /** The SDK's module, loaded by the first store made (./s3-sdk.cts). */
@@ -625,7 +644,7 @@ export class S3Store implements ObjectStore {
       })
       if (!out.UploadId) throw StreamSegmentError.store(`CreateMultipartUpload ${this.#where(key)}: no UploadId`)
       if (writeId !== undefined) {
-        this.#claims.set(out.UploadId, writeId)
+        remember(this.#claims, out.UploadId, writeId)
         // A try whose answer was lost may have created an upload too: the claim holds the
         // key, so every other upload on it is one of those. Abort them.
         if (tries > 1) await this.#abortOthers(key, out.UploadId, signal)
@@ -669,12 +688,7 @@ export class S3Store implements ObjectStore {
     const out = await this.#send('UploadPart', `${key}#${partNumber}`, signal, (s) =>
       this.client.send(command, { abortSignal: s }),
     ).finally(joined.release)
-    // Complete lists the parts' CRCs only for an upload declared CRC32 (`checksums`).
-    if (crc !== undefined && this.checksums) {
-      let crcs = this.#partCrcs.get(uploadId)
-      if (crcs === undefined) this.#partCrcs.set(uploadId, (crcs = new Map()))
-      crcs.set(partNumber, crc)
-    }
+    this.#partSent(uploadId, partNumber, crc)
     return { etag: this.#etag('UploadPart', `${key}#${partNumber}`, out.ETag) }
   }
 
@@ -744,12 +758,7 @@ export class S3Store implements ObjectStore {
         throw StreamSegmentError.conflict(`copy from ${what}: etag is ${info.etag}, copy expected ${ifMatch}`)
       }
     }
-    const crc = out.CopyPartResult?.ChecksumCRC32
-    if (crc !== undefined && this.checksums) {
-      let crcs = this.#partCrcs.get(uploadId)
-      if (crcs === undefined) this.#partCrcs.set(uploadId, (crcs = new Map()))
-      crcs.set(partNumber, crc)
-    }
+    this.#partSent(uploadId, partNumber, out.CopyPartResult?.ChecksumCRC32)
     const etag = this.#etag('UploadPartCopy', `${key}#${partNumber}`, out.CopyPartResult?.ETag)
     return MD5_HEX.test(etag) ? { etag, md5: etag } : { etag }
   }
@@ -1009,6 +1018,21 @@ export class S3Store implements ObjectStore {
       )
     }
     return info.etag
+  }
+
+  /**
+   * Part `partNumber` of `uploadId` stored, with CRC `crc`: kept for Complete, and the
+   * upload made the most recently used of those remembered (a long upload still sending
+   * parts is not the one forgotten).
+   */
+  #partSent(uploadId: string, partNumber: number, crc: string | undefined): void {
+    const claim = this.#claims.get(uploadId)
+    if (claim !== undefined) remember(this.#claims, uploadId, claim)
+    // Complete lists the parts' CRCs only for an upload declared CRC32 (`checksums`).
+    if (crc === undefined || !this.checksums) return
+    const crcs = this.#partCrcs.get(uploadId) ?? new Map<number, string>()
+    crcs.set(partNumber, crc)
+    remember(this.#partCrcs, uploadId, crcs)
   }
 
   async #crcsOf(
