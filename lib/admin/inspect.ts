@@ -26,7 +26,15 @@ import { type StoreLocation, storeAt } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
 import { checkPublished, resolveOrReport } from './list.js'
-import { type MapWalk, missingWhy, nodePointerProblems, type Problem, toProblem, walkMap } from './map-walk.js'
+import {
+  type MapWalk,
+  missingWhy,
+  nodePointerProblems,
+  ObjectProblems,
+  type Problem,
+  toProblem,
+  walkMap,
+} from './map-walk.js'
 
 export interface ObjectReport {
   key: string
@@ -237,6 +245,8 @@ export async function inspectObject(
     report.placeholder = true
     return report
   }
+  // Its first problems kept, the rest counted, as verify keeps them.
+  const mine = new ObjectProblems(store.url, key)
   try {
     const { header: h } = await readObjectHeader(store, k.cno, k.part, { format: inode.format, size, signal })
     report.header = {
@@ -252,8 +262,7 @@ export async function inspectObject(
       inodeCno: h.inode.cno,
       inodeSize: h.inode.size,
     }
-    // One by one, not push(...): a hostile map may point at an object from a million entries.
-    for (const p of nodePointerProblems(`${store.url}/${key}`, key, objectLayout(h, h), reached)) problems.push(p)
+    for (const p of nodePointerProblems(`${store.url}/${key}`, key, objectLayout(h, h), reached)) mine.push(p)
     const s = await readSummary(store, key, h, signal)
     let live = 0
     for (let i = 0; i < s.count; i++) live += s.live[i] as number
@@ -263,7 +272,9 @@ export async function inspectObject(
     const problem = toProblem(err, 'header', key)
     report.error = problem.message
     // A problem of the report, as the walk's are (once per object: the walk may have met it).
-    if (!walked.has(objectProblem(key, problem.message))) problems.push(problem)
+    if (!walked.has(objectProblem(key, problem.message))) mine.push(problem)
   }
+  // One by one, not push(...): problems may already hold a million of the walk's.
+  for (const p of mine.done()) problems.push(p)
   return report
 }

@@ -108,30 +108,61 @@ export function toProblem(err: unknown, what: Problem['what'], where: string): P
   throw err
 }
 
+/** Problems inspect and verify keep per object; the rest are counted. */
+export const MAX_PROBLEMS_PER_OBJECT = 20
+
+/**
+ * Where one object's problems go for inspect and verify: the first MAX_PROBLEMS_PER_OBJECT
+ * kept, the rest only counted, as an object of 2^18 bad blocks or nodes (or a hostile map
+ * pointing into it from a million entries) must not make as many messages. `done` gives
+ * the kept ones, then one more counting the rest (its `what` that of the first left out).
+ */
+export class ObjectProblems {
+  readonly #kept: Problem[] = []
+  #whatLeftOut: Problem['what'] = 'block'
+  #more = 0
+
+  constructor(
+    readonly url: string,
+    readonly key: string,
+  ) {}
+
+  push(p: Problem): void {
+    if (this.#kept.length < MAX_PROBLEMS_PER_OBJECT) this.#kept.push(p)
+    else if (this.#more++ === 0) this.#whatLeftOut = p.what
+  }
+
+  done(): Problem[] {
+    if (this.#more === 0) return this.#kept
+    const message = `${this.url}/${this.key}: and ${this.#more} more problems`
+    // ERR_CORRUPT: only a damaged object (or map) has that many.
+    return [...this.#kept, { code: 'ERR_CORRUPT', what: this.#whatLeftOut, where: this.key, message }]
+  }
+}
+
 /**
  * The map's node pointers into object `key` (at `url`) that name no meta block of it, as
  * its header places them (a data block may decode as a node): a `pointer` problem each,
- * as inspect and verify report them.
+ * as inspect and verify report them. Made one at a time: a hostile map may point into
+ * the object from a million entries, and the caller keeps only the first few.
  */
-export function nodePointerProblems(
+export function* nodePointerProblems(
   url: string,
   key: string,
   layout: ObjectLayout,
   reached: Reached | undefined,
-): Problem[] {
-  const problems: Problem[] = []
+): Generator<Problem> {
   for (const offset of reached?.nodes ?? []) {
     const problem = nodeOffsetProblem(layout, offset)
     if (problem !== undefined) {
-      problems.push({
+      yield {
         code: 'ERR_CORRUPT',
         what: 'pointer',
         where: `${key} byte ${offset}`,
         message: `${url}: ${problem}`,
-      })
+      }
     }
   }
-  return problems
 }
 
 /** Where a parent's entry placed a node: its level and the key range its subtree must lie in. */

@@ -28,6 +28,7 @@ import {
   type MapWalk,
   missingWhy,
   nodePointerProblems,
+  ObjectProblems,
   type Problem,
   type Reached,
   toProblem,
@@ -36,8 +37,6 @@ import {
 
 /** Data read per GET while verifying. */
 const VERIFY_CHUNK = 16 * MiB
-/** Problems kept per object; the rest are counted. */
-const MAX_PROBLEMS_PER_OBJECT = 20
 
 export interface VerifyReport {
   url: string
@@ -87,30 +86,13 @@ export async function verifyCheckpoint(
     objectKeys(listing, inode.cno, walk).map((key) =>
       limiter.run(async () => {
         report.objects++
-        // The first problems are kept, the rest only counted: an object of 2^18 bad
-        // blocks or nodes must not make as many messages.
-        const found: Problem[] = []
-        let more = 0
-        const kept = {
-          push(p: Problem) {
-            if (found.length < MAX_PROBLEMS_PER_OBJECT) found.push(p)
-            else more++
-          },
-        }
-        const ctx = { store, inode, part0, report, options, problems: kept, missing: walk.missing, startedMs }
+        const found = new ObjectProblems(store.url, key)
+        const ctx = { store, inode, part0, report, options, problems: found, missing: walk.missing, startedMs }
         await verifyObject(ctx, key, {
           size: listing.sizes.get(key),
           reached: walk.reached.get(key),
         })
-        if (more > 0) {
-          found.push({
-            code: 'ERR_CORRUPT',
-            what: 'block',
-            where: key,
-            message: `${store.url}/${key}: and ${more} more problems`,
-          })
-        }
-        problems.push(...found)
+        problems.push(...found.done())
       }),
     ),
   )
