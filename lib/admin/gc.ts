@@ -95,6 +95,8 @@ export interface GcOptions {
 export interface GcProgress {
   phase: 'mark' | 'delete'
   walkedCheckpoints: number
+  /** Nodes of the kept maps walked so far (told after each level of them), each shared node once. */
+  walkedNodes: number
   keptCheckpoints: number
   deletedObjects: number
   objectsToDelete: number
@@ -230,6 +232,7 @@ export async function gc(where: StoreLocation | ObjectStore, options: GcOptions 
   const progress: GcProgress = {
     phase: 'mark',
     walkedCheckpoints: 0,
+    walkedNodes: 0,
     keptCheckpoints: retained.size,
     deletedObjects: 0,
     objectsToDelete: 0,
@@ -242,9 +245,16 @@ export async function gc(where: StoreLocation | ObjectStore, options: GcOptions 
     (cno) => (lately.has(cno) || pending.has(cno)) && !byRule.has(cno),
     (key) => listing.sizes.has(key),
     signal,
-    () => {
-      progress.walkedCheckpoints++
-      tell()
+    {
+      walked: () => {
+        progress.walkedCheckpoints++
+        tell()
+      },
+      // Maps walked together end together: between, each level walked tells how far.
+      level: (nodes) => {
+        progress.walkedNodes += nodes
+        if (nodes > 0) tell()
+      },
     },
   )
 
@@ -596,7 +606,7 @@ async function mark(
   onlyLately: (cno: number) => boolean,
   listed: (key: string) => boolean,
   signal: AbortSignal | undefined,
-  onWalked: () => void,
+  told: { walked: () => void; level: (nodes: number) => void },
 ): Promise<{ live: Set<string>; broken: Set<number> }> {
   const live = new Set<string>()
   const broken = new Set<number>()
@@ -615,12 +625,12 @@ async function mark(
     // other map walks for itself what it reaches through them, and finds that too.
     const maps: MapToWalk[] = group.map((cno) => ({ inode: inodeOf(cno), problems: [] }))
     const gone = (key: string) => !listed(key)
-    await walkMaps(store, maps, signal, { seen, gone }, (i, walk, again) => {
+    await walkMaps(store, maps, signal, { seen, gone, onLevel: told.level }, (i, walk, again) => {
       const cno = group[i] as number
       const own = (maps[i] as MapToWalk).problems
       live.add(segmentKey(cno, 0))
       for (const key of walk.reached.keys()) live.add(key)
-      if (!again) onWalked()
+      if (!again) told.walked()
       if (onlyLately(cno)) {
         // Its nodes may all be there and a data object gone all the same.
         const lost = [...walk.reached.keys()].filter(gone)

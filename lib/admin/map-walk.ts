@@ -205,6 +205,8 @@ export interface WalkShare {
    * and on the nodes above it are given back, as for a node that fails (walkMaps).
    */
   gone?: (key: string) => boolean
+  /** Told after each level walked (walkMaps: across the maps) how many nodes were taken at it. */
+  onLevel?: (nodes: number) => void
 }
 
 /** The checks decodeNode makes against the parent's entry, for a node decoded earlier. */
@@ -279,7 +281,7 @@ export async function walkMaps(
     for (const i of from.keys()) {
       walkers.set(i, new MapWalker(store, maps[i] as MapToWalk, signal, share, limiter, givenBack, passed[i] ?? []))
     }
-    await walkLevels(walkers, from, (i, walker) => {
+    await walkLevels(walkers, from, share.onLevel, (i, walker) => {
       // The map's walk is left to onWalked alone (a big map's holds every pointer reached).
       walkers.delete(i)
       onWalked(i, finish(walker), again)
@@ -330,6 +332,7 @@ function rootEntries(inode: Inode): Entries {
 async function walkLevels(
   walkers: ReadonlyMap<number, MapWalker>,
   from: ReadonlyMap<number, Entries[]>,
+  onLevel: ((nodes: number) => void) | undefined,
   onEnd: (index: number, walker: MapWalker) => void,
 ): Promise<void> {
   const left = new Map(from)
@@ -339,14 +342,19 @@ async function walkLevels(
     for (const entries of left.values()) for (const e of entries) top = Math.max(top, e.level)
     // Each visit takes its level's node pointers before it first waits, so started in
     // order, the maps take them in order.
+    let taken = 0
     const visits = [...left].map(async ([i, entries]) => {
       const here = entries.filter((e) => e.level === top)
       if (here.length === 0) return
+      const { walk } = walkers.get(i) as MapWalker
+      const before = walk.nodes
       const next = await (walkers.get(i) as MapWalker).visit(here)
+      taken += walk.nodes - before
       for (const e of entries) if (e.level !== top) next.push(e)
       left.set(i, next)
     })
     await Promise.all(visits)
+    onLevel?.(taken)
     for (const [i, entries] of left) {
       if (entries.length > 0) continue
       left.delete(i)

@@ -107,6 +107,6 @@ function keepOption(p: Parsed): number | undefined {
 /** The progress line of gc: kept maps walked, then objects deleted. */
 function gcLine(g: GcProgress): string {
   return g.phase === 'mark'
-    ? `gc: walking the kept checkpoints' block maps: ${g.walkedCheckpoints} of ${g.keptCheckpoints} done`
+    ? `gc: walking the kept checkpoints' block maps: ${g.walkedCheckpoints} of ${g.keptCheckpoints} done, ${count(g.walkedNodes, 'node')} walked`
     : `gc: deleting: ${g.deletedObjects} of ${count(g.objectsToDelete, 'object')} done`
 }

@@ -17,6 +17,7 @@ import { listCheckpoints, verifyCheckpoint } from '../../lib/admin/index.js'
 import { type Problem, walkMap } from '../../lib/admin/map-walk.js'
 import { removeContainer } from '../../lib/admin/remove.js'
 import { main } from '../../lib/cli.js'
+import { readObjectHeader } from '../../lib/container/object-header.js'
 import { StreamSegmentError } from '../../lib/errors.js'
 import {
   decodeInodeObject,
@@ -230,20 +231,38 @@ describe('gc', () => {
     assert.ok(dry.deletedKeys.slice(firstData).every((k) => !k.endsWith('.0')))
   })
 
-  it('reports its progress: each kept map walked, then the deletions; a dry run only the walks', async () => {
+  it('reports its progress: each level of the kept maps and each map walked, then the deletions; a dry run only the walks', async () => {
     const { store } = await play([
       { op: 'rewrite', size: 100 * KiB, seed: 1 },
       { op: 'rewrite', size: 100 * KiB, seed: 2 },
       { op: 'rewrite', size: 100 * KiB, seed: 3 },
     ])
+    // The nodes of the two kept maps, each shared node once.
+    const shared = { seen: new Map() }
+    let nodes = 0
+    for (const cno of [3, 2])
+      nodes += (await walkMap(store, (await readObjectHeader(store, cno, 0)).header.inode, [], undefined, shared)).nodes
     const seen: GcProgress[] = []
     await gc(store, { graceMs: 0, keep: 2, dryRun: true, onProgress: (p) => seen.push(p) })
+    // Walked together, the maps end together: the levels walked before tell how far.
+    const levels = seen.filter((p) => p.walkedCheckpoints === 0)
+    assert.ok(levels.length >= 2, `told ${levels.length} levels before a map ended`)
+    assert.ok(
+      seen.every(
+        (p, i) =>
+          i === 0 ||
+          p.walkedNodes > (seen[i - 1] as GcProgress).walkedNodes ||
+          p.walkedCheckpoints > (seen[i - 1] as GcProgress).walkedCheckpoints,
+      ),
+      `each report says more: ${JSON.stringify(seen)}`,
+    )
+    assert.equal(seen.at(-1)?.walkedNodes, nodes)
     const marks = [
       ['mark', 1, 2],
       ['mark', 2, 2],
     ]
     assert.deepEqual(
-      seen.map((p) => [p.phase, p.walkedCheckpoints, p.keptCheckpoints]),
+      seen.filter((p) => p.walkedCheckpoints > 0).map((p) => [p.phase, p.walkedCheckpoints, p.keptCheckpoints]),
       marks,
     )
     seen.length = 0
@@ -252,7 +271,7 @@ describe('gc', () => {
     const part0s = r.deletedKeys.filter((k) => k.endsWith('.0')).length
     assert.ok(part0s > 0 && r.deletedObjects > part0s, JSON.stringify(r))
     assert.deepEqual(
-      seen.map((p) => [p.phase, p.walkedCheckpoints, p.keptCheckpoints]),
+      seen.filter((p) => p.walkedCheckpoints > 0).map((p) => [p.phase, p.walkedCheckpoints, p.keptCheckpoints]),
       [...marks, ['delete', 2, 2], ['delete', 2, 2], ['delete', 2, 2]],
     )
     assert.deepEqual(
