@@ -15,6 +15,7 @@ import { parseKey, segmentKey } from '../../lib/format/index.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
+import { prng } from '../helpers/containers.js'
 import { pattern } from '../helpers/pattern.js'
 import { smallSettings } from '../helpers/small-settings.js'
 import { type CallInfo, WrappedStore } from '../helpers/wrapped-store.js'
@@ -58,18 +59,19 @@ function objectsOf(store: MemoryStore): Map<string, { modifiedMs: number }> {
 /**
  * A container of `old` checkpoints written two hours ago, then `recent` more each
  * superseded within the last hour (their part 0s half an hour old, their data objects
- * two hours): every checkpoint is a patch of a file with a deep map, so each map shares
- * most of its nodes with the one before, and a patch of the same place 16 checkpoints
- * later leaves the older one's objects to a dropped checkpoint only.
+ * two hours): every checkpoint is a patch of a file with a deep map (`patchKiB`, 4 by
+ * default: its part 0 alone), so each map shares most of its nodes with the one before,
+ * and a patch of the same place 16 checkpoints later leaves the older one's objects to a
+ * dropped checkpoint only.
  */
-async function history(old: number, recent: number): Promise<MemoryStore> {
+async function history(old: number, recent: number, patchKiB = 4): Promise<MemoryStore> {
   const store = new MemoryStore()
   const f = await SegmentFile.create(store, smallSettings)
   await f.write(0, pattern(0, 256 * KiB, 1))
   await f.flush()
   for (let i = 1; i < old + recent; i++) {
-    const at = ((i * 5) % 16) * 16 * KiB
-    await f.write(at, pattern(at, 4 * KiB, i + 1))
+    const at = Math.min(((i * 5) % 16) * 16, 256 - patchKiB) * KiB
+    await f.write(at, pattern(at, patchKiB * KiB, i + 1))
     await f.flush()
   }
   await f.close()
@@ -139,5 +141,66 @@ describe('gc round trips with a long history in the grace period', () => {
       `150 more checkpoints in the grace period took ${more} more waves (${small.waves} → ${large.waves})`,
     )
     assert.ok(large.peak > 1, `at most ${large.peak} requests in flight`)
+  })
+})
+
+describe('gc with objects gone under checkpoints superseded lately', () => {
+  it('drops exactly those whose maps, each walked alone, fail or reach an object gone; keeps what any map reaches', async () => {
+    const rnd = prng(99)
+    let dropped = 0
+    for (let round = 0; round < 8; round++) {
+      // 80 KiB patches: each checkpoint stores objects besides its part 0, which later
+      // patches leave to the maps superseded lately.
+      const store = await history(1, 12, 80)
+      const published = 13
+      const mapOf = async (cno: number) => (await readObjectHeader(store, cno, 0)).header.inode
+      const alone = async (cno: number) => {
+        const problems: Problem[] = []
+        const walk = await walkMap(store, await mapOf(cno), problems)
+        return { problems, reached: [...walk.reached.keys()] }
+      }
+      // Objects only maps superseded lately reach (gc would stop on the published one's),
+      // never a part 0: one to three of them gone, as a shorter grace period leaves them.
+      const ofPublished = new Set((await alone(published)).reached)
+      const candidates = new Set<string>()
+      for (let cno = 1; cno < published; cno++) {
+        for (const key of (await alone(cno)).reached)
+          if (!ofPublished.has(key) && !key.endsWith('.0')) candidates.add(key)
+      }
+      const pool = [...candidates].sort()
+      const gone = new Set<string>()
+      for (let n = 1 + Math.floor(rnd() * 3); n > 0 && pool.length > 0; n--) {
+        gone.add(pool.splice(Math.floor(rnd() * pool.length), 1)[0] as string)
+      }
+      for (const key of gone) await store.delete(key)
+      const listed = new Set<string>()
+      for await (const e of store.list('')) listed.add(e.key)
+      // The slow way: each map on its own.
+      const broken: number[] = []
+      const live = new Set<string>()
+      for (let cno = 1; cno <= published; cno++) {
+        live.add(segmentKey(cno, 0))
+        const { problems, reached } = await alone(cno)
+        for (const key of reached) live.add(key)
+        if (problems.length > 0 || reached.some((key) => !listed.has(key))) broken.push(cno)
+      }
+      const r = await gc(store, { dryRun: true, graceMs: HOUR })
+      const what = `round ${round}, gone: ${[...gone].join(' ')}`
+      assert.equal(r.stopped, undefined, what)
+      assert.deepEqual(r.dropped, broken, what)
+      assert.deepEqual(
+        r.kept,
+        Array.from({ length: published }, (_, i) => i + 1).filter((c) => !broken.includes(c)),
+        what,
+      )
+      const now = Date.now()
+      const garbage = [...objectsOf(store)]
+        .filter(([key, o]) => parseKey(key)?.kind === 'segment' && !live.has(key) && now - o.modifiedMs >= HOUR)
+        .map(([key]) => key)
+        .sort()
+      assert.deepEqual([...r.deletedKeys].sort(), garbage, what)
+      dropped += broken.length
+    }
+    assert.ok(dropped > 8, `only ${dropped} checkpoints broken in 8 rounds`)
   })
 })
