@@ -44,6 +44,8 @@ interface Claim extends NodePlace {
   parent?: Claim
   /** The map whose walk made it. */
   by: MapToWalk
+  /** Where the walkMaps that made it notes the claims given back (those of no other call are). */
+  givenBack: Set<NodePlace>
 }
 
 /** A node pointer a walk passed over on an earlier claim, at the pointer's own place. */
@@ -289,10 +291,9 @@ export async function walkMaps(
     // What a map passed over on another map's claim given back since, it walks itself.
     from = new Map()
     passed.forEach((list, i) => {
-      const map = maps[i] as MapToWalk
       const now: PassedOver[] = []
       const later: PassedOver[] = []
-      for (const p of list) (givenBack.has(p.claim) && (p.claim as Claim).by !== map ? now : later).push(p)
+      for (const p of list) (givenBack.has(p.claim) ? now : later).push(p)
       passed[i] = later
       if (now.length > 0) from.set(i, now.map(passedEntries))
     })
@@ -532,12 +533,17 @@ class MapWalker {
     if (seen !== undefined) {
       const before = seen.get(id)
       if (before !== undefined && before.level === level && before.minKey >= minKey && before.upper <= upper) {
-        this.passed.push({ hi, lo, level, minKey, upper, claim: before, parent })
+        // Noted only when it may be given back while this map is walked: another map's,
+        // of this walkMaps (a map's own claims are given back only when it failed itself).
+        const claim = before as Partial<Claim>
+        if (claim.givenBack === this.givenBack && claim.by !== this.map) {
+          this.passed.push({ hi, lo, level, minKey, upper, claim: before, parent })
+        }
         this.share.onCovered?.(hi, lo, level)
         return
       }
       // First reached, or reached elsewhere than before: walked (again), so checked here.
-      claim = { id, level, minKey, upper, parent, by: this.map }
+      claim = { id, level, minKey, upper, parent, by: this.map, givenBack: this.givenBack }
       seen.set(id, claim)
     }
     this.reach(objectKey).nodes.push(offset)
