@@ -136,9 +136,48 @@ export class ObjectProblems {
 
   done(): Problem[] {
     if (this.#more === 0) return this.#kept
-    const message = `${this.url}/${this.key}: and ${this.#more} more problems`
-    // ERR_CORRUPT: only a damaged object (or map) has that many.
-    return [...this.#kept, { code: 'ERR_CORRUPT', what: this.#whatLeftOut, where: this.key, message }]
+    return [...this.#kept, moreProblems(this.url, this.key, this.#whatLeftOut, this.#more)]
+  }
+}
+
+/** The problem counting those of object `key` left out: `more` of them, the first of them a `what`. */
+function moreProblems(url: string, key: string, what: Problem['what'], more: number): Problem {
+  // ERR_CORRUPT: only a damaged object (or map) has that many.
+  return { code: 'ERR_CORRUPT', what, where: key, message: moreMessage(url, key, more) }
+}
+
+function moreMessage(url: string, key: string, more: number): string {
+  return `${url}/${key}: and ${more} more problems`
+}
+
+/**
+ * Where the walk of one map puts its problems: into the map's `problems` as they are met,
+ * the first MAX_PROBLEMS_PER_OBJECT of each object kept, as ObjectProblems keeps them, and
+ * the rest counted in one more, pushed with the first left out and counting on after it. A
+ * hostile map may point at a million distinct damaged nodes of one object: only a count
+ * per object is kept of them, never the records. Shared by every walk of the map
+ * (walkMaps may walk it again), so that they count on from one another.
+ */
+class WalkProblems {
+  readonly #byObject = new Map<string, { kept: number; more: number; rest?: Problem }>()
+
+  constructor(
+    private readonly url: string,
+    private readonly problems: Problem[],
+  ) {}
+
+  /** Problem `p` of the walk, in object `key`. */
+  push(key: string, p: Problem): void {
+    let o = this.#byObject.get(key)
+    if (o === undefined) this.#byObject.set(key, (o = { kept: 0, more: 0 }))
+    if (o.kept < MAX_PROBLEMS_PER_OBJECT) {
+      o.kept++
+      this.problems.push(p)
+      return
+    }
+    o.more++
+    if (o.rest === undefined) this.problems.push((o.rest = moreProblems(this.url, key, p.what, o.more)))
+    else o.rest.message = moreMessage(this.url, key, o.more)
   }
 }
 
@@ -227,7 +266,9 @@ function checkPlace(n: BlockMapNode, place: NodePlace, cno: number, maxCno: numb
 
 /**
  * Walks every node reachable from `inode`; nodes that fail their checks become problems,
- * and each object of nodes found gone one problem (`missing`), with what points into it.
+ * MAX_PROBLEMS_PER_OBJECT kept per object and one more counting the rest (as inspect and
+ * verify keep an object's own), and each object of nodes found gone one problem
+ * (`missing`), with what points into it.
  */
 export async function walkMap(
   store: ObjectStore,
@@ -244,7 +285,7 @@ export async function walkMap(
   return walk as MapWalk
 }
 
-/** One of the maps walkMaps walks: its inode, and where its problems go. */
+/** One of the maps walkMaps walks: its inode, and where its problems go (capped per object, as walkMap's). */
 export interface MapToWalk {
   inode: Inode
   problems: Problem[]
@@ -277,11 +318,16 @@ export async function walkMaps(
   const limiter = new Limiter(8)
   const givenBack = new Set<NodePlace>()
   const passed = maps.map((): PassedOver[] => [])
+  const found = maps.map(({ problems }) => new WalkProblems(store.url, problems))
   let from = new Map<number, Entries[]>(maps.map(({ inode }, i) => [i, [rootEntries(inode)]]))
   for (let again = false; from.size > 0; again = true) {
     const walkers = new Map<number, MapWalker>()
     for (const i of from.keys()) {
-      walkers.set(i, new MapWalker(store, maps[i] as MapToWalk, signal, share, limiter, givenBack, passed[i] ?? []))
+      const map = maps[i] as MapToWalk
+      walkers.set(
+        i,
+        new MapWalker(store, map, found[i] as WalkProblems, signal, share, limiter, givenBack, passed[i] ?? []),
+      )
     }
     await walkLevels(walkers, from, share.onLevel, (i, walker) => {
       // The map's walk is left to onWalked alone (a big map's holds every pointer reached).
@@ -420,6 +466,8 @@ class MapWalker {
   constructor(
     readonly store: ObjectStore,
     private readonly map: MapToWalk,
+    /** Where its problems go, but for the objects found gone (finish): capped per object. */
+    private readonly found: WalkProblems,
     private readonly signal: AbortSignal | undefined,
     private readonly share: WalkShare,
     /** Bounds the fetches in flight, of this walk and those walked with it. */
@@ -552,7 +600,7 @@ class MapWalker {
       try {
         checkPlace(known, { level, minKey, upper }, hi, this.inode.cno, `${this.store.url}/${where}`)
       } catch (err) {
-        this.problems.push(toProblem(err, 'node', where))
+        this.found.push(objectKey, toProblem(err, 'node', where))
         this.giveUp(claim ?? parent)
         return
       }
@@ -564,15 +612,15 @@ class MapWalker {
 
   /** Fetches one span of an object's nodes and takes those that check out. */
   private async fetchSpan(key: string, span: NodeSpan<Ref>, next: Entries[]): Promise<void> {
-    const { store, problems, mbs } = this
+    const { store, found, mbs } = this
     let bytes: Uint8Array
     try {
       bytes = await readNodeSpan(store, key, span, this.signal)
     } catch (err) {
       if (StreamSegmentError.is(err, 'ERR_CORRUPT')) {
-        problems.push(toProblem(err, 'pointer', `${key} byte ${span.start}`))
+        found.push(key, toProblem(err, 'pointer', `${key} byte ${span.start}`))
       } else if (!StreamSegmentError.is(err, 'ERR_NOT_FOUND')) {
-        problems.push(toProblem(err, 'node', key))
+        found.push(key, toProblem(err, 'node', key))
       } else {
         // One problem per object, once the walk knows what points into it (walkMap): its
         // other spans, and its nodes of other levels, find it gone too.
@@ -600,7 +648,7 @@ class MapWalker {
         this.share.nodes?.set(`${r.hi}:${r.lo}`, n)
         this.take(n, r.upper, next, r.claim)
       } catch (err) {
-        problems.push(toProblem(err, 'node', r.where))
+        found.push(key, toProblem(err, 'node', r.where))
         this.giveUp(r.claim ?? r.parent)
       }
     }
