@@ -117,7 +117,8 @@ export async function verifyCheckpoint(
  * number the walked nodes point into (data only) must still exist, a HEAD each: a cleaner
  * may have taken one of a number never published, whose data parts a conflict retry kept.
  * The cost is about three requests per new object, one per older one (a GET of its nodes
- * pointed at, or a HEAD), and the bytes of part 0. Problems are returned, not thrown.
+ * pointed at, or a HEAD), and the bytes of part 0. Problems are returned, not thrown, as
+ * many per object as verifyCheckpoint keeps.
  */
 export async function checkUnpublished(
   store: ObjectStore,
@@ -157,15 +158,17 @@ export async function checkUnpublished(
   )
   await Promise.all(
     [...keys].sort().map((key) =>
-      limiter.run(() =>
-        verifyObject(
+      limiter.run(async () => {
+        // Its first problems kept, the rest counted, as verifyCheckpoint keeps them.
+        const found = new ObjectProblems(store.url, key)
+        await verifyObject(
           {
             store,
             inode,
             part0: undefined,
             report,
             options: { signal },
-            problems,
+            problems: found,
             missing: walk.missing,
             startedMs: Date.now(),
           },
@@ -175,8 +178,9 @@ export async function checkUnpublished(
             reached: walk.reached.get(key),
             slots: key === segmentKey(inode.cno, 0),
           },
-        ),
-      ),
+        )
+        for (const p of found.done()) problems.push(p)
+      }),
     ),
   )
   return problems

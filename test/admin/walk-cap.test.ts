@@ -2,15 +2,17 @@
  * Problems capped per object where a hostile or damaged container could make one each by
  * the hundred thousand: the block-map walk of a map whose CRC-valid nodes point at 100,000
  * distinct meta blocks of one object that are garbage (walkMap, inspect, verify, export,
- * ls and gc alike). 20 kept per object, one more counting the rest, as inspect and verify
- * keep an object's own.
+ * ls and gc alike), and the checks of a roll-forward checkpoint whose part 0 has a
+ * great many bad data blocks (checkUnpublished). 20 kept per object, one more counting
+ * the rest, as inspect and verify keep an object's own.
  */
 import assert from 'node:assert/strict'
 import { before, describe, it } from 'node:test'
 import { exportObject, gc, inspectCheckpoint, listCheckpoints, verifyCheckpoint } from '../../lib/admin/index.js'
 import { MAX_PROBLEMS_PER_OBJECT, type Problem, walkMap } from '../../lib/admin/map-walk.js'
+import { checkUnpublished } from '../../lib/admin/verify.js'
 import { readObjectHeader } from '../../lib/container/object-header.js'
-import { encodeHeader, HEADER_BYTES } from '../../lib/format/header.js'
+import { encodeHeader, HEADER_BYTES, objectLayout } from '../../lib/format/header.js'
 import { encodeInodeObject, FORMAT_STREAM, INODE_KEY, type Inode, segmentKey } from '../../lib/format/index.js'
 import { type BlockMapNode, encodeNode, nodeCapacity } from '../../lib/format/node.js'
 import { pointerLo } from '../../lib/format/pointer.js'
@@ -201,5 +203,47 @@ describe('the walk’s problems capped, as its other callers take them', () => {
       list.checkpoints.map((c) => [c.cno, c.uniqueBytes]),
       [[1, -1]],
     )
+  })
+})
+
+describe('the checks of a roll-forward checkpoint with 64 bad data blocks in its part 0', () => {
+  it('checkUnpublished keeps 20 of them and counts the rest', async () => {
+    const store = new MemoryStore()
+    // Default objects: checkpoint 2's 64 blocks all in its part 0, whose slots are checked.
+    const f = await SegmentFile.create(store, { format: 'stream', dataBlockSize: BS })
+    await f.write(0, pattern(0, 64 * BS, 1))
+    await f.flush()
+    const published = await store.get(INODE_KEY)
+    await f.write(0, pattern(0, 64 * BS, 2))
+    assert.equal((await f.flush()).cno, 2)
+    await f.close()
+    // Left unpublished, as by a writer that stopped before its inode write.
+    await store.put(INODE_KEY, published)
+
+    const key = segmentKey(2, 0)
+    const { header } = await readObjectHeader(store, 2, 0)
+    const layout = objectLayout(header, header)
+    assert.equal(header.dataCount, 64)
+    const sizes = async () => {
+      const out = new Map<string, { size: number }>()
+      for await (const e of store.list('')) out.set(e.key, { size: e.size })
+      return out
+    }
+    assert.deepEqual(await checkUnpublished(store, header.inode, 1, await sizes()), [])
+    // A byte of every data slot flipped: its CRC in the summary no longer matches.
+    const bytes = Buffer.from(await store.get(key))
+    for (let slot = 0; slot < header.dataCount; slot++) {
+      const at = layout.dataOffset + slot * BS + 100
+      bytes[at] = (bytes[at] as number) ^ 0x01
+    }
+    await store.put(key, bytes)
+
+    const problems = await checkUnpublished(store, header.inode, 1, await sizes())
+    const blocks = problems.filter((p) => p.what === 'block' && p.where.startsWith(`${key} byte `))
+    assert.equal(blocks.length, MAX_PROBLEMS_PER_OBJECT, JSON.stringify(problems.map((p) => p.where)))
+    assert.equal(problems.length, MAX_PROBLEMS_PER_OBJECT + 1)
+    const rest = problems.find((p) => p.where === key)
+    assert.equal(rest?.what, 'block')
+    assert.match(rest?.message ?? '', /0000000002\.0: and 44 more problems$/)
   })
 })
