@@ -147,7 +147,9 @@ export interface NodeSpan<T> {
 /**
  * Cuts the refs of one object into spans of at most `cap` bytes that cover every needed
  * node, then widens each span over unneeded siblings (rightwards first: reads go forward)
- * while it stays under `cap` and clear of its neighbours.
+ * while it stays under `cap` and clear of its neighbours. Each step looks only at the refs
+ * near its span (found by binary search): a hostile map may point into one object from a
+ * million entries, in thousands of spans.
  */
 export function nodeSpans<T extends { offset: number; needed: boolean }>(
   refs: readonly T[],
@@ -162,21 +164,40 @@ export function nodeSpans<T extends { offset: number; needed: boolean }>(
     if (last !== undefined && r.offset + mbs - last.start <= cap) last.end = Math.max(last.end, r.offset + mbs)
     else spans.push({ start: r.offset, end: r.offset + mbs, refs: [] })
   }
+  /** The index of the first ref at or past `offset`. */
+  const firstAt = (offset: number) => {
+    let lo = 0
+    let hi = sorted.length
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1
+      if ((sorted[mid] as T).offset < offset) lo = mid + 1
+      else hi = mid
+    }
+    return lo
+  }
   for (let j = 0; j < spans.length; j++) {
     const s = spans[j] as NodeSpan<T>
     const lowest = j > 0 ? (spans[j - 1] as NodeSpan<T>).end : 0
     const highest = j + 1 < spans.length ? (spans[j + 1] as NodeSpan<T>).start : Number.POSITIVE_INFINITY
-    for (const r of sorted) {
-      if (r.offset >= s.end && r.offset + mbs <= highest && r.offset + mbs - s.start <= cap) s.end = r.offset + mbs
-    }
-    for (let k = sorted.length - 1; k >= 0; k--) {
+    // Rightwards: the refs from the span's end on, while they fit (past one, none further does).
+    for (let k = firstAt(s.end); k < sorted.length; k++) {
       const r = sorted[k] as T
-      if (r.offset < s.start && r.offset >= lowest && s.end - r.offset <= cap) s.start = r.offset
+      if (r.offset + mbs > highest || r.offset + mbs - s.start > cap) break
+      if (r.offset >= s.end) s.end = r.offset + mbs
+    }
+    // Leftwards: the refs below the span's start, down while they fit.
+    for (let k = firstAt(s.start) - 1; k >= 0; k--) {
+      const r = sorted[k] as T
+      if (r.offset < lowest || s.end - r.offset > cap) break
+      if (r.offset < s.start) s.start = r.offset
     }
   }
+  // The spans are in order and apart: each ref goes to the one holding it, if any.
+  let at = 0
   for (const r of sorted) {
-    const s = spans.find((x) => r.offset >= x.start && r.offset + mbs <= x.end)
-    s?.refs.push(r)
+    while (at < spans.length && (spans[at] as NodeSpan<T>).end < r.offset + mbs) at++
+    const s = spans[at]
+    if (s !== undefined && r.offset >= s.start) s.refs.push(r)
   }
   return spans
 }
