@@ -7,14 +7,14 @@
  */
 import assert from 'node:assert/strict'
 import type { ServerResponse } from 'node:http'
-import { after, before, describe, it } from 'node:test'
+import { before, describe, it } from 'node:test'
 import { exportObject } from '../../lib/admin/export.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { S3Store } from '../../lib/store/s3.js'
 import { rejectsCode } from '../helpers/assert.js'
 import { copyStore } from '../helpers/containers.js'
-import { type FakeHook, type FakeS3, fakeS3Store, send, startFakeS3, testS3Store } from '../helpers/fake-s3.js'
+import { type FakeHook, type FakeS3, fakeS3Servers, fakeS3Store, send, testS3Store } from '../helpers/fake-s3.js'
 import { pattern } from '../helpers/pattern.js'
 
 const KiB = 1024
@@ -37,10 +37,7 @@ before(async () => {
   await f.close()
 })
 
-const servers: FakeS3[] = []
-after(async () => {
-  for (const s of servers) await s.close()
-})
+const fake = fakeS3Servers()
 
 /**
  * A fake S3 holding the container under p/, its requests from now on answered by `hook`
@@ -48,8 +45,7 @@ after(async () => {
  * retries quickly.
  */
 async function setup(hook?: FakeHook): Promise<{ s3: FakeS3; store: S3Store; out: S3Store }> {
-  const s3 = await startFakeS3()
-  servers.push(s3)
+  const s3 = await fake()
   const store = fakeS3Store(s3)
   await copyStore(source, store)
   s3.log.length = 0

@@ -777,24 +777,9 @@ describe('gc beside a writer opened on a checkpoint since superseded', () => {
   })
 
   it('a checkpoint superseded lately whose nodes are all there but a data object is gone is dropped, not kept', async () => {
-    const store = new MemoryStore()
-    const f = await SegmentFile.create(store, smallSettings)
-    await f.write(0, pattern(0, 160 * KiB, 1))
-    await f.flush()
-    await f.close()
     // 2 rewrites a block under each of the first two leaves: its new leaves point into the
     // object of 1 that held those leaves, for data only.
-    const w = await SegmentFile.open(store, smallSettings)
-    await w.write(0, pattern(0, 4 * KiB, 2))
-    await w.write(16 * KiB, pattern(16 * KiB, 4 * KiB, 2))
-    await w.flush()
-    await w.close()
-    const inode2 = decodeInodeObject(await store.get(INODE_KEY))
-    const w3 = await SegmentFile.open(store, smallSettings)
-    await w3.truncate(0)
-    await w3.write(0, pattern(0, 64 * KiB, 3))
-    await w3.flush()
-    await w3.close()
+    const { store, inode2 } = await supersededTwice([0, 16 * KiB])
     // That object gone (as a run with a shorter grace period, or a loss, would leave it):
     // 2's map still walks whole.
     const of2 = (await walkMap(store, inode2, [])).reached
@@ -813,22 +798,8 @@ describe('gc beside a writer opened on a checkpoint since superseded', () => {
   })
 
   it('two checkpoints superseded lately reach an object gone through nodes they share: both are dropped', async () => {
-    const store = new MemoryStore()
-    const f = await SegmentFile.create(store, smallSettings)
-    await f.write(0, pattern(0, 160 * KiB, 1))
-    await f.flush()
-    await f.close()
     // 2 rewrites block 0 only: its map shares 1's nodes over the rest of the file.
-    const w = await SegmentFile.open(store, smallSettings)
-    await w.write(0, pattern(0, 4 * KiB, 2))
-    await w.flush()
-    await w.close()
-    const inode2 = decodeInodeObject(await store.get(INODE_KEY))
-    const w3 = await SegmentFile.open(store, smallSettings)
-    await w3.truncate(0)
-    await w3.write(0, pattern(0, 64 * KiB, 3))
-    await w3.flush()
-    await w3.close()
+    const { store, inode2 } = await supersededTwice([0])
     // An object of 1 (not its part 0) holding data far from block 0, gone: gc walks 2's map
     // first, which reaches it through nodes it shares with 1's map, and 1's map passes over
     // them: 2's walk gives its claims back, so 1's map walks them and finds it gone too.
@@ -846,3 +817,27 @@ describe('gc beside a writer opened on a checkpoint since superseded', () => {
     assert.deepEqual([r.kept, r.dropped, r.stopped], [[3], [1, 2], undefined], `${far} gone`)
   })
 })
+
+/**
+ * Checkpoint 1 a 160 KiB file; 2 the blocks at `rewritten` (byte offsets) written again;
+ * 3 the file cut and written anew, 64 KiB: 1 and 2 superseded just now. The store, and 2's
+ * inode.
+ */
+async function supersededTwice(rewritten: number[]): Promise<{ store: MemoryStore; inode2: Inode }> {
+  const store = new MemoryStore()
+  const f = await SegmentFile.create(store, smallSettings)
+  await f.write(0, pattern(0, 160 * KiB, 1))
+  await f.flush()
+  await f.close()
+  const w = await SegmentFile.open(store, smallSettings)
+  for (const at of rewritten) await w.write(at, pattern(at, 4 * KiB, 2))
+  await w.flush()
+  await w.close()
+  const inode2 = decodeInodeObject(await store.get(INODE_KEY))
+  const w3 = await SegmentFile.open(store, smallSettings)
+  await w3.truncate(0)
+  await w3.write(0, pattern(0, 64 * KiB, 3))
+  await w3.flush()
+  await w3.close()
+  return { store, inode2 }
+}

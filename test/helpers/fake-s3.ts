@@ -9,6 +9,7 @@
 import { createHash, randomUUID } from 'node:crypto'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
+import { after } from 'node:test'
 import { createS3Client, S3Store, type S3StoreOptions } from '../../lib/store/s3.js'
 
 export interface FakeObject {
@@ -325,6 +326,19 @@ function answer(s3: FakeS3, r: FakeRequest, res: ServerResponse): void {
       return
     default:
       s3Error(res, 501, 'NotImplemented')
+  }
+}
+
+/** Starts fake S3 servers for one test file: each is closed when the file's tests are done. */
+export function fakeS3Servers(): (hook?: FakeHook) => Promise<FakeS3> {
+  const servers: FakeS3[] = []
+  after(async () => {
+    for (const s of servers) await s.close()
+  })
+  return async (hook) => {
+    const s3 = await startFakeS3(hook)
+    servers.push(s3)
+    return s3
   }
 }
 

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict'
 import type { ServerResponse } from 'node:http'
-import { after, describe, test } from 'node:test'
+import { describe, test } from 'node:test'
 import { gc } from '../../lib/admin/gc.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { createS3Client, S3Store } from '../../lib/store/s3.js'
@@ -13,6 +13,7 @@ import { rejectsCode } from '../helpers/assert.js'
 import {
   dropHeader,
   type FakeS3,
+  fakeS3Servers,
   fakeS3Store,
   type ListedEntry,
   listPage,
@@ -20,19 +21,9 @@ import {
   replaceHeader,
   s3Error,
   send,
-  startFakeS3,
 } from '../helpers/fake-s3.js'
 
-const servers: FakeS3[] = []
-after(async () => {
-  for (const s of servers) await s.close()
-})
-
-async function fake(): Promise<FakeS3> {
-  const s3 = await startFakeS3()
-  servers.push(s3)
-  return s3
-}
+const fake = fakeS3Servers()
 
 /** Checkpoint 1 published (50,000 bytes of 1s), and a writer opened on it with 'NEW DATA' written at 0, not flushed. */
 async function writerOnFirst(store: S3Store, options: { conflictPolicy?: 'fail' } = {}): Promise<SegmentFile> {

@@ -5,21 +5,12 @@
  * most recently used are remembered, and a forgotten one still completes, less cheaply.
  */
 import assert from 'node:assert/strict'
-import { after, describe, test } from 'node:test'
+import { describe, test } from 'node:test'
 import { MAX_OPEN_UPLOADS } from '../../lib/store/s3.js'
 import { rejectsCode } from '../helpers/assert.js'
-import { type FakeS3, fakeS3Store, replaceHeader, startFakeS3 } from '../helpers/fake-s3.js'
+import { fakeS3Servers, fakeS3Store, replaceHeader } from '../helpers/fake-s3.js'
 
-const servers: FakeS3[] = []
-after(async () => {
-  for (const s of servers) await s.close()
-})
-
-async function fake(): Promise<FakeS3> {
-  const s3 = await startFakeS3()
-  servers.push(s3)
-  return s3
-}
+const fake = fakeS3Servers()
 
 /** Keys `open-<from>`… of `count` uploads, each opened by `open` and left open, eight at a time. */
 async function leaveOpen(count: number, open: (key: string) => Promise<unknown>, from = 0): Promise<void> {
