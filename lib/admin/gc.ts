@@ -59,7 +59,7 @@ import { type StoreLocation, storeAt } from '../store/open.js'
 import type { MultipartUpload, ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
 import { showValue } from '../util/typed-arrays.js'
-import { isUnreadable, type MapToWalk, type NodePlace, type Problem, walkMaps } from './map-walk.js'
+import { isUnreadable, type MapToWalk, type NodePlace, type Problem, problemCount, walkMaps } from './map-walk.js'
 
 const log = debug('stream-segment:gc')
 const HOUR_MS = 3_600_000
@@ -656,7 +656,7 @@ async function mark(
   }
   if (problems.length > 0) {
     throw StreamSegmentError.corrupt(
-      `${store.url}: gc: a kept checkpoint's block map cannot be walked whole (${problems.length} problems, first: ${problems[0]?.message}); nothing was deleted`,
+      `${store.url}: gc: a kept checkpoint's block map cannot be walked whole (${problemCount(problems)} problems, first: ${problems[0]?.message}); nothing was deleted`,
     )
   }
   return { live, broken }

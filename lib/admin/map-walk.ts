@@ -140,10 +140,25 @@ export class ObjectProblems {
   }
 }
 
+/** The problems counting those left out, with how many each stands for. */
+const standsFor = new WeakMap<Problem, number>()
+
+/**
+ * How many problems `problems` tell of: each one, and each counting those of an object
+ * left out (`and N more problems`) as those N.
+ */
+export function problemCount(problems: readonly Problem[]): number {
+  let n = 0
+  for (const p of problems) n += standsFor.get(p) ?? 1
+  return n
+}
+
 /** The problem counting those of object `key` left out: `more` of them, the first of them a `what`. */
 function moreProblems(url: string, key: string, what: Problem['what'], more: number): Problem {
   // ERR_CORRUPT: only a damaged object (or map) has that many.
-  return { code: 'ERR_CORRUPT', what, where: key, message: moreMessage(url, key, more) }
+  const p: Problem = { code: 'ERR_CORRUPT', what, where: key, message: moreMessage(url, key, more) }
+  standsFor.set(p, more)
+  return p
 }
 
 function moreMessage(url: string, key: string, more: number): string {
@@ -177,7 +192,10 @@ class WalkProblems {
     }
     o.more++
     if (o.rest === undefined) this.problems.push((o.rest = moreProblems(this.url, key, p.what, o.more)))
-    else o.rest.message = moreMessage(this.url, key, o.more)
+    else {
+      o.rest.message = moreMessage(this.url, key, o.more)
+      standsFor.set(o.rest, o.more)
+    }
   }
 }
 

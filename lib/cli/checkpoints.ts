@@ -9,6 +9,7 @@ import {
   type Problem,
   verifyCheckpoint,
 } from '../admin/index.js'
+import { problemCount } from '../admin/map-walk.js'
 import { type ErrorCode, StreamSegmentError } from '../errors.js'
 import { isoTime } from '../util/time.js'
 import { inspectWal } from '../wal/wal.js'
@@ -183,7 +184,7 @@ function problemsFound(
   if (r.problems.length === 0) return 0
   const code = worstCode(r.problems)
   err.write(
-    `stream-segment: ${code}: ${command} found ${count(r.problems.length, 'problem')} in ${checkpointName(r.cno)} of ${printable(r.url)}\n`,
+    `stream-segment: ${code}: ${command} found ${count(problemCount(r.problems), 'problem')} in ${checkpointName(r.cno)} of ${printable(r.url)}\n`,
   )
   return EXIT_CODES[code]
 }

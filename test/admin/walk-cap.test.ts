@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict'
 import { before, describe, it } from 'node:test'
 import { exportObject, gc, inspectCheckpoint, listCheckpoints, verifyCheckpoint } from '../../lib/admin/index.js'
-import { MAX_PROBLEMS_PER_OBJECT, type Problem, walkMap } from '../../lib/admin/map-walk.js'
+import { MAX_PROBLEMS_PER_OBJECT, type Problem, problemCount, walkMap } from '../../lib/admin/map-walk.js'
 import { checkUnpublished } from '../../lib/admin/verify.js'
 import { readObjectHeader } from '../../lib/container/object-header.js'
 import { encodeHeader, HEADER_BYTES, objectLayout } from '../../lib/format/header.js'
@@ -147,6 +147,7 @@ describe('the block-map walk of a map pointing at 100,000 damaged nodes of one o
     const walk = await walkMap(store, header.inode, problems)
     capped(problems, 'walkMap')
     assert.equal(problems.length, MAX_PROBLEMS_PER_OBJECT + 1)
+    assert.equal(problemCount(problems), N, 'counted, they tell of every one')
     assert.match(problems[0]?.message ?? '', new RegExp(`${DAMAGED.replace('.', '\\.')} byte \\d+`))
     // Every pointer reached still counts: the objects' own checks need them.
     assert.equal(walk.reached.get(DAMAGED)?.nodes.length, N)
@@ -169,7 +170,7 @@ describe('the block-map walk of a map pointing at 100,000 damaged nodes of one o
       return out.sort()
     }
     const was = await keys()
-    await rejectsCode(gc(store, { graceMs: 0 }), 'ERR_CORRUPT', /cannot be walked whole \(21 problems, first: /)
+    await rejectsCode(gc(store, { graceMs: 0 }), 'ERR_CORRUPT', /cannot be walked whole \(100000 problems, first: /)
     assert.deepEqual(await keys(), was)
   })
 })
@@ -245,5 +246,6 @@ describe('the checks of a roll-forward checkpoint with 64 bad data blocks in its
     const rest = problems.find((p) => p.where === key)
     assert.equal(rest?.what, 'block')
     assert.match(rest?.message ?? '', /0000000002\.0: and 44 more problems$/)
+    assert.equal(problemCount(problems), 64, 'counted, they tell of every bad block')
   })
 })
