@@ -203,7 +203,17 @@ export async function gc(where: StoreLocation | ObjectStore, options: GcOptions 
   // Checkpoints superseded within the grace period, kept too, their inodes the bases
   // their successors name.
   const pending = new Set<number>()
-  const lately = await supersededLately(store, listing, published, headers, complete, o.graceMs, now, format, signal)
+  const lately = await supersededLately({
+    store,
+    listing,
+    published,
+    headers,
+    complete,
+    graceMs: o.graceMs,
+    now,
+    format,
+    signal,
+  })
   for (const [cno, inode] of lately) {
     if (retained.has(cno)) continue
     retained.add(cno)
@@ -451,6 +461,21 @@ async function keptHeaders(
   return inodes
 }
 
+/** What walking the chain of checkpoints superseded within the grace period reads from. */
+interface GraceChain {
+  store: ObjectStore
+  listing: ContainerListing
+  /** The published checkpoint, where the chain starts. */
+  published: number
+  /** The part 0s already read (those kept by a rule). */
+  headers: ReadonlyMap<number, PartZero>
+  complete: ReadonlyMap<number, unknown>
+  graceMs: number
+  now: number
+  format: number | undefined
+  signal: AbortSignal | undefined
+}
+
 /**
  * The checkpoints superseded less than `graceMs` ago, with their inodes. A writer opened
  * on a checkpoint while it was published builds on that checkpoint's objects until it
@@ -473,18 +498,9 @@ async function keptHeaders(
  * opened on them. A part 0 read here that fails its checks ends the walk (logged): the
  * checkpoint it names is kept all the same, from the inode its successor names.
  */
-async function supersededLately(
-  store: ObjectStore,
-  listing: ContainerListing,
-  published: number,
-  headers: ReadonlyMap<number, PartZero>,
-  complete: ReadonlyMap<number, unknown>,
-  graceMs: number,
-  now: number,
-  format: number | undefined,
-  signal: AbortSignal | undefined,
-): Promise<Map<number, Inode>> {
-  const bases = await basesWithinGrace(store, listing, published, headers, complete, graceMs, now, format, signal)
+async function supersededLately(chain: GraceChain): Promise<Map<number, Inode>> {
+  const { store, listing, published, headers, complete, graceMs, now } = chain
+  const bases = await basesWithinGrace(chain)
   const lately = new Map<number, Inode>()
   let s = published
   while (s > 0) {
@@ -522,17 +538,8 @@ async function supersededLately(
  * the walk reads is one), but for those already read. A part 0 that cannot be read is
  * its error, which matters only if the walk reaches it.
  */
-async function basesWithinGrace(
-  store: ObjectStore,
-  listing: ContainerListing,
-  published: number,
-  headers: ReadonlyMap<number, PartZero>,
-  complete: ReadonlyMap<number, unknown>,
-  graceMs: number,
-  now: number,
-  format: number | undefined,
-  signal: AbortSignal | undefined,
-): Promise<Map<number, Inode | { failed: unknown }>> {
+async function basesWithinGrace(chain: GraceChain): Promise<Map<number, Inode | { failed: unknown }>> {
+  const { store, listing, published, headers, complete, graceMs, now, format, signal } = chain
   const recent = (cno: number) => {
     const at = listing.modified.get(segmentKey(cno, 0))
     return at !== undefined && now - at < graceMs
