@@ -55,6 +55,26 @@ export async function verifyClean(store: ObjectStore, cno?: number): Promise<voi
   assert.deepEqual(report.problems, [], `verify of checkpoint ${report.cno}`)
 }
 
+/**
+ * After a writer at `place` was killed (`killed`: its lines): the published checkpoint is
+ * the seed's or the killed round's (`newRound`), whole, and verify is clean; the next
+ * writer publishes on top. Returns that writer's checkpoint.
+ */
+export async function nextWriterAfterKill(
+  place: string,
+  store: ObjectStore,
+  killed: string[],
+  newRound: string,
+): Promise<number> {
+  const before = await readChecked(store)
+  assert.ok(['w9r0', newRound].includes(before.round), `published ${before.round} (${killed.slice(-3)})`)
+  await verifyClean(store)
+  const [next] = await child('writer', place, '7', '1', 'fail')
+  assert.ok(typeof next?.cno === 'number', `the next writer: ${JSON.stringify(next)}`)
+  assert.equal((await readChecked(store)).round, 'w7r0')
+  return next.cno
+}
+
 /** Seeds the container at `place` with one checkpoint of the children's file. */
 export async function seed(place: string): Promise<void> {
   const [first] = await child('writer', place, '9', '1', 'fail')
