@@ -13,6 +13,7 @@ import { Writable } from 'node:stream'
 import { after, before, describe, it } from 'node:test'
 import { parseSize } from '../lib/cli/args.js'
 import { main } from '../lib/cli.js'
+import { collected } from './helpers/child.js'
 import { bin, fakeOutput, quietEnv } from './helpers/cli.js'
 import { startFakeS3 } from './helpers/fake-s3.js'
 import { writePatternFile } from './helpers/resume.js'
@@ -209,14 +210,7 @@ describe('interrupts', () => {
         }),
         stdio: ['ignore', 'pipe', 'pipe'],
       })
-      let stdout = ''
-      let stderr = ''
-      child.stdout.on('data', (c) => {
-        stdout += c
-      })
-      child.stderr.on('data', (c) => {
-        stderr += c
-      })
+      const output = collected(child)
       const exited = once(child, 'close')
       s3.hook = (r, res) => {
         if (r.op !== 'CompleteMultipartUpload') return false
@@ -242,8 +236,8 @@ describe('interrupts', () => {
       }
       const [status] = await exited
       assert.ok(s3.objects.get('x.bin')?.body.equals(data), 'the object is the checkpoint')
-      assert.equal(status, 0, stderr)
-      assert.match(stdout, /^exported checkpoint 1 of .* to s3:\/\/bucket\/x\.bin: 20\.0 MiB/)
+      assert.equal(status, 0, output.stderr())
+      assert.match(output.stdout(), /^exported checkpoint 1 of .* to s3:\/\/bucket\/x\.bin: 20\.0 MiB/)
       assert.equal(s3.uploads.size, 0, 'no upload left open')
     } finally {
       await s3.close()

@@ -36,6 +36,7 @@ import { SegmentFile } from '../lib/segment-file.js'
 import { SPEC_DEFAULTS } from '../lib/settings.js'
 import { DirectoryStore } from '../lib/store/directory.js'
 import { uploadFile } from '../lib/streams/upload-file.js'
+import { collected } from './helpers/child.js'
 import { bin, fakeOutput, quietEnv } from './helpers/cli.js'
 import { resealInodeObject } from './helpers/format.js'
 
@@ -1176,19 +1177,12 @@ describe('put: by reference or by value, over an existing container, progress', 
     execFileSync('mkfifo', [fifo])
     const payload = randomBytes(2 * MiB + 3)
     const child = spawn(process.execPath, [bin, 'put', fifo, url, '--json'], { env: quietEnv() })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (c) => {
-      stdout += c
-    })
-    child.stderr.on('data', (c) => {
-      stderr += c
-    })
+    const output = collected(child)
     const closed = once(child, 'close')
     await writeFile(fifo, payload)
     const [code] = await closed
-    assert.equal(code, 0, stderr)
-    const j = JSON.parse(stdout)
+    assert.equal(code, 0, output.stderr())
+    const j = JSON.parse(output.stdout())
     assert.deepEqual([j.by, j.bytes, j.flushTiming.cno], ['value', payload.length, 1])
     assert.ok(run(['get', url]).stdout.equals(payload))
     const n = run(['put', '/dev/null', url, '--json'])

@@ -20,6 +20,7 @@ import type { ObjectStore } from '../../lib/store/types.js'
 import { createStreamSegmentReadStream } from '../../lib/streams/read-stream.js'
 import { createStreamSegmentWriteStream } from '../../lib/streams/write-stream.js'
 import { rejectsCode } from '../helpers/assert.js'
+import { collected } from '../helpers/child.js'
 import { prng } from '../helpers/containers.js'
 import { blockStream, fillBlocks, pattern } from '../helpers/pattern.js'
 import { clearS3Store, s3TestBucket, s3TestStore, uniquePrefix } from '../helpers/s3-env.js'
@@ -42,17 +43,14 @@ function runCli(args: string[]): Promise<CliResult> {
   delete env.DEBUG
   const t0 = performance.now()
   const child = spawn(process.execPath, [BIN, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] })
-  const out: Buffer[] = []
-  const err: Buffer[] = []
-  child.stdout.on('data', (b: Buffer) => out.push(b))
-  child.stderr.on('data', (b: Buffer) => err.push(b))
+  const output = collected(child)
   return new Promise((resolve, reject) => {
     child.once('error', reject)
     child.once('close', (status) =>
       resolve({
         status,
-        stdout: Buffer.concat(out).toString(),
-        stderr: Buffer.concat(err).toString(),
+        stdout: output.stdout(),
+        stderr: output.stderr(),
         ms: performance.now() - t0,
       }),
     )

@@ -16,6 +16,7 @@ import { listCheckpoints } from '../../lib/admin/index.js'
 import { readObjectHeader } from '../../lib/container/object-header.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import type { S3Store } from '../../lib/store/s3.js'
+import { collected } from '../helpers/child.js'
 import { s3TestStore } from '../helpers/s3-env.js'
 import { type CallInfo, WrappedStore } from '../helpers/wrapped-store.js'
 
@@ -68,16 +69,14 @@ function runWriter(store: S3Store, id: number): Promise<Array<Record<string, unk
       [fileURLToPath(import.meta.url), '--writer', store.bucket, store.prefix, String(id)],
       { stdio: ['ignore', 'pipe', 'inherit'] },
     )
-    let out = ''
-    child.stdout.on('data', (b) => {
-      out += b
-    })
+    const output = collected(child)
     child.on('error', reject)
     child.on('close', (code) => {
       if (code !== 0) reject(new Error(`writer ${id} exited ${code}`))
       else
         resolve(
-          out
+          output
+            .stdout()
             .trim()
             .split('\n')
             .map((l) => JSON.parse(l)),

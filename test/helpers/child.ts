@@ -2,7 +2,7 @@
  * Runs a Node program (a compiled test helper) as its own process, for the tests that kill
  * a writer with SIGKILL at a chosen moment and look at what it left.
  */
-import { spawn } from 'node:child_process'
+import { type ChildProcess, spawn } from 'node:child_process'
 
 export interface ChildRun {
   /** Every line it printed on stdout, in order. */
@@ -55,4 +55,16 @@ export function runNode(program: string, args: readonly string[], watch: ChildWa
       else reject(new Error(`${program} exited ${code ?? signal}: ${stderr}`))
     })
   })
+}
+
+/**
+ * What `child` prints, gathered as it comes: its stdout and stderr so far as text ('' for
+ * one not piped), decoded whole (a character may straddle two chunks).
+ */
+export function collected(child: ChildProcess): { stdout: () => string; stderr: () => string } {
+  const out: Buffer[] = []
+  const err: Buffer[] = []
+  child.stdout?.on('data', (b: Buffer) => out.push(b))
+  child.stderr?.on('data', (b: Buffer) => err.push(b))
+  return { stdout: () => Buffer.concat(out).toString(), stderr: () => Buffer.concat(err).toString() }
 }

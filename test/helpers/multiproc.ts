@@ -14,7 +14,7 @@ import { listCheckpoints, verifyCheckpoint } from '../../lib/admin/index.js'
 import { readObjectHeader } from '../../lib/container/object-header.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import type { ObjectStore } from '../../lib/store/types.js'
-import { runNode } from './child.js'
+import { collected, runNode } from './child.js'
 import { bin, quietEnv } from './cli.js'
 import { BLOCK, BLOCKS, checkContent, roundOf } from './multiproc-file.js'
 
@@ -183,20 +183,13 @@ export function put(
     p.stdin.on('error', () => {})
     if (stdin === undefined) p.stdin.end()
     else stdin.pipe(p.stdin)
-    let out = ''
-    let err = ''
-    p.stdout.on('data', (d) => {
-      out += d
-    })
-    p.stderr.on('data', (d) => {
-      err += d
-    })
+    const output = collected(p)
     p.on('error', (e) => {
       if (!kill?.aborted) reject(e)
     })
     p.on('close', (code) => {
-      const cno = code === 0 ? (JSON.parse(out) as { flushTiming: { cno: number } }).flushTiming.cno : 0
-      resolve({ code: code ?? -1, stderr: err, cno })
+      const cno = code === 0 ? (JSON.parse(output.stdout()) as { flushTiming: { cno: number } }).flushTiming.cno : 0
+      resolve({ code: code ?? -1, stderr: output.stderr(), cno })
     })
   })
 }

@@ -18,6 +18,7 @@ import { removeContainer } from '../../lib/admin/remove.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { DirectoryStore, sweepStoreLeftovers } from '../../lib/store/directory.js'
 import { writerTag } from '../../lib/util/local-fs.js'
+import { collected } from '../helpers/child.js'
 
 const DIRECTORY_MODULE = new URL('../../lib/store/directory.js', import.meta.url).href
 const LOCAL_FS_MODULE = new URL('../../lib/util/local-fs.js', import.meta.url).href
@@ -28,12 +29,9 @@ async function runChild(source: string, ...args: string[]): Promise<string> {
   const p = spawn(process.execPath, ['--input-type=module', '-e', source, ...args], {
     stdio: ['ignore', 'pipe', 'inherit'],
   })
-  let out = ''
-  p.stdout.on('data', (d) => {
-    out += String(d)
-  })
-  await new Promise((resolve) => p.once('exit', resolve))
-  return out
+  const output = collected(p)
+  await new Promise((resolve) => p.once('close', resolve))
+  return output.stdout()
 }
 
 /**

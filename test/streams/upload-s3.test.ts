@@ -24,6 +24,7 @@ import { Upload, type UploadParams } from '../../lib/index.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import type { S3Store } from '../../lib/store/s3.js'
 import type { StreamSegmentWriteStream } from '../../lib/streams/write-stream.js'
+import { collected } from '../helpers/child.js'
 import { s3TestBucket, s3TestClient, s3TestStore, uniquePrefix } from '../helpers/s3-env.js'
 
 const MiB = 1024 * 1024
@@ -50,21 +51,15 @@ async function openUploads(store: S3Store): Promise<number> {
 function runProgram(path: string, args: string[]): Promise<{ code: number | null; lines: Record<string, unknown>[] }> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [path, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
-    let out = ''
-    let err = ''
-    child.stdout.on('data', (b) => {
-      out += b
-    })
-    child.stderr.on('data', (b) => {
-      err += b
-    })
+    const output = collected(child)
     child.on('error', reject)
     child.on('close', (code) => {
-      const lines = out
+      const lines = output
+        .stdout()
         .split('\n')
         .filter((l) => l.startsWith('{'))
         .map((l) => JSON.parse(l) as Record<string, unknown>)
-      if (code !== 0) reject(new Error(`${path} exited ${code}: ${err}${out}`))
+      if (code !== 0) reject(new Error(`${path} exited ${code}: ${output.stderr()}${output.stdout()}`))
       else resolve({ code, lines })
     })
   })
