@@ -19,6 +19,7 @@ import {
   child,
   type Line,
   nextWriterAfterKill,
+  noErrors,
   readChecked,
   seed,
   twoPuts,
@@ -197,14 +198,7 @@ describe('directory store: a reader process beside a writer process and gc in a 
   it('gc with its default grace: the reader reads the checkpoint it opened, byte for byte, to the end', async () => {
     const { store, reader, writer, cleaner } = await threeAtOnce(60 * 60_000)
     assert.deepEqual(reader.at(-1), { ok: reader[0]?.cno }, JSON.stringify(reader))
-    assert.deepEqual(
-      writer.filter((w) => w.error !== undefined),
-      [],
-    )
-    assert.deepEqual(
-      cleaner.filter((c) => c.error !== undefined),
-      [],
-    )
+    noErrors({ writer, cleaner })
     await verifyClean(store)
   })
 
@@ -218,14 +212,7 @@ describe('directory store: a reader process beside a writer process and gc in a 
       assert.equal(end.error, 'ERR_NOT_FOUND', JSON.stringify(end))
       assert.match(String(end.message), /\d{10}\.\d+/, 'names the object')
     } else assert.deepEqual(end, { ok: reader[0]?.cno })
-    assert.deepEqual(
-      writer.filter((w) => w.error !== undefined),
-      [],
-    )
-    assert.deepEqual(
-      cleaner.filter((c) => c.error !== undefined),
-      [],
-    )
+    noErrors({ writer, cleaner })
     await readChecked(store)
     await verifyClean(store)
     console.log(`# reader: ${told}`)

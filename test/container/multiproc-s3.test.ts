@@ -23,6 +23,7 @@ import {
   child,
   type Line,
   nextWriterAfterKill,
+  noErrors,
   put,
   readChecked,
   seed,
@@ -170,14 +171,7 @@ describe('S3: a reader process beside a writer process and gc in a third', () =>
       child('gc', url, String(60 * 60_000), '8'),
     ])
     assert.deepEqual(reader.at(-1), { ok: reader[0]?.cno }, JSON.stringify(reader))
-    assert.deepEqual(
-      writer.filter((w) => w.error !== undefined),
-      [],
-    )
-    assert.deepEqual(
-      cleaner.filter((c) => c.error !== undefined),
-      [],
-    )
+    noErrors({ writer, cleaner })
     await verifyClean(store)
   })
 

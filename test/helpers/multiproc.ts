@@ -28,6 +28,17 @@ export async function child(...args: string[]): Promise<Line[]> {
   return lines.filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Line)
 }
 
+/** Asserts that no child's lines tell an error (each child named by its key). */
+export function noErrors(children: Record<string, Line[]>): void {
+  for (const [who, lines] of Object.entries(children)) {
+    assert.deepEqual(
+      lines.filter((l) => l.error !== undefined),
+      [],
+      `the ${who}'s errors`,
+    )
+  }
+}
+
 /** The published checkpoint's bytes and the round that wrote it; asserts they are whole. */
 export async function readChecked(store: ObjectStore, cno?: number): Promise<{ cno: number; round: string }> {
   const f = await SegmentFile.open(store, { readOnly: true, ...(cno === undefined ? {} : { cno }) })
