@@ -1058,6 +1058,32 @@ describe('a damaged entry: ls, inspect and verify report it', () => {
     }
   })
 
+  it('verify of 25 bad blocks in one object: 20 listed, one counting the rest, its count in --json too', () => {
+    // 100 KiB: one object, its 25 data slots first; a byte of each flipped.
+    const c = damaged('0000000001.0', (b) => {
+      for (let slot = 0; slot < 25; slot++) b.writeUInt8((b[slot * 4096 + 100] as number) ^ 0x10, slot * 4096 + 100)
+    })
+    const v = run(['verify', c, '--cno', '1'])
+    assert.equal(v.status, 4, v.stderr)
+    // In the object's order: slots 0 to 19, then the count of the rest; the summary line counts all.
+    const lines = v.text.trimEnd().split('\n')
+    assert.deepEqual(
+      lines.slice(0, 20).map((l) => /^ERR_CORRUPT block 0000000001\.0 byte (\d+): /.exec(l)?.[1]),
+      Array.from({ length: 20 }, (_, slot) => String(slot * 4096)),
+    )
+    assert.match(lines[20] as string, /^ERR_CORRUPT block 0000000001\.0: .*0000000001\.0: and 5 more problems$/)
+    assert.match(lines[21] as string, /^checkpoint 1 of .*: 25 problems$/)
+    assert.equal(v.stderr, `stream-segment: ERR_CORRUPT: verify found 25 problems in checkpoint 1 of ${c}\n`)
+    const j = JSON.parse(run(['verify', c, '--cno', '1', '--json']).text)
+    const listed = j.problems.filter((p: { more?: number }) => p.more === undefined)
+    const rest = j.problems.filter((p: { more?: number }) => p.more !== undefined)
+    assert.equal(listed.length, 20)
+    assert.deepEqual(
+      rest.map((p: { what: string; where: string; more: number }) => [p.what, p.where, p.more]),
+      [['block', '0000000001.0', 5]],
+    )
+  })
+
   it('inspect with the inode damaged: the problem and exit 4, as verify', () => {
     const c = damaged('inode', (b) => b.writeUInt8((b[40] as number) ^ 0x10, 40))
     for (const command of ['verify', 'inspect']) {

@@ -72,6 +72,11 @@ export interface Problem {
   /** The key, and the byte offset in it when there is one. */
   where: string
   message: string
+  /**
+   * On the one problem of an object that stands for those left out (its message ending
+   * `and N more problems`): N. Absent on every other problem.
+   */
+  more?: number
 }
 
 export interface MapWalk {
@@ -140,25 +145,37 @@ export class ObjectProblems {
   }
 }
 
-/** The problems counting those left out, with how many each stands for. */
-const standsFor = new WeakMap<Problem, number>()
-
 /**
  * How many problems `problems` tell of: each one, and each counting those of an object
  * left out (`and N more problems`) as those N.
  */
 export function problemCount(problems: readonly Problem[]): number {
   let n = 0
-  for (const p of problems) n += standsFor.get(p) ?? 1
+  for (const p of problems) n += p.more ?? 1
   return n
+}
+
+/**
+ * Problems in the order people read them: by key, then by byte offset (those of the
+ * whole object first), the one counting those left out after the rest of its object's.
+ */
+export function byPlace(a: Problem, b: Problem): number {
+  const [ka, oa] = place(a)
+  const [kb, ob] = place(b)
+  return ka < kb ? -1 : ka > kb ? 1 : oa - ob
+}
+
+/** A problem's key, and where in it: −1 the whole object, Infinity the count of those left out. */
+function place(p: Problem): [string, number] {
+  if (p.more !== undefined) return [p.where, Number.POSITIVE_INFINITY]
+  const m = /^(.*) byte (\d+)$/.exec(p.where)
+  return m === null ? [p.where, -1] : [m[1] as string, Number(m[2])]
 }
 
 /** The problem counting those of object `key` left out: `more` of them, the first of them a `what`. */
 function moreProblems(url: string, key: string, what: Problem['what'], more: number): Problem {
   // ERR_CORRUPT: only a damaged object (or map) has that many.
-  const p: Problem = { code: 'ERR_CORRUPT', what, where: key, message: moreMessage(url, key, more) }
-  standsFor.set(p, more)
-  return p
+  return { code: 'ERR_CORRUPT', what, where: key, message: moreMessage(url, key, more), more }
 }
 
 function moreMessage(url: string, key: string, more: number): string {
@@ -194,7 +211,7 @@ class WalkProblems {
     if (o.rest === undefined) this.problems.push((o.rest = moreProblems(this.url, key, p.what, o.more)))
     else {
       o.rest.message = moreMessage(this.url, key, o.more)
-      standsFor.set(o.rest, o.more)
+      o.rest.more = o.more
     }
   }
 }

@@ -25,6 +25,7 @@ import { MiB } from '../util/units.js'
 import { objectKeys } from './inspect.js'
 import { checkPublished, resolveOrReport } from './list.js'
 import {
+  byPlace,
   type MapWalk,
   missingWhy,
   nodePointerProblems,
@@ -96,7 +97,7 @@ export async function verifyCheckpoint(
       }),
     ),
   )
-  problems.sort((a, b) => (a.where < b.where ? -1 : a.where > b.where ? 1 : 0))
+  problems.sort(byPlace)
   return report
 }
 

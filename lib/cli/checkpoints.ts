@@ -159,7 +159,7 @@ export async function verify(p: Parsed, out: Out, err: Out, signal: AbortSignal)
     out.write(
       `${checkpointName(r.cno)} of ${printable(r.url)}: ${count(r.objects, 'object')}, ${count(r.nodes, 'node')}, ${count(r.dataPointers, 'data pointer')}, ` +
         `${count(r.slots, 'data slot')} checked, ${formatBytes(r.bytesRead)} read in ${s.toFixed(2)} s: ` +
-        `${r.problems.length === 0 ? 'ok' : count(r.problems.length, 'problem')}\n`,
+        `${r.problems.length === 0 ? 'ok' : count(problemCount(r.problems), 'problem')}\n`,
     )
   }
   return problemsFound('verify', r, err)

@@ -132,6 +132,11 @@ function capped(problems: readonly Problem[], label: string, n = N): void {
   assert.equal(more[0]?.what, 'node')
   assert.equal(more[0]?.code, 'ERR_CORRUPT')
   assert.match(more[0]?.message ?? '', new RegExp(`/${DAMAGED.replace('.', '\\.')}: and ${n - 20} more problems$`))
+  assert.equal(more[0]?.more, n - 20, `${label}: the count is a field too`)
+  assert.ok(
+    problems.every((p) => p === more[0] || p.more === undefined),
+    `${label}: no other problem has one`,
+  )
   assert.ok(problems.length < 50, `${label}: ${problems.length} problems in all`)
 }
 
@@ -246,6 +251,7 @@ describe('the checks of a roll-forward checkpoint with 64 bad data blocks in its
     const rest = problems.find((p) => p.where === key)
     assert.equal(rest?.what, 'block')
     assert.match(rest?.message ?? '', /0000000002\.0: and 44 more problems$/)
+    assert.equal(rest?.more, 44)
     assert.equal(problemCount(problems), 64, 'counted, they tell of every bad block')
   })
 })
