@@ -34,7 +34,8 @@
  *   tells an object's size; every block is still checked against the summary, so a
  *   wrong size can only fail reads. A leaf span fetched for a read is a *head read*:
  *   one GET from byte 0 through the span brings header, summary and leaves (when the
- *   span ends within HEAD_READ_MAX_BYTES). An object of which nothing is known is read
+ *   span ends within HEAD_READ_MAX_BYTES); for a small read of a small object, some data
+ *   after them too, kept as data below a tail read's span is. An object of which nothing is known is read
  *   from byte 0 for as many summary entries as the largest summary seen; a summary
  *   larger than that, or of an object whose header is known, costs one exact GET.
  */
@@ -69,7 +70,7 @@ function tailRoom(need: number): number {
   return NODE_SPAN_BYTES + 2 * SUMMARY_ENTRY_BYTES * Math.ceil(need / UNIT_BYTES) + HEADER_BYTES
 }
 
-/** Objects that keep data bytes fetched below a leaf span (the oldest give theirs up). */
+/** Objects that keep data bytes fetched with a leaf span (the oldest give theirs up). */
 const DATA_BELOW_OBJECTS = 32
 
 /**
@@ -280,15 +281,16 @@ export class ObjectReads {
    * summary comes along (a tail read, or head first a head read) and is cached.
    * `widen`: more bytes read below, kept for the nodes the walk reads there next
    * (`metaBytes`): without the summary, `widen` bytes up to the span's end; with it, from
-   * `widen` bytes below the span's start. `below`: bytes below a tail read kept as data
-   * (`keptData`).
+   * `widen` bytes below the span's start. `data`: data bytes that come along, kept for the
+   * read (`keptData`): tail first, that many below the span; head first, the data region
+   * after the meta blocks, read that far past the span's end.
    */
   async readNodeSpan(
     st: ObjectState,
     span: { start: number; end: number },
     withSummary: boolean,
     widen = 0,
-    below = 0,
+    data = 0,
   ): Promise<Uint8Array> {
     if (!withSummary) {
       const kept = st.metaBytes
@@ -306,10 +308,10 @@ export class ObjectReads {
       return bytes.subarray(Math.min(bytes.byteLength, span.start - start))
     }
     // Tail first, a small read may want the data blocks just below the span (a leaf's
-    // last blocks lie right before the object's meta blocks): `below` bytes come along.
-    const from = this.parted ? span.start : span.start - Math.min(widen > 0 ? widen : below, span.start)
+    // last blocks lie right before the object's meta blocks): `data` bytes come along.
+    const from = this.parted ? span.start : span.start - Math.min(widen > 0 ? widen : data, span.start)
     const p = this.parted
-      ? this.headSpanRead(st, span)
+      ? this.headSpanRead(st, span, data)
       : this.tailRead(st, from, 'meta', widen > 0 ? 0 : span.start - from, span.end)
     const pending = p.then((t) => t.summary)
     st.pending = pending
@@ -512,13 +514,15 @@ export class ObjectReads {
 
   /**
    * Head first: GETs the object from byte 0 through `span` (header, summary, padding and
-   * meta blocks up to the span's end); the summary is taken from it, the span's bytes returned.
+   * meta blocks up to the span's end) and `after` bytes more; the summary is taken from it,
+   * the data region's bytes it reached kept (`keptData`), the span's bytes returned.
    */
   private async headSpanRead(
     st: ObjectState,
     span: { start: number; end: number },
+    after: number,
   ): Promise<{ bytes: Uint8Array; summary: Summary }> {
-    const bytes = await this.get(st.key, { start: 0, end: span.end }, 'meta', st.cno)
+    const bytes = await this.get(st.key, { start: 0, end: span.end + after }, 'meta', st.cno)
     const where = `${this.store.url}/${st.key}`
     const header = this.acceptHeader(
       st,
@@ -534,8 +538,13 @@ export class ObjectReads {
     const t = this.timing.bytes
     t.header += HEADER_BYTES
     t.summary += layout.summaryEnd - layout.summaryOffset
-    t.meta += bytes.byteLength - layout.summaryEnd
-    return { bytes: bytes.subarray(span.start), summary: this.acceptSummary(st, summary) }
+    t.meta += Math.min(bytes.byteLength, layout.dataOffset) - layout.summaryEnd
+    if (bytes.byteLength > layout.dataOffset) {
+      const data = bytes.subarray(layout.dataOffset, Math.min(bytes.byteLength, layout.dataEnd))
+      t.data += data.byteLength
+      this.keepData(st, layout.dataOffset, data)
+    }
+    return { bytes: bytes.subarray(span.start, span.end), summary: this.acceptSummary(st, summary) }
   }
 
   /**

@@ -25,8 +25,10 @@
  *   A small read (≤ SMALL_READ_BYTES) whose leaves in an object are one span widens that
  *   tail read downwards by its own size: an object's last data blocks lie right before its
  *   meta blocks, so a read across an object's end gets them with the leaf (4 requests: the
- *   index node, two leaf spans, the next object's data; not 5). The bytes are kept for the
- *   data run (ObjectReads.keptData, a few objects' worth) and checked as a GET's are.
+ *   index node, two leaf spans, the next object's data; not 5). Of a small object (leaves
+ *   starting within SMALL_OBJECT_BYTES) it reads from byte 0, and head first a head read
+ *   takes as much data along: a small file's cold read is one GET. The bytes are kept for the data run (ObjectReads.keptData, a few objects'
+ *   worth) and checked as a GET's are.
  * - Data. Holes cost nothing; dirty blocks are copied from the dirty tier; stored blocks
  *   contiguous in one object coalesce into one ranged GET of at most `readGetMaxBytes`.
  *   The answer is kept as the chunks it came in (S3Store.getChunks: no copy) and handed
@@ -71,6 +73,8 @@ const TAIL_DATA_MAX_BYTES = 4 * NODE_SPAN_BYTES
 
 /** A read of at most this much takes as many data bytes below its leaf spans along (see walk). */
 const SMALL_READ_BYTES = 64 * 1024
+/** An object whose leaves start this low is read whole by a small read's tail read (see fetchNodes). */
+const SMALL_OBJECT_BYTES = 128 * 1024
 /** How far below part 0's index nodes a read's first walk reads, for the leaves part 0 holds. */
 const PART0_LEAVES_BYTES = 256 * 1024
 
@@ -669,11 +673,16 @@ export class Reader {
     const leaves = level === 1
     const withSummary = leaves && want.wantData && st.summary === undefined && st.pending === undefined
     if (this.core.format === FORMAT_PARTED) {
-      // Head first: header and summary lie before the first span.
+      // Head first: header and summary lie before the first span. A small read of a small
+      // object (its leaves end within SMALL_OBJECT_BYTES) takes its data along: the data
+      // region follows the meta blocks.
       const firstSpan = spans[0] as NodeSpan<NodeRef>
       const head = withSummary && firstSpan.end <= HEAD_READ_MAX_BYTES
+      const after = head && spans.length === 1 && want.smallRead && firstSpan.end <= SMALL_OBJECT_BYTES
       return spans.map((span) =>
-        head && span === firstSpan ? this.fetchSpanWithSummary(st, span, 0, 0) : this.fetchSpanAgain(st, span, 0),
+        head && span === firstSpan
+          ? this.fetchSpanWithSummary(st, span, 0, after ? SMALL_OBJECT_BYTES : 0)
+          : this.fetchSpanAgain(st, span, 0),
       )
     }
     // A data part holds only leaves before its summary; part 0 index nodes too, which
@@ -692,8 +701,11 @@ export class Reader {
       level >= 2 && st.part === 0 && want.wantData && st.summary === undefined && st.pending === undefined && partTail
     // A small read whose leaves are one span: the data blocks just below it (where the
     // last blocks under the object's leaves lie) come along in the same tail read, so a
-    // read across an object's end gets that object's data with its leaf.
-    const below = tail && spans.length === 1 && want.smallRead ? want.readBytes : 0
+    // read across an object's end gets that object's data with its leaf. Of a small
+    // object (its leaves start within SMALL_OBJECT_BYTES), all of its data comes: a cold
+    // read of a small file is one GET, not the leaf's and then the data's.
+    const small = lastSpan.start <= SMALL_OBJECT_BYTES ? lastSpan.start : 0
+    const below = tail && spans.length === 1 && want.smallRead ? Math.max(want.readBytes, small) : 0
     return spans.map((span) => {
       if (span !== lastSpan || !(tail || indexTail)) return this.fetchSpanAgain(st, span, widen)
       return indexTail
@@ -711,10 +723,10 @@ export class Reader {
     st: ObjectState,
     span: NodeSpan<NodeRef>,
     widen: number,
-    below: number,
+    data: number,
     retryWiden = 0,
   ): Promise<void> {
-    return this.fetchSpan(st, span, true, widen, below).catch((err) => {
+    return this.fetchSpan(st, span, true, widen, data).catch((err) => {
       if (!mayBeDamagedOnTheWay(err)) throw err
       st.metaBytes = undefined // read again, not taken from the bytes that failed
       return this.fetchSpan(st, span, false, retryWiden)
@@ -800,10 +812,10 @@ export class Reader {
     span: NodeSpan<NodeRef>,
     withSummary: boolean,
     widen = 0,
-    below = 0,
+    data = 0,
   ): Promise<void> {
     const mbs = this.core.settings.metaBlockSize
-    const bytes = await this.objects.readNodeSpan(st, span, withSummary, widen, below)
+    const bytes = await this.objects.readNodeSpan(st, span, withSummary, widen, data)
     // The object's header on its way (another span's tail or head read, or another walk's):
     // waited for, so that the nodes are checked against its meta blocks, for no request.
     await this.objects.headerInFlight(st)

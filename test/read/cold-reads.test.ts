@@ -218,6 +218,38 @@ describe('cold reads', () => {
     })
   }
 
+  // A small file is one small object (its data, a leaf, the summary, the header): its leaf
+  // span's tail read starts at byte 0 and brings the data along, whichever block is read;
+  // head first, its head read reaches through the data after the leaf.
+  for (const [format, size] of [
+    ['stream', 20 * KiB],
+    ['stream', 100 * KiB],
+    ['stream', 128 * KiB],
+    ['parted', 20 * KiB],
+    ['parted', 128 * KiB],
+  ] as const) {
+    it(`${format}: a file of ${size / KiB} KiB: every cold read of up to 4 KiB after open is one GET`, async () => {
+      const inner = new MemoryStore()
+      const want = pattern(0, size, 9)
+      const w = await SegmentFile.create(inner, { format })
+      await w.write(0, want)
+      assert.equal((await w.flush()).objects, 1)
+      await w.close()
+      const store = new ThrottledStore(inner, { latencyMs: 0, bandwidth: Number.POSITIVE_INFINITY })
+      const counts: number[] = []
+      for (let at = 0; at < size; at += 4096 + 1000) {
+        const length = Math.min(4096, size - at)
+        const f = await SegmentFile.open(store, { readOnly: true })
+        const before = store.totalRequests
+        const got = await f.read(at, length)
+        counts.push(store.totalRequests - before)
+        assert.ok(Buffer.from(got).equals(want.subarray(at, at + length)), `bytes at ${at}`)
+        await f.close()
+      }
+      assert.deepEqual(new Set(counts), new Set([1]), `requests per cold read: ${counts.join(' ')}`)
+    })
+  }
+
   it("a damaged summary in part 0 fails the reads of part 0's data, not the others", async () => {
     const inner = new MemoryStore()
     const { want } = await build(inner, WRITTEN_AGAIN)
