@@ -39,6 +39,7 @@
  *   replacement or deletion a crash cut short is left by every other sweep, and no store
  *   call ever reaches it.
  */
+
 import debug from 'debug'
 import { readInode, sameInode } from '../container/inode.js'
 import {
@@ -54,6 +55,7 @@ import type { Inode } from '../format/inode.js'
 import { INODE_KEY, parseKey, segmentKey } from '../format/names.js'
 import { MAX_CNO } from '../format/pointer.js'
 import { checkOptionNames, givenOr as or } from '../settings.js'
+import { storeNow } from '../store/common.js'
 import { sweepStoreLeftovers } from '../store/directory.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
 import type { MultipartUpload, ObjectStore } from '../store/types.js'
@@ -179,7 +181,6 @@ export async function gc(where: StoreLocation | ObjectStore, options: GcOptions 
   const o = checkOptions(options)
   const { signal } = options
   const store = storeAt(where, 'gc')
-  const now = Date.now()
   // The commit point first, then the listing: a checkpoint published between the two is in
   // the listing (kept below as one a writer rolls forward, or caught by the second look at
   // the inode). Listed first, a publication in between hid the published part 0 from the
@@ -190,6 +191,10 @@ export async function gc(where: StoreLocation | ObjectStore, options: GcOptions 
   })
   const listing = await listContainer(store, signal)
   const published = first?.inode.cno ?? 0
+  // Ages by the clock that dates the objects (the store's, which its answers so far have
+  // told): by this machine's, a clock hours ahead made a live writer's objects old enough
+  // to delete, and its checkpoint was then published without them.
+  const now = storeNow(store)
 
   // Which complete checkpoints are kept, and their inodes.
   const format = first?.inode.format

@@ -12,10 +12,12 @@
  *   complete and was built on exactly the inode published now, so it can never skip or
  *   undo a checkpoint.
  */
+
 import debug from 'debug'
 import { mayBeDamagedOnTheWay, StreamSegmentError } from '../errors.js'
 import { decodeInodeObject, encodeInode, encodeInodeObject, INODE_BYTES, type Inode } from '../format/inode.js'
 import { INODE_KEY, segmentKey } from '../format/names.js'
+import { storeNow } from '../store/common.js'
 import type { ObjectStore } from '../store/types.js'
 import { numbersTaken } from './listing.js'
 import { readObjectHeader } from './object-header.js'
@@ -298,7 +300,7 @@ export async function rollForward(
     for (const [key, o] of keys) above.set(key, o)
     const part0 = keys.get(segmentKey(cno, 0))
     if (part0 === undefined) continue // an abandoned attempt
-    const age = Date.now() - part0.lastModifiedMs
+    const age = storeNow(store) - part0.lastModifiedMs // by the clock that dates it
     if (age < afterMs) {
       // Its writer may be alive, its inode write in flight: leave it to that writer.
       log('checkpoint %d: part 0 is %d ms old, under %d: not rolled forward', cno, age, afterMs)

@@ -65,12 +65,14 @@
  * Leftovers not taken stay for gc: none is provably abandoned (it may be another live
  * writer's), so none is aborted.
  */
+
 import debug from 'debug'
 import { StreamSegmentError } from '../errors.js'
 import { objectLayout } from '../format/header.js'
 import { FORMAT_STREAM } from '../format/inode.js'
 import { parseKey, segmentKey } from '../format/names.js'
 import { decodeSummary } from '../format/summary.js'
+import { storeNow } from '../store/common.js'
 import type { ObjectStore } from '../store/types.js'
 import { listOpenUploads, numbersTaken } from './listing.js'
 import { readObjectHeader } from './object-header.js'
@@ -140,11 +142,14 @@ export async function findLeftovers(
   id: FileIdentity,
   options: FindOptions = {},
 ): Promise<Map<number, Leftover>> {
-  const { signal, maxAgeMs = DEFAULT_RESUME_MAX_AGE_MS, now = Date.now(), publishedCno = 0 } = options
+  const { signal, maxAgeMs = DEFAULT_RESUME_MAX_AGE_MS, publishedCno = 0 } = options
   const found = new Map<number, Leftover>()
   if (store.listParts === undefined) return found
   const listParts = store.listParts.bind(store)
-  for (const u of await listOpenUploads(store, signal)) {
+  const uploads = await listOpenUploads(store, signal)
+  // The uploads' ages by the store's clock, which dates them (once it has answered).
+  const now = options.now ?? storeNow(store)
+  for (const u of uploads) {
     const k = parseKey(u.key)
     if (k?.kind !== 'segment' || k.part === 0 || k.cno <= publishedCno || now - u.initiatedMs > maxAgeMs) continue
     const claim = await store.head(u.key, { signal })

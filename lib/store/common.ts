@@ -9,6 +9,11 @@ import { describeValue, showValue } from '../util/typed-arrays.js'
 import type { Body, ByteRange, CompletedPart, GetOptions, ObjectInfo, ObjectStore, PutOptions } from './types.js'
 import { WRITE_ID_METADATA } from './types.js'
 
+/** The time now on `store`'s clock (ObjectStore.now), or this machine's. */
+export function storeNow(store: ObjectStore): number {
+  return store.now?.() ?? Date.now()
+}
+
 /** Resolves a range against an object's size to [start, end); ERR_RANGE past the end. */
 export function resolveRange(range: ByteRange | undefined, size: number, where: string): [number, number] {
   if (range === undefined) return [0, size]

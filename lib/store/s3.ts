@@ -98,6 +98,9 @@ const MAX_PAGE = 1000
 const NOT_IN_XML = /[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]/
 /** Truncated pages in a row with nothing on them before a listing is given up as endless. */
 const MAX_EMPTY_PAGES = 100
+/** An offset from the server's clock this small is the Date header's rounding and the way back (see now). */
+const CLOCK_OFFSET_NOISE_MS = 2000
+
 /** How long releasing a claim's placeholder may take, retries included (see #releasePlaceholder). */
 const PLACEHOLDER_RELEASE_MS = 10_000
 /**
@@ -275,6 +278,20 @@ export class S3Store implements ObjectStore {
 
   /** The SDK's module, loaded by the first store made (./s3-sdk.cts). */
   readonly #sdk = s3Sdk()
+
+  /**
+   * The server's time now, as its answers tell it: the SDK sets the client's clock offset
+   * by the Date of each answer (and signs by it). LastModified and Initiated are on that
+   * clock, which this machine's may be hours away from. A Date has whole seconds, so the
+   * offset is a second short of the truth or less, plus the answer's way back: an offset
+   * within CLOCK_OFFSET_NOISE_MS says the clocks agree as far as can be told, and this
+   * machine's, finer, is taken.
+   */
+  now(): number {
+    const offset = this.client.config.systemClockOffset
+    const off = Number.isFinite(offset) && Math.abs(offset) > CLOCK_OFFSET_NOISE_MS ? offset : 0
+    return Date.now() + off
+  }
 
   constructor(options: S3StoreOptions) {
     if (typeof options !== 'object' || options === null) {

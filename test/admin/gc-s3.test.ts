@@ -30,6 +30,7 @@ import { smallSettings } from '../helpers/small-settings.js'
 const KiB = 1024
 const MiB = 1024 * KiB
 const BIN = 'bin/stream-segment.cjs'
+const SKEWED_CLOCK = new URL('../helpers/skewed-clock.js', import.meta.url).href
 
 interface CliResult {
   status: number | null
@@ -38,12 +39,17 @@ interface CliResult {
   ms: number
 }
 
-/** Runs the CLI in a child process, asynchronously (stdin is not a TTY: it is /dev/null). */
-function runCli(args: string[]): Promise<CliResult> {
-  const env = { ...process.env }
+/**
+ * Runs the CLI in a child process, asynchronously (stdin is not a TTY: it is /dev/null);
+ * with `skewMs`, on a clock that far from this machine's (test/helpers/skewed-clock.ts).
+ */
+function runCli(args: string[], skewMs?: number): Promise<CliResult> {
+  const env: NodeJS.ProcessEnv = { ...process.env }
   delete env.DEBUG
+  const node = skewMs === undefined ? [] : ['--import', SKEWED_CLOCK]
+  if (skewMs !== undefined) env.SKEW_MS = String(skewMs)
   const t0 = performance.now()
-  const child = spawn(process.execPath, [BIN, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(process.execPath, [...node, BIN, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] })
   const output = collected(child)
   return new Promise((resolve, reject) => {
     child.once('error', reject)
@@ -325,6 +331,69 @@ describe('gc and rm on radosgw', () => {
       assert.ok(ratio1 <= 1.05, `live ${live} bytes is ${ratio1} × the data`)
       assert.ok(ratio3 <= 3.1, `after --keep 3: ${after3.storedBytes} bytes stored, ${ratio3} × live`)
     } finally {
+      await clearS3Store(store)
+    }
+  })
+
+  it("gc on a machine whose clock is 2 h off the server's: ages by the server's clock, a live writer's objects kept", {
+    timeout: 120_000,
+  }, async () => {
+    const prefix = uniquePrefix('gc-skew')
+    const store = await s3TestStore(prefix)
+    const url = `s3://${await s3TestBucket()}/${prefix}`
+    const HOURS_2 = 2 * 3600 * 1000
+    const keys = async (cno: number) => {
+      const out: string[] = []
+      for await (const e of store.list('')) if (e.key.startsWith(`${segmentKey(cno, 0).slice(0, -2)}.`)) out.push(e.key)
+      return out.sort()
+    }
+    // 1 MiB objects sent ahead (one PutObject each) under a 1 MiB dirty limit.
+    const f = await SegmentFile.create(store, {
+      dataCacheDirtyMaxBytesThreshold: MiB,
+      segmentMaxObjectBytes: 4 * MiB,
+      segmentMpuChunkSize: 5 * MiB,
+      streamSegmentBytes: MiB,
+    })
+    try {
+      await f.write(0, pattern(0, 4 * MiB, 1))
+      assert.equal((await f.flush()).cno, 1)
+      await f.write(0, pattern(0, 4 * MiB, 2))
+      assert.equal((await f.flush()).cno, 2) // checkpoint 1 superseded: its objects are garbage
+      const garbage = await keys(1)
+      assert.ok(garbage.length >= 4, `checkpoint 1's objects: ${garbage.join(' ')}`)
+      await new Promise((r) => setTimeout(r, 6500)) // older than the grace period (5 s; S3 dates to the second)
+      // Checkpoint 3 in the making: its objects sent ahead, the writer alive, not flushed.
+      const want = pattern(0, 6 * MiB, 3)
+      await f.write(0, want)
+      const live = await keys(3)
+      assert.ok(live.length >= 4, `checkpoint 3's objects sent ahead: ${live.join(' ')}`)
+      /** Every object of checkpoint 3 listed above is still there (more may have landed since). */
+      const kept = async (when: string) => {
+        const now = await keys(3)
+        assert.deepEqual(
+          live.filter((k) => !now.includes(k)),
+          [],
+          `gc on a clock ${when}: checkpoint 3's objects deleted`,
+        )
+      }
+
+      // A clock 2 h behind: checkpoint 1's objects are seconds old by it, yet 6 s by the server's.
+      const behind = await runCli(['gc', url, '--keep', '1', '--grace', '5s', '--json'], -HOURS_2)
+      assert.equal(behind.status, 0, behind.stderr)
+      assert.deepEqual(await keys(1), [], "gc on a clock behind: checkpoint 1's objects deleted")
+      await kept('behind')
+
+      // A clock 2 h ahead: checkpoint 3's objects are 2 h old by it, a few seconds by the server's.
+      const ahead = await runCli(['gc', url, '--keep', '1', '--grace', '5s', '--json'], HOURS_2)
+      assert.equal(ahead.status, 0, ahead.stderr)
+      await kept('ahead')
+      assert.equal(JSON.parse(ahead.stdout).deletedObjects, 0)
+
+      // The writer publishes checkpoint 3, and it reads back whole.
+      assert.equal((await f.flush()).cno, 3)
+      assert.ok((await readCheckpoint(store, 3)).equals(want), 'checkpoint 3 reads back')
+    } finally {
+      await f.close().catch(() => {})
       await clearS3Store(store)
     }
   })

@@ -46,6 +46,10 @@ export abstract class WrappedStore implements ObjectStore {
     return this.inner.url
   }
 
+  now(): number {
+    return this.inner.now?.() ?? Date.now()
+  }
+
   protected abstract around<T>(call: CallInfo, run: () => Promise<T>, bytesDown: (result: T) => number): Promise<T>
 
   put(key: string, body: Body, options?: PutOptions) {
