@@ -13,7 +13,7 @@ import { createHash, randomBytes } from 'node:crypto'
 import { constants as fsConstants, type Stats } from 'node:fs'
 import * as fs from 'node:fs/promises'
 import { hostname } from 'node:os'
-import { dirname, join } from 'node:path'
+import { basename, dirname, join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import debug from 'debug'
 import { StreamSegmentError } from '../errors.js'
@@ -266,15 +266,18 @@ export const LOCK_STAGING_PREFIX = 'lock-'
 /**
  * Whether the taker that built the lock staging folder `dir` is surely gone (as
  * `writerGone`): true, false, or undefined when that cannot be told (another machine, or
- * no owner file in it yet).
+ * a folder named by an older version with no whole owner file in it). Its owner file
+ * says, or else its name (`lock-<writerTag>.<token>`): a taker killed after making the
+ * folder and before its owner file was whole left only that.
  */
 export async function stagingGone(dir: string): Promise<boolean | undefined> {
   const names = await fs.readdir(dir).catch(() => [] as string[])
   const name = names.find((n) => n.startsWith('owner-'))
-  if (name === undefined) return undefined
-  const text = await readRegularText(join(dir, name)).catch(() => undefined)
+  const text = name === undefined ? undefined : await readRegularText(join(dir, name)).catch(() => undefined)
   const owner = text === undefined ? undefined : parseJson<LockOwner>(text)
-  if (owner === undefined || typeof owner.pid !== 'number') return undefined
+  if (owner === undefined || typeof owner.pid !== 'number') {
+    return writerGone(basename(dir).slice(LOCK_STAGING_PREFIX.length))
+  }
   const alive = await holderAlive(owner, await myIdentity())
   return alive === undefined ? undefined : !alive
 }
@@ -317,7 +320,8 @@ export async function acquireLock(
   const me = await myIdentity()
   const owner: LockOwner = { ...me, token: randomBytes(16).toString('hex') }
   const ownerName = `owner-${owner.token}`
-  const staging = join(stagingParent, `${LOCK_STAGING_PREFIX}${owner.token}`)
+  // Named by its taker too: killed before its owner file is whole, a sweep still tells whose it was.
+  const staging = join(stagingParent, `${LOCK_STAGING_PREFIX}${await writerTag()}.${owner.token}`)
   await fs.mkdir(staging)
   try {
     await fs.writeFile(join(staging, ownerName), JSON.stringify(owner))

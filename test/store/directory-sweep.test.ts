@@ -118,7 +118,8 @@ describe('directory store: sweeping what crashed writers left', () => {
     const linkedTmp = tmp(`${dead.tag}.${randomUUID()}`)
     await fs.link(store.pathOf('linked'), linkedTmp)
 
-    // Lock staging folders: a gone taker's, and two without an owner file yet (one old).
+    // Lock staging folders: a gone taker's, and two without an owner file yet (one old),
+    // named as an older version named them.
     const token = randomBytes(16).toString('hex')
     const stagingGone = tmp(`lock-${token}`)
     await fs.mkdir(stagingGone)
@@ -129,6 +130,15 @@ describe('directory store: sweeping what crashed writers left', () => {
     await fs.utimes(stagingOld, TWO_HOURS_AGO(), TWO_HOURS_AGO())
     const stagingYoung = tmp(`lock-${randomBytes(16).toString('hex')}`)
     await fs.mkdir(stagingYoung)
+    // Named by their takers: a gone one's killed before its owner file (none, or cut
+    // empty), taken by the name; a live one's, kept.
+    const stagingGoneBare = tmp(`lock-${dead.tag}.${randomBytes(16).toString('hex')}`)
+    await fs.mkdir(stagingGoneBare)
+    const stagingGoneCut = tmp(`lock-${dead.tag}.${token}`)
+    await fs.mkdir(stagingGoneCut)
+    await fs.writeFile(join(stagingGoneCut, `owner-${token}`), '')
+    const stagingLive = tmp(`lock-${me}.${randomBytes(16).toString('hex')}`)
+    await fs.mkdir(stagingLive)
 
     // A lock whose holder is gone.
     const lock = join(root, '.ss-lock', createHash('sha256').update('obj').digest('hex'))
@@ -157,9 +167,9 @@ describe('directory store: sweeping what crashed writers left', () => {
     await sweepStoreLeftovers(store)
 
     const taken = [gone, goneSidecar, foreignOld, foreignOldSidecar, untaggedOld, untaggedOldSidecar, linkedTmp]
-    taken.push(stagingGone, stagingOld, lock, headlessOld, orphanOld)
+    taken.push(stagingGone, stagingOld, stagingGoneBare, stagingGoneCut, lock, headlessOld, orphanOld)
     for (const p of taken) assert.equal(await exists(p), false, `${p} was left`)
-    const kept = [live, liveSidecar, foreignYoung, foreignYoungSidecar, untaggedYoung, stagingYoung]
+    const kept = [live, liveSidecar, foreignYoung, foreignYoungSidecar, untaggedYoung, stagingYoung, stagingLive]
     kept.push(headlessYoung, join(root, '.ss-multipart', uploadId, 'upload.json'), orphanYoung)
     for (const p of kept) assert.equal(await exists(p), true, `${p} was taken`)
     assert.equal((await store.head('obj'))?.etag, objEtag, "an object's sidecar was taken")
