@@ -26,11 +26,13 @@ import { StreamSegmentError } from '../errors.js'
 import { checkOptionNames } from '../settings.js'
 import {
   acquireLock,
+  LOCK_STAGING_PREFIX,
   LOCK_STALE_MS,
   localFileError,
   mkdirs,
   parseJson,
   readRegularText,
+  stagingGone,
   syncDir,
 } from '../util/local-fs.js'
 import { describeValue, showValue } from '../util/typed-arrays.js'
@@ -150,6 +152,7 @@ export async function openWal(
     throw localFileError(err, o.dir, `WAL ${o.dir}: its lock cannot be taken`)
   })
   try {
+    await sweepStagings(o.dir)
     const binding = join(o.dir, BINDING)
     const bound = await readBinding(binding)
     if (bound !== undefined && bound !== url) {
@@ -219,6 +222,20 @@ export async function openWal(
   } catch (err) {
     await lock.release()
     throw err
+  }
+}
+
+/**
+ * Removes the lock staging folders in `dir` whose takers are gone (a process killed while
+ * it took the lock leaves one; see acquireLock): each would stay for good, as no other
+ * sweep looks here. One of a live taker (another open trying now) or of another machine stays.
+ */
+async function sweepStagings(dir: string): Promise<void> {
+  const names = await fs.readdir(dir).catch(() => [] as string[])
+  for (const name of names) {
+    if (!name.startsWith(LOCK_STAGING_PREFIX)) continue
+    const path = join(dir, name)
+    if ((await stagingGone(path)) === true) await fs.rm(path, { recursive: true, force: true }).catch(() => {})
   }
 }
 

@@ -14,6 +14,7 @@ import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
+import { writerTag } from '../../lib/util/local-fs.js'
 import { inspectWal } from '../../lib/wal/wal.js'
 import { rejectsCode } from '../helpers/assert.js'
 import { contents, loggedHandle, walDirs } from '../helpers/wal-dirs.js'
@@ -65,6 +66,27 @@ describe('a WAL folder locked by a writer that is gone', () => {
     child.kill('SIGKILL')
     await exited
     await replays(store, dir)
+  })
+
+  it('a writer killed while it took the lock leaves its staging folder: the next open removes it, not a live one’s', async () => {
+    const { store, dir } = await logged('wallock-staging')
+    // A process of this machine that has exited: its writer tag names the folder it left.
+    const out: string[] = []
+    const child = spawn(
+      process.execPath,
+      ['--input-type=module', '-e', `console.log(await (await import(${JSON.stringify(localFs)})).writerTag())`],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    )
+    for await (const line of createInterface({ input: child.stdout })) out.push(line)
+    const token = () => randomBytes(16).toString('hex')
+    const gone = join(dir, `lock-${out[0]}.${token()}`)
+    await fs.mkdir(gone) // killed before its owner file was written
+    const live = join(dir, `lock-${await writerTag()}.${token()}`)
+    await fs.mkdir(live)
+    await replays(store, dir)
+    assert.equal(await fs.stat(gone).catch(() => undefined), undefined, `${gone} was left`)
+    assert.ok((await fs.stat(live)).isDirectory(), 'a live taker’s folder is kept')
+    await fs.rmdir(live)
   })
 
   it('a folder copied from another machine with its lock: refused while the heartbeat is fresh, taken over once it stopped', async () => {
