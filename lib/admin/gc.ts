@@ -39,7 +39,6 @@
  *   replacement or deletion a crash cut short is left by every other sweep, and no store
  *   call ever reaches it.
  */
-
 import debug from 'debug'
 import { readInode, sameInode } from '../container/inode.js'
 import {

@@ -12,7 +12,6 @@
  *   complete and was built on exactly the inode published now, so it can never skip or
  *   undo a checkpoint.
  */
-
 import debug from 'debug'
 import { mayBeDamagedOnTheWay, StreamSegmentError } from '../errors.js'
 import { decodeInodeObject, encodeInode, encodeInodeObject, INODE_BYTES, type Inode } from '../format/inode.js'

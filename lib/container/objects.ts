@@ -35,9 +35,9 @@
  *   wrong size can only fail reads. A leaf span fetched for a read is a *head read*:
  *   one GET from byte 0 through the span brings header, summary and leaves (when the
  *   span ends within HEAD_READ_MAX_BYTES); for a small read of a small object, some data
- *   after them too, kept as data below a tail read's span is. An object of which nothing is known is read
- *   from byte 0 for as many summary entries as the largest summary seen; a summary
- *   larger than that, or of an object whose header is known, costs one exact GET.
+ *   after them too, kept as data below a tail read's span is. An object of which nothing
+ *   is known is read from byte 0 for as many summary entries as the largest summary seen;
+ *   a summary larger than that, or of an object whose header is known, costs one exact GET.
  */
 import { StreamSegmentError } from '../errors.js'
 import { decodeHeader, HEADER_BYTES, type Header, objectLayout, SUMMARY_ENTRY_BYTES } from '../format/header.js'

@@ -65,7 +65,6 @@
  * Leftovers not taken stay for gc: none is provably abandoned (it may be another live
  * writer's), so none is aborted.
  */
-
 import debug from 'debug'
 import { StreamSegmentError } from '../errors.js'
 import { objectLayout } from '../format/header.js'

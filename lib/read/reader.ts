@@ -27,8 +27,8 @@
  *   meta blocks, so a read across an object's end gets them with the leaf (4 requests: the
  *   index node, two leaf spans, the next object's data; not 5). Of a small object (leaves
  *   starting within SMALL_OBJECT_BYTES) it reads from byte 0, and head first a head read
- *   takes as much data along: a small file's cold read is one GET. The bytes are kept for the data run (ObjectReads.keptData, a few objects'
- *   worth) and checked as a GET's are.
+ *   takes as much data along: a small file's cold read is one GET. The bytes are kept for
+ *   the data run (ObjectReads.keptData, a few objects' worth) and checked as a GET's are.
  * - Data. Holes cost nothing; dirty blocks are copied from the dirty tier; stored blocks
  *   contiguous in one object coalesce into one ranged GET of at most `readGetMaxBytes`.
  *   The answer is kept as the chunks it came in (S3Store.getChunks: no copy) and handed

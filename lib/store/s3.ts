@@ -100,7 +100,6 @@ const NOT_IN_XML = /[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]/
 const MAX_EMPTY_PAGES = 100
 /** An offset from the server's clock this small is the Date header's rounding and the way back (see now). */
 const CLOCK_OFFSET_NOISE_MS = 2000
-
 /** How long releasing a claim's placeholder may take, retries included (see #releasePlaceholder). */
 const PLACEHOLDER_RELEASE_MS = 10_000
 /**
