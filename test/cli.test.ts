@@ -546,6 +546,27 @@ describe('commands on a directory store', () => {
     assert.equal(run(['ls', url, '--json']).text, before)
   })
 
+  it('put - refuses /dev/null as stdin, given or closed (it reads as an empty file), unless --size 0 says so', () => {
+    const before = run(['ls', url, '--json']).text
+    const refused =
+      'stream-segment: ERR_INVALID_ARGUMENT: -: stdin is /dev/null (given so, or closed): no content; --size 0 publishes an empty file\n'
+    const given = run(['put', '-', url], { stdio: ['ignore', 'pipe', 'pipe'] }) // Node gives /dev/null
+    assert.equal(given.status, 2, given.stderr)
+    assert.equal(given.stderr, refused)
+    const closed = spawnSync('sh', ['-c', 'exec "$0" "$1" put - "$2" <&-', process.execPath, bin, url], {
+      env: quietEnv(),
+    })
+    assert.equal(closed.status, 2, String(closed.stderr))
+    assert.equal(String(closed.stderr), refused)
+    assert.equal(run(['ls', url, '--json']).text, before, 'nothing published')
+    const empty = join(dir, 'emptied')
+    assert.equal(run(['put', '-', empty, '--json'], { input: 'x' }).status, 0)
+    const r = run(['put', '-', empty, '--size', '0', '--json'], { stdio: ['ignore', 'pipe', 'pipe'] })
+    assert.equal(r.status, 0, r.stderr)
+    assert.equal(JSON.parse(r.text).bytes, 0)
+    assert.equal(JSON.parse(run(['ls', empty, '--json']).text).checkpoints.at(-1).size, 0)
+  })
+
   it('verify passes a clean checkpoint, and names what and where when a byte flips (exit 4)', () => {
     for (const cno of ['1', '2', '3']) {
       const r = run(['verify', url, '--cno', cno])

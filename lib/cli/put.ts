@@ -31,6 +31,20 @@ function stdinIsDirectory(): boolean {
 }
 
 /**
+ * Whether stdin is /dev/null: given so (`< /dev/null`), or closed (`<&-`, a service with no
+ * stdin), which Node opens as /dev/null. Read, it is an empty file, and the put would
+ * replace the container's file with nothing.
+ */
+function stdinIsDevNull(): boolean {
+  try {
+    const st = fstatSync(0)
+    return st.isCharacterDevice() && st.rdev === statSync('/dev/null').rdev
+  } catch {
+    return false
+  }
+}
+
+/**
  * What `put X` lacks: the container after a file X or after -, the command after `put X --`,
  * else the file (- for stdin) before a container X.
  */
@@ -137,6 +151,11 @@ export async function put(p: Parsed, out: Out, err: Out, signal: AbortSignal): P
   if (source === '-' && producer === undefined && stdinIsDirectory()) {
     // A shell's `< dir` gives a descriptor that reads as an empty file: that is no content.
     throw StreamSegmentError.invalidArgument('-: stdin is a directory')
+  }
+  if (source === '-' && producer === undefined && size === undefined && stdinIsDevNull()) {
+    throw StreamSegmentError.invalidArgument(
+      '-: stdin is /dev/null (given so, or closed): no content; --size 0 publishes an empty file',
+    )
   }
   // `signal`: the interrupts main hears (Ctrl-C, SIGTERM, SIGHUP), until it has reported.
   const fh = source === '-' ? undefined : await openSource(source, signal)
