@@ -325,7 +325,7 @@ export async function acquireLock(
   await fs.mkdir(staging)
   try {
     await fs.writeFile(join(staging, ownerName), JSON.stringify(owner))
-    const deadline = Date.now() + waitMs
+    const deadline = performance.now() + waitMs // monotonic: a clock set back must not stretch the wait
     for (let delay = 1; ; ) {
       try {
         await fs.rename(staging, lockDir)
@@ -334,7 +334,7 @@ export async function acquireLock(
         if (!isCode(err, 'ENOTEMPTY') && !isCode(err, 'EEXIST')) throw err
       }
       if (await breakIfStale(lockDir, me)) continue
-      if (Date.now() > deadline) {
+      if (performance.now() > deadline) {
         throw StreamSegmentError.store(`${what}: lock ${lockDir} held for over ${waitMs} ms by a live holder`)
       }
       await sleep(delay)

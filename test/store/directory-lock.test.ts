@@ -20,6 +20,7 @@ import { after, before, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { type DirectoryStore, hookedDirectoryStore } from '../../lib/store/directory.js'
+import { acquireLock } from '../../lib/util/local-fs.js'
 
 const RUNS = Number(process.env.DIR_LOCK_RUNS ?? 5)
 /** How soon after its holder died every waiter must be done. */
@@ -320,5 +321,27 @@ describe('directory store: the per-key lock across processes', () => {
     assert.ok(performance.now() - t0 < DEADLINE_MS)
     assert.match(r.etag ?? '', /^[0-9a-f]{32}$/, JSON.stringify(r))
     await noOverlaps()
+  })
+})
+
+describe('a lock wait on a clock set back', () => {
+  it('ends at waitMs of elapsed time, however the wall clock moves meanwhile', { timeout: 20_000 }, async (t) => {
+    const dir = await fs.mkdtemp(join(tmpdir(), 'ss-lock-clock-'))
+    try {
+      const held = await acquireLock(join(dir, 'lock'), dir, 'the holder')
+      // From now on every reading of the wall clock is an hour earlier than the one before.
+      const realNow = Date.now.bind(Date)
+      let calls = 0
+      t.mock.method(Date, 'now', () => realNow() - calls++ * 3_600_000)
+      await assert.rejects(acquireLock(join(dir, 'lock'), dir, 'a waiter', 200), (err: unknown) => {
+        assert.ok(StreamSegmentError.is(err, 'ERR_STORE'), String(err))
+        assert.match((err as Error).message, /held for over 200 ms by a live holder/)
+        return true
+      })
+      t.mock.restoreAll()
+      await held.release()
+    } finally {
+      await fs.rm(dir, { recursive: true, force: true })
+    }
   })
 })
