@@ -107,7 +107,7 @@ describe('gc and rm on radosgw', () => {
     const store = await s3TestStore(prefix)
     const url = `s3://${await s3TestBucket()}/${prefix}`
     const FILE = 8 * MiB
-    // 20 rounds by default (about 27 s, some 19 gc runs beside the writer, a few of them
+    // 20 rounds by default (15-30 s, some 17 gc runs beside the writer, a few of them
     // stopped by a publication); GC_S3_ROUNDS runs more.
     const ROUNDS = Number(process.env.GC_S3_ROUNDS ?? 20)
     const KEEP = 3
@@ -377,7 +377,7 @@ describe('gc and rm on radosgw', () => {
         )
       }
 
-      // A clock 2 h behind: checkpoint 1's objects are seconds old by it, yet 6 s by the server's.
+      // A clock 2 h behind: by it checkpoint 1's objects were written 2 h from now; by the server's, 6 s ago.
       const behind = await runCli(['gc', url, '--keep', '1', '--grace', '5s', '--json'], -HOURS_2)
       assert.equal(behind.status, 0, behind.stderr)
       assert.deepEqual(await keys(1), [], "gc on a clock behind: checkpoint 1's objects deleted")
