@@ -118,6 +118,24 @@ function logging(inner: ObjectStore) {
   return { store, log }
 }
 
+/** The requests each read costs on a fresh handle (cold, after the open), its bytes checked against `want`. */
+async function coldReads(
+  store: ThrottledStore,
+  want: Uint8Array,
+  reads: ReadonlyArray<readonly [number, number]>,
+): Promise<number[]> {
+  const counts: number[] = []
+  for (const [at, length] of reads) {
+    const f = await SegmentFile.open(store, { readOnly: true })
+    const before = store.totalRequests
+    const got = await f.read(at, length)
+    counts.push(store.totalRequests - before)
+    assert.ok(Buffer.from(got).equals(want.subarray(at, at + length)), `bytes at ${at}`)
+    await f.close()
+  }
+  return counts
+}
+
 async function build(store: ObjectStore, layout: Layout): Promise<{ want: Buffer; objects: number }> {
   const f = await SegmentFile.create(store, layout.settings)
   const want = Buffer.alloc(layout.size)
@@ -146,20 +164,11 @@ describe('cold reads', () => {
       const store = new ThrottledStore(inner, { latencyMs: 0, bandwidth: Number.POSITIVE_INFINITY })
       const blocks = layout.size / 4096
       const stride = Math.max(1, Math.floor(blocks / 250)) | 1
-      const counts: number[] = []
       // Block-aligned reads, and unaligned ones inside a block's object (a 4 KiB read that
       // straddles two objects needs both objects' data).
-      const offsets: number[] = []
-      for (let b = 0; b < blocks; b += stride) offsets.push(b * 4096, b * 4096 + 100)
-      for (const at of offsets) {
-        const length = at % 4096 === 0 ? 4096 : 4096 - 200
-        const f = await SegmentFile.open(store, { readOnly: true })
-        const before = store.totalRequests
-        const got = await f.read(at, length)
-        counts.push(store.totalRequests - before)
-        assert.ok(Buffer.from(got).equals(want.subarray(at, at + length)), `bytes at ${at}`)
-        await f.close()
-      }
+      const reads: Array<[number, number]> = []
+      for (let b = 0; b < blocks; b += stride) reads.push([b * 4096, 4096], [b * 4096 + 100, 4096 - 200])
+      const counts = await coldReads(store, want, reads)
       const max = Math.max(...counts)
       const mean = counts.reduce((a, b) => a + b, 0) / counts.length
       assert.ok(max <= 3, `max ${max} requests (mean ${mean.toFixed(2)}) over ${counts.length} cold reads`)
@@ -201,15 +210,11 @@ describe('cold reads', () => {
       // A range written again starts in the middle of a leaf, whose blocks then lie in two objects.
       for (const [at] of layout.again ?? []) assert.ok(across.includes(at - 2048), `a read across ${at}`)
       const store = new ThrottledStore(inner, { latencyMs: 0, bandwidth: Number.POSITIVE_INFINITY })
-      const counts: number[] = []
-      for (const at of across) {
-        const f = await SegmentFile.open(store, { readOnly: true })
-        const before = store.totalRequests
-        const got = await f.read(at, 4096)
-        counts.push(store.totalRequests - before)
-        assert.ok(Buffer.from(got).equals(want.subarray(at, at + 4096)), `bytes at ${at}`)
-        await f.close()
-      }
+      const counts = await coldReads(
+        store,
+        want,
+        across.map((at) => [at, 4096]),
+      )
       const max = layout.maxAcross ?? 4
       assert.ok(
         Math.max(...counts) <= max,
@@ -236,16 +241,9 @@ describe('cold reads', () => {
       assert.equal((await w.flush()).objects, 1)
       await w.close()
       const store = new ThrottledStore(inner, { latencyMs: 0, bandwidth: Number.POSITIVE_INFINITY })
-      const counts: number[] = []
-      for (let at = 0; at < size; at += 4096 + 1000) {
-        const length = Math.min(4096, size - at)
-        const f = await SegmentFile.open(store, { readOnly: true })
-        const before = store.totalRequests
-        const got = await f.read(at, length)
-        counts.push(store.totalRequests - before)
-        assert.ok(Buffer.from(got).equals(want.subarray(at, at + length)), `bytes at ${at}`)
-        await f.close()
-      }
+      const reads: Array<[number, number]> = []
+      for (let at = 0; at < size; at += 4096 + 1000) reads.push([at, Math.min(4096, size - at)])
+      const counts = await coldReads(store, want, reads)
       assert.deepEqual(new Set(counts), new Set([1]), `requests per cold read: ${counts.join(' ')}`)
     })
   }
