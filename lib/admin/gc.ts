@@ -193,7 +193,7 @@ export async function gc(where: StoreLocation | ObjectStore, options: GcOptions 
   // Ages by the clock that dates the objects (the store's, which its answers so far have
   // told): by this machine's, a clock hours ahead made a live writer's objects old enough
   // to delete, and its checkpoint was then published without them.
-  const now = storeNow(store)
+  const now = await storeNow(store)
 
   // Which complete checkpoints are kept, and their inodes.
   const format = first?.inode.format

@@ -299,7 +299,7 @@ export async function rollForward(
     for (const [key, o] of keys) above.set(key, o)
     const part0 = keys.get(segmentKey(cno, 0))
     if (part0 === undefined) continue // an abandoned attempt
-    const age = storeNow(store) - part0.lastModifiedMs // by the clock that dates it
+    const age = (await storeNow(store)) - part0.lastModifiedMs // by the clock that dates it
     if (age < afterMs) {
       // Its writer may be alive, its inode write in flight: leave it to that writer.
       log('checkpoint %d: part 0 is %d ms old, under %d: not rolled forward', cno, age, afterMs)

@@ -147,7 +147,7 @@ export async function findLeftovers(
   const listParts = store.listParts.bind(store)
   const uploads = await listOpenUploads(store, signal)
   // The uploads' ages by the store's clock, which dates them (once it has answered).
-  const now = options.now ?? storeNow(store)
+  const now = options.now ?? (await storeNow(store))
   for (const u of uploads) {
     const k = parseKey(u.key)
     if (k?.kind !== 'segment' || k.part === 0 || k.cno <= publishedCno || now - u.initiatedMs > maxAgeMs) continue

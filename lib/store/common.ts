@@ -10,9 +10,12 @@ import type { Body, ByteRange, CompletedPart, GetOptions, ObjectInfo, ObjectStor
 import { WRITE_ID_METADATA } from './types.js'
 
 /** The time now on `store`'s clock (ObjectStore.now), or this machine's. */
-export function storeNow(store: ObjectStore): number {
-  return store.now?.() ?? Date.now()
+export async function storeNow(store: ObjectStore): Promise<number> {
+  return (await store.now?.()) ?? Date.now()
 }
+
+/** An offset between two clocks this small is taken for the noise of reading the other one (whole seconds, a round trip). */
+export const CLOCK_OFFSET_NOISE_MS = 2000
 
 /** Resolves a range against an object's size to [start, end); ERR_RANGE past the end. */
 export function resolveRange(range: ByteRange | undefined, size: number, where: string): [number, number] {

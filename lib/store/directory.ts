@@ -72,6 +72,7 @@ import {
 import { lendPieces, PIECE_BYTES, takePiece } from '../util/piece-pool.js'
 import { describeValue } from '../util/typed-arrays.js'
 import {
+  CLOCK_OFFSET_NOISE_MS,
   checkConditions,
   checkCopyRange,
   checkIfMatch,
@@ -109,6 +110,8 @@ import { WRITE_ID_METADATA } from './types.js'
 const log = debug('stream-segment:dir')
 
 const TMP = '.ss-tmp'
+/** What `now` writes to have a file dated by the file system. */
+const CLOCK_PROBE = Buffer.from('clock')
 const META = '.ss-meta'
 const LOCKS = '.ss-lock'
 const UPLOADS = '.ss-multipart'
@@ -281,6 +284,37 @@ export class DirectoryStore implements ObjectStore {
     } finally {
       await fh.close().catch(() => {})
     }
+  }
+
+  /**
+   * The time now on the clock the file system dates files by: this machine's on a local
+   * disk, the file server's on one shared over the network (NFS), which object ages (gc,
+   * a roll-forward, a resume, the sweep of another machine's leftovers) are measured by.
+   * Read off a file made for it (one byte, synced, its modification time read, removed);
+   * an offset within CLOCK_OFFSET_NOISE_MS is the noise of that (whole-second file
+   * systems), and this machine's clock is taken. Where no file can be made, this
+   * machine's clock too.
+   */
+  async now(): Promise<number> {
+    const before = Date.now()
+    let dated: number
+    try {
+      const tmp = await this.writeTemp((fh) => fh.write(CLOCK_PROBE).then(() => undefined), undefined, true)
+      try {
+        dated = (await fs.stat(tmp.path)).mtimeMs
+      } finally {
+        await this.dropTemp(tmp)
+      }
+    } catch (err) {
+      log(
+        '%s: the file system clock cannot be read (%s): this machine clock is taken',
+        this.url,
+        (err as Error).message,
+      )
+      return Date.now()
+    }
+    const offset = dated - before
+    return Date.now() + (Math.abs(offset) > CLOCK_OFFSET_NOISE_MS ? offset : 0)
   }
 
   async head(key: string, options?: RequestOptions): Promise<ObjectInfo | undefined> {
@@ -657,7 +691,9 @@ export class DirectoryStore implements ObjectStore {
           )
         }
       }
-      sweep(this.root, false).catch((err) => log('%s: sweeping leftovers: %s', this.url, (err as Error).message))
+      sweep(this.root, false, () => this.now()).catch((err) =>
+        log('%s: sweeping leftovers: %s', this.url, (err as Error).message),
+      )
     })()
     // Failures are mapped by the caller, naming its key.
     return this.ready.catch((err) => {
@@ -1040,7 +1076,9 @@ export function fsError(url: string, err: unknown, what: string, missingIsNotFou
  */
 export async function sweepStoreLeftovers(store: ObjectStore): Promise<void> {
   if (!(store instanceof DirectoryStore)) return
-  await sweep(store.root, true).catch((err) => log('%s: sweeping leftovers: %s', store.url, (err as Error).message))
+  await sweep(store.root, true, () => store.now()).catch((err) =>
+    log('%s: sweeping leftovers: %s', store.url, (err as Error).message),
+  )
 }
 
 /**
@@ -1074,8 +1112,9 @@ const SIDECAR_MARGIN_MS = 60_000
  * crash between replacing or deleting an object and removing its sidecar): that walks
  * every file of the store. Each leftover's failure is logged and passed over.
  */
-async function sweep(root: string, full: boolean): Promise<void> {
-  const began = Date.now()
+async function sweep(root: string, full: boolean, now: () => Promise<number>): Promise<void> {
+  // By the clock that dates the files (a file server's may be hours from this machine's).
+  const began = await now()
   const old = (st: Stats) => began - st.mtimeMs > LEFTOVER_STALE_MS
   const each = async (dir: string, fn: (path: string, name: string) => Promise<unknown>) => {
     for (const name of await namesIn(dir)) {

@@ -51,6 +51,7 @@ import { digestChunks, sha256BeatsMd5 } from '../util/digest.js'
 import { lendPieces } from '../util/piece-pool.js'
 import { describeValue } from '../util/typed-arrays.js'
 import {
+  CLOCK_OFFSET_NOISE_MS,
   checkConditions,
   checkIfMatch,
   checkKey,
@@ -98,8 +99,6 @@ const MAX_PAGE = 1000
 const NOT_IN_XML = /[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]/
 /** Truncated pages in a row with nothing on them before a listing is given up as endless. */
 const MAX_EMPTY_PAGES = 100
-/** An offset from the server's clock this small is the Date header's rounding and the way back (see now). */
-const CLOCK_OFFSET_NOISE_MS = 2000
 /** How long releasing a claim's placeholder may take, retries included (see #releasePlaceholder). */
 const PLACEHOLDER_RELEASE_MS = 10_000
 /**

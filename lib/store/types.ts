@@ -160,12 +160,13 @@ export interface ObjectStore {
   readonly minPartBytes?: number
   /**
    * Optional: the time now (ms since the epoch) on the clock the store dates objects and
-   * uploads by (`lastModifiedMs`, `initiatedMs`), as far as its answers so far tell.
-   * Absent: this machine's clock. The cleaner's grace period, and a writer's roll-forward
-   * and resume, measure ages by it: against this machine's clock, a clock hours ahead of
-   * the server's made a live writer's objects look hours old.
+   * uploads by (`lastModifiedMs`, `initiatedMs`), as far as the store can tell (S3: its
+   * answers so far; a directory: a file it makes for the purpose). Absent: this machine's
+   * clock. The cleaner's grace period, and a writer's roll-forward and resume, measure ages
+   * by it: against this machine's clock, a clock hours ahead of the server's made a live
+   * writer's objects look hours old.
    */
-  now?(): number
+  now?(): number | Promise<number>
   put(key: string, body: Body, options?: PutOptions): Promise<{ etag: string }>
   get(key: string, options?: GetOptions): Promise<Uint8Array>
   /**

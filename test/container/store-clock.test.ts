@@ -3,7 +3,8 @@
  * period, a writer's roll-forward and uploadFile's resume measure how old objects and
  * uploads are, and the store dates them by its own clock, which may be hours away from
  * this machine's. Here a memory store dates them `skewMs` from this machine's clock and
- * says so; test/admin/gc-s3.test.ts runs the cleaner on a skewed clock against radosgw.
+ * says so, and a directory store is read on a process clock moved 2 h ahead of the
+ * kernel's; test/admin/gc-s3.test.ts runs the cleaner on a skewed clock against radosgw.
  */
 import assert from 'node:assert/strict'
 import { mkdtempSync, rmSync } from 'node:fs'
@@ -14,8 +15,9 @@ import { gc } from '../../lib/admin/gc.js'
 import { readInode } from '../../lib/container/inode.js'
 import { INODE_KEY } from '../../lib/format/names.js'
 import { SegmentFile } from '../../lib/segment-file.js'
+import { DirectoryStore } from '../../lib/store/directory.js'
 import { MemoryStore } from '../../lib/store/memory.js'
-import type { ListEntry, ListOptions, MultipartUpload, RequestOptions } from '../../lib/store/types.js'
+import type { ListEntry, ListOptions, MultipartUpload, ObjectStore, RequestOptions } from '../../lib/store/types.js'
 import { uploadFile } from '../../lib/streams/upload-file.js'
 import { pattern } from '../helpers/pattern.js'
 import { interruptedUpload, writePatternFile } from '../helpers/resume.js'
@@ -40,7 +42,7 @@ class SkewedStore extends MemoryStore {
 }
 
 /** The keys of checkpoint `cno`'s objects in `store`. */
-async function keysOf(store: MemoryStore, cno: number): Promise<string[]> {
+async function keysOf(store: ObjectStore, cno: number): Promise<string[]> {
   const out: string[] = []
   for await (const e of store.list('')) if (e.key.startsWith(`${String(cno).padStart(10, '0')}.`)) out.push(e.key)
   return out.sort()
@@ -106,6 +108,41 @@ describe("ages by the store's clock", () => {
     const w2 = await SegmentFile.open(store, { rollForwardAfterMs: 0 })
     await w2.close()
     assert.equal((await readInode(store)).inode.cno, 2, 'rolled forward with rollForwardAfterMs 0')
+  })
+
+  it('directory store, this machine 2 h ahead of the file system (the kernel dates files): gc keeps a live writer’s objects', async (t) => {
+    const root = mkdtempSync(join(tmpdir(), 'ss-store-clock-dir-'))
+    try {
+      const store = new DirectoryStore(root)
+      const f = await SegmentFile.create(store, SEND_AHEAD)
+      await f.write(0, pattern(0, 2 * MiB, 1))
+      assert.equal((await f.flush()).cno, 1)
+      const want = pattern(0, 6 * MiB, 2)
+      await f.write(0, want)
+      const live = await keysOf(store, 2)
+      assert.ok(live.length >= 3, `objects sent ahead: ${live.join(' ')}`)
+      // This process's clock reads 2 h ahead; the file system still dates files by the kernel's.
+      const realNow = Date.now.bind(Date)
+      t.mock.method(Date, 'now', () => realNow() + HOURS_2)
+      const fsNow = await store.now()
+      assert.ok(Math.abs(fsNow - realNow()) < 2000, `the store's clock ${fsNow}, the kernel's ${realNow()}`)
+      const r = await gc(store, { graceMs: 60_000 })
+      t.mock.restoreAll()
+      assert.equal(r.deletedObjects, 0)
+      const now = await keysOf(store, 2)
+      assert.deepEqual(
+        live.filter((k) => !now.includes(k)),
+        [],
+        'the objects a live writer sent seconds ago (by the file system) are kept',
+      )
+      assert.equal((await f.flush()).cno, 2)
+      await f.close()
+      const g = await SegmentFile.open(store, { readOnly: true })
+      assert.ok(Buffer.from(await g.read(0, g.size)).equals(want), 'checkpoint 2 reads back whole')
+      await g.close()
+    } finally {
+      rmSync(root, { recursive: true, force: true })
+    }
   })
 
   describe('resume', () => {

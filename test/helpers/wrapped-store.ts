@@ -46,7 +46,7 @@ export abstract class WrappedStore implements ObjectStore {
     return this.inner.url
   }
 
-  now(): number {
+  now(): number | Promise<number> {
     return this.inner.now?.() ?? Date.now()
   }
 

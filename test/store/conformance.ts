@@ -340,7 +340,7 @@ export function runStoreConformance(
       const initiated = uploads[0]?.initiatedMs ?? 0
       assert.ok(initiated >= before && initiated <= after, `${initiated}`)
       // The store's clock, when it has one, is the one it dated them by (here, this machine's).
-      const now = s.now?.()
+      const now = await s.now?.()
       if (now !== undefined) assert.ok(Math.abs(now - Date.now()) <= 1500, `now() ${now}, this machine ${Date.now()}`)
       await s.abortMultipart('t/b', id)
       await s.delete('t/a')
