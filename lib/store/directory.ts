@@ -307,7 +307,7 @@ export class DirectoryStore implements ObjectStore {
       }
     } catch (err) {
       log(
-        '%s: the file system clock cannot be read (%s): this machine clock is taken',
+        "%s: the file system clock cannot be read (%s): this machine's clock is taken",
         this.url,
         (err as Error).message,
       )
