@@ -51,28 +51,39 @@ async function keysOf(store: ObjectStore, cno: number): Promise<string[]> {
 /** Objects of ~1 MiB sent ahead (a 1 MiB dirty limit): a writer's objects are in the store before its flush. */
 const SEND_AHEAD = { dataCacheDirtyMaxBytesThreshold: MiB, streamSegmentBytes: MiB }
 
+/**
+ * Checkpoint 1 published, then a live writer's checkpoint 2 with objects sent ahead, not
+ * flushed, while `runGc` runs gc: every object it had sent is still there (their age is
+ * seconds by `clock`), and checkpoint 2, then published, reads back whole.
+ */
+async function liveWriterKept(store: ObjectStore, clock: string, runGc: () => Promise<void>): Promise<void> {
+  const f = await SegmentFile.create(store, SEND_AHEAD)
+  await f.write(0, pattern(0, 2 * MiB, 1))
+  assert.equal((await f.flush()).cno, 1)
+  const want = pattern(0, 6 * MiB, 2)
+  await f.write(0, want)
+  const live = await keysOf(store, 2)
+  assert.ok(live.length >= 3, `objects sent ahead: ${live.join(' ')}`)
+  await runGc()
+  const now = await keysOf(store, 2)
+  assert.deepEqual(
+    live.filter((k) => !now.includes(k)),
+    [],
+    `the objects a live writer sent seconds ago (by ${clock}) are kept`,
+  )
+  assert.equal((await f.flush()).cno, 2)
+  await f.close()
+  const g = await SegmentFile.open(store, { readOnly: true })
+  assert.ok(Buffer.from(await g.read(0, g.size)).equals(want), 'checkpoint 2 reads back whole')
+  await g.close()
+}
+
 describe("ages by the store's clock", () => {
   it('gc, this machine 2 h ahead of the store: a live writer’s objects sent ahead are kept, its checkpoint then whole', async () => {
     const store = new SkewedStore(-HOURS_2)
-    const f = await SegmentFile.create(store, SEND_AHEAD)
-    await f.write(0, pattern(0, 2 * MiB, 1))
-    assert.equal((await f.flush()).cno, 1)
-    const want = pattern(0, 6 * MiB, 2)
-    await f.write(0, want)
-    const live = await keysOf(store, 2)
-    assert.ok(live.length >= 3, `objects sent ahead: ${live.join(' ')}`)
-    await gc(store, { graceMs: 60_000 })
-    const now = await keysOf(store, 2)
-    assert.deepEqual(
-      live.filter((k) => !now.includes(k)),
-      [],
-      'the objects a live writer sent seconds ago (by the store) are kept',
-    )
-    assert.equal((await f.flush()).cno, 2)
-    await f.close()
-    const g = await SegmentFile.open(store, { readOnly: true })
-    assert.ok(Buffer.from(await g.read(0, g.size)).equals(want), 'checkpoint 2 reads back whole')
-    await g.close()
+    await liveWriterKept(store, 'the store', async () => {
+      await gc(store, { graceMs: 60_000 })
+    })
   })
 
   it('gc, the store 2 h ahead of this machine: what aged past the grace period by its clock is deleted', async () => {
@@ -114,32 +125,18 @@ describe("ages by the store's clock", () => {
     const root = mkdtempSync(join(tmpdir(), 'ss-store-clock-dir-'))
     try {
       const store = new DirectoryStore(root)
-      const f = await SegmentFile.create(store, SEND_AHEAD)
-      await f.write(0, pattern(0, 2 * MiB, 1))
-      assert.equal((await f.flush()).cno, 1)
-      const want = pattern(0, 6 * MiB, 2)
-      await f.write(0, want)
-      const live = await keysOf(store, 2)
-      assert.ok(live.length >= 3, `objects sent ahead: ${live.join(' ')}`)
-      // This process's clock reads 2 h ahead; the file system still dates files by the kernel's.
-      const realNow = Date.now.bind(Date)
-      t.mock.method(Date, 'now', () => realNow() + HOURS_2)
-      const fsNow = await store.now()
-      assert.ok(Math.abs(fsNow - realNow()) < 2000, `the store's clock ${fsNow}, the kernel's ${realNow()}`)
-      const r = await gc(store, { graceMs: 60_000 })
-      t.mock.restoreAll()
-      assert.equal(r.deletedObjects, 0)
-      const now = await keysOf(store, 2)
-      assert.deepEqual(
-        live.filter((k) => !now.includes(k)),
-        [],
-        'the objects a live writer sent seconds ago (by the file system) are kept',
-      )
-      assert.equal((await f.flush()).cno, 2)
-      await f.close()
-      const g = await SegmentFile.open(store, { readOnly: true })
-      assert.ok(Buffer.from(await g.read(0, g.size)).equals(want), 'checkpoint 2 reads back whole')
-      await g.close()
+      await liveWriterKept(store, 'the file system', async () => {
+        // This process's clock reads 2 h ahead; the file system still dates files by the kernel's.
+        const realNow = Date.now.bind(Date)
+        t.mock.method(Date, 'now', () => realNow() + HOURS_2)
+        try {
+          const fsNow = await store.now()
+          assert.ok(Math.abs(fsNow - realNow()) < 2000, `the store's clock ${fsNow}, the kernel's ${realNow()}`)
+          assert.equal((await gc(store, { graceMs: 60_000 })).deletedObjects, 0)
+        } finally {
+          t.mock.restoreAll()
+        }
+      })
     } finally {
       rmSync(root, { recursive: true, force: true })
     }
