@@ -1114,8 +1114,11 @@ const SIDECAR_MARGIN_MS = 60_000
  */
 async function sweep(root: string, full: boolean, now: () => Promise<number>): Promise<void> {
   // By the clock that dates the files (a file server's may be hours from this machine's).
-  const began = await now()
-  const old = (st: Stats) => began - st.mtimeMs > LEFTOVER_STALE_MS
+  // Reading it makes a file: a sweep reads it once, when it first needs an age (most find
+  // nothing to age), but a full one at its start, which its sidecar margin counts from.
+  let began = full ? await now() : undefined
+  const clock = async () => (began ??= await now())
+  const old = async (st: Stats) => (await clock()) - st.mtimeMs > LEFTOVER_STALE_MS
   const each = async (dir: string, fn: (path: string, name: string) => Promise<unknown>) => {
     for (const name of await namesIn(dir)) {
       const path = join(dir, name)
@@ -1126,16 +1129,16 @@ async function sweep(root: string, full: boolean, now: () => Promise<number>): P
     const st = await fs.lstat(path)
     if (st.isDirectory() && name.startsWith(LOCK_STAGING_PREFIX)) {
       const gone = await stagingGone(path)
-      if (gone === true || (gone === undefined && old(st))) await fs.rm(path, { recursive: true, force: true })
+      if (gone === true || (gone === undefined && (await old(st)))) await fs.rm(path, { recursive: true, force: true })
     } else if (st.isFile()) {
       const gone = await writerGone(name)
-      if (gone === true || (gone === undefined && old(st))) await unlinkWithSidecar(root, path)
+      if (gone === true || (gone === undefined && (await old(st)))) await unlinkWithSidecar(root, path)
     }
   })
   await each(join(root, LOCKS), (path) => sweepLock(path))
   await each(join(root, UPLOADS), async (path) => {
     const st = await fs.lstat(path)
-    if (!st.isDirectory() || !old(st)) return
+    if (!st.isDirectory() || !(await old(st))) return
     // A record that names no key is as good as none (upload.json is not fsynced: a power
     // loss can leave it empty): no call can reach that upload, nor list it to abort it.
     const text = await readRegularText(join(path, 'upload.json'))
@@ -1153,10 +1156,11 @@ async function sweep(root: string, full: boolean, now: () => Promise<number>): P
     if (st?.isFile()) held.add(st.ino)
   }
   await inodesUnder(root, held, new Set([join(root, META), join(root, TMP)]))
+  const since = (await clock()) - SIDECAR_MARGIN_MS
   await each(join(root, META), async (path, name) => {
     if (!/^[0-9]+$/.test(name) || held.has(Number(name))) return
     const st = await fs.lstat(path)
-    if (st.isFile() && st.mtimeMs < began - SIDECAR_MARGIN_MS) await fs.rm(path, { force: true })
+    if (st.isFile() && st.mtimeMs < since) await fs.rm(path, { force: true })
   })
 }
 
