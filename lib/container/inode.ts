@@ -293,13 +293,16 @@ export async function rollForward(
   // Another writer published meanwhile: nothing more is rolled forward (the commit point is
   // no longer the one read), but the look goes on, to skip the numbers taken above.
   let lost = false
+  let now: number | undefined
   for await (const { cno, objects: keys } of numbersTaken(store, published.cno + 1, signal)) {
     firstFree = cno + 1
     if (lost) continue
     for (const [key, o] of keys) above.set(key, o)
     const part0 = keys.get(segmentKey(cno, 0))
     if (part0 === undefined) continue // an abandoned attempt
-    const age = (await storeNow(store)) - part0.lastModifiedMs // by the clock that dates it
+    // By the clock that dates it, read once (a directory store makes a file to read it).
+    now ??= await storeNow(store)
+    const age = now - part0.lastModifiedMs
     if (age < afterMs) {
       // Its writer may be alive, its inode write in flight: leave it to that writer.
       log('checkpoint %d: part 0 is %d ms old, under %d: not rolled forward', cno, age, afterMs)
