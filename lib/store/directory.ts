@@ -110,6 +110,8 @@ import { WRITE_ID_METADATA } from './types.js'
 const log = debug('stream-segment:dir')
 
 const TMP = '.ss-tmp'
+/** The folders in TMP an upload's folder is built in (`upload-<writerTag>.<uploadId>`). */
+const UPLOAD_STAGING_PREFIX = 'upload-'
 /** What `now` writes to have a file dated by the file system. */
 const CLOCK_PROBE = Buffer.from('clock')
 const META = '.ss-meta'
@@ -408,19 +410,20 @@ export class DirectoryStore implements ObjectStore {
     try {
       await this.init()
       const uploadId = randomUUID()
-      const dir = join(this.root, UPLOADS, uploadId)
-      await mkdirs(dir)
+      // Built in a folder named by this process and renamed into place whole: a writer
+      // killed meanwhile leaves that folder, which a sweep takes as soon as the writer is
+      // gone, never an upload folder without its upload.json (kept for an hour).
+      const staging = join(this.root, TMP, `${UPLOAD_STAGING_PREFIX}${await writerTag()}.${uploadId}`)
+      await mkdirs(staging)
       try {
-        // Written whole, then renamed: a full disk leaves no half upload.json behind.
-        const file = join(dir, 'upload.json')
         const uneven = options?.unevenParts === true
         await fs.writeFile(
-          `${file}.tmp`,
+          join(staging, 'upload.json'),
           JSON.stringify({ key, metadata, claimed: options?.ifNoneMatch === '*', uneven }),
         )
-        await fs.rename(`${file}.tmp`, file)
+        await fs.rename(staging, join(this.root, UPLOADS, uploadId))
       } catch (err) {
-        await fs.rm(dir, { recursive: true, force: true }).catch(() => {})
+        await fs.rm(staging, { recursive: true, force: true }).catch(() => {})
         throw err
       }
       return uploadId
@@ -1104,10 +1107,10 @@ const SIDECAR_MARGIN_MS = 60_000
 
 /**
  * Sweeps the store at `root` of what crashed writers left: temporary files in `.ss-tmp`
- * (with their sidecars) and lock staging folders whose writer is gone or that are
- * LEFTOVER_STALE_MS old; locks whose holder is gone (by the rules a waiter breaks them
- * by); upload folders without a readable `upload.json` (a crash while one was created, a
- * power loss that left it empty) that old.
+ * (with their sidecars), and the folders locks and uploads are built in there, whose
+ * writer is gone or that are LEFTOVER_STALE_MS old; locks whose holder is gone (by the
+ * rules a waiter breaks them by); upload folders without a readable `upload.json` (made
+ * by an older version that built them in place, or a power loss that left it empty) that old.
  * With `full`, also the sidecars in `.ss-meta` that no file in the store holds (left by a
  * crash between replacing or deleting an object and removing its sidecar): that walks
  * every file of the store. Each leftover's failure is logged and passed over.
@@ -1129,6 +1132,9 @@ async function sweep(root: string, full: boolean, now: () => Promise<number>): P
     const st = await fs.lstat(path)
     if (st.isDirectory() && name.startsWith(LOCK_STAGING_PREFIX)) {
       const gone = await stagingGone(path)
+      if (gone === true || (gone === undefined && (await old(st)))) await fs.rm(path, { recursive: true, force: true })
+    } else if (st.isDirectory() && name.startsWith(UPLOAD_STAGING_PREFIX)) {
+      const gone = await writerGone(name.slice(UPLOAD_STAGING_PREFIX.length))
       if (gone === true || (gone === undefined && (await old(st)))) await fs.rm(path, { recursive: true, force: true })
     } else if (st.isFile()) {
       const gone = await writerGone(name)

@@ -139,6 +139,14 @@ describe('directory store: sweeping what crashed writers left', () => {
     await fs.writeFile(join(stagingGoneCut, `owner-${token}`), '')
     const stagingLive = tmp(`lock-${me}.${randomBytes(16).toString('hex')}`)
     await fs.mkdir(stagingLive)
+    // Upload folders being built: a gone writer's (killed before or after its upload.json), a live one's.
+    const uploadGoneBare = tmp(`upload-${dead.tag}.${randomUUID()}`)
+    await fs.mkdir(uploadGoneBare)
+    const uploadGoneWritten = tmp(`upload-${dead.tag}.${randomUUID()}`)
+    await fs.mkdir(uploadGoneWritten)
+    await fs.writeFile(join(uploadGoneWritten, 'upload.json'), '{"key":"big"}')
+    const uploadLive = tmp(`upload-${me}.${randomUUID()}`)
+    await fs.mkdir(uploadLive)
 
     // A lock whose holder is gone.
     const lock = join(root, '.ss-lock', createHash('sha256').update('obj').digest('hex'))
@@ -167,9 +175,11 @@ describe('directory store: sweeping what crashed writers left', () => {
     await sweepStoreLeftovers(store)
 
     const taken = [gone, goneSidecar, foreignOld, foreignOldSidecar, untaggedOld, untaggedOldSidecar, linkedTmp]
-    taken.push(stagingGone, stagingOld, stagingGoneBare, stagingGoneCut, lock, headlessOld, orphanOld)
+    taken.push(stagingGone, stagingOld, stagingGoneBare, stagingGoneCut, uploadGoneBare, uploadGoneWritten)
+    taken.push(lock, headlessOld, orphanOld)
     for (const p of taken) assert.equal(await exists(p), false, `${p} was left`)
     const kept = [live, liveSidecar, foreignYoung, foreignYoungSidecar, untaggedYoung, stagingYoung, stagingLive]
+    kept.push(uploadLive)
     kept.push(headlessYoung, join(root, '.ss-multipart', uploadId, 'upload.json'), orphanYoung)
     for (const p of kept) assert.equal(await exists(p), true, `${p} was taken`)
     assert.equal((await store.head('obj'))?.etag, objEtag, "an object's sidecar was taken")
