@@ -1141,7 +1141,7 @@ async function sweep(root: string, full: boolean, now: () => Promise<number>): P
       if (gone === true || (gone === undefined && (await old(st)))) await unlinkWithSidecar(root, path)
     }
   })
-  await each(join(root, LOCKS), (path) => sweepLock(path))
+  await each(join(root, LOCKS), (path) => sweepLock(path, clock))
   await each(join(root, UPLOADS), async (path) => {
     const st = await fs.lstat(path)
     if (!st.isDirectory() || !(await old(st))) return

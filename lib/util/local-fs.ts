@@ -6,7 +6,8 @@
  * The lock (`acquireLock`) is what makes the directory store's compare-and-swap atomic and
  * keeps a WAL folder to one writer. A holder that crashed is detected at once when it ran
  * on this machine (its process is gone: kill(pid, 0) and /proc, pid reuse and zombies
- * included), within LOCK_STALE_MS otherwise (its heartbeat stops), and only that holder's
+ * included), within LOCK_STALE_MS otherwise (its heartbeat stops: by the clock the file
+ * system dates files by, never the holder's or the waiter's own), and only that holder's
  * lock is ever broken.
  */
 import { createHash, randomBytes } from 'node:crypto'
@@ -24,6 +25,8 @@ const LOCK_WAIT_MS = 60_000
 const LOCK_POLL_MAX_MS = 20
 /** A holder touches its lock this often, so that a waiter that cannot see its process can tell it lives. */
 const LOCK_HEARTBEAT_MS = 1_000
+/** An owner file's first byte (its JSON's opening brace), written again in place as the heartbeat. */
+const OWNER_FIRST_BYTE = Buffer.from('{')
 /** A lock whose holder's process cannot be checked (another machine or PID namespace) is stale without a heartbeat for this long. */
 export const LOCK_STALE_MS = 10_000
 
@@ -286,10 +289,11 @@ export async function stagingGone(dir: string): Promise<boolean | undefined> {
  * Removes the lock at `lockDir` when nobody holds it: broken when its holder is gone, by
  * the very rules a waiter follows (`breakIfStale`: a live holder's lock is never touched),
  * and the folder removed once empty. For sweeping the locks of crashed holders that no
- * waiter came to break.
+ * waiter came to break. `fileSystemNow` is the time on the clock the file system dates
+ * files by (read only when a holder's heartbeat is to be judged).
  */
-export async function sweepLock(lockDir: string): Promise<void> {
-  if (await breakIfStale(lockDir, await myIdentity())) await fs.rmdir(lockDir).catch(() => {})
+export async function sweepLock(lockDir: string, fileSystemNow: () => Promise<number>): Promise<void> {
+  if (await breakIfStale(lockDir, await myIdentity(), fileSystemNow)) await fs.rmdir(lockDir).catch(() => {})
 }
 
 /**
@@ -310,6 +314,13 @@ export async function sweepLock(lockDir: string): Promise<void> {
  * another name. The holder releases the same way, then removes the directory if it is
  * still empty. So at most one owner file is ever in the lock, and its holder alone may
  * remove it while it lives.
+ *
+ * The heartbeat compares no two machines' clocks. The holder writes its owner file's first
+ * byte again every LOCK_HEARTBEAT_MS, which the file system dates (a file server its own
+ * clock; setting the time, as `utimes` does, would date it by the holder's). The waiter
+ * reads that clock off its own staging owner file, written just before (its modification
+ * time, carried on by the monotonic clock), and reads the holder's owner file through a
+ * handle it opens (on NFS an open fetches the file's attributes afresh).
  */
 export async function acquireLock(
   lockDir: string,
@@ -325,6 +336,15 @@ export async function acquireLock(
   await fs.mkdir(staging)
   try {
     await fs.writeFile(join(staging, ownerName), JSON.stringify(owner))
+    // The file system's clock, as it dated that write: read after the write, so that it
+    // runs a little behind rather than ahead (a heartbeat is then taken for stale later,
+    // never sooner). Whole-second file systems put it up to a second further behind.
+    const written = performance.now()
+    let dated: number | undefined
+    const fileSystemNow = async () => {
+      dated ??= (await fs.stat(join(staging, ownerName))).mtimeMs
+      return dated + (performance.now() - written)
+    }
     const deadline = performance.now() + waitMs // monotonic: a clock set back must not stretch the wait
     for (let delay = 1; ; ) {
       try {
@@ -333,7 +353,7 @@ export async function acquireLock(
       } catch (err) {
         if (!isCode(err, 'ENOTEMPTY') && !isCode(err, 'EEXIST')) throw err
       }
-      if (await breakIfStale(lockDir, me)) continue
+      if (await breakIfStale(lockDir, me, fileSystemNow)) continue
       if (performance.now() > deadline) {
         throw StreamSegmentError.store(`${what}: lock ${lockDir} held for over ${waitMs} ms by a live holder`)
       }
@@ -345,9 +365,15 @@ export async function acquireLock(
     throw err
   }
   const ownerPath = join(lockDir, ownerName)
+  let beating = false // one heartbeat at a time: a file server that stalls must not pile them up
   const heartbeat = setInterval(() => {
-    const now = new Date()
-    fs.utimes(ownerPath, now, now).catch(() => {})
+    if (beating) return
+    beating = true
+    touch(ownerPath)
+      .catch(() => {})
+      .finally(() => {
+        beating = false
+      })
   }, LOCK_HEARTBEAT_MS)
   heartbeat.unref()
   return {
@@ -364,8 +390,51 @@ export async function acquireLock(
   }
 }
 
-/** Breaks the lock if its holder is gone; true when the lock may be free now (take it again at once). */
-async function breakIfStale(lockDir: string, me: Identity): Promise<boolean> {
+/**
+ * The heartbeat: the owner file's first byte written again in place (its text unchanged),
+ * so that the file system dates the file by its own clock. Opened without creating: a lock
+ * released or broken meanwhile is left alone. Closed at once: an NFS client sends the write
+ * to the server by then.
+ */
+async function touch(ownerPath: string): Promise<void> {
+  const fh = await fs.open(ownerPath, 'r+')
+  try {
+    await fh.write(OWNER_FIRST_BYTE, 0, 1, 0)
+  } finally {
+    await fh.close()
+  }
+}
+
+/**
+ * The owner file at `path` as a waiter reads it: its status, and its text when it is a
+ * regular file (anything else, a FIFO put in its place, is opened without blocking and
+ * never read: no owner, and it goes stale as one). Both through one handle, whose opening
+ * makes an NFS client fetch the file's attributes afresh. Undefined when it is gone.
+ */
+async function readOwnerFile(path: string): Promise<{ st: Stats; text: string | undefined } | undefined> {
+  const fh = await openProbe(path)
+  if (fh === undefined) {
+    // A folder in its place: no owner; its age is what there is to judge.
+    const st = await fs.stat(path).catch((err) => {
+      if (isMissing(err)) return undefined
+      throw err
+    })
+    return st === undefined ? undefined : { st, text: undefined }
+  }
+  try {
+    const st = await fh.stat()
+    return { st, text: st.isFile() ? await fh.readFile('utf8') : undefined }
+  } finally {
+    await fh.close().catch(() => {})
+  }
+}
+
+/**
+ * Breaks the lock if its holder is gone; true when the lock may be free now (take it again
+ * at once). `fileSystemNow` gives the time on the clock the file system dates files by,
+ * which a holder's heartbeat is judged by.
+ */
+async function breakIfStale(lockDir: string, me: Identity, fileSystemNow: () => Promise<number>): Promise<boolean> {
   let names: string[]
   try {
     names = await fs.readdir(lockDir)
@@ -378,18 +447,13 @@ async function breakIfStale(lockDir: string, me: Identity): Promise<boolean> {
   // ours: wait, and time out naming it.
   if (name === undefined) return names.length === 0
   const file = join(lockDir, name)
-  let text: string | undefined
-  let st: Stats
-  try {
-    // Read without blocking: a FIFO put in its place is no owner (and goes stale as one).
-    ;[text, st] = await Promise.all([readRegularText(file), fs.stat(file)])
-  } catch (err) {
-    if (isMissing(err)) return true
-    throw err
-  }
-  const owner = text === undefined ? undefined : parseJson<LockOwner>(text)
+  const read = await readOwnerFile(file)
+  if (read === undefined) return true
+  const owner = read.text === undefined ? undefined : parseJson<LockOwner>(read.text)
   const alive = owner !== undefined && name === `owner-${owner.token}` ? await holderAlive(owner, me) : undefined
-  if (alive === true || (alive === undefined && Date.now() - st.mtimeMs <= LOCK_STALE_MS)) return false
+  if (alive === true || (alive === undefined && (await fileSystemNow()) - read.st.mtimeMs <= LOCK_STALE_MS)) {
+    return false
+  }
   try {
     await fs.unlink(file)
   } catch (err) {

@@ -325,6 +325,6 @@ async function inUse(dir: string): Promise<string> {
   return (
     `WAL ${dir} is in use by another writer (${who}); a lock whose holder cannot be checked from here ` +
     `(copied from another machine, or another PID namespace) is taken over once its heartbeat ` +
-    `(the owner file's time) is over ${LOCK_STALE_MS / 1000} s old`
+    `(the owner file's modification time, by the clock the file system dates files by) is over ${LOCK_STALE_MS / 1000} s old`
   )
 }

@@ -345,3 +345,110 @@ describe('a lock wait on a clock set back', () => {
     }
   })
 })
+
+describe("a holder's heartbeat, judged by the file system's clock alone", () => {
+  const RealDate = Date
+  /** The kernel's clock, which dates this machine's files, whatever `Date` is made to say. */
+  const kernelNow = () => performance.timeOrigin + performance.now()
+
+  /** A lock held by a process on another machine (its pid cannot be checked from here). */
+  async function foreignLock(dir: string): Promise<string> {
+    const lock = join(dir, 'lock')
+    await fs.mkdir(lock)
+    const token = randomBytes(16).toString('hex')
+    const owner = join(lock, `owner-${token}`)
+    await fs.writeFile(owner, JSON.stringify({ pid: 1, token, host: 'another-machine', boot: 'x', pidNs: 'y' }))
+    return owner
+  }
+
+  /** Its heartbeat, as such a holder beats: the owner file written in place, dated by the file system. */
+  function beat(owner: string): () => void {
+    const timer = setInterval(() => {
+      fs.open(owner, 'r+')
+        .then((fh) => fh.write(Buffer.from('{'), 0, 1, 0).finally(() => fh.close()))
+        .catch(() => {})
+    }, 200)
+    return () => clearInterval(timer)
+  }
+
+  it("a waiter whose clock runs an hour ahead breaks no live holder's lock, and breaks it once the heartbeat stops", async (t) => {
+    const dir = await fs.mkdtemp(join(tmpdir(), 'ss-lock-ahead-'))
+    const stop = beat(await foreignLock(dir))
+    try {
+      t.mock.method(Date, 'now', () => kernelNow() + 3_600_000)
+      let done = false
+      const taken = acquireLock(join(dir, 'lock'), dir, 'a waiter', 20_000).finally(() => {
+        done = true
+      })
+      await sleep(1500)
+      assert.equal(done, false, 'the lock of a holder whose heartbeat goes on was broken')
+      stop()
+      const [owner] = (await fs.readdir(join(dir, 'lock'))).filter((n) => n.startsWith('owner-'))
+      const stopped = new RealDate(kernelNow() - 11_000) // LOCK_STALE_MS is 10 s
+      await fs.utimes(join(dir, 'lock', owner as string), stopped, stopped)
+      const t0 = performance.now()
+      const lock = await taken
+      assert.ok(performance.now() - t0 < DEADLINE_MS, `taken ${performance.now() - t0} ms after the heartbeat stopped`)
+      await lock.release()
+    } finally {
+      stop()
+      t.mock.restoreAll()
+      await fs.rm(dir, { recursive: true, force: true })
+    }
+  })
+
+  it('a waiter whose clock runs an hour behind breaks a lock whose heartbeat stopped 11 s ago at once', async (t) => {
+    const dir = await fs.mkdtemp(join(tmpdir(), 'ss-lock-behind-'))
+    try {
+      const owner = await foreignLock(dir)
+      const stopped = new RealDate(kernelNow() - 11_000)
+      await fs.utimes(owner, stopped, stopped)
+      t.mock.method(Date, 'now', () => kernelNow() - 3_600_000)
+      const t0 = performance.now()
+      const lock = await acquireLock(join(dir, 'lock'), dir, 'a waiter', 5_000)
+      assert.ok(performance.now() - t0 < DEADLINE_MS, `taken after ${performance.now() - t0} ms`)
+      await lock.release()
+    } finally {
+      t.mock.restoreAll()
+      await fs.rm(dir, { recursive: true, force: true })
+    }
+  })
+
+  it("a holder whose clock runs an hour behind has its heartbeat dated by the file system's clock", async () => {
+    const dir = await fs.mkdtemp(join(tmpdir(), 'ss-lock-holder-'))
+    // `Date.now()` and `new Date()` an hour behind, as on a machine whose clock is.
+    globalThis.Date = class extends RealDate {
+      constructor(...args: ConstructorParameters<DateConstructor> | []) {
+        if (args.length === 0) super(RealDate.now() - 3_600_000)
+        else super(...(args as ConstructorParameters<DateConstructor>))
+      }
+
+      static override now(): number {
+        return RealDate.now() - 3_600_000
+      }
+    } as DateConstructor
+    try {
+      const lock = await acquireLock(join(dir, 'lock'), dir, 'the holder')
+      const [name] = await fs.readdir(join(dir, 'lock'))
+      const owner = join(dir, 'lock', name as string)
+      const before = (await fs.stat(owner)).mtimeMs
+      await sleep(2300)
+      const { mtimeMs } = await fs.stat(owner)
+      assert.ok(mtimeMs > before + 900, `the heartbeat moved the owner file's time by ${mtimeMs - before} ms`)
+      assert.ok(
+        Math.abs(mtimeMs - kernelNow()) < 1500,
+        `dated ${mtimeMs - kernelNow()} ms from the file system's clock`,
+      )
+      assert.ok(parseJsonOwner(await fs.readFile(owner, 'utf8')), 'the heartbeat changed the owner file')
+      await lock.release()
+    } finally {
+      globalThis.Date = RealDate
+      await fs.rm(dir, { recursive: true, force: true })
+    }
+  })
+})
+
+function parseJsonOwner(text: string): boolean {
+  const o = JSON.parse(text) as { pid?: unknown; token?: unknown }
+  return typeof o.pid === 'number' && typeof o.token === 'string'
+}

@@ -98,7 +98,7 @@ describe('a WAL folder locked by a writer that is gone', () => {
     await rejectsCode(
       SegmentFile.open(store, { wal: { dir } }),
       'ERR_STATE',
-      /in use by another writer \(pid 1 on host another-machine\); a lock whose holder cannot be checked from here \(copied from another machine, or another PID namespace\) is taken over once its heartbeat \(the owner file's time\) is over 10 s old$/,
+      /in use by another writer \(pid 1 on host another-machine\); a lock whose holder cannot be checked from here \(copied from another machine, or another PID namespace\) is taken over once its heartbeat \(the owner file's modification time, by the clock the file system dates files by\) is over 10 s old$/,
     )
     assert.ok((await inspectWal(dir)).records === 1, 'the log is kept')
     // The heartbeat stopped 11 s ago (a holder that cannot be checked is stale after 10 s).
