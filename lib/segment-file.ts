@@ -30,6 +30,7 @@ import {
 } from './container/inode.js'
 import { firstFreeCno } from './container/listing.js'
 import { readObjectHeader, readPart0Header } from './container/object-header.js'
+import type { OpenedBytes } from './container/opened.js'
 import { StreamSegmentError } from './errors.js'
 import { emptyInode, FORMAT_PARTED, FORMAT_STREAM, type Inode } from './format/inode.js'
 import { MAX_CNO } from './format/pointer.js'
@@ -214,8 +215,12 @@ export class SegmentFile {
       checkWalOptions(options.wal)
     }
     const read = resolveReadOptions(options)
+    let opened: OpenedBytes | undefined
     let { inode: published, etag } = await (readOnly && cno !== undefined
-      ? readerCheckpointInode(store, cno).then((inode) => ({ inode, etag: undefined }))
+      ? readerCheckpointInode(store, cno).then((read) => {
+          opened = read.opened
+          return { inode: read.inode, etag: undefined }
+        })
       : readInode(store, { withEtag: !readOnly }))
     let base: Inode = published
     // The format and block sizes are the container's, fixed for its life: checked before
@@ -276,11 +281,13 @@ export class SegmentFile {
             `${store.url}: checkpoint ${cno} is not published (the latest is ${published.cno}): a writer opens the published checkpoint or an older one; a complete checkpoint above it, if there is one, opens with readOnly: true`,
           )
         }
-        base = await readCheckpointInode(store, cno, { format: published.format })
+        ;({ inode: base, opened } = await readCheckpointInode(store, cno, { format: published.format }))
       }
     }
     log('open %s at checkpoint %d (%d bytes)', store.url, base.cno, base.size)
     const state = new FileState(store, s, base, published, etag)
+    // Part 0's bytes the open read beyond its header: the first read of that object takes them.
+    state.opened.bytes = opened
     // A writer's first object must not land on a number an abandoned attempt took: that
     // would move the checkpoint at its first collision and lose what was sent ahead.
     state.skipTo(firstFree)
@@ -939,8 +946,12 @@ export class SegmentFile {
  * (StreamSegment) is file content, which can pass for a header of the other format, so
  * the format is detected only when `inode` is missing or unreadable.
  */
-async function readerCheckpointInode(store: ObjectStore, cno: number): Promise<Inode> {
-  return (await readPart0Header(store, cno, containerFormat(store))).inode
+async function readerCheckpointInode(
+  store: ObjectStore,
+  cno: number,
+): Promise<{ inode: Inode; opened: OpenedBytes | undefined }> {
+  const { header, opened } = await readPart0Header(store, cno, containerFormat(store))
+  return { inode: header.inode, opened }
 }
 
 /** `write`'s options: none, or an object whose `adopt` is true or false. */

@@ -20,6 +20,7 @@ import { storeNow } from '../store/common.js'
 import type { ObjectStore } from '../store/types.js'
 import { numbersTaken } from './listing.js'
 import { readObjectHeader } from './object-header.js'
+import { type OpenedBytes, part0OpenBytes } from './opened.js'
 
 const log = debug('stream-segment:flush')
 
@@ -151,14 +152,16 @@ export async function publishInode(
 
 /**
  * The inode stored in checkpoint `cno`'s part 0 (opening an older checkpoint), its
- * format detected unless `format`, the container's, is given. ERR_NOT_FOUND when the
+ * format detected unless `format`, the container's, is given; in a known format, read
+ * with as much of the object as a reader's first read of it takes (`opened`, for the
+ * file's readers: container/objects.ts part0OpenBytes). ERR_NOT_FOUND when the
  * checkpoint has no part 0 (never complete, or abandoned).
  */
 export async function readCheckpointInode(
   store: ObjectStore,
   cno: number,
   options: { format?: number | undefined; size?: number | undefined; signal?: AbortSignal | undefined } = {},
-): Promise<Inode> {
+): Promise<{ inode: Inode; opened: OpenedBytes | undefined }> {
   const key = segmentKey(cno, 0)
   let size = options.size
   if (size === undefined) {
@@ -166,7 +169,9 @@ export async function readCheckpointInode(
     if (info === undefined) throw StreamSegmentError.notFound(`${store.url}: checkpoint ${cno} has no part 0 (${key})`)
     size = info.size
   }
-  return (await readObjectHeader(store, cno, 0, { format: options.format, size, signal: options.signal })).header.inode
+  const { format, signal } = options
+  const read = await readObjectHeader(store, cno, 0, { format, size, reach: part0OpenBytes(size), signal })
+  return { inode: read.header.inode, opened: read.opened }
 }
 
 /**

@@ -30,6 +30,13 @@
  *   on a 40 ms link (test/bench/read.ts: 0.45 of raw GETs against 0.81). A missing object
  *   is ERR_NOT_FOUND naming the checkpoint that points into it; a range past the end
  *   ERR_CORRUPT.
+ * - Part 0 of a checkpoint opened by number: the open reads its header together with as
+ *   much of its end (head first, its start) as the reader's first read of it takes
+ *   (part0OpenBytes). The first GET of that object a reader makes takes those bytes
+ *   (`opened`) when they hold its whole answer, as the store would give it, and checks
+ *   them as it checks that answer; they are used once, then gone, so a read made again
+ *   after a failed check asks the store. A tail read of part 0's index nodes widened
+ *   further down than they reach is narrowed to them (fewer leaves along, no GET).
  * - Head first (PartedSegment). The header is an object's first 256 bytes, so no read
  *   tells an object's size; every block is still checked against the summary, so a
  *   wrong size can only fail reads. A leaf span fetched for a read is a *head read*:
@@ -52,6 +59,7 @@ import { Limiter } from '../util/limiter.js'
 import { isoTime } from '../util/time.js'
 import { MiB } from '../util/units.js'
 import { NODE_SPAN_BYTES } from './nodes.js'
+import { answerFrom, type OpenedBytes, reachesEnd } from './opened.js'
 
 /** How far below an index span a widened read of part 0 reaches (the index levels under it). */
 export const WIDE_INDEX_BYTES = 4 * MiB
@@ -152,6 +160,11 @@ export interface ObjectReadsOptions {
   mapCno: () => number
   /** Whether an object whose header names a file made at `ctimeMs` may be of this container (FileState.madeHere). */
   madeHere: (ctimeMs: number) => boolean
+  /**
+   * Part 0's bytes the open read (a checkpoint opened by number), shared by the readers
+   * of one file: the first GET of that object any of them makes takes them.
+   */
+  opened?: { bytes: OpenedBytes | undefined }
 }
 
 export class ObjectReads {
@@ -177,6 +190,7 @@ export class ObjectReads {
   private readonly signal: () => AbortSignal
   private readonly mapCno: () => number
   private readonly madeHere: (ctimeMs: number) => boolean
+  private readonly opened: { bytes: OpenedBytes | undefined } | undefined
 
   constructor(
     private readonly store: ObjectStore,
@@ -187,6 +201,7 @@ export class ObjectReads {
     this.signal = options.signal
     this.mapCno = options.mapCno
     this.madeHere = options.madeHere
+    this.opened = options.opened
     this.dataLimiter = new Limiter(options.readMaxConcurrency)
     this.walkLimiter = new Limiter(options.readMaxConcurrency)
   }
@@ -309,7 +324,14 @@ export class ObjectReads {
     }
     // Tail first, a small read may want the data blocks just below the span (a leaf's
     // last blocks lie right before the object's meta blocks): `data` bytes come along.
-    const from = this.parted ? span.start : span.start - Math.min(widen > 0 ? widen : data, span.start)
+    let from = this.parted ? span.start : span.start - Math.min(widen > 0 ? widen : data, span.start)
+    // The open's bytes of this object (its end) hold the span but not all that is wanted
+    // below it: what they hold is enough, for no request (the nodes further down, if the
+    // walk needs them, cost the read they would have cost without the widening).
+    const opened = this.opened?.bytes
+    if (!this.parted && opened?.key === st.key && reachesEnd(opened) && opened.start <= span.start) {
+      from = Math.max(from, opened.start)
+    }
     const p = this.parted
       ? this.headSpanRead(st, span, data)
       : this.tailRead(st, from, 'meta', widen > 0 ? 0 : span.start - from, span.end)
@@ -739,8 +761,19 @@ export class ObjectReads {
     cno: number,
     chunked = false,
   ): Promise<Uint8Array | Uint8Array[]> {
-    this.timing.requests[kind]++
     const where = `${this.store.url}/${key}`
+    const opened = this.opened?.bytes
+    if (this.opened !== undefined && opened?.key === key) {
+      // Once, whether they answer this GET or not: a read made again after a failed check
+      // asks the store, and the bytes are not held longer than the first read of the object.
+      this.opened.bytes = undefined
+      const bytes = answerFrom(opened, range)
+      if (bytes !== undefined) {
+        if (kind === 'data') this.timing.bytes.data += bytes.byteLength
+        return chunked ? [bytes] : bytes
+      }
+    }
+    this.timing.requests[kind]++
     try {
       const limiter = kind === 'data' ? this.dataLimiter : this.walkLimiter
       const store = this.store

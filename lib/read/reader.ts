@@ -19,7 +19,8 @@
  *   downwards over the leaves part 0 holds (PART0_LEAVES_BYTES): those of blocks written
  *   again after their object was sent, or changed in a later checkpoint, which name
  *   blocks of older objects. A read under them then costs the index read, that block's
- *   object's summary and its data: 3 requests, as elsewhere. A summary fetched along
+ *   object's summary and its data: 3 requests, as elsewhere. After an open by checkpoint
+ *   number, the bytes that open read of part 0 serve that index read (container/objects.ts). A summary fetched along
  *   with nodes that fails its checks fails only the reads of that object's data: the
  *   nodes are then read without it.
  *   A small read (≤ SMALL_READ_BYTES) whose leaves in an object are one span widens that
@@ -53,6 +54,7 @@ import {
   type ReadTiming,
   WIDE_INDEX_BYTES,
 } from '../container/objects.js'
+import { PART0_LEAVES_BYTES } from '../container/opened.js'
 import { mayBeDamagedOnTheWay, StreamSegmentError } from '../errors.js'
 import { FORMAT_PARTED } from '../format/inode.js'
 import { segmentKey } from '../format/names.js'
@@ -75,8 +77,6 @@ const TAIL_DATA_MAX_BYTES = 4 * NODE_SPAN_BYTES
 const SMALL_READ_BYTES = 64 * 1024
 /** An object whose leaves start this low is read whole by a small read's tail read (see fetchNodes). */
 const SMALL_OBJECT_BYTES = 128 * 1024
-/** How far below part 0's index nodes a read's first walk reads, for the leaves part 0 holds. */
-const PART0_LEAVES_BYTES = 256 * 1024
 
 export type { ReadOptions } from '../settings.js'
 
@@ -165,6 +165,7 @@ export class Reader {
       signal: () => this.scanning?.controller.signal ?? core.signal,
       mapCno: () => core.base.cno,
       madeHere: (ctimeMs) => core.madeHere(ctimeMs),
+      opened: core.opened,
     })
   }
 

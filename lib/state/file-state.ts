@@ -17,6 +17,7 @@
 import { setMaxListeners } from 'node:events'
 import type { Published } from '../container/inode.js'
 import { MetaRegions, readNode } from '../container/nodes.js'
+import type { OpenedBytes } from '../container/opened.js'
 import { Uploader } from '../container/uploader.js'
 import { StreamSegmentError } from '../errors.js'
 import { emptyInode, FORMAT_PARTED, FORMAT_STREAM, type Inode, madeHere } from '../format/inode.js'
@@ -115,6 +116,11 @@ export class FileState {
   private _counters = newCounters()
   /** Aborts every request of this file (destroy, abort signal). */
   readonly abort = new AbortController()
+  /**
+   * Bytes of part 0 read by the open beside its header (a checkpoint opened by number):
+   * the first read of that object by one of the file's readers takes them (ObjectReads).
+   */
+  readonly opened: { bytes: OpenedBytes | undefined } = { bytes: undefined }
 
   constructor(
     readonly store: ObjectStore,
@@ -306,6 +312,7 @@ export class FileState {
    * for the handle's getters.
    */
   dropNodes(): void {
+    this.opened.bytes = undefined
     const b = this._base
     this.map.setRoot(b.rootLevel, b.rootCount, b.rootKeys, b.rootPtrHi, b.rootPtrLo)
   }

@@ -144,4 +144,35 @@ describe('opening a checkpoint by number, read-only', () => {
       await r.close()
     })
   }
+
+  // The open reads as much of part 0 as the reader's first read of it takes (its end, its
+  // index nodes, the leaves below them and its summary; head first its start), and the
+  // reader takes those bytes instead of GETting them again: the index read costs nothing.
+  for (const [format, gets] of [
+    ['stream', 4],
+    ['parted', 3],
+  ] as const) {
+    it(`${format}: open and a cold 4 KiB read of an older checkpoint: 1 HEAD and ${gets} GETs`, async () => {
+      const inner = new MemoryStore()
+      const size = 24 * MiB
+      const f = await SegmentFile.create(inner, {
+        format,
+        dataCacheDirtyMaxBytesThreshold: 2 * MiB,
+        segmentBufferSize: 4 * MiB,
+      })
+      for (let at = 0; at < size; at += MiB) await f.write(at, pattern(at, MiB, 2))
+      assert.ok((await f.flush()).objects >= 8)
+      await f.write(4 * KiB, pattern(0, 4 * KiB, 3))
+      await f.flush()
+      await f.close()
+      const at = 12 * MiB
+      const store = new ThrottledStore(inner, { latencyMs: 0, bandwidth: Number.POSITIVE_INFINITY })
+      const r = await SegmentFile.open(store, { readOnly: true, cno: 1 })
+      // The open (HEAD and inode beside each other, then part 0), the data object's leaf
+      // and summary (head first, its data along), its data.
+      assert.ok(Buffer.from(await r.read(at, 4 * KiB)).equals(pattern(at, 4 * KiB, 2)))
+      assert.deepEqual({ ...store.requests }, { head: 1, get: gets })
+      await r.close()
+    })
+  }
 })
