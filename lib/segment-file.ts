@@ -184,7 +184,8 @@ export class SegmentFile {
    * very inode (container/inode.ts, `rollForward`: one LIST when there is none), and skips the
    * numbers abandoned attempts took. A reader (`readOnly`)
    * GETs `inode` alone, or, given a `cno`, that checkpoint's part 0's header in the format
-   * `inode` names (readerCheckpointInode), so it can open a complete checkpoint whose
+   * `inode` names (readerCheckpointInode), with as much of part 0 as the first read takes
+   * of it (FileState.opened), so it can open a complete checkpoint whose
    * publication was interrupted; a checkpoint without a part 0 was abandoned and is
    * ERR_NOT_FOUND.
    */
@@ -942,7 +943,8 @@ export class SegmentFile {
 /**
  * The inode of checkpoint `cno`'s part 0, for a reader: read in the container's format,
  * which the `inode` object names, fetched beside the HEAD that gives the part's size (one
- * request more, no round trip more). A part 0's end (PartedSegment) or start
+ * request more, no round trip more); with it, the bytes of part 0 read along, for the
+ * handle's first read of that object (`opened`). A part 0's end (PartedSegment) or start
  * (StreamSegment) is file content, which can pass for a header of the other format, so
  * the format is detected only when `inode` is missing or unreadable.
  */

@@ -5,7 +5,8 @@
  * readMaxConcurrency data GETs in flight (node and summary reads have as many slots
  * again, so a walk never waits behind data), and no HEAD at all: a reader opens with one GET.
  * A reader opening a checkpoint by number: a HEAD of its part 0 beside a GET of `inode`
- * (the container's format), then one GET of the header: 3 requests in 2 round trips.
+ * (the container's format), then one GET of the header: 3 requests in 2 round trips. That
+ * GET brings as much of part 0 as the first read takes of it: the read GETs none of it again.
  */
 import assert from 'node:assert/strict'
 import { before, describe, it } from 'node:test'
