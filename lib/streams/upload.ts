@@ -223,6 +223,46 @@ function abortError(cause?: unknown): StreamSegmentError {
   return err
 }
 
+/** An SDK service exception (@smithy's ServiceException judges one so): an S3 answer's error. */
+interface ServiceError {
+  name: string
+  $fault: 'client' | 'server'
+  $metadata: object
+  Code?: unknown
+}
+
+function isServiceError(err: unknown): err is ServiceError {
+  const e = err as Partial<ServiceError> | null
+  return (
+    typeof e === 'object' &&
+    e !== null &&
+    typeof e.name === 'string' &&
+    (e.$fault === 'client' || e.$fault === 'server') &&
+    typeof e.$metadata === 'object' &&
+    e.$metadata !== null
+  )
+}
+
+/**
+ * A store error of done() as lib-storage's callers test theirs, which is the SDK's exception
+ * itself (`err.name === 'NoSuchBucket'`, `err.$metadata.httpStatusCode`, `err instanceof
+ * NoSuchBucket`, `S3ServiceException.isInstance(err)`): the StreamSegmentError whose cause
+ * is an S3 answer's error takes its `name`, `$fault`, `$metadata` and `Code`. An abort keeps
+ * 'AbortError'; any other error is as it came.
+ */
+function asLibStorageError(err: unknown): unknown {
+  if (!StreamSegmentError.is(err) || err.code === 'ERR_ABORTED') return err
+  let cause: unknown = err.cause
+  for (let depth = 0; depth < 8 && cause !== undefined && !isServiceError(cause); depth++) {
+    cause = (cause as { cause?: unknown } | null)?.cause
+  }
+  if (!isServiceError(cause)) return err
+  err.name = cause.name
+  Object.assign(err, { $fault: cause.$fault, $metadata: cause.$metadata })
+  if (cause.Code !== undefined) Object.assign(err, { Code: cause.Code })
+  return err
+}
+
 /**
  * `o` without its entries set to null: what lib-storage takes as not given. Its options
  * (`options.tags || []`, `options.abortController ?? …`), and its params, which it passes
@@ -275,6 +315,7 @@ function bodyLength(body: unknown): number | undefined {
   if (typeof body === 'string' || body instanceof String) return Buffer.byteLength(String(body))
   if (body instanceof Uint8Array) return body.byteLength
   if (typeof Blob !== 'undefined' && body instanceof Blob) return body.size
+  if (isBlobLike(body)) return typeof body.size === 'number' ? body.size : undefined
   if (body instanceof ReadStream) {
     // What the stream reads: from `start` (0) to `end` inclusive (the file's end), so far as the file goes.
     const { start = 0, end = Number.POSITIVE_INFINITY, path } = body as ReadStream & { start?: number; end?: number }
@@ -326,6 +367,19 @@ function signalOf(controller: AbortController | LibStorageAbortController): {
   return { signal: own.signal, release }
 }
 
+/**
+ * A Blob of another implementation (fetch-blob's, formdata-node's File): lib-storage reads
+ * any Body with a `stream()` method through it, and takes its `size` as the total.
+ */
+function isBlobLike(body: unknown): body is { stream(): unknown; size?: unknown } {
+  return (
+    typeof (body as { stream?: unknown })?.stream === 'function' &&
+    !(body instanceof Uint8Array) &&
+    !isNodeStream(body) &&
+    !isWebStream(body)
+  )
+}
+
 function isWebStream(body: unknown): body is WebReadableStream<Uint8Array> {
   return typeof (body as { getReader?: unknown })?.getReader === 'function'
 }
@@ -349,6 +403,14 @@ function bodySource(body: unknown): AsyncIterable<Uint8Array> {
   }
   // Chunks of any kind (ArrayBuffer too): sized() makes them bytes, as lib-storage does.
   if (isWebStream(body)) return Readable.fromWeb(body, { objectMode: true })
+  if (isBlobLike(body)) {
+    const stream = body.stream()
+    if (isWebStream(stream)) return Readable.fromWeb(stream, { objectMode: true })
+    if (typeof (stream as AsyncIterable<Uint8Array>)?.[Symbol.asyncIterator] === 'function') {
+      return stream as AsyncIterable<Uint8Array>
+    }
+    throw invalid(`params.Body.stream() gave ${describeValue(stream)}, not a ReadableStream: nothing was published`)
+  }
   return body as AsyncIterable<Uint8Array>
 }
 
@@ -356,8 +418,9 @@ function bodySource(body: unknown): AsyncIterable<Uint8Array> {
 function checkBody(body: unknown): void {
   if (typeof body === 'string' || body instanceof String || body instanceof Uint8Array) return
   if ((typeof Blob !== 'undefined' && body instanceof Blob) || isWebStream(body) || isNodeStream(body)) return
+  if (isBlobLike(body)) return
   throw invalid(
-    `params.Body must be a string, Buffer, Uint8Array, Blob, Node Readable or web ReadableStream, got ${
+    `params.Body must be a string, Buffer, Uint8Array, Blob (or an object with stream()), Node Readable or web ReadableStream, got ${
       body === null ? 'null' : typeof body
     }`,
   )
@@ -568,6 +631,8 @@ export class Upload extends EventEmitter {
     const heard = signalOf(this.abortController)
     try {
       return await this.send(heard.signal)
+    } catch (err) {
+      throw asLibStorageError(err)
     } finally {
       heard.release()
     }

@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Readable } from 'node:stream'
 import { describe, it } from 'node:test'
-import { S3Client } from '@aws-sdk/client-s3'
+import { NoSuchBucket, S3Client, S3ServiceException } from '@aws-sdk/client-s3'
 import { Upload as LibStorageUpload } from '@aws-sdk/lib-storage'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { UPLOAD_PARAMS, Upload, type UploadParams } from '../../lib/index.js'
@@ -494,5 +494,69 @@ describe('Upload: a stream Body before done()', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true })
     }
+  })
+})
+
+describe('Upload: a Blob-like Body, as lib-storage takes it', () => {
+  it('an object with stream() (a Blob of another implementation) is read through it, its size the total', async () => {
+    // As fetch-blob's or formdata-node's Blob and File: not instances of Node's Blob.
+    const bytes = Buffer.from('a blob of another implementation')
+    const Body = { size: bytes.length, type: '', stream: () => new Blob([bytes]).stream() }
+    const theirs: Array<number | undefined> = []
+    const stub = {
+      config: {
+        endpoint: async () => ({ protocol: 'https:', hostname: 's3.example', path: '/' }),
+        requestHandler: {},
+        requestChecksumCalculation: async () => 'WHEN_REQUIRED',
+      },
+      send: async () => ({ ETag: '"e"', UploadId: 'u', $metadata: {} }),
+    } as unknown as S3Client
+    const original = new LibStorageUpload({ client: stub, params: { Bucket: 'b', Key: 'k', Body: Body as never } })
+    original.on('httpUploadProgress', (p) => theirs.push(p.total))
+    await original.done()
+    const upload = new Upload({ client, params: { Bucket: 'b', Key: 'k', Body: Body as never } })
+    const store = new MemoryStore('blob-like')
+    Object.defineProperty(upload, 'store', { value: store })
+    const ours: Array<number | undefined> = []
+    upload.on('httpUploadProgress', (p) => ours.push(p.total))
+    assert.equal((await upload.done()).size, bytes.length)
+    assert.equal(ours.at(-1), theirs.at(-1))
+    assert.equal(ours.at(-1), bytes.length)
+    const f = await SegmentFile.open(store, { readOnly: true })
+    assert.deepEqual(Buffer.from(await f.read(0, f.size)), bytes)
+    await f.close()
+  })
+})
+
+describe("Upload: a store's S3 error, as lib-storage's callers test it", () => {
+  it("done() rejects with the SDK exception's name, $metadata and $fault (a StreamSegmentError still)", async () => {
+    const sdkError = new NoSuchBucket({
+      message: 'The specified bucket does not exist',
+      $metadata: { httpStatusCode: 404 },
+    })
+    const store = new MemoryStore('s3-error')
+    const failing = new Proxy(store, {
+      get(target, name, receiver) {
+        if (name === 'put' || name === 'createMultipart') {
+          return async () => {
+            throw StreamSegmentError.notFound('PutObject s3://b/k/…: HTTP 404 NoSuchBucket', sdkError)
+          }
+        }
+        const value = Reflect.get(target, name, receiver)
+        return typeof value === 'function' ? value.bind(target) : value
+      },
+    })
+    const upload = new Upload({ client, params: { Bucket: 'b', Key: 'k', Body: 'x'.repeat(100) } })
+    Object.defineProperty(upload, 'store', { value: failing })
+    await assert.rejects(upload.done(), (err: Error & { $metadata?: unknown; $fault?: unknown }) => {
+      assert.equal(err.name, 'NoSuchBucket')
+      assert.deepEqual(err.$metadata, { httpStatusCode: 404 })
+      assert.equal(err.$fault, 'client')
+      assert.ok(err instanceof NoSuchBucket, 'instanceof the modelled exception, as the SDK judges it')
+      assert.ok(S3ServiceException.isInstance(err))
+      assert.ok(StreamSegmentError.is(err, 'ERR_NOT_FOUND'))
+      assert.equal(err.cause, sdkError)
+      return true
+    })
   })
 })
