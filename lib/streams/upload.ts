@@ -36,8 +36,11 @@ import type {
 } from '@aws-sdk/client-s3'
 import { type ExportResult, exportObject, type S3ExportTarget } from '../admin/export.js'
 import { isSignal, StreamSegmentError } from '../errors.js'
+import { INODE_KEY, segmentKey } from '../format/names.js'
+import { MAX_CNO, MAX_PART } from '../format/pointer.js'
 import { fileState } from '../segment-file.js'
 import { checkOptionNames, checkSettingValues, type Settings } from '../settings.js'
+import { prefixFault } from '../store/common.js'
 import { openStore } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import { describeValue } from '../util/typed-arrays.js'
@@ -50,6 +53,9 @@ const MIN_PART_SIZE = 5 * MiB
 const MAX_PART_SIZE = 5 * 1024 * MiB
 /** The most requests with bodies a file may have in flight (segmentMpuMaxConcurrency's bound). */
 const MAX_QUEUE = 64
+/** S3's longest key, and the longest a container puts below its Key and a "/". */
+const KEY_MAX_BYTES = 1024
+const CONTAINER_KEY_BYTES = Math.max(segmentKey(MAX_CNO, MAX_PART).length, INODE_KEY.length)
 /** A Buffer or string Body is fed to the writer in views of this size. */
 const FEED_BYTES = MiB
 
@@ -308,6 +314,28 @@ function checkParams(params: UploadParams): void {
       throw invalid(`params.${name} must be a non-empty string`)
     }
   }
+  // Found here, not by the store at done(): a Key too long for the keys of a Body's later
+  // parts would fail the upload part-way, after lib-storage's one PutObject would have passed.
+  const key = params.Key as string
+  const fault = prefixFault(key)
+  if (fault !== undefined) throw invalid(`params.Key ${JSON.stringify(key)}: ${fault}: a container is written below it`)
+  const bytes = Buffer.byteLength(key.endsWith('/') ? key.slice(0, -1) : key)
+  const most = KEY_MAX_BYTES - 1 - CONTAINER_KEY_BYTES
+  if (bytes > most) {
+    throw invalid(
+      `params.Key has ${bytes} bytes of UTF-8: a container's keys are it, a "/" and up to ${CONTAINER_KEY_BYTES} bytes, within the ${KEY_MAX_BYTES} an S3 key may have, so at most ${most}`,
+    )
+  }
+}
+
+/**
+ * params.ContentLength as lib-storage sends it: a number, or a string of one (an HTTP
+ * request's content-length header), which the SDK sends as it is; NaN for anything else.
+ */
+function contentLengthOf(value: unknown): number {
+  if (typeof value === 'number') return value
+  if (typeof value === 'string' && /^\d+$/.test(value)) return Number(value)
+  return Number.NaN
 }
 
 /** The Body's size when it says it (string, bytes, Blob, a file's read stream), as lib-storage reads it. */
@@ -531,6 +559,8 @@ export class Upload extends EventEmitter {
   private readonly settings: Partial<Settings>
   private readonly abortController: AbortController | LibStorageAbortController
   private readonly total: number | undefined
+  /** params.ContentLength as a number. */
+  private readonly contentLength: number | undefined
   /** lib-storage's part size: a Body of unknown size no larger goes in one PutObject, whose event has the total. */
   private readonly partBytes: number
   /** The Body's size, once it has ended. */
@@ -548,15 +578,21 @@ export class Upload extends EventEmitter {
     const given = withoutNulls(options ?? ({} as UploadOptions))
     const { client, queueSize, partSize, tags, abortController, settings = {}, exportTo } = given
     if (given.params === undefined || typeof given.params !== 'object') {
-      throw invalid('params are required ({ Bucket, Key, Body })')
+      throw invalid(
+        'params are required ({ Bucket, Key, Body }): InputError: Upload requires params to be passed to upload.',
+      )
     }
     // A parameter set to null is not given, as in lib-storage: a null Body is refused below, as there.
     const params = withoutNulls(given.params)
-    if (client === undefined || client === null) throw invalid('client is required (an S3Client)')
+    if (client === undefined || client === null) {
+      throw invalid('client is required (an S3Client): InputError: Upload requires a AWS client to do uploads with.')
+    }
     checkParams(params)
-    const length = params.ContentLength
+    const length = params.ContentLength === undefined ? undefined : contentLengthOf(params.ContentLength)
     if (length !== undefined && (!Number.isSafeInteger(length) || length < 0)) {
-      throw invalid(`params.ContentLength ${length}: must be a non-negative integer`)
+      throw invalid(
+        `params.ContentLength ${describeOption(params.ContentLength)}: must be a non-negative integer (or a string of one)`,
+      )
     }
     // lib-storage reads tags, queueSize and partSize as `options.x || its default`: any falsy
     // value (0, NaN, false, '') is not given; a `queueSize` of 1.5 runs 2 uploaders (its loop's
@@ -570,13 +606,21 @@ export class Upload extends EventEmitter {
     const queue = asLibStorageNumber(queueSize)
     if (queueSize) {
       if (!(queue >= 1)) {
-        throw invalid(`queueSize ${describeOption(queueSize)}: must be a number, at least 1 (one uploading queue)`)
+        throw invalid(
+          `queueSize ${describeOption(queueSize)}: must be a number, at least 1. Queue size: Must have at least one uploading queue.`,
+        )
       }
       s.segmentMpuMaxConcurrency = Math.min(Math.ceil(queue), MAX_QUEUE)
     }
     const part = asLibStorageNumber(partSize)
     if (partSize) {
-      if (!Number.isSafeInteger(part) || part < MIN_PART_SIZE || part > MAX_PART_SIZE) {
+      if (part < MIN_PART_SIZE) {
+        // lib-storage's words, which a caller may match.
+        throw invalid(
+          `partSize ${describeOption(partSize)}: EntityTooSmall: Your proposed upload part size [${part}] is smaller than the minimum allowed size [${MIN_PART_SIZE}] (5MB)`,
+        )
+      }
+      if (!Number.isSafeInteger(part) || part > MAX_PART_SIZE) {
         throw invalid(
           `partSize ${describeOption(partSize)}: must be an integer from ${MIN_PART_SIZE} (5 MiB) to ${MAX_PART_SIZE} (5 GiB, S3's largest part)`,
         )
@@ -606,7 +650,8 @@ export class Upload extends EventEmitter {
     this.settings = s
     this.abortController = abortController ?? new AbortController()
     checkBody(given.params.Body)
-    this.total = params.ContentLength ?? bodyLength(params.Body)
+    this.contentLength = length
+    this.total = length ?? bodyLength(params.Body)
     this.partBytes = partSize ? part : MIN_PART_SIZE
     this.store = openStore({ client, bucket: params.Bucket as string, prefix: params.Key as string })
   }
@@ -626,7 +671,11 @@ export class Upload extends EventEmitter {
 
   /** Writes the Body as a new checkpoint; resolves once it is published. Once per Upload, as lib-storage's. */
   async done(): Promise<UploadResult> {
-    if (this.sent) throw invalid('done() was called already: make a new Upload')
+    if (this.sent) {
+      throw invalid(
+        'done() was called already: make a new Upload (@aws-sdk/lib-storage: this instance of Upload has already executed .done(). Create a new instance.)',
+      )
+    }
     this.sent = true
     const heard = signalOf(this.abortController)
     try {
@@ -703,7 +752,7 @@ export class Upload extends EventEmitter {
 
   /** Passes the Body through, failing unless it has exactly ContentLength bytes (when given). */
   private sized(): (source: AsyncIterable<Uint8Array>) => AsyncGenerator<Uint8Array> {
-    const expected = this.params.ContentLength
+    const expected = this.contentLength
     const ended = (bytes: number) => {
       this.bodyBytes = bytes
     }

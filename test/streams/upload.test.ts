@@ -560,3 +560,74 @@ describe("Upload: a store's S3 error, as lib-storage's callers test it", () => {
     })
   })
 })
+
+describe('Upload: params.ContentLength as lib-storage takes it', () => {
+  it("a string of digits (an HTTP request's content-length header) is its number, as the SDK sends it", async () => {
+    let n = 0
+    const upload = (ContentLength: unknown) => {
+      const u = new Upload({
+        client,
+        params: {
+          Bucket: 'b',
+          Key: 'k',
+          Body: Readable.from([Buffer.from('hello')]),
+          ContentLength: ContentLength as number,
+        },
+      })
+      Object.defineProperty(u, 'store', { value: new MemoryStore(`content-length-string-${n++}`) })
+      return u
+    }
+    const u = upload('5')
+    const totals: Array<number | undefined> = []
+    u.on('httpUploadProgress', (p) => totals.push(p.total))
+    assert.equal((await u.done()).size, 5)
+    assert.deepEqual(totals, [5])
+    // Honoured: a Body of another length publishes nothing.
+    await assert.rejects(upload('6').done(), (err) => StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT'))
+    for (const bad of ['five', '-1', '1.5', '']) {
+      assert.throws(() => upload(bad), /params\.ContentLength/, bad)
+    }
+  })
+})
+
+describe('Upload: params.Key, which names a container', () => {
+  it("a Key the container's keys cannot follow is refused in the constructor, naming params.Key", () => {
+    const make = (Key: string) => new Upload({ client, params: { Bucket: 'b', Key, Body: 'x' } })
+    // Its keys are the Key, a "/" and up to 16 bytes (0000000001.16383): 1007 bytes leave room.
+    assert.ok(make('k'.repeat(1007)))
+    for (const Key of ['k'.repeat(1008), 'a//b', 'a/./b', 'a/../b']) {
+      assert.throws(
+        () => make(Key),
+        (err) => StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT') && err.message.startsWith('Upload: params.Key'),
+        Key.slice(0, 20),
+      )
+    }
+  })
+})
+
+describe("Upload: bad options, in lib-storage's words", () => {
+  it("the constructor's and a second done()'s errors say what lib-storage's say, for callers that match them", async () => {
+    const params = { Bucket: 'b', Key: 'k', Body: 'x' }
+    const cases: Array<[object, RegExp]> = [
+      [{ client }, /Upload requires params to be passed to upload/],
+      [{ params }, /Upload requires a AWS client to do uploads with/],
+      [
+        { client, params, partSize: 1000 },
+        /EntityTooSmall: Your proposed upload part size \[1000\] is smaller than the minimum allowed size \[5242880\] \(5MB\)/,
+      ],
+      [{ client, params, queueSize: -1 }, /Queue size: Must have at least one uploading queue/],
+    ]
+    for (const [options, words] of cases) {
+      assert.throws(() => new LibStorageUpload(options as never), words)
+      assert.throws(
+        () => new Upload(options as never),
+        (err) => StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT') && words.test(err.message),
+        String(words),
+      )
+    }
+    const upload = new Upload({ client, params })
+    Object.defineProperty(upload, 'store', { value: new MemoryStore('done-twice-words') })
+    await upload.done()
+    await assert.rejects(upload.done(), /this instance of Upload has already executed \.done\(\)/)
+  })
+})
