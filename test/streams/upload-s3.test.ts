@@ -18,13 +18,22 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Readable } from 'node:stream'
 import { after, describe, it } from 'node:test'
-import { DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, S3Client } from '@aws-sdk/client-s3'
+import {
+  DeleteObjectCommand,
+  GetObjectCommand,
+  HeadObjectCommand,
+  NoSuchBucket,
+  S3Client,
+  S3ServiceException,
+} from '@aws-sdk/client-s3'
+import { Upload as LibStorageUpload } from '@aws-sdk/lib-storage'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { Upload, type UploadParams } from '../../lib/index.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import type { S3Store } from '../../lib/store/s3.js'
 import type { StreamSegmentWriteStream } from '../../lib/streams/write-stream.js'
 import { collected } from '../helpers/child.js'
+import { foreignS3Client } from '../helpers/foreign-sdk.js'
 import { s3TestBucket, s3TestClient, s3TestStore, uniquePrefix } from '../helpers/s3-env.js'
 
 const MiB = 1024 * 1024
@@ -342,5 +351,45 @@ describe('Upload', () => {
     await assert.rejects(upload.done(), /done\(\) was called already/)
     assert.equal(await readBack(store), undefined)
     assert.equal(await openUploads(store), 0)
+  })
+
+  it('an S3Client of another copy of the SDK (an application with its own version): published through it, reads back equal', async () => {
+    const { Bucket, Key, store } = await target('upload-foreign-client')
+    const foreign = foreignS3Client({ forcePathStyle: true })
+    let sent = 0
+    foreign.middlewareStack.add(
+      (next) => async (args) => {
+        sent++
+        return next(args)
+      },
+      { step: 'initialize', name: 'countRequests' },
+    )
+    const upload = new Upload({ client: foreign, params: { Bucket, Key, Body: bytes } })
+    const result = await upload.done()
+    assert.equal(result.size, bytes.length)
+    assert.ok(sent >= 2, `${sent} requests through the caller's client`)
+    assert.deepEqual(await readBack(store), { size: bytes.length, sha256: sha(bytes) })
+  })
+
+  it("a missing bucket: done() rejects with what lib-storage's callers test, its name, $metadata and $fault", async () => {
+    const Bucket = `no-such-bucket-${uniquePrefix('b').replace(/[^a-z0-9]/g, '')}`.slice(0, 63)
+    const params = () => ({ Bucket, Key: 'k', Body: 'hello' })
+    const failure = async (upload: { done(): Promise<unknown> }) => {
+      const err = (await upload.done().then(
+        () => assert.fail('published into a missing bucket'),
+        (e: unknown) => e,
+      )) as Error & { $metadata?: { httpStatusCode?: number }; $fault?: string }
+      return {
+        name: err.name,
+        status: err.$metadata?.httpStatusCode,
+        fault: err.$fault,
+        modelled: err instanceof NoSuchBucket,
+        service: S3ServiceException.isInstance(err),
+      }
+    }
+    const theirs = await failure(new LibStorageUpload({ client: client(), params: params() }))
+    assert.deepEqual(theirs, { name: 'NoSuchBucket', status: 404, fault: 'client', modelled: true, service: true })
+    const upload = new Upload({ client: client(), params: params() })
+    assert.deepEqual(await failure(upload), theirs)
   })
 })

@@ -19,6 +19,7 @@ import { UPLOAD_PARAMS, Upload, type UploadParams } from '../../lib/index.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { StreamSegmentWriteStream } from '../../lib/streams/write-stream.js'
+import { foreignS3Client } from '../helpers/foreign-sdk.js'
 
 const MiB = 1024 * 1024
 const client = new S3Client({ region: 'us-east-1', credentials: { accessKeyId: 'a', secretAccessKey: 'b' } })
@@ -629,5 +630,15 @@ describe("Upload: bad options, in lib-storage's words", () => {
     Object.defineProperty(upload, 'store', { value: new MemoryStore('done-twice-words') })
     await upload.done()
     await assert.rejects(upload.done(), /this instance of Upload has already executed \.done\(\)/)
+  })
+})
+
+describe('Upload: an S3Client of another copy of the SDK', () => {
+  it("is taken, as lib-storage takes it (its requests go through the caller's client)", () => {
+    const foreign = foreignS3Client({ region: 'us-east-1', credentials: { accessKeyId: 'a', secretAccessKey: 'b' } })
+    assert.equal(foreign instanceof S3Client, false, 'a class of its own')
+    assert.ok(new LibStorageUpload({ client: foreign, params: { Bucket: 'b', Key: 'k', Body: 'x' } }))
+    const upload = new Upload({ client: foreign, params: { Bucket: 'b', Key: 'k', Body: 'x' } })
+    assert.equal(upload.client, foreign)
   })
 })
