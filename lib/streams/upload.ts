@@ -16,6 +16,9 @@
  * - All or nothing: `done()` resolves once the checkpoint is published; a Body error, a
  *   store error or `abort()` publishes nothing and leaves no multipart upload open (it
  *   rejects once they are aborted, not before).
+ * - Errors as lib-storage's callers test them: a store error from an S3 answer carries the
+ *   SDK exception's `name`, `$metadata` and `$fault` (asLibStorageError), bad input's
+ *   message lib-storage's words; a client of another copy of the SDK is sent through.
  * - 'httpUploadProgress' is emitted after each upload request completes (so at least once
  *   per object sent), the last one before the inode write (a Body with nothing to send
  *   gets its one event after the commit); `loaded` never decreases, never passes the
