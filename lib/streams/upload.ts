@@ -320,10 +320,12 @@ function checkParams(params: UploadParams): void {
   }
   // Found here, not by the store at done(): a Key too long for the keys of a Body's later
   // parts would fail the upload part-way, after lib-storage's one PutObject would have passed.
+  // As the store takes a prefix: without its leading "/"s, and one at its end.
   const key = params.Key as string
-  const fault = prefixFault(key)
+  const prefix = key.replace(/^\/+/, '')
+  const fault = prefixFault(prefix)
   if (fault !== undefined) throw invalid(`params.Key ${JSON.stringify(key)}: ${fault}: a container is written below it`)
-  const bytes = Buffer.byteLength(key.endsWith('/') ? key.slice(0, -1) : key)
+  const bytes = Buffer.byteLength(prefix.endsWith('/') ? prefix.slice(0, -1) : prefix)
   const most = KEY_MAX_BYTES - 1 - CONTAINER_KEY_BYTES
   if (bytes > most) {
     throw invalid(

@@ -596,6 +596,9 @@ describe('Upload: params.Key, which names a container', () => {
     const make = (Key: string) => new Upload({ client, params: { Bucket: 'b', Key, Body: 'x' } })
     // Its keys are the Key, a "/" and up to 16 bytes (0000000001.16383): 1007 bytes leave room.
     assert.ok(make('k'.repeat(1007)))
+    // Leading "/"s are dropped, as the store drops them from a prefix: /k is the container k.
+    assert.ok(make('/k'))
+    assert.ok(make(`//${'k'.repeat(1007)}`))
     for (const Key of ['k'.repeat(1008), 'a//b', 'a/./b', 'a/../b']) {
       assert.throws(
         () => make(Key),
