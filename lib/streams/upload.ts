@@ -323,6 +323,9 @@ function checkParams(params: UploadParams): void {
   // As the store takes a prefix: without its leading "/"s, and one at its end.
   const key = params.Key as string
   const prefix = key.replace(/^\/+/, '')
+  if (prefix === '') {
+    throw invalid(`params.Key ${JSON.stringify(key)} names the bucket's root: a container is written below its Key`)
+  }
   const fault = prefixFault(prefix)
   if (fault !== undefined) throw invalid(`params.Key ${JSON.stringify(key)}: ${fault}: a container is written below it`)
   const bytes = Buffer.byteLength(prefix.endsWith('/') ? prefix.slice(0, -1) : prefix)
