@@ -150,3 +150,42 @@ export function createS3Client(options: CreateS3ClientOptions = {}): S3Client {
     ...((region !== undefined || endpoint !== undefined) && { region: region ?? 'us-east-1' }),
   })
 }
+
+/** The library's S3Client standing for each client of another copy of the SDK (one per client: one socket pool). */
+const adapters = new WeakMap<object, S3Client>()
+
+/**
+ * `client` as an S3Client of the library's copy of @aws-sdk/client-s3: itself when it is
+ * one; when it is an S3Client of another copy (an application with a version of its own,
+ * under which npm nests the library's pinned one), one of the library's class that sends
+ * each command through it, with its config: its credentials, region, endpoint, handler and
+ * middleware. Undefined for anything else (no `send`, `config` and `middlewareStack`).
+ */
+export function ownS3Client(client: unknown): S3Client | undefined {
+  const { S3Client: OwnS3Client } = s3Sdk()
+  if (client instanceof OwnS3Client) return client
+  const c = client as Partial<S3Client> | null
+  const clientLike =
+    typeof c === 'object' &&
+    c !== null &&
+    typeof c.send === 'function' &&
+    typeof c.config === 'object' &&
+    c.config !== null &&
+    typeof c.middlewareStack === 'object' &&
+    c.middlewareStack !== null
+  if (!clientLike) return undefined
+  const foreign = c as S3Client
+  let adapter = adapters.get(foreign)
+  if (adapter === undefined) {
+    adapter = Object.create(OwnS3Client.prototype) as S3Client
+    Object.defineProperties(adapter, {
+      config: { get: () => foreign.config },
+      middlewareStack: { get: () => foreign.middlewareStack },
+      send: { value: (...args: Parameters<S3Client['send']>) => foreign.send(...args) },
+      // The caller's client is theirs to destroy.
+      destroy: { value: () => {} },
+    })
+    adapters.set(foreign, adapter)
+  }
+  return adapter
+}

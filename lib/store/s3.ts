@@ -67,6 +67,7 @@ import {
 } from './common.js'
 import { addHeader, crc32Base64, requestBody, s3Attributes, withoutStreamRetryWarning } from './s3-body.js'
 import { AUTH_ERRORS, callS3, nameOf, statusOf } from './s3-calls.js'
+import { ownS3Client } from './s3-client.js'
 import { askedRange, checkGetAnswer, piecesOf, readBody, refused, sendOverHttp, transportOf } from './s3-get.js'
 import { s3Sdk } from './s3-sdk.cjs'
 import {
@@ -300,12 +301,17 @@ export class S3Store implements ObjectStore {
     // A misspelt option would otherwise take its default without a word: a misspelt prefix,
     // the bucket's root as the container.
     checkOptionNames('S3Store', options, S3_STORE_OPTIONS)
-    if (!(options.client instanceof this.#sdk.S3Client))
-      throw StreamSegmentError.invalidArgument('S3Store: client must be an S3Client')
+    // A client of another copy of the SDK (an application's own version) is sent through.
+    const client = ownS3Client(options.client)
+    if (client === undefined) {
+      throw StreamSegmentError.invalidArgument(
+        `S3Store: client must be an S3Client (of @aws-sdk/client-s3), got ${describeValue(options.client)}`,
+      )
+    }
     if (typeof options.bucket !== 'string' || options.bucket === '') {
       throw StreamSegmentError.invalidArgument('S3Store: bucket must be a non-empty string')
     }
-    this.client = options.client
+    this.client = client
     this.bucket = options.bucket
     if (options.prefix !== undefined && typeof options.prefix !== 'string') {
       throw StreamSegmentError.invalidArgument(`S3Store: prefix must be a string, got ${describeValue(options.prefix)}`)

@@ -45,7 +45,7 @@ import { fileState } from '../segment-file.js'
 import { checkOptionNames, checkSettingValues, type Settings } from '../settings.js'
 import { prefixFault } from '../store/common.js'
 import { openStore } from '../store/open.js'
-import { s3Sdk } from '../store/s3-sdk.cjs'
+import { ownS3Client } from '../store/s3-client.js'
 import type { ObjectStore } from '../store/types.js'
 import { describeValue } from '../util/typed-arrays.js'
 import type { FlushTiming } from '../write/flush.js'
@@ -417,37 +417,6 @@ function isBlobLike(body: unknown): body is { stream(): unknown; size?: unknown 
   )
 }
 
-/**
- * The client the container's store sends through: `client` itself, or, when it is an
- * S3Client of another copy of @aws-sdk/client-s3 than the library's (an application with
- * a version of its own, under which npm nests the library's), one of the library's class
- * that sends each command through it, with its config: its credentials, region, endpoint,
- * handler and middleware, as lib-storage, which takes any client, sends through it. The
- * store takes only its own SDK's clients, to refuse what is no S3Client at all.
- */
-function storeClient(client: S3Client): S3Client {
-  const { S3Client: OwnS3Client } = s3Sdk()
-  if ((client as unknown) instanceof OwnS3Client) return client
-  const c = client as Partial<S3Client> | null
-  const foreign =
-    typeof c === 'object' &&
-    c !== null &&
-    typeof c.send === 'function' &&
-    typeof c.config === 'object' &&
-    c.config !== null &&
-    typeof c.middlewareStack === 'object'
-  if (!foreign) return client
-  const adapter = Object.create(OwnS3Client.prototype) as S3Client
-  Object.defineProperties(adapter, {
-    config: { get: () => client.config },
-    middlewareStack: { get: () => client.middlewareStack },
-    send: { value: (...args: Parameters<S3Client['send']>) => client.send(...args) },
-    // The caller's client is theirs to destroy.
-    destroy: { value: () => {} },
-  })
-  return adapter
-}
-
 function isWebStream(body: unknown): body is WebReadableStream<Uint8Array> {
   return typeof (body as { getReader?: unknown })?.getReader === 'function'
 }
@@ -597,7 +566,7 @@ export class Upload extends EventEmitter {
   /** The container's store: s3://Bucket/Key. */
   readonly store: ObjectStore
   private readonly settings: Partial<Settings>
-  /** `client`, or the library's S3Client sending through it (storeClient). */
+  /** `client`, or the library's S3Client sending through it (ownS3Client). */
   private readonly storeClient: S3Client
   private readonly abortController: AbortController | LibStorageAbortController
   private readonly total: number | undefined
@@ -695,7 +664,7 @@ export class Upload extends EventEmitter {
     this.contentLength = length
     this.total = length ?? bodyLength(params.Body)
     this.partBytes = partSize ? part : MIN_PART_SIZE
-    this.storeClient = storeClient(client)
+    this.storeClient = ownS3Client(client) ?? client
     this.store = openStore({ client: this.storeClient, bucket: params.Bucket as string, prefix: params.Key as string })
   }
 

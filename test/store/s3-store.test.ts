@@ -3,16 +3,20 @@
 // The generic ObjectStore contract is the conformance suite's job.
 import assert from 'node:assert/strict'
 import { createHash } from 'node:crypto'
+import { Readable } from 'node:stream'
+import { pipeline } from 'node:stream/promises'
 import { describe, test } from 'node:test'
 import { S3Client } from '@aws-sdk/client-s3'
 import createDebug from 'debug'
 import { StreamSegmentError } from '../../lib/errors.js'
+import { createStreamSegmentReadStream, createStreamSegmentWriteStream } from '../../lib/index.js'
 import { unquoteEtag } from '../../lib/store/common.js'
 import { createS3Client, S3Store } from '../../lib/store/s3.js'
 import { WRITE_ID_METADATA } from '../../lib/store/types.js'
 import { crc32 } from '../../lib/util/crc32.js'
 import { sha256BeatsMd5 } from '../../lib/util/digest.js'
 import { rejectsCode } from '../helpers/assert.js'
+import { foreignS3Client } from '../helpers/foreign-sdk.js'
 import { s3TestBucket, s3TestStore, uniquePrefix } from '../helpers/s3-env.js'
 
 const MiB = 1024 * 1024
@@ -486,4 +490,38 @@ describe('S3Store on radosgw', () => {
     assert.throws(() => new S3Store({ client: aws, bucket: '', prefix: '' }), /bucket/)
     aws.destroy()
   })
+
+  test('an S3Client of another copy of the SDK (an application with its own version) is sent through: a write stream publishes by it, reads back equal', async () => {
+    const base = await s3TestStore()
+    const foreign = foreignS3Client({ forcePathStyle: true })
+    assert.equal(foreign instanceof S3Client, false, 'a class of its own')
+    const commands: string[] = []
+    foreign.middlewareStack.add(
+      (next, context) => async (args) => {
+        commands.push(context.commandName as string)
+        return next(args)
+      },
+      { step: 'initialize', name: 'recordCommands' },
+    )
+    const store = new S3Store({ client: foreign, bucket: base.bucket, prefix: base.prefix })
+    assert.equal(
+      new S3Store({ client: foreign, bucket: base.bucket, prefix: 'other' }).client,
+      store.client,
+      'one per client',
+    )
+    const bytes = pattern(3 * MiB + 5, 9)
+    await pipeline(Readable.from([bytes]), createStreamSegmentWriteStream({ store }))
+    assert.ok(commands.includes('PutObjectCommand'), `sent through the caller's client: ${commands.join(', ')}`)
+    const back: Buffer[] = []
+    for await (const chunk of createStreamSegmentReadStream({ store: base })) back.push(chunk as Buffer)
+    assert.equal(sha(Buffer.concat(back)), sha(bytes))
+    assert.throws(
+      () => new S3Store({ client: { send() {} } as unknown as S3Client, bucket: 'b', prefix: 'p' }),
+      (err: unknown) =>
+        StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT') && /client must be an S3Client/.test(String(err)),
+    )
+    foreign.destroy()
+  })
 })
+
+const sha = (b: Uint8Array) => createHash('sha256').update(b).digest('hex')
