@@ -293,9 +293,9 @@ describe('Upload: abortController, as lib-storage takes it', () => {
   })
 })
 
-describe("Upload: 'httpUploadProgress' totals, as lib-storage's", () => {
-  /** A client lib-storage can send through without a server: every command succeeds. */
-  const stub = {
+/** A client lib-storage can send through without a server: every command succeeds. */
+function stubClient(): S3Client {
+  return {
     config: {
       endpoint: async () => ({ protocol: 'https:', hostname: 's3.example', path: '/' }),
       requestHandler: {},
@@ -303,6 +303,10 @@ describe("Upload: 'httpUploadProgress' totals, as lib-storage's", () => {
     },
     send: async () => ({ ETag: '"e"', UploadId: 'u', $metadata: {} }),
   } as unknown as S3Client
+}
+
+describe("Upload: 'httpUploadProgress' totals, as lib-storage's", () => {
+  const stub = stubClient()
   const streams: Array<[string, () => UploadParams['Body'], number?]> = [
     ['a small Readable', () => Readable.from([Buffer.from('hello'), Buffer.from(', world')])],
     ['a small web ReadableStream', () => new Blob(['hello']).stream()],
@@ -504,14 +508,7 @@ describe('Upload: a Blob-like Body, as lib-storage takes it', () => {
     const bytes = Buffer.from('a blob of another implementation')
     const Body = { size: bytes.length, type: '', stream: () => new Blob([bytes]).stream() }
     const theirs: Array<number | undefined> = []
-    const stub = {
-      config: {
-        endpoint: async () => ({ protocol: 'https:', hostname: 's3.example', path: '/' }),
-        requestHandler: {},
-        requestChecksumCalculation: async () => 'WHEN_REQUIRED',
-      },
-      send: async () => ({ ETag: '"e"', UploadId: 'u', $metadata: {} }),
-    } as unknown as S3Client
+    const stub = stubClient()
     const original = new LibStorageUpload({ client: stub, params: { Bucket: 'b', Key: 'k', Body: Body as never } })
     original.on('httpUploadProgress', (p) => theirs.push(p.total))
     await original.done()
