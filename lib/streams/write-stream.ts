@@ -48,7 +48,7 @@ import {
 import type { ObjectStore } from '../store/types.js'
 import { showValue } from '../util/typed-arrays.js'
 import { checkWalOptions, type WalOptions } from '../wal/wal.js'
-import type { FlushTiming } from '../write/flush.js'
+import { type FlushTiming, isUnknownOutcome } from '../write/flush.js'
 import { checkStreamOptions, countingStore, destroyOnAbort, type StreamLocation, storeOf } from './options.js'
 
 /** The write stream's own options (beside the settings). */
@@ -148,7 +148,7 @@ export class StreamSegmentWriteStream extends Writable {
   private committed = false
   /** `_final` has started the flush (the input ended). */
   private ending = false
-  /** The flush's outcome, once `_final` started it (never rejects). */
+  /** The flush's outcome, once `_final` started it: its error, or undefined (never rejects). */
   private flushed: Promise<unknown> | undefined
   /** The error the flush failed with by itself (a store's, not an abort's), which destroys the stream. */
   private flushError: Error | undefined
@@ -297,7 +297,10 @@ export class StreamSegmentWriteStream extends Writable {
         this.committed = true
         return timing
       })
-    this.flushed = flush.catch(() => undefined)
+    this.flushed = flush.then(
+      () => undefined,
+      (err: unknown) => err,
+    )
     flush.then(
       (timing) => {
         // After the commit, a turn later. A listener that throws here does so on its own (as
@@ -325,7 +328,8 @@ export class StreamSegmentWriteStream extends Writable {
    * published, the stream closes without an error (committed: `flushTiming` is set, 'flush'
    * emitted), whatever the destroy's error; otherwise the destroy's error, or ERR_ABORTED
    * for a destroy without one once the input had ended (else pipeline() would take the
-   * ended stream for a finished one). With a WAL, the log is emptied unless the flush failed
+   * ended stream for a finished one): the flush's own when its inode write did not answer
+   * in time, which says that whether the checkpoint was published is unknown. With a WAL, the log is emptied unless the flush failed
    * by itself (a store error): a stream destroyed or aborted is never published later.
    */
   override _destroy(err: Error | null, cb: Callback): void {
@@ -340,10 +344,11 @@ export class StreamSegmentWriteStream extends Writable {
     // The destroy error (source, store or abort) says why.
     if (!this.committed) file.abort(err ?? StreamSegmentError.aborted(`write to ${url}: destroyed`))
     const discardWal = this.settings.wal !== undefined && !this.committed && (err === null || err !== this.flushError)
-    const settled = () => {
+    const settled = (failed: unknown) => {
       if (this.committed) cb(null)
       else if (err !== null) cb(err)
-      else cb(this.writableEnded ? destroyed() : null)
+      else if (!this.writableEnded) cb(null)
+      else cb(isUnknownOutcome(failed) ? (failed as Error) : destroyed())
     }
     file
       .close({ discardWal })

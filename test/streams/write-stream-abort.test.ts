@@ -24,6 +24,7 @@ import { rejectsCode } from '../helpers/assert.js'
 import { readPublished, within } from '../helpers/containers.js'
 import { FailingStore } from '../helpers/failing-store.js'
 import { pattern } from '../helpers/pattern.js'
+import { hooks } from '../helpers/small-settings.js'
 import { type CallInfo, WrappedStore } from '../helpers/wrapped-store.js'
 
 const roots: string[] = []
@@ -250,6 +251,27 @@ describe('the write stream stopped during its flush', () => {
     await rejectsCode(pipeline(Readable.from([NEW]), ws), 'ERR_ABORTED', /destroyed before the commit/)
     await rejectsCode(finished(ws), 'ERR_ABORTED')
     assert.deepEqual(await afterWriterOpen(inner), { cno: 1, bytes: OLD })
+  })
+
+  it("destroy() while the inode write is under way and its answer does not come within the wait: ERR_ABORTED saying the outcome is unknown, not 'destroyed before the commit'", async () => {
+    const inner = new MemoryStore('destroy-inode-unknown')
+    await containerWithOld(inner)
+    // The inode write never answers until it is cut (the wait shortened by the test hook).
+    const store = new FailingStore(inner, [{ ops: ['put'], key: /^inode$/, mode: 'hang' }])
+    const ws = createStreamSegmentWriteStream({ store, ...hooks({ abortWaitMs: 20 }) })
+    const ended = pipeline(Readable.from([NEW]), ws)
+    await store.hangOf('put')
+    ws.destroy()
+    await rejectsCode(
+      ended,
+      'ERR_ABORTED',
+      /whether the checkpoint was published is unknown; its part 0 \(0000000002\.0\) is kept/,
+    )
+    assert.equal(ws.flushTiming, undefined)
+    assert.ok(
+      (await keys(inner)).includes('0000000002.0'),
+      'part 0 kept: a writer opening the container later may publish it, as the error says',
+    )
   })
 
   it('with a WAL: a stream aborted during its flush is not published by the next writer with the folder', async () => {
