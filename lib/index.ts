@@ -73,7 +73,13 @@ export type { BlockSource } from './state/dirty-tier.js'
 export { DirectoryStore } from './store/directory.js'
 export { MemoryStore } from './store/memory.js'
 export { openStore, type StoreLocation } from './store/open.js'
-export { type CreateS3ClientOptions, createS3Client, S3Store, type S3StoreOptions } from './store/s3.js'
+export {
+  type AnyS3Client,
+  type CreateS3ClientOptions,
+  createS3Client,
+  S3Store,
+  type S3StoreOptions,
+} from './store/s3.js'
 export type {
   Body,
   ByteRange,

@@ -6,9 +6,10 @@
  * Both builds' declarations are walked (ESM's and CommonJS's), as npm run build leaves them.
  */
 import assert from 'node:assert/strict'
-import { readFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
-import { dirname, relative } from 'node:path'
+import { tmpdir } from 'node:os'
+import { dirname, join, relative } from 'node:path'
 import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import type * as TS from 'typescript'
@@ -137,4 +138,60 @@ describe('the public members of the classes users hold', () => {
       assert.deepEqual(undocumentedMembers(index), [])
     })
   }
+})
+
+/**
+ * The diagnostics of `source` (a module importing the package root as built) compiled
+ * strict against the declarations: each as `line: message`.
+ */
+function diagnosticsOf(source: string): string[] {
+  const index = fileURLToPath(new URL('../../esm/lib/index.js', import.meta.url))
+  const dir = mkdtempSync(join(tmpdir(), 'ss-types-'))
+  try {
+    const file = join(dir, 'user.mts')
+    writeFileSync(file, source.replace('PACKAGE', JSON.stringify(index)))
+    const program = ts.createProgram([file], {
+      strict: true,
+      noEmit: true,
+      module: ts.ModuleKind.NodeNext,
+      moduleResolution: ts.ModuleResolutionKind.NodeNext,
+      types: ['node'],
+      skipLibCheck: true,
+    })
+    return ts.getPreEmitDiagnostics(program).map((d) => {
+      const at =
+        d.file !== undefined && d.start !== undefined ? d.file.getLineAndCharacterOfPosition(d.start).line + 1 : 0
+      return `${at}: ${ts.flattenDiagnosticMessageText(d.messageText, ' ')}`
+    })
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+describe('an S3Client of another copy of @aws-sdk/client-s3, whose types are not this one', () => {
+  it('type-checks wherever a client is taken; something that is no client does not', () => {
+    // A client of another SDK version: the members every S3Client has, typed its own way.
+    const other = `
+      import { exportObject, openStore, S3Store, Upload } from PACKAGE
+      interface OtherInput { OtherVersion: true }
+      declare const other: {
+        send(command: { input: OtherInput }, options?: { abortSignal?: AbortSignal }): Promise<{ $metadata: { attempts?: number } }>
+        config: { region(): Promise<string>; otherVersion: true }
+        middlewareStack: { add(mw: (next: (a: { input: OtherInput }) => Promise<unknown>) => unknown, o?: { step: 'initialize' }): void }
+        destroy(): void
+      }
+      export const uses = [
+        openStore({ client: other, bucket: 'b' }),
+        new S3Store({ client: other, bucket: 'b', prefix: 'p' }),
+        new Upload({ client: other, params: { Bucket: 'b', Key: 'k', Body: 'x' } }),
+        exportObject('./c', { client: other, Bucket: 'b', Key: 'k' }),
+      ]
+    `
+    assert.deepEqual(diagnosticsOf(other), [])
+    const notAClient = diagnosticsOf(`
+      import { openStore } from PACKAGE
+      export const store = openStore({ client: { send: 1 }, bucket: 'b' })
+    `)
+    assert.equal(notAClient.length, 1, notAClient.join('\n'))
+  })
 })

@@ -44,7 +44,6 @@
 import { randomBytes } from 'node:crypto'
 import * as fs from 'node:fs/promises'
 import { basename, dirname, join, resolve, sep } from 'node:path'
-import type { S3Client } from '@aws-sdk/client-s3'
 import { checkCommitPoint } from '../container/inode.js'
 import { type ContainerListing, listContainer } from '../container/listing.js'
 import { readObjectHeader } from '../container/object-header.js'
@@ -60,7 +59,7 @@ import { decodeSummary } from '../format/summary.js'
 import { checkCallOptions, checkOptionNames, givenOr } from '../settings.js'
 import { DirectoryStore } from '../store/directory.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
-import { createS3Client, S3Store } from '../store/s3.js'
+import { type AnyS3Client, createS3Client, S3Store } from '../store/s3.js'
 import type { ObjectAttributes, ObjectStore } from '../store/types.js'
 import { sliceChunks } from '../util/chunks.js'
 import { badBlockIn } from '../util/crc32.js'
@@ -77,7 +76,7 @@ import { isUnreadable, type Problem, type Reached, walkMap } from './map-walk.js
 /** An S3 object, named as the SDK names it. */
 export interface S3ExportTarget {
   /** Default: the container's own client when it is on S3, else `createS3Client()`. */
-  client?: S3Client
+  client?: AnyS3Client
   Bucket: string
   Key: string
   ContentType?: string

@@ -22,11 +22,11 @@ import { describeValue } from '../util/typed-arrays.js'
 import { isObjectStore, prefixFault, quoteKey } from './common.js'
 import { DirectoryStore } from './directory.js'
 import { MemoryStore } from './memory.js'
-import { createS3Client, S3Store } from './s3.js'
+import { type AnyS3Client, createS3Client, S3Store } from './s3.js'
 import { checkS3Env } from './s3-client.js'
 import type { ObjectStore } from './types.js'
 
-export type StoreLocation = string | URL | { client: S3Client; bucket: string; prefix?: string; checksums?: boolean }
+export type StoreLocation = string | URL | { client: AnyS3Client; bucket: string; prefix?: string; checksums?: boolean }
 
 let defaultClient: S3Client | undefined
 

@@ -151,6 +151,15 @@ export function createS3Client(options: CreateS3ClientOptions = {}): S3Client {
   })
 }
 
+/**
+ * What a `client` option takes: an S3Client of this package's @aws-sdk/client-s3, or of
+ * another copy of it (an application with a version of its own, whose types are not this
+ * one's): anything with a client's `send`, `config` and `middlewareStack` (ownS3Client).
+ */
+export type AnyS3Client =
+  | S3Client
+  | { send(...args: never[]): Promise<unknown>; config: object; middlewareStack: object }
+
 /** The library's S3Client standing for each client of another copy of the SDK (one per client: one socket pool). */
 const adapters = new WeakMap<object, S3Client>()
 

@@ -67,7 +67,7 @@ import {
 } from './common.js'
 import { addHeader, crc32Base64, requestBody, s3Attributes, withoutStreamRetryWarning } from './s3-body.js'
 import { AUTH_ERRORS, callS3, nameOf, statusOf } from './s3-calls.js'
-import { ownS3Client } from './s3-client.js'
+import { type AnyS3Client, ownS3Client } from './s3-client.js'
 import { askedRange, checkGetAnswer, piecesOf, readBody, refused, sendOverHttp, transportOf } from './s3-get.js'
 import { s3Sdk } from './s3-sdk.cjs'
 import {
@@ -88,7 +88,7 @@ import {
   WRITE_ID_METADATA,
 } from './types.js'
 
-export { type CreateS3ClientOptions, createS3Client } from './s3-client.js'
+export { type AnyS3Client, type CreateS3ClientOptions, createS3Client } from './s3-client.js'
 
 const log = createDebug('stream-segment:s3')
 const EMPTY = new Uint8Array(0)
@@ -152,7 +152,8 @@ const S3_STORE_OPTIONS: ReadonlyArray<keyof S3StoreOptions> = [
 ]
 
 export interface S3StoreOptions {
-  client: S3Client
+  /** An S3Client of this package's SDK or of another copy of it (sent through). */
+  client: AnyS3Client
   bucket: string
   /**
    * Key prefix of the container; a `/` is appended when missing, leading ones are dropped.

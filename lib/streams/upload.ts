@@ -45,7 +45,7 @@ import { fileState } from '../segment-file.js'
 import { checkOptionNames, checkSettingValues, type Settings } from '../settings.js'
 import { prefixFault } from '../store/common.js'
 import { openStore } from '../store/open.js'
-import { ownS3Client } from '../store/s3-client.js'
+import { type AnyS3Client, ownS3Client } from '../store/s3-client.js'
 import type { ObjectStore } from '../store/types.js'
 import { describeValue } from '../util/typed-arrays.js'
 import type { FlushTiming } from '../write/flush.js'
@@ -96,7 +96,8 @@ const UPLOAD_OPTIONS = [
 ]
 
 export interface UploadOptions {
-  client: S3Client
+  /** An S3Client of this package's SDK or of another copy of it (an application's own version). */
+  client: AnyS3Client
   params: UploadParams
   /** Requests carrying bodies in flight (segmentMpuMaxConcurrency), at least 1, rounded up, capped at 64. Default 4. */
   queueSize?: number
@@ -560,7 +561,7 @@ function sdkEncode(s: string): string {
 }
 
 export class Upload extends EventEmitter {
-  readonly client: S3Client
+  readonly client: AnyS3Client
   /** The params given, those set to null left out (not given, as in lib-storage). */
   readonly params: UploadParams
   /** The container's store: s3://Bucket/Key. */
@@ -664,7 +665,8 @@ export class Upload extends EventEmitter {
     this.contentLength = length
     this.total = length ?? bodyLength(params.Body)
     this.partBytes = partSize ? part : MIN_PART_SIZE
-    this.storeClient = ownS3Client(client) ?? client
+    // Anything else is refused by the store, naming what it got.
+    this.storeClient = ownS3Client(client) ?? (client as S3Client)
     this.store = openStore({ client: this.storeClient, bucket: params.Bucket as string, prefix: params.Key as string })
   }
 
@@ -748,7 +750,7 @@ export class Upload extends EventEmitter {
       Bucket,
       Key,
       ETag: writer.file === undefined ? undefined : fileState(writer.file).publishedEtag,
-      Location: await locationOf(this.client, Bucket, Key),
+      Location: await locationOf(this.storeClient, Bucket, Key),
       cno: timing.cno,
       size: writer.bytesWritten,
       timing,
