@@ -99,3 +99,30 @@ export async function readPublished(store: ObjectStore): Promise<{ cno: number; 
     await r.close()
   }
 }
+
+/** Publishes `bytes` as the container's first checkpoint (the content a failing writer must leave). */
+export async function publishContent(store: ObjectStore, bytes: Uint8Array): Promise<void> {
+  const f = await SegmentFile.create(store)
+  await f.write(0, bytes)
+  await f.flush()
+  await f.close()
+}
+
+/** How many multipart uploads the store holds open. */
+export async function openUploadCount(store: ObjectStore): Promise<number> {
+  let n = 0
+  for await (const _ of store.listMultipart()) n++
+  return n
+}
+
+/** 'ok' when `p` resolves within `ms`, else what it rejected with (a hang rejects `within`). */
+export function outcomeWithin(p: Promise<unknown>, ms: number, what: string): Promise<unknown> {
+  return within(
+    p.then(
+      () => 'ok',
+      (e: unknown) => e,
+    ),
+    ms,
+    what,
+  )
+}

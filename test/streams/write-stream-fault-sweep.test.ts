@@ -13,13 +13,12 @@ import { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { after, describe, it } from 'node:test'
 import { StreamSegmentError } from '../../lib/errors.js'
-import { SegmentFile } from '../../lib/segment-file.js'
 import { DirectoryStore } from '../../lib/store/directory.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
 import { uploadFile } from '../../lib/streams/upload-file.js'
 import { createStreamSegmentWriteStream } from '../../lib/streams/write-stream.js'
-import { readPublished, within } from '../helpers/containers.js'
+import { openUploadCount, outcomeWithin, publishContent, readPublished } from '../helpers/containers.js'
 import { FailingStore, type FailRule } from '../helpers/failing-store.js'
 import { pattern } from '../helpers/pattern.js'
 import { smallSettings } from '../helpers/small-settings.js'
@@ -42,18 +41,7 @@ const OLD = pattern(0, 50_000, 7)
 const NEW = pattern(0, 200 * KiB + 123, 8)
 const settings = smallSettings
 
-async function withOld(store: ObjectStore): Promise<void> {
-  const f = await SegmentFile.create(store)
-  await f.write(0, OLD)
-  await f.flush()
-  await f.close()
-}
-
-async function openUploads(store: ObjectStore): Promise<number> {
-  let n = 0
-  for await (const _ of store.listMultipart()) n++
-  return n
-}
+const withOld = (store: ObjectStore) => publishContent(store, OLD)
 
 const kinds = ['memory', 'directory'] as const
 async function makeStore(kind: (typeof kinds)[number]): Promise<{ inner: ObjectStore; dir?: string }> {
@@ -75,51 +63,61 @@ async function calls(kind: (typeof kinds)[number], run: (store: ObjectStore) => 
   return store.calls.length
 }
 
+/** A store of `kind` holding the old checkpoint, whose call `nth` fails by `mode`. */
+async function failingAt(kind: (typeof kinds)[number], nth: number, mode: FailRule['mode']) {
+  const { inner, dir } = await makeStore(kind)
+  await withOld(inner)
+  return { inner, dir, store: new FailingStore(inner, [{ nth, mode } as FailRule]) }
+}
+
+/**
+ * What a run that met failure `nth` left, `outcome` its end ('ok' or its error): the new
+ * content whole when it succeeded; else a StreamSegmentError and the old checkpoint (an
+ * inode write whose answer was lost did land: the one outcome a local store never gives,
+ * and the flush cannot tell); no upload open but one whose creation lost its answer (an
+ * id the writer never learns: gc's to abort); no temp file. Returns the call it names.
+ */
+async function checkLeft(
+  failing: Awaited<ReturnType<typeof failingAt>>,
+  nth: number,
+  mode: FailRule['mode'],
+  outcome: unknown,
+): Promise<string> {
+  const { inner, dir, store } = failing
+  const failed = store.calls[nth - 1]
+  const what = `call ${nth} (${failed?.op} ${failed?.key})`
+  const pub = await readPublished(inner)
+  if (outcome === 'ok') assert.ok(pub.bytes.equals(NEW), `${what}: ok, but not NEW published`)
+  else {
+    assert.ok(StreamSegmentError.is(outcome), `${what}: ${outcome}`)
+    if (pub.cno === 1) assert.ok(pub.bytes.equals(OLD), what)
+    else if (!(mode === 'lose-answer' && failed?.op === 'put' && failed.key === 'inode'))
+      assert.fail(`${what}: rejected (${(outcome as Error).message}) but cno ${pub.cno} published`)
+  }
+  const unknownId = mode === 'lose-answer' && failed?.op === 'createMultipart'
+  assert.equal(await openUploadCount(inner), unknownId ? 1 : 0, `${what}: uploads left open`)
+  assert.deepEqual(await tmpLeft(dir), [], `${what}: temp files left`)
+  return what
+}
+
 for (const kind of kinds) {
   for (const mode of ['error', 'lose-answer'] as const) {
     describe(`${kind}: the write stream, each store call failing in turn (${mode})`, () => {
       it('rejects once with a named error; old checkpoint or new, whole; no upload open; no temp file', async () => {
-        const run = (store: ObjectStore) =>
-          pipeline(
-            Readable.from([NEW.subarray(0, 100 * KiB), NEW.subarray(100 * KiB)]),
-            createStreamSegmentWriteStream({ store, ...settings }),
-          )
-        const n = await calls(kind, run)
+        const source = () => Readable.from([NEW.subarray(0, 100 * KiB), NEW.subarray(100 * KiB)])
+        const n = await calls(kind, (store) =>
+          pipeline(source(), createStreamSegmentWriteStream({ store, ...settings })),
+        )
         for (let nth = 1; nth <= n; nth++) {
-          const { inner, dir } = await makeStore(kind)
-          await withOld(inner)
-          const store = new FailingStore(inner, [{ nth, mode } as FailRule])
-          const ws = createStreamSegmentWriteStream({ store, ...settings })
+          const failing = await failingAt(kind, nth, mode)
+          const ws = createStreamSegmentWriteStream({ store: failing.store, ...settings })
           const events: string[] = []
           for (const e of ['error', 'finish', 'close', 'flush'] as const) ws.on(e, () => events.push(e))
-          const outcome = await within(
-            pipeline(Readable.from([NEW.subarray(0, 100 * KiB), NEW.subarray(100 * KiB)]), ws).then(
-              () => 'ok',
-              (e: unknown) => e,
-            ),
-            20_000,
-            `call ${nth}`,
-          )
-          const failed = store.calls[nth - 1]
-          const what = `call ${nth} (${failed?.op} ${failed?.key})`
+          const outcome = await outcomeWithin(pipeline(source(), ws), 20_000, `call ${nth}`)
           if (!ws.closed) await new Promise((r) => ws.once('close', () => r(undefined)))
-          const pub = await readPublished(inner)
-          if (outcome === 'ok') {
-            assert.deepEqual(pub.bytes.equals(NEW), true, `${what}: ok, but not NEW published`)
-            assert.deepEqual(events, ['flush', 'finish', 'close'], what)
-          } else {
-            assert.ok(StreamSegmentError.is(outcome), `${what}: ${outcome}`)
-            if (pub.cno === 1) assert.ok(pub.bytes.equals(OLD), what)
-            // An inode write whose answer was lost did land: the one outcome a local store never
-            // gives, and the flush cannot tell (found, reported apart).
-            else if (!(mode === 'lose-answer' && failed?.op === 'put' && failed.key === 'inode'))
-              assert.fail(`${what}: rejected (${(outcome as Error).message}) but cno ${pub.cno} published`)
-            assert.deepEqual(events, ['error', 'close'], `${what}: ${(outcome as Error).message}`)
-          }
-          // A created upload whose answer was lost has an id the writer never learns (gc's to abort).
-          const unknownId = mode === 'lose-answer' && failed?.op === 'createMultipart'
-          assert.equal(await openUploads(inner), unknownId ? 1 : 0, `${what}: uploads left open`)
-          assert.deepEqual(await tmpLeft(dir), [], `${what}: temp files left`)
+          const what = await checkLeft(failing, nth, mode, outcome)
+          if (outcome === 'ok') assert.deepEqual(events, ['flush', 'finish', 'close'], what)
+          else assert.deepEqual(events, ['error', 'close'], `${what}: ${(outcome as Error).message}`)
         }
       })
     })
@@ -130,33 +128,8 @@ for (const kind of kinds) {
         const run = (store: ObjectStore) => uploadFile(src, store, settings, { resume: false })
         const n = await calls(kind, run)
         for (let nth = 1; nth <= n; nth++) {
-          const { inner, dir } = await makeStore(kind)
-          await withOld(inner)
-          const store = new FailingStore(inner, [{ nth, mode } as FailRule])
-          const outcome = await within(
-            run(store).then(
-              () => 'ok',
-              (e: unknown) => e,
-            ),
-            20_000,
-            `call ${nth}`,
-          )
-          const failed = store.calls[nth - 1]
-          const what = `call ${nth} (${failed?.op} ${failed?.key})`
-          const pub = await readPublished(inner)
-          if (outcome === 'ok') assert.ok(pub.bytes.equals(NEW), what)
-          else {
-            assert.ok(StreamSegmentError.is(outcome), `${what}: ${outcome}`)
-            if (!(mode === 'lose-answer' && failed?.op === 'put' && failed.key === 'inode')) {
-              if (pub.cno !== 1)
-                assert.fail(`${what}: rejected (${(outcome as Error).message}) but cno ${pub.cno} published`)
-              assert.ok(pub.bytes.equals(OLD), what)
-            }
-          }
-          // A created upload whose answer was lost has an id the writer never learns (gc's to abort).
-          const unknownId = mode === 'lose-answer' && failed?.op === 'createMultipart'
-          assert.equal(await openUploads(inner), unknownId ? 1 : 0, `${what}: uploads left open`)
-          assert.deepEqual(await tmpLeft(dir), [], `${what}: temp files left`)
+          const failing = await failingAt(kind, nth, mode)
+          await checkLeft(failing, nth, mode, await outcomeWithin(run(failing.store), 20_000, `call ${nth}`))
         }
       })
     })

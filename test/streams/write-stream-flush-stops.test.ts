@@ -13,12 +13,11 @@ import { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { after, describe, it } from 'node:test'
 import { StreamSegmentError } from '../../lib/errors.js'
-import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
 import { uploadFile } from '../../lib/streams/upload-file.js'
 import { createStreamSegmentWriteStream } from '../../lib/streams/write-stream.js'
-import { readPublished, within } from '../helpers/containers.js'
+import { openUploadCount, outcomeWithin, publishContent, readPublished } from '../helpers/containers.js'
 import { FailingStore } from '../helpers/failing-store.js'
 import { pattern } from '../helpers/pattern.js'
 import { hooks, smallSettings } from '../helpers/small-settings.js'
@@ -39,27 +38,8 @@ class HookedStore extends WrappedStore {
 const OLD = pattern(0, 50_000, 7)
 const NEW = pattern(0, 700 * 1024 + 123, 8)
 
-async function withOld(store: ObjectStore): Promise<void> {
-  const f = await SegmentFile.create(store)
-  await f.write(0, OLD)
-  await f.flush()
-  await f.close()
-}
-async function openUploads(store: ObjectStore): Promise<number> {
-  let n = 0
-  for await (const _ of store.listMultipart()) n++
-  return n
-}
-function outcomeOf(p: Promise<unknown>): Promise<unknown> {
-  return within(
-    p.then(
-      () => 'ok',
-      (e: unknown) => e,
-    ),
-    5000,
-    'the pipeline',
-  )
-}
+const withOld = (store: ObjectStore) => publishContent(store, OLD)
+const outcomeOf = (p: Promise<unknown>) => outcomeWithin(p, 5000, 'the pipeline')
 
 describe('the write stream stopped while its final flush waits on a hung store', () => {
   for (const [what, rule] of [
@@ -99,7 +79,7 @@ describe('the write stream stopped while its final flush waits on a hung store',
           assert.match((outcome as Error).message, /whether the checkpoint was published is unknown/)
         }
         assert.deepEqual(pub, { cno: 1, bytes: OLD }, `${what}, ${how}`)
-        assert.equal(await openUploads(inner), 0, 'uploads left open')
+        assert.equal(await openUploadCount(inner), 0, 'uploads left open')
         // One 'error' (a destroy() without one, once the input ended, is ERR_ABORTED), then 'close'.
         assert.deepEqual(events, ['error', 'close'], `${what}, ${how}: ${String(outcome)}`)
       })
