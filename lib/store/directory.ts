@@ -1130,11 +1130,9 @@ async function sweep(root: string, full: boolean, now: () => Promise<number>): P
   }
   await each(join(root, TMP), async (path, name) => {
     const st = await fs.lstat(path)
-    if (st.isDirectory() && name.startsWith(LOCK_STAGING_PREFIX)) {
-      const gone = await stagingGone(path)
-      if (gone === true || (gone === undefined && (await old(st)))) await fs.rm(path, { recursive: true, force: true })
-    } else if (st.isDirectory() && name.startsWith(UPLOAD_STAGING_PREFIX)) {
-      const gone = await writerGone(name.slice(UPLOAD_STAGING_PREFIX.length))
+    if (st.isDirectory() && (name.startsWith(LOCK_STAGING_PREFIX) || name.startsWith(UPLOAD_STAGING_PREFIX))) {
+      const lock = name.startsWith(LOCK_STAGING_PREFIX)
+      const gone = lock ? await stagingGone(path) : await writerGone(name.slice(UPLOAD_STAGING_PREFIX.length))
       if (gone === true || (gone === undefined && (await old(st)))) await fs.rm(path, { recursive: true, force: true })
     } else if (st.isFile()) {
       const gone = await writerGone(name)

@@ -57,9 +57,14 @@ export async function openProbe(path: string): Promise<fs.FileHandle | undefined
  */
 export async function readRegularText(path: string): Promise<string | undefined> {
   const fh = await openProbe(path)
-  if (fh === undefined) return undefined
+  return fh === undefined ? undefined : (await statAndText(fh)).text
+}
+
+/** What `fh` (opened by openProbe) holds: its status, and its text when it is a regular file; closed after. */
+async function statAndText(fh: fs.FileHandle): Promise<{ st: Stats; text: string | undefined }> {
   try {
-    return (await fh.stat()).isFile() ? await fh.readFile('utf8') : undefined
+    const st = await fh.stat()
+    return { st, text: st.isFile() ? await fh.readFile('utf8') : undefined }
   } finally {
     await fh.close().catch(() => {})
   }
@@ -421,12 +426,7 @@ async function readOwnerFile(path: string): Promise<{ st: Stats; text: string | 
     })
     return st === undefined ? undefined : { st, text: undefined }
   }
-  try {
-    const st = await fh.stat()
-    return { st, text: st.isFile() ? await fh.readFile('utf8') : undefined }
-  } finally {
-    await fh.close().catch(() => {})
-  }
+  return statAndText(fh)
 }
 
 /**
