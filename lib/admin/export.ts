@@ -57,9 +57,10 @@ import { dataSlotAt, nodeOffsetProblem } from '../format/object.js'
 import { hex32 } from '../format/pointer.js'
 import { decodeSummary } from '../format/summary.js'
 import { checkCallOptions, checkOptionNames, givenOr } from '../settings.js'
+import { checkKey } from '../store/common.js'
 import { DirectoryStore } from '../store/directory.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
-import { type AnyS3Client, createS3Client, S3Store } from '../store/s3.js'
+import { type AnyS3Client, createS3Client, S3Store, s3ObjectStore } from '../store/s3.js'
 import type { ObjectAttributes, ObjectStore } from '../store/types.js'
 import { sliceChunks } from '../util/chunks.js'
 import { badBlockIn } from '../util/crc32.js'
@@ -678,11 +679,19 @@ function destination(source: ObjectStore, target: S3ExportTarget | StoreExportTa
   }
   checkRecord('Metadata', target.Metadata)
   const client = target.client ?? (source instanceof S3Store ? source.client : createS3Client())
+  // The whole Key checked now, naming it, not at the first write, after the checkpoint is read.
+  try {
+    checkKey(Key.replace(/^\/+/, ''))
+  } catch (err) {
+    throw StreamSegmentError.invalidArgument(`exportObject: the target's Key: ${(err as Error).message}`)
+  }
+  // The store holds this one object, not a container: its prefix needs room for the key only.
   const slash = Key.lastIndexOf('/')
-  const store = new S3Store({ client, bucket: Bucket, prefix: slash < 0 ? '' : Key.slice(0, slash + 1) })
+  const key = Key.slice(slash + 1)
+  const store = s3ObjectStore({ client, bucket: Bucket, prefix: slash < 0 ? '' : Key.slice(0, slash + 1) }, key)
   return {
     store,
-    key: Key.slice(slash + 1),
+    key,
     location: `s3://${Bucket}/${Key}`,
     metadata: lowerKeys(target.Metadata),
     attributes: {

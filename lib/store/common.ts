@@ -269,6 +269,18 @@ export function checkPartSizes(key: string, sizes: readonly number[]): void {
 const KEY_MAX_BYTES = 1024
 
 /**
+ * The longest key a container writes below its prefix, in UTF-8 bytes: the segment key of
+ * the largest checkpoint and part numbers, `1073741823.16383` (format/names.ts; `inode` is
+ * shorter). A store holds one container, so its prefix must leave this much room within
+ * KEY_MAX_BYTES (prefixFault). Stated here because store/ does not import format/;
+ * test/format/names.test.ts pins it to the longest key format/names.ts builds.
+ */
+export const CONTAINER_KEY_MAX_BYTES = 16
+
+/** The longest prefix that leaves a container's keys room, in UTF-8 bytes without its `/`: 1007. */
+export const PREFIX_MAX_BYTES = KEY_MAX_BYTES - 1 - CONTAINER_KEY_MAX_BYTES
+
+/**
  * Keys are relative to the container: non-empty, at most KEY_MAX_BYTES bytes of UTF-8 (S3's
  * limit, counted in bytes, not in UTF-16 code units as `key.length` does; `prefix`, the
  * container's prefix within the bucket, counts in), no NUL, no empty, `.` or `..` segments,
@@ -287,19 +299,25 @@ export function checkKey(key: string, prefix = ''): void {
 
 /**
  * Why `prefix` cannot be a container's key prefix (one `/` at its end or none), or undefined:
- * a key under it must be one checkKey would take, so no "." or ".." segment and no "/" doubled.
+ * a key under it must be one checkKey would take, so no "." or ".." segment, no "/" doubled,
+ * and room, with its `/`, for every key the container writes (CONTAINER_KEY_MAX_BYTES)
+ * within KEY_MAX_BYTES: else a write would be refused part-way, at its first segment key.
+ * With `key`, the store holds that one object instead of a container (an export's target),
+ * and the room is that key's.
  */
-export function prefixFault(prefix: string): string | undefined {
+export function prefixFault(prefix: string, key?: string): string | undefined {
   const p = prefix.endsWith('/') ? prefix.slice(0, -1) : prefix
   if (p === '') return undefined
   const fault = keyFault(p, '')
   if (fault !== undefined) return fault
-  // With its `/`, the prefix must leave room for a key of one byte: else every key is refused.
   const bytes = Buffer.byteLength(p, 'utf8') + 1
-  if (bytes >= KEY_MAX_BYTES) {
-    return `${bytes} bytes of UTF-8 with its "/", which leaves no room for a key within the ${KEY_MAX_BYTES} an S3 key may have`
+  if (key !== undefined) {
+    const room = Math.max(1, Buffer.byteLength(key, 'utf8'))
+    if (bytes + room <= KEY_MAX_BYTES) return undefined
+    return `${bytes} bytes of UTF-8 with its "/", and the key ${quoteKey(key)} below it takes ${room} more: ${bytes + room}, over the ${KEY_MAX_BYTES} an S3 key may have`
   }
-  return undefined
+  if (bytes + CONTAINER_KEY_MAX_BYTES <= KEY_MAX_BYTES) return undefined
+  return `${bytes} bytes of UTF-8 with its "/", and a container's keys below it take up to ${CONTAINER_KEY_MAX_BYTES} bytes more: ${bytes + CONTAINER_KEY_MAX_BYTES}, over the ${KEY_MAX_BYTES} an S3 key may have (at most ${PREFIX_MAX_BYTES} bytes leave them room, ${PREFIX_MAX_BYTES + 1} with the "/")`
 }
 
 /**

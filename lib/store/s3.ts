@@ -251,6 +251,18 @@ class Pages {
   }
 }
 
+/** The one key a store made by s3ObjectStore holds (a symbol: no option a caller can give). */
+const ONE_KEY = Symbol('S3Store one key')
+
+/**
+ * An S3Store holding the one object at `key` below `options.prefix` rather than a container
+ * (an export's `{ Bucket, Key }` target): its prefix needs room for that key only, not for
+ * a container's keys, so a Key S3 takes is not refused for its folder's length.
+ */
+export function s3ObjectStore(options: S3StoreOptions, key: string): S3Store {
+  return new S3Store({ ...options, [ONE_KEY]: key } as S3StoreOptions)
+}
+
 export class S3Store implements ObjectStore {
   readonly url: string
   readonly client: S3Client
@@ -318,8 +330,9 @@ export class S3Store implements ObjectStore {
       throw StreamSegmentError.invalidArgument(`S3Store: prefix must be a string, got ${describeValue(options.prefix)}`)
     }
     const p = (options.prefix ?? '').replace(/^\/+/, '')
-    // `a//b` or `a/../b` would be keys no key may be, and `p//` would show as `p/`'s URL.
-    const fault = prefixFault(p)
+    // `a//b` or `a/../b` would be keys no key may be, and `p//` would show as `p/`'s URL; a
+    // prefix without room for the container's keys would fail a write part-way.
+    const fault = prefixFault(p, (options as { [ONE_KEY]?: string })[ONE_KEY])
     if (fault !== undefined) {
       throw StreamSegmentError.invalidArgument(`S3Store: prefix ${quoteKey(options.prefix)}: ${fault}`)
     }

@@ -32,6 +32,7 @@ import { decodeObject, encodeObject, type SegmentObject } from '../../lib/format
 import { SegmentFile } from '../../lib/segment-file.js'
 import { DirectoryStore } from '../../lib/store/directory.js'
 import { MemoryStore } from '../../lib/store/memory.js'
+import { createS3Client } from '../../lib/store/s3.js'
 import type { Body, ObjectStore, RequestOptions } from '../../lib/store/types.js'
 import { rejectsCode } from '../helpers/assert.js'
 import { buildContainer, prng, smallSettings, Tracked } from '../helpers/containers.js'
@@ -435,6 +436,38 @@ describe('export: memory and directory stores', () => {
     }
     await rejectsCode(exportObject(new MemoryStore(), { store: dest, key: 'x' }), 'ERR_NOT_FOUND')
     assert.deepEqual(await collect(dest.list()), [])
+  })
+
+  it("an S3 Key is held to S3's 1024 bytes, whole and before any request, not to a container's room", async () => {
+    const inner: ObjectStore = new MemoryStore()
+    await buildContainer(inner)
+    const store = new ThrottledStore(inner, { latencyMs: 0, bandwidth: Number.POSITIVE_INFINITY })
+    const client = createS3Client({ endpoint: 'http://127.0.0.1:1', region: 'us-east-1' })
+    try {
+      for (const [Key, bytes] of [
+        [`d/${'k'.repeat(1023)}`, 1025],
+        [`${'d'.repeat(1020)}/${'\u00E9'.repeat(2)}`, 1025],
+        ['k'.repeat(1025), 1025],
+      ] as const) {
+        await rejectsCode(
+          exportObject(store, { client, Bucket: 'b', Key }),
+          'ERR_INVALID_ARGUMENT',
+          new RegExp(
+            `^exportObject: the target's Key: invalid key "[dk/]{60}…": ${bytes} bytes of UTF-8, over the 1024`,
+          ),
+        )
+        assert.equal(store.totalRequests, 0, `${Key.length}: refused before any request`)
+      }
+      // The store made for the Key holds one object, not a container: a folder of 1018 bytes
+      // is no fault (a container's prefix may have 1007). Past the checks, the missing
+      // container is what fails.
+      for (const Key of [`${'d'.repeat(1018)}/x.bin`, `${'d'.repeat(1022)}/x`]) {
+        assert.equal(Buffer.byteLength(Key), 1024)
+        await rejectsCode(exportObject(new MemoryStore(), { client, Bucket: 'b', Key }), 'ERR_NOT_FOUND')
+      }
+    } finally {
+      client.destroy()
+    }
   })
 })
 

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import fc from 'fast-check'
 import { INODE_KEY, MAX_CNO, MAX_PART, parseKey, segmentKey } from '../../lib/format/index.js'
+import { CONTAINER_KEY_MAX_BYTES } from '../../lib/store/common.js'
 import { throwsCode } from '../helpers/format.js'
 
 test('segmentKey: cno zero-padded to 10 digits, part decimal', () => {
@@ -9,6 +10,17 @@ test('segmentKey: cno zero-padded to 10 digits, part decimal', () => {
   assert.equal(segmentKey(7, 12), '0000000007.12')
   assert.equal(segmentKey(MAX_CNO, MAX_PART), '1073741823.16383')
   assert.equal(INODE_KEY, 'inode')
+})
+
+test("the store's room for a container's keys (CONTAINER_KEY_MAX_BYTES) is the longest key names.ts builds", () => {
+  // store/ states it without importing format/: this keeps the two from drifting apart.
+  const longest = Math.max(Buffer.byteLength(segmentKey(MAX_CNO, MAX_PART)), Buffer.byteLength(INODE_KEY))
+  assert.equal(CONTAINER_KEY_MAX_BYTES, longest)
+  fc.assert(
+    fc.property(fc.integer({ min: 1, max: MAX_CNO }), fc.integer({ min: 0, max: MAX_PART }), (cno, part) => {
+      assert.ok(Buffer.byteLength(segmentKey(cno, part)) <= CONTAINER_KEY_MAX_BYTES)
+    }),
+  )
 })
 
 test('segmentKey rejects what no pointer can name', () => {

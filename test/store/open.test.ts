@@ -16,6 +16,11 @@ process.env.AWS_REGION = 'us-east-1'
 process.env.AWS_ACCESS_KEY_ID = 'test'
 process.env.AWS_SECRET_ACCESS_KEY = 'test'
 
+/** `text` as a RegExp matching it literally. */
+function literally(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+}
+
 function refused(fn: () => unknown, re: RegExp): void {
   assert.throws(fn, (err: unknown) => {
     assert.ok(err instanceof StreamSegmentError, String(err))
@@ -90,22 +95,51 @@ describe('openStore: s3 URLs and S3Store prefixes', () => {
     }
   })
 
-  test('a prefix that leaves no room for a key, or has a character no key may have, is refused when the store is made', () => {
+  test("a prefix that leaves no room for the container's keys, or has a character no key may have, is refused when the store is made", () => {
     const client = createS3Client()
     try {
-      // With its "/", 1022 bytes leave one byte for a key; 1023 leave none.
-      const fits = new S3Store({ client, bucket: 'bkt', prefix: `${'\u00E9'.repeat(510)}ab` })
-      assert.equal(Buffer.byteLength(fits.prefix), 1023)
-      for (const prefix of [`${'\u00E9'.repeat(511)}a`, `${'a'.repeat(1023)}/`, 'a'.repeat(1024), 'a'.repeat(5000)]) {
-        refused(
-          () => new S3Store({ client, bucket: 'bkt', prefix }),
-          /^S3Store: prefix "[a\u00E9]{60}…": \d+ bytes of UTF-8.*no room for a key|^S3Store: prefix "a{60}…": 5000 bytes of UTF-8, over the 1024/,
-        )
-        refused(
-          () => openStore(`s3://bkt/${encodeURIComponent(prefix)}`),
-          /^openStore: .*prefix "[a\u00E9]{60}…": \d+ bytes/,
-        )
+      // A container's keys are up to 16 bytes (1073741823.16383): with its "/", a prefix of
+      // 1007 bytes leaves them room within S3's 1024; one of 1008 would have its first
+      // segment key refused part-way through a write. Counted in UTF-8 bytes, not characters.
+      const longest = [
+        'a'.repeat(1007),
+        `${'\u00E9'.repeat(503)}a`,
+        `${'a'.repeat(1005)}\u00E9`,
+        `${'\u20AC'.repeat(335)}ab`,
+        `${'a'.repeat(1007)}/`,
+        `/${'a'.repeat(1007)}`,
+      ]
+      for (const prefix of longest) {
+        const made = new S3Store({ client, bucket: 'bkt', prefix })
+        assert.equal(Buffer.byteLength(made.prefix), 1008, prefix.slice(0, 8))
+        const opened = openStore(`s3://bkt/${encodeURIComponent(prefix)}`) as S3Store
+        assert.equal(opened.prefix, made.prefix)
+        assert.equal((openStore({ client, bucket: 'bkt', prefix }) as S3Store).prefix, made.prefix)
+        assert.equal(Buffer.byteLength(made.prefix + '1073741823.16383'), 1024)
       }
+      const tooLong: Array<[string, number]> = [
+        ['a'.repeat(1008), 1009],
+        [`${'\u00E9'.repeat(504)}`, 1009],
+        [`${'a'.repeat(1006)}\u00E9`, 1009],
+        [`${'\u20AC'.repeat(336)}`, 1009],
+        [`${'a'.repeat(1008)}/`, 1009],
+        [`${'\u00E9'.repeat(511)}a`, 1024],
+        ['a'.repeat(1023), 1024],
+      ]
+      const why = (bytes: number) =>
+        `${bytes} bytes of UTF-8 with its "/", and a container's keys below it take up to 16 bytes more: ${bytes + 16}, over the 1024 an S3 key may have (at most 1007 bytes leave them room, 1008 with the "/")`
+      for (const [prefix, bytes] of tooLong) {
+        const shown = JSON.stringify(Array.from(prefix).slice(0, 60).join('')).slice(0, -1)
+        const at = (who: string) => new RegExp(`^${who}.*prefix ${literally(shown)}…": ${literally(why(bytes))}$`)
+        refused(() => new S3Store({ client, bucket: 'bkt', prefix }), at('S3Store: '))
+        refused(() => openStore(`s3://bkt/${encodeURIComponent(prefix)}`), at('openStore: s3://bkt/'))
+        refused(() => openStore({ client, bucket: 'bkt', prefix }), at('S3Store: '))
+      }
+      // Over S3's 1024 by itself, the prefix is no key at all.
+      refused(
+        () => new S3Store({ client, bucket: 'bkt', prefix: 'a'.repeat(5000) }),
+        /^S3Store: prefix "a{60}…": 5000 bytes of UTF-8, over the 1024/,
+      )
       refused(() => new S3Store({ client, bucket: 'bkt', prefix: 'a\0b' }), /^S3Store: prefix "a\\u0000b": .*NUL/)
       refused(() => new S3Store({ client, bucket: 'bkt', prefix: 'a\uD800' }), /^S3Store: prefix .*lone surrogate/)
     } finally {
