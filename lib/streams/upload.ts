@@ -39,11 +39,9 @@ import type {
 } from '@aws-sdk/client-s3'
 import { type ExportResult, exportObject, type S3ExportTarget } from '../admin/export.js'
 import { isSignal, StreamSegmentError } from '../errors.js'
-import { INODE_KEY, segmentKey } from '../format/names.js'
-import { MAX_CNO, MAX_PART } from '../format/pointer.js'
 import { fileState } from '../segment-file.js'
 import { checkOptionNames, checkSettingValues, type Settings } from '../settings.js'
-import { prefixFault } from '../store/common.js'
+import { prefixFault, quoteKey } from '../store/common.js'
 import { openStore } from '../store/open.js'
 import { type AnyS3Client, ownS3Client } from '../store/s3-client.js'
 import type { ObjectStore } from '../store/types.js'
@@ -57,9 +55,6 @@ const MIN_PART_SIZE = 5 * MiB
 const MAX_PART_SIZE = 5 * 1024 * MiB
 /** The most requests with bodies a file may have in flight (segmentMpuMaxConcurrency's bound). */
 const MAX_QUEUE = 64
-/** S3's longest key, and the longest a container puts below its Key and a "/". */
-const KEY_MAX_BYTES = 1024
-const CONTAINER_KEY_BYTES = Math.max(segmentKey(MAX_CNO, MAX_PART).length, INODE_KEY.length)
 /** A Buffer or string Body is fed to the writer in views of this size. */
 const FEED_BYTES = MiB
 
@@ -321,21 +316,14 @@ function checkParams(params: UploadParams): void {
   }
   // Found here, not by the store at done(): a Key too long for the keys of a Body's later
   // parts would fail the upload part-way, after lib-storage's one PutObject would have passed.
-  // As the store takes a prefix: without its leading "/"s, and one at its end.
+  // As the store takes a prefix (the same rule): without its leading "/"s, and one at its end.
   const key = params.Key as string
   const prefix = key.replace(/^\/+/, '')
   if (prefix === '') {
     throw invalid(`params.Key ${JSON.stringify(key)} names the bucket's root: a container is written below its Key`)
   }
   const fault = prefixFault(prefix)
-  if (fault !== undefined) throw invalid(`params.Key ${JSON.stringify(key)}: ${fault}: a container is written below it`)
-  const bytes = Buffer.byteLength(prefix.endsWith('/') ? prefix.slice(0, -1) : prefix)
-  const most = KEY_MAX_BYTES - 1 - CONTAINER_KEY_BYTES
-  if (bytes > most) {
-    throw invalid(
-      `params.Key has ${bytes} bytes of UTF-8: a container's keys are it, a "/" and up to ${CONTAINER_KEY_BYTES} bytes, within the ${KEY_MAX_BYTES} an S3 key may have, so at most ${most}`,
-    )
-  }
+  if (fault !== undefined) throw invalid(`params.Key ${quoteKey(key)}: ${fault}: a container is written below it`)
 }
 
 /**

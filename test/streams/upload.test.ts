@@ -591,8 +591,21 @@ describe('Upload: params.ContentLength as lib-storage takes it', () => {
 describe('Upload: params.Key, which names a container', () => {
   it("a Key the container's keys cannot follow is refused in the constructor, naming params.Key", () => {
     const make = (Key: string) => new Upload({ client, params: { Bucket: 'b', Key, Body: 'x' } })
-    // Its keys are the Key, a "/" and up to 16 bytes (0000000001.16383): 1007 bytes leave room.
+    // Its keys are the Key, a "/" and up to 16 bytes (1073741823.16383): 1007 bytes of UTF-8
+    // leave room, as for any S3Store prefix (one rule: prefixFault).
     assert.ok(make('k'.repeat(1007)))
+    assert.ok(make(`${'\u00E9'.repeat(503)}k`))
+    for (const Key of ['k'.repeat(1008), '\u00E9'.repeat(504), `/${'k'.repeat(1008)}/`]) {
+      assert.throws(
+        () => make(Key),
+        (err) =>
+          StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT') &&
+          /^Upload: params\.Key "\/?[k\u00E9]{59,60}…": 1009 bytes of UTF-8 with its "\/", and a container's keys below it take up to 16 bytes more: 1025, over the 1024 an S3 key may have \(at most 1007 bytes leave them room, 1008 with the "\/"\): a container is written below it$/.test(
+            err.message,
+          ),
+        Key.slice(0, 20),
+      )
+    }
     // Leading "/"s are dropped, as the store drops them from a prefix: /k is the container k.
     assert.ok(make('/k'))
     assert.ok(make(`//${'k'.repeat(1007)}`))
