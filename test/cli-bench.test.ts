@@ -16,6 +16,7 @@ import { StreamSegmentError } from '../lib/errors.js'
 import { SegmentFile } from '../lib/segment-file.js'
 import { DirectoryStore } from '../lib/store/directory.js'
 import { MemoryStore } from '../lib/store/memory.js'
+import { createS3Client, S3Store } from '../lib/store/s3.js'
 import type { ObjectStore } from '../lib/store/types.js'
 import { benchStore } from '../lib/streams/bench.js'
 import { bin, fakeOutput, quietEnv } from './helpers/cli.js'
@@ -139,6 +140,36 @@ describe('stream-segment bench', () => {
 })
 
 describe('benchStore leaves nothing behind', () => {
+  it("an S3 prefix with room for a container's keys but not for the plain objects' is refused before any request", async () => {
+    // 1000 bytes leave a container's 16 room (1007 do), not stream-segment-bench-raw-0's 26:
+    // those puts, and then the clean-up's delete of them, would be refused part-way.
+    const credentials = { accessKeyId: 'test', secretAccessKey: 'test' }
+    const client = createS3Client({ endpoint: 'http://127.0.0.1:1', region: 'us-east-1', credentials })
+    try {
+      for (const [prefix, bytes] of [
+        ['p'.repeat(1000), 1027],
+        ['p'.repeat(998), 1025],
+      ] as const) {
+        const store = new S3Store({ client, bucket: 'b', prefix, maxRetries: 0 })
+        await assert.rejects(benchStore(store, { bytes: 1, rounds: 1 }), (err) => {
+          assert.ok(StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT'), String(err))
+          assert.match(
+            err.message,
+            new RegExp(
+              `^bench: s3://b/p{${prefix.length}}: the keys of its plain objects do not fit below the prefix: invalid key "stream-segment-bench-raw-0": 26 bytes of UTF-8, ${bytes} with the prefix "p{${prefix.length}}/", over the 1024 an S3 key may have$`,
+            ),
+          )
+          return true
+        })
+      }
+      // 997 bytes leave the 26 room: the first request is made (and finds nothing listening).
+      const fits = new S3Store({ client, bucket: 'b', prefix: 'p'.repeat(997), maxRetries: 0 })
+      await assert.rejects(benchStore(fits, { bytes: 1, rounds: 1 }), (err) => StreamSegmentError.is(err, 'ERR_STORE'))
+    } finally {
+      client.destroy()
+    }
+  })
+
   // A failure in each pass: the write stream's puts, the read stream's GETs, the plain puts, the plain gets.
   const cases: Array<[string, StoreOp[], RegExp, number]> = [
     // (A send ahead that fails leaves its data to the flush: the flush's upload fails too.)

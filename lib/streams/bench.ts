@@ -20,6 +20,8 @@ import { removeContainer } from '../admin/remove.js'
 import { deleteObjects, getObjects, putObjects, someKeys } from '../container/raw-objects.js'
 import { StreamSegmentError } from '../errors.js'
 import { hex32 } from '../format/pointer.js'
+import { checkKey } from '../store/common.js'
+import { S3Store } from '../store/s3.js'
 import type { ObjectStore } from '../store/types.js'
 import { crc32 } from '../util/crc32.js'
 import { createStreamSegmentReadStream } from './read-stream.js'
@@ -73,6 +75,18 @@ export async function benchStore(store: ObjectStore, options: BenchOptions = {})
     throw StreamSegmentError.invalidArgument(`bench: bytes = ${bytes}: must be a positive integer`)
   if (!(Number.isInteger(rounds) && rounds >= 1 && rounds <= 100))
     throw StreamSegmentError.invalidArgument(`bench: rounds = ${rounds}: must be an integer from 1 to 100`)
+  const rawKeys = Array.from({ length: Math.ceil(bytes / OBJECT_BYTES) }, (_, i) => `${RAW_PREFIX}${i}`)
+  // An S3 prefix leaves room for a container's keys, not for these longer ones: checked
+  // before anything is written, or their puts, and then their clean-up, would fail part-way.
+  if (store instanceof S3Store) {
+    try {
+      checkKey(rawKeys[rawKeys.length - 1] as string, store.prefix)
+    } catch (err) {
+      throw StreamSegmentError.invalidArgument(
+        `bench: ${store.url}: the keys of its plain objects do not fit below the prefix: ${(err as Error).message}`,
+      )
+    }
+  }
   const found = await someKeys(store, 4, signal)
   if (found.length > 0) {
     const named = `${found.slice(0, 3).join(', ')}${found.length > 3 ? ', …' : ''}`
@@ -83,7 +97,6 @@ export async function benchStore(store: ObjectStore, options: BenchOptions = {})
     )
   }
   const src = new BenchSource(bytes)
-  const rawKeys = Array.from({ length: Math.ceil(bytes / OBJECT_BYTES) }, (_, i) => `${RAW_PREFIX}${i}`)
   /** Deletes the plain objects and the container (which the round may have removed already). */
   const cleanUp = async () => {
     await deleteObjects(store, rawKeys)
