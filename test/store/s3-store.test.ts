@@ -522,6 +522,23 @@ describe('S3Store on radosgw', () => {
     )
     foreign.destroy()
   })
+
+  test("the longest prefix taken (1007 bytes of UTF-8) holds a container, and a container's longest key fits below it", async () => {
+    const label = uniquePrefix('longest')
+    const rest = 1007 - Buffer.byteLength(label)
+    const prefix = `${label}${'\u00E9'.repeat(rest >> 1)}${'p'.repeat(rest & 1)}`
+    assert.equal(Buffer.byteLength(prefix), 1007)
+    const store = await s3TestStore(prefix)
+    const bytes = pattern(MiB + 5, 11)
+    await pipeline(Readable.from([bytes]), createStreamSegmentWriteStream({ store }))
+    const back: Buffer[] = []
+    for await (const chunk of createStreamSegmentReadStream({ store })) back.push(chunk as Buffer)
+    assert.equal(sha(Buffer.concat(back)), sha(bytes))
+    // The longest segment key there may be: 1024 bytes with the prefix, which S3 takes.
+    await store.put('1073741823.16383', pattern(10, 1))
+    assert.deepEqual(Buffer.from(await store.get('1073741823.16383')), pattern(10, 1))
+    await store.delete(['1073741823.16383'])
+  })
 })
 
 const sha = (b: Uint8Array) => createHash('sha256').update(b).digest('hex')
