@@ -632,6 +632,35 @@ interface Destination {
   attributes?: ObjectAttributes
 }
 
+/**
+ * A `{ Bucket, Key, … }` target's fields, checked before anything is read or written (by
+ * exportObject, and by Upload's constructor for its `exportTo`): no field it does not know,
+ * a Bucket, a Key S3 takes (checkKey: within 1024 bytes of UTF-8, no empty, `.` or `..`
+ * segment) that names an object (no `/` at its end), Metadata of strings. A bad Key would
+ * otherwise fail only at the write, after the whole checkpoint was read.
+ */
+export function checkS3ExportTarget(target: S3ExportTarget | Omit<S3ExportTarget, 'client'>): void {
+  for (const k of Object.keys(target)) {
+    if (!TARGET_FIELDS.has(k)) {
+      throw StreamSegmentError.invalidArgument(
+        `exportObject: target field ${k} is not supported (supported: ${[...TARGET_FIELDS].join(', ')})`,
+      )
+    }
+  }
+  const { Bucket, Key } = target as Partial<S3ExportTarget>
+  if (typeof Bucket !== 'string' || Bucket === '' || typeof Key !== 'string' || Key === '' || Key.endsWith('/')) {
+    throw StreamSegmentError.invalidArgument(
+      `exportObject: the target needs a Bucket and a Key not ending in / (got Bucket ${describeValue(Bucket)}, Key ${describeValue(Key)})`,
+    )
+  }
+  checkRecord('Metadata', target.Metadata)
+  try {
+    checkKey(Key.replace(/^\/+/, ''))
+  } catch (err) {
+    throw StreamSegmentError.invalidArgument(`exportObject: the target's Key: ${(err as Error).message}`)
+  }
+}
+
 /** The store and key to write, from the target: checked, with its metadata and attributes. */
 function destination(source: ObjectStore, target: S3ExportTarget | StoreExportTarget): Destination {
   if (typeof target !== 'object' || target === null) {
@@ -664,27 +693,9 @@ function destination(source: ObjectStore, target: S3ExportTarget | StoreExportTa
       attributes: target.attributes,
     }
   }
-  for (const k of Object.keys(target)) {
-    if (!TARGET_FIELDS.has(k)) {
-      throw StreamSegmentError.invalidArgument(
-        `exportObject: target field ${k} is not supported (supported: ${[...TARGET_FIELDS].join(', ')})`,
-      )
-    }
-  }
+  checkS3ExportTarget(target)
   const { Bucket, Key } = target
-  if (typeof Bucket !== 'string' || Bucket === '' || typeof Key !== 'string' || Key === '' || Key.endsWith('/')) {
-    throw StreamSegmentError.invalidArgument(
-      `exportObject: the target needs a Bucket and a Key not ending in / (got Bucket ${describeValue(Bucket)}, Key ${describeValue(Key)})`,
-    )
-  }
-  checkRecord('Metadata', target.Metadata)
   const client = target.client ?? (source instanceof S3Store ? source.client : createS3Client())
-  // The whole Key checked now, naming it, not at the first write, after the checkpoint is read.
-  try {
-    checkKey(Key.replace(/^\/+/, ''))
-  } catch (err) {
-    throw StreamSegmentError.invalidArgument(`exportObject: the target's Key: ${(err as Error).message}`)
-  }
   // The store holds this one object, not a container: its prefix needs room for the key only.
   const slash = Key.lastIndexOf('/')
   const key = Key.slice(slash + 1)

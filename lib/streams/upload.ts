@@ -37,7 +37,7 @@ import type {
   Tag,
   UploadPartCommandInput,
 } from '@aws-sdk/client-s3'
-import { type ExportResult, exportObject, type S3ExportTarget } from '../admin/export.js'
+import { checkS3ExportTarget, type ExportResult, exportObject, type S3ExportTarget } from '../admin/export.js'
 import { isSignal, StreamSegmentError } from '../errors.js'
 import { fileState } from '../segment-file.js'
 import { checkOptionNames, checkSettingValues, type Settings } from '../settings.js'
@@ -634,6 +634,12 @@ export class Upload extends EventEmitter {
         throw invalid('exportTo: { Bucket, Key, … } naming the plain object to write')
       }
       if ('client' in t) throw invalid("exportTo: no client (the Upload's own is used)")
+      // Checked now, as exportObject checks it: a Key S3 refuses would fail done() after the publish.
+      try {
+        checkS3ExportTarget(t as S3ExportTarget)
+      } catch (err) {
+        throw invalid(`exportTo: ${(err as Error).message.replace(/^exportObject: /, '')}`)
+      }
     }
     if (abortController !== undefined) {
       const signal = (abortController as { signal?: { aborted?: unknown } | null } | null)?.signal

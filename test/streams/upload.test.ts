@@ -620,6 +620,32 @@ describe('Upload: params.Key, which names a container', () => {
   })
 })
 
+describe('Upload: exportTo, the plain object written after the publish', () => {
+  it('a target S3 would refuse is refused in the constructor, not by done() after the checkpoint is published', () => {
+    const make = (exportTo: unknown) =>
+      new Upload({ client, params: { Bucket: 'b', Key: 'k', Body: 'x' }, exportTo: exportTo as never })
+    // A Key of 1024 bytes is one S3 takes, below a folder of any length.
+    assert.ok(make({ Bucket: 'b', Key: `${'d'.repeat(1000)}/${'k'.repeat(23)}` }))
+    for (const [exportTo, why] of [
+      [
+        { Bucket: 'b', Key: 'k'.repeat(1025) },
+        /^Upload: exportTo: the target's Key: invalid key "k{60}…": 1025 bytes of UTF-8/,
+      ],
+      [{ Bucket: 'b', Key: 'a//b' }, /^Upload: exportTo: the target's Key: invalid key "a\/\/b": .*empty/],
+      [{ Bucket: 'b', Key: 'a/../b' }, /^Upload: exportTo: the target's Key: invalid key "a\/..\/b"/],
+      [{ Bucket: 'b', Key: 'd/' }, /^Upload: exportTo: the target needs a Bucket and a Key not ending in \//],
+      [{ Bucket: 'b', Key: 'k', Metadata: 'x' }, /^Upload: exportTo: the target's Metadata must be an object/],
+      [{ Bucket: 'b', Key: 'k', ContentTyp: 'x' }, /^Upload: exportTo: target field ContentTyp is not supported/],
+    ] as const) {
+      assert.throws(
+        () => make(exportTo),
+        (err) => StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT') && why.test((err as Error).message),
+        JSON.stringify(exportTo).slice(0, 40),
+      )
+    }
+  })
+})
+
 describe("Upload: bad options, in lib-storage's words", () => {
   it("the constructor's and a second done()'s errors say what lib-storage's say, for callers that match them", async () => {
     const params = { Bucket: 'b', Key: 'k', Body: 'x' }
