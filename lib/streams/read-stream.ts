@@ -29,7 +29,8 @@
  *   HTTP ranges; both are clipped to the file, and a start at or past its end gives an
  *   empty stream. An end before the start is refused, as `fs.createReadStream` refuses it.
  * - The AbortSignal, `destroy()` or a failed read aborts every request in flight (the
- *   open's too) and ends the stream: ERR_ABORTED for the signal, `destroy(err)`'s own err,
+ *   open's too) and ends the stream, without waiting for a request that does not hear the
+ *   abort (a custom store's): ERR_ABORTED for the signal, `destroy(err)`'s own err,
  *   and for a `destroy()` without one streamx's STREAM_DESTROYED, for which it emits no
  *   'error' (as when a consumer breaks out of a `for await`). The pieces fetched ahead go
  *   back to be read into again. The signal's listener goes when the stream closes.
@@ -41,7 +42,7 @@ import { fileState, SegmentFile } from '../segment-file.js'
 import { checkByteRange, checkOptionNames, givenOr, type ReadOptions, resolveReadOptions } from '../settings.js'
 import type { ObjectStore } from '../store/types.js'
 import { givePieces, isLentPiece } from '../util/piece-pool.js'
-import { describeValue } from '../util/typed-arrays.js'
+import { describeValue, showValue } from '../util/typed-arrays.js'
 import { checkStreamOptions, countingStore, destroyOnAbort, type StreamLocation, storeOf, withOpen } from './options.js'
 
 const MiB = 1024 * 1024
@@ -96,10 +97,13 @@ export class StreamSegmentReadStream extends Readable {
   private readonly readAheadBytes: number
   private openRequests = { requests: 0, bytes: 0 }
   /**
-   * Aborts the open's requests: streamx holds `destroy()` until `_open` has called back, so
-   * an open stalled on a request would hold the stream's end until the request ends.
+   * Aborted when the stream ends before its range's end (destroy(), the signal, a failure).
+   * It aborts the open's requests, and `_open` and `_read` call back at once when it fires:
+   * streamx holds the stream's close until they have, and a request that does not hear
+   * its signal (a read blocked on a hung network mount) would hold it for as long as it
+   * does not answer.
    */
-  private readonly opening = new AbortController()
+  private readonly stopping = new AbortController()
   private pos = 0
   private end = 0
   private planned: Piece[] = []
@@ -149,11 +153,43 @@ export class StreamSegmentReadStream extends Readable {
   }
 
   override _open(cb: Callback): void {
-    this.openFile().then(() => cb(null), cb)
+    this.untilStopped(this.openFile(), cb)
   }
 
   override _read(cb: Callback): void {
-    this.next().then(() => cb(null), cb)
+    this.untilStopped(this.next(), cb)
+  }
+
+  /**
+   * Calls `cb` once, when `work` settles or the stream is stopped, whichever comes first
+   * (see `stopping`); what `work` does after a stop is let go (its pieces given back).
+   */
+  private untilStopped(work: Promise<void>, cb: Callback): void {
+    const signal = this.stopping.signal
+    let called = false
+    const done = (err: unknown) => {
+      if (called) return
+      called = true
+      signal.removeEventListener('abort', onStop)
+      cb(err === null ? null : this.failure(err))
+    }
+    const onStop = () => done(signal.reason)
+    if (signal.aborted) onStop()
+    else signal.addEventListener('abort', onStop, { once: true })
+    work.then(() => done(null), done)
+  }
+
+  /**
+   * What failed, as an Error: a store outside the contract may reject with anything, and
+   * a rejection with `undefined` would read as success (streamx takes a falsy error for
+   * none, and `fillError` would not hold it): the stream would end early, as if complete.
+   */
+  private failure(err: unknown): Error {
+    if (err instanceof Error) return err
+    return StreamSegmentError.store(
+      `read of ${this.store.url} failed with ${showValue(err)}, which is not an Error`,
+      err,
+    )
   }
 
   override _predestroy(): void {
@@ -178,7 +214,7 @@ export class StreamSegmentReadStream extends Readable {
   private abortFile(): void {
     const state = (this as unknown as { _readableState?: { error: unknown } | null })._readableState
     const err = state?.error ?? StreamSegmentError.aborted(`read of ${this.store.url} aborted`)
-    this.opening.abort(err) // the open's requests, if it is still going on
+    this.stopping.abort(err) // the open's requests, if it is still going on, and a `_read` waiting
     // Ended before its range's end (a failure, destroy(), the signal): whatever is in
     // flight (GETs queued ahead, a plan, the walk made beside the first window) is cut.
     if (!this.ended) this.file?.abort(err)
@@ -193,7 +229,7 @@ export class StreamSegmentReadStream extends Readable {
 
   private async openFile(): Promise<void> {
     const { cno, start = 0, end } = this.options
-    const counted = countingStore(this.store, this.openRequests, this.opening.signal)
+    const counted = countingStore(this.store, this.openRequests, this.stopping.signal)
     const file = await SegmentFile.open(counted.store, { cno, readOnly: true })
     counted.stop()
     this.file = file
@@ -229,6 +265,10 @@ export class StreamSegmentReadStream extends Readable {
     }
     const head = this.queue.shift() as Ahead
     const bytes = typeof head.bytes === 'function' ? head.bytes() : await head.bytes
+    if (this.stopping.signal.aborted) {
+      giveBack(bytes) // came after the stream was stopped (see untilStopped)
+      return
+    }
     this.ahead -= head.size
     if (bytes instanceof Uint8Array) {
       this.bytesRead += bytes.byteLength
@@ -238,7 +278,7 @@ export class StreamSegmentReadStream extends Readable {
     }
     // Keep the window full while the consumer works.
     this.fill().catch((err) => {
-      this.fillError ??= err
+      this.fillError ??= this.failure(err)
     })
   }
 
@@ -302,7 +342,7 @@ export class StreamSegmentReadStream extends Readable {
     // Walk the next window while the GETs of this one run, so no GET waits for a walk.
     if (this.plannedBytes < this.window() && this.pos < this.end && this.planning === undefined) {
       this.planNext().catch((err) => {
-        this.fillError ??= err
+        this.fillError ??= this.failure(err)
       })
     }
   }
@@ -367,8 +407,9 @@ export class StreamSegmentReadStream extends Readable {
     })()
       .catch((err) => {
         // Recorded before anyone can plan on: `pos` is already past this window.
-        this.fillError ??= err
-        throw err
+        const e = this.failure(err)
+        this.fillError ??= e
+        throw e
       })
       .finally(() => {
         this.planning = undefined
