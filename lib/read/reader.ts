@@ -244,7 +244,8 @@ export class Reader {
    * a failure nothing new is started and the scan's requests still in flight are aborted
    * (they have their own signal, below the file's): a stalled GET beside the one that
    * failed neither holds the failure back nor runs on after it. It settles once no sink
-   * call is under way.
+   * call is under way, without waiting for a request that does not hear the abort (its
+   * answer, if it comes, goes to no sink), and fails when the file's signal fires.
    */
   async scan(start: number, end: number, sink: Sink): Promise<void> {
     let scope = this.scanning
@@ -296,6 +297,12 @@ export class Reader {
       })
       woken()
     }
+    /** Sink calls under way; once the scan has failed, it settles when none is (`idle`). */
+    let sinking = 0
+    let onIdle: () => void = () => {}
+    const idle = new Promise<void>((r) => {
+      onIdle = r
+    })
     /** The first failure: the scan's other requests are cut short, the workers waiting woken. */
     const fail = (err: unknown) => {
       if (failure !== undefined) return
@@ -303,7 +310,24 @@ export class Reader {
       scope.controller.abort(err)
       announce()
       taken()
+      if (sinking === 0) onIdle()
     }
+    /** `call` of the sink, counted (see `idle`). */
+    const sinkCall = async (call: () => void | Promise<void>) => {
+      sinking++
+      try {
+        await call()
+      } finally {
+        if (--sinking === 0 && failure !== undefined) onIdle()
+      }
+    }
+    // The scan's signal (the file aborted, or a failed scan sharing it) fails it at once: a
+    // request that does not hear the signal (a custom store's, a read blocked on a hung
+    // mount) is not waited for, nor is the plan or worker awaiting it.
+    const signal = scope.controller.signal
+    const onAbort = () => fail(signal.reason)
+    if (signal.aborted) onAbort()
+    else signal.addEventListener('abort', onAbort, { once: true })
     /** Wakes the planner waiting for the workers to take pieces. */
     let taken: () => void = () => {}
     const planner = async () => {
@@ -345,13 +369,16 @@ export class Reader {
         }
         taken()
         try {
-          if (p.kind === 'zero') await sink.zeros(p.start, p.end - p.start)
-          else if (p.kind === 'memory') await sink.bytes(p.start, [p.bytes])
+          if (p.kind === 'zero') await sinkCall(() => sink.zeros(p.start, p.end - p.start))
+          else if (p.kind === 'memory') await sinkCall(() => sink.bytes(p.start, [p.bytes]))
           else {
             const chunks = await this.fetchBlocks(p.run)
             const base = p.run.first * this.core.blockSize
             try {
-              await sink.bytes(p.start, sliceChunks(chunks, p.start - base, p.end - base))
+              // Come after the scan failed (and maybe settled): the sink is not called again.
+              if (failure === undefined) {
+                await sinkCall(() => sink.bytes(p.start, sliceChunks(chunks, p.start - base, p.end - base)))
+              }
             } finally {
               givePieces(chunks) // done with: the store's pieces can be read into again
             }
@@ -361,7 +388,13 @@ export class Reader {
         }
       }
     }
-    await Promise.all([planner(), ...Array.from({ length: this.options.readMaxConcurrency }, worker)])
+    const all = Promise.all([planner(), ...Array.from({ length: this.options.readMaxConcurrency }, worker)])
+    try {
+      // Failed, it settles once no sink call is under way, not when every request has ended.
+      await Promise.race([all, idle])
+    } finally {
+      signal.removeEventListener('abort', onAbort)
+    }
     if (failure !== undefined) throw failure.err
   }
 
