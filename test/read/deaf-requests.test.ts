@@ -28,7 +28,8 @@ import { type CallInfo, WrappedStore } from '../helpers/wrapped-store.js'
 class DeafStore extends WrappedStore {
   armed = false
   deaf = ''
-  deafAt = 0
+  /** Byte `deafAt` of `deaf`'s data GETs, or 'any': every GET of `deaf`. */
+  deafAt: number | 'any' = 0
   failAt: number | undefined
   held = 0
   /** Settles once every released GET has answered. */
@@ -41,6 +42,7 @@ class DeafStore extends WrappedStore {
 
   override async get(key: string, options?: GetOptions): Promise<Uint8Array> {
     const r = options?.range
+    if (this.armed && this.deafAt === 'any' && key === this.deaf) return this.hold(() => super.get(key, options))
     const data = r !== undefined && 'start' in r && r.end - r.start === DATA_GET && key === this.deaf
     if (!this.armed || !data) return super.get(key, options)
     if (r.start === this.failAt) {
@@ -48,10 +50,14 @@ class DeafStore extends WrappedStore {
       throw StreamSegmentError.store(`injected failure: get ${key}`)
     }
     if (r.start !== this.deafAt) return super.get(key, options)
+    return this.hold(() => super.get(key, options))
+  }
+
+  private async hold(get: () => Promise<Uint8Array>): Promise<Uint8Array> {
     this.held++
     this.onHeld()
     await new Promise<void>((w) => this.wake.push(w))
-    const answer = super.get(key, options)
+    const answer = get()
     this.answered = Promise.allSettled([this.answered, answer])
     return answer
   }
@@ -131,6 +137,22 @@ describe('a scan beside a GET that does not hear its signal', () => {
     assert.deepEqual(await readdir(dir), ['aborted.bin'])
     assert.equal(await readFile(path, 'utf8'), 'before')
     await rm(path)
+  })
+
+  it("downloadFile: the signal fires while the open's inode GET is held: ERR_ABORTED at once, no file left", async () => {
+    const store = faults()
+    store.deaf = 'inode'
+    store.deafAt = 'any'
+    const ac = new AbortController()
+    const download = downloadFile(store, join(dir, 'open.bin'), { ...READ, signal: ac.signal })
+    await store.heldOne()
+    ac.abort()
+    await assert.rejects(within(download, 2000, 'the aborted download'), (err) =>
+      StreamSegmentError.is(err, 'ERR_ABORTED'),
+    )
+    store.release()
+    await store.answered
+    assert.deepEqual(await readdir(dir), [])
   })
 
   it("SegmentFile.readInto: a GET fails beside it: rejects at once; its answer, come later, is not written into the caller's buffer", async () => {
