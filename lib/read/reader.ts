@@ -321,13 +321,6 @@ export class Reader {
         if (--sinking === 0 && failure !== undefined) onIdle()
       }
     }
-    // The scan's signal (the file aborted, or a failed scan sharing it) fails it at once: a
-    // request that does not hear the signal (a custom store's, a read blocked on a hung
-    // mount) is not waited for, nor is the plan or worker awaiting it.
-    const signal = scope.controller.signal
-    const onAbort = () => fail(signal.reason)
-    if (signal.aborted) onAbort()
-    else signal.addEventListener('abort', onAbort, { once: true })
     /** Wakes the planner waiting for the workers to take pieces. */
     let taken: () => void = () => {}
     const planner = async () => {
@@ -388,6 +381,13 @@ export class Reader {
         }
       }
     }
+    // The scan's signal (the file aborted, or a failed scan sharing it) fails it at once: a
+    // request that does not hear the signal (a custom store's, a read blocked on a hung
+    // mount) is not waited for, nor is the plan or worker awaiting it.
+    const signal = scope.controller.signal
+    const onAbort = () => fail(signal.reason)
+    if (signal.aborted) onAbort()
+    else signal.addEventListener('abort', onAbort, { once: true })
     const all = Promise.all([planner(), ...Array.from({ length: this.options.readMaxConcurrency }, worker)])
     try {
       // Failed, it settles once no sink call is under way, not when every request has ended.

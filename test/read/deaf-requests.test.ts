@@ -155,6 +155,15 @@ describe('a scan beside a GET that does not hear its signal', () => {
     assert.deepEqual(await readdir(dir), [])
   })
 
+  it('downloadFile whose handle onStart aborts: the scan starts on an aborted signal: ERR_ABORTED, no file left', async () => {
+    for (const stop of [(h: SegmentFile) => h.abort(), (h: SegmentFile) => void h.close()]) {
+      await assert.rejects(downloadFile(base, join(dir, 'stopped.bin'), { ...READ, onStart: stop }), (err) =>
+        StreamSegmentError.is(err, 'ERR_ABORTED'),
+      )
+      assert.deepEqual(await readdir(dir), [])
+    }
+  })
+
   it("SegmentFile.readInto: a GET fails beside it: rejects at once; its answer, come later, is not written into the caller's buffer", async () => {
     const store = faults()
     const f = await SegmentFile.open(store, { readOnly: true, ...READ })
