@@ -32,8 +32,10 @@
  * - Beside a live writer: the inode is read before the listing (a checkpoint published
  *   between the two is then listed), and again after the mark and before anything is
  *   deleted; when it has moved to a checkpoint the mark did not retain, nothing is
- *   deleted (`stopped` says why). The inode itself, and keys that are not segment keys,
- *   are never touched.
+ *   deleted (`stopped` says why). The objects to delete above the published number are
+ *   listed again just before the deletions, and only those still as first listed go
+ *   (dropRelisted): another run may have deleted them, and a writer taken their number
+ *   again. The inode itself, and keys that are not segment keys, are never touched.
  * - On a directory store, a run that did not stop then sweeps what crashed writers left
  *   (sweepStoreLeftovers), as removeContainer does: the sidecar of an object whose
  *   replacement or deletion a crash cut short is left by every other sweep, and no store
@@ -47,6 +49,7 @@ import {
   deleteSegments,
   listContainer,
   listOpenUploads,
+  objectsFrom,
 } from '../container/listing.js'
 import { readObjectHeader } from '../container/object-header.js'
 import { isSignal, StreamSegmentError } from '../errors.js'
@@ -317,6 +320,13 @@ export async function gc(where: StoreLocation | ObjectStore, options: GcOptions 
       return stop(result, stored, `the inode moved to checkpoint ${now2.inode.cno} during the mark`)
     }
   }
+  // Another run may have deleted what this one listed above the published number, and a
+  // writer opened since may have taken that number again: only what is still as listed goes.
+  await dropRelisted(store, listing, garbage, published, signal)
+  result.deletedObjects = garbage.length
+  result.deletedBytes = garbage.reduce((n, k) => n + (listing.sizes.get(k) ?? 0), 0)
+  result.deletedKeys = garbage
+  result.storedBytes = stored - result.deletedBytes
   log(
     '%s: deleting %d objects (%d bytes), aborting %d uploads',
     store.url,
@@ -341,6 +351,45 @@ export async function gc(where: StoreLocation | ObjectStore, options: GcOptions 
   }
   await sweepStoreLeftovers(store)
   return result
+}
+
+/**
+ * Takes out of `garbage` (in place) the keys of numbers above `published` that a listing
+ * taken now no longer shows as the first listing did (the same ETag and time): deleted
+ * since (by another run), or stored again. A number's objects gone, a writer opening the
+ * container takes that number for its next checkpoint (listing.ts firstFreeCno), and its
+ * objects have the keys the first listing had; deleted by that listing, its flush would
+ * fail (or its checkpoint lose them). Numbers up to the published one are never taken
+ * again. One LIST of the keys above the published number, just before the deletions:
+ * what is left is the time between it and the deletions.
+ */
+async function dropRelisted(
+  store: ObjectStore,
+  listing: ContainerListing,
+  garbage: string[],
+  published: number,
+  signal: AbortSignal | undefined,
+): Promise<void> {
+  const above = (key: string) => {
+    const k = parseKey(key)
+    return k?.kind === 'segment' && k.cno > published
+  }
+  if (!garbage.some(above)) return
+  const now = await objectsFrom(store, published + 1, signal)
+  const same = (key: string) => {
+    const o = now.get(key)
+    return o !== undefined && o.etag === listing.etags.get(key) && o.lastModifiedMs === listing.modified.get(key)
+  }
+  const kept = garbage.filter((key) => !above(key) || same(key))
+  if (kept.length < garbage.length) {
+    log(
+      '%s: %d objects listed above checkpoint %d changed or went since the listing: not deleted',
+      store.url,
+      garbage.length - kept.length,
+      published,
+    )
+  }
+  garbage.splice(0, garbage.length, ...kept)
 }
 
 /**

@@ -162,6 +162,36 @@ export async function checkpointKeys(
   return out
 }
 
+/** A segment object as a listing gives it: its size, ETag and time. */
+export interface ListedObject {
+  size: number
+  etag: string
+  lastModifiedMs: number
+}
+
+/**
+ * The segment objects of numbers from `from` on, by key: one listing taken up at `from`'s
+ * keys (`startAfter`). Keys of lower numbers (a store that ignores `startAfter`) are
+ * passed over.
+ */
+export async function objectsFrom(
+  store: ObjectStore,
+  from: number,
+  signal?: AbortSignal,
+): Promise<Map<string, ListedObject>> {
+  const out = new Map<string, ListedObject>()
+  if (from > MAX_CNO) return out // past the last number: no key carries it
+  for await (const e of store.list('', { signal, startAfter: checkpointPrefix(from) })) {
+    const k = parseKey(e.key)
+    if (k?.kind !== 'segment') {
+      if ((e.key[0] as string) > '9') break // `inode` and beyond: segment keys start with digits
+      continue
+    }
+    if (k.cno >= from) out.set(e.key, { size: e.size, etag: e.etag, lastModifiedMs: e.lastModifiedMs })
+  }
+  return out
+}
+
 /** The segment objects of one checkpoint number, by key. */
 export type CheckpointObjects = Map<string, { size: number; lastModifiedMs: number }>
 
