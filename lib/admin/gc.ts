@@ -2,8 +2,8 @@
  * The cleaner: which checkpoints a container keeps, and deleting what none of them
  * reaches (mark and sweep, ARCHITECTURE §2).
  *
- * - Retained: the published checkpoint always; the `keep` newest complete checkpoints up
- *   to it; every cno in `keepCnos`; every complete checkpoint younger than
+ * - Retained: the published checkpoint always; the `keep` newest of the published history
+ *   (it and the checkpoints it was built on: keptHeaders); every cno in `keepCnos`; every complete checkpoint younger than
  *   `keepNewerThanMs` (its part 0's age); every checkpoint superseded less than
  *   `graceMs` ago (see supersededLately); and every complete checkpoint built on the
  *   published inode, which a writer opening the container rolls forward to
@@ -200,9 +200,9 @@ export async function gc(where: StoreLocation | ObjectStore, options: GcOptions 
 
   // Which complete checkpoints are kept, and their inodes.
   const format = first?.inode.format
-  const { complete, retained } = retention(store.url, listing, published, o, now)
+  const { complete, retained, upToPublished } = retention(store.url, listing, published, o, now)
+  const headers = await keptHeaders({ store, listing, retained, upToPublished, keep: o.keep, complete, format, signal })
   const byRule = new Set(retained)
-  const headers = await keptHeaders(store, listing, retained, complete, format, signal)
   const inodes = new Map([...headers].map(([cno, h]) => [cno, h.inode]))
   // The commit point must be the one its part 0 holds (as verify checks): the mark walks the
   // inode object's root, and a root damaged there alone would leave live objects unmarked.
@@ -442,14 +442,19 @@ function attemptAges(
   }
 }
 
-/** Complete checkpoints (those with a part 0) and their ages, from the listing; and which of them are kept. */
+/**
+ * Complete checkpoints (those with a part 0) and their ages, from the listing; those kept
+ * by the rules the listing decides (the published one, `keepCnos`, `keepNewerThanMs`); and
+ * the complete ones up to the published one, newest first, among which `keep` chooses
+ * (keptHeaders).
+ */
 function retention(
   url: string,
   listing: ContainerListing,
   published: number,
   o: Required<Omit<GcOptions, 'signal' | 'onProgress'>>,
   now: number,
-): { complete: Map<number, { modifiedMs: number }>; retained: Set<number> } {
+): { complete: Map<number, { modifiedMs: number }>; retained: Set<number>; upToPublished: number[] } {
   const complete = new Map<number, { modifiedMs: number }>()
   for (const [cno, c] of listing.byCno) {
     if (c.parts.includes(0)) complete.set(cno, { modifiedMs: listing.modified.get(segmentKey(cno, 0)) ?? now })
@@ -462,12 +467,12 @@ function retention(
     }
   }
   const upToPublished = [...complete.keys()].filter((c) => c <= published).sort((a, b) => b - a)
-  const retained = new Set<number>(upToPublished.slice(0, o.keep))
+  const retained = new Set<number>()
   if (published > 0) retained.add(published)
   for (const c of o.keepCnos) retained.add(c)
   for (const [cno, c] of complete)
     if (o.keepNewerThanMs > 0 && now - c.modifiedMs < o.keepNewerThanMs) retained.add(cno)
-  return { complete, retained }
+  return { complete, retained, upToPublished }
 }
 
 /** What gc takes from a part 0's header: the checkpoint's inode, and the one it was built on. */
@@ -476,42 +481,105 @@ interface PartZero {
   baseInode: Inode
 }
 
+/** What keptHeaders reads from: the checkpoints kept so far, and those `keep` chooses among. */
+interface KeptChoice {
+  store: ObjectStore
+  listing: ContainerListing
+  /** Kept by the other rules; those `keep` chooses are added. */
+  retained: Set<number>
+  /** The complete checkpoints up to the published one, newest first. */
+  upToPublished: readonly number[]
+  keep: number
+  complete: ReadonlyMap<number, unknown>
+  format: number | undefined
+  signal: AbortSignal | undefined
+}
+
 /**
- * The inodes of the checkpoints kept, and their bases, from their part 0s: a dropped one's
- * part 0 is not read (one that fails its checks is garbage like the rest of its
- * checkpoint). A kept one that cannot be read stops the cleaner.
+ * The checkpoints `keep` chooses, added to `retained`, and the inodes of every kept one,
+ * with their bases, from their part 0s: a dropped one's part 0 is not needed (one that
+ * fails its checks is garbage like the rest of its checkpoint). A kept one that cannot be
+ * read stops the cleaner.
+ *
+ * `keep` counts the published checkpoint and those it was built on, newest first: each
+ * part 0 names the inode it was built on, the checkpoint it replaced. A complete
+ * checkpoint below the published one that is not on that chain was never published (a
+ * writer that lost a conflict stored its part 0, then published its view again under a
+ * later number) and does not count: it took the place of the previous published one.
+ * Where the chain ends early (a part 0 an earlier run deleted), the newest of the others
+ * fill the count. The part 0s of the `keep` newest are read together with the other kept
+ * ones, so the chain is known in one round trip unless such checkpoints lie on it.
  */
-async function keptHeaders(
-  store: ObjectStore,
-  listing: ContainerListing,
-  retained: ReadonlySet<number>,
-  complete: ReadonlyMap<number, unknown>,
-  format: number | undefined,
-  signal: AbortSignal | undefined,
-): Promise<Map<number, PartZero>> {
-  const inodes = new Map<number, PartZero>()
+async function keptHeaders(choice: KeptChoice): Promise<Map<number, PartZero>> {
+  const { store, retained, upToPublished, keep, complete } = choice
+  const read = await readPartZeros(choice, new Set([...retained, ...upToPublished.slice(0, keep)]))
+  const history: number[] = []
+  for (let cno = upToPublished[0]; cno !== undefined && history.length < keep; ) {
+    history.push(cno)
+    if (history.length === keep) break
+    let h = read.get(cno)
+    if (h === undefined) {
+      h = (await readPartZeros(choice, new Set([cno]))).get(cno) as PartZero | { failed: unknown }
+      read.set(cno, h)
+    }
+    if ('failed' in h) break // it is kept: its failure stops the cleaner below
+    const base = h.baseInode.cno
+    cno = base > 0 && base < cno && complete.has(base) ? base : undefined
+  }
+  const chosen = new Set(history)
+  for (const c of upToPublished) {
+    if (chosen.size >= keep) break
+    chosen.add(c)
+  }
+  for (const c of chosen) retained.add(c)
+  const missing = [...retained].filter((c) => complete.has(c) && !read.has(c))
+  for (const [cno, h] of await readPartZeros(choice, new Set(missing))) read.set(cno, h)
+  const headers = new Map<number, PartZero>()
+  for (const cno of retained) {
+    const h = read.get(cno)
+    if (h === undefined) continue // the published number without a part 0: checkPublished says so
+    if ('failed' in h) {
+      const err = h.failed
+      if (!StreamSegmentError.is(err)) throw err
+      throw new StreamSegmentError(
+        err.code,
+        `${store.url}: gc: checkpoint ${cno}, which is kept, cannot be read (${err.message}); nothing was deleted`,
+        { cause: err },
+      )
+    }
+    headers.set(cno, h)
+  }
+  return headers
+}
+
+/**
+ * The part 0 headers of the complete checkpoints among `cnos`, eight at a time: each the
+ * checkpoint's inode and base, or the error reading it gave (which stops the cleaner only
+ * if that checkpoint is kept).
+ */
+async function readPartZeros(
+  choice: KeptChoice,
+  cnos: ReadonlySet<number>,
+): Promise<Map<number, PartZero | { failed: unknown }>> {
+  const { store, listing, complete, format, signal } = choice
+  const out = new Map<number, PartZero | { failed: unknown }>()
   const limiter = new Limiter(8)
   await Promise.all(
-    [...retained].map((cno) =>
-      limiter.run(async () => {
-        const key = segmentKey(cno, 0)
-        if (!complete.has(cno)) return // the published number without a part 0: checkPublished says so
-        try {
-          const size = listing.sizes.get(key)
-          const { header } = await readObjectHeader(store, cno, 0, { format, size, signal })
-          inodes.set(cno, { inode: header.inode, baseInode: header.baseInode })
-        } catch (err) {
-          if (!StreamSegmentError.is(err)) throw err
-          throw new StreamSegmentError(
-            err.code,
-            `${store.url}: gc: checkpoint ${cno}, which is kept, cannot be read (${err.message}); nothing was deleted`,
-            { cause: err },
-          )
-        }
-      }),
-    ),
+    [...cnos]
+      .filter((cno) => complete.has(cno))
+      .map((cno) =>
+        limiter.run(async () => {
+          try {
+            const size = listing.sizes.get(segmentKey(cno, 0))
+            const { header } = await readObjectHeader(store, cno, 0, { format, size, signal })
+            out.set(cno, { inode: header.inode, baseInode: header.baseInode })
+          } catch (err) {
+            out.set(cno, { failed: err })
+          }
+        }),
+      ),
   )
-  return inodes
+  return out
 }
 
 /** What walking the chain of checkpoints superseded within the grace period reads from. */
