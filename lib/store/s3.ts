@@ -569,19 +569,22 @@ export class S3Store implements ObjectStore {
         if (o.Key === undefined) throw bad(`without a Key, under ${this.#where(prefix)}`)
         if (!o.Key.startsWith(this.prefix + prefix)) throw bad(`though not under ${this.#where(prefix)}`)
         const key = o.Key.slice(this.prefix.length)
-        // The container's own prefix as an empty object: the "folder" a console makes. No key.
-        if (key === '' && o.Size === 0) continue
-        try {
-          checkKey(key)
-        } catch {
-          throw bad(`as ${JSON.stringify(key)}, which is no valid key`)
-        }
         if (ordered) {
           const bytes = Buffer.from(o.Key)
           if (previous !== undefined && Buffer.compare(bytes, previous) <= 0) {
             throw bad(`out of order, not after ${previous.toString()}`)
           }
           previous = bytes
+        }
+        // An object under the prefix whose key this store could not name (the prefix itself,
+        // a console's folder inside it such as `backup/`, `a//b`, `../x`) is another tool's,
+        // never the container's: passed over, as a listing passes over keys not its own,
+        // rather than failing every listing of the container (and so its writers and gc).
+        try {
+          checkKey(key)
+        } catch {
+          log('%s: passed over %s, which is no valid key', this.#where(prefix), JSON.stringify(key))
+          continue
         }
         if (o.Size === undefined || !Number.isSafeInteger(o.Size) || o.Size < 0) {
           throw bad(`with size ${o.Size}, which is no byte count`)
