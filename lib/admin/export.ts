@@ -187,9 +187,10 @@ export async function exportObject(
   }
   const dest = destination(store, target)
   const sizes = partSizes(dest.store.minPartBytes, options)
-  if (parseKey(dest.key) !== undefined && (await sameStore(store, dest.store))) {
+  const own = await keyInContainer(store, dest)
+  if (own !== undefined && parseKey(own) !== undefined) {
     throw StreamSegmentError.invalidArgument(
-      `exportObject: ${dest.location} is the container's own ${dest.key === INODE_KEY ? 'inode' : 'segment object'} key: writing it would corrupt the container`,
+      `exportObject: ${dest.location} is the container's own ${own === INODE_KEY ? 'inode' : 'segment object'} key: writing it would corrupt the container`,
     )
   }
   const from = await extentsToExport(store, options.cno, options.signal)
@@ -455,6 +456,20 @@ async function checkSources(
 }
 
 /** Whether `a` and `b` are one store: the same object, URL, or directory (real paths). */
+/**
+ * The target's key as the container's store names it, when the target lies in the
+ * container's store: the same store, or (S3) the same bucket at a prefix that holds the
+ * container's, the rest of the container's prefix in the key (`{ store: <the bucket's
+ * root>, key: 'p/inode' }`). Undefined when it lies elsewhere.
+ */
+async function keyInContainer(source: ObjectStore, dest: Destination): Promise<string | undefined> {
+  if (source instanceof S3Store && dest.store instanceof S3Store && source.bucket === dest.store.bucket) {
+    const key = dest.store.prefix + dest.key
+    return key.startsWith(source.prefix) ? key.slice(source.prefix.length) : undefined
+  }
+  return (await sameStore(source, dest.store)) ? dest.key : undefined
+}
+
 async function sameStore(a: ObjectStore, b: ObjectStore): Promise<boolean> {
   if (a === b || a.url === b.url) return true
   if (!(a instanceof DirectoryStore && b instanceof DirectoryStore)) return false
