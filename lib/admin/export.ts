@@ -455,7 +455,6 @@ async function checkSources(
   return crcOf
 }
 
-/** Whether `a` and `b` are one store: the same object, URL, or directory (real paths). */
 /**
  * The target's key as the container's store names it, when the target lies in the
  * container's store: the same store, or (S3) the same bucket at a prefix that holds the
@@ -470,6 +469,7 @@ async function keyInContainer(source: ObjectStore, dest: Destination): Promise<s
   return (await sameStore(source, dest.store)) ? dest.key : undefined
 }
 
+/** Whether `a` and `b` are one store: the same object, URL, or directory (real paths). */
 async function sameStore(a: ObjectStore, b: ObjectStore): Promise<boolean> {
   if (a === b || a.url === b.url) return true
   if (!(a instanceof DirectoryStore && b instanceof DirectoryStore)) return false

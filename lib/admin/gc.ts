@@ -360,8 +360,9 @@ export async function gc(where: StoreLocation | ObjectStore, options: GcOptions 
  * container takes that number for its next checkpoint (listing.ts firstFreeCno), and its
  * objects have the keys the first listing had; deleted by that listing, its flush would
  * fail (or its checkpoint lose them). Numbers up to the published one are never taken
- * again. One LIST of the keys above the published number, just before the deletions:
- * what is left is the time between it and the deletions.
+ * again. One LIST of the keys above the published number, just before the deletions, and
+ * the keys it kept first among the part 0s and among the other parts: what is left is the
+ * time between that LIST and their batch.
  */
 async function dropRelisted(
   store: ObjectStore,
@@ -380,7 +381,11 @@ async function dropRelisted(
     const o = now.get(key)
     return o !== undefined && o.etag === listing.etags.get(key) && o.lastModifiedMs === listing.modified.get(key)
   }
+  // Part 0s first still, and the keys above first among each: what is left of the window is
+  // the time from this listing to their batch, not to the end of all the others.
+  const first = (key: string) => (isPart0Key(key) ? 0 : 2) + (above(key) ? 0 : 1)
   const kept = garbage.filter((key) => !above(key) || same(key))
+  kept.sort((a, b) => first(a) - first(b) || (a < b ? -1 : a > b ? 1 : 0))
   if (kept.length < garbage.length) {
     log(
       '%s: %d objects listed above checkpoint %d changed or went since the listing: not deleted',
@@ -824,8 +829,12 @@ async function checkPublished(
 
 /** Orders segment keys with part 0s first (so no checkpoint is left openable without its data), then by key. */
 export function part0First(a: string, b: string): number {
-  const rank = (key: string) => (parseKey(key)?.kind === 'segment' && key.endsWith('.0') ? 0 : 1)
+  const rank = (key: string) => (isPart0Key(key) ? 0 : 1)
   return rank(a) - rank(b) || (a < b ? -1 : a > b ? 1 : 0)
+}
+
+function isPart0Key(key: string): boolean {
+  return parseKey(key)?.kind === 'segment' && key.endsWith('.0')
 }
 
 function stop(result: GcResult, stored: number, why: string): GcResult {

@@ -63,3 +63,34 @@ describe('two gc runs at once', () => {
     assert.deepEqual(await readPublished(inner), { cno: 2, bytes: two })
   })
 })
+
+describe('the deletions above the published number', () => {
+  it('go first among the part 0s and among the other parts, right after the listing that checked them', async () => {
+    const inner = new MemoryStore('gc-order')
+    const f = await SegmentFile.create(inner, settings)
+    for (let i = 0; i < 3; i++) {
+      await f.write(0, pattern(0, 96 * KiB, 10 + i))
+      await f.flush()
+    }
+    await f.close()
+    // Checkpoints 1 and 2 are dropped (keep 1), and 4 is an abandoned attempt (no grace period).
+    await inner.put('0000000004.1', pattern(0, 4 * KiB, 2))
+    await inner.put('0000000004.2', pattern(0, 4 * KiB, 3))
+    const deletes: string[][] = []
+    const store = new AfterList(inner)
+    const remove = store.delete.bind(store)
+    store.delete = (keys, options) => {
+      deletes.push(typeof keys === 'string' ? [keys] : [...keys])
+      return remove(keys, options)
+    }
+    const r = await gc(store, { keep: 1, graceMs: 0 })
+    assert.deepEqual(r.kept, [3])
+    const order = deletes.flat()
+    assert.deepEqual(order, r.deletedKeys)
+    const part0s = order.filter((k) => k.endsWith('.0'))
+    assert.deepEqual(order.slice(0, part0s.length), part0s, 'part 0s first')
+    assert.deepEqual(part0s, ['0000000001.0', '0000000002.0'])
+    assert.deepEqual(order.slice(part0s.length, part0s.length + 2), ['0000000004.1', '0000000004.2'])
+    assert.ok(order.length > part0s.length + 2, 'the dropped checkpoints have data parts too')
+  })
+})
