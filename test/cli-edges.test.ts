@@ -1,14 +1,15 @@
 /**
  * The command at the edges a user reaches by accident: a bad value in an environment
- * variable the package reads as it loads. Each is one line with its code and the
+ * variable the package reads as it loads, and a path that is a link to no file (the
+ * shell's `/dev/stdout` on a pipe, `>(command)`). Each is one line with its code and the
  * documented exit code, nothing written.
  */
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { after, describe, it } from 'node:test'
+import { after, before, describe, it } from 'node:test'
 import { bin, quietEnv } from './helpers/cli.js'
 
 const dir = mkdtempSync(join(tmpdir(), 'ss-cli-edges-'))
@@ -35,5 +36,24 @@ describe('environment variables read as the package loads', () => {
     const debug = run(['ls', join(dir, 'none')], quietEnv({ STREAM_SEGMENT_CRC32: 'bogus', DEBUG: 'x' }))
     assert.equal(debug.status, 2)
     assert.match(debug.stderr, /^stream-segment: ERR_INVALID_ARGUMENT: .*\n.*StreamSegmentError/s)
+  })
+})
+
+describe('a path that is a link to no file (/dev/stdout on a pipe)', () => {
+  const url = join(dir, 'c')
+  before(() => {
+    writeFileSync(join(dir, 'in.bin'), 'some bytes')
+    assert.equal(run(['put', join(dir, 'in.bin'), url]).status, 0)
+  })
+
+  it('get and export to /dev/stdout when it is a pipe: not a regular file, exit 2, nothing written', () => {
+    const get = run(['get', url, '/dev/stdout'])
+    assert.equal(get.status, 2, get.stderr)
+    assert.match(get.stderr, /^stream-segment: ERR_INVALID_ARGUMENT: downloadFile to \/dev\/stdout: not a regular file/)
+    const exp = run(['export', url, '/dev/stdout'])
+    assert.equal(exp.status, 2, exp.stderr)
+    assert.match(exp.stderr, /^stream-segment: ERR_INVALID_ARGUMENT: export to \/dev\/stdout: not a regular file/)
+    for (const r of [get, exp]) assert.equal(r.stdout, '')
+    assert.deepEqual(readdirSync(dir).sort(), ['c', 'in.bin'], 'nothing written beside')
   })
 })

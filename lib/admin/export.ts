@@ -488,6 +488,13 @@ async function realPath(path: string): Promise<string> {
   }
 }
 
+/** A FIFO, a device or a socket where a file is to be written: it would be replaced, its reader given nothing. */
+function notRegularFile(what: string): StreamSegmentError {
+  return StreamSegmentError.invalidArgument(
+    `${what}: not a regular file (a FIFO, a device or a socket), which the file written would replace: name a regular file`,
+  )
+}
+
 /** Links followed to where a chain of them ends, as Linux follows them (its MAXSYMLINKS). */
 const MAX_SYMLINK_HOPS = 40
 
@@ -529,6 +536,13 @@ export async function checkFileTarget(
     // one's target (renamed over a link, the file would replace that link, not create it).
     target = await fs.realpath(path).catch(async (err: NodeJS.ErrnoException) => {
       if (err.code !== 'ENOENT') throw localFileError(err, path, what)
+      // There, but with no path to write beside and rename over: /dev/stdout on a pipe
+      // (/proc/self/fd/1 names `pipe:[N]`), a shell's `>(command)`, a file deleted while open.
+      const there = await fs.stat(path).catch(missing)
+      if (there?.isFile()) {
+        throw StreamSegmentError.invalidArgument(`${what}: names a file that has no path (deleted while open)`)
+      }
+      if (there !== undefined) throw notRegularFile(what)
       let end = path
       for (let hops = 0; ; hops++) {
         const next = resolve(dirname(end), await fs.readlink(end))
@@ -547,11 +561,7 @@ export async function checkFileTarget(
   if (stat === undefined && (target.endsWith('/') || target.endsWith(sep))) {
     throw StreamSegmentError.invalidArgument(`${what}: ends in a slash, so it names a directory: name a file`)
   }
-  if (stat !== undefined && !stat.isFile()) {
-    throw StreamSegmentError.invalidArgument(
-      `${what}: not a regular file (a FIFO, a device or a socket), which the file written would replace: name a regular file`,
-    )
-  }
+  if (stat !== undefined && !stat.isFile()) throw notRegularFile(what)
   if (store instanceof DirectoryStore) {
     const [root, file] = await Promise.all([realPath(store.root), realPath(target)])
     if (file === root || file.startsWith(root.endsWith(sep) ? root : root + sep)) {
