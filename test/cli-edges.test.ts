@@ -39,6 +39,27 @@ describe('environment variables read as the package loads', () => {
   })
 })
 
+describe('environment variables the S3 client reads', () => {
+  it('AWS_PROFILE naming no profile, keys set too: ERR_AUTH naming AWS_PROFILE, not "set AWS_ACCESS_KEY_ID"', () => {
+    // No server is needed: the SDK finds no credentials before any request.
+    const env = quietEnv({
+      AWS_ENDPOINT_URL_S3: 'http://127.0.0.1:9',
+      AWS_REGION: 'us-east-1',
+      AWS_ACCESS_KEY_ID: 'a',
+      AWS_SECRET_ACCESS_KEY: 'b',
+      AWS_PROFILE: 'no-such-profile',
+      AWS_CONFIG_FILE: join(dir, 'no-config'),
+      AWS_SHARED_CREDENTIALS_FILE: join(dir, 'no-credentials'),
+      AWS_EC2_METADATA_DISABLED: 'true',
+    })
+    const r = run(['ls', 's3://bucket/x'], env)
+    assert.equal(r.status, 12, r.stderr)
+    assert.match(r.stderr, /^stream-segment: ERR_AUTH: .*AWS_PROFILE is "no-such-profile"/)
+    assert.doesNotMatch(r.stderr, /set AWS_ACCESS_KEY_ID/)
+    assert.equal(r.stderr.split('\n').length, 2, 'one line')
+  })
+})
+
 describe('a path that is a link to no file (/dev/stdout on a pipe)', () => {
   const url = join(dir, 'c')
   before(() => {

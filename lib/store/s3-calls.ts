@@ -130,10 +130,12 @@ export function mapError(call: Call, err: unknown, signal: AbortSignal | undefin
   if (name === 'AbortError') return StreamSegmentError.aborted(`${op} ${where} aborted`, err)
   // The client's configuration, found wanting before any request: trying again cannot help.
   if (name === 'CredentialsProviderError') {
-    return StreamSegmentError.auth(
-      `${op} ${where}: no credentials found (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or give the client credentials): ${(err as Error).message}`,
-      err,
-    )
+    // With AWS_PROFILE set, the SDK's chain skips AWS_ACCESS_KEY_ID: "set it" would mislead.
+    const profile = process.env.AWS_PROFILE
+    const fix = profile
+      ? `AWS_PROFILE is ${JSON.stringify(profile)}, and while it is set the SDK takes that profile's credentials (AWS_SHARED_CREDENTIALS_FILE or ~/.aws/credentials, AWS_CONFIG_FILE or ~/.aws/config), not AWS_ACCESS_KEY_ID: is the profile there?`
+      : 'set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or give the client credentials'
+    return StreamSegmentError.auth(`${op} ${where}: no credentials found (${fix}): ${(err as Error).message}`, err)
   }
   if ((err as Error | undefined)?.message === 'Region is missing') {
     return StreamSegmentError.invalidArgument(
