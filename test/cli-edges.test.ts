@@ -5,11 +5,14 @@
  * documented exit code, nothing written.
  */
 import assert from 'node:assert/strict'
-import { spawnSync } from 'node:child_process'
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { execFileSync, spawn, spawnSync } from 'node:child_process'
+import { once } from 'node:events'
+import { closeSync, constants, mkdtempSync, openSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
+import { collected } from './helpers/child.js'
 import { bin, quietEnv } from './helpers/cli.js'
 
 const dir = mkdtempSync(join(tmpdir(), 'ss-cli-edges-'))
@@ -76,5 +79,35 @@ describe('a path that is a link to no file (/dev/stdout on a pipe)', () => {
     assert.match(exp.stderr, /^stream-segment: ERR_INVALID_ARGUMENT: export to \/dev\/stdout: not a regular file/)
     for (const r of [get, exp]) assert.equal(r.stdout, '')
     assert.deepEqual(readdirSync(dir).sort(), ['c', 'in.bin'], 'nothing written beside')
+  })
+})
+
+/** The CLI as a process writing `data` into the FIFO `fifo` once it runs; killed if it has not ended in 20 s. */
+async function putFromFifo(fifo: string, args: string[], data: string) {
+  execFileSync('mkfifo', [fifo])
+  const child = spawn(process.execPath, [bin, 'put', fifo, ...args], { env: quietEnv() })
+  const output = collected(child)
+  const closed = once(child, 'close')
+  let killed = false
+  const timer = setTimeout(() => {
+    killed = true
+    child.kill('SIGKILL')
+  }, 20_000)
+  // Should the put end without opening the FIFO, a reader of our own lets the write end too.
+  closed.then(() => closeSync(openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK)))
+  // Opens (once the put has), writes and closes: done before the put has read a byte.
+  await writeFile(fifo, data)
+  const [code] = await closed
+  clearTimeout(timer)
+  return { code, killed, stderr: output.stderr() }
+}
+
+describe('put from a FIFO', () => {
+  it('a writer that writes a few bytes and closes before the put reads: published, not waited on for ever', async () => {
+    const url = join(dir, 'short-fifo')
+    const r = await putFromFifo(join(dir, 'short-fifo-in'), [url], 'abc')
+    assert.ok(!r.killed, 'the put ended by itself')
+    assert.equal(r.code, 0, r.stderr)
+    assert.equal(run(['get', url, '-']).stdout, 'abc')
   })
 })

@@ -63,7 +63,30 @@ function oneArgumentHint(arg: string, terminated: boolean): string {
 }
 
 /**
- * Opens the file to put. Opening a FIFO waits for a writer, in a thread no signal reaches
+ * A named pipe (a FIFO: `mkfifo`, a shell's `<(command)`) as a stream read through the
+ * event loop, opened without waiting for a writer, so an interrupt ends the put at once
+ * whether a writer has come or not; undefined for anything else. It is opened, non-blocking,
+ * before any writer can come and go: a second descriptor opened once a writer had written
+ * and closed (after a blocking open returned) would never be told of the end, and the put
+ * would wait for ever for a FIFO written with `printf abc > fifo`.
+ */
+function openFifo(path: string): Socket | undefined {
+  try {
+    if (!statSync(path).isFIFO()) return undefined
+  } catch {
+    return undefined // not there, or not ours: opening it says why
+  }
+  let fd: number
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK)
+  } catch (e) {
+    throw fsError(e, path)
+  }
+  return new Socket({ fd, readable: true, writable: false })
+}
+
+/**
+ * Opens the file to put (a FIFO only if it replaced the file after openFifo looked). Opening a FIFO waits for a writer, in a thread no signal reaches
  * (nor can the process exit meanwhile): an interrupt then ends the wait by opening the
  * FIFO's write end itself, without blocking, and closing it at once, so the pending open
  * returns (its handle is closed) and the put fails with ERR_ABORTED.
@@ -158,7 +181,8 @@ export async function put(p: Parsed, out: Out, err: Out, signal: AbortSignal): P
     )
   }
   // `signal`: the interrupts main hears (Ctrl-C, SIGTERM, SIGHUP), until it has reported.
-  const fh = source === '-' ? undefined : await openSource(source, signal)
+  const fifo = source === '-' ? undefined : openFifo(source)
+  const fh = source === '-' || fifo !== undefined ? undefined : await openSource(source, signal)
   const child = producer === undefined ? undefined : startProducer(producer)
   const t0 = performance.now()
   let r: PutResult
@@ -170,7 +194,7 @@ export async function put(p: Parsed, out: Out, err: Out, signal: AbortSignal): P
     r = st?.isFile()
       ? await putByReference(fh as FileHandle, store, settings, signal, err, resume)
       : await putByValue(
-          (fh && st && sourceStream(fh, st)) ?? child?.stdout ?? process.stdin,
+          fifo ?? (fh && st && sourceStream(fh, st)) ?? child?.stdout ?? process.stdin,
           producer === undefined ? source : producer.join(' '),
           store,
           settings,
@@ -180,6 +204,10 @@ export async function put(p: Parsed, out: Out, err: Out, signal: AbortSignal): P
           wal,
         )
   } catch (e) {
+    // Not a byte from the FIFO: no writer has opened it yet (or one that has sent nothing).
+    if (fifo !== undefined && signal.aborted && fifo.bytesRead === 0) {
+      throw StreamSegmentError.aborted(`${source}: interrupted while waiting for a writer to open it`, e)
+    }
     // The file source says the file ended early, not which file.
     if (StreamSegmentError.is(e, 'ERR_STATE') && !e.message.includes(source)) {
       throw new StreamSegmentError('ERR_STATE', `${source}: ${e.message}`, { cause: e })
@@ -187,6 +215,7 @@ export async function put(p: Parsed, out: Out, err: Out, signal: AbortSignal): P
     throw e
   } finally {
     await fh?.close()
+    fifo?.destroy()
     if (child !== undefined) stopProducer(child.process)
   }
   report(out, p.flags.has('json'), store.url, r, (performance.now() - t0) / 1000)
