@@ -50,10 +50,10 @@ Commands:
                    it keeps what was sent of the same file (same size and mtime), each piece
                    checked against the file, and says how many bytes it kept; --no-resume
                    sends everything again
-                   --size N: publish only if exactly N bytes came (stdin or a command)
-                   --wal DIR [--wal-sync always|interval|none]: log the stream (stdin or a
-                   command) in DIR first; if the process dies after the input ended, the next
-                   put or open with DIR publishes it; a stream cut short is dropped
+                   --size N: publish only if exactly N bytes came (stdin, a command, a FIFO)
+                   --wal DIR [--wal-sync always|interval|none]: log the stream (stdin, a
+                   command, a FIFO) in DIR first; if the process dies after the input ended, the
+                   next put or open with DIR publishes it; a stream cut short is dropped
   put <url> [--size N] [--<setting> <value>…] -- <command> [args…]
                    run the command and write its stdout as a new checkpoint, published only when
                    it exits 0 (else ERR_ABORTED, exit 8, nothing published)

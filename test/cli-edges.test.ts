@@ -111,3 +111,23 @@ describe('put from a FIFO', () => {
     assert.equal(run(['get', url, '-']).stdout, 'abc')
   })
 })
+
+describe('put --size from a FIFO or a device: by value, as stdin', () => {
+  it('a device past --size is refused (exit 8), a FIFO of exactly --size bytes published; a regular file still refused', async () => {
+    const url = join(dir, 'sized')
+    const zero = run(['put', '/dev/zero', url, '--size', '1M'])
+    assert.equal(zero.status, 8, zero.stderr)
+    assert.match(
+      zero.stderr,
+      /^stream-segment: ERR_ABORTED: more than --size 1048576 bytes came: nothing was published\n$/,
+    )
+    assert.equal(run(['ls', url]).status, 3, 'nothing published')
+    const r = await putFromFifo(join(dir, 'sized-fifo'), [url, '--size', '3'], 'abc')
+    assert.equal(r.code, 0, r.stderr)
+    assert.equal(run(['get', url, '-']).stdout, 'abc')
+    writeFileSync(join(dir, 'regular'), 'abc')
+    const file = run(['put', join(dir, 'regular'), url, '--size', '3'])
+    assert.equal(file.status, 2, file.stderr)
+    assert.match(file.stderr, /option --size is for stdin, a command, a FIFO or a device, not a regular file/)
+  })
+})

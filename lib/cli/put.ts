@@ -44,6 +44,31 @@ function stdinIsDevNull(): boolean {
   }
 }
 
+function isRegularFile(path: string): boolean {
+  try {
+    return statSync(path).isFile()
+  } catch {
+    return false // not there, or not ours: opening it says why
+  }
+}
+
+/**
+ * `--size` and `--wal` are for what goes by value (stdin, a command, a FIFO, a device): a
+ * regular file goes by reference, its size known, read again where needed.
+ */
+function refuseForFile(p: Parsed, size: number | undefined, wal: WalOptions | undefined): void {
+  if (size !== undefined) {
+    throw StreamSegmentError.invalidArgument(
+      `option ${optionName(p, 'size')} is for stdin, a command, a FIFO or a device, not a regular file (it goes by reference, its size known)`,
+    )
+  }
+  if (wal !== undefined) {
+    throw StreamSegmentError.invalidArgument(
+      `option ${optionName(p, 'wal')} is for stdin, a command, a FIFO or a device: a regular file goes by reference, not through a log`,
+    )
+  }
+}
+
 /**
  * What `put X` lacks: the container after a file X or after -, the command after `put X --`,
  * else the file (- for stdin) before a container X.
@@ -156,15 +181,9 @@ export async function put(p: Parsed, out: Out, err: Out, signal: AbortSignal): P
   }
   const sizeText = p.options.get('size')
   const size = sizeText === undefined ? undefined : parseSize(optionName(p, 'size'), sizeText)
-  if (size !== undefined && source !== '-') {
-    throw StreamSegmentError.invalidArgument(`option ${optionName(p, 'size')} is for stdin or a command, not a file`)
-  }
   const wal = walOption(p)
-  if (wal !== undefined && source !== '-') {
-    throw StreamSegmentError.invalidArgument(
-      `option ${optionName(p, 'wal')} is for stdin or a command: a regular file goes by reference, not through a log`,
-    )
-  }
+  // Checked again once the file is open: a stat cannot block, an open of a FIFO waits for its writer.
+  if (source !== '-' && isRegularFile(source)) refuseForFile(p, size, wal)
   const resume = !p.flags.has('noResume')
   if (!resume && source === '-') {
     throw StreamSegmentError.invalidArgument('option --no-resume is for a file: stdin or a command never resumes')
@@ -189,6 +208,7 @@ export async function put(p: Parsed, out: Out, err: Out, signal: AbortSignal): P
   try {
     const st = await fh?.stat()
     if (st?.isDirectory()) throw StreamSegmentError.invalidArgument(`${source}: is a directory`)
+    if (st?.isFile()) refuseForFile(p, size, wal)
     // A regular file goes by reference: its blocks are read when their objects are sent.
     // Anything else (stdin, a pipe, a FIFO, a device) can be read only once, in order.
     r = st?.isFile()
