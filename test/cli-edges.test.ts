@@ -12,8 +12,9 @@ import { writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
+import { main } from '../lib/cli.js'
 import { collected } from './helpers/child.js'
-import { bin, quietEnv } from './helpers/cli.js'
+import { bin, fakeOutput, quietEnv } from './helpers/cli.js'
 
 const dir = mkdtempSync(join(tmpdir(), 'ss-cli-edges-'))
 after(() => rmSync(dir, { recursive: true, force: true }))
@@ -129,5 +130,27 @@ describe('put --size from a FIFO or a device: by value, as stdin', () => {
     const file = run(['put', join(dir, 'regular'), url, '--size', '3'])
     assert.equal(file.status, 2, file.stderr)
     assert.match(file.stderr, /option --size is for stdin, a command, a FIFO or a device, not a regular file/)
+  })
+})
+
+describe('an option given an empty value (--output=, --wal "")', () => {
+  it('is refused naming the option as typed, before anything is done', async () => {
+    const cases = [
+      ['get', join(dir, 'c'), '--output='],
+      ['get', join(dir, 'c'), '-o', ''],
+      ['put', '-', join(dir, 'walled'), '--wal', ''],
+      ['inspect', '--wal='],
+      ['export', join(dir, 'c'), 's3://bucket/key', '--content-type='],
+    ]
+    for (const args of cases) {
+      const err = fakeOutput()
+      assert.equal(await main(args, fakeOutput(), err), 2, args.join(' '))
+      const typed = args.find((a) => a.startsWith('-') && a !== '-')?.replace(/=$/, '')
+      assert.equal(
+        err.writes.join(''),
+        `stream-segment: ERR_INVALID_ARGUMENT: option ${typed} needs a value (got an empty one)\n`,
+        args.join(' '),
+      )
+    }
   })
 })

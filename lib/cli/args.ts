@@ -84,6 +84,8 @@ export function parseCommand(args: readonly string[], spec: CommandSpec): Parsed
         t.value === undefined ? '' : ` (got ${t.value}; if that is the value, write --${kebab(name)}=${t.value})`
       throw StreamSegmentError.invalidArgument(`option ${t.rawName} needs a value${got}`)
     }
+    // `--output=`, `--wal ''` (a variable unset in `--wal "$DIR"`): no value, whatever would read it.
+    if (t.value === '') throw StreamSegmentError.invalidArgument(`option ${t.rawName} needs a value (got an empty one)`)
     // `-o a --output b`: which one was meant? Said, not guessed.
     if (p.options.has(name)) {
       throw StreamSegmentError.invalidArgument(`option ${t.rawName} is given more than once: give it once`)
