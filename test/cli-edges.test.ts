@@ -154,3 +154,14 @@ describe('an option given an empty value (--output=, --wal "")', () => {
     }
   })
 })
+
+describe('get to a file reports its requests', () => {
+  it('one request is "1 request"', async () => {
+    const url = join(dir, 'empty')
+    writeFileSync(join(dir, 'empty.in'), '')
+    assert.equal(await main(['put', join(dir, 'empty.in'), url], fakeOutput(), fakeOutput()), 0)
+    const out = fakeOutput()
+    assert.equal(await main(['get', url, join(dir, 'empty.out')], out, fakeOutput()), 0)
+    assert.match(out.writes.join(''), /^got 0 B of checkpoint 1 into .*empty\.out in [\d.]+ s \(0 B\/s, 1 request\)\n$/)
+  })
+})

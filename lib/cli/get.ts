@@ -8,7 +8,7 @@ import { StreamSegmentError } from '../errors.js'
 import { type DownloadResult, downloadFile } from '../streams/download-file.js'
 import { createStreamSegmentReadStream } from '../streams/read-stream.js'
 import { cnoOption, openContainer, optionName, type Parsed, positionals, readOptions } from './args.js'
-import { amountLine, formatBytes, jsonLine, type Out, printable, showProgress } from './output.js'
+import { amountLine, count, formatBytes, jsonLine, type Out, printable, showProgress } from './output.js'
 
 const GET_USAGE = 'get <url> [file|-] [-o file] [--range a-b] [--cno N] [--json]'
 
@@ -147,6 +147,6 @@ function report(out: Out, json: boolean, url: string, target: string, got: Downl
   }
   out.write(
     `got ${formatBytes(got.bytes)} of checkpoint ${got.cno} into ${printable(target)} in ${got.seconds.toFixed(2)} s ` +
-      `(${formatBytes(got.bytes / got.seconds)}/s, ${requests} requests)\n`,
+      `(${formatBytes(got.bytes / got.seconds)}/s, ${count(requests, 'request')})\n`,
   )
 }
