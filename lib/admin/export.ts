@@ -176,6 +176,7 @@ export async function exportObject(
       `exportObject: copy must be true or false, got ${describeValue(options.copy)}`,
     )
   }
+  throwIfAborted(options.signal, `exportObject of ${store.url}`)
   if (typeof target === 'string') {
     // A file has no parts, but a bad value is the caller's mistake whatever the target:
     // refused alike, so that a call does not pass with a file and fail with an object.

@@ -52,7 +52,7 @@ import {
   objectsFrom,
 } from '../container/listing.js'
 import { readObjectHeader } from '../container/object-header.js'
-import { isSignal, StreamSegmentError } from '../errors.js'
+import { isSignal, StreamSegmentError, throwIfAborted } from '../errors.js'
 import type { Inode } from '../format/inode.js'
 import { INODE_KEY, parseKey, segmentKey } from '../format/names.js'
 import { MAX_CNO } from '../format/pointer.js'
@@ -183,6 +183,7 @@ export async function gc(where: StoreLocation | ObjectStore, options: GcOptions 
   const o = checkOptions(options)
   const { signal } = options
   const store = storeAt(where, 'gc')
+  throwIfAborted(signal, `gc of ${store.url}`)
   // The commit point first, then the listing: a checkpoint published between the two is in
   // the listing (kept below as one a writer rolls forward, or caught by the second look at
   // the inode). Listed first, a publication in between hid the published part 0 from the

@@ -6,9 +6,11 @@
  * empty claim of an upload that never completed, under the checkpoint's number, is listed
  * as such, not read.
  */
+
 import { type ContainerListing, listContainer } from '../container/listing.js'
 import { readObjectHeader } from '../container/object-header.js'
 import { readExact } from '../container/objects.js'
+import { throwIfAborted } from '../errors.js'
 import {
   FLAG_CHECKPOINT,
   FLAG_PARTIAL,
@@ -129,6 +131,7 @@ export async function inspectCheckpoint(
   const store = storeAt(where, 'inspectCheckpoint')
   checkCallOptions('inspectCheckpoint', options, ['cno', 'signal'])
   const { signal } = options
+  throwIfAborted(signal, `inspectCheckpoint of ${store.url}`)
   const listing = await listContainer(store, signal)
   const problems: Problem[] = []
   const resolved = await resolveOrReport(store, listing, options.cno, problems, signal)

@@ -18,7 +18,7 @@ import { containerFormat, readInode, sameInode } from '../container/inode.js'
 import { type ContainerListing, listContainer } from '../container/listing.js'
 import { nodeLocation } from '../container/nodes.js'
 import { readObjectHeader } from '../container/object-header.js'
-import { StreamSegmentError } from '../errors.js'
+import { StreamSegmentError, throwIfAborted } from '../errors.js'
 import type { Header } from '../format/header.js'
 import type { Inode } from '../format/inode.js'
 import { INODE_KEY, segmentKey } from '../format/names.js'
@@ -88,6 +88,7 @@ export async function listCheckpoints(
   const store = storeAt(where, 'listCheckpoints')
   checkCallOptions('listCheckpoints', options, ['signal'])
   const { signal } = options
+  throwIfAborted(signal, `listCheckpoints of ${store.url}`)
   const listing = await listContainer(store, signal)
   let published = 0
   let publishedInode: Inode | undefined

@@ -8,7 +8,7 @@
  * sidecars, locks), so that the folder holds none of the store's own leftovers.
  */
 import { abortUpload, deleteInode, deleteSegments, listContainer, listOpenUploads } from '../container/listing.js'
-import { StreamSegmentError } from '../errors.js'
+import { StreamSegmentError, throwIfAborted } from '../errors.js'
 import { checkCallOptions } from '../settings.js'
 import { sweepStoreLeftovers } from '../store/directory.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
@@ -39,6 +39,7 @@ export async function removeContainer(
   const store = storeAt(where, 'removeContainer')
   checkCallOptions('removeContainer', options, ['signal', 'onProgress'])
   const { signal, onProgress } = options
+  throwIfAborted(signal, `removeContainer of ${store.url}`)
   const listing = await listContainer(store, signal)
   const uploads = await listOpenUploads(store, signal)
   const keys = [...listing.sizes.keys()].sort(part0First)

@@ -6,10 +6,12 @@
  * where; it throws only when it cannot start (no container, no such checkpoint) or the
  * store itself fails.
  */
+
 import { sameInode } from '../container/inode.js'
 import { listContainer } from '../container/listing.js'
 import { readObjectHeader } from '../container/object-header.js'
 import { objectExists, readExact, readExactChunks } from '../container/objects.js'
+import { throwIfAborted } from '../errors.js'
 import { HEADER_BYTES, type Header, type ObjectLayout, objectLayout } from '../format/header.js'
 import { FORMAT_PARTED, type Inode, madeHere } from '../format/inode.js'
 import { INODE_KEY, parseKey, segmentKey } from '../format/names.js'
@@ -72,6 +74,7 @@ export async function verifyCheckpoint(
   const store = storeAt(where, 'verifyCheckpoint')
   checkCallOptions('verifyCheckpoint', options, ['cno', 'signal', 'onProgress'])
   const { signal } = options
+  throwIfAborted(signal, `verifyCheckpoint of ${store.url}`)
   const listing = await listContainer(store, signal)
   const problems: Problem[] = []
   const resolved = await resolveOrReport(store, listing, options.cno, problems, signal)

@@ -320,6 +320,11 @@ export function prefixFault(prefix: string, key?: string): string | undefined {
   return `${bytes} bytes of UTF-8 with its "/", and a container's keys below it take up to ${CONTAINER_KEY_MAX_BYTES} bytes more: ${bytes + CONTAINER_KEY_MAX_BYTES}, over the ${KEY_MAX_BYTES} an S3 key may have (at most ${PREFIX_MAX_BYTES} bytes leave them room, ${PREFIX_MAX_BYTES + 1} with the "/")`
 }
 
+/** A listing as messages name it: `list` of the whole store, `list "p"` of what lies under `p`. */
+export function listOf(prefix: string): string {
+  return prefix === '' ? 'list' : `list ${quoteKey(prefix)}`
+}
+
 /**
  * A listing's `prefix` (and `startAfter`, when given): strings, and well-formed UTF-16, as
  * keys are. A lone surrogate has no UTF-8 form: the local stores would match it as U+FFFD

@@ -84,6 +84,7 @@ import {
   checkPartSizes,
   checkPutPrecondition,
   compareKeys,
+  listOf,
   newWriteId,
   putMetadata,
   resolveRange,
@@ -337,11 +338,11 @@ export class DirectoryStore implements ObjectStore {
     try {
       await this.walk(this.root, '', { prefix, after: options?.startAfter }, files, options?.signal)
     } catch (err) {
-      throw this.mapError(err, `list ${prefix}`)
+      throw this.mapError(err, listOf(prefix))
     }
     const entries: ListEntry[] = []
     for (let i = 0; i < files.length; i += LIST_CONCURRENCY) {
-      throwIfAborted(options?.signal, `list ${prefix}`)
+      throwIfAborted(options?.signal, listOf(prefix))
       const batch = files.slice(i, i + LIST_CONCURRENCY)
       const found = await Promise.all(
         batch.map((f) => this.info(f.path).catch((err) => Promise.reject(this.mapError(err, `list ${f.key}`)))),
@@ -1010,7 +1011,7 @@ export class DirectoryStore implements ObjectStore {
     const { prefix, after } = want
     // Keys compare as S3 orders them, by their UTF-8 bytes.
     const afterBytes = after === undefined ? undefined : Buffer.from(after)
-    throwIfAborted(signal, `list ${prefix}`)
+    throwIfAborted(signal, listOf(prefix))
     const entries = await fs.readdir(dir, { withFileTypes: true }).catch((err) => {
       if (isCode(err, 'ENOENT')) return []
       throw err

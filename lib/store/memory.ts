@@ -27,6 +27,7 @@ import {
   checkPutPrecondition,
   compareKeys,
   copyBody,
+  listOf,
   newWriteId,
   putMetadata,
   resolveRange,
@@ -144,7 +145,7 @@ export class MemoryStore implements ObjectStore {
       .sort((a, b) => Buffer.compare(a.bytes, b.bytes))
       .map((e) => e.k)
     for (const key of keys) {
-      throwIfAborted(options?.signal, `list ${prefix}`)
+      throwIfAborted(options?.signal, listOf(prefix))
       const o = this.bucket.objects.get(key)
       if (o !== undefined) yield { key, size: o.size, etag: o.etag, lastModifiedMs: o.modifiedMs }
     }
