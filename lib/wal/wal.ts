@@ -21,7 +21,7 @@
  *   log of a container removed and made again at the same place is reported (`foreign`).
  */
 import { promises as fs } from 'node:fs'
-import { dirname, join } from 'node:path'
+import { dirname, join, resolve } from 'node:path'
 import { StreamSegmentError } from '../errors.js'
 import { checkOptionNames } from '../settings.js'
 import {
@@ -135,6 +135,10 @@ export async function openWal(
   replayer: WalReplayer,
 ): Promise<OpenedWal> {
   checkWalOptions(o)
+  // Taken from the working directory now: the log makes, removes and unlocks files by
+  // path long after, and a process that changed directory meanwhile would do it in
+  // another folder (another log's, maybe).
+  o = { ...o, dir: resolve(o.dir) }
   await makeFolder(o.dir).catch((err: NodeJS.ErrnoException) => {
     const why = `WAL ${o.dir}: the folder cannot be made (${err.code ?? err.message})`
     // A file where the folder should be, a place this process may not write, or a file

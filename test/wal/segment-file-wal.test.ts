@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { promises as fs, readdirSync } from 'node:fs'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { describe, it } from 'node:test'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { dropSlabs, keptSlabBytes } from '../../lib/state/slab-pool.js'
@@ -172,6 +172,38 @@ describe('SegmentFile with a WAL', () => {
       'ERR_INVALID_ARGUMENT',
       /belongs to the container at mem:\/\/wal-c/,
     )
+  })
+
+  it('a relative dir is the folder under the working directory at open, wherever the process goes after', async () => {
+    const store = new MemoryStore('wal-relative')
+    const dir = await walDir()
+    // Another container's log, in a folder of the same name under another directory.
+    const other = new MemoryStore('wal-relative-other')
+    const otherDir = await walDir()
+    const o = await SegmentFile.create(other, { wal: { dir: otherDir } })
+    await o.flush()
+    await o.write(0, Buffer.from('theirs'))
+    await o.close()
+    const cwd = process.cwd()
+    process.chdir(dirname(dir))
+    try {
+      const f = await SegmentFile.create(store, { wal: { dir: 'wal' } })
+      await f.write(0, Buffer.from('base'))
+      process.chdir(dirname(otherDir))
+      await f.flush() // starts the log afresh: in the folder opened, not in the other
+      await f.write(0, Buffer.from('one'))
+      await f.close()
+    } finally {
+      process.chdir(cwd)
+    }
+    const g = await SegmentFile.open(store, { wal: { dir } })
+    assert.equal(g.walReplay?.records, 1)
+    assert.deepEqual(await contents(g), Buffer.from('onee'))
+    await g.close()
+    const h = await SegmentFile.open(other, { wal: { dir: otherDir } })
+    assert.equal(h.walReplay?.records, 1, "the other container's log is whole")
+    assert.deepEqual(await contents(h), Buffer.from('theirs'))
+    await h.close()
   })
 
   it('a log whose checkpoint was published before the process died is not published again', async () => {
