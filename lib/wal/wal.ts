@@ -106,6 +106,10 @@ export function checkWalOptions(o: WalOptions): void {
   if (o === null || typeof o !== 'object' || typeof o.dir !== 'string' || o.dir === '') {
     throw StreamSegmentError.invalidArgument(`wal: { dir } must name a folder, got ${showValue(o)}`)
   }
+  if (o.dir.includes('\0')) {
+    // No file system takes one: the folder could not be made, and that is the option's fault.
+    throw StreamSegmentError.invalidArgument(`wal.dir ${JSON.stringify(o.dir)}: a path holds no NUL byte`)
+  }
   checkOptionNames('wal', o, ['dir', 'sync', 'intervalMs'])
   checkWalLogOptions(o)
 }

@@ -155,6 +155,12 @@ describe('SegmentFile with a WAL', () => {
     const store = new MemoryStore('wal-c')
     const dir = await walDir()
     await rejectsCode(SegmentFile.create(store, { wal: { dir: '' } }), 'ERR_INVALID_ARGUMENT', /wal: \{ dir \}/)
+    // A path the file system cannot take is a wrong option, refused before any folder is touched.
+    await rejectsCode(
+      SegmentFile.create(store, { wal: { dir: `${dir}\0x` } }),
+      'ERR_INVALID_ARGUMENT',
+      /wal\.dir .*: a path holds no NUL byte/,
+    )
     const f = await SegmentFile.create(store, { wal: { dir } })
     await rejectsCode(
       f.writeRef(0, 4096, { read: async () => new Uint8Array(4096) } as never),
