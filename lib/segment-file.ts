@@ -373,6 +373,10 @@ export class SegmentFile {
         for (const cno of await history.above(base)) {
           if (await this.heldBy(cno, replayed)) {
             await this.discardChanges()
+            // Found published, as those a generation's checkpoint holds: skipped, not applied.
+            replay.skipped += replay.records
+            replay.records = 0
+            replay.baseCno = undefined
             await this.settleWal(opened.log, true)
             return
           }
