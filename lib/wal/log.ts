@@ -12,7 +12,10 @@
  *   CRC-32 over its header and payload. The scan at open stops at the first record that is
  *   torn (the file ends inside it), fails its CRC, or breaks the sequence; that record and
  *   everything after it are cut off (the file is truncated there) and the cut is reported.
- *   Nothing after a bad record is ever returned.
+ *   Nothing after a bad record is ever returned. A file older than the newest was fsynced
+ *   whole before the next one started: bad bytes there are cut only when the next file
+ *   follows on from them (a write that failed, then a switch); otherwise they are damage
+ *   to acknowledged records, and the open fails with ERR_CORRUPT, the log kept.
  * - A log is a series of files, one per generation (`rotate()` starts the next, when a
  *   publish takes a snapshot); `dropBefore()` deletes the generations a publish made
  *   durable. `reset()` starts the next with a mark that voids every older one (their
@@ -965,8 +968,9 @@ export async function inspectWalFiles(dir: string): Promise<WalReport> {
  * The live files, oldest first, as far as they follow on: each one's header read (the
  * newest may be torn inside it, a crash while it was made) and its records scanned through
  * `apply` (`repair`: a torn tail cut, as the open does). A file that does not take up where
- * the previous one ended, or that follows a cut, would apply on top of missing records: it
- * and every later file are `dropped`, unread (the caller removes them or says so).
+ * the previous one ended would apply on top of missing records: it and every later file
+ * are `dropped`, unread (the caller removes them or says so). An older file cut where the
+ * next does not take up is ERR_CORRUPT (cutOlder).
  */
 async function followGenerations(
   files: ReadonlyArray<{ path: string }>,
@@ -992,8 +996,7 @@ async function followGenerations(
       }
       broken = err.message
     }
-    if (previous !== undefined && previous.cutBytes > 0) broken = `${path}: follows ${previous.path}, which was cut`
-    else if (previous !== undefined && h !== undefined && h.firstSeq !== seq) {
+    if (previous !== undefined && h !== undefined && h.firstSeq !== seq) {
       broken = `${path}: starts at record ${h.firstSeq}, the previous file ended before ${seq}`
     }
     if (broken !== undefined || h === undefined) {
@@ -1003,11 +1006,46 @@ async function followGenerations(
       return { generations, dropped: { paths: rest.map((f) => f.path), bytes, reason: broken ?? path }, nextSeq: seq }
     }
     const header = h
-    const { nextSeq, ...g } = await scanGeneration(path, (r) => apply(r, header), repair, last).catch((err) => {
+    // A file older than the newest is cut only once the newer one is found to follow on.
+    const { nextSeq, ...g } = await scanGeneration(path, (r) => apply(r, header), repair && last, last).catch((err) => {
       throw fsError(err, path, repair ? 'replaying it' : 'reading it')
     })
+    if (!last && g.cutBytes > 0) {
+      await cutOlder(path, g, nextSeq, files[i + 1]?.path as string, i + 1 === files.length - 1, repair)
+    }
     generations.push({ ...g, header })
     seq = nextSeq
   }
   return { generations, nextSeq: seq }
+}
+
+/**
+ * A file older than the newest that does not end on a whole record (`g`, scanned up to
+ * record `nextSeq`): it was fsynced before the next file started, so its bad bytes are
+ * either what a write that failed left (it took no sequence number: the next file starts
+ * at `nextSeq`, or is the newest and was torn while it was made), cut then (`repair`), or
+ * damage to records that were acknowledged, as were those of the newer files: ERR_CORRUPT
+ * naming the file and byte, and the log is kept as it is.
+ */
+async function cutOlder(
+  path: string,
+  g: WalGeneration,
+  nextSeq: number,
+  next: string,
+  nextIsNewest: boolean,
+  repair: boolean,
+): Promise<void> {
+  const h = await readFileHeader(next).catch(() => undefined)
+  const torn = h === undefined && nextIsNewest && (await tornHeader(next).catch(() => false))
+  if (h === undefined ? !torn : h.firstSeq !== nextSeq) {
+    const then = h === undefined ? '' : `, and ${next} starts at record ${h.firstSeq}`
+    throw StreamSegmentError.corrupt(
+      `${g.cutReason}: a file older than the newest, fsynced whole before the next one started${then}; the log is kept`,
+    )
+  }
+  if (!repair) return
+  const at = (await fs.stat(path)).size - g.cutBytes
+  await fs.truncate(path, at).catch((err) => {
+    throw fsError(err, path, `cutting a torn record at byte ${at}`)
+  })
 }

@@ -369,6 +369,48 @@ describe('WAL log', () => {
     await r.log.close()
   })
 
+  it('a record damaged in a file older than the newest fails the open with ERR_CORRUPT naming the file and byte; the log is kept', async () => {
+    // Such a file was fsynced whole before the next one started: a bad record there is
+    // damage, and the records after it (and in the newer files) were acknowledged.
+    const dir = await freshDir()
+    const { log } = await openLog(dir)
+    await appendMix(log, 2)
+    await log.rotate(8)
+    await appendMix(log, 2, 3)
+    await log.close()
+    const path = join(dir, walFileName(1))
+    const b = await fs.readFile(path)
+    b[48 + 40 + 5] = (b[48 + 40 + 5] ?? 0) ^ 1 // in the first record's payload
+    await fs.writeFile(path, b)
+    const files = async () =>
+      Promise.all((await listGenerations(dir)).map(async (g) => [g.generation, await fs.readFile(g.path)]))
+    const before = await files()
+    await rejectsCode(
+      openLog(dir),
+      'ERR_CORRUPT',
+      new RegExp(`${path} at byte 48 \\(record 1\\): CRC .*; the log is kept`),
+    )
+    assert.deepEqual(await files(), before, 'no file cut, none removed')
+  })
+
+  it('a torn record left at the end of a file older than the newest (a failed write, then a new file) is cut; the newer files are replayed', async () => {
+    const dir = await freshDir()
+    const { log } = await openLog(dir)
+    const a = await appendMix(log, 2)
+    await log.rotate(8)
+    const b = await appendMix(log, 2, 3)
+    await log.close()
+    // What a write that failed part way left, had the new file been started over it.
+    const path = join(dir, walFileName(1))
+    const size = (await fs.stat(path)).size
+    await fs.appendFile(path, Buffer.from('WALR\x01\0\0\0torn', 'latin1'))
+    const r = await openLog(dir)
+    await r.log.close()
+    assert.deepEqual(normal(r.replayed), normal([...a, ...b]))
+    assert.equal(r.dropped, undefined)
+    assert.equal((await fs.stat(path)).size, size, 'the torn record is cut')
+  })
+
   it('a newest file torn inside its header is dropped and the log goes on', async () => {
     const dir = await freshDir()
     const { log } = await openLog(dir)
