@@ -1189,7 +1189,7 @@ describe('put: all or nothing from a pipe or a command', () => {
     assert.ok(run(['get', url, '-']).stdout.equals(data))
     const file = join(dir, 'f.bin')
     writeFileSync(file, data)
-    assert.equal(run(['put', file, url, '--size', '10000']).status, 2, '--size is for stdin or a command')
+    assert.equal(run(['put', file, url, '--size', '10000']).status, 2, '--size is not for a regular file')
   })
 })
 

@@ -110,7 +110,7 @@ describe('CLI: put --wal', () => {
     await fs.writeFile(file, pattern(0, 100))
     const r = cli(['put', file, join(root, 'c'), '--wal', join(root, 'wal')])
     assert.equal(r.status, 2, r.stderr)
-    assert.match(r.stderr, /--wal is for stdin or a command/)
+    assert.match(r.stderr, /option --wal is for stdin, a command, a FIFO or a device: a regular file goes by reference/)
     const bad = cli(
       ['put', '-', join(root, 'c'), '--wal', join(root, 'wal'), '--wal-sync', 'sometimes'],
       Buffer.alloc(1),
