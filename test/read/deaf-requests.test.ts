@@ -81,6 +81,19 @@ const SIZE = 1024 * 1024
 const DATA_GET = 16 * 1024
 const READ = { readGetMaxBytes: DATA_GET, readMaxConcurrency: 4 }
 
+/** A download to `path` whose signal fires once `store` holds a GET: ERR_ABORTED at once, not when the GET answers. */
+async function abortWhileHeld(store: DeafStore, path: string): Promise<void> {
+  const ac = new AbortController()
+  const download = downloadFile(store, path, { ...READ, signal: ac.signal })
+  await store.heldOne()
+  ac.abort()
+  await assert.rejects(within(download, 2000, 'the aborted download'), (err) =>
+    StreamSegmentError.is(err, 'ERR_ABORTED'),
+  )
+  store.release()
+  await store.answered
+}
+
 describe('a scan beside a GET that does not hear its signal', () => {
   const base = new MemoryStore()
   const ref = pattern(0, SIZE, 7)
@@ -125,15 +138,7 @@ describe('a scan beside a GET that does not hear its signal', () => {
     const store = faults()
     const path = join(dir, 'aborted.bin')
     await writeFile(path, 'before')
-    const ac = new AbortController()
-    const download = downloadFile(store, path, { ...READ, signal: ac.signal })
-    await store.heldOne()
-    ac.abort()
-    await assert.rejects(within(download, 2000, 'the aborted download'), (err) =>
-      StreamSegmentError.is(err, 'ERR_ABORTED'),
-    )
-    store.release()
-    await store.answered
+    await abortWhileHeld(store, path)
     assert.deepEqual(await readdir(dir), ['aborted.bin'])
     assert.equal(await readFile(path, 'utf8'), 'before')
     await rm(path)
@@ -143,15 +148,7 @@ describe('a scan beside a GET that does not hear its signal', () => {
     const store = faults()
     store.deaf = 'inode'
     store.deafAt = 'any'
-    const ac = new AbortController()
-    const download = downloadFile(store, join(dir, 'open.bin'), { ...READ, signal: ac.signal })
-    await store.heldOne()
-    ac.abort()
-    await assert.rejects(within(download, 2000, 'the aborted download'), (err) =>
-      StreamSegmentError.is(err, 'ERR_ABORTED'),
-    )
-    store.release()
-    await store.answered
+    await abortWhileHeld(store, join(dir, 'open.bin'))
     assert.deepEqual(await readdir(dir), [])
   })
 
