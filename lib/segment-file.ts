@@ -151,8 +151,10 @@ export class SegmentFile {
   /** Starts a new container in `store`; ERR_CONFLICT if it already has a checkpoint. */
   static async create(store: ObjectStore, settings: CreateOptions = {}): Promise<SegmentFile> {
     checkStore('SegmentFile.create', store)
-    if (typeof settings !== 'object' || settings === null) {
-      throw StreamSegmentError.invalidArgument(`SegmentFile.create: options must be an object, got ${settings}`)
+    if (typeof settings !== 'object' || settings === null || Array.isArray(settings)) {
+      throw StreamSegmentError.invalidArgument(
+        `SegmentFile.create: options must be an object, got ${describeValue(settings)}`,
+      )
     }
     checkOptionNames('SegmentFile.create', settings, ['wal'], { settings: true, read: true })
     checkSettingValues(settings) // as given: withWal replaces streamSegmentBytes
@@ -191,8 +193,10 @@ export class SegmentFile {
    */
   static async open(store: ObjectStore, options: OpenOptions = {}): Promise<SegmentFile> {
     checkStore('SegmentFile.open', store)
-    if (typeof options !== 'object' || options === null) {
-      throw StreamSegmentError.invalidArgument(`SegmentFile.open: options must be an object, got ${options}`)
+    if (typeof options !== 'object' || options === null || Array.isArray(options)) {
+      throw StreamSegmentError.invalidArgument(
+        `SegmentFile.open: options must be an object, got ${describeValue(options)}`,
+      )
     }
     const { cno, readOnly = false } = options
     checkCno('SegmentFile.open', cno)
@@ -839,7 +843,7 @@ export class SegmentFile {
   close(options: { discardWal?: boolean } = {}): Promise<void> {
     let discardWal: boolean
     try {
-      if (typeof options !== 'object' || options === null) {
+      if (typeof options !== 'object' || options === null || Array.isArray(options)) {
         throw StreamSegmentError.invalidArgument(`close: options must be an object, got ${describeValue(options)}`)
       }
       checkOptionNames('close', options, ['discardWal'])
@@ -963,7 +967,7 @@ async function readerCheckpointInode(
 /** `write`'s options: none, or an object whose `adopt` is true or false. */
 function checkWriteOptions(options: unknown): void {
   if (options === undefined) return
-  if (typeof options !== 'object' || options === null) {
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
     throw StreamSegmentError.invalidArgument(`write: options must be an object, got ${describeValue(options)}`)
   }
   checkOptionNames('write', options, ['adopt'])

@@ -241,7 +241,7 @@ export function checkCommonOptions(
   who: string,
   options: unknown,
 ): asserts options is { signal?: unknown; onStart?: unknown; onProgress?: unknown } {
-  if (typeof options !== 'object' || options === null) {
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
     throw StreamSegmentError.invalidArgument(`${who}: options must be an object, got ${describeValue(options)}`)
   }
   const { signal } = options as { signal?: unknown }

@@ -212,6 +212,15 @@ describe('bad arguments to the package root', () => {
         () => api.removeContainer(store, 'all' as never),
         /^removeContainer: options must be an object, got string "all"$/,
       ],
+      // An array is no options object: its entries would pass for no options at all.
+      [() => api.gc(store, [] as never), /^gc: options = \[\]: must be an object; nothing was deleted$/],
+      [() => api.listCheckpoints(store, [] as never), /^listCheckpoints: options must be an object, got Array$/],
+      [() => api.removeContainer(store, [] as never), /^removeContainer: options must be an object, got Array$/],
+      [
+        () => api.SegmentFile.create(new api.MemoryStore(), [] as never),
+        /^SegmentFile.create: options must be an object, got Array$/,
+      ],
+      [() => api.SegmentFile.open(store, [] as never), /^SegmentFile.open: options must be an object, got Array$/],
     ]
     await expectRefused(refused)
     // Nothing refused removed anything.

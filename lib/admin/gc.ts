@@ -139,7 +139,7 @@ export interface GcResult {
 function checkOptions(o: GcOptions): Required<Omit<GcOptions, 'signal' | 'onProgress'>> {
   const bad = (name: string, v: unknown, want: string) =>
     StreamSegmentError.invalidArgument(`gc: ${name} = ${showValue(v)}: ${want}; nothing was deleted`)
-  if (typeof o !== 'object' || o === null) throw bad('options', o, 'must be an object')
+  if (typeof o !== 'object' || o === null || Array.isArray(o)) throw bad('options', o, 'must be an object')
   checkOptionNames('gc', o, [
     'keep',
     'keepCnos',

@@ -103,7 +103,7 @@ export function checkS3Env(who: string, check: { endpoint?: boolean; region?: bo
  * messages under the `debug` namespace `stream-segment:sdk`.
  */
 export function createS3Client(options: CreateS3ClientOptions = {}): S3Client {
-  if (typeof options !== 'object' || options === null) {
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
     throw StreamSegmentError.invalidArgument(`createS3Client: options must be an object, got ${describeValue(options)}`)
   }
   // A name neither ours nor the SDK's would be ignored by the SDK without a word.

@@ -306,7 +306,7 @@ export class S3Store implements ObjectStore {
   }
 
   constructor(options: S3StoreOptions) {
-    if (typeof options !== 'object' || options === null) {
+    if (typeof options !== 'object' || options === null || Array.isArray(options)) {
       throw StreamSegmentError.invalidArgument(
         `S3Store: options must be an object ({ client, bucket, prefix }), got ${describeValue(options)}`,
       )
