@@ -26,6 +26,7 @@ import { checkByteRange, checkOptionNames, type ReadOptions, resolveReadOptions 
 import { type StoreLocation, storeAt } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import { localFileError, writeFully } from '../util/local-fs.js'
+import { unlessAborted } from '../util/signals.js'
 import { showValue } from '../util/typed-arrays.js'
 import { checkStreamOptions, countingStore, withOpen } from './options.js'
 
@@ -91,7 +92,11 @@ export async function downloadFile(
   let tmpExists = false
   try {
     const counted = countingStore(store, opening, abortOpen.signal)
-    const file = await openedUnlessAborted(SegmentFile.open(counted.store, { cno, readOnly: true }), abortOpen.signal)
+    const file = await unlessAborted(
+      SegmentFile.open(counted.store, { cno, readOnly: true }),
+      abortOpen.signal,
+      (late) => late.close().catch(() => undefined),
+    )
     counted.stop()
     handle = file
     if (signal?.aborted) throw aborted()
@@ -152,33 +157,4 @@ export async function downloadFile(
     if (tmpExists) await rm(tmp, { force: true })
     await handle?.close().catch(() => undefined) // an aborted handle refuses close; nothing is held
   }
-}
-
-/**
- * The handle `opening` gives, or a rejection as soon as `signal` fires: an open waiting on
- * a request that does not hear the signal (a custom store's, a read blocked on a hung
- * mount) must not hold the abort back. A handle that comes after is closed.
- */
-function openedUnlessAborted(opening: Promise<SegmentFile>, signal: AbortSignal): Promise<SegmentFile> {
-  return new Promise<SegmentFile>((resolve, reject) => {
-    const onAbort = () => {
-      opening.then(
-        (late) => late.close().catch(() => undefined),
-        () => undefined,
-      )
-      reject(signal.reason)
-    }
-    if (signal.aborted) onAbort()
-    else signal.addEventListener('abort', onAbort, { once: true })
-    opening.then(
-      (file) => {
-        signal.removeEventListener('abort', onAbort)
-        resolve(file)
-      },
-      (err) => {
-        signal.removeEventListener('abort', onAbort)
-        reject(err)
-      },
-    )
-  })
 }

@@ -42,6 +42,7 @@ import { fileState, SegmentFile } from '../segment-file.js'
 import { checkByteRange, checkOptionNames, givenOr, type ReadOptions, resolveReadOptions } from '../settings.js'
 import type { ObjectStore } from '../store/types.js'
 import { givePieces, isLentPiece } from '../util/piece-pool.js'
+import { unlessAborted } from '../util/signals.js'
 import { describeValue, showValue } from '../util/typed-arrays.js'
 import { checkStreamOptions, countingStore, destroyOnAbort, type StreamLocation, storeOf, withOpen } from './options.js'
 
@@ -165,18 +166,10 @@ export class StreamSegmentReadStream extends Readable {
    * (see `stopping`); what `work` does after a stop is let go (its pieces given back).
    */
   private untilStopped(work: Promise<void>, cb: Callback): void {
-    const signal = this.stopping.signal
-    let called = false
-    const done = (err: unknown) => {
-      if (called) return
-      called = true
-      signal.removeEventListener('abort', onStop)
-      cb(err === null ? null : this.failure(err))
-    }
-    const onStop = () => done(signal.reason)
-    if (signal.aborted) onStop()
-    else signal.addEventListener('abort', onStop, { once: true })
-    work.then(() => done(null), done)
+    unlessAborted(work, this.stopping.signal).then(
+      () => cb(null),
+      (err) => cb(this.failure(err)),
+    )
   }
 
   /**

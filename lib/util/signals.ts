@@ -55,3 +55,30 @@ export function signalAfter(parent: AbortSignal | undefined, ms: number): { sign
     },
   }
 }
+
+/**
+ * `work`'s outcome, or a rejection with `signal`'s reason as soon as it fires, whichever
+ * comes first: a caller that is stopped is not held by work that does not hear the signal
+ * (a custom store's request, a read blocked on a hung mount). A value `work` gives after
+ * that goes to `late` (a handle to close, say); a failure after it is let go.
+ */
+export function unlessAborted<T>(work: Promise<T>, signal: AbortSignal, late?: (value: T) => void): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => {
+      work.then(late, () => undefined)
+      reject(signal.reason)
+    }
+    if (signal.aborted) return onAbort()
+    signal.addEventListener('abort', onAbort, { once: true })
+    work.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort)
+        resolve(value)
+      },
+      (err) => {
+        signal.removeEventListener('abort', onAbort)
+        reject(err)
+      },
+    )
+  })
+}
