@@ -232,7 +232,7 @@ export async function gc(where: StoreLocation | ObjectStore, options: GcOptions 
   // runs, so they are kept; swept, the roll-forward would publish a checkpoint whose
   // objects are gone.
   if (first !== undefined) {
-    const next = await rollForwardCandidates(store, listing, first.inode, complete, format, signal)
+    const next = await rollForwardCandidates({ store, listing, complete, format, signal }, first.inode)
     for (const [cno, inode] of next) {
       if (retained.has(cno)) continue
       retained.add(cno)
@@ -487,18 +487,22 @@ interface PartZero {
   baseInode: Inode
 }
 
-/** What keptHeaders reads from: the checkpoints kept so far, and those `keep` chooses among. */
-interface KeptChoice {
+/** Where readPartZeros reads part 0 headers: the listing's complete checkpoints, in `format`. */
+interface PartZeroSource {
   store: ObjectStore
   listing: ContainerListing
+  complete: ReadonlyMap<number, unknown>
+  format: number | undefined
+  signal: AbortSignal | undefined
+}
+
+/** What keptHeaders reads from: the checkpoints kept so far, and those `keep` chooses among. */
+interface KeptChoice extends PartZeroSource {
   /** Kept by the other rules; those `keep` chooses are added. */
   retained: Set<number>
   /** The complete checkpoints up to the published one, newest first. */
   upToPublished: readonly number[]
   keep: number
-  complete: ReadonlyMap<number, unknown>
-  format: number | undefined
-  signal: AbortSignal | undefined
 }
 
 /**
@@ -564,10 +568,10 @@ async function keptHeaders(choice: KeptChoice): Promise<Map<number, PartZero>> {
  * if that checkpoint is kept).
  */
 async function readPartZeros(
-  choice: KeptChoice,
-  cnos: ReadonlySet<number>,
+  from: PartZeroSource,
+  cnos: Iterable<number>,
 ): Promise<Map<number, PartZero | { failed: unknown }>> {
-  const { store, listing, complete, format, signal } = choice
+  const { store, listing, complete, format, signal } = from
   const out = new Map<number, PartZero | { failed: unknown }>()
   const limiter = new Limiter(8)
   await Promise.all(
@@ -589,18 +593,13 @@ async function readPartZeros(
 }
 
 /** What walking the chain of checkpoints superseded within the grace period reads from. */
-interface GraceChain {
-  store: ObjectStore
-  listing: ContainerListing
+interface GraceChain extends PartZeroSource {
   /** The published checkpoint, where the chain starts. */
   published: number
   /** The part 0s already read (those kept by a rule). */
   headers: ReadonlyMap<number, PartZero>
-  complete: ReadonlyMap<number, unknown>
   graceMs: number
   now: number
-  format: number | undefined
-  signal: AbortSignal | undefined
 }
 
 /**
@@ -666,27 +665,14 @@ async function supersededLately(chain: GraceChain): Promise<Map<number, Inode>> 
  * its error, which matters only if the walk reaches it.
  */
 async function basesWithinGrace(chain: GraceChain): Promise<Map<number, Inode | { failed: unknown }>> {
-  const { store, listing, published, headers, complete, graceMs, now, format, signal } = chain
+  const { listing, published, headers, complete, graceMs, now } = chain
   const recent = (cno: number) => {
     const at = listing.modified.get(segmentKey(cno, 0))
     return at !== undefined && now - at < graceMs
   }
   const cnos = [...complete.keys()].filter((c) => c <= published && !headers.has(c) && recent(c))
-  const bases = new Map<number, Inode | { failed: unknown }>()
-  const limiter = new Limiter(8)
-  await Promise.all(
-    cnos.map((cno) =>
-      limiter.run(async () => {
-        const size = listing.sizes.get(segmentKey(cno, 0))
-        try {
-          bases.set(cno, (await readObjectHeader(store, cno, 0, { format, size, signal })).header.baseInode)
-        } catch (err) {
-          bases.set(cno, { failed: err })
-        }
-      }),
-    ),
-  )
-  return bases
+  const read = await readPartZeros(chain, cnos)
+  return new Map([...read].map(([cno, h]) => [cno, 'failed' in h ? h : h.baseInode]))
 }
 
 /**
@@ -695,35 +681,24 @@ async function basesWithinGrace(chain: GraceChain): Promise<Map<number, Inode | 
  * part 0 that cannot be read is not one (a writer checks it before it rolls forward).
  * They are read a bounded number at a time, not one after another.
  */
-async function rollForwardCandidates(
-  store: ObjectStore,
-  listing: ContainerListing,
-  published: Inode,
-  complete: ReadonlyMap<number, unknown>,
-  format: number | undefined,
-  signal: AbortSignal | undefined,
-): Promise<Map<number, Inode>> {
-  const limiter = new Limiter(8)
-  const above = [...complete.keys()].filter((c) => c > published.cno).sort((a, b) => a - b)
-  const found = await Promise.all(
-    above.map((cno) =>
-      limiter.run(async (): Promise<Inode | undefined> => {
-        const key = segmentKey(cno, 0)
-        try {
-          const { header } = await readObjectHeader(store, cno, 0, { format, size: listing.sizes.get(key), signal })
-          return sameInode(header.baseInode, published) ? header.inode : undefined
-        } catch (err) {
-          if (!isUnreadable(err)) throw err
-          log('%s: checkpoint %d above the published one cannot be read (%s): not kept', store.url, cno, err.message)
-          return undefined
-        }
-      }),
-    ),
-  )
+async function rollForwardCandidates(from: PartZeroSource, published: Inode): Promise<Map<number, Inode>> {
+  const above = [...from.complete.keys()].filter((c) => c > published.cno).sort((a, b) => a - b)
+  const read = await readPartZeros(from, above)
   const out = new Map<number, Inode>()
-  found.forEach((inode, i) => {
-    if (inode !== undefined) out.set(above[i] as number, inode)
-  })
+  for (const cno of above) {
+    const h = read.get(cno) as PartZero | { failed: unknown }
+    if ('failed' in h) {
+      if (!isUnreadable(h.failed)) throw h.failed
+      log(
+        '%s: checkpoint %d above the published one cannot be read (%s): not kept',
+        from.store.url,
+        cno,
+        h.failed.message,
+      )
+    } else if (sameInode(h.baseInode, published)) {
+      out.set(cno, h.inode)
+    }
+  }
   return out
 }
 
