@@ -6,7 +6,7 @@
 import { StreamSegmentError } from '../errors.js'
 import { checkpointPrefix, INODE_KEY, parseKey } from '../format/names.js'
 import { MAX_CNO } from '../format/pointer.js'
-import type { MultipartUpload, ObjectStore } from '../store/types.js'
+import type { ListEntry, MultipartUpload, ObjectStore } from '../store/types.js'
 
 export interface ContainerListing {
   /** Size of every segment object, by key. */
@@ -150,16 +150,35 @@ export async function checkpointKeys(
   signal?: AbortSignal,
 ): Promise<Set<string>> {
   const out = new Set<string>()
-  for await (const e of store.list('', { signal, startAfter: checkpointPrefix(from) })) {
-    const k = parseKey(e.key)
-    if (k?.kind !== 'segment') {
-      if ((e.key[0] as string) > '9') break // `inode` and beyond: segment keys start with digits
-      continue
-    }
-    if (k.cno > to) break
-    if (k.cno >= from) out.add(e.key)
+  for await (const { entry, cno } of segmentsFrom(
+    store.list('', { signal, startAfter: checkpointPrefix(from) }),
+    from,
+  )) {
+    if (cno > to) break
+    out.add(entry.key)
   }
   return out
+}
+
+/**
+ * The segment objects of `listing` (a listing taken up at `from`'s keys, `startAfter`)
+ * with their numbers, from `from` on, in order, up to the first key that is none: keys of
+ * lower numbers (a store that ignores `startAfter`) and keys that are not the container's
+ * are passed over, and `inode` and what sorts after it ends it (segment keys start with
+ * digits).
+ */
+async function* segmentsFrom(
+  listing: AsyncIterable<ListEntry>,
+  from: number,
+): AsyncGenerator<{ entry: ListEntry; cno: number }> {
+  for await (const entry of listing) {
+    const k = parseKey(entry.key)
+    if (k?.kind !== 'segment') {
+      if ((entry.key[0] as string) > '9') return
+      continue
+    }
+    if (k.cno >= from) yield { entry, cno: k.cno }
+  }
 }
 
 /** A segment object as a listing gives it: its size, ETag and time. */
@@ -181,13 +200,8 @@ export async function objectsFrom(
 ): Promise<Map<string, ListedObject>> {
   const out = new Map<string, ListedObject>()
   if (from > MAX_CNO) return out // past the last number: no key carries it
-  for await (const e of store.list('', { signal, startAfter: checkpointPrefix(from) })) {
-    const k = parseKey(e.key)
-    if (k?.kind !== 'segment') {
-      if ((e.key[0] as string) > '9') break // `inode` and beyond: segment keys start with digits
-      continue
-    }
-    if (k.cno >= from) out.set(e.key, { size: e.size, etag: e.etag, lastModifiedMs: e.lastModifiedMs })
+  for await (const { entry: e } of segmentsFrom(store.list('', { signal, startAfter: checkpointPrefix(from) }), from)) {
+    out.set(e.key, { size: e.size, etag: e.etag, lastModifiedMs: e.lastModifiedMs })
   }
   return out
 }
@@ -210,20 +224,14 @@ export async function* numbersTaken(
   if (from > MAX_CNO) return // past the last number: no key carries it
   let cno = from
   let objects: CheckpointObjects = new Map()
-  // An interrupt is said as what was interrupted: the store alone says `list  aborted`.
+  // An interrupt is said as what was interrupted: the store alone says `list aborted`.
   const listing = interruptedAs(
     store.list('', { signal, startAfter: checkpointPrefix(from) }),
     `${store.url}: interrupted while looking for the checkpoint numbers taken from ${from} on (objects of earlier attempts that the next checkpoint must skip)`,
   )
-  for await (const e of listing) {
-    const k = parseKey(e.key)
-    if (k?.kind !== 'segment') {
-      if ((e.key[0] as string) > '9') break // `inode` and beyond: segment keys start with digits
-      continue // not a segment key
-    }
-    if (k.cno < from) continue
-    if (k.cno !== cno) {
-      if (k.cno !== cno + 1 || objects.size === 0) break // a number no object uses
+  for await (const { entry: e, cno: n } of segmentsFrom(listing, from)) {
+    if (n !== cno) {
+      if (n !== cno + 1 || objects.size === 0) break // a number no object uses
       yield { cno, objects }
       cno++
       objects = new Map()
