@@ -4,6 +4,7 @@
  */
 import { SegmentFile } from '../../lib/segment-file.js'
 import type { Settings } from '../../lib/settings.js'
+import { MemoryStore } from '../../lib/store/memory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
 import { pattern } from './pattern.js'
 
@@ -125,4 +126,25 @@ export function outcomeWithin(p: Promise<unknown>, ms: number, what: string): Pr
     ms,
     what,
   )
+}
+
+/**
+ * A 24 MiB file of many objects as checkpoint 1 (its last blocks' data and leaves in part
+ * 0), and one block written again as checkpoint 2, in a memory store: an older checkpoint
+ * to open by number.
+ */
+export async function olderCheckpointOfMany(format: 'stream' | 'parted'): Promise<MemoryStore> {
+  const MiB = 1024 * KiB
+  const store = new MemoryStore()
+  const f = await SegmentFile.create(store, {
+    format,
+    dataCacheDirtyMaxBytesThreshold: 2 * MiB,
+    segmentBufferSize: 4 * MiB,
+  })
+  for (let at = 0; at < 24 * MiB; at += MiB) await f.write(at, pattern(at, MiB, 2))
+  if ((await f.flush()).objects < 8) throw new Error('olderCheckpointOfMany: fewer than 8 objects')
+  await f.write(4 * KiB, pattern(0, 4 * KiB, 3))
+  await f.flush()
+  await f.close()
+  return store
 }

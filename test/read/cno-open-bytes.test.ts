@@ -18,30 +18,15 @@ import { segmentKey } from '../../lib/format/names.js'
 import { decodeNode } from '../../lib/format/node.js'
 import { pointerPart, pointerUnit, UNIT_BYTES } from '../../lib/format/pointer.js'
 import { SegmentFile } from '../../lib/segment-file.js'
-import { MemoryStore } from '../../lib/store/memory.js'
+import type { MemoryStore } from '../../lib/store/memory.js'
 import type { GetOptions, ObjectStore } from '../../lib/store/types.js'
+import { olderCheckpointOfMany } from '../helpers/containers.js'
 import { pattern } from '../helpers/pattern.js'
 
 const KiB = 1024
 const MiB = 1024 * KiB
 const SIZE = 24 * MiB
 const KEY = segmentKey(1, 0)
-
-/** A file of many objects (checkpoint 1: its last blocks' data and leaves in part 0), and a checkpoint 2 on top. */
-async function container(format: 'stream' | 'parted'): Promise<MemoryStore> {
-  const store = new MemoryStore()
-  const f = await SegmentFile.create(store, {
-    format,
-    dataCacheDirtyMaxBytesThreshold: 2 * MiB,
-    segmentBufferSize: 4 * MiB,
-  })
-  for (let at = 0; at < SIZE; at += MiB) await f.write(at, pattern(at, MiB, 2))
-  assert.ok((await f.flush()).objects >= 8)
-  await f.write(4 * KiB, pattern(0, 4 * KiB, 3))
-  await f.flush()
-  await f.close()
-  return store
-}
 
 /** Where things lie in checkpoint 1's part 0: its summary, the index node under the root, the last leaf. */
 async function part0(store: MemoryStore, format: 'stream' | 'parted') {
@@ -129,7 +114,7 @@ async function corrupt(store: ObjectStore, at: number, what: RegExp): Promise<vo
 for (const format of ['stream', 'parted'] as const) {
   describe(`${format}: part 0's bytes read by an open by checkpoint number`, () => {
     it("damaged on storage in its summary: its data's reads fail naming it, the others read", async () => {
-      const store = await container(format)
+      const store = await olderCheckpointOfMany(format)
       const at = await part0(store, format)
       await flipStored(store, at.summary + 5)
       await corrupt(store, LAST, /summary/)
@@ -137,7 +122,7 @@ for (const format of ['stream', 'parted'] as const) {
     })
 
     it('damaged on storage in the index node under the root: reads fail naming it', async () => {
-      const store = await container(format)
+      const store = await olderCheckpointOfMany(format)
       const at = await part0(store, format)
       await flipStored(store, at.index + 100)
       await corrupt(store, MIDDLE, new RegExp(`meta block at ${at.index}`))
@@ -145,7 +130,7 @@ for (const format of ['stream', 'parted'] as const) {
     })
 
     it('damaged on storage in a leaf part 0 holds: reads under it fail naming it, the others read', async () => {
-      const store = await container(format)
+      const store = await olderCheckpointOfMany(format)
       const at = await part0(store, format)
       await flipStored(store, at.leaf + 100)
       await corrupt(store, LAST, new RegExp(`meta block at ${at.leaf}`))
@@ -154,7 +139,7 @@ for (const format of ['stream', 'parted'] as const) {
 
     for (const where of ['summary', 'index', 'leaf'] as const) {
       it(`damaged on the way in the open's answer (${where}): the read asks the store again and reads right`, async () => {
-        const inner = await container(format)
+        const inner = await olderCheckpointOfMany(format)
         const at = await part0(inner, format)
         const offset = where === 'summary' ? at.summary + 5 : at[where] + 100
         const { store, ranges } = flipOnTheWay(inner, at.size, offset)
@@ -164,7 +149,7 @@ for (const format of ['stream', 'parted'] as const) {
     }
 
     it('taken once: the first read takes the bytes, a later read of part 0 GETs', async () => {
-      const inner = await container(format)
+      const inner = await olderCheckpointOfMany(format)
       const { store, ranges } = flipOnTheWay(inner, 0, undefined)
       const r = await SegmentFile.open(store, { readOnly: true, cno: 1 })
       assert.ok(Buffer.from(await r.read(MIDDLE, 4 * KiB)).equals(pattern(MIDDLE, 4 * KiB, 2)))

@@ -16,6 +16,7 @@ import { MemoryStore } from '../../lib/store/memory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
 import { createStreamSegmentReadStream } from '../../lib/streams/read-stream.js'
 import { drain } from '../helpers/assert.js'
+import { olderCheckpointOfMany } from '../helpers/containers.js'
 import { pattern } from '../helpers/pattern.js'
 import { ThrottledStore } from '../helpers/throttled-store.js'
 
@@ -154,18 +155,7 @@ describe('opening a checkpoint by number, read-only', () => {
     ['parted', 3],
   ] as const) {
     it(`${format}: open and a cold 4 KiB read of an older checkpoint: 1 HEAD and ${gets} GETs`, async () => {
-      const inner = new MemoryStore()
-      const size = 24 * MiB
-      const f = await SegmentFile.create(inner, {
-        format,
-        dataCacheDirtyMaxBytesThreshold: 2 * MiB,
-        segmentBufferSize: 4 * MiB,
-      })
-      for (let at = 0; at < size; at += MiB) await f.write(at, pattern(at, MiB, 2))
-      assert.ok((await f.flush()).objects >= 8)
-      await f.write(4 * KiB, pattern(0, 4 * KiB, 3))
-      await f.flush()
-      await f.close()
+      const inner = await olderCheckpointOfMany(format)
       const at = 12 * MiB
       const store = new ThrottledStore(inner, { latencyMs: 0, bandwidth: Number.POSITIVE_INFINITY })
       const r = await SegmentFile.open(store, { readOnly: true, cno: 1 })
