@@ -548,6 +548,12 @@ export class WalLog {
         at = path
         await fs.rm(path)
       }
+      // Gone for good only once the folder is fsynced, as dropBefore does: a dropped file back
+      // after a crash may follow on once records are appended to the one before it, and replay.
+      if (gone.length > 0 || dropped !== undefined) {
+        at = dir
+        await syncDir(dir)
+      }
       const last = generations.at(-1)
       const replayed = generations.map(({ header: _, ...g }) => g)
       if (last === undefined) {

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
 import { promises as fs, constants as fsConstants } from 'node:fs'
 import { syncBuiltinESMExports } from 'node:module'
-import { sep } from 'node:path'
+import { basename, join, sep } from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { SegmentFile } from '../../lib/segment-file.js'
@@ -92,6 +92,33 @@ async function baseThenOne(t: TestContext, name: string) {
     disk.stuck && String(args[0]).endsWith('.log') ? Promise.reject(osError('EIO', 'unlink')) : rm(...args),
   )
   return { store, dir, f, disk }
+}
+
+/**
+ * Records, in order, each log file removed (`rm NAME`) and each fsync of the folder `dir`
+ * itself (`fsync folder`), as the log makes them through fs.promises (the mocks go with `t`).
+ */
+function watchRemovalsAndFolderSyncs(t: TestContext, dir: string): string[] {
+  const events: string[] = []
+  const rm = fs.rm
+  t.mock.method(fs, 'rm', (...args: Parameters<typeof fs.rm>) => {
+    if (String(args[0]).endsWith('.log')) events.push(`rm ${basename(String(args[0]))}`)
+    return rm(...args)
+  })
+  const open = fs.open
+  t.mock.method(fs, 'open', async (...args: Parameters<typeof fs.open>) => {
+    const fh = await open(...args)
+    if (String(args[0]) === dir) {
+      const sync = fh.sync.bind(fh)
+      fh.sync = () => {
+        events.push('fsync folder')
+        return sync()
+      }
+    }
+    return fh
+  })
+  syncBuiltinESMExports() // the folder's fsync (syncDir) takes fs from node:fs/promises
+  return events
 }
 
 /** A log in a new folder whose first record's fsync failed (the failure sticks: fsync works again after it). */
@@ -562,6 +589,47 @@ describe('the WAL when the file system fails', () => {
           () => {},
         )
       }
+    }
+  })
+  it('files the open removes (void ones a reset left, one that does not follow on) are gone for good: the folder is fsynced after', async (t) => {
+    // Void: a reset whose removal of the older file failed (a disk that fails) leaves it to the next open.
+    const voidDir = await walDir()
+    {
+      const { log } = await openLog(voidDir)
+      await log.appendWrite(0, Buffer.from('a'))
+      const rm = fs.rm
+      const stuck = t.mock.method(fs, 'rm', (...args: Parameters<typeof fs.rm>) =>
+        String(args[0]).endsWith(walFileName(1)) ? Promise.reject(osError('EIO', 'unlink')) : rm(...args),
+      )
+      await log.reset(1)
+      stuck.mock.restore()
+      await log.close()
+    }
+    // Dropped: a newest file torn in its header (a crash while it was made) after a whole one.
+    const tornDir = await walDir()
+    {
+      const { log } = await openLog(tornDir)
+      await log.appendWrite(0, Buffer.from('a'))
+      await log.close()
+      await fs.writeFile(join(tornDir, walFileName(2)), Buffer.alloc(10))
+    }
+    for (const [dir, removed] of [
+      [voidDir, walFileName(1)],
+      [tornDir, walFileName(2)],
+    ] as const) {
+      assert.ok((await fs.readdir(dir)).includes(removed), `${removed} is there before the open`)
+      const events = watchRemovalsAndFolderSyncs(t, dir)
+      const { log } = await openLog(dir)
+      t.mock.restoreAll()
+      syncBuiltinESMExports()
+      await log.close()
+      assert.ok(!(await fs.readdir(dir)).includes(removed), `${removed} removed by the open`)
+      const at = events.lastIndexOf(`rm ${removed}`)
+      assert.ok(at >= 0, `the open removes ${removed}: ${events.join(', ')}`)
+      assert.ok(
+        events.indexOf('fsync folder', at) > at,
+        `the folder is fsynced after ${removed} is removed: ${events.join(', ')}`,
+      )
     }
   })
 })
