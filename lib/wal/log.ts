@@ -105,7 +105,7 @@ export interface WalLogOptions {
   sync?: WalSync
   /** The container's creation time (its inodes' ctimeMs), written in the header of every file made. */
   ctimeMs?: number
-  /** With `sync: 'interval'`: the longest time an appended record waits for its fsync. */
+  /** With `sync: 'interval'` only (refused with another mode): the longest time an appended record waits for its fsync. */
   intervalMs?: number
   /** Tests: called before each fsync. */
   onSync?: () => void
@@ -134,6 +134,13 @@ export function checkWalLogOptions(o: Pick<WalLogOptions, 'sync' | 'intervalMs'>
   }
   if (ms !== undefined && !(Number.isInteger(ms) && ms >= 1 && ms <= 60_000)) {
     throw StreamSegmentError.invalidArgument(`wal.intervalMs is ${describeValue(ms)}: an integer from 1 to 60000`)
+  }
+  // Taken without a word, it would promise a loss window the mode does not keep.
+  if (ms !== undefined && sync !== 'interval') {
+    const mode = sync === undefined ? "'always' (the default)" : `'${sync}'`
+    throw StreamSegmentError.invalidArgument(
+      `wal.intervalMs (${ms}) is for wal.sync 'interval', and wal.sync is ${mode}: give sync 'interval', or no intervalMs`,
+    )
   }
 }
 

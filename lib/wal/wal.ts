@@ -53,7 +53,7 @@ export interface WalOptions {
   dir: string
   /** When an append is durable before the call resolves: 'always' (default), 'interval', 'none'. */
   sync?: WalSync
-  /** With sync 'interval': the longest an appended record waits for its fsync (ms, default 100). */
+  /** With sync 'interval' only (refused with another mode): the longest an appended record waits for its fsync (ms, default 100). */
   intervalMs?: number
 }
 

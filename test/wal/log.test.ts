@@ -6,7 +6,7 @@ import { after, describe, it } from 'node:test'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { crc32 } from '../../lib/util/crc32.js'
 import { listGenerations, WalLog, type WalLogOptions, type WalRecord, walFileName } from '../../lib/wal/log.js'
-import { inspectWal } from '../../lib/wal/wal.js'
+import { checkWalOptions, inspectWal } from '../../lib/wal/wal.js'
 import { rejectsCode } from '../helpers/assert.js'
 
 const roots: string[] = []
@@ -472,6 +472,41 @@ describe('WAL log', () => {
       'ERR_INVALID_ARGUMENT',
       /wal.intervalMs is number 0/,
     )
+  })
+
+  it('refuses intervalMs with a sync mode that does not use it, naming the option and the mode', async () => {
+    const cases: Array<[Parameters<typeof WalLog.open>[3], RegExp]> = [
+      [
+        { sync: 'always', intervalMs: 50 },
+        /^wal\.intervalMs \(50\) is for wal\.sync 'interval', and wal\.sync is 'always'/,
+      ],
+      [
+        { sync: 'none', intervalMs: 50 },
+        /^wal\.intervalMs \(50\) is for wal\.sync 'interval', and wal\.sync is 'none'/,
+      ],
+      [
+        { intervalMs: 50 },
+        /^wal\.intervalMs \(50\) is for wal\.sync 'interval', and wal\.sync is 'always' \(the default\)/,
+      ],
+    ]
+    for (const [options, message] of cases) {
+      const dir = await freshDir()
+      await rejectsCode(
+        WalLog.open(dir, 1, () => {}, options),
+        'ERR_INVALID_ARGUMENT',
+        message,
+      )
+      // The `wal` option of a handle or a stream, checked before its folder is touched.
+      assert.throws(
+        () => checkWalOptions({ dir, ...options }),
+        (e) => StreamSegmentError.is(e, 'ERR_INVALID_ARGUMENT') && message.test(e.message),
+      )
+      await assert.rejects(fs.stat(dir), { code: 'ENOENT' })
+    }
+    // With 'interval' it is taken.
+    const { log } = await WalLog.open(await freshDir(), 1, () => {}, { sync: 'interval', intervalMs: 50 })
+    assert.equal(log.intervalMs, 50)
+    await log.close()
   })
 
   it('a file that is not a log fails the open with ERR_CORRUPT, naming it', async () => {
