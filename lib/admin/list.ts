@@ -4,7 +4,11 @@
  * - A checkpoint is openable when its part 0 exists. Parts of a cno without a part 0 are
  *   an abandoned attempt: listed apart, never openable (ERR_NOT_FOUND naming the cno).
  * - A part 0 newer than the published inode is a complete checkpoint whose publication
- *   was interrupted ('unpublished'). With an `inode` object that cannot be read (damaged,
+ *   was interrupted ('unpublished'). So is one below it that is not in its history (each
+ *   part 0 names the inode it was built on, the one it replaced: the chain gc keeps too):
+ *   a writer that lost a conflict stored it, then published its view under a later
+ *   number. Below where that chain cannot be followed (a part 0 on it gone or unreadable)
+ *   an older one is 'complete', as it may have been published. With an `inode` object that cannot be read (damaged,
  *   gone, a newer layout), which checkpoint is published is not known: every state is
  *   'unknown', never one that claims it. Every part 0 is read in the container's format,
  *   which the `inode` object names (an object's far end is file content, which could
@@ -40,16 +44,18 @@ export interface CheckpointEntry {
   /** When it was made (its inode's mtime, ms since the epoch). */
   timeMs: number
   /**
-   * 'published': the one the `inode` object names; 'complete': an older one;
-   * 'unpublished': a newer one; 'unknown': any, when the `inode` object cannot be read
-   * (`inodeError`), so that which one is published is not known.
+   * 'published': the one the `inode` object names; 'complete': an older one, published
+   * once (in the published one's history, or older than where that can be followed);
+   * 'unpublished': one the inode never named, a newer one or an older one not in that
+   * history (a writer that lost a conflict); 'unknown': any, when the `inode` object cannot
+   * be read (`inodeError`), so that which one is published is not known.
    */
   state: 'published' | 'complete' | 'unpublished' | 'unknown'
   /** The checkpoint it was built on, as its part 0's header says (0: the container's first; −1 when unreadable). */
   baseCno: number
   /**
    * 'unpublished' only: whether a writer opening the container would publish it (roll it
-   * forward), once its part 0 is older than `rollForwardAfterMs` and its content checks
+   * forward; never one below the published checkpoint), once its part 0 is older than `rollForwardAfterMs` and its content checks
    * out: it is built on exactly the published checkpoint, or on an unpublished one that
    * would be (its writer stopped between part 0 and the inode). False for one built on
    * another (a writer that lost to another, or gave its changes up): never published.
@@ -111,6 +117,7 @@ export async function listCheckpoints(
     signal,
   )
   markRollForward(checkpoints, publishedInode, inodes, bases)
+  markOffHistory(checkpoints, published, bases)
   await countUniqueBytes(store, listing, checkpoints, inodes, signal)
   let storedBytes = 0
   for (const size of listing.sizes.values()) storedBytes += size
@@ -203,6 +210,35 @@ function markRollForward(
     const inode = inodes.get(c.cno)
     c.rollsForward = current !== undefined && base !== undefined && inode !== undefined && sameInode(base, current)
     if (c.rollsForward) current = inode
+  }
+}
+
+/**
+ * Marks 'unpublished' (never to be: `rollsForward` false) the checkpoints below the
+ * published one that are not in its history, as gc follows it (keptHeaders): from the
+ * published checkpoint down, each part 0 names the checkpoint it was built on, the one
+ * it replaced. Where a link cannot be read (a part 0 gone, unreadable, or naming no older
+ * checkpoint) the chain ends, and what lies below that link is left 'complete': it may be
+ * in the history.
+ */
+function markOffHistory(checkpoints: CheckpointEntry[], published: number, bases: ReadonlyMap<number, Inode>): void {
+  if (published === 0) return
+  const history = new Set<number>()
+  /** The links below this are not known. */
+  let floor = published
+  for (let cno = published; ; ) {
+    history.add(cno)
+    const base = bases.get(cno)?.cno
+    if (base === undefined || base >= cno) break
+    floor = base
+    if (base === 0 || !bases.has(base)) break
+    cno = base
+  }
+  for (const c of checkpoints) {
+    if (c.state === 'complete' && c.cno > floor && !history.has(c.cno)) {
+      c.state = 'unpublished'
+      c.rollsForward = false
+    }
   }
 }
 

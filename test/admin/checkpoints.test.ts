@@ -115,6 +115,43 @@ describe('checkpoints', () => {
     await open.close()
   })
 
+  it("a conflict loser's part 0 below the published checkpoint is unpublished, never published: not complete", async () => {
+    const s = new MemoryStore()
+    const f = await SegmentFile.create(s)
+    await f.write(0, pattern(0, 20_000, 1))
+    await f.flush() // 1
+    await f.close()
+    const a = await SegmentFile.open(s)
+    const b = await SegmentFile.open(s) // conflictPolicy 'retry', the default
+    await a.write(0, pattern(0, 20_000, 2))
+    await b.write(0, pattern(0, 20_000, 3))
+    assert.equal((await a.flush()).cno, 2)
+    assert.equal((await b.flush()).cno, 4, 'b lost with 3 (its part 0 stays), then published its view as 4')
+    await a.close()
+    await b.close()
+    const list = await listCheckpoints(s)
+    assert.deepEqual(
+      list.checkpoints.map((c) => [c.cno, c.state, c.baseCno, c.rollsForward]),
+      [
+        [1, 'complete', 0, undefined],
+        [2, 'complete', 1, undefined],
+        [3, 'unpublished', 1, false],
+        [4, 'published', 2, undefined],
+      ],
+    )
+    // A part 0 on the history gone (gc dropped 2): 4 was still built on 2, so 3 is not in the
+    // history; what 2 was built on is not known, so 1 is not judged.
+    await s.delete(segmentKey(2, 0))
+    assert.deepEqual(
+      (await listCheckpoints(s)).checkpoints.map((c) => [c.cno, c.state]),
+      [
+        [1, 'complete'],
+        [3, 'unpublished'],
+        [4, 'published'],
+      ],
+    )
+  })
+
   for (const [label, edit, code] of [
     ['damaged', (b: Buffer) => b.writeUInt8((b[40] as number) ^ 0x10, 40), 'ERR_CORRUPT'],
     ['of a newer layout', (b: Buffer) => b.writeUInt16LE(2, 8), 'ERR_UNSUPPORTED'],

@@ -43,7 +43,7 @@ describe('gc keep: the published history', () => {
       [
         [1, 'complete', 0],
         [2, 'complete', 1],
-        [3, 'complete', 1],
+        [3, 'unpublished', 1],
         [4, 'published', 2],
       ],
     )

@@ -453,7 +453,7 @@ describe('roll-forward', () => {
       list.checkpoints.map((c) => [c.cno, c.state]),
       [
         [1, 'complete'],
-        [2, 'complete'],
+        [2, 'unpublished'],
         [3, 'published'],
       ],
     )
