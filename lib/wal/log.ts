@@ -144,6 +144,11 @@ export function checkWalLogOptions(o: Pick<WalLogOptions, 'sync' | 'intervalMs'>
   }
 }
 
+/** Whether `name` is a log file's (`wal-<generation, 10 digits>.log`). */
+export function isWalFileName(name: string): boolean {
+  return FILE_RE.test(name)
+}
+
 export function walFileName(generation: number): string {
   return `wal-${String(generation).padStart(10, '0')}.log`
 }

@@ -39,6 +39,7 @@ import { describeValue, showValue } from '../util/typed-arrays.js'
 import {
   checkWalLogOptions,
   inspectWalFiles,
+  isWalFileName,
   readHeaders,
   type WalDropped,
   type WalGeneration,
@@ -307,6 +308,13 @@ export async function inspectWal(
   }
   const st = await fs.stat(dir).catch(() => undefined)
   if (!st?.isDirectory()) throw StreamSegmentError.notFound(`${dir}: no WAL folder here`)
+  // A folder no writer has used (a typo'd path, another program's folder): read as a log,
+  // it would pass for an empty one. The first open records the container there. A folder
+  // that cannot be listed is left to the read below, which says why.
+  const names = await fs.readdir(dir).catch(() => undefined)
+  if (names !== undefined && !names.some((n) => n === BINDING || n === LOCK || isWalFileName(n))) {
+    throw StreamSegmentError.notFound(`${dir}: no write-ahead log here (no ${BINDING} record, no wal-*.log file)`)
+  }
   const container = await readBinding(join(dir, BINDING)).catch(() => undefined)
   const lockedBy = await lockHolder(dir)
   return { ...(await inspectWalFiles(dir)), container, lockedBy }

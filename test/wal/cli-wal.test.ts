@@ -62,6 +62,35 @@ describe('CLI: inspect --wal', () => {
     assert.equal(none.status, 3, none.stderr)
     assert.match(none.stderr, /no WAL folder here/)
   })
+
+  it('a folder that holds no log (empty, or other files) is said to hold none: exit 3, as a missing folder', async () => {
+    const root = await fs.mkdtemp(join(tmpdir(), 'ss-cli-nowal-'))
+    roots.push(root)
+    const empty = join(root, 'empty')
+    await fs.mkdir(empty)
+    const other = join(root, 'other')
+    await fs.mkdir(other)
+    await fs.writeFile(join(other, 'notes.txt'), 'not a log')
+    for (const dir of [empty, other]) {
+      for (const json of [[], ['--json']]) {
+        const r = cli(['inspect', '--wal', dir, ...json])
+        assert.equal(r.status, 3, r.text + r.stderr)
+        assert.equal(r.text, '', 'no report of an empty log')
+        assert.equal(
+          r.stderr,
+          `stream-segment: ERR_NOT_FOUND: ${dir}: no write-ahead log here (no container record, no wal-*.log file)\n`,
+        )
+      }
+    }
+    assert.deepEqual(await fs.readdir(empty), [], 'nothing made in the folder')
+    // A folder a writer has used is a log, even with nothing in it to replay.
+    const used = join(root, 'used')
+    const f = await SegmentFile.create(new DirectoryStore(join(root, 'c')), { wal: { dir: used } })
+    await f.close()
+    const r = cli(['inspect', '--wal', used, '--json'])
+    assert.equal(r.status, 0, r.stderr)
+    assert.equal(JSON.parse(r.text).records, 0)
+  })
 })
 
 describe('CLI: put --wal', () => {
