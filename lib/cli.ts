@@ -8,7 +8,7 @@
  */
 
 import { constants as osConstants } from 'node:os'
-import { type CommandSpec, kebab, type Parsed, parseCommand, READ_OPTIONS } from './cli/args.js'
+import { type CommandSpec, kebab, namedAsTyped, type Parsed, parseCommand, READ_OPTIONS } from './cli/args.js'
 import { benchCommand } from './cli/bench.js'
 import { inspect, ls, verify } from './cli/checkpoints.js'
 import { gcCommand, rm } from './cli/cleanup.js'
@@ -219,6 +219,7 @@ export async function main(
   if (err === process.stderr && process.stderr.listenerCount('error') === 0) process.stderr.on('error', () => {})
   const ac = new AbortController()
   let removeHandlers: (() => void) | undefined
+  let p: Parsed | undefined
   try {
     const [first, ...rest] = argv
     if (first === undefined) {
@@ -242,7 +243,7 @@ export async function main(
       }
       throw StreamSegmentError.invalidArgument(`unknown command ${JSON.stringify(first)} (see stream-segment --help)`)
     }
-    const p = parseCommand(rest, command.spec)
+    p = parseCommand(rest, command.spec)
     if (p.help) {
       out.write(USAGE)
       return 0
@@ -252,7 +253,8 @@ export async function main(
     removeHandlers = abortOnSignals(ac)
     return await command.run(p, out, err, ac.signal)
   } catch (caught) {
-    let e = caught
+    // A setting's error names it as the user typed it (--segment-buffer-size), not as the library does.
+    let e = p === undefined ? caught : namedAsTyped(p, caught)
     // The command's failure to write stdout, reported once by onStdoutError already.
     if (stdoutFailed !== undefined && (e === stdoutFailed || (e as Error)?.cause === stdoutFailed)) {
       return EXIT_CODES.ERR_STORE

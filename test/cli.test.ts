@@ -324,7 +324,7 @@ describe('commands on a directory store', () => {
     assert.ok(tuned.stdout.equals(data))
     const badRead = run(['get', url, '-', '--read-max-concurrency', '0'])
     assert.equal(badRead.status, 2)
-    assert.match(badRead.stderr, /^stream-segment: ERR_INVALID_ARGUMENT: .*readMaxConcurrency.*\n$/)
+    assert.match(badRead.stderr, /^stream-segment: ERR_INVALID_ARGUMENT: option --read-max-concurrency = 0: .*\n$/)
     const range = run(['get', url, '-', '--range', '4000-9000', '--cno', '1'])
     assert.equal(range.status, 0, range.stderr)
     assert.ok(range.stdout.equals(data.subarray(4000, 9001)))
@@ -403,7 +403,7 @@ describe('commands on a directory store', () => {
       [['gc', url, '--keep-cnos', '1,,2'], /option --keep-cnos: "" is not a checkpoint number/],
       [['gc', url, '--keep-cnos=-1'], /option --keep-cnos: "-1" is not a checkpoint number/],
       [['put', '-', url, '--stream-segment-bytes', 'many'], /option --stream-segment-bytes: "many" is not a size/],
-      [['put', '-', url, '--format', 'fancy'], /setting format = "fancy": must be 'stream' or 'parted'/],
+      [['put', '-', url, '--format', 'fancy'], /option --format = "fancy": must be 'stream' or 'parted'/],
       [['put', '-', url, '--format', 'parted'], /format parted: the container at .* has stream/],
       [
         ['get', url, '-', '--cno', '10000000000'],
@@ -629,7 +629,7 @@ describe('commands on a directory store', () => {
       [
         ['put', input, url, '--segmentMpuMaxConcurrency', '1000'],
         2,
-        /ERR_INVALID_ARGUMENT: setting segmentMpuMaxConcurrency = 1000/,
+        /ERR_INVALID_ARGUMENT: option --segmentMpuMaxConcurrency = 1000/,
       ],
       [
         ['put', input, url, '--segmentMpuChunkSize', 'lots'],
@@ -1730,5 +1730,49 @@ describe('exit codes', () => {
         else assert.match(r.stderr, new RegExp(`${line.source}$`), 'one line, nothing else')
       })
     }
+  })
+})
+
+describe('a setting given on the command line is named as typed in its error', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'ss-cli-settings-'))
+  after(() => rmSync(dir, { recursive: true, force: true }))
+  const input = join(dir, 'in.bin')
+  const url = join(dir, 'c')
+
+  it('the option as the user typed it, kebab or camel case, also where a message names another one given', async () => {
+    writeFileSync(input, randomBytes(5000))
+    const cases: Array<[string[], string]> = [
+      [
+        ['put', input, url, '--segment-mpu-max-concurrency', '100'],
+        'option --segment-mpu-max-concurrency = 100: must be an integer in 1..64',
+      ],
+      [
+        ['put', input, url, '--segmentMpuMaxConcurrency=100'],
+        'option --segmentMpuMaxConcurrency = 100: must be an integer in 1..64',
+      ],
+      [['put', input, url, '--format', 'fancy'], `option --format = "fancy": must be 'stream' or 'parted'`],
+      [
+        ['put', input, url, '--segment-buffer-size', '1K'],
+        'option --segment-buffer-size = 1024: the dirty limit (1024 bytes) must hold at least one data block (4096)',
+      ],
+      [
+        ['put', input, url, '--segment-mpu-chunk-size', '12K', '--data-block-size', '8K'],
+        'option --segment-mpu-chunk-size = 12288: must be a multiple of --data-block-size (8192)',
+      ],
+    ]
+    for (const [args, message] of cases) {
+      const out = fakeOutput(false)
+      const err = fakeOutput(false)
+      assert.equal(await main(args, out, err), 2, err.writes.join(''))
+      assert.equal(err.writes.join(''), `stream-segment: ERR_INVALID_ARGUMENT: ${message}\n`, args.join(' '))
+    }
+    // A read option of get too.
+    assert.equal(await main(['put', input, url], fakeOutput(false), fakeOutput(false)), 0)
+    const err = fakeOutput(false)
+    assert.equal(await main(['get', url, join(dir, 'out'), '--read-max-concurrency', '0'], fakeOutput(false), err), 2)
+    assert.equal(
+      err.writes.join(''),
+      'stream-segment: ERR_INVALID_ARGUMENT: option --read-max-concurrency = 0: must be an integer in 1..256\n',
+    )
   })
 })

@@ -6,6 +6,7 @@
 import { parseArgs as parseArgv } from 'node:util'
 import { StreamSegmentError } from '../errors.js'
 import { MAX_CNO } from '../format/pointer.js'
+import { isSettingName } from '../settings.js'
 import { openStore } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import { KiB, MiB } from '../util/units.js'
@@ -106,6 +107,25 @@ export function kebab(s: string): string {
 /** An option's name for messages: as typed, else in kebab case. */
 export function optionName(p: Parsed, name: string): string {
   return p.typed.get(name) ?? `--${kebab(name)}`
+}
+
+/**
+ * A settings error (`setting NAME = VALUE: …`, lib/settings.ts) in the words of the command
+ * line: the setting or read option the user typed, and any other typed one the message
+ * names, as typed (`--segment-mpu-chunk-size`, `--dataBlockSize`), not by the library's
+ * name. Any other error is returned as it is.
+ */
+export function namedAsTyped(p: Parsed, e: unknown): unknown {
+  const m = StreamSegmentError.is(e, 'ERR_INVALID_ARGUMENT') ? /^setting (\w+) = /.exec(e.message) : null
+  const typed = m === null ? undefined : p.typed.get(m[1] as string)
+  if (m === null || typed === undefined) return e
+  let rest = (e as Error).message.slice(m[0].length)
+  for (const [name, as] of p.typed) {
+    // Only the names of settings: an option such as --size is also a word of messages.
+    if (!isSettingName(name) && !(READ_OPTIONS as readonly string[]).includes(name)) continue
+    rest = rest.replace(new RegExp(`(?<![\\w-])${name}(?!\\w)`, 'g'), as)
+  }
+  return StreamSegmentError.invalidArgument(`option ${typed} = ${rest}`)
 }
 
 /** A number written right but past the exact integers (2^53 - 1), in `unit`: too large, not "not a number". */
