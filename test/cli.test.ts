@@ -1776,3 +1776,29 @@ describe('a setting given on the command line is named as typed in its error', (
     )
   })
 })
+
+describe('put - on a terminal', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'ss-cli-ttyin-'))
+  after(() => rmSync(dir, { recursive: true, force: true }))
+  const hint =
+    /^stream-segment: reading stdin \(a terminal\) until end of input: Ctrl-D on a line of its own ends it, Ctrl-C cancels$/m
+
+  // `script` is util-linux's (Debian's essential bsdutils): the test fails, not skips, without it.
+  it('says on stderr that it reads stdin until EOF; not when stdin is a pipe', () => {
+    const url = join(dir, 'c')
+    const q = (a: string) => `'${a.replaceAll("'", "'\\''")}'`
+    // script's own stdin at its end: it sends the terminal's end of input (Ctrl-D) to the command.
+    const r = spawnSync('script', ['-qec', [process.execPath, bin, 'put', '-', url].map(q).join(' '), '/dev/null'], {
+      env: quietEnv(),
+      encoding: 'utf8',
+      input: '',
+      timeout: 60_000,
+    })
+    const shown = r.stdout.replaceAll('\r', '')
+    assert.equal(r.status, 0, shown + r.stderr)
+    assert.match(shown, hint)
+    const piped = run(['put', '-', join(dir, 'p')], { input: 'abc' })
+    assert.equal(piped.status, 0, piped.stderr)
+    assert.equal(piped.stderr, '', 'nothing said when stdin is not a terminal')
+  })
+})

@@ -9,6 +9,7 @@ import type { FileHandle } from 'node:fs/promises'
 import { Socket } from 'node:net'
 import { type Readable, Transform } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
+import { isatty } from 'node:tty'
 import { StreamSegmentError } from '../errors.js'
 import { fileState } from '../segment-file.js'
 import { isSettingName, type Settings, SPEC_DEFAULTS } from '../settings.js'
@@ -197,6 +198,12 @@ export async function put(p: Parsed, out: Out, err: Out, signal: AbortSignal): P
   if (source === '-' && producer === undefined && size === undefined && stdinIsDevNull()) {
     throw StreamSegmentError.invalidArgument(
       '-: stdin is /dev/null (given so, or closed): no content; --size 0 publishes an empty file',
+    )
+  }
+  if (source === '-' && producer === undefined && isatty(0)) {
+    // Else a put typed without its input (a pipe forgotten) waits without a word.
+    err.write(
+      'stream-segment: reading stdin (a terminal) until end of input: Ctrl-D on a line of its own ends it, Ctrl-C cancels\n',
     )
   }
   // `signal`: the interrupts main hears (Ctrl-C, SIGTERM, SIGHUP), until it has reported.
