@@ -69,7 +69,7 @@ import {
   writerGone,
   writerTag,
 } from '../util/local-fs.js'
-import { lendPieces, PIECE_BYTES, takePiece } from '../util/piece-pool.js'
+import { lendPieces, PIECE_BYTES, returnPieces, takePiece } from '../util/piece-pool.js'
 import { describeValue } from '../util/typed-arrays.js'
 import {
   CLOCK_OFFSET_NOISE_MS,
@@ -278,7 +278,14 @@ export class DirectoryStore implements ObjectStore {
         const n = Math.min(piece, end - at)
         pieces.push(n === PIECE_BYTES ? takePiece() : Buffer.allocUnsafe(n))
       }
-      if ((await readFully(fh, pieces, start)) < end - start) {
+      // Failed (a disk error, the file shrank), the read gives its pieces back: no readv is
+      // in flight once readFully has settled, and nobody else has seen them.
+      const read = await readFully(fh, pieces, start).catch((err) => {
+        returnPieces(pieces)
+        throw err
+      })
+      if (read < end - start) {
+        returnPieces(pieces)
         throw StreamSegmentError.store(`${where}: file shrank while being read`)
       }
       return pieces

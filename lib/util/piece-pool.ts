@@ -17,6 +17,8 @@
  * - `givePieces(views)`: the caller is done with every view of these pieces. Only a view
  *   covering a whole lent piece counts, and a piece is given back once: the first give
  *   ends the loan, so a second, or a view of a piece never lent, is ignored.
+ * - A store whose read fails gives the pieces it took back with `returnPieces`, before
+ *   lending them: nothing saw them, and a read that fails must not cost the pool.
  * - At most KEEP_BYTES are kept, and none once KEEP_MS have passed since one was last
  *   given back (a BufferPool: its timer does not keep the process alive).
  */
@@ -36,12 +38,15 @@ let fresh: Buffer[] = []
 const made = new WeakSet<ArrayBuffer>()
 const lent = new WeakSet<ArrayBuffer>()
 let reused = 0
+/** Pieces taken and not given back (in use, or dropped unreturned to the collector). */
+let out = 0
 
 /**
  * A piece of PIECE_BYTES: one given back, else a new one (made 2 MiB at a time in memory
  * the kernel may back with huge pages, where the addon is). Its bytes are unspecified.
  */
 export function takePiece(): Buffer {
+  out++
   const p = pool.take(PIECE_BYTES, true)
   if (p !== undefined) {
     reused++
@@ -72,6 +77,21 @@ export function givePieces(views: readonly Uint8Array[]): void {
     back.push(Buffer.from(v.buffer))
   }
   if (back.length > 0) pool.give(back)
+  out -= back.length
+}
+
+/**
+ * Pieces a store took and never lent (its read failed: nothing can still read into them,
+ * nobody saw them): kept, to be read into again. Other views are ignored.
+ */
+export function returnPieces(pieces: readonly Uint8Array[]): void {
+  const back: Buffer[] = []
+  for (const p of pieces) {
+    if (!whole(p) || !made.has(p.buffer as ArrayBuffer) || lent.has(p.buffer as ArrayBuffer)) continue
+    back.push(Buffer.from(p.buffer))
+  }
+  if (back.length > 0) pool.give(back)
+  out -= back.length
 }
 
 /** Lets every kept piece go, and those made but not taken yet. */
@@ -80,9 +100,12 @@ export function dropPieces(): void {
   fresh = []
 }
 
-/** Bytes kept now, and how many pieces takePiece has reused (for tests and benchmarks). */
-export function pieceStats(): { keptBytes: number; reused: number } {
-  return { keptBytes: pool.bytes, reused }
+/**
+ * Bytes kept now, how many pieces takePiece has reused, and how many it handed out and
+ * were not given back (for tests and benchmarks).
+ */
+export function pieceStats(): { keptBytes: number; reused: number; out: number } {
+  return { keptBytes: pool.bytes, reused, out }
 }
 
 function whole(v: Uint8Array): boolean {
