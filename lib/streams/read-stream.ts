@@ -223,7 +223,13 @@ export class StreamSegmentReadStream extends Readable {
   private async openFile(): Promise<void> {
     const { cno, start = 0, end } = this.options
     const counted = countingStore(this.store, this.openRequests, this.stopping.signal)
-    const file = await SegmentFile.open(counted.store, { cno, readOnly: true })
+    // An open that finishes once the stream is stopped (its requests did not hear the
+    // abort: a custom store's) gives a handle nobody would close: closed as it comes.
+    const file = await unlessAborted(
+      SegmentFile.open(counted.store, { cno, readOnly: true }),
+      this.stopping.signal,
+      (late) => late.close().catch(() => undefined),
+    )
     counted.stop()
     this.file = file
     this.size = file.size

@@ -8,15 +8,38 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { StreamSegmentError } from '../../lib/errors.js'
-import { SegmentFile } from '../../lib/segment-file.js'
+import { fileState, SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
-import type { ObjectStore } from '../../lib/store/types.js'
+import type { GetOptions, ObjectStore } from '../../lib/store/types.js'
 import { createStreamSegmentReadStream, type StreamSegmentReadStream } from '../../lib/streams/read-stream.js'
 import { within } from '../helpers/containers.js'
 import { pattern } from '../helpers/pattern.js'
 import { type CallInfo, WrappedStore } from '../helpers/wrapped-store.js'
 
 const KiB = 1024
+
+/** Its first GET is held until `release()`, then answered: it never hears its signal. Other calls pass. */
+class HeldStore extends WrappedStore {
+  held = 0
+  private wake: () => void = () => {}
+  private readonly released = new Promise<void>((r) => {
+    this.wake = r
+  })
+
+  override async get(key: string, options?: GetOptions): Promise<Uint8Array> {
+    if (this.held++ > 0) return super.get(key, options)
+    await this.released
+    return this.inner.get(key, { ...options, signal: undefined })
+  }
+
+  protected around<T>(_call: CallInfo, run: () => Promise<T>): Promise<T> {
+    return run()
+  }
+
+  release(): void {
+    this.wake()
+  }
+}
 
 /** Its `nth` GET (1-based) and every one after it do `what`; the others pass through. */
 class OddStore extends WrappedStore {
@@ -115,4 +138,30 @@ describe('read stream against a store outside the contract', async () => {
       assert.ok(StreamSegmentError.is(o.errors[0], 'ERR_ABORTED'))
     })
   }
+
+  it('an open that finishes after destroy() (its GET did not hear the abort): the handle it gives is closed', async (t) => {
+    const store = new HeldStore(base)
+    const opened: SegmentFile[] = []
+    const open = SegmentFile.open.bind(SegmentFile)
+    t.mock.method(SegmentFile, 'open', async (...args: Parameters<typeof SegmentFile.open>) => {
+      const f = await open(...args)
+      opened.push(f)
+      return f
+    })
+    const rs = createStreamSegmentReadStream({ store, ...options })
+    const done = outcome(rs)
+    while (store.held === 0) await new Promise((r) => setTimeout(r, 5))
+    rs.destroy()
+    assert.deepEqual((await done).events, ['close'])
+    store.release()
+    const closed = async () => {
+      while (opened.length === 0 || !fileState(opened[0] as SegmentFile).signal.aborted) {
+        await new Promise((r) => setTimeout(r, 5))
+      }
+    }
+    await within(closed(), 2000, 'the handle opened after destroy() closing')
+    assert.equal(opened.length, 1)
+    await assert.rejects((opened[0] as SegmentFile).read(0, 1), (err) => StreamSegmentError.is(err, 'ERR_STATE'))
+    assert.equal(rs.file, undefined, 'the stream took no handle after it closed')
+  })
 })
