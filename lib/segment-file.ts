@@ -52,7 +52,7 @@ import { FileState, noNumbersLeft } from './state/file-state.js'
 import { checkStore } from './store/common.js'
 import type { ObjectStore } from './store/types.js'
 import { isoTime } from './util/time.js'
-import { bytesOf, describeValue } from './util/typed-arrays.js'
+import { asError, bytesOf, describeValue } from './util/typed-arrays.js'
 import type { WalLog, WalRecord } from './wal/log.js'
 import { checkWalOptions, type OpenedWal, openWal, type WalOptions, type WalReplay } from './wal/wal.js'
 import { dropLeftPart0s, type FlushTiming, flush, isUnknownOutcome, startPublish } from './write/flush.js'
@@ -191,7 +191,13 @@ export class SegmentFile {
    * publication was interrupted; a checkpoint without a part 0 was abandoned and is
    * ERR_NOT_FOUND.
    */
-  static async open(store: ObjectStore, options: OpenOptions = {}): Promise<SegmentFile> {
+  static open(store: ObjectStore, options: OpenOptions = {}): Promise<SegmentFile> {
+    return SegmentFile.openHandle(store, options).catch((err) => {
+      throw asError(err, () => `SegmentFile.open of ${store.url}`)
+    })
+  }
+
+  private static async openHandle(store: ObjectStore, options: OpenOptions): Promise<SegmentFile> {
     checkStore('SegmentFile.open', store)
     if (typeof options !== 'object' || options === null || Array.isArray(options)) {
       throw StreamSegmentError.invalidArgument(
@@ -668,7 +674,10 @@ export class SegmentFile {
           `read: ${end - offset} bytes at ${offset} is more than a Buffer holds (${constants.MAX_LENGTH}): read it in parts, or into memory of yours with readInto`,
         )
       }
-      return end <= offset ? new Uint8Array(0) : this.reader.read(offset, end - offset)
+      if (end <= offset) return new Uint8Array(0)
+      return this.reader.read(offset, end - offset).catch((err) => {
+        throw asError(err, () => `read of ${length} bytes at ${offset} of ${this.core.store.url}`)
+      })
     })
   }
 
@@ -686,7 +695,9 @@ export class SegmentFile {
       checkRange('readInto', offset, target.byteLength, this.core.blockSize)
       const end = Math.min(offset + target.byteLength, this.core.size)
       if (end <= offset) return 0
-      await this.reader.readInto(offset, target.subarray(0, end - offset))
+      await this.reader.readInto(offset, target.subarray(0, end - offset)).catch((err) => {
+        throw asError(err, () => `readInto of ${target.byteLength} bytes at ${offset} of ${this.core.store.url}`)
+      })
       return end - offset
     })
   }

@@ -27,7 +27,7 @@ import { type StoreLocation, storeAt } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import { localFileError, writeFully } from '../util/local-fs.js'
 import { unlessAborted } from '../util/signals.js'
-import { showValue } from '../util/typed-arrays.js'
+import { asError, showValue } from '../util/typed-arrays.js'
 import { checkStreamOptions, countingStore, withOpen } from './options.js'
 
 export interface DownloadFileOptions extends ReadOptions {
@@ -90,6 +90,17 @@ export async function downloadFile(
   signal?.addEventListener('abort', onAbort, { once: true })
   const tmp = temporaryBeside(target.path, 'download')
   let tmpExists = false
+  // What the caller's onStart or onProgress throws ends the download as it is; anything
+  // else thrown that is no Error came from the store (asError).
+  let callerThrew: { value: unknown } | undefined
+  const callCaller = (call: () => void) => {
+    try {
+      call()
+    } catch (err) {
+      callerThrew = { value: err }
+      throw err
+    }
+  }
   try {
     const counted = countingStore(store, opening, abortOpen.signal)
     const file = await unlessAborted(
@@ -103,7 +114,7 @@ export async function downloadFile(
     const from = Math.min(options.start ?? 0, file.size)
     const to = Math.min(options.end === undefined ? file.size : options.end + 1, file.size)
     const bytes = Math.max(0, to - from)
-    onStart?.(file, bytes)
+    if (onStart !== undefined) callCaller(() => onStart(file, bytes))
     const reader = new Reader(fileState(file), read)
     const fh = await open(tmp, 'wx').catch((err) => {
       throw localFileError(err, path)
@@ -122,7 +133,7 @@ export async function downloadFile(
       let done = 0
       const advance = (n: number) => {
         done += n
-        onProgress?.(done, bytes)
+        if (onProgress !== undefined) callCaller(() => onProgress(done, bytes))
       }
       if (bytes > 0) {
         await reader.scan(from, from + bytes, {
@@ -151,7 +162,8 @@ export async function downloadFile(
     const timing = withOpen(reader.timing, opening)
     return { cno: file.cno, size: file.size, bytes, seconds: (performance.now() - t0) / 1000, timing }
   } catch (err) {
-    throw signal?.aborted ? aborted() : err
+    if (signal?.aborted) throw aborted()
+    throw callerThrew !== undefined && err === callerThrew.value ? err : asError(err, what)
   } finally {
     signal?.removeEventListener('abort', onAbort)
     if (tmpExists) await rm(tmp, { force: true })

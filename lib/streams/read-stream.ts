@@ -43,7 +43,7 @@ import { checkByteRange, checkOptionNames, givenOr, type ReadOptions, resolveRea
 import type { ObjectStore } from '../store/types.js'
 import { givePieces, isLentPiece } from '../util/piece-pool.js'
 import { unlessAborted } from '../util/signals.js'
-import { describeValue, showValue } from '../util/typed-arrays.js'
+import { asError, describeValue } from '../util/typed-arrays.js'
 import { checkStreamOptions, countingStore, destroyOnAbort, type StreamLocation, storeOf, withOpen } from './options.js'
 
 const MiB = 1024 * 1024
@@ -178,11 +178,7 @@ export class StreamSegmentReadStream extends Readable {
    * none, and `fillError` would not hold it): the stream would end early, as if complete.
    */
   private failure(err: unknown): Error {
-    if (err instanceof Error) return err
-    return StreamSegmentError.store(
-      `read of ${this.store.url} failed with ${showValue(err)}, which is not an Error`,
-      err,
-    )
+    return asError(err, () => `read of ${this.store.url}`)
   }
 
   override _predestroy(): void {

@@ -84,3 +84,15 @@ export function showValue(value: unknown): string {
     return describeValue(value)
   }
 }
+
+/**
+ * `thrown` as an Error: itself when it is one; otherwise ERR_STORE saying that `what` (the
+ * call, named only then) failed with that value, kept as the cause. A custom store may
+ * reject with anything, and a rejection with `undefined` reads as no error at all to a
+ * caller that tests what it caught.
+ */
+export function asError(thrown: unknown, what: string | (() => string)): Error {
+  if (thrown instanceof Error) return thrown
+  const call = typeof what === 'string' ? what : what()
+  return StreamSegmentError.store(`${call} failed with ${showValue(thrown)}, which is not an Error`, thrown)
+}
