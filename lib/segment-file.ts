@@ -31,7 +31,7 @@ import {
 import { firstFreeCno } from './container/listing.js'
 import { readObjectHeader, readPart0Header } from './container/object-header.js'
 import type { OpenedBytes } from './container/opened.js'
-import { StreamSegmentError } from './errors.js'
+import { isSignal, StreamSegmentError, throwIfAborted } from './errors.js'
 import { emptyInode, FORMAT_PARTED, FORMAT_STREAM, type Inode } from './format/inode.js'
 import { MAX_CNO } from './format/pointer.js'
 import { Reader } from './read/reader.js'
@@ -51,6 +51,7 @@ import type { BlockSource } from './state/dirty-tier.js'
 import { FileState, noNumbersLeft } from './state/file-state.js'
 import { checkStore } from './store/common.js'
 import type { ObjectStore } from './store/types.js'
+import { unlessAborted } from './util/signals.js'
 import { isoTime } from './util/time.js'
 import { asError, bytesOf, describeValue } from './util/typed-arrays.js'
 import type { WalLog, WalRecord } from './wal/log.js'
@@ -90,6 +91,8 @@ export interface OpenOptions extends Partial<Settings>, ReadOptions {
   readOnly?: boolean
   /** A write-ahead log for this writer (not with readOnly). */
   wal?: WalOptions
+  /** Aborts the open (ERR_ABORTED); the handle it gives does not hear it. */
+  signal?: AbortSignal
 }
 
 export interface CreateOptions extends Partial<Settings>, ReadOptions {
@@ -190,49 +193,60 @@ export class SegmentFile {
    * of it (FileState.opened), so it can open a complete checkpoint whose
    * publication was interrupted; a checkpoint without a part 0 was abandoned and is
    * ERR_NOT_FOUND.
+   *
+   * `signal` is the open's alone, as a `gc`'s is that call's: it aborts the open's
+   * requests (a writer's roll-forward and WAL replay as OPEN_SIGNAL does), and the open
+   * rejects with ERR_ABORTED as soon as it fires, without waiting for a request that does
+   * not hear it (a custom store's): a handle such an open gives later is closed. The
+   * handle's own calls never hear it (`abort()` and `close()` stop those).
    */
-  static open(store: ObjectStore, options: OpenOptions = {}): Promise<SegmentFile> {
-    return SegmentFile.openHandle(store, options).catch((err) => {
-      throw asError(err, () => `SegmentFile.open of ${store.url}`)
-    })
-  }
-
-  private static async openHandle(store: ObjectStore, options: OpenOptions): Promise<SegmentFile> {
+  static async open(store: ObjectStore, options: OpenOptions = {}): Promise<SegmentFile> {
     checkStore('SegmentFile.open', store)
     if (typeof options !== 'object' || options === null || Array.isArray(options)) {
       throw StreamSegmentError.invalidArgument(
         `SegmentFile.open: options must be an object, got ${describeValue(options)}`,
       )
     }
-    const { cno, readOnly = false } = options
-    checkCno('SegmentFile.open', cno)
-    // Any truthy value would open a reader: a string "false" from a configuration, say.
-    if (typeof readOnly !== 'boolean') {
-      throw StreamSegmentError.invalidArgument(
-        `SegmentFile.open: readOnly must be true or false, got ${describeValue(readOnly)}`,
-      )
+    const checked = checkOpenOptions(options)
+    const what = `SegmentFile.open of ${store.url}`
+    const { signal } = options
+    if (signal === undefined) {
+      return SegmentFile.openHandle(store, options, checked).catch((err) => Promise.reject(asError(err, what)))
     }
-    checkOptionNames('SegmentFile.open', options, ['cno', 'readOnly', 'wal'], { settings: true, read: true })
-    checkSettingValues(options) // each alone, before any request; together once the inode is read
-    if (options.wal !== undefined) {
-      if (readOnly) throw StreamSegmentError.invalidArgument('wal: a read-only handle writes no log')
-      // A replay applies the log on top of the latest checkpoint: records written on an
-      // older one would be applied to other content.
-      if (cno !== undefined) {
-        throw StreamSegmentError.invalidArgument(
-          `wal: a writer with a log opens the latest checkpoint, not checkpoint ${cno} (open without cno, or without wal)`,
-        )
-      }
-      checkWalOptions(options.wal)
+    throwIfAborted(signal, what)
+    // Its reason is the library's error, which the open rejects with once it fires.
+    const stop = new AbortController()
+    const onAbort = () => stop.abort(StreamSegmentError.aborted(`${what} aborted`, signal.reason))
+    signal.addEventListener('abort', onAbort, { once: true })
+    try {
+      return await unlessAborted(SegmentFile.openHandle(store, options, checked, stop.signal), stop.signal, (late) => {
+        late.close().catch(() => undefined)
+      })
+    } catch (err) {
+      throw stop.signal.aborted ? stop.signal.reason : asError(err, what)
+    } finally {
+      signal.removeEventListener('abort', onAbort)
     }
-    const read = resolveReadOptions(options)
+  }
+
+  /** `open` once its arguments are checked; `signal`: the open's (see open). */
+  private static async openHandle(
+    store: ObjectStore,
+    options: OpenOptions,
+    checked: ReturnType<typeof checkOpenOptions>,
+    signal?: AbortSignal,
+  ): Promise<SegmentFile> {
+    const { cno, readOnly, read } = checked
+    // What the open writes (a roll-forward's inode write, a replay's publish) hears the
+    // caller's signal, or the library's own caller's (OPEN_SIGNAL), which never gives both.
+    const writes = stopOf(options) ?? signal
     let opened: OpenedBytes | undefined
     let { inode: published, etag } = await (readOnly && cno !== undefined
-      ? readerCheckpointInode(store, cno).then((read) => {
+      ? readerCheckpointInode(store, cno, signal).then((read) => {
           opened = read.opened
           return { inode: read.inode, etag: undefined }
         })
-      : readInode(store, { withEtag: !readOnly }))
+      : readInode(store, { withEtag: !readOnly, signal }))
     let base: Inode = published
     // The format and block sizes are the container's, fixed for its life: checked before
     // a writer changes anything.
@@ -269,12 +283,12 @@ export class SegmentFile {
         rollForward(store, published, etag as string, {
           afterMs: s.rollForwardAfterMs,
           check: async (inode, publishedCno, objects) =>
-            (await checkUnpublished(store, inode, publishedCno, objects)).map((p) => p.message),
+            (await checkUnpublished(store, inode, publishedCno, objects, signal)).map((p) => p.message),
           // Its inode write too: cut, the checkpoint is published or left complete for the next
           // writer to roll forward, either of which is a state the container may be in.
-          signal: stopOf(options),
+          signal: writes,
         }),
-        checkCommitPoint(store, { inode: published, etag }),
+        checkCommitPoint(store, { inode: published, etag }, signal),
       ])
       if (checked.status === 'rejected') throw checked.reason
       if (rolled.status === 'rejected') throw rolled.reason
@@ -292,7 +306,7 @@ export class SegmentFile {
             `${store.url}: checkpoint ${cno} is not published (the latest is ${published.cno}): a writer opens the published checkpoint or an older one; a complete checkpoint above it, if there is one, opens with readOnly: true`,
           )
         }
-        ;({ inode: base, opened } = await readCheckpointInode(store, cno, { format: published.format }))
+        ;({ inode: base, opened } = await readCheckpointInode(store, cno, { format: published.format, signal }))
       }
     }
     log('open %s at checkpoint %d (%d bytes)', store.url, base.cno, base.size)
@@ -303,7 +317,7 @@ export class SegmentFile {
     // would move the checkpoint at its first collision and lose what was sent ahead.
     state.skipTo(firstFree)
     const file = new SegmentFile(state, readOnly, read)
-    if (options.wal !== undefined) await file.attachWal(options.wal, stopOf(options))
+    if (options.wal !== undefined) await file.attachWal(options.wal, writes)
     return file
   }
 
@@ -959,6 +973,45 @@ export class SegmentFile {
   }
 }
 
+/** SegmentFile.open's options, each checked before any request: its cno, readOnly and read options. */
+function checkOpenOptions(options: OpenOptions): {
+  cno: number | undefined
+  readOnly: boolean
+  read: Required<ReadOptions>
+} {
+  const { cno, readOnly = false } = options
+  checkCno('SegmentFile.open', cno)
+  // Any truthy value would open a reader: a string "false" from a configuration, say.
+  if (typeof readOnly !== 'boolean') {
+    throw StreamSegmentError.invalidArgument(
+      `SegmentFile.open: readOnly must be true or false, got ${describeValue(readOnly)}`,
+    )
+  }
+  checkOptionNames('SegmentFile.open', options, ['cno', 'readOnly', 'wal', 'signal'], {
+    settings: true,
+    read: true,
+  })
+  checkSettingValues(options) // each alone, before any request; together once the inode is read
+  if (options.wal !== undefined) {
+    if (readOnly) throw StreamSegmentError.invalidArgument('wal: a read-only handle writes no log')
+    // A replay applies the log on top of the latest checkpoint: records written on an
+    // older one would be applied to other content.
+    if (cno !== undefined) {
+      throw StreamSegmentError.invalidArgument(
+        `wal: a writer with a log opens the latest checkpoint, not checkpoint ${cno} (open without cno, or without wal)`,
+      )
+    }
+    checkWalOptions(options.wal)
+  }
+  const { signal } = options as { signal?: unknown }
+  if (signal !== undefined && !isSignal(signal)) {
+    throw StreamSegmentError.invalidArgument(
+      `SegmentFile.open: signal must be an AbortSignal, got ${describeValue(signal)}`,
+    )
+  }
+  return { cno, readOnly, read: resolveReadOptions(options) }
+}
+
 /**
  * The inode of checkpoint `cno`'s part 0, for a reader: read in the container's format,
  * which the `inode` object names, fetched beside the HEAD that gives the part's size (one
@@ -970,8 +1023,9 @@ export class SegmentFile {
 async function readerCheckpointInode(
   store: ObjectStore,
   cno: number,
+  signal: AbortSignal | undefined,
 ): Promise<{ inode: Inode; opened: OpenedBytes | undefined }> {
-  const { header, opened } = await readPart0Header(store, cno, containerFormat(store))
+  const { header, opened } = await readPart0Header(store, cno, containerFormat(store, signal), signal)
   return { inode: header.inode, opened }
 }
 
