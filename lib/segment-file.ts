@@ -152,7 +152,13 @@ export class SegmentFile {
   }
 
   /** Starts a new container in `store`; ERR_CONFLICT if it already has a checkpoint. */
-  static async create(store: ObjectStore, settings: CreateOptions = {}): Promise<SegmentFile> {
+  static create(store: ObjectStore, settings: CreateOptions = {}): Promise<SegmentFile> {
+    return SegmentFile.createHandle(store, settings).catch((err) =>
+      Promise.reject(asError(err, () => `SegmentFile.create in ${store.url}`)),
+    )
+  }
+
+  private static async createHandle(store: ObjectStore, settings: CreateOptions): Promise<SegmentFile> {
     checkStore('SegmentFile.create', store)
     if (typeof settings !== 'object' || settings === null || Array.isArray(settings)) {
       throw StreamSegmentError.invalidArgument(

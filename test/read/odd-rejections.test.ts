@@ -1,6 +1,6 @@
 /**
  * The read calls against a store outside the contract whose GET rejects with a value that
- * is no Error (`undefined`, a string): SegmentFile.open, read, readInto and downloadFile
+ * is no Error (`undefined`, a string): SegmentFile.open (and create), read, readInto and downloadFile
  * reject with ERR_STORE naming the call and showing what was thrown (a rejection with
  * `undefined` reads as no error to a caller), and the handle stays usable, as after any
  * store failure. A rejection with an Error is passed on as it is. (The read stream:
@@ -20,14 +20,15 @@ import { type CallInfo, WrappedStore } from '../helpers/wrapped-store.js'
 
 type Thrown = 'undefined' | 'string' | 'error'
 
-/** Once armed, its GETs reject with `thrown` (the value below); other calls pass. */
+/** Once armed, its GETs (or calls `op`) reject with `thrown` (the value below); other calls pass. */
 class OddStore extends WrappedStore {
   armed = false
+  op: CallInfo['op'] = 'get'
   thrown: Thrown = 'undefined'
   readonly error = new TypeError('a store of its own kind')
 
   protected async around<T>(call: CallInfo, run: () => Promise<T>): Promise<T> {
-    if (!this.armed || call.op !== 'get') return run()
+    if (!this.armed || call.op !== this.op) return run()
     if (this.thrown === 'undefined') throw undefined
     if (this.thrown === 'string') throw 'disk on fire'
     throw this.error
@@ -67,6 +68,16 @@ describe('read calls whose store rejects with no Error', () => {
       store.thrown = thrown
       for (const options of [{}, { readOnly: true }, { readOnly: true, cno: 1 }]) {
         await assert.rejects(SegmentFile.open(store, options), notAnError(thrown, /SegmentFile\.open of mem:/))
+      }
+    })
+
+    it(`SegmentFile.create (${thrown}): ERR_STORE naming the create`, async () => {
+      for (const op of ['head', 'list'] as const) {
+        const store = new OddStore(new MemoryStore())
+        store.armed = true
+        store.op = op
+        store.thrown = thrown
+        await assert.rejects(SegmentFile.create(store), notAnError(thrown, /SegmentFile\.create in mem:/))
       }
     })
 
