@@ -5,7 +5,7 @@
  *
  *   new Upload({ client, params: { Bucket, Key, Body, … }, queueSize, partSize, … })
  *   upload.on('httpUploadProgress', ({ loaded, total, part, Key, Bucket }) => …)
- *   await upload.done()   // { Bucket, Key, ETag, Location, cno, size, timing }
+ *   await upload.done()   // { $metadata, Bucket, Key, ETag, Location, cno, size, timing }
  *   await upload.abort()  // done() rejects with an error named 'AbortError'
  *
  * - Every parameter lib-storage takes is honoured, accepted and ignored, or refused in the
@@ -31,6 +31,7 @@ import { pipeline } from 'node:stream/promises'
 import type { ReadableStream as WebReadableStream } from 'node:stream/web'
 import type {
   CompleteMultipartUploadCommandInput,
+  CompleteMultipartUploadCommandOutput,
   CreateMultipartUploadCommandInput,
   PutObjectCommandInput,
   S3Client,
@@ -117,8 +118,19 @@ export interface UploadOptions {
   exportTo?: Omit<S3ExportTarget, 'client'>
 }
 
-/** What `done()` resolves with: lib-storage's fields, and the checkpoint's. */
-export interface UploadResult {
+/**
+ * What `done()` resolves with: lib-storage's fields, and the checkpoint's. Those of its type
+ * that describe one object (VersionId, Expiration, ServerSideEncryption, the checksums) are
+ * typed, so that code reading them compiles, and never set: a container is many objects.
+ */
+export interface UploadResult
+  extends Omit<CompleteMultipartUploadCommandOutput, '$metadata' | 'Bucket' | 'Key' | 'ETag' | 'Location'> {
+  /**
+   * As lib-storage's (its last request's answer): `{ httpStatusCode: 200 }`, that of the
+   * commit, the inode's PutObject, which done() waits for. No `requestId` nor `attempts`:
+   * the container's requests are many, and the store keeps no answer's metadata.
+   */
+  $metadata: CompleteMultipartUploadCommandOutput['$metadata']
   Bucket: string
   Key: string
   /** The ETag of the container's inode as published (the commit point). */
@@ -445,10 +457,11 @@ function checkBody(body: unknown): void {
   if (typeof body === 'string' || body instanceof String || body instanceof Uint8Array) return
   if ((typeof Blob !== 'undefined' && body instanceof Blob) || isWebStream(body) || isNodeStream(body)) return
   if (isBlobLike(body)) return
+  // lib-storage's words (its done() rejects with them; null and undefined with a TypeError).
   throw invalid(
     `params.Body must be a string, Buffer, Uint8Array, Blob (or an object with stream()), Node Readable or web ReadableStream, got ${
       body === null ? 'null' : typeof body
-    }`,
+    }: Body Data is unsupported format, expected data to be one of: string | Uint8Array | Buffer | Readable | ReadableStream | Blob;.`,
   )
 }
 
@@ -554,6 +567,11 @@ export class Upload extends EventEmitter {
   readonly params: UploadParams
   /** The container's store: s3://Bucket/Key. */
   readonly store: ObjectStore
+  /**
+   * lib-storage's UploadId of its multipart upload (for a caller's own clean-up after
+   * `leavePartsOnError`): never set, as a container makes several, each aborted on failure.
+   */
+  readonly uploadId: string | undefined = undefined
   private readonly settings: Partial<Settings>
   /** `client`, or the library's S3Client sending through it (ownS3Client). */
   private readonly storeClient: S3Client
@@ -741,6 +759,7 @@ export class Upload extends EventEmitter {
     if (listenerError !== undefined) throw listenerError.err
     const timing = writer.flushTiming as FlushTiming
     const result: UploadResult = {
+      $metadata: { httpStatusCode: 200 },
       Bucket,
       Key,
       ETag: writer.file === undefined ? undefined : fileState(writer.file).publishedEtag,

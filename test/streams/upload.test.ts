@@ -7,11 +7,12 @@
 import assert from 'node:assert/strict'
 import { once } from 'node:events'
 import { createReadStream, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { builtinModules } from 'node:module'
+import { builtinModules, createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Readable } from 'node:stream'
 import { describe, it } from 'node:test'
+import { fileURLToPath } from 'node:url'
 import { NoSuchBucket, S3Client, S3ServiceException } from '@aws-sdk/client-s3'
 import { Upload as LibStorageUpload } from '@aws-sdk/lib-storage'
 import { StreamSegmentError } from '../../lib/errors.js'
@@ -20,6 +21,8 @@ import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { StreamSegmentWriteStream } from '../../lib/streams/write-stream.js'
 import { foreignS3Client } from '../helpers/foreign-sdk.js'
+
+const ts = createRequire(import.meta.url)('typescript') as typeof import('typescript')
 
 const MiB = 1024 * 1024
 const client = new S3Client({ region: 'us-east-1', credentials: { accessKeyId: 'a', secretAccessKey: 'b' } })
@@ -682,3 +685,99 @@ describe('Upload: an S3Client of another copy of the SDK', () => {
     assert.equal(upload.client, foreign)
   })
 })
+
+describe('Upload: a Body lib-storage refuses, in its words', () => {
+  it("42, an object, an ArrayBuffer, a Uint16Array, an async generator: lib-storage's done() rejects with words ours says in the constructor", async () => {
+    async function* generated() {
+      yield Buffer.from('x')
+    }
+    const bodies: Array<[string, unknown]> = [
+      ['a number', 42],
+      ['a plain object', { not: 'a stream' }],
+      ['an ArrayBuffer', new ArrayBuffer(4)],
+      ['a Uint16Array', new Uint16Array(2)],
+      ['an async generator', generated()],
+    ]
+    for (const [name, Body] of bodies) {
+      const params = { Bucket: 'b', Key: 'k', Body } as unknown as UploadParams
+      const theirs = await new LibStorageUpload({ client: stubClient(), params }).done().then(
+        () => assert.fail(`lib-storage took ${name}`),
+        (err: Error) => err.message,
+      )
+      assert.throws(
+        () => new Upload({ client, params }),
+        (err) => StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT') && err.message.includes(theirs),
+        `${name}: ${theirs}`,
+      )
+    }
+  })
+})
+
+describe("Upload: done()'s result as lib-storage's callers use it", () => {
+  it("has $metadata with the httpStatusCode of a successful PutObject, as lib-storage's (its PutObject's) has", async () => {
+    // lib-storage's single-PUT result is its PutObject's output with Bucket, Key and Location.
+    const answered = { $metadata: { httpStatusCode: 200 } }
+    const stub = { ...stubClient(), send: async () => ({ ETag: '"e"', ...answered }) } as unknown as S3Client
+    const theirs = await new LibStorageUpload({ client: stub, params: { Bucket: 'b', Key: 'k', Body: 'x' } }).done()
+    const upload = new Upload({ client, params: { Bucket: 'b', Key: 'k', Body: 'x' } })
+    Object.defineProperty(upload, 'store', { value: new MemoryStore('result-metadata') })
+    // Typed loosely, so that this compiles whatever done() is typed as: the check is at run time.
+    const ours = (await upload.done()) as object as { $metadata?: { httpStatusCode?: number } }
+    assert.equal(theirs.$metadata.httpStatusCode, 200)
+    assert.equal(ours.$metadata?.httpStatusCode, theirs.$metadata.httpStatusCode)
+  })
+
+  it('type-checks where code typed against lib-storage does (its Options, Progress, done() as CompleteMultipartUploadCommandOutput)', () => {
+    const diagnostics = diagnosticsOf(`
+      import { Upload } from PACKAGE
+      import type { Options, Progress } from '@aws-sdk/lib-storage'
+      import type { CompleteMultipartUploadCommandOutput } from '@aws-sdk/client-s3'
+      import type { AbortController as Polyfill } from '@smithy/types'
+      declare const options: Options
+      declare const polyfill: Polyfill
+      const upload = new Upload(options)
+      const other = new Upload({ ...options, abortController: polyfill })
+      upload.on('httpUploadProgress', (p: Progress) => console.log(p.loaded, p.total, p.part, p.Key, p.Bucket))
+      const result: CompleteMultipartUploadCommandOutput = await upload.done()
+      const { $metadata, ETag, Location, Bucket, Key, VersionId } = await other.done()
+      export const uses = [result.$metadata.httpStatusCode, $metadata.requestId, ETag, Location, Bucket, Key, VersionId, upload.uploadId, upload.abort()]
+    `)
+    assert.deepEqual(diagnostics, [])
+    // The check can fail: a result typed as something it is not.
+    const wrong = diagnosticsOf(`
+      import { Upload } from PACKAGE
+      declare const upload: Upload
+      export const n: number = (await upload.done()).Location
+    `)
+    assert.equal(wrong.length, 1, wrong.join('\n'))
+  })
+})
+
+/**
+ * The diagnostics of \`source\` (a module importing the package root as built, and the
+ * packages installed) compiled strict: each as \`line: message\`. Written below dist/, so
+ * that the packages resolve from the repository's node_modules.
+ */
+function diagnosticsOf(source: string): string[] {
+  const dist = fileURLToPath(new URL('../../../', import.meta.url))
+  const dir = mkdtempSync(join(dist, 'upload-types-'))
+  try {
+    const file = join(dir, 'user.mts')
+    writeFileSync(file, source.replace('PACKAGE', JSON.stringify(join(dist, 'esm/lib/index.js'))))
+    const program = ts.createProgram([file], {
+      strict: true,
+      noEmit: true,
+      module: ts.ModuleKind.NodeNext,
+      moduleResolution: ts.ModuleResolutionKind.NodeNext,
+      types: ['node'],
+      skipLibCheck: true,
+    })
+    return ts.getPreEmitDiagnostics(program).map((d) => {
+      const at =
+        d.file !== undefined && d.start !== undefined ? d.file.getLineAndCharacterOfPosition(d.start).line + 1 : 0
+      return `${at}: ${ts.flattenDiagnosticMessageText(d.messageText, ' ')}`
+    })
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+}
