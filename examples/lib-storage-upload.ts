@@ -54,7 +54,13 @@ const result = await upload.done()
 console.log(
   JSON.stringify({
     upload: 'first',
-    done: { Bucket: result.Bucket, Key: result.Key, ETag: result.ETag, Location: result.Location },
+    done: {
+      Bucket: result.Bucket,
+      Key: result.Key,
+      ETag: result.ETag,
+      Location: result.Location,
+      status: result.$metadata.httpStatusCode,
+    },
     sha256: hash.digest('hex'),
   }),
 )

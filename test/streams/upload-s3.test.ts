@@ -152,6 +152,8 @@ describe('examples/lib-storage-upload: a lib-storage program, only its import ch
       const shape = (lines: Line[]) => ({
         progressKeys: [...new Set(progressOf(lines, 'first').map((e) => Object.keys(e).sort().join(',')))],
         doneKeys: Object.keys((lines.find((l) => l.done !== undefined)?.done as object) ?? {}).sort(),
+        // result.$metadata.httpStatusCode, which lib-storage's callers check for success.
+        status: (lines.find((l) => l.done !== undefined)?.done as { status?: unknown } | undefined)?.status,
         abort: lines.find((l) => l.upload === 'second' && l.error !== undefined)?.error,
         lastLoaded: progressOf(lines, 'first').at(-1)?.loaded,
       })
