@@ -499,20 +499,17 @@ interface EndpointV1 {
 /**
  * lib-storage's Location for an object at `key` (here: the container's prefix), made as
  * lib-storage makes it after a PutObject: the client's own endpoint, else the one the
- * client's endpoint rules give for the bucket (region, FIPS, dual-stack, path style, an
- * endpoint from the environment); then the bucket in the path when the client forces path
- * style, else in the host name; bucket and key segments encoded as the SDK encodes them.
+ * client's endpoint rules give a PutObject of it (region, FIPS, dual-stack, Accelerate, the
+ * global endpoint, path style, an endpoint from the environment); then the bucket in the path
+ * when the client forces path style, else in the host name; bucket and key segments encoded
+ * as the SDK encodes them.
  */
 async function locationOf(client: S3Client, bucket: string, key: string): Promise<string> {
-  const config = client.config as {
+  const config = client.config as unknown as EndpointConfig & {
     endpoint?: () => Promise<EndpointV1>
-    endpointProvider?: (params: Record<string, unknown>) => { url: URL }
     forcePathStyle?: boolean
-    region?: () => Promise<string>
-    useFipsEndpoint?: () => Promise<boolean>
-    useDualstackEndpoint?: () => Promise<boolean>
   }
-  const endpoint = (await config.endpoint?.()) ?? (await ruledEndpoint(config, bucket))
+  const endpoint = (await config.endpoint?.()) ?? (await ruledEndpoint(config, bucket, key))
   const path = key
     .split('/')
     .map((s) => sdkEncode(s))
@@ -524,31 +521,51 @@ async function locationOf(client: S3Client, bucket: string, key: string): Promis
   return `${endpoint.protocol}//${b}.${endpoint.hostname}${port}/${path}`
 }
 
-/** The endpoint the client's rules give a request on `bucket`: AWS's for its region, or the environment's. */
-async function ruledEndpoint(
-  config: {
-    endpointProvider?: (params: Record<string, unknown>) => { url: URL }
-    forcePathStyle?: boolean
-    region?: () => Promise<string>
-    useFipsEndpoint?: () => Promise<boolean>
-    useDualstackEndpoint?: () => Promise<boolean>
-  },
-  bucket: string,
-): Promise<EndpointV1> {
-  const region = (await config.region?.()) ?? 'us-east-1'
+/** A client's configuration, as the SDK's endpoint rules read it. */
+interface EndpointConfig {
+  endpointProvider?: (params: Record<string, unknown>) => { url: URL }
+  clientContextParams?: Record<string, unknown>
+  [name: string]: unknown
+}
+
+/**
+ * The parameters of PutObject's endpoint rules (client-s3's commonParams and its Bucket and
+ * Key) and the configuration each is read from; `true` for a client context parameter,
+ * which its `clientContextParams` may set too. Endpoint is the environment's, below.
+ */
+const ENDPOINT_PARAMS: ReadonlyArray<[string, string, boolean]> = [
+  ['Region', 'region', false],
+  ['UseFIPS', 'useFipsEndpoint', false],
+  ['UseDualStack', 'useDualstackEndpoint', false],
+  ['UseGlobalEndpoint', 'useGlobalEndpoint', false],
+  ['ForcePathStyle', 'forcePathStyle', true],
+  ['Accelerate', 'useAccelerateEndpoint', true],
+  ['UseArnRegion', 'useArnRegion', true],
+  ['DisableMultiRegionAccessPoints', 'disableMultiregionAccessPoints', true],
+  ['DisableS3ExpressSessionAuth', 'disableS3ExpressSessionAuth', true],
+]
+
+/**
+ * The endpoint the client's rules give a PutObject of `key` on `bucket`, the parameters
+ * read from its configuration as the SDK reads them (createConfigValueProvider), which is
+ * how lib-storage finds the endpoint of its Location: AWS's for the region (FIPS,
+ * dual-stack, Accelerate, the global endpoint), or the environment's.
+ */
+async function ruledEndpoint(config: EndpointConfig, bucket: string, key: string): Promise<EndpointV1> {
+  const params: Record<string, unknown> = { Bucket: bucket, Key: key }
+  for (const [param, name, contextParam] of ENDPOINT_PARAMS) {
+    let value = (contextParam ? config.clientContextParams?.[name] : undefined) ?? config[name]
+    if (typeof value === 'function') value = await value()
+    if (value !== undefined) params[param] = value
+  }
+  const region = typeof params.Region === 'string' ? params.Region : 'us-east-1'
   // A client configured by the environment has no endpoint in its config: the SDK reads
   // these variables when it sends (createS3Client reads them the same way).
   const fromEnv = process.env.AWS_ENDPOINT_URL_S3 || process.env.AWS_ENDPOINT_URL
+  if (fromEnv) params.Endpoint = fromEnv
   let url: URL | undefined
   try {
-    url = config.endpointProvider?.({
-      Bucket: bucket,
-      Region: region,
-      UseFIPS: (await config.useFipsEndpoint?.()) ?? false,
-      UseDualStack: (await config.useDualstackEndpoint?.()) ?? false,
-      ForcePathStyle: config.forcePathStyle ?? false,
-      ...(fromEnv ? { Endpoint: fromEnv } : {}),
-    }).url
+    url = config.endpointProvider?.({ Region: region, ...params }).url
   } catch {
     // Rules that refuse the parameters: the Location is informative, the upload is done.
   }

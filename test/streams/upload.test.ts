@@ -215,6 +215,45 @@ describe("Upload: done()'s Location, as lib-storage makes it after a PutObject",
   }
 })
 
+describe("Upload: done()'s Location, the same as lib-storage's for each client configuration", () => {
+  // lib-storage itself on a client whose send is faked: it resolves the endpoint from the
+  // client's configuration as the SDK does for a PutObject (getEndpointFromInstructions).
+  const configs: Array<ConstructorParameters<typeof S3Client>[0]> = [
+    {},
+    { forcePathStyle: true },
+    { region: 'eu-west-1', useAccelerateEndpoint: true },
+    { useAccelerateEndpoint: true, useDualstackEndpoint: true },
+    { useGlobalEndpoint: true },
+    { region: 'us-west-2', useGlobalEndpoint: true },
+  ]
+  for (const config of configs) {
+    it(JSON.stringify(config), async () => {
+      const saved = { s3: process.env.AWS_ENDPOINT_URL_S3, all: process.env.AWS_ENDPOINT_URL }
+      delete process.env.AWS_ENDPOINT_URL_S3
+      delete process.env.AWS_ENDPOINT_URL
+      try {
+        const make = () => {
+          const c = new S3Client({
+            region: 'us-east-1',
+            credentials: { accessKeyId: 'a', secretAccessKey: 'b' },
+            ...config,
+          })
+          c.send = (async () => ({ ETag: '"e"', $metadata: {} })) as unknown as S3Client['send']
+          return c
+        }
+        const params = { Bucket: 'my-bucket', Key: 'run/42', Body: 'x' }
+        const theirs = await new LibStorageUpload({ client: make(), params }).done()
+        const ours = new Upload({ client: make(), params })
+        Object.defineProperty(ours, 'store', { value: new MemoryStore(`location-as-theirs-${JSON.stringify(config)}`) })
+        assert.equal((await ours.done()).Location, theirs.Location)
+      } finally {
+        if (saved.s3 !== undefined) process.env.AWS_ENDPOINT_URL_S3 = saved.s3
+        if (saved.all !== undefined) process.env.AWS_ENDPOINT_URL = saved.all
+      }
+    })
+  }
+})
+
 describe('Upload: abortController, as lib-storage takes it', () => {
   /** @smithy/abort-controller's (and @aws-sdk/abort-controller's), as lib-storage's options type it: `onabort` only. */
   class PolyfillSignal {
