@@ -322,8 +322,14 @@ function checkParams(params: UploadParams): void {
     }
   }
   for (const name of ['Bucket', 'Key'] as const) {
-    if (typeof params[name] !== 'string' || params[name] === '') {
-      throw invalid(`params.${name} must be a non-empty string`)
+    const value = params[name]
+    if (typeof value !== 'string' || value === '') {
+      // The SDK's words, which lib-storage's done() rejects with, where the SDK refuses it
+      // (an empty Key it sends, to a request S3 refuses).
+      const sdk = value === undefined || (name === 'Bucket' && value === '')
+      throw invalid(
+        `params.${name} must be a non-empty string${sdk ? `: No value provided for input HTTP label: ${name}.` : ''}`,
+      )
     }
   }
   // Found here, not by the store at done(): a Key too long for the keys of a Body's later

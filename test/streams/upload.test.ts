@@ -752,6 +752,33 @@ describe('Upload: a Body lib-storage refuses, in its words', () => {
   })
 })
 
+describe('Upload: a missing Bucket or Key, in the words lib-storage rejects it with', () => {
+  it("the SDK's 'No value provided for input HTTP label', which lib-storage's done() rejects with (no request made)", async () => {
+    // A client that could not connect: the SDK refuses these before any request.
+    const offline = new S3Client({
+      region: 'us-east-1',
+      credentials: { accessKeyId: 'a', secretAccessKey: 'b' },
+      endpoint: 'http://127.0.0.1:1',
+      forcePathStyle: true,
+      maxAttempts: 1,
+    })
+    const cases: Array<Record<string, unknown>> = [{ Key: 'k' }, { Bucket: '', Key: 'k' }, { Bucket: 'b' }]
+    for (const given of cases) {
+      const params = { ...given, Body: 'x' } as unknown as UploadParams
+      const theirs = await new LibStorageUpload({ client: offline, params }).done().then(
+        () => assert.fail(`lib-storage took ${JSON.stringify(given)}`),
+        (err: Error) => err.message,
+      )
+      assert.match(theirs, /^No value provided for input HTTP label: (Bucket|Key)\.$/)
+      assert.throws(
+        () => new Upload({ client: offline, params }),
+        (err) => StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT') && err.message.includes(theirs),
+        `${JSON.stringify(given)}: ${theirs}`,
+      )
+    }
+  })
+})
+
 describe("Upload: done()'s result as lib-storage's callers use it", () => {
   it("has $metadata with the httpStatusCode of a successful PutObject, as lib-storage's (its PutObject's) has", async () => {
     // lib-storage's single-PUT result is its PutObject's output with Bucket, Key and Location.
