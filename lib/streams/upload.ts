@@ -473,16 +473,25 @@ function checkBody(body: unknown): void {
 
 /**
  * A chunk of the Body as bytes, as lib-storage makes them (`Buffer.from`): bytes as they are,
- * a string in UTF-8, an ArrayBuffer's memory viewed, an array of byte values copied; anything
- * else is ERR_INVALID_ARGUMENT, naming it. Another typed array or a DataView is its memory
- * viewed, where `Buffer.from` would keep each element's low byte (of a DataView, none).
+ * a string in UTF-8, an ArrayBuffer's memory viewed, an array (or array-like) of byte values
+ * copied; what `Buffer.from` refuses is ERR_INVALID_ARGUMENT, naming it. Another typed array
+ * or a DataView is its memory viewed, where `Buffer.from` would keep each element's low byte
+ * (of a DataView, none).
  */
 function bodyChunk(chunk: unknown): Uint8Array {
   if (chunk instanceof Uint8Array) return chunk
   if (typeof chunk === 'string') return Buffer.from(chunk)
   if (chunk instanceof ArrayBuffer || chunk instanceof SharedArrayBuffer) return Buffer.from(chunk)
   if (ArrayBuffer.isView(chunk)) return Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)
-  if (Array.isArray(chunk)) return Buffer.from(chunk)
+  // Any other object as `Buffer.from` makes it (lib-storage's done() rejects what it refuses):
+  // a String object, a Buffer's JSON form ({ type: 'Buffer', data }), an array-like.
+  if (typeof chunk === 'object' && chunk !== null) {
+    try {
+      return Buffer.from(chunk as Parameters<typeof Buffer.from>[0] & object)
+    } catch {
+      // Not bytes to Buffer.from either: refused below.
+    }
+  }
   const kind =
     chunk === null ? 'null' : typeof chunk === 'object' ? (chunk.constructor?.name ?? 'object') : typeof chunk
   throw invalid(`params.Body gave a chunk of type ${kind}, not bytes: nothing was published`)

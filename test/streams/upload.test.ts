@@ -500,6 +500,46 @@ describe("Upload: a stream's chunks as bytes", () => {
     assert.deepEqual(Buffer.from(await f.read(0, f.size)), expected)
     await f.close()
   })
+
+  it("a String object, a Buffer's JSON form or an array-like is what lib-storage's Buffer.from makes of it", async () => {
+    const chunks = () =>
+      Readable.from([new String('ab'), { type: 'Buffer', data: [1, 2] }, { length: 2, 0: 3, 1: 4 }, Buffer.from('z')])
+    let sent: Uint8Array | undefined
+    const stub = {
+      ...stubClient(),
+      send: async (command: { input: { Body?: Uint8Array } }) => {
+        sent = command.input.Body
+        return { ETag: '"e"', $metadata: {} }
+      },
+    } as unknown as S3Client
+    await new LibStorageUpload({ client: stub, params: { Bucket: 'b', Key: 'k', Body: chunks() } }).done()
+    assert.deepEqual(Buffer.from(sent ?? []), Buffer.from([0x61, 0x62, 1, 2, 3, 4, 0x7a]))
+    const upload = new Upload({ client, params: { Bucket: 'b', Key: 'k', Body: chunks() } })
+    const store = new MemoryStore('buffer-from-chunks')
+    Object.defineProperty(upload, 'store', { value: store })
+    await upload.done()
+    const f = await SegmentFile.open(store, { readOnly: true })
+    assert.deepEqual(Buffer.from(await f.read(0, f.size)), Buffer.from(sent ?? []))
+    await f.close()
+  })
+
+  it("a chunk Buffer.from refuses (a number, a plain object) fails the upload as it fails lib-storage's", async () => {
+    for (const chunk of [42, { not: 'bytes' }]) {
+      await assert.rejects(
+        new LibStorageUpload({
+          client: stubClient(),
+          params: { Bucket: 'b', Key: 'k', Body: Readable.from([Buffer.from('a'), chunk]) },
+        }).done(),
+        TypeError,
+      )
+      const upload = new Upload({
+        client,
+        params: { Bucket: 'b', Key: 'k', Body: Readable.from([Buffer.from('a'), chunk]) },
+      })
+      Object.defineProperty(upload, 'store', { value: new MemoryStore(`refused-chunk-${typeof chunk}`) })
+      await assert.rejects(upload.done(), (err) => StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT'))
+    }
+  })
 })
 
 describe('Upload: a stream Body before done()', () => {
