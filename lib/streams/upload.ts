@@ -570,7 +570,13 @@ async function ruledEndpoint(config: EndpointConfig, bucket: string, key: string
   const params: Record<string, unknown> = { Bucket: bucket, Key: key }
   for (const [param, name, contextParam] of ENDPOINT_PARAMS) {
     let value = (contextParam ? config.clientContextParams?.[name] : undefined) ?? config[name]
-    if (typeof value === 'function') value = await value()
+    try {
+      if (typeof value === 'function') value = await value()
+    } catch {
+      // A provider that fails (a setting read from a file): the rules' default. The
+      // checkpoint is published; the Location is informative.
+      value = undefined
+    }
     if (value !== undefined) params[param] = value
   }
   const region = typeof params.Region === 'string' ? params.Region : 'us-east-1'

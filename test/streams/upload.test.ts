@@ -254,6 +254,28 @@ describe("Upload: done()'s Location, the same as lib-storage's for each client c
   }
 })
 
+describe("Upload: done()'s Location when a client's setting cannot be read", () => {
+  it('a provider that throws is left out (the rules default it): done() resolves, the checkpoint published', async () => {
+    const saved = { s3: process.env.AWS_ENDPOINT_URL_S3, all: process.env.AWS_ENDPOINT_URL }
+    delete process.env.AWS_ENDPOINT_URL_S3
+    delete process.env.AWS_ENDPOINT_URL
+    try {
+      const c = new S3Client({ region: 'us-east-1', credentials: { accessKeyId: 'a', secretAccessKey: 'b' } })
+      Object.assign(c.config, {
+        useFipsEndpoint: async () => {
+          throw new Error('cannot read the shared config file')
+        },
+      })
+      const upload = new Upload({ client: c, params: { Bucket: 'my-bucket', Key: 'k', Body: 'x' } })
+      Object.defineProperty(upload, 'store', { value: new MemoryStore('location-provider-throws') })
+      assert.equal((await upload.done()).Location, 'https://my-bucket.s3.us-east-1.amazonaws.com/k')
+    } finally {
+      if (saved.s3 !== undefined) process.env.AWS_ENDPOINT_URL_S3 = saved.s3
+      if (saved.all !== undefined) process.env.AWS_ENDPOINT_URL = saved.all
+    }
+  })
+})
+
 describe('Upload: abortController, as lib-storage takes it', () => {
   /** @smithy/abort-controller's (and @aws-sdk/abort-controller's), as lib-storage's options type it: `onabort` only. */
   class PolyfillSignal {
