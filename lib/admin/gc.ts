@@ -734,7 +734,10 @@ async function mark(
     // other map walks for itself what it reaches through them, and finds that too.
     const maps: MapToWalk[] = group.map((cno) => ({ inode: inodeOf(cno), problems: [] }))
     const gone = (key: string) => !listed(key)
-    await walkMaps(store, maps, signal, { seen, gone, onLevel: told.level }, (i, walk, again) => {
+    // Which objects each map reaches is all mark needs (objectsOnly): recording each data
+    // pointer would hold 8 bytes per mapped block, gigabytes for a checkpoint of a few TiB.
+    const share = { seen, gone, onLevel: told.level, objectsOnly: true }
+    await walkMaps(store, maps, signal, share, (i, walk, again) => {
       const cno = group[i] as number
       const own = (maps[i] as MapToWalk).problems
       live.add(segmentKey(cno, 0))

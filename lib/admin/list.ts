@@ -276,7 +276,8 @@ export async function countUniqueBytes(
     const onCovered = (hi: number, lo: number, level: number) => {
       if (!shared.mark(hi, lo, level)) whole = false
     }
-    const walk = await walkMap(store, inode, problems, signal, { nodes, seen, onCovered })
+    // Which objects it reaches is all this needs: no data pointer recorded (objectsOnly).
+    const walk = await walkMap(store, inode, problems, signal, { nodes, seen, onCovered, objectsOnly: true })
     walked += walk.nodes
     const keys = new Set(walk.reached.keys())
     keys.add(segmentKey(entry.cno, 0))

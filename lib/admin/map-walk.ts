@@ -3,7 +3,14 @@
  * one span of nodes at a time (container/nodes.ts), every node checked against its
  * parent's entry. Nodes that fail their checks, objects missing, pointers past an
  * object's end become problems; the walk goes on past them. For inspect and verify:
- * what it returns is which objects the map reaches, and where in them.
+ * what it returns is which objects the map reaches, and where in them; for gc, which
+ * objects alone (WalkShare.objectsOnly).
+ *
+ * What a walk holds grows with the map's nodes and the objects it reaches, not with its
+ * data pointers (a checkpoint of 1 TiB in 4 KiB blocks has 2^28 of them): a leaf's
+ * pointers are visited as the leaf is decoded, its span's bytes and the leaf let go
+ * then, never a whole level of leaves at once; only a walk that records every data
+ * pointer (inspect, verify, export, which check or copy each one) holds 8 bytes for each.
  */
 import { NODE_SPAN_BYTES, type NodeSpan, nodeLocation, nodeSpans, readNodeSpan } from '../container/nodes.js'
 import { StreamSegmentError } from '../errors.js'
@@ -60,10 +67,27 @@ interface PassedOver extends NodePlace {
 export interface Reached {
   /** Node pointers into the object: byte offsets. */
   nodes: number[]
-  /** Data pointers: byte offsets, and the block each names (typed: a checkpoint may hold 2^28 and more). */
+  /** How many data pointers point into the object (counted by every walk, recording them or not). */
+  blocks: number
+  /**
+   * Data pointers: byte offsets, and the block each names (typed: a checkpoint may hold
+   * 2^28 and more). None in a walk of objects only (WalkShare.objectsOnly).
+   */
   dataAt: U32List
   dataBlock: U32List
 }
+
+/**
+ * The data pointers of every object a walk of objects only reaches: one empty list for
+ * them all (two lists of their own per object would cost more than the rest of its entry).
+ * A push is a bug of this module, so it throws rather than fill the shared list.
+ */
+class NoDataPointers extends U32List {
+  override push(): void {
+    throw new Error('map-walk: a walk of objects only records no data pointers')
+  }
+}
+const NO_DATA_POINTERS: U32List = new NoDataPointers()
 
 export interface Problem {
   code: 'ERR_CORRUPT' | 'ERR_NOT_FOUND' | 'ERR_UNSUPPORTED'
@@ -283,6 +307,13 @@ export interface WalkShare {
   gone?: (key: string) => boolean
   /** Told after each level walked (walkMaps: across the maps) how many nodes were taken at it. */
   onLevel?: (nodes: number) => void
+  /**
+   * Records only which objects the map reaches and how many data pointers point into each
+   * (`Reached.blocks`), not each pointer (`dataAt`, `dataBlock` left empty): for gc, which
+   * needs no more. A walk recording them holds 8 bytes per mapped block, gigabytes for a
+   * checkpoint of a few TiB; this one holds what grows with the objects and the nodes.
+   */
+  objectsOnly?: boolean
 }
 
 /** The checks decodeNode makes against the parent's entry, for a node decoded earlier. */
@@ -333,7 +364,7 @@ export interface MapToWalk {
  * At each level the maps take their node pointers in the order given, as walking them
  * one after another would: a node two of them reach at the same level (`share.seen`) is
  * walked for the first. `onWalked` is told each map's walk as it ends, and is the only
- * one left holding it (a walk of a big map holds every pointer it reached).
+ * one left holding it (a walk of a big map recording its data pointers holds every one).
  *
  * A claim in `seen` says that the subtree under its node was walked whole. A node that
  * fails its checks, or cannot be read, or a leaf pointing into an object gone
@@ -365,7 +396,7 @@ export async function walkMaps(
       )
     }
     await walkLevels(walkers, from, share.onLevel, (i, walker) => {
-      // The map's walk is left to onWalked alone (a big map's holds every pointer reached).
+      // The map's walk is left to onWalked alone (a big map's may hold every pointer reached).
       walkers.delete(i)
       onWalked(i, finish(walker), again)
     })
@@ -470,7 +501,7 @@ export function missingWhy(
   reached: Reached | undefined,
   nodes = reached?.nodes.length ?? 0,
 ): string {
-  const what = `${nodes} nodes and ${reached?.dataAt.length ?? 0} blocks`
+  const what = `${nodes} nodes and ${reached?.blocks ?? 0} blocks`
   if (reached === undefined && nodes === 0 && key === segmentKey(inode.cno, 0)) {
     return `no such object, but it is part 0 of checkpoint ${inode.cno}, the checkpoint itself`
   }
@@ -495,8 +526,14 @@ class MapWalker {
   readonly inode: Inode
   readonly problems: Problem[]
   private readonly mbs: number
-  /** The object the last data pointer reached (cno and part): a leaf's pointers mostly share one. */
+  /**
+   * The object the last data pointer reached (cno and part): a leaf's pointers mostly share
+   * one. Set afresh per leaf, and a leaf's pointers are visited in one synchronous run
+   * (leaf), so leaves of spans fetched at once never see one another's.
+   */
   private lastData: { cno: number; part: number; reached: Reached } | undefined
+  /** WalkShare.objectsOnly: data pointers counted per object, not recorded. */
+  private readonly objectsOnly: boolean
 
   constructor(
     readonly store: ObjectStore,
@@ -516,6 +553,7 @@ class MapWalker {
     this.inode = inode
     this.problems = problems
     this.mbs = 2 ** inode.metaShift
+    this.objectsOnly = share.objectsOnly === true
     this.walk = {
       reached: new Map(),
       skipped: new Set(),
@@ -528,17 +566,17 @@ class MapWalker {
     }
   }
 
-  /** Visits every entry of one level; returns the entries of the nodes they point at. */
+  /**
+   * Visits every entry of one level; returns the entries of the index nodes they point at.
+   * The leaves they point at are visited as each is taken (take), so none are returned.
+   */
   async visit(level: readonly Entries[]): Promise<Entries[]> {
     const refs = new Map<string, Ref[]>()
     const next: Entries[] = []
     for (const e of level) {
-      // Each leaf looks its objects up afresh: one gone gives back that leaf's claims.
-      this.lastData = undefined
-      for (let i = 0; i < e.count; i++) {
-        if (e.level === 0) this.dataPointer(e, i)
-        else this.nodePointer(e, i, refs, next)
-      }
+      // Level 0 here only as the inode's root of a map of one level (no node above it).
+      if (e.level === 0) this.leaf(e)
+      else for (let i = 0; i < e.count; i++) this.nodePointer(e, i, refs, next)
     }
     await Promise.all(
       [...refs].flatMap(([key, list]) =>
@@ -552,19 +590,47 @@ class MapWalker {
 
   private reach(key: string): Reached {
     let r = this.walk.reached.get(key)
-    if (r === undefined)
-      this.walk.reached.set(key, (r = { nodes: [], dataAt: new U32List(), dataBlock: new U32List() }))
+    if (r === undefined) {
+      r = this.objectsOnly
+        ? { nodes: [], blocks: 0, dataAt: NO_DATA_POINTERS, dataBlock: NO_DATA_POINTERS }
+        : { nodes: [], blocks: 0, dataAt: new U32List(), dataBlock: new U32List() }
+      this.walk.reached.set(key, r)
+    }
     return r
   }
 
-  /** A node checked against its parent's entry: counted, its entries the next level's. */
+  /**
+   * A node checked against its parent's entry: counted; an index node's entries the next
+   * level's, a leaf's visited now. Held for the visit of their level, the leaves would all
+   * be in memory at once, their keys and pointers 12 bytes per mapped block (gigabytes for
+   * a checkpoint of a few TiB); visited as they come, each goes with its span. Nothing at
+   * the leaf level waits for the level to be whole: a data pointer claims no node, and the
+   * claims one gives back (an object gone) were all taken, by every map walked with this
+   * one, before the first leaf's span came (walkLevels: each visit takes its node pointers
+   * before it first waits), as when the leaves were visited after their level. A leaf
+   * taken from memory (share.nodes) is visited as its pointer is taken: a map after this
+   * one then finds a claim it gave back gone already, and walks that leaf at once rather
+   * than pass over it and walk again.
+   */
   private take(n: BlockMapNode, upper: number, next: Entries[], claim: Claim | undefined): void {
     this.walk.nodes++
-    if (n.level === 0) this.walk.leaves++
-    next.push({ level: n.level, keys: n.keys, hi: n.ptrHi, lo: n.ptrLo, count: n.count, upper, claim })
+    const entries = { level: n.level, keys: n.keys, hi: n.ptrHi, lo: n.ptrLo, count: n.count, upper, claim }
+    if (n.level > 0) {
+      next.push(entries)
+      return
+    }
+    this.walk.leaves++
+    this.leaf(entries)
   }
 
-  /** A leaf's entry i: a hole, or a data pointer recorded against its object. */
+  /** A leaf's entries (or the inode's root of a map of one level): holes and data pointers. */
+  private leaf(e: Entries): void {
+    // Each leaf looks its objects up afresh: one gone gives back that leaf's claims.
+    this.lastData = undefined
+    for (let i = 0; i < e.count; i++) this.dataPointer(e, i)
+  }
+
+  /** A leaf's entry i: a hole, or a data pointer recorded (or only counted) against its object. */
   private dataPointer(e: Entries, i: number): void {
     const hi = e.hi[i] as number
     const lo = e.lo[i] as number
@@ -581,8 +647,11 @@ class MapWalker {
       this.lastData = { cno: hi, part, reached: (r = this.reach(key)) }
       if (this.share.gone?.(key)) this.giveUp(e.claim)
     }
-    r.dataAt.push(pointerUnit(lo) * UNIT_BYTES)
-    r.dataBlock.push(e.keys[i] as number)
+    r.blocks++
+    if (!this.objectsOnly) {
+      r.dataAt.push(pointerUnit(lo) * UNIT_BYTES)
+      r.dataBlock.push(e.keys[i] as number)
+    }
     this.walk.dataPointers++
   }
 
@@ -667,11 +736,12 @@ class MapWalker {
     }
     for (const r of span.refs) {
       const at = r.offset - span.start
+      let n: BlockMapNode
       try {
         if (at + mbs > bytes.byteLength) {
           throw StreamSegmentError.corrupt(`${store.url}/${r.where}: node pointed at past the object's end`)
         }
-        const n: BlockMapNode = decodeNode(bytes.subarray(at, at + mbs), {
+        n = decodeNode(bytes.subarray(at, at + mbs), {
           level: r.level,
           minKey: r.minKey,
           maxKeyExclusive: r.upper,
@@ -679,13 +749,16 @@ class MapWalker {
           maxCno: this.inode.cno,
           where: `${store.url}/${r.where}`,
         })
-        if (r.checkOnly) continue
-        this.share.nodes?.set(`${r.hi}:${r.lo}`, n)
-        this.take(n, r.upper, next, r.claim)
       } catch (err) {
         found.push(key, toProblem(err, 'node', r.where))
         this.giveUp(r.claim ?? r.parent)
+        continue
       }
+      if (r.checkOnly) continue
+      this.share.nodes?.set(`${r.hi}:${r.lo}`, n)
+      // Outside the try: a leaf is visited here (take), and what fails in that is no
+      // failure of this node's checks (nor was it when leaves were visited later).
+      this.take(n, r.upper, next, r.claim)
     }
   }
 
