@@ -39,6 +39,14 @@ const cases: Case[] = [
     ],
   },
   {
+    program: 'gc-memory',
+    env: { BENCH_MIB: MIB },
+    lines: [
+      /^\| 16 \| \d+ \| \d+ \| gc \| [\d.]+ \| -?\d+ \| -?[\d.]+ \| -?[\d.]+ \|$/,
+      /^\| 16 \| \d+ \| \d+ \| verify \| [\d.]+ \|/,
+    ],
+  },
+  {
     program: 'read',
     args: ['--mib', MIB, '--object-mib', '4', '--random', '5', '--rounds', '1'],
     lines: [
