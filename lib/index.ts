@@ -106,9 +106,14 @@ export {
   StreamSegmentReadStream,
 } from './streams/read-stream.js'
 export {
+  type BodyDataTypes,
+  type Configuration,
   type LibStorageAbortController,
+  type Options,
   PARAMS as UPLOAD_PARAMS,
   type Progress,
+  type RawDataPart,
+  type ServiceClients,
   Upload,
   type UploadOptions,
   type UploadParams,

@@ -119,6 +119,25 @@ export interface UploadOptions {
 }
 
 /**
+ * lib-storage's names for the types above, exported by it beside `Upload`, so that code
+ * importing them (`import { Upload, type Options } from '@aws-sdk/lib-storage'`) compiles
+ * with only its import line changed: `Options` is `UploadOptions`, `Configuration` its
+ * tuning options as lib-storage declares them (every one given), `BodyDataTypes` a Body.
+ */
+export type Options = UploadOptions
+export type Configuration = Required<Pick<UploadOptions, 'queueSize' | 'partSize' | 'leavePartsOnError' | 'tags'>> &
+  Pick<UploadOptions, 'abortController'>
+export type BodyDataTypes = PutObjectCommandInput['Body']
+/** lib-storage's deprecated name for its client's type. */
+export type ServiceClients = S3Client
+/** lib-storage's part of a Body, as its public type declares it (this Upload makes none). */
+export interface RawDataPart {
+  partNumber: number
+  data: BodyDataTypes
+  lastPart?: boolean
+}
+
+/**
  * What `done()` resolves with: lib-storage's fields, and the checkpoint's. Those of its type
  * that describe one object (VersionId, Expiration, ServerSideEncryption, the checksums) are
  * typed, so that code reading them compiles, and never set: a container is many objects.

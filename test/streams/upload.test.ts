@@ -879,6 +879,27 @@ describe("Upload: done()'s result as lib-storage's callers use it", () => {
     `)
     assert.equal(wrong.length, 1, wrong.join('\n'))
   })
+
+  it("compiles with lib-storage's type names imported from the package, its import line alone changed", () => {
+    // Each name as lib-storage's callers use it: the same type as lib-storage's, or for
+    // Options and Configuration a wider one (more clients, abort controllers and options).
+    const diagnostics = diagnosticsOf(`
+      import { Upload, type Options, type Configuration, type BodyDataTypes, type Progress, type RawDataPart, type ServiceClients } from PACKAGE
+      import type * as LibStorage from '@aws-sdk/lib-storage'
+      declare const client: ServiceClients
+      const body: BodyDataTypes = 'x'
+      const configuration: Configuration = { queueSize: 4, partSize: 5 * 1024 * 1024, leavePartsOnError: false, tags: [] }
+      const options: Options = { client, params: { Bucket: 'b', Key: 'k', Body: body }, ...configuration }
+      const upload = new Upload(options)
+      upload.on('httpUploadProgress', (p: Progress) => console.log(p.loaded))
+      const part: RawDataPart = { partNumber: 1, data: body, lastPart: true }
+      const same: [LibStorage.BodyDataTypes, LibStorage.RawDataPart, LibStorage.Progress, LibStorage.ServiceClients] =
+        [body, part, { loaded: 1 }, client]
+      const theirs: [Options, Configuration] = [{} as LibStorage.Options, {} as LibStorage.Configuration]
+      export const uses = [upload, same, theirs]
+    `)
+    assert.deepEqual(diagnostics, [])
+  })
 })
 
 /**
