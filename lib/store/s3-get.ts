@@ -34,7 +34,8 @@
  *   is idle, and it is closed, unless they are one empty line, which HTTP lets a client
  *   pass over (the next request on it waits until the reads due when an answer ends are
  *   made: those bytes may have come with the body's last ones). The buffer is handed out
- *   only when complete.
+ *   only when complete; a body that fails gives its pieces back to the pool (`fail`, once
+ *   the socket is closed: no read lands in them after that).
  * - Sockets: per origin at most the client's agent's `maxSockets` (64 when unbounded),
  *   kept alive between requests, waiting requests served in order. The client's connect
  *   timeout (no connection in time) and idle timeout (no byte received for that long,
@@ -52,7 +53,7 @@ import { connect as netConnect, type Socket } from 'node:net'
 import { Readable } from 'node:stream'
 import { connect as tlsConnect } from 'node:tls'
 import type { S3Client } from '@aws-sdk/client-s3'
-import { PIECE_BYTES, takePiece } from '../util/piece-pool.js'
+import { PIECE_BYTES, returnPieces, takePiece } from '../util/piece-pool.js'
 
 const HEAD_MAX = 64 * 1024
 const ERROR_BODY_MAX = 1024 * 1024
@@ -146,12 +147,22 @@ type Stack = {
 /**
  * Makes `command` (a GetObjectCommand) go out through `transport`: its 2xx body comes back
  * as a BodyBytes (`piecesOf` takes it). `where` names the object in error messages.
+ * `read` is told the pieces of a 2xx body once it is read: the caller's to give back
+ * (`returnPieces`) should the SDK fail the call after that, or not hand them out.
  */
-export function sendOverHttp<C>(command: C, transport: Transport, signal: AbortSignal, where: string): C {
+export function sendOverHttp<C>(
+  command: C,
+  transport: Transport,
+  signal: AbortSignal,
+  where: string,
+  read: (pieces: Uint8Array[]) => void,
+): C {
   ;(command as unknown as Stack).middlewareStack.add(
-    () => async (args) => ({
-      response: await httpGet((args as { request: SignedRequest }).request, transport, signal, where),
-    }),
+    () => async (args) => {
+      const response = await httpGet((args as { request: SignedRequest }).request, transport, signal, where)
+      if (response.body instanceof BodyBytes) read(response.body.pieces)
+      return { response }
+    },
     { step: 'deserialize', priority: 'low', name: 'streamSegmentHttpGet' },
   )
   return command
@@ -773,7 +784,11 @@ class Connection {
     this.pool.release(this, x.keepAlive)
   }
 
-  /** Fails the exchange in progress (if any) and closes the socket. */
+  /**
+   * Fails the exchange in progress (if any) and closes the socket. The pieces its body was
+   * being read into go back to the pool: once the socket is closed no read lands in them,
+   * and nobody has seen them (a body is handed out only when complete).
+   */
   private fail(err: Error): void {
     const x = this.x
     this.x = undefined
@@ -782,6 +797,7 @@ class Connection {
       x.reject(err)
     }
     this.destroy()
+    if (x !== undefined) returnPieces(x.pieces)
   }
 }
 
