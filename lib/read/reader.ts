@@ -42,7 +42,8 @@
  *   mismatch). A run
  *   that fails is fetched once more with its summary (bytes damaged on the way fail the
  *   same checks); failing again it is ERR_CORRUPT naming the key, offset and both CRCs,
- *   never the bytes.
+ *   never the bytes. An answer that fails its checks, or whose summary's GET fails, is
+ *   given back to the pool of GET pieces (util/piece-pool.ts): nobody saw it.
  */
 
 import { setMaxListeners } from 'node:events'
@@ -60,6 +61,7 @@ import { FORMAT_PARTED } from '../format/inode.js'
 import { segmentKey } from '../format/names.js'
 import { type BlockMapNode, decodeNode } from '../format/node.js'
 import { hex32, pointerPart, pointerUnit, UNIT_BYTES } from '../format/pointer.js'
+import type { Summary } from '../format/summary.js'
 import { type ReadOptions, resolveReadOptions } from '../settings.js'
 import { type BlockMap, DIRTY_BASE, isDirtyRef, type MapNode } from '../state/block-map.js'
 import type { FileState } from '../state/file-state.js'
@@ -535,11 +537,24 @@ export class Reader {
       st.maxMeta - r.at <= TAIL_DATA_MAX_BYTES
     const minSlots = Math.ceil((r.at + length) / bs)
     const [chunks, summary] =
-      have !== undefined
-        ? [have, await this.objects.summaryOf(st, minSlots)]
-        : tail
-          ? await this.objects.readDataWithSummary(st, r.at, r.at + length).then((t) => [t.chunks, t.summary] as const)
-          : await Promise.all([this.objects.readData(st, r.at, r.at + length), this.objects.summaryOf(st, minSlots)])
+      have === undefined && tail
+        ? await this.objects.readDataWithSummary(st, r.at, r.at + length).then((t) => [t.chunks, t.summary] as const)
+        : await withSummary(
+            have === undefined ? this.objects.readData(st, r.at, r.at + length) : Promise.resolve(have),
+            this.objects.summaryOf(st, minSlots),
+          )
+    try {
+      return await this.checkBlocks(r, st, chunks, summary)
+    } catch (err) {
+      givePieces(chunks) // failed its checks: nobody sees these bytes
+      throw err
+    }
+  }
+
+  /** `chunks` (the bytes of run `r`), once every block checks out against `summary`. */
+  private async checkBlocks(r: Run, st: ObjectState, chunks: Uint8Array[], summary: Summary): Promise<Uint8Array[]> {
+    const bs = this.core.blockSize
+    const length = r.count * bs
     const where = `${this.core.store.url}/${r.key}`
     let got = 0
     for (const c of chunks) got += c.byteLength
@@ -883,4 +898,14 @@ export class Reader {
       }
     }
   }
+}
+
+/**
+ * A run's data and its object's summary, fetched at once. The summary failing, the data's
+ * pieces go back once they come (util/piece-pool.ts): nobody sees them.
+ */
+function withSummary(data: Promise<Uint8Array[]>, summary: Promise<Summary>): Promise<[Uint8Array[], Summary]> {
+  const both = Promise.all([data, summary])
+  both.catch(() => data.then(givePieces, () => undefined))
+  return both
 }
