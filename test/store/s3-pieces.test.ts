@@ -13,7 +13,7 @@ import type { Socket } from 'node:net'
 import { after, describe, it } from 'node:test'
 import { createS3Client, S3Store, type S3StoreOptions } from '../../lib/store/s3.js'
 import { crc32Base64 } from '../../lib/store/s3-body.js'
-import { dropPieces, givePieces, PIECE_BYTES, pieceStats } from '../../lib/util/piece-pool.js'
+import { dropPieces, givePieces, isLentPiece, PIECE_BYTES, pieceStats } from '../../lib/util/piece-pool.js'
 import { rejectsCode } from '../helpers/assert.js'
 import { testS3Store } from '../helpers/fake-s3.js'
 import { pattern } from '../helpers/pattern.js'
@@ -100,6 +100,21 @@ async function piecesBack(before: { out: number; reused: number }): Promise<void
   assert.equal(pieceStats().out, before.out)
 }
 
+/** A store whose client validates response checksums (the SDK reads the body it is handed). */
+function validating(url: string): S3Store {
+  return new S3Store({
+    client: createS3Client({
+      endpoint: url,
+      region: 'us-east-1',
+      credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+      responseChecksumValidation: 'WHEN_SUPPORTED',
+    }),
+    bucket: 'bucket',
+    prefix: 'p',
+    maxRetries: 0,
+  })
+}
+
 function store(url: string, options: Partial<S3StoreOptions> = {}, idleTimeoutMs?: number) {
   return testS3Store(url, { maxRetries: 0, ...options }, idleTimeoutMs === undefined ? {} : { idleTimeoutMs })
 }
@@ -152,21 +167,25 @@ describe('S3Store lean GET: pieces of a GET that fails part-way go back to the p
       res.end(OBJECT)
     })
     const before = fresh()
-    const s = new S3Store({
-      client: createS3Client({
-        endpoint: url,
-        region: 'us-east-1',
-        credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
-        responseChecksumValidation: 'WHEN_SUPPORTED',
-      }),
-      bucket: 'bucket',
-      prefix: 'p',
-      maxRetries: 0,
-    })
+    const s = validating(url)
     await assert.rejects(s.getChunks('k'), /checksum|Checksum/)
     const failed = pieceStats()
     assert.equal(failed.out, before.out, 'pieces taken and not given back')
     assert.equal(failed.keptBytes, MiB, 'bytes kept in the pool')
+  })
+
+  it('a client validating response checksums, the checksum right: the answer is the pieces, lent, none else out', async () => {
+    const url = await serve((_req, res) => {
+      head(res, { 'x-amz-checksum-crc32': crc32Base64([OBJECT]) })
+      res.end(OBJECT)
+    })
+    const before = fresh()
+    const chunks = await validating(url).getChunks('k')
+    assert.deepEqual(Buffer.concat(chunks), OBJECT)
+    assert.equal(chunks.filter(isLentPiece).length, MiB / PIECE_BYTES, 'the SDK handed the pieces through')
+    assert.equal(pieceStats().out, before.out + MiB / PIECE_BYTES)
+    givePieces(chunks)
+    assert.equal(pieceStats().out, before.out)
   })
 
   it('a failed try, then one that succeeds: only the pieces handed out are out', async () => {
