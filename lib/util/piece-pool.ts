@@ -37,6 +37,11 @@ let fresh: Buffer[] = []
 /** Memory of pieces made here, and of those lent out now. */
 const made = new WeakSet<ArrayBuffer>()
 const lent = new WeakSet<ArrayBuffer>()
+/**
+ * Memory of pieces in the pool now: one given or returned twice would be taken twice, and
+ * two GETs would read into it at once. A second give is ignored.
+ */
+const kept = new WeakSet<ArrayBuffer>()
 let reused = 0
 /** Pieces taken and not given back (in use, or dropped unreturned to the collector). */
 let out = 0
@@ -49,6 +54,7 @@ export function takePiece(): Buffer {
   out++
   const p = pool.take(PIECE_BYTES, true)
   if (p !== undefined) {
+    kept.delete(p.buffer as ArrayBuffer)
     reused++
     return p
   }
@@ -74,7 +80,7 @@ export function givePieces(views: readonly Uint8Array[]): void {
   for (const v of views) {
     if (!isLentPiece(v)) continue
     lent.delete(v.buffer as ArrayBuffer)
-    back.push(Buffer.from(v.buffer))
+    keep(back, v.buffer as ArrayBuffer)
   }
   if (back.length > 0) pool.give(back)
   out -= back.length
@@ -88,7 +94,7 @@ export function returnPieces(pieces: readonly Uint8Array[]): void {
   const back: Buffer[] = []
   for (const p of pieces) {
     if (!whole(p) || !made.has(p.buffer as ArrayBuffer) || lent.has(p.buffer as ArrayBuffer)) continue
-    back.push(Buffer.from(p.buffer))
+    keep(back, p.buffer as ArrayBuffer)
   }
   if (back.length > 0) pool.give(back)
   out -= back.length
@@ -106,6 +112,13 @@ export function dropPieces(): void {
  */
 export function pieceStats(): { keptBytes: number; reused: number; out: number } {
   return { keptBytes: pool.bytes, reused, out }
+}
+
+/** Adds the piece of memory `m` to `back`, unless it is in the pool already or in `back`. */
+function keep(back: Buffer[], m: ArrayBuffer): void {
+  if (kept.has(m)) return
+  kept.add(m)
+  back.push(Buffer.from(m))
 }
 
 function whole(v: Uint8Array): boolean {

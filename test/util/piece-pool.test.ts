@@ -19,6 +19,7 @@ import {
   lendPieces,
   PIECE_BYTES,
   pieceStats,
+  returnPieces,
   takePiece,
 } from '../../lib/util/piece-pool.js'
 import { pattern } from '../helpers/pattern.js'
@@ -41,6 +42,28 @@ describe('piece pool', () => {
     assert.equal(pieceStats().keptBytes, PIECE_BYTES)
     assert.equal(takePiece().buffer, a.buffer)
     assert.notEqual(takePiece().buffer, a.buffer, 'kept once')
+  })
+
+  it('a piece returned twice (a store failing, a caller giving back) is kept once: never taken by two reads', () => {
+    dropPieces()
+    const a = takePiece()
+    returnPieces([a])
+    returnPieces([a, a.subarray(0)])
+    assert.equal(pieceStats().keptBytes, PIECE_BYTES)
+    const first = takePiece()
+    assert.equal(first.buffer, a.buffer)
+    assert.notEqual(takePiece().buffer, a.buffer, 'a second read gets memory of its own')
+    // Taken again, it may be returned again.
+    returnPieces([first])
+    assert.equal(pieceStats().keptBytes, PIECE_BYTES)
+    // Lent, then given back, then returned by a store's failure path: kept once.
+    const b = takePiece()
+    assert.equal(pieceStats().keptBytes, 0)
+    lendPieces([b])
+    givePieces([b])
+    returnPieces([b])
+    assert.equal(pieceStats().keptBytes, PIECE_BYTES)
+    dropPieces()
   })
 
   it('ignores pieces not lent, views of part of a piece, and memory not made here', () => {
