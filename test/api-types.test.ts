@@ -6,13 +6,13 @@
  * Both builds' declarations are walked (ESM's and CommonJS's), as npm run build leaves them.
  */
 import assert from 'node:assert/strict'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
-import { tmpdir } from 'node:os'
-import { dirname, join, relative } from 'node:path'
+import { dirname, relative } from 'node:path'
 import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import type * as TS from 'typescript'
+import { diagnosticsOf } from './helpers/type-check.js'
 
 const ts = createRequire(import.meta.url)('typescript') as typeof TS
 
@@ -139,34 +139,6 @@ describe('the public members of the classes users hold', () => {
     })
   }
 })
-
-/**
- * The diagnostics of `source` (a module importing the package root as built) compiled
- * strict against the declarations: each as `line: message`.
- */
-function diagnosticsOf(source: string): string[] {
-  const index = fileURLToPath(new URL('../../esm/lib/index.js', import.meta.url))
-  const dir = mkdtempSync(join(tmpdir(), 'ss-types-'))
-  try {
-    const file = join(dir, 'user.mts')
-    writeFileSync(file, source.replace('PACKAGE', JSON.stringify(index)))
-    const program = ts.createProgram([file], {
-      strict: true,
-      noEmit: true,
-      module: ts.ModuleKind.NodeNext,
-      moduleResolution: ts.ModuleResolutionKind.NodeNext,
-      types: ['node'],
-      skipLibCheck: true,
-    })
-    return ts.getPreEmitDiagnostics(program).map((d) => {
-      const at =
-        d.file !== undefined && d.start !== undefined ? d.file.getLineAndCharacterOfPosition(d.start).line + 1 : 0
-      return `${at}: ${ts.flattenDiagnosticMessageText(d.messageText, ' ')}`
-    })
-  } finally {
-    rmSync(dir, { recursive: true, force: true })
-  }
-}
 
 describe('an S3Client of another copy of @aws-sdk/client-s3, whose types are not this one', () => {
   it('type-checks wherever a client is taken; something that is no client does not', () => {

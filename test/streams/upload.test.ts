@@ -7,12 +7,11 @@
 import assert from 'node:assert/strict'
 import { once } from 'node:events'
 import { createReadStream, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { builtinModules, createRequire } from 'node:module'
+import { builtinModules } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Readable } from 'node:stream'
 import { describe, it } from 'node:test'
-import { fileURLToPath } from 'node:url'
 import { NoSuchBucket, S3Client, S3ServiceException } from '@aws-sdk/client-s3'
 import { Upload as LibStorageUpload } from '@aws-sdk/lib-storage'
 import { StreamSegmentError } from '../../lib/errors.js'
@@ -21,8 +20,7 @@ import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { StreamSegmentWriteStream } from '../../lib/streams/write-stream.js'
 import { foreignS3Client } from '../helpers/foreign-sdk.js'
-
-const ts = createRequire(import.meta.url)('typescript') as typeof import('typescript')
+import { diagnosticsOf } from '../helpers/type-check.js'
 
 const MiB = 1024 * 1024
 const client = new S3Client({ region: 'us-east-1', credentials: { accessKeyId: 'a', secretAccessKey: 'b' } })
@@ -901,32 +899,3 @@ describe("Upload: done()'s result as lib-storage's callers use it", () => {
     assert.deepEqual(diagnostics, [])
   })
 })
-
-/**
- * The diagnostics of \`source\` (a module importing the package root as built, and the
- * packages installed) compiled strict: each as \`line: message\`. Written below dist/, so
- * that the packages resolve from the repository's node_modules.
- */
-function diagnosticsOf(source: string): string[] {
-  const dist = fileURLToPath(new URL('../../../', import.meta.url))
-  const dir = mkdtempSync(join(dist, 'upload-types-'))
-  try {
-    const file = join(dir, 'user.mts')
-    writeFileSync(file, source.replace('PACKAGE', JSON.stringify(join(dist, 'esm/lib/index.js'))))
-    const program = ts.createProgram([file], {
-      strict: true,
-      noEmit: true,
-      module: ts.ModuleKind.NodeNext,
-      moduleResolution: ts.ModuleResolutionKind.NodeNext,
-      types: ['node'],
-      skipLibCheck: true,
-    })
-    return ts.getPreEmitDiagnostics(program).map((d) => {
-      const at =
-        d.file !== undefined && d.start !== undefined ? d.file.getLineAndCharacterOfPosition(d.start).line + 1 : 0
-      return `${at}: ${ts.flattenDiagnosticMessageText(d.messageText, ' ')}`
-    })
-  } finally {
-    rmSync(dir, { recursive: true, force: true })
-  }
-}
