@@ -47,15 +47,26 @@ after(async () => {
   for (const d of dirs) await rm(d, { recursive: true, force: true })
 })
 
-it('a run damaged on the way, fetched twice and failing both times: ERR_CORRUPT, every piece back', async () => {
+/** A directory store's folder in a temporary directory, removed after the tests. */
+async function storeDir(): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), 'ss-reader-pieces-'))
   dirs.push(dir)
-  const store = new DamagingStore(new DirectoryStore(join(dir, 's')))
-  const ref = pattern(0, 4 * MiB, 3)
+  return join(dir, 's')
+}
+
+/** A container of 4 MiB of pattern `seed` in `store`, published: the bytes written. */
+async function written(store: DirectoryStore | DamagingStore, seed: number): Promise<Buffer> {
+  const ref = pattern(0, 4 * MiB, seed)
   const w = await SegmentFile.create(store)
   await w.write(0, ref)
   await w.flush()
   await w.close()
+  return ref
+}
+
+it('a run damaged on the way, fetched twice and failing both times: ERR_CORRUPT, every piece back', async () => {
+  const store = new DamagingStore(new DirectoryStore(await storeDir()))
+  const ref = await written(store, 3)
 
   const r = await SegmentFile.open(store, { readOnly: true })
   dropPieces()
@@ -99,14 +110,8 @@ class FailingGets extends DamagingStore {
 }
 
 it("a run's data that came while its summary's GET failed: ERR_STORE, every piece back", async () => {
-  const dir = await mkdtemp(join(tmpdir(), 'ss-reader-pieces-'))
-  dirs.push(dir)
-  const store = new FailingGets(new DirectoryStore(join(dir, 's')))
-  const ref = pattern(0, 4 * MiB, 5)
-  const w = await SegmentFile.create(store)
-  await w.write(0, ref)
-  await w.flush()
-  await w.close()
+  const store = new FailingGets(new DirectoryStore(await storeDir()))
+  const ref = await written(store, 5)
 
   // No summary kept: each run's check fetches its object's summary again.
   const r = await SegmentFile.open(store, { readOnly: true, readSummaryCacheBytes: 0 })
