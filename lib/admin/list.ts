@@ -26,13 +26,20 @@ import { StreamSegmentError, throwIfAborted } from '../errors.js'
 import type { Header } from '../format/header.js'
 import type { Inode } from '../format/inode.js'
 import { INODE_KEY, segmentKey } from '../format/names.js'
-import type { BlockMapNode } from '../format/node.js'
-import { pointerPart } from '../format/pointer.js'
 import { checkCallOptions, checkCno } from '../settings.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
-import { isUnreadable, type NodePlace, type Problem, toProblem, walkMap } from './map-walk.js'
+import {
+  isLeafObjects,
+  isUnreadable,
+  type KnownNode,
+  leafObjects,
+  type NodePlace,
+  type Problem,
+  toProblem,
+  walkMap,
+} from './map-walk.js'
 
 export interface CheckpointEntry {
   cno: number
@@ -261,8 +268,12 @@ export async function countUniqueBytes(
   /** The objects each whole map reaches through the nodes it walked, and how many maps reach each so. */
   const reaches = new Map<number, Set<string>>()
   const reachedBy = new Map<string, number>()
-  /** Checkpoints share most nodes: each is fetched once for all the walks. */
-  const nodes = new Map<string, BlockMapNode>()
+  /**
+   * Checkpoints share most nodes: each is fetched once for all the walks. A leaf is kept
+   * as the objects it reaches (objectsOnly), not decoded: held for the whole listing, the
+   * leaves would be 4 KiB each, gigabytes for a file of a few TiB.
+   */
+  const nodes = new Map<string, KnownNode>()
   const seen = new Map<string, NodePlace>()
   const shared = new SharedSubtrees(nodes)
   let walked = 0
@@ -307,7 +318,7 @@ class SharedSubtrees {
   /** Whether the subtree under each node marked is whole. */
   private readonly whole = new Map<string, boolean>()
 
-  constructor(private readonly nodes: ReadonlyMap<string, BlockMapNode>) {}
+  constructor(private readonly nodes: ReadonlyMap<string, KnownNode>) {}
 
   /** Marks the subtree under the node at (hi, lo), reached at `level`; says whether it is whole. */
   mark(hi: number, lo: number, level: number): boolean {
@@ -320,16 +331,13 @@ class SharedSubtrees {
     let whole = n !== undefined && n.level === level
     this.whole.set(id, whole)
     if (n === undefined || !whole) return false
-    let last = ''
+    // Of its level (whole): one kept as its objects is a leaf.
+    if (level === 0 || isLeafObjects(n)) {
+      for (const key of leafObjects(n).objects) this.objects.add(key)
+      return true
+    }
     for (let i = 0; i < n.count; i++) {
-      const h = n.ptrHi[i] as number
-      const l = n.ptrLo[i] as number
-      if (level > 0) {
-        if (!this.mark(h, l, level - 1)) whole = false
-      } else if (h !== 0 || l !== 0) {
-        const key = segmentKey(h, pointerPart(l))
-        if (key !== last) this.objects.add((last = key))
-      }
+      if (!this.mark(n.ptrHi[i] as number, n.ptrLo[i] as number, level - 1)) whole = false
     }
     this.whole.set(id, whole)
     return whole

@@ -11,6 +11,9 @@
  * pointers are visited as the leaf is decoded, its span's bytes and the leaf let go
  * then, never a whole level of leaves at once; only a walk that records every data
  * pointer (inspect, verify, export, which check or copy each one) holds 8 bytes for each.
+ * Nodes kept across walks (WalkShare.nodes) are kept whole but for the leaves of a walk
+ * of objects only, which keep only the objects they reach (LeafObjects): a leaf is 4 KiB
+ * decoded, and a map has one for every few hundred blocks.
  */
 import { NODE_SPAN_BYTES, type NodeSpan, nodeLocation, nodeSpans, readNodeSpan } from '../container/nodes.js'
 import { StreamSegmentError } from '../errors.js'
@@ -265,6 +268,73 @@ export function* nodePointerProblems(
   }
 }
 
+/**
+ * A leaf as a walk of objects only keeps it in `WalkShare.nodes`: what such a walk takes
+ * from it, and what the checks against another parent's entry read (checkPlace), not its
+ * entries. The objects as its data pointers reach them, one after another (a hostile leaf
+ * may alternate between many: each run is one element, no search), in a real map one or
+ * two.
+ */
+export interface LeafObjects {
+  level: 0
+  cno: number
+  /** Its first and last keys. */
+  first: number
+  last: number
+  holes: number
+  /** The object of each run of data pointers, and how many are in that run. */
+  objects: string[]
+  blocks: number[]
+}
+
+/** A node kept by an earlier walk (WalkShare.nodes): decoded, or a leaf kept as its objects. */
+export type KnownNode = BlockMapNode | LeafObjects
+
+export function isLeafObjects(n: KnownNode): n is LeafObjects {
+  return 'objects' in n
+}
+
+/** The objects leaf `n` reaches (`n` itself when kept so). */
+export function leafObjects(n: KnownNode): LeafObjects {
+  if (isLeafObjects(n)) return n
+  return {
+    level: 0,
+    cno: n.cno,
+    first: n.keys[0] as number,
+    last: n.keys[n.count - 1] as number,
+    ...runsOf({ hi: n.ptrHi, lo: n.ptrLo, count: n.count }),
+  }
+}
+
+/** A leaf's entries as runs of data pointers into one object, and its holes. */
+function runsOf(e: Pick<Entries, 'hi' | 'lo' | 'count'>): Pick<LeafObjects, 'holes' | 'objects' | 'blocks'> {
+  const objects: string[] = []
+  const blocks: number[] = []
+  let holes = 0
+  let lastHi = -1
+  let lastPart = -1
+  let run = 0
+  for (let i = 0; i < e.count; i++) {
+    const hi = e.hi[i] as number
+    const lo = e.lo[i] as number
+    if (hi === 0 && lo === 0) {
+      holes++
+      continue
+    }
+    const part = pointerPart(lo)
+    if (hi !== lastHi || part !== lastPart) {
+      if (run > 0) blocks.push(run)
+      objects.push(segmentKey(hi, part))
+      lastHi = hi
+      lastPart = part
+      run = 0
+    }
+    run++
+  }
+  if (run > 0) blocks.push(run)
+  return { holes, objects, blocks }
+}
+
 /** Where a parent's entry placed a node: its level and the key range its subtree must lie in. */
 export interface NodePlace {
   level: number
@@ -284,9 +354,11 @@ export interface WalkShare {
   /**
    * Nodes decoded by earlier walks, by pointer: walked again from memory, not fetched
    * again, after the checks against this parent's entry that decoding made against the
-   * first one (a cached node reached again at another level would close a cycle).
+   * first one (a cached node reached again at another level would close a cycle). A walk
+   * of objects only keeps a leaf as the objects it reaches (LeafObjects), not decoded; a
+   * walk recording every data pointer fetches such a leaf again.
    */
-  nodes?: Map<string, BlockMapNode>
+  nodes?: Map<string, KnownNode>
   /**
    * Only nodes of checkpoint numbers above this one are walked: a node of a number at or
    * below it is read (with the other nodes of its object, a span at a time) and checked
@@ -317,14 +389,14 @@ export interface WalkShare {
 }
 
 /** The checks decodeNode makes against the parent's entry, for a node decoded earlier. */
-function checkPlace(n: BlockMapNode, place: NodePlace, cno: number, maxCno: number, where: string): void {
+function checkPlace(n: KnownNode, place: NodePlace, cno: number, maxCno: number, where: string): void {
   const fail = (msg: string) => StreamSegmentError.corrupt(`${where}: node ${msg}`)
   if (n.level !== place.level) throw fail(`level ${n.level}, expected ${place.level}`)
   if (n.cno !== cno) throw fail(`cno ${n.cno}, expected ${cno}`)
   if (n.cno > maxCno) throw fail(`cno ${n.cno} is not in 1..${maxCno}`)
   // Keys are ascending (checked at decode): the first and last bound them all.
-  const first = n.keys[0] as number
-  const last = n.keys[n.count - 1] as number
+  const first = isLeafObjects(n) ? n.first : (n.keys[0] as number)
+  const last = isLeafObjects(n) ? n.last : (n.keys[n.count - 1] as number)
   if (first < place.minKey || last >= place.upper) {
     throw fail(`keys ${first}..${last} are outside [${place.minKey}, ${place.upper})`)
   }
@@ -610,27 +682,62 @@ class MapWalker {
    * before it first waits), as when the leaves were visited after their level. A leaf
    * taken from memory (share.nodes) is visited as its pointer is taken: a map after this
    * one then finds a claim it gave back gone already, and walks that leaf at once rather
-   * than pass over it and walk again.
+   * than pass over it and walk again. `id`: a node just decoded, kept in share.nodes under
+   * it (a leaf of a walk of objects only as its objects).
    */
-  private take(n: BlockMapNode, upper: number, next: Entries[], claim: Claim | undefined): void {
+  private take(n: KnownNode, upper: number, next: Entries[], claim: Claim | undefined, id?: string): void {
     this.walk.nodes++
+    if (isLeafObjects(n)) {
+      this.walk.leaves++
+      this.objects(n, claim)
+      return
+    }
+    const kept = id === undefined ? undefined : this.share.nodes
     const entries = { level: n.level, keys: n.keys, hi: n.ptrHi, lo: n.ptrLo, count: n.count, upper, claim }
     if (n.level > 0) {
+      kept?.set(id as string, n)
       next.push(entries)
       return
     }
     this.walk.leaves++
-    this.leaf(entries)
+    if (!this.objectsOnly) {
+      kept?.set(id as string, n)
+      this.leaf(entries)
+      return
+    }
+    const objects = leafObjects(n)
+    kept?.set(id as string, objects)
+    this.objects(objects, claim)
   }
 
   /** A leaf's entries (or the inode's root of a map of one level): holes and data pointers. */
   private leaf(e: Entries): void {
+    if (this.objectsOnly) {
+      this.objects(runsOf(e), e.claim)
+      return
+    }
     // Each leaf looks its objects up afresh: one gone gives back that leaf's claims.
     this.lastData = undefined
     for (let i = 0; i < e.count; i++) this.dataPointer(e, i)
   }
 
-  /** A leaf's entry i: a hole, or a data pointer recorded (or only counted) against its object. */
+  /**
+   * A leaf's data pointers counted against their objects, for a walk of objects only: by
+   * runs (LeafObjects), as the leaf's pointers would be one by one.
+   */
+  private objects(o: Pick<LeafObjects, 'holes' | 'objects' | 'blocks'>, claim: Claim | undefined): void {
+    this.walk.holes += o.holes
+    for (let i = 0; i < o.objects.length; i++) {
+      const key = o.objects[i] as string
+      const blocks = o.blocks[i] as number
+      this.reach(key).blocks += blocks
+      this.walk.dataPointers += blocks
+      // A leaf into an object gone gives back its claims, each time it is visited.
+      if (this.share.gone?.(key)) this.giveUp(claim)
+    }
+  }
+
+  /** A leaf's entry i: a hole, or a data pointer recorded against its object. */
   private dataPointer(e: Entries, i: number): void {
     const hi = e.hi[i] as number
     const lo = e.lo[i] as number
@@ -648,10 +755,8 @@ class MapWalker {
       if (this.share.gone?.(key)) this.giveUp(e.claim)
     }
     r.blocks++
-    if (!this.objectsOnly) {
-      r.dataAt.push(pointerUnit(lo) * UNIT_BYTES)
-      r.dataBlock.push(e.keys[i] as number)
-    }
+    r.dataAt.push(pointerUnit(lo) * UNIT_BYTES)
+    r.dataBlock.push(e.keys[i] as number)
     this.walk.dataPointers++
   }
 
@@ -700,7 +805,8 @@ class MapWalker {
     }
     this.reach(objectKey).nodes.push(offset)
     const known = nodes?.get(id)
-    if (known !== undefined) {
+    // A leaf kept as its objects has no data pointers to record: fetched again for those.
+    if (known !== undefined && (this.objectsOnly || !isLeafObjects(known))) {
       try {
         checkPlace(known, { level, minKey, upper }, hi, this.inode.cno, `${this.store.url}/${where}`)
       } catch (err) {
@@ -755,10 +861,9 @@ class MapWalker {
         continue
       }
       if (r.checkOnly) continue
-      this.share.nodes?.set(`${r.hi}:${r.lo}`, n)
       // Outside the try: a leaf is visited here (take), and what fails in that is no
       // failure of this node's checks (nor was it when leaves were visited later).
-      this.take(n, r.upper, next, r.claim)
+      this.take(n, r.upper, next, r.claim, this.share.nodes === undefined ? undefined : `${r.hi}:${r.lo}`)
     }
   }
 
