@@ -68,7 +68,7 @@ import { Limiter } from '../util/limiter.js'
 import { localFileError, writeFully } from '../util/local-fs.js'
 import { givePieces } from '../util/piece-pool.js'
 import { signalAfter } from '../util/signals.js'
-import { describeValue } from '../util/typed-arrays.js'
+import { asError, describeValue } from '../util/typed-arrays.js'
 import { MiB } from '../util/units.js'
 import { checkpointExtents, type Extent, type PlannedPart, partSizes, planParts } from './export-plan.js'
 import { resolveCheckpoint } from './list.js'
@@ -159,6 +159,8 @@ export interface ExportResult {
  * Exports checkpoint `cno` (default: the published one) of the container at `where` to
  * `target`; see the top of this file for what it guarantees. The target and the options
  * are checked before any request.
+ * A store rejection that is no Error (a store outside the contract) is ERR_STORE naming
+ * the call and the container (asError).
  */
 export async function exportObject(
   where: StoreLocation | ObjectStore,
@@ -166,6 +168,12 @@ export async function exportObject(
   options: ExportOptions = {},
 ): Promise<ExportResult> {
   const store = storeAt(where, 'exportObject')
+  return await exportOf(store, target, options).catch((err) => {
+    throw asError(err, () => `exportObject of ${store.url}`)
+  })
+}
+
+async function exportOf(store: ObjectStore, target: ExportTarget, options: ExportOptions): Promise<ExportResult> {
   checkCallOptions('exportObject', options, EXPORT_OPTIONS)
   const concurrency = givenOr(options.concurrency, 8)
   if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64) {

@@ -62,7 +62,7 @@ import { sweepStoreLeftovers } from '../store/directory.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
 import type { MultipartUpload, ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
-import { showValue } from '../util/typed-arrays.js'
+import { asError, showValue } from '../util/typed-arrays.js'
 import { isUnreadable, type MapToWalk, type NodePlace, type Problem, problemCount, walkMaps } from './map-walk.js'
 
 const log = debug('stream-segment:gc')
@@ -178,11 +178,21 @@ function checkOptions(o: GcOptions): Required<Omit<GcOptions, 'signal' | 'onProg
   }
 }
 
-/** Runs the cleaner on the container at `where` (see the top comment). */
+/**
+ * Runs the cleaner on the container at `where` (see the top comment).
+ * A store rejection that is no Error (a store outside the contract) is ERR_STORE naming
+ * the call and the container (asError).
+ */
 export async function gc(where: StoreLocation | ObjectStore, options: GcOptions = {}): Promise<GcResult> {
   const o = checkOptions(options)
-  const { signal } = options
   const store = storeAt(where, 'gc')
+  return await gcOf(store, options, o).catch((err) => {
+    throw asError(err, () => `gc of ${store.url}`)
+  })
+}
+
+async function gcOf(store: ObjectStore, options: GcOptions, o: ReturnType<typeof checkOptions>): Promise<GcResult> {
+  const { signal } = options
   throwIfAborted(signal, `gc of ${store.url}`)
   // The commit point first, then the listing: a checkpoint published between the two is in
   // the listing (kept below as one a writer rolls forward, or caught by the second look at
@@ -405,20 +415,26 @@ async function dropRelisted(
  */
 function partly(
   url: string,
-  err: unknown,
+  thrown: unknown,
   deleted: number,
   toDelete: number,
   aborted: number,
   toAbort: number,
 ): unknown {
-  if (!StreamSegmentError.is(err)) return err
+  // One that is no Error is said as one, with how far the deletions came.
+  const failure = asError(thrown, () => `gc of ${url}`)
+  if (!StreamSegmentError.is(failure)) return failure
   const done =
     deleted < toDelete
       ? `deleted ${deleted} of the ${toDelete} objects it found to delete (part 0s first; some of the batch that failed may be gone too) and aborted none of the ${toAbort} uploads`
       : `deleted the ${toDelete} objects it found to delete and aborted ${aborted} of the ${toAbort} uploads`
-  return new StreamSegmentError(err.code, `${url}: gc: ${done}, then: ${err.message}; a later gc deletes the rest`, {
-    cause: err,
-  })
+  return new StreamSegmentError(
+    failure.code,
+    `${url}: gc: ${done}, then: ${failure.message}; a later gc deletes the rest`,
+    {
+      cause: failure,
+    },
+  )
 }
 
 /**

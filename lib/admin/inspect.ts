@@ -27,6 +27,7 @@ import { checkCallOptions } from '../settings.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
+import { asError } from '../util/typed-arrays.js'
 import { checkPublished, resolveOrReport } from './list.js'
 import {
   type MapWalk,
@@ -123,12 +124,22 @@ export function objectKeys(listing: ContainerListing, cno: number, walk: MapWalk
   return [...keys].sort()
 }
 
-/** Every object of checkpoint `cno` (default: the published one): headers, counts, dead slots. */
+/**
+ * Every object of checkpoint `cno` (default: the published one): headers, counts, dead slots.
+ * A store rejection that is no Error (a store outside the contract) is ERR_STORE naming
+ * the call and the container (asError).
+ */
 export async function inspectCheckpoint(
   where: StoreLocation | ObjectStore,
   options: { cno?: number; signal?: AbortSignal } = {},
 ): Promise<InspectReport> {
   const store = storeAt(where, 'inspectCheckpoint')
+  return await inspectOf(store, options).catch((err) => {
+    throw asError(err, () => `inspectCheckpoint of ${store.url}`)
+  })
+}
+
+async function inspectOf(store: ObjectStore, options: { cno?: number; signal?: AbortSignal }): Promise<InspectReport> {
   checkCallOptions('inspectCheckpoint', options, ['cno', 'signal'])
   const { signal } = options
   throwIfAborted(signal, `inspectCheckpoint of ${store.url}`)

@@ -30,6 +30,7 @@ import { checkCallOptions, checkCno } from '../settings.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
+import { asError } from '../util/typed-arrays.js'
 import {
   isLeafObjects,
   isUnreadable,
@@ -93,12 +94,22 @@ export interface CheckpointList {
   storedBytes: number
 }
 
-/** Every checkpoint of the container, oldest first, and the abandoned attempts. */
+/**
+ * Every checkpoint of the container, oldest first, and the abandoned attempts.
+ * A store rejection that is no Error (a store outside the contract) is ERR_STORE naming
+ * the call and the container (asError).
+ */
 export async function listCheckpoints(
   where: StoreLocation | ObjectStore,
   options: { signal?: AbortSignal } = {},
 ): Promise<CheckpointList> {
   const store = storeAt(where, 'listCheckpoints')
+  return await listOf(store, options).catch((err) => {
+    throw asError(err, () => `listCheckpoints of ${store.url}`)
+  })
+}
+
+async function listOf(store: ObjectStore, options: { signal?: AbortSignal }): Promise<CheckpointList> {
   checkCallOptions('listCheckpoints', options, ['signal'])
   const { signal } = options
   throwIfAborted(signal, `listCheckpoints of ${store.url}`)

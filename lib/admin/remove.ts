@@ -13,6 +13,7 @@ import { checkCallOptions } from '../settings.js'
 import { sweepStoreLeftovers } from '../store/directory.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
+import { asError } from '../util/typed-arrays.js'
 import { part0First } from './gc.js'
 
 export interface RemoveResult {
@@ -31,12 +32,23 @@ export interface RemoveProgress {
 /**
  * Deletes the container at `where`; ERR_NOT_FOUND when there is none. `onProgress` is
  * called as the deletions start and after each batch of them, the inode's last.
+ * A store rejection that is no Error (a store outside the contract) is ERR_STORE naming
+ * the call and the container (asError).
  */
 export async function removeContainer(
   where: StoreLocation | ObjectStore,
   options: { signal?: AbortSignal; onProgress?: (progress: RemoveProgress) => void } = {},
 ): Promise<RemoveResult> {
   const store = storeAt(where, 'removeContainer')
+  return await removeOf(store, options).catch((err) => {
+    throw asError(err, () => `removeContainer of ${store.url}`)
+  })
+}
+
+async function removeOf(
+  store: ObjectStore,
+  options: { signal?: AbortSignal; onProgress?: (progress: RemoveProgress) => void },
+): Promise<RemoveResult> {
   checkCallOptions('removeContainer', options, ['signal', 'onProgress'])
   const { signal, onProgress } = options
   throwIfAborted(signal, `removeContainer of ${store.url}`)
@@ -80,12 +92,14 @@ export async function removeContainer(
  */
 function partly(
   url: string,
-  err: unknown,
+  thrown: unknown,
   done: { aborted: number; deleted: number },
   toAbort: number,
   toDelete: number,
 ): unknown {
-  if (!StreamSegmentError.is(err)) return err
+  // One that is no Error is said as one, with how far the removal came.
+  const failure = asError(thrown, () => `removeContainer of ${url}`)
+  if (!StreamSegmentError.is(failure)) return failure
   let what: string
   if (done.aborted < toAbort) what = `aborted ${done.aborted} of the ${toAbort} open uploads and deleted nothing`
   else if (done.deleted < toDelete)
@@ -93,8 +107,8 @@ function partly(
   // Its delete cut after the store had it, the inode may be gone too: a second run then finds no container.
   else what = `deleted the ${toDelete} segment objects, the inode maybe not`
   return new StreamSegmentError(
-    err.code,
-    `${url}: removeContainer: ${what}, then: ${err.message}; removing it again deletes the rest`,
-    { cause: err },
+    failure.code,
+    `${url}: removeContainer: ${what}, then: ${failure.message}; removing it again deletes the rest`,
+    { cause: failure },
   )
 }

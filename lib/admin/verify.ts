@@ -23,6 +23,7 @@ import type { ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
 import { givePieces } from '../util/piece-pool.js'
 import { isoTime } from '../util/time.js'
+import { asError } from '../util/typed-arrays.js'
 import { MiB } from '../util/units.js'
 import { objectKeys } from './inspect.js'
 import { checkPublished, resolveOrReport } from './list.js'
@@ -66,12 +67,23 @@ function newReport(url: string, cno: number, problems: Problem[], walk?: MapWalk
  * Checks every header, summary, node and block CRC reachable from checkpoint `cno`
  * (default: the published one), and every pointer of its block map. Problems are
  * returned, not thrown.
+ * A store rejection that is no Error (a store outside the contract) is ERR_STORE naming
+ * the call and the container (asError).
  */
 export async function verifyCheckpoint(
   where: StoreLocation | ObjectStore,
   options: { cno?: number; signal?: AbortSignal; onProgress?: (bytes: number) => void } = {},
 ): Promise<VerifyReport> {
   const store = storeAt(where, 'verifyCheckpoint')
+  return await verifyOf(store, options).catch((err) => {
+    throw asError(err, () => `verifyCheckpoint of ${store.url}`)
+  })
+}
+
+async function verifyOf(
+  store: ObjectStore,
+  options: { cno?: number; signal?: AbortSignal; onProgress?: (bytes: number) => void },
+): Promise<VerifyReport> {
   checkCallOptions('verifyCheckpoint', options, ['cno', 'signal', 'onProgress'])
   const { signal } = options
   throwIfAborted(signal, `verifyCheckpoint of ${store.url}`)
