@@ -1,14 +1,16 @@
-// What gc and verify hold while they walk a large checkpoint's block map: for each size in
-// BENCH_MIB (MiB, default 256,1024,4096), one checkpoint written sequentially in 1 MiB
+// What gc, verify and ls hold while they walk a large checkpoint's block map: for each size
+// in BENCH_MIB (MiB, default 256,1024,4096), one checkpoint written sequentially in 1 MiB
 // writes into a directory store in a temporary folder (the write stream's profile: 16 MiB
-// objects, 4 KiB blocks), then gc (a dry run: nothing to delete, every kept map walked)
-// and verifyCheckpoint, each in a fresh process (node --expose-gc, collected before it
-// starts). Prints per size and tool: the objects, the map's nodes, seconds, the growth of
-// peak RSS over the process's RSS before the call, the peak of heap used + array buffers
-// over theirs before it (sampled every 2 ms, garbage not yet collected included), and,
-// in a second process collecting fully at each tick (gc: after each level of the map
-// walked; verify: per 16 MiB read), the most heap + array buffers held then over before.
-// The folder is deleted afterwards.
+// objects, 4 KiB blocks), then gc (a dry run: nothing to delete, every kept map walked),
+// verifyCheckpoint and listCheckpoints (ls: its uniqueBytes walk the map whole), each in
+// a fresh process (node --expose-gc, collected before it starts). Prints per size and
+// tool: the objects, the map's nodes (ls does not say: gc's, of the same map walked
+// whole), seconds, the growth of peak RSS over the process's RSS before the call, the
+// peak of heap used + array buffers over theirs before it (sampled every 2 ms, garbage
+// not yet collected included), and, in a second process collecting fully at each tick
+// (gc: after each level of the map walked; verify: per 16 MiB read; ls: as each GET
+// starts), the most heap + array buffers held then over before. The folder is deleted
+// afterwards.
 // Run: npm run build && node dist/esm/test/bench/gc-memory.js
 import { execFileSync } from 'node:child_process'
 import { promises as fs } from 'node:fs'
@@ -16,10 +18,13 @@ import { cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { gc } from '../../lib/admin/gc.js'
+import { listCheckpoints } from '../../lib/admin/list.js'
 import { verifyCheckpoint } from '../../lib/admin/verify.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { STREAMING_PROFILE } from '../../lib/settings.js'
 import { DirectoryStore } from '../../lib/store/directory.js'
+import type { ObjectStore } from '../../lib/store/types.js'
+import { type CallInfo, WrappedStore } from '../helpers/wrapped-store.js'
 
 const MiB = 1024 * 1024
 
@@ -37,8 +42,33 @@ function used(): number {
   return m.heapUsed + m.arrayBuffers
 }
 
-/** Runs `tool` on `store`, calling `tick` as it goes (gc: after each level walked; verify: per 16 MiB read). */
+/** Calls `tick` as each GET starts: listCheckpoints tells no progress. */
+class TickingStore extends WrappedStore {
+  constructor(
+    inner: ObjectStore,
+    private readonly tick: () => void,
+  ) {
+    super(inner)
+  }
+  protected async around<T>(call: CallInfo, run: () => Promise<T>): Promise<T> {
+    if (call.op === 'get') this.tick()
+    return await run()
+  }
+}
+
+/**
+ * Runs `tool` on `store`, calling `tick` as it goes (gc: after each level walked; verify:
+ * per 16 MiB read; ls: as each GET starts). Returns the nodes walked (ls: 0, not told).
+ */
 async function runTool(tool: string, store: DirectoryStore, tick: () => void): Promise<number> {
+  if (tool === 'ls') {
+    const r = await listCheckpoints(new TickingStore(store, tick))
+    // One checkpoint: every object is its alone.
+    if (r.checkpoints.length !== 1 || r.checkpoints[0]?.uniqueBytes !== r.storedBytes) {
+      throw new Error(`ls: ${JSON.stringify(r.checkpoints)}, ${r.storedBytes} bytes stored`)
+    }
+    return 0
+  }
   if (tool === 'gc') {
     let nodes = 0
     const r = await gc(store, {
@@ -128,7 +158,7 @@ async function main(): Promise<void> {
   const sizes = (process.env.BENCH_MIB ?? '256,1024,4096').split(',').map(Number)
   const c = cpus()
   console.log(
-    `gc and verify of one checkpoint written sequentially (16 MiB objects, 4 KiB blocks) in a directory store; ` +
+    `gc, verify and ls of one checkpoint written sequentially (16 MiB objects, 4 KiB blocks) in a directory store; ` +
       `${c[0]?.model} × ${c.length} cores, node ${process.version}, load ${loadavg()[0]?.toFixed(1)}`,
   )
   console.log(
@@ -139,8 +169,11 @@ async function main(): Promise<void> {
     const root = await fs.mkdtemp(join(tmpdir(), 'ss-bench-gc-memory-'))
     try {
       const objects = await write(root, mib)
-      for (const tool of ['gc', 'verify']) {
+      let mapNodes = 0
+      for (const tool of ['gc', 'verify', 'ls']) {
         const m = { ...child(tool, 'timed', root), ...child(tool, 'held', root) }
+        if (tool === 'gc') mapNodes = m.nodes
+        else if (tool === 'ls') m.nodes = mapNodes
         console.log(
           `| ${mib} | ${objects} | ${m.nodes} | ${tool} | ${m.seconds.toFixed(2)} | ${m.rssMiB.toFixed(0)} | ${m.heapMiB.toFixed(1)} | ${m.heldMiB.toFixed(1)} |`,
         )
