@@ -16,7 +16,7 @@ import type { Inode } from '../../lib/format/inode.js'
 import { segmentKey } from '../../lib/format/names.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
-import { buildContainer, copyStore } from '../helpers/containers.js'
+import { buildContainer, conflictLoser, copyStore } from '../helpers/containers.js'
 import { FailingStore } from '../helpers/failing-store.js'
 import { pattern } from '../helpers/pattern.js'
 import { smallSettings } from '../helpers/small-settings.js'
@@ -117,18 +117,7 @@ describe('checkpoints', () => {
 
   it("a conflict loser's part 0 below the published checkpoint is unpublished, never published: not complete", async () => {
     const s = new MemoryStore()
-    const f = await SegmentFile.create(s)
-    await f.write(0, pattern(0, 20_000, 1))
-    await f.flush() // 1
-    await f.close()
-    const a = await SegmentFile.open(s)
-    const b = await SegmentFile.open(s) // conflictPolicy 'retry', the default
-    await a.write(0, pattern(0, 20_000, 2))
-    await b.write(0, pattern(0, 20_000, 3))
-    assert.equal((await a.flush()).cno, 2)
-    assert.equal((await b.flush()).cno, 4, 'b lost with 3 (its part 0 stays), then published its view as 4')
-    await a.close()
-    await b.close()
+    await conflictLoser(s) // b lost with 3 (its part 0 stays), then published its view as 4
     const list = await listCheckpoints(s)
     assert.deepEqual(
       list.checkpoints.map((c) => [c.cno, c.state, c.baseCno, c.rollsForward]),

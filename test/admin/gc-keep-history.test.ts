@@ -9,34 +9,14 @@ import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { gc } from '../../lib/admin/gc.js'
 import { listCheckpoints } from '../../lib/admin/list.js'
-import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
+import { conflictLoser, readAll } from '../helpers/containers.js'
 import { pattern } from '../helpers/pattern.js'
-
-async function readAt(store: MemoryStore, cno: number): Promise<Buffer> {
-  const r = await SegmentFile.open(store, { readOnly: true, cno })
-  try {
-    return Buffer.from(await r.read(0, r.size))
-  } finally {
-    await r.close()
-  }
-}
 
 describe('gc keep: the published history', () => {
   it('a part 0 left by a writer that lost a conflict does not count: the previous published checkpoint is kept', async () => {
     const store = new MemoryStore('gc-keep-history')
-    const f = await SegmentFile.create(store)
-    await f.write(0, pattern(0, 20_000, 1))
-    assert.equal((await f.flush()).cno, 1)
-    await f.close()
-    const a = await SegmentFile.open(store)
-    const b = await SegmentFile.open(store) // conflictPolicy 'retry', the default
-    await a.write(0, pattern(0, 20_000, 2))
-    await b.write(0, pattern(0, 20_000, 3))
-    assert.equal((await a.flush()).cno, 2)
-    assert.equal((await b.flush()).cno, 4, 'b lost with 3, then published its view as 4')
-    await a.close()
-    await b.close()
+    await conflictLoser(store) // b lost with 3, then published its view as 4
     const listed = await listCheckpoints(store)
     assert.deepEqual(
       listed.checkpoints.map((c) => [c.cno, c.state, c.baseCno]),
@@ -47,12 +27,12 @@ describe('gc keep: the published history', () => {
         [4, 'published', 2],
       ],
     )
-    const a2 = await readAt(store, 2)
+    const a2 = await readAll(store, 2)
 
     const r = await gc(store, { keep: 2, graceMs: 0 })
     assert.deepEqual(r.kept, [2, 4], 'the published checkpoint and the one it was built on')
     assert.deepEqual(r.dropped, [1, 3])
-    assert.ok((await readAt(store, 2)).equals(a2), "a's checkpoint reads back")
-    assert.ok((await readAt(store, 4)).equals(pattern(0, 20_000, 3)))
+    assert.ok((await readAll(store, 2)).equals(a2), "a's checkpoint reads back")
+    assert.ok((await readAll(store, 4)).equals(pattern(0, 20_000, 3)))
   })
 })

@@ -13,6 +13,7 @@ import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
 import { rejectsCode } from '../helpers/assert.js'
+import { readAll } from '../helpers/containers.js'
 import { pattern } from '../helpers/pattern.js'
 import { smallSettings } from '../helpers/small-settings.js'
 import { AfterList } from '../helpers/wrapped-store.js'
@@ -27,15 +28,6 @@ function age(store: MemoryStore, cno: number, ms: number): void {
   for (const [key, o] of objects) {
     const k = parseKey(key)
     if (k?.kind === 'segment' && k.cno === cno) o.modifiedMs -= ms
-  }
-}
-
-async function readAll(store: ObjectStore, cno?: number): Promise<Buffer> {
-  const f = await SegmentFile.open(store, { cno, readOnly: true })
-  try {
-    return Buffer.from(await f.read(0, f.size))
-  } finally {
-    await f.close()
   }
 }
 

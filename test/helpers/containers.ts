@@ -91,6 +91,16 @@ export function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   return Promise.race([p, timeout]).finally(() => clearTimeout(timer))
 }
 
+/** The bytes of checkpoint `cno` (default: the published one), read through a handle of its own. */
+export async function readAll(store: ObjectStore, cno?: number): Promise<Buffer> {
+  const f = await SegmentFile.open(store, { cno, readOnly: true })
+  try {
+    return Buffer.from(await f.read(0, f.size))
+  } finally {
+    await f.close()
+  }
+}
+
 /** The published checkpoint of the container: its number and every byte (a read-only open). */
 export async function readPublished(store: ObjectStore): Promise<{ cno: number; bytes: Buffer }> {
   const r = await SegmentFile.open(store, { readOnly: true })
@@ -147,4 +157,26 @@ export async function olderCheckpointOfMany(format: 'stream' | 'parted'): Promis
   await f.flush()
   await f.close()
   return store
+}
+
+/**
+ * A conflict loser's part 0 below the published checkpoint, in `store`: checkpoint 1,
+ * then two writers on it (conflictPolicy 'retry', the default): a publishes 2, b loses
+ * with 3 (its part 0 stays, never published), then publishes its view as 4, built on 2.
+ * The content of each: 1 is pattern seed 1, 2 seed 2, 3 and 4 seed 3 (20,000 bytes).
+ */
+export async function conflictLoser(store: ObjectStore): Promise<void> {
+  const f = await SegmentFile.create(store)
+  await f.write(0, pattern(0, 20_000, 1))
+  if ((await f.flush()).cno !== 1) throw new Error('conflictLoser: the first checkpoint is not 1')
+  await f.close()
+  const a = await SegmentFile.open(store)
+  const b = await SegmentFile.open(store)
+  await a.write(0, pattern(0, 20_000, 2))
+  await b.write(0, pattern(0, 20_000, 3))
+  const [ca, cb] = [(await a.flush()).cno, (await b.flush()).cno]
+  await a.close()
+  await b.close()
+  if (ca !== 2 || cb !== 4)
+    throw new Error(`conflictLoser: a published ${ca}, b ${cb}; expected 2 and 4 (b losing with 3)`)
 }
