@@ -11,7 +11,8 @@
  * - Every record carries its sequence number, the checkpoint its file builds on and a
  *   CRC-32 over its header and payload. The scan at open stops at the first record that is
  *   torn (the file ends inside it), fails its CRC, or breaks the sequence; that record and
- *   everything after it are cut off (the file is truncated there) and the cut is reported.
+ *   everything after it are cut off (the file is truncated there, and fsynced before any
+ *   record is appended) and the cut is reported.
  *   Nothing after a bad record is ever returned. A file older than the newest was fsynced
  *   whole before the next one started: bad bytes there are cut only when the next file
  *   follows on from them (a write that failed, then a switch); otherwise they are damage
@@ -416,7 +417,13 @@ export async function scanGeneration(
       end = open
     }
     const cutAt = end.at
-    if (cutAt < size && repair) await fh.truncate(cutAt)
+    if (cutAt < size && repair) {
+      // Durable before anything is appended: a cut a machine crash undid, once records went
+      // in at `cutAt`, leaves what it cut behind them, and whole records there with the next
+      // sequence numbers would replay (a group's, never committed, without its begin).
+      await fh.truncate(cutAt)
+      await fh.sync()
+    }
     return {
       generation,
       baseCno,

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
 import { promises as fs, constants as fsConstants } from 'node:fs'
 import { syncBuiltinESMExports } from 'node:module'
-import { basename, join, sep } from 'node:path'
+import { join, sep } from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { SegmentFile } from '../../lib/segment-file.js'
@@ -17,7 +17,7 @@ import { inspectWal } from '../../lib/wal/wal.js'
 import { rejectsCode } from '../helpers/assert.js'
 import { within } from '../helpers/containers.js'
 import { FailingStore } from '../helpers/failing-store.js'
-import { contents, loggedHandle, walDirs } from '../helpers/wal-dirs.js'
+import { contents, loggedHandle, unwatch, walDirs, watchFolderIO } from '../helpers/wal-dirs.js'
 
 const walDir = walDirs('ss-walfail-')
 
@@ -92,33 +92,6 @@ async function baseThenOne(t: TestContext, name: string) {
     disk.stuck && String(args[0]).endsWith('.log') ? Promise.reject(osError('EIO', 'unlink')) : rm(...args),
   )
   return { store, dir, f, disk }
-}
-
-/**
- * Records, in order, each log file removed (`rm NAME`) and each fsync of the folder `dir`
- * itself (`fsync folder`), as the log makes them through fs.promises (the mocks go with `t`).
- */
-function watchRemovalsAndFolderSyncs(t: TestContext, dir: string): string[] {
-  const events: string[] = []
-  const rm = fs.rm
-  t.mock.method(fs, 'rm', (...args: Parameters<typeof fs.rm>) => {
-    if (String(args[0]).endsWith('.log')) events.push(`rm ${basename(String(args[0]))}`)
-    return rm(...args)
-  })
-  const open = fs.open
-  t.mock.method(fs, 'open', async (...args: Parameters<typeof fs.open>) => {
-    const fh = await open(...args)
-    if (String(args[0]) === dir) {
-      const sync = fh.sync.bind(fh)
-      fh.sync = () => {
-        events.push('fsync folder')
-        return sync()
-      }
-    }
-    return fh
-  })
-  syncBuiltinESMExports() // the folder's fsync (syncDir) takes fs from node:fs/promises
-  return events
 }
 
 /** A log in a new folder whose first record's fsync failed (the failure sticks: fsync works again after it). */
@@ -591,6 +564,50 @@ describe('the WAL when the file system fails', () => {
       }
     }
   })
+  it('a tail the open cuts (a torn record, a group never committed) is cut for good before the next record goes in: the file is fsynced after the cut', async (t) => {
+    const name = walFileName(1)
+    const torn = await walDir()
+    {
+      const { log } = await openLog(torn)
+      await log.appendWrite(0, Buffer.from('a'))
+      await log.close()
+      await fs.appendFile(join(torn, name), Buffer.alloc(10, 0x57)) // the process died 10 bytes into a record
+    }
+    // Whole records cut at their begin: were that cut lost in a machine crash once a
+    // 40-byte record had gone in where the begin was, the next open would apply the
+    // group's writes without their begin, never committed.
+    const group = await walDir()
+    {
+      const { log } = await openLog(group)
+      await log.appendWrite(0, Buffer.from('a'))
+      await log.appendBegin()
+      await log.appendWrite(1, Buffer.from('never'))
+      await log.appendWrite(6, Buffer.from('committed'))
+      await log.close()
+    }
+    for (const [dir, cut] of [
+      [torn, 10],
+      [group, 3 * 40 + 14],
+    ] as const) {
+      const events = watchFolderIO(t, dir)
+      // 'none': no fsync of the library's own follows an append, so none covers the cut.
+      const { log, replayed, generations } = await openLog(dir, { sync: 'none' })
+      await log.appendTruncate(1)
+      await log.close()
+      unwatch(t)
+      assert.deepEqual(replayedText(replayed), ['a'])
+      assert.equal(generations[0]?.cutBytes, cut)
+      const at = events.indexOf(`truncate ${name}`)
+      assert.ok(at >= 0, `the open cuts ${name}: ${events.join(', ')}`)
+      const write = events.indexOf(`write ${name}`, at)
+      assert.ok(write > at, `the next record is written to ${name}: ${events.join(', ')}`)
+      const sync = events.indexOf(`fsync ${name}`, at)
+      assert.ok(
+        sync > at && sync < write,
+        `${name} is fsynced after the cut, before the next record is written: ${events.join(', ')}`,
+      )
+    }
+  })
   it('files the open removes (void ones a reset left, one that does not follow on) are gone for good: the folder is fsynced after', async (t) => {
     // Void: a reset whose removal of the older file failed (a disk that fails) leaves it to the next open.
     const voidDir = await walDir()
@@ -618,10 +635,9 @@ describe('the WAL when the file system fails', () => {
       [tornDir, walFileName(2)],
     ] as const) {
       assert.ok((await fs.readdir(dir)).includes(removed), `${removed} is there before the open`)
-      const events = watchRemovalsAndFolderSyncs(t, dir)
+      const events = watchFolderIO(t, dir)
       const { log } = await openLog(dir)
-      t.mock.restoreAll()
-      syncBuiltinESMExports()
+      unwatch(t)
       await log.close()
       assert.ok(!(await fs.readdir(dir)).includes(removed), `${removed} removed by the open`)
       const at = events.lastIndexOf(`rm ${removed}`)
