@@ -238,14 +238,23 @@ export async function openWal(
  * Removes the lock staging folders in `dir` whose takers are gone (a process killed while
  * it took the lock leaves one; see acquireLock): each would stay for good, as no other
  * sweep looks here. One of a live taker (another open trying now) or of another machine stays.
+ * The folder is fsynced after, as after every removal in it. All of it is housekeeping:
+ * a folder left, or back after a crash, is swept by the next open.
  */
 async function sweepStagings(dir: string): Promise<void> {
   const names = await fs.readdir(dir).catch(() => [] as string[])
+  let removed = false
   for (const name of names) {
     if (!name.startsWith(LOCK_STAGING_PREFIX)) continue
     const path = join(dir, name)
-    if ((await stagingGone(path)) === true) await fs.rm(path, { recursive: true, force: true }).catch(() => {})
+    if ((await stagingGone(path)) !== true) continue
+    const gone = await fs.rm(path, { recursive: true, force: true }).then(
+      () => true,
+      () => false,
+    )
+    removed ||= gone
   }
+  if (removed) await syncDir(dir).catch(() => {})
 }
 
 /**

@@ -15,9 +15,9 @@ import { fileURLToPath } from 'node:url'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import { writerTag } from '../../lib/util/local-fs.js'
-import { inspectWal } from '../../lib/wal/wal.js'
+import { inspectWal, openWal } from '../../lib/wal/wal.js'
 import { rejectsCode } from '../helpers/assert.js'
-import { contents, loggedHandle, walDirs } from '../helpers/wal-dirs.js'
+import { contents, loggedHandle, unwatch, walDirs, watchFolderIO } from '../helpers/wal-dirs.js'
 
 const walDir = walDirs('ss-wallock-')
 const localFs = fileURLToPath(new URL('../../lib/util/local-fs.js', import.meta.url))
@@ -39,6 +39,21 @@ async function replays(store: MemoryStore, dir: string): Promise<void> {
     await g.close()
   }
 }
+
+/** The writer tag of a process of this machine that has exited: it names the lock staging folder such a process left. */
+async function goneWriterTag(): Promise<string> {
+  const out: string[] = []
+  const child = spawn(
+    process.execPath,
+    ['--input-type=module', '-e', `console.log(await (await import(${JSON.stringify(localFs)})).writerTag())`],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  )
+  for await (const line of createInterface({ input: child.stdout })) out.push(line)
+  assert.ok(out[0] !== undefined && out[0] !== '', 'the child printed its writer tag')
+  return out[0]
+}
+
+const randomToken = () => randomBytes(16).toString('hex')
 
 describe('a WAL folder locked by a writer that is gone', () => {
   it('a writer killed while it held the folder: the next open takes the lock over and replays', async () => {
@@ -70,23 +85,39 @@ describe('a WAL folder locked by a writer that is gone', () => {
 
   it('a writer killed while it took the lock leaves its staging folder: the next open removes it, not a live one’s', async () => {
     const { store, dir } = await logged('wallock-staging')
-    // A process of this machine that has exited: its writer tag names the folder it left.
-    const out: string[] = []
-    const child = spawn(
-      process.execPath,
-      ['--input-type=module', '-e', `console.log(await (await import(${JSON.stringify(localFs)})).writerTag())`],
-      { stdio: ['ignore', 'pipe', 'inherit'] },
-    )
-    for await (const line of createInterface({ input: child.stdout })) out.push(line)
-    const token = () => randomBytes(16).toString('hex')
-    const gone = join(dir, `lock-${out[0]}.${token()}`)
+    const gone = join(dir, `lock-${await goneWriterTag()}.${randomToken()}`)
     await fs.mkdir(gone) // killed before its owner file was written
-    const live = join(dir, `lock-${await writerTag()}.${token()}`)
+    const live = join(dir, `lock-${await writerTag()}.${randomToken()}`)
     await fs.mkdir(live)
     await replays(store, dir)
     assert.equal(await fs.stat(gone).catch(() => undefined), undefined, `${gone} was left`)
     assert.ok((await fs.stat(live)).isDirectory(), 'a live taker’s folder is kept')
     await fs.rmdir(live)
+  })
+
+  it('a staging folder the open removes is gone for good: the folder is fsynced after', async (t) => {
+    const dir = await walDir()
+    const url = 'memory://wallock-staging-sync'
+    const replayer = { apply: async () => {}, heldBy: async () => false }
+    const container = { cno: 0, ctimeMs: 0 }
+    // A folder with its container and a log file: an open that removes nothing else fsyncs no folder.
+    const first = await openWal({ dir }, url, container, replayer)
+    await first.log.close()
+    await first.release()
+    const name = `lock-${await goneWriterTag()}.${randomToken()}`
+    await fs.mkdir(join(dir, name))
+    const events = watchFolderIO(t, dir)
+    const again = await openWal({ dir }, url, container, replayer)
+    unwatch(t)
+    await again.log.close()
+    await again.release()
+    assert.equal(await fs.stat(join(dir, name)).catch(() => undefined), undefined, `${name} was left`)
+    const at = events.indexOf(`rm ${name}`)
+    assert.ok(at >= 0, `the open removes ${name}: ${events.join(', ')}`)
+    assert.ok(
+      events.indexOf('fsync folder', at) > at,
+      `the folder is fsynced after ${name} is removed: ${events.join(', ')}`,
+    )
   })
 
   it('a folder copied from another machine with its lock: refused while the heartbeat is fresh, taken over once it stopped', async () => {
