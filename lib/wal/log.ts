@@ -664,7 +664,11 @@ export class WalLog {
       const at = this.#size
       try {
         if (this.#torn) {
+          // Durable before this record goes in at `at`, as the open's cut: were the cut lost
+          // in a machine crash, the failed record's rest would follow this one, its payload's
+          // bytes read as the next records.
           await this.#fh.truncate(at)
+          await this.#fh.sync()
           this.#torn = false
         }
         const header = encodeRecordHeader(kind, seq, offset, length, payload)

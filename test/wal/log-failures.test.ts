@@ -608,6 +608,43 @@ describe('the WAL when the file system fails', () => {
       )
     }
   })
+  it('what a failed write left is cut for good before the next record goes in at its place: the file is fsynced after the cut', async (t) => {
+    const name = walFileName(1)
+    const dir = await walDir()
+    const proto = await fileHandleProto(`${dir}-probe`)
+    // The disk fills up 30 bytes into a long record; the next record, shorter, goes in at its
+    // place. Were that cut lost in a machine crash, what is left of the failed record would
+    // follow the new one, and bytes of its payload could read as a record after it.
+    const writev = proto.writev as (...args: unknown[]) => Promise<{ bytesWritten: number }>
+    let full = false
+    t.mock.method(proto, 'writev', async function (this: unknown, ...args: unknown[]) {
+      if (!full) return writev.apply(this, args)
+      full = false
+      const [buffers, at] = args as [Buffer[], number]
+      await writev.call(this, [Buffer.concat(buffers).subarray(0, 30)], at)
+      throw osError('ENOSPC', 'write')
+    })
+    const events = watchFolderIO(t, dir)
+    const { log } = await openLog(dir, { sync: 'none' })
+    await log.appendWrite(0, Buffer.from('a'))
+    full = true
+    await rejectsCode(log.appendWrite(1, Buffer.alloc(1000, 0x41)), 'ERR_STORE', /ENOSPC/)
+    const failed = events.length
+    await log.appendTruncate(1)
+    await log.close()
+    unwatch(t)
+    const after = events.slice(failed)
+    const cut = after.indexOf(`truncate ${name}`)
+    assert.ok(cut >= 0, `the failed record is cut from ${name}: ${after.join(', ')}`)
+    const write = after.indexOf(`write ${name}`, cut)
+    const sync = after.indexOf(`fsync ${name}`, cut)
+    assert.ok(write > cut, `the next record is written to ${name}: ${after.join(', ')}`)
+    assert.ok(
+      sync > cut && sync < write,
+      `${name} is fsynced after the cut, before the next record is written: ${after.join(', ')}`,
+    )
+  })
+
   it('files the open removes (void ones a reset left, one that does not follow on) are gone for good: the folder is fsynced after', async (t) => {
     // Void: a reset whose removal of the older file failed (a disk that fails) leaves it to the next open.
     const voidDir = await walDir()
