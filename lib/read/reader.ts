@@ -43,7 +43,9 @@
  *   that fails is fetched once more with its summary (bytes damaged on the way fail the
  *   same checks); failing again it is ERR_CORRUPT naming the key, offset and both CRCs,
  *   never the bytes. An answer that fails its checks, or whose summary's GET fails, is
- *   given back to the pool of GET pieces (util/piece-pool.ts): nobody saw it.
+ *   given back to the pool of GET pieces (util/piece-pool.ts): nobody saw it. So is the
+ *   answer of a GET started on a guess (see walk) that no run takes: the guess wrong, the
+ *   run at its offset shorter, or the plan failed, the reader cleared or stopped first.
  */
 
 import { setMaxListeners } from 'node:events'
@@ -56,7 +58,7 @@ import {
   WIDE_INDEX_BYTES,
 } from '../container/objects.js'
 import { PART0_LEAVES_BYTES } from '../container/opened.js'
-import { mayBeDamagedOnTheWay, StreamSegmentError } from '../errors.js'
+import { mayBeDamagedOnTheWay, StreamSegmentError, throwIfAborted } from '../errors.js'
 import { FORMAT_PARTED } from '../format/inode.js'
 import { segmentKey } from '../format/names.js'
 import { type BlockMapNode, decodeNode } from '../format/node.js'
@@ -137,8 +139,14 @@ export class Reader {
   readonly options: Required<ReadOptions>
   private readonly objects: ObjectReads
   /** CRCs of the blocks of a data GET that failed its run check (filled and compared with no await between). */
-  /** A data GET started before the leaf naming its blocks came (`plan` with `guess`; see walk). */
-  private guess: { key: string; at: number; end: number; chunks: Promise<Uint8Array[] | undefined> } | undefined
+  /**
+   * A data GET started before the leaf naming its blocks came (`plan` with `guess`; see
+   * walk). Its pieces are the reader's until a run that is exactly the guess takes them
+   * (fetchBlocksOnce, which clears this first); one that none takes is let go (dropGuess:
+   * by the plan that finds no such run, the next plan, a failed plan, or `clear`), its
+   * pieces given back once they come.
+   */
+  private guess: Guess | undefined
   /**
    * Node reads in flight, by parent and entry: a walk that needs a node another walk is
    * reading waits for that read instead of making its own (a read stream walks the next
@@ -164,11 +172,16 @@ export class Reader {
       format: core.format,
       readMaxConcurrency: this.options.readMaxConcurrency,
       readSummaryCacheBytes: this.options.readSummaryCacheBytes,
-      signal: () => this.scanning?.controller.signal ?? core.signal,
+      signal: () => this.signal,
       mapCno: () => core.base.cno,
       madeHere: (ctimeMs) => core.madeHere(ctimeMs),
       opened: core.opened,
     })
+  }
+
+  /** The signal the reader's requests take: the scan's under way, else the file's. */
+  private get signal(): AbortSignal {
+    return this.scanning?.controller.signal ?? this.core.signal
   }
 
   /** What reads cost so far. */
@@ -194,9 +207,23 @@ export class Reader {
     return this.core.map
   }
 
-  /** Forgets cached headers and summaries. */
+  /** Forgets cached headers and summaries, and a guess no run took (its pieces go back). */
   clear(): void {
     this.objects.clear()
+    this.dropGuess()
+  }
+
+  /**
+   * Lets the guess go that no run has taken (a run that takes it clears `guess` first):
+   * its pieces go back once its answer comes, as nobody else can see them then.
+   */
+  private dropGuess(): void {
+    const g = this.guess
+    if (g === undefined) return
+    this.guess = undefined
+    g.chunks.then((chunks) => {
+      if (chunks !== undefined) givePieces(chunks)
+    })
   }
 
   /** The bytes [offset, offset + length) (the caller clips to the file size); holes read as zeros. */
@@ -411,8 +438,25 @@ export class Reader {
     const bs = this.core.blockSize
     const first = Math.floor(start / bs)
     const last = Math.ceil(end / bs)
-    this.guess = undefined
-    await this.walk(first, last, true, guess)
+    this.dropGuess() // an earlier plan's, which none of its runs took
+    try {
+      await this.walk(first, last, true, guess)
+      const pieces = await this.cut(start, end)
+      // A guess that none of the runs is (wrong, or the run at its offset shorter) is never taken.
+      const g = this.guess
+      if (g !== undefined && !pieces.some((p) => p.kind === 'data' && guessed(g, p.run, bs))) this.dropGuess()
+      return pieces
+    } catch (err) {
+      this.dropGuess()
+      throw err
+    }
+  }
+
+  /** The pieces of [start, end) once the walk has brought their leaves (see plan). */
+  private async cut(start: number, end: number): Promise<Piece[]> {
+    const bs = this.core.blockSize
+    const first = Math.floor(start / bs)
+    const last = Math.ceil(end / bs)
     const { map, tier } = this.core
     const pieces: Piece[] = []
     const ptr: [number, number] = [0, 0]
@@ -518,9 +562,15 @@ export class Reader {
     // Bytes here already: the answer of the GET started on a guess, or data below a leaf span.
     const g = this.guess
     let have: Uint8Array[] | undefined
-    if (g !== undefined && g.key === r.key && g.at === r.at && g.end === r.at + length) {
-      this.guess = undefined
+    if (g !== undefined && guessed(g, r, bs)) {
+      this.guess = undefined // this run's now, whatever comes: nobody else gives its pieces back
       have = await g.chunks
+      // Stopped meanwhile (the file aborted or closed, a stream destroyed), the run fails as
+      // its own GET would have: what asked for it may no longer be there to give them back.
+      if (this.signal.aborted) {
+        if (have !== undefined) givePieces(have)
+        throwIfAborted(this.signal, `read of ${this.core.store.url}/${r.key} at ${r.at}`)
+      }
     }
     if (have === undefined) {
       const kept = this.objects.keptData(st, r.at, r.at + length)
@@ -847,6 +897,7 @@ export class Reader {
       if (part === 0 || before || end <= at) return
       const st = this.objects.state(r.key, r.hi, part)
       const chunks = this.objects.readData(st, at, end).catch(() => undefined)
+      this.dropGuess()
       this.guess = { key: r.key, at, end, chunks }
       return
     }
@@ -898,6 +949,19 @@ export class Reader {
       }
     }
   }
+}
+
+/** A data GET started on a guess (see Reader.guessData): what it reads, and its answer (undefined: it failed). */
+interface Guess {
+  key: string
+  at: number
+  end: number
+  chunks: Promise<Uint8Array[] | undefined>
+}
+
+/** Whether run `r` is exactly the bytes guess `g` reads. */
+function guessed(g: Guess, r: Run, bs: number): boolean {
+  return g.key === r.key && g.at === r.at && g.end === r.at + r.count * bs
 }
 
 /**
