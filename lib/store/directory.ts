@@ -238,7 +238,7 @@ export class DirectoryStore implements ObjectStore {
   }
 
   async get(key: string, options?: GetOptions): Promise<Uint8Array> {
-    const [out] = await this.#read(key, options, Number.POSITIVE_INFINITY)
+    const [out] = await this.#read(key, options, false)
     return out ?? Buffer.alloc(0)
   }
 
@@ -250,13 +250,18 @@ export class DirectoryStore implements ObjectStore {
    * are lent to the caller, who may give them back.
    */
   async getChunks(key: string, options?: GetOptions): Promise<Uint8Array[]> {
-    const pieces = await this.#read(key, options, PIECE_BYTES)
+    const pieces = await this.#read(key, options, true)
     lendPieces(pieces)
     return pieces
   }
 
-  /** The bytes asked, in buffers of `piece` bytes but the last, filled by `readv` (readFully). */
-  async #read(key: string, options: GetOptions | undefined, piece: number): Promise<Buffer[]> {
+  /**
+   * The bytes asked, filled by `readv` (readFully): in pieces of the pool (util/piece-pool.ts)
+   * when `pooled` (getChunks, whose caller is lent them and gives them back), the last one
+   * shorter; else in one buffer of their own (a `get`, whose answer nobody gives back: a
+   * piece would be lost to the pool).
+   */
+  async #read(key: string, options: GetOptions | undefined, pooled: boolean): Promise<Buffer[]> {
     checkKey(key)
     throwIfAborted(options?.signal, `get ${key}`)
     const where = `${this.url}/${key}`
@@ -274,9 +279,12 @@ export class DirectoryStore implements ObjectStore {
       if (!st.isFile()) throw StreamSegmentError.notFound(`${where}: no such key`)
       const [start, end] = resolveRange(options?.range, st.size, where)
       const pieces: Buffer[] = []
-      for (let at = start; at < end; at += piece) {
-        const n = Math.min(piece, end - at)
-        pieces.push(n === PIECE_BYTES ? takePiece() : Buffer.allocUnsafe(n))
+      if (!pooled) pieces.push(Buffer.allocUnsafe(end - start))
+      else {
+        for (let at = start; at < end; at += PIECE_BYTES) {
+          const n = Math.min(PIECE_BYTES, end - at)
+          pieces.push(n === PIECE_BYTES ? takePiece() : Buffer.allocUnsafe(n))
+        }
       }
       // Failed (a disk error, the file shrank), the read gives its pieces back: no readv is
       // in flight once readFully has settled, and nobody else has seen them.

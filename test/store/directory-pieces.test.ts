@@ -2,7 +2,8 @@
  * The directory store's getChunks reads into pieces of the pool (util/piece-pool.ts): a
  * read that fails part-way (the disk fails, the file shrinks while it is read) gives every
  * piece it took back to the pool, none of them lent to anyone, as a read that succeeds
- * does once its caller is done with them.
+ * does once its caller is done with them. A `get`, whose answer nobody gives back, takes
+ * none.
  */
 import assert from 'node:assert/strict'
 import type { FileHandle } from 'node:fs/promises'
@@ -75,4 +76,26 @@ describe('directory store: pieces of a GET that fails part-way', () => {
       assert.equal(pieceStats().out, before.out)
     })
   }
+})
+
+describe('directory store: a GET that takes no piece', () => {
+  let dir = ''
+  let store: DirectoryStore
+  const bytes = pattern(0, MiB + 100, 2)
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'ss-dir-pieces-'))
+    store = new DirectoryStore(join(dir, 's'))
+    await store.put('k', bytes)
+  })
+  after(() => rm(dir, { recursive: true, force: true }))
+
+  it('a get of exactly one piece’s size takes no piece of the pool (nobody would give it back)', async () => {
+    dropPieces()
+    const before = pieceStats()
+    for (const start of [0, 100, MiB + 100 - PIECE_BYTES]) {
+      const got = await store.get('k', { range: { start, end: start + PIECE_BYTES } })
+      assert.deepEqual(Buffer.from(got), bytes.subarray(start, start + PIECE_BYTES))
+    }
+    assert.equal(pieceStats().out, before.out, 'pieces taken and not given back')
+  })
 })
