@@ -259,11 +259,14 @@ export class DirectoryStore implements ObjectStore {
    * The bytes asked, filled by `readv` (readFully): in pieces of the pool (util/piece-pool.ts)
    * when `pooled` (getChunks, whose caller is lent them and gives them back), the last one
    * shorter; else in one buffer of their own (a `get`, whose answer nobody gives back: a
-   * piece would be lost to the pool).
+   * piece would be lost to the pool). The signal is heeded at each step, each read
+   * included: once it fires, no more is read, and the call fails ERR_ABORTED.
    */
   async #read(key: string, options: GetOptions | undefined, pooled: boolean): Promise<Buffer[]> {
     checkKey(key)
-    throwIfAborted(options?.signal, `get ${key}`)
+    const signal = options?.signal
+    const stopped = () => throwIfAborted(signal, `get ${key}`)
+    stopped()
     const where = `${this.url}/${key}`
     let fh: fs.FileHandle
     try {
@@ -275,7 +278,9 @@ export class DirectoryStore implements ObjectStore {
       throw this.mapError(err, `get ${key}`, true)
     }
     try {
+      stopped()
       const st = await fh.stat()
+      stopped()
       if (!st.isFile()) throw StreamSegmentError.notFound(`${where}: no such key`)
       const [start, end] = resolveRange(options?.range, st.size, where)
       const pieces: Buffer[] = []
@@ -286,12 +291,17 @@ export class DirectoryStore implements ObjectStore {
           pieces.push(n === PIECE_BYTES ? takePiece() : Buffer.allocUnsafe(n))
         }
       }
-      // Failed (a disk error, the file shrank), the read gives its pieces back: no readv is
-      // in flight once readFully has settled, and nobody else has seen them.
-      const read = await readFully(fh, pieces, start).catch((err) => {
-        returnPieces(pieces)
-        throw err
-      })
+      // Failed (a disk error, the file shrank, the signal fired), the read gives its pieces
+      // back: no readv is in flight once readFully has settled, and nobody else has seen them.
+      const read = await readFully(fh, pieces, start, stopped)
+        .then((n) => {
+          stopped()
+          return n
+        })
+        .catch((err) => {
+          returnPieces(pieces)
+          throw err
+        })
       if (read < end - start) {
         returnPieces(pieces)
         throw StreamSegmentError.store(`${where}: file shrank while being read`)

@@ -99,10 +99,19 @@ export async function writeFully(fh: fs.FileHandle, chunks: readonly Uint8Array[
 /**
  * Fills `buffers`, in order, with `readv` calls of at most IOV_MAX buffers from
  * `position` on, as writeFully writes. Returns the bytes read: fewer than the buffers
- * hold when the file ends first.
+ * hold when the file ends first. `beforeRead` runs before each call; what it throws
+ * fails the read there (a caller's signal that fired: no more is read).
  */
-export async function readFully(fh: fs.FileHandle, buffers: readonly Uint8Array[], position: number): Promise<number> {
-  return vectored(buffers, position, (batch, at) => fh.readv(batch, at).then((r) => r.bytesRead))
+export async function readFully(
+  fh: fs.FileHandle,
+  buffers: readonly Uint8Array[],
+  position: number,
+  beforeRead?: () => void,
+): Promise<number> {
+  return vectored(buffers, position, (batch, at) => {
+    beforeRead?.()
+    return fh.readv(batch, at).then((r) => r.bytesRead)
+  })
 }
 
 /**

@@ -3,7 +3,8 @@
  * read that fails part-way (the disk fails, the file shrinks while it is read) gives every
  * piece it took back to the pool, none of them lent to anyone, as a read that succeeds
  * does once its caller is done with them. A `get`, whose answer nobody gives back, takes
- * none.
+ * none; a GET whose signal fires while it reads stops at its next read, ERR_ABORTED, and
+ * gives its pieces back too.
  */
 import assert from 'node:assert/strict'
 import type { FileHandle } from 'node:fs/promises'
@@ -14,6 +15,7 @@ import { after, before, describe, it } from 'node:test'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { DirectoryStore } from '../../lib/store/directory.js'
 import { dropPieces, givePieces, PIECE_BYTES, pieceStats } from '../../lib/util/piece-pool.js'
+import { rejectsCode } from '../helpers/assert.js'
 import { pattern } from '../helpers/pattern.js'
 
 const MiB = 1024 * 1024
@@ -78,14 +80,18 @@ describe('directory store: pieces of a GET that fails part-way', () => {
   }
 })
 
-describe('directory store: a GET that takes no piece', () => {
+describe('directory store: a GET that takes no piece, a GET aborted while it reads', () => {
   let dir = ''
   let store: DirectoryStore
+  let proto: { readv: Readv }
   const bytes = pattern(0, MiB + 100, 2)
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'ss-dir-pieces-'))
     store = new DirectoryStore(join(dir, 's'))
     await store.put('k', bytes)
+    const fh = await open(join(dir, 's'), 'r')
+    proto = Object.getPrototypeOf(fh) as { readv: Readv }
+    await fh.close()
   })
   after(() => rm(dir, { recursive: true, force: true }))
 
@@ -97,5 +103,82 @@ describe('directory store: a GET that takes no piece', () => {
       assert.deepEqual(Buffer.from(got), bytes.subarray(start, start + PIECE_BYTES))
     }
     assert.equal(pieceStats().out, before.out, 'pieces taken and not given back')
+  })
+
+  /** A readv that reads `first` of the buffers, then fires `abort`; counting its calls. */
+  const abortingReadv = (readv: Readv, abort: () => void, first: number, calls: { n: number }) =>
+    function (this: FileHandle, buffers: readonly NodeJS.ArrayBufferView[], position?: number) {
+      calls.n++
+      const p = readv.call(this, buffers.length > first ? buffers.slice(0, first) : buffers, position)
+      return p.then((r) => {
+        abort()
+        return r
+      })
+    } as Readv
+
+  it('getChunks whose signal fires while it reads: ERR_ABORTED at the next read, every piece back', async (t) => {
+    dropPieces()
+    const before = pieceStats()
+    const ac = new AbortController()
+    const calls = { n: 0 }
+    t.mock.method(
+      proto,
+      'readv',
+      abortingReadv(proto.readv, () => ac.abort(), 3, calls),
+    )
+    try {
+      await rejectsCode(store.getChunks('k', { signal: ac.signal }), 'ERR_ABORTED', /get k aborted/)
+    } finally {
+      t.mock.restoreAll()
+    }
+    assert.equal(calls.n, 1, 'readv calls: none after the abort')
+    const aborted = pieceStats()
+    assert.equal(aborted.out, before.out, 'pieces taken and not given back')
+    assert.equal(aborted.keptBytes, PIECES * PIECE_BYTES)
+  })
+
+  it('get whose signal fires while it reads: ERR_ABORTED at the next read', async (t) => {
+    const ac = new AbortController()
+    const calls = { n: 0 }
+    const readv = proto.readv
+    // One buffer of the range: its first readv reads part of it, as a short read does.
+    const partial = function (this: FileHandle, buffers: readonly NodeJS.ArrayBufferView[], position?: number) {
+      calls.n++
+      const b = buffers[0] as Uint8Array
+      return readv.call(this, calls.n === 1 ? [b.subarray(0, 4096)] : buffers, position).then((r) => {
+        ac.abort()
+        return r
+      })
+    } as Readv
+    t.mock.method(proto, 'readv', partial)
+    try {
+      await rejectsCode(
+        store.get('k', { range: { start: 0, end: MiB }, signal: ac.signal }),
+        'ERR_ABORTED',
+        /get k aborted/,
+      )
+    } finally {
+      t.mock.restoreAll()
+    }
+    assert.equal(calls.n, 1, 'readv calls: none after the abort')
+  })
+
+  it('a signal that fires while the file is opened: ERR_ABORTED, no read', async (t) => {
+    const ac = new AbortController()
+    const calls = { n: 0 }
+    const readv = proto.readv
+    t.mock.method(proto, 'readv', function (this: FileHandle, ...args: Parameters<Readv>) {
+      calls.n++
+      return readv.apply(this, args)
+    })
+    // Fires before the store's first await settles: open and stat are under way.
+    const got = store.getChunks('k', { signal: ac.signal })
+    ac.abort()
+    try {
+      await rejectsCode(got, 'ERR_ABORTED', /get k aborted/)
+    } finally {
+      t.mock.restoreAll()
+    }
+    assert.equal(calls.n, 0, 'readv calls')
   })
 })
