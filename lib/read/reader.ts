@@ -138,7 +138,6 @@ interface WalkWant {
 export class Reader {
   readonly options: Required<ReadOptions>
   private readonly objects: ObjectReads
-  /** CRCs of the blocks of a data GET that failed its run check (filled and compared with no await between). */
   /**
    * A data GET started before the leaf naming its blocks came (`plan` with `guess`; see
    * walk). Its pieces are the reader's until a run that is exactly the guess takes them
