@@ -296,6 +296,12 @@ export class StreamSegmentReadStream extends Readable {
   private wake: (() => void) | undefined
 
   private enqueue(a: Ahead): void {
+    if (this.stopping.signal.aborted) {
+      // Stopped (abortFile emptied the queue): nothing takes it now. What a GET brings goes
+      // back, as a store that heard no abort still answers.
+      if (typeof a.bytes !== 'function') a.bytes.then(giveBack, () => undefined)
+      return
+    }
     this.queue.push(a)
     this.ahead += a.size
     this.wake?.()
@@ -311,6 +317,7 @@ export class StreamSegmentReadStream extends Readable {
 
   private async doFill(): Promise<void> {
     while (this.queue.length === 0 || this.ahead < this.readAheadBytes) {
+      if (this.stopping.signal.aborted) return // no GET is started for a stream that stopped
       // Never plan past a window that failed: its range would be skipped.
       if (this.fillError !== undefined) throw this.fillError
       if (this.planned.length === 0) {

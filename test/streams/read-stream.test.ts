@@ -15,6 +15,7 @@ import { StreamSegmentError } from '../../lib/errors.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { DirectoryStore } from '../../lib/store/directory.js'
 import { MemoryStore } from '../../lib/store/memory.js'
+import type { GetOptions } from '../../lib/store/types.js'
 import { createStreamSegmentReadStream } from '../../lib/streams/read-stream.js'
 import { pieceStats } from '../../lib/util/piece-pool.js'
 import { drain, rejectsCode } from '../helpers/assert.js'
@@ -169,6 +170,59 @@ describe('createStreamSegmentReadStream', () => {
     setTimeout(() => ac.abort(new Error('stop')), 50)
     await within(rejectsCode(drain(rs), 'ERR_ABORTED'), 2000, 'abort')
     assert.ok(store.count('get', 'hung') >= 1)
+  })
+
+  it('a stream stopped while GETs that do not hear the abort are out gives their pieces back when they answer', async () => {
+    // A custom store may neither hear a request's signal nor refuse a request once it has
+    // fired: its late answers, and GETs the stream starts after the stop, must not leave
+    // pool pieces in a queue nobody empties.
+    class DeafDirectory extends DirectoryStore {
+      /** GETs not answered yet, and when the last one was started. */
+      out = 0
+      lastStart = 0
+      private async deaf<T>(call: () => Promise<T>): Promise<T> {
+        this.out++
+        this.lastStart = Date.now()
+        try {
+          await new Promise((r) => setTimeout(r, 20))
+          return await call()
+        } finally {
+          this.out--
+        }
+      }
+      override getChunks(key: string, options?: GetOptions): Promise<Uint8Array[]> {
+        return this.deaf(() => super.getChunks(key, { ...options, signal: undefined }))
+      }
+      override get(key: string, options?: GetOptions): Promise<Uint8Array> {
+        return this.deaf(() => super.get(key, { ...options, signal: undefined }))
+      }
+    }
+    const dir = await mkdtemp(join(tmpdir(), 'ss-read-stream-'))
+    try {
+      const store = new DeafDirectory(dir)
+      const f = await SegmentFile.create(store, { dataCacheDirtyMaxBytesThreshold: 4 * MiB })
+      for (let at = 0; at < bigRef.length; at += MiB) await f.write(at, bigRef.subarray(at, at + MiB))
+      await f.flush()
+      await f.close()
+      const out = pieceStats().out
+      const rs = createStreamSegmentReadStream({ store, readGetMaxBytes: MiB, readAheadBytes: 8 * MiB })
+      const gone = closed(rs)
+      const it = rs[Symbol.asyncIterator]()
+      await it.next()
+      await it.next()
+      rs.destroy()
+      await within(gone, 2000, 'close')
+      // Settled: no GET out, none started for 200 ms (a GET started after the stop counts too).
+      const deadline = Date.now() + 3000
+      while ((store.out > 0 || Date.now() - store.lastStart < 200) && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 10))
+      }
+      assert.equal(store.out, 0, 'every GET answered')
+      await new Promise((r) => setImmediate(r))
+      assert.equal(pieceStats().out - out, 0, 'pieces of GETs answered after the stop not given back')
+    } finally {
+      await rm(dir, { recursive: true, force: true })
+    }
   })
 
   it('destroy() mid-stream stops the reads and closes, with nothing left unhandled', async () => {
