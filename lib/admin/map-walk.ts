@@ -13,7 +13,8 @@
  * pointer (inspect, verify, export, which check or copy each one) holds 8 bytes for each.
  * Nodes kept across walks (WalkShare.nodes) are kept whole but for the leaves of a walk
  * of objects only, which keep only the objects they reach (LeafObjects): a leaf is 4 KiB
- * decoded, and a map has one for every few hundred blocks.
+ * decoded, and a map has one for every few hundred blocks. A walk told each leaf
+ * (WalkShare.onLeaf: verify) lets a leaf's span go only once what it was told settled.
  */
 import { NODE_SPAN_BYTES, type NodeSpan, nodeLocation, nodeSpans, readNodeSpan } from '../container/nodes.js'
 import { StreamSegmentError } from '../errors.js'
@@ -164,6 +165,18 @@ export class ObjectProblems {
   push(p: Problem): void {
     if (this.#kept.length < MAX_PROBLEMS_PER_OBJECT) this.#kept.push(p)
     else if (this.#more++ === 0) this.#whatLeftOut = p.what
+  }
+
+  /**
+   * The problems of `other`, gathered apart for this same object, as if pushed here one by
+   * one after those pushed so far: the first kept, the rest counted.
+   */
+  add(other: ObjectProblems): void {
+    for (const p of other.#kept) this.push(p)
+    if (other.#more === 0) return
+    // `other` kept its fill, so this one is full now: what it left out is left out here.
+    if (this.#more === 0) this.#whatLeftOut = other.#whatLeftOut
+    this.#more += other.#more
   }
 
   done(): Problem[] {
@@ -380,12 +393,28 @@ export interface WalkShare {
   /** Told after each level walked (walkMaps: across the maps) how many nodes were taken at it. */
   onLevel?: (nodes: number) => void
   /**
+   * Told each leaf as it is visited (after the walk counted it), the inode's root of a map
+   * of one level too: its keys and data pointers, to check there rather than record them
+   * (verify). What it returns is waited for before the leaf's span is let go (its fetch
+   * slot held till then), so a walk holds no more leaves for it than fetches in flight. A
+   * leaf kept as its objects (LeafObjects) is fetched again for it.
+   */
+  onLeaf?: (leaf: LeafEntries) => Promise<void> | undefined
+  /**
    * Records only which objects the map reaches and how many data pointers point into each
    * (`Reached.blocks`), not each pointer (`dataAt`, `dataBlock` left empty): for gc, which
    * needs no more. A walk recording them holds 8 bytes per mapped block, gigabytes for a
    * checkpoint of a few TiB; this one holds what grows with the objects and the nodes.
    */
   objectsOnly?: boolean
+}
+
+/** A leaf as WalkShare.onLeaf is told it: entry i maps block keys[i] to the pointer (hi[i], lo[i]), (0, 0) a hole. */
+export interface LeafEntries {
+  keys: Uint32Array
+  hi: Uint32Array
+  lo: Uint32Array
+  count: number
 }
 
 /** The checks decodeNode makes against the parent's entry, for a node decoded earlier. */
@@ -645,18 +674,21 @@ class MapWalker {
   async visit(level: readonly Entries[]): Promise<Entries[]> {
     const refs = new Map<string, Ref[]>()
     const next: Entries[] = []
+    // What WalkShare.onLeaf returned for the leaves taken from memory (or the root).
+    const told: Promise<void>[] = []
     for (const e of level) {
       // Level 0 here only as the inode's root of a map of one level (no node above it).
-      if (e.level === 0) this.leaf(e)
-      else for (let i = 0; i < e.count; i++) this.nodePointer(e, i, refs, next)
+      if (e.level === 0) tell(told, this.leaf(e))
+      else for (let i = 0; i < e.count; i++) tell(told, this.nodePointer(e, i, refs, next))
     }
-    await Promise.all(
-      [...refs].flatMap(([key, list]) =>
+    await Promise.all([
+      ...told,
+      ...[...refs].flatMap(([key, list]) =>
         nodeSpans(list, this.mbs, NODE_SPAN_BYTES).map((span) =>
           this.limiter.run(() => this.fetchSpan(key, span, next)),
         ),
       ),
-    )
+    ])
     return next
   }
 
@@ -683,42 +715,53 @@ class MapWalker {
    * taken from memory (share.nodes) is visited as its pointer is taken: a map after this
    * one then finds a claim it gave back gone already, and walks that leaf at once rather
    * than pass over it and walk again. `id`: a node just decoded, kept in share.nodes under
-   * it (a leaf of a walk of objects only as its objects).
+   * it (a leaf of a walk of objects only as its objects). Returns what WalkShare.onLeaf
+   * returned for a leaf.
    */
-  private take(n: KnownNode, upper: number, next: Entries[], claim: Claim | undefined, id?: string): void {
+  private take(
+    n: KnownNode,
+    upper: number,
+    next: Entries[],
+    claim: Claim | undefined,
+    id?: string,
+  ): Promise<void> | undefined {
     this.walk.nodes++
     if (isLeafObjects(n)) {
       this.walk.leaves++
       this.objects(n, claim)
-      return
+      return undefined
     }
     const kept = id === undefined ? undefined : this.share.nodes
     const entries = { level: n.level, keys: n.keys, hi: n.ptrHi, lo: n.ptrLo, count: n.count, upper, claim }
     if (n.level > 0) {
       kept?.set(id as string, n)
       next.push(entries)
-      return
+      return undefined
     }
     this.walk.leaves++
     if (!this.objectsOnly) {
       kept?.set(id as string, n)
-      this.leaf(entries)
-      return
+      return this.leaf(entries)
     }
     const objects = leafObjects(n)
     kept?.set(id as string, objects)
     this.objects(objects, claim)
+    return this.share.onLeaf?.(entries)
   }
 
-  /** A leaf's entries (or the inode's root of a map of one level): holes and data pointers. */
-  private leaf(e: Entries): void {
+  /**
+   * A leaf's entries (or the inode's root of a map of one level): holes and data pointers.
+   * Returns what WalkShare.onLeaf returned for it.
+   */
+  private leaf(e: Entries): Promise<void> | undefined {
     if (this.objectsOnly) {
       this.objects(runsOf(e), e.claim)
-      return
+      return this.share.onLeaf?.(e)
     }
     // Each leaf looks its objects up afresh: one gone gives back that leaf's claims.
     this.lastData = undefined
     for (let i = 0; i < e.count; i++) this.dataPointer(e, i)
+    return this.share.onLeaf?.(e)
   }
 
   /**
@@ -764,9 +807,10 @@ class MapWalker {
    * An index node's entry i: skipped (covered by an earlier walk), taken from memory
    * (decoded by an earlier walk, checked against this entry), or added to `refs` to be
    * fetched with the other nodes of its object (one not newer than `newerThan` only to be
-   * checked against this entry, not walked below).
+   * checked against this entry, not walked below). Returns what WalkShare.onLeaf returned
+   * for a leaf taken from memory.
    */
-  private nodePointer(e: Entries, i: number, refs: Map<string, Ref[]>, next: Entries[]): void {
+  private nodePointer(e: Entries, i: number, refs: Map<string, Ref[]>, next: Entries[]): Promise<void> | undefined {
     const { seen, nodes, newerThan } = this.share
     const hi = e.hi[i] as number
     const lo = e.lo[i] as number
@@ -783,7 +827,7 @@ class MapWalker {
       // may name a node of another level or key range, which only its bytes tell.
       this.walk.skipped.add(objectKey)
       read(true)
-      return
+      return undefined
     }
     const id = `${hi}:${lo}`
     let claim: Claim | undefined
@@ -797,7 +841,7 @@ class MapWalker {
           this.passed.push({ hi, lo, level, minKey, upper, claim: before, parent })
         }
         this.share.onCovered?.(hi, lo, level)
-        return
+        return undefined
       }
       // First reached, or reached elsewhere than before: walked (again), so checked here.
       claim = { id, level, minKey, upper, parent, by: this.map, givenBack: this.givenBack }
@@ -805,19 +849,20 @@ class MapWalker {
     }
     this.reach(objectKey).nodes.push(offset)
     const known = nodes?.get(id)
-    // A leaf kept as its objects has no data pointers to record: fetched again for those.
-    if (known !== undefined && (this.objectsOnly || !isLeafObjects(known))) {
+    // A leaf kept as its objects has no data pointers to record or tell: fetched again for those.
+    const enough = this.objectsOnly && this.share.onLeaf === undefined
+    if (known !== undefined && (enough || !isLeafObjects(known))) {
       try {
         checkPlace(known, { level, minKey, upper }, hi, this.inode.cno, `${this.store.url}/${where}`)
       } catch (err) {
         this.found.push(objectKey, toProblem(err, 'node', where))
         this.giveUp(claim ?? parent)
-        return
+        return undefined
       }
-      this.take(known, upper, next, claim)
-      return
+      return this.take(known, upper, next, claim)
     }
     read(false, claim)
+    return undefined
   }
 
   /** Fetches one span of an object's nodes and takes those that check out. */
@@ -840,6 +885,7 @@ class MapWalker {
       for (const r of span.refs) this.giveUp(r.claim ?? r.parent)
       return
     }
+    const told: Promise<void>[] = []
     for (const r of span.refs) {
       const at = r.offset - span.start
       let n: BlockMapNode
@@ -863,8 +909,11 @@ class MapWalker {
       if (r.checkOnly) continue
       // Outside the try: a leaf is visited here (take), and what fails in that is no
       // failure of this node's checks (nor was it when leaves were visited later).
-      this.take(n, r.upper, next, r.claim, this.share.nodes === undefined ? undefined : `${r.hi}:${r.lo}`)
+      const id = this.share.nodes === undefined ? undefined : `${r.hi}:${r.lo}`
+      tell(told, this.take(n, r.upper, next, r.claim, id))
     }
+    // The span and its leaves go, and its fetch slot is given back, once those told settled.
+    await Promise.all(told)
   }
 
   /**
@@ -883,6 +932,11 @@ class MapWalker {
       this.givenBack.add(c)
     }
   }
+}
+
+/** Adds what WalkShare.onLeaf returned for a leaf, if anything, to those waited for. */
+function tell(told: Promise<void>[], p: Promise<void> | undefined): void {
+  if (p !== undefined) told.push(p)
 }
 
 /** Adds `ref` to those of its object, to be fetched together. */
