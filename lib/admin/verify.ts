@@ -5,6 +5,17 @@
  * read, 16 MiB at a time. What it finds is returned as problems, each with what and
  * where; it throws only when it cannot start (no container, no such checkpoint) or the
  * store itself fails.
+ *
+ * What it holds grows with the map's nodes and the objects it reaches, not with its data
+ * pointers (2^28 of them for 1 TiB in 4 KiB blocks): the map is walked for its objects
+ * only (WalkShare.objectsOnly), and each leaf's data pointers are checked as the walk
+ * visits it (WalkShare.onLeaf), against the summaries of the objects they point into
+ * (ObjectChecks). An object a leaf points into has its own checks started then, so its
+ * summary is read once for both; summaries are held while their object is checked, then
+ * in a cache of SUMMARY_CACHE_BYTES, least recently used out first. A leaf pointing into
+ * an object whose summary went reads that summary again (one GET, counted in bytesRead):
+ * in a file written in order, its leaves point into objects checked just before, so it
+ * takes no more requests than checking each pointer after the walk did.
  */
 
 import { sameInode } from '../container/inode.js'
@@ -16,6 +27,7 @@ import { HEADER_BYTES, type Header, type ObjectLayout, objectLayout } from '../f
 import { FORMAT_PARTED, type Inode, madeHere } from '../format/inode.js'
 import { INODE_KEY, parseKey, segmentKey } from '../format/names.js'
 import { checkSlotCrcs, dataSlotAt, decodeMetaBlocks, paddingNotZero, slotCrcMessage } from '../format/object.js'
+import { pointerPart, pointerUnit, UNIT_BYTES } from '../format/pointer.js'
 import { decodeSummary, type Summary } from '../format/summary.js'
 import { checkCallOptions } from '../settings.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
@@ -29,18 +41,27 @@ import { objectKeys } from './inspect.js'
 import { checkPublished, resolveOrReport } from './list.js'
 import {
   byPlace,
+  type LeafEntries,
   type MapWalk,
   missingWhy,
   nodePointerProblems,
   ObjectProblems,
   type Problem,
-  type Reached,
   toProblem,
   walkMap,
 } from './map-walk.js'
 
 /** Data read per GET while verifying. */
 const VERIFY_CHUNK = 16 * MiB
+
+/**
+ * Bytes of summaries kept for the leaves' pointer checks once their objects were checked
+ * (a summary takes 9 bytes a slot: 2.25 MiB for an object of 1 GiB in 4 KiB blocks).
+ */
+const SUMMARY_CACHE_BYTES = 64 * MiB
+
+/** Test hook: options carrying it (a number of bytes) keep summaries within that in place of SUMMARY_CACHE_BYTES. */
+export const SUMMARY_BUDGET: unique symbol = Symbol('stream-segment: verify summary budget')
 
 export interface VerifyReport {
   url: string
@@ -56,11 +77,9 @@ export interface VerifyReport {
   problems: Problem[]
 }
 
-/** A report with nothing counted yet but the walk's nodes and pointers. */
-function newReport(url: string, cno: number, problems: Problem[], walk?: MapWalk): VerifyReport {
-  const nodes = walk?.nodes ?? 0
-  const dataPointers = walk?.dataPointers ?? 0
-  return { url, cno, objects: 0, nodes, dataPointers, placeholders: 0, slots: 0, bytesRead: 0, problems }
+/** A report with nothing counted yet. */
+function newReport(url: string, cno: number, problems: Problem[]): VerifyReport {
+  return { url, cno, objects: 0, nodes: 0, dataPointers: 0, placeholders: 0, slots: 0, bytesRead: 0, problems }
 }
 
 /**
@@ -94,24 +113,21 @@ async function verifyOf(
   const { inode, part0 } = resolved
   // The commit point is checked whatever checkpoint is verified: it is the container's entry.
   await checkPublished(store, listing, inode, options.cno, problems, signal)
-  const walk = await walkMap(store, inode, problems, signal)
-  const report = newReport(store.url, inode.cno, problems, walk)
-  const limiter = new Limiter(4)
-  const startedMs = Date.now()
-  await Promise.all(
-    objectKeys(listing, inode.cno, walk).map((key) =>
-      limiter.run(async () => {
-        report.objects++
-        const found = new ObjectProblems(store.url, key)
-        const ctx = { store, inode, part0, report, options, problems: found, missing: walk.missing, startedMs }
-        await verifyObject(ctx, key, {
-          size: listing.sizes.get(key),
-          reached: walk.reached.get(key),
-        })
-        problems.push(...found.done())
-      }),
-    ),
-  )
+  const report = newReport(store.url, inode.cno, problems)
+  const ctx = { store, inode, part0, report, options, startedMs: Date.now() }
+  const budget = (options as { [SUMMARY_BUDGET]?: number })[SUMMARY_BUDGET] ?? SUMMARY_CACHE_BYTES
+  const checks = new ObjectChecks(ctx, budget, {
+    size: (key) => listing.sizes.get(key),
+    pointers: (key) => listing.sizes.has(key),
+    slots: () => true,
+  })
+  const walk = await checks.walk(problems, {})
+  report.nodes = walk.nodes
+  report.dataPointers = walk.dataPointers
+  await checks.finish(objectKeys(listing, inode.cno, walk), walk, (found) => {
+    report.objects++
+    problems.push(...found)
+  })
   problems.sort(byPlace)
   return report
 }
@@ -144,10 +160,19 @@ export async function checkUnpublished(
   signal?: AbortSignal,
 ): Promise<Problem[]> {
   const problems: Problem[] = []
-  const walk = await walkMap(store, inode, problems, signal, { newerThan: publishedCno })
-  const keys = new Set([...walk.reached.keys()].filter((key) => (parseKey(key) as { cno: number }).cno > publishedCno))
-  keys.add(segmentKey(inode.cno, 0))
-  const report = newReport(store.url, inode.cno, problems, walk)
+  const report = newReport(store.url, inode.cno, problems)
+  const part0 = segmentKey(inode.cno, 0)
+  const isNew = (key: string) => (parseKey(key) as { cno: number }).cno > publishedCno
+  const ctx = { store, inode, part0: undefined, report, options: { signal }, startedMs: Date.now() }
+  const checks = new ObjectChecks(ctx, SUMMARY_CACHE_BYTES, {
+    size: (key) => sizes.get(key)?.size,
+    // The pointers into the objects of older numbers were checked when those were published.
+    pointers: (key) => isNew(key) && sizes.has(key),
+    slots: (key) => key === part0,
+  })
+  const walk = await checks.walk(problems, { newerThan: publishedCno })
+  const keys = new Set([...walk.reached.keys()].filter(isNew))
+  keys.add(part0)
   // The objects of published numbers the new nodes point into must still be there (a
   // cleaner may have taken those of a number never published, whose parts a conflict
   // retry kept): a HEAD each, but for those whose nodes the walk read (`skipped`: a node
@@ -172,33 +197,10 @@ export async function checkUnpublished(
       }),
     ),
   )
-  await Promise.all(
-    [...keys].sort().map((key) =>
-      limiter.run(async () => {
-        // Its first problems kept, the rest counted, as verifyCheckpoint keeps them.
-        const found = new ObjectProblems(store.url, key)
-        await verifyObject(
-          {
-            store,
-            inode,
-            part0: undefined,
-            report,
-            options: { signal },
-            problems: found,
-            missing: walk.missing,
-            startedMs: Date.now(),
-          },
-          key,
-          {
-            size: sizes.get(key)?.size,
-            reached: walk.reached.get(key),
-            slots: key === segmentKey(inode.cno, 0),
-          },
-        )
-        for (const p of found.done()) problems.push(p)
-      }),
-    ),
-  )
+  // Its first problems kept, the rest counted, as verifyCheckpoint keeps them.
+  await checks.finish([...keys].sort(), walk, (found) => {
+    for (const p of found) problems.push(p)
+  })
   return problems
 }
 
@@ -212,8 +214,6 @@ interface VerifyContext {
   options: { signal?: AbortSignal; onProgress?: (bytes: number) => void }
   /** Where this object's problems go. */
   problems: { push(p: Problem): void }
-  /** Objects of nodes the walk found gone: a problem each already. */
-  missing: ReadonlyMap<string, number>
   /** When the verification started: a reader opened then takes a header's ctime up to it (madeHere). */
   startedMs: number
 }
@@ -228,43 +228,274 @@ interface ObjectCheck {
 }
 
 /**
- * One object, region by region: its header (against the listed size), meta blocks and
- * summary (in one GET, or in chunks when larger), the map's pointers into it, then every
- * data slot's CRC in chunks. A region that cannot be read ends the object's checks there.
- * The checks are format/object.ts's, as decodeObject runs them on a whole object.
+ * What a verification checks of each object the block map reaches (or that is listed
+ * under the checkpoint's number): `size` as listed (undefined: not listed); `pointers`,
+ * whether the leaves' data pointers into it are checked; `slots`, whether its data slots are.
  */
-async function verifyObject(
-  ctx: VerifyContext,
-  key: string,
-  found: { size: number | undefined; reached: Reached | undefined; slots?: boolean },
-): Promise<void> {
-  const { size, reached, slots = true } = found
-  // The walk reported it (and may have found it gone after the listing saw it).
-  if (ctx.missing.has(key)) return
-  if (size === undefined) {
-    ctx.problems.push({
-      code: 'ERR_NOT_FOUND',
-      what: 'missing',
-      where: key,
-      message: `${ctx.store.url}/${key}: ${missingWhy(ctx.inode, key, reached)}`,
+interface WhatToCheck {
+  size(key: string): number | undefined
+  pointers(key: string): boolean
+  slots(key: string): boolean
+}
+
+/**
+ * One object's checks (ObjectChecks.#start), its problems kept apart by kind so that
+ * finish gives them in the order the checks run, whenever each was found.
+ */
+interface ObjectState {
+  /**
+   * Its header and meta region read and checked: the header, and whether its summary
+   * checked out; undefined when its checks ended there (or never began: stopped).
+   */
+  head: Promise<{ o: ObjectCheck; summary: boolean } | undefined>
+  /** The whole of its own checks (slots included) done. */
+  done: Promise<void>
+  /** Its summary while its data slots are checked (then in the cache, if it fits). */
+  pinned: Summary | undefined
+  /** Problems of its header and meta region, of the leaves' pointers into it, of its data slots. */
+  own: ObjectProblems
+  pointers: ObjectProblems
+  slots: ObjectProblems
+}
+
+/** What a summary is taken to hold in the cache: its three arrays (9 bytes a slot) and their objects. */
+function summaryBytes(s: Summary): number {
+  return s.blockIndex.byteLength + s.live.byteLength + s.crc.byteLength + 256
+}
+
+/**
+ * The objects of one verification, each checked once (4 at a time), and the leaves' data
+ * pointers, each checked against its object's summary as the walk visits the leaf. An
+ * object a leaf points into is begun then, its header and meta region read (the summary
+ * among them) before the leaf is checked; the others once the walk is done (finish),
+ * which gives every object's problems in the order its checks run: its header and meta
+ * region, the node pointers into it (the walk whole), the data pointers into it, its
+ * data slots. Held per object across the walk: its header
+ * and the problems kept of it, never its pointers. Summaries are held while their object
+ * is checked, then up to `budget` bytes of them, least recently used out first; one gone
+ * when a leaf needs it is read again (and kept again).
+ */
+class ObjectChecks {
+  readonly #states = new Map<string, ObjectState>()
+  /** Summaries kept, least recently used first. */
+  readonly #cache = new Map<string, Summary>()
+  #cachedBytes = 0
+  readonly #reading = new Map<string, Promise<Summary | undefined>>()
+  readonly #limiter = new Limiter(4)
+  /** The walk failed: objects not begun are not begun. */
+  #stopped = false
+
+  constructor(
+    private readonly ctx: Omit<VerifyContext, 'problems'>,
+    private readonly budget: number,
+    private readonly what: WhatToCheck,
+  ) {}
+
+  /**
+   * Walks the map (its problems into `problems`), for its objects only, checking each
+   * leaf's data pointers as it comes.
+   */
+  async walk(problems: Problem[], share: { newerThan?: number }): Promise<MapWalk> {
+    const { store, inode, options } = this.ctx
+    const onLeaf = (leaf: LeafEntries) => this.#leaf(leaf)
+    try {
+      return await walkMap(store, inode, problems, options.signal, { ...share, objectsOnly: true, onLeaf })
+    } catch (err) {
+      this.#stopped = true
+      throw err
+    }
+  }
+
+  /**
+   * Every object of `keys` checked (those a leaf began, waited for), its problems given to
+   * `onObject` (the first kept, the rest counted, as ObjectProblems keeps them).
+   */
+  async finish(keys: readonly string[], walk: MapWalk, onObject: (problems: Problem[]) => void): Promise<void> {
+    await Promise.all(
+      keys.map(async (key) => {
+        const found = new ObjectProblems(this.ctx.store.url, key)
+        await this.#finishObject(key, walk, found)
+        onObject(found.done())
+      }),
+    )
+  }
+
+  async #finishObject(key: string, walk: MapWalk, found: ObjectProblems): Promise<void> {
+    const { ctx } = this
+    const reached = walk.reached.get(key)
+    // The walk reported it (and may have found it gone after the listing saw it): what a
+    // leaf's check of it found is not reported again.
+    if (walk.missing.has(key)) {
+      await this.#states.get(key)?.done
+      return
+    }
+    const size = this.what.size(key)
+    if (size === undefined) {
+      found.push({
+        code: 'ERR_NOT_FOUND',
+        what: 'missing',
+        where: key,
+        message: `${ctx.store.url}/${key}: ${missingWhy(ctx.inode, key, reached)}`,
+      })
+      return
+    }
+    // An empty object the block map does not reach is the claim of a multipart upload that
+    // never completed (an abandoned attempt at this number): not part of the checkpoint.
+    if (size === 0 && reached === undefined && (parseKey(key) as { part: number }).part !== 0) {
+      ctx.report.placeholders++
+      return
+    }
+    const s = this.#start(key, size)
+    const head = await s.head
+    found.add(s.own)
+    if (head !== undefined) {
+      const { o } = head
+      // The block map's node pointers into the object must name its meta blocks.
+      for (const p of nodePointerProblems(o.url, o.key, o.layout, reached)) found.push(p)
+    }
+    await s.done
+    if (head?.summary !== true) return
+    found.add(s.pointers)
+    found.add(s.slots)
+  }
+
+  /**
+   * Object `key`'s checks, begun now if not yet: its header (against the listed size), meta
+   * blocks and summary, then every data slot's CRC (`slots`). A region that cannot be read
+   * ends them there. The checks are format/object.ts's, as decodeObject runs them on a
+   * whole object.
+   */
+  #start(key: string, size: number): ObjectState {
+    const known = this.#states.get(key)
+    if (known !== undefined) return known
+    const { url } = this.ctx.store
+    let told: (head: { o: ObjectCheck; summary: boolean } | undefined) => void = () => {}
+    let failed: (err: unknown) => void = () => {}
+    const s: ObjectState = {
+      head: new Promise((resolve, reject) => {
+        told = resolve
+        failed = reject
+      }),
+      done: Promise.resolve(),
+      pinned: undefined,
+      own: new ObjectProblems(url, key),
+      pointers: new ObjectProblems(url, key),
+      slots: new ObjectProblems(url, key),
+    }
+    this.#states.set(key, s)
+    s.done = this.#limiter.run(async () => {
+      try {
+        if (this.#stopped) return
+        const o = await checkHeader({ ...this.ctx, problems: s.own }, key, size)
+        if (o === undefined) return
+        const meta = await checkMetaRegion(o)
+        if (meta === undefined) return
+        const { summary } = meta
+        s.pinned = summary
+        told({ o, summary: summary !== undefined })
+        if (summary === undefined) return
+        if (this.what.slots(key)) await checkDataSlots({ ...o, ctx: { ...o.ctx, problems: s.slots } }, summary)
+        this.#keep(key, summary)
+      } catch (err) {
+        failed(err)
+        throw err
+      } finally {
+        s.pinned = undefined
+        told(undefined) // no-op when told already
+      }
     })
-    return
+    // Waited for by finish, or by a leaf's check; until then, a failure is no unhandled rejection.
+    s.head.catch(() => {})
+    s.done.catch(() => {})
+    return s
   }
-  // An empty object the block map does not reach is the claim of a multipart upload that
-  // never completed (an abandoned attempt at this number): not part of the checkpoint.
-  if (size === 0 && reached === undefined && (parseKey(key) as { part: number }).part !== 0) {
-    ctx.report.placeholders++
-    return
+
+  /** A leaf's data pointers, each against the summary of its object, a run into one object at a time. */
+  #leaf(e: LeafEntries): Promise<void> | undefined {
+    let checked = false
+    for (let i = 0; i < e.count && !checked; i++) {
+      const hi = e.hi[i] as number
+      const lo = e.lo[i] as number
+      if ((hi !== 0 || lo !== 0) && this.what.pointers(segmentKey(hi, pointerPart(lo)))) checked = true
+    }
+    return checked ? this.#checkLeaf(e) : undefined
   }
-  const o = await checkHeader(ctx, key, size)
-  if (o === undefined) return
-  const meta = await checkMetaRegion(o)
-  if (meta === undefined) return
-  // The block map's node pointers into the object must name its meta blocks.
-  for (const p of nodePointerProblems(o.url, o.key, o.layout, reached)) o.ctx.problems.push(p)
-  if (meta.summary === undefined) return
-  checkDataPointers(o, meta.summary, reached)
-  if (slots) await checkDataSlots(o, meta.summary)
+
+  async #checkLeaf(e: LeafEntries): Promise<void> {
+    for (let i = 0; i < e.count; ) {
+      const hi = e.hi[i] as number
+      const lo = e.lo[i] as number
+      if (hi === 0 && lo === 0) {
+        i++
+        continue
+      }
+      // The run of pointers into this object.
+      const part = pointerPart(lo)
+      let end = i + 1
+      while (end < e.count && e.hi[end] === hi && pointerPart(e.lo[end] as number) === part) end++
+      const key = segmentKey(hi, part)
+      const size = this.what.size(key)
+      if (size !== undefined && this.what.pointers(key)) {
+        const s = this.#start(key, size)
+        const head = await s.head
+        const summary = head?.summary === true ? await this.#summaryOf(key, s, head.o) : undefined
+        if (head !== undefined && summary !== undefined) {
+          for (let j = i; j < end; j++) {
+            const p = pointerProblem(head.o, summary, pointerUnit(e.lo[j] as number) * UNIT_BYTES, e.keys[j] as number)
+            if (p !== undefined) s.pointers.push(p)
+          }
+        }
+      }
+      i = end
+    }
+  }
+
+  /** Object `key`'s summary, which checked out: held, kept, or read again. */
+  async #summaryOf(key: string, s: ObjectState, o: ObjectCheck): Promise<Summary | undefined> {
+    if (s.pinned !== undefined) return s.pinned
+    const kept = this.#cache.get(key)
+    if (kept !== undefined) {
+      // Used last now.
+      this.#cache.delete(key)
+      this.#cache.set(key, kept)
+      return kept
+    }
+    let reading = this.#reading.get(key)
+    if (reading === undefined) {
+      reading = this.#readSummary(s, o).finally(() => this.#reading.delete(key))
+      this.#reading.set(key, reading)
+    }
+    return await reading
+  }
+
+  /** The summary of an object checked before, read again (a problem of its own if it no longer checks out). */
+  async #readSummary(s: ObjectState, o: ObjectCheck): Promise<Summary | undefined> {
+    const { key, url, header, layout } = o
+    const at = layout.summaryOffset
+    let summary: Summary
+    try {
+      const bytes = layout.summaryEnd > at ? await readCounted(o, at, layout.summaryEnd) : new Uint8Array(0)
+      summary = decodeSummary(bytes, { count: header.dataCount, summaryCrc: header.summaryCrc, where: url })
+    } catch (err) {
+      s.own.push(toProblem(err, 'summary', `${key} byte ${at}`))
+      return undefined
+    }
+    this.#keep(key, summary)
+    return summary
+  }
+
+  /** Keeps `summary` (used last), letting go of those used least recently beyond the budget. */
+  #keep(key: string, summary: Summary): void {
+    const bytes = summaryBytes(summary)
+    if (bytes > this.budget || this.#cache.has(key)) return
+    this.#cache.set(key, summary)
+    this.#cachedBytes += bytes
+    for (const [k, old] of this.#cache) {
+      if (this.#cachedBytes <= this.budget) break
+      this.#cache.delete(k)
+      this.#cachedBytes -= summaryBytes(old)
+    }
+  }
 }
 
 /** Reads [start, end) of the object, counted as read. */
@@ -406,25 +637,20 @@ async function checkMetaRegion(o: ObjectCheck): Promise<{ summary: Summary | und
   return { summary }
 }
 
-/** The block map's data pointers into the object must name live slots holding those very blocks. */
-function checkDataPointers(o: ObjectCheck, summary: Summary, reached: Reached | undefined): void {
+/** A data pointer of the block map, of block `block` at byte `at` of the object: a problem unless it names a live slot holding that very block. */
+function pointerProblem(o: ObjectCheck, summary: Summary, at: number, block: number): Problem | undefined {
   const { key, url, header, layout } = o
-  for (let i = 0; i < (reached?.dataAt.length ?? 0); i++) {
-    const at = reached?.dataAt.get(i) as number
-    const block = reached?.dataBlock.get(i) as number
-    const slot = dataSlotAt(layout, at)
-    let problem: string | undefined
-    if (slot < 0) problem = `not one of its ${header.dataCount} data slots`
-    else if (summary.blockIndex[slot] !== block) problem = `slot ${slot}, which holds block ${summary.blockIndex[slot]}`
-    else if (summary.live[slot] !== 1) problem = `slot ${slot}, which is dead (block ${block} was written again)`
-    if (problem !== undefined) {
-      o.ctx.problems.push({
-        code: 'ERR_CORRUPT',
-        what: 'pointer',
-        where: `${key} byte ${at}`,
-        message: `${url}: the block map points block ${block} at byte ${at}, ${problem}`,
-      })
-    }
+  const slot = dataSlotAt(layout, at)
+  let problem: string | undefined
+  if (slot < 0) problem = `not one of its ${header.dataCount} data slots`
+  else if (summary.blockIndex[slot] !== block) problem = `slot ${slot}, which holds block ${summary.blockIndex[slot]}`
+  else if (summary.live[slot] !== 1) problem = `slot ${slot}, which is dead (block ${block} was written again)`
+  if (problem === undefined) return undefined
+  return {
+    code: 'ERR_CORRUPT',
+    what: 'pointer',
+    where: `${key} byte ${at}`,
+    message: `${url}: the block map points block ${block} at byte ${at}, ${problem}`,
   }
 }
 

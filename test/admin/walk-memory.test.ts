@@ -10,12 +10,17 @@ import { before, describe, it } from 'node:test'
 import { gc } from '../../lib/admin/gc.js'
 import { listCheckpoints, verifyCheckpoint } from '../../lib/admin/index.js'
 import { type KnownNode, type MapWalk, type Problem, walkMap } from '../../lib/admin/map-walk.js'
+import { SUMMARY_BUDGET, type VerifyReport } from '../../lib/admin/verify.js'
 import { listContainer } from '../../lib/container/listing.js'
 import { readObjectHeader } from '../../lib/container/object-header.js'
-import { segmentKey } from '../../lib/format/names.js'
+import { objectLayout } from '../../lib/format/header.js'
+import { parseKey, segmentKey } from '../../lib/format/names.js'
+import type { BlockMapNode } from '../../lib/format/node.js'
+import { decodeObject, encodeObject, type SegmentObject } from '../../lib/format/object.js'
+import { pointerUnit, UNIT_BYTES } from '../../lib/format/pointer.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
-import type { ObjectStore } from '../../lib/store/types.js'
+import type { GetOptions, ObjectStore } from '../../lib/store/types.js'
 import { U32List } from '../../lib/util/typed-arrays.js'
 import { buildContainer } from '../helpers/containers.js'
 import { pattern } from '../helpers/pattern.js'
@@ -66,9 +71,15 @@ describe('a walk of a block map holds no more than its nodes and objects need', 
     await buildContainer(store, { ...smallSettings, ...hooks({ maxNodeEntries: 4 }) })
   })
 
-  it('gc records no data pointer (verify, walked alike, records each one)', async () => {
-    const verified = await u32Pushes(() => verifyCheckpoint(store))
-    assert.ok(verified > 0, `verify's walk records its data pointers in U32Lists (${verified} pushes)`)
+  it('neither gc nor verify records a data pointer', async () => {
+    let pointers = 0
+    const verified = await u32Pushes(async () => {
+      const r = await verifyCheckpoint(store)
+      assert.deepEqual(r.problems, [])
+      pointers = r.dataPointers
+    })
+    assert.ok(pointers > 100, `${pointers} data pointers checked`)
+    assert.equal(verified, 0, 'verify recorded data pointers: 8 bytes per mapped block')
     let deleted: number | undefined
     const byGc = await u32Pushes(async () => {
       deleted = (await gc(store, { graceMs: 0, dryRun: true })).deletedObjects
@@ -236,5 +247,155 @@ describe('ls keeps the nodes of all its maps, but a leaf only as the objects it 
     assert.deepEqual(problems, [])
     assert.ok(counted.started > 0)
     assert.deepEqual(full, fresh)
+  })
+})
+
+/** GETs of a store, with their ranges; those of one key and range may be held back (`hold`) until a promise settles. */
+class RangeCounter extends WrappedStore {
+  readonly gets: { key: string; start: number; end: number }[] = []
+  hold: ((key: string, start: number, end: number) => Promise<void> | undefined) | undefined
+  /** Told each GET as it ends. */
+  onGot: ((key: string, start: number, end: number) => void) | undefined
+  protected async around<T>(_call: CallInfo, run: () => Promise<T>): Promise<T> {
+    return await run()
+  }
+  override async get(key: string, options?: GetOptions): Promise<Uint8Array> {
+    // A suffix (a header read) or the whole object: -1 for where it starts or ends.
+    const r = options?.range
+    const [start, end] = r !== undefined && 'start' in r ? [r.start, r.end] : [-1, -1]
+    this.gets.push({ key, start, end })
+    await this.hold?.(key, start, end)
+    const b = await super.get(key, options)
+    this.onGot?.(key, start, end)
+    return b
+  }
+}
+
+/** Where each object's summary lies, by key. */
+async function summaryRanges(store: ObjectStore): Promise<Map<string, { start: number; end: number }>> {
+  const out = new Map<string, { start: number; end: number }>()
+  for await (const e of store.list('')) {
+    const k = parseKey(e.key)
+    if (k?.kind !== 'segment') continue
+    const { header } = await readObjectHeader(store, k.cno, k.part)
+    const l = objectLayout(header, header)
+    out.set(e.key, { start: l.summaryOffset, end: l.summaryEnd })
+  }
+  return out
+}
+
+/** A file of 300 blocks written in order, in objects of 64 KiB and leaves of 4 entries. */
+async function sequential(): Promise<MemoryStore> {
+  const store = new MemoryStore()
+  const f = await SegmentFile.create(store, smallSettings)
+  await f.write(0, pattern(0, 300 * 4096, 1))
+  await f.flush()
+  await f.close()
+  return store
+}
+
+/** verifyCheckpoint keeping summaries within `budget` bytes (the test hook). */
+function verifyWithin(store: ObjectStore, budget: number) {
+  return verifyCheckpoint(store, { [SUMMARY_BUDGET]: budget } as Parameters<typeof verifyCheckpoint>[1])
+}
+
+describe("verify checks each leaf's data pointers as the walk visits it, against summaries it keeps within a budget", () => {
+  it('a file written in order: every pointer checked, none recorded, no summary read twice', async () => {
+    const store = await sequential()
+    const counted = new RangeCounter(store)
+    let r: VerifyReport | undefined
+    const pushes = await u32Pushes(async () => {
+      r = await verifyCheckpoint(counted)
+    })
+    assert.ok(r !== undefined)
+    assert.deepEqual(r.problems, [])
+    assert.equal(r.dataPointers, 300)
+    assert.equal(pushes, 0, 'data pointers recorded: 8 bytes per mapped block')
+    // A summary is read with its object's meta blocks; read alone, it was read again.
+    const summaries = await summaryRanges(store)
+    const again = counted.gets.filter((g) => {
+      const at = summaries.get(g.key)
+      return at !== undefined && g.start === at.start && g.end === at.end
+    })
+    assert.deepEqual(again, [], 'summaries read again')
+    assert.ok(summaries.size > 10, `${summaries.size} objects`)
+  })
+
+  it('a pointer at another slot of an object whose summary went is caught, that summary read again and counted', async () => {
+    const store = await sequential()
+    const { inode } = (await readObjectHeader(store, 1, 0)).header
+    const walk = await walkMap(store, inode, [])
+    // Leaves, each in the object it points into (a file written in order).
+    const leaves: { x: string; obj: SegmentObject; n: BlockMapNode }[] = []
+    for (const [x, r] of walk.reached) {
+      const obj = decodeObject(await store.get(x), x)
+      for (const offset of r.nodes) {
+        const n = obj.nodes[(offset - obj.layout.metaOffset) / obj.layout.metaBlockSize] as BlockMapNode
+        if (n.level === 0 && n.count >= 2) leaves.push({ x, obj, n })
+      }
+    }
+    assert.ok(leaves.length > 10, `${leaves.length} leaves`)
+    // The last leaf's second block pointed back at the first block's slot in the first leaf's object (y).
+    const { x, obj, n: leaf } = leaves[leaves.length - 1] as (typeof leaves)[number]
+    const first = leaves[0] as (typeof leaves)[number]
+    const y = first.x
+    assert.notEqual(x, y)
+    const block = leaf.keys[1] as number
+    const at = pointerUnit(first.n.ptrLo[0] as number) * UNIT_BYTES
+    leaf.ptrHi[1] = first.n.ptrHi[0] as number
+    leaf.ptrLo[1] = first.n.ptrLo[0] as number
+    const offset = obj.layout.metaOffset + obj.nodes.indexOf(leaf) * obj.layout.metaBlockSize
+    const { dataCount: _d, metaCount: _m, summaryCrc: _s, ...fields } = obj.header
+    await store.put(x, encodeObject(fields, obj.data, obj.nodes, obj.summary))
+    const summaries = await summaryRanges(store)
+    const ySummary = summaries.get(y) as { start: number; end: number }
+
+    /** verify with the leaf's GET held back until y's data slots were read, and y's check done. */
+    const run = async (budget: number) => {
+      const counted = new RangeCounter(store)
+      let yRead: () => void = () => {}
+      const yDone = new Promise<void>((resolve) => {
+        yRead = resolve
+      })
+      // Held no longer than that, should y's slots be read only after the walk.
+      let timer: NodeJS.Timeout | undefined
+      const late = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, 5000)
+      })
+      const xSummary = summaries.get(x) as { start: number; end: number }
+      // The walk's GET of the leaf: a span of x's nodes, without its summary (x's own check reads both).
+      counted.hold = (key, start, end) => {
+        if (key !== x || start > offset || end <= offset || (start <= xSummary.start && end >= xSummary.end)) return
+        // A turn of the event loop more: y's check ends (its summary kept, or not) once its slots are read.
+        return Promise.race([yDone, late]).then(() => new Promise<void>((resolve) => setImmediate(resolve)))
+      }
+      const yk = parseKey(y) as { cno: number; part: number }
+      const yHeader = (await readObjectHeader(store, yk.cno, yk.part)).header
+      const l = objectLayout(yHeader, yHeader)
+      counted.onGot = (key, start, end) => {
+        if (key === y && start >= l.dataOffset && end <= l.dataEnd) yRead()
+      }
+      const r = await verifyWithin(counted, budget)
+      clearTimeout(timer)
+      const yAgain = counted.gets.filter((g) => g.key === y && g.start === ySummary.start && g.end === ySummary.end)
+      return { r, gets: counted.gets.length, yAgain: yAgain.length }
+    }
+    const kept = await run(64 * 1024 * 1024)
+    const evicted = await run(0)
+    const wrong = {
+      code: 'ERR_CORRUPT',
+      what: 'pointer',
+      where: `${y} byte ${at}`,
+      message: `${store.url}/${y}: the block map points block ${block} at byte ${at}, slot ${(at - first.obj.layout.dataOffset) / 4096}, which holds block ${first.n.keys[0]}`,
+    }
+    for (const { r } of [kept, evicted]) assert.deepEqual(r.problems, [wrong])
+    assert.equal(kept.yAgain, 0, "y's summary kept: not read again")
+    assert.equal(evicted.yAgain, 1, "y's summary gone: read again, once")
+    assert.ok(evicted.gets > kept.gets, `${evicted.gets} GETs, ${kept.gets} with summaries kept`)
+    // Each summary read again counted in bytesRead: those of every object gone when a leaf needed it.
+    assert.ok(evicted.r.bytesRead >= kept.r.bytesRead + (ySummary.end - ySummary.start))
+    const { bytesRead: _a, problems: _p, ...counts } = evicted.r
+    const { bytesRead: _b, problems: _q, ...keptCounts } = kept.r
+    assert.deepEqual(counts, keptCounts)
   })
 })
