@@ -239,15 +239,29 @@ interface WhatToCheck {
 }
 
 /**
+ * What is kept of an object whose header and meta region were read, for the pointers into
+ * it: where its slots and summary lie (not its whole header: the roots of two inodes).
+ */
+interface Checked {
+  key: string
+  url: string
+  layout: ObjectLayout
+  dataCount: number
+  summaryCrc: number
+  /** Whether its summary checked out. */
+  summary: boolean
+}
+
+/**
  * One object's checks (ObjectChecks.#start), its problems kept apart by kind so that
  * finish gives them in the order the checks run, whenever each was found.
  */
 interface ObjectState {
   /**
-   * Its header and meta region read and checked: the header, and whether its summary
-   * checked out; undefined when its checks ended there (or never began: stopped).
+   * Its header and meta region read and checked: what is kept of it; undefined when its
+   * checks ended there (or never began: stopped).
    */
-  head: Promise<{ o: ObjectCheck; summary: boolean } | undefined>
+  head: Promise<Checked | undefined>
   /** The whole of its own checks (slots included) done. */
   done: Promise<void>
   /** Its summary while its data slots are checked (then in the cache, if it fits). */
@@ -270,10 +284,11 @@ function summaryBytes(s: Summary): number {
  * among them) before the leaf is checked; the others once the walk is done (finish),
  * which gives every object's problems in the order its checks run: its header and meta
  * region, the node pointers into it (the walk whole), the data pointers into it, its
- * data slots. Held per object across the walk: its header
- * and the problems kept of it, never its pointers. Summaries are held while their object
- * is checked, then up to `budget` bytes of them, least recently used out first; one gone
- * when a leaf needs it is read again (and kept again).
+ * data slots. Held per object until finish is done with it: where its slots and summary
+ * lie (Checked) and the problems kept of it, never its pointers. Summaries are held while
+ * their object is checked, then, until the walk is done, up to `budget` bytes of them,
+ * least recently used out first; one gone when a leaf needs it is read again (and kept
+ * again).
  */
 class ObjectChecks {
   readonly #states = new Map<string, ObjectState>()
@@ -284,6 +299,8 @@ class ObjectChecks {
   readonly #limiter = new Limiter(4)
   /** The walk failed: objects not begun are not begun. */
   #stopped = false
+  /** The walk is done: no summary is kept for a leaf. */
+  #walked = false
 
   constructor(
     private readonly ctx: Omit<VerifyContext, 'problems'>,
@@ -311,10 +328,15 @@ class ObjectChecks {
    * `onObject` (the first kept, the rest counted, as ObjectProblems keeps them).
    */
   async finish(keys: readonly string[], walk: MapWalk, onObject: (problems: Problem[]) => void): Promise<void> {
+    // No leaf is checked any more: no summary is needed after its object's own checks.
+    this.#walked = true
+    this.#cache.clear()
+    this.#cachedBytes = 0
     await Promise.all(
       keys.map(async (key) => {
         const found = new ObjectProblems(this.ctx.store.url, key)
         await this.#finishObject(key, walk, found)
+        this.#states.delete(key)
         onObject(found.done())
       }),
     )
@@ -349,9 +371,8 @@ class ObjectChecks {
     const head = await s.head
     found.add(s.own)
     if (head !== undefined) {
-      const { o } = head
       // The block map's node pointers into the object must name its meta blocks.
-      for (const p of nodePointerProblems(o.url, o.key, o.layout, reached)) found.push(p)
+      for (const p of nodePointerProblems(head.url, key, head.layout, reached)) found.push(p)
     }
     await s.done
     if (head?.summary !== true) return
@@ -369,7 +390,7 @@ class ObjectChecks {
     const known = this.#states.get(key)
     if (known !== undefined) return known
     const { url } = this.ctx.store
-    let told: (head: { o: ObjectCheck; summary: boolean } | undefined) => void = () => {}
+    let told: (head: Checked | undefined) => void = () => {}
     let failed: (err: unknown) => void = () => {}
     const s: ObjectState = {
       head: new Promise((resolve, reject) => {
@@ -392,7 +413,8 @@ class ObjectChecks {
         if (meta === undefined) return
         const { summary } = meta
         s.pinned = summary
-        told({ o, summary: summary !== undefined })
+        const { dataCount, summaryCrc } = o.header
+        told({ key, url: o.url, layout: o.layout, dataCount, summaryCrc, summary: summary !== undefined })
         if (summary === undefined) return
         if (this.what.slots(key)) await checkDataSlots({ ...o, ctx: { ...o.ctx, problems: s.slots } }, summary)
         this.#keep(key, summary)
@@ -438,10 +460,10 @@ class ObjectChecks {
       if (size !== undefined && this.what.pointers(key)) {
         const s = this.#start(key, size)
         const head = await s.head
-        const summary = head?.summary === true ? await this.#summaryOf(key, s, head.o) : undefined
+        const summary = head?.summary === true ? await this.#summaryOf(s, head) : undefined
         if (head !== undefined && summary !== undefined) {
           for (let j = i; j < end; j++) {
-            const p = pointerProblem(head.o, summary, pointerUnit(e.lo[j] as number) * UNIT_BYTES, e.keys[j] as number)
+            const p = pointerProblem(head, summary, pointerUnit(e.lo[j] as number) * UNIT_BYTES, e.keys[j] as number)
             if (p !== undefined) s.pointers.push(p)
           }
         }
@@ -451,7 +473,8 @@ class ObjectChecks {
   }
 
   /** Object `key`'s summary, which checked out: held, kept, or read again. */
-  async #summaryOf(key: string, s: ObjectState, o: ObjectCheck): Promise<Summary | undefined> {
+  async #summaryOf(s: ObjectState, c: Checked): Promise<Summary | undefined> {
+    const { key } = c
     if (s.pinned !== undefined) return s.pinned
     const kept = this.#cache.get(key)
     if (kept !== undefined) {
@@ -462,20 +485,24 @@ class ObjectChecks {
     }
     let reading = this.#reading.get(key)
     if (reading === undefined) {
-      reading = this.#readSummary(s, o).finally(() => this.#reading.delete(key))
+      reading = this.#readSummary(s, c).finally(() => this.#reading.delete(key))
       this.#reading.set(key, reading)
     }
     return await reading
   }
 
   /** The summary of an object checked before, read again (a problem of its own if it no longer checks out). */
-  async #readSummary(s: ObjectState, o: ObjectCheck): Promise<Summary | undefined> {
-    const { key, url, header, layout } = o
+  async #readSummary(s: ObjectState, c: Checked): Promise<Summary | undefined> {
+    const { key, url, layout, dataCount, summaryCrc } = c
     const at = layout.summaryOffset
     let summary: Summary
     try {
-      const bytes = layout.summaryEnd > at ? await readCounted(o, at, layout.summaryEnd) : new Uint8Array(0)
-      summary = decodeSummary(bytes, { count: header.dataCount, summaryCrc: header.summaryCrc, where: url })
+      let bytes: Uint8Array = new Uint8Array(0)
+      if (layout.summaryEnd > at) {
+        bytes = await readExact(this.ctx.store, key, at, layout.summaryEnd, this.ctx.options.signal)
+        counted(this.ctx, bytes.byteLength)
+      }
+      summary = decodeSummary(bytes, { count: dataCount, summaryCrc, where: url })
     } catch (err) {
       s.own.push(toProblem(err, 'summary', `${key} byte ${at}`))
       return undefined
@@ -487,7 +514,7 @@ class ObjectChecks {
   /** Keeps `summary` (used last), letting go of those used least recently beyond the budget. */
   #keep(key: string, summary: Summary): void {
     const bytes = summaryBytes(summary)
-    if (bytes > this.budget || this.#cache.has(key)) return
+    if (this.#walked || bytes > this.budget || this.#cache.has(key)) return
     this.#cache.set(key, summary)
     this.#cachedBytes += bytes
     for (const [k, old] of this.#cache) {
@@ -505,7 +532,7 @@ async function readCounted(o: ObjectCheck, start: number, end: number): Promise<
   return b
 }
 
-function counted(ctx: VerifyContext, n: number): void {
+function counted(ctx: Pick<VerifyContext, 'report' | 'options'>, n: number): void {
   ctx.report.bytesRead += n
   ctx.options.onProgress?.(ctx.report.bytesRead)
 }
@@ -638,11 +665,11 @@ async function checkMetaRegion(o: ObjectCheck): Promise<{ summary: Summary | und
 }
 
 /** A data pointer of the block map, of block `block` at byte `at` of the object: a problem unless it names a live slot holding that very block. */
-function pointerProblem(o: ObjectCheck, summary: Summary, at: number, block: number): Problem | undefined {
-  const { key, url, header, layout } = o
+function pointerProblem(c: Checked, summary: Summary, at: number, block: number): Problem | undefined {
+  const { key, url, layout } = c
   const slot = dataSlotAt(layout, at)
   let problem: string | undefined
-  if (slot < 0) problem = `not one of its ${header.dataCount} data slots`
+  if (slot < 0) problem = `not one of its ${c.dataCount} data slots`
   else if (summary.blockIndex[slot] !== block) problem = `slot ${slot}, which holds block ${summary.blockIndex[slot]}`
   else if (summary.live[slot] !== 1) problem = `slot ${slot}, which is dead (block ${block} was written again)`
   if (problem === undefined) return undefined
