@@ -97,6 +97,8 @@ export interface OpenOptions extends Partial<Settings>, ReadOptions {
 
 export interface CreateOptions extends Partial<Settings>, ReadOptions {
   wal?: WalOptions
+  /** Aborts the create (ERR_ABORTED); the handle it gives does not hear it. */
+  signal?: AbortSignal
 }
 
 /** Set by SegmentFile's static block, which alone may read the private `core`. */
@@ -151,27 +153,38 @@ export class SegmentFile {
     return this.writer.partials
   }
 
-  /** Starts a new container in `store`; ERR_CONFLICT if it already has a checkpoint. */
-  static create(store: ObjectStore, settings: CreateOptions = {}): Promise<SegmentFile> {
-    return SegmentFile.createHandle(store, settings).catch((err) =>
-      Promise.reject(asError(err, () => `SegmentFile.create in ${store.url}`)),
+  /**
+   * Starts a new container in `store`; ERR_CONFLICT if it already has a checkpoint. Nothing
+   * is written before the first flush, but for what a WAL given replays (published before
+   * the create returns, as an open's replay is).
+   *
+   * `signal` is the create's alone, as open's is that call's (see open): it aborts the
+   * create's requests (the HEAD of the commit point, the LIST of the numbers taken, and a
+   * WAL replay's publish, as OPEN_SIGNAL does), and the create rejects with ERR_ABORTED as
+   * soon as it fires; a handle such a create gives later is closed, which releases its log.
+   */
+  static async create(store: ObjectStore, options: CreateOptions = {}): Promise<SegmentFile> {
+    const what = () => `SegmentFile.create in ${store.url}`
+    let checked: ReturnType<typeof checkCreateOptions>
+    try {
+      checked = checkCreateOptions(store, options)
+    } catch (err) {
+      throw asError(err, what)
+    }
+    return SegmentFile.untilAborted(what, options.signal, (signal) =>
+      SegmentFile.createHandle(store, options, checked, signal),
     )
   }
 
-  private static async createHandle(store: ObjectStore, settings: CreateOptions): Promise<SegmentFile> {
-    checkStore('SegmentFile.create', store)
-    if (typeof settings !== 'object' || settings === null || Array.isArray(settings)) {
-      throw StreamSegmentError.invalidArgument(
-        `SegmentFile.create: options must be an object, got ${describeValue(settings)}`,
-      )
-    }
-    checkOptionNames('SegmentFile.create', settings, ['wal'], { settings: true, read: true })
-    checkSettingValues(settings) // as given: withWal replaces streamSegmentBytes
-    const s = resolveFileSettings(withWal(settings))
-    const read = resolveReadOptions(settings)
-    checkForStore(s, store)
-    if (settings.wal !== undefined) checkWalOptions(settings.wal)
-    if (await hasInode(store)) {
+  /** `create` once its arguments are checked; `signal`: the create's (see create). */
+  private static async createHandle(
+    store: ObjectStore,
+    settings: CreateOptions,
+    checked: ReturnType<typeof checkCreateOptions>,
+    signal?: AbortSignal,
+  ): Promise<SegmentFile> {
+    const { s, read } = checked
+    if (await hasInode(store, signal)) {
       throw StreamSegmentError.conflict(`${store.url}: a container exists here already (open it instead)`)
     }
     const none = emptyInode()
@@ -182,9 +195,10 @@ export class SegmentFile {
       ctimeMs: Date.now(),
     })
     const state = new FileState(store, s, base, none, undefined)
-    state.skipTo(await firstFreeCno(store, 1))
+    state.skipTo(await firstFreeCno(store, 1, signal))
     const file = new SegmentFile(state, false, read)
-    if (settings.wal !== undefined) await file.attachWal(settings.wal, stopOf(settings))
+    // The publish of what the log replays hears the caller's signal, or the library's own caller's (OPEN_SIGNAL).
+    if (settings.wal !== undefined) await file.attachWal(settings.wal, stopOf(settings) ?? signal)
     return file
   }
 
@@ -214,18 +228,32 @@ export class SegmentFile {
       )
     }
     const checked = checkOpenOptions(options)
-    const what = `SegmentFile.open of ${store.url}`
-    const { signal } = options
-    if (signal === undefined) {
-      return SegmentFile.openHandle(store, options, checked).catch((err) => Promise.reject(asError(err, what)))
-    }
-    throwIfAborted(signal, what)
-    // Its reason is the library's error, which the open rejects with once it fires.
+    return SegmentFile.untilAborted(
+      () => `SegmentFile.open of ${store.url}`,
+      options.signal,
+      (signal) => SegmentFile.openHandle(store, options, checked, signal),
+    )
+  }
+
+  /**
+   * What `make` gives, `make` hearing a signal of its own that fires with `signal` (open's
+   * or create's): ERR_ABORTED (the signal's reason as cause) as soon as `signal` fires,
+   * without waiting for what does not hear it, and the handle `make` gives later closed.
+   * Any other failure that is no Error is ERR_STORE naming the call (`what`).
+   */
+  private static async untilAborted(
+    what: () => string,
+    signal: AbortSignal | undefined,
+    make: (signal?: AbortSignal) => Promise<SegmentFile>,
+  ): Promise<SegmentFile> {
+    if (signal === undefined) return make().catch((err) => Promise.reject(asError(err, what)))
+    throwIfAborted(signal, what())
+    // Its reason is the library's error, which the call rejects with once it fires.
     const stop = new AbortController()
-    const onAbort = () => stop.abort(StreamSegmentError.aborted(`${what} aborted`, signal.reason))
+    const onAbort = () => stop.abort(StreamSegmentError.aborted(`${what()} aborted`, signal.reason))
     signal.addEventListener('abort', onAbort, { once: true })
     try {
-      return await unlessAborted(SegmentFile.openHandle(store, options, checked, stop.signal), stop.signal, (late) => {
+      return await unlessAborted(make(stop.signal), stop.signal, (late) => {
         late.close().catch(() => undefined)
       })
     } catch (err) {
@@ -977,6 +1005,32 @@ export class SegmentFile {
     this.queue = p.catch(() => undefined)
     return p
   }
+}
+
+/** SegmentFile.create's store and options, each checked before any request: the settings and read options. */
+function checkCreateOptions(
+  store: ObjectStore,
+  options: CreateOptions,
+): { s: ReturnType<typeof resolveFileSettings>; read: Required<ReadOptions> } {
+  checkStore('SegmentFile.create', store)
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
+    throw StreamSegmentError.invalidArgument(
+      `SegmentFile.create: options must be an object, got ${describeValue(options)}`,
+    )
+  }
+  checkOptionNames('SegmentFile.create', options, ['wal', 'signal'], { settings: true, read: true })
+  checkSettingValues(options) // as given: withWal replaces streamSegmentBytes
+  const s = resolveFileSettings(withWal(options))
+  const read = resolveReadOptions(options)
+  checkForStore(s, store)
+  if (options.wal !== undefined) checkWalOptions(options.wal)
+  const { signal } = options as { signal?: unknown }
+  if (signal !== undefined && !isSignal(signal)) {
+    throw StreamSegmentError.invalidArgument(
+      `SegmentFile.create: signal must be an AbortSignal, got ${describeValue(signal)}`,
+    )
+  }
+  return { s, read }
 }
 
 /** SegmentFile.open's options, each checked before any request: its cno, readOnly and read options. */
