@@ -648,26 +648,33 @@ export class SegmentFile {
     }
     const adopt = options?.adopt === true
     const wal = this.wal?.log
-    if (wal === undefined) return this.run('write', true, () => this.writer.write(offset, bytes, adopt))
-    return this.run('write', true, async () => {
-      checkRange('write', offset, bytes.byteLength, this.core.blockSize)
-      // A write of no bytes changes nothing, and logs nothing. Each piece is logged once what
-      // may fail is done, before the file changes (BlockWriter.write); logged whole, so a
-      // write failing inside it (its buffer detached) leaves the log ahead of the handle
-      // until the next flush: a replay applies the piece whole (docs/wal.md).
-      const length = bytes.byteLength
-      for (let at = 0; at < length; at += WAL_PIECE) {
-        // Detached or shrunk meanwhile (BlockWriter.write says why it is checked).
-        if (bytes.byteLength !== length) {
-          throw StreamSegmentError.invalidArgument(
-            `write: the bytes' ArrayBuffer was detached or shrunk once ${at} of the ${length} bytes at ${offset} were written`,
-          )
+    const n = bytes.byteLength
+    const call = () => `write of ${n} bytes at ${offset} of ${this.core.store.url}`
+    if (wal === undefined) return this.run('write', true, () => this.writer.write(offset, bytes, adopt), call)
+    return this.run(
+      'write',
+      true,
+      async () => {
+        checkRange('write', offset, bytes.byteLength, this.core.blockSize)
+        // A write of no bytes changes nothing, and logs nothing. Each piece is logged once what
+        // may fail is done, before the file changes (BlockWriter.write); logged whole, so a
+        // write failing inside it (its buffer detached) leaves the log ahead of the handle
+        // until the next flush: a replay applies the piece whole (docs/wal.md).
+        const length = bytes.byteLength
+        for (let at = 0; at < length; at += WAL_PIECE) {
+          // Detached or shrunk meanwhile (BlockWriter.write says why it is checked).
+          if (bytes.byteLength !== length) {
+            throw StreamSegmentError.invalidArgument(
+              `write: the bytes' ArrayBuffer was detached or shrunk once ${at} of the ${length} bytes at ${offset} were written`,
+            )
+          }
+          const piece = bytes.subarray(at, at + WAL_PIECE)
+          const call = { offset, length, before: at }
+          await this.writer.write(offset + at, piece, adopt, () => wal.appendWrite(offset + at, piece), call)
         }
-        const piece = bytes.subarray(at, at + WAL_PIECE)
-        const call = { offset, length, before: at }
-        await this.writer.write(offset + at, piece, adopt, () => wal.appendWrite(offset + at, piece), call)
-      }
-    })
+      },
+      call,
+    )
   }
 
   /**
@@ -678,37 +685,52 @@ export class SegmentFile {
    * source gives the same bytes until the flush that publishes them returns.
    */
   writeRef(offset: number, length: number, source: BlockSource, sourceOffset = 0): Promise<void> {
-    return this.run('writeRef', true, async () => {
-      if (this.wal !== undefined) {
-        throw StreamSegmentError.invalidArgument(
-          'writeRef: a write by reference is not logged; with a WAL, write by value',
-        )
-      }
-      await this.writer.writeRef(offset, length, source, sourceOffset)
-    })
+    return this.run(
+      'writeRef',
+      true,
+      async () => {
+        if (this.wal !== undefined) {
+          throw StreamSegmentError.invalidArgument(
+            'writeRef: a write by reference is not logged; with a WAL, write by value',
+          )
+        }
+        await this.writer.writeRef(offset, length, source, sourceOffset)
+      },
+      () => `writeRef of ${length} bytes at ${offset} of ${this.core.store.url}`,
+    )
   }
 
   writeZeroes(offset: number, length: number): Promise<void> {
-    return this.run('writeZeroes', true, async () => {
-      checkRange('writeZeroes', offset, length, this.core.blockSize)
-      if (length === 0) return // changes nothing (BlockWriter.write): nothing to log
-      // Logged once what may fail is done, before the file changes (BlockWriter.writeZeroes).
-      const wal = this.wal?.log
-      await this.writer.writeZeroes(
-        offset,
-        length,
-        wal === undefined ? undefined : () => wal.appendZeroes(offset, length),
-      )
-    })
+    return this.run(
+      'writeZeroes',
+      true,
+      async () => {
+        checkRange('writeZeroes', offset, length, this.core.blockSize)
+        if (length === 0) return // changes nothing (BlockWriter.write): nothing to log
+        // Logged once what may fail is done, before the file changes (BlockWriter.writeZeroes).
+        const wal = this.wal?.log
+        await this.writer.writeZeroes(
+          offset,
+          length,
+          wal === undefined ? undefined : () => wal.appendZeroes(offset, length),
+        )
+      },
+      () => `writeZeroes of ${length} bytes at ${offset} of ${this.core.store.url}`,
+    )
   }
 
   truncate(size: number): Promise<void> {
-    return this.run('truncate', true, async () => {
-      checkSize('truncate', size, this.core.blockSize)
-      // Logged once what may fail is done, before the file changes (BlockWriter.truncate).
-      const wal = this.wal?.log
-      await this.writer.truncate(size, wal === undefined ? undefined : () => wal.appendTruncate(size))
-    })
+    return this.run(
+      'truncate',
+      true,
+      async () => {
+        checkSize('truncate', size, this.core.blockSize)
+        // Logged once what may fail is done, before the file changes (BlockWriter.truncate).
+        const wal = this.wal?.log
+        await this.writer.truncate(size, wal === undefined ? undefined : () => wal.appendTruncate(size))
+      },
+      () => `truncate to ${size} bytes of ${this.core.store.url}`,
+    )
   }
 
   read(offset: number, length: number): Promise<Uint8Array> {
@@ -811,7 +833,10 @@ export class SegmentFile {
       })
       this.publishing = landed.catch(() => undefined)
       return { landed }
-    }).then(({ landed }) => landed)
+    }).then(({ landed }) =>
+      // Its failures come after the call's (run's): one that is no Error is said as run says it.
+      landed.catch((err: unknown) => Promise.reject(asError(err, () => `publish of ${this.core.store.url}`))),
+    )
   }
 
   /**
@@ -944,7 +969,8 @@ export class SegmentFile {
       }
     })
     this.queue = p.catch(() => undefined)
-    return p
+    // One that is no Error is said as run says it.
+    return p.catch((err: unknown) => Promise.reject(asError(err, () => `close of ${this.core.store.url}`)))
   }
 
   /**
@@ -988,14 +1014,22 @@ export class SegmentFile {
 
   // --- internals ---
 
-  private run<T>(what: string, writes: boolean, fn: () => Promise<T>): Promise<T> {
+  /**
+   * Runs `fn` as the call `what` once the calls before it are done. A failure that is no
+   * Error (a custom store's rejection with `undefined` or a string) is ERR_STORE naming the
+   * call (`call`, or `what` of the container) and showing the value, its cause: a store
+   * failure, after which the handle stays usable, not a bug (nor, being `undefined`, no
+   * failure at all to the sticky check).
+   */
+  private run<T>(what: string, writes: boolean, fn: () => Promise<T>, call?: () => string): Promise<T> {
     const p = this.queue.then(async () => {
       if (this.sticky !== undefined) throw this.sticky
       if (this.closed) throw StreamSegmentError.state(`${what}: the file is closed`)
       if (writes && this.readOnly) throw StreamSegmentError.state(`${what}: the file is open read-only`)
       try {
         return await fn()
-      } catch (err) {
+      } catch (thrown) {
+        const err = asError(thrown, call ?? (() => `${what} of ${this.core.store.url}`))
         if (StreamSegmentError.is(err, 'ERR_INTERNAL') || !(err instanceof StreamSegmentError)) this.sticky ??= err
         // An abort answers as itself, but for one that left the publication unknown: that says so.
         if (this.core.signal.aborted) throw isUnknownOutcome(err) ? err : (this.sticky ?? err)

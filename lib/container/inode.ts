@@ -18,6 +18,7 @@ import { decodeInodeObject, encodeInode, encodeInodeObject, INODE_BYTES, type In
 import { INODE_KEY, segmentKey } from '../format/names.js'
 import { storeNow } from '../store/common.js'
 import type { ObjectStore } from '../store/types.js'
+import { asError } from '../util/typed-arrays.js'
 import { numbersTaken } from './listing.js'
 import { readObjectHeader } from './object-header.js'
 import { type OpenedBytes, part0OpenBytes } from './opened.js'
@@ -142,12 +143,15 @@ export async function publishInode(
   signal?: AbortSignal,
 ): Promise<{ etag: string; bytes: number }> {
   const body = encodeInodeObject(inode)
-  const put = await store.put(
-    INODE_KEY,
-    body,
-    etag === undefined ? { ifNoneMatch: '*', signal } : { ifMatch: etag, signal },
-  )
-  return { etag: put.etag, bytes: body.byteLength }
+  const options = etag === undefined ? { ifNoneMatch: '*' as const, signal } : { ifMatch: etag, signal }
+  // A rejection that is no Error (a custom store's) would pass the flush's judgements of
+  // the outcome (a conflict, a store failure, an abort) as none of them.
+  try {
+    const put = await store.put(INODE_KEY, body, options)
+    return { etag: put.etag, bytes: body.byteLength }
+  } catch (err) {
+    throw asError(err, () => `put of ${store.url}/${INODE_KEY}`)
+  }
 }
 
 /**

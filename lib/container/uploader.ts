@@ -13,7 +13,12 @@
  *   holds no memory of its own.
  * - A multipart upload that fails, or is given up, is aborted (best effort, logged)
  *   after its pieces in flight have settled; nothing of it becomes visible. The error is
- *   the store's, unchanged.
+ *   the store's, unchanged, but for a rejection that is no Error (a custom store's
+ *   `undefined`, a string): ERR_STORE naming the request (`requestError`), the value its
+ *   cause. Taken as it is, it would be no failure to the checks below (`failure ===
+ *   undefined`) nor to the writer's, which sends a store failure's blocks again and takes
+ *   anything else for a bug of its own. Converted where the failure is caught anyway: a
+ *   hop more would let more pieces start before the failure is seen.
  * - The same lifecycle makes plain objects (exports): no claim, the caller's metadata and
  *   attributes, parts of uneven sizes, and parts copied server-side from a range of
  *   another object (`startCopy`, within the same request slots) beside parts sent.
@@ -45,6 +50,7 @@ import { crc32 } from '../util/crc32.js'
 import { digestChunks } from '../util/digest.js'
 import { Limiter } from '../util/limiter.js'
 import { signalWithin } from '../util/signals.js'
+import { asError } from '../util/typed-arrays.js'
 
 const log = debug('stream-segment:upload')
 
@@ -186,7 +192,11 @@ export class Uploader {
       () => obj.take(0, obj.size),
       async (chunks) => {
         if (commitSignal !== undefined) throwIfAborted(signal, `put ${obj.key}`)
-        await this.store.put(obj.key, chunks, { ifNoneMatch: '*', signal: commitSignal ?? signal })
+        try {
+          await this.store.put(obj.key, chunks, { ifNoneMatch: '*', signal: commitSignal ?? signal })
+        } catch (err) {
+          throw requestError(err, 'put', this.store, obj.key)
+        }
         log('put %s %d bytes', obj.key, obj.size)
       },
     )
@@ -248,7 +258,12 @@ export class Uploader {
   /** One PutObject of `body` as `options` say (waiting for room); resolves with its ETag. */
   async putObject(key: string, body: StoreBody, options: PutOptions = {}): Promise<{ etag: string }> {
     return this.slots.run(async () => {
-      const out = await this.store.put(key, body, options)
+      let out: { etag: string }
+      try {
+        out = await this.store.put(key, body, options)
+      } catch (err) {
+        throw requestError(err, 'put', this.store, key)
+      }
       this.uploadedBytes += body instanceof Uint8Array ? body.byteLength : byteLength(body)
       this.requests++
       this.onRequestDone?.()
@@ -323,7 +338,7 @@ export class MultipartObject {
     } else {
       this.uploadId = uploader.store.createMultipart(key, { ...options, signal: createSignal ?? signal })
     }
-    this.uploadId.catch((err) => this.fail(err)) // judged when the object completes
+    this.uploadId.catch((err) => this.fail(err, undefined, 'createMultipart')) // judged when the object completes
   }
 
   /** Pieces started so far. */
@@ -341,8 +356,11 @@ export class MultipartObject {
     return this.failed?.partNumber
   }
 
-  private fail(err: unknown, partNumber?: number): void {
+  /** Keeps the first failure; returns `thrown` as an Error (requestError: of `op`). */
+  private fail(thrown: unknown, partNumber?: number, op = 'multipart upload'): Error {
+    const err = requestError(thrown, op, this.uploader.store, this.key)
     this.failed ??= { err, partNumber }
+    return err
   }
 
   /** Takes the next part number; `settle` hands it the request's outcome, judged at completion. */
@@ -368,6 +386,7 @@ export class MultipartObject {
       const { done } = await this.uploader.start(
         take,
         async (chunks) => {
+          let op = 'createMultipart' // the request awaited, named in a failure that is no Error
           try {
             if (held !== undefined && sameBytes(held, chunks)) {
               reused = true
@@ -381,6 +400,7 @@ export class MultipartObject {
                 : copyRange(this.copyFrom, (partNumber - 1) * this.uploader.pieceSize, chunks)
             if (copy !== undefined && this.uploader.store.uploadPartCopy !== undefined) {
               const source = { store: this.uploader.store, key: copy.key, range: copy.range, ifMatch: copy.etag }
+              op = 'uploadPartCopy'
               const { etag, md5 } = await this.uploader.store.uploadPartCopy(this.key, id, partNumber, source, {
                 signal: this.signal,
               })
@@ -404,22 +424,22 @@ export class MultipartObject {
                 md5,
               )
             }
+            op = 'uploadPart'
             const { etag } = await this.uploader.store.uploadPart(this.key, id, partNumber, chunks, {
               signal: this.signal,
             })
             log('part %s #%d', this.key, partNumber)
             return { partNumber, etag }
           } catch (err) {
-            this.fail(err, partNumber) // at once: a piece waiting for room must see it
-            throw err
+            throw this.fail(err, partNumber, op) // at once: a piece waiting for room must see it
           }
         },
         () => reused,
       )
       done.catch((err) => this.fail(err, partNumber))
       settle(done)
-    } catch (err) {
-      this.fail(err, partNumber)
+    } catch (thrown) {
+      const err = this.fail(thrown, partNumber)
       settle(Promise.reject(err))
       throw err
     }
@@ -439,15 +459,17 @@ export class MultipartObject {
     const { partNumber, settle } = this.reservePart()
     try {
       await this.uploader.slots.acquire()
-    } catch (err) {
-      this.fail(err, partNumber)
+    } catch (thrown) {
+      const err = this.fail(thrown, partNumber)
       settle(Promise.reject(err))
       throw err
     }
     const done = (async () => {
+      let op = 'createMultipart' // as in startPart
       try {
         if (this.failed !== undefined) throw this.failed.err
         const id = await this.uploadId
+        op = 'uploadPartCopy'
         const { etag } = await copy(this.key, id, partNumber, source, { signal: this.signal })
         this.uploader.copiedBytes += bytes
         this.uploader.requests++
@@ -455,8 +477,7 @@ export class MultipartObject {
         log('copy part %s #%d from %s [%d, %d)', this.key, partNumber, source.key, source.range.start, source.range.end)
         return { partNumber, etag }
       } catch (err) {
-        this.fail(err, partNumber)
-        throw err
+        throw this.fail(err, partNumber, op)
       } finally {
         this.uploader.slots.release()
       }
@@ -479,9 +500,12 @@ export class MultipartObject {
     if (this.failed !== undefined) throw this.failed.err
     const id = await this.uploadId
     if (commitSignal !== undefined) throwIfAborted(this.signal, `complete multipart ${this.key}`)
-    const out = await this.uploader.store.completeMultipart(this.key, id, parts, {
-      signal: commitSignal ?? this.signal,
-    })
+    let out: { etag: string }
+    try {
+      out = await this.uploader.store.completeMultipart(this.key, id, parts, { signal: commitSignal ?? this.signal })
+    } catch (err) {
+      throw requestError(err, 'completeMultipart', this.uploader.store, this.key)
+    }
     this.uploader.requests++
     if (this.continued) this.uploader.resumer?.completed(this.key, out.etag)
     log('complete %s in %d pieces', this.key, parts.length)
@@ -513,13 +537,22 @@ export class MultipartObject {
     try {
       await this.uploader.store.abortMultipart(this.key, id, { signal: within.signal })
       return undefined
-    } catch (e) {
+    } catch (thrown) {
+      const e = requestError(thrown, 'abortMultipart', this.uploader.store, this.key)
       log('abort %s %s failed: %s', this.key, id, e)
       return { uploadId: id, err: e }
     } finally {
       within.done()
     }
   }
+}
+
+/**
+ * A request's failure as an Error: one that is none (a custom store's) is ERR_STORE saying
+ * that `op` of the key failed with it, the value its cause (see the top).
+ */
+function requestError(thrown: unknown, op: string, store: ObjectStore, key: string): Error {
+  return asError(thrown, () => `${op} of ${store.url}/${key}`)
 }
 
 /**
