@@ -36,6 +36,7 @@ import type { MapNode } from '../state/block-map.js'
 import type { FileState, Part0Ref } from '../state/file-state.js'
 import { signalAfter } from '../util/signals.js'
 import { isoTime } from '../util/time.js'
+import { showValue } from '../util/typed-arrays.js'
 import { growingLeaf, ObjectPlan } from './object-plan.js'
 
 const log = debug('stream-segment:flush')
@@ -909,7 +910,7 @@ async function verifySources(core: FileState, part0: ObjectPlan): Promise<void> 
     await deleteSegments(core.store, [part0.key]).catch((e) => log('%s: not deleted: %s', part0.key, e))
     throw StreamSegmentError.is(err)
       ? err
-      : StreamSegmentError.state(`a source changed: ${(err as Error).message}`, err)
+      : StreamSegmentError.state(`a source changed: ${err instanceof Error ? err.message : showValue(err)}`, err)
   }
 }
 

@@ -160,6 +160,30 @@ describe('writeRef', () => {
     await f.close()
   })
 
+  it('a source whose verify() rejects with no Error (undefined, a string): ERR_STATE for that flush, the handle kept', async () => {
+    for (const value of [undefined, 'moved']) {
+      const data = randomBytes(64 * 1024)
+      let changed = true
+      const src = Object.assign(bufferSource(data), {
+        async verify() {
+          if (changed) throw value
+        },
+      })
+      const store = new MemoryStore()
+      const f = await SegmentFile.create(store)
+      await f.writeRef(0, data.length, src)
+      const err = await rejectsCode(f.flush(), 'ERR_STATE', /a source changed: /)
+      assert.equal(err.cause, value)
+      assert.equal(await store.get('inode').catch(() => undefined), undefined, 'nothing published')
+      changed = false // the source is as it was: the same handle flushes what it was given
+      await f.flush()
+      const g = await SegmentFile.open(store, { readOnly: true })
+      assert.deepEqual(Buffer.from(await g.read(0, data.length)), data)
+      await g.close()
+      await f.close()
+    }
+  })
+
   it('uploadFile writes a local file by reference, replacing what the container held', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ss-upload-'))
     try {
