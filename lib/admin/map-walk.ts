@@ -2,15 +2,16 @@
  * The whole block map of one checkpoint, walked from its inode level by level: per object
  * one span of nodes at a time (container/nodes.ts), every node checked against its
  * parent's entry. Nodes that fail their checks, objects missing, pointers past an
- * object's end become problems; the walk goes on past them. For inspect and verify:
- * what it returns is which objects the map reaches, and where in them; for gc, which
- * objects alone (WalkShare.objectsOnly).
+ * object's end become problems; the walk goes on past them. For export: what it returns
+ * is which objects the map reaches, and where in them; for gc, ls, inspect and verify
+ * (told each leaf instead: WalkShare.onLeaf), which objects alone and how many data
+ * pointers into each (WalkShare.objectsOnly).
  *
  * What a walk holds grows with the map's nodes and the objects it reaches, not with its
  * data pointers (a checkpoint of 1 TiB in 4 KiB blocks has 2^28 of them): a leaf's
  * pointers are visited as the leaf is decoded, its span's bytes and the leaf let go
  * then, never a whole level of leaves at once; only a walk that records every data
- * pointer (inspect, verify, export, which check or copy each one) holds 8 bytes for each.
+ * pointer (export, which copies each one) holds 8 bytes for each.
  * Nodes kept across walks (WalkShare.nodes) are kept whole but for the leaves of a walk
  * of objects only, which keep only the objects they reach (LeafObjects): a leaf is 4 KiB
  * decoded, and a map has one for every few hundred blocks. A walk told each leaf
@@ -402,9 +403,10 @@ export interface WalkShare {
   onLeaf?: (leaf: LeafEntries) => Promise<void> | undefined
   /**
    * Records only which objects the map reaches and how many data pointers point into each
-   * (`Reached.blocks`), not each pointer (`dataAt`, `dataBlock` left empty): for gc, which
-   * needs no more. A walk recording them holds 8 bytes per mapped block, gigabytes for a
-   * checkpoint of a few TiB; this one holds what grows with the objects and the nodes.
+   * (`Reached.blocks`), not each pointer (`dataAt`, `dataBlock` left empty): for gc, ls and
+   * inspect, which need no more, and verify, told each leaf (onLeaf). A walk recording
+   * them holds 8 bytes per mapped block, gigabytes for a checkpoint of a few TiB; this one
+   * holds what grows with the objects and the nodes.
    */
   objectsOnly?: boolean
 }

@@ -4,25 +4,28 @@
  * 1 TiB in 4 KiB blocks): gc records no data pointer, only which objects each map reaches,
  * and the leaves are visited as their spans come, not all held for a visit of their level.
  * ls keeps the nodes it walked for all its maps, but a leaf only as the objects it reaches.
+ * inspect, which reports only counts per object, records no data pointer either.
  */
 import assert from 'node:assert/strict'
 import { before, describe, it } from 'node:test'
 import { gc } from '../../lib/admin/gc.js'
-import { listCheckpoints, verifyCheckpoint } from '../../lib/admin/index.js'
+import { inspectCheckpoint, listCheckpoints, verifyCheckpoint } from '../../lib/admin/index.js'
+import type { InspectReport } from '../../lib/admin/inspect.js'
 import { type KnownNode, type MapWalk, type Problem, walkMap } from '../../lib/admin/map-walk.js'
 import { SUMMARY_BUDGET, type VerifyReport } from '../../lib/admin/verify.js'
 import { listContainer } from '../../lib/container/listing.js'
+import { nodeLocation } from '../../lib/container/nodes.js'
 import { readObjectHeader } from '../../lib/container/object-header.js'
 import { objectLayout } from '../../lib/format/header.js'
 import { parseKey, segmentKey } from '../../lib/format/names.js'
 import type { BlockMapNode } from '../../lib/format/node.js'
 import { decodeObject, encodeObject, type SegmentObject } from '../../lib/format/object.js'
-import { pointerUnit, UNIT_BYTES } from '../../lib/format/pointer.js'
+import { pointerPart, pointerUnit, UNIT_BYTES } from '../../lib/format/pointer.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { GetOptions, ObjectStore } from '../../lib/store/types.js'
 import { U32List } from '../../lib/util/typed-arrays.js'
-import { buildContainer } from '../helpers/containers.js'
+import { buildContainer, olderCheckpointOfMany } from '../helpers/containers.js'
 import { pattern } from '../helpers/pattern.js'
 import { hooks, smallSettings } from '../helpers/small-settings.js'
 import { type CallInfo, WrappedStore } from '../helpers/wrapped-store.js'
@@ -71,7 +74,7 @@ describe('a walk of a block map holds no more than its nodes and objects need', 
     await buildContainer(store, { ...smallSettings, ...hooks({ maxNodeEntries: 4 }) })
   })
 
-  it('neither gc nor verify records a data pointer', async () => {
+  it('neither gc, verify nor inspect records a data pointer', async () => {
     let pointers = 0
     const verified = await u32Pushes(async () => {
       const r = await verifyCheckpoint(store)
@@ -86,6 +89,14 @@ describe('a walk of a block map holds no more than its nodes and objects need', 
     })
     assert.ok(deleted !== undefined && deleted > 0, 'gc marked, and found something to delete')
     assert.equal(byGc, 0, 'gc recorded data pointers: 8 bytes per mapped block of every kept map')
+    let inspected = 0
+    const byInspect = await u32Pushes(async () => {
+      const r = await inspectCheckpoint(store)
+      assert.deepEqual(r.problems, [])
+      inspected = r.tree.dataPointers
+    })
+    assert.equal(inspected, pointers)
+    assert.equal(byInspect, 0, 'inspect recorded data pointers: 8 bytes per mapped block')
   })
 
   it('a walk of objects only reaches what a full walk does, counting its data pointers, recording none', async () => {
@@ -124,6 +135,85 @@ describe('a walk of a block map holds no more than its nodes and objects need', 
       atFirstLeaf.ended < counted.ended,
       `the first leaf was visited after ${atFirstLeaf.ended} of the walk's ${counted.ended} GETs had come`,
     )
+  })
+})
+
+/**
+ * What inspect's report of checkpoint `cno` takes from the walk, found apart from
+ * map-walk: every object decoded whole, the map followed from the inode node by node.
+ */
+async function mapCounts(store: ObjectStore, cno: number) {
+  const objects = new Map<string, SegmentObject>()
+  for await (const e of store.list('')) {
+    if (parseKey(e.key)?.kind === 'segment') objects.set(e.key, decodeObject(await store.get(e.key), e.key))
+  }
+  const { inode } = (await readObjectHeader(store, cno, 0)).header
+  const tree = { height: inode.rootLevel, nodes: 0, leaves: 0, dataPointers: 0, holes: 0 }
+  const reached = new Map<string, { reachedNodes: number; reachedBlocks: number }>()
+  const of = (key: string) => {
+    let r = reached.get(key)
+    if (r === undefined) reached.set(key, (r = { reachedNodes: 0, reachedBlocks: 0 }))
+    return r
+  }
+  const visit = (level: number, hi: Uint32Array, lo: Uint32Array, count: number): void => {
+    for (let i = 0; i < count; i++) {
+      const h = hi[i] as number
+      const l = lo[i] as number
+      if (level === 0) {
+        if (h === 0 && l === 0) tree.holes++
+        else {
+          tree.dataPointers++
+          of(segmentKey(h, pointerPart(l))).reachedBlocks++
+        }
+        continue
+      }
+      const { key, offset } = nodeLocation(h, l)
+      of(key).reachedNodes++
+      const obj = objects.get(key) as SegmentObject
+      const n = obj.nodes[(offset - obj.layout.metaOffset) / obj.layout.metaBlockSize] as BlockMapNode
+      tree.nodes++
+      if (n.level === 0) tree.leaves++
+      visit(n.level, n.ptrHi, n.ptrLo, n.count)
+    }
+  }
+  visit(inode.rootLevel, inode.rootPtrHi, inode.rootPtrLo, inode.rootCount)
+  return { tree, reached }
+}
+
+describe('inspect counts what the map reaches without recording a data pointer', () => {
+  it("each checkpoint's tree and each object's nodes and blocks, as the map itself holds them", async () => {
+    const deep = new MemoryStore()
+    await buildContainer(deep, { ...smallSettings, ...hooks({ maxNodeEntries: 4 }) })
+    const parted = new MemoryStore()
+    await buildContainer(parted, { ...smallSettings, format: 'parted', ...hooks({ maxNodeEntries: 4 }) })
+    const plain = new MemoryStore()
+    await buildContainer(plain)
+    let holes = 0
+    let levels = 0
+    for (const store of [deep, parted, plain, await truncatedHistory(), await olderCheckpointOfMany('stream')]) {
+      const listing = await listContainer(store)
+      assert.ok(listing.byCno.size >= 2, `${listing.byCno.size} checkpoints`)
+      for (const cno of listing.byCno.keys()) {
+        let report: InspectReport | undefined
+        const pushes = await u32Pushes(async () => {
+          report = await inspectCheckpoint(store, { cno })
+        })
+        assert.ok(report !== undefined)
+        assert.deepEqual(report.problems, [])
+        const { tree, reached } = await mapCounts(store, cno)
+        assert.deepEqual(report.tree, tree, `checkpoint ${cno}`)
+        for (const o of report.objects) {
+          const want = reached.get(o.key) ?? { reachedNodes: 0, reachedBlocks: 0 }
+          assert.deepEqual({ reachedNodes: o.reachedNodes, reachedBlocks: o.reachedBlocks }, want, `${cno}: ${o.key}`)
+          reached.delete(o.key)
+        }
+        assert.deepEqual([...reached.keys()], [], `checkpoint ${cno}: objects reached but not reported`)
+        assert.equal(pushes, 0, `checkpoint ${cno}: data pointers recorded`)
+        holes += tree.holes
+        levels = Math.max(levels, tree.height)
+      }
+    }
+    assert.ok(holes > 0 && levels >= 2, `${holes} holes, maps of up to ${levels + 1} levels`)
   })
 })
 
