@@ -134,6 +134,21 @@ async function written(
 }
 
 /**
+ * A published file of 8 MiB (written), opened read-only with a reader of its own, the
+ * store's data GETs held until `release()`.
+ */
+async function heldReader(store: GuessStore) {
+  const want = await written(store, 8 * MiB, MANY)
+  const file = await SegmentFile.open(store, { readOnly: true })
+  const reader = new Reader(fileState(file))
+  let release: () => void = () => {}
+  store.hold = new Promise<void>((r) => {
+    release = r
+  })
+  return { want, file, reader, release: () => release() }
+}
+
+/**
  * Pieces out when `read` starts, and once it and every data GET it made have settled and
  * they are back to that (what a stopped stream let go may still be checking a run's CRC on
  * the thread pool), or a second has passed.
@@ -209,13 +224,7 @@ describe("a read stream's guess that no run takes", () => {
 describe('a guess whose run has not taken it when the reader stops', () => {
   it('the reader cleared (its stream destroyed, its file closed) before the guess came: its pieces go back', async () => {
     const store = await storeAt()
-    const want = await written(store, 8 * MiB, MANY)
-    const file = await SegmentFile.open(store, { readOnly: true })
-    const reader = new Reader(fileState(file))
-    let release: () => void = () => {}
-    store.hold = new Promise<void>((r) => {
-      release = r
-    })
+    const { want, file, reader, release } = await heldReader(store)
     const { before, after } = await outAround(store, async () => {
       const pieces = await reader.plan(0, MiB, true)
       const p = pieces[0]
@@ -237,13 +246,7 @@ describe('a guess whose run has not taken it when the reader stops', () => {
 
   it('the file aborted before the run takes the guess: the run fails, ERR_ABORTED, and its pieces go back', async () => {
     const store = await storeAt()
-    await written(store, 8 * MiB, MANY)
-    const file = await SegmentFile.open(store, { readOnly: true })
-    const reader = new Reader(fileState(file))
-    let release: () => void = () => {}
-    store.hold = new Promise<void>((r) => {
-      release = r
-    })
+    const { file, reader, release } = await heldReader(store)
     const { before, after } = await outAround(store, async () => {
       const pieces = await reader.plan(0, MiB, true)
       const p = pieces[0]
@@ -260,13 +263,7 @@ describe('a guess whose run has not taken it when the reader stops', () => {
 
   it('the plan failing (a leaf read refused) while the guess is in flight: its pieces go back', async () => {
     const store = await storeAt()
-    await written(store, 8 * MiB, MANY)
-    const file = await SegmentFile.open(store, { readOnly: true })
-    const reader = new Reader(fileState(file))
-    let release: () => void = () => {}
-    store.hold = new Promise<void>((r) => {
-      release = r
-    })
+    const { file, reader, release } = await heldReader(store)
     store.failGetsAfterData = true
     const { before, after } = await outAround(store, async () => {
       await rejectsCode(reader.plan(0, MiB, true), 'ERR_STORE', /get refused by the test/)
