@@ -189,17 +189,9 @@ describe('write calls whose store rejects with no Error', () => {
     }
 
     it(`writeRef, the source and then the store failing (${thrown}): ERR_STORE, the value the cause`, async () => {
-      const base = new MemoryStore()
-      const ref = pattern(0, SIZE, 1)
-      const first = await SegmentFile.create(base, smallSettings)
-      await first.write(0, ref)
-      await first.flush()
-      await first.close()
-      const store = new OddStore(base)
+      const { base, store, f, ref } = await opened({ ...smallSettings, ...unsent }, value)
       store.op = 'get'
-      store.thrown = value
       const source = new OddSource(pattern(0, 64 * KiB, 7), value)
-      const f = await SegmentFile.open(store, { ...smallSettings, ...unsent })
       // Its head is a partial block: read from the source, the block's old bytes from the store.
       source.armed = true
       await assert.rejects(f.writeRef(1000, 40 * KiB, source, 1000), (err) => {
