@@ -734,21 +734,24 @@ export class SegmentFile {
   }
 
   read(offset: number, length: number): Promise<Uint8Array> {
-    return this.run('read', false, async () => {
-      checkRange('read', offset, length, this.core.blockSize)
-      const end = Math.min(offset + length, this.core.size)
-      // Refused here, not by Buffer.allocUnsafe: its RangeError, taken for a bug, would make
-      // the handle unusable and lose its unflushed writes.
-      if (end - offset > constants.MAX_LENGTH) {
-        throw StreamSegmentError.invalidArgument(
-          `read: ${end - offset} bytes at ${offset} is more than a Buffer holds (${constants.MAX_LENGTH}): read it in parts, or into memory of yours with readInto`,
-        )
-      }
-      if (end <= offset) return new Uint8Array(0)
-      return this.reader.read(offset, end - offset).catch((err) => {
-        throw asError(err, () => `read of ${length} bytes at ${offset} of ${this.core.store.url}`)
-      })
-    })
+    return this.run(
+      'read',
+      false,
+      async () => {
+        checkRange('read', offset, length, this.core.blockSize)
+        const end = Math.min(offset + length, this.core.size)
+        // Refused here, not by Buffer.allocUnsafe: its RangeError, taken for a bug, would make
+        // the handle unusable and lose its unflushed writes.
+        if (end - offset > constants.MAX_LENGTH) {
+          throw StreamSegmentError.invalidArgument(
+            `read: ${end - offset} bytes at ${offset} is more than a Buffer holds (${constants.MAX_LENGTH}): read it in parts, or into memory of yours with readInto`,
+          )
+        }
+        if (end <= offset) return new Uint8Array(0)
+        return this.reader.read(offset, end - offset)
+      },
+      () => `read of ${length} bytes at ${offset} of ${this.core.store.url}`,
+    )
   }
 
   /**
@@ -760,16 +763,19 @@ export class SegmentFile {
    * unspecified.
    */
   readInto(offset: number, into: ArrayBufferView): Promise<number> {
-    return this.run('read', false, async () => {
-      const target = bytesOf('readInto: target', into)
-      checkRange('readInto', offset, target.byteLength, this.core.blockSize)
-      const end = Math.min(offset + target.byteLength, this.core.size)
-      if (end <= offset) return 0
-      await this.reader.readInto(offset, target.subarray(0, end - offset)).catch((err) => {
-        throw asError(err, () => `readInto of ${target.byteLength} bytes at ${offset} of ${this.core.store.url}`)
-      })
-      return end - offset
-    })
+    return this.run(
+      'read',
+      false,
+      async () => {
+        const target = bytesOf('readInto: target', into)
+        checkRange('readInto', offset, target.byteLength, this.core.blockSize)
+        const end = Math.min(offset + target.byteLength, this.core.size)
+        if (end <= offset) return 0
+        await this.reader.readInto(offset, target.subarray(0, end - offset))
+        return end - offset
+      },
+      () => `readInto of ${into.byteLength} bytes at ${offset} of ${this.core.store.url}`,
+    )
   }
 
   /**
