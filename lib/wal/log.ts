@@ -1073,8 +1073,20 @@ async function cutOlder(
     )
   }
   if (!repair) return
+  // Durable before the open returns. When the newest file was torn in its header, it is
+  // dropped and records are appended to this one at `at`: a cut a machine crash undid would
+  // leave what it cut behind them, to be read as following on (as for the newest file's
+  // cut, scanGeneration). When the next file follows on, nothing goes in here again and an
+  // undone cut is only found and made again by the next open, but the repair is rare.
   const at = (await fs.stat(path)).size - g.cutBytes
-  await fs.truncate(path, at).catch((err) => {
+  let fh: fs.FileHandle | undefined
+  try {
+    fh = await fs.open(path, 'r+')
+    await fh.truncate(at)
+    await fh.sync()
+  } catch (err) {
     throw fsError(err, path, `cutting a torn record at byte ${at}`)
-  })
+  } finally {
+    await fh?.close().catch(() => undefined)
+  }
 }

@@ -34,9 +34,10 @@ export async function loggedHandle(store: ObjectStore, dir: string): Promise<Seg
 
 /**
  * Records, in order, what is done to a log folder `dir` through fs.promises: each entry
- * removed (`rm NAME`), each fsync of the folder itself (`fsync folder`), and for each file
- * in it opened, each truncate, write and fsync (`truncate NAME`, `write NAME`, `fsync NAME`).
- * The mocks go with `t`; restore them with `unwatch`.
+ * removed (`rm NAME`), each fsync of the folder itself (`fsync folder`), each file in it cut
+ * by its path (`truncate NAME`), and for each file in it opened, each truncate, write and
+ * fsync (`truncate NAME`, `write NAME`, `fsync NAME`). The mocks go with `t`; restore them
+ * with `unwatch`.
  */
 export function watchFolderIO(t: TestContext, dir: string): string[] {
   const events: string[] = []
@@ -46,6 +47,12 @@ export function watchFolderIO(t: TestContext, dir: string): string[] {
     const name = named(args[0])
     if (name !== undefined) events.push(`rm ${name}`)
     return rm(...args)
+  })
+  const truncate = fs.truncate
+  t.mock.method(fs, 'truncate', (...args: Parameters<typeof fs.truncate>) => {
+    const name = named(args[0])
+    if (name !== undefined) events.push(`truncate ${name}`)
+    return truncate(...args)
   })
   const open = fs.open
   t.mock.method(fs, 'open', async (...args: Parameters<typeof fs.open>) => {

@@ -645,6 +645,39 @@ describe('the WAL when the file system fails', () => {
     )
   })
 
+  it('an older file the open cuts, the newest torn in its header, is cut for good before records go in at its place: the file is fsynced after the cut', async (t) => {
+    const name = walFileName(1)
+    const dir = await walDir()
+    {
+      const { log } = await openLog(dir)
+      await log.appendWrite(0, Buffer.from('a'))
+      await log.close()
+    }
+    // A machine crash while reset() made the next file (with 'none', nothing had fsynced the
+    // file it left): the end of an append torn, the new file's header never on disk. The
+    // open drops the newer file, cuts the older one, and appends to it where it cut it: were
+    // that cut lost in a crash, what it cut would follow the records appended since.
+    await fs.appendFile(join(dir, name), Buffer.alloc(10, 0x57))
+    await fs.writeFile(join(dir, walFileName(2)), Buffer.alloc(10))
+    const events = watchFolderIO(t, dir)
+    const { log, replayed, generations, dropped } = await openLog(dir, { sync: 'none' })
+    await log.appendTruncate(1)
+    await log.close()
+    unwatch(t)
+    assert.deepEqual(replayedText(replayed), ['a'])
+    assert.equal(generations[0]?.cutBytes, 10)
+    assert.deepEqual(dropped?.paths, [join(dir, walFileName(2))])
+    const at = events.indexOf(`truncate ${name}`)
+    assert.ok(at >= 0, `the open cuts ${name}: ${events.join(', ')}`)
+    const write = events.indexOf(`write ${name}`, at)
+    assert.ok(write > at, `the next record is written to ${name}: ${events.join(', ')}`)
+    const sync = events.indexOf(`fsync ${name}`, at)
+    assert.ok(
+      sync > at && sync < write,
+      `${name} is fsynced after the cut, before the next record is written: ${events.join(', ')}`,
+    )
+  })
+
   it('files the open removes (void ones a reset left, one that does not follow on) are gone for good: the folder is fsynced after', async (t) => {
     // Void: a reset whose removal of the older file failed (a disk that fails) leaves it to the next open.
     const voidDir = await walDir()
