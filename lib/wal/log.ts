@@ -750,8 +750,10 @@ export class WalLog {
   /**
    * With `sync: 'always'`, after an fsync that failed: cuts the records after the last
    * fsynced one (their calls rejected), once the appends under way are written, so that no
-   * later open replays a change its caller was told failed. A cut the disk refuses too is
-   * logged: those records then stay, as they would after a machine crash.
+   * later open replays a change its caller was told failed. The cut is fsynced: nothing is
+   * appended to this file again, but until a reset() voids it, a machine crash that undid
+   * the cut would bring those records back to the next open. A cut, or its fsync, that the
+   * disk refuses too is logged: those records then may stay.
    */
   #cutUnsynced(): void {
     if (this.sync !== 'always') return
@@ -764,6 +766,7 @@ export class WalLog {
         this.#size = size
         this.#seq = seq
         this.#torn = false
+        await fh.sync()
       } catch (err) {
         log('%s: cutting the records whose fsync failed at byte %d: %s', this.#path(), size, err)
       }

@@ -678,6 +678,36 @@ describe('the WAL when the file system fails', () => {
     )
   })
 
+  it("sync 'always': the records whose fsync failed are cut for good: the file is fsynced after the cut", async (t) => {
+    const name = walFileName(1)
+    const dir = await walDir()
+    const proto = await fileHandleProto(`${dir}-probe`)
+    // The next fsync fails once (EIO); the cut's own works. Mocked before the log's file is
+    // opened: watchFolderIO wraps the handle's fsync as it is then.
+    const sync = proto.sync as (...args: unknown[]) => Promise<unknown>
+    let failing = false
+    t.mock.method(proto, 'sync', function (this: unknown, ...args: unknown[]) {
+      if (!failing) return sync.apply(this, args)
+      failing = false
+      return Promise.reject(osError('EIO', 'fsync'))
+    })
+    const events = watchFolderIO(t, dir)
+    const { log } = await openLog(dir)
+    await log.appendWrite(0, Buffer.from('kept'))
+    const kept = log.size
+    failing = true
+    await rejectsCode(log.appendWrite(4, Buffer.from('lost')), 'ERR_STORE', /fsync failed/)
+    // Closing waits for the cut (queued after the appends), then fails with the fsync's error.
+    await rejectsCode(log.close(), 'ERR_STORE', /fsync failed/)
+    unwatch(t)
+    assert.equal((await fs.stat(join(dir, name))).size, kept, 'the record whose fsync failed is cut')
+    // Until a reset voids the file, a machine crash that undid the cut would bring back a
+    // record whose call rejected, for the next open to replay.
+    const at = events.lastIndexOf(`truncate ${name}`)
+    assert.ok(at >= 0, `the record is cut from ${name}: ${events.join(', ')}`)
+    assert.ok(events.indexOf(`fsync ${name}`, at) > at, `${name} is fsynced after the cut: ${events.join(', ')}`)
+  })
+
   it('files the open removes (void ones a reset left, one that does not follow on) are gone for good: the folder is fsynced after', async (t) => {
     // Void: a reset whose removal of the older file failed (a disk that fails) leaves it to the next open.
     const voidDir = await walDir()
