@@ -335,6 +335,14 @@ export async function sweepLock(lockDir: string, fileSystemNow: () => Promise<nu
  * reads that clock off its own staging owner file, written just before (its modification
  * time, carried on by the monotonic clock), and reads the holder's owner file through a
  * handle it opens (on NFS an open fetches the file's attributes afresh).
+ *
+ * Neither the rename that takes a lock nor the unlink and rmdir that release it is followed
+ * by an fsync of the folder: a lock binds only while its holder lives, and a machine crash
+ * that could undo either ends every process of that machine, the holder with them. What
+ * it leaves (a lock held then, or one whose release it undid) is a gone holder's, of
+ * another boot, broken by the next taker once its heartbeat is LOCK_STALE_MS old; a reboot
+ * takes longer. A file server (NFS, exported `sync` as by default) makes a rename or a
+ * removal durable before it answers: its crash takes no lock from a holder that lives on.
  */
 export async function acquireLock(
   lockDir: string,

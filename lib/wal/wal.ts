@@ -154,6 +154,8 @@ export async function openWal(
     }
     throw StreamSegmentError.store(why, err)
   })
+  // Taken and released without an fsync of the folder (acquireLock says why): a crash that
+  // undid either ends this writer too, and leaves a lock the next open takes over.
   const lock = await acquireLock(join(o.dir, LOCK), o.dir, `WAL ${o.dir}`, 0).catch(async (err) => {
     // The lock's own error says a live holder has it (it waited 0 ms). Any other is the
     // file system's: a folder this process may not write is a wrong option, not a writer.

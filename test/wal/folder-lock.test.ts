@@ -120,6 +120,29 @@ describe('a WAL folder locked by a writer that is gone', () => {
     )
   })
 
+  it('a lock a machine crash left (held then, or released just before and the release lost): taken over once its heartbeat is over 10 s old', async () => {
+    const { store, dir } = await logged('wallock-crash')
+    // This host, its PID namespace, an earlier boot: every process of that boot is gone.
+    const token = randomToken()
+    const owner = join(dir, '.lock', `owner-${token}`)
+    const pidNs = await fs.readlink('/proc/self/ns/pid')
+    await fs.mkdir(join(dir, '.lock'))
+    await fs.writeFile(
+      owner,
+      JSON.stringify({ pid: process.pid, token, host: hostname(), boot: 'before-the-crash', pidNs }),
+    )
+    await rejectsCode(
+      SegmentFile.open(store, { wal: { dir } }),
+      'ERR_STATE',
+      new RegExp(`in use by another writer \\(pid ${process.pid} on host ${hostname()}\\)`),
+    )
+    // A reboot takes longer than that: by then the heartbeat is stale.
+    const then = new Date(Date.now() - 11_000)
+    await fs.utimes(owner, then, then)
+    await replays(store, dir)
+    assert.equal((await inspectWal(dir)).lockedBy, undefined, 'the lock is released after')
+  })
+
   it('a folder copied from another machine with its lock: refused while the heartbeat is fresh, taken over once it stopped', async () => {
     const { store, dir } = await logged('wallock-copied')
     const token = randomBytes(16).toString('hex')
