@@ -74,6 +74,13 @@ const BINDING = 'container'
 /** The most a container's URL takes (a path or a key, and its scheme): a longer record is none, and is not read. */
 const MAX_BINDING_BYTES = 64 * 1024
 const LOCK = '.lock'
+/**
+ * A lock staging folder whose taker cannot be checked is removed once this old: it lives
+ * only while its taker takes the lock (one attempt, the WAL waits for none), so an hour
+ * leaves a taker that stalled (a hung file server, a stopped process) ample time; one
+ * later still finds its folder gone, and its open fails.
+ */
+const STAGING_STALE_MS = 60 * 60_000
 
 export interface OpenedWal {
   log: WalLog
@@ -155,7 +162,8 @@ export async function openWal(
     throw StreamSegmentError.store(why, err)
   })
   // Taken and released without an fsync of the folder (acquireLock says why): a crash that
-  // undid either ends this writer too, and leaves a lock the next open takes over.
+  // undid either ends this writer too, and leaves a lock the next open takes over, or the
+  // staging folder the lock was renamed from (sweepStagings takes it).
   const lock = await acquireLock(join(o.dir, LOCK), o.dir, `WAL ${o.dir}`, 0).catch(async (err) => {
     // The lock's own error says a live holder has it (it waited 0 ms). Any other is the
     // file system's: a folder this process may not write is a wrong option, not a writer.
@@ -239,17 +247,27 @@ export async function openWal(
 /**
  * Removes the lock staging folders in `dir` whose takers are gone (a process killed while
  * it took the lock leaves one; see acquireLock): each would stay for good, as no other
- * sweep looks here. One of a live taker (another open trying now) or of another machine stays.
+ * sweep looks here. One of a live taker (another open trying now) stays. One whose taker
+ * cannot be checked from here (another machine's, or an earlier boot's: a machine crash
+ * that undid the lock's rename brings its staging folder back) goes once it is
+ * STAGING_STALE_MS old, by the clock the file system dates files by.
  * The folder is fsynced after, as after every removal in it. All of it is housekeeping:
  * a folder left, or back after a crash, is swept by the next open.
  */
 async function sweepStagings(dir: string): Promise<void> {
   const names = await fs.readdir(dir).catch(() => [] as string[])
+  let now: number | undefined
   let removed = false
   for (const name of names) {
     if (!name.startsWith(LOCK_STAGING_PREFIX)) continue
     const path = join(dir, name)
-    if ((await stagingGone(path)) !== true) continue
+    const taker = await stagingGone(path)
+    if (taker === false) continue
+    if (taker === undefined) {
+      now ??= await lockDated(dir)
+      const st = await fs.stat(path).catch(() => undefined)
+      if (now === undefined || st === undefined || now - st.mtimeMs <= STAGING_STALE_MS) continue
+    }
     const gone = await fs.rm(path, { recursive: true, force: true }).then(
       () => true,
       () => false,
@@ -257,6 +275,16 @@ async function sweepStagings(dir: string): Promise<void> {
     removed ||= gone
   }
   if (removed) await syncDir(dir).catch(() => {})
+}
+
+/**
+ * The file system's clock now, as it dated the owner file of the lock this open has just
+ * taken (written as it took it, then by its heartbeat); undefined when it cannot be read.
+ */
+async function lockDated(dir: string): Promise<number | undefined> {
+  const owner = (await fs.readdir(join(dir, LOCK)).catch(() => [] as string[])).find((n) => n.startsWith('owner-'))
+  if (owner === undefined) return undefined
+  return (await fs.stat(join(dir, LOCK, owner)).catch(() => undefined))?.mtimeMs
 }
 
 /**

@@ -95,6 +95,28 @@ describe('a WAL folder locked by a writer that is gone', () => {
     await fs.rmdir(live)
   })
 
+  it('a staging folder whose taker cannot be checked (a machine crash undid its rename): removed by an open once it is an hour old', async () => {
+    const { store, dir } = await logged('wallock-staging-crash')
+    const pidNs = await fs.readlink('/proc/self/ns/pid')
+    // Its owner file is whole, of this host and an earlier boot: no process of that boot
+    // can be checked (nor one of another machine), so only the folder's age tells.
+    const staged = async (hoursAgo: number) => {
+      const token = randomToken()
+      const path = join(dir, `lock-0123456789ab-4242-77.${token}`)
+      await fs.mkdir(path)
+      const owner = { pid: 4242, token, host: hostname(), boot: 'before-the-crash', pidNs }
+      await fs.writeFile(join(path, `owner-${token}`), JSON.stringify(owner))
+      const then = new Date(Date.now() - hoursAgo * 3_600_000)
+      await fs.utimes(path, then, then)
+      return path
+    }
+    const old = await staged(2)
+    const recent = await staged(0.5)
+    await replays(store, dir)
+    assert.equal(await fs.stat(old).catch(() => undefined), undefined, `${old} was left`)
+    assert.ok((await fs.stat(recent)).isDirectory(), 'one younger than an hour is kept')
+  })
+
   it('a staging folder the open removes is gone for good: the folder is fsynced after', async (t) => {
     const dir = await walDir()
     const url = 'memory://wallock-staging-sync'
