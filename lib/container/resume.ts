@@ -75,7 +75,7 @@ import { storeNow } from '../store/common.js'
 import type { ObjectStore } from '../store/types.js'
 import { listOpenUploads, numbersTaken } from './listing.js'
 import { readObjectHeader } from './object-header.js'
-import type { CompletedLeftover, Leftover, Resumer } from './uploader.js'
+import { type CompletedLeftover, type Leftover, type Resumer, requestError } from './uploader.js'
 
 const log = debug('stream-segment:resume')
 
@@ -145,20 +145,20 @@ export async function findLeftovers(
   const found = new Map<number, Leftover>()
   if (store.listParts === undefined) return found
   const listParts = store.listParts.bind(store)
-  const uploads = await listOpenUploads(store, signal)
+  const uploads = await request(store, 'listMultipart', '', () => listOpenUploads(store, signal))
   // The uploads' ages by the store's clock, which dates them (once it has answered).
-  const now = options.now ?? (await storeNow(store))
+  const now = options.now ?? (await request(store, 'now', '', () => storeNow(store)))
   for (const u of uploads) {
     const k = parseKey(u.key)
     if (k?.kind !== 'segment' || k.part === 0 || k.cno <= publishedCno || now - u.initiatedMs > maxAgeMs) continue
-    const claim = await store.head(u.key, { signal })
+    const claim = await request(store, 'head', u.key, () => store.head(u.key, { signal }))
     // A key no longer holding an empty claim was completed (or taken) by someone: not ours to continue.
     if (claim === undefined || claim.size !== 0) continue
     const first = firstByteOf(claim.metadata, id)
     if (first === undefined) continue
     let parts: Awaited<ReturnType<typeof listParts>>
     try {
-      parts = await listParts(u.key, u.uploadId, { signal })
+      parts = await request(store, 'listParts', u.key, () => listParts(u.key, u.uploadId, { signal }))
     } catch (err) {
       if (StreamSegmentError.is(err, 'ERR_NOT_FOUND')) continue // completed or aborted meanwhile
       throw err
@@ -187,20 +187,23 @@ export async function findCompleted(
   const found = new Map<number, CompletedLeftover>()
   // The numbers above the published one that objects use, as firstFreeCno walks them (an
   // attempt takes the first free number, so they follow each other).
-  for await (const { cno, objects } of numbersTaken(store, publishedCno + 1, signal)) {
+  for await (const { cno, objects } of requests(store, 'list', '', numbersTaken(store, publishedCno + 1, signal))) {
     if (objects.has(segmentKey(cno, 0))) continue // a complete checkpoint, not an interrupted attempt
     for (const [key, { size }] of objects) {
       const k = parseKey(key)
       if (k?.kind !== 'segment' || size === 0) continue // a claim: its upload is open, or was abandoned
       const part = k.part
       try {
-        const info = await store.head(key, { signal })
+        const info = await request(store, 'head', key, () => store.head(key, { signal }))
         const first = info === undefined ? undefined : firstByteOf(info.metadata, id)
         if (info === undefined || first === undefined || found.has(first)) continue
-        const { header } = await readObjectHeader(store, cno, part, { format: FORMAT_STREAM, size: info.size, signal })
+        const { header } = await request(store, 'get', key, () =>
+          readObjectHeader(store, cno, part, { format: FORMAT_STREAM, size: info.size, signal }),
+        )
         if (2 ** header.dataShift !== id.blockSize || header.dataCount === 0) continue
         const layout = objectLayout(header, header)
-        const bytes = await store.get(key, { range: { start: layout.summaryOffset, end: layout.summaryEnd }, signal })
+        const range = { start: layout.summaryOffset, end: layout.summaryEnd }
+        const bytes = await request(store, 'get', key, () => store.get(key, { range, signal }))
         const summary = decodeSummary(bytes, { count: header.dataCount, summaryCrc: header.summaryCrc, where: key })
         found.set(first, {
           key,
@@ -261,7 +264,7 @@ export async function checkContinued(
   signal?: AbortSignal,
 ): Promise<void> {
   for (const { key, etag } of objects) {
-    const info = await store.head(key, { signal })
+    const info = await request(store, 'head', key, () => store.head(key, { signal }))
     if (info === undefined || info.size === 0) {
       throw StreamSegmentError.state(
         `${store.url}/${key}: an object continued from an interrupted upload is gone (deleted by gc?): nothing was published`,
@@ -272,5 +275,29 @@ export async function checkContinued(
         `${store.url}/${key}: an object continued from an interrupted upload was replaced since it completed (ETag ${etag}, now ${info.etag}: deleted by gc and written again?): nothing was published`,
       )
     }
+  }
+}
+
+/**
+ * What `call`, the store's request `op` of `key`, gives. A rejection that is no Error (a
+ * custom store's `undefined`, a string) is ERR_STORE naming the request (requestError):
+ * as it is, it would pass the skips above (`StreamSegmentError.is`) and uploadFile's
+ * caller would get the bare value, and checkContinued's, met in the flush's check of the
+ * file (BlockSource.verify), would say that the file changed.
+ */
+async function request<T>(store: ObjectStore, op: string, key: string, call: () => Promise<T>): Promise<T> {
+  try {
+    return await call()
+  } catch (err) {
+    throw requestError(err, op, store, key)
+  }
+}
+
+/** The items of `listing`, a listing of `key` (`op`), its failure as `request` says it. */
+async function* requests<T>(store: ObjectStore, op: string, key: string, listing: AsyncIterable<T>): AsyncGenerator<T> {
+  try {
+    yield* listing
+  } catch (err) {
+    throw requestError(err, op, store, key)
   }
 }

@@ -551,7 +551,7 @@ export class MultipartObject {
  * A request's failure as an Error: one that is none (a custom store's) is ERR_STORE saying
  * that `op` of the key failed with it, the value its cause (see the top).
  */
-function requestError(thrown: unknown, op: string, store: ObjectStore, key: string): Error {
+export function requestError(thrown: unknown, op: string, store: ObjectStore, key: string): Error {
   return asError(thrown, () => `${op} of ${store.url}/${key}`)
 }
 
