@@ -549,10 +549,11 @@ export class MultipartObject {
 
 /**
  * A request's failure as an Error: one that is none (a custom store's) is ERR_STORE saying
- * that `op` of the key failed with it, the value its cause (see the top).
+ * that `op` of the key (of the container, for '': a listing) failed with it, the value its
+ * cause (see the top).
  */
 export function requestError(thrown: unknown, op: string, store: ObjectStore, key: string): Error {
-  return asError(thrown, () => `${op} of ${store.url}/${key}`)
+  return asError(thrown, () => `${op} of ${key === '' ? store.url : `${store.url}/${key}`}`)
 }
 
 /**

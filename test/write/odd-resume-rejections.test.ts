@@ -103,7 +103,8 @@ describe("uploadFile's resume, its store rejecting with no Error", () => {
           const key = store.failed[0] as string
           assert.match(key, c.key)
           const said = thrown === 'string' ? '"disk on fire"' : 'undefined'
-          assert.equal(err.message, `${c.request} of ${base.url}/${key} failed with ${said}, which is not an Error`)
+          const what = key === '' ? base.url : `${base.url}/${key}`
+          assert.equal(err.message, `${c.request} of ${what} failed with ${said}, which is not an Error`)
           assert.equal(err.cause, value)
           return true
         })
