@@ -49,8 +49,8 @@ const SOURCE_POOL_BYTES = 64 * 1024 * 1024
  * A BlockSource reading a file handle. `verify` (called by the flush before it publishes)
  * compares the file's size, mtime and ctime with `version` (default: as when the source
  * was made), and fails with ERR_STATE when the file changed: rewritten in place during
- * the upload, it would be published torn. A read that fails (a failing disk, a handle
- * closed too early) is ERR_STORE; errors name the file `name` (default 'the file').
+ * the upload, it would be published torn. A read or a stat that fails (a failing disk, a
+ * handle closed too early) is ERR_STORE; errors name the file `name` (default 'the file').
  *
  * Reads go into buffers the writer gives back once their request has ended (`release`),
  * up to SOURCE_POOL_BYTES of them kept: a new buffer of a piece's size is mapped afresh
@@ -104,7 +104,13 @@ export function fileSource(
     },
     async verify() {
       if (stat === undefined || first === undefined) return
-      const [was, now] = await Promise.all([first, stat()])
+      // A stat that fails (EIO, EBADF) says nothing of a change: it is the disk's failure, and
+      // a stat of the source's making that failed leaves nothing to compare with.
+      const [was, now] = await Promise.all([first, stat()]).catch((err: unknown) => {
+        throw StreamSegmentError.is(err)
+          ? err
+          : StreamSegmentError.store(`${name}: cannot be checked for changes (${(err as Error)?.message})`, err)
+      })
       if (was.size !== now.size || was.mtimeMs !== now.mtimeMs || was.ctimeMs !== now.ctimeMs) {
         throw StreamSegmentError.state(
           `${name}: changed while being uploaded (size ${was.size} → ${now.size}, mtime ${iso(was.mtimeMs)} → ${iso(now.mtimeMs)}, ctime ${iso(was.ctimeMs)} → ${iso(now.ctimeMs)}): nothing was published`,

@@ -4,6 +4,7 @@ import { open } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
+import { StreamSegmentError } from '../../lib/errors.js'
 import { fileSource } from '../../lib/streams/upload-file.js'
 import { fillBlocks } from '../helpers/pattern.js'
 
@@ -55,6 +56,42 @@ describe('fileSource', () => {
       assert.equal(reused, 4, 'four 16 MiB buffers kept, the fifth let go')
     } finally {
       await fh.close()
+    }
+  })
+
+  it("verify: a stat that fails (the disk's EIO) is ERR_STORE naming the file, not a file that changed", async () => {
+    const version = { size: 8192, mtimeMs: 1000, ctimeMs: 1000 }
+    const eio = Object.assign(new Error('EIO: i/o error, fstat'), { code: 'EIO' })
+    let statFails = false
+    const fh = {
+      read: async (_b: Uint8Array, _o: number, length: number) => ({ bytesRead: length }),
+      stat: async () => {
+        if (statFails) throw eio
+        return version
+      },
+    }
+    // The first stat (when the source is made) fails, then the one verify makes.
+    for (const [first, given] of [
+      [true, undefined],
+      [false, undefined],
+      [false, version],
+    ] as const) {
+      statFails = first
+      const src = fileSource(fh, given, 'model.pt')
+      statFails = true
+      await assert.rejects(src.verify?.() as Promise<void>, (err) => {
+        assert.ok(StreamSegmentError.is(err, 'ERR_STORE'), `rejected with ${String(err)}`)
+        assert.equal(err.message, 'model.pt: cannot be checked for changes (EIO: i/o error, fstat)')
+        assert.equal(err.cause, eio)
+        return true
+      })
+      statFails = false
+      if (first) {
+        // Nothing to compare with: it cannot tell the file unchanged, ever.
+        await assert.rejects(src.verify?.() as Promise<void>, { code: 'ERR_STORE', cause: eio })
+      } else {
+        await src.verify?.() // the disk answers again: unchanged
+      }
     }
   })
 })
