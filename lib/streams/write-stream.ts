@@ -35,6 +35,7 @@
 import { Writable } from 'node:stream'
 import { hasInode } from '../container/inode.js'
 import { StreamSegmentError } from '../errors.js'
+import { INODE_KEY } from '../format/names.js'
 import { fileState, OPEN_SIGNAL, SegmentFile } from '../segment-file.js'
 import {
   checkOptionNames,
@@ -46,7 +47,7 @@ import {
   type WithHooks,
 } from '../settings.js'
 import type { ObjectStore } from '../store/types.js'
-import { showValue } from '../util/typed-arrays.js'
+import { asError, showValue } from '../util/typed-arrays.js'
 import { checkWalOptions, type WalOptions } from '../wal/wal.js'
 import { type FlushTiming, isUnknownOutcome } from '../write/flush.js'
 import { checkStreamOptions, countingStore, destroyOnAbort, type StreamLocation, storeOf } from './options.js'
@@ -391,7 +392,12 @@ export async function openForAppend(
   } catch (err) {
     if (!StreamSegmentError.is(err, 'ERR_NOT_FOUND')) throw err
     file = await SegmentFile.create(store, settings).catch(async (e: unknown) => {
-      if (!StreamSegmentError.is(e, 'ERR_CONFLICT') || !(await hasInode(store, settings[OPEN_SIGNAL]))) throw e
+      if (!StreamSegmentError.is(e, 'ERR_CONFLICT')) throw e
+      // Made outside a handle's call: a custom store's rejection with no Error is named here.
+      const made = await hasInode(store, settings[OPEN_SIGNAL]).catch((thrown: unknown) => {
+        throw asError(thrown, () => `head of ${store.url}/${INODE_KEY}`)
+      })
+      if (!made) throw e
       return SegmentFile.open(store, settings)
     })
   }

@@ -9,6 +9,7 @@ import { mkdtemp, open, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
+import { StreamSegmentError } from '../../lib/errors.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import { countingStore } from '../../lib/streams/options.js'
@@ -96,6 +97,34 @@ describe('uploadFile', () => {
     const f = await SegmentFile.open(inner, { readOnly: true })
     assert.deepEqual(Buffer.from(await f.read(0, f.size)), data)
     await f.close()
+  })
+
+  it('in that race, a custom store whose look at the inode rejects with no Error: ERR_STORE naming the request', async () => {
+    const path = join(dir, 'race-odd.bin')
+    await writeFile(path, pattern(0, 64 * KiB, 4))
+    const inner = new MemoryStore()
+    // As above; then the look that tells the create's conflict from another failure rejects.
+    let heads = 0
+    const racing = new (class extends WrappedStore {
+      protected async around<T>(call: CallInfo, run: () => Promise<T>): Promise<T> {
+        if (call.op === 'head' && call.key === 'inode') {
+          heads++
+          if (heads === 2) {
+            const other = await SegmentFile.create(inner)
+            await other.flush()
+            await other.close()
+          }
+          if (heads === 3) throw undefined
+        }
+        return run()
+      }
+    })(inner)
+    await assert.rejects(uploadFile(path, racing), (err) => {
+      assert.ok(StreamSegmentError.is(err, 'ERR_STORE'), `rejected with ${String(err)}`)
+      assert.equal(err.message, `head of ${inner.url}/inode failed with undefined, which is not an Error`)
+      return true
+    })
+    assert.equal(heads, 3)
   })
 
   it('a file that fails under it: cut short (ERR_STATE) or unreadable (ERR_STORE), named; nothing published', async () => {
