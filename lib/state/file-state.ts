@@ -81,6 +81,8 @@ export interface Part0Ref {
   cno: number
   part: number
   inode: Inode | undefined
+  /** When its upload started (performance.now()). */
+  sentMs: number
 }
 
 /**

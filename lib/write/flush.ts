@@ -34,6 +34,7 @@ import { segmentKey } from '../format/names.js'
 import { MAX_PART, pointerPart } from '../format/pointer.js'
 import type { MapNode } from '../state/block-map.js'
 import type { FileState, Part0Ref } from '../state/file-state.js'
+import { CLOCK_OFFSET_NOISE_MS } from '../store/common.js'
 import { signalAfter } from '../util/signals.js'
 import { isoTime } from '../util/time.js'
 import { showValue } from '../util/typed-arrays.js'
@@ -172,6 +173,7 @@ async function send(
     const { cno, part } = core.reserve(part0)
     const plan = make(cno, part)
     const answer = part0 ? answerAwaited(core) : undefined
+    if (part0) part0Sent.set(plan, performance.now())
     try {
       await core.uploader.upload(halt === undefined ? plan : haltable(plan, halt), core.signal, answer?.signal)
       return plan
@@ -347,6 +349,7 @@ export async function startPublish(core: FileState): Promise<PublishInFlight | u
     try {
       const t1 = performance.now()
       const answer = answerAwaited(core)
+      part0Sent.set(plan, t1)
       await core.uploader
         .upload(whole.upload, core.signal, answer.signal)
         .catch(async (err: unknown) => {
@@ -850,8 +853,13 @@ function pointedInto(core: FileState, part0: ObjectPlan, above: number): { keys:
   return { keys, low }
 }
 
+/** When each part 0's upload started (performance.now()): how old it can be in the store (dropPart0). */
+const part0Sent = new WeakMap<ObjectPlan, number>()
+
 function part0Ref(plan: ObjectPlan): Part0Ref {
-  return { key: plan.key, cno: plan.ctx.cno, part: plan.ctx.part, inode: plan.ctx.inode }
+  // Unknown (no upload of it started here): as old as can be, so never deleted.
+  const sentMs = part0Sent.get(plan) ?? Number.NEGATIVE_INFINITY
+  return { key: plan.key, cno: plan.ctx.cno, part: plan.ctx.part, inode: plan.ctx.inode, sentMs }
 }
 
 /** A part 0 whose upload failed past its deadline: it may land yet, and is deleted when the changes are given up. */
@@ -874,13 +882,32 @@ export async function dropLeftPart0s(core: FileState): Promise<void> {
 /**
  * Deletes the part 0 of a checkpoint whose inode write was never sent: aborted before it,
  * or whose upload failed (best effort: a store that fails the delete leaves it, and a
- * writer opening the container after `rollForwardAfterMs` may publish it). `mayBeOthers`:
+ * writer opening the container after `rollForwardAfterMs` may publish it; so does one
+ * whose upload started too long ago to tell it was not published so). `mayBeOthers`:
  * its upload failed or was cut before it answered, so the key may hold another writer's
  * part 0 under the same number (segment objects are create-only: ours may never have been
  * written): it is deleted only when the inode in its header is ours.
  */
 async function dropPart0(core: FileState, part0: Part0Ref, mayBeOthers: boolean): Promise<void> {
   const { cno, part, inode } = part0
+  // A writer opening the container publishes a complete part 0 built on the inode it finds
+  // once it is rollForwardAfterMs old by the store's clock, dated when it was written, which
+  // is no earlier than its upload started here. One whose upload failed may have been there
+  // since then: if it may be that old before this delete is done, it may be published
+  // already, or being published (its content checked, its inode write on the way), and
+  // deleted, that checkpoint would lose its part 0. It stays, as after a crash. (One just
+  // stored, `mayBeOthers` false, has been there only since its answer came: deleted at once,
+  // no roll-forward publishes what the caller is told was not.)
+  const oldest = performance.now() - part0.sentMs + PART0_DROP_MS + CLOCK_OFFSET_NOISE_MS
+  if (mayBeOthers && !(oldest < core.settings.rollForwardAfterMs)) {
+    log(
+      '%s: not deleted (its checkpoint not published): its upload started %s ms ago, a writer opening the container may roll it forward (rollForwardAfterMs %d)',
+      part0.key,
+      Math.round(performance.now() - part0.sentMs),
+      core.settings.rollForwardAfterMs,
+    )
+    return
+  }
   const signal = AbortSignal.timeout(PART0_DROP_MS)
   try {
     if (mayBeOthers) {
@@ -906,8 +933,7 @@ async function verifySources(core: FileState, part0: ObjectPlan): Promise<void> 
   try {
     for (const source of core.sources) await source.verify?.()
   } catch (err) {
-    part0.unplace()
-    await deleteSegments(core.store, [part0.key]).catch((e) => log('%s: not deleted: %s', part0.key, e))
+    await giveUpPart0(core, part0)
     throw StreamSegmentError.is(err)
       ? err
       : StreamSegmentError.state(`a source changed: ${err instanceof Error ? err.message : showValue(err)}`, err)

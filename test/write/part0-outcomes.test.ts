@@ -150,9 +150,10 @@ async function lostAnswerNext(
   inner: ObjectStore,
   format: (typeof FORMATS)[number],
   mode: 'lose-answer' | 'late' = 'lose-answer',
+  settings: { rollForwardAfterMs?: number } = {},
 ): Promise<SegmentFile> {
   const store = new FailingStore(inner)
-  const f = await SegmentFile.create(store, { format })
+  const f = await SegmentFile.create(store, { format, ...settings })
   await f.write(0, FIRST)
   await f.flush()
   await f.write(0, SECOND)
@@ -193,6 +194,20 @@ describe('a part 0 whose checkpoint was not published is never rolled forward', 
           assert.deepEqual(await afterRollForward(inner), { cno: 1, bytes: FIRST })
         })
       }
+    }
+
+    for (const end of ['rollback', 'close'] as const) {
+      it(`${format}: part 0 landed past its deadline and may be old enough to roll forward: another writer publishes it, and the ${end} leaves it`, async () => {
+        const inner = new MemoryStore(`late-part0-rolled-${end}-${format}`)
+        // rollForwardAfterMs 0: any part 0 of a failed upload may have been rolled forward.
+        const f = await lostAnswerNext(inner, format, 'late', { rollForwardAfterMs: 0 })
+        await rejectsCode(f.flush(), 'ERR_TIMEOUT', /past|deadline/)
+        assert.deepEqual(await afterRollForward(inner), { cno: 2, bytes: SECOND }, 'rolled forward by another writer')
+        if (end === 'rollback') await f.rollback()
+        await f.close()
+        assert.deepEqual(await partZeros(inner), ['0000000001.0', '0000000002.0'])
+        assert.deepEqual(await readPublished(inner), { cno: 2, bytes: SECOND })
+      })
     }
 
     it(`${format}: part 0 landed past its deadline, then the next flush publishes: nothing left to roll forward`, async () => {
