@@ -12,6 +12,7 @@ import {
   closeSync,
   cpSync,
   existsSync,
+  mkdirSync,
   mkdtempSync,
   openSync,
   readdirSync,
@@ -39,6 +40,7 @@ import { DirectoryStore } from '../lib/store/directory.js'
 import { uploadFile } from '../lib/streams/upload-file.js'
 import { collected } from './helpers/child.js'
 import { bin, fakeOutput, quietEnv } from './helpers/cli.js'
+import { type CliRun, runAll, runBatch, runNamed } from './helpers/cli-runs.js'
 import { resealInodeObject } from './helpers/format.js'
 
 const run = (args: string[], options: SpawnSyncOptions = {}) => {
@@ -299,48 +301,57 @@ describe('commands on a directory store', () => {
     assert.equal(again.flushTiming.cno, 3)
   })
 
-  it('get reads to stdout or a file, a range (inclusive), an older checkpoint', () => {
-    const r = run(['get', url])
+  it('get reads to stdout or a file, a range (inclusive), an older checkpoint', async () => {
+    // Every get only reads the container (each to its own file): they run together.
+    const out = join(dir, 'out.bin')
+    const pastFile = join(dir, 'past.bin')
+    const pastRanges = [`${data.length + 10}-${data.length + 20}`, `${data.length}-`]
+    const got = await runNamed({
+      r: { args: ['get', url] },
+      byRef: { args: ['get', url, '-', '--cno', '1'] },
+      f: { args: ['get', url, out, '--cno', '2'] },
+      // The read options: small GETs, one at a time, no summary cache, a small read-ahead.
+      tuned: {
+        args: ['get', url, '-', '--cno', '1', '--read-get-max-bytes', '8k', '--read-max-concurrency', '1'].concat([
+          '--read-summary-cache-bytes',
+          '0',
+          '--read-ahead-bytes',
+          '64k',
+        ]),
+      },
+      badRead: { args: ['get', url, '-', '--read-max-concurrency', '0'] },
+      range: { args: ['get', url, '-', '--range', '4000-9000', '--cno', '1'] },
+      // An end however far past the file is clipped too (it is past any safe integer here).
+      far: { args: ['get', url, '-', '--range', `${data.length - 10}-99999999999999999999`] },
+      tail: { args: ['get', url, '-', '--range', `${data.length - 10}-`] },
+      // Starting inside and ending past the end: clipped to the end.
+      clipped: { args: ['get', url, '-', '--range', `${data.length - 10}-${data.length + 1000}`] },
+      past0: { args: ['get', url, '-', '--range', pastRanges[0] as string] },
+      past1: { args: ['get', url, '-', '--range', pastRanges[1] as string] },
+      pf: { args: ['get', url, pastFile, '--range', `${data.length}-`] },
+    })
+    const { r, byRef, f, tuned, badRead, range, far, tail, clipped, pf } = got
     assert.equal(r.status, 0, r.stderr)
     assert.ok(r.stdout.equals(data))
-    const byRef = run(['get', url, '-', '--cno', '1'])
     assert.equal(byRef.status, 0, byRef.stderr)
     assert.ok(byRef.stdout.equals(data), 'the file put by reference with a small dirty limit reads back')
-    const out = join(dir, 'out.bin')
-    const f = run(['get', url, out, '--cno', '2'])
     assert.equal(f.status, 0, f.stderr)
     assert.match(f.text, /^got 1\.0 MiB of checkpoint 2 into .*out\.bin/)
     assert.ok(readFileSync(out).equals(second))
-    // The read options: small GETs, one at a time, no summary cache, a small read-ahead.
-    const tuned = run(
-      ['get', url, '-', '--cno', '1', '--read-get-max-bytes', '8k', '--read-max-concurrency', '1'].concat([
-        '--read-summary-cache-bytes',
-        '0',
-        '--read-ahead-bytes',
-        '64k',
-      ]),
-    )
     assert.equal(tuned.status, 0, tuned.stderr)
     assert.ok(tuned.stdout.equals(data))
-    const badRead = run(['get', url, '-', '--read-max-concurrency', '0'])
     assert.equal(badRead.status, 2)
     assert.match(badRead.stderr, /^stream-segment: ERR_INVALID_ARGUMENT: option --read-max-concurrency = 0: .*\n$/)
-    const range = run(['get', url, '-', '--range', '4000-9000', '--cno', '1'])
     assert.equal(range.status, 0, range.stderr)
     assert.ok(range.stdout.equals(data.subarray(4000, 9001)))
-    // An end however far past the file is clipped too (it is past any safe integer here).
-    const far = run(['get', url, '-', '--range', `${data.length - 10}-99999999999999999999`])
     assert.equal(far.status, 0, far.stderr)
     assert.ok(far.stdout.equals(data.subarray(data.length - 10)))
-    const tail = run(['get', url, '-', '--range', `${data.length - 10}-`])
     assert.ok(tail.stdout.equals(data.subarray(data.length - 10)))
-    // Starting inside and ending past the end: clipped to the end.
-    const clipped = run(['get', url, '-', '--range', `${data.length - 10}-${data.length + 1000}`])
     assert.equal(clipped.status, 0, clipped.stderr)
     assert.ok(clipped.stdout.equals(data.subarray(data.length - 10)))
     // Starting at or past the end: ERR_RANGE, naming the range and the size; no data.
-    for (const range of [`${data.length + 10}-${data.length + 20}`, `${data.length}-`]) {
-      const past = run(['get', url, '-', '--range', range])
+    for (const [i, range] of pastRanges.entries()) {
+      const past = i === 0 ? got.past0 : got.past1
       assert.equal(past.status, 9, past.stderr)
       assert.equal(past.stdout.length, 0)
       assert.match(
@@ -350,8 +361,6 @@ describe('commands on a directory store', () => {
         ),
       )
     }
-    const pastFile = join(dir, 'past.bin')
-    const pf = run(['get', url, pastFile, '--range', `${data.length}-`])
     assert.equal(pf.status, 9, pf.stderr)
     assert.equal(existsSync(pastFile), false, 'no file, and no temporary one, is left')
     assert.deepEqual(
@@ -360,7 +369,7 @@ describe('commands on a directory store', () => {
     )
   })
 
-  it('get: -o/--output name the file, --json reports on it, - is stdout, -- ends the options', () => {
+  it('get: -o/--output name the file, --json reports on it, - is stdout, -- ends the options', async () => {
     const o = join(dir, 'o.bin')
     const r = run(['get', url, '-o', o, '--cno', '2'])
     assert.equal(r.status, 0, r.stderr)
@@ -417,20 +426,24 @@ describe('commands on a directory store', () => {
         /option --read-ahead-bytes is for stdout \(get URL -\), not a file/,
       ],
     ]
-    for (const [args, re] of cases) {
-      const f = run(args, { input: '' })
+    // Each is refused before it reads or writes anything: all in one process.
+    const refused = await runBatch(cases.map(([args]) => ({ args })))
+    for (const [i, [args, re]] of cases.entries()) {
+      const f = refused[i] as CliRun
       assert.equal(f.status, 2, `${args.join(' ')}: ${f.stderr}`)
       assert.match(f.stderr, re, args.join(' '))
       assert.match(f.stderr, /^stream-segment: ERR_INVALID_ARGUMENT: [^\n]*\n$/, `${args.join(' ')}: one line`)
     }
     assert.ok(!existsSync(join(dir, 'ahead.bin')), 'a refused get writes no file')
     // -h or --help anywhere after a command prints the usage, unless after --.
-    for (const args of [
+    const helps = [
       ['put', '-h'],
       ['get', url, '--help'],
       ['gc', '--frob', '-h'],
-    ]) {
-      const h = run(args)
+    ]
+    const helped = await runBatch(helps.map((args) => ({ args })))
+    for (const [i, args] of helps.entries()) {
+      const h = helped[i] as CliRun
       assert.equal(h.status, 0, `${args.join(' ')}: ${h.stderr}`)
       assert.match(h.text, /^Usage: stream-segment/)
     }
@@ -569,9 +582,11 @@ describe('commands on a directory store', () => {
     assert.equal(JSON.parse(run(['ls', empty, '--json']).text).checkpoints.at(-1).size, 0)
   })
 
-  it('verify passes a clean checkpoint, and names what and where when a byte flips (exit 4)', () => {
-    for (const cno of ['1', '2', '3']) {
-      const r = run(['verify', url, '--cno', cno])
+  it('verify passes a clean checkpoint, and names what and where when a byte flips (exit 4)', async () => {
+    const cnos = ['1', '2', '3']
+    const clean = await runAll(cnos.map((cno) => ({ args: ['verify', url, '--cno', cno] })))
+    for (const [i, cno] of cnos.entries()) {
+      const r = clean[i] as CliRun
       assert.equal(r.status, 0, r.stderr + r.text)
       assert.match(
         r.text,
@@ -613,7 +628,7 @@ describe('commands on a directory store', () => {
     writeFileSync(victim, h)
   })
 
-  it('failures: one line with the code, distinct exit codes, a stack only with DEBUG', () => {
+  it('failures: one line with the code, distinct exit codes, a stack only with DEBUG', async () => {
     const cases: Array<[string[], number, RegExp]> = [
       [['ls', 'ftp://host/x'], 2, /ERR_INVALID_ARGUMENT: openStore: ftp:\/\/host\/x: unsupported scheme/],
       [['ls', 's3://Bad_Bucket/x'], 2, /ERR_INVALID_ARGUMENT: .*valid bucket name/],
@@ -667,8 +682,10 @@ describe('commands on a directory store', () => {
       [['get'], 2, /ERR_INVALID_ARGUMENT: usage: stream-segment get <url> .*\(1 or 2 arguments, got none\)$/m],
       [['get', url, join(dir, 'no', 'such', 'dir', 'out')], 3, /ERR_NOT_FOUND: .*no such file or directory/],
     ]
-    for (const [args, status, re] of cases) {
-      const r = run(args)
+    // Each fails before any data moves: all in one process.
+    const failed = await runBatch(cases.map(([args]) => ({ args })))
+    for (const [i, [args, status, re]] of cases.entries()) {
+      const r = failed[i] as CliRun
       assert.equal(r.status, status, `${args.join(' ')}: ${r.stderr}`)
       assert.match(r.stderr, re, args.join(' '))
       assert.match(r.stderr, /^stream-segment: ERR_[A-Z_]+: [^\n]*\n$/, `${args.join(' ')}: one line`)
@@ -1528,7 +1545,7 @@ describe('container URLs', () => {
   after(() => rmSync(cwd, { recursive: true, force: true }))
   const data = randomBytes(5000)
 
-  it('a misspelt or unknown scheme is ERR_INVALID_ARGUMENT with the fix, never a local directory', () => {
+  it('a misspelt or unknown scheme is ERR_INVALID_ARGUMENT with the fix, never a local directory', async () => {
     const cases: Array<[string, RegExp]> = [
       [
         's3:/bucket/x',
@@ -1554,51 +1571,73 @@ describe('container URLs', () => {
       ['ftp://host/x', /unsupported scheme ftp:\/\/ \(use s3:\/\/bucket\/prefix, file:\/\/\/dir or mem:\/\/name/],
       ['a:b', /: a:b: not a URL this reads .*; for a local directory named so, write \.\/a:b$/],
     ]
-    for (const [where, re] of cases) {
-      for (const args of [
+    const calls = cases.flatMap(([where, re]) =>
+      [
         ['ls', where],
         ['put', '-', where],
         ['get', where, join(cwd, 'out')],
-      ]) {
-        const r = run(args, { cwd, input: data })
-        assert.equal(r.status, 2, `${args.join(' ')}: ${r.stderr}`)
-        assert.match(r.stderr.trimEnd(), re, args.join(' '))
-        assert.match(r.stderr, /^stream-segment: ERR_INVALID_ARGUMENT: openStore: [^\n]*\n$/, args.join(' '))
-      }
+      ].map((args) => ({ args, re })),
+    )
+    // Each is refused before it reads stdin: all in one process.
+    const results = await runBatch(calls.map(({ args }) => ({ args, cwd })))
+    for (const [i, { args, re }] of calls.entries()) {
+      const r = results[i] as CliRun
+      assert.equal(r.status, 2, `${args.join(' ')}: ${r.stderr}`)
+      assert.match(r.stderr.trimEnd(), re, args.join(' '))
+      assert.match(r.stderr, /^stream-segment: ERR_INVALID_ARGUMENT: openStore: [^\n]*\n$/, args.join(' '))
     }
     assert.deepEqual(readdirSync(cwd), [], 'no local directory was made')
   })
 
-  it('a relative path, ./name:with-colon, file:// (any case) are local directories', () => {
-    for (const where of ['dir', './a:b', 'nested/dir']) {
-      const put = run(['put', '-', where], { cwd, input: data })
+  it('a relative path, ./name:with-colon, file:// (any case) are local directories', async () => {
+    // Each container is its own: the three puts run together, then every get of them.
+    const places = ['dir', './a:b', 'nested/dir']
+    const puts = await runAll(places.map((where) => ({ args: ['put', '-', where], cwd, input: data })))
+    for (const [i, where] of places.entries()) {
+      const put = puts[i] as CliRun
       assert.equal(put.status, 0, `${where}: ${put.stderr}`)
       assert.ok(existsSync(join(cwd, where, 'inode')), where)
-      for (const again of [where, join(cwd, where), `file://${join(cwd, where)}`, `FILE://${join(cwd, where)}`]) {
-        const g = run(['get', again, '-'], { cwd })
-        assert.equal(g.status, 0, `${again}: ${g.stderr}`)
-        assert.ok(g.stdout.equals(data), again)
-      }
+    }
+    const agains = places.flatMap((where) => [
+      where,
+      join(cwd, where),
+      `file://${join(cwd, where)}`,
+      `FILE://${join(cwd, where)}`,
+    ])
+    const gets = await runAll(agains.map((again) => ({ args: ['get', again, '-'], cwd })))
+    for (const [i, again] of agains.entries()) {
+      const g = gets[i] as CliRun
+      assert.equal(g.status, 0, `${again}: ${g.stderr}`)
+      assert.ok(g.stdout.equals(data), again)
     }
   })
 
-  it('"-" as the container (stdin or stdout here) is refused by every command, no folder "-" made; ./- is one', () => {
+  it('"-" as the container (stdin or stdout here) is refused by every command, no folder "-" made; ./- is one', async () => {
     const file = join(cwd, 'dash-in.bin')
     writeFileSync(file, data)
-    for (const args of [
+    // All in one process, each in a working directory of its own (its output file there
+    // too), so that what one left is its own.
+    const out = join(cwd, 'dash-out.bin')
+    const calls = [
       ['put', file, '-'],
       ['put', '-', '-'],
       ['put', '-', '--', 'echo', 'x'],
-      ['get', '-', join(cwd, 'dash-out.bin')],
+      ['get', '-', out],
       ['ls', '-'],
       ['inspect', '-'],
       ['verify', '-'],
       ['gc', '-'],
       ['rm', '-', '--yes'],
-      ['export', '-', join(cwd, 'dash-out.bin')],
+      ['export', '-', out],
       ['bench', '-'],
-    ]) {
-      const r = run(args, { cwd, input: data })
+    ].map((args, i) => {
+      const at = join(cwd, `dash-${i}`)
+      mkdirSync(at)
+      return { args: args.map((a) => (a === out ? join(at, 'dash-out.bin') : a)), cwd: at }
+    })
+    const results = await runBatch(calls)
+    for (const [i, { args, cwd: at }] of calls.entries()) {
+      const r = results[i] as CliRun
       assert.equal(r.status, 2, `${args.join(' ')}: ${r.stderr}`)
       assert.equal(
         r.stderr,
@@ -1606,7 +1645,7 @@ describe('container URLs', () => {
           'give its URL or path (a directory named - is ./-)\n',
         args.join(' '),
       )
-      assert.ok(!existsSync(join(cwd, '-')) && !existsSync(join(cwd, 'dash-out.bin')), args.join(' '))
+      assert.deepEqual(readdirSync(at), [], `${args.join(' ')}: no folder "-", no file`)
     }
     assert.equal(run(['put', file, './-'], { cwd }).status, 0)
     assert.ok(run(['get', './-', '-'], { cwd }).stdout.equals(data))
