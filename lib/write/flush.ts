@@ -744,11 +744,18 @@ function commitPointUnknown(core: FileState): void {
  * deleted, then the flush fails with the abort's error. Left, it would be a complete
  * checkpoint whose publication was interrupted, which the next writer to open the
  * container rolls forward: published after all, though the caller was told it was not.
+ * One too old to delete (dropPart0) is kept, and the error says the outcome is unknown.
  */
 async function refuseIfAborted(core: FileState, part0: ObjectPlan): Promise<void> {
   if (!core.signal.aborted) return
-  await giveUpPart0(core, part0)
-  throw core.signal.reason
+  if (!(await giveUpPart0(core, part0))) throw core.signal.reason
+  // Too old to delete (dropPart0): a writer opening the container may have published it.
+  const unknown = StreamSegmentError.aborted(
+    `${core.store.url}: checkpoint ${part0.ctx.cno}: aborted after its part 0 was stored, which is kept (${part0.key}): its upload started so long ago that a writer opening the container may have published it already (roll-forward), or may publish it after rollForwardAfterMs: whether the checkpoint was published is unknown`,
+    core.signal.reason,
+  )
+  unknownOutcomes.add(unknown)
+  throw unknown
 }
 
 /**
@@ -790,7 +797,9 @@ async function checkOwnObjects(core: FileState, part0: ObjectPlan): Promise<void
   })
   const gone = [...keys].find((key) => !stored.has(key))
   if (gone === undefined) return
-  await giveUpPart0(core, part0)
+  // No roll-forward publishes it now (it checks the objects a checkpoint names), and one
+  // that did before they went published a checkpoint that lacks them already: deleted.
+  await giveUpPart0(core, part0, true)
   if (first) {
     throw StreamSegmentError.conflict(
       `${core.store.url}: checkpoint ${cno}, the container's first, was not published: objects of it were removed while it was written (the container was removed meanwhile), ${gone} among them; nothing was published, and this handle's next flushes meet the same: write the data again`,
@@ -801,10 +810,15 @@ async function checkOwnObjects(core: FileState, part0: ObjectPlan): Promise<void
   )
 }
 
-/** Part 0 of a checkpoint that will not be published: its bytes unsent again, the object deleted. */
-async function giveUpPart0(core: FileState, part0: ObjectPlan): Promise<void> {
+/**
+ * Part 0 of a checkpoint that will not be published: its bytes unsent again, the object
+ * deleted. Resolves to true when it was kept instead (dropPart0: so old that a writer
+ * opening the container may publish it), unless `unpublishable`: objects it points into
+ * are gone.
+ */
+async function giveUpPart0(core: FileState, part0: ObjectPlan, unpublishable = false): Promise<boolean> {
   part0.unplace()
-  await dropPart0(core, part0Ref(part0), false)
+  return await dropPart0(core, part0Ref(part0), false, unpublishable)
 }
 
 /**
@@ -886,40 +900,48 @@ export async function dropLeftPart0s(core: FileState): Promise<void> {
  * whose upload started too long ago to tell it was not published so). `mayBeOthers`:
  * its upload failed or was cut before it answered, so the key may hold another writer's
  * part 0 under the same number (segment objects are create-only: ours may never have been
- * written): it is deleted only when the inode in its header is ours.
+ * written): it is deleted only when the inode in its header is ours. Resolves to true when
+ * it was left for being that old (it may be published, or be published later).
+ * `unpublishable`: objects it points into are gone, so that no roll-forward publishes it
+ * (checkOwnObjects): deleted whatever its age.
  */
-async function dropPart0(core: FileState, part0: Part0Ref, mayBeOthers: boolean): Promise<void> {
+async function dropPart0(
+  core: FileState,
+  part0: Part0Ref,
+  mayBeOthers: boolean,
+  unpublishable = false,
+): Promise<boolean> {
   const { cno, part, inode } = part0
   // A writer opening the container publishes a complete part 0 built on the inode it finds
   // once it is rollForwardAfterMs old by the store's clock, dated when it was written, which
-  // is no earlier than its upload started here. One whose upload failed may have been there
-  // since then: if it may be that old before this delete is done, it may be published
-  // already, or being published (its content checked, its inode write on the way), and
-  // deleted, that checkpoint would lose its part 0. It stays, as after a crash. (One just
-  // stored, `mayBeOthers` false, has been there only since its answer came: deleted at once,
-  // no roll-forward publishes what the caller is told was not.)
+  // is no earlier than its upload started here: one stored just now whose upload (or what
+  // came after it: verifying the sources, the look at its own objects) took that long is
+  // that old as soon as it is there. If it may be that old before this delete is done, it
+  // may be published already, or being published (its content checked, its inode write on
+  // the way), and deleted, that checkpoint would lose its part 0. It stays, as after a crash.
   const oldest = performance.now() - part0.sentMs + PART0_DROP_MS + CLOCK_OFFSET_NOISE_MS
-  if (mayBeOthers && !(oldest < core.settings.rollForwardAfterMs)) {
+  if (!unpublishable && !(oldest < core.settings.rollForwardAfterMs)) {
     log(
       '%s: not deleted (its checkpoint not published): its upload started %s ms ago, a writer opening the container may roll it forward (rollForwardAfterMs %d)',
       part0.key,
       Math.round(performance.now() - part0.sentMs),
       core.settings.rollForwardAfterMs,
     )
-    return
+    return true
   }
   const signal = AbortSignal.timeout(PART0_DROP_MS)
   try {
     if (mayBeOthers) {
       // ERR_NOT_FOUND when it never landed: nothing to delete.
       const { header } = await readObjectHeader(core.store, cno, part, { format: core.format, signal })
-      if (inode === undefined || !sameInode(header.inode, inode)) return
+      if (inode === undefined || !sameInode(header.inode, inode)) return false
     }
     await deleteSegments(core.store, [part0.key], signal)
     log('%s: deleted, its checkpoint not published', part0.key)
   } catch (err) {
     log('%s: not deleted (its checkpoint not published): %s', part0.key, (err as Error)?.message ?? err)
   }
+  return false
 }
 
 /**
@@ -927,13 +949,22 @@ async function dropPart0(core: FileState, part0: Part0Ref, mayBeOthers: boolean)
  * read (BlockSource.verify): a file rewritten in place during the upload would otherwise
  * publish torn. Called once every object, part 0 included, is stored, so no read of a
  * source comes after it. On a change, part 0 is deleted (no roll-forward may publish it),
- * and the flush fails with ERR_STATE; nothing is published.
+ * and the flush fails with ERR_STATE; nothing is published. A part 0 too old to delete
+ * (dropPart0) is kept, and the error says so.
  */
 async function verifySources(core: FileState, part0: ObjectPlan): Promise<void> {
   try {
     for (const source of core.sources) await source.verify?.()
   } catch (err) {
-    await giveUpPart0(core, part0)
+    if (await giveUpPart0(core, part0)) {
+      // Too old to delete (dropPart0): the error says it may be published all the same.
+      const why = err instanceof Error ? err.message : showValue(err)
+      throw new StreamSegmentError(
+        StreamSegmentError.is(err) ? err.code : 'ERR_STATE',
+        `a source changed or could not be checked: ${why}; yet checkpoint ${part0.ctx.cno}'s part 0 (${part0.key}) is kept: its upload started so long ago that a writer opening the container may have published it already (roll-forward), or may publish it after rollForwardAfterMs`,
+        { cause: err },
+      )
+    }
     throw StreamSegmentError.is(err)
       ? err
       : StreamSegmentError.state(`a source changed: ${err instanceof Error ? err.message : showValue(err)}`, err)
