@@ -451,14 +451,30 @@ async function commitInode(
     return { etag: put.etag }
   } catch (err) {
     if (!StreamSegmentError.is(err, 'ERR_CONFLICT')) throw err
-    const now = await reloadInode(core.store, core.signal)
-    const latest = now !== undefined && sameInode(now.inode, inode)
-    if (now === undefined || !(latest || (await wasPublished(core.store, inode, now.inode, core.signal)))) {
-      return { lost: err, now }
+    // Whether it was published is still to be learnt: a stop now waits for that as for the
+    // write's own answer (answerAwaited), or a checkpoint rolled forward would be reported
+    // as aborted, not published.
+    const answer = answerAwaited(core)
+    try {
+      const now = await reloadInode(core.store, answer.signal)
+      const latest = now !== undefined && sameInode(now.inode, inode)
+      if (now === undefined || !(latest || (await wasPublished(core.store, inode, now.inode, answer.signal)))) {
+        return { lost: err, now }
+      }
+      log('checkpoint %d: published meanwhile by a writer that rolled it forward: ours', inode.cno)
+      // Superseded already: the next flush with changes meets the newer one as a conflict.
+      return { etag: latest ? (now.etag as string) : SUPERSEDED }
+    } catch (e) {
+      if (!answer.signal.aborted) throw e
+      const unknown = StreamSegmentError.aborted(
+        `${core.store.url}: checkpoint ${inode.cno}: aborted after its inode write failed its condition, before the inode read again answered within ${abortWaitMs(core)} ms: whether a writer rolled the checkpoint forward (published it) is unknown; its part 0 (${segmentKey(inode.cno, 0)}) is kept`,
+        core.signal.reason,
+      )
+      unknownOutcomes.add(unknown)
+      throw unknown
+    } finally {
+      answer.done()
     }
-    log('checkpoint %d: published meanwhile by a writer that rolled it forward: ours', inode.cno)
-    // Superseded already: the next flush with changes meets the newer one as a conflict.
-    return { etag: latest ? (now.etag as string) : SUPERSEDED }
   }
 }
 

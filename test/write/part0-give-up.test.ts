@@ -13,8 +13,9 @@ import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
 import { rejectsCode } from '../helpers/assert.js'
-import { readPublished } from '../helpers/containers.js'
+import { readPublished, within } from '../helpers/containers.js'
 import { pattern } from '../helpers/pattern.js'
+import { hooks } from '../helpers/small-settings.js'
 import { type CallInfo, WrappedStore } from '../helpers/wrapped-store.js'
 
 const FIRST = pattern(0, 10_000, 1)
@@ -95,6 +96,74 @@ describe('a part 0 given up after another writer may have rolled it forward is k
         )
         await f.close()
         assert.deepEqual(await partZeros(inner), ['0000000001.0', '0000000002.0'])
+        assert.deepEqual(await readPublished(inner), { cno: 2, bytes: SECOND })
+      })
+    }
+  }
+})
+
+/** Runs `before` ahead of the next inode write (once armed), then lets the write go. */
+class BeforeInodeWrite extends WrappedStore {
+  before: (() => Promise<void>) | undefined
+  /** Once that write is made, reads of the inode never answer (until their signal fires). */
+  deafAfter = false
+  private deaf = false
+  protected async around<T>(call: CallInfo, run: () => Promise<T>): Promise<T> {
+    if (this.deaf && call.key === 'inode') {
+      return new Promise<T>((_, reject) => {
+        const signal = call.signal
+        if (signal?.aborted) reject(signal.reason)
+        signal?.addEventListener('abort', () => reject(signal.reason), { once: true })
+      })
+    }
+    const before = this.before
+    if (before !== undefined && call.op === 'put' && call.key === 'inode') {
+      this.before = undefined
+      await before()
+      this.deaf = this.deafAfter
+    }
+    return run()
+  }
+}
+
+describe('a stop that meets the inode write, whose checkpoint another writer rolled forward meanwhile', () => {
+  for (const format of FORMATS) {
+    for (const call of ['flush', 'publish'] as const) {
+      it(`${format}: the write fails its condition; ${call}() says the checkpoint is published`, async () => {
+        const inner = new MemoryStore(`rolled-then-abort-${call}-${format}`)
+        const store = new BeforeInodeWrite(inner)
+        const f = await SegmentFile.create(store, { format })
+        await f.write(0, FIRST)
+        await f.flush()
+        await f.write(0, SECOND)
+        store.before = async () => {
+          await openAndRollForward(inner)
+          f.abort(new Error('stop'))
+        }
+        const t = await (call === 'flush' ? f.flush() : f.publish())
+        assert.equal(t.cno, 2)
+        await f.close()
+        assert.deepEqual(await readPublished(inner), { cno: 2, bytes: SECOND })
+      })
+
+      it(`${format}: the inode read again does not answer in time; ${call}() says the outcome is unknown`, async () => {
+        const inner = new MemoryStore(`rolled-then-abort-deaf-${call}-${format}`)
+        const store = new BeforeInodeWrite(inner)
+        const f = await SegmentFile.create(store, { format, ...hooks({ abortWaitMs: 100 }) })
+        await f.write(0, FIRST)
+        await f.flush()
+        await f.write(0, SECOND)
+        store.deafAfter = true
+        store.before = async () => {
+          await openAndRollForward(inner)
+          f.abort(new Error('stop'))
+        }
+        await rejectsCode(
+          within(call === 'flush' ? f.flush() : f.publish(), 2_000, 'the aborted flush'),
+          'ERR_ABORTED',
+          /checkpoint 2: aborted after its inode write failed its condition.*whether a writer rolled the checkpoint forward \(published it\) is unknown/,
+        )
+        await f.close()
         assert.deepEqual(await readPublished(inner), { cno: 2, bytes: SECOND })
       })
     }
