@@ -764,14 +764,32 @@ function commitPointUnknown(core: FileState): void {
  */
 async function refuseIfAborted(core: FileState, part0: ObjectPlan): Promise<void> {
   if (!core.signal.aborted) return
-  if (!(await giveUpPart0(core, part0))) throw core.signal.reason
-  // Too old to delete (dropPart0): a writer opening the container may have published it.
-  const unknown = StreamSegmentError.aborted(
-    `${core.store.url}: checkpoint ${part0.ctx.cno}: aborted after its part 0 was stored, which is kept (${part0.key}): its upload started so long ago that a writer opening the container may have published it already (roll-forward), or may publish it after rollForwardAfterMs: whether the checkpoint was published is unknown`,
-    core.signal.reason,
-  )
-  unknownOutcomes.add(unknown)
-  throw unknown
+  if (await giveUpPart0(core, part0)) throw keptPart0(core, part0, core.signal.reason)
+  throw core.signal.reason
+}
+
+/**
+ * The error of a flush that gave its checkpoint up once part 0 was stored, when part 0 was
+ * kept for its age (dropPart0): a writer opening the container may have published it, or
+ * may publish it. After a stop, an ERR_ABORTED saying the outcome is unknown (which the
+ * handle reports as it is); otherwise `err` with that said, its code kept (ERR_STORE for one
+ * that is no StreamSegmentError).
+ */
+function keptPart0(core: FileState, part0: ObjectPlan, err: unknown): StreamSegmentError {
+  const { cno } = part0.ctx
+  const kept = `checkpoint ${cno}'s part 0 (${part0.key}) is kept: its upload started so long ago that a writer opening the container may have published it already (roll-forward), or may publish it after rollForwardAfterMs`
+  if (core.signal.aborted) {
+    const unknown = StreamSegmentError.aborted(
+      `${core.store.url}: checkpoint ${cno}: aborted after its part 0 was stored, which is kept (${part0.key}): its upload started so long ago that a writer opening the container may have published it already (roll-forward), or may publish it after rollForwardAfterMs: whether the checkpoint was published is unknown`,
+      core.signal.reason,
+    )
+    unknownOutcomes.add(unknown)
+    return unknown
+  }
+  const why = err instanceof Error ? err.message : showValue(err)
+  return new StreamSegmentError(StreamSegmentError.is(err) ? err.code : 'ERR_STORE', `${why}; yet ${kept}`, {
+    cause: err,
+  })
 }
 
 /**
@@ -808,7 +826,7 @@ async function checkOwnObjects(core: FileState, part0: ObjectPlan): Promise<void
   if (!first && keys.size === 1) return // part 0 alone
   // Not looked at (a failing store, an abort) is not published either: part 0 goes too.
   const stored = await checkpointKeys(core.store, low, cno, core.signal).catch(async (err: unknown) => {
-    await giveUpPart0(core, part0)
+    if (await giveUpPart0(core, part0)) throw keptPart0(core, part0, err)
     throw err
   })
   const gone = [...keys].find((key) => !stored.has(key))
@@ -972,18 +990,11 @@ async function verifySources(core: FileState, part0: ObjectPlan): Promise<void> 
   try {
     for (const source of core.sources) await source.verify?.()
   } catch (err) {
-    if (await giveUpPart0(core, part0)) {
-      // Too old to delete (dropPart0): the error says it may be published all the same.
-      const why = err instanceof Error ? err.message : showValue(err)
-      throw new StreamSegmentError(
-        StreamSegmentError.is(err) ? err.code : 'ERR_STATE',
-        `a source changed or could not be checked: ${why}; yet checkpoint ${part0.ctx.cno}'s part 0 (${part0.key}) is kept: its upload started so long ago that a writer opening the container may have published it already (roll-forward), or may publish it after rollForwardAfterMs`,
-        { cause: err },
-      )
-    }
-    throw StreamSegmentError.is(err)
+    const changed = StreamSegmentError.is(err)
       ? err
       : StreamSegmentError.state(`a source changed: ${err instanceof Error ? err.message : showValue(err)}`, err)
+    if (await giveUpPart0(core, part0)) throw keptPart0(core, part0, changed)
+    throw changed
   }
 }
 

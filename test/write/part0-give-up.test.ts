@@ -15,7 +15,7 @@ import type { ObjectStore } from '../../lib/store/types.js'
 import { rejectsCode } from '../helpers/assert.js'
 import { readPublished, within } from '../helpers/containers.js'
 import { pattern } from '../helpers/pattern.js'
-import { hooks } from '../helpers/small-settings.js'
+import { hooks, smallSettings } from '../helpers/small-settings.js'
 import { type CallInfo, WrappedStore } from '../helpers/wrapped-store.js'
 
 const FIRST = pattern(0, 10_000, 1)
@@ -31,10 +31,18 @@ async function openAndRollForward(inner: ObjectStore): Promise<void> {
 /** Runs `after` once the next part 0 PutObject (once armed) is stored, before it answers. */
 class AfterPart0 extends WrappedStore {
   after: (() => Promise<void>) | undefined
+  /** Once set, the next listing calls it and fails as cut by an abort. */
+  cutList: (() => void) | undefined
   protected async around<T>(call: CallInfo, run: () => Promise<T>): Promise<T> {
+    const cut = this.cutList
+    if (cut !== undefined && call.op === 'list') {
+      this.cutList = undefined
+      cut()
+      throw StreamSegmentError.aborted(`list ${call.key}: aborted`)
+    }
     const result = await run()
     const after = this.after
-    if (after !== undefined && call.op === 'put' && /\.0$/.test(call.key)) {
+    if (after !== undefined && (call.op === 'put' || call.op === 'completeMultipart') && /\.0$/.test(call.key)) {
       this.after = undefined
       await after()
     }
@@ -75,6 +83,30 @@ describe('a part 0 given up after another writer may have rolled it forward is k
       await f.close()
       assert.deepEqual(await partZeros(inner), ['0000000001.0', '0000000002.0'])
       assert.deepEqual(await readPublished(inner), { cno: 2, bytes: SECOND })
+    })
+
+    it(`${format}: abort() cuts the look at its own objects, after another writer published the checkpoint`, async () => {
+      const inner = new MemoryStore(`give-up-list-${format}`)
+      const store = new AfterPart0(inner)
+      // Data parts before part 0: the flush lists them before its inode write.
+      const f = await SegmentFile.create(store, { format, ...smallSettings, rollForwardAfterMs: 0 })
+      const first = pattern(0, 256 * 1024, 1)
+      const second = pattern(0, 256 * 1024, 2)
+      await f.write(0, first)
+      await f.flush()
+      await f.write(0, second)
+      store.after = async () => {
+        await openAndRollForward(inner)
+        store.cutList = () => f.abort(new Error('stop'))
+      }
+      await rejectsCode(
+        f.flush(),
+        'ERR_ABORTED',
+        /part 0 was stored, which is kept \(0000000002\.0\).*whether the checkpoint was published is unknown/,
+      )
+      await f.close()
+      assert.deepEqual(await partZeros(inner), ['0000000001.0', '0000000002.0'])
+      assert.deepEqual(await readPublished(inner), { cno: 2, bytes: second })
     })
 
     for (const call of ['flush', 'publish'] as const) {
