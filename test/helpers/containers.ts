@@ -112,8 +112,12 @@ export async function readPublished(store: ObjectStore): Promise<{ cno: number; 
 }
 
 /** Publishes `bytes` as the container's first checkpoint (the content a failing writer must leave). */
-export async function publishContent(store: ObjectStore, bytes: Uint8Array): Promise<void> {
-  const f = await SegmentFile.create(store)
+export async function publishContent(
+  store: ObjectStore,
+  bytes: Uint8Array,
+  settings?: Partial<Settings>,
+): Promise<void> {
+  const f = await SegmentFile.create(store, settings)
   await f.write(0, bytes)
   await f.flush()
   await f.close()

@@ -597,15 +597,7 @@ describe('the WAL when the file system fails', () => {
       unwatch(t)
       assert.deepEqual(replayedText(replayed), ['a'])
       assert.equal(generations[0]?.cutBytes, cut)
-      const at = events.indexOf(`truncate ${name}`)
-      assert.ok(at >= 0, `the open cuts ${name}: ${events.join(', ')}`)
-      const write = events.indexOf(`write ${name}`, at)
-      assert.ok(write > at, `the next record is written to ${name}: ${events.join(', ')}`)
-      const sync = events.indexOf(`fsync ${name}`, at)
-      assert.ok(
-        sync > at && sync < write,
-        `${name} is fsynced after the cut, before the next record is written: ${events.join(', ')}`,
-      )
+      assertCutSynced(events, name)
     }
   })
   it('what a failed write left is cut for good before the next record goes in at its place: the file is fsynced after the cut', async (t) => {
@@ -633,16 +625,7 @@ describe('the WAL when the file system fails', () => {
     await log.appendTruncate(1)
     await log.close()
     unwatch(t)
-    const after = events.slice(failed)
-    const cut = after.indexOf(`truncate ${name}`)
-    assert.ok(cut >= 0, `the failed record is cut from ${name}: ${after.join(', ')}`)
-    const write = after.indexOf(`write ${name}`, cut)
-    const sync = after.indexOf(`fsync ${name}`, cut)
-    assert.ok(write > cut, `the next record is written to ${name}: ${after.join(', ')}`)
-    assert.ok(
-      sync > cut && sync < write,
-      `${name} is fsynced after the cut, before the next record is written: ${after.join(', ')}`,
-    )
+    assertCutSynced(events.slice(failed), name)
   })
 
   it('an older file the open cuts, the newest torn in its header, is cut for good before records go in at its place: the file is fsynced after the cut', async (t) => {
@@ -667,15 +650,7 @@ describe('the WAL when the file system fails', () => {
     assert.deepEqual(replayedText(replayed), ['a'])
     assert.equal(generations[0]?.cutBytes, 10)
     assert.deepEqual(dropped?.paths, [join(dir, walFileName(2))])
-    const at = events.indexOf(`truncate ${name}`)
-    assert.ok(at >= 0, `the open cuts ${name}: ${events.join(', ')}`)
-    const write = events.indexOf(`write ${name}`, at)
-    assert.ok(write > at, `the next record is written to ${name}: ${events.join(', ')}`)
-    const sync = events.indexOf(`fsync ${name}`, at)
-    assert.ok(
-      sync > at && sync < write,
-      `${name} is fsynced after the cut, before the next record is written: ${events.join(', ')}`,
-    )
+    assertCutSynced(events, name)
   })
 
   it("sync 'always': the records whose fsync failed are cut for good: the file is fsynced after the cut", async (t) => {
@@ -749,3 +724,16 @@ describe('the WAL when the file system fails', () => {
     }
   })
 })
+
+/** In `events` (watchFolderIO's), `name` is cut, then fsynced before the next record is written to it. */
+function assertCutSynced(events: readonly string[], name: string): void {
+  const at = events.indexOf(`truncate ${name}`)
+  assert.ok(at >= 0, `${name} is cut: ${events.join(', ')}`)
+  const write = events.indexOf(`write ${name}`, at)
+  assert.ok(write > at, `the next record is written to ${name}: ${events.join(', ')}`)
+  const sync = events.indexOf(`fsync ${name}`, at)
+  assert.ok(
+    sync > at && sync < write,
+    `${name} is fsynced after the cut, before the next record is written: ${events.join(', ')}`,
+  )
+}

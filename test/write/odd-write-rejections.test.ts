@@ -16,7 +16,7 @@ import { SegmentFile } from '../../lib/segment-file.js'
 import type { Settings } from '../../lib/settings.js'
 import type { BlockSource } from '../../lib/state/dirty-tier.js'
 import { MemoryStore } from '../../lib/store/memory.js'
-import { readAll } from '../helpers/containers.js'
+import { publishContent, readAll } from '../helpers/containers.js'
 import { pattern } from '../helpers/pattern.js'
 import { smallSettings } from '../helpers/small-settings.js'
 import { type CallInfo, type StoreOp, WrappedStore } from '../helpers/wrapped-store.js'
@@ -136,10 +136,7 @@ const cases: Case[] = [
 async function opened(settings: Partial<Settings>, thrown: unknown) {
   const base = new MemoryStore()
   const ref = pattern(0, SIZE, 1)
-  const first = await SegmentFile.create(base, settings)
-  await first.write(0, ref)
-  await first.flush()
-  await first.close()
+  await publishContent(base, ref, settings)
   const store = new OddStore(base)
   store.thrown = thrown
   return { base, store, ref, f: await SegmentFile.open(store, settings) }
