@@ -780,7 +780,7 @@ function keptPart0(core: FileState, part0: ObjectPlan, err: unknown): StreamSegm
   const kept = `checkpoint ${cno}'s part 0 (${part0.key}) is kept: its upload started so long ago that a writer opening the container may have published it already (roll-forward), or may publish it after rollForwardAfterMs`
   if (core.signal.aborted) {
     const unknown = StreamSegmentError.aborted(
-      `${core.store.url}: checkpoint ${cno}: aborted after its part 0 was stored, which is kept (${part0.key}): its upload started so long ago that a writer opening the container may have published it already (roll-forward), or may publish it after rollForwardAfterMs: whether the checkpoint was published is unknown`,
+      `${core.store.url}: checkpoint ${cno}: aborted after its part 0 was stored; ${kept}: whether the checkpoint was published is unknown`,
       core.signal.reason,
     )
     unknownOutcomes.add(unknown)

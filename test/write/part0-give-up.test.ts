@@ -102,7 +102,7 @@ describe('a part 0 given up after another writer may have rolled it forward is k
       await rejectsCode(
         f.flush(),
         'ERR_ABORTED',
-        /part 0 was stored, which is kept \(0000000002\.0\).*whether the checkpoint was published is unknown/,
+        /part 0 was stored; checkpoint 2's part 0 \(0000000002\.0\) is kept: .*whether the checkpoint was published is unknown/,
       )
       await f.close()
       assert.deepEqual(await partZeros(inner), ['0000000001.0', '0000000002.0'])
@@ -124,7 +124,7 @@ describe('a part 0 given up after another writer may have rolled it forward is k
         await rejectsCode(
           call === 'flush' ? f.flush() : f.publish(),
           'ERR_ABORTED',
-          /part 0 was stored, which is kept \(0000000002\.0\).*whether the checkpoint was published is unknown/,
+          /part 0 was stored; checkpoint 2's part 0 \(0000000002\.0\) is kept: .*whether the checkpoint was published is unknown/,
         )
         await f.close()
         assert.deepEqual(await partZeros(inner), ['0000000001.0', '0000000002.0'])
