@@ -123,6 +123,22 @@ export async function publishContent(
   await f.close()
 }
 
+/**
+ * A writer opened through `wrap(base)` (a test store over `base`) on a container whose first
+ * checkpoint holds the model `ref` (`size` bytes of pattern 1), published straight to `base`.
+ */
+export async function openedOver<S extends ObjectStore>(
+  settings: Partial<Settings>,
+  size: number,
+  wrap: (base: MemoryStore) => S,
+): Promise<{ base: MemoryStore; store: S; ref: Buffer; f: SegmentFile }> {
+  const base = new MemoryStore()
+  const ref = pattern(0, size, 1)
+  await publishContent(base, ref, settings)
+  const store = wrap(base)
+  return { base, store, ref, f: await SegmentFile.open(store, settings) }
+}
+
 /** How many multipart uploads the store holds open. */
 export async function openUploadCount(store: ObjectStore): Promise<number> {
   let n = 0

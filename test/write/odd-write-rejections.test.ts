@@ -12,11 +12,10 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { StreamSegmentError } from '../../lib/errors.js'
-import { SegmentFile } from '../../lib/segment-file.js'
+import type { SegmentFile } from '../../lib/segment-file.js'
 import type { Settings } from '../../lib/settings.js'
 import type { BlockSource } from '../../lib/state/dirty-tier.js'
-import { MemoryStore } from '../../lib/store/memory.js'
-import { publishContent, readAll } from '../helpers/containers.js'
+import { openedOver, readAll } from '../helpers/containers.js'
 import { pattern } from '../helpers/pattern.js'
 import { smallSettings } from '../helpers/small-settings.js'
 import { type CallInfo, type StoreOp, WrappedStore } from '../helpers/wrapped-store.js'
@@ -133,13 +132,8 @@ const cases: Case[] = [
 ]
 
 /** A writer on `store` (failing as it is told) over a container holding the model (`ref`, SIZE bytes). */
-async function opened(settings: Partial<Settings>, thrown: unknown) {
-  const base = new MemoryStore()
-  const ref = pattern(0, SIZE, 1)
-  await publishContent(base, ref, settings)
-  const store = new OddStore(base)
-  store.thrown = thrown
-  return { base, store, ref, f: await SegmentFile.open(store, settings) }
+function opened(settings: Partial<Settings>, thrown: unknown) {
+  return openedOver(settings, SIZE, (base) => Object.assign(new OddStore(base), { thrown }))
 }
 
 describe('write calls whose store rejects with no Error', () => {
