@@ -852,7 +852,7 @@ async function checkOwnObjects(core: FileState, part0: ObjectPlan): Promise<void
  */
 async function giveUpPart0(core: FileState, part0: ObjectPlan, unpublishable = false): Promise<boolean> {
   part0.unplace()
-  return await dropPart0(core, part0Ref(part0), false, unpublishable)
+  return (await dropPart0(core, part0Ref(part0), false, unpublishable)) === 'kept'
 }
 
 /**
@@ -920,12 +920,20 @@ function leavePart0(core: FileState, plan: ObjectPlan): void {
  * Deletes the part 0s that failed uploads may have left (FileState.leftPart0s): called by
  * a rollback and a close, which give up the changes those checkpoints held, so that no
  * writer opening the container rolls them forward. Best effort, as dropPart0; one still on
- * its way to the store when this looks is not found, and stays.
+ * its way to the store when this looks is not found, and stays. One whose delete failed
+ * stays in the list, for the next rollback or the close to try again.
  */
 export async function dropLeftPart0s(core: FileState): Promise<void> {
   const left = core.leftPart0s.splice(0)
-  for (const ref of left) await dropPart0(core, ref, true)
+  for (const ref of left) if ((await dropPart0(core, ref, true)) === 'failed') core.leftPart0s.push(ref)
 }
+
+/**
+ * How dropPart0 ended: 'kept' for its age (it may be published, or be published later),
+ * 'done' (deleted, not found, or another writer's), or 'failed' (the store failed the
+ * look or the delete, or did not answer in time: it may be there still).
+ */
+type Part0Drop = 'kept' | 'done' | 'failed'
 
 /**
  * Deletes the part 0 of a checkpoint whose inode write was never sent: aborted before it,
@@ -934,9 +942,9 @@ export async function dropLeftPart0s(core: FileState): Promise<void> {
  * whose upload started too long ago to tell it was not published so). `mayBeOthers`:
  * its upload failed or was cut before it answered, so the key may hold another writer's
  * part 0 under the same number (segment objects are create-only: ours may never have been
- * written): it is deleted only when the inode in its header is ours. Resolves to true when
- * it was left for being that old (it may be published, or be published later).
- * `unpublishable`: objects it points into are gone, so that no roll-forward publishes it
+ * written): it is deleted only when the inode in its header is ours. Resolves to 'kept' when
+ * it was left for being that old (it may be published, or be published later), to
+ * 'failed' when the store failed (Part0Drop). `unpublishable`: objects it points into are gone, so that no roll-forward publishes it
  * (checkOwnObjects): deleted whatever its age.
  */
 async function dropPart0(
@@ -944,7 +952,7 @@ async function dropPart0(
   part0: Part0Ref,
   mayBeOthers: boolean,
   unpublishable = false,
-): Promise<boolean> {
+): Promise<Part0Drop> {
   const { cno, part, inode } = part0
   // A writer opening the container publishes a complete part 0 built on the inode it finds
   // once it is rollForwardAfterMs old by the store's clock, dated when it was written, which
@@ -961,21 +969,23 @@ async function dropPart0(
       Math.round(performance.now() - part0.sentMs),
       core.settings.rollForwardAfterMs,
     )
-    return true
+    return 'kept'
   }
   const signal = AbortSignal.timeout(PART0_DROP_MS)
   try {
     if (mayBeOthers) {
       // ERR_NOT_FOUND when it never landed: nothing to delete.
       const { header } = await readObjectHeader(core.store, cno, part, { format: core.format, signal })
-      if (inode === undefined || !sameInode(header.inode, inode)) return false
+      if (inode === undefined || !sameInode(header.inode, inode)) return 'done'
     }
     await deleteSegments(core.store, [part0.key], signal)
     log('%s: deleted, its checkpoint not published', part0.key)
+    return 'done'
   } catch (err) {
+    if (mayBeOthers && StreamSegmentError.is(err, 'ERR_NOT_FOUND')) return 'done' // never landed
     log('%s: not deleted (its checkpoint not published): %s', part0.key, (err as Error)?.message ?? err)
+    return 'failed'
   }
-  return false
 }
 
 /**

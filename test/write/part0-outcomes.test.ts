@@ -196,6 +196,24 @@ describe('a part 0 whose checkpoint was not published is never rolled forward', 
       }
     }
 
+    it(`${format}: part 0 landed past its deadline, the rollback's delete of it fails: the close deletes it`, async () => {
+      const inner = new MemoryStore(`late-part0-delete-fails-${format}`)
+      const store = new FailingStore(inner)
+      const f = await SegmentFile.create(store, { format })
+      await f.write(0, FIRST)
+      await f.flush()
+      await f.write(0, SECOND)
+      store.addRule({ ops: ['put'], key: /\.0$/, nth: 1, mode: 'late' })
+      store.addRule({ ops: ['delete'], key: /\.0$/, nth: 1, mode: 'error' })
+      await rejectsCode(f.flush(), 'ERR_TIMEOUT', /past|deadline/)
+      await f.rollback()
+      assert.equal(store.count('delete', 'failed'), 1)
+      assert.deepEqual(await partZeros(inner), ['0000000001.0', '0000000002.0'], 'left by the failed delete')
+      await f.close()
+      assert.deepEqual(await partZeros(inner), ['0000000001.0'], 'deleted by the close')
+      assert.deepEqual(await afterRollForward(inner), { cno: 1, bytes: FIRST })
+    })
+
     for (const end of ['rollback', 'close'] as const) {
       it(`${format}: part 0 landed past its deadline and may be old enough to roll forward: another writer publishes it, and the ${end} leaves it`, async () => {
         const inner = new MemoryStore(`late-part0-rolled-${end}-${format}`)
