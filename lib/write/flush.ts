@@ -942,10 +942,10 @@ type Part0Drop = 'kept' | 'done' | 'failed'
  * whose upload started too long ago to tell it was not published so). `mayBeOthers`:
  * its upload failed or was cut before it answered, so the key may hold another writer's
  * part 0 under the same number (segment objects are create-only: ours may never have been
- * written): it is deleted only when the inode in its header is ours. Resolves to 'kept' when
- * it was left for being that old (it may be published, or be published later), to
- * 'failed' when the store failed (Part0Drop). `unpublishable`: objects it points into are gone, so that no roll-forward publishes it
- * (checkOwnObjects): deleted whatever its age.
+ * written): it is deleted only when the inode in its header is ours. Resolves to 'kept'
+ * when it was left for being that old (it may be published, or be published later), to
+ * 'failed' when the store failed (Part0Drop). `unpublishable`: objects it points into are
+ * gone, so that no roll-forward publishes it (checkOwnObjects): deleted whatever its age.
  */
 async function dropPart0(
   core: FileState,
