@@ -10,7 +10,9 @@
  *   a temporary file is named after its writer's process, so one whose writer is gone
  *   goes at once, one whose writer cannot be checked once it is an hour old.
  *   `gc` and `removeContainer` sweep too. A write that fails (a full disk: ENOSPC)
- *   removes its temporary file and leaves the key as it was.
+ *   removes its temporary file and leaves the key as it was. A delete fsyncs the folder of
+ *   each key it removed before it answers (once per folder): a crash cannot bring back a
+ *   key whose delete answered.
  * - Every object has a sidecar `.ss-meta/<inode number>` holding its metadata and its
  *   ETag: 128 random bits drawn for each write. The sidecar is written and fsynced
  *   before the object becomes visible, so whoever sees the object sees its sidecar; a
@@ -396,29 +398,47 @@ export class DirectoryStore implements ObjectStore {
   async delete(keys: string | readonly string[], options?: RequestOptions): Promise<void> {
     const list = typeof keys === 'string' ? [keys] : keys
     for (const key of list) checkKey(key)
-    for (const key of list) {
-      throwIfAborted(options?.signal, `delete ${key}`)
-      try {
-        await this.checkFolders(key, `delete ${key}`)
-        const path = this.pathOf(key)
-        const st = await fs.lstat(path).catch((err) => {
-          if (isMissing(err)) return undefined
-          throw err
-        })
-        if (!st?.isFile()) continue
-        const lock = await this.lockKey(key).catch((err) => {
-          if (!isCode(err, 'ENOSPC') && !isCode(err, 'EDQUOT')) throw err
-          log('%s: delete %s without its lock: %s', this.url, key, (err as Error).message)
-          return undefined
-        })
+    // The folders keys were removed from (each with the first such key, for messages), each
+    // fsynced once as the call ends, a failed one too: an unlink is durable only then, and a
+    // crash before it brings the key back (a part 0 a rollback deleted, then published).
+    const removed = new Map<string, string>()
+    try {
+      for (const key of list) {
+        throwIfAborted(options?.signal, `delete ${key}`)
         try {
-          await unlinkWithSidecar(this.root, path)
-        } finally {
-          await lock?.release()
+          await this.checkFolders(key, `delete ${key}`)
+          const path = this.pathOf(key)
+          const st = await fs.lstat(path).catch((err) => {
+            if (isMissing(err)) return undefined
+            throw err
+          })
+          if (!st?.isFile()) continue
+          const lock = await this.lockKey(key).catch((err) => {
+            if (!isCode(err, 'ENOSPC') && !isCode(err, 'EDQUOT')) throw err
+            log('%s: delete %s without its lock: %s', this.url, key, (err as Error).message)
+            return undefined
+          })
+          try {
+            if (!removed.has(dirname(path))) removed.set(dirname(path), key)
+            await unlinkWithSidecar(this.root, path)
+          } finally {
+            await lock?.release()
+          }
+        } catch (err) {
+          throw this.mapError(err, `delete ${key}`)
         }
-      } catch (err) {
-        throw this.mapError(err, `delete ${key}`)
       }
+    } catch (err) {
+      await this.syncRemovals(removed).catch(() => {}) // the first failure is the one to report
+      throw err
+    }
+    await this.syncRemovals(removed)
+  }
+
+  /** Fsyncs each folder `delete` removed keys from; a failure names the first key removed there. */
+  private async syncRemovals(removed: ReadonlyMap<string, string>): Promise<void> {
+    for (const [folder, key] of removed) {
+      await syncDir(folder).catch((err) => Promise.reject(this.mapError(err, `delete ${key}`)))
     }
   }
 
