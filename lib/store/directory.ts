@@ -4,7 +4,9 @@
  * What it guarantees, across processes on one machine:
  * - An object file holds exactly the object's bytes. Every write goes to a temporary
  *   file in `.ss-tmp/`, is fsynced, then linked (create-only: `link` fails if the key
- *   exists, atomically) or renamed (replace) into place, and the directory is fsynced.
+ *   exists, atomically) or renamed (replace) into place, and the directory is fsynced;
+ *   so is the parent of each folder a write makes (the root, the store's own folders, a
+ *   key's folders), before the write answers.
  *   A crash leaves the old object or the new one, never a torn one; leftovers in
  *   `.ss-tmp/` are garbage, swept by the store's first write in each process (`sweep`):
  *   a temporary file is named after its writer's process, so one whose writer is gone
@@ -729,9 +731,10 @@ export class DirectoryStore implements ObjectStore {
    */
   private init(): Promise<void> {
     this.ready ??= (async () => {
+      const made: string[] = []
       for (const d of [TMP, META, LOCKS, UPLOADS]) {
         const dir = join(this.root, d)
-        await mkdirs(dir)
+        made.push(...(await mkdirs(dir)))
         // Followed, it would have temporary files, sidecars, locks and uploads made, and
         // leftovers swept, outside the store.
         if ((await fs.lstat(dir)).isSymbolicLink()) {
@@ -739,6 +742,17 @@ export class DirectoryStore implements ObjectStore {
             `${this.url}: the store's folder ${dir} is a symbolic link; the store keeps its own files below its root`,
           )
         }
+      }
+      // A folder made is durable once its parent is fsynced: else a crash takes it back, and
+      // what was written in it with it (the sidecars in `.ss-meta`, a new root's objects).
+      // A folder above the root that this process may not read cannot be opened to fsync:
+      // passed over, as the store asks no more of the folders above it than to pass through.
+      const root = dirname(join(this.root, TMP)) // as the folders' names give it: normalized
+      for (const parent of new Set(made.map((f) => dirname(f)))) {
+        await syncDir(parent).catch((err) => {
+          if (parent === root || !(isCode(err, 'EACCES') || isCode(err, 'EPERM'))) throw err
+          log('%s: %s cannot be fsynced (%s)', this.url, parent, (err as Error).message)
+        })
       }
       sweep(this.root, false, () => this.now()).catch((err) =>
         log('%s: sweeping leftovers: %s', this.url, (err as Error).message),
@@ -767,12 +781,7 @@ export class DirectoryStore implements ObjectStore {
    * Returns whether every folder is there.
    */
   private async checkFolders(key: string, what: string): Promise<boolean> {
-    const folders: string[] = []
-    let dir = this.root
-    for (const seg of key.split('/').slice(0, -1)) {
-      dir = join(dir, `${escapeSegment(seg)}%2F`) // as pathOf names it
-      folders.push(dir)
-    }
+    const folders = this.foldersOf(key)
     const found = await Promise.all(
       folders.map((f) =>
         fs.lstat(f).catch((err) => {
@@ -788,6 +797,17 @@ export class DirectoryStore implements ObjectStore {
       )
     }
     return found.every((st) => st?.isDirectory())
+  }
+
+  /** The folders of `key`'s path below the root, outermost first (as pathOf names them). */
+  private foldersOf(key: string): string[] {
+    const folders: string[] = []
+    let dir = this.root
+    for (const seg of key.split('/').slice(0, -1)) {
+      dir = join(dir, `${escapeSegment(seg)}%2F`)
+      folders.push(dir)
+    }
+    return folders
   }
 
   private sidecarPath(ino: number): string {
@@ -810,6 +830,9 @@ export class DirectoryStore implements ObjectStore {
       const path = this.pathOf(key)
       if (!(await this.checkFolders(key, `put ${key}`))) {
         await mkdirs(dirname(path))
+        // Each folder fsynced into its parent, whoever made it (a put beside this one may not
+        // have fsynced yet): else a crash takes the folder back, and the object in it.
+        for (const folder of this.foldersOf(key)) await syncDir(dirname(folder))
         await this.checkFolders(key, `put ${key}`) // one may have been made meanwhile, as a symlink
       }
       return { etag: await commit(tmp, path) }

@@ -151,22 +151,25 @@ async function vectored(
  * `mkdir -p`, keeping the file system's error: a recursive fs.mkdir reports ENOENT when
  * the disk is full or read-only, and retries without end when a folder cannot be made
  * though its parent exists (ENOENT from /proc, say). Here each folder is made at most
- * twice (before and after its parents), and the last failure is thrown.
+ * twice (before and after its parents), and the last failure is thrown. Returns the
+ * folders it made, outermost first (a caller that needs them durable fsyncs their parents).
  */
-export async function mkdirs(dir: string): Promise<void> {
+export async function mkdirs(dir: string): Promise<string[]> {
   try {
     await fs.mkdir(dir)
-    return
+    return [dir]
   } catch (err) {
-    if (isCode(err, 'EEXIST')) return
+    if (isCode(err, 'EEXIST')) return []
     if (!isCode(err, 'ENOENT') || dirname(dir) === dir) throw err
   }
-  await mkdirs(dirname(dir))
+  const made = await mkdirs(dirname(dir))
   try {
     await fs.mkdir(dir)
+    made.push(dir)
   } catch (err) {
     if (!isCode(err, 'EEXIST')) throw err
   }
+  return made
 }
 
 /** Makes a folder's entries (files made, renamed or removed in it) durable. */

@@ -4,14 +4,17 @@
  * made in it) survives a machine crash only once that folder is fsynced: until then the
  * kernel may lose it (ext4 commits its journal every few seconds). So a delete fsyncs the
  * folder of every key it removed (once per folder) before it answers: else a crash brings
- * the key back, and a part 0 a rollback deleted is published by the next writer.
+ * the key back, and a part 0 a rollback deleted is published by the next writer. And every
+ * folder the store makes (its root, its own folders, a nested key's folders) is fsynced
+ * into its parent before the write that needed it answers: else the crash takes the folder
+ * back, and with it the object written in it.
  */
 import assert from 'node:assert/strict'
 import { promises as fsp } from 'node:fs'
-import { mkdtemp, rm } from 'node:fs/promises'
+import { mkdir, mkdtemp, rm } from 'node:fs/promises'
 import { syncBuiltinESMExports } from 'node:module'
 import { tmpdir } from 'node:os'
-import { join, relative } from 'node:path'
+import { dirname, join, relative } from 'node:path'
 import { after, before, describe, it, type TestContext } from 'node:test'
 import { DirectoryStore } from '../../lib/store/directory.js'
 
@@ -113,5 +116,59 @@ describe('directory store: what is durable when a call answers', () => {
       eventsAfter(events, 'unlink a').includes('fsync .'),
       `the root is not fsynced after the unlink: ${events}`,
     )
+  })
+
+  it('every folder a put makes (the root, the store’s own, a key’s) is fsynced into its parent before it answers', async (t) => {
+    const top = join(dir, 'fresh')
+    await mkdir(top)
+    const store = new DirectoryStore(join(top, 'new', 'root'))
+    const events = watchFolders(t, top)
+    try {
+      await store.put('x/y/z', Buffer.from('z'))
+    } finally {
+      unwatch(t)
+    }
+    assert.deepEqual((await store.get('x/y/z')).toString(), 'z')
+    const made = events.filter((e) => e.startsWith('mkdir ')).map((e) => e.slice('mkdir '.length))
+    for (const folder of ['new', 'new/root', 'new/root/.ss-meta', 'new/root/x%2F', 'new/root/x%2F/y%2F']) {
+      assert.ok(made.includes(folder), `${folder} was not made: ${events}`)
+    }
+    for (const folder of made) {
+      if (folder.startsWith('new/root/.ss-tmp/')) continue // a temporary folder: nothing durable is in it
+      const parent = dirname(folder)
+      assert.ok(
+        eventsAfter(events, `mkdir ${folder}`).includes(`fsync ${parent}`),
+        `${parent} is not fsynced after ${folder} was made in it: ${events}`,
+      )
+    }
+  })
+
+  it('a folder above the root it may not read is not fsynced, and the put goes on; the root itself must be', async (t) => {
+    const top = join(dir, 'unreadable')
+    await mkdir(top)
+    const refuse = (path: string) => {
+      const { open } = fsp
+      t.mock.method(fsp, 'open', (...args: Parameters<typeof fsp.open>) =>
+        String(args[0]) === path
+          ? Promise.reject(Object.assign(new Error(`EACCES: open ${path}`), { code: 'EACCES', syscall: 'open', path }))
+          : open(...args),
+      )
+      syncBuiltinESMExports()
+    }
+    refuse(top)
+    try {
+      await new DirectoryStore(join(top, 'root')).put('k', Buffer.from('k'))
+    } finally {
+      unwatch(t)
+    }
+    refuse(join(top, 'other'))
+    try {
+      await assert.rejects(new DirectoryStore(join(top, 'other')).put('k', Buffer.from('k')), {
+        code: 'ERR_AUTH',
+        message: /put k failed: permission denied \(EACCES\): open .*other$/,
+      })
+    } finally {
+      unwatch(t)
+    }
   })
 })
