@@ -697,6 +697,9 @@ export class DirectoryStore implements ObjectStore {
 
   async *listMultipart(prefix = '', options?: RequestOptions): AsyncIterable<MultipartUpload> {
     checkListArguments('listMultipart', prefix)
+    // Heeded before the folder is read, not only between uploads: with none open, a fired
+    // signal would pass for an answer that there are none.
+    throwIfAborted(options?.signal, `list multipart ${prefix}`)
     const dir = join(this.root, UPLOADS)
     const open: MultipartUpload[] = []
     try {

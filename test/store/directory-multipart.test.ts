@@ -117,4 +117,20 @@ describe('directory store: multipart uploads that fail partway', () => {
     assert.equal(await store.head('k'), undefined)
     assert.deepEqual(await fs.readdir(join(root, '.ss-tmp')), [])
   })
+
+  it('listMultipart with a signal already fired is ERR_ABORTED, with no upload open as with one', async () => {
+    const store = new DirectoryStore(join(dir, 'list-stopped'))
+    const stop = new AbortController()
+    stop.abort(new Error('stop'))
+    const list = async () => {
+      for await (const _ of store.listMultipart('', { signal: stop.signal })) {
+        // nothing: the listing must fail before it yields
+      }
+    }
+    await assert.rejects(list(), (err) => StreamSegmentError.is(err, 'ERR_ABORTED'), 'a store never written')
+    await store.put('other', Buffer.from('x'))
+    await assert.rejects(list(), (err) => StreamSegmentError.is(err, 'ERR_ABORTED'), 'no upload open')
+    await store.createMultipart('k')
+    await assert.rejects(list(), (err) => StreamSegmentError.is(err, 'ERR_ABORTED'), 'one upload open')
+  })
 })
