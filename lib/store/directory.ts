@@ -541,10 +541,13 @@ export class DirectoryStore implements ObjectStore {
   ): Promise<{ etag: string }> {
     const tmp = await this.writeTemp(fill, undefined, false)
     try {
-      const path = join(dir, String(partNumber))
-      await fs.rename(tmp.path, path)
+      // The ETag of this very file, taken before the rename (which changes no part of it):
+      // read at the part's path after, it is another file's once the same part, sent again,
+      // has been renamed over it meanwhile, and names bytes this call did not upload.
+      const etag = legacyEtag(await fs.stat(tmp.path))
+      await fs.rename(tmp.path, join(dir, String(partNumber)))
       tmp.published = true
-      return { etag: legacyEtag(await fs.stat(path)) }
+      return { etag }
     } finally {
       await this.dropTemp(tmp)
     }

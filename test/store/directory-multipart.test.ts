@@ -11,7 +11,9 @@
  * the race is tried again.
  */
 import assert from 'node:assert/strict'
+import { promises as fsp } from 'node:fs'
 import * as fs from 'node:fs/promises'
+import { syncBuiltinESMExports } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
@@ -132,5 +134,37 @@ describe('directory store: multipart uploads that fail partway', () => {
     await assert.rejects(list(), (err) => StreamSegmentError.is(err, 'ERR_ABORTED'), 'no upload open')
     await store.createMultipart('k')
     await assert.rejects(list(), (err) => StreamSegmentError.is(err, 'ERR_ABORTED'), 'one upload open')
+  })
+
+  it('a part sent twice at once: each answer names the bytes it uploaded, whichever rename lands last', async (t) => {
+    const store = new DirectoryStore(join(dir, 'part-twice'))
+    const id = await store.createMultipart('k')
+    const partPath = join(dir, 'part-twice', '.ss-multipart', id, '1')
+    // The first send is held once its file is renamed into place, until the second is answered.
+    let second: Promise<{ etag: string }> | undefined
+    const { rename } = fsp
+    t.mock.method(fsp, 'rename', async (...args: Parameters<typeof fsp.rename>) => {
+      await rename(...args)
+      if (String(args[1]) === partPath && second === undefined) {
+        second = store.uploadPart('k', id, 1, Buffer.from('second'))
+        await second
+      }
+    })
+    syncBuiltinESMExports() // the store takes fs from node:fs/promises
+    let first: { etag: string }
+    try {
+      first = await store.uploadPart('k', id, 1, Buffer.from('first'))
+    } finally {
+      t.mock.restoreAll()
+      syncBuiltinESMExports()
+    }
+    const last = await (second as Promise<{ etag: string }>)
+    assert.notEqual(first.etag, last.etag, 'the first send was answered with the ETag of the bytes of the second')
+    // The part holds the second's bytes: completing with the first's ETag is refused, not done with them.
+    await assert.rejects(store.completeMultipart('k', id, [{ partNumber: 1, etag: first.etag }]), (err) =>
+      StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT'),
+    )
+    await store.completeMultipart('k', id, [{ partNumber: 1, etag: last.etag }])
+    assert.equal(Buffer.from(await store.get('k')).toString(), 'second')
   })
 })
