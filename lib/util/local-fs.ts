@@ -172,6 +172,21 @@ export async function mkdirs(dir: string): Promise<string[]> {
   return made
 }
 
+/**
+ * `mkdirs`, then each folder it made fsynced into its parent: a folder made is there after
+ * a machine crash only once its parent is, and with it go the files written in it (a WAL's
+ * records, fsynced as they may be). A parent this process may not open (EACCES, EPERM: it
+ * may write a folder it cannot read) is passed over, `denied` told; other failures throw.
+ */
+export async function mkdirsDurable(dir: string, denied: (parent: string, err: Error) => void): Promise<void> {
+  for (const parent of new Set((await mkdirs(dir)).map((f) => dirname(f)))) {
+    await syncDir(parent).catch((err) => {
+      if (!isCode(err, 'EACCES') && !isCode(err, 'EPERM')) throw err
+      denied(parent, err as Error)
+    })
+  }
+}
+
 /** Makes a folder's entries (files made, renamed or removed in it) durable. */
 export async function syncDir(dir: string): Promise<void> {
   const fh = await fs.open(dir, 'r')

@@ -59,7 +59,7 @@ import { basename, join } from 'node:path'
 import debug from 'debug'
 import { StreamSegmentError } from '../errors.js'
 import { crc32 } from '../util/crc32.js'
-import { localFileError, mkdirs, syncDir, writeFully } from '../util/local-fs.js'
+import { localFileError, mkdirsDurable, syncDir, writeFully } from '../util/local-fs.js'
 import { describeValue } from '../util/typed-arrays.js'
 
 // The log's messages go with its file's (docs/logging.md).
@@ -555,7 +555,7 @@ export class WalLog {
     checkWalLogOptions(options)
     let at = dir
     try {
-      await mkdirs(dir)
+      await mkdirsDurable(dir, (parent, err) => log('WAL %s: %s cannot be fsynced (%s)', dir, parent, err.message))
       const { live: files, void: gone } = await liveGenerations(dir)
       for (const f of gone) {
         at = f.path
@@ -577,14 +577,14 @@ export class WalLog {
       const replayed = generations.map(({ header: _, ...g }) => g)
       if (last === undefined) {
         const gen = (files.at(-1)?.generation ?? 0) + 1
-        const log = await WalLog.#create(dir, gen, baseCno, seq, options)
-        return { log, generations: replayed, ...(dropped ? { dropped } : {}) }
+        const made = await WalLog.#create(dir, gen, baseCno, seq, options)
+        return { log: made, generations: replayed, ...(dropped ? { dropped } : {}) }
       }
       at = last.path
       const fh = await fs.open(last.path, 'r+')
       const size = last.header.bytes + last.bytes
-      const log = new WalLog(dir, fh, last.header, size, seq, options)
-      return { log, generations: replayed, ...(dropped ? { dropped } : {}) }
+      const kept = new WalLog(dir, fh, last.header, size, seq, options)
+      return { log: kept, generations: replayed, ...(dropped ? { dropped } : {}) }
     } catch (err) {
       throw fsError(err, at, 'opening the log')
     }

@@ -22,6 +22,7 @@
  */
 import { promises as fs } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
+import debug from 'debug'
 import { StreamSegmentError } from '../errors.js'
 import { checkOptionNames } from '../settings.js'
 import {
@@ -29,7 +30,7 @@ import {
   LOCK_STAGING_PREFIX,
   LOCK_STALE_MS,
   localFileError,
-  mkdirs,
+  mkdirsDurable,
   parseJson,
   readRegularText,
   stagingGone,
@@ -69,6 +70,8 @@ export interface WalReplay {
   generations: WalGeneration[]
   dropped?: WalDropped
 }
+
+const log = debug('stream-segment:file')
 
 const BINDING = 'container'
 /** The most a container's URL takes (a path or a key, and its scheme): a longer record is none, and is not read. */
@@ -125,10 +128,12 @@ export function checkWalOptions(o: WalOptions): void {
 /**
  * Makes the folder `dir` and its parents (mkdirs: fs.mkdir's recursive mode never ends
  * where the file system answers ENOENT with the parent there, as /proc does), failing
- * with EEXIST, as that mode does, when something other than a folder is there.
+ * with EEXIST, as that mode does, when something other than a folder is there. Each
+ * folder made is fsynced into its parent: else a machine crash may take it back, and the
+ * records fsynced in it with it.
  */
 async function makeFolder(dir: string): Promise<void> {
-  await mkdirs(dir)
+  await mkdirsDurable(dir, (parent, err) => log('WAL %s: %s cannot be fsynced (%s)', dir, parent, err.message))
   if (!(await fs.stat(dir)).isDirectory()) {
     throw Object.assign(new Error(`${dir}: not a folder`), { code: 'EEXIST', path: dir })
   }

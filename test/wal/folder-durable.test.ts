@@ -1,0 +1,94 @@
+/**
+ * A WAL folder the open makes is fsynced into its parent before the open resolves, and so
+ * is every folder made above it: a record fsynced into a folder whose own entry a machine
+ * crash can take back is not durable, whatever `sync` says. Seen as the calls made on the
+ * file system (fs.promises, watched).
+ */
+import assert from 'node:assert/strict'
+import { promises as fsp } from 'node:fs'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { syncBuiltinESMExports } from 'node:module'
+import { tmpdir } from 'node:os'
+import { join, relative } from 'node:path'
+import { after, before, describe, it, type TestContext } from 'node:test'
+import { SegmentFile } from '../../lib/segment-file.js'
+import { MemoryStore } from '../../lib/store/memory.js'
+import { WalLog } from '../../lib/wal/log.js'
+
+/** Records `mkdir P` and `fsync P` (a folder opened and fsynced), paths relative to `top`, in order. */
+function watchFolders(t: TestContext, top: string): string[] {
+  const events: string[] = []
+  const rel = (path: unknown) => relative(top, String(path)) || '.'
+  const { mkdir, open } = fsp
+  t.mock.method(fsp, 'mkdir', async (...args: Parameters<typeof fsp.mkdir>) => {
+    const made = await mkdir(...args)
+    events.push(`mkdir ${rel(args[0])}`)
+    return made
+  })
+  t.mock.method(fsp, 'open', async (...args: Parameters<typeof fsp.open>) => {
+    const fh = await open(...args)
+    if (!(await fh.stat()).isDirectory()) return fh
+    const sync = fh.sync.bind(fh)
+    Object.assign(fh, {
+      sync: async () => {
+        await sync()
+        events.push(`fsync ${rel(args[0])}`)
+      },
+    })
+    return fh
+  })
+  syncBuiltinESMExports() // the WAL takes fs from node:fs
+  t.after(() => {
+    t.mock.restoreAll()
+    syncBuiltinESMExports()
+  })
+  return events
+}
+
+/** That each folder in `made` was made, and its parent fsynced after it. */
+function assertMadeDurable(events: readonly string[], made: readonly string[]): void {
+  for (const folder of made) {
+    const at = events.indexOf(`mkdir ${folder}`)
+    assert.ok(at >= 0, `${folder} not made: ${JSON.stringify(events)}`)
+    const parent = folder.includes('/') ? folder.slice(0, folder.lastIndexOf('/')) : '.'
+    assert.ok(
+      events.indexOf(`fsync ${parent}`, at + 1) > at,
+      `${parent} is not fsynced after ${folder} was made in it: ${JSON.stringify(events)}`,
+    )
+  }
+}
+
+describe('a WAL folder made by the open is durable in its parent', () => {
+  let top = ''
+  before(async () => {
+    top = await mkdtemp(join(tmpdir(), 'ss-wal-durable-'))
+  })
+  after(async () => {
+    await rm(top, { recursive: true, force: true })
+  })
+
+  it('SegmentFile with wal.dir two folders below one that exists', async (t) => {
+    const events = watchFolders(t, top)
+    const f = await SegmentFile.create(new MemoryStore(), { wal: { dir: join(top, 'a/b') } })
+    assertMadeDurable(events, ['a', 'a/b'])
+    await f.close()
+  })
+
+  it('WalLog.open on a folder not there', async (t) => {
+    const events = watchFolders(t, top)
+    const opened = await WalLog.open(join(top, 'c/d'), 0, () => {})
+    assertMadeDurable(events, ['c', 'c/d'])
+    await opened.log.close()
+  })
+
+  it('a folder there already: nothing made, nothing more fsynced for it', async (t) => {
+    const events = watchFolders(t, top)
+    const f = await SegmentFile.create(new MemoryStore(), { wal: { dir: join(top, 'a/b') } })
+    assert.deepEqual(
+      events.filter((e) => e === 'mkdir a' || e === 'mkdir a/b'),
+      [],
+    )
+    assert.equal(events.includes('fsync a'), false, JSON.stringify(events))
+    await f.close()
+  })
+})
