@@ -21,8 +21,8 @@
  *   message lib-storage's words; a client of another copy of the SDK is sent through.
  * - 'httpUploadProgress' is emitted after each upload request completes (so at least once
  *   per object sent), the last one before the inode write (a Body with nothing to send
- *   gets its one event after the commit); `loaded` never decreases, never passes the
- *   bytes taken in, and is the Body's size in the last event.
+ *   gets its one event after the commit), none after an abort; `loaded` never decreases,
+ *   never passes the bytes taken in, and is the Body's size in the last event.
  */
 import { EventEmitter } from 'node:events'
 import { ReadStream, statSync } from 'node:fs'
@@ -790,6 +790,10 @@ export class Upload extends EventEmitter {
     // commit, one event only when no request came before (a Body with nothing to send).
     writer.on('progress', (p) => {
       if (writer.flushTiming !== undefined && reported) return
+      // Once aborted, requests already on their way still land: as lib-storage's uploaders
+      // (which check the signal after each part), none is reported. The event after a commit
+      // the abort could not stop is, when it is the one event.
+      if (signal.aborted && writer.flushTiming === undefined) return
       reported = true
       this.loaded = Math.max(this.loaded, Math.min(p.uploadedBytes, p.bytesWritten))
       // A stream of unknown size that fits in one part: lib-storage's PutObject event has its size.

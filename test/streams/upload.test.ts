@@ -21,6 +21,7 @@ import { MemoryStore } from '../../lib/store/memory.js'
 import type { StreamSegmentWriteStream } from '../../lib/streams/write-stream.js'
 import { foreignS3Client } from '../helpers/foreign-sdk.js'
 import { diagnosticsOf } from '../helpers/type-check.js'
+import { type CallInfo, WrappedStore } from '../helpers/wrapped-store.js'
 
 const MiB = 1024 * 1024
 const client = new S3Client({ region: 'us-east-1', credentials: { accessKeyId: 'a', secretAccessKey: 'b' } })
@@ -400,6 +401,45 @@ describe("Upload: 'httpUploadProgress' totals, as lib-storage's", () => {
       const ours = new Upload({ client, params: { Bucket: 'b', Key: 'k', Body: make() }, partSize })
       Object.defineProperty(ours, 'store', { value: new MemoryStore(`totals-${n++}`) })
       assert.equal(await totals(ours), theirs)
+    })
+  }
+})
+
+describe("Upload: no 'httpUploadProgress' after abort()", () => {
+  /** Upload requests whose answers are on their way: each lands 20 ms late, whatever the abort. */
+  class LateAnswers extends WrappedStore {
+    protected async around<T>(call: CallInfo, run: () => Promise<T>): Promise<T> {
+      const result = await run()
+      if (call.op === 'uploadPart' || call.op === 'put') await new Promise((r) => setTimeout(r, 20))
+      return result
+    }
+  }
+  for (const how of ['upload.abort()', 'abortController.abort()'] as const) {
+    it(`${how} at the first event: no later event, as lib-storage's uploaders stop notifying once aborted`, async () => {
+      const abortController = new AbortController()
+      const store = new MemoryStore()
+      // Three parts in flight at once; the abort comes as the first one's answer is taken.
+      const Body = Buffer.alloc(12 * MiB, 7)
+      const upload = new Upload({ client, params: { Bucket: 'b', Key: 'k', Body }, partSize: 5 * MiB, abortController })
+      Object.defineProperty(upload, 'store', { value: new LateAnswers(store) })
+      const events: Array<{ loaded?: number; aborted: boolean }> = []
+      upload.on('httpUploadProgress', (p) => {
+        events.push({ loaded: p.loaded, aborted: abortController.signal.aborted })
+        if (events.length === 1) {
+          if (how === 'upload.abort()') void upload.abort()
+          else abortController.abort()
+        }
+      })
+      await assert.rejects(upload.done(), { name: 'AbortError' })
+      assert.deepEqual(
+        events.filter((e) => e.aborted),
+        [],
+        'an event after the abort tells a progress bar of bytes that will never be published',
+      )
+      assert.equal(events.length, 1)
+      await assert.rejects(SegmentFile.open(store, { readOnly: true }), (err) =>
+        StreamSegmentError.is(err, 'ERR_NOT_FOUND'),
+      )
     })
   }
 })
