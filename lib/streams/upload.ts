@@ -383,10 +383,13 @@ function bodyLength(body: unknown): number | undefined {
     // What the stream reads: from `start` (0) to `end` inclusive (the file's end), so far as the file goes.
     const { start = 0, end = Number.POSITIVE_INFINITY, path } = body as ReadStream & { start?: number; end?: number }
     try {
-      return Math.max(0, Math.min(statSync(path).size, end + 1) - start)
+      const stat = statSync(path)
+      // Only a regular file's size is what it holds: a pipe's or a device's is 0 (/dev/stdin piped).
+      if (stat.isFile()) return Math.max(0, Math.min(stat.size, end + 1) - start)
     } catch {
-      return Number.isFinite(end) ? end + 1 - start : undefined
+      // Not to be found: the range alone says it.
     }
+    return Number.isFinite(end) ? end + 1 - start : undefined
   }
   return undefined
 }

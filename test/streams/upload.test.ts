@@ -5,8 +5,17 @@
  * for the benchmarks and the comparison test). The uploads themselves: upload-s3.test.ts.
  */
 import assert from 'node:assert/strict'
+import { execFileSync } from 'node:child_process'
 import { once } from 'node:events'
-import { createReadStream, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import {
+  createReadStream,
+  createWriteStream,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs'
 import { builtinModules } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -442,6 +451,42 @@ describe("Upload: no 'httpUploadProgress' after abort()", () => {
       )
     })
   }
+})
+
+describe("Upload: a file read stream of no regular file, its 'httpUploadProgress' total", () => {
+  /** Every event's [loaded, total], and the bytes published. */
+  async function events(Body: Readable): Promise<{ events: Array<[number?, number?]>; size: number }> {
+    const upload = new Upload({ client, params: { Bucket: 'b', Key: 'k', Body } })
+    Object.defineProperty(upload, 'store', { value: new MemoryStore() })
+    const seen: Array<[number?, number?]> = []
+    upload.on('httpUploadProgress', (p) => seen.push([p.loaded, p.total]))
+    const { size } = await upload.done()
+    return { events: seen, size }
+  }
+
+  it("a named pipe (a size of 0 to stat) has no total until it ends within a part, as lib-storage's PutObject says", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ss-upload-fifo-'))
+    try {
+      const fifo = join(dir, 'pipe')
+      execFileSync('mkfifo', [fifo])
+      const Body = createReadStream(fifo)
+      const done = events(Body)
+      createWriteStream(fifo).end(Buffer.alloc(3000, 1))
+      const { events: seen, size } = await done
+      assert.equal(size, 3000)
+      // lib-storage's one PutObject reports the bytes it sent as the total.
+      assert.deepEqual(seen.at(-1), [3000, 3000])
+      for (const [loaded = 0, total] of seen) assert.ok(total === undefined || loaded <= total, `${loaded} of ${total}`)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  it("a device read to an end (/dev/zero, end 999) totals the range it reads, as lib-storage's start and end do", async () => {
+    const { events: seen, size } = await events(createReadStream('/dev/zero', { start: 0, end: 999 }))
+    assert.equal(size, 1000)
+    assert.deepEqual(seen.at(-1), [1000, 1000])
+  })
 })
 
 describe('Upload: options set to null, as lib-storage takes them', () => {
