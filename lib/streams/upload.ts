@@ -400,19 +400,58 @@ const wrapped = new WeakMap<object, unknown>()
 const ended = new WeakSet<object>()
 
 /**
- * The signal the upload listens to while `done()` runs: the controller's own, or for the
- * polyfill (no addEventListener) one its `onabort` aborts, as lib-storage listens through
- * `onabort`, calling the handler it had too. `release()` lets the polyfill go: a handler
- * no other wraps since is put back at once, one wrapped by another upload's once that one
- * lets go. A controller shared by many uploads (a server's shutdown) would otherwise hold
- * a handler, and the upload's controller, per upload it ever served.
+ * The uploads listening to one AbortSignal, and the one 'abort' listener they share on it:
+ * a controller shared by many uploads at once (a server's shutdown) would otherwise hold a
+ * listener per upload, and Node warns of a leak past 10 ("Possible EventTarget memory leak").
+ */
+const listening = new WeakMap<AbortSignal, { uploads: Set<AbortController>; onAbort: () => void }>()
+
+/** An AbortSignal's abort heard through the one listener the uploads share on it (`listening`). */
+function sharedListener(signal: AbortSignal): { signal: AbortSignal; release: () => void } {
+  const own = new AbortController()
+  if (signal.aborted) {
+    own.abort(signal.reason)
+    return { signal: own.signal, release: () => {} }
+  }
+  let entry = listening.get(signal)
+  if (entry === undefined) {
+    const uploads = new Set<AbortController>()
+    const onAbort = () => {
+      listening.delete(signal)
+      // A copy: an upload's own listeners may release it as it aborts.
+      for (const upload of [...uploads]) upload.abort(signal.reason)
+    }
+    entry = { uploads, onAbort }
+    listening.set(signal, entry)
+    signal.addEventListener('abort', onAbort, { once: true })
+  }
+  const { uploads, onAbort } = entry
+  uploads.add(own)
+  const release = () => {
+    uploads.delete(own)
+    if (uploads.size === 0 && listening.get(signal)?.uploads === uploads) {
+      listening.delete(signal)
+      signal.removeEventListener('abort', onAbort)
+    }
+  }
+  return { signal: own.signal, release }
+}
+
+/**
+ * The signal the upload listens to while `done()` runs: one the controller's signal aborts
+ * (through the listener the uploads share on it), or for the polyfill (no addEventListener)
+ * one its `onabort` aborts, as lib-storage listens through `onabort`, calling the handler it
+ * had too. `release()` lets the polyfill go: a handler no other wraps since is put back at
+ * once, one wrapped by another upload's once that one lets go. A controller shared by many
+ * uploads (a server's shutdown) would otherwise hold a handler, and the upload's controller,
+ * per upload it ever served.
  */
 function signalOf(controller: AbortController | LibStorageAbortController): {
   signal: AbortSignal
   release: () => void
 } {
   const signal = controller.signal
-  if (isSignal(signal)) return { signal, release: () => {} }
+  if (isSignal(signal)) return sharedListener(signal)
   const own = new AbortController()
   const before = signal.onabort
   const onabort = function (this: unknown, ...args: unknown[]) {

@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
-import { once } from 'node:events'
+import { getEventListeners, once } from 'node:events'
 import {
   createReadStream,
   createWriteStream,
@@ -344,6 +344,52 @@ describe('Upload: abortController, as lib-storage takes it', () => {
         new Upload({ client, params: { Bucket: 'b', Key: 'k', Body: 'x' }, abortController: { signal: {} } as never }),
       (err) => StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT') && /abortController/.test(err.message),
     )
+  })
+
+  it('one AbortController shared by 12 uploads at once: one listener on its signal, no leak warning, every upload aborted', async () => {
+    const controller = new AbortController()
+    const warnings: string[] = []
+    const onWarning = (w: Error) => warnings.push(`${w.name}: ${w.message}`)
+    process.on('warning', onWarning)
+    try {
+      const uploads = Array.from({ length: 12 }, () => {
+        let start = () => {}
+        const started = new Promise<void>((r) => (start = r))
+        const Body = Readable.from(
+          (async function* () {
+            yield Buffer.alloc(1000, 1)
+            start()
+            await new Promise(() => {}) // only the abort ends it
+          })(),
+        )
+        const u = new Upload({ client, params: { Bucket: 'b', Key: 'k', Body }, abortController: controller })
+        Object.defineProperty(u, 'store', { value: new MemoryStore() })
+        return { done: u.done(), started }
+      })
+      await Promise.all(uploads.map((u) => u.started))
+      // A server's shutdown controller: Node warns of a leak past 10 listeners on one signal.
+      assert.ok(getEventListeners(controller.signal, 'abort').length <= 1)
+      controller.abort()
+      for (const u of uploads) await assert.rejects(u.done, { name: 'AbortError' })
+      await new Promise((r) => setImmediate(r)) // warnings are emitted a tick later
+      assert.deepEqual(
+        warnings.filter((w) => w.startsWith('MaxListenersExceededWarning')),
+        [],
+      )
+      assert.equal(getEventListeners(controller.signal, 'abort').length, 0)
+    } finally {
+      process.off('warning', onWarning)
+    }
+  })
+
+  it('one AbortController shared by uploads one after another holds no listener of theirs once they are done', async () => {
+    const controller = new AbortController()
+    for (let i = 0; i < 3; i++) {
+      const u = new Upload({ client, params: { Bucket: 'b', Key: 'k', Body: 'x' }, abortController: controller })
+      Object.defineProperty(u, 'store', { value: new MemoryStore() })
+      await u.done()
+      assert.equal(getEventListeners(controller.signal, 'abort').length, 0)
+    }
   })
 
   it('one polyfill shared by 200 uploads, some at once, holds its own handler again once they are done', async () => {
