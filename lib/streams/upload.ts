@@ -822,6 +822,10 @@ export class Upload extends EventEmitter {
     }
     const Bucket = this.params.Bucket as string
     const Key = this.params.Key as string
+    // Before the writer: a Body that cannot be read (a locked web stream, a stream() that
+    // throws) rejects done() with no request made, and no writer destroyed before pipeline()
+    // listens to it, whose 'error' nobody would hear (thrown out of the process).
+    const source = bodySource(this.params.Body)
     const writer = createStreamSegmentWriteStream({ store: this.store, signal, ...this.settings })
     this.writer = writer
     /** A listener that threw: lib-storage's done() rejects with it, so this one does too. */
@@ -850,7 +854,7 @@ export class Upload extends EventEmitter {
     })
     const closed = new Promise<void>((r) => (writer.closed ? r() : writer.once('close', () => r())))
     try {
-      await pipeline(bodySource(this.params.Body), this.sized(), writer)
+      await pipeline(source, this.sized(), writer)
     } catch (err) {
       writer.destroy(err as Error)
       await closed // every multipart upload aborted, the file closed

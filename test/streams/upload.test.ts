@@ -28,6 +28,7 @@ import { UPLOAD_PARAMS, Upload, type UploadParams } from '../../lib/index.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { StreamSegmentWriteStream } from '../../lib/streams/write-stream.js'
+import { FailingStore } from '../helpers/failing-store.js'
 import { foreignS3Client } from '../helpers/foreign-sdk.js'
 import { diagnosticsOf } from '../helpers/type-check.js'
 import { type CallInfo, WrappedStore } from '../helpers/wrapped-store.js'
@@ -713,6 +714,42 @@ describe('Upload: a stream Body before done()', () => {
       assert.deepEqual(uncaught, [])
       // As lib-storage's: nothing reads the stream until done().
       assert.equal(lockedBeforeDone, false)
+    } finally {
+      process.off('uncaughtException', onUncaught)
+    }
+  })
+
+  it('a Body that cannot be read (a locked web stream, a stream() that throws) rejects done(), not the process', async () => {
+    const locked = new ReadableStream<Uint8Array>({ start: (c) => c.enqueue(new Uint8Array(3)) })
+    locked.getReader()
+    const noStream = new Error('stream() failed')
+    const bodies: Array<[string, unknown, (err: unknown) => boolean]> = [
+      ['a locked web ReadableStream', locked, (err) => (err as { code?: string }).code === 'ERR_INVALID_STATE'],
+      [
+        'stream() throws',
+        {
+          size: 3,
+          stream: () => {
+            throw noStream
+          },
+        },
+        (err) => err === noStream,
+      ],
+      ['stream() gives no stream', { stream: () => 42 }, (err) => StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT')],
+    ]
+    const uncaught: unknown[] = []
+    const onUncaught = (err: unknown) => uncaught.push(err)
+    process.on('uncaughtException', onUncaught)
+    try {
+      for (const [name, Body, expected] of bodies) {
+        const upload = new Upload({ client, params: { Bucket: 'b', Key: 'k', Body: Body as never } })
+        const store = new FailingStore(new MemoryStore())
+        Object.defineProperty(upload, 'store', { value: store })
+        await assert.rejects(upload.done(), expected, name)
+        await new Promise((r) => setImmediate(r)) // an 'error' event nobody hears is thrown a tick later
+        assert.deepEqual(uncaught, [], `${name}: an 'error' event thrown out of done()`)
+        assert.equal(store.calls.length, 0, `${name}: no request for a Body that cannot be read`)
+      }
     } finally {
       process.off('uncaughtException', onUncaught)
     }
