@@ -660,8 +660,13 @@ export class DirectoryStore implements ObjectStore {
     checkKey(key)
     throwIfAborted(options?.signal, `abort multipart ${uploadId}`)
     if (!/^[0-9a-f-]{36}$/.test(uploadId)) return
+    const dir = join(this.root, UPLOADS, uploadId)
     try {
-      await fs.rm(join(this.root, UPLOADS, uploadId), { recursive: true, force: true })
+      // An upload is reached by its key and id together: named with another key, the id is
+      // no upload (S3 answers NoSuchUpload), which an abort passes over, as one gone.
+      const text = await readRegularText(join(dir, 'upload.json'))
+      if (text === undefined || parseJson<{ key?: unknown }>(text)?.key !== key) return
+      await fs.rm(dir, { recursive: true, force: true })
     } catch (err) {
       throw this.mapError(err, `abort multipart ${uploadId} of ${key}`)
     }

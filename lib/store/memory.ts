@@ -282,7 +282,9 @@ export class MemoryStore implements ObjectStore {
   async abortMultipart(key: string, uploadId: string, options?: RequestOptions): Promise<void> {
     checkKey(key)
     throwIfAborted(options?.signal, `abort multipart ${uploadId}`)
-    this.bucket.uploads.delete(uploadId)
+    // An upload is reached by its key and id together: named with another key, the id is
+    // no upload (S3 answers NoSuchUpload), which an abort passes over.
+    if (this.bucket.uploads.get(uploadId)?.key === key) this.bucket.uploads.delete(uploadId)
   }
 
   async *listMultipart(prefix = '', options?: RequestOptions): AsyncIterable<MultipartUpload> {

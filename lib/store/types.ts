@@ -193,7 +193,10 @@ export interface ObjectStore {
     parts: readonly CompletedPart[],
     options?: RequestOptions,
   ): Promise<{ etag: string }>
-  /** Aborting an upload that no longer exists is not an error. */
+  /**
+   * Aborting an upload that no longer exists is not an error; nor is naming an upload's id
+   * with another key than its own, which aborts nothing (S3 answers NoSuchUpload).
+   */
   abortMultipart(key: string, uploadId: string, options?: RequestOptions): Promise<void>
   listMultipart(prefix?: string, options?: RequestOptions): AsyncIterable<MultipartUpload>
   /** The parts an open upload holds, in part-number order (see above; absent: cannot say). */

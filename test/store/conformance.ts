@@ -549,6 +549,28 @@ export function runStoreConformance(
       assert.equal(await s.head('done'), undefined)
     })
 
+    it("multipart: an abort naming another key than the upload's is an abort of no upload: the upload stays", async () => {
+      const s = await make()
+      const id = await s.createMultipart('keep', { metadata: { 'hf-kind': 'kept' } })
+      const body = randomBytes(1000)
+      const e = await s.uploadPart('keep', id, 1, body)
+      // S3 answers NoSuchUpload, as for an upload id it never made: not an error to an abort.
+      await s.abortMultipart('other', id)
+      await s.abortMultipart('kee', id) // a prefix of the key is another key too
+      assert.deepEqual(
+        (await collect(s.listMultipart())).map((u) => [u.key, u.uploadId]),
+        [['keep', id]],
+      )
+      assert.deepEqual(
+        (await s.listParts?.('keep', id))?.map((p) => [p.partNumber, p.etag]),
+        [[1, e.etag]],
+      )
+      await s.completeMultipart('keep', id, [{ partNumber: 1, etag: e.etag }])
+      assert.deepEqual(Buffer.from(await s.get('keep')), body)
+      assert.equal((await s.head('keep'))?.metadata['hf-kind'], 'kept')
+      assert.equal(await s.head('other'), undefined)
+    })
+
     it('multipart: parts listed out of order complete in part-number order, ETags quoted or not; a part listed twice or without its ETag is refused', async () => {
       const s = await make()
       const id = await s.createMultipart('order')
