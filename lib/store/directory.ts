@@ -22,6 +22,12 @@
  *   file's inode number and mtime do not: a freed inode number is reused at once, and
  *   mtimes can be as coarse as a second). Objects written before sidecars held ETags
  *   keep the ETag they had: `<inode>-<size>-<mtime µs>` in hex.
+ *   The sidecar also records the file it was written for: its key, size and mtime in
+ *   nanoseconds (`fileRecord`), which the link or rename into place keeps. A copy of the
+ *   store's folder (`cp -a`, rsync, a restore) gives every file a new inode number, which
+ *   may name another object's sidecar: one recording another file is none of this one's
+ *   (`recordsFile`), and the object is as one written before sidecars (no metadata, the
+ *   ETag of its file), never another's. One recording no file (older versions) is taken.
  *   A sidecar is removed only while its inode is held (an open handle, or a name only
  *   this process knows), so it can never be another file's, which later gets that number;
  *   but the sweep of `gc` and `removeContainer` takes a sidecar no file of the store holds
@@ -50,7 +56,7 @@
  *   to an open folder, which Node lacks). The root (and what is above it) may be a symlink.
  */
 import { createHash, type Hash, randomBytes, randomUUID } from 'node:crypto'
-import { constants as fsConstants, type Stats } from 'node:fs'
+import { type BigIntStats, constants as fsConstants, type Stats } from 'node:fs'
 import * as fs from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import debug from 'debug'
@@ -124,6 +130,13 @@ const LOCKS = '.ss-lock'
 const UPLOADS = '.ss-multipart'
 /** The sidecar field holding the ETag: not a valid metadata key, so never a caller's. */
 const ETAG_FIELD = 'ss:etag'
+/**
+ * The sidecar fields naming the file it is for (see `fileRecord`): its key, size and mtime
+ * in nanoseconds, as decimal strings. The store's own fields all start `ss:`.
+ */
+const KEY_FIELD = 'ss:key'
+const SIZE_FIELD = 'ss:size'
+const MTIME_FIELD = 'ss:mtime'
 const COPY_BUFFER = 1024 * 1024
 const LIST_CONCURRENCY = 32
 
@@ -227,7 +240,7 @@ export class DirectoryStore implements ObjectStore {
           if (options?.ifNoneMatch === '*') return this.linkCreateOnly(key, tmp, path, options, writeId)
           if (options?.ifMatch !== undefined) {
             return this.withLock(key, async () => {
-              const current = await this.info(path)
+              const current = await this.info(key, path)
               if (checkPutPrecondition(key, current, options, writeId) === 'replayed') return current!.etag
               await this.hooks.casChecked?.(key)
               return this.replace(tmp, path)
@@ -354,7 +367,7 @@ export class DirectoryStore implements ObjectStore {
     throwIfAborted(options?.signal, `head ${key}`)
     try {
       await this.checkFolders(key, `head ${key}`)
-      const found = await this.info(this.pathOf(key))
+      const found = await this.info(key)
       return found && { size: found.size, etag: found.etag, metadata: found.metadata }
     } catch (err) {
       throw this.mapError(err, `head ${key}`)
@@ -374,7 +387,7 @@ export class DirectoryStore implements ObjectStore {
       throwIfAborted(options?.signal, listOf(prefix))
       const batch = files.slice(i, i + LIST_CONCURRENCY)
       const found = await Promise.all(
-        batch.map((f) => this.info(f.path).catch((err) => Promise.reject(this.mapError(err, `list ${f.key}`)))),
+        batch.map((f) => this.info(f.key, f.path).catch((err) => Promise.reject(this.mapError(err, `list ${f.key}`)))),
       )
       batch.forEach((f, j) => {
         const o = found[j]
@@ -498,7 +511,7 @@ export class DirectoryStore implements ObjectStore {
       try {
         await this.checkFolders(key, `release the placeholder of ${key}`)
         const path = this.pathOf(key)
-        const current = await this.info(path)
+        const current = await this.info(key, path)
         if (current?.st.size === 0 && current.metadata[WRITE_ID_METADATA] === claim) {
           await unlinkWithSidecar(this.root, path)
         }
@@ -584,7 +597,7 @@ export class DirectoryStore implements ObjectStore {
         const st = await src.stat()
         if (!st.isFile()) throw StreamSegmentError.notFound(`${where}: no such key (copy source)`)
         if (ifMatch !== undefined) {
-          const found = await from.info(from.pathOf(source.key))
+          const found = await from.info(source.key)
           if (found === undefined || found.st.ino !== st.ino || found.etag !== ifMatch) {
             throw StreamSegmentError.conflict(`${where}: etag is ${found?.etag ?? 'gone'}, copy expected ${ifMatch}`)
           }
@@ -635,7 +648,7 @@ export class DirectoryStore implements ObjectStore {
           const commit = async () => {
             if (upload.claimed) {
               // The key must still hold our placeholder: nobody else may have completed it.
-              const current = await this.info(path)
+              const current = await this.info(key, path)
               if (
                 current?.st.size !== 0 ||
                 current.metadata[WRITE_ID_METADATA] !== upload.metadata[WRITE_ID_METADATA]
@@ -836,7 +849,7 @@ export class DirectoryStore implements ObjectStore {
     metadata: Record<string, string>,
     commit: (tmp: Temp, path: string) => Promise<string>,
   ): Promise<{ etag: string }> {
-    const tmp = await this.writeTemp(fill, metadata, true)
+    const tmp = await this.writeTemp(fill, { key, metadata }, true)
     try {
       const path = this.pathOf(key)
       if (!(await this.checkFolders(key, `put ${key}`))) {
@@ -853,13 +866,13 @@ export class DirectoryStore implements ObjectStore {
   }
 
   /**
-   * A temporary file holding what `fill` writes, fsynced when `sync`; with `sidecar`
-   * (metadata), also its sidecar holding the metadata and a new ETag, fsynced too.
-   * On failure nothing is left behind.
+   * A temporary file holding what `fill` writes, fsynced when `sync`; with `sidecar` (the
+   * key it is written for, and its metadata), also its sidecar holding the metadata, a new
+   * ETag and the file as filled (`fileRecord`), fsynced too. On failure nothing is left behind.
    */
   private async writeTemp(
     fill: (fh: fs.FileHandle) => Promise<void>,
-    sidecar: Record<string, string> | undefined,
+    sidecar: { key: string; metadata: Record<string, string> } | undefined,
     sync: boolean,
   ): Promise<Temp> {
     await this.init()
@@ -871,9 +884,23 @@ export class DirectoryStore implements ObjectStore {
       tmp.ino = (await fh.stat()).ino
       await fill(fh)
       if (sidecar !== undefined) {
-        tmp.etag = randomBytes(16).toString('hex')
-        const record = { ...sidecar, [ETAG_FIELD]: tmp.etag }
-        await allOrFirstError([sync ? fh.sync() : Promise.resolve(), this.writeSidecar(tmp.ino, record, sync)])
+        const etag = randomBytes(16).toString('hex')
+        tmp.etag = etag
+        const record = (st: BigIntStats) => ({
+          ...sidecar.metadata,
+          ...fileRecord(sidecar.key, st),
+          [ETAG_FIELD]: etag,
+        })
+        // The file as its object will be: nothing writes to it after `fill`, and neither the
+        // link nor the rename that makes it the key's changes its size or mtime.
+        const filled = await fh.stat({ bigint: true })
+        await allOrFirstError([sync ? fh.sync() : Promise.resolve(), this.writeSidecar(tmp.ino, record(filled), sync)])
+        // A file system that dates a write when it reaches the disk or the server (a network
+        // one whose client does not flush on stat) may date it in the sync: recorded again.
+        const synced = await fh.stat({ bigint: true })
+        if (synced.mtimeNs !== filled.mtimeNs || synced.size !== filled.size) {
+          await this.writeSidecar(tmp.ino, record(synced), sync)
+        }
         if (sync) await syncDir(join(this.root, META))
       } else if (sync) {
         await fh.sync()
@@ -916,38 +943,46 @@ export class DirectoryStore implements ObjectStore {
   }
 
   /**
-   * The sidecar's record; undefined when it is missing, unreadable as JSON, or not a
-   * regular file (a FIFO put there: opened without blocking, never read; a symlink: not
-   * followed), as for an object written before sidecars.
+   * The sidecar of the file `fh` (whose inode number is `ino`) at `key`; undefined when it
+   * is missing, unreadable as JSON, or not a regular file (a FIFO put there: opened without
+   * blocking, never read; a symlink: not followed), as for an object written before
+   * sidecars; and undefined too when it records another file (`recordsFile`): one whose
+   * number this file took when the store's folder was copied.
    */
-  private async readSidecar(ino: number): Promise<Record<string, unknown> | undefined> {
-    const fh = await openObject(this.sidecarPath(ino))
-    if (fh === undefined) return undefined
+  private async readSidecar(fh: fs.FileHandle, ino: number, key: string): Promise<Record<string, unknown> | undefined> {
+    const side = await openObject(this.sidecarPath(ino))
+    if (side === undefined) return undefined
+    let record: Record<string, unknown> | undefined
     try {
-      return (await fh.stat()).isFile() ? parseJson<Record<string, unknown>>(await fh.readFile('utf8')) : undefined
+      if (!(await side.stat()).isFile()) return undefined
+      record = parseJson<Record<string, unknown>>(await side.readFile('utf8'))
     } finally {
-      await fh.close().catch(() => {})
+      await side.close().catch(() => {})
     }
+    if (record === undefined || recordsFile(record, key, await fh.stat({ bigint: true }))) return record
+    log('%s: the sidecar %s records another file than %s: it has none', this.url, this.sidecarPath(ino), key)
+    return undefined
   }
 
   /**
-   * The object at `path` (undefined when there is none): its file, ETag and metadata. The
-   * file stays open while its sidecar is read, so that its inode number cannot pass to
+   * The object `key` (at `path`; undefined when there is none): its file, ETag and metadata.
+   * The file stays open while its sidecar is read, so that its inode number cannot pass to
    * another file meanwhile.
    */
-  private async info(path: string): Promise<Found | undefined> {
+  private async info(key: string, path = this.pathOf(key)): Promise<Found | undefined> {
     for (let attempt = 0; ; attempt++) {
       const fh = await openObject(path)
       if (fh === undefined) return undefined
       try {
         const st = await fh.stat()
         if (!st.isFile()) return undefined
-        const side = await this.readSidecar(st.ino)
+        const side = await this.readSidecar(fh, st.ino, key)
         const metadata = userMetadata(side)
         const etag = side?.[ETAG_FIELD]
         if (typeof etag === 'string' && /^[0-9a-f]{32}$/.test(etag)) return { st, size: st.size, etag, metadata }
         // No ETag in the sidecar: the object was replaced while we looked (its sidecar gone
-        // with it), so look again; or an older version of this store wrote it.
+        // with it), so look again; or an older version of this store wrote it, or it was
+        // copied with the store's folder.
         if (attempt < 3 && (await fh.stat()).nlink === 0) continue
         return { st, size: st.size, etag: legacyEtag(st), metadata }
       } finally {
@@ -975,7 +1010,7 @@ export class DirectoryStore implements ObjectStore {
         if (NO_LINKS.has((err as NodeJS.ErrnoException).code ?? '')) throw this.noLinks(key, err)
         if (!isCode(err, 'EEXIST')) throw err
         await this.hooks.createOnlyRefused?.(key)
-        const current = await this.info(path)
+        const current = await this.info(key, path)
         if (checkPutPrecondition(key, current, options, writeId) === 'replayed') return current!.etag
         if (attempt >= CREATE_ONLY_TRIES) {
           throw StreamSegmentError.conflict(`${key}: changed during create-only put (${attempt} tries)`)
@@ -1193,7 +1228,9 @@ const SIDECAR_MARGIN_MS = 60_000
  * by an older version that built them in place, or a power loss that left it empty) that old.
  * With `full`, also the sidecars in `.ss-meta` that no file in the store holds (left by a
  * crash between replacing or deleting an object and removing its sidecar): that walks
- * every file of the store. Each leftover's failure is logged and passed over.
+ * every file of the store. A sidecar named by a file's number but recording another file
+ * (a copied folder's) is held all the same: it is read as none, and goes with that file.
+ * Each leftover's failure is logged and passed over.
  */
 async function sweep(root: string, full: boolean, now: () => Promise<number>): Promise<void> {
   // By the clock that dates the files (a file server's may be hours from this machine's).
@@ -1413,12 +1450,34 @@ async function allOrFirstError(ps: readonly Promise<unknown>[]): Promise<void> {
   if (failed !== undefined) throw (failed as PromiseRejectedResult).reason
 }
 
-/** A sidecar's metadata, without the store's own fields. */
+/** A sidecar's metadata, without the store's own fields (`ss:`: no metadata key has a colon). */
 function userMetadata(side: Record<string, unknown> | undefined): Record<string, string> {
   const out: Record<string, string> = {}
   if (side === undefined) return out
-  for (const [k, v] of Object.entries(side)) if (k !== ETAG_FIELD && typeof v === 'string') out[k] = v
+  for (const [k, v] of Object.entries(side)) if (!k.startsWith('ss:') && typeof v === 'string') out[k] = v
   return out
+}
+
+/**
+ * What names the file a sidecar is written for: its key, size and mtime (nanoseconds).
+ * They stay the file's through the link or rename that makes it its key's, and are
+ * another file's (but by a chance of one size and one tick of the clock, at one key):
+ * the sidecar is named by the file's inode number, which a copy of the store's folder
+ * (`cp -a`, rsync, a restore) gives to another file, another key's maybe.
+ */
+function fileRecord(key: string, st: BigIntStats): Record<string, string> {
+  return { [KEY_FIELD]: key, [SIZE_FIELD]: String(st.size), [MTIME_FIELD]: String(st.mtimeNs) }
+}
+
+/**
+ * Whether the sidecar `side` was written for the file `st` at `key`, by `fileRecord`. One
+ * that records no file at all (written by an older version) is taken as the file's: what
+ * it was before.
+ */
+function recordsFile(side: Record<string, unknown>, key: string, st: BigIntStats): boolean {
+  if (side[KEY_FIELD] === undefined && side[SIZE_FIELD] === undefined && side[MTIME_FIELD] === undefined) return true
+  const want = fileRecord(key, st)
+  return [KEY_FIELD, SIZE_FIELD, MTIME_FIELD].every((f) => side[f] === want[f])
 }
 
 function escapeSegment(s: string): string {
