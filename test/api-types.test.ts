@@ -12,22 +12,38 @@ import { dirname, relative } from 'node:path'
 import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import type * as TS from 'typescript'
-import { diagnosticsOf } from './helpers/type-check.js'
+import { diagnosticsOf, sharedHost } from './helpers/type-check.js'
 
 const ts = createRequire(import.meta.url)('typescript') as typeof TS
 
 /** Helper aliases a user has no need to name: the write stream's typed-listener overloads, and typeof crc32. */
 const UNNAMED = new Set(['Listener', 'Other', 'AnyListener', 'Crc32Fn', 'Treatment'])
 
+const OPTIONS: TS.CompilerOptions = {
+  strict: true,
+  module: ts.ModuleKind.NodeNext,
+  moduleResolution: ts.ModuleResolutionKind.NodeNext,
+  types: ['node'],
+}
+const programs = new Map<string, TS.Program>()
+/**
+ * The program of a build's declarations, made once for both walks over it (the types the
+ * root's exports name, the members of the classes users hold): making one is most of what
+ * each test costs, and neither walk changes it.
+ */
+function programOf(indexDts: string): TS.Program {
+  let program = programs.get(indexDts)
+  if (program === undefined) {
+    program = ts.createProgram([indexDts], OPTIONS, sharedHost(OPTIONS))
+    programs.set(indexDts, program)
+  }
+  return program
+}
+
 /** `Name (file)` for each type the root's exports name and do not export, with where it was met. */
 function unexportedTypes(indexDts: string): string[] {
   const root = dirname(indexDts)
-  const program = ts.createProgram([indexDts], {
-    strict: true,
-    module: ts.ModuleKind.NodeNext,
-    moduleResolution: ts.ModuleResolutionKind.NodeNext,
-    types: ['node'],
-  })
+  const program = programOf(indexDts)
   const checker = program.getTypeChecker()
   const source = program.getSourceFile(indexDts)
   assert.ok(source, `${indexDts} is not built`)
@@ -108,7 +124,7 @@ function apiSection(heading: string): string {
  * an internal left public is a member users may come to depend on.
  */
 function undocumentedMembers(indexDts: string): string[] {
-  const program = ts.createProgram([indexDts], { strict: true, types: ['node'] })
+  const program = programOf(indexDts)
   const checker = program.getTypeChecker()
   const root = checker.getSymbolAtLocation(program.getSourceFile(indexDts) as TS.SourceFile) as TS.Symbol
   const exports = new Map(checker.getExportsOfModule(root).map((s) => [s.name, s]))
