@@ -68,3 +68,30 @@ export function collected(child: ChildProcess): { stdout: () => string; stderr: 
   child.stderr?.on('data', (b: Buffer) => err.push(b))
   return { stdout: () => Buffer.concat(out).toString(), stderr: () => Buffer.concat(err).toString() }
 }
+
+/**
+ * Calls `fn` on each item, at most `limit` at a time (independent child-process runs, which
+ * wait on their children's I/O more than they use a core); resolves with the results in the
+ * items' order. After a failure no item starts: rejects with a failure once the
+ * calls under way have ended.
+ */
+export async function atMost<T, R>(limit: number, items: readonly T[], fn: (item: T, index: number) => Promise<R>) {
+  const results: R[] = new Array(items.length)
+  let next = 0
+  let failed = false
+  const lane = async () => {
+    while (next < items.length && !failed) {
+      const i = next++
+      try {
+        results[i] = await fn(items[i] as T, i)
+      } catch (err) {
+        failed = true
+        throw err
+      }
+    }
+  }
+  const ends = await Promise.allSettled(Array.from({ length: Math.min(limit, items.length) }, lane))
+  const first = ends.find((e) => e.status === 'rejected')
+  if (first !== undefined) throw (first as PromiseRejectedResult).reason
+  return results
+}

@@ -15,7 +15,7 @@ import { fileURLToPath } from 'node:url'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { openStore } from '../../lib/store/open.js'
 import type { ObjectStore } from '../../lib/store/types.js'
-import { runNode } from '../helpers/child.js'
+import { atMost, runNode } from '../helpers/child.js'
 import { prng } from '../helpers/containers.js'
 import { s3TestBucket, uniquePrefix } from '../helpers/s3-env.js'
 import { applyOps, walOps } from '../helpers/wal-ops.js'
@@ -62,28 +62,37 @@ async function reopen(store: ObjectStore, dir: string): Promise<{ file: SegmentF
   }
 }
 
+/**
+ * The runs go a few at a time: each waits mostly on its child (start-up, a sync per write)
+ * and on the store. Each has its own container and log folder; the random moments are drawn
+ * in run order first, so a seed gives the same runs whatever order they end in.
+ */
+const AT_ONCE = 4
+
 async function crashRuns(runs: number, seed0: number, urlFor: (i: number) => Promise<string>): Promise<void> {
   const rnd = prng(seed0)
   const root = await fs.mkdtemp(join(tmpdir(), 'ss-wal-crash-'))
   roots.push(root)
-  let replayedRuns = 0
-  let midPublish = 0
-  for (let i = 0; i < runs; i++) {
+  const plans = Array.from({ length: runs }, () => ({
+    killAfter: Math.floor(rnd() * (OPS + OPS / FLUSH_EVERY + OPS / PUBLISH_EVERY + 2)),
+    extraMs: Math.floor(rnd() * 30),
+  }))
+  const outcomes = await atMost(AT_ONCE, plans, async ({ killAfter, extraMs }, i) => {
     const seed = seed0 + i
     const url = await urlFor(i)
     const dir = join(root, `wal-${i}`)
-    const killAfter = Math.floor(rnd() * (OPS + OPS / FLUSH_EVERY + OPS / PUBLISH_EVERY + 2))
-    const lines = await runAndKill(url, dir, seed, killAfter, Math.floor(rnd() * 30))
+    const lines = await runAndKill(url, dir, seed, killAfter, extraMs)
     const acked = lines.filter((l) => l.startsWith('w ')).length
     // A publish starts right after its operation's `w` line and prints `p` once it landed.
     const started = Array.from({ length: acked }, (_, j) => j).filter(
       (j) => (j + 1) % PUBLISH_EVERY === 0 && (j + 1) % FLUSH_EVERY !== 0,
     )
-    if (started.some((j) => !lines.includes(`p ${j}`))) midPublish++
+    const midPublish = started.some((j) => !lines.includes(`p ${j}`))
+    let replayed = false
     const ops = walOps(seed, OPS)
     const { file, created } = await reopen(openStore(url), dir)
     try {
-      if ((file.walReplay?.records ?? 0) > 0) replayedRuns++
+      replayed = (file.walReplay?.records ?? 0) > 0
       const got = Buffer.from(await file.read(0, file.size))
       const want = applyOps(Buffer.alloc(0), ops.slice(0, acked))
       const orNext = applyOps(Buffer.alloc(0), ops.slice(0, acked + 1))
@@ -106,9 +115,13 @@ async function crashRuns(runs: number, seed0: number, urlFor: (i: number) => Pro
     const again = (await reopen(openStore(url), dir)).file
     assert.equal(again.walReplay?.records, 0, `run ${i}: the log was rotated after the replay published`)
     await again.close()
-  }
+    return { replayed, midPublish }
+  })
+  const replayedRuns = outcomes.filter((o) => o.replayed).length
+  const midPublish = outcomes.filter((o) => o.midPublish).length
   assert.ok(replayedRuns > 0, `no run killed the writer with records left to replay (${runs} runs)`)
   assert.ok(midPublish > 0, `no run killed the writer while a background publish was under way (${runs} runs)`)
+  console.log(`# ${runs} runs: ${replayedRuns} with records to replay, ${midPublish} during a background publish`)
 }
 
 describe('WAL crash recovery (SIGKILL at random moments)', () => {
