@@ -13,7 +13,7 @@ import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
 import { gc, listCheckpoints } from '../../lib/admin/index.js'
 import { DirectoryStore } from '../../lib/store/directory.js'
-import { runNode } from '../helpers/child.js'
+import { atMost, runNode } from '../helpers/child.js'
 import {
   CHILD,
   child,
@@ -170,7 +170,9 @@ describe('directory store: a writer process killed with SIGKILL', () => {
     const { root: r0 } = await seeded()
     const { lines: all } = await runNode(CHILD, ['crash', r0, '5'])
     assert.equal(all.at(-1), '{"done":true}')
-    for (let run = 0; run < 8; run++) {
+    // Four runs at a time, each on a container of its own: a run waits on its children
+    // (start-up, fsyncs) far more than it computes.
+    await atMost(4, Array.from({ length: 8 }), async () => {
       const { root, store } = await seeded()
       const at = 1 + Math.floor(Math.random() * (all.length - 2))
       const { lines } = await runNode(CHILD, ['crash', root, '5'], {
@@ -179,11 +181,12 @@ describe('directory store: a writer process killed with SIGKILL', () => {
         },
       })
       await afterTheKill(root, store, lines, 'c5')
-    }
+    })
   })
 })
 
-describe('directory store: a reader process beside a writer process and gc in a third', () => {
+// Both at once, each on a container of its own: the reader reads for seconds by the clock.
+describe('directory store: a reader process beside a writer process and gc in a third', { concurrency: true }, () => {
   /** Reader, writer and gc at once; what each said. */
   async function threeAtOnce(graceMs: number) {
     const { root, store } = await seeded()
