@@ -387,7 +387,14 @@ it('STREAM_SEGMENT_CRC32 picks the implementation; the write path works on one t
   // The write model in every mode, the write stream and the dirty tier: writeRun's
   // per-block CRCs instead of one call per run.
   const files = ['write/model.test.js', 'streams/write-stream.test.js', 'state/dirty-tier.test.js']
-  const run = withCrc32(name, ['--test', '--test-reporter=tap', ...files.map((f) => `dist/esm/test/${f}`)])
+  // The three files side by side (node --test runs one at a time on 2 cores): the write
+  // model takes most of the time, the other two fit beside it.
+  const run = withCrc32(name, [
+    '--test',
+    '--test-reporter=tap',
+    `--test-concurrency=${files.length}`,
+    ...files.map((f) => `dist/esm/test/${f}`),
+  ])
   assert.equal(run.status, 0, `${run.stdout.slice(-3000)}\n${run.stderr.slice(-2000)}`)
   const count = (what: string) => Number(new RegExp(`^# ${what} (\\d+)$`, 'm').exec(run.stdout)?.[1] ?? Number.NaN)
   assert.equal(count('fail'), 0)
