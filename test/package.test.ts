@@ -6,12 +6,13 @@
  * declares (`main`, `types`, `exports`, `bin`, `files`) is checked against what it ships.
  */
 import assert from 'node:assert/strict'
-import { spawnSync } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { after, before, describe, it } from 'node:test'
+import { collected } from './helpers/child.js'
 
 const ROOT = resolve('.')
 const work = mkdtempSync(join(tmpdir(), 'package-'))
@@ -25,6 +26,25 @@ function run(command: string, args: string[], cwd: string, input?: string) {
   assert.equal(r.error, undefined, `${command} ${args.join(' ')}: ${r.error?.message}`)
   assert.equal(r.status, 0, `${command} ${args.join(' ')} exited ${r.status}:\n${r.stderr}\n${r.stdout}`)
   return r.stdout
+}
+
+/** As run, without blocking: the type check goes on in its process while the other checks run. */
+function runAsync(command: string, args: string[], cwd: string): Promise<string> {
+  const env: NodeJS.ProcessEnv = { ...process.env, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' }
+  delete env.DEBUG
+  return new Promise((resolve, reject) => {
+    const p = spawn(command, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] })
+    const output = collected(p)
+    p.on('error', (err) => reject(new Error(`${command} ${args.join(' ')}: ${err.message}`)))
+    p.on('close', (code) => {
+      try {
+        assert.equal(code, 0, `${command} ${args.join(' ')} exited ${code}:\n${output.stderr()}\n${output.stdout()}`)
+        resolve(output.stdout())
+      } catch (err) {
+        reject(err)
+      }
+    })
+  })
 }
 
 interface Packed {
@@ -82,7 +102,9 @@ describe('the package as npm pack makes it', () => {
   })
 })
 
-describe('the package installed from its tarball into a fresh project', () => {
+// Its checks side by side, the type check first: it takes most of the time, in a process of
+// its own (the others, synchronous, run meanwhile). Each writes files of its own names.
+describe('the package installed from its tarball into a fresh project', { concurrency: true }, () => {
   before(() => {
     mkdirSync(project)
     writeFileSync(join(project, 'package.json'), '{ "name": "user-project", "private": true }\n')
@@ -91,6 +113,26 @@ describe('the package installed from its tarball into a fresh project', () => {
       ['install', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error', join(work, packed.filename)],
       project,
     )
+  })
+
+  it('TypeScript (strict, nodenext, declaration files checked): both builds’ types', async () => {
+    const source = `import { createStreamSegmentWriteStream, openStore, SegmentFile, StreamSegmentError, type FlushTiming } from 'stream-segment'
+      export async function save(url: string): Promise<number | undefined> {
+        const writer = createStreamSegmentWriteStream({ url })
+        writer.end(Buffer.from('x'))
+        const timing: FlushTiming | undefined = writer.flushTiming
+        const file = await SegmentFile.open(openStore(url), { readOnly: true })
+        const size: number = file.size
+        await file.close()
+        if (!(new StreamSegmentError('ERR_NOT_FOUND', 'm') instanceof Error)) return undefined
+        return timing?.cno ?? size
+      }\n`
+    writeFileSync(join(project, 'check.mts'), source) // resolves the "import" condition
+    writeFileSync(join(project, 'check.cts'), source) // and the "require" one
+    const tsc = createRequire(join(ROOT, 'package.json')).resolve('typescript/bin/tsc')
+    const flags = ['--strict', '--noEmit', '--skipLibCheck', 'false', '--module', 'nodenext']
+    const types = ['--types', 'node', '--typeRoots', join(ROOT, 'node_modules/@types')]
+    await runAsync(process.execPath, [tsc, ...flags, ...types, 'check.mts', 'check.cts'], project)
   })
 
   it('ESM: a stream written to a directory container and read back equal', () => {
@@ -127,26 +169,6 @@ describe('the package installed from its tarball into a fresh project', () => {
       console.log(JSON.stringify({ missing, sdk }))`,
     )
     assert.deepEqual(JSON.parse(run(process.execPath, ['check.cjs'], project).trim()), { missing: [], sdk: false })
-  })
-
-  it('TypeScript (strict, nodenext, declaration files checked): both builds’ types', () => {
-    const source = `import { createStreamSegmentWriteStream, openStore, SegmentFile, StreamSegmentError, type FlushTiming } from 'stream-segment'
-      export async function save(url: string): Promise<number | undefined> {
-        const writer = createStreamSegmentWriteStream({ url })
-        writer.end(Buffer.from('x'))
-        const timing: FlushTiming | undefined = writer.flushTiming
-        const file = await SegmentFile.open(openStore(url), { readOnly: true })
-        const size: number = file.size
-        await file.close()
-        if (!(new StreamSegmentError('ERR_NOT_FOUND', 'm') instanceof Error)) return undefined
-        return timing?.cno ?? size
-      }\n`
-    writeFileSync(join(project, 'check.mts'), source) // resolves the "import" condition
-    writeFileSync(join(project, 'check.cts'), source) // and the "require" one
-    const tsc = createRequire(join(ROOT, 'package.json')).resolve('typescript/bin/tsc')
-    const flags = ['--strict', '--noEmit', '--skipLibCheck', 'false', '--module', 'nodenext']
-    const types = ['--types', 'node', '--typeRoots', join(ROOT, 'node_modules/@types')]
-    run(process.execPath, [tsc, ...flags, ...types, 'check.mts', 'check.cts'], project)
   })
 
   it('the stream-segment command: put from stdin, ls and get', () => {
