@@ -14,17 +14,7 @@ import { describe, it } from 'node:test'
 import { promisify } from 'node:util'
 import { DirectoryStore } from '../../lib/store/directory.js'
 import { rejectsCode } from '../helpers/assert.js'
-
-/** The ETag an object without a sidecar of its own has: its file's identity. */
-function legacyEtag(st: { ino: number; size: number; mtimeMs: number }): string {
-  return `${st.ino.toString(16)}-${st.size.toString(16)}-${Math.round(st.mtimeMs * 1000).toString(16)}`
-}
-
-async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {
-  const out: T[] = []
-  for await (const x of it) out.push(x)
-  return out
-}
+import { collect, legacyEtag } from '../helpers/directory-store.js'
 
 const run = async (cmd: string, args: string[]) => void (await promisify(execFile)(cmd, args))
 const ino = async (s: DirectoryStore, key: string) => (await fs.stat(s.pathOf(key))).ino

@@ -14,50 +14,10 @@ import { promises as fsp } from 'node:fs'
 import { mkdir, mkdtemp, rm } from 'node:fs/promises'
 import { syncBuiltinESMExports } from 'node:module'
 import { tmpdir } from 'node:os'
-import { dirname, join, relative } from 'node:path'
-import { after, before, describe, it, type TestContext } from 'node:test'
+import { dirname, join } from 'node:path'
+import { after, before, describe, it } from 'node:test'
 import { DirectoryStore } from '../../lib/store/directory.js'
-
-/**
- * Records, in order, what the store does to folders under `top` through fs.promises:
- * `mkdir P` (a folder made), `unlink P` (a file removed), `fsync P` (a handle opened on a
- * folder and fsynced), each path relative to `top` ('.' for it); `unlinked` runs after each
- * unlink. Undone by `unwatch`.
- */
-function watchFolders(t: TestContext, top: string, unlinked?: () => void): string[] {
-  const events: string[] = []
-  const rel = (path: unknown) => relative(top, String(path)) || '.'
-  const { mkdir, unlink, open } = fsp
-  t.mock.method(fsp, 'mkdir', async (...args: Parameters<typeof fsp.mkdir>) => {
-    const made = await mkdir(...args)
-    events.push(`mkdir ${rel(args[0])}`)
-    return made
-  })
-  t.mock.method(fsp, 'unlink', async (...args: Parameters<typeof fsp.unlink>) => {
-    await unlink(...args)
-    events.push(`unlink ${rel(args[0])}`)
-    unlinked?.()
-  })
-  t.mock.method(fsp, 'open', async (...args: Parameters<typeof fsp.open>) => {
-    const fh = await open(...args)
-    if (!(await fh.stat()).isDirectory()) return fh
-    const sync = fh.sync.bind(fh)
-    Object.assign(fh, {
-      sync: async () => {
-        await sync()
-        events.push(`fsync ${rel(args[0])}`)
-      },
-    })
-    return fh
-  })
-  syncBuiltinESMExports() // the store takes fs from node:fs/promises
-  return events
-}
-
-function unwatch(t: TestContext): void {
-  t.mock.restoreAll()
-  syncBuiltinESMExports()
-}
+import { unwatch, watchFolders } from '../helpers/fs-watch.js'
 
 /** The events after the last one equal to `event` (none when it never happened: then the check fails). */
 function eventsAfter(events: readonly string[], event: string): string[] {

@@ -16,6 +16,7 @@ import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { DirectoryStore } from '../../lib/store/directory.js'
 import { rejectsCode } from '../helpers/assert.js'
+import { collect, legacyEtag } from '../helpers/directory-store.js'
 import { runStoreConformance } from './conformance.js'
 
 const MiB = 1024 * 1024
@@ -59,17 +60,6 @@ async function assertCoarse(path: string): Promise<void> {
     if (a.ino === b.ino && a.mtimeMs === b.mtimeMs) return
   }
   assert.fail('the test file system does not reuse inode numbers within one mtime tick')
-}
-
-/** The ETag the older version gave every object: the file's identity. */
-function legacyEtag(st: { ino: number; size: number; mtimeMs: number }): string {
-  return `${st.ino.toString(16)}-${st.size.toString(16)}-${Math.round(st.mtimeMs * 1000).toString(16)}`
-}
-
-async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {
-  const out: T[] = []
-  for await (const x of it) out.push(x)
-  return out
 }
 
 describe('directory store: ETags', () => {

@@ -304,7 +304,7 @@ describe('Upload: abortController, as lib-storage takes it', () => {
   }
   let n = 0
   /** An Upload into a memory store, with a Body that yields one chunk and then waits for the abort. */
-  function upload(abortController: PolyfillController): { upload: Upload; started: Promise<void> } {
+  function upload(abortController: PolyfillController | AbortController): { upload: Upload; started: Promise<void> } {
     let start = () => {}
     const started = new Promise<void>((r) => (start = r))
     const Body = Readable.from(
@@ -354,17 +354,7 @@ describe('Upload: abortController, as lib-storage takes it', () => {
     process.on('warning', onWarning)
     try {
       const uploads = Array.from({ length: 12 }, () => {
-        let start = () => {}
-        const started = new Promise<void>((r) => (start = r))
-        const Body = Readable.from(
-          (async function* () {
-            yield Buffer.alloc(1000, 1)
-            start()
-            await new Promise(() => {}) // only the abort ends it
-          })(),
-        )
-        const u = new Upload({ client, params: { Bucket: 'b', Key: 'k', Body }, abortController: controller })
-        Object.defineProperty(u, 'store', { value: new MemoryStore() })
+        const { upload: u, started } = upload(controller)
         return { done: u.done(), started }
       })
       await Promise.all(uploads.map((u) => u.started))

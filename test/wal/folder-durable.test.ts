@@ -5,45 +5,14 @@
  * file system (fs.promises, watched).
  */
 import assert from 'node:assert/strict'
-import { promises as fsp } from 'node:fs'
 import { mkdtemp, rm } from 'node:fs/promises'
-import { syncBuiltinESMExports } from 'node:module'
 import { tmpdir } from 'node:os'
-import { join, relative } from 'node:path'
-import { after, before, describe, it, type TestContext } from 'node:test'
+import { join } from 'node:path'
+import { after, before, describe, it } from 'node:test'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import { WalLog } from '../../lib/wal/log.js'
-
-/** Records `mkdir P` and `fsync P` (a folder opened and fsynced), paths relative to `top`, in order. */
-function watchFolders(t: TestContext, top: string): string[] {
-  const events: string[] = []
-  const rel = (path: unknown) => relative(top, String(path)) || '.'
-  const { mkdir, open } = fsp
-  t.mock.method(fsp, 'mkdir', async (...args: Parameters<typeof fsp.mkdir>) => {
-    const made = await mkdir(...args)
-    events.push(`mkdir ${rel(args[0])}`)
-    return made
-  })
-  t.mock.method(fsp, 'open', async (...args: Parameters<typeof fsp.open>) => {
-    const fh = await open(...args)
-    if (!(await fh.stat()).isDirectory()) return fh
-    const sync = fh.sync.bind(fh)
-    Object.assign(fh, {
-      sync: async () => {
-        await sync()
-        events.push(`fsync ${rel(args[0])}`)
-      },
-    })
-    return fh
-  })
-  syncBuiltinESMExports() // the WAL takes fs from node:fs
-  t.after(() => {
-    t.mock.restoreAll()
-    syncBuiltinESMExports()
-  })
-  return events
-}
+import { unwatch, watchFolders } from '../helpers/fs-watch.js'
 
 /** That each folder in `made` was made, and its parent fsynced after it. */
 function assertMadeDurable(events: readonly string[], made: readonly string[]): void {
@@ -69,6 +38,7 @@ describe('a WAL folder made by the open is durable in its parent', () => {
 
   it('SegmentFile with wal.dir two folders below one that exists', async (t) => {
     const events = watchFolders(t, top)
+    t.after(() => unwatch(t))
     const f = await SegmentFile.create(new MemoryStore(), { wal: { dir: join(top, 'a/b') } })
     assertMadeDurable(events, ['a', 'a/b'])
     await f.close()
@@ -76,6 +46,7 @@ describe('a WAL folder made by the open is durable in its parent', () => {
 
   it('WalLog.open on a folder not there', async (t) => {
     const events = watchFolders(t, top)
+    t.after(() => unwatch(t))
     const opened = await WalLog.open(join(top, 'c/d'), 0, () => {})
     assertMadeDurable(events, ['c', 'c/d'])
     await opened.log.close()
@@ -83,6 +54,7 @@ describe('a WAL folder made by the open is durable in its parent', () => {
 
   it('a folder there already: nothing made, nothing more fsynced for it', async (t) => {
     const events = watchFolders(t, top)
+    t.after(() => unwatch(t))
     const f = await SegmentFile.create(new MemoryStore(), { wal: { dir: join(top, 'a/b') } })
     assert.deepEqual(
       events.filter((e) => e === 'mkdir a' || e === 'mkdir a/b'),

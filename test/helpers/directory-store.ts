@@ -1,0 +1,13 @@
+/** What the directory store's tests share. */
+
+/** The ETag of an object whose file has no sidecar of its own (written before sidecars, or copied): its file's identity. */
+export function legacyEtag(st: { ino: number; size: number; mtimeMs: number }): string {
+  return `${st.ino.toString(16)}-${st.size.toString(16)}-${Math.round(st.mtimeMs * 1000).toString(16)}`
+}
+
+/** Every item of an async iterable (a listing), in order. */
+export async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {
+  const out: T[] = []
+  for await (const x of it) out.push(x)
+  return out
+}
