@@ -67,6 +67,7 @@ import {
   isMissing,
   LOCK_STAGING_PREFIX,
   mkdirs,
+  mkdirsDurable,
   OPEN_PROBE,
   openProbe,
   parseJson,
@@ -755,10 +756,17 @@ export class DirectoryStore implements ObjectStore {
    */
   private init(): Promise<void> {
     this.ready ??= (async () => {
-      const made: string[] = []
-      for (const d of [TMP, META, LOCKS, UPLOADS]) {
-        const dir = join(this.root, d)
-        made.push(...(await mkdirs(dir)))
+      const dirs = [TMP, META, LOCKS, UPLOADS].map((d) => join(this.root, d))
+      // Each folder made fsynced into its parent: else a crash takes it back, and what was
+      // written in it with it (the sidecars in `.ss-meta`, a new root's objects). A folder
+      // above the root that this process may not read cannot be opened to fsync: passed
+      // over, as the store asks no more of the folders above it than to pass through.
+      const root = dirname(dirs[0] as string) // as the folders' names give it: normalized
+      await mkdirsDurable(dirs, (parent, err) => {
+        if (parent === root) throw err
+        log('%s: %s cannot be fsynced (%s)', this.url, parent, err.message)
+      })
+      for (const dir of dirs) {
         // Followed, it would have temporary files, sidecars, locks and uploads made, and
         // leftovers swept, outside the store.
         if ((await fs.lstat(dir)).isSymbolicLink()) {
@@ -766,17 +774,6 @@ export class DirectoryStore implements ObjectStore {
             `${this.url}: the store's folder ${dir} is a symbolic link; the store keeps its own files below its root`,
           )
         }
-      }
-      // A folder made is durable once its parent is fsynced: else a crash takes it back, and
-      // what was written in it with it (the sidecars in `.ss-meta`, a new root's objects).
-      // A folder above the root that this process may not read cannot be opened to fsync:
-      // passed over, as the store asks no more of the folders above it than to pass through.
-      const root = dirname(join(this.root, TMP)) // as the folders' names give it: normalized
-      for (const parent of new Set(made.map((f) => dirname(f)))) {
-        await syncDir(parent).catch((err) => {
-          if (parent === root || !(isCode(err, 'EACCES') || isCode(err, 'EPERM'))) throw err
-          log('%s: %s cannot be fsynced (%s)', this.url, parent, (err as Error).message)
-        })
       }
       sweep(this.root, false, () => this.now()).catch((err) =>
         log('%s: sweeping leftovers: %s', this.url, (err as Error).message),

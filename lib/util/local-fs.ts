@@ -173,13 +173,19 @@ export async function mkdirs(dir: string): Promise<string[]> {
 }
 
 /**
- * `mkdirs`, then each folder it made fsynced into its parent: a folder made is there after
- * a machine crash only once its parent is, and with it go the files written in it (a WAL's
- * records, fsynced as they may be). A parent this process may not open (EACCES, EPERM: it
- * may write a folder it cannot read) is passed over, `denied` told; other failures throw.
+ * `mkdirs` of each of `dirs`, then each folder made fsynced into its parent (once per
+ * parent): a folder made is there after a machine crash only once its parent is, and with
+ * it go the files written in it (a WAL's records, a store's sidecars, fsynced as they may
+ * be). A parent this process may not open (EACCES, EPERM: it may write a folder it cannot
+ * read) is passed to `denied`, which may throw; other failures throw.
  */
-export async function mkdirsDurable(dir: string, denied: (parent: string, err: Error) => void): Promise<void> {
-  for (const parent of new Set((await mkdirs(dir)).map((f) => dirname(f)))) {
+export async function mkdirsDurable(
+  dirs: string | readonly string[],
+  denied: (parent: string, err: Error) => void,
+): Promise<void> {
+  const made: string[] = []
+  for (const dir of typeof dirs === 'string' ? [dirs] : dirs) made.push(...(await mkdirs(dir)))
+  for (const parent of new Set(made.map((f) => dirname(f)))) {
     await syncDir(parent).catch((err) => {
       if (!isCode(err, 'EACCES') && !isCode(err, 'EPERM')) throw err
       denied(parent, err as Error)

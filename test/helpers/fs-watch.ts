@@ -2,6 +2,7 @@
  * The file system calls a test watches, seen through fs.promises (which the library's
  * modules take from node:fs/promises and node:fs): what is made durable, and when.
  */
+import assert from 'node:assert/strict'
 import { promises as fsp } from 'node:fs'
 import { syncBuiltinESMExports } from 'node:module'
 import { relative } from 'node:path'
@@ -46,4 +47,11 @@ export function watchFolders(t: TestContext, top: string, unlinked?: () => void)
 export function unwatch(t: TestContext): void {
   t.mock.restoreAll()
   syncBuiltinESMExports()
+}
+
+/** The events after the last one equal to `event` (none when it never happened: then the check fails). */
+export function eventsAfter(events: readonly string[], event: string): string[] {
+  const at = events.lastIndexOf(event)
+  assert.ok(at >= 0, `no ${event} in ${JSON.stringify(events)}`)
+  return events.slice(at + 1)
 }

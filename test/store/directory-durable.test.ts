@@ -17,14 +17,7 @@ import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { DirectoryStore } from '../../lib/store/directory.js'
-import { unwatch, watchFolders } from '../helpers/fs-watch.js'
-
-/** The events after the last one equal to `event` (none when it never happened: then the check fails). */
-function eventsAfter(events: readonly string[], event: string): string[] {
-  const at = events.lastIndexOf(event)
-  assert.ok(at >= 0, `no ${event} in ${JSON.stringify(events)}`)
-  return events.slice(at + 1)
-}
+import { eventsAfter, unwatch, watchFolders } from '../helpers/fs-watch.js'
 
 describe('directory store: what is durable when a call answers', () => {
   let dir = ''

@@ -7,21 +7,19 @@
 import assert from 'node:assert/strict'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import { WalLog } from '../../lib/wal/log.js'
-import { unwatch, watchFolders } from '../helpers/fs-watch.js'
+import { eventsAfter, unwatch, watchFolders } from '../helpers/fs-watch.js'
 
 /** That each folder in `made` was made, and its parent fsynced after it. */
 function assertMadeDurable(events: readonly string[], made: readonly string[]): void {
   for (const folder of made) {
-    const at = events.indexOf(`mkdir ${folder}`)
-    assert.ok(at >= 0, `${folder} not made: ${JSON.stringify(events)}`)
-    const parent = folder.includes('/') ? folder.slice(0, folder.lastIndexOf('/')) : '.'
+    const parent = dirname(folder)
     assert.ok(
-      events.indexOf(`fsync ${parent}`, at + 1) > at,
+      eventsAfter(events, `mkdir ${folder}`).includes(`fsync ${parent}`),
       `${parent} is not fsynced after ${folder} was made in it: ${JSON.stringify(events)}`,
     )
   }
