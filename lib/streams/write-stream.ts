@@ -34,6 +34,7 @@
  */
 import { Writable } from 'node:stream'
 import { hasInode } from '../container/inode.js'
+import { requestError } from '../container/uploader.js'
 import { StreamSegmentError } from '../errors.js'
 import { INODE_KEY } from '../format/names.js'
 import { fileState, OPEN_SIGNAL, SegmentFile } from '../segment-file.js'
@@ -47,7 +48,7 @@ import {
   type WithHooks,
 } from '../settings.js'
 import type { ObjectStore } from '../store/types.js'
-import { asError, showValue } from '../util/typed-arrays.js'
+import { showValue } from '../util/typed-arrays.js'
 import { checkWalOptions, type WalOptions } from '../wal/wal.js'
 import { type FlushTiming, isUnknownOutcome } from '../write/flush.js'
 import { checkStreamOptions, countingStore, destroyOnAbort, type StreamLocation, storeOf } from './options.js'
@@ -395,7 +396,7 @@ export async function openForAppend(
       if (!StreamSegmentError.is(e, 'ERR_CONFLICT')) throw e
       // Made outside a handle's call: a custom store's rejection with no Error is named here.
       const made = await hasInode(store, settings[OPEN_SIGNAL]).catch((thrown: unknown) => {
-        throw asError(thrown, () => `head of ${store.url}/${INODE_KEY}`)
+        throw requestError(thrown, 'head', store, INODE_KEY)
       })
       if (!made) throw e
       return SegmentFile.open(store, settings)
