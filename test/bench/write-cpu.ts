@@ -24,7 +24,8 @@
 //   rounds, BENCH_TABLES=1 or 2 runs one table, BENCH_VARIANTS=1,3 some rows of table 2,
 //   BENCH_WARM=n measures each row of table 2 after n unmeasured runs in the same process
 //   (the steady state of a process that writes again and again: code compiled, memory
-//   mapped; a fresh process pays for both in its first GiB, docs/benchmarks.md).
+//   mapped; a fresh process pays for both in its first GiB, docs/benchmarks.md), and
+//   BENCH_GC=0 leaves out the full collection forced before each measured run.
 import { spawnSync } from 'node:child_process'
 import { once } from 'node:events'
 import { createReadStream, createWriteStream } from 'node:fs'
@@ -123,6 +124,14 @@ const streamTotal = Number(process.env.BENCH_STREAM_MIB ?? 1024) * MiB
 const warmRuns = Number(process.env.BENCH_WARM ?? 0)
 if (!Number.isInteger(warmRuns) || warmRuns < 0)
   throw new Error(`BENCH_WARM=${process.env.BENCH_WARM}: a count of runs`)
+/**
+ * BENCH_GC=0: no forced full collection before a measured run. By default one runs first, so
+ * that no garbage of an earlier run is collected inside the measurement; a process that
+ * writes again and again is not collected that way between its writes.
+ */
+const forceGc = process.env.BENCH_GC !== '0'
+if (process.env.BENCH_GC !== undefined && !['0', '1'].includes(process.env.BENCH_GC))
+  throw new Error(`BENCH_GC=${process.env.BENCH_GC}: 0 or 1`)
 const rounds = Number(process.env.BENCH_ROUNDS ?? 3)
 const child = process.env.BENCH_CHILD
 const CHUNK = MiB
@@ -174,7 +183,7 @@ async function feed(sink: NodeWritable | ReturnType<typeof createStreamSegmentWr
 }
 
 async function measure(fn: () => Promise<number | undefined>): Promise<Sample> {
-  global.gc?.()
+  if (forceGc) global.gc?.()
   const rss0 = process.memoryUsage.rss()
   const c0 = process.cpuUsage()
   const f0 = process.resourceUsage().minorPageFault
@@ -647,7 +656,7 @@ async function tableStreams() {
   variants.push(...lateRows)
   if (child === undefined)
     console.log(
-      `\n# write-cpu, streams: ${streamTotal / MiB} MiB in 1 MiB chunks, default profile, ${rounds} rounds${warmRuns > 0 ? `, each run after ${warmRuns} unmeasured in its process` : ''}, median (min–max) (node ${process.version}, ${cpus()[0]?.model}, ${cpus().length} cores, CRC ${crc32Implementation}; fresh memory ${freshMemoryCost().toFixed(2)} CPU-s/GiB, fresh slab memory ${freshSlabMemoryCost().toFixed(2)})`,
+      `\n# write-cpu, streams: ${streamTotal / MiB} MiB in 1 MiB chunks, default profile, ${rounds} rounds${warmRuns > 0 ? `, each run after ${warmRuns} unmeasured in its process` : ''}${forceGc ? '' : ', no forced collection before a run'}, median (min–max) (node ${process.version}, ${cpus()[0]?.model}, ${cpus().length} cores, CRC ${crc32Implementation}; fresh memory ${freshMemoryCost().toFixed(2)} CPU-s/GiB, fresh slab memory ${freshSlabMemoryCost().toFixed(2)})`,
     )
   if (child === undefined) {
     console.log(
