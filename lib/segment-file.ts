@@ -36,16 +36,19 @@ import { emptyInode, FORMAT_PARTED, FORMAT_STREAM, type Inode } from './format/i
 import { MAX_CNO } from './format/pointer.js'
 import { Reader } from './read/reader.js'
 import {
+  badSetting,
   checkCno,
   checkForStore,
   checkOptionNames,
   checkSettingValues,
   dirtyLimitBytes,
+  PART_BYTES,
   type ReadOptions,
   resolveFileSettings,
   resolveReadOptions,
   resolveReadSettings,
   type Settings,
+  type WithHooks,
 } from './settings.js'
 import type { BlockSource } from './state/dirty-tier.js'
 import { FileState, noNumbersLeft } from './state/file-state.js'
@@ -300,15 +303,26 @@ export class SegmentFile {
         )
       }
     }
-    const s = (readOnly ? resolveReadSettings : resolveFileSettings)({ ...withWal(options), ...own })
-    if (!readOnly) checkForStore(s, store)
     for (const name of ['format', 'dataBlockSize', 'metaBlockSize'] as const) {
-      if (options[name] !== undefined && options[name] !== s[name]) {
+      if (options[name] !== undefined && options[name] !== own[name]) {
         throw StreamSegmentError.invalidArgument(
-          `${name} ${options[name]}: the container at ${store.url} has ${s[name]}`,
+          `${name} ${options[name]}: the container at ${store.url} has ${own[name]}`,
         )
       }
     }
+    // A piece size chosen for blocks of another size (a multiple of the default 4 KiB): named
+    // with the container whose blocks it does not fit. One derived (PART_BYTES) is rounded up to them.
+    const chunk = options.segmentMpuChunkSize
+    const derived = (options as WithHooks)[PART_BYTES] !== undefined
+    if (!readOnly && !derived && chunk !== undefined && chunk % own.dataBlockSize !== 0) {
+      throw badSetting(
+        'segmentMpuChunkSize',
+        chunk,
+        `must be a multiple of the data block size of the container at ${store.url} (${own.dataBlockSize})`,
+      )
+    }
+    const s = (readOnly ? resolveReadSettings : resolveFileSettings)({ ...withWal(options), ...own })
+    if (!readOnly) checkForStore(s, store)
     let firstFree = 0
     if (!readOnly) {
       // The commit point is checked against its part 0 beside the look above it (no round

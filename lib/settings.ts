@@ -116,8 +116,16 @@ export interface FileSettings extends Settings {
  */
 export const TEST_HOOKS: unique symbol = Symbol('stream-segment: test hooks')
 
-/** Settings as the library's own callers pass them: perhaps with test hooks. */
-export type WithHooks = { [TEST_HOOKS]?: TestHooks }
+/**
+ * The key of a piece size derived, not chosen (Upload's `partSize`): the handle rounds it
+ * up to a whole data block of the container it writes, which an existing container's
+ * inode says, so the one who derives it cannot know the block size. It takes the place of
+ * segmentMpuChunkSize. Under a symbol, as TEST_HOOKS, so no option of the API reaches it.
+ */
+export const PART_BYTES: unique symbol = Symbol('stream-segment: part bytes')
+
+/** Settings as the library's own callers pass them: perhaps with test hooks, or a part size (PART_BYTES). */
+export type WithHooks = { [TEST_HOOKS]?: TestHooks; [PART_BYTES]?: number }
 
 /** The test hooks `options` carries, if any. */
 export function hooksOf(options: object): TestHooks | undefined {
@@ -445,6 +453,12 @@ function resolveFor(
     throw StreamSegmentError.invalidArgument(`settings must be an object, got ${describeValue(overrides)}`)
   }
   const s = resolve<Settings>(SETTING_RULES, overrides, base)
+  const part = overrides[PART_BYTES]
+  if (part !== undefined) {
+    // Within the rule whenever the part is: 5 GiB is a whole number of the largest data blocks.
+    const piece = Math.ceil(part / s.dataBlockSize) * s.dataBlockSize
+    s.segmentMpuChunkSize = check('segmentMpuChunkSize', piece, SETTING_RULES.segmentMpuChunkSize) as number
+  }
   const capacity = nodeCapacity(s.metaBlockSize)
   const { maxNodeEntries, abortWaitMs } = hooksOf(overrides) ?? {}
   const entries = givenOr(maxNodeEntries, capacity)

@@ -41,7 +41,7 @@ import type {
 import { checkS3ExportTarget, type ExportResult, exportObject, type S3ExportTarget } from '../admin/export.js'
 import { isSignal, StreamSegmentError } from '../errors.js'
 import { fileState } from '../segment-file.js'
-import { checkOptionNames, checkSettingValues, type Settings } from '../settings.js'
+import { checkOptionNames, checkSettingValues, PART_BYTES, type Settings, type WithHooks } from '../settings.js'
 import { prefixFault, quoteKey } from '../store/common.js'
 import { openStore } from '../store/open.js'
 import { type AnyS3Client, ownS3Client } from '../store/s3-client.js'
@@ -671,7 +671,7 @@ export class Upload extends EventEmitter {
    * `leavePartsOnError`): never set, as a container makes several, each aborted on failure.
    */
   readonly uploadId: string | undefined = undefined
-  private readonly settings: Partial<Settings>
+  private readonly settings: Partial<Settings> & WithHooks
   /** `client`, or the library's S3Client sending through it (ownS3Client). */
   private readonly storeClient: S3Client
   private readonly abortController: AbortController | LibStorageAbortController
@@ -719,7 +719,7 @@ export class Upload extends EventEmitter {
     checkOptionNames('Upload', options, UPLOAD_OPTIONS)
     checkOptionNames('Upload: settings', settings, [], { settings: true })
     checkSettingValues(settings)
-    const s: Partial<Settings> = { ...settings }
+    const s: Partial<Settings> & WithHooks = { ...settings }
     const queue = asLibStorageNumber(queueSize)
     if (queueSize) {
       if (!(queue >= 1)) {
@@ -742,8 +742,9 @@ export class Upload extends EventEmitter {
           `partSize ${describeOption(partSize)}: must be an integer from ${MIN_PART_SIZE} (5 MiB) to ${MAX_PART_SIZE} (5 GiB, S3's largest part)`,
         )
       }
-      const block = s.dataBlockSize ?? 4096
-      s.segmentMpuChunkSize = Math.ceil(part / block) * block
+      // Rounded up to a whole data block when the file opens: an existing container's blocks
+      // are its own, which only its inode says (PART_BYTES).
+      s[PART_BYTES] = part
     }
     if (exportTo !== undefined) {
       const t = exportTo as Partial<S3ExportTarget> | null

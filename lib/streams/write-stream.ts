@@ -42,6 +42,7 @@ import {
   checkOptionNames,
   checkSettingValues,
   hooksOf,
+  PART_BYTES,
   type Settings,
   STREAMING_PROFILE,
   TEST_HOOKS,
@@ -201,12 +202,14 @@ export class StreamSegmentWriteStream extends Writable {
     // A setting given as undefined is not given (as checkOptionNames takes it): spread over the
     // profile, it would replace the profile's value and leave the spec's default.
     const given = Object.fromEntries(Object.entries(settings).filter(([, v]) => v !== undefined))
-    // Test hooks ride under a symbol, which Object.entries leaves out.
+    // Test hooks and a derived piece size (Upload's) ride under symbols, which Object.entries leaves out.
     const hooks = hooksOf(options)
+    const part = (options as WithHooks)[PART_BYTES]
     this.settings = {
       ...(profile === 'streaming' ? { ...STREAMING_PROFILE, ...given } : given),
       ...(wal === undefined ? {} : { wal }),
       ...(hooks === undefined ? {} : { [TEST_HOOKS]: hooks }),
+      ...(part === undefined ? {} : { [PART_BYTES]: part }),
     }
     destroyOnAbort(
       { destroy: (err) => this.abortBy(err), once: (e, l) => this.once(e, l) },

@@ -30,6 +30,7 @@ import { MemoryStore } from '../../lib/store/memory.js'
 import type { StreamSegmentWriteStream } from '../../lib/streams/write-stream.js'
 import { FailingStore } from '../helpers/failing-store.js'
 import { foreignS3Client } from '../helpers/foreign-sdk.js'
+import { pattern } from '../helpers/pattern.js'
 import { diagnosticsOf } from '../helpers/type-check.js'
 import { type CallInfo, WrappedStore } from '../helpers/wrapped-store.js'
 
@@ -626,6 +627,30 @@ describe('Upload: queueSize and partSize as lib-storage reads them', () => {
     const partSize = String(6 * MiB) as unknown as number
     new LibStorageUpload({ client, params: { Bucket: 'b', Key: 'k', Body: 'x' }, partSize })
     assert.equal((await settingsOf({ partSize }, 'part-string')).part, 6 * MiB)
+  })
+})
+
+describe('Upload: partSize over an existing container of larger data blocks', () => {
+  it("partSize is rounded up to the container's data block size, not the default one's", async () => {
+    const store = new MemoryStore('part-size-64k')
+    const made = await SegmentFile.create(store, { dataBlockSize: 64 * 1024 })
+    await made.write(0, pattern(0, 100_000, 2))
+    await made.flush()
+    await made.close()
+    // Over two parts, so that the multipart pieces are cut at the rounded size.
+    const Body = pattern(0, 13_000_000, 3)
+    const upload = new Upload({ client, params: { Bucket: 'b', Key: 'k', Body }, partSize: 6_000_000 })
+    Object.defineProperty(upload, 'store', { value: store })
+    const result = await upload.done()
+    assert.equal(result.cno, 2)
+    const s = (upload as unknown as { writer?: StreamSegmentWriteStream }).writer?.file?.settings
+    // 6_000_000 is 91.55 blocks of 64 KiB: 92 of them.
+    assert.equal(s?.segmentMpuChunkSize, 92 * 64 * 1024)
+    assert.equal(s?.dataBlockSize, 64 * 1024)
+    const f = await SegmentFile.open(store, { readOnly: true })
+    assert.equal(f.size, Body.length)
+    assert.ok(Buffer.from(await f.read(0, f.size)).equals(Body), 'the Body reads back')
+    await f.close()
   })
 })
 

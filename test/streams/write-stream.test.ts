@@ -334,6 +334,27 @@ describe('createStreamSegmentWriteStream', () => {
     )
   })
 
+  it("a segmentMpuChunkSize given that is no multiple of an existing container's data block size is refused, naming both and the container", async () => {
+    const store = new MemoryStore('chunk-vs-64k-blocks')
+    const made = await SegmentFile.create(store, { dataBlockSize: 64 * KiB })
+    await made.write(0, Buffer.alloc(100, 1))
+    await made.flush()
+    await made.close()
+    // A multiple of the default 4 KiB block, not of this container's.
+    const ws = createStreamSegmentWriteStream({ store, segmentMpuChunkSize: 6_000_640 })
+    await assert.rejects(
+      pipeline(Readable.from([Buffer.alloc(1000, 2)]), ws),
+      (err) =>
+        StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT') &&
+        /segmentMpuChunkSize = 6000640/.test(err.message) &&
+        /65536/.test(err.message) &&
+        err.message.includes('mem://chunk-vs-64k-blocks'),
+    )
+    const f = await SegmentFile.open(store, { readOnly: true })
+    assert.deepEqual([f.cno, f.size], [1, 100], 'nothing was published')
+    await f.close()
+  })
+
   it('rejects bad options with the setting named', () => {
     assert.throws(
       () => createStreamSegmentWriteStream({ store: new MemoryStore(), url: 'mem://x' }),
