@@ -291,6 +291,22 @@ describe('Upload', () => {
     assert.ok(parts.size >= 4, `requests counted in part: ${[...parts]}`)
   })
 
+  it("partSize over an existing container of 64 KiB blocks: rounded up to its blocks, not the default's", async () => {
+    const { Bucket, Key, store } = await target('upload-part-64k')
+    const made = await SegmentFile.create(store, { dataBlockSize: 64 * 1024 })
+    await made.write(0, Buffer.alloc(100_000, 1))
+    await made.flush()
+    await made.close()
+    const body = Buffer.alloc(13_000_000, 5)
+    for (let at = 0; at < body.length; at += 4096) body.writeUInt32LE(at, at)
+    const upload = new Upload({ client: client(), params: { Bucket, Key, Body: body }, partSize: 6_000_000 })
+    assert.equal((await upload.done()).cno, 2)
+    const s = (upload as unknown as { writer?: StreamSegmentWriteStream }).writer?.file?.settings
+    assert.equal(s?.segmentMpuChunkSize, 92 * 64 * 1024)
+    assert.deepEqual(await readBack(store), { size: body.length, sha256: sha(body) })
+    assert.equal(await openUploads(store), 0)
+  })
+
   it('abortController: aborting it mid-way rejects with AbortError, publishes nothing, leaves no open upload', async () => {
     const { Bucket, Key, store } = await target('upload-abort')
     const abortController = new AbortController()
