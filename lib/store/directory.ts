@@ -922,15 +922,7 @@ export class DirectoryStore implements ObjectStore {
 
   private async writeSidecar(ino: number, record: Record<string, string>, sync: boolean): Promise<void> {
     const path = this.sidecarPath(ino)
-    let fh = await fs.open(path, WRITE_SIDECAR).catch((err) => {
-      if (isCode(err, 'ELOOP') || isCode(err, 'ENXIO')) return undefined
-      throw err
-    })
-    if (fh === undefined || !(await fh.stat()).isFile()) {
-      await fh?.close()
-      await fs.rm(path, { force: true })
-      fh = await fs.open(path, WRITE_SIDECAR)
-    }
+    const fh = await openSidecarForWrite(path)
     try {
       await fh.writeFile(JSON.stringify(record))
       if (sync) await fh.sync()
@@ -1399,6 +1391,31 @@ async function openObject(path: string): Promise<fs.FileHandle | undefined> {
     if (isMissing(err) || isCode(err, 'EISDIR') || isCode(err, 'ELOOP')) return undefined
     throw err
   }
+}
+
+/**
+ * The sidecar at `path` opened with WRITE_SIDECAR, a regular file: a symlink, a FIFO or
+ * anything else in its place is removed first, and the sidecar made afresh. Every handle
+ * opened here and not returned is closed, whatever fails (the fstat included).
+ */
+async function openSidecarForWrite(path: string): Promise<fs.FileHandle> {
+  const fh = await fs.open(path, WRITE_SIDECAR).catch((err) => {
+    if (isCode(err, 'ELOOP') || isCode(err, 'ENXIO')) return undefined
+    throw err
+  })
+  if (fh !== undefined) {
+    const regular = await fh.stat().then(
+      (st) => st.isFile(),
+      async (err) => {
+        await fh.close().catch(() => {}) // the fstat's failure is the one to report
+        throw err
+      },
+    )
+    if (regular) return fh
+    await fh.close()
+  }
+  await fs.rm(path, { force: true })
+  return fs.open(path, WRITE_SIDECAR)
 }
 
 /** Copies the files at `paths`, in order, into `out`. */

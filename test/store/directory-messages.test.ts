@@ -1,0 +1,56 @@
+/**
+ * The directory store's failures name what they concern: the key (and the part and upload
+ * of a multipart call), however deep in the store they arise; and a failure between
+ * opening a file and closing it closes it all the same.
+ */
+import assert from 'node:assert/strict'
+import { promises as fsp } from 'node:fs'
+import type { FileHandle } from 'node:fs/promises'
+import { syncBuiltinESMExports } from 'node:module'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, before, describe, it } from 'node:test'
+import { DirectoryStore } from '../../lib/store/directory.js'
+import { rejectsCode } from '../helpers/assert.js'
+
+describe('directory store: what its failures name', () => {
+  let dir = ''
+  before(async () => {
+    dir = await fsp.mkdtemp(join(tmpdir(), 'ss-dir-messages-'))
+  })
+  after(async () => {
+    await fsp.rm(dir, { recursive: true, force: true })
+  })
+
+  it('a sidecar whose fstat fails: the put is ERR_STORE naming the key, and the sidecar’s handle is closed', async (t) => {
+    const root = join(dir, 'fstat')
+    const store = new DirectoryStore(root)
+    await store.put('first', Buffer.from('makes the store'))
+    const { open } = fsp
+    const opened: FileHandle[] = []
+    t.mock.method(fsp, 'open', async (...args: Parameters<typeof fsp.open>) => {
+      const fh = await open(...args)
+      if (String(args[0]).startsWith(join(root, '.ss-meta/'))) {
+        opened.push(fh)
+        Object.assign(fh, {
+          stat: () =>
+            Promise.reject(Object.assign(new Error('EIO: i/o error, fstat'), { code: 'EIO', syscall: 'fstat' })),
+        })
+      }
+      return fh
+    })
+    syncBuiltinESMExports() // the store takes fs from node:fs/promises
+    try {
+      await rejectsCode(store.put('k', Buffer.from('bytes')), 'ERR_STORE', /put k failed: input\/output error.*\(EIO\)/)
+    } finally {
+      t.mock.restoreAll()
+      syncBuiltinESMExports()
+    }
+    assert.equal(opened.length, 1, 'the sidecar was opened once')
+    const fds = opened.map((fh) => fh.fd)
+    await Promise.all(opened.map((fh) => fh.close().catch(() => {})))
+    assert.deepEqual(fds, [-1], 'the sidecar’s handle is left open')
+    assert.equal(await store.head('k'), undefined, 'the key stays empty')
+    assert.deepEqual(await fsp.readdir(join(root, '.ss-tmp')), [], 'no temporary file is left')
+  })
+})
