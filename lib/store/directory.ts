@@ -539,7 +539,10 @@ export class DirectoryStore implements ObjectStore {
       // Parts need no fsync of their own: the completed object is written anew and synced.
       return await this.placePart(dir, partNumber, (fh) => writeFully(fh, bodyChunks(body)))
     } catch (err) {
-      throw this.mapError(await this.uploadGone(err, key, uploadId), `upload part ${partNumber} of ${key}`)
+      throw this.mapError(
+        await this.uploadGone(err, key, uploadId),
+        `upload part ${partNumber} of ${key} (upload ${uploadId})`,
+      )
     }
   }
 

@@ -87,13 +87,15 @@ export const IOV_MAX = 1024
  * Writes every byte of `chunks`, in order, with `writev` calls of at most IOV_MAX chunks:
  * from `position` on, or at the file's position when it is undefined. A short write
  * resumes at the first chunk not fully written (only that one is re-sliced), so the cost
- * stays linear in the chunks.
+ * stays linear in the chunks. A writev that writes nothing fails it with a plain Error, as
+ * a failed writev does: the caller names the file or key (localFileError, the directory
+ * store's fsError), which a StreamSegmentError would pass through unnamed.
  */
 export async function writeFully(fh: fs.FileHandle, chunks: readonly Uint8Array[], position?: number): Promise<void> {
   let total = 0
   for (const c of chunks) total += c.byteLength
   const written = await vectored(chunks, position, (batch, at) => fh.writev(batch, at).then((r) => r.bytesWritten))
-  if (written < total) throw StreamSegmentError.store(`writev wrote nothing with ${total - written} bytes left`)
+  if (written < total) throw new Error(`writev wrote nothing with ${total - written} bytes left`)
 }
 
 /**

@@ -13,10 +13,16 @@ import { after, before, describe, it } from 'node:test'
 import { DirectoryStore } from '../../lib/store/directory.js'
 import { rejectsCode } from '../helpers/assert.js'
 
+type Writev = FileHandle['writev']
+
 describe('directory store: what its failures name', () => {
   let dir = ''
+  let proto: { writev: Writev }
   before(async () => {
     dir = await fsp.mkdtemp(join(tmpdir(), 'ss-dir-messages-'))
+    const fh = await fsp.open(dir, 'r')
+    proto = Object.getPrototypeOf(fh) as { writev: Writev }
+    await fh.close()
   })
   after(async () => {
     await fsp.rm(dir, { recursive: true, force: true })
@@ -52,5 +58,25 @@ describe('directory store: what its failures name', () => {
     assert.deepEqual(fds, [-1], 'the sidecar’s handle is left open')
     assert.equal(await store.head('k'), undefined, 'the key stays empty')
     assert.deepEqual(await fsp.readdir(join(root, '.ss-tmp')), [], 'no temporary file is left')
+  })
+
+  it('writev that writes nothing: put and uploadPart are ERR_STORE naming the key (and the part and upload)', async (t) => {
+    const store = new DirectoryStore(join(dir, 'writev'))
+    await store.put('first', Buffer.from('makes the store'))
+    const id = await store.createMultipart('m')
+    t.mock.method(proto, 'writev', function (this: FileHandle, buffers: readonly NodeJS.ArrayBufferView[]) {
+      return Promise.resolve({ bytesWritten: 0, buffers })
+    } as unknown as Writev)
+    try {
+      await rejectsCode(store.put('k', Buffer.from('bytes')), 'ERR_STORE', /put k failed: writev wrote nothing/)
+      await rejectsCode(
+        store.uploadPart('m', id, 2, Buffer.from('part')),
+        'ERR_STORE',
+        new RegExp(`upload part 2 of m \\(upload ${id}\\) failed: writev wrote nothing`),
+      )
+    } finally {
+      t.mock.restoreAll()
+    }
+    assert.equal(await store.head('k'), undefined)
   })
 })
