@@ -632,7 +632,7 @@ export class DirectoryStore implements ObjectStore {
       // Taken in part-number order, whatever order they are listed in (as S3Store takes them).
       const sorted = [...parts].sort((a, b) => a.partNumber - b.partNumber)
       checkPartList(key, sorted)
-      const paths: string[] = []
+      const paths: Array<{ partNumber: number; path: string }> = []
       const sizes: number[] = []
       for (const p of sorted) {
         const path = join(upload.dir, String(p.partNumber))
@@ -640,13 +640,13 @@ export class DirectoryStore implements ObjectStore {
         if (st === undefined || legacyEtag(st) !== unquoteEtag(p.etag)) {
           throw StreamSegmentError.invalidArgument(`${key}: part ${p.partNumber} with etag ${p.etag} was not uploaded`)
         }
-        paths.push(path)
+        paths.push({ partNumber: p.partNumber, path })
         sizes.push(st.size)
       }
       if (!upload.uneven) checkPartSizes(key, sizes)
       return await this.publish(
         key,
-        (out) => concatInto(out, paths),
+        (out) => concatInto(out, paths, uploadId),
         upload.metadata,
         async (tmp, path) => {
           const commit = async () => {
@@ -1421,14 +1421,23 @@ async function openSidecarForWrite(path: string): Promise<fs.FileHandle> {
   return fs.open(path, WRITE_SIDECAR)
 }
 
-/** Copies the files at `paths`, in order, into `out`. */
-async function concatInto(out: fs.FileHandle, paths: readonly string[]): Promise<void> {
+/**
+ * Copies the parts of the upload `uploadId` at `parts`, in order, into `out`. Its failures
+ * are plain Errors, as the file system's are: the caller names its key (`fsError`).
+ */
+async function concatInto(
+  out: fs.FileHandle,
+  parts: ReadonlyArray<{ partNumber: number; path: string }>,
+  uploadId: string,
+): Promise<void> {
   const buf = Buffer.allocUnsafe(COPY_BUFFER)
   let pos = 0
-  for (const p of paths) {
-    const src = await fs.open(p, OPEN_PROBE) // a FIFO put in a part's place must not block
+  for (const { partNumber, path } of parts) {
+    const src = await fs.open(path, OPEN_PROBE) // a FIFO put in a part's place must not block
     try {
-      if (!(await src.stat()).isFile()) throw StreamSegmentError.store(`${p}: not a regular file`)
+      if (!(await src.stat()).isFile()) {
+        throw new Error(`part ${partNumber} of upload ${uploadId} (${path}) is not a regular file`)
+      }
       for (;;) {
         const { bytesRead } = await src.read(buf, 0, buf.byteLength, null)
         if (bytesRead === 0) break

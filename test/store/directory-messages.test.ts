@@ -4,6 +4,7 @@
  * opening a file and closing it closes it all the same.
  */
 import assert from 'node:assert/strict'
+import { execFileSync } from 'node:child_process'
 import { promises as fsp } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import { syncBuiltinESMExports } from 'node:module'
@@ -12,6 +13,7 @@ import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { DirectoryStore } from '../../lib/store/directory.js'
 import { rejectsCode } from '../helpers/assert.js'
+import { legacyEtag } from '../helpers/directory-store.js'
 
 type Writev = FileHandle['writev']
 
@@ -78,5 +80,20 @@ describe('directory store: what its failures name', () => {
       t.mock.restoreAll()
     }
     assert.equal(await store.head('k'), undefined)
+  })
+
+  it('a part that is not a regular file at completion: ERR_STORE naming the key, the part and the upload', async () => {
+    const store = new DirectoryStore(join(dir, 'fifo-part'))
+    const id = await store.createMultipart('m')
+    await store.uploadPart('m', id, 1, Buffer.from('part one'))
+    // A FIFO in the part's place, given as the part by its own identity (its ETag).
+    const part = join(store.root, '.ss-multipart', id, '1')
+    await fsp.rm(part)
+    execFileSync('mkfifo', [part])
+    const etag = legacyEtag(await fsp.stat(part))
+    const err = await rejectsCode(store.completeMultipart('m', id, [{ partNumber: 1, etag }]), 'ERR_STORE')
+    assert.match(err.message, /complete multipart m failed: /)
+    assert.match(err.message, new RegExp(`part 1 of upload ${id} \\(${part}\\) is not a regular file`))
+    assert.equal(await store.head('m'), undefined)
   })
 })
