@@ -609,13 +609,16 @@ export class DirectoryStore implements ObjectStore {
         checkCopyRange(source.range, st.size, where)
         const { start, end } = source.range
         const md5 = createHash('md5')
-        const part = await this.placePart(dir, partNumber, (out) => copyRangeInto(out, src, start, end, md5))
+        const part = await this.placePart(dir, partNumber, (out) => copyRangeInto(out, src, where, start, end, md5))
         return { ...part, md5: md5.digest('hex') }
       } finally {
         await src.close().catch(() => {})
       }
     } catch (err) {
-      throw this.mapError(await this.uploadGone(err, key, uploadId), `upload part copy ${partNumber} of ${key}`)
+      throw this.mapError(
+        await this.uploadGone(err, key, uploadId),
+        `upload part copy ${partNumber} of ${key} (upload ${uploadId})`,
+      )
     }
   }
 
@@ -1451,10 +1454,14 @@ async function concatInto(
   }
 }
 
-/** Copies bytes [start, end) of `src` to the start of `out`. */
+/**
+ * Copies bytes [start, end) of `src` (the object `where`) to the start of `out`. Its
+ * failures are plain Errors, as the file system's are: the caller names its key (`fsError`).
+ */
 async function copyRangeInto(
   out: fs.FileHandle,
   src: fs.FileHandle,
+  where: string,
   start: number,
   end: number,
   md5: Hash,
@@ -1462,7 +1469,7 @@ async function copyRangeInto(
   const buf = Buffer.allocUnsafe(Math.min(COPY_BUFFER, end - start))
   for (let pos = start; pos < end; ) {
     const { bytesRead } = await src.read(buf, 0, Math.min(buf.byteLength, end - pos), pos)
-    if (bytesRead === 0) throw StreamSegmentError.store(`file shrank while being copied, at byte ${pos}`)
+    if (bytesRead === 0) throw new Error(`${where}: file shrank while being copied, at byte ${pos}`)
     md5.update(buf.subarray(0, bytesRead))
     let done = 0
     while (done < bytesRead) done += (await out.write(buf, done, bytesRead - done, pos - start + done)).bytesWritten

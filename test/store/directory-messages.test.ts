@@ -16,14 +16,15 @@ import { rejectsCode } from '../helpers/assert.js'
 import { legacyEtag } from '../helpers/directory-store.js'
 
 type Writev = FileHandle['writev']
+type Read = FileHandle['read']
 
 describe('directory store: what its failures name', () => {
   let dir = ''
-  let proto: { writev: Writev }
+  let proto: { writev: Writev; read: Read }
   before(async () => {
     dir = await fsp.mkdtemp(join(tmpdir(), 'ss-dir-messages-'))
     const fh = await fsp.open(dir, 'r')
-    proto = Object.getPrototypeOf(fh) as { writev: Writev }
+    proto = Object.getPrototypeOf(fh) as { writev: Writev; read: Read }
     await fh.close()
   })
   after(async () => {
@@ -95,5 +96,25 @@ describe('directory store: what its failures name', () => {
     assert.match(err.message, /complete multipart m failed: /)
     assert.match(err.message, new RegExp(`part 1 of upload ${id} \\(${part}\\) is not a regular file`))
     assert.equal(await store.head('m'), undefined)
+  })
+
+  it('a copy source that ends early: ERR_STORE naming the source, the key and the part', async (t) => {
+    const store = new DirectoryStore(join(dir, 'copy'))
+    await store.put('src', Buffer.from('0123456789'))
+    const id = await store.createMultipart('m')
+    t.mock.method(proto, 'read', function (this: FileHandle, buffer: NodeJS.ArrayBufferView) {
+      return Promise.resolve({ bytesRead: 0, buffer })
+    } as unknown as Read)
+    let err: Error
+    try {
+      err = await rejectsCode(
+        store.uploadPartCopy('m', id, 3, { store, key: 'src', range: { start: 2, end: 8 } }),
+        'ERR_STORE',
+      )
+    } finally {
+      t.mock.restoreAll()
+    }
+    assert.match(err.message, new RegExp(`upload part copy 3 of m \\(upload ${id}\\) failed: `))
+    assert.ok(err.message.includes(`${store.url}/src: file shrank while being copied, at byte 2`), err.message)
   })
 })
