@@ -774,11 +774,10 @@ export class DirectoryStore implements ObjectStore {
       })
       for (const dir of dirs) {
         // Followed, it would have temporary files, sidecars, locks and uploads made, and
-        // leftovers swept, outside the store.
+        // leftovers swept, outside the store. A plain Error, as the file system's: the
+        // caller's mapping makes it ERR_STORE naming its call and key.
         if ((await fs.lstat(dir)).isSymbolicLink()) {
-          throw StreamSegmentError.store(
-            `${this.url}: the store's folder ${dir} is a symbolic link; the store keeps its own files below its root`,
-          )
+          throw new Error(`the store's folder ${dir} is a symbolic link; the store keeps its own files below its root`)
         }
       }
       sweep(this.root, false, () => this.now()).catch((err) =>

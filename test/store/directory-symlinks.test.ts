@@ -148,6 +148,7 @@ describe('directory store: symbolic links', () => {
     await assert.rejects(new DirectoryStore(root).put('k2', Buffer.from('x')), (err) => {
       assert.ok(StreamSegmentError.is(err, 'ERR_STORE'), String(err))
       assert.ok(err.message.includes(`${join(root, '.ss-tmp')} is a symbolic link`), err.message)
+      assert.ok(err.message.startsWith(`${root}: put k2 failed: `), err.message) // the call and its key
       return true
     })
     assert.deepEqual((await readdir(outside)).sort(), ['a-file', 'a-folder'], 'nothing written')
