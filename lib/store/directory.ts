@@ -931,9 +931,11 @@ export class DirectoryStore implements ObjectStore {
     try {
       await fh.writeFile(JSON.stringify(record))
       if (sync) await fh.sync()
-    } finally {
-      await fh.close()
+    } catch (err) {
+      await fh.close().catch(() => {}) // the write's failure is the one to report
+      throw err
     }
+    await fh.close() // a network file system may report a failed write only here
   }
 
   /**
@@ -1385,8 +1387,6 @@ const ERRNO_TEXT: Record<string, string> = {
 function bodyChunks(body: Body): readonly Uint8Array[] {
   return body instanceof Uint8Array ? [body] : body
 }
-
-/** writev until every byte is written (writev may write less than asked). */
 
 /** The file at a key's path, opened with OPEN_OBJECT; undefined when there is none, a folder or a symlink. */
 async function openObject(path: string): Promise<fs.FileHandle | undefined> {

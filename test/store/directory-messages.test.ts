@@ -63,6 +63,42 @@ describe('directory store: what its failures name', () => {
     assert.deepEqual(await fsp.readdir(join(root, '.ss-tmp')), [], 'no temporary file is left')
   })
 
+  it('a sidecar whose write fails and whose close fails too: the put reports the write’s failure', async (t) => {
+    const root = join(dir, 'sidecar-write')
+    const store = new DirectoryStore(root)
+    await store.put('first', Buffer.from('makes the store'))
+    const { open } = fsp
+    let closes = 0
+    t.mock.method(fsp, 'open', async (...args: Parameters<typeof fsp.open>) => {
+      const fh = await open(...args)
+      if (String(args[0]).startsWith(join(root, '.ss-meta/'))) {
+        const close = fh.close.bind(fh)
+        Object.assign(fh, {
+          writeFile: () => Promise.reject(Object.assign(new Error('ENOSPC: write'), { code: 'ENOSPC' })),
+          close: async () => {
+            closes++
+            await close()
+            throw Object.assign(new Error('EIO: close'), { code: 'EIO' })
+          },
+        })
+      }
+      return fh
+    })
+    syncBuiltinESMExports()
+    try {
+      await rejectsCode(
+        store.put('k', Buffer.from('bytes')),
+        'ERR_STORE',
+        /put k failed: no space left on the device \(ENOSPC\)/,
+      )
+    } finally {
+      t.mock.restoreAll()
+      syncBuiltinESMExports()
+    }
+    assert.equal(closes, 1, 'the sidecar’s handle is closed once')
+    assert.equal(await store.head('k'), undefined)
+  })
+
   it('writev that writes nothing: put and uploadPart are ERR_STORE naming the key (and the part and upload)', async (t) => {
     const store = new DirectoryStore(join(dir, 'writev'))
     await store.put('first', Buffer.from('makes the store'))
