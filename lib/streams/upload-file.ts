@@ -216,6 +216,9 @@ export async function uploadFile(
       )
     }
     const { size } = version
+    // Fired while the file was opened and looked at (a slow mount): the listener below would
+    // never hear it, and the open would go on, waiting on a stalled store for ever.
+    if (signal?.aborted) throw aborted()
     // The signal is heard from before the open: an open stalled on a request (the inode's
     // GET, say) ends when it fires, as the upload's requests after it do.
     const opening = new AbortController()

@@ -74,6 +74,34 @@ describe('uploadFile', () => {
     assert.equal(await inner.head('inode'), undefined, 'nothing was published')
   })
 
+  it('an abort while the file is looked at (before the open) ends the upload at once: the open makes no request', async () => {
+    const path = join(dir, 'stat.bin')
+    await writeFile(path, pattern(0, 256 * KiB, 6))
+    const inner = new MemoryStore()
+    // The inode's GET hangs until its request is aborted: an abort missed would hang here.
+    const stalled = new FailingStore(inner, [{ ops: ['get', 'head'], key: /^inode$/, mode: 'hang' }])
+    const ac = new AbortController()
+    const fh = await open(path, 'r')
+    try {
+      // The signal fires while the file's stat is under way (a slow mount, say).
+      const stat = fh.stat.bind(fh)
+      fh.stat = (async () => {
+        const st = await stat()
+        ac.abort(new Error('enough'))
+        return st
+      }) as typeof fh.stat
+      await within(
+        rejectsCode(uploadFile(fh, stalled, {}, { signal: ac.signal }), 'ERR_ABORTED', /upload to .* aborted/),
+        2000,
+        'abort during the stat',
+      )
+      assert.equal(stalled.calls.length, 0, `no request: ${stalled.calls.map((c) => `${c.op} ${c.key}`).join(', ')}`)
+      assert.equal(getEventListeners(ac.signal, 'abort').length, 0, 'the listener is removed')
+    } finally {
+      await fh.close()
+    }
+  })
+
   it('a container another writer creates between the open finding none and the create: the upload goes on top of it', async () => {
     const path = join(dir, 'race.bin')
     const data = pattern(0, 300 * KiB, 4)
