@@ -244,8 +244,13 @@ export async function uploadFile(
         pieceSize: state.settings.segmentMpuChunkSize,
       }
       const find = { maxAgeMs: resumeMaxAgeMs, publishedCno: state.published.cno, signal }
-      const leftovers = resume ? await findLeftovers(store, id, find) : undefined
-      const completed = resume ? await findCompleted(store, id, find) : undefined
+      // An abort there is said as the upload's, as elsewhere: the look-ups alone name a listing.
+      const looking = <T>(p: Promise<T>) =>
+        p.catch((err: unknown) => {
+          throw signal?.aborted ? aborted() : err
+        })
+      const leftovers = resume ? await looking(findLeftovers(store, id, find)) : undefined
+      const completed = resume ? await looking(findCompleted(store, id, find)) : undefined
       const resumer = new FileResumer(id, leftovers, completed)
       state.uploader.resumer = resumer
       onStart?.(file, size)

@@ -102,6 +102,35 @@ describe('uploadFile', () => {
     }
   })
 
+  it("an abort while it looks for an interrupted upload to resume: ERR_ABORTED naming the upload, the signal's reason its cause", async () => {
+    const path = join(dir, 'look.bin')
+    await writeFile(path, pattern(0, 256 * KiB, 7))
+    const inner = new MemoryStore()
+    const old = await SegmentFile.create(inner)
+    await old.write(0, pattern(0, 5000, 1))
+    await old.flush()
+    await old.close()
+    // The listing of the open uploads, then that of the objects taken above the published
+    // checkpoint (the open lists once before it), hang until their requests are aborted.
+    for (const rule of [
+      { ops: ['listMultipart' as const], mode: 'hang' as const },
+      { ops: ['list' as const], nth: 2, mode: 'hang' as const },
+    ]) {
+      const stalled = new FailingStore(inner, [rule])
+      const ac = new AbortController()
+      const reason = new Error('enough')
+      const upload = uploadFile(path, stalled, {}, { signal: ac.signal })
+      const settled = rejectsCode(upload, 'ERR_ABORTED', /^upload of .*look\.bin to .* aborted$/)
+      await within(stalled.hangOf(...rule.ops), 2000, `the ${rule.ops[0]}`)
+      ac.abort(reason)
+      const err = await within(settled, 2000, `abort during the ${rule.ops[0]}`)
+      assert.equal(err.cause, reason, `${rule.ops[0]}: the cause is the signal's reason`)
+    }
+    const f = await SegmentFile.open(inner, { readOnly: true })
+    assert.equal(f.size, 5000, 'nothing was published')
+    await f.close()
+  })
+
   it('a container another writer creates between the open finding none and the create: the upload goes on top of it', async () => {
     const path = join(dir, 'race.bin')
     const data = pattern(0, 300 * KiB, 4)
