@@ -43,7 +43,10 @@ export interface DownloadFileOptions extends ReadOptions {
    * handle and the bytes the range holds; what it throws ends the download.
    */
   onStart?: (file: SegmentFile, bytes: number) => void
-  /** Called as the download goes: bytes done of the range (holes count once passed), and the range's bytes. */
+  /**
+   * Called as the download goes: bytes done of the range (holes count once passed), and the
+   * range's bytes; not after the signal fired or a callback threw.
+   */
   onProgress?: (done: number, total: number) => void
 }
 
@@ -133,7 +136,10 @@ export async function downloadFile(
       let done = 0
       const advance = (n: number) => {
         done += n
-        if (onProgress !== undefined) callCaller(() => onProgress(done, bytes))
+        // Stopped (the signal fired, or the caller threw), the writes still under way finish
+        // unreported: a caller that threw to stop is not called again, a display not moved on.
+        if (onProgress === undefined || callerThrew !== undefined || signal?.aborted) return
+        callCaller(() => onProgress(done, bytes))
       }
       if (bytes > 0) {
         await reader.scan(from, from + bytes, {

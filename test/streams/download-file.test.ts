@@ -190,6 +190,33 @@ describe('downloadFile', () => {
     assert.deepEqual(await leftovers(), [])
   })
 
+  it('onProgress is not called again once the signal fired or it threw, though writes under way complete', async () => {
+    const path = join(dir, 'stopped.bin')
+    await writeFile(path, 'keep me')
+    // Many small GETs, several in flight: their writes are under way when the first reports.
+    const options = { readGetMaxBytes: 16 * KiB, readMaxConcurrency: 8 }
+    for (const how of ['throw', 'abort'] as const) {
+      const ac = new AbortController()
+      const stop = new Error(`stopped by ${how}`)
+      const calls: number[] = []
+      await assert.rejects(
+        downloadFile(store, path, {
+          ...options,
+          signal: ac.signal,
+          onProgress: (done) => {
+            calls.push(done)
+            if (how === 'throw') throw stop
+            ac.abort(stop)
+          },
+        }),
+        (err) => (how === 'throw' ? err === stop : code('ERR_ABORTED')(err) && (err as Error).cause === stop),
+      )
+      assert.equal(calls.length, 1, `${how}: onProgress called ${calls.length} times (done ${calls.join(', ')})`)
+      assert.equal(String(await readFile(path)), 'keep me')
+      assert.deepEqual(await leftovers(), [])
+    }
+  })
+
   it('a failure closing the file (a full disk reported at close, as NFS does) is ERR_STORE naming it; a failure before it wins', async () => {
     const mem = new MemoryStore() // reads that open no local file: the only one closed is the download's
     const f = await SegmentFile.create(mem)
