@@ -14,7 +14,7 @@
  * (`.ss-download-<pid>-<random>.tmp`), with the permission bits of the file it replaces,
  * renamed over `path` once complete (over the file a symbolic link there names; something
  * not a regular file there is refused: admin/export.ts, `checkFileTarget`); on any failure
- * or abort the temporary file is removed and `path` is left as it was. The file is not
+ * or abort the temporary file is removed (unless that fails too) and `path` is left as it was. The file is not
  * synced before the rename (as `fs.createWriteStream` does not).
  */
 import { open, rename, rm } from 'node:fs/promises'
@@ -172,7 +172,9 @@ export async function downloadFile(
     throw callerThrew !== undefined && err === callerThrew.value ? err : asError(err, what)
   } finally {
     signal?.removeEventListener('abort', onAbort)
-    if (tmpExists) await rm(tmp, { force: true })
+    // One that cannot be removed (the disk gone read-only, as after the write that failed)
+    // stays: what stopped the download is what is said, and the handle is still closed.
+    if (tmpExists) await rm(tmp, { force: true }).catch(() => undefined)
     await handle?.close().catch(() => undefined) // an aborted handle refuses close; nothing is held
   }
 }

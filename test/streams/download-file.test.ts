@@ -268,6 +268,43 @@ describe('downloadFile', () => {
     }
   })
 
+  it('a temporary file that cannot be removed (the disk gone read-only): the failure before it is reported, the handle closed', async () => {
+    const mem = new MemoryStore()
+    const f = await SegmentFile.create(mem)
+    await f.write(0, pattern(0, 100 * KiB, 4))
+    await f.flush()
+    await f.close()
+    const path = join(dir, 'keep-rm.bin')
+    await writeFile(path, 'keep me')
+    const rm = fsp.rm
+    const tried: string[] = []
+    fsp.rm = (async (target: string) => {
+      tried.push(target)
+      throw Object.assign(new Error(`EROFS: read-only file system, unlink '${target}'`), {
+        code: 'EROFS',
+        syscall: 'unlink',
+      })
+    }) as typeof rm
+    syncBuiltinESMExports()
+    const tmps: string[] = []
+    try {
+      const failing = new FailingStore(mem, [{ ops: ['get'], key: /^\d{10}\.\d+$/, nth: 1 }])
+      let handle: SegmentFile | undefined
+      await assert.rejects(
+        downloadFile(failing, path, { onStart: (file) => (handle = file) }),
+        (err) => code('ERR_STORE')(err) && /injected/.test(String(err)),
+      )
+      assert.equal(tried.length, 1, 'the removal was tried')
+      tmps.push(...(await leftovers()))
+      await assert.rejects((handle as SegmentFile).read(0, 1), /closed/, 'the handle is closed')
+      assert.equal(String(await readFile(path)), 'keep me')
+    } finally {
+      fsp.rm = rm
+      syncBuiltinESMExports()
+      for (const t of tmps) await rm(join(dir, t), { force: true })
+    }
+  })
+
   it('to a file slower than the store: bytes fetched and not yet written stay within the GETs allowed in flight', async () => {
     const mem = new MemoryStore()
     const f = await SegmentFile.create(mem, { streamSegmentBytes: 0 })
