@@ -206,7 +206,10 @@ export async function uploadFile(
   try {
     // A handle given closed already fails here with Node's bare Error 'file closed', naming nothing.
     const version = await fh.stat().catch((err: Error) => {
-      if (typeof path === 'string') throw err // opened just now: a failing disk, not the caller's argument
+      if (typeof path === 'string') {
+        // Opened just now: a failing disk, not the caller's argument (ERR_STORE, as fileSource says a failed stat).
+        throw StreamSegmentError.store(`${path}: its size and times cannot be read (${err?.message ?? err})`, err)
+      }
       throw StreamSegmentError.invalidArgument(`uploadFile: the FileHandle cannot be read (${err?.message ?? err})`)
     })
     if (!version.isFile()) {

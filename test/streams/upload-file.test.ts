@@ -5,7 +5,8 @@
 import assert from 'node:assert/strict'
 import { getEventListeners } from 'node:events'
 import { truncateSync } from 'node:fs'
-import { mkdtemp, open, rm, writeFile } from 'node:fs/promises'
+import fsp, { mkdtemp, open, rm, writeFile } from 'node:fs/promises'
+import { syncBuiltinESMExports } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
@@ -201,6 +202,40 @@ describe('uploadFile', () => {
       /^the file: cannot be read at byte 0 \(.*\)/,
     )
     assert.equal(await store.head('inode'), undefined, 'nothing was published')
+  })
+
+  it("a file whose first stat fails (a failing disk): ERR_STORE naming it, the system's error its cause", async () => {
+    const path = join(dir, 'stat-fails.bin')
+    await writeFile(path, pattern(0, 64 * KiB, 8))
+    const eio = Object.assign(new Error('EIO: i/o error, fstat'), { code: 'EIO', syscall: 'fstat' })
+    // A FileHandle's stat is its own, so the handle is wrapped as opened.
+    const real = fsp.open
+    let closed = 0
+    fsp.open = (async (...args: Parameters<typeof real>) => {
+      const fh = await real(...args)
+      fh.stat = (async () => Promise.reject(eio)) as typeof fh.stat
+      const close = fh.close.bind(fh)
+      fh.close = async () => {
+        closed++
+        return close()
+      }
+      return fh
+    }) as typeof real
+    syncBuiltinESMExports()
+    try {
+      const store = new MemoryStore()
+      const err = await rejectsCode(
+        uploadFile(path, store),
+        'ERR_STORE',
+        /stat-fails\.bin: its size and times cannot be read \(EIO/,
+      )
+      assert.equal(err.cause, eio)
+      assert.equal(closed, 1, 'the file opened is closed')
+      assert.equal(await store.head('inode'), undefined, 'no container was made')
+    } finally {
+      fsp.open = real
+      syncBuiltinESMExports()
+    }
   })
 
   it("the store it opens through copies a resume's parts from the S3Store itself, not from a proxy of it", async () => {
