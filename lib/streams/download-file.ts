@@ -40,12 +40,14 @@ export interface DownloadFileOptions extends ReadOptions {
   signal?: AbortSignal
   /**
    * Called once the checkpoint is open, before anything is written, with the read-only
-   * handle and the bytes the range holds; what it throws ends the download.
+   * handle and the bytes the range holds; what it throws (or its promise rejects with)
+   * ends the download.
    */
   onStart?: (file: SegmentFile, bytes: number) => void
   /**
    * Called as the download goes: bytes done of the range (holes count once passed), and the
-   * range's bytes; not after the signal fired or a callback threw.
+   * range's bytes; not after the signal fired or a callback threw. A promise it returns is
+   * awaited (the bytes of that write are held meanwhile), as onStart's is.
    */
   onProgress?: (done: number, total: number) => void
 }
@@ -93,12 +95,13 @@ export async function downloadFile(
   signal?.addEventListener('abort', onAbort, { once: true })
   const tmp = temporaryBeside(target.path, 'download')
   let tmpExists = false
-  // What the caller's onStart or onProgress throws ends the download as it is; anything
+  // What the caller's onStart or onProgress throws, or rejects with (an async one: its
+  // promise let go would be an unhandled rejection), ends the download as it is; anything
   // else thrown that is no Error came from the store (asError).
   let callerThrew: { value: unknown } | undefined
-  const callCaller = (call: () => void) => {
+  const callCaller = async (call: () => void) => {
     try {
-      call()
+      await call()
     } catch (err) {
       callerThrew = { value: err }
       throw err
@@ -117,7 +120,7 @@ export async function downloadFile(
     const from = Math.min(options.start ?? 0, file.size)
     const to = Math.min(options.end === undefined ? file.size : options.end + 1, file.size)
     const bytes = Math.max(0, to - from)
-    if (onStart !== undefined) callCaller(() => onStart(file, bytes))
+    if (onStart !== undefined) await callCaller(() => onStart(file, bytes))
     const reader = new Reader(fileState(file), read)
     const fh = await open(tmp, 'wx').catch((err) => {
       throw localFileError(err, path)
@@ -134,12 +137,12 @@ export async function downloadFile(
         throw localFileError(err, path)
       })
       let done = 0
-      const advance = (n: number) => {
+      const advance = async (n: number) => {
         done += n
         // Stopped (the signal fired, or the caller threw), the writes still under way finish
         // unreported: a caller that threw to stop is not called again, a display not moved on.
         if (onProgress === undefined || callerThrew !== undefined || signal?.aborted) return
-        callCaller(() => onProgress(done, bytes))
+        await callCaller(() => onProgress(done, bytes))
       }
       if (bytes > 0) {
         await reader.scan(from, from + bytes, {
@@ -147,7 +150,7 @@ export async function downloadFile(
             await writeFully(fh, views, at - from).catch((err) => {
               throw localFileError(err, path)
             })
-            advance(views.reduce((n, v) => n + v.byteLength, 0))
+            await advance(views.reduce((n, v) => n + v.byteLength, 0))
           },
           zeros: (_at, length) => advance(length), // the file's length reads as zeros there
         })

@@ -130,7 +130,8 @@ export interface UploadFileOptions {
   signal?: AbortSignal
   /**
    * Called once the container is open, before anything is written, with the file being
-   * written and the bytes it will hold: for progress displays (`file.progress`).
+   * written and the bytes it will hold: for progress displays (`file.progress`). A promise
+   * it returns is awaited; what it throws or rejects with ends the upload.
    */
   onStart?: (file: SegmentFile, bytes: number) => void
   /**
@@ -256,7 +257,7 @@ export async function uploadFile(
       const completed = resume ? await looking(findCompleted(store, id, find)) : undefined
       const resumer = new FileResumer(id, leftovers, completed)
       state.uploader.resumer = resumer
-      onStart?.(file, size)
+      await onStart?.(file, size) // an async one's rejection let go would be an unhandled one
       const source = fileSource(fh, version, typeof path === 'string' ? path : undefined)
       const verify = source.verify?.bind(source)
       source.verify = async () => {

@@ -268,6 +268,38 @@ describe('downloadFile', () => {
     }
   })
 
+  it('an async onStart or onProgress: its promise is awaited, what it rejects with ends the download', async () => {
+    const path = join(dir, 'async-hooks.bin')
+    await writeFile(path, 'keep me')
+    const options = { readGetMaxBytes: 64 * KiB }
+    for (const at of ['onStart', 'onProgress'] as const) {
+      const refused = new Error(`refused by ${at}`)
+      let calls = 0
+      const hook = async () => {
+        calls++
+        await new Promise((r) => setTimeout(r, 5))
+        throw refused
+      }
+      await assert.rejects(downloadFile(store, path, { ...options, [at]: hook }), (err) => err === refused)
+      assert.equal(calls, 1, `${at} called once`)
+      assert.equal(String(await readFile(path)), 'keep me', `${at}: the file at path as it was`)
+      assert.deepEqual(await leftovers(), [])
+    }
+    // Awaited: a slow onProgress holds the download back, it does not run on beside it.
+    let pending = 0
+    let most = 0
+    await downloadFile(store, path, {
+      ...options,
+      onProgress: async () => {
+        most = Math.max(most, ++pending)
+        await new Promise((r) => setTimeout(r, 1))
+        pending--
+      },
+    })
+    assert.ok((await readFile(path)).equals(second))
+    assert.ok(most <= 10, `${most} onProgress calls under way at once, at most the GETs in flight`)
+  })
+
   it('a temporary file that cannot be removed (the disk gone read-only): the failure before it is reported, the handle closed', async () => {
     const mem = new MemoryStore()
     const f = await SegmentFile.create(mem)

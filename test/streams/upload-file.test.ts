@@ -204,6 +204,36 @@ describe('uploadFile', () => {
     assert.equal(await store.head('inode'), undefined, 'nothing was published')
   })
 
+  it('an async onStart: its promise is awaited, what it rejects with ends the upload before anything is written', async () => {
+    const path = join(dir, 'async-start.bin')
+    await writeFile(path, pattern(0, 256 * KiB, 9))
+    const store = new FailingStore(new MemoryStore())
+    const refused = new Error('refused by onStart')
+    let started = 0
+    await assert.rejects(
+      uploadFile(
+        path,
+        store,
+        {},
+        {
+          onStart: async () => {
+            started = store.calls.length
+            await new Promise((r) => setTimeout(r, 5))
+            throw refused
+          },
+        },
+      ),
+      (err) => err === refused,
+    )
+    const after = store.calls.slice(started).map((c) => `${c.op} ${c.key}`)
+    assert.deepEqual(
+      after.filter((c) => /^(put|uploadPart|createMultipart)/.test(c)),
+      [],
+      'nothing written after onStart',
+    )
+    assert.equal(await store.head('inode'), undefined, 'nothing was published')
+  })
+
   it("a file whose first stat fails (a failing disk): ERR_STORE naming it, the system's error its cause", async () => {
     const path = join(dir, 'stat-fails.bin')
     await writeFile(path, pattern(0, 64 * KiB, 8))
