@@ -58,7 +58,10 @@ export function parseCommand(args: readonly string[], spec: CommandSpec): Parsed
     tokens: true,
   })
   const p: Parsed = { positional: [], options: new Map(), flags: new Set(), typed: new Map(), help: false }
-  if (tokens.some((t) => t.kind === 'option' && t.name === 'help')) return { ...p, help: true }
+  // `--range -h` reads -h as the range: asked for help, not a range (a value `-h` is `--range=-h`).
+  const helpAsked = (t: (typeof tokens)[number]) =>
+    t.kind === 'option' && (t.name === 'help' || (!t.inlineValue && (t.value === '-h' || t.value === '--help')))
+  if (tokens.some(helpAsked)) return { ...p, help: true }
   for (const t of tokens) {
     if (t.kind === 'positional') p.positional.push(t.value)
     if (t.kind === 'option-terminator') p.beforeTerminator = p.positional.length

@@ -1,0 +1,47 @@
+/**
+ * The command line as typed by someone who has not read the help yet: `-h` or `--help`
+ * where an option's value would go, an option misspelt. Run in-process through `main`:
+ * each is refused (or helped) before any store is opened.
+ */
+import assert from 'node:assert/strict'
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, describe, it } from 'node:test'
+import { main } from '../lib/cli.js'
+import { fakeOutput } from './helpers/cli.js'
+
+const dir = mkdtempSync(join(tmpdir(), 'ss-cli-args-'))
+after(() => rmSync(dir, { recursive: true, force: true }))
+
+async function run(args: string[]) {
+  const out = fakeOutput()
+  const err = fakeOutput()
+  const status = await main(args, out, err)
+  return { status, stdout: out.writes.join(''), stderr: err.writes.join('') }
+}
+
+describe('-h or --help anywhere before --', () => {
+  it('prints the help also where an option expects its value (--range -h, -o --help)', async () => {
+    const url = join(dir, 'none')
+    for (const args of [
+      ['get', url, '--range', '-h'],
+      ['get', url, '-o', '--help'],
+      ['inspect', url, '--cno', '--help'],
+      ['put', '-', url, '--size', '-h'],
+      ['gc', url, '--grace', '-h'],
+    ]) {
+      const r = await run(args)
+      assert.equal(r.status, 0, `${args.join(' ')}: ${r.stderr}`)
+      assert.match(r.stdout, /^Usage: stream-segment/, args.join(' '))
+      assert.equal(r.stderr, '', args.join(' '))
+    }
+    // Given as the value itself (`--output=-h`), it is the value; after --, a positional.
+    const asValue = await run(['get', url, '--output=-h'])
+    assert.equal(asValue.status, 3, asValue.stderr)
+    assert.doesNotMatch(asValue.stdout, /Usage/)
+    const afterTerminator = await run(['get', url, '--', '--help'])
+    assert.equal(afterTerminator.status, 3, afterTerminator.stderr)
+    assert.deepEqual(readdirSync(dir), [], 'nothing made')
+  })
+})
