@@ -4,7 +4,7 @@
  * each is refused (or helped) before any store is opened.
  */
 import assert from 'node:assert/strict'
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
@@ -43,5 +43,25 @@ describe('-h or --help anywhere before --', () => {
     const afterTerminator = await run(['get', url, '--', '--help'])
     assert.equal(afterTerminator.status, 3, afterTerminator.stderr)
     assert.deepEqual(readdirSync(dir), [], 'nothing made')
+  })
+})
+
+describe('an option named as typed in errors the library raises', () => {
+  it('gc --keep-cnos naming a checkpoint that does not exist: the option as typed, not the API name keepCnos', async () => {
+    const url = join(dir, 'gc-keep')
+    const src = join(dir, 'gc-keep.bin')
+    writeFileSync(src, 'abc')
+    try {
+      assert.equal((await run(['put', src, url])).status, 0)
+      for (const typed of ['--keep-cnos', '--keepCnos']) {
+        const r = await run(['gc', url, typed, '1,7', '--dry-run'])
+        assert.equal(r.status, 3, r.stderr)
+        assert.match(r.stderr, new RegExp(`^stream-segment: ERR_NOT_FOUND: .*gc: ${typed} names checkpoint 7, `))
+        assert.doesNotMatch(r.stderr, typed === '--keep-cnos' ? /keepCnos/ : /keep-cnos/)
+      }
+    } finally {
+      rmSync(url, { recursive: true, force: true })
+      rmSync(src, { force: true })
+    }
   })
 })

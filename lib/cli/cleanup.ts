@@ -38,6 +38,8 @@ export async function gcCommand(p: Parsed, out: Out, err: Out, signal: AbortSign
   let r: GcResult
   try {
     r = await gc(openContainer(url as string), { ...options, signal, onProgress: progress.report })
+  } catch (e) {
+    throw keepCnosAsTyped(p, e)
   } finally {
     progress.stop()
   }
@@ -102,6 +104,17 @@ function keepOption(p: Parsed): number | undefined {
     )
   }
   return n
+}
+
+/**
+ * gc's error for a kept checkpoint that does not exist names the API's option
+ * (`gc: keepCnos names checkpoint 7`): here, the option as typed (`--keep-cnos`).
+ */
+function keepCnosAsTyped(p: Parsed, e: unknown): unknown {
+  const api = ': gc: keepCnos names '
+  if (!StreamSegmentError.is(e, 'ERR_NOT_FOUND') || !e.message.includes(api)) return e
+  const message = e.message.replace(api, `: gc: ${optionName(p, 'keepCnos')} names `)
+  return new StreamSegmentError('ERR_NOT_FOUND', message, { cause: e })
 }
 
 /** The progress line of gc: kept maps walked, then objects deleted. */
