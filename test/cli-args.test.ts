@@ -65,3 +65,41 @@ describe('an option named as typed in errors the library raises', () => {
     }
   })
 })
+
+describe('a misspelt option', () => {
+  it('is refused naming it, and the option of that command it is a slip away from', async () => {
+    const url = join(dir, 'none')
+    for (const [args, meant] of [
+      [['get', url, '--rnage', '0-1'], '--range'],
+      [['get', url, '--outptu', 'x'], '--output'],
+      [['ls', url, '--jsn'], '--json'],
+      [['gc', url, '--dryrun'], '--dry-run'],
+      [['gc', url, '--DRY-RUN'], '--dry-run'],
+      [['gc', url, '--keep-cno', '1'], '--keep-cnos'],
+      [['put', '-', url, '--stream-segment-byte', '16M'], '--stream-segment-bytes'],
+      [['put', '-', url, '--nor-esume'], '--no-resume'],
+    ] as const) {
+      const r = await run([...args])
+      assert.equal(r.status, 2, `${args.join(' ')}: ${r.stderr}`)
+      const typed = args.find((a) => a.startsWith('--')) as string
+      assert.equal(
+        r.stderr,
+        `stream-segment: ERR_INVALID_ARGUMENT: unknown option ${typed} (did you mean ${meant}? see stream-segment --help)\n`,
+      )
+    }
+    // Nothing near: no guess. A letter, or an option of another command, is only named.
+    for (const args of [
+      ['get', url, '--frobnicate'],
+      ['get', url, '-x'],
+      ['ls', url, '--cno', '1'],
+    ]) {
+      const r = await run(args)
+      assert.equal(r.status, 2, r.stderr)
+      assert.match(
+        r.stderr,
+        /^stream-segment: ERR_INVALID_ARGUMENT: unknown option -\S+ \(see stream-segment --help\)\n$/,
+      )
+    }
+    assert.deepEqual(readdirSync(dir), [], 'nothing made')
+  })
+})
