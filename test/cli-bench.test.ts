@@ -139,6 +139,27 @@ describe('stream-segment bench', () => {
   }
 })
 
+describe('bench --size far past what a bench can move', () => {
+  it('is refused at once (exit 2, one line), not a process that grows until V8 kills it', () => {
+    for (const size of ['9007199254740991', '1000000G']) {
+      // A small heap and SIGKILL at the time limit: a process that builds the key list dies
+      // (or is killed) in seconds, deaf to the SIGTERM a plain timeout sends.
+      const r = spawnSync(process.execPath, [bin, 'bench', join(dir, 'huge'), '--size', size], {
+        env: quietEnv({ NODE_OPTIONS: '--max-old-space-size=256' }),
+        encoding: 'utf8',
+        timeout: 60_000,
+        killSignal: 'SIGKILL',
+      })
+      assert.equal(r.status, 2, `--size ${size}: ${r.signal ?? ''} ${r.stderr.slice(0, 300)}`)
+      assert.match(
+        r.stderr,
+        /^stream-segment: ERR_INVALID_ARGUMENT: option --size: \d+ bytes; at most 1024G \(1099511627776\)[^\n]*\n$/,
+      )
+      assert.equal(r.stdout, '')
+    }
+  })
+})
+
 describe('benchStore leaves nothing behind', () => {
   it("an S3 prefix with room for a container's keys but not for the plain objects' is refused before any request", async () => {
     // 1000 bytes leave a container's 16 room (1007 do), not stream-segment-bench-raw-0's 26:

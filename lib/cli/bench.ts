@@ -8,6 +8,13 @@ import { formatBytes, jsonLine, median, type Out, progressOnTerminal, table } fr
 
 const BENCH_USAGE = 'bench <url> [--size N] [--rounds N] [--json]'
 
+/**
+ * The largest --size: a pass of 1 TiB takes some 20 minutes at 1 GiB/s. Far larger sizes
+ * (2^50 bytes, a mistyped suffix) make the plain objects' key list alone outgrow the heap:
+ * the process died with V8's fatal error, deaf to Ctrl-C while it built the list.
+ */
+const MAX_BENCH_BYTES = 1024 * 1024 * MiB
+
 export async function benchCommand(p: Parsed, out: Out, err: Out, signal: AbortSignal): Promise<number> {
   const [url] = positionals(p, 1, 1, BENCH_USAGE) as [string]
   const sizeText = p.options.get('size')
@@ -15,6 +22,11 @@ export async function benchCommand(p: Parsed, out: Out, err: Out, signal: AbortS
   if (bytes < MiB) {
     throw StreamSegmentError.invalidArgument(
       `option ${optionName(p, 'size')}: ${bytes} bytes; at least 1M (1048576): less measures the requests, not the bytes`,
+    )
+  }
+  if (bytes > MAX_BENCH_BYTES) {
+    throw StreamSegmentError.invalidArgument(
+      `option ${optionName(p, 'size')}: ${bytes} bytes; at most 1024G (${MAX_BENCH_BYTES}): each pass of each round moves that much`,
     )
   }
   const roundsText = p.options.get('rounds') ?? '3'
