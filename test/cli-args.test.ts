@@ -4,12 +4,13 @@
  * each is refused (or helped) before any store is opened.
  */
 import assert from 'node:assert/strict'
+import { spawnSync } from 'node:child_process'
 import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
 import { main } from '../lib/cli.js'
-import { fakeOutput } from './helpers/cli.js'
+import { bin, fakeOutput, quietEnv } from './helpers/cli.js'
 
 const dir = mkdtempSync(join(tmpdir(), 'ss-cli-args-'))
 after(() => rmSync(dir, { recursive: true, force: true }))
@@ -101,5 +102,30 @@ describe('a misspelt option', () => {
       )
     }
     assert.deepEqual(readdirSync(dir), [], 'nothing made')
+  })
+})
+
+describe('"-" as the --wal folder', () => {
+  it('is refused (it is stdin or stdout here), as a container "-" is: no folder "-" made, nothing published', () => {
+    const url = join(dir, 'wal-dash')
+    // A process of its own, its stdin an empty pipe: the put must not read the runner's.
+    for (const args of [
+      ['put', '-', url, '--wal', '-'],
+      ['put', '-', url, '--wal=-', '--size', '0'],
+    ]) {
+      const r = spawnSync(process.execPath, [bin, ...args], {
+        cwd: dir,
+        env: quietEnv(),
+        input: '',
+        encoding: 'utf8',
+        timeout: 60_000,
+      })
+      assert.equal(r.status, 2, `${args.join(' ')}: ${r.stderr}`)
+      assert.match(
+        r.stderr,
+        /^stream-segment: ERR_INVALID_ARGUMENT: option --wal: "-" \(stdin or stdout\) is not a folder/,
+      )
+    }
+    assert.deepEqual(readdirSync(dir), [], 'no folder "-", no container')
   })
 })

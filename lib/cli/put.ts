@@ -304,6 +304,12 @@ function walOption(p: Parsed): WalOptions | undefined {
       throw StreamSegmentError.invalidArgument(`option ${optionName(p, 'walSync')} needs --wal DIR`)
     return undefined
   }
+  // `-` is stdin or stdout here: read as a path, it would make a folder named - unasked.
+  if (dir === '-') {
+    throw StreamSegmentError.invalidArgument(
+      `option ${optionName(p, 'wal')}: "-" (stdin or stdout) is not a folder: give its path (a folder named - is ./-)`,
+    )
+  }
   if (sync !== undefined && !['always', 'interval', 'none'].includes(sync)) {
     throw StreamSegmentError.invalidArgument(
       `option ${optionName(p, 'walSync')} is ${JSON.stringify(sync)}: use always, interval or none`,
