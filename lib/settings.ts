@@ -307,16 +307,21 @@ export function checkCallOptions(who: string, options: unknown, own: readonly st
   checkOptionNames(who, options, own)
 }
 
-/** The known name closest to `name` by edit distance, if close enough to be a slip, or that it starts. */
-function nearest(name: string, known: Iterable<string>): string | undefined {
+/**
+ * The known name closest to `name` by edit distance, in any case, if close enough to be a
+ * slip, or that it starts (4 letters or more): the "did you mean" of option checks, the
+ * command line's included.
+ */
+export function nearest(name: string, known: Iterable<string>): string | undefined {
   const lower = name.toLowerCase()
+  const names = [...known] // looked through twice: an iterator (a Map's keys) only once
   let best: string | undefined
   if (lower.length >= 4) {
-    for (const k of known) if (k.toLowerCase().startsWith(lower)) best ??= k
+    for (const k of names) if (k.toLowerCase().startsWith(lower)) best ??= k
   }
   if (best !== undefined) return best
   let bestDistance = Math.max(2, Math.floor(name.length / 4)) + 1
-  for (const k of known) {
+  for (const k of names) {
     const d = editDistance(name.toLowerCase(), k.toLowerCase())
     if (d < bestDistance) {
       best = k

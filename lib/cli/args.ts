@@ -6,7 +6,7 @@
 import { parseArgs as parseArgv } from 'node:util'
 import { StreamSegmentError } from '../errors.js'
 import { MAX_CNO } from '../format/pointer.js'
-import { isSettingName } from '../settings.js'
+import { isSettingName, nearest } from '../settings.js'
 import { openStore } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import { KiB, MiB } from '../util/units.js'
@@ -74,7 +74,7 @@ export function parseCommand(args: readonly string[], spec: CommandSpec): Parsed
       const typed = arg.startsWith('--') || arg.length <= 2 ? '' : ` in ${arg}`
       const more = typed === '' ? '' : '; an argument starting with - that is no option goes after --'
       // `--rnage`, `--dryrun`: said as the slip it is, as the library's own options are.
-      const near = t.rawName.startsWith('--') ? nearestOption(t.name, kinds.keys()) : undefined
+      const near = t.rawName.startsWith('--') ? nearest(t.name.replace(/-/g, ''), kinds.keys()) : undefined
       const meant = near === undefined ? '' : `did you mean --${kebab(near)}? `
       throw StreamSegmentError.invalidArgument(
         `unknown option ${t.rawName}${typed} (${meant}see stream-segment --help${more})`,
@@ -102,47 +102,6 @@ export function parseCommand(args: readonly string[], spec: CommandSpec): Parsed
     p.options.set(name, t.value)
   }
   return p
-}
-
-/**
- * The option of `known` (camelCase) that `typed` is a slip away from, in any case and with
- * or without hyphens: one it begins (4 letters or more), else the nearest within a few
- * edits, as lib/settings.ts suggests the library's own options.
- */
-function nearestOption(typed: string, known: Iterable<string>): string | undefined {
-  const bare = (s: string) => s.replace(/-/g, '').toLowerCase()
-  const name = bare(typed)
-  const names = [...known]
-  if (name.length >= 4) {
-    const begun = names.find((k) => bare(k).startsWith(name))
-    if (begun !== undefined) return begun
-  }
-  let best: string | undefined
-  let bestDistance = Math.max(2, Math.floor(name.length / 4)) + 1
-  for (const k of names) {
-    const d = editDistance(name, bare(k))
-    if (d < bestDistance) {
-      best = k
-      bestDistance = d
-    }
-  }
-  return best
-}
-
-function editDistance(a: string, b: string): number {
-  let row = Array.from({ length: b.length + 1 }, (_, j) => j)
-  for (let i = 1; i <= a.length; i++) {
-    const next = [i]
-    for (let j = 1; j <= b.length; j++) {
-      next[j] = Math.min(
-        (row[j] as number) + 1,
-        (next[j - 1] as number) + 1,
-        (row[j - 1] as number) + (a[i - 1] === b[j - 1] ? 0 : 1),
-      )
-    }
-    row = next
-  }
-  return row[b.length] as number
 }
 
 export function camel(s: string): string {
