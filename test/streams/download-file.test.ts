@@ -27,6 +27,16 @@ import { countingCalls } from '../helpers/wrapped-store.js'
 const KiB = 1024
 const code = (c: string) => (err: unknown) => StreamSegmentError.is(err) && err.code === c
 
+/** A memory store holding one checkpoint of 100 KiB of pattern `seed`. */
+async function storedPattern(seed: number): Promise<MemoryStore> {
+  const mem = new MemoryStore()
+  const f = await SegmentFile.create(mem)
+  await f.write(0, pattern(0, 100 * KiB, seed))
+  await f.flush()
+  await f.close()
+  return mem
+}
+
 describe('downloadFile', () => {
   let dir = ''
   let store: DirectoryStore
@@ -218,11 +228,7 @@ describe('downloadFile', () => {
   })
 
   it('a failure closing the file (a full disk reported at close, as NFS does) is ERR_STORE naming it; a failure before it wins', async () => {
-    const mem = new MemoryStore() // reads that open no local file: the only one closed is the download's
-    const f = await SegmentFile.create(mem)
-    await f.write(0, pattern(0, 100 * KiB, 3))
-    await f.flush()
-    await f.close()
+    const mem = await storedPattern(3) // reads that open no local file: the only one closed is the download's
     const path = join(dir, 'keep-close.bin')
     await writeFile(path, 'keep me')
     // A FileHandle's close is its own (an arrow function), so the handles are wrapped as made.
@@ -306,11 +312,7 @@ describe('downloadFile', () => {
   })
 
   it('a temporary file that cannot be removed (the disk gone read-only): the failure before it is reported, the handle closed', async () => {
-    const mem = new MemoryStore()
-    const f = await SegmentFile.create(mem)
-    await f.write(0, pattern(0, 100 * KiB, 4))
-    await f.flush()
-    await f.close()
+    const mem = await storedPattern(4)
     const path = join(dir, 'keep-rm.bin')
     await writeFile(path, 'keep me')
     const rm = fsp.rm
