@@ -18,7 +18,7 @@ import { DirectoryStore } from '../../lib/store/directory.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { GetOptions, ObjectStore } from '../../lib/store/types.js'
 import { downloadFile } from '../../lib/streams/download-file.js'
-import { within } from '../helpers/containers.js'
+import { publishContent, within } from '../helpers/containers.js'
 import { FailingStore } from '../helpers/failing-store.js'
 import { pattern } from '../helpers/pattern.js'
 import { ThrottledStore } from '../helpers/throttled-store.js'
@@ -26,16 +26,6 @@ import { countingCalls } from '../helpers/wrapped-store.js'
 
 const KiB = 1024
 const code = (c: string) => (err: unknown) => StreamSegmentError.is(err) && err.code === c
-
-/** A memory store holding one checkpoint of 100 KiB of pattern `seed`. */
-async function storedPattern(seed: number): Promise<MemoryStore> {
-  const mem = new MemoryStore()
-  const f = await SegmentFile.create(mem)
-  await f.write(0, pattern(0, 100 * KiB, seed))
-  await f.flush()
-  await f.close()
-  return mem
-}
 
 describe('downloadFile', () => {
   let dir = ''
@@ -228,7 +218,8 @@ describe('downloadFile', () => {
   })
 
   it('a failure closing the file (a full disk reported at close, as NFS does) is ERR_STORE naming it; a failure before it wins', async () => {
-    const mem = await storedPattern(3) // reads that open no local file: the only one closed is the download's
+    const mem = new MemoryStore() // reads that open no local file: the only one closed is the download's
+    await publishContent(mem, pattern(0, 100 * KiB, 3))
     const path = join(dir, 'keep-close.bin')
     await writeFile(path, 'keep me')
     // A FileHandle's close is its own (an arrow function), so the handles are wrapped as made.
@@ -312,7 +303,8 @@ describe('downloadFile', () => {
   })
 
   it('a temporary file that cannot be removed (the disk gone read-only): the failure before it is reported, the handle closed', async () => {
-    const mem = await storedPattern(4)
+    const mem = new MemoryStore()
+    await publishContent(mem, pattern(0, 100 * KiB, 4))
     const path = join(dir, 'keep-rm.bin')
     await writeFile(path, 'keep me')
     const rm = fsp.rm

@@ -16,7 +16,7 @@ import { MemoryStore } from '../../lib/store/memory.js'
 import { countingStore } from '../../lib/streams/options.js'
 import { uploadFile } from '../../lib/streams/upload-file.js'
 import { rejectsCode } from '../helpers/assert.js'
-import { within } from '../helpers/containers.js'
+import { publishContent, within } from '../helpers/containers.js'
 import { FailingStore } from '../helpers/failing-store.js'
 import { testS3Store } from '../helpers/fake-s3.js'
 import { pattern } from '../helpers/pattern.js'
@@ -107,10 +107,7 @@ describe('uploadFile', () => {
     const path = join(dir, 'look.bin')
     await writeFile(path, pattern(0, 256 * KiB, 7))
     const inner = new MemoryStore()
-    const old = await SegmentFile.create(inner)
-    await old.write(0, pattern(0, 5000, 1))
-    await old.flush()
-    await old.close()
+    await publishContent(inner, pattern(0, 5000, 1))
     // The listing of the open uploads, then that of the objects taken above the published
     // checkpoint (the open lists once before it), hang until their requests are aborted.
     for (const rule of [

@@ -33,6 +33,7 @@ import { SegmentFile } from '../../lib/segment-file.js'
 import type { S3Store } from '../../lib/store/s3.js'
 import type { StreamSegmentWriteStream } from '../../lib/streams/write-stream.js'
 import { collected } from '../helpers/child.js'
+import { publishContent } from '../helpers/containers.js'
 import { foreignS3Client } from '../helpers/foreign-sdk.js'
 import { s3TestBucket, s3TestClient, s3TestStore, uniquePrefix } from '../helpers/s3-env.js'
 
@@ -293,10 +294,7 @@ describe('Upload', () => {
 
   it("partSize over an existing container of 64 KiB blocks: rounded up to its blocks, not the default's", async () => {
     const { Bucket, Key, store } = await target('upload-part-64k')
-    const made = await SegmentFile.create(store, { dataBlockSize: 64 * 1024 })
-    await made.write(0, Buffer.alloc(100_000, 1))
-    await made.flush()
-    await made.close()
+    await publishContent(store, Buffer.alloc(100_000, 1), { dataBlockSize: 64 * 1024 })
     const body = Buffer.alloc(13_000_000, 5)
     for (let at = 0; at < body.length; at += 4096) body.writeUInt32LE(at, at)
     const upload = new Upload({ client: client(), params: { Bucket, Key, Body: body }, partSize: 6_000_000 })

@@ -28,6 +28,7 @@ import { UPLOAD_PARAMS, Upload, type UploadParams } from '../../lib/index.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { StreamSegmentWriteStream } from '../../lib/streams/write-stream.js'
+import { publishContent } from '../helpers/containers.js'
 import { FailingStore } from '../helpers/failing-store.js'
 import { foreignS3Client } from '../helpers/foreign-sdk.js'
 import { pattern } from '../helpers/pattern.js'
@@ -633,10 +634,7 @@ describe('Upload: queueSize and partSize as lib-storage reads them', () => {
 describe('Upload: partSize over an existing container of larger data blocks', () => {
   it("partSize is rounded up to the container's data block size, not the default one's", async () => {
     const store = new MemoryStore('part-size-64k')
-    const made = await SegmentFile.create(store, { dataBlockSize: 64 * 1024 })
-    await made.write(0, pattern(0, 100_000, 2))
-    await made.flush()
-    await made.close()
+    await publishContent(store, pattern(0, 100_000, 2), { dataBlockSize: 64 * 1024 })
     // Over two parts, so that the multipart pieces are cut at the rounded size.
     const Body = pattern(0, 13_000_000, 3)
     const upload = new Upload({ client, params: { Bucket: 'b', Key: 'k', Body }, partSize: 6_000_000 })

@@ -13,6 +13,7 @@ import type { MapNode } from '../../lib/state/block-map.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
 import { createStreamSegmentWriteStream } from '../../lib/streams/write-stream.js'
+import { publishContent } from '../helpers/containers.js'
 import { FailingStore } from '../helpers/failing-store.js'
 import { blockStream, fillBlocks } from '../helpers/pattern.js'
 import { hooks } from '../helpers/small-settings.js'
@@ -336,10 +337,7 @@ describe('createStreamSegmentWriteStream', () => {
 
   it("a segmentMpuChunkSize given that is no multiple of an existing container's data block size is refused, naming both and the container", async () => {
     const store = new MemoryStore('chunk-vs-64k-blocks')
-    const made = await SegmentFile.create(store, { dataBlockSize: 64 * KiB })
-    await made.write(0, Buffer.alloc(100, 1))
-    await made.flush()
-    await made.close()
+    await publishContent(store, Buffer.alloc(100, 1), { dataBlockSize: 64 * KiB })
     // A multiple of the default 4 KiB block, not of this container's.
     const ws = createStreamSegmentWriteStream({ store, segmentMpuChunkSize: 6_000_640 })
     await assert.rejects(
