@@ -35,7 +35,7 @@ import { MemoryStore } from '../../lib/store/memory.js'
 import { createS3Client } from '../../lib/store/s3.js'
 import type { Body, ObjectStore, RequestOptions } from '../../lib/store/types.js'
 import { rejectsCode } from '../helpers/assert.js'
-import { buildContainer, prng, smallSettings, Tracked } from '../helpers/containers.js'
+import { buildContainer, collect, prng, smallSettings, Tracked } from '../helpers/containers.js'
 import { pattern } from '../helpers/pattern.js'
 import { ThrottledStore } from '../helpers/throttled-store.js'
 
@@ -46,12 +46,6 @@ const SMALL = { minPartBytes: 16 * KiB, sendPartBytes: 32 * KiB, copyPartBytes: 
 
 function sha(b: Uint8Array): string {
   return createHash('sha256').update(b).digest('hex')
-}
-
-async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {
-  const out: T[] = []
-  for await (const x of it) out.push(x)
-  return out
 }
 
 /** The plan's rules, whatever the extents. */

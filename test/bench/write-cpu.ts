@@ -47,6 +47,7 @@ import { createStreamSegmentWriteStream } from '../../lib/streams/write-stream.j
 import { crc32Blocks, crc32Implementation } from '../../lib/util/crc32.js'
 import { Limiter } from '../../lib/util/limiter.js'
 import { freshMemoryCost, freshSlabMemoryCost, median, otherThreadsCpu } from '../helpers/bench.js'
+import { collect } from '../helpers/containers.js'
 import { CpuCountingStore } from '../helpers/cpu-store.js'
 import { fillBlocks } from '../helpers/pattern.js'
 
@@ -738,12 +739,6 @@ async function tableStreams() {
   }
   await rm(dir, { recursive: true, force: true })
   client?.destroy()
-}
-
-async function collect<T>(xs: AsyncIterable<T>): Promise<T[]> {
-  const out: T[] = []
-  for await (const x of xs) out.push(x)
-  return out
 }
 
 const tables = process.env.BENCH_TABLES ?? '1,2'

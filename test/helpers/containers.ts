@@ -111,6 +111,13 @@ export async function readPublished(store: ObjectStore): Promise<{ cno: number; 
   }
 }
 
+/** Every item of an async iterable (a listing), in order. */
+export async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {
+  const out: T[] = []
+  for await (const x of it) out.push(x)
+  return out
+}
+
 /** Publishes `bytes` as the container's first checkpoint (the content a failing writer must leave). */
 export async function publishContent(
   store: ObjectStore,

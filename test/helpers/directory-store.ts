@@ -4,10 +4,3 @@
 export function legacyEtag(st: { ino: number; size: number; mtimeMs: number }): string {
   return `${st.ino.toString(16)}-${st.size.toString(16)}-${Math.round(st.mtimeMs * 1000).toString(16)}`
 }
-
-/** Every item of an async iterable (a listing), in order. */
-export async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {
-  const out: T[] = []
-  for await (const x of it) out.push(x)
-  return out
-}

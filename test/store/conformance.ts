@@ -8,13 +8,20 @@ import { describe, it } from 'node:test'
 import type { StreamSegmentError } from '../../lib/errors.js'
 import type { GetOptions, ObjectStore, PutOptions } from '../../lib/store/types.js'
 import { rejectsCode } from '../helpers/assert.js'
+import { collect } from '../helpers/containers.js'
 
 const MiB = 1024 * 1024
 
-async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {
-  const out: T[] = []
-  for await (const x of it) out.push(x)
-  return out
+/** That the store's one open upload is `id` at `key`, holding part 1 only, with `etag`. */
+async function assertOnlyUpload(s: ObjectStore, key: string, id: string, etag: string): Promise<void> {
+  assert.deepEqual(
+    (await collect(s.listMultipart())).map((u) => [u.key, u.uploadId]),
+    [[key, id]],
+  )
+  assert.deepEqual(
+    (await s.listParts?.(key, id))?.map((p) => [p.partNumber, p.etag]),
+    [[1, etag]],
+  )
 }
 
 /** `make` returns a fresh, empty store for each test. */
@@ -405,14 +412,7 @@ export function runStoreConformance(
         }
       }
       assert.equal((await s.head('dir/ok'))?.size, 1, 'no call with a bad key changed the store')
-      assert.deepEqual(
-        (await collect(s.listMultipart())).map((u) => [u.key, u.uploadId]),
-        [['dir/up', id]],
-      )
-      assert.deepEqual(
-        (await s.listParts?.('dir/up', id))?.map((p) => [p.partNumber, p.etag]),
-        [[1, part.etag]],
-      )
+      await assertOnlyUpload(s, 'dir/up', id, part.etag)
       await s.abortMultipart('dir/up', id)
     })
 
@@ -557,14 +557,7 @@ export function runStoreConformance(
       // S3 answers NoSuchUpload, as for an upload id it never made: not an error to an abort.
       await s.abortMultipart('other', id)
       await s.abortMultipart('kee', id) // a prefix of the key is another key too
-      assert.deepEqual(
-        (await collect(s.listMultipart())).map((u) => [u.key, u.uploadId]),
-        [['keep', id]],
-      )
-      assert.deepEqual(
-        (await s.listParts?.('keep', id))?.map((p) => [p.partNumber, p.etag]),
-        [[1, e.etag]],
-      )
+      await assertOnlyUpload(s, 'keep', id, e.etag)
       await s.completeMultipart('keep', id, [{ partNumber: 1, etag: e.etag }])
       assert.deepEqual(Buffer.from(await s.get('keep')), body)
       assert.equal((await s.head('keep'))?.metadata['hf-kind'], 'kept')

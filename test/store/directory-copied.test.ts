@@ -14,7 +14,8 @@ import { describe, it } from 'node:test'
 import { promisify } from 'node:util'
 import { DirectoryStore } from '../../lib/store/directory.js'
 import { rejectsCode } from '../helpers/assert.js'
-import { collect, legacyEtag } from '../helpers/directory-store.js'
+import { collect } from '../helpers/containers.js'
+import { legacyEtag } from '../helpers/directory-store.js'
 
 const run = async (cmd: string, args: string[]) => void (await promisify(execFile)(cmd, args))
 const ino = async (s: DirectoryStore, key: string) => (await fs.stat(s.pathOf(key))).ino

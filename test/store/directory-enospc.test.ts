@@ -17,6 +17,7 @@ import { after, before, describe, it } from 'node:test'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { DirectoryStore } from '../../lib/store/directory.js'
 import { rejectsCode } from '../helpers/assert.js'
+import { collect } from '../helpers/containers.js'
 import { pattern } from '../helpers/pattern.js'
 import { smallSettings } from '../helpers/small-settings.js'
 
@@ -49,12 +50,6 @@ async function fillDisk(name: string): Promise<string> {
   }
   assert.equal((await fs.statfs(disk)).bavail, 0, 'the disk is not full')
   return path
-}
-
-async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {
-  const out: T[] = []
-  for await (const x of it) out.push(x)
-  return out
 }
 
 /** Nothing of a failed write is left: no temporary file or lock, and a sidecar for each object only. */

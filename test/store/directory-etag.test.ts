@@ -16,7 +16,8 @@ import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { DirectoryStore } from '../../lib/store/directory.js'
 import { rejectsCode } from '../helpers/assert.js'
-import { collect, legacyEtag } from '../helpers/directory-store.js'
+import { collect } from '../helpers/containers.js'
+import { legacyEtag } from '../helpers/directory-store.js'
 import { runStoreConformance } from './conformance.js'
 
 const MiB = 1024 * 1024

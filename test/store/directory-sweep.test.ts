@@ -19,6 +19,7 @@ import { SegmentFile } from '../../lib/segment-file.js'
 import { DirectoryStore, sweepStoreLeftovers } from '../../lib/store/directory.js'
 import { writerTag } from '../../lib/util/local-fs.js'
 import { collected } from '../helpers/child.js'
+import { collect } from '../helpers/containers.js'
 
 const DIRECTORY_MODULE = new URL('../../lib/store/directory.js', import.meta.url).href
 const LOCAL_FS_MODULE = new URL('../../lib/util/local-fs.js', import.meta.url).href
@@ -281,9 +282,3 @@ describe('directory store: sweeping what crashed writers left', () => {
     assert.deepEqual(await fs.readdir(join(root, '.ss-multipart')), [], 'an upload was left')
   })
 })
-
-async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {
-  const out: T[] = []
-  for await (const x of it) out.push(x)
-  return out
-}
