@@ -6,8 +6,8 @@
  *   (it and the checkpoints it was built on: keptHeaders); every cno in `keepCnos`; every complete checkpoint younger than
  *   `keepNewerThanMs` (its part 0's age); every checkpoint superseded less than
  *   `graceMs` ago (see supersededLately); and every complete checkpoint built on the
- *   published inode, which a writer opening the container rolls forward to
- *   (rollForwardCandidates). The others are dropped.
+ *   published inode, or on one such, which a writer opening the container rolls forward
+ *   to (rollForwardCandidates). The others are dropped.
  * - Mark: each retained checkpoint's block map is walked once from its inode (a subtree
  *   already walked for another checkpoint is not walked again when reached at the same
  *   level within a key range that holds the earlier one; reached otherwise, it is walked
@@ -237,10 +237,10 @@ async function gcOf(store: ObjectStore, options: GcOptions, o: ReturnType<typeof
     retained.add(cno)
     inodes.set(cno, inode)
   }
-  // Complete checkpoints built on the published inode: a writer that opens the container
-  // rolls the inode forward to one (container/inode.ts, rollForward), maybe while this
-  // runs, so they are kept; swept, the roll-forward would publish a checkpoint whose
-  // objects are gone.
+  // Complete checkpoints built on the published inode (or on one of them): a writer that
+  // opens the container rolls the inode forward to them (container/inode.ts, rollForward),
+  // maybe while this runs, so they are kept; swept, the roll-forward would publish a
+  // checkpoint whose objects are gone.
   if (first !== undefined) {
     const next = await rollForwardCandidates({ store, listing, complete, format, signal }, first.inode)
     for (const [cno, inode] of next) {
@@ -693,14 +693,20 @@ async function basesWithinGrace(chain: GraceChain): Promise<Map<number, Inode | 
 
 /**
  * The complete checkpoints above the published one whose part 0 was built on the published
- * inode, with their inodes: those a writer opening the container would roll forward to. A
- * part 0 that cannot be read is not one (a writer checks it before it rolls forward).
- * They are read a bounded number at a time, not one after another.
+ * inode, or on one of those below it, with their inodes: those a writer opening the
+ * container would roll forward to (a roll-forward goes on from each checkpoint it
+ * publishes to one built on it, in number order; container/inode.ts rollForward). A part 0
+ * that cannot be read is not one (a writer checks it before it rolls forward). They are
+ * read a bounded number at a time, not one after another.
  */
 async function rollForwardCandidates(from: PartZeroSource, published: Inode): Promise<Map<number, Inode>> {
   const above = [...from.complete.keys()].filter((c) => c > published.cno).sort((a, b) => a - b)
   const read = await readPartZeros(from, above)
   const out = new Map<number, Inode>()
+  const onChain = (base: Inode) => {
+    const below = base.cno === published.cno ? published : out.get(base.cno)
+    return below !== undefined && sameInode(base, below)
+  }
   for (const cno of above) {
     const h = read.get(cno) as PartZero | { failed: unknown }
     if ('failed' in h) {
@@ -711,7 +717,7 @@ async function rollForwardCandidates(from: PartZeroSource, published: Inode): Pr
         cno,
         h.failed.message,
       )
-    } else if (sameInode(h.baseInode, published)) {
+    } else if (onChain(h.baseInode)) {
       out.set(cno, h.inode)
     }
   }

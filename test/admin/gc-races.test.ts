@@ -77,6 +77,26 @@ describe('gc beside writers', () => {
     })
   }
 
+  it('keeps a chain of complete checkpoints each built on the one before, from the published inode: the roll-forward publishes them all', async () => {
+    const inner = new MemoryStore('gc-roll-forward-chain')
+    const a = pattern(0, 300_000, 1)
+    assert.equal(await publish(inner, a), 1)
+    const inodeOfOne = Buffer.from(await inner.get('inode'))
+    assert.equal(await publish(inner, pattern(0, 400_000, 2)), 2)
+    // 3 replaces every byte of 2: nothing of it is reached from 1 or 2.
+    const c = pattern(0, 400_000, 3)
+    assert.equal(await publish(inner, c), 3)
+    // The inode as it was at 1 (restored): a writer opening rolls forward to 2, then to 3.
+    await inner.put('inode', inodeOfOne)
+    const r = await gc(inner, { graceMs: 0 })
+    assert.deepEqual(r.kept, [1, 2, 3])
+    assert.ok(!r.deletedKeys.some((k) => k.startsWith('0000000003.')), r.deletedKeys.join(' '))
+    const w = await SegmentFile.open(inner, { rollForwardAfterMs: 0 })
+    assert.equal(w.cno, 3, 'rolled forward twice')
+    await w.close()
+    assert.deepEqual(await readPublished(inner), { cno: 3, bytes: c })
+  })
+
   it('a checkpoint published just after the listing: a writer opened on one superseded lately still publishes', async () => {
     const inner = new MemoryStore('gc-publish-after-list')
     const graceMs = 300
