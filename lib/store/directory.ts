@@ -641,7 +641,9 @@ export class DirectoryStore implements ObjectStore {
         const path = join(upload.dir, String(p.partNumber))
         const st = await fs.stat(path).catch(() => undefined)
         if (st === undefined || legacyEtag(st) !== unquoteEtag(p.etag)) {
-          throw StreamSegmentError.invalidArgument(`${key}: part ${p.partNumber} with etag ${p.etag} was not uploaded`)
+          throw StreamSegmentError.invalidArgument(
+            `${this.url}/${key}: part ${p.partNumber} with etag ${p.etag} was not uploaded`,
+          )
         }
         paths.push({ partNumber: p.partNumber, path })
         sizes.push(st.size)
@@ -660,7 +662,9 @@ export class DirectoryStore implements ObjectStore {
                 current?.st.size !== 0 ||
                 current.metadata[WRITE_ID_METADATA] !== upload.metadata[WRITE_ID_METADATA]
               ) {
-                throw StreamSegmentError.conflict(`${key}: claimed by another writer (multipart ${uploadId})`)
+                throw StreamSegmentError.conflict(
+                  `${this.url}/${key}: claimed by another writer (multipart ${uploadId})`,
+                )
               }
             }
             return this.replace(tmp, path)
@@ -1009,7 +1013,7 @@ export class DirectoryStore implements ObjectStore {
         const current = await this.info(key, path)
         if (checkPutPrecondition(key, current, options, writeId) === 'replayed') return current!.etag
         if (attempt >= CREATE_ONLY_TRIES) {
-          throw StreamSegmentError.conflict(`${key}: changed during create-only put (${attempt} tries)`)
+          throw StreamSegmentError.conflict(`${this.url}/${key}: changed during create-only put (${attempt} tries)`)
         }
       }
     }

@@ -153,4 +153,48 @@ describe('directory store: what its failures name', () => {
     assert.match(err.message, new RegExp(`upload part copy 3 of m \\(upload ${id}\\) failed: `))
     assert.ok(err.message.includes(`${store.url}/src: file shrank while being copied, at byte 2`), err.message)
   })
+
+  it('a completion refused and a create-only put that keeps losing its key name the store, as its other errors do', async (t) => {
+    const store = new DirectoryStore(join(dir, 'refusals'))
+    const at = (key: string) => new RegExp(`^${store.url.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}/${key}: `)
+    // A part never uploaded under that ETag.
+    const id = await store.createMultipart('m')
+    await store.uploadPart('m', id, 1, Buffer.from('part one'))
+    const stale = await rejectsCode(
+      store.completeMultipart('m', id, [{ partNumber: 1, etag: '"0-0-0"' }]),
+      'ERR_INVALID_ARGUMENT',
+      /part 1 with etag "0-0-0" was not uploaded/,
+    )
+    assert.match(stale.message, at('m'))
+    // A claimed upload whose placeholder another writer replaced.
+    const claimed = await store.createMultipart('c', { ifNoneMatch: '*' })
+    const { etag } = await store.uploadPart('c', claimed, 1, Buffer.from('part one'))
+    await store.put('c', Buffer.from('another writer'))
+    const lost = await rejectsCode(
+      store.completeMultipart('c', claimed, [{ partNumber: 1, etag }]),
+      'ERR_CONFLICT',
+      /claimed by another writer/,
+    )
+    assert.match(lost.message, at('c'))
+    // Every link refused as taken, the key never found when looked at.
+    const { link } = fsp
+    t.mock.method(fsp, 'link', async (from: string, to: string) => {
+      if (to === store.pathOf('k'))
+        throw Object.assign(new Error('EEXIST: file already exists, link'), { code: 'EEXIST' })
+      return link(from, to)
+    })
+    syncBuiltinESMExports() // the store takes fs from node:fs/promises
+    let changing: Error
+    try {
+      changing = await rejectsCode(
+        store.put('k', Buffer.from('bytes'), { ifNoneMatch: '*' }),
+        'ERR_CONFLICT',
+        /changed during create-only put/,
+      )
+    } finally {
+      t.mock.restoreAll()
+      syncBuiltinESMExports()
+    }
+    assert.match(changing.message, at('k'))
+  })
 })
