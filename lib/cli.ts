@@ -8,7 +8,15 @@
  */
 
 import { constants as osConstants } from 'node:os'
-import { type CommandSpec, kebab, namedAsTyped, type Parsed, parseCommand, READ_OPTIONS } from './cli/args.js'
+import {
+  type CommandSpec,
+  kebab,
+  namedAsTyped,
+  type Parsed,
+  parseCommand,
+  READ_OPTIONS,
+  unpublishedAsTyped,
+} from './cli/args.js'
 import { benchCommand } from './cli/bench.js'
 import { inspect, ls, verify } from './cli/checkpoints.js'
 import { gcCommand, rm } from './cli/cleanup.js'
@@ -255,7 +263,7 @@ export async function main(
     return await command.run(p, out, err, ac.signal)
   } catch (caught) {
     // A setting's error names it as the user typed it (--segment-buffer-size), not as the library does.
-    let e = p === undefined ? caught : namedAsTyped(p, caught)
+    let e = p === undefined ? caught : unpublishedAsTyped(namedAsTyped(p, caught))
     // The command's failure to write stdout, reported once by onStdoutError already.
     if (stdoutFailed !== undefined && (e === stdoutFailed || (e as Error)?.cause === stdoutFailed)) {
       return EXIT_CODES.ERR_STORE

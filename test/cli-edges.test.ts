@@ -7,7 +7,17 @@
 import assert from 'node:assert/strict'
 import { execFileSync, spawn, spawnSync } from 'node:child_process'
 import { once } from 'node:events'
-import { closeSync, constants, mkdtempSync, openSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import {
+  closeSync,
+  constants,
+  existsSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs'
 import { writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -163,5 +173,33 @@ describe('get to a file reports its requests', () => {
     const out = fakeOutput()
     assert.equal(await main(['get', url, join(dir, 'empty.out')], out, fakeOutput()), 0)
     assert.match(out.writes.join(''), /^got 0 B of checkpoint 1 into .*empty\.out in [\d.]+ s \(0 B\/s, 1 request\)\n$/)
+  })
+})
+
+describe('a container with checkpoints and nothing published (no inode object)', () => {
+  it("inspect, verify and export say so in the words of the command line: --cno N, not the API's cno", async () => {
+    const url = join(dir, 'unpublished')
+    writeFileSync(join(dir, 'unpublished.in'), 'some bytes')
+    assert.equal(run(['put', join(dir, 'unpublished.in'), url]).status, 0)
+    rmSync(join(url, 'inode'))
+    for (const args of [
+      ['inspect', url],
+      ['verify', url],
+      ['export', url, join(dir, 'unpublished.out')],
+    ]) {
+      const r = run(args)
+      assert.equal(r.status, 3, r.stderr)
+      assert.equal(
+        r.stderr,
+        `stream-segment: ERR_NOT_FOUND: ${url}: nothing is published yet (no inode object): ` +
+          `give --cno N to look at one of its checkpoints (stream-segment ls ${url} lists them)\n`,
+        args[0],
+      )
+      assert.equal(r.stdout, '')
+    }
+    assert.ok(!existsSync(join(dir, 'unpublished.out')), 'export wrote nothing')
+    // With --cno the checkpoint is there to read, as the message says.
+    assert.equal(run(['export', url, join(dir, 'unpublished.out'), '--cno', '1']).status, 0)
+    assert.equal(readFileSync(join(dir, 'unpublished.out'), 'utf8'), 'some bytes')
   })
 })

@@ -136,6 +136,25 @@ export function namedAsTyped(p: Parsed, e: unknown): unknown {
   return StreamSegmentError.invalidArgument(`option ${typed} = ${rest}`)
 }
 
+/**
+ * The library's error for a checkpoint asked for by default when none is published (no
+ * `inode` object: lib/admin/list.ts) names its API's option (`give a cno`): here, what the
+ * commands that read one (inspect, verify, export) take, and where to find the numbers.
+ */
+export function unpublishedAsTyped(e: unknown): unknown {
+  const m = StreamSegmentError.is(e, 'ERR_NOT_FOUND')
+    ? /^(.*): no published checkpoint \(no (\S+) object\); give a cno$/s.exec(e.message)
+    : null
+  if (m === null) return e
+  const [, url, inode] = m as unknown as [string, string, string]
+  return new StreamSegmentError(
+    'ERR_NOT_FOUND',
+    `${url}: nothing is published yet (no ${inode} object): give --cno N to look at one of its checkpoints ` +
+      `(stream-segment ls ${url} lists them)`,
+    { cause: e },
+  )
+}
+
 /** A number written right but past the exact integers (2^53 - 1), in `unit`: too large, not "not a number". */
 function tooLarge(unit: string): string {
   return `too large (at most ${Number.MAX_SAFE_INTEGER}${unit})`
