@@ -367,7 +367,7 @@ export async function scanGeneration(
   apply: (r: WalRecord, h: WalFileHeader) => void | Promise<void>,
   repair = true,
   last = true,
-): Promise<WalGeneration & { nextSeq: number }> {
+): Promise<WalGeneration & { nextSeq: number; openGroup?: Position }> {
   const fh = await fs.open(path, repair ? 'r+' : 'r')
   try {
     const size = (await fh.stat()).size
@@ -412,8 +412,7 @@ export async function scanGeneration(
     }
     let { end, cutReason } = scan
     if (open !== undefined && last) {
-      const group = `${path} at byte ${open.at} (record ${open.seq}): an atomic group that was never committed (${end.records - open.records} records)`
-      cutReason = cutReason === undefined ? group : `${group}; after it, ${cutReason}`
+      cutReason = groupCutReason(path, open, end, cutReason)
       end = open
     }
     const cutAt = end.at
@@ -432,12 +431,18 @@ export async function scanGeneration(
       bytes: cutAt - header.bytes,
       cutBytes: size - cutAt,
       ...(cutReason === undefined ? {} : { cutReason }),
-      ...(open !== undefined && !last ? { passedOver: end.records - open.records } : {}),
+      ...(open !== undefined && !last ? { passedOver: end.records - open.records, openGroup: open } : {}),
       nextSeq: end.seq,
     }
   } finally {
     await fh.close()
   }
+}
+
+/** Why a file is cut at `open`, the `begin` of a group never committed, the file's records ending at `end`. */
+function groupCutReason(path: string, open: Position, end: Position, after: string | undefined): string {
+  const group = `${path} at byte ${open.at} (record ${open.seq}): an atomic group that was never committed (${end.records - open.records} records)`
+  return after === undefined ? group : `${group}; after it, ${after}`
 }
 
 /** A log file's header (it must be whole and check). */
@@ -1001,8 +1006,9 @@ export async function inspectWalFiles(dir: string): Promise<WalReport> {
  * newest may be torn inside it, a crash while it was made) and its records scanned through
  * `apply` (`repair`: a torn tail cut, as the open does). A file that does not take up where
  * the previous one ended would apply on top of missing records: it and every later file
- * are `dropped`, unread (the caller removes them or says so). An older file cut where the
- * next does not take up is ERR_CORRUPT (cutOlder).
+ * are `dropped`, unread (the caller removes them or says so), and the file before them,
+ * the newest now, is cut at a group it left open (cutOpenGroup). An older file cut where
+ * the next does not take up is ERR_CORRUPT (cutOlder).
  */
 async function followGenerations(
   files: ReadonlyArray<{ path: string }>,
@@ -1013,7 +1019,7 @@ async function followGenerations(
   dropped?: WalDropped
   nextSeq: number
 }> {
-  const generations: Array<WalGeneration & { header: WalFileHeader }> = []
+  const generations: Array<WalGeneration & { header: WalFileHeader; openGroup?: Position }> = []
   let seq = 1
   for (const [i, { path }] of files.entries()) {
     const last = i === files.length - 1
@@ -1035,20 +1041,72 @@ async function followGenerations(
       const rest = files.slice(i)
       let bytes = 0
       for (const f of rest) bytes += (await fs.stat(f.path)).size
-      return { generations, dropped: { paths: rest.map((f) => f.path), bytes, reason: broken ?? path }, nextSeq: seq }
+      // The file before becomes the newest: records are appended to it next.
+      if (previous !== undefined) seq = await cutOpenGroup(previous, seq, repair)
+      const dropped = { paths: rest.map((f) => f.path), bytes, reason: broken ?? path }
+      return { generations: generations.map(withoutGroup), dropped, nextSeq: seq }
     }
     const header = h
     // A file older than the newest is cut only once the newer one is found to follow on.
-    const { nextSeq, ...g } = await scanGeneration(path, (r) => apply(r, header), repair && last, last).catch((err) => {
+    const { nextSeq, openGroup, ...g } = await scanGeneration(
+      path,
+      (r) => apply(r, header),
+      repair && last,
+      last,
+    ).catch((err) => {
       throw fsError(err, path, repair ? 'replaying it' : 'reading it')
     })
     if (!last && g.cutBytes > 0) {
       await cutOlder(path, g, nextSeq, files[i + 1]?.path as string, i + 1 === files.length - 1, repair)
     }
-    generations.push({ ...g, header })
+    generations.push({ ...g, header, ...(openGroup === undefined ? {} : { openGroup }) })
     seq = nextSeq
   }
-  return { generations, nextSeq: seq }
+  return { generations: generations.map(withoutGroup), nextSeq: seq }
+}
+
+/** A generation as followGenerations tells it: where a group it passed over begins is its own business. */
+function withoutGroup({ openGroup: _, ...g }: WalGeneration & { header: WalFileHeader; openGroup?: Position }) {
+  return g
+}
+
+/**
+ * A file scanned as older than the newest that is the newest now (the files after it
+ * dropped), `nextSeq` following its last record: a group it left open (passed over, not
+ * applied) is cut at its `begin`, as in the newest file (scanGeneration), and the cut
+ * fsynced (`repair`; else `g` only says so). Left, the records appended next would join the
+ * group, and be cut with it by the next open, or a later commit would close it and apply
+ * its records. Returns the sequence number that follows the file's records now.
+ */
+async function cutOpenGroup(
+  g: WalGeneration & { header: WalFileHeader; openGroup?: Position },
+  nextSeq: number,
+  repair: boolean,
+): Promise<number> {
+  const open = g.openGroup
+  if (open === undefined) return nextSeq
+  const end = { at: g.header.bytes + g.bytes, seq: nextSeq, records: g.records }
+  if (repair) await cutDurably(g.path, open.at, `cutting an atomic group never committed at byte ${open.at}`)
+  g.cutReason = groupCutReason(g.path, open, end, g.cutReason)
+  g.cutBytes += end.at - open.at
+  g.bytes = open.at - g.header.bytes
+  g.records = open.records
+  delete g.passedOver
+  return open.seq
+}
+
+/** Cuts the file at `at`, and fsyncs it: durable before anything is appended there. */
+async function cutDurably(path: string, at: number, doing: string): Promise<void> {
+  let fh: fs.FileHandle | undefined
+  try {
+    fh = await fs.open(path, 'r+')
+    await fh.truncate(at)
+    await fh.sync()
+  } catch (err) {
+    throw fsError(err, path, doing)
+  } finally {
+    await fh?.close().catch(() => undefined)
+  }
 }
 
 /**
@@ -1082,14 +1140,5 @@ async function cutOlder(
   // cut, scanGeneration). When the next file follows on, nothing goes in here again and an
   // undone cut is only found and made again by the next open, but the repair is rare.
   const at = (await fs.stat(path)).size - g.cutBytes
-  let fh: fs.FileHandle | undefined
-  try {
-    fh = await fs.open(path, 'r+')
-    await fh.truncate(at)
-    await fh.sync()
-  } catch (err) {
-    throw fsError(err, path, `cutting a torn record at byte ${at}`)
-  } finally {
-    await fh?.close().catch(() => undefined)
-  }
+  await cutDurably(path, at, `cutting a torn record at byte ${at}`)
 }

@@ -346,6 +346,50 @@ describe('WAL log', () => {
     await r.log.close()
   })
 
+  it('an older file with a group never committed becomes the newest when the files after it are dropped: it is cut at the group, and what is appended then is replayed', async () => {
+    const dir = await freshDir()
+    const { log } = await openLog(dir, 3)
+    const a = await appendMix(log, 2)
+    await log.appendBegin() // record 3, never committed
+    await appendMix(log, 2, 4)
+    await log.rotate(3)
+    await log.close()
+    // The next file torn in its header (a crash while it was made): dropped, and the log
+    // goes on in the first one, whose group was never committed.
+    await fs.writeFile(join(dir, walFileName(2)), Buffer.from('SSWAL'))
+    const seen = await inspectWal(dir)
+    const r = await openLog(dir)
+    assert.deepEqual(normal(r.replayed), normal(a))
+    assert.deepEqual(r.dropped?.paths, [join(dir, walFileName(2))])
+    assert.deepEqual(
+      r.generations.map((g) => [g.generation, g.records, g.passedOver]),
+      [[1, 2, undefined]],
+    )
+    assert.match(
+      r.generations[0]?.cutReason ?? '',
+      /wal-0000000001\.log at byte \d+ \(record 3\): an atomic group that was never committed/,
+    )
+    assert.deepEqual(
+      seen.generations.map((g) => [g.generation, g.records, g.passedOver, g.cutReason]),
+      r.generations.map((g) => [g.generation, g.records, g.passedOver, g.cutReason]),
+      'inspect tells what the open does',
+    )
+    // Appended after the cut: neither inside the group that was never committed, nor
+    // closing it with a later commit.
+    await r.log.appendWrite(0, bytes(10, 9))
+    await r.log.appendBegin()
+    await r.log.appendZeroes(100, 5)
+    await r.log.appendCommit()
+    await r.log.close()
+    const again = await openLog(dir)
+    assert.deepEqual(normal(again.replayed), [
+      ...normal(a),
+      { kind: 'write', seq: 3, offset: 0, data: Buffer.from(bytes(10, 9)).toString('hex') },
+      { kind: 'zeroes', seq: 5, offset: 100, length: 5 },
+    ])
+    await again.log.close()
+  })
+
   it('drops a generation that does not follow on from the one before, and every later one', async () => {
     const dir = await freshDir()
     const { log } = await openLog(dir)
