@@ -11,11 +11,14 @@ import {
   closeSync,
   constants,
   existsSync,
+  mkdirSync,
   mkdtempSync,
   openSync,
   readdirSync,
   readFileSync,
+  realpathSync,
   rmSync,
+  symlinkSync,
   writeFileSync,
 } from 'node:fs'
 import { writeFile } from 'node:fs/promises'
@@ -201,5 +204,58 @@ describe('a container with checkpoints and nothing published (no inode object)',
     // With --cno the checkpoint is there to read, as the message says.
     assert.equal(run(['export', url, join(dir, 'unpublished.out'), '--cno', '1']).status, 0)
     assert.equal(readFileSync(join(dir, 'unpublished.out'), 'utf8'), 'some bytes')
+  })
+})
+
+describe('put --wal: the log folder and the container folder apart', () => {
+  /** put - URL --wal DIR with a few bytes on stdin, run in `cwd`. */
+  const putWal = (url: string, wal: string, cwd = dir) => {
+    const r = spawnSync(process.execPath, [bin, 'put', '-', url, '--wal', wal], {
+      env: quietEnv(),
+      encoding: 'utf8',
+      input: 'abc',
+      cwd,
+      timeout: 30_000,
+    })
+    return { status: r.status, stdout: r.stdout, stderr: r.stderr }
+  }
+
+  it('a log folder in the container folder (also through a link, relative, file://) or holding it is refused, exit 2, nothing made', () => {
+    const base = join(dir, 'nest')
+    mkdirSync(join(base, 'links'), { recursive: true })
+    const c = join(base, 'c')
+    symlinkSync(c, join(base, 'links', 'to-c'))
+    symlinkSync(join(base, 'w'), join(base, 'links', 'to-w'))
+    const inside = /^stream-segment: ERR_INVALID_ARGUMENT: option --wal: .* is (inside )?the container's folder /
+    const holds = /^stream-segment: ERR_INVALID_ARGUMENT: option --wal: .* holds the container's folder /
+    const cases: Array<[string, string, RegExp, string?]> = [
+      [c, c, inside],
+      [c, join(c, 'wal'), inside],
+      [c, join(c, '.wal'), inside],
+      [`file://${c}`, join(c, 'wal'), inside],
+      [c, join(base, 'links', 'to-c', 'wal'), inside],
+      [join(base, 'links', 'to-c'), join(c, 'wal'), inside],
+      [c, join('..', 'c', 'wal'), inside, join(base, 'links')],
+      [c, join('links', '..', 'c', 'wal'), inside, base],
+      [join(base, 'w', 'c'), join(base, 'w'), holds],
+      [join(base, 'links', 'to-w', 'c'), join(base, 'w'), holds],
+      [join(base, 'w', 'c'), join(base, 'links', 'to-w'), holds],
+    ]
+    for (const [url, wal, message, cwd] of cases) {
+      const r = putWal(url, wal, cwd)
+      const what = `put - ${url} --wal ${wal} in ${cwd ?? dir}`
+      assert.equal(r.status, 2, `${what}: ${r.stderr}`)
+      assert.match(r.stderr, message, what)
+      // Both folders named, as resolved: the user sees why they are one.
+      const real = realpathSync(base)
+      assert.ok(r.stderr.includes(join(real, message === inside ? 'c' : 'w')), what)
+      assert.equal(r.stderr.split('\n').length, 2, `one line: ${what}`)
+      assert.equal(r.stdout, '')
+      assert.deepEqual(readdirSync(base).sort(), ['links'], `nothing made: ${what}`)
+    }
+    // Beside each other, even with a name that starts like the other's, they are fine.
+    assert.equal(putWal(c, `${c}-wal`).status, 0)
+    assert.equal(putWal(join(base, 'w2', 'c'), join(base, 'w'), base).status, 0)
+    assert.equal(run(['get', c, '-']).stdout, 'abc')
   })
 })

@@ -22,6 +22,7 @@ import type { WalOptions } from '../wal/wal.js'
 import type { FlushTiming } from '../write/flush.js'
 import { openContainer, optionName, type Parsed, parseDuration, parseSize, positionals } from './args.js'
 import { count, formatBytes, fsError, jsonLine, type Out, printable, progressLine, showProgress } from './output.js'
+import { refuseNestedWal } from './wal-folder.js'
 
 function stdinIsDirectory(): boolean {
   try {
@@ -191,6 +192,7 @@ export async function put(p: Parsed, out: Out, err: Out, signal: AbortSignal): P
   }
   const settings = settingOptions(p)
   const store = openContainer(url)
+  if (wal !== undefined) refuseNestedWal(p, wal.dir, store)
   if (source === '-' && producer === undefined && stdinIsDirectory()) {
     // A shell's `< dir` gives a descriptor that reads as an empty file: that is no content.
     throw StreamSegmentError.invalidArgument('-: stdin is a directory')
