@@ -22,8 +22,9 @@
  *   than `graceMs` (so a live writer's objects, sent ahead or in a flush, are never
  *   touched); that covers dropped checkpoints, abandoned attempts (parts without a
  *   part 0) and complete checkpoints never published nor to be. The objects and uploads
- *   of a number with no part 0 are as old as the newest of them (attemptAges): a writer
- *   sending ahead for longer than `graceMs` keeps what it sent. Part 0s go first, in
+ *   of one number that nothing retained reaches are as old as the newest of them
+ *   (attemptAges): a writer sending ahead for longer than `graceMs` keeps what it sent,
+ *   under a number another writer has published since too. Part 0s go first, in
  *   batches of their own, so no checkpoint is ever openable without its data parts. Open
  *   multipart uploads under segment keys older than the grace period are aborted.
  * - Refused, nothing deleted (ERR_CORRUPT): an `inode` object that differs from the inode
@@ -293,8 +294,8 @@ async function gcOf(store: ObjectStore, options: GcOptions, o: ReturnType<typeof
     return k?.kind === 'segment' && k.cno >= o.spareFromCno
   }
   const open = (await listOpenUploads(store, signal)).filter((u) => !spared(u.key))
-  const ageOf = attemptAges(listing, open)
   const unreached = [...listing.sizes.keys()].filter((key) => !live.has(key) && !spared(key))
+  const ageOf = attemptAges(listing, unreached, open)
   const garbage = unreached.filter((key) => old(ageOf(key, listing.modified.get(key)))).sort(part0First)
   const young = unreached.filter((key) => !old(ageOf(key, listing.modified.get(key))))
   const uploads = open.filter((u) => old(ageOf(u.key, u.initiatedMs)))
@@ -438,24 +439,29 @@ function partly(
 }
 
 /**
- * When an object or upload counts as written, for the grace period: a checkpoint number
- * with no part 0 is an attempt, a writer's checkpoint in progress or one abandoned, and
- * each of its objects and uploads counts as new as the newest of them. A writer that has
- * been sending ahead for longer than the grace period (a slow stream) keeps adding to its
- * attempt, so none of it goes; an abandoned one goes whole once its last object has aged.
+ * When an object or upload counts as written, for the grace period: what no kept
+ * checkpoint reaches under one checkpoint number (`unreached`, and the open `uploads`) is
+ * an attempt, a writer's checkpoint in progress or one abandoned, and each of its objects
+ * and uploads counts as new as the newest of them. A writer that has been sending ahead
+ * for longer than the grace period (a slow stream) keeps adding to its attempt, so none of
+ * it goes; an abandoned one goes whole once its last object has aged. The number may have
+ * a part 0 all the same: two writers take the same next number, and the one that publishes
+ * first leaves the other sending ahead under a complete checkpoint's number (until its
+ * flush meets the conflict); a dropped checkpoint's objects go once its part 0, written
+ * last, has aged.
  */
 function attemptAges(
   listing: ContainerListing,
+  unreached: readonly string[],
   uploads: readonly MultipartUpload[],
 ): (key: string, ms: number | undefined) => number | undefined {
   const newest = new Map<number, number>()
-  const seen = (key: string, ms: number) => {
+  const seen = (key: string, ms: number | undefined) => {
     const k = parseKey(key)
-    // By key: a number's parts listed can be tens of thousands, and this runs for each.
-    if (k?.kind !== 'segment' || listing.sizes.has(segmentKey(k.cno, 0))) return
+    if (k?.kind !== 'segment' || ms === undefined) return
     newest.set(k.cno, Math.max(newest.get(k.cno) ?? ms, ms))
   }
-  for (const [key, ms] of listing.modified) seen(key, ms)
+  for (const key of unreached) seen(key, listing.modified.get(key))
   for (const u of uploads) seen(u.key, u.initiatedMs)
   return (key, ms) => {
     const k = parseKey(key)

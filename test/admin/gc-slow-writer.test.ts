@@ -13,7 +13,7 @@ import { SegmentFile } from '../../lib/segment-file.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
 import { rejectsCode } from '../helpers/assert.js'
-import { readAll } from '../helpers/containers.js'
+import { collect, readAll } from '../helpers/containers.js'
 import { pattern } from '../helpers/pattern.js'
 import { smallSettings } from '../helpers/small-settings.js'
 import { AfterList } from '../helpers/wrapped-store.js'
@@ -64,6 +64,39 @@ describe('gc beside a writer slower than the grace period', () => {
     age(store, 3, 2 * HOUR)
     const attempt = (await gc(store, { dryRun: true })).deletedKeys.filter((k) => parseKey(k)?.kind === 'segment')
     assert.ok(attempt.length > 0 && attempt.every((k) => k.startsWith('0000000003.')), attempt.join(' '))
+  })
+
+  it('a writer still sending ahead under a number another writer has published since keeps all it sent: it publishes on top', async () => {
+    const store = new MemoryStore()
+    const f = await SegmentFile.create(store, settings)
+    await f.write(0, pattern(0, 4 * KiB, 1))
+    assert.equal((await f.flush()).cno, 1)
+    await f.close()
+
+    // Both writers take number 2 for their next checkpoint: the other one publishes it first.
+    const w = await SegmentFile.open(store, settings)
+    const other = await SegmentFile.open(store, settings)
+    await other.write(0, pattern(0, 8 * KiB, 3))
+    assert.equal((await other.flush()).cno, 2)
+    await other.close()
+    const data = pattern(0, 300 * KiB, 2)
+    await w.write(0, data.subarray(0, 150 * KiB))
+    await w.settle()
+    const first = (await collect(store.list('0000000002.'))).map((e) => e.key).filter((k) => k !== segmentKey(2, 0))
+    assert.ok(first.length > 0, 'objects were sent ahead under number 2')
+    // Two hours into the stream, and still going: its first objects are past the grace
+    // period, the one it sent last is not.
+    age(store, 2, 2 * HOUR)
+    await w.write(150 * KiB, data.subarray(150 * KiB))
+    await w.settle()
+    const r = await gc(store)
+    assert.deepEqual(r.deletedKeys, [], 'nothing of the writer in progress goes')
+    // The conflict moves it onto checkpoint 2; it publishes its whole view on top.
+    const t = await w.flush()
+    await w.close()
+    assert.ok(t.cno > 2, `published ${t.cno}`)
+    assert.ok((await readAll(store)).equals(data))
+    assert.deepEqual((await verifyCheckpoint(store)).problems, [])
   })
 
   it('a later checkpoint whose sent-ahead objects gc deleted is not published: ERR_CONFLICT, the published one stands', async () => {
