@@ -8,9 +8,10 @@
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { tmpdir, totalmem } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
+import { benchMemoryNeeded, benchMemoryShortfall } from '../lib/cli/bench.js'
 import { main } from '../lib/cli.js'
 import { StreamSegmentError } from '../lib/errors.js'
 import { SegmentFile } from '../lib/segment-file.js'
@@ -271,5 +272,42 @@ describe('benchStore leaves nothing behind', () => {
       return true
     })
     assert.deepEqual(await keys(inner), [])
+  })
+})
+
+describe('bench mem:// of more than the memory there is', () => {
+  it('is refused at once (exit 2, one line, the memory named), not a process that runs out of it', () => {
+    // A size past the machine's memory (sizes are binary G): refused whatever is free now.
+    const gib = Math.ceil(totalmem() / (1024 * MiB)) + 1
+    // Limited address space and SIGKILL at the time limit: a bench that tries dies in seconds, and takes nobody's memory.
+    const r = spawnSync(
+      '/bin/sh',
+      ['-c', 'ulimit -v 3000000 && exec "$0" "$@"', process.execPath, bin, 'bench', 'mem://big', '--size', `${gib}G`],
+      { env: quietEnv(), encoding: 'utf8', timeout: 120_000, killSignal: 'SIGKILL' },
+    )
+    assert.equal(r.status, 2, `--size ${gib}G: ${r.signal ?? ''} ${r.stderr.slice(0, 300)}`)
+    assert.match(
+      r.stderr,
+      new RegExp(
+        `^stream-segment: ERR_INVALID_ARGUMENT: option --size: ${gib}G in mem://big needs [\\d.]+ GiB of memory ` +
+          '\\(the size, an eighth more, and 512 MiB\\): more than this machine has \\([\\d.]+ GiB\\); ' +
+          'give a smaller size, or a store on disk or S3\\n$',
+      ),
+    )
+    assert.equal(r.stdout, '')
+  })
+})
+
+describe('benchMemoryShortfall: the rule bench mem:// is refused by', () => {
+  const GiB = 1024 * MiB
+  it("the size, an eighth more and 512 MiB, against the machine's memory, then what is available now", () => {
+    assert.equal(benchMemoryNeeded(8 * GiB), 9.5 * GiB)
+    const memory = { total: 16 * GiB, available: 10 * GiB }
+    assert.equal(benchMemoryShortfall(8 * GiB, memory), undefined, '9.5 GiB of 10 available')
+    assert.equal(
+      benchMemoryShortfall(9 * GiB, memory),
+      'needs 10.6 GiB of memory (the size, an eighth more, and 512 MiB): more than is available now (10.0 GiB of 16.0 GiB)',
+    )
+    assert.match(benchMemoryShortfall(15 * GiB, memory) ?? '', /: more than this machine has \(16\.0 GiB\)$/)
   })
 })
