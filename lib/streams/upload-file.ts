@@ -49,7 +49,8 @@ const SOURCE_POOL_BYTES = 64 * 1024 * 1024
  * A BlockSource reading a file handle. `verify` (called by the flush before it publishes)
  * compares the file's size, mtime and ctime with `version` (default: as when the source
  * was made), and fails with ERR_STATE when the file changed: rewritten in place during
- * the upload, it would be published torn. A read or a stat that fails (a failing disk, a
+ * the upload, it would be published torn; so it does when the file holds bytes past that
+ * size (checkEnd). A read or a stat that fails (a failing disk, a
  * handle closed too early) is ERR_STORE; errors name the file `name` (default 'the file').
  *
  * Reads go into buffers the writer gives back once their request has ended (`release`),
@@ -116,7 +117,33 @@ export function fileSource(
           `${name}: changed while being uploaded (size ${was.size} → ${now.size}, mtime ${iso(was.mtimeMs)} → ${iso(now.mtimeMs)}, ctime ${iso(was.ctimeMs)} → ${iso(now.ctimeMs)}): nothing was published`,
         )
       }
+      // A size that stays put says nothing of bytes past it: a file system may lag in
+      // saying a file grew, and some files' size is not their length (/proc's say 0).
+      await checkEnd(fh, was.size, name)
     },
+  }
+}
+
+/**
+ * Fails (ERR_STATE) when `fh` holds bytes past `size`, what its stat said: it is being
+ * written to, or its size is not its length (a file of /proc says 0). Taken at its word,
+ * that size would publish a short checkpoint without a word. One read of one byte, made
+ * once per upload, never per block; a read that fails is ERR_STORE, as fileSource's.
+ */
+async function checkEnd(
+  fh: { read(buffer: Uint8Array, offset: number, length: number, position: number): Promise<{ bytesRead: number }> },
+  size: number,
+  name: string,
+): Promise<void> {
+  const { bytesRead } = await fh.read(Buffer.alloc(1), 0, 1, size).catch((err: unknown) => {
+    throw StreamSegmentError.is(err)
+      ? err
+      : StreamSegmentError.store(`${name}: cannot be read at byte ${size} (${(err as Error)?.message})`, err)
+  })
+  if (bytesRead > 0) {
+    throw StreamSegmentError.state(
+      `${name}: holds more than the ${size} bytes its size says (written to meanwhile, or a file whose size is not its length, as /proc's): nothing was published; give a stream of it to the write stream instead`,
+    )
   }
 }
 
@@ -220,6 +247,9 @@ export async function uploadFile(
       )
     }
     const { size } = version
+    const name = typeof path === 'string' ? path : undefined
+    // Found before the store is touched: a container opened (made, maybe) for nothing.
+    await checkEnd(fh, size, name ?? 'the file')
     // Fired while the file was opened and looked at (a slow mount): the listener below would
     // never hear it, and the open would go on, waiting on a stalled store for ever.
     if (signal?.aborted) throw aborted()
@@ -258,13 +288,16 @@ export async function uploadFile(
       const resumer = new FileResumer(id, leftovers, completed)
       state.uploader.resumer = resumer
       await onStart?.(file, size) // an async one's rejection let go would be an unhandled one
-      const source = fileSource(fh, version, typeof path === 'string' ? path : undefined)
+      const source = fileSource(fh, version, name)
       const verify = source.verify?.bind(source)
       source.verify = async () => {
         await verify?.()
         await checkContinued(store, resumer.continued, signal)
       }
       await file.writeRef(0, size, source)
+      // No block refers to an empty file, so the flush verifies no source: a file written to
+      // since it was looked at would publish empty.
+      if (size === 0) await verify?.()
       const timing = await file.flush()
       return { ...timing, reusedBytes: state.uploader.reusedBytes }
     } finally {

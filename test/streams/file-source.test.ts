@@ -64,7 +64,9 @@ describe('fileSource', () => {
     const eio = Object.assign(new Error('EIO: i/o error, fstat'), { code: 'EIO' })
     let statFails = false
     const fh = {
-      read: async (_b: Uint8Array, _o: number, length: number) => ({ bytesRead: length }),
+      read: async (_b: Uint8Array, _o: number, length: number, position: number) => ({
+        bytesRead: Math.max(0, Math.min(length, version.size - position)),
+      }),
       stat: async () => {
         if (statFails) throw eio
         return version
@@ -93,5 +95,33 @@ describe('fileSource', () => {
         await src.verify?.() // the disk answers again: unchanged
       }
     }
+  })
+
+  it('verify: bytes past the size its stat says (unchanged) are ERR_STATE naming the file; a read there that fails, ERR_STORE', async () => {
+    const version = { size: 8192, mtimeMs: 1000, ctimeMs: 1000 }
+    let length = 8192
+    let fails: Error | undefined
+    const fh = {
+      read: async (_b: Uint8Array, _o: number, n: number, position: number) => {
+        if (fails !== undefined) throw fails
+        return { bytesRead: Math.max(0, Math.min(n, length - position)) }
+      },
+      stat: async () => version,
+    }
+    const src = fileSource(fh, undefined, 'model.pt')
+    await src.verify?.() // as long as its size says: unchanged
+    length = 8193
+    await assert.rejects(src.verify?.() as Promise<void>, (err) => {
+      assert.ok(StreamSegmentError.is(err, 'ERR_STATE'), `rejected with ${String(err)}`)
+      assert.match(err.message, /^model\.pt: holds more than the 8192 bytes its size says .*: nothing was published/)
+      return true
+    })
+    fails = Object.assign(new Error('EIO: i/o error, read'), { code: 'EIO' })
+    await assert.rejects(src.verify?.() as Promise<void>, (err) => {
+      assert.ok(StreamSegmentError.is(err, 'ERR_STORE'), `rejected with ${String(err)}`)
+      assert.equal(err.message, 'model.pt: cannot be read at byte 8192 (EIO: i/o error, read)')
+      assert.equal(err.cause, fails)
+      return true
+    })
   })
 })

@@ -4,8 +4,8 @@
  */
 import assert from 'node:assert/strict'
 import { getEventListeners } from 'node:events'
-import { truncateSync } from 'node:fs'
-import fsp, { mkdtemp, open, rm, writeFile } from 'node:fs/promises'
+import { appendFileSync, truncateSync } from 'node:fs'
+import fsp, { type FileHandle, mkdtemp, open, rm, writeFile } from 'node:fs/promises'
 import { syncBuiltinESMExports } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -16,7 +16,7 @@ import { MemoryStore } from '../../lib/store/memory.js'
 import { countingStore } from '../../lib/streams/options.js'
 import { uploadFile } from '../../lib/streams/upload-file.js'
 import { rejectsCode } from '../helpers/assert.js'
-import { publishContent, within } from '../helpers/containers.js'
+import { publishContent, readAll, within } from '../helpers/containers.js'
 import { FailingStore } from '../helpers/failing-store.js'
 import { testS3Store } from '../helpers/fake-s3.js'
 import { pattern } from '../helpers/pattern.js'
@@ -199,6 +199,52 @@ describe('uploadFile', () => {
       /^the file: cannot be read at byte 0 \(.*\)/,
     )
     assert.equal(await store.head('inode'), undefined, 'nothing was published')
+  })
+
+  it('a file holding more than its size says (/proc’s say 0): ERR_STATE naming it, before the store is touched', async () => {
+    const store = new FailingStore(new MemoryStore())
+    await rejectsCode(
+      uploadFile('/proc/self/status', store),
+      'ERR_STATE',
+      /^\/proc\/self\/status: holds more than the 0 bytes its size says /,
+    )
+    assert.deepEqual(
+      store.calls.map((c) => c.op),
+      [],
+      'no request made',
+    )
+  })
+
+  it('a file that grows while being uploaded, its size unchanged or 0: ERR_STATE, the content published before kept', async () => {
+    const store = new MemoryStore()
+    const before = pattern(0, 5000, 1)
+    await publishContent(store, before)
+    // Empty when looked at, written to before the flush: no block refers to it.
+    const path = join(dir, 'grows.bin')
+    await writeFile(path, '')
+    await rejectsCode(
+      uploadFile(path, store, {}, { onStart: () => appendFileSync(path, pattern(0, 64 * KiB, 2)) }),
+      'ERR_STATE',
+      new RegExp(`^${path}: `),
+    )
+    // A handle whose size stays what it was (as a file system's may lag): the bytes past it are read.
+    let length = 64 * KiB
+    const file = pattern(0, 128 * KiB, 3)
+    const mtimeMs = Date.now()
+    const fh = {
+      stat: async () => ({ size: 64 * KiB, mtimeMs, ctimeMs: mtimeMs, isFile: () => true }),
+      read: async (buffer: Uint8Array, offset: number, n: number, position: number) => {
+        const bytes = file.subarray(Math.min(position, length), Math.min(position + n, length))
+        buffer.set(bytes, offset)
+        return { bytesRead: bytes.length }
+      },
+    }
+    await rejectsCode(
+      uploadFile(fh as unknown as FileHandle, store, {}, { onStart: () => void (length = 128 * KiB) }),
+      'ERR_STATE',
+      /^the file: holds more than the 65536 bytes its size says /,
+    )
+    assert.deepEqual(await readAll(store), Buffer.from(before), 'nothing was published')
   })
 
   it('an async onStart: its promise is awaited, what it rejects with ends the upload before anything is written', async () => {
