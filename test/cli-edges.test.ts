@@ -259,3 +259,42 @@ describe('put --wal: the log folder and the container folder apart', () => {
     assert.equal(run(['get', c, '-']).stdout, 'abc')
   })
 })
+
+describe("put to mem:// (the command's own memory, gone when it ends)", () => {
+  it('is refused, exit 2, before any input is read or command run: a "committed" there would keep nothing', () => {
+    const marker = join(dir, 'producer-ran')
+    writeFileSync(join(dir, 'mem.in'), 'abc')
+    const cases = [
+      ['put', '-', 'mem://x'],
+      ['put', join(dir, 'mem.in'), 'MEM://x'],
+      ['put', 'mem://x', '--', process.execPath, '-e', `require('fs').writeFileSync(${JSON.stringify(marker)}, '')`],
+    ]
+    for (const args of cases) {
+      const r = spawnSync(process.execPath, [bin, ...args], { env: quietEnv(), encoding: 'utf8', input: 'abc' })
+      assert.equal(r.status, 2, `${args.join(' ')}: ${r.stderr}`)
+      assert.match(
+        r.stderr,
+        /^stream-segment: ERR_INVALID_ARGUMENT: put: mem:\/\/x is this command's own memory, gone when it ends: nothing put there would be kept; give a directory, file:\/\/\/dir or s3:\/\/bucket\/prefix\n$/,
+      )
+      assert.equal(r.stdout, '')
+    }
+    assert.ok(!existsSync(marker), 'the command after -- was not run')
+  })
+})
+
+describe('options named as typed in camel case too', () => {
+  it('--noResume and --contentType are named so in their errors', async () => {
+    const cases: Array<[string[], string]> = [
+      [['put', '-', join(dir, 'c'), '--noResume'], 'option --noResume is for a file: stdin or a command never resumes'],
+      [
+        ['export', join(dir, 'c'), join(dir, 'typed.out'), '--contentType', 'x/y'],
+        'export: --contentType applies to an S3 object only',
+      ],
+    ]
+    for (const [args, message] of cases) {
+      const err = fakeOutput()
+      assert.equal(await main(args, fakeOutput(), err), 2, args.join(' '))
+      assert.equal(err.writes.join(''), `stream-segment: ERR_INVALID_ARGUMENT: ${message}\n`)
+    }
+  })
+})

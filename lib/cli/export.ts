@@ -3,7 +3,7 @@ import { type ExportTarget, exportObject } from '../admin/index.js'
 import { StreamSegmentError } from '../errors.js'
 import { fileUrlPath } from '../store/open.js'
 import { checkS3Env } from '../store/s3-client.js'
-import { cnoOption, openContainer, type Parsed, positionals } from './args.js'
+import { cnoOption, openContainer, optionName, type Parsed, positionals } from './args.js'
 import {
   type Amount,
   amountLine,
@@ -18,7 +18,7 @@ import {
 const EXPORT_USAGE = 'export <url> <s3://bucket/key|file> [--cno N] [--content-type T] [--no-copy] [--json]'
 
 /** `s3://bucket/key` → an S3 target; a path (or file:///path) → itself; other URLs are refused. */
-function exportTarget(dest: string, contentType: string | undefined): ExportTarget {
+function exportTarget(dest: string, contentType: string | undefined, contentTypeOption: string): ExportTarget {
   const s3 = /^s3:\/\/([^/]+)\/(.+)$/i.exec(dest)
   if (s3 !== null) {
     checkS3Env(`export: ${dest}`) // the client made for a target on S3 uses it too
@@ -28,7 +28,7 @@ function exportTarget(dest: string, contentType: string | undefined): ExportTarg
     throw StreamSegmentError.invalidArgument(`export: ${JSON.stringify(dest)} is not s3://bucket/key`)
   }
   if (contentType !== undefined) {
-    throw StreamSegmentError.invalidArgument('export: --content-type applies to an S3 object only')
+    throw StreamSegmentError.invalidArgument(`export: ${contentTypeOption} applies to an S3 object only`)
   }
   if (dest === '-') {
     throw StreamSegmentError.invalidArgument(
@@ -44,7 +44,7 @@ function exportTarget(dest: string, contentType: string | undefined): ExportTarg
 
 export async function exportCommand(p: Parsed, out: Out, err: Out, signal: AbortSignal): Promise<number> {
   const [url, dest] = positionals(p, 2, 2, EXPORT_USAGE) as [string, string]
-  const target = exportTarget(dest, p.options.get('contentType'))
+  const target = exportTarget(dest, p.options.get('contentType'), optionName(p, 'contentType'))
   const store = openContainer(url)
   const t0 = performance.now()
   // On a terminal, the bytes copied or sent of the export's size, drawn a few times a

@@ -13,6 +13,7 @@ import { isatty } from 'node:tty'
 import { StreamSegmentError } from '../errors.js'
 import { fileState } from '../segment-file.js'
 import { isSettingName, type Settings, SPEC_DEFAULTS } from '../settings.js'
+import { MemoryStore } from '../store/memory.js'
 import type { ObjectStore } from '../store/types.js'
 import { openLocalFile, uploadFile } from '../streams/upload-file.js'
 import { createStreamSegmentWriteStream } from '../streams/write-stream.js'
@@ -188,10 +189,19 @@ export async function put(p: Parsed, out: Out, err: Out, signal: AbortSignal): P
   if (source !== '-' && isRegularFile(source)) refuseForFile(p, size, wal)
   const resume = !p.flags.has('noResume')
   if (!resume && source === '-') {
-    throw StreamSegmentError.invalidArgument('option --no-resume is for a file: stdin or a command never resumes')
+    throw StreamSegmentError.invalidArgument(
+      `option ${optionName(p, 'noResume')} is for a file: stdin or a command never resumes`,
+    )
   }
   const settings = settingOptions(p)
   const store = openContainer(url)
+  // Its objects go when the command ends: a put there would report a checkpoint committed, and keep nothing.
+  if (store instanceof MemoryStore) {
+    throw StreamSegmentError.invalidArgument(
+      `put: ${store.url} is this command's own memory, gone when it ends: nothing put there would be kept; ` +
+        'give a directory, file:///dir or s3://bucket/prefix',
+    )
+  }
   if (wal !== undefined) refuseNestedWal(p, wal.dir, store)
   if (source === '-' && producer === undefined && stdinIsDirectory()) {
     // A shell's `< dir` gives a descriptor that reads as an empty file: that is no content.
