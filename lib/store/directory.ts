@@ -242,7 +242,9 @@ export class DirectoryStore implements ObjectStore {
           if (options?.ifMatch !== undefined) {
             return this.withLock(key, async () => {
               const current = await this.info(key, path)
-              if (checkPutPrecondition(key, current, options, writeId) === 'replayed') return current!.etag
+              if (checkPutPrecondition(`${this.url}/${key}`, current, options, writeId) === 'replayed') {
+                return current!.etag
+              }
               await this.hooks.casChecked?.(key)
               return this.replace(tmp, path)
             })
@@ -634,7 +636,8 @@ export class DirectoryStore implements ObjectStore {
       const upload = await this.upload(key, uploadId)
       // Taken in part-number order, whatever order they are listed in (as S3Store takes them).
       const sorted = [...parts].sort((a, b) => a.partNumber - b.partNumber)
-      checkPartList(key, sorted)
+      checkPartList(key, sorted) // the caller's list, said as every store says it
+      const where = `${this.url}/${key}`
       const paths: Array<{ partNumber: number; path: string }> = []
       const sizes: number[] = []
       for (const p of sorted) {
@@ -642,13 +645,13 @@ export class DirectoryStore implements ObjectStore {
         const st = await fs.stat(path).catch(() => undefined)
         if (st === undefined || legacyEtag(st) !== unquoteEtag(p.etag)) {
           throw StreamSegmentError.invalidArgument(
-            `${this.url}/${key}: part ${p.partNumber} with etag ${p.etag} was not uploaded`,
+            `${where}: part ${p.partNumber} with etag ${p.etag} was not uploaded`,
           )
         }
         paths.push({ partNumber: p.partNumber, path })
         sizes.push(st.size)
       }
-      if (!upload.uneven) checkPartSizes(key, sizes)
+      if (!upload.uneven) checkPartSizes(where, sizes)
       return await this.publish(
         key,
         (out) => concatInto(out, paths, uploadId),
@@ -1011,7 +1014,7 @@ export class DirectoryStore implements ObjectStore {
         if (!isCode(err, 'EEXIST')) throw err
         await this.hooks.createOnlyRefused?.(key)
         const current = await this.info(key, path)
-        if (checkPutPrecondition(key, current, options, writeId) === 'replayed') return current!.etag
+        if (checkPutPrecondition(`${this.url}/${key}`, current, options, writeId) === 'replayed') return current!.etag
         if (attempt >= CREATE_ONLY_TRIES) {
           throw StreamSegmentError.conflict(`${this.url}/${key}: changed during create-only put (${attempt} tries)`)
         }

@@ -197,4 +197,36 @@ describe('directory store: what its failures name', () => {
     }
     assert.match(changing.message, at('k'))
   })
+
+  it('a condition that fails and a completion whose parts are of unequal sizes name the store too', async () => {
+    const store = new DirectoryStore(join(dir, 'conditions'))
+    const at = (key: string) => new RegExp(`^${store.url.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}/${key}: `)
+    const { etag } = await store.put('k', Buffer.from('v0'))
+    const taken = await rejectsCode(store.put('k', Buffer.from('v1'), { ifNoneMatch: '*' }), 'ERR_CONFLICT', /exists/)
+    assert.match(taken.message, at('k'))
+    await store.put('k', Buffer.from('v2'))
+    const moved = await rejectsCode(
+      store.put('k', Buffer.from('v3'), { ifMatch: etag }),
+      'ERR_CONFLICT',
+      /put expected/,
+    )
+    assert.match(moved.message, at('k'))
+    await store.delete('k')
+    const gone = await rejectsCode(store.put('k', Buffer.from('v4'), { ifMatch: etag }), 'ERR_CONFLICT', /missing/)
+    assert.match(gone.message, at('k'))
+    const id = await store.createMultipart('m')
+    const p1 = await store.uploadPart('m', id, 1, Buffer.from('one'))
+    const p2 = await store.uploadPart('m', id, 2, Buffer.from('second'))
+    const p3 = await store.uploadPart('m', id, 3, Buffer.from('3'))
+    const uneven = await rejectsCode(
+      store.completeMultipart('m', id, [
+        { partNumber: 1, etag: p1.etag },
+        { partNumber: 2, etag: p2.etag },
+        { partNumber: 3, etag: p3.etag },
+      ]),
+      'ERR_INVALID_ARGUMENT',
+      /non-final parts must be equal in size/,
+    )
+    assert.match(uneven.message, at('m'))
+  })
 })
