@@ -638,7 +638,7 @@ export class DirectoryStore implements ObjectStore {
       const sorted = [...parts].sort((a, b) => a.partNumber - b.partNumber)
       checkPartList(key, sorted) // the caller's list, said as every store says it
       const where = `${this.url}/${key}`
-      const paths: Array<{ partNumber: number; path: string }> = []
+      const paths: Array<{ partNumber: number; path: string; etag: string }> = []
       const sizes: number[] = []
       for (const p of sorted) {
         const path = join(upload.dir, String(p.partNumber))
@@ -648,13 +648,13 @@ export class DirectoryStore implements ObjectStore {
             `${where}: part ${p.partNumber} with etag ${p.etag} was not uploaded`,
           )
         }
-        paths.push({ partNumber: p.partNumber, path })
+        paths.push({ partNumber: p.partNumber, path, etag: p.etag })
         sizes.push(st.size)
       }
       if (!upload.uneven) checkPartSizes(where, sizes)
       return await this.publish(
         key,
-        (out) => concatInto(out, paths, uploadId),
+        (out) => concatInto(out, paths, uploadId, where),
         upload.metadata,
         async (tmp, path) => {
           const commit = async () => {
@@ -1431,21 +1431,31 @@ async function openSidecarForWrite(path: string): Promise<fs.FileHandle> {
 }
 
 /**
- * Copies the parts of the upload `uploadId` at `parts`, in order, into `out`. Its failures
- * are plain Errors, as the file system's are: the caller names its key (`fsError`).
+ * Copies the parts of the upload `uploadId` at `parts`, in order, into `out`, each only
+ * while it is still the file its ETag names: a part sent again after the completion
+ * checked it (renamed over it) holds other bytes than those the caller completes with,
+ * and is refused as S3 refuses it (ERR_INVALID_ARGUMENT naming `where`, the object). Its
+ * other failures are plain Errors, as the file system's are: the caller names its key (`fsError`).
  */
 async function concatInto(
   out: fs.FileHandle,
-  parts: ReadonlyArray<{ partNumber: number; path: string }>,
+  parts: ReadonlyArray<{ partNumber: number; path: string; etag: string }>,
   uploadId: string,
+  where: string,
 ): Promise<void> {
   const buf = Buffer.allocUnsafe(COPY_BUFFER)
   let pos = 0
-  for (const { partNumber, path } of parts) {
+  for (const { partNumber, path, etag } of parts) {
     const src = await fs.open(path, OPEN_PROBE) // a FIFO put in a part's place must not block
     try {
-      if (!(await src.stat()).isFile()) {
+      const st = await src.stat()
+      if (!st.isFile()) {
         throw new Error(`part ${partNumber} of upload ${uploadId} (${path}) is not a regular file`)
+      }
+      if (legacyEtag(st) !== unquoteEtag(etag)) {
+        throw StreamSegmentError.invalidArgument(
+          `${where}: part ${partNumber} with etag ${etag} was not uploaded (sent again while the parts were joined)`,
+        )
       }
       for (;;) {
         const { bytesRead } = await src.read(buf, 0, buf.byteLength, null)

@@ -167,4 +167,38 @@ describe('directory store: multipart uploads that fail partway', () => {
     await store.completeMultipart('k', id, [{ partNumber: 1, etag: last.etag }])
     assert.equal(Buffer.from(await store.get('k')).toString(), 'second')
   })
+
+  it('a part sent again while the completion checks the parts: refused, never joined with the bytes of the other send', async (t) => {
+    const store = new DirectoryStore(join(dir, 'part-again'))
+    const id = await store.createMultipart('k')
+    const partPath = join(dir, 'part-again', '.ss-multipart', id, '1')
+    const first = await store.uploadPart('k', id, 1, Buffer.from('first'))
+    // Sent again once the completion has found the part it was given by its ETag.
+    let again: Promise<{ etag: string }> | undefined
+    const { stat } = fsp
+    t.mock.method(fsp, 'stat', async (...args: Parameters<typeof fsp.stat>) => {
+      const st = await stat(...args)
+      if (String(args[0]) === partPath && again === undefined) {
+        again = store.uploadPart('k', id, 1, Buffer.from('other'))
+        await again
+      }
+      return st
+    })
+    syncBuiltinESMExports() // the store takes fs from node:fs/promises
+    try {
+      await assert.rejects(store.completeMultipart('k', id, [{ partNumber: 1, etag: first.etag }]), (err) => {
+        assert.ok(StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT'), String(err))
+        assert.match(err.message, new RegExp(`/k: part 1 with etag ${first.etag} was not uploaded`))
+        return true
+      })
+    } finally {
+      t.mock.restoreAll()
+      syncBuiltinESMExports()
+    }
+    assert.ok(again !== undefined, 'the part was sent again')
+    assert.equal(await store.head('k'), undefined, 'the key was written')
+    // The part's ETag now is the second send's: with it, the upload completes with its bytes.
+    await store.completeMultipart('k', id, [{ partNumber: 1, etag: (await again).etag }])
+    assert.equal(Buffer.from(await store.get('k')).toString(), 'other')
+  })
 })
