@@ -96,6 +96,24 @@ describe('a path that is a link to no file (/dev/stdout on a pipe)', () => {
   })
 })
 
+describe('get to a file in a folder where no file can be made (/proc/version)', () => {
+  const url = join(dir, 'proc-c')
+  before(() => {
+    writeFileSync(join(dir, 'proc.in'), 'some bytes')
+    assert.equal(run(['put', join(dir, 'proc.in'), url]).status, 0)
+  })
+
+  it('says the temporary file beside it could not be created, and where: exit 2, not ERR_NOT_FOUND for the file', () => {
+    const r = run(['get', url, '/proc/version'])
+    assert.equal(r.status, 2, r.stderr)
+    assert.match(
+      r.stderr,
+      /^stream-segment: ERR_INVALID_ARGUMENT: downloadFile to \/proc\/version: the temporary file \/proc\/\.ss-download-\d+-[0-9a-f]+\.tmp cannot be created beside it \(ENOENT[^\n]*\)\n$/,
+    )
+    assert.equal(r.stdout, '')
+  })
+})
+
 /** The CLI as a process writing `data` into the FIFO `fifo` once it runs; killed if it has not ended in 20 s. */
 async function putFromFifo(fifo: string, args: string[], data: string) {
   execFileSync('mkfifo', [fifo])
