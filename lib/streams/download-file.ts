@@ -155,6 +155,8 @@ export async function downloadFile(
           },
           zeros: (_at, length) => advance(length), // the file's length reads as zeros there
         })
+      } else {
+        await advance(0) // an empty range is done at once: a display shows it so, as an empty export's
       }
       written = true
     } finally {

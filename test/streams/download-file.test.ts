@@ -377,6 +377,26 @@ describe('downloadFile', () => {
     }
   })
 
+  it('an empty range or an empty checkpoint reports its end once: onProgress(0, 0)', async () => {
+    const path = join(dir, 'empty-progress.bin')
+    const mem = new MemoryStore()
+    await publishContent(mem, new Uint8Array(0))
+    for (const [what, from, options] of [
+      ['a range starting at the end', store, { start: second.length }],
+      ['an empty checkpoint', mem, {}],
+    ] as const) {
+      const progress: Array<[number, number]> = []
+      const got = await downloadFile(from, path, {
+        ...options,
+        onProgress: (done, total) => progress.push([done, total]),
+      })
+      assert.equal(got.bytes, 0, what)
+      assert.deepEqual(progress, [[0, 0]], `${what}: onProgress called once, at its end`)
+      assert.equal((await readFile(path)).length, 0, what)
+    }
+    assert.deepEqual(await leftovers(), [])
+  })
+
   it('an abort while the checkpoint is opened ends the download at once', async () => {
     const path = join(dir, 'keep-open.bin')
     await writeFile(path, 'keep me')
