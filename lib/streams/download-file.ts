@@ -72,11 +72,13 @@ export async function downloadFile(
 ): Promise<DownloadResult> {
   checkStreamOptions('downloadFile', options)
   checkOptionNames('downloadFile', options, ['cno', 'start', 'end', 'signal', 'onStart', 'onProgress'], { read: true })
-  const { cno, signal, onStart, onProgress } = options
+  // Read once, here: an options object changed while the download runs (reused for the
+  // next call) must not move the range checked below.
+  const { cno, start, end, signal, onStart, onProgress } = options
   if (typeof path !== 'string' || path === '') {
     throw StreamSegmentError.invalidArgument(`downloadFile: path ${showValue(path)} must name a file`)
   }
-  checkByteRange('downloadFile', options)
+  checkByteRange('downloadFile', { start, end })
   const read = resolveReadOptions(options) // validates before any request
   const store = storeAt(location, 'downloadFile')
   const what = `download of ${store.url} to ${path}`
@@ -118,8 +120,8 @@ export async function downloadFile(
     counted.stop()
     handle = file
     if (signal?.aborted) throw aborted()
-    const from = Math.min(options.start ?? 0, file.size)
-    const to = Math.min(options.end === undefined ? file.size : options.end + 1, file.size)
+    const from = Math.min(start ?? 0, file.size)
+    const to = Math.min(end === undefined ? file.size : end + 1, file.size)
     const bytes = Math.max(0, to - from)
     if (onStart !== undefined) await callCaller(() => onStart(file, bytes))
     const reader = new Reader(fileState(file), read)

@@ -397,6 +397,18 @@ describe('downloadFile', () => {
     assert.deepEqual(await leftovers(), [])
   })
 
+  it('reads its options once, when called: changed while it runs, they do not move the range', async () => {
+    const path = join(dir, 'options-once.bin')
+    const options: { start?: number; end?: number } = { start: 1000, end: 1999 }
+    const download = downloadFile(store, path, options)
+    // Reused for the next call before this one is done, as a loop that does not await may.
+    options.start = -4096
+    options.end = 10
+    const got = await download
+    assert.equal(got.bytes, 1000)
+    assert.ok((await readFile(path)).equals(second.subarray(1000, 2000)), 'bytes 1000-1999, as asked')
+  })
+
   it('an abort while the checkpoint is opened ends the download at once', async () => {
     const path = join(dir, 'keep-open.bin')
     await writeFile(path, 'keep me')
