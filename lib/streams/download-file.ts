@@ -97,6 +97,7 @@ export async function downloadFile(
   }
   signal?.addEventListener('abort', onAbort, { once: true })
   const tmp = temporaryBeside(target.path, 'download')
+  const watched = scanFailure(store)
   let tmpExists = false
   // What the caller's onStart or onProgress throws, or rejects with (an async one: its
   // promise let go would be an unhandled rejection), ends the download as it is; anything
@@ -111,13 +112,14 @@ export async function downloadFile(
     }
   }
   try {
-    const counted = countingStore(store, opening, abortOpen.signal)
+    const counted = countingStore(watched.store, opening, abortOpen.signal)
     const file = await unlessAborted(
       SegmentFile.open(counted.store, { cno, readOnly: true }),
       abortOpen.signal,
       (late) => late.close().catch(() => undefined),
     )
     counted.stop()
+    watched.watch()
     handle = file
     if (signal?.aborted) throw aborted()
     const from = Math.min(start ?? 0, file.size)
@@ -140,17 +142,21 @@ export async function downloadFile(
         throw localFileError(err, path)
       })
       let done = 0
+      let writeFailed = false
       const advance = async (n: number) => {
         done += n
-        // Stopped (the signal fired, or the caller threw), the writes still under way finish
-        // unreported: a caller that threw to stop is not called again, a display not moved on.
+        // Stopped (the signal fired, the caller threw, a write or the scan failed), the writes
+        // still under way finish unreported: a caller that threw to stop is not called again,
+        // a display not moved on past a download that has failed.
         if (onProgress === undefined || callerThrew !== undefined || signal?.aborted) return
+        if (writeFailed || watched.failed()) return
         await callCaller(() => onProgress(done, bytes))
       }
       if (bytes > 0) {
         await reader.scan(from, from + bytes, {
           bytes: async (at, views) => {
             await writeFully(fh, views, at - from).catch((err) => {
+              writeFailed = true
               throw localFileError(err, path)
             })
             await advance(views.reduce((n, v) => n + v.byteLength, 0))
@@ -184,6 +190,36 @@ export async function downloadFile(
     // stays: what stopped the download is what is said, and the handle is still closed.
     if (tmpExists) await rm(tmp, { force: true }).catch(() => undefined)
     await handle?.close().catch(() => undefined) // an aborted handle refuses close; nothing is held
+  }
+}
+
+/**
+ * `store`, whose read requests' signal is kept once `watch()` is called (after the open):
+ * the scan's requests all take the scan's own signal, which its first failure aborts (a
+ * GET's, a block's CRC, the walk's, a write's: read/reader.ts, scan). A sink still writing
+ * then is not told of that failure otherwise; `failed()` says it.
+ */
+function scanFailure(store: ObjectStore): { store: ObjectStore; watch: () => void; failed: () => boolean } {
+  let watching = false
+  let scanSignal: AbortSignal | undefined
+  const proxy = new Proxy(store, {
+    get(target, prop) {
+      const v = Reflect.get(target, prop, target)
+      if (typeof v !== 'function') return v
+      if (prop !== 'get' && prop !== 'getChunks' && prop !== 'head') return v.bind(target)
+      return (...args: unknown[]) => {
+        const signal = (args[1] as { signal?: AbortSignal } | undefined)?.signal
+        if (watching && signal !== undefined) scanSignal = signal
+        return v.apply(target, args)
+      }
+    },
+  })
+  return {
+    store: proxy,
+    watch: () => {
+      watching = true
+    },
+    failed: () => scanSignal?.aborted === true,
   }
 }
 

@@ -397,6 +397,82 @@ describe('downloadFile', () => {
     assert.deepEqual(await leftovers(), [])
   })
 
+  it('onProgress is not called once a GET or a write failed, not even by a write under way then', async () => {
+    const mem = new MemoryStore()
+    await publishContent(mem, pattern(0, 512 * KiB, 6), { streamSegmentBytes: 0 })
+    const path = join(dir, 'keep-failed.bin')
+    await writeFile(path, 'keep me')
+    for (const how of ['GET', 'write'] as const) {
+      let started = false
+      let writing = false
+      let failed = false
+      let onFailed: () => void = () => {}
+      const failure = new Promise<void>((r) => {
+        onFailed = r
+      })
+      // While the download's first write is held, the next GET (or write) fails; that first
+      // write ends after it.
+      const failing = new Proxy(mem, {
+        get(target, name, receiver) {
+          const real = Reflect.get(target, name, receiver)
+          if (typeof real !== 'function') return real
+          if (name !== 'get' && name !== 'getChunks') return real.bind(target)
+          return async (key: string, options?: GetOptions) => {
+            if (how === 'GET' && started && writing && !failed) {
+              failed = true
+              onFailed()
+              throw StreamSegmentError.store('the link went down')
+            }
+            return (real as ObjectStore['get']).call(target, key, options)
+          }
+        },
+      }) as ObjectStore
+      const open = fsp.open
+      fsp.open = (async (...args: Parameters<typeof open>) => {
+        const fh = await open(...args)
+        if (!String(args[0]).includes('.ss-download-')) return fh
+        const writev = fh.writev.bind(fh)
+        fh.writev = (async (buffers: NodeJS.ArrayBufferView[], position?: number) => {
+          if (!writing) {
+            writing = true
+            await failure
+            for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r)) // the scan has heard of it
+          } else if (how === 'write' && !failed) {
+            failed = true
+            onFailed()
+            throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' })
+          }
+          return writev(buffers, position)
+        }) as typeof fh.writev
+        return fh
+      }) as typeof open
+      syncBuiltinESMExports()
+      try {
+        let late = 0
+        await assert.rejects(
+          downloadFile(failing, path, {
+            readGetMaxBytes: 16 * KiB,
+            readMaxConcurrency: 2,
+            onStart: () => (started = true),
+            onProgress: () => {
+              if (failed) late++
+            },
+          }),
+          (err) =>
+            code('ERR_STORE')(err) &&
+            (how === 'GET' ? /the link went down/ : /keep-failed\.bin: ENOSPC/).test(String(err)),
+        )
+        assert.ok(failed, `a ${how} failed while a write was under way`)
+        assert.equal(late, 0, `onProgress called ${late} times after the ${how} failed`)
+        assert.equal(String(await readFile(path)), 'keep me')
+        assert.deepEqual(await leftovers(), [])
+      } finally {
+        fsp.open = open
+        syncBuiltinESMExports()
+      }
+    }
+  })
+
   it('reads its options once, when called: changed while it runs, they do not move the range', async () => {
     const path = join(dir, 'options-once.bin')
     const options: { start?: number; end?: number } = { start: 1000, end: 1999 }
