@@ -11,8 +11,9 @@
  * left to the file's length (set first), which reads them as zeros.
  *
  * Nothing half-written is visible at `path`: the bytes go to a temporary file beside it
- * (`.ss-download-<pid>-<random>.tmp`), with the permission bits of the file it replaces,
- * renamed over `path` once complete (over the file a symbolic link there names; something
+ * (`.ss-download-<pid>-<random>.tmp`), made with no more access than the file it replaces
+ * and given its permission bits once its bytes are written (a write clears setuid and
+ * setgid), renamed over `path` once complete (over the file a symbolic link there names; something
  * not a regular file there is refused: admin/export.ts, `checkFileTarget`); on any failure
  * or abort the temporary file is removed (unless that fails too) and `path` is left as it was. The file is not
  * synced before the rename (as `fs.createWriteStream` does not).
@@ -127,17 +128,14 @@ export async function downloadFile(
     const bytes = Math.max(0, to - from)
     if (onStart !== undefined) await callCaller(() => onStart(file, bytes))
     const reader = new Reader(fileState(file), read)
-    const fh = await open(tmp, 'wx').catch(async (err) => {
+    // Made with no more than the replaced file's access bits (the umask may take more): one
+    // others may not read must not be readable meanwhile, though its mode is set at the end.
+    const fh = await open(tmp, 'wx', target.mode === undefined ? 0o666 : target.mode & 0o777).catch(async (err) => {
       throw await temporaryFileError(err, tmp, `downloadFile to ${path}`)
     })
     tmpExists = true
     let written = false
     try {
-      if (target.mode !== undefined) {
-        await fh.chmod(target.mode).catch((err) => {
-          throw localFileError(err, path)
-        })
-      }
       await fh.truncate(bytes).catch((err) => {
         throw localFileError(err, path)
       })
@@ -165,6 +163,13 @@ export async function downloadFile(
         })
       } else {
         await advance(0) // an empty range is done at once: a display shows it so, as an empty export's
+      }
+      // Only now, after the bytes: a write by a process without CAP_FSETID (anyone but
+      // root) clears the setuid and setgid bits, which set before it would be lost.
+      if (target.mode !== undefined) {
+        await fh.chmod(target.mode).catch((err) => {
+          throw localFileError(err, path)
+        })
       }
       written = true
     } finally {
