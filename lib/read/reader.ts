@@ -86,10 +86,14 @@ export type { ReadOptions } from '../settings.js'
 
 /** Where `scan` hands the bytes of a range. */
 export interface Sink {
-  /** The bytes from `at`: views to be done with once the returned promise settles. */
-  bytes(at: number, views: readonly Uint8Array[]): void | Promise<void>
+  /**
+   * The bytes from `at`: views to be done with once the returned promise settles.
+   * `stopped` is the scan's signal, aborted at its first failure (see scan): a call under
+   * way then is not waited for by anyone told of that failure, and may want to know it.
+   */
+  bytes(at: number, views: readonly Uint8Array[], stopped: AbortSignal): void | Promise<void>
   /** `length` zeros from `at` (a hole). */
-  zeros(at: number, length: number): void | Promise<void>
+  zeros(at: number, length: number, stopped: AbortSignal): void | Promise<void>
 }
 
 /** A contiguous piece of a read, in file order. */
@@ -307,6 +311,8 @@ export class Reader {
     scope: { controller: AbortController },
   ): Promise<void> {
     const window = this.options.readGetMaxBytes * this.options.readMaxConcurrency
+    /** The scan's signal: its requests take it, and the sink is told its failure by it. */
+    const stopped = scope.controller.signal
     /** The pieces planned, from `next` those no worker has taken yet (`waiting` bytes of them). */
     let pieces: Piece[] = []
     let next = 0
@@ -390,15 +396,15 @@ export class Reader {
         }
         taken()
         try {
-          if (p.kind === 'zero') await sinkCall(() => sink.zeros(p.start, p.end - p.start))
-          else if (p.kind === 'memory') await sinkCall(() => sink.bytes(p.start, [p.bytes]))
+          if (p.kind === 'zero') await sinkCall(() => sink.zeros(p.start, p.end - p.start, stopped))
+          else if (p.kind === 'memory') await sinkCall(() => sink.bytes(p.start, [p.bytes], stopped))
           else {
             const chunks = await this.fetchBlocks(p.run)
             const base = p.run.first * this.core.blockSize
             try {
               // Come after the scan failed (and maybe settled): the sink is not called again.
               if (failure === undefined) {
-                await sinkCall(() => sink.bytes(p.start, sliceChunks(chunks, p.start - base, p.end - base)))
+                await sinkCall(() => sink.bytes(p.start, sliceChunks(chunks, p.start - base, p.end - base), stopped))
               }
             } finally {
               givePieces(chunks) // done with: the store's pieces can be read into again
@@ -412,16 +418,15 @@ export class Reader {
     // The scan's signal (the file aborted, or a failed scan sharing it) fails it at once: a
     // request that does not hear the signal (a custom store's, a read blocked on a hung
     // mount) is not waited for, nor is the plan or worker awaiting it.
-    const signal = scope.controller.signal
-    const onAbort = () => fail(signal.reason)
-    if (signal.aborted) onAbort()
-    else signal.addEventListener('abort', onAbort, { once: true })
+    const onAbort = () => fail(stopped.reason)
+    if (stopped.aborted) onAbort()
+    else stopped.addEventListener('abort', onAbort, { once: true })
     const all = Promise.all([planner(), ...Array.from({ length: this.options.readMaxConcurrency }, worker)])
     try {
       // Failed, it settles once no sink call is under way, not when every request has ended.
       await Promise.race([all, idle])
     } finally {
-      signal.removeEventListener('abort', onAbort)
+      stopped.removeEventListener('abort', onAbort)
     }
     if (failure !== undefined) throw failure.err
   }

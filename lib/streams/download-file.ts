@@ -98,7 +98,6 @@ export async function downloadFile(
   }
   signal?.addEventListener('abort', onAbort, { once: true })
   const tmp = temporaryBeside(target.path, 'download')
-  const watched = scanFailure(store)
   let tmpExists = false
   // What the caller's onStart or onProgress throws, or rejects with (an async one: its
   // promise let go would be an unhandled rejection), ends the download as it is; anything
@@ -113,14 +112,13 @@ export async function downloadFile(
     }
   }
   try {
-    const counted = countingStore(watched.store, opening, abortOpen.signal)
+    const counted = countingStore(store, opening, abortOpen.signal)
     const file = await unlessAborted(
       SegmentFile.open(counted.store, { cno, readOnly: true }),
       abortOpen.signal,
       (late) => late.close().catch(() => undefined),
     )
     counted.stop()
-    watched.watch()
     handle = file
     if (signal?.aborted) throw aborted()
     const from = Math.min(start ?? 0, file.size)
@@ -141,25 +139,29 @@ export async function downloadFile(
       })
       let done = 0
       let writeFailed = false
-      const advance = async (n: number) => {
+      /** `stopped`: the scan's signal, aborted when it has failed (a GET, a check, a write). */
+      const advance = async (n: number, stopped?: AbortSignal) => {
         done += n
         // Stopped (the signal fired, the caller threw, a write or the scan failed), the writes
         // still under way finish unreported: a caller that threw to stop is not called again,
         // a display not moved on past a download that has failed.
         if (onProgress === undefined || callerThrew !== undefined || signal?.aborted) return
-        if (writeFailed || watched.failed()) return
+        if (writeFailed || stopped?.aborted) return
         await callCaller(() => onProgress(done, bytes))
       }
       if (bytes > 0) {
         await reader.scan(from, from + bytes, {
-          bytes: async (at, views) => {
+          bytes: async (at, views, stopped) => {
             await writeFully(fh, views, at - from).catch((err) => {
               writeFailed = true
               throw localFileError(err, path)
             })
-            await advance(views.reduce((n, v) => n + v.byteLength, 0))
+            await advance(
+              views.reduce((n, v) => n + v.byteLength, 0),
+              stopped,
+            )
           },
-          zeros: (_at, length) => advance(length), // the file's length reads as zeros there
+          zeros: (_at, length, stopped) => advance(length, stopped), // the file's length reads as zeros there
         })
       } else {
         await advance(0) // an empty range is done at once: a display shows it so, as an empty export's
@@ -195,36 +197,6 @@ export async function downloadFile(
     // stays: what stopped the download is what is said, and the handle is still closed.
     if (tmpExists) await rm(tmp, { force: true }).catch(() => undefined)
     await handle?.close().catch(() => undefined) // an aborted handle refuses close; nothing is held
-  }
-}
-
-/**
- * `store`, whose read requests' signal is kept once `watch()` is called (after the open):
- * the scan's requests all take the scan's own signal, which its first failure aborts (a
- * GET's, a block's CRC, the walk's, a write's: read/reader.ts, scan). A sink still writing
- * then is not told of that failure otherwise; `failed()` says it.
- */
-function scanFailure(store: ObjectStore): { store: ObjectStore; watch: () => void; failed: () => boolean } {
-  let watching = false
-  let scanSignal: AbortSignal | undefined
-  const proxy = new Proxy(store, {
-    get(target, prop) {
-      const v = Reflect.get(target, prop, target)
-      if (typeof v !== 'function') return v
-      if (prop !== 'get' && prop !== 'getChunks' && prop !== 'head') return v.bind(target)
-      return (...args: unknown[]) => {
-        const signal = (args[1] as { signal?: AbortSignal } | undefined)?.signal
-        if (watching && signal !== undefined) scanSignal = signal
-        return v.apply(target, args)
-      }
-    },
-  })
-  return {
-    store: proxy,
-    watch: () => {
-      watching = true
-    },
-    failed: () => scanSignal?.aborted === true,
   }
 }
 
