@@ -2,7 +2,8 @@
  * The checkpoints of a container, for `ls` (and any caller).
  *
  * - A checkpoint is openable when its part 0 exists. Parts of a cno without a part 0 are
- *   an abandoned attempt: listed apart, never openable (ERR_NOT_FOUND naming the cno).
+ *   an abandoned attempt: listed apart, never openable (ERR_NOT_FOUND naming the cno);
+ *   but for the published number's, whose entry says its part 0 is gone.
  * - A part 0 newer than the published inode is a complete checkpoint whose publication
  *   was interrupted ('unpublished'). So is one below it that is not in its history (each
  *   part 0 names the inode it was built on, the one it replaced: the chain gc keeps too):
@@ -169,7 +170,8 @@ async function readCheckpoints(
     [...listing.byCno].map(([cno, c]) =>
       limiter.run(async () => {
         if (!c.parts.includes(0)) {
-          abandoned.push({ cno, parts: c.parts.length, bytes: c.bytes })
+          // The published one's entry says its part 0 is gone (publishedWithoutPart0).
+          if (cno !== published) abandoned.push({ cno, parts: c.parts.length, bytes: c.bytes })
           return
         }
         const entry: CheckpointEntry = {
@@ -205,9 +207,34 @@ async function readCheckpoints(
       }),
     ),
   )
+  if (published !== undefined && published > 0 && !listing.byCno.get(published)?.parts.includes(0)) {
+    checkpoints.push(publishedWithoutPart0(store.url, listing, published))
+  }
   checkpoints.sort((a, b) => a.cno - b.cno)
   abandoned.sort((a, b) => a.cno - b.cno)
   return { checkpoints, abandoned, inodes, bases }
+}
+
+/**
+ * The entry of the published checkpoint `cno` when its part 0 is not listed (an rm stopped
+ * part-way deletes the part 0s first and the inode last; or the object was lost): left
+ * out, or listed as an abandoned attempt, the container would look as if nothing, or an
+ * older checkpoint, were published; readers, gc and export refuse it.
+ */
+function publishedWithoutPart0(url: string, listing: ContainerListing, cno: number): CheckpointEntry {
+  const c = listing.byCno.get(cno)
+  const key = segmentKey(cno, 0)
+  return {
+    cno,
+    size: -1,
+    objects: c?.parts.length ?? 0,
+    bytes: c?.bytes ?? 0,
+    timeMs: 0,
+    state: 'published',
+    baseCno: -1,
+    uniqueBytes: -1,
+    error: `${url}/${key}: no such object, but the ${INODE_KEY} object names checkpoint ${cno}: the published checkpoint cannot be opened (if an rm of the container was stopped, run rm again)`,
+  }
 }
 
 /**

@@ -71,6 +71,30 @@ describe('checkpoints', () => {
     await assert.rejects(verifyCheckpoint(s, { cno: 9 }), isCode('ERR_NOT_FOUND', /checkpoint 9 was abandoned/))
   })
 
+  it('the published checkpoint with no part 0 (an rm stopped part-way) is listed as published and unreadable, not left out nor abandoned', async () => {
+    for (const dataParts of [true, false]) {
+      const s = new MemoryStore()
+      await copyStore(store, s)
+      // rm deletes the part 0s first, the inode last.
+      await s.delete(segmentKey(3, 0))
+      if (!dataParts) for await (const e of s.list('0000000003.')) await s.delete(e.key)
+      const list = await listCheckpoints(s)
+      assert.equal(list.published, 3)
+      assert.deepEqual(list.abandoned, [], 'the published checkpoint is no abandoned attempt')
+      const three = list.checkpoints.find((c) => c.cno === 3)
+      assert.deepEqual(
+        three && [three.state, three.size, three.uniqueBytes],
+        ['published', -1, -1],
+        JSON.stringify(list.checkpoints),
+      )
+      assert.match(three?.error ?? '', /0000000003\.0: no such object, but the inode object names checkpoint 3/)
+      assert.deepEqual(
+        list.checkpoints.map((c) => c.cno),
+        [1, 2, 3],
+      )
+    }
+  })
+
   it('a part 0 newer than the inode is listed as unpublished', async () => {
     const s = new MemoryStore()
     await copyStore(store, s)
