@@ -92,9 +92,9 @@ Commands:
                    bytes copied server-side and the bytes sent. Nothing is left on failure
   bench <url> [--size N] [--rounds N] [--json]
                    measure the store at <url>, which must hold nothing: each round writes N
-                   bytes (default 256M, at least 1M, at most 1024G; on mem://, no more than
-                   memory holds) through the write stream, reads them back through the read
-                   stream (checked), then puts and gets the
+                   bytes (default 256M, at least 1M, at most 1024G, and no more than the
+                   memory of mem:// or the disk of a folder holds) through the write stream,
+                   reads them back through the read stream (checked), then puts and gets the
                    same bytes as plain 16 MiB objects; prints MiB/s and CPU-s/GiB of each
                    (median of --rounds, default 3), and deletes everything it wrote, also on
                    failure or Ctrl-C

@@ -7,11 +7,11 @@
  */
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync, statfsSync } from 'node:fs'
 import { tmpdir, totalmem } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
-import { benchMemoryNeeded, benchMemoryShortfall } from '../lib/cli/bench.js'
+import { benchDiskShortfall, benchMemoryNeeded, benchMemoryShortfall } from '../lib/cli/bench.js'
 import { main } from '../lib/cli.js'
 import { StreamSegmentError } from '../lib/errors.js'
 import { SegmentFile } from '../lib/segment-file.js'
@@ -309,5 +309,39 @@ describe('benchMemoryShortfall: the rule bench mem:// is refused by', () => {
       'needs 10.6 GiB of memory (the size, an eighth more, and 512 MiB): more than is available now (10.0 GiB of 16.0 GiB)',
     )
     assert.match(benchMemoryShortfall(15 * GiB, memory) ?? '', /: more than this machine has \(16\.0 GiB\)$/)
+  })
+})
+
+describe('bench of a folder with more than the disk holds', () => {
+  it('is refused at once (exit 2, one line, the free space named), not run until the disk is full', () => {
+    const st = statfsSync(dir)
+    // Past what is free there (binary G), within what --size takes; a disk with more free is judged by the rule alone.
+    const gib = Math.min(1024, Math.ceil((st.bavail * st.bsize) / (1024 * MiB)) + 1)
+    const fits = gib * 1024 * MiB * 1.125 <= st.bavail * st.bsize
+    // SIGTERM at the time limit: a bench that has started writes cleans up what it wrote.
+    const r = spawnSync(process.execPath, [bin, 'bench', join(dir, 'disk', 'new'), '--size', `${gib}G`], {
+      env: quietEnv(),
+      encoding: 'utf8',
+      timeout: 20_000,
+    })
+    if (fits) assert.notEqual(r.status, 2, 'a size that fits is not refused')
+    else {
+      assert.equal(r.status, 2, `--size ${gib}G: ${r.signal ?? ''} ${r.stderr.slice(0, 300)}`)
+      assert.match(
+        r.stderr,
+        new RegExp(
+          `^stream-segment: ERR_INVALID_ARGUMENT: option --size: ${gib}G in .*new needs [\\d.]+ GiB of disk ` +
+            '\\(the size and an eighth more\\): more than is free there \\([\\d.]+ GiB\\); give a smaller size\\n$',
+        ),
+      )
+      assert.equal(r.stdout, '')
+    }
+    const GiB = 1024 * MiB
+    assert.equal(benchDiskShortfall(8 * GiB, 9 * GiB), undefined)
+    assert.equal(
+      benchDiskShortfall(8 * GiB, 8.5 * GiB),
+      'needs 9.0 GiB of disk (the size and an eighth more): more than is free there (8.5 GiB)',
+    )
+    assert.equal(benchDiskShortfall(8 * GiB, undefined), undefined, 'not known: not refused')
   })
 })

@@ -1,6 +1,9 @@
 /** `stream-segment bench`: the streams against the store's own put and get, on a store of one's own. */
+import { statfsSync } from 'node:fs'
 import { cpus as cpuInfo, freemem, totalmem } from 'node:os'
+import { dirname, resolve } from 'node:path'
 import { StreamSegmentError } from '../errors.js'
+import { DirectoryStore } from '../store/directory.js'
 import { MemoryStore } from '../store/memory.js'
 import { type BenchPass, type BenchResult, benchStore } from '../streams/bench.js'
 import { MiB } from '../util/units.js'
@@ -25,6 +28,35 @@ const MAX_BENCH_BYTES = 1024 * 1024 * MiB
  */
 export function benchMemoryNeeded(bytes: number): number {
   return bytes + Math.ceil(bytes / 8) + 512 * MiB
+}
+
+/**
+ * The bytes free for this user on the file system that would hold the folder `root` (its
+ * nearest existing folder, when it is not made yet); undefined when that cannot be told.
+ */
+function diskFree(root: string): number | undefined {
+  for (let at = resolve(root); ; at = dirname(at)) {
+    try {
+      const st = statfsSync(at)
+      return st.bavail * st.bsize
+    } catch {
+      if (dirname(at) === at) return undefined // not even the root: the bench's own writes say why
+    }
+  }
+}
+
+/**
+ * Why a bench of `bytes` cannot run in a folder with `free` bytes free, or undefined when it
+ * fits (or `free` is not known). A directory store holds the container whole, then the
+ * plain objects whole (the container deleted before): the size, and an eighth more for
+ * the container's block maps and headers. Past the free space, the bench fills the disk
+ * (every other writer on it fails meanwhile) before its own write fails.
+ */
+export function benchDiskShortfall(bytes: number, free: number | undefined): string | undefined {
+  const need = bytes + Math.ceil(bytes / 8)
+  if (free === undefined || need <= free) return undefined
+  const gib = (n: number) => `${(n / (1024 * MiB)).toFixed(1)} GiB`
+  return `needs ${gib(need)} of disk (the size and an eighth more): more than is free there (${gib(free)})`
 }
 
 /** The memory this process can have: the machine's and what is available now (free, within a cgroup's limit). */
@@ -78,11 +110,16 @@ export async function benchCommand(p: Parsed, out: Out, err: Out, signal: AbortS
   }
   const rounds = Number(roundsDigits)
   const store = openContainer(url)
-  const short = store instanceof MemoryStore ? benchMemoryShortfall(bytes) : undefined
+  const short =
+    store instanceof MemoryStore
+      ? benchMemoryShortfall(bytes)
+      : store instanceof DirectoryStore
+        ? benchDiskShortfall(bytes, diskFree(store.root))
+        : undefined
   if (short !== undefined) {
     throw StreamSegmentError.invalidArgument(
       `${sizeText === undefined ? 'bench: the default --size, 256M,' : `option ${optionName(p, 'size')}: ${sizeText.trim()}`} ` +
-        `in ${store.url} ${short}; give a smaller size, or a store on disk or S3`,
+        `in ${store.url} ${short}; give a smaller size${store instanceof MemoryStore ? ', or a store on disk or S3' : ''}`,
     )
   }
   // On a terminal, the one progress line the other commands draw: the round and its pass.
