@@ -24,11 +24,12 @@ import {
   checkCommitPoint,
   containerFormat,
   hasInode,
+  nothingPublished,
   readCheckpointInode,
   readInode,
   rollForward,
 } from './container/inode.js'
-import { firstFreeCno } from './container/listing.js'
+import { firstFreeCno, hasCheckpointObjects } from './container/listing.js'
 import { readObjectHeader, readPart0Header } from './container/object-header.js'
 import type { OpenedBytes } from './container/opened.js'
 import { isSignal, StreamSegmentError, throwIfAborted } from './errors.js'
@@ -283,7 +284,14 @@ export class SegmentFile {
           opened = read.opened
           return { inode: read.inode, etag: undefined }
         })
-      : readInode(store, { withEtag: !readOnly, signal }))
+      : readInode(store, { withEtag: !readOnly, signal }).catch(async (err) => {
+          // No inode, but checkpoints: nothing is published there (a reader's open), which
+          // "no container here" would deny. Asked only once the open has failed.
+          if (readOnly && StreamSegmentError.is(err, 'ERR_NOT_FOUND')) {
+            if (await hasCheckpointObjects(store, signal).catch(() => false)) throw nothingPublished(store, err)
+          }
+          throw err
+        }))
     let base: Inode = published
     // The format and block sizes are the container's, fixed for its life: checked before
     // a writer changes anything.

@@ -198,7 +198,7 @@ describe('get to a file reports its requests', () => {
 })
 
 describe('a container with checkpoints and nothing published (no inode object)', () => {
-  it("inspect, verify and export say so in the words of the command line: --cno N, not the API's cno", async () => {
+  it("inspect, verify, export and get say so in the words of the command line: --cno N, not the API's cno", async () => {
     const url = join(dir, 'unpublished')
     writeFileSync(join(dir, 'unpublished.in'), 'some bytes')
     assert.equal(run(['put', join(dir, 'unpublished.in'), url]).status, 0)
@@ -207,6 +207,7 @@ describe('a container with checkpoints and nothing published (no inode object)',
       ['inspect', url],
       ['verify', url],
       ['export', url, join(dir, 'unpublished.out')],
+      ['get', url, join(dir, 'unpublished.out')],
     ]) {
       const r = run(args)
       assert.equal(r.status, 3, r.stderr)
@@ -218,7 +219,7 @@ describe('a container with checkpoints and nothing published (no inode object)',
       )
       assert.equal(r.stdout, '')
     }
-    assert.ok(!existsSync(join(dir, 'unpublished.out')), 'export wrote nothing')
+    assert.ok(!existsSync(join(dir, 'unpublished.out')), 'export and get wrote nothing')
     // With --cno the checkpoint is there to read, as the message says.
     assert.equal(run(['export', url, join(dir, 'unpublished.out'), '--cno', '1']).status, 0)
     assert.equal(readFileSync(join(dir, 'unpublished.out'), 'utf8'), 'some bytes')

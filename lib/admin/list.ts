@@ -19,7 +19,7 @@
  * - Each complete checkpoint's block map is walked to say which objects only it reaches:
  *   the bytes dropping it would free (`uniqueBytes`, what `gc` would delete).
  */
-import { containerFormat, readInode, sameInode } from '../container/inode.js'
+import { containerFormat, nothingPublished, readInode, sameInode } from '../container/inode.js'
 import { type ContainerListing, listContainer } from '../container/listing.js'
 import { nodeLocation } from '../container/nodes.js'
 import { readObjectHeader } from '../container/object-header.js'
@@ -396,7 +396,7 @@ export async function resolveCheckpoint(
   checkCno('resolveCheckpoint', cno)
   if (cno === undefined) {
     if (!listing.hasInode) {
-      throw StreamSegmentError.notFound(`${store.url}: no published checkpoint (no ${INODE_KEY} object); give a cno`)
+      throw nothingPublished(store)
     }
     const { inode } = await readInode(store, { signal })
     return { inode, part0: undefined }

@@ -35,6 +35,17 @@ function noContainer(store: ObjectStore): StreamSegmentError {
   return StreamSegmentError.notFound(`${store.url}: no container here (no ${INODE_KEY} object)`)
 }
 
+/**
+ * ERR_NOT_FOUND for a container with checkpoints but no `inode` object: nothing is
+ * published (or an `rm` stopped part-way), and a checkpoint is opened by its number.
+ */
+export function nothingPublished(store: ObjectStore, cause?: unknown): StreamSegmentError {
+  return StreamSegmentError.notFound(
+    `${store.url}: no published checkpoint (no ${INODE_KEY} object); give a cno`,
+    cause,
+  )
+}
+
 /** Whether a not-found error says the bucket itself is missing (S3's NoSuchBucket). */
 function missingBucket(err: StreamSegmentError): boolean {
   return (err.cause as { name?: string } | undefined)?.name === 'NoSuchBucket'

@@ -181,6 +181,16 @@ async function* segmentsFrom(
   }
 }
 
+/**
+ * Whether the container holds any checkpoint object: the first segment key of a listing
+ * (they sort first; usually one page). Tells a container with nothing published (no
+ * `inode` object, but checkpoints, or an `rm` stopped part-way) from no container at all.
+ */
+export async function hasCheckpointObjects(store: ObjectStore, signal?: AbortSignal): Promise<boolean> {
+  for await (const _ of segmentsFrom(store.list('', { signal, startAfter: checkpointPrefix(1) }), 1)) return true
+  return false
+}
+
 /** A segment object as a listing gives it: its size, ETag and time. */
 export interface ListedObject {
   size: number
