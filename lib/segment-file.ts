@@ -59,6 +59,7 @@ import { unlessAborted } from './util/signals.js'
 import { isoTime } from './util/time.js'
 import { asError, bytesOf, describeValue } from './util/typed-arrays.js'
 import type { WalLog, WalRecord } from './wal/log.js'
+import { walPlacementProblem } from './wal/placement.js'
 import { checkWalOptions, type OpenedWal, openWal, type WalOptions, type WalReplay } from './wal/wal.js'
 import { dropLeftPart0s, type FlushTiming, flush, isUnknownOutcome, startPublish } from './write/flush.js'
 import { SendAhead } from './write/send-ahead.js'
@@ -402,6 +403,8 @@ export class SegmentFile {
   private async replayWal(o: WalOptions): Promise<void> {
     const replayed = new ReplayEffect()
     const history = new PublishedHistory(this.core.store, this.core.published, this.core.signal)
+    const misplaced = walPlacementProblem(o.dir, this.core.store)
+    if (misplaced !== undefined) await this.closeFailedOpen(StreamSegmentError.invalidArgument(`wal.dir ${misplaced}`))
     const opened = await openWal(
       o,
       this.core.store.url,

@@ -19,11 +19,11 @@ import { openLocalFile, uploadFile } from '../streams/upload-file.js'
 import { createStreamSegmentWriteStream } from '../streams/write-stream.js'
 import { MiB } from '../util/units.js'
 import type { WalSync } from '../wal/log.js'
+import { walPlacementProblem } from '../wal/placement.js'
 import type { WalOptions } from '../wal/wal.js'
 import type { FlushTiming } from '../write/flush.js'
 import { openContainer, optionName, type Parsed, parseDuration, parseSize, positionals } from './args.js'
 import { count, formatBytes, fsError, jsonLine, type Out, printable, progressLine, showProgress } from './output.js'
-import { refuseNestedWal } from './wal-folder.js'
 
 function stdinIsDirectory(): boolean {
   try {
@@ -202,7 +202,9 @@ export async function put(p: Parsed, out: Out, err: Out, signal: AbortSignal): P
         'give a directory, file:///dir or s3://bucket/prefix',
     )
   }
-  if (wal !== undefined) refuseNestedWal(p, wal.dir, store)
+  // Refused before input is read (the open refuses it too, naming the library's option).
+  const misplaced = wal === undefined ? undefined : walPlacementProblem(wal.dir, store)
+  if (misplaced !== undefined) throw StreamSegmentError.invalidArgument(`option ${optionName(p, 'wal')}: ${misplaced}`)
   if (source === '-' && producer === undefined && stdinIsDirectory()) {
     // A shell's `< dir` gives a descriptor that reads as an empty file: that is no content.
     throw StreamSegmentError.invalidArgument('-: stdin is a directory')

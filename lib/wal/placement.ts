@@ -1,18 +1,17 @@
 /**
- * `put --wal DIR` keeps the log apart from a container in a local folder. A log in the
- * container's folder is listed by the store as objects of the container (its `container`
- * and `wal-*.log` files, when it is the folder itself), left behind by `rm`, which deletes
- * only the container's own objects, and lost with the folder to whoever removes or moves
- * it as the container's; a container in the log's folder is lost with the log's. Both are
- * refused before anything is made, on the paths as the file system resolves them (links,
- * `..`, relative paths), parts not made yet taken as written.
+ * A write-ahead log is kept apart from a container in a local folder (a directory store).
+ * A log in the container's folder is listed by the store as objects of the container (its
+ * `container` and `wal-*.log` files, when it is the folder itself), left behind by `rm`,
+ * which deletes only the container's own objects, and lost with the folder to whoever
+ * removes or moves it as the container's; a container in the log's folder is lost with the
+ * log's. Both are refused before anything is made (SegmentFile's open, and `put --wal`
+ * naming its option), on the paths as the file system resolves them (links, `..`, relative
+ * paths), parts not made yet taken as written.
  */
 import { lstatSync, readlinkSync, realpathSync } from 'node:fs'
 import { isAbsolute, join, parse, resolve, sep } from 'node:path'
-import { StreamSegmentError } from '../errors.js'
 import { DirectoryStore } from '../store/directory.js'
 import type { ObjectStore } from '../store/types.js'
-import { optionName, type Parsed } from './args.js'
 
 /** How many links resolvedPath follows before it takes the path as written (the kernel's ELOOP is at 40). */
 const MAX_LINKS = 40
@@ -72,23 +71,28 @@ function within(inner: string, outer: string): boolean {
   return inner === outer || inner.startsWith(outer.endsWith(sep) ? outer : outer + sep)
 }
 
-/** Refuses (ERR_INVALID_ARGUMENT) a log folder `dir` in the folder of a directory store `store`, or holding it. */
-export function refuseNestedWal(p: Parsed, dir: string, store: ObjectStore): void {
-  if (!(store instanceof DirectoryStore)) return
+/**
+ * What is wrong with a log folder `dir` beside the container at `store`: in a directory
+ * store's folder, or holding it; undefined when nothing is (or the store is not local).
+ * Said as "<dir> is inside the container's folder <root>: …", each path with what it
+ * resolves to when that differs.
+ */
+export function walPlacementProblem(dir: string, store: ObjectStore): string | undefined {
+  if (!(store instanceof DirectoryStore)) return undefined
   const wal = resolvedPath(dir)
   const container = resolvedPath(store.root)
-  const option = optionName(p, 'wal')
   const where = (typed: string, real: string) => (typed === real ? typed : `${typed} (${real})`)
   if (within(wal, container)) {
-    throw StreamSegmentError.invalidArgument(
-      `option ${option}: ${where(dir, wal)} is ${wal === container ? '' : 'inside '}the container's folder ${where(store.root, container)}: ` +
-        'the store would take the log for objects of the container, and rm would leave it there; give a folder outside it',
+    return (
+      `${where(dir, wal)} is ${wal === container ? '' : 'inside '}the container's folder ${where(store.root, container)}: ` +
+      'the store would take the log for objects of the container, and rm would leave it there; give a folder outside it'
     )
   }
   if (within(container, wal)) {
-    throw StreamSegmentError.invalidArgument(
-      `option ${option}: ${where(dir, wal)} holds the container's folder ${where(store.root, container)}: ` +
-        "removing the log's folder would remove the container too; give a folder outside it",
+    return (
+      `${where(dir, wal)} holds the container's folder ${where(store.root, container)}: ` +
+      "removing the log's folder would remove the container too; give a folder outside it"
     )
   }
+  return undefined
 }
