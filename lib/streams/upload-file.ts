@@ -211,7 +211,7 @@ export async function uploadFile(
   checkOptionNames('uploadFile', options, ['signal', 'onStart', 'resume', 'resumeMaxAgeMs'])
   if (
     !(typeof path === 'string' && path !== '') &&
-    !(typeof path === 'object' && path !== null && typeof path.stat === 'function')
+    !(typeof path === 'object' && path !== null && typeof path.stat === 'function' && typeof path.read === 'function')
   ) {
     throw StreamSegmentError.invalidArgument(
       `uploadFile: path must be a path or an open FileHandle, got ${describeValue(path)}`,

@@ -215,6 +215,18 @@ describe('uploadFile', () => {
     )
   })
 
+  it('a handle that cannot be read (no read method): ERR_INVALID_ARGUMENT before anything is made', async () => {
+    const store = new MemoryStore()
+    const mtimeMs = Date.now()
+    const statOnly = { stat: async () => ({ size: 5, mtimeMs, ctimeMs: mtimeMs, isFile: () => true }) }
+    await rejectsCode(
+      uploadFile(statOnly as unknown as FileHandle, store),
+      'ERR_INVALID_ARGUMENT',
+      /^uploadFile: path must be a path or an open FileHandle, got /,
+    )
+    assert.equal(await store.head('inode'), undefined, 'a container was made')
+  })
+
   it('a file that grows while being uploaded, its size unchanged or 0: ERR_STATE, the content published before kept', async () => {
     const store = new MemoryStore()
     const before = pattern(0, 5000, 1)
