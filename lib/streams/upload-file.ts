@@ -5,7 +5,9 @@
  * file only when the object holding them is sent, and it is taken a step at a time
  * (BlockWriter.writeRef), so memory stays at the pieces and objects in flight whatever
  * the file's size; the file must not change until this returns (the
- * block-source contract). The signal aborts every request in flight and publishes nothing.
+ * block-source contract), and must hold what its size says: one holding more (a file of
+ * /proc, which says 0) is refused before the store is touched, and again before the flush
+ * publishes (checkEnd). The signal aborts every request in flight and publishes nothing.
  *
  * Resume (`resume`, default on): an upload interrupted by a crash, a kill or an abort
  * left open multipart uploads in the container; the next `uploadFile` of the same file
