@@ -642,7 +642,11 @@ export class DirectoryStore implements ObjectStore {
       const sizes: number[] = []
       for (const p of sorted) {
         const path = join(upload.dir, String(p.partNumber))
-        const st = await fs.stat(path).catch(() => undefined)
+        // Only a part missing was never uploaded: a stat that fails (EIO) is the disk's failure.
+        const st = await fs.stat(path).catch((err) => {
+          if (isMissing(err)) return undefined
+          throw err
+        })
         if (st === undefined || legacyEtag(st) !== unquoteEtag(p.etag)) {
           throw StreamSegmentError.invalidArgument(
             `${where}: part ${p.partNumber} with etag ${p.etag} was not uploaded`,

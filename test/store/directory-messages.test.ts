@@ -229,4 +229,30 @@ describe('directory store: what its failures name', () => {
     )
     assert.match(uneven.message, at('m'))
   })
+
+  it('a part whose stat fails (the disk’s EIO) at completion: ERR_STORE naming it, not a part never uploaded', async (t) => {
+    const store = new DirectoryStore(join(dir, 'part-eio'))
+    const id = await store.createMultipart('m')
+    const { etag } = await store.uploadPart('m', id, 1, Buffer.from('part one'))
+    const part = join(store.root, '.ss-multipart', id, '1')
+    const { stat } = fsp
+    t.mock.method(fsp, 'stat', async (...args: Parameters<typeof fsp.stat>) => {
+      if (String(args[0]) === part) {
+        throw Object.assign(new Error(`EIO: i/o error, stat '${part}'`), { code: 'EIO', syscall: 'stat', path: part })
+      }
+      return stat(...args)
+    })
+    syncBuiltinESMExports() // the store takes fs from node:fs/promises
+    try {
+      await rejectsCode(
+        store.completeMultipart('m', id, [{ partNumber: 1, etag }]),
+        'ERR_STORE',
+        new RegExp(`complete multipart m failed: input/output error.*\\(EIO\\): stat ${part}`),
+      )
+    } finally {
+      t.mock.restoreAll()
+      syncBuiltinESMExports()
+    }
+    assert.equal(await store.head('m'), undefined)
+  })
 })
