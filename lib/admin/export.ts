@@ -864,6 +864,22 @@ export function temporaryBeside(path: string, what: string): string {
 }
 
 /**
+ * The temporary file `tmp` could not be created: said so, and where. ENOENT from a folder
+ * that is there (/proc, which takes no new file) is no missing file but a place where no
+ * file can be made: ERR_INVALID_ARGUMENT; otherwise the code localFileError gives.
+ */
+export async function temporaryFileError(err: unknown, tmp: string, what: string): Promise<Error> {
+  if (StreamSegmentError.is(err)) return err
+  const message = `${what}: the temporary file ${tmp} cannot be created beside it (${(err as Error).message})`
+  if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
+    const folder = await fs.stat(dirname(tmp)).catch(() => undefined)
+    if (folder?.isDirectory()) return StreamSegmentError.invalidArgument(message)
+  }
+  const { code } = localFileError(err, tmp) as StreamSegmentError
+  return new StreamSegmentError(code, message, { cause: err })
+}
+
+/**
  * Writes the file to a temporary file beside the target (holes left sparse), with the
  * permission bits of the file it replaces, syncs it and renames it into place; on the
  * first failure no chunk not yet started is read, and the temporary file is removed.

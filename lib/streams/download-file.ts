@@ -18,9 +18,8 @@
  * or abort the temporary file is removed (unless that fails too) and `path` is left as it was. The file is not
  * synced before the rename (as `fs.createWriteStream` does not).
  */
-import { open, rename, rm, stat } from 'node:fs/promises'
-import { dirname } from 'node:path'
-import { checkFileTarget, temporaryBeside } from '../admin/export.js'
+import { open, rename, rm } from 'node:fs/promises'
+import { checkFileTarget, temporaryBeside, temporaryFileError } from '../admin/export.js'
 import { StreamSegmentError } from '../errors.js'
 import { Reader, type ReadTiming } from '../read/reader.js'
 import { fileState, SegmentFile } from '../segment-file.js'
@@ -198,20 +197,4 @@ export async function downloadFile(
     if (tmpExists) await rm(tmp, { force: true }).catch(() => undefined)
     await handle?.close().catch(() => undefined) // an aborted handle refuses close; nothing is held
   }
-}
-
-/**
- * The temporary file `tmp` could not be created: said so, and where. ENOENT from a folder
- * that is there (/proc, which takes no new file) is no missing file but a place where no
- * file can be made: ERR_INVALID_ARGUMENT; otherwise the code localFileError gives.
- */
-async function temporaryFileError(err: unknown, tmp: string, what: string): Promise<Error> {
-  if (StreamSegmentError.is(err)) return err
-  const message = `${what}: the temporary file ${tmp} cannot be created beside it (${(err as Error).message})`
-  if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
-    const folder = await stat(dirname(tmp)).catch(() => undefined)
-    if (folder?.isDirectory()) return StreamSegmentError.invalidArgument(message)
-  }
-  const { code } = localFileError(err, tmp) as StreamSegmentError
-  return new StreamSegmentError(code, message, { cause: err })
 }
