@@ -6,20 +6,19 @@
  * test/read/s3-read.test.ts.)
  */
 import assert from 'node:assert/strict'
-import { execFileSync } from 'node:child_process'
 import { getEventListeners } from 'node:events'
 import fsp, { chmod, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { syncBuiltinESMExports } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
-import { fileURLToPath } from 'node:url'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { SegmentFile } from '../../lib/segment-file.js'
 import { DirectoryStore } from '../../lib/store/directory.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { GetOptions, ObjectStore } from '../../lib/store/types.js'
 import { downloadFile } from '../../lib/streams/download-file.js'
+import { helperModule, libModule, runAsNobody } from '../helpers/as-nobody.js'
 import { publishContent, within } from '../helpers/containers.js'
 import { FailingStore } from '../helpers/failing-store.js'
 import { pattern } from '../helpers/pattern.js'
@@ -478,44 +477,35 @@ describe('downloadFile', () => {
   it('keeps the setuid and setgid bits of the file it replaces, written by a user without CAP_FSETID', async () => {
     // The kernel clears setuid and setgid on a write by a process without CAP_FSETID: root
     // keeps them, so as root the download runs in a child as nobody (uid and gid 65534).
-    const home = await mkdtemp(join(tmpdir(), 'ss-download-mode-'))
-    try {
-      await chmod(home, 0o777)
-      const lib = (name: string) => JSON.stringify(fileURLToPath(new URL(`../../lib/${name}`, import.meta.url)))
-      const helpers = (name: string) => JSON.stringify(fileURLToPath(new URL(`../helpers/${name}`, import.meta.url)))
-      const script = `
-        import { chmod, stat, writeFile } from 'node:fs/promises'
-        const { MemoryStore } = await import(${lib('store/memory.js')})
-        const { downloadFile } = await import(${lib('streams/download-file.js')})
-        const { publishContent } = await import(${helpers('containers.js')})
-        const { pattern } = await import(${helpers('pattern.js')})
-        const [path] = process.argv.slice(1)
-        const mem = new MemoryStore()
-        await publishContent(mem, pattern(0, 300 * 1024, 9))
-        await writeFile(path, 'old')
-        await chmod(path, 0o6755)
-        await downloadFile(mem, path, { readGetMaxBytes: 64 * 1024 })
-        process.stdout.write(JSON.stringify({ uid: process.getuid(), mode: (await stat(path)).mode & 0o7777 }))
-      `
-      const nobody = process.getuid?.() === 0 ? { uid: 65534, gid: 65534 } : {}
-      const target = join(home, 'tool')
-      const out = execFileSync(process.execPath, ['--input-type=module', '-e', script, target], {
-        ...nobody,
-        cwd: home,
-        encoding: 'utf8',
-        timeout: 60_000,
-      })
-      const { uid, mode } = JSON.parse(out) as { uid: number; mode: number }
-      assert.notEqual(uid, 0, 'written as a user without CAP_FSETID')
-      assert.equal(mode.toString(8), '6755', 'the permission bits, setuid and setgid among them')
-      assert.equal((await stat(target)).size, 300 * KiB)
-      assert.deepEqual(
-        (await readdir(home)).filter((n) => n.endsWith('.tmp')),
-        [],
-      )
-    } finally {
-      await rm(home, { recursive: true, force: true })
-    }
+    const script = `
+      import { chmod, stat, writeFile } from 'node:fs/promises'
+      const { MemoryStore } = await import(${libModule('store/memory.js')})
+      const { downloadFile } = await import(${libModule('streams/download-file.js')})
+      const { publishContent } = await import(${helperModule('containers.js')})
+      const { pattern } = await import(${helperModule('pattern.js')})
+      const [path] = process.argv.slice(1)
+      const mem = new MemoryStore()
+      await publishContent(mem, pattern(0, 300 * 1024, 9))
+      await writeFile(path, 'old')
+      await chmod(path, 0o6755)
+      await downloadFile(mem, path, { readGetMaxBytes: 64 * 1024 })
+      process.stdout.write(JSON.stringify({ uid: process.getuid(), mode: (await stat(path)).mode & 0o7777 }))
+    `
+    await runAsNobody(
+      'ss-download-mode-',
+      script,
+      (home) => [join(home, 'tool')],
+      async (out, home) => {
+        const { uid, mode } = JSON.parse(out) as { uid: number; mode: number }
+        assert.notEqual(uid, 0, 'written as a user without CAP_FSETID')
+        assert.equal(mode.toString(8), '6755', 'the permission bits, setuid and setgid among them')
+        assert.equal((await stat(join(home, 'tool'))).size, 300 * KiB)
+        assert.deepEqual(
+          (await readdir(home)).filter((n) => n.endsWith('.tmp')),
+          [],
+        )
+      },
+    )
   })
 
   it('the temporary file is never more open than the file it replaces (0600: no one else may read it meanwhile)', async () => {
