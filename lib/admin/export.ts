@@ -880,8 +880,9 @@ export async function temporaryFileError(err: unknown, tmp: string, what: string
 }
 
 /**
- * Writes the file to a temporary file beside the target (holes left sparse), with the
- * permission bits of the file it replaces, syncs it and renames it into place; on the
+ * Writes the file to a temporary file beside the target (holes left sparse), made with no
+ * more access than the file it replaces and given its permission bits once the bytes are
+ * written (a write clears setuid and setgid), syncs it and renames it into place; on the
  * first failure no chunk not yet started is read, and the temporary file is removed.
  */
 async function exportToFile(
@@ -898,11 +899,12 @@ async function exportToFile(
   let written = size
   for (const x of source.extents) if (x.key !== undefined) written -= x.end - x.start
   const report = () => options.onProgress?.({ totalBytes: size, copiedBytes: 0, sentBytes: written })
-  const fh = await fs.open(tmp, 'wx').catch((err) => {
+  // Made with no more than the replaced file's access bits (the umask may take more): one
+  // others may not read must not be readable meanwhile, though its mode is set at the end.
+  const fh = await fs.open(tmp, 'wx', mode === undefined ? 0o666 : mode & 0o777).catch((err) => {
     throw localFileError(err, path, `export to ${path}`)
   })
   try {
-    if (mode !== undefined) await fh.chmod(mode)
     await fh.truncate(size)
     if (written > 0 || size === 0) report()
     const limiter = new Limiter(4)
@@ -934,6 +936,9 @@ async function exportToFile(
     }
     await Promise.all(steps)
     if (failed !== undefined) throw failed.err
+    // Only now, after the bytes: a write by a process without CAP_FSETID (anyone but
+    // root) clears the setuid and setgid bits, which set before it would be lost.
+    if (mode !== undefined) await fh.chmod(mode)
     await fh.sync()
     await fh.close()
     await fs.rename(tmp, path)

@@ -1,0 +1,97 @@
+/**
+ * exportObject to a local file: the replaced file's permission bits kept (setuid and
+ * setgid too, written by a user who loses them on a write), and the temporary file never
+ * more open than the file it replaces.
+ */
+import assert from 'node:assert/strict'
+import fsp, { chmod, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises'
+import { syncBuiltinESMExports } from 'node:module'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, before, describe, it } from 'node:test'
+import { exportObject } from '../../lib/admin/export.js'
+import { MemoryStore } from '../../lib/store/memory.js'
+import { helperModule, libModule, runAsNobody } from '../helpers/as-nobody.js'
+import { publishContent } from '../helpers/containers.js'
+import { pattern } from '../helpers/pattern.js'
+
+const KiB = 1024
+
+describe('exportObject to a file', () => {
+  let dir = ''
+  const store = new MemoryStore()
+  const content = pattern(0, 300 * KiB, 7)
+  const leftovers = async () => (await readdir(dir)).filter((n) => n.endsWith('.tmp'))
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'ss-export-file-'))
+    await publishContent(store, content)
+  })
+  after(async () => {
+    await rm(dir, { recursive: true, force: true })
+  })
+
+  it('keeps the setuid and setgid bits of the file it replaces, written by a user without CAP_FSETID', async () => {
+    // The kernel clears setuid and setgid on a write by a process without CAP_FSETID: root
+    // keeps them, so as root the export runs in a child as nobody (uid and gid 65534).
+    const script = `
+      import { chmod, stat, writeFile } from 'node:fs/promises'
+      const { MemoryStore } = await import(${libModule('store/memory.js')})
+      const { exportObject } = await import(${libModule('admin/export.js')})
+      const { publishContent } = await import(${helperModule('containers.js')})
+      const { pattern } = await import(${helperModule('pattern.js')})
+      const [path] = process.argv.slice(1)
+      const mem = new MemoryStore()
+      await publishContent(mem, pattern(0, 300 * 1024, 9))
+      await writeFile(path, 'old')
+      await chmod(path, 0o6755)
+      await exportObject(mem, path)
+      process.stdout.write(JSON.stringify({ uid: process.getuid(), mode: (await stat(path)).mode & 0o7777 }))
+    `
+    await runAsNobody(
+      'ss-export-mode-',
+      script,
+      (home) => [join(home, 'tool')],
+      async (out, home) => {
+        const { uid, mode } = JSON.parse(out) as { uid: number; mode: number }
+        assert.notEqual(uid, 0, 'written as a user without CAP_FSETID')
+        assert.equal(mode.toString(8), '6755', 'the permission bits, setuid and setgid among them')
+        assert.equal((await stat(join(home, 'tool'))).size, 300 * KiB)
+        assert.deepEqual(
+          (await readdir(home)).filter((n) => n.endsWith('.tmp')),
+          [],
+        )
+      },
+    )
+  })
+
+  it('the temporary file is never more open than the file it replaces (0600: no one else may read it meanwhile)', async () => {
+    const path = join(dir, 'secret.bin')
+    await writeFile(path, 'old secret')
+    await chmod(path, 0o600)
+    // The temporary file's mode as it is made, before anything else is done to it.
+    const modes: number[] = []
+    const open = fsp.open
+    fsp.open = (async (...args: Parameters<typeof open>) => {
+      const fh = await open(...args)
+      if (String(args[0]).endsWith('.tmp')) modes.push((await fh.stat()).mode & 0o7777)
+      return fh
+    }) as typeof open
+    syncBuiltinESMExports()
+    try {
+      await exportObject(store, path)
+    } finally {
+      fsp.open = open
+      syncBuiltinESMExports()
+    }
+    assert.equal(modes.length, 1, 'the temporary file seen as it was made')
+    assert.deepEqual(
+      modes.filter((m) => (m & 0o077) !== 0).map((m) => m.toString(8)),
+      [],
+      'group and others never had access',
+    )
+    assert.equal((await stat(path)).mode & 0o7777, 0o600)
+    assert.ok((await readFile(path)).equals(content))
+    assert.deepEqual(await leftovers(), [])
+  })
+})
