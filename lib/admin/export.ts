@@ -901,8 +901,8 @@ async function exportToFile(
   const report = () => options.onProgress?.({ totalBytes: size, copiedBytes: 0, sentBytes: written })
   // Made with no more than the replaced file's access bits (the umask may take more): one
   // others may not read must not be readable meanwhile, though its mode is set at the end.
-  const fh = await fs.open(tmp, 'wx', mode === undefined ? 0o666 : mode & 0o777).catch((err) => {
-    throw localFileError(err, path, `export to ${path}`)
+  const fh = await fs.open(tmp, 'wx', mode === undefined ? 0o666 : mode & 0o777).catch(async (err) => {
+    throw await temporaryFileError(err, tmp, `export to ${path}`)
   })
   try {
     await fh.truncate(size)

@@ -1,7 +1,7 @@
 /**
  * exportObject to a local file: the replaced file's permission bits kept (setuid and
- * setgid too, written by a user who loses them on a write), and the temporary file never
- * more open than the file it replaces.
+ * setgid too, written by a user who loses them on a write), the temporary file never more
+ * open than the file it replaces, and a temporary file that cannot be made said so.
  */
 import assert from 'node:assert/strict'
 import fsp, { chmod, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises'
@@ -12,6 +12,7 @@ import { after, before, describe, it } from 'node:test'
 import { exportObject } from '../../lib/admin/export.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import { helperModule, libModule, runAsNobody } from '../helpers/as-nobody.js'
+import { rejectsCode } from '../helpers/assert.js'
 import { publishContent } from '../helpers/containers.js'
 import { pattern } from '../helpers/pattern.js'
 
@@ -93,5 +94,14 @@ describe('exportObject to a file', () => {
     assert.equal((await stat(path)).mode & 0o7777, 0o600)
     assert.ok((await readFile(path)).equals(content))
     assert.deepEqual(await leftovers(), [])
+  })
+
+  it('a temporary file that cannot be made beside the file (in /proc) is said so, naming it', async () => {
+    // /proc/version is there, /proc is a folder, but no file can be created in it (ENOENT).
+    await rejectsCode(
+      exportObject(store, '/proc/version'),
+      'ERR_INVALID_ARGUMENT',
+      /export to \/proc\/version: the temporary file \/proc\/\.ss-export-\d+-[0-9a-f]+\.tmp cannot be created beside it/,
+    )
   })
 })
