@@ -169,8 +169,17 @@ export async function exportObject(
 ): Promise<ExportResult> {
   const store = storeAt(where, 'exportObject')
   return await exportOf(store, target, options).catch((err) => {
-    throw asError(err, () => `exportObject of ${store.url}`)
+    throw err instanceof CallerThrew ? err.value : asError(err, () => `exportObject of ${store.url}`)
   })
+}
+
+/**
+ * What the caller's own callback threw, carried past the wrapping the export's own
+ * failures get (a local file's: localFileError; one that is no Error: asError) to
+ * exportObject, which throws it as it was thrown.
+ */
+class CallerThrew {
+  constructor(readonly value: unknown) {}
 }
 
 async function exportOf(store: ObjectStore, target: ExportTarget, options: ExportOptions): Promise<ExportResult> {
@@ -898,7 +907,13 @@ async function exportToFile(
   // holes are sent, so that progress and sentBytes end at the size.
   let written = size
   for (const x of source.extents) if (x.key !== undefined) written -= x.end - x.start
-  const report = () => options.onProgress?.({ totalBytes: size, copiedBytes: 0, sentBytes: written })
+  const report = () => {
+    try {
+      options.onProgress?.({ totalBytes: size, copiedBytes: 0, sentBytes: written })
+    } catch (err) {
+      throw new CallerThrew(err)
+    }
+  }
   // Made with no more than the replaced file's access bits (the umask may take more): one
   // others may not read must not be readable meanwhile, though its mode is set at the end.
   const fh = await fs.open(tmp, 'wx', mode === undefined ? 0o666 : mode & 0o777).catch(async (err) => {
@@ -945,7 +960,7 @@ async function exportToFile(
   } catch (err) {
     await fh.close().catch(() => {})
     await fs.rm(tmp, { force: true }).catch(() => {})
-    throw localFileError(err, path, `export to ${path}`)
+    throw err instanceof CallerThrew ? err : localFileError(err, path, `export to ${path}`)
   }
   const dir = await fs.open(dirname(path), 'r').catch(() => undefined)
   await dir

@@ -1,7 +1,8 @@
 /**
  * exportObject to a local file: the replaced file's permission bits kept (setuid and
  * setgid too, written by a user who loses them on a write), the temporary file never more
- * open than the file it replaces, and a temporary file that cannot be made said so.
+ * open than the file it replaces, a temporary file that cannot be made said so, and the
+ * caller's own onProgress error given back as thrown.
  */
 import assert from 'node:assert/strict'
 import fsp, { chmod, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises'
@@ -103,5 +104,25 @@ describe('exportObject to a file', () => {
       'ERR_INVALID_ARGUMENT',
       /export to \/proc\/version: the temporary file \/proc\/\.ss-export-\d+-[0-9a-f]+\.tmp cannot be created beside it/,
     )
+  })
+
+  it("the caller's own onProgress error comes back as it was thrown, and the file is left as it was", async () => {
+    const path = join(dir, 'keep.bin')
+    await writeFile(path, 'keep me')
+    for (const thrown of [new RangeError('stop here'), 'a string, no Error']) {
+      await assert.rejects(
+        exportObject(store, path, {
+          onProgress: () => {
+            throw thrown
+          },
+        }),
+        (err: unknown) => {
+          assert.equal(err, thrown)
+          return true
+        },
+      )
+      assert.equal(String(await readFile(path)), 'keep me')
+      assert.deepEqual(await leftovers(), [])
+    }
   })
 })
