@@ -75,6 +75,12 @@ describe('stream-segment export', () => {
       ['file://host/x', 2, /ERR_INVALID_ARGUMENT: export: file:\/\/host\/x: a file URL has an empty host/],
       [join(dir, 'nonexist', 'x'), 3, /ERR_NOT_FOUND: export to .*nonexist\/x: .*no such file or directory/],
       [dir, 2, /ERR_INVALID_ARGUMENT: export to .*: is a directory/],
+      // /proc is there but takes no new file: the temporary file is what cannot be made.
+      [
+        '/proc/version',
+        2,
+        /ERR_INVALID_ARGUMENT: export to \/proc\/version: the temporary file \/proc\/\.ss-export-.*cannot be created/,
+      ],
       [join(container, '0000000001.0'), 2, /ERR_INVALID_ARGUMENT: export to .*: inside the container's folder/],
     ] as const) {
       const r = run(['export', container, dest])
