@@ -941,7 +941,10 @@ async function exportToFile(
               await writeFully(fh, bytes, s)
               givePieces(chunks) // written: the store's pieces can be read into again
               written += e - s
-              report()
+              // Once a chunk failed (or the caller threw), the chunks still under way finish
+              // unreported: a caller that threw to stop is not called again, a display not
+              // moved on past an export that has failed.
+              if (failed === undefined) report()
             } catch (err) {
               failed ??= { err }
             }

@@ -125,4 +125,24 @@ describe('exportObject to a file', () => {
       assert.deepEqual(await leftovers(), [])
     }
   })
+
+  it('onProgress is not called again once it threw or a chunk failed, though chunks under way complete', async () => {
+    // Four 16 MiB chunks read at once: the first done throws, the three under way finish.
+    const big = new MemoryStore()
+    await publishContent(big, pattern(0, 64 * 1024 * KiB, 3))
+    const path = join(dir, 'big.bin')
+    let calls = 0
+    const stop = new Error('stop')
+    await assert.rejects(
+      exportObject(big, path, {
+        onProgress: () => {
+          calls++
+          throw stop
+        },
+      }),
+      (err: unknown) => err === stop,
+    )
+    assert.equal(calls, 1, `onProgress called ${calls} times`)
+    assert.deepEqual(await leftovers(), [])
+  })
 })
