@@ -2,7 +2,7 @@
  * exportObject to a local file: the replaced file's permission bits kept (setuid and
  * setgid too, written by a user who loses them on a write), the temporary file never more
  * open than the file it replaces, a temporary file that cannot be made said so, and the
- * caller's own onProgress error given back as thrown.
+ * caller's own onProgress error given back as thrown, onProgress not called after it.
  */
 import assert from 'node:assert/strict'
 import fsp, { chmod, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises'
