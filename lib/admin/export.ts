@@ -168,9 +168,17 @@ export async function exportObject(
   options: ExportOptions = {},
 ): Promise<ExportResult> {
   const store = storeAt(where, 'exportObject')
-  return await exportOf(store, target, options).catch((err) => {
-    throw err instanceof CallerThrew ? err.value : asError(err, () => `exportObject of ${store.url}`)
-  })
+  checkCallOptions('exportObject', options, EXPORT_OPTIONS) // before its onProgress and signal are wrapped
+  const caller = callerProgress(options)
+  try {
+    return await exportOf(store, target, caller.options)
+  } catch (err) {
+    const thrown = caller.failed() ?? (err instanceof CallerThrew ? err : undefined)
+    if (thrown !== undefined) throw thrown.value
+    throw asError(err, () => `exportObject of ${store.url}`)
+  } finally {
+    caller.done()
+  }
 }
 
 /**
@@ -182,8 +190,51 @@ class CallerThrew {
   constructor(readonly value: unknown) {}
 }
 
+/**
+ * The caller's `onProgress` as the export calls it: what it throws, or an async one
+ * rejects with (its promise let go, that would be an unhandled rejection: the process
+ * would crash), ends the export, which rejects with it as it was thrown; the export's
+ * requests are aborted then (through a signal of its own below the caller's), and it is
+ * not called again. `failed()`: what it threw; `done()` lets go of the caller's signal.
+ */
+function callerProgress(options: ExportOptions): {
+  options: ExportOptions
+  failed: () => CallerThrew | undefined
+  done: () => void
+} {
+  const given = options.onProgress
+  if (given === undefined) return { options, failed: () => undefined, done: () => {} }
+  const parent = options.signal
+  const stop = new AbortController()
+  const onAbort = () => stop.abort(parent?.reason)
+  if (parent?.aborted === true) onAbort()
+  else parent?.addEventListener('abort', onAbort, { once: true })
+  let failed: CallerThrew | undefined
+  const fail = (err: unknown) => {
+    failed ??= new CallerThrew(err)
+    stop.abort(StreamSegmentError.aborted('exportObject: ended by what its onProgress threw', err))
+    return failed
+  }
+  const onProgress = (p: ExportProgress) => {
+    if (failed !== undefined) return
+    let answer: unknown
+    try {
+      answer = given(p)
+    } catch (err) {
+      throw fail(err)
+    }
+    if (typeof (answer as PromiseLike<unknown> | undefined)?.then === 'function') {
+      ;(answer as PromiseLike<unknown>).then(undefined, fail)
+    }
+  }
+  return {
+    options: { ...options, signal: stop.signal, onProgress },
+    failed: () => failed,
+    done: () => parent?.removeEventListener('abort', onAbort),
+  }
+}
+
 async function exportOf(store: ObjectStore, target: ExportTarget, options: ExportOptions): Promise<ExportResult> {
-  checkCallOptions('exportObject', options, EXPORT_OPTIONS)
   const concurrency = givenOr(options.concurrency, 8)
   if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64) {
     throw StreamSegmentError.invalidArgument(`exportObject: concurrency must be 1..64, got ${concurrency}`)
@@ -907,13 +958,8 @@ async function exportToFile(
   // holes are sent, so that progress and sentBytes end at the size.
   let written = size
   for (const x of source.extents) if (x.key !== undefined) written -= x.end - x.start
-  const report = () => {
-    try {
-      options.onProgress?.({ totalBytes: size, copiedBytes: 0, sentBytes: written })
-    } catch (err) {
-      throw new CallerThrew(err)
-    }
-  }
+  // What the caller's onProgress throws comes as a CallerThrew (callerProgress).
+  const report = () => options.onProgress?.({ totalBytes: size, copiedBytes: 0, sentBytes: written })
   // Made with no more than the replaced file's access bits (the umask may take more): one
   // others may not read must not be readable meanwhile, though its mode is set at the end.
   const fh = await fs.open(tmp, 'wx', mode === undefined ? 0o666 : mode & 0o777).catch(async (err) => {

@@ -14,8 +14,9 @@ import { exportObject } from '../../lib/admin/export.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import { helperModule, libModule, runAsNobody } from '../helpers/as-nobody.js'
 import { rejectsCode } from '../helpers/assert.js'
-import { publishContent } from '../helpers/containers.js'
+import { collect, publishContent } from '../helpers/containers.js'
 import { pattern } from '../helpers/pattern.js'
+import { smallSettings } from '../helpers/small-settings.js'
 
 const KiB = 1024
 
@@ -145,4 +146,74 @@ describe('exportObject to a file', () => {
     assert.equal(calls, 1, `onProgress called ${calls} times`)
     assert.deepEqual(await leftovers(), [])
   })
+
+  it('an async onProgress that rejects ends the export with what it rejected with (no unhandled rejection)', async () => {
+    const path = join(dir, 'async.bin')
+    await writeFile(path, 'keep me')
+    const big = new MemoryStore()
+    await publishContent(big, pattern(0, 64 * 1024 * KiB, 5))
+    const stop = new RangeError('stop, later')
+    let calls = 0
+    await assert.rejects(
+      exportObject(big, path, {
+        onProgress: async () => {
+          calls++
+          throw stop
+        },
+      }),
+      (err: unknown) => err === stop,
+    )
+    assert.equal(calls, 1, `onProgress called ${calls} times`)
+    assert.equal(String(await readFile(path)), 'keep me')
+    assert.deepEqual(await leftovers(), [])
+  })
 })
+
+describe('exportObject to another store', () => {
+  it("the caller's own onProgress error, thrown or rejected with, comes back as it was, the upload aborted", async () => {
+    const store = new MemoryStore()
+    // Objects of 64 KiB, parts of 16 to 64 KiB: several requests, so that onProgress is called before the end.
+    await publishContent(store, pattern(0, 512 * KiB, 11), smallSettings)
+    const small = { minPartBytes: 16 * KiB, sendPartBytes: 32 * KiB, copyPartBytes: 64 * KiB, concurrency: 1 }
+    for (const [how, onProgress] of [
+      [
+        'thrown',
+        () => {
+          throw thrownValue
+        },
+      ],
+      [
+        'rejected with',
+        async () => {
+          throw thrownValue
+        },
+      ],
+    ] as const) {
+      const dest = new MemoryStore()
+      await dest.put('x', Buffer.from('old'))
+      let calls = 0
+      await assert.rejects(
+        exportObject(
+          store,
+          { store: dest, key: 'x' },
+          {
+            ...small,
+            onProgress: () => {
+              calls++
+              return onProgress()
+            },
+          },
+        ),
+        (err: unknown) => {
+          assert.equal(err, thrownValue, `${how}: ${String(err)}`)
+          return true
+        },
+      )
+      assert.equal(calls, 1, `${how}: onProgress called ${calls} times`)
+      assert.equal(Buffer.from(await dest.get('x')).toString(), 'old', `${how}: the object at the key is unchanged`)
+      assert.deepEqual(await collect(dest.listMultipart()), [], `${how}: the upload was aborted`)
+    }
+  })
+})
+
+const thrownValue = new TypeError('the caller stops here')
