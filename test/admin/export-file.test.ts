@@ -12,7 +12,7 @@ import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { exportObject } from '../../lib/admin/export.js'
 import { MemoryStore } from '../../lib/store/memory.js'
-import { helperModule, libModule, runAsNobody } from '../helpers/as-nobody.js'
+import { assertModeKeptByNobody } from '../helpers/as-nobody.js'
 import { rejectsCode } from '../helpers/assert.js'
 import { collect, publishContent } from '../helpers/containers.js'
 import { pattern } from '../helpers/pattern.js'
@@ -37,35 +37,11 @@ describe('exportObject to a file', () => {
   it('keeps the setuid and setgid bits of the file it replaces, written by a user without CAP_FSETID', async () => {
     // The kernel clears setuid and setgid on a write by a process without CAP_FSETID: root
     // keeps them, so as root the export runs in a child as nobody (uid and gid 65534).
-    const script = `
-      import { chmod, stat, writeFile } from 'node:fs/promises'
-      const { MemoryStore } = await import(${libModule('store/memory.js')})
-      const { exportObject } = await import(${libModule('admin/export.js')})
-      const { publishContent } = await import(${helperModule('containers.js')})
-      const { pattern } = await import(${helperModule('pattern.js')})
-      const [path] = process.argv.slice(1)
-      const mem = new MemoryStore()
-      await publishContent(mem, pattern(0, 300 * 1024, 9))
-      await writeFile(path, 'old')
-      await chmod(path, 0o6755)
-      await exportObject(mem, path)
-      process.stdout.write(JSON.stringify({ uid: process.getuid(), mode: (await stat(path)).mode & 0o7777 }))
-    `
-    await runAsNobody(
-      'ss-export-mode-',
-      script,
-      (home) => [join(home, 'tool')],
-      async (out, home) => {
-        const { uid, mode } = JSON.parse(out) as { uid: number; mode: number }
-        assert.notEqual(uid, 0, 'written as a user without CAP_FSETID')
-        assert.equal(mode.toString(8), '6755', 'the permission bits, setuid and setgid among them')
-        assert.equal((await stat(join(home, 'tool'))).size, 300 * KiB)
-        assert.deepEqual(
-          (await readdir(home)).filter((n) => n.endsWith('.tmp')),
-          [],
-        )
-      },
-    )
+    await assertModeKeptByNobody('ss-export-mode-', {
+      module: 'admin/export.js',
+      name: 'exportObject',
+      call: 'exportObject(mem, path)',
+    })
   })
 
   it('the temporary file is never more open than the file it replaces (0600: no one else may read it meanwhile)', async () => {

@@ -18,7 +18,7 @@ import { DirectoryStore } from '../../lib/store/directory.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { GetOptions, ObjectStore } from '../../lib/store/types.js'
 import { downloadFile } from '../../lib/streams/download-file.js'
-import { helperModule, libModule, runAsNobody } from '../helpers/as-nobody.js'
+import { assertModeKeptByNobody } from '../helpers/as-nobody.js'
 import { publishContent, within } from '../helpers/containers.js'
 import { FailingStore } from '../helpers/failing-store.js'
 import { pattern } from '../helpers/pattern.js'
@@ -477,35 +477,11 @@ describe('downloadFile', () => {
   it('keeps the setuid and setgid bits of the file it replaces, written by a user without CAP_FSETID', async () => {
     // The kernel clears setuid and setgid on a write by a process without CAP_FSETID: root
     // keeps them, so as root the download runs in a child as nobody (uid and gid 65534).
-    const script = `
-      import { chmod, stat, writeFile } from 'node:fs/promises'
-      const { MemoryStore } = await import(${libModule('store/memory.js')})
-      const { downloadFile } = await import(${libModule('streams/download-file.js')})
-      const { publishContent } = await import(${helperModule('containers.js')})
-      const { pattern } = await import(${helperModule('pattern.js')})
-      const [path] = process.argv.slice(1)
-      const mem = new MemoryStore()
-      await publishContent(mem, pattern(0, 300 * 1024, 9))
-      await writeFile(path, 'old')
-      await chmod(path, 0o6755)
-      await downloadFile(mem, path, { readGetMaxBytes: 64 * 1024 })
-      process.stdout.write(JSON.stringify({ uid: process.getuid(), mode: (await stat(path)).mode & 0o7777 }))
-    `
-    await runAsNobody(
-      'ss-download-mode-',
-      script,
-      (home) => [join(home, 'tool')],
-      async (out, home) => {
-        const { uid, mode } = JSON.parse(out) as { uid: number; mode: number }
-        assert.notEqual(uid, 0, 'written as a user without CAP_FSETID')
-        assert.equal(mode.toString(8), '6755', 'the permission bits, setuid and setgid among them')
-        assert.equal((await stat(join(home, 'tool'))).size, 300 * KiB)
-        assert.deepEqual(
-          (await readdir(home)).filter((n) => n.endsWith('.tmp')),
-          [],
-        )
-      },
-    )
+    await assertModeKeptByNobody('ss-download-mode-', {
+      module: 'streams/download-file.js',
+      name: 'downloadFile',
+      call: 'downloadFile(mem, path, { readGetMaxBytes: 64 * 1024 })',
+    })
   })
 
   it('the temporary file is never more open than the file it replaces (0600: no one else may read it meanwhile)', async () => {
