@@ -173,7 +173,7 @@ export async function exportObject(
   try {
     return await exportOf(store, target, caller.options)
   } catch (err) {
-    const thrown = caller.failed() ?? (err instanceof CallerThrew ? err : undefined)
+    const thrown = caller.failed() // what onProgress threw, however the export's own failure wraps it
     if (thrown !== undefined) throw thrown.value
     throw asError(err, () => `exportObject of ${store.url}`)
   } finally {
