@@ -28,6 +28,7 @@ import { open, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Writable } from 'node:stream'
+import { finished } from 'node:stream/promises'
 import { after, before, describe, it } from 'node:test'
 import { kebab, READ_OPTIONS } from '../lib/cli/args.js'
 import { commandOptions, EXIT_CODES, main, progressLine } from '../lib/cli.js'
@@ -1310,6 +1311,7 @@ describe('put: by reference or by value, over an existing container, progress', 
     const [code, signal] = await exited
     clearTimeout(late)
     await writer.close().catch(() => {})
+    await finished(child.stderr) // what it wrote last may still be unread at its exit
     assert.ok(!closedByTest, 'exited while the writer still held the FIFO open')
     assert.deepEqual([code, signal], [8, null], stderr)
     assert.match(stderr, /^stream-segment: ERR_ABORTED: [^\n]+\n$/)

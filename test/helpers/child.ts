@@ -19,8 +19,8 @@ export interface ChildWatch {
 }
 
 /**
- * Resolves once the program has exited, with its lines: after our SIGKILL, or by itself
- * with exit code 0. Any other end (an exit code, another signal, a failed spawn) rejects
+ * Resolves once the program has exited and its output is read, with its lines: after our
+ * SIGKILL, or by itself with exit code 0. Any other end (an exit code, another signal, a failed spawn) rejects
  * with its stderr.
  */
 export function runNode(program: string, args: readonly string[], watch: ChildWatch = {}): Promise<ChildRun> {
@@ -49,7 +49,10 @@ export function runNode(program: string, args: readonly string[], watch: ChildWa
       stderr += d.toString()
     })
     child.on('error', reject)
-    child.on('exit', (code, signal) => {
+    // 'close', not 'exit': a child's stdio can still hold lines when it has exited (its last
+    // lines, or those written before our SIGKILL), and a run judged on fewer lines than it
+    // printed takes a finished write for one never acknowledged.
+    child.on('close', (code, signal) => {
       if (signal === 'SIGKILL' && killing) resolve({ lines, killed: true })
       else if (code === 0) resolve({ lines, killed: false })
       else reject(new Error(`${program} exited ${code ?? signal}: ${stderr}`))
