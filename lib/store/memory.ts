@@ -98,7 +98,7 @@ export class MemoryStore implements ObjectStore {
     throwIfAborted(options?.signal, `put ${key}`)
     const { metadata, writeId } = putMetadata(`put ${key}`, options)
     const current = this.bucket.objects.get(key)
-    if (checkPutPrecondition(key, current && info(current), options, writeId) === 'replayed') {
+    if (checkPutPrecondition(`${this.url}/${key}`, current && info(current), options, writeId) === 'replayed') {
       return { etag: (current as StoredObject).etag }
     }
     const etag = newEtag()
@@ -257,17 +257,18 @@ export class MemoryStore implements ObjectStore {
     const upload = this.upload(key, uploadId)
     // Taken in part-number order, whatever order they are listed in (as S3Store takes them).
     const sorted = [...parts].sort((a, b) => a.partNumber - b.partNumber)
-    checkPartList(key, sorted)
+    checkPartList(key, sorted) // the caller's list, said as every store says it
+    const where = `${this.url}/${key}`
     const bodies = sorted.map((p) => {
       const stored = upload.parts.get(p.partNumber)
       if (stored === undefined || stored.etag !== unquoteEtag(p.etag)) {
-        throw StreamSegmentError.invalidArgument(`${key}: part ${p.partNumber} with etag ${p.etag} was not uploaded`)
+        throw StreamSegmentError.invalidArgument(`${where}: part ${p.partNumber} with etag ${p.etag} was not uploaded`)
       }
       return stored.body
     })
     if (!upload.uneven) {
       checkPartSizes(
-        key,
+        where,
         bodies.map((b) => b.byteLength),
       )
     }
