@@ -12,9 +12,11 @@
  *   a temporary file is named after its writer's process, so one whose writer is gone
  *   goes at once, one whose writer cannot be checked once it is an hour old.
  *   `gc` and `removeContainer` sweep too. A write that fails (a full disk: ENOSPC)
- *   removes its temporary file and leaves the key as it was. A delete fsyncs the folder of
- *   each key it removed before it answers (once per folder): a crash cannot bring back a
- *   key whose delete answered.
+ *   removes its temporary file and leaves the key as it was; so does a put or part whose
+ *   signal fires before it is in place, which stops writing its body within a MiB
+ *   (`writeBody`) and is ERR_ABORTED. A delete fsyncs the folder of each key it removed
+ *   before it answers (once per folder): a crash cannot bring back a key whose delete
+ *   answered.
  * - Every object has a sidecar `.ss-meta/<inode number>` holding its metadata and its
  *   ETag: 128 random bits drawn for each write. The sidecar is written and fsynced
  *   before the object becomes visible, so whoever sees the object sees its sidecar; a
@@ -232,12 +234,16 @@ export class DirectoryStore implements ObjectStore {
     checkConditions(`put ${key}`, options)
     throwIfAborted(options?.signal, `put ${key}`)
     const { metadata, writeId } = putMetadata(`put ${key}`, options)
+    const stopped = () => throwIfAborted(options?.signal, `put ${key}`)
     try {
       return await this.publish(
         key,
-        (fh) => writeFully(fh, bodyChunks(body)),
+        (fh) => writeBody(fh, body, stopped),
         metadata,
         (tmp, path) => {
+          // A signal that fired once the body was written (while it was fsynced): the write
+          // is not yet the key's, and goes with its temporary file, as one stopped sooner.
+          stopped()
           if (options?.ifNoneMatch === '*') return this.linkCreateOnly(key, tmp, path, options, writeId)
           if (options?.ifMatch !== undefined) {
             return this.withLock(key, async () => {
@@ -535,11 +541,12 @@ export class DirectoryStore implements ObjectStore {
   ): Promise<{ etag: string }> {
     checkKey(key)
     checkPartNumber(key, partNumber)
-    throwIfAborted(options?.signal, `upload part ${partNumber} of ${key}`)
+    const stopped = () => throwIfAborted(options?.signal, `upload part ${partNumber} of ${key}`)
+    stopped()
     try {
       const dir = (await this.upload(key, uploadId)).dir
       // Parts need no fsync of their own: the completed object is written anew and synced.
-      return await this.placePart(dir, partNumber, (fh) => writeFully(fh, bodyChunks(body)))
+      return await this.placePart(dir, partNumber, (fh) => writeBody(fh, body, stopped), stopped)
     } catch (err) {
       throw this.mapError(
         await this.uploadGone(err, key, uploadId),
@@ -552,14 +559,19 @@ export class DirectoryStore implements ObjectStore {
     return source instanceof DirectoryStore
   }
 
-  /** Writes a part's bytes with `fill` into a temporary file and renames it into the upload's folder. */
+  /**
+   * Writes a part's bytes with `fill` into a temporary file and renames it into the upload's
+   * folder, unless `stopped` throws first (a signal that fired): then the file goes.
+   */
   private async placePart(
     dir: string,
     partNumber: number,
     fill: (fh: fs.FileHandle) => Promise<void>,
+    stopped?: () => void,
   ): Promise<{ etag: string }> {
     const tmp = await this.writeTemp(fill, undefined, false)
     try {
+      stopped?.()
       // The ETag of this very file, taken before the rename (which changes no part of it):
       // read at the part's path after, it is another file's once the same part, sent again,
       // has been renamed over it meanwhile, and names bytes this call did not upload.
@@ -1397,6 +1409,38 @@ const ERRNO_TEXT: Record<string, string> = {
 
 function bodyChunks(body: Body): readonly Uint8Array[] {
   return body instanceof Uint8Array ? [body] : body
+}
+
+/** The most bytes of a body one step of writeBody writes: what is written after its signal fired. */
+const WRITE_STEP_BYTES = 1024 * 1024
+
+/**
+ * Writes `body` at `fh`'s position in steps of WRITE_STEP_BYTES (a chunk larger than that
+ * sliced), `stopped` called before each: what it throws (a signal that fired) ends the
+ * write there, so a large body is not written to its end for a caller that has gone.
+ * Steps of bytes, not of chunks: one writev of a list of chunks writes them all.
+ */
+async function writeBody(fh: fs.FileHandle, body: Body, stopped: () => void): Promise<void> {
+  let step: Uint8Array[] = []
+  let bytes = 0
+  for (const chunk of bodyChunks(body)) {
+    for (let at = 0; at < chunk.byteLength; ) {
+      const piece = chunk.subarray(at, at + WRITE_STEP_BYTES - bytes)
+      step.push(piece)
+      bytes += piece.byteLength
+      at += piece.byteLength
+      if (bytes === WRITE_STEP_BYTES) {
+        stopped()
+        await writeFully(fh, step)
+        step = []
+        bytes = 0
+      }
+    }
+  }
+  if (step.length > 0) {
+    stopped()
+    await writeFully(fh, step)
+  }
 }
 
 /** The file at a key's path, opened with OPEN_OBJECT; undefined when there is none, a folder or a symlink. */
