@@ -146,11 +146,15 @@ export async function findLeftovers(
   if (store.listParts === undefined) return found
   const listParts = store.listParts.bind(store)
   const uploads = await request(store, 'listMultipart', '', () => listOpenUploads(store, signal))
-  // The uploads' ages by the store's clock, which dates them (once it has answered).
-  const now = options.now ?? (await request(store, 'now', '', () => storeNow(store)))
+  // The uploads' ages by the store's clock, which dates them (once it has answered). Read
+  // only for a candidate: a directory store makes a file, and its folders, to read it,
+  // which would leave a container that does not exist yet made by an upload that failed.
+  let now = options.now
   for (const u of uploads) {
     const k = parseKey(u.key)
-    if (k?.kind !== 'segment' || k.part === 0 || k.cno <= publishedCno || now - u.initiatedMs > maxAgeMs) continue
+    if (k?.kind !== 'segment' || k.part === 0 || k.cno <= publishedCno) continue
+    now ??= await request(store, 'now', '', () => storeNow(store))
+    if (now - u.initiatedMs > maxAgeMs) continue
     const claim = await request(store, 'head', u.key, () => store.head(u.key, { signal }))
     // A key no longer holding an empty claim was completed (or taken) by someone: not ours to continue.
     if (claim === undefined || claim.size !== 0) continue
