@@ -15,8 +15,9 @@ import { fileState } from '../segment-file.js'
 import { isSettingName, type Settings, SPEC_DEFAULTS } from '../settings.js'
 import { MemoryStore } from '../store/memory.js'
 import type { ObjectStore } from '../store/types.js'
-import { openLocalFile, uploadFile } from '../streams/upload-file.js'
+import { uploadFile } from '../streams/upload-file.js'
 import { createStreamSegmentWriteStream } from '../streams/write-stream.js'
+import { openLocalFile } from '../util/local-fs.js'
 import { MiB } from '../util/units.js'
 import type { WalSync } from '../wal/log.js'
 import { walPlacementProblem } from '../wal/placement.js'
@@ -110,14 +111,22 @@ function openFifo(path: string): Socket | undefined {
   } catch (e) {
     throw fsError(e, path)
   }
-  return new Socket({ fd, readable: true, writable: false })
+  // What was opened is judged, not what the stat saw: a file put in the FIFO's place
+  // meanwhile is no socket's (Node throws on one), and openSource opens it as any file.
+  let fifo = false
+  try {
+    fifo = fstatSync(fd).isFIFO()
+  } finally {
+    if (!fifo) closeSync(fd)
+  }
+  return fifo ? new Socket({ fd, readable: true, writable: false }) : undefined
 }
 
 /**
- * Opens the file to put (a FIFO only if it replaced the file after openFifo looked). Opening a FIFO waits for a writer, in a thread no signal reaches
- * (nor can the process exit meanwhile): an interrupt then ends the wait by opening the
- * FIFO's write end itself, without blocking, and closing it at once, so the pending open
- * returns (its handle is closed) and the put fails with ERR_ABORTED.
+ * Opens the file to put (openLocalFile: a FIFO that replaced it after openFifo looked is
+ * opened without waiting for a writer, and read as openFifo's). An open may still wait:
+ * on a stalled mount, or a device's (a serial line's, for its carrier). An interrupt then
+ * fails the put at once with ERR_ABORTED; the handle, if the open ever returns, is closed.
  */
 async function openSource(path: string, signal: AbortSignal): Promise<FileHandle> {
   if (signal.aborted) throw StreamSegmentError.aborted(`${path}: interrupted before it was opened`)
@@ -127,23 +136,11 @@ async function openSource(path: string, signal: AbortSignal): Promise<FileHandle
     const onAbort = () => {
       if (settled) return
       settled = true
-      let fifo = false
-      try {
-        fifo = statSync(path).isFIFO()
-      } catch {
-        // Gone, or not ours to stat: the open fails on its own.
-      }
-      const waiting = fifo ? 'waiting for a writer to open it' : 'opening it'
-      reject(StreamSegmentError.aborted(`${path}: interrupted while ${waiting}`))
+      reject(StreamSegmentError.aborted(`${path}: interrupted while opening it`))
       opening.then(
         (fh) => fh.close(),
         () => {},
       )
-      try {
-        if (fifo) closeSync(openSync(path, constants.O_WRONLY | constants.O_NONBLOCK))
-      } catch {
-        // Nothing waits on it: the open returns on its own.
-      }
     }
     signal.addEventListener('abort', onAbort, { once: true })
     opening.then(
@@ -235,7 +232,7 @@ export async function put(p: Parsed, out: Out, err: Out, signal: AbortSignal): P
     r = st?.isFile()
       ? await putByReference(fh as FileHandle, store, settings, signal, err, resume)
       : await putByValue(
-          fifo ?? (fh && st && sourceStream(fh, st)) ?? child?.stdout ?? process.stdin,
+          fifo ?? (fh && st && sourceStream(fh, st, source)) ?? child?.stdout ?? process.stdin,
           producer === undefined ? source : producer.join(' '),
           store,
           settings,
@@ -380,14 +377,16 @@ async function putByReference(
  * descriptor of the same pipe (the socket closes it); `fh` stays open until the put ends.
  * Anything else (a character device) is read as a file.
  */
-function sourceStream(fh: FileHandle, st: Stats): Readable {
-  const asFile = () => fh.createReadStream({ highWaterMark: MiB, autoClose: false })
-  if (!st.isFIFO()) return asFile()
+function sourceStream(fh: FileHandle, st: Stats, path: string): Readable {
+  if (!st.isFIFO()) return fh.createReadStream({ highWaterMark: MiB, autoClose: false })
   let fd: number
   try {
     fd = openSync(`/dev/fd/${fh.fd}`, constants.O_RDONLY | constants.O_NONBLOCK)
-  } catch {
-    return asFile() // no /dev/fd here: read as before, only an interrupt then waits for the writer
+  } catch (e) {
+    // `fh` is non-blocking (openLocalFile): its reads would take no writer yet for the end.
+    throw StreamSegmentError.invalidArgument(
+      `${path}: a FIFO, which here is read only through /dev/fd, and /dev/fd/${fh.fd} cannot be opened (${(e as Error).message})`,
+    )
   }
   return new Socket({ fd, readable: true, writable: false })
 }

@@ -16,7 +16,7 @@
  * objects it completed whose block CRC-32s are the file's, and sends only the rest
  * (`FlushTiming.reusedBytes` says how much was kept or copied). See container/resume.ts.
  */
-import { type FileHandle, open, stat } from 'node:fs/promises'
+import type { FileHandle } from 'node:fs/promises'
 import {
   checkContinued,
   DEFAULT_RESUME_MAX_AGE_MS,
@@ -32,6 +32,7 @@ import { type StoreLocation, storeAt } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import { BufferPool } from '../util/buffer-pool.js'
 import { allocLarge } from '../util/huge-memory.js'
+import { openLocalFile } from '../util/local-fs.js'
 import { describeValue, showValue } from '../util/typed-arrays.js'
 import type { FlushTiming } from '../write/flush.js'
 import { checkStreamOptions, countingStore } from './options.js'
@@ -171,27 +172,6 @@ export interface UploadFileOptions {
   resume?: boolean
   /** Interrupted uploads started longer ago than this are not continued (default 30 minutes; see gc's grace). */
   resumeMaxAgeMs?: number
-}
-
-/**
- * Opens a local file for reading, its failures as the library's errors. With `regularOnly`,
- * anything else there is refused before it is opened: opening a FIFO waits for a writer,
- * in a thread no signal reaches (the process cannot even exit meanwhile).
- */
-export async function openLocalFile(path: string, regularOnly = false): Promise<FileHandle> {
-  if (regularOnly) {
-    const st = await stat(path).catch(() => undefined) // a missing file: as open says below
-    if (st !== undefined && !st.isFile()) {
-      throw StreamSegmentError.invalidArgument(
-        `${path}: not a regular file (give a stream of it to the write stream instead)`,
-      )
-    }
-  }
-  return open(path, 'r').catch((err: NodeJS.ErrnoException) => {
-    throw err.code === 'ENOENT'
-      ? StreamSegmentError.notFound(`${path}: no such file`, err)
-      : StreamSegmentError.invalidArgument(`${path}: cannot open (${err.code ?? err.message})`)
-  })
 }
 
 /**

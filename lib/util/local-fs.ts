@@ -52,6 +52,49 @@ export async function openProbe(path: string): Promise<fs.FileHandle | undefined
 }
 
 /**
+ * Opens the local file at `path` to read it, its failures as the library's errors
+ * (ERR_NOT_FOUND when there is none, else ERR_INVALID_ARGUMENT naming the errno), and
+ * judges what it opened, never what a look at the path found before: a FIFO put in the
+ * file's place in between would be opened then. The open is OPEN_PROBE's (O_NONBLOCK):
+ * a blocking open of a FIFO waits for a writer, in a thread no signal reaches (the process
+ * cannot even exit meanwhile). The flag changes nothing for a regular file's reads, nor a
+ * block device's (open(2)). What is there then:
+ * - with `regularOnly`, anything but a regular file is closed and refused (ERR_INVALID_ARGUMENT);
+ * - a FIFO stays non-blocking: read it through the event loop (a Socket on a descriptor of
+ *   it), as the handle's reads would take "no writer yet" for the end of the input;
+ * - a character device is opened again through its descriptor (/dev/fd/N: that very
+ *   device, whatever the path names now) without O_NONBLOCK, so that its reads wait for
+ *   input rather than fail with EAGAIN (a terminal's); where that cannot be done, the
+ *   non-blocking handle is returned.
+ */
+export async function openLocalFile(path: string, regularOnly = false): Promise<fs.FileHandle> {
+  const fh = await fs.open(path, OPEN_PROBE).catch((err: NodeJS.ErrnoException) => {
+    throw err.code === 'ENOENT'
+      ? StreamSegmentError.notFound(`${path}: no such file`, err)
+      : StreamSegmentError.invalidArgument(`${path}: cannot open (${err.code ?? err.message})`)
+  })
+  try {
+    // Opened just now: a failing disk, not the caller's argument.
+    const st = await fh.stat().catch((err: Error) => {
+      throw StreamSegmentError.store(`${path}: its size and times cannot be read (${err?.message ?? err})`, err)
+    })
+    if (regularOnly && !st.isFile()) {
+      throw StreamSegmentError.invalidArgument(
+        `${path}: not a regular file (give a stream of it to the write stream instead)`,
+      )
+    }
+    if (!st.isCharacterDevice()) return fh
+    const blocking = await fs.open(`/dev/fd/${fh.fd}`, 'r').catch(() => undefined)
+    if (blocking === undefined) return fh
+    await fh.close()
+    return blocking
+  } catch (err) {
+    await fh.close().catch(() => {})
+    throw err
+  }
+}
+
+/**
  * The text of the regular file at `path`; undefined when there is none, or something else
  * is there (a folder, or a FIFO: opened without blocking, never read).
  */
