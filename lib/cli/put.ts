@@ -5,14 +5,16 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process'
 import { closeSync, constants, fstatSync, openSync, type Stats, statSync } from 'node:fs'
-import type { FileHandle } from 'node:fs/promises'
+import { type FileHandle, stat } from 'node:fs/promises'
 import { Socket } from 'node:net'
+import { resolve, sep } from 'node:path'
 import { type Readable, Transform } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { isatty } from 'node:tty'
 import { StreamSegmentError } from '../errors.js'
 import { fileState } from '../segment-file.js'
 import { isSettingName, type Settings, SPEC_DEFAULTS } from '../settings.js'
+import { DirectoryStore } from '../store/directory.js'
 import { MemoryStore } from '../store/memory.js'
 import type { ObjectStore } from '../store/types.js'
 import { uploadFile } from '../streams/upload-file.js'
@@ -242,6 +244,8 @@ export async function put(p: Parsed, out: Out, err: Out, signal: AbortSignal): P
           wal,
         )
   } catch (e) {
+    const unmade = await folderNotMade(e, store)
+    if (unmade !== undefined) throw unmade
     // Not a byte from the FIFO: no writer has opened it yet (or one that has sent nothing).
     if (fifo !== undefined && signal.aborted && fifo.bytesRead === 0) {
       throw StreamSegmentError.aborted(`${source}: interrupted while waiting for a writer to open it`, e)
@@ -258,6 +262,43 @@ export async function put(p: Parsed, out: Out, err: Out, signal: AbortSignal): P
   }
   report(out, p.flags.has('json'), store.url, r, (performance.now() - t0) / 1000)
   return 0
+}
+
+/** Why a folder cannot be made, for the failures that making it again will not mend. */
+const NOT_MADE: Readonly<Record<string, string>> = {
+  EACCES: 'permission denied',
+  EPERM: 'operation not permitted',
+  EROFS: 'the file system is read-only',
+  ENOENT: 'the file system makes no folder there', // its parent exists (mkdirs): /proc
+  ENOTDIR: 'a path above it is not a folder',
+  ENAMETOOLONG: 'file name too long',
+  ELOOP: 'too many symbolic links',
+}
+
+/**
+ * A put's local container whose folder could not be made (`put - /proc/c`), as the bad
+ * argument it is, exit 2, naming the folder and why, as a `--wal` folder or a file `get`
+ * writes is: the directory store says it as its own failure (ERR_STORE, ERR_AUTH for
+ * EACCES), but no store failed and no credentials were refused; the path given cannot
+ * hold a container. Undefined for any other failure, and when the folder is there after
+ * all (one that exists but cannot be written stays the store's error).
+ */
+async function folderNotMade(e: unknown, store: ObjectStore): Promise<StreamSegmentError | undefined> {
+  if (!(store instanceof DirectoryStore)) return undefined
+  let cause = e as (NodeJS.ErrnoException & { cause?: unknown }) | undefined
+  for (let depth = 0; cause !== undefined && cause?.syscall === undefined && depth < 8; depth++) {
+    cause = cause.cause as typeof cause
+  }
+  const why = cause?.code === undefined ? undefined : NOT_MADE[cause.code]
+  if (why === undefined || cause?.syscall !== 'mkdir' || typeof cause.path !== 'string') return undefined
+  const root = resolve(store.root)
+  const folder = resolve(cause.path)
+  // The container's folder or one above it: not one of the store's own inside it.
+  if (!`${root}${sep}`.startsWith(`${folder}${sep}`)) return undefined
+  if ((await stat(root).catch(() => undefined))?.isDirectory()) return undefined
+  return StreamSegmentError.invalidArgument(
+    `${store.url}: the container's folder cannot be made: ${why} (${cause.code}): mkdir ${cause.path}`,
+  )
 }
 
 /**
