@@ -10,6 +10,7 @@ import { isSettingName, nearest } from '../settings.js'
 import { openStore } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import { KiB, MiB } from '../util/units.js'
+import { shellWord } from './output.js'
 
 /** What a command accepts besides its positional arguments. */
 export interface CommandSpec {
@@ -90,7 +91,9 @@ export function parseCommand(args: readonly string[], spec: CommandSpec): Parsed
     // none (no option is a digit): it is the value, for the option to judge (`--range -5`).
     if (t.value === undefined || (!t.inlineValue && /^-[^\d]/.test(t.value))) {
       const got =
-        t.value === undefined ? '' : ` (got ${t.value}; if that is the value, write --${kebab(name)}=${t.value})`
+        t.value === undefined
+          ? ''
+          : ` (got ${t.value}; if that is the value, write --${kebab(name)}=${shellWord(t.value)})`
       throw StreamSegmentError.invalidArgument(`option ${t.rawName} needs a value${got}`)
     }
     // `--output=`, `--wal ''` (a variable unset in `--wal "$DIR"`): no value, whatever would read it.
@@ -150,7 +153,7 @@ export function unpublishedAsTyped(e: unknown): unknown {
   return new StreamSegmentError(
     'ERR_NOT_FOUND',
     `${url}: nothing is published yet (no ${inode} object): give --cno N to look at one of its checkpoints ` +
-      `(stream-segment ls ${url} lists them)`,
+      `(stream-segment ls ${shellWord(url)} lists them)`,
     { cause: e },
   )
 }

@@ -43,6 +43,28 @@ export function printable(text: string): string {
 }
 
 /**
+ * `word` as a POSIX shell reads it back as one argument, for a command a message prints
+ * for the user to paste (`stream-segment ls URL`): as it is when it holds nothing a shell
+ * reads specially (nor starts with `=`, which zsh expands), else in single quotes (a quote
+ * in it as `'\''`), or, when it holds a control character, in `$'…'` (bash, zsh, ksh)
+ * with the escapes `printable` uses: the error line, made printable, still pastes as the
+ * path.
+ */
+export function shellWord(word: string): string {
+  if (/^[\w@%+:,./-][\w@%+=:,./-]*$/.test(word)) return word
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: the control characters are what is quoted
+  if (!/[\u0000-\u001f\u007f-\u009f]/.test(word)) return `'${word.replaceAll("'", "'\\''")}'`
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: the control characters are what is escaped
+  const escaped = word.replace(/[\\'\u0000-\u001f\u007f-\u009f]/g, (c) => {
+    if (c === '\\' || c === "'") return `\\${c}`
+    const n = c.codePointAt(0) as number
+    // A C1 control is one code point, two bytes in UTF-8: \xHH would give one byte.
+    return n >= 0x80 ? `\\u${n.toString(16).padStart(4, '0')}` : printable(c)
+  })
+  return `$'${escaped}'`
+}
+
+/**
  * `value` as one line of JSON for --json, with DEL and the C1 controls escaped as JSON
  * escapes too (JSON.stringify escapes only C0 ones): quoted bytes of an object (the one-byte
  * CSI 0x9b) reach no terminal raw, and the line is the same JSON.

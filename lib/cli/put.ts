@@ -26,7 +26,17 @@ import { walPlacementProblem } from '../wal/placement.js'
 import type { WalOptions } from '../wal/wal.js'
 import type { FlushTiming } from '../write/flush.js'
 import { openContainer, optionName, type Parsed, parseDuration, parseSize, positionals } from './args.js'
-import { count, formatBytes, fsError, jsonLine, type Out, printable, progressLine, showProgress } from './output.js'
+import {
+  count,
+  formatBytes,
+  fsError,
+  jsonLine,
+  type Out,
+  printable,
+  progressLine,
+  shellWord,
+  showProgress,
+} from './output.js'
 
 function stdinIsDirectory(): boolean {
   try {
@@ -81,7 +91,7 @@ function refuseForFile(p: Parsed, size: number | undefined, wal: WalOptions | un
  */
 function oneArgumentHint(arg: string, terminated: boolean): string {
   if (arg === '-') return 'give the container after it: put - <url>'
-  if (terminated) return `no command after --: put ${arg} -- <command> [args…]`
+  if (terminated) return `no command after --: put ${shellWord(arg)} -- <command> [args…]`
   let file = false
   try {
     file = statSync(arg).isFile()
@@ -89,8 +99,8 @@ function oneArgumentHint(arg: string, terminated: boolean): string {
     // No such file: X is the container.
   }
   return file
-    ? `give the container after the file: put ${arg} <url>`
-    : `to write stdin, give - as the file: put - ${arg}`
+    ? `give the container after the file: put ${shellWord(arg)} <url>`
+    : `to write stdin, give - as the file: put - ${shellWord(arg)}`
 }
 
 /**
