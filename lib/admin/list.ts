@@ -63,11 +63,14 @@ export interface CheckpointEntry {
   /** The checkpoint it was built on, as its part 0's header says (0: the container's first; −1 when unreadable). */
   baseCno: number
   /**
-   * 'unpublished' only: whether a writer opening the container would publish it (roll it
-   * forward; never one below the published checkpoint), once its part 0 is older than `rollForwardAfterMs` and its content checks
-   * out: it is built on exactly the published checkpoint, or on an unpublished one that
-   * would be (its writer stopped between part 0 and the inode). False for one built on
-   * another (a writer that lost to another, or gave its changes up): never published.
+   * 'unpublished' only: whether a writer opening the container could publish it (roll it
+   * forward; never one below the published checkpoint), once its part 0 is older than
+   * `rollForwardAfterMs` and its content checks out: it is built on exactly the published
+   * checkpoint, or on an unpublished one that could be (its writer stopped between part 0
+   * and the inode). Of several built on the same one, a roll-forward publishes at most one
+   * (the first in number order that is old enough and checks out), and the others never:
+   * each is marked, as gc keeps each. False for one built on another (a writer that lost to
+   * another, or gave its changes up): never published.
    */
   rollsForward?: boolean
   /**
@@ -238,9 +241,15 @@ function publishedWithoutPart0(url: string, listing: ContainerListing, cno: numb
 }
 
 /**
- * Sets `rollsForward` on the unpublished checkpoints, as a roll-forward goes
- * (container/inode.ts rollForward): up the numbers from the published inode, each one built
- * on exactly the inode reached so far takes its place.
+ * Sets `rollsForward` on the unpublished checkpoints: whether a roll-forward could publish
+ * each (container/inode.ts rollForward). It goes up the numbers from the published inode
+ * and publishes the first built on exactly the inode reached so far that is old enough and
+ * checks out, then goes on from it; so of two built on the same inode either may be
+ * published (the first's part 0 too young, or its content failing the check, the second
+ * takes its place), and then the other never is. Every checkpoint built on the published
+ * inode, or on one below it that could be published, could be: the ones gc keeps for a
+ * roll-forward (admin/gc.ts rollForwardCandidates). `ls` reads no content, so it cannot
+ * tell which of them a writer will pick.
  */
 function markRollForward(
   checkpoints: CheckpointEntry[],
@@ -248,13 +257,16 @@ function markRollForward(
   inodes: ReadonlyMap<number, Inode>,
   bases: ReadonlyMap<number, Inode>,
 ): void {
-  let current = published
+  /** The inodes a roll-forward could reach, by cno: the published one, then each candidate. */
+  const reachable = new Map<number, Inode>(published === undefined ? [] : [[published.cno, published]])
   for (const c of checkpoints) {
     if (c.state !== 'unpublished') continue
     const base = bases.get(c.cno)
     const inode = inodes.get(c.cno)
-    c.rollsForward = current !== undefined && base !== undefined && inode !== undefined && sameInode(base, current)
-    if (c.rollsForward) current = inode
+    // A base numbered at or above it is passed before it is reached: never this one's.
+    const below = base !== undefined && base.cno < c.cno ? reachable.get(base.cno) : undefined
+    c.rollsForward = below !== undefined && inode !== undefined && sameInode(base as Inode, below)
+    if (c.rollsForward) reachable.set(c.cno, inode as Inode)
   }
 }
 

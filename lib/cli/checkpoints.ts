@@ -34,7 +34,7 @@ export async function ls(p: Parsed, out: Out, _err: Out, signal: AbortSignal): P
       c.bytes,
       c.uniqueBytes < 0 ? '?' : c.uniqueBytes,
       c.timeMs ? isoTime(c.timeMs) : '-',
-      stateText(c),
+      stateText(c, list.checkpoints),
     ])
   }
   out.write(`${table(rows, [true, true, true, true, true, false, false])}\n`)
@@ -49,12 +49,33 @@ export async function ls(p: Parsed, out: Out, _err: Out, signal: AbortSignal): P
 }
 
 /** A checkpoint's state as `ls` shows it. */
-function stateText(c: CheckpointEntry): string {
+function stateText(c: CheckpointEntry, all: readonly CheckpointEntry[]): string {
   // Which one is published is not known: no state that says (the line after the table says why).
   const state = c.state === 'unknown' ? 'unknown (inode unreadable)' : c.state
   if (c.error !== undefined) return `${state}, unreadable: ${c.error}`
   if (c.state !== 'unpublished') return state
-  return `unpublished, built on ${c.baseCno}: ${c.rollsForward ? 'rolled forward by the next writer' : 'never published'}`
+  const built = `unpublished, built on ${c.baseCno}`
+  if (!c.rollsForward) return `${built}: never published`
+  const rivals = rivalsOnTheWay(c, all)
+  if (rivals === undefined) return `${built}: rolled forward by the next writer`
+  return `${built}: may be rolled forward (a writer publishes at most one of ${rivals.map((r) => r.cno).join(', ')}, each built on ${rivals[0]?.baseCno})`
+}
+
+/**
+ * The first set of roll-forward candidates built on the same checkpoint met from `c` down
+ * to the published one (its own rivals, or those of one it was built on): a roll-forward
+ * publishes at most one of them, so which way it goes is not known. Undefined when there
+ * is none: the next writer rolls `c` forward.
+ */
+function rivalsOnTheWay(c: CheckpointEntry, all: readonly CheckpointEntry[]): CheckpointEntry[] | undefined {
+  const candidates = all.filter((x) => x.rollsForward === true)
+  for (let at: CheckpointEntry | undefined = c; at !== undefined; ) {
+    const base: number = at.baseCno
+    const same = candidates.filter((x) => x.baseCno === base)
+    if (same.length > 1) return same
+    at = candidates.find((x) => x.cno === base)
+  }
+  return undefined
 }
 
 export async function inspect(p: Parsed, out: Out, err: Out, signal: AbortSignal): Promise<number> {
