@@ -19,7 +19,7 @@ import { INODE_KEY, segmentKey } from '../format/names.js'
 import { storeNow } from '../store/common.js'
 import type { ObjectStore } from '../store/types.js'
 import { asError } from '../util/typed-arrays.js'
-import { numbersTaken } from './listing.js'
+import { listCheckpoint, numbersTaken } from './listing.js'
 import { readObjectHeader } from './object-header.js'
 import { type OpenedBytes, part0OpenBytes } from './opened.js'
 
@@ -195,6 +195,16 @@ export async function readCheckpointInode(
  * part 0 naming the inode it was built on, so it is walked back from `now` until it passes
  * `inode.cno`. A writer whose inode write failed its condition learns this way that another
  * writer rolled its checkpoint forward (and perhaps published more on top since).
+ *
+ * A part 0 on the way that is gone (a cleaner dropped its checkpoint, superseded longer
+ * ago than its grace period; or an `rm` under way) hides the answer: `inode` may have been
+ * published, superseded, and dropped with it, when this flush took longer than the grace
+ * period (a hung inode write). Taken for "not published", the writer would report a
+ * conflict it did not lose, or publish its view again on top of checkpoints built on its
+ * own, undoing their writes. So it is "not published" only when the part 0 naming the
+ * checkpoint gone was stored before `inode`'s (by the store's clock, in one listing each):
+ * had `inode` been published, every checkpoint above it on the chain was built after its
+ * part 0 was stored. Otherwise ERR_CONFLICT saying that the outcome is unknown.
  */
 export async function wasPublished(
   store: ObjectStore,
@@ -203,18 +213,32 @@ export async function wasPublished(
   signal?: AbortSignal,
 ): Promise<boolean> {
   let cur = now
+  /** The checkpoint whose part 0 named `cur` (undefined: `cur` is `now`). */
+  let above: number | undefined
   while (cur.cno > inode.cno) {
     try {
-      cur = (await readObjectHeader(store, cur.cno, 0, { format: cur.format, signal })).header.baseInode
+      const base = (await readObjectHeader(store, cur.cno, 0, { format: cur.format, signal })).header.baseInode
+      above = cur.cno
+      cur = base
     } catch (err) {
-      // A cleaner dropped that checkpoint: superseded longer ago than its grace period. Had
-      // `inode` been published, it would have been after its part 0 was stored, moments ago,
-      // and that checkpoint, above it in the chain, superseded later still: so it was not.
-      if (StreamSegmentError.is(err, 'ERR_NOT_FOUND')) return false
-      throw err
+      if (!StreamSegmentError.is(err, 'ERR_NOT_FOUND')) throw err
+      if (above !== undefined && (await storedBefore(store, above, inode.cno, signal))) return false
+      throw StreamSegmentError.conflict(
+        `${store.url}: checkpoint ${inode.cno}: its inode write failed its condition (checkpoint ${now.cno} is published now), and whether checkpoint ${inode.cno} was published is unknown: ${segmentKey(cur.cno, 0)}, on the published chain above it, is gone (a cleaner dropped checkpoint ${cur.cno}: its grace period is shorter than this flush took; or the container is being removed), so whether another writer rolled ${inode.cno} forward and built on it cannot be told; its part 0 (${segmentKey(inode.cno, 0)}) is kept`,
+        err,
+      )
     }
   }
   return cur.cno === inode.cno && sameInode(cur, inode)
+}
+
+/** Whether checkpoint `a`'s part 0 was stored before checkpoint `b`'s (both listed, one LIST each). */
+async function storedBefore(store: ObjectStore, a: number, b: number, signal?: AbortSignal): Promise<boolean> {
+  const [at, bt] = await Promise.all(
+    [a, b].map(async (cno) => (await listCheckpoint(store, cno, signal)).get(segmentKey(cno, 0))?.lastModifiedMs),
+  )
+  // Whole seconds on S3: a time below the other's is earlier all the same.
+  return at !== undefined && bt !== undefined && at < bt
 }
 
 /**
