@@ -4,6 +4,7 @@
  */
 import {
   type CheckpointEntry,
+  type CheckpointList,
   inspectCheckpoint,
   listCheckpoints,
   type Problem,
@@ -34,7 +35,7 @@ export async function ls(p: Parsed, out: Out, _err: Out, signal: AbortSignal): P
       c.bytes,
       c.uniqueBytes < 0 ? '?' : c.uniqueBytes,
       c.timeMs ? isoTime(c.timeMs) : '-',
-      stateText(c, list.checkpoints),
+      stateText(c, list),
     ])
   }
   out.write(`${table(rows, [true, true, true, true, true, false, false])}\n`)
@@ -49,16 +50,38 @@ export async function ls(p: Parsed, out: Out, _err: Out, signal: AbortSignal): P
 }
 
 /** A checkpoint's state as `ls` shows it. */
-function stateText(c: CheckpointEntry, all: readonly CheckpointEntry[]): string {
+function stateText(c: CheckpointEntry, list: CheckpointList): string {
   // Which one is published is not known: no state that says (the line after the table says why).
   const state = c.state === 'unknown' ? 'unknown (inode unreadable)' : c.state
   if (c.error !== undefined) return `${state}, unreadable: ${c.error}`
   if (c.state !== 'unpublished') return state
   const built = `unpublished, built on ${c.baseCno}`
   if (!c.rollsForward) return `${built}: never published`
-  const rivals = rivalsOnTheWay(c, all)
+  const unused = firstUnused(list, c.cno)
+  if (unused !== undefined) {
+    return `${built}: not rolled forward while number ${unused} is unused (a writer opening the container stops there, and takes it for its own checkpoint)`
+  }
+  const rivals = rivalsOnTheWay(c, list.checkpoints)
   if (rivals === undefined) return `${built}: rolled forward by the next writer`
   return `${built}: may be rolled forward (a writer publishes at most one of ${rivals.map((r) => r.cno).join(', ')}, each built on ${rivals[0]?.baseCno})`
+}
+
+/**
+ * The first number between the published checkpoint and `cno` that no object uses: a
+ * roll-forward looks at the numbers above the published one in order only while objects
+ * use them (container/listing.ts numbersTaken), so it never reaches `cno`.
+ */
+function firstUnused(list: CheckpointList, cno: number): number | undefined {
+  // Walked over the numbers used, not every number below `cno`: they may be far apart.
+  const used = [...new Set([...list.checkpoints, ...list.abandoned].map((x) => x.cno))]
+    .filter((n) => n > list.published && n < cno)
+    .sort((a, b) => a - b)
+  let next = list.published + 1
+  for (const n of used) {
+    if (n !== next) return next
+    next++
+  }
+  return next < cno ? next : undefined
 }
 
 /**

@@ -22,12 +22,15 @@ import type { ObjectStore } from '../../lib/store/types.js'
 import { fakeOutput } from '../helpers/cli.js'
 import { buildContainer, copyStore, readPublished } from '../helpers/containers.js'
 
-/** How old a part 0 must be to be rolled forward, here. */
-const AFTER_MS = 300
+/**
+ * How old a part 0 must be to be rolled forward by the writers the tests open: long
+ * enough that one written just before such a writer opens is young, on a loaded machine too.
+ */
+const AFTER_MS = 2000
 
-/** Writes `fill` at 0 through a handle opened now (no roll-forward yet: AFTER_MS), and publishes it. */
+/** Writes `fill` at 0 through a handle opened now (rolling nothing forward), and publishes it. */
 async function publishOn(store: ObjectStore, fill: number, twice = false): Promise<number[]> {
-  const f = await SegmentFile.open(store, { rollForwardAfterMs: AFTER_MS })
+  const f = await SegmentFile.open(store, { rollForwardAfterMs: 3_600_000 })
   const cnos: number[] = []
   try {
     await f.write(0, Buffer.alloc(4096, fill))
@@ -54,8 +57,8 @@ describe('ls: two unpublished checkpoints built on the same published one', () =
     // Writer A: 4, on 3; its inode write interrupted (the inode put back).
     assert.deepEqual(await publishOn(store, 0xa), [4])
     await store.put('inode', three)
-    // Writer B, opened while 4 was young (not rolled forward): 5 on 3, then 6 on 5; both
-    // inode writes interrupted.
+    // Writer B, opened while 4 was young, as it were (not rolled forward): 5 on 3, then 6
+    // on 5; both inode writes interrupted.
     assert.deepEqual(await publishOn(store, 0xb, true), [5, 6])
     await store.put('inode', three)
     // A copy for each test that changes it (copied objects are new objects: copied first).
@@ -154,6 +157,49 @@ describe('ls: two unpublished checkpoints built on the same published one', () =
     assert.match(out.writes.join(''), /\n *4 .* unpublished, built on 3: rolled forward by the next writer\n/)
     const w = await SegmentFile.open(store, { rollForwardAfterMs: AFTER_MS })
     assert.equal(w.cno, 4)
+    await w.close()
+  })
+})
+
+describe('ls: an unpublished checkpoint above a number no object uses', () => {
+  let dir: string
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'list-roll-forward-gap-'))
+  })
+  after(async () => {
+    await rm(dir, { recursive: true, force: true })
+  })
+
+  it('says a roll-forward stops below it, as a writer opening the container does', async () => {
+    const where = join(dir, 'gap')
+    const store = new DirectoryStore(where)
+    const f = await SegmentFile.create(store)
+    await f.write(0, Buffer.alloc(4096, 1))
+    await f.flush() // 1
+    await f.close()
+    const one = await store.get('inode')
+    await store.put(segmentKey(2, 1), Buffer.alloc(100, 9)) // a dead writer's abandoned attempt
+    assert.deepEqual(await publishOn(store, 3), [3])
+    await store.put('inode', one) // 3's publication interrupted
+    // The cleaner deletes the abandoned attempt (old, reached by nothing), keeps 3.
+    const g = await gc(store, { graceMs: 0 })
+    assert.deepEqual([g.kept, g.deletedKeys], [[1, 3], [segmentKey(2, 1)]])
+    const list = await listCheckpoints(store)
+    assert.deepEqual(
+      list.checkpoints.map((c) => [c.cno, c.state, c.rollsForward]),
+      [
+        [1, 'published', undefined],
+        [3, 'unpublished', true],
+      ],
+    )
+    const out = fakeOutput()
+    assert.equal(await main(['ls', where], out, fakeOutput()), 0)
+    assert.match(
+      out.writes.join(''),
+      /\n *3 .* unpublished, built on 1: not rolled forward while number 2 is unused \(a writer opening the container stops there, and takes it for its own checkpoint\)\n/,
+    )
+    const w = await SegmentFile.open(store, { rollForwardAfterMs: 0 })
+    assert.equal(w.cno, 1, 'not rolled forward to 3')
     await w.close()
   })
 })
