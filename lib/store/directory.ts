@@ -12,11 +12,12 @@
  *   a temporary file is named after its writer's process, so one whose writer is gone
  *   goes at once, one whose writer cannot be checked once it is an hour old.
  *   `gc` and `removeContainer` sweep too. A write that fails (a full disk: ENOSPC)
- *   removes its temporary file and leaves the key as it was; so does a put or part whose
- *   signal fires before it is in place, which stops writing its body within a MiB
- *   (`writeBody`) and is ERR_ABORTED. A delete fsyncs the folder of each key it removed
- *   before it answers (once per folder): a crash cannot bring back a key whose delete
- *   answered.
+ *   removes its temporary file and leaves the key as it was; so does a put, part, part
+ *   copy or completion whose signal fires before it is in place, which stops writing
+ *   within a MiB (`writeBody`, `copyRangeInto`, `concatInto`) and is ERR_ABORTED (an
+ *   aborted completion leaves its upload open, its parts as they were, as S3 does). A
+ *   delete fsyncs the folder of each key it removed before it answers (once per folder):
+ *   a crash cannot bring back a key whose delete answered.
  * - Every object has a sidecar `.ss-meta/<inode number>` holding its metadata and its
  *   ETag: 128 random bits drawn for each write. The sidecar is written and fsynced
  *   before the object becomes visible, so whoever sees the object sees its sidecar; a
@@ -140,6 +141,7 @@ const ETAG_FIELD = 'ss:etag'
 const KEY_FIELD = 'ss:key'
 const SIZE_FIELD = 'ss:size'
 const MTIME_FIELD = 'ss:mtime'
+/** The most bytes one step of a copy (a part copy, a completion) moves: what is copied after its signal fired. */
 const COPY_BUFFER = 1024 * 1024
 const LIST_CONCURRENCY = 32
 
@@ -594,7 +596,8 @@ export class DirectoryStore implements ObjectStore {
   ): Promise<{ etag: string; md5: string }> {
     checkKey(key)
     checkPartNumber(key, partNumber)
-    throwIfAborted(options?.signal, `upload part copy ${partNumber} of ${key}`)
+    const stopped = () => throwIfAborted(options?.signal, `upload part copy ${partNumber} of ${key}`)
+    stopped()
     const from = source.store
     if (!(from instanceof DirectoryStore)) {
       throw StreamSegmentError.invalidArgument(`${this.url}/${key}: cannot copy a part from ${from.url}`)
@@ -623,7 +626,12 @@ export class DirectoryStore implements ObjectStore {
         checkCopyRange(source.range, st.size, where)
         const { start, end } = source.range
         const md5 = createHash('md5')
-        const part = await this.placePart(dir, partNumber, (out) => copyRangeInto(out, src, where, start, end, md5))
+        const part = await this.placePart(
+          dir,
+          partNumber,
+          (out) => copyRangeInto(out, src, where, start, end, md5, stopped),
+          stopped,
+        )
         return { ...part, md5: md5.digest('hex') }
       } finally {
         await src.close().catch(() => {})
@@ -643,7 +651,8 @@ export class DirectoryStore implements ObjectStore {
     options?: RequestOptions,
   ): Promise<{ etag: string }> {
     checkKey(key)
-    throwIfAborted(options?.signal, `complete multipart ${key}`)
+    const stopped = () => throwIfAborted(options?.signal, `complete multipart ${key}`)
+    stopped()
     try {
       const upload = await this.upload(key, uploadId)
       // Taken in part-number order, whatever order they are listed in (as S3Store takes them).
@@ -670,10 +679,14 @@ export class DirectoryStore implements ObjectStore {
       if (!upload.uneven) checkPartSizes(where, sizes)
       return await this.publish(
         key,
-        (out) => concatInto(out, paths, uploadId, where),
+        (out) => concatInto(out, paths, uploadId, where, stopped),
         upload.metadata,
         async (tmp, path) => {
           const commit = async () => {
+            // A signal that fired once the parts were joined (while the object was fsynced,
+            // or the lock awaited): the object goes with its temporary file, and the upload
+            // stays as it was, to be completed or aborted later, as S3 leaves it.
+            stopped()
             if (upload.claimed) {
               // The key must still hold our placeholder: nobody else may have completed it.
               const current = await this.info(key, path)
@@ -1484,12 +1497,14 @@ async function openSidecarForWrite(path: string): Promise<fs.FileHandle> {
  * checked it (renamed over it) holds other bytes than those the caller completes with,
  * and is refused as S3 refuses it (ERR_INVALID_ARGUMENT naming `where`, the object). Its
  * other failures are plain Errors, as the file system's are: the caller names its key (`fsError`).
+ * In steps of COPY_BUFFER, `stopped` called before each, as in writeBody.
  */
 async function concatInto(
   out: fs.FileHandle,
   parts: ReadonlyArray<{ partNumber: number; path: string; etag: string }>,
   uploadId: string,
   where: string,
+  stopped: () => void,
 ): Promise<void> {
   const buf = Buffer.allocUnsafe(COPY_BUFFER)
   let pos = 0
@@ -1506,6 +1521,7 @@ async function concatInto(
         )
       }
       for (;;) {
+        stopped()
         const { bytesRead } = await src.read(buf, 0, buf.byteLength, null)
         if (bytesRead === 0) break
         let done = 0
@@ -1521,6 +1537,7 @@ async function concatInto(
 /**
  * Copies bytes [start, end) of `src` (the object `where`) to the start of `out`. Its
  * failures are plain Errors, as the file system's are: the caller names its key (`fsError`).
+ * In steps of COPY_BUFFER, `stopped` called before each, as in writeBody.
  */
 async function copyRangeInto(
   out: fs.FileHandle,
@@ -1529,9 +1546,11 @@ async function copyRangeInto(
   start: number,
   end: number,
   md5: Hash,
+  stopped: () => void,
 ): Promise<void> {
   const buf = Buffer.allocUnsafe(Math.min(COPY_BUFFER, end - start))
   for (let pos = start; pos < end; ) {
+    stopped()
     const { bytesRead } = await src.read(buf, 0, Math.min(buf.byteLength, end - pos), pos)
     if (bytesRead === 0) throw new Error(`${where}: file shrank while being copied, at byte ${pos}`)
     md5.update(buf.subarray(0, bytesRead))

@@ -1,0 +1,220 @@
+/**
+ * A directory store's uploadPartCopy or completeMultipart whose signal fires while it copies
+ * stops at its next step, ERR_ABORTED, and leaves nothing behind: no temporary file, no
+ * part, no object. An aborted completion leaves the upload as it was, its parts intact, to
+ * be completed (or aborted) later, as S3 leaves it. One whose signal fires once the bytes
+ * are copied (at the last write, or while the object is fsynced) is not put in place
+ * either.
+ */
+import assert from 'node:assert/strict'
+import { promises as fsp } from 'node:fs'
+import type { FileHandle } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, before, describe, it, type TestContext } from 'node:test'
+import { DirectoryStore } from '../../lib/store/directory.js'
+import { rejectsCode } from '../helpers/assert.js'
+
+type Write = FileHandle['write']
+type Sync = FileHandle['sync']
+
+const MiB = 1024 * 1024
+const SOURCE_BYTES = 16 * MiB
+const PART_BYTES = 8 * MiB
+
+/** Bytes derived from their offset (and `seed`), so that a part out of place shows. */
+function patterned(bytes: number, seed: number): Buffer {
+  const out = Buffer.allocUnsafe(bytes)
+  for (let i = 0; i < bytes; i += 4) out.writeUInt32LE((i * 2654435761 + seed) >>> 0, i)
+  return out
+}
+
+describe('directory store: a copy or completion whose signal fires', () => {
+  let dir = ''
+  let proto: { write: Write; sync: Sync }
+  before(async () => {
+    dir = await fsp.mkdtemp(join(tmpdir(), 'ss-dir-copy-abort-'))
+    const fh = await fsp.open(dir, 'r')
+    proto = Object.getPrototypeOf(fh) as { write: Write; sync: Sync }
+    await fh.close()
+  })
+  after(async () => {
+    await fsp.rm(dir, { recursive: true, force: true })
+  })
+
+  /** A store at a root of its own holding `src`, SOURCE_BYTES of patterned bytes. */
+  async function storeAt(name: string): Promise<{ store: DirectoryStore; src: Buffer }> {
+    const store = new DirectoryStore(join(dir, name))
+    const src = patterned(SOURCE_BYTES, 1)
+    await store.put('src', src)
+    return { store, src }
+  }
+
+  /** Counts the bytes of each write to a file handle (the copy loops' writes), and aborts `ac` at the `nth`. */
+  function abortAtWrite(t: TestContext, ac: AbortController, nth = 1): { calls: number; bytes: number } {
+    const seen = { calls: 0, bytes: 0 }
+    const write = proto.write
+    t.mock.method(proto, 'write', function (this: FileHandle, ...args: unknown[]) {
+      return (write as (...a: unknown[]) => Promise<{ bytesWritten: number }>).apply(this, args).then((r) => {
+        seen.calls++
+        seen.bytes += r.bytesWritten
+        if (seen.calls === nth) ac.abort()
+        return r
+      })
+    } as unknown as Write)
+    return seen
+  }
+
+  async function keys(store: DirectoryStore): Promise<string[]> {
+    const out: string[] = []
+    for await (const e of store.list()) out.push(e.key)
+    return out
+  }
+
+  async function tmpLeft(store: DirectoryStore): Promise<string[]> {
+    return fsp.readdir(join(store.root, '.ss-tmp'))
+  }
+
+  it('uploadPartCopy of 16 MiB: stops after its first write, ERR_ABORTED, no part left', async (t) => {
+    const { store } = await storeAt('copy')
+    const id = await store.createMultipart('m')
+    const ac = new AbortController()
+    const seen = abortAtWrite(t, ac)
+    try {
+      await rejectsCode(
+        store.uploadPartCopy(
+          'm',
+          id,
+          1,
+          { store, key: 'src', range: { start: 0, end: SOURCE_BYTES } },
+          { signal: ac.signal },
+        ),
+        'ERR_ABORTED',
+        /^upload part copy 1 of m aborted/,
+      )
+    } finally {
+      t.mock.restoreAll()
+    }
+    assert.equal(seen.calls, 1, 'writes: none after the abort')
+    assert.ok(seen.bytes < SOURCE_BYTES, `copied ${seen.bytes} of the range's ${SOURCE_BYTES} bytes`)
+    assert.deepEqual(await store.listParts('m', id), [], 'no part is left')
+    assert.deepEqual(await keys(store), ['src'], 'the store lists nothing new')
+    assert.deepEqual(await tmpLeft(store), [], 'no temporary file is left')
+  })
+
+  it('uploadPartCopy whose signal fires at its last write: ERR_ABORTED, the part not put in place', async (t) => {
+    const { store } = await storeAt('copy-last')
+    const id = await store.createMultipart('m')
+    const ac = new AbortController()
+    // One step's worth: the copy loop has no step left to look at the signal before.
+    const seen = abortAtWrite(t, ac)
+    try {
+      await rejectsCode(
+        store.uploadPartCopy('m', id, 1, { store, key: 'src', range: { start: 0, end: MiB } }, { signal: ac.signal }),
+        'ERR_ABORTED',
+        /^upload part copy 1 of m aborted/,
+      )
+    } finally {
+      t.mock.restoreAll()
+    }
+    assert.equal(seen.bytes, MiB, 'the range was copied whole')
+    assert.deepEqual(await store.listParts('m', id), [], 'no part is left')
+    assert.deepEqual(await tmpLeft(store), [], 'no temporary file is left')
+  })
+
+  /** An upload of `m` with two parts of PART_BYTES (the source's halves), listed as completeMultipart takes them. */
+  async function twoParts(store: DirectoryStore, src: Buffer, claimed = false) {
+    const id = await store.createMultipart('m', claimed ? { ifNoneMatch: '*' } : undefined)
+    const parts = []
+    for (const n of [1, 2]) {
+      const { etag } = await store.uploadPart('m', id, n, src.subarray((n - 1) * PART_BYTES, n * PART_BYTES))
+      parts.push({ partNumber: n, etag })
+    }
+    return { id, parts, listed: await store.listParts('m', id) }
+  }
+
+  /** The upload is as it was: its parts listed alike, and a completion without a signal makes the object. */
+  async function stillCompletes(
+    store: DirectoryStore,
+    src: Buffer,
+    up: Awaited<ReturnType<typeof twoParts>>,
+  ): Promise<void> {
+    assert.deepEqual(await store.listParts('m', up.id), up.listed, 'the parts are as they were')
+    const open = (await collect(store.listMultipart())).map((u) => `${u.key} ${u.uploadId}`)
+    assert.deepEqual(open, [`m ${up.id}`], 'the upload is still open')
+    await store.completeMultipart('m', up.id, up.parts)
+    assert.ok(Buffer.from(await store.get('m')).equals(src), 'the completion made later holds the parts, in order')
+    assert.deepEqual(await tmpLeft(store), [], 'no temporary file is left')
+  }
+
+  for (const claimed of [false, true]) {
+    const what = claimed ? 'a claimed upload' : 'an upload'
+    it(`completeMultipart of ${what} of 2 parts of 8 MiB: stops after its first write, ERR_ABORTED, the upload kept`, async (t) => {
+      const { store, src } = await storeAt(`complete-${claimed}`)
+      const up = await twoParts(store, src, claimed)
+      const ac = new AbortController()
+      const seen = abortAtWrite(t, ac)
+      try {
+        await rejectsCode(
+          store.completeMultipart('m', up.id, up.parts, { signal: ac.signal }),
+          'ERR_ABORTED',
+          /^complete multipart m aborted/,
+        )
+      } finally {
+        t.mock.restoreAll()
+      }
+      assert.equal(seen.calls, 1, 'writes: none after the abort')
+      assert.ok(seen.bytes < SOURCE_BYTES, `joined ${seen.bytes} of the parts' ${SOURCE_BYTES} bytes`)
+      assert.deepEqual(await tmpLeft(store), [], 'no temporary file is left')
+      if (claimed) assert.equal((await store.head('m'))?.size, 0, 'the key still holds the claim')
+      else assert.equal(await store.head('m'), undefined, 'the key stays empty')
+      await stillCompletes(store, src, up)
+    })
+  }
+
+  it('completeMultipart whose signal fires at its last write: ERR_ABORTED, the object not put in place', async (t) => {
+    const { store, src } = await storeAt('complete-last')
+    const up = await twoParts(store, src)
+    const ac = new AbortController()
+    const seen = abortAtWrite(t, ac, SOURCE_BYTES / MiB)
+    try {
+      await rejectsCode(
+        store.completeMultipart('m', up.id, up.parts, { signal: ac.signal }),
+        'ERR_ABORTED',
+        /^complete multipart m aborted/,
+      )
+    } finally {
+      t.mock.restoreAll()
+    }
+    assert.equal(seen.bytes, SOURCE_BYTES, 'the parts were joined whole')
+    assert.equal(await store.head('m'), undefined, 'the key stays empty')
+    await stillCompletes(store, src, up)
+  })
+
+  it('completeMultipart whose signal fires while the object is fsynced: ERR_ABORTED, not put in place', async (t) => {
+    const { store, src } = await storeAt('complete-synced')
+    const up = await twoParts(store, src)
+    const ac = new AbortController()
+    const sync = proto.sync
+    t.mock.method(proto, 'sync', function (this: FileHandle) {
+      return sync.call(this).then(() => ac.abort())
+    } as Sync)
+    try {
+      await rejectsCode(
+        store.completeMultipart('m', up.id, up.parts, { signal: ac.signal }),
+        'ERR_ABORTED',
+        /^complete multipart m aborted/,
+      )
+    } finally {
+      t.mock.restoreAll()
+    }
+    assert.equal(await store.head('m'), undefined, 'the key stays empty')
+    await stillCompletes(store, src, up)
+  })
+})
+
+async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {
+  const out: T[] = []
+  for await (const x of it) out.push(x)
+  return out
+}
