@@ -476,7 +476,14 @@ export class DirectoryStore implements ObjectStore {
     const metadata = { ...options?.metadata }
     if (options?.ifNoneMatch === '*') {
       const claim = newWriteId()
-      await this.put(key, new Uint8Array(0), { ifNoneMatch: '*', writeId: claim, metadata: options?.metadata })
+      // With the caller's signal (as S3Store's): one that fires while the placeholder is
+      // written and fsynced leaves no claim, and no upload is made.
+      await this.put(key, new Uint8Array(0), {
+        ifNoneMatch: '*',
+        writeId: claim,
+        metadata: options?.metadata,
+        signal: options?.signal,
+      })
       metadata[WRITE_ID_METADATA] = claim
     }
     try {

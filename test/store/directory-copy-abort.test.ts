@@ -4,7 +4,7 @@
  * part, no object. An aborted completion leaves the upload as it was, its parts intact, to
  * be completed (or aborted) later, as S3 leaves it. One whose signal fires once the bytes
  * are copied (at the last write, or while the object is fsynced) is not put in place
- * either.
+ * either. A claimed upload's placeholder is put with the caller's signal.
  */
 import assert from 'node:assert/strict'
 import { promises as fsp } from 'node:fs'
@@ -210,6 +210,28 @@ describe('directory store: a copy or completion whose signal fires', () => {
     }
     assert.equal(await store.head('m'), undefined, 'the key stays empty')
     await stillCompletes(store, src, up)
+  })
+
+  it('createMultipart with ifNoneMatch whose signal fires while its placeholder is fsynced: ERR_ABORTED, no claim, no upload', async (t) => {
+    const { store } = await storeAt('claim')
+    const ac = new AbortController()
+    const sync = proto.sync
+    t.mock.method(proto, 'sync', function (this: FileHandle) {
+      return sync.call(this).then(() => ac.abort())
+    } as Sync)
+    try {
+      await rejectsCode(
+        store.createMultipart('m', { ifNoneMatch: '*', signal: ac.signal }),
+        'ERR_ABORTED',
+        /^put m aborted/,
+      )
+    } finally {
+      t.mock.restoreAll()
+    }
+    assert.equal(await store.head('m'), undefined, 'no placeholder claims the key')
+    assert.deepEqual(await collect(store.listMultipart()), [], 'no upload is open')
+    assert.deepEqual(await tmpLeft(store), [], 'no temporary file is left')
+    await store.createMultipart('m', { ifNoneMatch: '*' }) // the claim made again is no conflict
   })
 })
 
