@@ -249,6 +249,9 @@ export const PARAMS: Readonly<Record<string, Treatment>> = {
   MpuObjectSize: PART,
 } satisfies Record<keyof UploadParams, Treatment>
 
+/** The params the constructor takes the container, the Body and its size from, which done() sends as they were. */
+const TAKEN = ['Bucket', 'Key', 'Body', 'ContentLength'] as const
+
 function invalid(message: string): StreamSegmentError {
   return StreamSegmentError.invalidArgument(`Upload: ${message}`)
 }
@@ -683,6 +686,10 @@ export class Upload extends EventEmitter {
   /** The Body's size, once it has ended. */
   private bodyBytes: number | undefined
   private readonly exportTo: Omit<S3ExportTarget, 'client'> | undefined
+  /** The caller's params object, which lib-storage reads when done() sends: checked unchanged then. */
+  private readonly givenParams: UploadParams
+  /** The params the store, the Body and the total were taken from (TAKEN), as the constructor saw them. */
+  private readonly taken: Pick<UploadParams, (typeof TAKEN)[number]>
   private sent = false
   private loaded = 0
   /** The write stream, once `done()` has started it. */
@@ -771,6 +778,8 @@ export class Upload extends EventEmitter {
     this.exportTo = exportTo
     this.client = client
     this.params = params
+    this.givenParams = given.params
+    this.taken = { Bucket: params.Bucket, Key: params.Key, Body: params.Body, ContentLength: params.ContentLength }
     this.settings = s
     this.abortController = abortController ?? new AbortController()
     checkBody(given.params.Body)
@@ -805,11 +814,33 @@ export class Upload extends EventEmitter {
     this.sent = true
     const heard = signalOf(this.abortController)
     try {
+      this.checkUnchanged()
       return await this.send(heard.signal)
     } catch (err) {
       throw asLibStorageError(err)
     } finally {
       heard.release()
+    }
+  }
+
+  /**
+   * Refuses params changed since the constructor, on `upload.params` or on the caller's
+   * object: lib-storage reads them when done() sends, but the container (Bucket, Key), the
+   * Body and its total were taken in the constructor, so the upload would go elsewhere than
+   * its result says, or drop a parameter that is refused (an ACL) without a word.
+   */
+  private checkUnchanged(): void {
+    for (const p of [this.params, this.givenParams]) {
+      const now = withoutNulls(p)
+      for (const name of TAKEN) {
+        if (now[name] !== this.taken[name]) {
+          const [was, is] = [describeOption(this.taken[name]), describeOption(now[name])]
+          throw invalid(
+            `params.${name} was changed after the constructor (${was === is ? `another ${is}` : `${was}, now ${is}`}): the container, the Body and its size are taken there; make a new Upload with the params to send`,
+          )
+        }
+      }
+      checkParams(now)
     }
   }
 
