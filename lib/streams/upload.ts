@@ -23,6 +23,8 @@
  *   per object sent), the last one before the inode write (a Body with nothing to send
  *   gets its one event after the commit), none after an abort; `loaded` never decreases,
  *   never passes the bytes taken in, and is the Body's size in the last event.
+ * - The params are taken in the constructor (the container, the Body, its size): done()
+ *   refuses them changed since, where lib-storage would send the changed ones.
  */
 import { EventEmitter } from 'node:events'
 import { ReadStream, statSync } from 'node:fs'
