@@ -369,6 +369,20 @@ function checkParams(params: UploadParams): void {
 }
 
 /**
+ * Refuses a Bucket with a "/" as the SDK does before any request (validateBucketNameMiddleware),
+ * in its words, which lib-storage's done() rejects with: else done() would find it as a store
+ * error (ERR_STORE, retryable) after the store's retries. An ARN (an access point's has a "/")
+ * and a client whose `bucketEndpoint` makes the Bucket an endpoint are let through, as there.
+ */
+function checkBucket(bucket: string, client: AnyS3Client): void {
+  const arn = bucket.startsWith('arn:') && bucket.split(':').length >= 6
+  const bucketEndpoint = (client as { config?: { bucketEndpoint?: unknown } }).config?.bucketEndpoint
+  if (bucket.includes('/') && !arn && !bucketEndpoint) {
+    throw invalid(`params.Bucket ${quoteKey(bucket)}: Bucket name shouldn't contain '/', received '${bucket}'`)
+  }
+}
+
+/**
  * params.ContentLength as lib-storage sends it: a number, or a string of one (an HTTP
  * request's content-length header), which the SDK sends as it is; NaN for anything else.
  */
@@ -714,6 +728,7 @@ export class Upload extends EventEmitter {
       throw invalid('client is required (an S3Client): InputError: Upload requires a AWS client to do uploads with.')
     }
     checkParams(params)
+    checkBucket(params.Bucket as string, client)
     const length = params.ContentLength === undefined ? undefined : contentLengthOf(params.ContentLength)
     if (length !== undefined && (!Number.isSafeInteger(length) || length < 0)) {
       throw invalid(
