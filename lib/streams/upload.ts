@@ -17,8 +17,9 @@
  *   store error or `abort()` publishes nothing and leaves no multipart upload open (it
  *   rejects once they are aborted, not before).
  * - Errors as lib-storage's callers test them: a store error from an S3 answer carries the
- *   SDK exception's `name`, `$metadata` and `$fault` (asLibStorageError), bad input's
- *   message lib-storage's words; a client of another copy of the SDK is sent through.
+ *   SDK exception's `name`, `$metadata` and `$fault` (asLibStorageError), one from the
+ *   network the SDK error's `$metadata`, bad input's message lib-storage's words; a client
+ *   of another copy of the SDK is sent through.
  * - 'httpUploadProgress' is emitted after each upload request completes (so at least once
  *   per object sent), the last one before the inode write (a Body with nothing to send
  *   gets its one event after the commit), none after an abort; `loaded` never decreases,
@@ -295,10 +296,20 @@ function isServiceError(err: unknown): err is ServiceError {
 function asLibStorageError(err: unknown): unknown {
   if (!StreamSegmentError.is(err) || err.code === 'ERR_ABORTED') return err
   let cause: unknown = err.cause
+  /** The first SDK error on the way (one with `$metadata`, a network error's too). */
+  let sdk: { $metadata: object } | undefined
   for (let depth = 0; depth < 8 && cause !== undefined && !isServiceError(cause); depth++) {
+    const metadata = (cause as { $metadata?: unknown } | null)?.$metadata
+    if (sdk === undefined && typeof metadata === 'object' && metadata !== null) sdk = { $metadata: metadata }
     cause = (cause as { cause?: unknown } | null)?.cause
   }
-  if (!isServiceError(cause)) return err
+  if (!isServiceError(cause)) {
+    // No S3 answer (a connection refused, reset, timed out): lib-storage rejects with the SDK's
+    // error, whose `$metadata` ({ attempts, totalRetryDelay }) a catch may read unguarded
+    // (`err.$metadata.httpStatusCode`). The code stays the store's (ERR_STORE, ERR_TIMEOUT).
+    if (sdk !== undefined) Object.assign(err, sdk)
+    return err
+  }
   err.name = cause.name
   Object.assign(err, { $fault: cause.$fault, $metadata: cause.$metadata })
   if (cause.Code !== undefined) Object.assign(err, { Code: cause.Code })
