@@ -347,7 +347,7 @@ function describeOption(value: unknown): string {
 }
 
 /** Checks every parameter against PARAMS; undefined values count as not given. */
-function checkParams(params: UploadParams): void {
+function checkParams(params: Partial<UploadParams>): void {
   for (const [name, value] of Object.entries(params)) {
     if (value === undefined) continue
     const t = PARAMS[name]
@@ -859,7 +859,14 @@ export class Upload extends EventEmitter {
    */
   private checkUnchanged(): void {
     for (const p of [this.params, this.givenParams]) {
-      const now = withoutNulls(p)
+      // Its data properties: a getter is not called again (one that makes a new stream each
+      // time would open one never read), its value as the constructor took it.
+      const now: Record<string, unknown> = {}
+      for (const [name, d] of Object.entries(Object.getOwnPropertyDescriptors(p))) {
+        if (!d.enumerable) continue
+        const value: unknown = 'value' in d ? d.value : this.taken[name as (typeof TAKEN)[number]]
+        if (value !== null && value !== undefined) now[name] = value
+      }
       for (const name of TAKEN) {
         if (now[name] !== this.taken[name]) {
           const [was, is] = [describeOption(this.taken[name]), describeOption(now[name])]
@@ -868,7 +875,7 @@ export class Upload extends EventEmitter {
           )
         }
       }
-      checkParams(now)
+      checkParams(now as Partial<UploadParams>)
     }
   }
 

@@ -6,6 +6,7 @@
  * would be refused (an ACL) be silently dropped: `done()` rejects, naming it, publishing nothing.
  */
 import assert from 'node:assert/strict'
+import { Readable } from 'node:stream'
 import { describe, it } from 'node:test'
 import { S3Client } from '@aws-sdk/client-s3'
 import { StreamSegmentError } from '../../lib/errors.js'
@@ -54,6 +55,26 @@ describe('Upload: params changed after the constructor', () => {
       })
     }
   }
+
+  it("a getter's params are not read again by done() (one making a new stream each time would open one never read)", async () => {
+    let made = 0
+    const params = {
+      Bucket: 'b',
+      Key: 'k',
+      get Body() {
+        made++
+        return Readable.from([Buffer.from('hello')])
+      },
+    }
+    const { upload: u, store } = upload(params)
+    const before = made
+    const result = await u.done()
+    assert.equal(made, before, 'done() called the getter')
+    assert.equal(result.size, 5)
+    const file = await SegmentFile.open(store, { readOnly: true })
+    assert.equal(Buffer.from(await file.read(0, file.size)).toString(), 'hello')
+    await file.close()
+  })
 
   it('a change back to the same values, or to an ignored parameter, is no change: done() publishes', async () => {
     const params: UploadParams = { Bucket: 'b', Key: 'k', Body: 'hello' }
