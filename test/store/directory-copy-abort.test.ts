@@ -14,6 +14,7 @@ import { join } from 'node:path'
 import { after, before, describe, it, type TestContext } from 'node:test'
 import { DirectoryStore } from '../../lib/store/directory.js'
 import { rejectsCode } from '../helpers/assert.js'
+import { pattern } from '../helpers/pattern.js'
 
 type Write = FileHandle['write']
 type Sync = FileHandle['sync']
@@ -21,13 +22,6 @@ type Sync = FileHandle['sync']
 const MiB = 1024 * 1024
 const SOURCE_BYTES = 16 * MiB
 const PART_BYTES = 8 * MiB
-
-/** Bytes derived from their offset (and `seed`), so that a part out of place shows. */
-function patterned(bytes: number, seed: number): Buffer {
-  const out = Buffer.allocUnsafe(bytes)
-  for (let i = 0; i < bytes; i += 4) out.writeUInt32LE((i * 2654435761 + seed) >>> 0, i)
-  return out
-}
 
 describe('directory store: a copy or completion whose signal fires', () => {
   let dir = ''
@@ -45,7 +39,7 @@ describe('directory store: a copy or completion whose signal fires', () => {
   /** A store at a root of its own holding `src`, SOURCE_BYTES of patterned bytes. */
   async function storeAt(name: string): Promise<{ store: DirectoryStore; src: Buffer }> {
     const store = new DirectoryStore(join(dir, name))
-    const src = patterned(SOURCE_BYTES, 1)
+    const src = pattern(0, SOURCE_BYTES)
     await store.put('src', src)
     return { store, src }
   }
