@@ -24,7 +24,11 @@
  *   part 0) and complete checkpoints never published nor to be. The objects and uploads
  *   of one number that nothing retained reaches are as old as the newest of them
  *   (attemptAges): a writer sending ahead for longer than `graceMs` keeps what it sent,
- *   under a number another writer has published since too. Part 0s go first, in
+ *   under a number another writer has published since too. A number between the
+ *   published one and a kept roll-forward candidate keeps all its objects, whatever their
+ *   age: a roll-forward stops at the first number no object uses, and a writer takes that
+ *   number for itself, so emptied it would leave the candidate unpublished for good (they
+ *   go in a run after the candidate is published or superseded). Part 0s go first, in
  *   batches of their own, so no checkpoint is ever openable without its data parts. Open
  *   multipart uploads under segment keys older than the grace period are aborted.
  * - Refused, nothing deleted (ERR_CORRUPT): an `inode` object that differs from the inode
@@ -128,6 +132,16 @@ export interface GcResult {
   youngObjects: number
   youngBytes: number
   youngUploads: number
+  /**
+   * Numbers between the published checkpoint and a kept one a writer rolls forward to
+   * whose objects no kept checkpoint reaches (an abandoned attempt, a dropped checkpoint),
+   * and those objects and their bytes: kept whatever their age, so that a roll-forward,
+   * which stops at the first number no object uses, reaches that checkpoint. A run after
+   * it is published (or superseded) deletes them.
+   */
+  heldCnos: number[]
+  heldObjects: number
+  heldBytes: number
   /** The grace period this run used, ms. */
   graceMs: number
   /** Bytes of segment objects still stored afterwards. */
@@ -242,14 +256,15 @@ async function gcOf(store: ObjectStore, options: GcOptions, o: ReturnType<typeof
   // opens the container rolls the inode forward to them (container/inode.ts, rollForward),
   // maybe while this runs, so they are kept; swept, the roll-forward would publish a
   // checkpoint whose objects are gone.
-  if (first !== undefined) {
-    const next = await rollForwardCandidates({ store, listing, complete, format, signal }, first.inode)
-    for (const [cno, inode] of next) {
-      if (retained.has(cno)) continue
-      retained.add(cno)
-      pending.add(cno)
-      inodes.set(cno, inode)
-    }
+  const next =
+    first === undefined
+      ? new Map<number, Inode>()
+      : await rollForwardCandidates({ store, listing, complete, format, signal }, first.inode)
+  for (const [cno, inode] of next) {
+    if (retained.has(cno)) continue
+    retained.add(cno)
+    pending.add(cno)
+    inodes.set(cno, inode)
   }
 
   // Nothing published (no inode object) and nothing pinned: every checkpoint would go.
@@ -296,8 +311,25 @@ async function gcOf(store: ObjectStore, options: GcOptions, o: ReturnType<typeof
   const open = (await listOpenUploads(store, signal)).filter((u) => !spared(u.key))
   const unreached = [...listing.sizes.keys()].filter((key) => !live.has(key) && !spared(key))
   const ageOf = attemptAges(listing, unreached, open)
-  const garbage = unreached.filter((key) => old(ageOf(key, listing.modified.get(key)))).sort(part0First)
-  const young = unreached.filter((key) => !old(ageOf(key, listing.modified.get(key))))
+  // A roll-forward goes up from the published number only while objects use the numbers
+  // (listing.ts numbersTaken), and a writer takes the first unused one for itself: a number
+  // below a candidate emptied, the next writer stops there, the candidate is never
+  // published and a later run deletes it as unreached. So every number between the
+  // published one and the highest candidate that can still be rolled forward keeps all its
+  // objects (an abandoned attempt, a dropped checkpoint, the placeholder of an open upload)
+  // until that candidate is published or superseded; a run after that deletes them.
+  const rollsTo = [...next.keys()].filter((c) => !broken.has(c)).reduce((a, b) => Math.max(a, b), 0)
+  const numberOf = (key: string) => {
+    const k = parseKey(key)
+    return k?.kind === 'segment' ? k.cno : 0
+  }
+  const bridging = (key: string) => numberOf(key) > published && numberOf(key) < rollsTo
+  const held = unreached.filter(bridging)
+  if (held.length > 0)
+    log('%s: %d objects kept below checkpoint %d, which a writer rolls forward to', store.url, held.length, rollsTo)
+  const sweepable = unreached.filter((key) => !bridging(key))
+  const garbage = sweepable.filter((key) => old(ageOf(key, listing.modified.get(key)))).sort(part0First)
+  const young = sweepable.filter((key) => !old(ageOf(key, listing.modified.get(key))))
   const uploads = open.filter((u) => old(ageOf(u.key, u.initiatedMs)))
   const result: GcResult = {
     url: store.url,
@@ -312,6 +344,9 @@ async function gcOf(store: ObjectStore, options: GcOptions, o: ReturnType<typeof
     youngObjects: young.length,
     youngBytes: young.reduce((n, k) => n + (listing.sizes.get(k) ?? 0), 0),
     youngUploads: open.length - uploads.length,
+    heldCnos: [...new Set(held.map(numberOf))].sort((a, b) => a - b),
+    heldObjects: held.length,
+    heldBytes: held.reduce((n, k) => n + (listing.sizes.get(k) ?? 0), 0),
     graceMs: o.graceMs,
     storedBytes: 0,
     dryRun: o.dryRun,

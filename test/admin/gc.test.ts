@@ -32,6 +32,7 @@ import { DirectoryStore } from '../../lib/store/directory.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
 import { rejectsCode } from '../helpers/assert.js'
+import { copyStore, readPublished } from '../helpers/containers.js'
 import { FailingStore } from '../helpers/failing-store.js'
 import { pattern } from '../helpers/pattern.js'
 import { smallSettings } from '../helpers/small-settings.js'
@@ -152,6 +153,8 @@ describe('gc', () => {
         fc.boolean(),
         async (history, keep, pins, graceZero) => {
           const { store, content } = await play(history)
+          const untouched = new MemoryStore()
+          await copyStore(store, untouched)
           const complete = (await listCheckpoints(store)).checkpoints.map((c) => c.cno)
           const keepCnos = pins.map((i) => complete[i % complete.length] as number)
           const graceMs = graceZero ? 0 : 3_600_000
@@ -177,32 +180,54 @@ describe('gc', () => {
             const inode = fileState(await SegmentFile.open(store, { cno, readOnly: true })).base
             for (const k of (await walkMap(store, inode, [])).reached.keys()) reachable.add(k)
           }
+          // Or it is of a number below a kept checkpoint a writer rolls forward to (above
+          // the published one): emptied, that number would stop the roll-forward.
+          const rollsTo = Math.max(0, ...r.kept.filter((c) => c > published))
+          for (const c of r.heldCnos) assert.ok(c > published && c < rollsTo, `number ${c} is held`)
           let unreachedLeft = 0
           let unreachedBytes = 0
+          let heldLeft = 0
+          let heldBytes = 0
           for await (const e of store.list('')) {
-            if (e.key === INODE_KEY) continue
-            assert.ok(reachable.has(e.key) || !graceZero, `${e.key} is left, unreachable, with grace 0`)
-            if (!reachable.has(e.key)) {
-              unreachedLeft++
-              unreachedBytes += e.size
+            if (e.key === INODE_KEY || reachable.has(e.key)) continue
+            const k = parseKey(e.key)
+            if (k?.kind === 'segment' && r.heldCnos.includes(k.cno)) {
+              heldLeft++
+              heldBytes += e.size
+              continue
             }
+            assert.ok(!graceZero, `${e.key} is left, unreachable, with grace 0`)
+            unreachedLeft++
+            unreachedBytes += e.size
           }
           // What the grace period kept is what is left unreached; the result says so.
           assert.deepEqual(
             [r.youngObjects, r.youngBytes, r.youngUploads, r.graceMs],
             [unreachedLeft, unreachedBytes, 0, graceMs],
           )
+          assert.deepEqual([r.heldObjects, r.heldBytes], [heldLeft, heldBytes])
           if (graceZero) {
             const after = await listCheckpoints(store)
             // A dropped checkpoint stays listed only when a kept one reaches its part 0.
             for (const c of after.checkpoints) {
-              assert.ok(r.kept.includes(c.cno) || reachable.has(segmentKey(c.cno, 0)), `checkpoint ${c.cno} is left`)
+              assert.ok(
+                r.kept.includes(c.cno) || reachable.has(segmentKey(c.cno, 0)) || r.heldCnos.includes(c.cno),
+                `checkpoint ${c.cno} is left`,
+              )
             }
             assert.equal(after.storedBytes, r.storedBytes)
           } else {
             assert.equal(r.deletedObjects, 0, 'nothing is older than an hour')
           }
           for await (const _ of store.listMultipart('')) assert.fail('a multipart upload is left open')
+          // The next writer publishes what it would have published had gc not run.
+          const w = await SegmentFile.open(store, settings)
+          await w.close()
+          const w2 = await SegmentFile.open(untouched, settings)
+          await w2.close()
+          const [now, without] = [await readPublished(store), await readPublished(untouched)]
+          assert.equal(now.cno, without.cno, 'the next writer publishes the same checkpoint as without gc')
+          assert.ok(now.bytes.equals(without.bytes), `checkpoint ${now.cno} reads back`)
         },
       ),
       { numRuns: RUNS },

@@ -179,11 +179,15 @@ describe('ls: an unpublished checkpoint above a number no object uses', () => {
     await f.close()
     const one = await store.get('inode')
     await store.put(segmentKey(2, 1), Buffer.alloc(100, 9)) // a dead writer's abandoned attempt
-    assert.deepEqual(await publishOn(store, 3), [3])
-    await store.put('inode', one) // 3's publication interrupted
-    // The cleaner deletes the abandoned attempt (old, reached by nothing), keeps 3.
+    // A writer opens (taking 3, past the attempt); before it sends anything, the cleaner
+    // deletes the attempt (old, reached by nothing, and nothing above it to roll forward).
+    const w3 = await SegmentFile.open(store, { rollForwardAfterMs: 3_600_000 })
     const g = await gc(store, { graceMs: 0 })
-    assert.deepEqual([g.kept, g.deletedKeys], [[1, 3], [segmentKey(2, 1)]])
+    assert.deepEqual([g.kept, g.deletedKeys], [[1], [segmentKey(2, 1)]])
+    await w3.write(0, Buffer.alloc(4096, 3))
+    assert.equal((await w3.flush()).cno, 3)
+    await w3.close()
+    await store.put('inode', one) // 3's publication interrupted
     const list = await listCheckpoints(store)
     assert.deepEqual(
       list.checkpoints.map((c) => [c.cno, c.state, c.rollsForward]),

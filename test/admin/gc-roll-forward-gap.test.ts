@@ -1,0 +1,108 @@
+/**
+ * gc and the numbers below a checkpoint a writer rolls forward to. A writer opening the
+ * container looks at the numbers above the published one only while objects use them,
+ * and takes the first unused one for its own checkpoint: an abandoned attempt (or any
+ * number gc would empty) between the published checkpoint and a complete one built on it
+ * must stay, or the next writer stops at the gap and that checkpoint is never published.
+ */
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+import { gc } from '../../lib/admin/index.js'
+import { segmentKey } from '../../lib/format/names.js'
+import { SegmentFile } from '../../lib/segment-file.js'
+import { MemoryStore } from '../../lib/store/memory.js'
+import type { ObjectStore } from '../../lib/store/types.js'
+import { openUploadCount, readPublished } from '../helpers/containers.js'
+
+/** Writes `fill` at 0 through a writer that rolls nothing forward, publishes it, and puts the inode back: a writer that crashed before its inode write. */
+async function crashedBeforeInode(store: ObjectStore, fill: number): Promise<number> {
+  const published = await store.get('inode')
+  const f = await SegmentFile.open(store, { rollForwardAfterMs: 3_600_000 })
+  try {
+    await f.write(0, Buffer.alloc(4096, fill))
+    const { cno } = await f.flush()
+    await store.put('inode', published)
+    return cno
+  } finally {
+    await f.close()
+  }
+}
+
+/** 1 published; an abandoned attempt at 2 (parts only); 3 complete on 1, its publication interrupted. */
+async function gapBelowCandidate(attempt: (store: MemoryStore) => Promise<unknown>): Promise<MemoryStore> {
+  const store = new MemoryStore()
+  const f = await SegmentFile.create(store)
+  await f.write(0, Buffer.alloc(4096, 1))
+  assert.equal((await f.flush()).cno, 1)
+  await f.close()
+  await attempt(store)
+  assert.equal(await crashedBeforeInode(store, 3), 3, 'the writer skipped the number the attempt took')
+  return store
+}
+
+/** The writer opening the container next (rolling forward any part 0, whatever its age): the checkpoint it publishes, its bytes, and the number it takes. */
+async function nextWriter(store: ObjectStore): Promise<{ cno: number; bytes: Buffer }> {
+  const w = await SegmentFile.open(store, { rollForwardAfterMs: 0 })
+  await w.close()
+  return readPublished(store)
+}
+
+describe('gc: the numbers between the published checkpoint and one a writer rolls forward to', () => {
+  it('keeps an old abandoned attempt below the candidate, so the next writer rolls the candidate forward', async () => {
+    const store = await gapBelowCandidate((s) => s.put(segmentKey(2, 1), Buffer.alloc(100, 9)))
+    const g = await gc(store, { graceMs: 0 })
+    assert.deepEqual(g.kept, [1, 3])
+    assert.deepEqual(g.deletedKeys, [], 'the attempt at 2 is not deleted')
+    assert.deepEqual([g.heldCnos, g.heldObjects, g.heldBytes], [[2], 1, 100])
+    assert.ok(await store.head(segmentKey(2, 1)))
+    const after = await nextWriter(store)
+    assert.equal(after.cno, 3, 'the writer rolled forward to 3, not stopped at 2')
+    assert.deepEqual(after.bytes, Buffer.alloc(4096, 3))
+  })
+
+  it('deletes the attempt once the candidate above it is published', async () => {
+    const store = await gapBelowCandidate((s) => s.put(segmentKey(2, 1), Buffer.alloc(100, 9)))
+    await gc(store, { graceMs: 0 })
+    assert.equal((await nextWriter(store)).cno, 3)
+    const g = await gc(store, { graceMs: 0 })
+    assert.deepEqual([g.published, g.kept, g.dropped], [3, [3], [1]])
+    assert.ok(g.deletedKeys.includes(segmentKey(2, 1)), `deleted ${g.deletedKeys}`)
+    assert.deepEqual([g.heldCnos, g.heldObjects, g.heldBytes], [[], 0, 0])
+    assert.equal(await store.head(segmentKey(2, 1)), undefined)
+    assert.deepEqual(await readPublished(store), { cno: 3, bytes: Buffer.alloc(4096, 3) })
+  })
+
+  it('keeps the number of an abandoned open upload used: the upload is aborted, its placeholder stays', async () => {
+    // A writer that died sending part 1 of 2 as a multipart upload: the create-only claim
+    // (an empty placeholder object) is all the number holds.
+    const store = await gapBelowCandidate(async (s) => {
+      await s.createMultipart(segmentKey(2, 1), { ifNoneMatch: '*' })
+    })
+    const g = await gc(store, { graceMs: 0 })
+    assert.deepEqual([g.kept, g.deletedKeys, g.abortedUploads], [[1, 3], [], 1])
+    assert.deepEqual([g.heldCnos, g.heldObjects], [[2], 1])
+    assert.equal(await openUploadCount(store), 0)
+    const after = await nextWriter(store)
+    assert.equal(after.cno, 3, 'the writer rolled forward to 3, not stopped at 2')
+    assert.deepEqual(after.bytes, Buffer.alloc(4096, 3))
+  })
+
+  it('keeps the attempts under every candidate of a chain, and the next writer publishes the last', async () => {
+    // 2 abandoned, 3 on 1, 4 abandoned, 5 on 3: each publication interrupted.
+    const store = await gapBelowCandidate((s) => s.put(segmentKey(2, 1), Buffer.alloc(100, 9)))
+    const one = await store.get('inode')
+    // 3 rolled forward, an attempt at 4 abandoned, 5 written on 3, then 1 put back.
+    assert.equal((await nextWriter(store)).cno, 3)
+    await store.put(segmentKey(4, 1), Buffer.alloc(50, 8))
+    const f = await SegmentFile.open(store, { rollForwardAfterMs: 3_600_000 })
+    await f.write(4096, Buffer.alloc(4096, 5))
+    assert.equal((await f.flush()).cno, 5)
+    await f.close()
+    await store.put('inode', one)
+    const g = await gc(store, { graceMs: 0 })
+    assert.deepEqual([g.published, g.kept, g.deletedKeys, g.heldCnos], [1, [1, 3, 5], [], [2, 4]])
+    const after = await nextWriter(store)
+    assert.equal(after.cno, 5, 'rolled forward to 3, then 5')
+    assert.deepEqual(after.bytes, Buffer.concat([Buffer.alloc(4096, 3), Buffer.alloc(4096, 5)]))
+  })
+})
