@@ -87,6 +87,19 @@ describe('gc: the numbers between the published checkpoint and one a writer roll
     assert.deepEqual(after.bytes, Buffer.alloc(4096, 3))
   })
 
+  it('keeps a dropped checkpoint below the candidate whole: its part 0 unreadable, a roll-forward passes over it', async () => {
+    const store = await gapBelowCandidate(async (s) => {
+      await s.put(segmentKey(2, 1), Buffer.alloc(100, 9))
+      await s.put(segmentKey(2, 0), Buffer.alloc(64, 0xee)) // no part 0 a writer would publish
+    })
+    const g = await gc(store, { graceMs: 0 })
+    assert.deepEqual([g.kept, g.dropped, g.deletedKeys], [[1, 3], [2], []])
+    assert.deepEqual([g.heldCnos, g.heldObjects, g.heldBytes], [[2], 2, 164])
+    const after = await nextWriter(store)
+    assert.equal(after.cno, 3, 'the writer passed over 2 and rolled forward to 3')
+    assert.deepEqual(after.bytes, Buffer.alloc(4096, 3))
+  })
+
   it('keeps the attempts under every candidate of a chain, and the next writer publishes the last', async () => {
     // 2 abandoned, 3 on 1, 4 abandoned, 5 on 3: each publication interrupted.
     const store = await gapBelowCandidate((s) => s.put(segmentKey(2, 1), Buffer.alloc(100, 9)))
