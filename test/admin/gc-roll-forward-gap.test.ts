@@ -72,6 +72,21 @@ describe('gc: the numbers between the published checkpoint and one a writer roll
     assert.deepEqual(await readPublished(store), { cno: 3, bytes: Buffer.alloc(4096, 3) })
   })
 
+  it('deletes the attempt once the candidate above it is superseded (a writer published past it)', async () => {
+    const store = await gapBelowCandidate((s) => s.put(segmentKey(2, 1), Buffer.alloc(100, 9)))
+    assert.deepEqual((await gc(store, { graceMs: 0 })).heldCnos, [2])
+    // A writer that does not roll 3 forward (its part 0 too young for it) publishes 4 on 1.
+    const f = await SegmentFile.open(store, { rollForwardAfterMs: 3_600_000 })
+    await f.write(0, Buffer.alloc(4096, 4))
+    assert.equal((await f.flush()).cno, 4)
+    await f.close()
+    const g = await gc(store, { graceMs: 0 })
+    assert.deepEqual([g.published, g.kept, g.dropped, g.heldCnos], [4, [4], [1, 3], []])
+    assert.ok(g.deletedKeys.includes(segmentKey(2, 1)), `deleted ${g.deletedKeys}`)
+    assert.equal(await store.head(segmentKey(2, 1)), undefined)
+    assert.deepEqual(await readPublished(store), { cno: 4, bytes: Buffer.alloc(4096, 4) })
+  })
+
   it('keeps the number of an abandoned open upload used: the upload is aborted, its placeholder stays', async () => {
     // A writer that died sending part 1 of 2 as a multipart upload: the create-only claim
     // (an empty placeholder object) is all the number holds.
