@@ -61,6 +61,14 @@ export async function gcCommand(p: Parsed, out: Out, err: Out, signal: AbortSign
         '(--grace 0 only when no writer is running)\n',
     )
   }
+  if (r.heldObjects > 0) {
+    // Kept whatever their age: without this line a run at --grace 0 that leaves them looks broken.
+    out.write(
+      `kept ${count(r.heldObjects, 'unreached object')} (${formatBytes(r.heldBytes)}) of ${r.heldCnos.length === 1 ? 'number' : 'numbers'} ` +
+        `${r.heldCnos.join(', ')}, below a checkpoint a writer rolls forward to (they keep the numbers used, ` +
+        'so that it reaches it): a gc after that checkpoint is published or superseded deletes them\n',
+    )
+  }
   if (r.stopped !== undefined) out.write(`stopped, nothing deleted: ${printable(r.stopped)}\n`)
   return 0
 }

@@ -6,12 +6,18 @@
  * must stay, or the next writer stops at the gap and that checkpoint is never published.
  */
 import assert from 'node:assert/strict'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { gc } from '../../lib/admin/index.js'
+import { main } from '../../lib/cli.js'
 import { segmentKey } from '../../lib/format/names.js'
 import { SegmentFile } from '../../lib/segment-file.js'
+import { DirectoryStore } from '../../lib/store/directory.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
+import { fakeOutput } from '../helpers/cli.js'
 import { openUploadCount, readPublished } from '../helpers/containers.js'
 
 /** Writes `fill` at 0 through a writer that rolls nothing forward, publishes it, and puts the inode back: a writer that crashed before its inode write. */
@@ -29,8 +35,10 @@ async function crashedBeforeInode(store: ObjectStore, fill: number): Promise<num
 }
 
 /** 1 published; an abandoned attempt at 2 (parts only); 3 complete on 1, its publication interrupted. */
-async function gapBelowCandidate(attempt: (store: MemoryStore) => Promise<unknown>): Promise<MemoryStore> {
-  const store = new MemoryStore()
+async function gapBelowCandidate<S extends ObjectStore = MemoryStore>(
+  attempt: (store: S) => Promise<unknown>,
+  store: S = new MemoryStore() as ObjectStore as S,
+): Promise<S> {
   const f = await SegmentFile.create(store)
   await f.write(0, Buffer.alloc(4096, 1))
   assert.equal((await f.flush()).cno, 1)
@@ -132,5 +140,19 @@ describe('gc: the numbers between the published checkpoint and one a writer roll
     const after = await nextWriter(store)
     assert.equal(after.cno, 5, 'rolled forward to 3, then 5')
     assert.deepEqual(after.bytes, Buffer.concat([Buffer.alloc(4096, 3), Buffer.alloc(4096, 5)]))
+  })
+
+  it('gc at the command line says what it kept below the candidate, and why', async (t) => {
+    const root = await mkdtemp(join(tmpdir(), 'ss-gc-gap-'))
+    t.after(() => rm(root, { recursive: true, force: true }))
+    const dir = join(root, 'c')
+    await gapBelowCandidate((s) => s.put(segmentKey(2, 1), Buffer.alloc(100, 9)), new DirectoryStore(dir))
+    const [out, err] = [fakeOutput(), fakeOutput()]
+    assert.equal(await main(['gc', dir, '--grace', '0'], out, err), 0, err.writes.join(''))
+    assert.match(
+      out.writes.join(''),
+      /\nkept 1 unreached object \(100 B\) of number 2, below a checkpoint a writer rolls forward to \(.*\): a gc after that checkpoint is published or superseded deletes them\n$/,
+    )
+    assert.ok(await new DirectoryStore(dir).head(segmentKey(2, 1)), 'the attempt at 2 is kept')
   })
 })
