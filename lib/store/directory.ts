@@ -738,13 +738,14 @@ export class DirectoryStore implements ObjectStore {
   /** The parts in the upload's folder, each read once for its MD5. */
   async listParts(key: string, uploadId: string, options?: RequestOptions): Promise<UploadedPart[]> {
     checkKey(key)
-    throwIfAborted(options?.signal, `list parts of ${key}`)
+    const stopped = () => throwIfAborted(options?.signal, `list parts of ${key}`)
+    stopped()
     try {
       const { dir } = await this.upload(key, uploadId)
       const parts: UploadedPart[] = []
       for (const name of await fs.readdir(dir)) {
         if (!/^[1-9][0-9]{0,4}$/.test(name)) continue
-        throwIfAborted(options?.signal, `list parts of ${key}`)
+        stopped()
         const path = join(dir, name)
         // A part is renamed into place whole; one replaced meanwhile is read as it was opened.
         // Opened without blocking, and only a regular file read: a FIFO would block for good.
@@ -754,7 +755,11 @@ export class DirectoryStore implements ObjectStore {
           const st = await fh.stat()
           if (!st.isFile()) continue
           const md5 = createHash('md5')
-          for await (const chunk of fh.createReadStream({ autoClose: false, highWaterMark: 1 << 20 })) md5.update(chunk)
+          // Heard between the MiBs of a part, not only between parts: a 5 GiB one is read whole.
+          for await (const chunk of fh.createReadStream({ autoClose: false, highWaterMark: 1 << 20 })) {
+            stopped()
+            md5.update(chunk)
+          }
           parts.push({ partNumber: Number(name), size: st.size, etag: legacyEtag(st), md5: md5.digest('hex') })
         } finally {
           await fh.close().catch(() => {})

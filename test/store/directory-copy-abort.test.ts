@@ -18,6 +18,7 @@ import { pattern } from '../helpers/pattern.js'
 
 type Write = FileHandle['write']
 type Sync = FileHandle['sync']
+type Read = FileHandle['read']
 
 const MiB = 1024 * 1024
 const SOURCE_BYTES = 16 * MiB
@@ -25,11 +26,11 @@ const PART_BYTES = 8 * MiB
 
 describe('directory store: a copy or completion whose signal fires', () => {
   let dir = ''
-  let proto: { write: Write; sync: Sync }
+  let proto: { write: Write; sync: Sync; read: Read }
   before(async () => {
     dir = await fsp.mkdtemp(join(tmpdir(), 'ss-dir-copy-abort-'))
     const fh = await fsp.open(dir, 'r')
-    proto = Object.getPrototypeOf(fh) as { write: Write; sync: Sync }
+    proto = Object.getPrototypeOf(fh) as { write: Write; sync: Sync; read: Read }
     await fh.close()
   })
   after(async () => {
@@ -226,6 +227,32 @@ describe('directory store: a copy or completion whose signal fires', () => {
     assert.deepEqual(await collect(store.listMultipart()), [], 'no upload is open')
     assert.deepEqual(await tmpLeft(store), [], 'no temporary file is left')
     await store.createMultipart('m', { ifNoneMatch: '*' }) // the claim made again is no conflict
+  })
+
+  it('listParts whose signal fires while it reads a 16 MiB part for its MD5: ERR_ABORTED, the part not read to its end', async (t) => {
+    const { store, src } = await storeAt('list-parts')
+    const id = await store.createMultipart('m')
+    await store.uploadPart('m', id, 1, src)
+    const ac = new AbortController()
+    const seen = { reads: 0 }
+    const read = proto.read
+    t.mock.method(proto, 'read', function (this: FileHandle, ...args: unknown[]) {
+      return (read as (...a: unknown[]) => Promise<{ bytesRead: number }>).apply(this, args).then((r) => {
+        if (++seen.reads === 1) ac.abort()
+        return r
+      })
+    } as unknown as Read)
+    try {
+      await rejectsCode(store.listParts('m', id, { signal: ac.signal }), 'ERR_ABORTED', /^list parts of m aborted/)
+    } finally {
+      t.mock.restoreAll()
+    }
+    assert.ok(seen.reads <= 2, `${seen.reads} reads of 1 MiB after the abort, of the part's 16`)
+    assert.deepEqual(
+      (await store.listParts('m', id)).map((p) => [p.partNumber, p.size]),
+      [[1, SOURCE_BYTES]],
+      'the part is there, listed whole once asked again',
+    )
   })
 })
 
