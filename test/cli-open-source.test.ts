@@ -19,18 +19,7 @@ import { uploadFile } from '../lib/streams/upload-file.js'
 import { openLocalFile } from '../lib/util/local-fs.js'
 import { rejectsCode } from './helpers/assert.js'
 import { fakeOutput } from './helpers/cli.js'
-import { readAll, within } from './helpers/containers.js'
-
-/** `p` settles within 2 s; a reader stuck in its open (the bug) is let go by a writer afterwards, or the process could not exit. */
-async function prompt<T>(p: Promise<T>, fifo: string, what: string): Promise<T> {
-  try {
-    return await within(p, 2_000, what)
-  } finally {
-    const w = await fs.open(fifo, constants.O_WRONLY | constants.O_NONBLOCK).catch(() => undefined)
-    await w?.close()
-    await p.catch(() => {})
-  }
-}
+import { readAll, within, withinFreeingFifo } from './helpers/containers.js'
 
 /** The open flags of descriptor `fd` of this process, from /proc (octal there). */
 function fdFlags(fd: number): number {
@@ -51,7 +40,7 @@ describe('openLocalFile: what is judged is what was opened', () => {
   it('a FIFO with no writer (as put opens what is not a regular file): a handle at once, which says it is a FIFO', async () => {
     const fifo = join(dir, 'no-writer')
     execFileSync('mkfifo', [fifo])
-    const fh = await prompt(openLocalFile(fifo), fifo, 'openLocalFile of a FIFO')
+    const fh = await withinFreeingFifo(openLocalFile(fifo), fifo, 'openLocalFile of a FIFO')
     try {
       assert.ok((await fh.stat()).isFIFO(), 'the handle is the FIFO')
     } finally {
@@ -74,7 +63,7 @@ describe('openLocalFile: what is judged is what was opened', () => {
     syncBuiltinESMExports() // the library takes open from node:fs/promises
     const store = new MemoryStore()
     try {
-      await prompt(
+      await withinFreeingFifo(
         rejectsCode(uploadFile(path, store), 'ERR_INVALID_ARGUMENT', /swapped: not a regular file/),
         path,
         'uploadFile of a file swapped for a FIFO',

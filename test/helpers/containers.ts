@@ -2,6 +2,7 @@
  * Containers for the read tests: several checkpoints over a file with holes, rewrites, a
  * truncation and a multi-level block map, each checkpoint's content kept as a reference.
  */
+import { constants, promises as fs } from 'node:fs'
 import { SegmentFile } from '../../lib/segment-file.js'
 import type { Settings } from '../../lib/settings.js'
 import { MemoryStore } from '../../lib/store/memory.js'
@@ -89,6 +90,20 @@ export function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
     timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms} ms`)), ms)
   })
   return Promise.race([p, timeout]).finally(() => clearTimeout(timer))
+}
+
+/**
+ * `p` settles within 2 s (`within`); a call stuck in a blocking open of `fifo` (the bug a
+ * test looks for) is let go afterwards by a writer opening it, or the process could not exit.
+ */
+export async function withinFreeingFifo<T>(p: Promise<T>, fifo: string, what: string): Promise<T> {
+  try {
+    return await within(p, 2_000, what)
+  } finally {
+    const w = await fs.open(fifo, constants.O_WRONLY | constants.O_NONBLOCK).catch(() => undefined)
+    await w?.close()
+    await p.catch(() => {})
+  }
 }
 
 /** The bytes of checkpoint `cno` (default: the published one), read through a handle of its own. */

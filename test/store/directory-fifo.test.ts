@@ -15,18 +15,7 @@ import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { DirectoryStore, sweepStoreLeftovers } from '../../lib/store/directory.js'
 import { rejectsCode } from '../helpers/assert.js'
-import { within } from '../helpers/containers.js'
-
-/** `p` settles within 2 s; a reader stuck in its open (the bug) is let go by a writer afterwards, or the process could not exit. */
-async function prompt<T>(p: Promise<T>, fifo: string, what: string): Promise<T> {
-  try {
-    return await within(p, 2_000, what)
-  } finally {
-    const w = await fs.open(fifo, constants.O_WRONLY | constants.O_NONBLOCK).catch(() => undefined)
-    await w?.close()
-    await p.catch(() => {})
-  }
-}
+import { within, withinFreeingFifo } from '../helpers/containers.js'
 
 describe('directory store: a FIFO in the store', () => {
   let dir = ''
@@ -42,14 +31,14 @@ describe('directory store: a FIFO in the store', () => {
     await store.put('other', Buffer.from('x'))
     const fifo = store.pathOf('pipe')
     execFileSync('mkfifo', [fifo])
-    await prompt(rejectsCode(store.get('pipe'), 'ERR_NOT_FOUND', /pipe/), fifo, 'get')
-    await prompt(
+    await withinFreeingFifo(rejectsCode(store.get('pipe'), 'ERR_NOT_FOUND', /pipe/), fifo, 'get')
+    await withinFreeingFifo(
       rejectsCode(store.getChunks('pipe', { range: { start: 0, end: 10 } }), 'ERR_NOT_FOUND'),
       fifo,
       'getChunks',
     )
     const id = await store.createMultipart('copy')
-    await prompt(
+    await withinFreeingFifo(
       rejectsCode(
         store.uploadPartCopy('copy', id, 1, { store, key: 'pipe', range: { start: 0, end: 1 } }),
         'ERR_NOT_FOUND',
@@ -73,11 +62,11 @@ describe('directory store: a FIFO in the store', () => {
     await fs.rm(sidecar)
     execFileSync('mkfifo', [sidecar])
     // As an object written before sidecars: no metadata, an ETag from the file's identity.
-    const info = await prompt(store.head('k'), sidecar, 'head')
+    const info = await withinFreeingFifo(store.head('k'), sidecar, 'head')
     assert.equal(info?.size, 5)
     assert.deepEqual(info?.metadata, {})
     assert.match(info?.etag ?? '', /^[0-9a-f]+-5-[0-9a-f]+$/)
-    const listed = await prompt(
+    const listed = await withinFreeingFifo(
       (async () => {
         const out: string[] = []
         for await (const e of store.list('')) out.push(`${e.key}:${e.size}`)
@@ -127,7 +116,7 @@ describe('directory store: a FIFO in the store', () => {
     await store.uploadPart('m', id, 1, Buffer.from('part one'))
     const fifo = join(store.root, '.ss-multipart', id, '2')
     execFileSync('mkfifo', [fifo])
-    const parts = await prompt(store.listParts('m', id), fifo, 'listParts')
+    const parts = await withinFreeingFifo(store.listParts('m', id), fifo, 'listParts')
     assert.deepEqual(
       parts.map((p) => [p.partNumber, p.size]),
       [[1, 8]],
@@ -151,18 +140,22 @@ describe('directory store: a FIFO in place of its own records', () => {
     const fifo = join(store.root, '.ss-multipart', id, 'upload.json')
     await fs.rm(fifo)
     execFileSync('mkfifo', [fifo])
-    await prompt(
+    await withinFreeingFifo(
       rejectsCode(store.uploadPart('m', id, 2, Buffer.from('two')), 'ERR_NOT_FOUND', /m: no multipart upload/),
       fifo,
       'uploadPart',
     )
-    await prompt(rejectsCode(store.listParts('m', id), 'ERR_NOT_FOUND', /no multipart upload/), fifo, 'listParts')
-    await prompt(
+    await withinFreeingFifo(
+      rejectsCode(store.listParts('m', id), 'ERR_NOT_FOUND', /no multipart upload/),
+      fifo,
+      'listParts',
+    )
+    await withinFreeingFifo(
       rejectsCode(store.completeMultipart('m', id, [{ partNumber: 1, etag: part.etag }]), 'ERR_NOT_FOUND'),
       fifo,
       'completeMultipart',
     )
-    const open = await prompt(
+    const open = await withinFreeingFifo(
       (async () => {
         const out: string[] = []
         for await (const u of store.listMultipart('')) out.push(u.uploadId)
@@ -181,7 +174,7 @@ describe('directory store: a FIFO in place of its own records', () => {
     await fs.mkdir(staging)
     const fifo = join(staging, 'owner-0123456789abcdef')
     execFileSync('mkfifo', [fifo])
-    await prompt(sweepStoreLeftovers(store), fifo, 'the sweep')
+    await withinFreeingFifo(sweepStoreLeftovers(store), fifo, 'the sweep')
     assert.ok((await fs.lstat(fifo)).isFIFO(), 'a young staging folder with no owner to check is left')
   })
 
@@ -195,7 +188,7 @@ describe('directory store: a FIFO in place of its own records', () => {
     const old = new Date(Date.now() - 60_000)
     await fs.utimes(fifo, old, old)
     const etag = (await store.head('k'))?.etag
-    await prompt(store.put('k', Buffer.from('two'), { ifMatch: etag }), fifo, 'a conditional put')
+    await withinFreeingFifo(store.put('k', Buffer.from('two'), { ifMatch: etag }), fifo, 'a conditional put')
     assert.deepEqual(Buffer.from(await store.get('k')), Buffer.from('two'))
   })
 })

@@ -7,32 +7,16 @@ import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { MemoryStore } from '../../lib/store/memory.js'
 import { rejectsCode } from '../helpers/assert.js'
-
-/** A message that starts with `store`'s URL, then `/key: `. */
-function at(store: MemoryStore, key: string): RegExp {
-  return new RegExp(`^${store.url.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}/${key}: `)
-}
+import { assertRefusalsNameTheObject, objectAt } from '../helpers/store-messages.js'
 
 describe('memory store: what its failures name', () => {
-  it('create-only and if-match puts that fail name the object', async () => {
+  it('create-only and if-match puts that fail, and a completion of parts of unequal sizes, name the object', async () => {
     const store = new MemoryStore('messages-conditions')
-    const { etag } = await store.put('k', Buffer.from('v0'))
-    const taken = await rejectsCode(store.put('k', Buffer.from('v1'), { ifNoneMatch: '*' }), 'ERR_CONFLICT', /exists/)
-    assert.match(taken.message, at(store, 'k'))
-    await store.put('k', Buffer.from('v2'))
-    const moved = await rejectsCode(
-      store.put('k', Buffer.from('v3'), { ifMatch: etag }),
-      'ERR_CONFLICT',
-      /put expected/,
-    )
-    assert.match(moved.message, at(store, 'k'))
-    await store.delete('k')
-    const gone = await rejectsCode(store.put('k', Buffer.from('v4'), { ifMatch: etag }), 'ERR_CONFLICT', /missing/)
-    assert.match(gone.message, at(store, 'k'))
+    await assertRefusalsNameTheObject(store)
     // A claimed multipart upload (createMultipart ifNoneMatch) of a key taken.
     await store.put('c', Buffer.from('taken'))
     const claimed = await rejectsCode(store.createMultipart('c', { ifNoneMatch: '*' }), 'ERR_CONFLICT', /exists/)
-    assert.match(claimed.message, at(store, 'c'))
+    assert.match(claimed.message, objectAt(store, 'c'))
   })
 
   it('a private store (no name) names its objects mem:///key', async () => {
@@ -42,7 +26,7 @@ describe('memory store: what its failures name', () => {
     assert.match(taken.message, /^mem:\/\/\/k: exists/)
   })
 
-  it('a completion with a part never uploaded, or parts of unequal sizes, names the object', async () => {
+  it('a completion with a part never uploaded, or a last part larger than the others, names the object', async () => {
     const store = new MemoryStore('messages-multipart')
     const id = await store.createMultipart('m')
     const p1 = await store.uploadPart('m', id, 1, Buffer.from('one'))
@@ -54,19 +38,7 @@ describe('memory store: what its failures name', () => {
       'ERR_INVALID_ARGUMENT',
       /part 2 with etag "0-0-0" was not uploaded/,
     )
-    assert.match(stale.message, at(store, 'm'))
-    const p2 = await store.uploadPart('m', id, 2, Buffer.from('second'))
-    const p3 = await store.uploadPart('m', id, 3, Buffer.from('3'))
-    const uneven = await rejectsCode(
-      store.completeMultipart('m', id, [
-        { partNumber: 1, etag: p1.etag },
-        { partNumber: 2, etag: p2.etag },
-        { partNumber: 3, etag: p3.etag },
-      ]),
-      'ERR_INVALID_ARGUMENT',
-      /non-final parts must be equal in size/,
-    )
-    assert.match(uneven.message, at(store, 'm'))
+    assert.match(stale.message, objectAt(store, 'm'))
     const larger = await store.createMultipart('l')
     const q1 = await store.uploadPart('l', larger, 1, Buffer.from('one'))
     const q2 = await store.uploadPart('l', larger, 2, Buffer.from('longer'))
@@ -78,29 +50,37 @@ describe('memory store: what its failures name', () => {
       'ERR_INVALID_ARGUMENT',
       /final part \(6 bytes\) is larger/,
     )
-    assert.match(last.message, at(store, 'l'))
+    assert.match(last.message, objectAt(store, 'l'))
   })
 
   it('its other failures about an object name it as well', async () => {
     const store = new MemoryStore('messages-others')
-    await rejectsCode(store.get('none'), 'ERR_NOT_FOUND', at(store, 'none'))
+    await rejectsCode(store.get('none'), 'ERR_NOT_FOUND', objectAt(store, 'none'))
     await store.put('k', Buffer.from('four'))
-    await rejectsCode(store.get('k', { range: { start: 9, end: 10 } }), 'ERR_RANGE', at(store, 'k'))
-    await rejectsCode(store.uploadPart('m', 'no-such-upload', 1, Buffer.from('x')), 'ERR_NOT_FOUND', at(store, 'm'))
-    await rejectsCode(store.listParts('m', 'no-such-upload'), 'ERR_NOT_FOUND', at(store, 'm'))
+    await rejectsCode(store.get('k', { range: { start: 9, end: 10 } }), 'ERR_RANGE', objectAt(store, 'k'))
+    await rejectsCode(
+      store.uploadPart('m', 'no-such-upload', 1, Buffer.from('x')),
+      'ERR_NOT_FOUND',
+      objectAt(store, 'm'),
+    )
+    await rejectsCode(store.listParts('m', 'no-such-upload'), 'ERR_NOT_FOUND', objectAt(store, 'm'))
     await rejectsCode(
       store.completeMultipart('m', 'no-such-upload', [{ partNumber: 1, etag: 'e' }]),
       'ERR_NOT_FOUND',
-      at(store, 'm'),
+      objectAt(store, 'm'),
     )
     const id = await store.createMultipart('m')
     const copy = (source: Parameters<MemoryStore['uploadPartCopy']>[3]) => store.uploadPartCopy('m', id, 1, source)
-    await rejectsCode(copy({ store, key: 'none', range: { start: 0, end: 1 } }), 'ERR_NOT_FOUND', at(store, 'none'))
-    await rejectsCode(copy({ store, key: 'k', range: { start: 0, end: 9 } }), 'ERR_RANGE', at(store, 'k'))
+    await rejectsCode(
+      copy({ store, key: 'none', range: { start: 0, end: 1 } }),
+      'ERR_NOT_FOUND',
+      objectAt(store, 'none'),
+    )
+    await rejectsCode(copy({ store, key: 'k', range: { start: 0, end: 9 } }), 'ERR_RANGE', objectAt(store, 'k'))
     await rejectsCode(
       copy({ store, key: 'k', range: { start: 0, end: 1 }, ifMatch: '"stale"' }),
       'ERR_CONFLICT',
-      at(store, 'k'),
+      objectAt(store, 'k'),
     )
   })
 })
