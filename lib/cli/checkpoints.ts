@@ -27,6 +27,7 @@ export async function ls(p: Parsed, out: Out, _err: Out, signal: AbortSignal): P
     return 0
   }
   const rows: Array<Array<string | number>> = [['cno', 'size', 'objects', 'bytes', 'only', 'time', 'state']]
+  const unused = firstUnused(list)
   for (const c of list.checkpoints) {
     rows.push([
       c.cno,
@@ -35,7 +36,7 @@ export async function ls(p: Parsed, out: Out, _err: Out, signal: AbortSignal): P
       c.bytes,
       c.uniqueBytes < 0 ? '?' : c.uniqueBytes,
       c.timeMs ? isoTime(c.timeMs) : '-',
-      stateText(c, list),
+      stateText(c, list, unused),
     ])
   }
   out.write(`${table(rows, [true, true, true, true, true, false, false])}\n`)
@@ -49,16 +50,16 @@ export async function ls(p: Parsed, out: Out, _err: Out, signal: AbortSignal): P
   return 0
 }
 
-/** A checkpoint's state as `ls` shows it. */
-function stateText(c: CheckpointEntry, list: CheckpointList): string {
+/** A checkpoint's state as `ls` shows it (`unused`: firstUnused's). */
+function stateText(c: CheckpointEntry, list: CheckpointList, unused: number): string {
   // Which one is published is not known: no state that says (the line after the table says why).
   const state = c.state === 'unknown' ? 'unknown (inode unreadable)' : c.state
   if (c.error !== undefined) return `${state}, unreadable: ${c.error}`
   if (c.state !== 'unpublished') return state
   const built = `unpublished, built on ${c.baseCno}`
   if (!c.rollsForward) return `${built}: never published`
-  const unused = firstUnused(list, c.cno)
-  if (unused !== undefined) {
+  // A roll-forward stops at the number no object uses, and the writer takes it: never past.
+  if (unused < c.cno) {
     return `${built}: not rolled forward while number ${unused} is unused (a writer opening the container stops there, and takes it for its own checkpoint)`
   }
   const rivals = rivalsOnTheWay(c, list.checkpoints)
@@ -67,21 +68,21 @@ function stateText(c: CheckpointEntry, list: CheckpointList): string {
 }
 
 /**
- * The first number between the published checkpoint and `cno` that no object uses: a
- * roll-forward looks at the numbers above the published one in order only while objects
- * use them (container/listing.ts numbersTaken), so it never reaches `cno`.
+ * The first number above the published checkpoint that no object uses: a roll-forward
+ * looks at the numbers above the published one in order only while objects use them
+ * (container/listing.ts numbersTaken), so it reaches no checkpoint above this one.
  */
-function firstUnused(list: CheckpointList, cno: number): number | undefined {
-  // Walked over the numbers used, not every number below `cno`: they may be far apart.
+function firstUnused(list: CheckpointList): number {
+  // Walked over the numbers used, not every number up to the last: they may be far apart.
   const used = [...new Set([...list.checkpoints, ...list.abandoned].map((x) => x.cno))]
-    .filter((n) => n > list.published && n < cno)
+    .filter((n) => n > list.published)
     .sort((a, b) => a - b)
   let next = list.published + 1
   for (const n of used) {
-    if (n !== next) return next
+    if (n !== next) break
     next++
   }
-  return next < cno ? next : undefined
+  return next
 }
 
 /**
