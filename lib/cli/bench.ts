@@ -19,6 +19,9 @@ const BENCH_USAGE = 'bench <url> [--size N] [--rounds N] [--json]'
  */
 const MAX_BENCH_BYTES = 1024 * 1024 * MiB
 
+/** `n` bytes in GiB, one decimal: what the refusals below say. */
+const gib = (n: number) => `${(n / (1024 * MiB)).toFixed(1)} GiB`
+
 /**
  * The memory a bench of `bytes` on a memory store takes at most: the size (the container,
  * then the plain objects, each held whole), an eighth more (the container's block maps and
@@ -55,7 +58,6 @@ function diskFree(root: string): number | undefined {
 export function benchDiskShortfall(bytes: number, free: number | undefined): string | undefined {
   const need = bytes + Math.ceil(bytes / 8)
   if (free === undefined || need <= free) return undefined
-  const gib = (n: number) => `${(n / (1024 * MiB)).toFixed(1)} GiB`
   return `needs ${gib(need)} of disk (the size and an eighth more): more than is free there (${gib(free)})`
 }
 
@@ -78,7 +80,6 @@ export function benchMemoryShortfall(
   memory: { total: number; available: number } = memoryHere(),
 ): string | undefined {
   const need = benchMemoryNeeded(bytes)
-  const gib = (n: number) => `${(n / (1024 * MiB)).toFixed(1)} GiB`
   const needs = `needs ${gib(need)} of memory (the size, an eighth more, and 512 MiB)`
   if (need > memory.total) return `${needs}: more than this machine has (${gib(memory.total)})`
   if (need > memory.available) {
