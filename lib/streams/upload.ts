@@ -18,8 +18,9 @@
  *   rejects once they are aborted, not before).
  * - Errors as lib-storage's callers test them: a store error from an S3 answer carries the
  *   SDK exception's `name`, `$metadata` and `$fault` (asLibStorageError), one from the
- *   network the SDK error's `$metadata`, bad input's message lib-storage's words; a client
- *   of another copy of the SDK is sent through.
+ *   network the SDK error's `name` and `$metadata` (its `code` the library's, the system's
+ *   on its cause), bad input's message lib-storage's words; a client of another copy of the
+ *   SDK is sent through.
  * - 'httpUploadProgress' is emitted after each upload request completes (so at least once
  *   per object sent), the last one before the inode write (a Body with nothing to send
  *   gets its one event after the commit), none after an abort; `loaded` never decreases,
@@ -297,17 +298,25 @@ function asLibStorageError(err: unknown): unknown {
   if (!StreamSegmentError.is(err) || err.code === 'ERR_ABORTED') return err
   let cause: unknown = err.cause
   /** The first SDK error on the way (one with `$metadata`, a network error's too). */
-  let sdk: { $metadata: object } | undefined
+  let sdk: { name: unknown; $metadata: object } | undefined
   for (let depth = 0; depth < 8 && cause !== undefined && !isServiceError(cause); depth++) {
-    const metadata = (cause as { $metadata?: unknown } | null)?.$metadata
-    if (sdk === undefined && typeof metadata === 'object' && metadata !== null) sdk = { $metadata: metadata }
+    const { name, $metadata } = (cause ?? {}) as { name?: unknown; $metadata?: unknown }
+    if (sdk === undefined && typeof $metadata === 'object' && $metadata !== null) sdk = { name, $metadata }
     cause = (cause as { cause?: unknown } | null)?.cause
   }
   if (!isServiceError(cause)) {
     // No S3 answer (a connection refused, reset, timed out): lib-storage rejects with the SDK's
-    // error, whose `$metadata` ({ attempts, totalRetryDelay }) a catch may read unguarded
-    // (`err.$metadata.httpStatusCode`). The code stays the store's (ERR_STORE, ERR_TIMEOUT).
-    if (sdk !== undefined) Object.assign(err, sdk)
+    // error, whose `name` a catch tests (`'TimeoutError'`, which the SDK gives a reset too; a
+    // system error's `'Error'`) and whose `$metadata` ({ attempts, totalRetryDelay }) it may
+    // read unguarded (`err.$metadata.httpStatusCode`). The code stays the store's (ERR_STORE,
+    // ERR_TIMEOUT: `code` is every error's kind here, and `retryable` reads it); the SDK's
+    // error, with the system's code ('ECONNREFUSED'), is the cause. An ERR_TIMEOUT is a
+    // 'TimeoutError' whatever the request's error was named: one the store's deadline cut
+    // is an 'AbortError', which a caller would take for its own abort.
+    if (sdk !== undefined) {
+      err.name = err.code === 'ERR_TIMEOUT' ? 'TimeoutError' : String(sdk.name ?? 'Error')
+      Object.assign(err, { $metadata: sdk.$metadata })
+    }
     return err
   }
   err.name = cause.name

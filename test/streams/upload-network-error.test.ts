@@ -1,48 +1,107 @@
 /**
- * `Upload`'s done() failing on the network (no S3 answer: a connection refused). lib-storage's
- * done() rejects with the SDK's error, which carries `$metadata` ({ attempts, totalRetryDelay })
- * as every SDK error does, so a catch reading `err.$metadata.httpStatusCode` or
- * `err.$metadata.attempts` works; ours must not make that catch throw a TypeError.
+ * `Upload`'s done() failing on the network (no S3 answer: a connection refused, reset, or
+ * timed out). lib-storage's done() rejects with the SDK's error, whose `name` its callers
+ * test (`'TimeoutError'`, which the SDK also gives a reset connection; a system error's
+ * `'Error'`) and which carries `$metadata` ({ attempts, totalRetryDelay }), so a catch
+ * reading `err.$metadata.httpStatusCode` works. Ours takes that name and `$metadata`; its
+ * `code` stays the library's (ERR_STORE, ERR_TIMEOUT) and its `cause` is the SDK's error,
+ * with the system's code (`'ECONNREFUSED'`).
  */
 import assert from 'node:assert/strict'
-import { createServer } from 'node:net'
-import { describe, it } from 'node:test'
+import { createServer, type Server, type Socket } from 'node:net'
+import { after, describe, it } from 'node:test'
 import { S3Client } from '@aws-sdk/client-s3'
 import { Upload as LibStorageUpload } from '@aws-sdk/lib-storage'
-import { StreamSegmentError } from '../../lib/errors.js'
+import { type ErrorCode, StreamSegmentError } from '../../lib/errors.js'
 import { Upload } from '../../lib/index.js'
+
+/** A listener on 127.0.0.1 that does `onSocket` with each connection. */
+async function listener(onSocket: (s: Socket) => void): Promise<{ server: Server; port: number }> {
+  const server = createServer(onSocket)
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
+  return { server, port: (server.address() as { port: number }).port }
+}
 
 /** A port on 127.0.0.1 nothing listens on: a connection to it is refused. */
 async function closedPort(): Promise<number> {
-  const server = createServer()
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
-  const { port } = server.address() as { port: number }
+  const { server, port } = await listener(() => {})
   await new Promise<void>((r) => server.close(() => r()))
   return port
 }
 
-describe('Upload: a network error, as lib-storage callers read it', () => {
-  it("done() rejects with the SDK error's $metadata (attempts), as lib-storage's does; its code stays ERR_STORE", async () => {
-    const client = new S3Client({
-      region: 'us-east-1',
-      endpoint: `http://127.0.0.1:${await closedPort()}`,
-      forcePathStyle: true,
-      maxAttempts: 1,
-      credentials: { accessKeyId: 'a', secretAccessKey: 'b' },
-    })
-    const params = () => ({ Bucket: 'b', Key: 'k', Body: 'hello' })
-    const theirs = await new LibStorageUpload({ client, params: params() }).done().then(
-      () => assert.fail('lib-storage resolved'),
-      (err: { $metadata?: { attempts?: unknown } }) => err,
-    )
-    assert.equal(typeof theirs.$metadata?.attempts, 'number', "lib-storage's error has $metadata.attempts")
-    await assert.rejects(new Upload({ client, params: params() }).done(), (err: Error) => {
-      const { $metadata } = err as { $metadata?: { attempts?: unknown; httpStatusCode?: unknown } }
-      assert.ok(StreamSegmentError.is(err, 'ERR_STORE'), String(err))
-      assert.equal(typeof $metadata, 'object', `no $metadata on ${err.message}`)
-      assert.equal(typeof $metadata?.attempts, 'number')
-      assert.equal($metadata?.httpStatusCode, undefined)
-      return true
-    })
+const sockets = new Set<Socket>()
+const servers: Server[] = []
+after(() => {
+  for (const s of sockets) s.destroy()
+  for (const s of servers) s.close()
+})
+
+function clientOf(port: number): S3Client {
+  return new S3Client({
+    region: 'us-east-1',
+    endpoint: `http://127.0.0.1:${port}`,
+    forcePathStyle: true,
+    maxAttempts: 1,
+    credentials: { accessKeyId: 'a', secretAccessKey: 'b' },
+    // Throws at 300 ms of no answer (by default the SDK only warns).
+    requestHandler: { requestTimeout: 300, throwOnRequestTimeout: true },
   })
+}
+
+type SdkError = Error & { code?: string; $metadata?: { attempts?: unknown; httpStatusCode?: unknown } }
+
+async function rejection(upload: { done(): Promise<unknown> }): Promise<SdkError> {
+  return (await upload.done().then(
+    () => assert.fail('resolved'),
+    (err: unknown) => err,
+  )) as SdkError
+}
+
+const cases: Array<[string, () => Promise<number>, ErrorCode]> = [
+  ['a connection refused', closedPort, 'ERR_STORE'],
+  [
+    'a connection reset',
+    async () => {
+      const { server, port } = await listener((s) => s.resetAndDestroy())
+      servers.push(server)
+      return port
+    },
+    'ERR_STORE',
+  ],
+  [
+    'no answer (the client’s requestTimeout)',
+    async () => {
+      const { server, port } = await listener((s) => {
+        sockets.add(s)
+        s.resume()
+      })
+      servers.push(server)
+      return port
+    },
+    'ERR_TIMEOUT',
+  ],
+]
+
+describe('Upload: a network error, as lib-storage callers read it', () => {
+  for (const [what, port, code] of cases) {
+    it(`${what}: done() rejects with the SDK error's name and $metadata, as lib-storage's does; its code stays ${code}, its cause the SDK's error`, async () => {
+      const client = clientOf(await port())
+      const params = () => ({ Bucket: 'b', Key: 'k', Body: 'hello' })
+      const theirs = await rejection(new LibStorageUpload({ client, params: params() }))
+      assert.equal(typeof theirs.$metadata?.attempts, 'number', "lib-storage's error has $metadata.attempts")
+      const ours = await rejection(new Upload({ client, params: params() }))
+      assert.equal(StreamSegmentError.is(ours, code), true, String(ours))
+      assert.equal(
+        ours.name,
+        theirs.name,
+        `${ours.name}: ${ours.message}; lib-storage's: ${theirs.name}: ${theirs.message}`,
+      )
+      assert.equal(typeof ours.$metadata, 'object', `no $metadata on ${ours.message}`)
+      assert.equal(typeof ours.$metadata?.attempts, 'number')
+      assert.equal(ours.$metadata?.httpStatusCode, undefined)
+      const cause = ours.cause as SdkError
+      assert.equal(cause?.name, theirs.name)
+      assert.equal(cause?.code, theirs.code)
+    })
+  }
 })
