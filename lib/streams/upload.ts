@@ -297,17 +297,26 @@ function isServiceError(err: unknown): err is ServiceError {
 function asLibStorageError(err: unknown): unknown {
   if (!StreamSegmentError.is(err) || err.code === 'ERR_ABORTED') return err
   let cause: unknown = err.cause
-  /** The first SDK error on the way (one with `$metadata`, a network error's too). */
-  let sdk: { name: unknown; $metadata: object } | undefined
+  /**
+   * The first SDK error on the way: one with `$metadata` (a network error's too), or the
+   * credential chain's (@smithy/property-provider's ProviderError, which says `tryNextLink`;
+   * no request was made, so it has no `$metadata`, nor has lib-storage's rejection then).
+   */
+  let sdk: { name: unknown; $metadata: object | undefined } | undefined
   for (let depth = 0; depth < 8 && cause !== undefined && !isServiceError(cause); depth++) {
-    const { name, $metadata } = (cause ?? {}) as { name?: unknown; $metadata?: unknown }
+    const { name, $metadata, tryNextLink } = (cause ?? {}) as {
+      name?: unknown
+      $metadata?: unknown
+      tryNextLink?: unknown
+    }
     if (sdk === undefined && typeof $metadata === 'object' && $metadata !== null) sdk = { name, $metadata }
+    if (sdk === undefined && typeof tryNextLink === 'boolean') sdk = { name, $metadata: undefined }
     cause = (cause as { cause?: unknown } | null)?.cause
   }
   if (!isServiceError(cause)) {
-    // No S3 answer (a connection refused, reset, timed out): lib-storage rejects with the SDK's
-    // error, whose `name` a catch tests (`'TimeoutError'`, which the SDK gives a reset too; a
-    // system error's `'Error'`) and whose `$metadata` ({ attempts, totalRetryDelay }) it may
+    // No S3 answer (a connection refused, reset, timed out; no credentials): lib-storage rejects
+    // with the SDK's error, whose `name` a catch tests (`'TimeoutError'`, which the SDK gives a
+    // reset too; a system error's `'Error'`; 'CredentialsProviderError') and whose `$metadata` ({ attempts, totalRetryDelay }) it may
     // read unguarded (`err.$metadata.httpStatusCode`). The code stays the store's (ERR_STORE,
     // ERR_TIMEOUT: `code` is every error's kind here, and `retryable` reads it); the SDK's
     // error, with the system's code ('ECONNREFUSED'), is the cause. An ERR_TIMEOUT is a
@@ -315,7 +324,7 @@ function asLibStorageError(err: unknown): unknown {
     // is an 'AbortError', which a caller would take for its own abort.
     if (sdk !== undefined) {
       err.name = err.code === 'ERR_TIMEOUT' ? 'TimeoutError' : String(sdk.name ?? 'Error')
-      Object.assign(err, { $metadata: sdk.$metadata })
+      if (sdk.$metadata !== undefined) Object.assign(err, { $metadata: sdk.$metadata })
     }
     return err
   }

@@ -105,3 +105,30 @@ describe('Upload: a network error, as lib-storage callers read it', () => {
     })
   }
 })
+
+describe('Upload: no credentials, as lib-storage callers read it', () => {
+  it("done() rejects named as the SDK's credential chain names its error ('CredentialsProviderError'); code ERR_AUTH", async () => {
+    /** As @smithy/property-provider's: a ProviderError says whether the chain may try its next link. */
+    class CredentialsProviderError extends Error {
+      override name = 'CredentialsProviderError'
+      readonly tryNextLink = false
+    }
+    const noCredentials = new CredentialsProviderError('Could not load credentials from any providers')
+    const client = new S3Client({
+      region: 'us-east-1',
+      endpoint: `http://127.0.0.1:${await closedPort()}`,
+      forcePathStyle: true,
+      maxAttempts: 1,
+      credentials: async () => {
+        throw noCredentials
+      },
+    })
+    const params = () => ({ Bucket: 'b', Key: 'k', Body: 'hello' })
+    const theirs = await rejection(new LibStorageUpload({ client, params: params() }))
+    assert.equal(theirs, noCredentials, 'lib-storage rejects with the chain’s error')
+    const ours = await rejection(new Upload({ client, params: params() }))
+    assert.equal(StreamSegmentError.is(ours, 'ERR_AUTH'), true, String(ours))
+    assert.equal(ours.name, theirs.name, `${ours.name}: ${ours.message}`)
+    assert.equal(ours.cause, noCredentials)
+  })
+})
