@@ -138,8 +138,9 @@ export function mapError(call: Call, err: unknown, signal: AbortSignal | undefin
     return StreamSegmentError.auth(`${op} ${where}: no credentials found (${fix}): ${(err as Error).message}`, err)
   }
   if ((err as Error | undefined)?.message === 'Region is missing') {
+    // The SDK's words kept: a caller may match them (lib-storage's Upload rejects with them).
     return StreamSegmentError.invalidArgument(
-      `${op} ${where}: no region is configured (set AWS_REGION, or give the client a region)`,
+      `${op} ${where}: no region is configured (set AWS_REGION, or give the client a region): Region is missing`,
     )
   }
   if (TLS_REFUSALS.has(codeOf(err) ?? '')) {

@@ -132,3 +132,25 @@ describe('Upload: no credentials, as lib-storage callers read it', () => {
     assert.equal(ours.cause, noCredentials)
   })
 })
+
+describe('Upload: no region, as lib-storage callers read it', () => {
+  it("done() rejects with ERR_INVALID_ARGUMENT whose message has the SDK's words, which lib-storage's rejection has", async () => {
+    // As the SDK's region resolver fails when none is configured (no AWS_REGION, no profile's).
+    const client = new S3Client({
+      endpoint: `http://127.0.0.1:${await closedPort()}`,
+      forcePathStyle: true,
+      maxAttempts: 1,
+      credentials: { accessKeyId: 'a', secretAccessKey: 'b' },
+      region: async () => {
+        throw new Error('Region is missing')
+      },
+    })
+    const params = () => ({ Bucket: 'b', Key: 'k', Body: 'hello' })
+    const theirs = await rejection(new LibStorageUpload({ client, params: params() }))
+    assert.equal(theirs.message, 'Region is missing')
+    const ours = await rejection(new Upload({ client, params: params() }))
+    assert.equal(StreamSegmentError.is(ours, 'ERR_INVALID_ARGUMENT'), true, String(ours))
+    assert.ok(ours.message.includes(theirs.message), ours.message)
+    assert.match(ours.message, /set AWS_REGION/)
+  })
+})
