@@ -316,12 +316,13 @@ function asLibStorageError(err: unknown): unknown {
   if (!isServiceError(cause)) {
     // No S3 answer (a connection refused, reset, timed out; no credentials): lib-storage rejects
     // with the SDK's error, whose `name` a catch tests (`'TimeoutError'`, which the SDK gives a
-    // reset too; a system error's `'Error'`; 'CredentialsProviderError') and whose `$metadata` ({ attempts, totalRetryDelay }) it may
-    // read unguarded (`err.$metadata.httpStatusCode`). The code stays the store's (ERR_STORE,
-    // ERR_TIMEOUT: `code` is every error's kind here, and `retryable` reads it); the SDK's
-    // error, with the system's code ('ECONNREFUSED'), is the cause. An ERR_TIMEOUT is a
-    // 'TimeoutError' whatever the request's error was named: one the store's deadline cut
-    // is an 'AbortError', which a caller would take for its own abort.
+    // reset too; a system error's `'Error'`; 'CredentialsProviderError') and whose `$metadata`
+    // ({ attempts, totalRetryDelay }) it may read unguarded (`err.$metadata.httpStatusCode`).
+    // The code stays the store's (ERR_STORE, ERR_TIMEOUT: `code` is every error's kind here,
+    // and `retryable` reads it); the SDK's error, with the system's code ('ECONNREFUSED'), is
+    // the cause. An ERR_TIMEOUT is a 'TimeoutError' whatever the request's error was named:
+    // one the store's deadline cut is an 'AbortError', which a caller would take for its own
+    // abort.
     if (sdk !== undefined) {
       err.name = err.code === 'ERR_TIMEOUT' ? 'TimeoutError' : String(sdk.name ?? 'Error')
       if (sdk.$metadata !== undefined) Object.assign(err, { $metadata: sdk.$metadata })
