@@ -81,6 +81,7 @@ export {
   type S3StoreOptions,
 } from './store/s3.js'
 export type {
+  AbortMultipartOptions,
   Body,
   ByteRange,
   CompletedPart,

@@ -12,7 +12,9 @@
  *   slabs, pinned until their request ends (`Body.done`): the upload copies nothing and
  *   holds no memory of its own.
  * - A multipart upload that fails, or is given up, is aborted (best effort, logged)
- *   after its pieces in flight have settled; nothing of it becomes visible. The error is
+ *   after its pieces in flight have settled, its claim released with it (`releaseClaim`:
+ *   the empty placeholder deleted, so that `ls` lists no abandoned attempt for it); nothing
+ *   of it becomes visible. The error is
  *   the store's, unchanged, but for a rejection that is no Error (a custom store's
  *   `undefined`, a string): ERR_STORE naming the request (`requestError`), the value its
  *   cause. Taken as it is, it would be no failure to the checks below (`failure ===
@@ -535,7 +537,7 @@ export class MultipartObject {
     }
     const within = signalWithin(this.signal, MPU_ABORT_MS, () => new Error(`no answer within ${MPU_ABORT_MS} ms`))
     try {
-      await this.uploader.store.abortMultipart(this.key, id, { signal: within.signal })
+      await this.uploader.store.abortMultipart(this.key, id, { signal: within.signal, releaseClaim: true })
       return undefined
     } catch (thrown) {
       const e = requestError(thrown, 'abortMultipart', this.uploader.store, this.key)

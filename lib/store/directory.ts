@@ -106,6 +106,7 @@ import {
   unquoteEtag,
 } from './common.js'
 import type {
+  AbortMultipartOptions,
   Body,
   CompletedPart,
   CopySource,
@@ -514,8 +515,9 @@ export class DirectoryStore implements ObjectStore {
   }
 
   /**
-   * Un-claims a key whose upload failed to start (as S3Store does): left, its placeholder
-   * would hold the key, and a retry of the claim would fail with ERR_CONFLICT. Removed
+   * Un-claims a key whose upload failed to start or was aborted (as S3Store does): left, its
+   * placeholder would hold the key until gc, and a retry of the claim would fail with
+   * ERR_CONFLICT. Removed
    * under the key's lock, only while it is still our empty placeholder (on a full disk, the
    * likeliest cause, without the lock, as `delete` does); best effort (what is left, gc
    * removes).
@@ -719,7 +721,7 @@ export class DirectoryStore implements ObjectStore {
     }
   }
 
-  async abortMultipart(key: string, uploadId: string, options?: RequestOptions): Promise<void> {
+  async abortMultipart(key: string, uploadId: string, options?: AbortMultipartOptions): Promise<void> {
     checkKey(key)
     throwIfAborted(options?.signal, `abort multipart ${uploadId}`)
     if (!/^[0-9a-f-]{36}$/.test(uploadId)) return
@@ -728,8 +730,16 @@ export class DirectoryStore implements ObjectStore {
       // An upload is reached by its key and id together: named with another key, the id is
       // no upload (S3 answers NoSuchUpload), which an abort passes over, as one gone.
       const text = await readRegularText(join(dir, 'upload.json'))
-      if (text === undefined || parseJson<{ key?: unknown }>(text)?.key !== key) return
+      const upload =
+        text === undefined
+          ? undefined
+          : parseJson<{ key?: unknown; claimed?: unknown; metadata?: Record<string, unknown> }>(text)
+      if (upload?.key !== key) return
       await fs.rm(dir, { recursive: true, force: true })
+      const claim = upload.metadata?.[WRITE_ID_METADATA]
+      if (options?.releaseClaim === true && upload.claimed === true && typeof claim === 'string') {
+        await this.releasePlaceholder(key, claim)
+      }
     } catch (err) {
       throw this.mapError(err, `abort multipart ${uploadId} of ${key}`)
     }

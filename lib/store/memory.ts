@@ -35,6 +35,7 @@ import {
   unquoteEtag,
 } from './common.js'
 import type {
+  AbortMultipartOptions,
   Body,
   CompletedPart,
   CopySource,
@@ -66,6 +67,8 @@ interface Upload {
   parts: Map<number, { body: Uint8Array; etag: string }>
   initiatedMs: number
   uneven: boolean
+  /** The write id of its claim's placeholder (created `ifNoneMatch: '*'`). */
+  claim?: string
 }
 
 interface Bucket {
@@ -164,11 +167,12 @@ export class MemoryStore implements ObjectStore {
     checkMetadata(`createMultipart ${key}`, options?.metadata)
     throwIfAborted(options?.signal, `create multipart ${key}`)
     const metadata = { ...options?.metadata }
+    let claim: string | undefined
     if (options?.ifNoneMatch === '*') {
       // The claim: an empty create-only placeholder, as S3Store makes.
-      const writeId = newWriteId()
-      await this.put(key, new Uint8Array(0), { ifNoneMatch: '*', writeId, metadata: options?.metadata })
-      metadata[WRITE_ID_METADATA] = writeId
+      claim = newWriteId()
+      await this.put(key, new Uint8Array(0), { ifNoneMatch: '*', writeId: claim, metadata: options?.metadata })
+      metadata[WRITE_ID_METADATA] = claim
     }
     const uploadId = `mem-upload-${++uploadSeq}`
     this.bucket.uploads.set(uploadId, {
@@ -177,6 +181,7 @@ export class MemoryStore implements ObjectStore {
       parts: new Map(),
       initiatedMs: Date.now(),
       uneven: options?.unevenParts === true,
+      claim,
     })
     return uploadId
   }
@@ -280,12 +285,20 @@ export class MemoryStore implements ObjectStore {
     return { etag }
   }
 
-  async abortMultipart(key: string, uploadId: string, options?: RequestOptions): Promise<void> {
+  async abortMultipart(key: string, uploadId: string, options?: AbortMultipartOptions): Promise<void> {
     checkKey(key)
     throwIfAborted(options?.signal, `abort multipart ${uploadId}`)
     // An upload is reached by its key and id together: named with another key, the id is
     // no upload (S3 answers NoSuchUpload), which an abort passes over.
-    if (this.bucket.uploads.get(uploadId)?.key === key) this.bucket.uploads.delete(uploadId)
+    const upload = this.bucket.uploads.get(uploadId)
+    if (upload?.key !== key) return
+    this.bucket.uploads.delete(uploadId)
+    if (options?.releaseClaim !== true || upload.claim === undefined) return
+    // Only while the key still holds the claim's empty placeholder.
+    const o = this.bucket.objects.get(key)
+    if (o?.size === 0 && o.metadata[WRITE_ID_METADATA] === upload.claim) {
+      this.bucket.objects.delete(key)
+    }
   }
 
   async *listMultipart(prefix = '', options?: RequestOptions): AsyncIterable<MultipartUpload> {

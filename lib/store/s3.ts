@@ -34,7 +34,8 @@
  *   its answer was lost (the SDK resent it): success with the stored ETag.
  * - `createMultipart(key, { ifNoneMatch: '*' })` first puts an empty placeholder
  *   create-only (radosgw ignores If-None-Match on CompleteMultipartUpload); if creating
- *   the upload then fails, the placeholder is deleted so that a retry can claim again.
+ *   the upload then fails, the placeholder is deleted so that a retry can claim again, and
+ *   so it is when the upload is aborted (while it is still the claim's empty placeholder).
  * - radosgw answers CompleteMultipartUpload with an empty ETag: we HEAD for it.
  * - With `checksums` on, a multipart upload declares CRC32 and Complete lists every
  *   part's CRC: kept per upload in memory, or read back with ListParts when unknown.
@@ -49,6 +50,7 @@ import { StreamSegmentError } from '../errors.js'
 import { checkOptionNames, givenOr as or } from '../settings.js'
 import { digestChunks, sha256BeatsMd5 } from '../util/digest.js'
 import { lendPieces, returnPieces } from '../util/piece-pool.js'
+import { signalWithin } from '../util/signals.js'
 import { describeValue } from '../util/typed-arrays.js'
 import {
   CLOCK_OFFSET_NOISE_MS,
@@ -71,6 +73,7 @@ import { type AnyS3Client, ownS3Client } from './s3-client.js'
 import { askedRange, checkGetAnswer, piecesOf, readBody, refused, sendOverHttp, transportOf } from './s3-get.js'
 import { s3Sdk } from './s3-sdk.cjs'
 import {
+  type AbortMultipartOptions,
   type Body,
   type ByteRange,
   type CompletedPart,
@@ -894,7 +897,7 @@ export class S3Store implements ObjectStore {
     }
   }
 
-  async abortMultipart(key: string, uploadId: string, options: RequestOptions = {}): Promise<void> {
+  async abortMultipart(key: string, uploadId: string, options: AbortMultipartOptions = {}): Promise<void> {
     const { signal } = options
     checkKey(key, this.prefix)
     const command = new this.#sdk.AbortMultipartUploadCommand({
@@ -907,8 +910,11 @@ export class S3Store implements ObjectStore {
     } catch (err) {
       if (!StreamSegmentError.is(err, 'ERR_NOT_FOUND')) throw err
     }
+    const claim = this.#claims.get(uploadId)
     this.#partCrcs.delete(uploadId)
     this.#claims.delete(uploadId)
+    // A claim is known only for an upload this store created (what is left otherwise, gc removes).
+    if (options.releaseClaim === true && claim !== undefined) await this.#releasePlaceholder(key, claim, signal)
   }
 
   async *listMultipart(prefix = '', options: RequestOptions = {}): AsyncIterable<MultipartUpload> {
@@ -1142,12 +1148,20 @@ export class S3Store implements ObjectStore {
   }
 
   /**
-   * Best effort, without the caller's signal: un-claim a key whose upload failed to start
-   * (what is left, an empty placeholder, gc removes).
+   * Best effort: un-claim a key whose upload failed to start, or was aborted (what is left,
+   * an empty placeholder, gc removes). Only while the key holds the claim's empty placeholder:
+   * an object completed there is never taken.
+   * `parent`: an abort's signal, which cuts it; a failed start gives none, its signal
+   * may have fired (the reason it runs).
    */
-  async #releasePlaceholder(key: string, writeId: string): Promise<void> {
-    // Bounded by its own deadline: the caller's signal may have fired (the reason it runs).
-    const signal = AbortSignal.timeout(PLACEHOLDER_RELEASE_MS)
+  async #releasePlaceholder(key: string, writeId: string, parent?: AbortSignal): Promise<void> {
+    // Bounded by its own deadline too.
+    const within = signalWithin(
+      parent,
+      PLACEHOLDER_RELEASE_MS,
+      () => new Error(`no answer within ${PLACEHOLDER_RELEASE_MS} ms`),
+    )
+    const { signal } = within
     try {
       const info = await this.head(key, { signal })
       if (info !== undefined && info.size === 0 && info.metadata[WRITE_ID_METADATA] === writeId) {
@@ -1155,6 +1169,8 @@ export class S3Store implements ObjectStore {
       }
     } catch (err) {
       log('release placeholder %s failed: %s', this.#where(key), (err as Error).message)
+    } finally {
+      within.done()
     }
   }
 

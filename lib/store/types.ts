@@ -23,8 +23,13 @@
  * - `createMultipart(key, { ifNoneMatch: '*' })` claims the key atomically, so that two
  *   writers can never both complete the same create-only object: the claim is an empty
  *   placeholder object put create-only (S3 ignores conditions on
- *   CompleteMultipartUpload), which the completed upload then replaces. An empty object
- *   is never a valid segment, so a placeholder left by an abandoned upload is garbage.
+ *   CompleteMultipartUpload), which the completed upload then replaces. An abort with
+ *   `releaseClaim` (a writer giving up its own upload) deletes the placeholder too, while
+ *   the key still holds it (empty, with the claim's write id), never an object completed
+ *   or put there since; a plain abort (gc's) leaves it, as the mark of a checkpoint number
+ *   in use. S3Store knows the claims only of the uploads it created (the MAX_OPEN_UPLOADS
+ *   last used): of any other it leaves the placeholder. An empty object is never a valid
+ *   segment, so a placeholder left by an abandoned upload is garbage (gc removes it).
  * - `uploadPartCopy` makes a part of a multipart upload from bytes [start, end) of an
  *   object of a store of the same kind, server-side where the backend can (S3's
  *   UploadPartCopy): the range must lie within the source (ERR_RANGE otherwise), a
@@ -89,6 +94,15 @@ export interface CreateMultipartOptions {
   attributes?: ObjectAttributes
   /** Parts may differ in size (see above): for uploads made of copied ranges. */
   unevenParts?: boolean
+  signal?: AbortSignal
+}
+
+export interface AbortMultipartOptions {
+  /**
+   * Delete the upload's claim placeholder too, while it is still the claim's (see above):
+   * the writer of a failed upload, so that its attempt is not listed until gc.
+   */
+  releaseClaim?: boolean
   signal?: AbortSignal
 }
 
@@ -197,7 +211,7 @@ export interface ObjectStore {
    * Aborting an upload that no longer exists is not an error; nor is naming an upload's id
    * with another key than its own, which aborts nothing (S3 answers NoSuchUpload).
    */
-  abortMultipart(key: string, uploadId: string, options?: RequestOptions): Promise<void>
+  abortMultipart(key: string, uploadId: string, options?: AbortMultipartOptions): Promise<void>
   listMultipart(prefix?: string, options?: RequestOptions): AsyncIterable<MultipartUpload>
   /** The parts an open upload holds, in part-number order (see above; absent: cannot say). */
   listParts?(key: string, uploadId: string, options?: RequestOptions): Promise<UploadedPart[]>

@@ -5,6 +5,7 @@
  */
 import { bodyLength } from '../../lib/store/common.js'
 import type {
+  AbortMultipartOptions,
   Body,
   CompletedPart,
   CreateMultipartOptions,
@@ -114,7 +115,7 @@ export abstract class WrappedStore implements ObjectStore {
       () => 0,
     )
   }
-  abortMultipart(key: string, uploadId: string, options?: RequestOptions) {
+  abortMultipart(key: string, uploadId: string, options?: AbortMultipartOptions) {
     return this.around(
       { op: 'abortMultipart', key, bytesUp: 0, signal: options?.signal },
       () => this.inner.abortMultipart(key, uploadId, options),

@@ -657,6 +657,46 @@ export function runStoreConformance(
       assert.equal(done?.metadata['ss-file-size'], '12345')
     })
 
+    it("an abort with releaseClaim deletes the claim's placeholder, but never an object that is no longer the claim's; a plain abort leaves it", async () => {
+      const s = await make()
+      const release = { releaseClaim: true }
+      const id = await s.createMultipart('given-up', { ifNoneMatch: '*' })
+      await s.uploadPart('given-up', id, 1, Buffer.from('part'))
+      assert.equal((await s.head('given-up'))?.size, 0, 'the claim holds the key')
+      await s.abortMultipart('given-up', id, release)
+      assert.equal(await s.head('given-up'), undefined, 'the placeholder went with the upload')
+      assert.deepEqual(await collect(s.listMultipart()), [])
+      await s.abortMultipart('given-up', id, release) // twice is fine
+      // The key is free again: a later attempt claims it.
+      const again = await s.createMultipart('given-up', { ifNoneMatch: '*' })
+      await s.abortMultipart('given-up', again, release)
+      assert.equal(await s.head('given-up'), undefined)
+
+      // A plain abort (gc's) leaves the placeholder: it marks a number in use.
+      const kept = await s.createMultipart('kept', { ifNoneMatch: '*' })
+      await s.abortMultipart('kept', kept)
+      assert.equal((await s.head('kept'))?.size, 0)
+      assert.deepEqual(await collect(s.listMultipart()), [])
+
+      // Completed, the object is no placeholder any more: an abort after it leaves it.
+      const done = await s.createMultipart('completed', { ifNoneMatch: '*' })
+      const e = await s.uploadPart('completed', done, 1, Buffer.from('body'))
+      await s.completeMultipart('completed', done, [{ partNumber: 1, etag: e.etag }])
+      await s.abortMultipart('completed', done, release)
+      assert.equal(Buffer.from(await s.get('completed')).toString(), 'body')
+
+      // The placeholder deleted (by gc) and the key taken again by another writer, with an
+      // empty object of its own or with bytes: neither is this upload's claim.
+      for (const body of [Buffer.alloc(0), Buffer.from('theirs')]) {
+        const taken = await s.createMultipart('taken', { ifNoneMatch: '*' })
+        await s.delete('taken')
+        await s.put('taken', body, { ifNoneMatch: '*' })
+        await s.abortMultipart('taken', taken, release)
+        assert.deepEqual(Buffer.from(await s.get('taken')), body)
+        await s.delete('taken')
+      }
+    })
+
     it('an aborted signal rejects with ERR_ABORTED', async () => {
       const s = await make()
       const ac = new AbortController()
