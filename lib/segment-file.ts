@@ -889,13 +889,16 @@ export class SegmentFile {
       .then(
         (r) =>
           log(
-            'retention on %s: kept %o, deleted %d objects (%d bytes), left %d younger than the grace period (%d bytes)',
+            'retention on %s: kept %o, deleted %d objects (%d bytes), left %d younger than the grace period (%d bytes), held %d of numbers %o below a checkpoint a writer rolls forward to (%d bytes)',
             store.url,
             r.kept,
             r.deletedObjects,
             r.deletedBytes,
             r.youngObjects,
             r.youngBytes,
+            r.heldObjects,
+            r.heldCnos,
+            r.heldBytes,
           ),
         (err) => log('retention on %s failed: %s', store.url, (err as Error)?.message ?? err),
       )

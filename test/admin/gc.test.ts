@@ -11,6 +11,8 @@ import { mkdtempSync, readdirSync, rmSync, statSync, utimesSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
+import { format } from 'node:util'
+import createDebug from 'debug'
 import fc from 'fast-check'
 import { type GcProgress, gc } from '../../lib/admin/gc.js'
 import { listCheckpoints, verifyCheckpoint } from '../../lib/admin/index.js'
@@ -498,6 +500,38 @@ describe('retention and abandoned numbers', () => {
     )
     assert.ok((await readAll(store, 5)).equals(pattern(0, 64 * KiB, 5)))
     assert.ok((await readAll(store, 4)).equals(pattern(0, 64 * KiB, 4)))
+  })
+
+  it("each retention run's debug line says what it deleted, left young and held for a roll-forward", async () => {
+    const lines: string[] = []
+    const { log } = createDebug
+    const enabled = createDebug.disable()
+    createDebug.enable('stream-segment:file')
+    createDebug.log = (...args: unknown[]) => void lines.push(format(...args)) // as debug's own log formats them
+    try {
+      const store = new MemoryStore()
+      const f = await SegmentFile.create(store, { ...smallSettings, retainCheckpoints: 1, retainGraceMs: 0 })
+      for (let i = 1; i <= 3; i++) {
+        await f.write(0, pattern(0, 64 * KiB, i))
+        await f.flush()
+      }
+      await f.close() // waits for the cleaner
+    } finally {
+      createDebug.log = log
+      createDebug.enable(enabled)
+    }
+    const runs = lines.filter((l) => l.includes('retention on'))
+    assert.ok(runs.length >= 1, lines.join('\n'))
+    for (const l of runs) {
+      assert.match(
+        l,
+        /retention on mem:\/\/\S*: kept \[ \d+ \], deleted \d+ objects \(\d+ bytes\), left \d+ younger than the grace period \(\d+ bytes\), held 0 of numbers \[\] below a checkpoint a writer rolls forward to \(0 bytes\)/,
+      )
+    }
+    assert.ok(
+      runs.some((l) => !/deleted 0 objects/.test(l)),
+      `a run deleted the checkpoints before the newest: ${runs.join('\n')}`,
+    )
   })
 
   it('retention never fails a flush: a cleaner that fails is logged, the checkpoint stands', async () => {
