@@ -9,7 +9,7 @@ try {
   // A variable the package reads as it loads (STREAM_SEGMENT_CRC32) naming nothing here: one
   // line, as every failure of a command, not a stack and exit 1.
   if (typeof e?.code !== 'string' || !Object.hasOwn(EXIT_CODES, e.code)) throw e
-  const { printable } = require('../dist/cjs/lib/cli/output.js')
+  const { printable } = require('../dist/cjs/lib/util/shell-words.js')
   process.stderr.on('error', () => {})
   process.stderr.write(`stream-segment: ${e.code}: ${printable(e.message)}\n`)
   if (process.env.DEBUG) process.stderr.write(`${e.stack}\n`)

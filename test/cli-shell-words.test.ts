@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
-import { shellWord } from '../lib/cli/output.js'
+import { shellWord } from '../lib/util/shell-words.js'
 import { bin, quietEnv } from './helpers/cli.js'
 
 const dir = mkdtempSync(join(tmpdir(), 'ss-cli-shell-words-'))
@@ -104,6 +104,21 @@ describe('the commands the CLI prints, pasted', () => {
     })
     assert.equal(ls.status, 0, ls.stderr)
     assert.match(ls.stdout, /"cno":1/)
+  })
+
+  it('a misspelt container URL with a space: the URL suggested, pasted, is the one argument meant', () => {
+    const cases: Array<[string, string]> = [
+      ['s3:/bucket/my runs', 's3://bucket/my runs'],
+      ["file:/tmp/it's here", "file:///tmp/it's here"],
+      ['a:b c', './a:b c'],
+    ]
+    for (const [given, meant] of cases) {
+      const r = run(['ls', given])
+      assert.equal(r.status, 2, r.stderr)
+      const word = /(?:did you mean|named so, write) ('.*'|\S+?)(?:\?| \(|\n)/.exec(r.stderr)?.[1]
+      assert.ok(word !== undefined, r.stderr)
+      for (const shell of ['sh', 'bash']) assert.deepEqual(wordsIn(shell, word), [hex(meant)], `${shell}: ${word}`)
+    }
   })
 
   it("a put's hints quote the file or container given", () => {

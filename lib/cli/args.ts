@@ -9,8 +9,8 @@ import { MAX_CNO } from '../format/pointer.js'
 import { isSettingName, nearest } from '../settings.js'
 import { openStore } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
+import { shellWord } from '../util/shell-words.js'
 import { KiB, MiB } from '../util/units.js'
-import { shellWord } from './output.js'
 
 /** What a command accepts besides its positional arguments. */
 export interface CommandSpec {

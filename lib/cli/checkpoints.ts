@@ -12,11 +12,12 @@ import {
 } from '../admin/index.js'
 import { problemCount } from '../admin/map-walk.js'
 import { type ErrorCode, StreamSegmentError } from '../errors.js'
+import { printable } from '../util/shell-words.js'
 import { isoTime } from '../util/time.js'
 import { inspectWal } from '../wal/wal.js'
 import { cnoOption, openContainer, optionName, type Parsed, positionals } from './args.js'
 import { EXIT_CODES } from './exit-codes.js'
-import { amountLine, count, formatBytes, jsonLine, type Out, printable, showProgress, table } from './output.js'
+import { amountLine, count, formatBytes, jsonLine, type Out, showProgress, table } from './output.js'
 
 export async function ls(p: Parsed, out: Out, _err: Out, signal: AbortSignal): Promise<number> {
   const [url] = positionals(p, 1, 1, 'ls <url> [--json]')

@@ -8,8 +8,9 @@ import {
   removeContainer,
 } from '../admin/index.js'
 import { StreamSegmentError } from '../errors.js'
+import { printable } from '../util/shell-words.js'
 import { openContainer, optionName, type Parsed, parseCno, parseDuration, parseWhole, positionals } from './args.js'
-import { count, formatBytes, formatDuration, jsonLine, type Out, printable, progressOnTerminal } from './output.js'
+import { count, formatBytes, formatDuration, jsonLine, type Out, progressOnTerminal } from './output.js'
 
 export async function gcCommand(p: Parsed, out: Out, err: Out, signal: AbortSignal): Promise<number> {
   const [url] = positionals(

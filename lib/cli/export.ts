@@ -3,17 +3,9 @@ import { type ExportTarget, exportObject } from '../admin/index.js'
 import { StreamSegmentError } from '../errors.js'
 import { fileUrlPath } from '../store/open.js'
 import { checkS3Env } from '../store/s3-client.js'
+import { printable } from '../util/shell-words.js'
 import { cnoOption, openContainer, optionName, type Parsed, positionals } from './args.js'
-import {
-  type Amount,
-  amountLine,
-  count,
-  formatBytes,
-  jsonLine,
-  type Out,
-  printable,
-  progressOnTerminal,
-} from './output.js'
+import { type Amount, amountLine, count, formatBytes, jsonLine, type Out, progressOnTerminal } from './output.js'
 
 const EXPORT_USAGE = 'export <url> <s3://bucket/key|file> [--cno N] [--content-type T] [--no-copy] [--json]'
 

@@ -7,8 +7,9 @@ import { pipeline } from 'node:stream/promises'
 import { StreamSegmentError } from '../errors.js'
 import { type DownloadResult, downloadFile } from '../streams/download-file.js'
 import { createStreamSegmentReadStream } from '../streams/read-stream.js'
+import { printable } from '../util/shell-words.js'
 import { cnoOption, openContainer, optionName, type Parsed, positionals, readOptions } from './args.js'
-import { amountLine, count, formatBytes, jsonLine, type Out, printable, showProgress } from './output.js'
+import { amountLine, count, formatBytes, jsonLine, type Out, showProgress } from './output.js'
 
 const GET_USAGE = 'get <url> [file|-] [-o file] [--range a-b] [--cno N] [--json]'
 

@@ -20,23 +20,14 @@ import type { ObjectStore } from '../store/types.js'
 import { uploadFile } from '../streams/upload-file.js'
 import { createStreamSegmentWriteStream } from '../streams/write-stream.js'
 import { openLocalFile } from '../util/local-fs.js'
+import { printable, shellWord } from '../util/shell-words.js'
 import { MiB } from '../util/units.js'
 import type { WalSync } from '../wal/log.js'
 import { walPlacementProblem } from '../wal/placement.js'
 import type { WalOptions } from '../wal/wal.js'
 import type { FlushTiming } from '../write/flush.js'
 import { openContainer, optionName, type Parsed, parseDuration, parseSize, positionals } from './args.js'
-import {
-  count,
-  formatBytes,
-  fsError,
-  jsonLine,
-  type Out,
-  printable,
-  progressLine,
-  shellWord,
-  showProgress,
-} from './output.js'
+import { count, formatBytes, fsError, jsonLine, type Out, progressLine, showProgress } from './output.js'
 
 function stdinIsDirectory(): boolean {
   try {

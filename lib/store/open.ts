@@ -8,7 +8,9 @@
  * Schemes are matched case-insensitively (`S3://bucket/x` is S3). Anything else that starts
  * like a URL (`word:`) is ERR_INVALID_ARGUMENT with the fix in the message, never a local
  * directory: `s3:/bucket/x`, `s3:bucket/x`, `file:/x`, `s3//bucket/x`, `gs://…`, `https://…`.
- * A local directory named so is written as a path: `./s3:x`. A query or a fragment
+ * A local directory named so is written as a path: `./s3:x`. What a message suggests (a
+ * corrected URL, that path) is quoted as a shell needs it (shellWord), so that it pastes
+ * back as one argument: `'./s3:my dir'`. A query or a fragment
  * (`?`, `#`: %3F, %23 in a path or prefix), a prefix with an empty, `.` or `..` segment and a
  * path starting with `~` are refused too.
  */
@@ -18,6 +20,7 @@ import { fileURLToPath } from 'node:url'
 import type { S3Client } from '@aws-sdk/client-s3'
 import { StreamSegmentError } from '../errors.js'
 import { checkOptionNames } from '../settings.js'
+import { shellWord } from '../util/shell-words.js'
 import { describeValue } from '../util/typed-arrays.js'
 import { isObjectStore, prefixFault, quoteKey } from './common.js'
 import { DirectoryStore } from './directory.js'
@@ -81,7 +84,9 @@ export function fileUrlPath(text: string, who = 'openStore'): string {
   } catch (err) {
     throw rest.startsWith('/')
       ? bad((err as Error).message)
-      : bad(`a file URL has an empty host: did you mean ${corrected('file', rest)}, or the path ${rest}?`)
+      : bad(
+          `a file URL has an empty host: did you mean ${shellWord(corrected('file', rest))}, or the path ${shellWord(rest)}?`,
+        )
   }
 }
 
@@ -125,14 +130,14 @@ export function openStore(location: StoreLocation, ...extra: never[]): ObjectSto
     if (scheme !== undefined && (KNOWN as readonly string[]).includes(scheme)) {
       throw invalid(
         text,
-        `did you mean ${corrected(scheme, typo?.[2] ?? '')}? (a local directory by that name: ./${text})`,
+        `did you mean ${shellWord(corrected(scheme, typo?.[2] ?? ''))}? (a local directory by that name: ${shellWord(`./${text}`)})`,
       )
     }
     // No shell expands `~` here: the folder `./~` is rarely what was meant.
     if (/^~(\/|$)/.test(text)) {
       throw invalid(
         text,
-        `~ is not expanded: give the home directory's path (${join(homedir(), text.slice(1))}), or ./${text} for a folder named ~`,
+        `~ is not expanded: give the home directory's path (${shellWord(join(homedir(), text.slice(1)))}), or ${shellWord(`./${text}`)} for a folder named ~`,
       )
     }
     return new DirectoryStore(resolve(text))
@@ -142,9 +147,15 @@ export function openStore(location: StoreLocation, ...extra: never[]): ObjectSto
   if (url[2] === undefined) {
     // `word:` without `//`: a misspelt URL, or a relative path that would be read as one.
     if ((KNOWN as readonly string[]).includes(scheme)) {
-      throw invalid(text, `did you mean ${corrected(scheme, rest)}? (a local directory by that name: ./${text})`)
+      throw invalid(
+        text,
+        `did you mean ${shellWord(corrected(scheme, rest))}? (a local directory by that name: ${shellWord(`./${text}`)})`,
+      )
     }
-    throw invalid(text, `not a URL this reads (${USE}); for a local directory named so, write ./${text}`)
+    throw invalid(
+      text,
+      `not a URL this reads (${USE}); for a local directory named so, write ${shellWord(`./${text}`)}`,
+    )
   }
   // resolve: `file:///d/` is the store `/d` names, with its url (a WAL is bound to the url).
   if (scheme === 'file') return new DirectoryStore(resolve(fileUrlPath(text)))
@@ -155,7 +166,8 @@ export function openStore(location: StoreLocation, ...extra: never[]): ObjectSto
     const m = /^([^/]*)\/?(.*)$/s.exec(rest)
     const bucket = m?.[1] ?? ''
     if (!/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(bucket)) {
-      const fix = bucket === '' && rest.replace(/^\/+/, '') !== '' ? `: did you mean ${corrected('s3', rest)}?` : ''
+      const fix =
+        bucket === '' && rest.replace(/^\/+/, '') !== '' ? `: did you mean ${shellWord(corrected('s3', rest))}?` : ''
       throw invalid(text, `expected s3://bucket/prefix with a valid bucket name${fix}`)
     }
     let prefix: string

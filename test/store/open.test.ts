@@ -16,6 +16,8 @@ process.env.AWS_REGION = 'us-east-1'
 process.env.AWS_ACCESS_KEY_ID = 'test'
 process.env.AWS_SECRET_ACCESS_KEY = 'test'
 
+const USE = 'use s3://bucket/prefix, file:///dir or mem://name; a local directory is a path or a file:// URL'
+
 /** `text` as a RegExp matching it literally. */
 function literally(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
@@ -55,6 +57,63 @@ describe('openStore: file URLs and paths', () => {
     )
     refused(() => openStore('~'), /^openStore: ~: ~ is not expanded/)
     assert.equal((openStore('./~/data') as DirectoryStore).root, join(process.cwd(), '~', 'data'))
+  })
+})
+
+describe('openStore: a URL or path a message suggests is quoted as a shell needs it', () => {
+  test('with nothing a shell reads specially, the suggestion is as it is', () => {
+    const said = (text: string) => {
+      try {
+        openStore(text)
+      } catch (err) {
+        return (err as Error).message
+      }
+      assert.fail(`${text} was opened`)
+    }
+    assert.equal(
+      said('s3:/bucket/x'),
+      'openStore: s3:/bucket/x: did you mean s3://bucket/x? (a local directory by that name: ./s3:/bucket/x)',
+    )
+    assert.equal(
+      said('a:b'),
+      `openStore: a:b: not a URL this reads (${USE}); for a local directory named so, write ./a:b`,
+    )
+  })
+
+  test('a space or a quote in it: single-quoted, so that it pastes as one argument', () => {
+    const home = join(homedir(), 'my data')
+    const cases: Array<[string, RegExp]> = [
+      [
+        's3:/bucket/my runs',
+        /^openStore: s3:\/bucket\/my runs: did you mean 's3:\/\/bucket\/my runs'\? \(a local directory by that name: '\.\/s3:\/bucket\/my runs'\)$/,
+      ],
+      [
+        "s3:bucket/it's",
+        /: did you mean 's3:\/\/bucket\/it'\\''s'\? \(a local directory by that name: '\.\/s3:bucket\/it'\\''s'\)$/,
+      ],
+      [
+        's3//bucket/a b',
+        /: did you mean 's3:\/\/bucket\/a b'\? \(a local directory by that name: '\.\/s3\/\/bucket\/a b'\)$/,
+      ],
+      [
+        's3:///bucket/x y',
+        /: expected s3:\/\/bucket\/prefix with a valid bucket name: did you mean 's3:\/\/bucket\/x y'\?$/,
+      ],
+      ['file:x $y', /: did you mean 'file:\/\/\/x \$y'\? \(a local directory by that name: '\.\/file:x \$y'\)$/],
+      [
+        'file://dir/my x',
+        /: a file URL has an empty host: did you mean 'file:\/\/\/dir\/my x', or the path 'dir\/my x'\?$/,
+      ],
+      ['mem:a b', /: did you mean 'mem:\/\/a b'\?/],
+      ['a:b c', /; for a local directory named so, write '\.\/a:b c'$/],
+      [
+        '~/my data',
+        new RegExp(
+          `: ~ is not expanded: give the home directory's path \\('${literally(home)}'\\), or '\\./~/my data' for a folder named ~$`,
+        ),
+      ],
+    ]
+    for (const [text, re] of cases) refused(() => openStore(text), re)
   })
 })
 
