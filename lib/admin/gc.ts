@@ -26,9 +26,11 @@
  *   (attemptAges): a writer sending ahead for longer than `graceMs` keeps what it sent,
  *   under a number another writer has published since too. A number between the
  *   published one and a kept roll-forward candidate keeps all its objects, whatever their
- *   age: a roll-forward stops at the first number no object uses, and a writer takes that
- *   number for itself, so emptied it would leave the candidate unpublished for good (they
- *   go in a run after the candidate is published or superseded). Part 0s go first, in
+ *   age (they go in a run after the candidate is published or superseded). A writer
+ *   looks past a number no object uses (container/listing.ts numbersTaken), so it does
+ *   not need them to reach the candidate; a writer of an earlier version of this library
+ *   stops at such a number and takes it for its own checkpoint, and for it an emptied
+ *   number would leave the candidate unpublished for good. Part 0s go first, in
  *   batches of their own, so no checkpoint is ever openable without its data parts. Open
  *   multipart uploads under segment keys older than the grace period are aborted.
  * - Refused, nothing deleted (ERR_CORRUPT): an `inode` object that differs from the inode
@@ -135,9 +137,10 @@ export interface GcResult {
   /**
    * Numbers between the published checkpoint and a kept one a writer rolls forward to
    * whose objects no kept checkpoint reaches (an abandoned attempt, a dropped checkpoint),
-   * and those objects and their bytes: kept whatever their age, so that a roll-forward,
-   * which stops at the first number no object uses, reaches that checkpoint. A run after
-   * it is published (or superseded) deletes them.
+   * and those objects and their bytes: kept whatever their age, so that a roll-forward
+   * that stops at the first number no object uses (an earlier version's; this one's looks
+   * past it) reaches that checkpoint. A run after it is published (or superseded) deletes
+   * them.
    */
   heldCnos: number[]
   heldObjects: number
@@ -311,13 +314,14 @@ async function gcOf(store: ObjectStore, options: GcOptions, o: ReturnType<typeof
   const open = (await listOpenUploads(store, signal)).filter((u) => !spared(u.key))
   const unreached = [...listing.sizes.keys()].filter((key) => !live.has(key) && !spared(key))
   const ageOf = attemptAges(listing, unreached, open)
-  // A roll-forward goes up from the published number only while objects use the numbers
-  // (listing.ts numbersTaken), and a writer takes the first unused one for itself: a number
-  // below a candidate emptied, the next writer stops there, the candidate is never
-  // published and a later run deletes it as unreached. So every number between the
-  // published one and the highest candidate that can still be rolled forward keeps all its
-  // objects (an abandoned attempt, a dropped checkpoint, the placeholder of an open upload)
-  // until that candidate is published or superseded; a run after that deletes them.
+  // A roll-forward of an earlier version of this library goes up from the published number
+  // only while objects use the numbers, and its writer takes the first unused one for
+  // itself: a number below a candidate emptied, such a writer stops there, the candidate
+  // is never published and a later run deletes it as unreached (this version's looks past
+  // it: listing.ts numbersTaken). So every number between the published one and the
+  // highest candidate that can still be rolled forward keeps all its objects (an abandoned
+  // attempt, a dropped checkpoint, the placeholder of an open upload) until that candidate
+  // is published or superseded; a run after that deletes them.
   const rollsTo = [...next.keys()].filter((c) => !broken.has(c)).reduce((a, b) => Math.max(a, b), 0)
   const numberOf = (key: string) => {
     const k = parseKey(key)
@@ -403,11 +407,11 @@ async function gcOf(store: ObjectStore, options: GcOptions, o: ReturnType<typeof
 /**
  * Takes out of `garbage` (in place) the keys of numbers above `published` that a listing
  * taken now no longer shows as the first listing did (the same ETag and time): deleted
- * since (by another run), or stored again. A number's objects gone, a writer opening the
- * container takes that number for its next checkpoint (listing.ts firstFreeCno), and its
- * objects have the keys the first listing had; deleted by that listing, its flush would
- * fail (or its checkpoint lose them). Numbers up to the published one are never taken
- * again. One LIST of the keys above the published number, just before the deletions, and
+ * since (by another run), or stored again. A number's objects gone, and none above it
+ * used, a writer opening the container takes that number for its next checkpoint
+ * (listing.ts firstFreeCno), and its objects have the keys the first listing had; deleted
+ * by that listing, its flush would fail (or its checkpoint lose them). Numbers up to the
+ * published one are never taken again. One LIST of the keys above the published number, just before the deletions, and
  * the keys it kept first among the part 0s and among the other parts: what is left is the
  * time between that LIST and their batch.
  */

@@ -28,7 +28,6 @@ export async function ls(p: Parsed, out: Out, _err: Out, signal: AbortSignal): P
     return 0
   }
   const rows: Array<Array<string | number>> = [['cno', 'size', 'objects', 'bytes', 'only', 'time', 'state']]
-  const unused = firstUnused(list)
   for (const c of list.checkpoints) {
     rows.push([
       c.cno,
@@ -37,7 +36,7 @@ export async function ls(p: Parsed, out: Out, _err: Out, signal: AbortSignal): P
       c.bytes,
       c.uniqueBytes < 0 ? '?' : c.uniqueBytes,
       c.timeMs ? isoTime(c.timeMs) : '-',
-      stateText(c, list, unused),
+      stateText(c, list),
     ])
   }
   out.write(`${table(rows, [true, true, true, true, true, false, false])}\n`)
@@ -51,39 +50,17 @@ export async function ls(p: Parsed, out: Out, _err: Out, signal: AbortSignal): P
   return 0
 }
 
-/** A checkpoint's state as `ls` shows it (`unused`: firstUnused's). */
-function stateText(c: CheckpointEntry, list: CheckpointList, unused: number): string {
+/** A checkpoint's state as `ls` shows it. */
+function stateText(c: CheckpointEntry, list: CheckpointList): string {
   // Which one is published is not known: no state that says (the line after the table says why).
   const state = c.state === 'unknown' ? 'unknown (inode unreadable)' : c.state
   if (c.error !== undefined) return `${state}, unreadable: ${c.error}`
   if (c.state !== 'unpublished') return state
   const built = `unpublished, built on ${c.baseCno}`
   if (!c.rollsForward) return `${built}: never published`
-  // A roll-forward stops at the number no object uses, and the writer takes it: never past.
-  if (unused < c.cno) {
-    return `${built}: not rolled forward while number ${unused} is unused (a writer opening the container stops there, and takes it for its own checkpoint)`
-  }
   const rivals = rivalsOnTheWay(c, list.checkpoints)
   if (rivals === undefined) return `${built}: rolled forward by the next writer`
   return `${built}: may be rolled forward (a writer publishes at most one of ${rivals.map((r) => r.cno).join(', ')}, each built on ${rivals[0]?.baseCno})`
-}
-
-/**
- * The first number above the published checkpoint that no object uses: a roll-forward
- * looks at the numbers above the published one in order only while objects use them
- * (container/listing.ts numbersTaken), so it reaches no checkpoint above this one.
- */
-function firstUnused(list: CheckpointList): number {
-  // Walked over the numbers used, not every number up to the last: they may be far apart.
-  const used = [...new Set([...list.checkpoints, ...list.abandoned].map((x) => x.cno))]
-    .filter((n) => n > list.published)
-    .sort((a, b) => a - b)
-  let next = list.published + 1
-  for (const n of used) {
-    if (n !== next) break
-    next++
-  }
-  return next
 }
 
 /**

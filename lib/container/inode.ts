@@ -292,26 +292,28 @@ function inodeBytes(x: Inode): Uint8Array {
 export interface Above {
   /** The checkpoint rolled forward to, when one was (see rollForward). */
   rolled: Published | undefined
-  /** The first checkpoint number no object uses: the writer's next checkpoint starts there. */
+  /** One past the highest checkpoint number objects use: the writer's next checkpoint starts there. */
   firstFree: number
 }
 
 /**
  * Roll-forward, and the numbers taken above the published checkpoint. A writer opening
- * the container looks at the numbers above the published one, in order, while objects use
- * them (container/listing.ts numbersTaken: usually one LIST, which finds none). A
- * complete part 0 among them built on exactly the inode published then (its writer
- * stopped between part 0 and the inode; an abandoned attempt may have pushed it above the
- * next number) and older than `afterMs` (so that its writer, if alive, has had time to
- * publish it itself: rolling a live writer's checkpoint forward would race its inode
- * write) is published, If-Match the version read, and the look goes on above it; so a
- * roll-forward never skips or undoes a checkpoint. Before it is published, `check` reads
- * what the checkpoint added (its part 0 whole, the nodes it wrote, the objects they name:
- * admin/verify.ts checkUnpublished): a header alone says nothing of the bytes below it. A
- * part 0 built on another inode, one whose header or content does not check out or that
- * is gone by the time it is read, a conflict (another writer published meanwhile) leave
- * things as they are. The numbers taken are skipped by the writer's next checkpoint
- * (`firstFree`), all of them: after a conflict too, the look goes on to the first free one.
+ * the container looks at every number above the published one that objects use, in
+ * order (container/listing.ts numbersTaken: usually one LIST, which finds none), past
+ * numbers none uses: a cleaner may have emptied one below a checkpoint whose writer had
+ * taken its number first. A complete part 0 among them built on exactly the inode
+ * published then (its writer stopped between part 0 and the inode; an abandoned attempt,
+ * there still or deleted since, may have pushed it above the next number) and older than
+ * `afterMs` (so that its writer, if alive, has had time to publish it itself: rolling a
+ * live writer's checkpoint forward would race its inode write) is published, If-Match the
+ * version read, and the look goes on above it; so a roll-forward never skips or undoes a
+ * checkpoint. Before it is published, `check` reads what the checkpoint added (its part 0
+ * whole, the nodes it wrote, the objects they name: admin/verify.ts checkUnpublished): a
+ * header alone says nothing of the bytes below it. A part 0 built on another inode, one
+ * whose header or content does not check out or that is gone by the time it is read, a
+ * conflict (another writer published meanwhile) leave things as they are. The numbers
+ * taken are skipped by the writer's next checkpoint (`firstFree`), and the unused ones
+ * among them: after a conflict too, the look goes on to the last one taken.
  */
 export async function rollForward(
   store: ObjectStore,

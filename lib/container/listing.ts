@@ -220,11 +220,15 @@ export async function objectsFrom(
 export type CheckpointObjects = Map<string, { size: number; lastModifiedMs: number }>
 
 /**
- * The numbers from `from` on that segment objects use, in order, each with its objects,
- * up to the first number no object uses. One listing taken up after the objects below
- * `from` (`startAfter`), read page by page only as far as it is consumed: a run of
- * numbers that abandoned attempts took costs one LIST per page, not one per number. Keys
- * of lower numbers (a store that ignores `startAfter`) are passed over.
+ * The numbers from `from` on that segment objects use, in order, each with its objects:
+ * every one, past numbers no object uses. A number between used ones may be unused (a
+ * cleaner deleted an abandoned attempt there after a writer had taken a number above
+ * it), and a complete checkpoint above it is still one a roll-forward must reach, and
+ * its objects still ones a writer's must not collide with. One listing taken up after the
+ * objects below `from` (`startAfter`), read page by page as it is consumed: the keys above
+ * the published number are few (a cleaner deletes what no writer rolls forward to), and a
+ * run of numbers that abandoned attempts took costs one LIST per page, not one per
+ * number. Keys of lower numbers (a store that ignores `startAfter`) are passed over.
  */
 export async function* numbersTaken(
   store: ObjectStore,
@@ -241,9 +245,8 @@ export async function* numbersTaken(
   )
   for await (const { entry: e, cno: n } of segmentsFrom(listing, from)) {
     if (n !== cno) {
-      if (n !== cno + 1 || objects.size === 0) break // a number no object uses
-      yield { cno, objects }
-      cno++
+      if (objects.size > 0) yield { cno, objects }
+      cno = n
       objects = new Map()
     }
     objects.set(e.key, { size: e.size, lastModifiedMs: e.lastModifiedMs })
@@ -262,9 +265,12 @@ async function* interruptedAs<T>(listing: AsyncIterable<T>, what: string): Async
 }
 
 /**
- * The first checkpoint number from `from` on that no segment object uses: numbers an
- * abandoned attempt took (a writer stopped before its flush published) are skipped, so
- * a writer's first object does not collide with them (see numbersTaken).
+ * The first checkpoint number from `from` on above every one a segment object uses:
+ * numbers an abandoned attempt took (a writer stopped before its flush published) are
+ * skipped, so a writer's first object does not collide with them, and so is a number
+ * no object uses below one that objects do (see numbersTaken): taken, it would put this
+ * writer's checkpoint below a complete one that a roll-forward publishes, and its next
+ * one on that checkpoint's number.
  */
 export async function firstFreeCno(store: ObjectStore, from: number, signal?: AbortSignal): Promise<number> {
   let end = from

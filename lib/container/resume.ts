@@ -189,8 +189,8 @@ export async function findCompleted(
 ): Promise<Map<number, CompletedLeftover>> {
   const { signal, publishedCno = 0 } = options
   const found = new Map<number, CompletedLeftover>()
-  // The numbers above the published one that objects use, as firstFreeCno walks them (an
-  // attempt takes the first free number, so they follow each other).
+  // The numbers above the published one that objects use, as firstFreeCno walks them
+  // (each attempt takes a number above those before it).
   for await (const { cno, objects } of requests(store, 'list', '', numbersTaken(store, publishedCno + 1, signal))) {
     if (objects.has(segmentKey(cno, 0))) continue // a complete checkpoint, not an interrupted attempt
     for (const [key, { size }] of objects) {

@@ -1,9 +1,11 @@
 /**
  * gc and the numbers below a checkpoint a writer rolls forward to. A writer opening the
- * container looks at the numbers above the published one only while objects use them,
- * and takes the first unused one for its own checkpoint: an abandoned attempt (or any
- * number gc would empty) between the published checkpoint and a complete one built on it
- * must stay, or the next writer stops at the gap and that checkpoint is never published.
+ * container looks at every number above the published one that objects use, past the
+ * unused ones, and takes a number above them all for its own checkpoint: a number gc
+ * emptied below a complete checkpoint built on the published one (an abandoned attempt
+ * deleted after a writer took the number above it) neither stops the roll-forward nor
+ * is taken. gc keeps those numbers used all the same while the checkpoint above waits
+ * (`heldCnos`): a writer of an earlier version stops at the first unused one.
  */
 import assert from 'node:assert/strict'
 import { mkdtemp, rm } from 'node:fs/promises'
@@ -154,5 +156,73 @@ describe('gc: the numbers between the published checkpoint and one a writer roll
       /\nkept 1 unreached object \(100 B\) of number 2, below a checkpoint a writer rolls forward to \(.*\): a gc after that checkpoint is published or superseded deletes them\n$/,
     )
     assert.ok(await new DirectoryStore(dir).head(segmentKey(2, 1)), 'the attempt at 2 is kept')
+  })
+})
+
+/**
+ * 1 published, an old abandoned attempt at 2; a writer opens (taking 3, past the
+ * attempt) and, before it sends anything, gc deletes the attempt (nothing above it to keep
+ * it for); the writer then stores 3 whole and dies before its inode write. Number 2 is
+ * unused now, below a complete checkpoint built on the published one.
+ */
+async function gcEmptiedBelow<S extends ObjectStore = MemoryStore>(
+  store: S = new MemoryStore() as ObjectStore as S,
+): Promise<S> {
+  const f = await SegmentFile.create(store)
+  await f.write(0, Buffer.alloc(4096, 1))
+  assert.equal((await f.flush()).cno, 1)
+  await f.close()
+  const one = await store.get('inode')
+  await store.put(segmentKey(2, 1), Buffer.alloc(100, 9))
+  const w = await SegmentFile.open(store, { rollForwardAfterMs: 3_600_000 })
+  try {
+    const g = await gc(store, { graceMs: 0 })
+    assert.deepEqual([g.kept, g.deletedKeys], [[1], [segmentKey(2, 1)]])
+    await w.write(0, Buffer.alloc(4096, 3))
+    assert.equal((await w.flush()).cno, 3)
+  } finally {
+    await w.close()
+  }
+  await store.put('inode', one)
+  return store
+}
+
+describe('a number gc emptied below a complete checkpoint whose writer had taken its number', () => {
+  for (const name of ['memory', 'directory'] as const) {
+    it(`the next writer rolls forward past the unused number, and gc keeps it meanwhile (${name} store)`, async (t) => {
+      let made: ObjectStore = new MemoryStore()
+      if (name === 'directory') {
+        const root = await mkdtemp(join(tmpdir(), 'ss-gc-gap-'))
+        t.after(() => rm(root, { recursive: true, force: true }))
+        made = new DirectoryStore(join(root, 'c'))
+      }
+      const store = await gcEmptiedBelow(made)
+      assert.equal(await store.head(segmentKey(2, 1)), undefined, 'number 2 is unused')
+      const g = await gc(store, { graceMs: 0 })
+      assert.deepEqual([g.kept, g.deletedKeys], [[1, 3], []])
+      const after = await nextWriter(store)
+      assert.equal(after.cno, 3, 'rolled forward past 2 to 3')
+      assert.deepEqual(after.bytes, Buffer.alloc(4096, 3))
+      // Published now, it stays: the next gc keeps it, and what the writer writes next goes above it.
+      assert.deepEqual((await gc(store, { graceMs: 0 })).kept, [3])
+      const w = await SegmentFile.open(store)
+      await w.write(4096, Buffer.alloc(4096, 4))
+      assert.equal((await w.flush()).cno, 4)
+      await w.close()
+      assert.deepEqual(await readPublished(store), {
+        cno: 4,
+        bytes: Buffer.concat([Buffer.alloc(4096, 3), Buffer.alloc(4096, 4)]),
+      })
+    })
+  }
+
+  it('a writer that does not roll it forward (too young) takes a number above it, not the unused one below', async () => {
+    const store = await gcEmptiedBelow()
+    const w = await SegmentFile.open(store, { rollForwardAfterMs: 3_600_000 })
+    assert.equal(w.cno, 1)
+    await w.write(0, Buffer.alloc(4096, 4))
+    assert.equal((await w.flush()).cno, 4, 'number 2 lies below objects of 3: not taken')
+    await w.close()
+    assert.deepEqual(await readPublished(store), { cno: 4, bytes: Buffer.alloc(4096, 4) })
   })
 })

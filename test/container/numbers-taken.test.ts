@@ -37,21 +37,25 @@ async function collect(store: MemoryStore, from: number) {
 }
 
 describe('numbers taken above the published checkpoint', () => {
-  it('are the numbers in a row from the first, each with its objects, up to the first unused', async () => {
-    const store = await withAbandoned([2, 3, 5])
+  it('are every number objects use from the first on, each with its objects, past the unused ones', async () => {
+    const store = await withAbandoned([2, 3, 5, 9])
     await store.put('0000000003.x', new Uint8Array(1)) // not a segment key: passed over
     assert.deepEqual(await collect(store, 2), [
       [2, [segmentKey(2, 1), segmentKey(2, 2)]],
       [3, [segmentKey(3, 1), segmentKey(3, 2)]],
+      [5, [segmentKey(5, 1), segmentKey(5, 2)]],
+      [9, [segmentKey(9, 1), segmentKey(9, 2)]],
     ])
-    assert.equal(await firstFreeCno(store, 2), 4)
-    assert.equal(await firstFreeCno(store, 4), 4)
-    assert.equal(await firstFreeCno(store, 5), 6)
-    assert.deepEqual(await collect(store, 6), [])
+    // A writer's number is above every one taken: 4 and 6 to 8 lie below objects of 5 and 9.
+    assert.equal(await firstFreeCno(store, 2), 10)
+    assert.equal(await firstFreeCno(store, 4), 10)
+    assert.equal(await firstFreeCno(store, 6), 10)
+    assert.equal(await firstFreeCno(store, 10), 10)
+    assert.deepEqual(await collect(store, 10), [])
     // Checkpoint 1 itself, when asked from 1.
     assert.deepEqual(
       (await collect(store, 1)).map(([cno]) => cno),
-      [1, 2, 3],
+      [1, 2, 3, 5, 9],
     )
   })
 
