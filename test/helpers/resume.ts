@@ -16,7 +16,7 @@ import type { StreamSegmentError } from '../../lib/errors.js'
 import { parseKey } from '../../lib/format/names.js'
 import { fileState, SegmentFile } from '../../lib/segment-file.js'
 import type { Settings } from '../../lib/settings.js'
-import type { CopySource, ObjectStore, RequestOptions } from '../../lib/store/types.js'
+import type { CopySource, ListEntry, ObjectStore, RequestOptions } from '../../lib/store/types.js'
 import { type UploadFileOptions, uploadFile } from '../../lib/streams/upload-file.js'
 import type { FlushTiming } from '../../lib/write/flush.js'
 import { fillBlocks } from './pattern.js'
@@ -323,8 +323,17 @@ export function runResumeTests(name: string, make: () => Promise<ObjectStore>, o
       let open = 0
       for await (const u of store.listMultipart('')) if (u.key.startsWith('0000000002.')) open++
       assert.equal(open, 1, 'the first attempt left its upload under checkpoint number 2')
-      await store.delete('0000000001.5') // number 1 is free again: the next writer takes it
-      const t = await uploadFile(path, store, settings)
+      await store.delete('0000000001.5')
+      // A writer takes a number above every one objects use; one whose listing missed the
+      // attempt (its claim stored just after that listing) takes number 1, below it.
+      const late = new (class extends WrappedStore {
+        protected async around<T>(call: CallInfo, run: () => Promise<T>): Promise<T> {
+          const out = await run()
+          if (call.op !== 'list') return out
+          return (out as ListEntry[]).filter((e) => !e.key.startsWith('0000000002.')) as T
+        }
+      })(store)
+      const t = await uploadFile(path, late, settings)
       assert.equal(t.cno, 1)
       assert.equal(t.reusedBytes, 0)
       await assertPublished(store, data, t)
