@@ -411,9 +411,9 @@ async function gcOf(store: ObjectStore, options: GcOptions, o: ReturnType<typeof
  * used, a writer opening the container takes that number for its next checkpoint
  * (listing.ts firstFreeCno), and its objects have the keys the first listing had; deleted
  * by that listing, its flush would fail (or its checkpoint lose them). Numbers up to the
- * published one are never taken again. One LIST of the keys above the published number, just before the deletions, and
- * the keys it kept first among the part 0s and among the other parts: what is left is the
- * time between that LIST and their batch.
+ * published one are never taken again. One LIST of the keys above the published number,
+ * just before the deletions, and the keys it kept first among the part 0s and among the
+ * other parts: what is left is the time between that LIST and their batch.
  */
 async function dropRelisted(
   store: ObjectStore,
