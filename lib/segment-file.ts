@@ -625,8 +625,14 @@ export class SegmentFile {
     return this.wal?.replay
   }
 
+  /**
+   * The settings alone, as resolveSettings gives them: without the fan-out and test hooks
+   * the handle derives (which create and open refuse as unknown), and a copy, so that
+   * changing it leaves the handle's own as they are.
+   */
   get settings(): Settings {
-    return this.core.settings
+    const { maxNodeEntries, abortWaitMs, ...settings } = this.core.settings
+    return settings
   }
 
   /** The file's size, unflushed writes included. */

@@ -14,6 +14,24 @@ import { countingCalls } from './helpers/wrapped-store.js'
 const code = (c: string) => (err: unknown) => StreamSegmentError.is(err) && err.code === c
 
 describe('SegmentFile', () => {
+  it('settings are the resolved settings, every setting and nothing else: they create a container as they are', async () => {
+    const given = { dataBlockSize: 8192, conflictPolicy: 'fail' as const, retainCheckpoints: 2 }
+    const f = await SegmentFile.create(new MemoryStore(), given)
+    try {
+      assert.deepEqual(f.settings, resolveSettings(given))
+      // What a handle says its settings are makes another handle with them.
+      const again = await SegmentFile.create(new MemoryStore(), f.settings)
+      assert.deepEqual(again.settings, f.settings)
+      await again.close()
+      // A copy: changing it leaves the handle's own as they were.
+      const mine = f.settings
+      mine.conflictPolicy = 'retry'
+      assert.equal(f.settings.conflictPolicy, 'fail')
+    } finally {
+      await f.close()
+    }
+  })
+
   it('settings are validated once, naming the setting and the value', () => {
     assert.throws(
       () => resolveSettings({ dataBlockSize: 5000 }),
