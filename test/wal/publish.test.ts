@@ -166,6 +166,19 @@ describe('SegmentFile.publish', () => {
     await g.close()
   })
 
+  it('a checkpoint over one object publishes when what is left after the objects sent ahead fits in one', async () => {
+    const store = new MemoryStore('pub-g')
+    const f = await SegmentFile.create(store, { segmentMaxObjectBytes: 3 * MiB, streamSegmentBytes: MiB })
+    await f.write(0, pattern(0, 6 * MiB))
+    const t = await f.publish()
+    assert.ok(
+      t.objects >= 2 && t.streamSentBytes > 0,
+      `publish wrote ${t.objects} objects, ${t.streamSentBytes} sent ahead`,
+    )
+    assert.deepEqual(await checkpoint(store), pattern(0, 6 * MiB))
+    await f.close()
+  })
+
   it('without a WAL: objects sent ahead are awaited, then part 0 goes in the background', async () => {
     const store = new MemoryStore('pub-e')
     const f = await SegmentFile.create(store, { streamSegmentBytes: 256 * 1024 })
