@@ -45,6 +45,11 @@ export interface FileVersion {
   ctimeMs: number
 }
 
+function isFileVersion(v: unknown): v is FileVersion {
+  const { size, mtimeMs, ctimeMs } = (typeof v === 'object' && v !== null ? v : {}) as Record<string, unknown>
+  return Number.isSafeInteger(size) && (size as number) >= 0 && Number.isFinite(mtimeMs) && Number.isFinite(ctimeMs)
+}
+
 /** Bytes of buffers a fileSource keeps, given back by the writer, to read into again. */
 const SOURCE_POOL_BYTES = 64 * 1024 * 1024
 
@@ -73,6 +78,16 @@ export function fileSource(
     throw StreamSegmentError.invalidArgument(
       `fileSource: expected an open file (a FileHandle, or an object with read(buffer, offset, length, position)), got ${describeValue(fh)}`,
     )
+  }
+  // Checked here: a name given where the version goes would be taken for a version, and
+  // every verify would then say that the file changed.
+  if (version !== undefined && !isFileVersion(version)) {
+    throw StreamSegmentError.invalidArgument(
+      `fileSource: version must be { size, mtimeMs, ctimeMs } as a stat gives them, got ${describeValue(version)}`,
+    )
+  }
+  if (typeof name !== 'string') {
+    throw StreamSegmentError.invalidArgument(`fileSource: name must be a string, got ${describeValue(name)}`)
   }
   const stat = fh.stat?.bind(fh)
   const first: Promise<FileVersion> | undefined = version !== undefined ? Promise.resolve(version) : stat?.()

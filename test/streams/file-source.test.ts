@@ -11,6 +11,24 @@ import { fillBlocks } from '../helpers/pattern.js'
 const MiB = 1024 * 1024
 
 describe('fileSource', () => {
+  it('refuses a version or a name of the wrong kind with ERR_INVALID_ARGUMENT, naming it', async () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'ss-src-')), 'f')
+    const fh = await open(path, 'w+')
+    try {
+      const invalid = (what: RegExp) => (err: unknown) =>
+        StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT') && what.test(err.message)
+      // A name given where the version goes: taken for a version, every verify would say the file changed.
+      assert.throws(() => fileSource(fh, 'model.pt' as never), invalid(/^fileSource: version .*string "model\.pt"/))
+      assert.throws(() => fileSource(fh, { size: 1, mtimeMs: 2 } as never), invalid(/^fileSource: version /))
+      assert.throws(() => fileSource(fh, { size: -1, mtimeMs: 2, ctimeMs: 3 }), invalid(/^fileSource: version /))
+      assert.throws(() => fileSource(fh, undefined, 5 as never), invalid(/^fileSource: name .*number 5/))
+      const { size, mtimeMs, ctimeMs } = await fh.stat()
+      await fileSource(fh, { size, mtimeMs, ctimeMs }, 'f').verify?.()
+    } finally {
+      await fh.close()
+    }
+  })
+
   it('reads into buffers given back, never into one still lent; stale or foreign views are ignored', async () => {
     const path = join(mkdtempSync(join(tmpdir(), 'ss-src-')), 'f')
     const bytes = Buffer.allocUnsafe(3 * MiB)
