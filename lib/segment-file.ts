@@ -42,7 +42,7 @@ import {
   checkForStore,
   checkOptionNames,
   checkSettingValues,
-  dirtyLimitBytes,
+  dirtyLimit,
   PART_BYTES,
   type ReadOptions,
   resolveFileSettings,
@@ -145,7 +145,7 @@ export class SegmentFile {
   ) {
     this.reader = new Reader(core, read)
     this.sendAhead = new SendAhead(core)
-    this.writer = new BlockWriter(core, this.sendAhead, this.reader, dirtyLimitBytes(core.settings))
+    this.writer = new BlockWriter(core, this.sendAhead, this.reader, dirtyLimit(core.settings))
   }
 
   /** Highest dirty-tier use seen (bytes), for tests and benchmarks. */

@@ -394,11 +394,23 @@ function resolve<T>(rules: Readonly<Record<string, Rule>>, overrides: object, ba
   return out as T
 }
 
-/** The dirty-data limit: min(max(bytes threshold, blocks threshold × block size), segment buffer size). */
-export function dirtyLimitBytes(s: Settings): number {
-  if (typeof s !== 'object' || s === null) {
-    throw StreamSegmentError.invalidArgument(`dirtyLimitBytes: settings must be an object, got ${describeValue(s)}`)
+/**
+ * The dirty-data limit of `settings` as a caller gives them (exported): those not given
+ * take the spec's defaults, and each given is checked, as a handle checks it. A profile
+ * alone (STREAMING_PROFILE) gives that profile's limit, not NaN.
+ */
+export function dirtyLimitBytes(settings: Partial<Settings>): number {
+  if (typeof settings !== 'object' || settings === null) {
+    throw StreamSegmentError.invalidArgument(
+      `dirtyLimitBytes: settings must be an object, got ${describeValue(settings)}`,
+    )
   }
+  checkOptionNames('dirtyLimitBytes', settings, [], { settings: true })
+  return dirtyLimit(resolve<Settings>(SETTING_RULES, settings, SPEC_DEFAULTS))
+}
+
+/** The dirty-data limit: min(max(bytes threshold, blocks threshold × block size), segment buffer size). */
+export function dirtyLimit(s: Settings): number {
   return Math.min(
     Math.max(s.dataCacheDirtyMaxBytesThreshold, s.dataCacheDirtyMaxBlocksThreshold * s.dataBlockSize),
     s.segmentBufferSize,
@@ -487,8 +499,8 @@ function checkForWriting(s: Settings, entries: number): void {
       `must be a multiple of dataBlockSize (${s.dataBlockSize})`,
     )
   }
-  if (dirtyLimitBytes(s) < s.dataBlockSize) {
-    const want = `the dirty limit (${dirtyLimitBytes(s)} bytes) must hold at least one data block (${s.dataBlockSize})`
+  if (dirtyLimit(s) < s.dataBlockSize) {
+    const want = `the dirty limit (${dirtyLimit(s)} bytes) must hold at least one data block (${s.dataBlockSize})`
     // Named is the setting that made it so small: segmentBufferSize caps the limit, and it
     // alone is at fault when below a block (the thresholds may be the defaults, not given).
     if (s.segmentBufferSize < s.dataBlockSize) throw badSetting('segmentBufferSize', s.segmentBufferSize, want)

@@ -106,6 +106,20 @@ describe('bad arguments to the package root', () => {
     assert.ok(called.length >= 20, called.join(', '))
   })
 
+  it('dirtyLimitBytes: the settings not given take their defaults; a bad one or an unknown name is refused', () => {
+    assert.equal(api.dirtyLimitBytes({}), 8 * 2 ** 20)
+    assert.equal(api.dirtyLimitBytes(api.SPEC_DEFAULTS), 8 * 2 ** 20)
+    assert.equal(api.dirtyLimitBytes(api.STREAMING_PROFILE), 96 * 2 ** 20)
+    assert.equal(api.dirtyLimitBytes({ dataCacheDirtyMaxBytesThreshold: 2 ** 30 }), 100 * 2 ** 20)
+    const invalid = (re: RegExp) => (err: unknown) =>
+      api.StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT') && re.test(err.message)
+    assert.throws(() => api.dirtyLimitBytes({ segmentBufferSize: '5' as never }), invalid(/segmentBufferSize = "5"/))
+    assert.throws(
+      () => api.dirtyLimitBytes({ segmentBuferSize: 5 } as never),
+      invalid(/^dirtyLimitBytes: unknown option "segmentBuferSize" \(did you mean segmentBufferSize\?\)/),
+    )
+  })
+
   it('messages name the call and what came', async () => {
     const cases: Array<[() => unknown, RegExp]> = [
       [

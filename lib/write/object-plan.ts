@@ -31,7 +31,7 @@ import { segmentKey } from '../format/names.js'
 import { encodeNode } from '../format/node.js'
 import { encodeObjectHead, encodeObjectTail, type TailFields } from '../format/object.js'
 import { pointerLo, UNIT_BYTES } from '../format/pointer.js'
-import { dirtyLimitBytes } from '../settings.js'
+import { dirtyLimit } from '../settings.js'
 import { DIRTY_BASE, isDirtyRef, type MapNode } from '../state/block-map.js'
 import { type BlockSource, type DirtyTier, readSource } from '../state/dirty-tier.js'
 import type { FileState, NodeImage, ObjectContext } from '../state/file-state.js'
@@ -446,7 +446,7 @@ export function growingLeaf(core: FileState): MapNode | undefined {
   if (leaf === undefined || leaf === core.map.root || leaf.dirtyCount === 0 || leaf.count >= leaf.capacity) {
     return undefined
   }
-  if (leaf.capacity * core.blockSize < dirtyLimitBytes(core.settings)) return leaf
+  if (leaf.capacity * core.blockSize < dirtyLimit(core.settings)) return leaf
   return holdsBytes(leaf, core.tier) ? undefined : leaf
 }
 
