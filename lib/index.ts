@@ -128,7 +128,7 @@ export {
   type WriteStreamEvents,
   type WriteStreamOptions,
 } from './streams/write-stream.js'
-export { crc32, crc32Implementation } from './util/crc32.js'
+export { checkedCrc32 as crc32, crc32Implementation } from './util/crc32.js'
 export type { WalDropped, WalGeneration, WalReport, WalSync } from './wal/log.js'
 export { inspectWal, type WalOptions, type WalReplay } from './wal/wal.js'
 export type { FlushTiming } from './write/flush.js'

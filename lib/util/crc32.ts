@@ -17,6 +17,7 @@ import * as zlib from 'node:zlib'
 import crc32js from 'crc-32'
 import { StreamSegmentError } from '../errors.js'
 import { optionalRequire } from './optional-require.cjs'
+import { describeValue } from './typed-arrays.js'
 
 /** crc32(bytes, seed) continues a CRC from `seed` (the CRC of the preceding bytes). */
 export type Crc32Fn = (bytes: Uint8Array, seed?: number) => number
@@ -143,6 +144,25 @@ const chosen = choose()
 
 export const crc32Implementation: string = chosen.name
 export const crc32: Crc32Fn = chosen.fn
+/**
+ * crc32 as the package exports it, its arguments checked: the implementations differ on
+ * what is no Uint8Array (zlib.crc32 and crc-32 hash a string, each its own way; the addon
+ * throws a plain Error), so a caller's mistake would give a CRC that depends on which one
+ * was chosen. The library's own calls use crc32, unchecked.
+ */
+export function checkedCrc32(bytes: Uint8Array, seed = 0): number {
+  if (!(bytes instanceof Uint8Array)) {
+    throw StreamSegmentError.invalidArgument(
+      `crc32: bytes must be a Uint8Array (a Buffer), got ${describeValue(bytes)}`,
+    )
+  }
+  if (!Number.isInteger(seed) || seed < 0 || seed > 0xffff_ffff) {
+    throw StreamSegmentError.invalidArgument(
+      `crc32: seed must be a CRC-32 (an integer in 0..4294967295), got ${describeValue(seed)}`,
+    )
+  }
+  return crc32(bytes, seed)
+}
 /** Whether crc32Blocks hashes a run in one call (else it costs one call per block). */
 export const crc32HashesRuns: boolean = chosen.blocks !== undefined
 

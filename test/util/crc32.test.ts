@@ -6,6 +6,7 @@ import { it } from 'node:test'
 import { setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
 import fc from 'fast-check'
+import { StreamSegmentError } from '../../lib/errors.js'
 import {
   badBlockIn,
   CRC32_OFF_LOOP_MIN_BYTES,
@@ -435,4 +436,21 @@ it('badBlockIn: a run split across chunks matches its blocks, and a changed byte
     index: 5,
     crc: crc32(big.subarray(5 * 4096, 6 * 4096)),
   })
+})
+
+it("the package's crc32 refuses bytes or a seed of the wrong kind with ERR_INVALID_ARGUMENT, whichever implementation", async () => {
+  const api = await import('../../lib/index.js')
+  const invalid = (re: RegExp) => (err: unknown) =>
+    StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT') && re.test(err.message)
+  // zlib.crc32 and crc-32 would hash a string (each its own way), the addon throw a plain Error.
+  assert.throws(() => api.crc32('abc' as never), invalid(/^crc32: bytes must be a Uint8Array .*got string "abc"/))
+  assert.throws(
+    () => api.crc32(new Uint16Array(2) as never),
+    invalid(/^crc32: bytes must be a Uint8Array .*Uint16Array/),
+  )
+  for (const seed of ['x', -1, 2 ** 32, 1.5]) {
+    assert.throws(() => api.crc32(Buffer.from('abc'), seed as never), invalid(/^crc32: seed must be/))
+  }
+  assert.equal(api.crc32(Buffer.from('abc')), 0x352441c2)
+  assert.equal(api.crc32(Buffer.from('c'), api.crc32(Buffer.from('ab'))), 0x352441c2)
 })
