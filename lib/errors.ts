@@ -91,8 +91,18 @@ export class StreamSegmentError extends Error {
     return new StreamSegmentError('ERR_INTERNAL', message, { cause })
   }
 
-  /** Whether `err` is one, from this build or the package's other one (BRAND), with `code` if given. */
+  /**
+   * Whether `err` is one, from this build or the package's other one (BRAND), with `code` if
+   * given. A code that is none (a typo: 'ERR_NOTFOUND') is ERR_INVALID_ARGUMENT: it would
+   * never match, and the catch testing for it would pass every such error by without a word.
+   */
   static is(err: unknown, code?: ErrorCode): err is StreamSegmentError {
+    if (code !== undefined && (typeof code !== 'string' || !Object.hasOwn(ERROR_CODES, code))) {
+      throw StreamSegmentError.invalidArgument(
+        `StreamSegmentError.is: code ${typeof code === 'string' ? JSON.stringify(code) : String(code)} is no error code ` +
+          `(${Object.keys(ERROR_CODES).join(', ')})`,
+      )
+    }
     const ours =
       err instanceof StreamSegmentError ||
       (typeof err === 'object' && err !== null && (err as { [BRAND]?: unknown })[BRAND] === true)

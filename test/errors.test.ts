@@ -45,3 +45,18 @@ it("StreamSegmentError.is knows an error of the package's other build (ESM and C
   // The mark is not enumerable: a copy of the error's fields (a log line, a spread) does not carry it.
   assert.deepEqual(Object.getOwnPropertySymbols({ ...fromEsm }), [])
 })
+
+it('StreamSegmentError.is refuses a code that is none (a typo would never match), naming it', () => {
+  const err = StreamSegmentError.notFound('gone')
+  assert.equal(StreamSegmentError.is(err, 'ERR_NOT_FOUND'), true)
+  assert.equal(StreamSegmentError.is(new Error('x'), 'ERR_NOT_FOUND'), false)
+  for (const code of ['ERR_NOTFOUND', 'ENOENT', 'constructor', 5]) {
+    assert.throws(
+      () => StreamSegmentError.is(err, code as never),
+      (e: unknown) =>
+        StreamSegmentError.is(e, 'ERR_INVALID_ARGUMENT') &&
+        e.message.startsWith('StreamSegmentError.is: code ') &&
+        e.message.includes('ERR_NOT_FOUND'),
+    )
+  }
+})
