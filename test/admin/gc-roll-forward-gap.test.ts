@@ -36,15 +36,20 @@ async function crashedBeforeInode(store: ObjectStore, fill: number): Promise<num
   }
 }
 
+/** A new container in `store` with checkpoint 1 published: 4 KiB of ones. */
+async function publishOne(store: ObjectStore): Promise<void> {
+  const f = await SegmentFile.create(store)
+  await f.write(0, Buffer.alloc(4096, 1))
+  assert.equal((await f.flush()).cno, 1)
+  await f.close()
+}
+
 /** 1 published; an abandoned attempt at 2 (parts only); 3 complete on 1, its publication interrupted. */
 async function gapBelowCandidate<S extends ObjectStore = MemoryStore>(
   attempt: (store: S) => Promise<unknown>,
   store: S = new MemoryStore() as ObjectStore as S,
 ): Promise<S> {
-  const f = await SegmentFile.create(store)
-  await f.write(0, Buffer.alloc(4096, 1))
-  assert.equal((await f.flush()).cno, 1)
-  await f.close()
+  await publishOne(store)
   await attempt(store)
   assert.equal(await crashedBeforeInode(store, 3), 3, 'the writer skipped the number the attempt took')
   return store
@@ -168,10 +173,7 @@ describe('gc: the numbers between the published checkpoint and one a writer roll
 async function gcEmptiedBelow<S extends ObjectStore = MemoryStore>(
   store: S = new MemoryStore() as ObjectStore as S,
 ): Promise<S> {
-  const f = await SegmentFile.create(store)
-  await f.write(0, Buffer.alloc(4096, 1))
-  assert.equal((await f.flush()).cno, 1)
-  await f.close()
+  await publishOne(store)
   const one = await store.get('inode')
   await store.put(segmentKey(2, 1), Buffer.alloc(100, 9))
   const w = await SegmentFile.open(store, { rollForwardAfterMs: 3_600_000 })
