@@ -418,20 +418,29 @@ export function dirtyLimit(s: Settings): number {
 }
 
 /**
- * Settings from `base` (the spec's defaults) and the caller's overrides, checked each
- * alone and then together. A name in `overrides` that is no setting is refused, naming
- * the nearest (a misspelt setting would otherwise take its default without a word).
+ * Settings from the caller's overrides over `base` over the spec's defaults, checked each
+ * alone and then together. `base` is a profile (STREAMING_PROFILE, a configuration's
+ * settings): partial, as the write stream layers one, its names checked as the
+ * overrides' are. A name that is no setting is refused, naming the nearest (a misspelt
+ * setting would otherwise take its default without a word).
  * Exported: the way a caller checks settings before giving them; it returns the settings
  * alone, not what a handle derives from them.
  */
 export function resolveSettings(
   overrides: Partial<Record<keyof Settings, unknown>> = {},
-  base: Readonly<Settings> = SPEC_DEFAULTS,
+  base: Partial<Record<keyof Settings, unknown>> = SPEC_DEFAULTS,
 ): Settings {
   if (typeof overrides === 'object' && overrides !== null) {
     checkOptionNames('resolveSettings', overrides, [], { settings: true })
   }
-  const { maxNodeEntries, abortWaitMs, ...settings } = resolveFor('write', overrides, base)
+  if (typeof base !== 'object' || base === null) {
+    throw StreamSegmentError.invalidArgument(`resolveSettings: base must be an object, got ${describeValue(base)}`)
+  }
+  checkOptionNames('resolveSettings: base', base, [], { settings: true })
+  // A base's undefined is not given, as an override's is: it leaves the default.
+  const layered: Record<string, unknown> = { ...SPEC_DEFAULTS }
+  for (const [name, value] of Object.entries(base)) if (value !== undefined) layered[name] = value
+  const { maxNodeEntries, abortWaitMs, ...settings } = resolveFor('write', overrides, layered as unknown as Settings)
   return settings
 }
 

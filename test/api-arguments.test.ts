@@ -120,6 +120,28 @@ describe('bad arguments to the package root', () => {
     )
   })
 
+  it('resolveSettings: a base is layered on the defaults, as a profile is; a bad base is refused naming it', () => {
+    const streaming = api.resolveSettings({}, api.STREAMING_PROFILE)
+    assert.deepEqual(streaming, { ...api.SPEC_DEFAULTS, ...api.STREAMING_PROFILE })
+    assert.equal(api.dirtyLimitBytes(streaming), api.dirtyLimitBytes(api.STREAMING_PROFILE))
+    // The overrides win over the base; a base's undefined is not given.
+    const s = api.resolveSettings({ streamSegmentBytes: 0 }, { ...api.STREAMING_PROFILE, format: undefined })
+    assert.equal(s.streamSegmentBytes, 0)
+    assert.equal(s.format, 'stream')
+    assert.equal(s.segmentBufferSize, 96 * 2 ** 20)
+    const invalid = (re: RegExp) => (err: unknown) =>
+      api.StreamSegmentError.is(err, 'ERR_INVALID_ARGUMENT') && re.test(err.message)
+    assert.throws(
+      () => api.resolveSettings({}, null as never),
+      invalid(/^resolveSettings: base must be an object, got null$/),
+    )
+    assert.throws(
+      () => api.resolveSettings({}, { segmentBuferSize: 5 } as never),
+      invalid(/^resolveSettings: base: unknown option "segmentBuferSize" \(did you mean segmentBufferSize\?\)/),
+    )
+    assert.throws(() => api.resolveSettings({}, { format: 'tape' } as never), invalid(/format = "tape"/))
+  })
+
   it('messages name the call and what came', async () => {
     const cases: Array<[() => unknown, RegExp]> = [
       [
