@@ -17,6 +17,7 @@ import { MemoryStore } from '../../lib/store/memory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
 import { downloadFile } from '../../lib/streams/download-file.js'
 import { uploadFile } from '../../lib/streams/upload-file.js'
+import { printable } from '../../lib/util/shell-words.js'
 import { rejectsCode } from '../helpers/assert.js'
 import { within } from '../helpers/containers.js'
 import { pattern } from '../helpers/pattern.js'
@@ -32,6 +33,13 @@ async function tempDir(): Promise<string> {
 }
 
 const BYTES = pattern(0, 70_000, 5)
+
+/** `err`'s message holds no control character, and names `path` with them escaped. */
+function assertPrintable(err: Error, path: string): void {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: the control characters are what must not be there
+  assert.doesNotMatch(err.message, /[\u0000-\u001f\u007f-\u009f]/, JSON.stringify(err.message))
+  assert.ok(err.message.includes(printable(path)), `${JSON.stringify(err.message)} names ${printable(path)}`)
+}
 
 async function container(): Promise<MemoryStore> {
   const store = new MemoryStore()
@@ -103,7 +111,31 @@ describe('local file targets', () => {
       assert.equal(calls(), 0, 'no request')
       assert.deepEqual(await fs.readdir(dir), [], 'nothing written')
     })
+
+    it(`${name}: a path's control characters are escaped in the message, as the CLI prints them`, async () => {
+      const dir = await tempDir()
+      const store = await container()
+      // A NUL (Node refuses the path), and an ESC and a CSI in a folder not there (ENOENT).
+      for (const path of [join(dir, 'a\0b'), join(dir, 'no\x1b[31m\u009bdir', 'f')]) {
+        const err = await write(store, path).then(
+          () => assert.fail(`${JSON.stringify(path)}: no error`),
+          (e: Error) => e,
+        )
+        assertPrintable(err, path)
+      }
+    })
   }
+
+  it("uploadFile: a path's control characters are escaped in the message", async () => {
+    const dir = await tempDir()
+    for (const path of [join(dir, 'a\0b'), join(dir, 'no\x1b[31m\u009bfile')]) {
+      const err = await uploadFile(path, new MemoryStore()).then(
+        () => assert.fail(`${JSON.stringify(path)}: no error`),
+        (e: Error) => e,
+      )
+      assertPrintable(err, path)
+    }
+  })
 
   it('uploadFile of a FIFO is refused without waiting for a writer', async () => {
     const dir = await tempDir()
