@@ -72,6 +72,16 @@ function closed(ws: StreamSegmentWriteStream): Promise<void> {
   return new Promise((resolve) => (ws.closed ? resolve() : ws.once('close', () => resolve())))
 }
 
+/** A source that yields 64 KiB, then fails with 'source failed'. */
+function failingSource(): Readable {
+  return Readable.from(
+    (async function* () {
+      yield pattern(0, 64 * KiB, 1)
+      throw new Error('source failed')
+    })(),
+  )
+}
+
 describe('a failed first write to a new container leaves none', () => {
   let dir = ''
   let file = ''
@@ -154,12 +164,7 @@ describe('a failed first write to a new container leaves none', () => {
   it('the write stream destroyed, its source failing, or aborted before its first object', async () => {
     for (const p of places()) {
       const ws = createStreamSegmentWriteStream({ url: p.url })
-      const source = Readable.from(
-        (async function* () {
-          yield pattern(0, 64 * KiB, 1)
-          throw new Error('source failed')
-        })(),
-      )
+      const source = failingSource()
       await assert.rejects(pipeline(source, ws), /source failed/)
       await closed(ws)
       await p.check()
@@ -209,12 +214,7 @@ describe('a failed first write to a new container leaves none', () => {
       await publishContent(openStore(url), kept)
       await rejectsCode(uploadFile(unreadable(256 * KiB) as never, url), 'ERR_STORE')
       const ws = createStreamSegmentWriteStream({ url })
-      const source = Readable.from(
-        (async function* () {
-          yield pattern(0, 64 * KiB, 1)
-          throw new Error('source failed')
-        })(),
-      )
+      const source = failingSource()
       await assert.rejects(pipeline(source, ws), /source failed/)
       await closed(ws)
       const { cno, bytes } = await readPublished(openStore(url))
