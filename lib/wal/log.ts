@@ -228,18 +228,31 @@ function decodeFileHeader(b: Buffer, path: string): WalFileHeader {
 /**
  * Whether a file whose header does not check was torn while it was being made: its header
  * is written and fsynced before any record goes in, so such a file is no longer than a
- * header, or its header never reached the disk (all zeros). Any other bad header is
- * damage to a file that may hold acknowledged records: ERR_CORRUPT, and the file is kept.
+ * header, or never reached the disk at all (zeros throughout). A header of zeros with
+ * anything after it is not that: the records after it were appended once the header was
+ * durable. Any other bad header is damage to a file that may hold acknowledged records:
+ * ERR_CORRUPT, and the file is kept.
  */
 async function tornHeader(path: string): Promise<boolean> {
   const fh = await fs.open(path, 'r')
   try {
     const size = (await fh.stat()).size
-    return size <= FILE_HEADER || (await readAt(fh, 0, FILE_HEADER)).every((byte) => byte === 0)
+    if (size <= FILE_HEADER) return true
+    // Read in steps up to the first byte that is not zero: in a damaged file that is at
+    // the header or the first record, so only a file of zeros is read whole.
+    for (let at = 0; at < size; at += ZERO_SCAN_BYTES) {
+      const b = await readAt(fh, at, Math.min(ZERO_SCAN_BYTES, size - at))
+      if (b.length === 0) break
+      if (!b.every((byte) => byte === 0)) return false
+    }
+    return true
   } finally {
     await fh.close()
   }
 }
+
+/** The step tornHeader reads a file in. */
+const ZERO_SCAN_BYTES = 64 * 1024
 
 /** A failure of the file system on the log's file or folder `path`, as the library's error naming it. */
 function fsError(err: unknown, path: string, doing: string): Error {

@@ -359,10 +359,21 @@ describe('the WAL when the file system fails', () => {
     assert.ok((await fs.readFile(path)).equals(flipped), 'the file is kept as it was')
     assert.equal(await published(store), 'base')
 
-    // A header of zeros (never written), records after it: a file torn while being made.
+    // A header of zeros with records after it: the header was fsynced before any record
+    // went in, so this is damage to acknowledged records, not a file torn while being made.
     const zeroed = Buffer.from(whole)
     zeroed.fill(0, 0, 48)
     await fs.writeFile(path, zeroed)
+    await rejectsCode(
+      SegmentFile.open(store, { wal: { dir } }),
+      'ERR_CORRUPT',
+      /wal-0000000002\.log: not a stream-segment log/,
+    )
+    assert.ok((await fs.readFile(path)).equals(zeroed), 'the file and its records are kept')
+    assert.equal(await published(store), 'base')
+
+    // Zeros throughout (the header never written, no record): a file torn while being made.
+    await fs.writeFile(path, Buffer.alloc(whole.length))
     const { log, dropped } = await openLog(dir)
     assert.deepEqual(dropped?.paths, [path])
     await log.close()
