@@ -2,7 +2,16 @@
  * The one error class of the library. Users match on `err.code`; the message carries
  * the key, offsets and sizes involved and is not API. `retryable` says whether the same
  * call may succeed if simply made again (the README lists every code).
+ *
+ * A message holds no control character: the constructor escapes each (`printable`). Messages
+ * quote what the library does not choose (a store's URL or root, keys, file paths, a
+ * caller's names, bytes of a damaged object, the messages of Node and the SDK), and an ESC
+ * or the one-byte CSI 0x9b in one would recolour or rewrite the terminal of whoever prints
+ * the error; escaped here, no message built anywhere can carry one raw. No message is meant
+ * to span lines, and escaping twice changes nothing, so one quoting another's is fine.
  */
+
+import { printable } from './util/shell-words.js'
 
 export const ERROR_CODES = {
   /** A precondition failed: another writer published, or a create-only key exists. */
@@ -45,7 +54,7 @@ export class StreamSegmentError extends Error {
   readonly code: ErrorCode
 
   constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options)
+    super(printable(message), options)
     this.code = code
     Object.defineProperty(this, BRAND, { value: true })
   }

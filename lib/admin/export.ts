@@ -67,7 +67,6 @@ import { badBlockIn } from '../util/crc32.js'
 import { Limiter } from '../util/limiter.js'
 import { localFileError, writeFully } from '../util/local-fs.js'
 import { givePieces } from '../util/piece-pool.js'
-import { printable } from '../util/shell-words.js'
 import { signalAfter } from '../util/signals.js'
 import { asError, describeValue } from '../util/typed-arrays.js'
 import { MiB } from '../util/units.js'
@@ -590,7 +589,7 @@ export interface FileTarget {
 export async function checkFileTarget(
   store: ObjectStore,
   path: string,
-  what = `export to ${printable(path)}`,
+  what = `export to ${path}`,
 ): Promise<FileTarget> {
   if (typeof path !== 'string' || path === '') {
     throw StreamSegmentError.invalidArgument(`${what}: the file path must be a non-empty string`)
@@ -636,7 +635,7 @@ export async function checkFileTarget(
     const [root, file] = await Promise.all([realPath(store.root), realPath(target)])
     if (file === root || file.startsWith(root.endsWith(sep) ? root : root + sep)) {
       throw StreamSegmentError.invalidArgument(
-        `${what}: inside the container's folder ${printable(store.root)}: writing there would corrupt the container`,
+        `${what}: inside the container's folder ${store.root}: writing there would corrupt the container`,
       )
     }
   }
@@ -931,10 +930,7 @@ export function temporaryBeside(path: string, what: string): string {
  */
 export async function temporaryFileError(err: unknown, tmp: string, what: string): Promise<Error> {
   if (StreamSegmentError.is(err)) return err
-  // Node's message quotes the path as given: a control character in it is escaped too.
-  const message = printable(
-    `${what}: the temporary file ${tmp} cannot be created beside it (${(err as Error).message})`,
-  )
+  const message = `${what}: the temporary file ${tmp} cannot be created beside it (${(err as Error).message})`
   if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
     const folder = await fs.stat(dirname(tmp)).catch(() => undefined)
     if (folder?.isDirectory()) return StreamSegmentError.invalidArgument(message)
@@ -967,7 +963,7 @@ async function exportToFile(
   // Made with no more than the replaced file's access bits (the umask may take more): one
   // others may not read must not be readable meanwhile, though its mode is set at the end.
   const fh = await fs.open(tmp, 'wx', mode === undefined ? 0o666 : mode & 0o777).catch(async (err) => {
-    throw await temporaryFileError(err, tmp, `export to ${printable(path)}`)
+    throw await temporaryFileError(err, tmp, `export to ${path}`)
   })
   try {
     await fh.truncate(size)
@@ -1013,7 +1009,7 @@ async function exportToFile(
   } catch (err) {
     await fh.close().catch(() => {})
     await fs.rm(tmp, { force: true }).catch(() => {})
-    throw err instanceof CallerThrew ? err : localFileError(err, path, `export to ${printable(path)}`)
+    throw err instanceof CallerThrew ? err : localFileError(err, path, `export to ${path}`)
   }
   const dir = await fs.open(dirname(path), 'r').catch(() => undefined)
   await dir

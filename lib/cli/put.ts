@@ -252,7 +252,7 @@ export async function put(p: Parsed, out: Out, err: Out, signal: AbortSignal): P
       throw StreamSegmentError.aborted(`${source}: interrupted while waiting for a writer to open it`, e)
     }
     // The file source says the file ended early, not which file.
-    if (StreamSegmentError.is(e, 'ERR_STATE') && !e.message.includes(source)) {
+    if (StreamSegmentError.is(e, 'ERR_STATE') && !e.message.includes(printable(source))) {
       throw new StreamSegmentError('ERR_STATE', `${source}: ${e.message}`, { cause: e })
     }
     throw e

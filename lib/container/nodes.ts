@@ -18,6 +18,7 @@ import { type BlockMapNode, decodeNode, type NodeExpectation } from '../format/n
 import { nodeOffsetProblem } from '../format/object.js'
 import { pointerPart, pointerUnit, UNIT_BYTES } from '../format/pointer.js'
 import type { ObjectStore } from '../store/types.js'
+import { printable } from '../util/shell-words.js'
 import { MiB } from '../util/units.js'
 import { readObjectHeader } from './object-header.js'
 
@@ -53,8 +54,9 @@ export class MetaRegions {
       ({ header }) => objectLayout(header, header),
       (err: unknown) => {
         this.layouts.delete(key)
-        // decodeHeader names the key alone: the store too, as the node's own errors do.
-        if (!mayBeDamagedOnTheWay(err) || err.message.startsWith(`${store.url}/`)) throw err
+        // decodeHeader names the key alone: the store too, as the node's own errors do (their
+        // messages made printable, errors.ts: the URL as they quote it).
+        if (!mayBeDamagedOnTheWay(err) || err.message.startsWith(`${printable(store.url)}/`)) throw err
         throw new StreamSegmentError(err.code, `${store.url}/${err.message}`, { cause: err })
       },
     )

@@ -22,6 +22,7 @@ import { decodeHeader, detectedHeader, HEADER_BYTES, type Header } from '../form
 import { FORMAT_PARTED, FORMAT_STREAM } from '../format/inode.js'
 import { segmentKey } from '../format/names.js'
 import type { ObjectStore } from '../store/types.js'
+import { printable } from '../util/shell-words.js'
 import { type OpenedBytes, part0OpenBytes } from './opened.js'
 
 export interface HeaderReadOptions {
@@ -148,7 +149,8 @@ export async function readPart0Header(
     // decodeHeader names the key alone: the store too, as a reader's other errors do (a
     // reader of several containers can tell which one is damaged).
     if (!mayBeDamagedOnTheWay(err)) throw err
-    if (err.message.startsWith(`${store.url}/`)) throw err
+    // Messages are made printable (errors.ts): the URL as they quote it.
+    if (err.message.startsWith(`${printable(store.url)}/`)) throw err
     throw new StreamSegmentError(err.code, `${store.url}/${err.message}`, { cause: err })
   }
 }

@@ -27,7 +27,6 @@ import { checkByteRange, checkOptionNames, type ReadOptions, resolveReadOptions 
 import { type StoreLocation, storeAt } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import { localFileError, writeFully } from '../util/local-fs.js'
-import { printable } from '../util/shell-words.js'
 import { unlessAborted } from '../util/signals.js'
 import { asError, showValue } from '../util/typed-arrays.js'
 import { checkStreamOptions, countingStore, withOpen } from './options.js'
@@ -82,10 +81,8 @@ export async function downloadFile(
   checkByteRange('downloadFile', { start, end })
   const read = resolveReadOptions(options) // validates before any request
   const store = storeAt(location, 'downloadFile')
-  // The path as messages show it: a control character in it would reach the terminal.
-  const shown = printable(path)
-  const what = `download of ${store.url} to ${shown}`
-  const target = await checkFileTarget(store, path, `downloadFile to ${shown}`)
+  const what = `download of ${store.url} to ${path}`
+  const target = await checkFileTarget(store, path, `downloadFile to ${path}`)
   const aborted = () => StreamSegmentError.aborted(`${what} aborted`, signal?.reason)
   if (signal?.aborted) throw aborted()
   const t0 = performance.now()
@@ -131,7 +128,7 @@ export async function downloadFile(
     // Made with no more than the replaced file's access bits (the umask may take more): one
     // others may not read must not be readable meanwhile, though its mode is set at the end.
     const fh = await open(tmp, 'wx', target.mode === undefined ? 0o666 : target.mode & 0o777).catch(async (err) => {
-      throw await temporaryFileError(err, tmp, `downloadFile to ${shown}`)
+      throw await temporaryFileError(err, tmp, `downloadFile to ${path}`)
     })
     tmpExists = true
     let written = false

@@ -33,7 +33,6 @@ import type { ObjectStore } from '../store/types.js'
 import { BufferPool } from '../util/buffer-pool.js'
 import { allocLarge } from '../util/huge-memory.js'
 import { openLocalFile } from '../util/local-fs.js'
-import { printable } from '../util/shell-words.js'
 import { describeValue, showValue } from '../util/typed-arrays.js'
 import type { FlushTiming } from '../write/flush.js'
 import { checkStreamOptions, countingStore } from './options.js'
@@ -225,9 +224,7 @@ export async function uploadFile(
     )
   }
   const store = storeAt(location, 'uploadFile')
-  // The path as messages show it: a control character in it would reach the terminal.
-  const shown = typeof path === 'string' ? printable(path) : undefined
-  const what = shown !== undefined ? `upload of ${shown} to ${store.url}` : `upload to ${store.url}`
+  const what = typeof path === 'string' ? `upload of ${path} to ${store.url}` : `upload to ${store.url}`
   const aborted = () => StreamSegmentError.aborted(`${what} aborted`, signal?.reason)
   if (signal?.aborted) throw aborted()
   const fh = typeof path === 'string' ? await openLocalFile(path, true) : path
@@ -236,21 +233,18 @@ export async function uploadFile(
     const version = await fh.stat().catch((err: Error) => {
       if (typeof path === 'string') {
         // Opened just now: a failing disk, not the caller's argument (ERR_STORE, as fileSource says a failed stat).
-        throw StreamSegmentError.store(
-          printable(`${path}: its size and times cannot be read (${err?.message ?? err})`),
-          err,
-        )
+        throw StreamSegmentError.store(`${path}: its size and times cannot be read (${err?.message ?? err})`, err)
       }
       throw StreamSegmentError.invalidArgument(`uploadFile: the FileHandle cannot be read (${err?.message ?? err})`)
     })
     if (!version.isFile()) {
       // A directory reads as EISDIR, a FIFO or a device as bytes without a size to refer to.
       throw StreamSegmentError.invalidArgument(
-        `${shown ?? 'uploadFile'}: not a regular file (give a stream of it to the write stream instead)`,
+        `${typeof path === 'string' ? path : 'uploadFile'}: not a regular file (give a stream of it to the write stream instead)`,
       )
     }
     const { size } = version
-    const name = shown
+    const name = typeof path === 'string' ? path : undefined
     // Found before the store is touched: a container opened (made, maybe) for nothing.
     await checkEnd(fh, size, name ?? 'the file')
     // Fired while the file was opened and looked at (a slow mount): the listener below would

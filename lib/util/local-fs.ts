@@ -18,7 +18,6 @@ import { basename, dirname, join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import debug from 'debug'
 import { StreamSegmentError } from '../errors.js'
-import { printable } from './shell-words.js'
 
 const log = debug('stream-segment:lock')
 
@@ -71,20 +70,17 @@ export async function openProbe(path: string): Promise<fs.FileHandle | undefined
 export async function openLocalFile(path: string, regularOnly = false): Promise<fs.FileHandle> {
   const fh = await fs.open(path, OPEN_PROBE).catch((err: NodeJS.ErrnoException) => {
     throw err.code === 'ENOENT'
-      ? StreamSegmentError.notFound(`${printable(path)}: no such file`, err)
-      : StreamSegmentError.invalidArgument(printable(`${path}: cannot open (${err.code ?? err.message})`))
+      ? StreamSegmentError.notFound(`${path}: no such file`, err)
+      : StreamSegmentError.invalidArgument(`${path}: cannot open (${err.code ?? err.message})`)
   })
   try {
     // Opened just now: a failing disk, not the caller's argument.
     const st = await fh.stat().catch((err: Error) => {
-      throw StreamSegmentError.store(
-        printable(`${path}: its size and times cannot be read (${err?.message ?? err})`),
-        err,
-      )
+      throw StreamSegmentError.store(`${path}: its size and times cannot be read (${err?.message ?? err})`, err)
     })
     if (regularOnly && !st.isFile()) {
       throw StreamSegmentError.invalidArgument(
-        `${printable(path)}: not a regular file (give a stream of it to the write stream instead)`,
+        `${path}: not a regular file (give a stream of it to the write stream instead)`,
       )
     }
     if (!st.isCharacterDevice()) return fh
@@ -574,15 +570,14 @@ const BAD_PATH = new Set([
 /**
  * A failure writing the local file `path`, its cause kept, named `what` (the path by
  * default): ERR_NOT_FOUND for a missing folder, ERR_INVALID_ARGUMENT for a path that
- * cannot be a writable file, else ERR_STORE (a full or failing disk). The message's
- * control characters are escaped: the path, and Node's message quoting it, may hold any.
+ * cannot be a writable file, else ERR_STORE (a full or failing disk).
  */
 export function localFileError(err: unknown, path: string, what = path): Error {
   if (StreamSegmentError.is(err)) return err
   const e = err as NodeJS.ErrnoException
-  if (e.code === 'ENOENT') return StreamSegmentError.notFound(printable(`${what}: no such file or directory`), err)
+  if (e.code === 'ENOENT') return StreamSegmentError.notFound(`${what}: no such file or directory`, err)
   if (e.code !== undefined && BAD_PATH.has(e.code)) {
-    return StreamSegmentError.invalidArgument(printable(`${what}: cannot be written as a file (${e.message})`))
+    return StreamSegmentError.invalidArgument(`${what}: cannot be written as a file (${e.message})`)
   }
-  return StreamSegmentError.store(printable(`${what}: ${e.message}`), err)
+  return StreamSegmentError.store(`${what}: ${e.message}`, err)
 }

@@ -34,6 +34,7 @@ import { DirectoryStore } from '../../lib/store/directory.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { GetOptions, ObjectStore } from '../../lib/store/types.js'
 import { crc32 } from '../../lib/util/crc32.js'
+import { printable } from '../../lib/util/shell-words.js'
 import { smallSettings } from '../helpers/containers.js'
 import { FailingStore } from '../helpers/failing-store.js'
 import { readFixture } from '../helpers/format.js'
@@ -182,6 +183,16 @@ describe('a PartedSegment file whose last block passes for a StreamSegment tail'
     const orphan = await listCheckpoints(store)
     assert.match(orphan.checkpoints[0]?.error ?? '', /ambiguous without the container's inode/)
   })
+
+  it('a store whose URL holds control characters is named once, escaped', async () => {
+    const { store } = await dualFormat('runs\x1b[31m\u009b\n')
+    await store.delete(INODE_KEY)
+    const shown = `${printable(store.url)}/${segmentKey(1, 0)}: a StreamSegment header at its end and a PartedSegment`
+    await assert.rejects(SegmentFile.open(store, { readOnly: true, cno: 1 }), (err: Error) => {
+      assert.ok(err.message.startsWith(shown), JSON.stringify(err.message))
+      return true
+    })
+  })
 })
 
 /**
@@ -189,7 +200,7 @@ describe('a PartedSegment file whose last block passes for a StreamSegment tail'
  * StreamSegment summary and header for the same object (sizes meet: 240 × 16 + 256 = 4096),
  * naming as its file blocks 10…13 of the real one.
  */
-async function dualFormat(): Promise<{ store: MemoryStore; file: Buffer }> {
+async function dualFormat(name?: string): Promise<{ store: MemoryStore; file: Buffer }> {
   const BS = 4096
   const N = 240
   const file = Buffer.from(pattern(0, N * BS, 9))
@@ -228,7 +239,7 @@ async function dualFormat(): Promise<{ store: MemoryStore; file: Buffer }> {
   )
   assert.equal(tail.length, BS)
   file.set(tail, (N - 1) * BS)
-  const store = new MemoryStore()
+  const store = new MemoryStore(name)
   const f = await SegmentFile.create(store, { format: 'parted' })
   await f.write(0, file)
   await f.flush()

@@ -1,7 +1,8 @@
 /**
  * The directory store's failures name what they concern: the key (and the part and upload
  * of a multipart call), however deep in the store they arise; and a failure between
- * opening a file and closing it closes it all the same.
+ * opening a file and closing it closes it all the same. A root or a key that holds control
+ * characters is named escaped: no message carries one raw to a terminal.
  */
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
@@ -11,7 +12,14 @@ import { syncBuiltinESMExports } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
+import { exportObject } from '../../lib/admin/export.js'
+import { gc } from '../../lib/admin/gc.js'
+import { inspectCheckpoint } from '../../lib/admin/inspect.js'
+import { listCheckpoints } from '../../lib/admin/list.js'
+import { SegmentFile } from '../../lib/segment-file.js'
 import { DirectoryStore } from '../../lib/store/directory.js'
+import { downloadFile } from '../../lib/streams/download-file.js'
+import { printable } from '../../lib/util/shell-words.js'
 import { rejectsCode } from '../helpers/assert.js'
 import { legacyEtag } from '../helpers/directory-store.js'
 import { assertRefusalsNameTheObject, objectAt } from '../helpers/store-messages.js'
@@ -227,5 +235,49 @@ describe('directory store: what its failures name', () => {
       syncBuiltinESMExports()
     }
     assert.equal(await store.head('m'), undefined)
+  })
+
+  it('a root and keys holding ESC, the one-byte CSI and a newline: every message names them escaped', async () => {
+    const root = join(dir, 'esc\x1b[31m\u009b\nroot')
+    const store = new DirectoryStore(root)
+    assert.equal(store.url, root, 'the url is the root as given: it opens the same folder again')
+    const named = (err: Error, ...raw: string[]) => {
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: the control characters are what must not be there
+      assert.doesNotMatch(err.message, /[\u0000-\u001f\u007f-\u009f]/, JSON.stringify(err.message))
+      for (const r of raw) assert.ok(err.message.includes(printable(r)), `${JSON.stringify(err.message)} names ${r}`)
+      // What Node prints of an error it is given (uncaught, console.error) starts with the stack.
+      assert.ok(err.stack?.split('\n    at ')[0]?.endsWith(err.message), JSON.stringify(err.stack))
+    }
+    // No container yet.
+    named(await rejectsCode(listCheckpoints(store), 'ERR_NOT_FOUND', /no container here/), root)
+    named(await rejectsCode(gc(store), 'ERR_NOT_FOUND', /no container here/), root)
+    named(await rejectsCode(SegmentFile.open(store), 'ERR_NOT_FOUND', /no container here/), root)
+    // Keys the store takes (a control character is no fault in a key), and their failures.
+    const key = 'k\x1b]0;title\x07\u009b2J'
+    named(await rejectsCode(store.get(key), 'ERR_NOT_FOUND', /no such key/), root, key)
+    named(await rejectsCode(store.put(`${key}/\0`, Buffer.from('x')), 'ERR_INVALID_ARGUMENT', /NUL/))
+    await store.put(key, Buffer.from('v1'))
+    named(await rejectsCode(store.put(key, Buffer.from('v2'), { ifNoneMatch: '*' }), 'ERR_CONFLICT'), root, key)
+    named(await rejectsCode(store.completeMultipart(key, 'no-such-upload', []), 'ERR_NOT_FOUND'), root, key)
+    await store.delete(key)
+    // A container, and a checkpoint that is not there.
+    const f = await SegmentFile.create(store)
+    await f.write(0, Buffer.alloc(4096, 7))
+    await f.flush()
+    await f.close()
+    named(await rejectsCode(SegmentFile.open(store, { cno: 9 }), 'ERR_NOT_FOUND', /checkpoint 9/), root)
+    named(await rejectsCode(gc(store, { keepCnos: [9] }), 'ERR_NOT_FOUND', /checkpoint 9/), root)
+    named(await rejectsCode(inspectCheckpoint(store, { cno: 9 }), 'ERR_NOT_FOUND', /checkpoint 9/), root)
+    const out = join(dir, 'out\x1b[2J')
+    named(await rejectsCode(downloadFile(store, out, { cno: 9 }), 'ERR_NOT_FOUND', /checkpoint 9/), root)
+    named(await rejectsCode(exportObject(store, out, { cno: 9 }), 'ERR_NOT_FOUND', /checkpoint 9/), root)
+    // A read whose object is gone (as a gc of another process leaves it).
+    const reader = await SegmentFile.open(store, { readOnly: true })
+    try {
+      for await (const { key } of store.list('')) if (key !== 'inode') await store.delete(key)
+      named(await rejectsCode(reader.read(0, 4096), 'ERR_NOT_FOUND'), root)
+    } finally {
+      await reader.close()
+    }
   })
 })

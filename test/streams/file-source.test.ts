@@ -6,6 +6,7 @@ import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { fileSource } from '../../lib/streams/upload-file.js'
+import { printable } from '../../lib/util/shell-words.js'
 import { fillBlocks } from '../helpers/pattern.js'
 
 const MiB = 1024 * 1024
@@ -139,6 +140,34 @@ describe('fileSource', () => {
       assert.ok(StreamSegmentError.is(err, 'ERR_STORE'), `rejected with ${String(err)}`)
       assert.equal(err.message, 'model.pt: cannot be read at byte 8192 (EIO: i/o error, read)')
       assert.equal(err.cause, fails)
+      return true
+    })
+  })
+
+  it('a name holding control characters (an OSC title, the one-byte CSI, a newline) is escaped in its errors', async () => {
+    const name = 'model\x1b]0;owned\x07\u009b2J\n.pt'
+    const version = { size: 8192, mtimeMs: 1000, ctimeMs: 1000 }
+    let now = version
+    const fh = {
+      read: async (_b: Uint8Array, _o: number, n: number, position: number) => ({
+        bytesRead: Math.max(0, Math.min(n, now.size - position)),
+      }),
+      stat: async () => now,
+    }
+    const src = fileSource(fh, version, name)
+    now = { size: 8193, mtimeMs: 2000, ctimeMs: 2000 }
+    await assert.rejects(src.verify?.() as Promise<void>, (err) => {
+      assert.ok(StreamSegmentError.is(err, 'ERR_STATE'), `rejected with ${String(err)}`)
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: the control characters are what must not be there
+      assert.doesNotMatch(err.message, /[\u0000-\u001f\u007f-\u009f]/, JSON.stringify(err.message))
+      assert.ok(err.message.startsWith(`${printable(name)}: changed while being uploaded`), err.message)
+      return true
+    })
+    await assert.rejects(src.read(8000, 1000), (err) => {
+      assert.ok(StreamSegmentError.is(err, 'ERR_STATE'), `rejected with ${String(err)}`)
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: the control characters are what must not be there
+      assert.doesNotMatch(err.message, /[\u0000-\u001f\u007f-\u009f]/, JSON.stringify(err.message))
+      assert.ok(err.message.startsWith(`${printable(name)}: ended at byte 8193, 807 bytes short`), err.message)
       return true
     })
   })
