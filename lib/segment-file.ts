@@ -55,6 +55,7 @@ import type { BlockSource } from './state/dirty-tier.js'
 import { FileState, noNumbersLeft } from './state/file-state.js'
 import { checkStore } from './store/common.js'
 import type { ObjectStore } from './store/types.js'
+import { printableLog } from './util/shell-words.js'
 import { unlessAborted } from './util/signals.js'
 import { isoTime } from './util/time.js'
 import { asError, bytesOf, describeValue } from './util/typed-arrays.js'
@@ -87,7 +88,7 @@ function withWal<T extends CreateOptions>(options: T): T {
 /** A write is logged in pieces of at most this many bytes, each applied once logged. */
 const WAL_PIECE = 64 * 1024 * 1024
 
-const log = debug('stream-segment:file')
+const log = printableLog(debug('stream-segment:file'))
 
 /** Settings, and how the handle's reads fetch (`read`, `readInto`). */
 export interface OpenOptions extends Partial<Settings>, ReadOptions {

@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
-import { shellWord } from '../lib/util/shell-words.js'
+import { type Logger, printableLog, shellWord } from '../lib/util/shell-words.js'
 import { bin, quietEnv } from './helpers/cli.js'
 
 const dir = mkdtempSync(join(tmpdir(), 'ss-cli-shell-words-'))
@@ -83,6 +83,31 @@ describe('shellWord', () => {
       assert.doesNotMatch(q, /[\u0000-\u001f\u007f-\u009f]/, q)
       assert.deepEqual(wordsIn('bash', q), [hex(w)], q)
     }
+  })
+})
+
+describe('printableLog', () => {
+  it('escapes strings, and an Error line by line, its first line whole; passes the rest as it is', () => {
+    const calls: unknown[][] = []
+    let enabled = false
+    const fake = (...args: unknown[]) => void calls.push(args)
+    const log = printableLog(Object.defineProperty(fake, 'enabled', { get: () => enabled }) as typeof fake & Logger)
+    log('%s: %s', 'never')
+    assert.deepEqual(calls, [], 'nothing when its namespace is off')
+    enabled = true
+    assert.equal(log.enabled, true)
+    const err = Object.assign(new Error('no such key k\x1b[31m\nforged line'), { code: 'ENOENT' })
+    const object = { key: 'k\x1b' }
+    log('%s %d %O: %s', '/root\u009b2J', 7, object, err)
+    const [[fmt, root, n, o, e]] = calls as unknown as [[string, string, number, object, string]]
+    assert.equal(fmt, '%s %d %O: %s')
+    assert.equal(root, '/root\\x9b2J')
+    assert.equal(n, 7)
+    assert.equal(o, object, 'an object as it is: debug inspects it, and inspection escapes its strings')
+    assert.ok(e.startsWith('Error: no such key k\\x1b[31m\\nforged line\n    at '), e)
+    assert.match(e, /code: 'ENOENT'/)
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: no control character but the stack's newlines
+    assert.doesNotMatch(e, /[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/, e)
   })
 })
 

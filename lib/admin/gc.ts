@@ -69,10 +69,11 @@ import { sweepStoreLeftovers } from '../store/directory.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
 import type { MultipartUpload, ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
+import { printableLog } from '../util/shell-words.js'
 import { asError, showValue } from '../util/typed-arrays.js'
 import { isUnreadable, type MapToWalk, type NodePlace, type Problem, problemCount, walkMaps } from './map-walk.js'
 
-const log = debug('stream-segment:gc')
+const log = printableLog(debug('stream-segment:gc'))
 const HOUR_MS = 3_600_000
 
 export interface GcOptions {

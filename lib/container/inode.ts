@@ -18,12 +18,13 @@ import { decodeInodeObject, encodeInode, encodeInodeObject, INODE_BYTES, type In
 import { INODE_KEY, segmentKey } from '../format/names.js'
 import { storeNow } from '../store/common.js'
 import type { ObjectStore } from '../store/types.js'
+import { printableLog } from '../util/shell-words.js'
 import { asError } from '../util/typed-arrays.js'
 import { listCheckpoint, numbersTaken } from './listing.js'
 import { readObjectHeader } from './object-header.js'
 import { type OpenedBytes, part0OpenBytes } from './opened.js'
 
-const log = debug('stream-segment:flush')
+const log = printableLog(debug('stream-segment:flush'))
 
 /** The inode published now and its ETag (undefined when the store gave none: readers). */
 export interface Published {

@@ -73,11 +73,12 @@ import { parseKey, segmentKey } from '../format/names.js'
 import { decodeSummary } from '../format/summary.js'
 import { storeNow } from '../store/common.js'
 import type { ObjectStore } from '../store/types.js'
+import { printableLog } from '../util/shell-words.js'
 import { listOpenUploads, numbersTaken } from './listing.js'
 import { readObjectHeader } from './object-header.js'
 import { type CompletedLeftover, type Leftover, type Resumer, requestError } from './uploader.js'
 
-const log = debug('stream-segment:resume')
+const log = printableLog(debug('stream-segment:resume'))
 
 /** Leftovers older than this are not taken by default (half gc's default grace period). */
 export const DEFAULT_RESUME_MAX_AGE_MS = 30 * 60_000

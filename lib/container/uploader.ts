@@ -51,10 +51,11 @@ import type {
 import { crc32 } from '../util/crc32.js'
 import { digestChunks } from '../util/digest.js'
 import { Limiter } from '../util/limiter.js'
+import { printableLog } from '../util/shell-words.js'
 import { signalWithin } from '../util/signals.js'
 import { asError } from '../util/typed-arrays.js'
 
-const log = debug('stream-segment:upload')
+const log = printableLog(debug('stream-segment:upload'))
 
 /** How long giving up a multipart upload may take (best effort: gc aborts what is left open). */
 const MPU_ABORT_MS = 10_000

@@ -84,6 +84,7 @@ import {
   writerTag,
 } from '../util/local-fs.js'
 import { lendPieces, PIECE_BYTES, returnPieces, takePiece } from '../util/piece-pool.js'
+import { printableLog } from '../util/shell-words.js'
 import { describeValue } from '../util/typed-arrays.js'
 import {
   CLOCK_OFFSET_NOISE_MS,
@@ -123,7 +124,7 @@ import type {
 } from './types.js'
 import { WRITE_ID_METADATA } from './types.js'
 
-const log = debug('stream-segment:dir')
+const log = printableLog(debug('stream-segment:dir'))
 
 const TMP = '.ss-tmp'
 /** The folders in TMP an upload's folder is built in (`upload-<writerTag>.<uploadId>`). */

@@ -6,9 +6,10 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import createDebug from 'debug'
 import { StreamSegmentError } from '../errors.js'
+import { printableLog } from '../util/shell-words.js'
 import { signalWithin } from '../util/signals.js'
 
-const log = createDebug('stream-segment:s3')
+const log = printableLog(createDebug('stream-segment:s3'))
 
 /** A call's retries, their backoff and its deadline (see S3StoreOptions). */
 export interface RetryPolicy {

@@ -9,10 +9,11 @@ import type { S3Client, S3ClientConfig } from '@aws-sdk/client-s3'
 import createDebug from 'debug'
 import { StreamSegmentError } from '../errors.js'
 import { checkOptionNames } from '../settings.js'
+import { printableLog } from '../util/shell-words.js'
 import { describeValue } from '../util/typed-arrays.js'
 import { s3Sdk } from './s3-sdk.cjs'
 
-const sdkLog = createDebug('stream-segment:sdk')
+const sdkLog = printableLog(createDebug('stream-segment:sdk'))
 const sdkLogger = { trace: sdkLog, debug: sdkLog, info: sdkLog, warn: sdkLog, error: sdkLog }
 
 export type CreateS3ClientOptions = S3ClientConfig & {

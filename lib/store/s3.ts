@@ -50,6 +50,7 @@ import { StreamSegmentError } from '../errors.js'
 import { checkOptionNames, givenOr as or } from '../settings.js'
 import { digestChunks, sha256BeatsMd5 } from '../util/digest.js'
 import { lendPieces, returnPieces } from '../util/piece-pool.js'
+import { printableLog } from '../util/shell-words.js'
 import { signalWithin } from '../util/signals.js'
 import { describeValue } from '../util/typed-arrays.js'
 import {
@@ -93,7 +94,7 @@ import {
 
 export { type AnyS3Client, type CreateS3ClientOptions, createS3Client } from './s3-client.js'
 
-const log = createDebug('stream-segment:s3')
+const log = printableLog(createDebug('stream-segment:s3'))
 const EMPTY = new Uint8Array(0)
 const MD5_HEX = /^[0-9a-f]{32}$/
 

@@ -18,8 +18,9 @@ import { basename, dirname, join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import debug from 'debug'
 import { StreamSegmentError } from '../errors.js'
+import { printableLog } from './shell-words.js'
 
-const log = debug('stream-segment:lock')
+const log = printableLog(debug('stream-segment:lock'))
 
 const LOCK_WAIT_MS = 60_000
 const LOCK_POLL_MAX_MS = 20

@@ -60,10 +60,11 @@ import debug from 'debug'
 import { StreamSegmentError } from '../errors.js'
 import { crc32 } from '../util/crc32.js'
 import { localFileError, mkdirsDurable, syncDir, writeFully } from '../util/local-fs.js'
+import { printableLog } from '../util/shell-words.js'
 import { describeValue } from '../util/typed-arrays.js'
 
 // The log's messages go with its file's (docs/logging.md).
-const log = debug('stream-segment:file')
+const log = printableLog(debug('stream-segment:file'))
 
 export type WalSync = 'always' | 'interval' | 'none'
 

@@ -36,6 +36,7 @@ import {
   stagingGone,
   syncDir,
 } from '../util/local-fs.js'
+import { printableLog } from '../util/shell-words.js'
 import { describeValue, showValue } from '../util/typed-arrays.js'
 import {
   checkWalLogOptions,
@@ -71,7 +72,7 @@ export interface WalReplay {
   dropped?: WalDropped
 }
 
-const log = debug('stream-segment:file')
+const log = printableLog(debug('stream-segment:file'))
 
 const BINDING = 'container'
 /** The most a container's URL takes (a path or a key, and its scheme): a longer record is none, and is not read. */

@@ -35,12 +35,13 @@ import { MAX_PART, pointerPart } from '../format/pointer.js'
 import type { MapNode } from '../state/block-map.js'
 import type { FileState, Part0Ref } from '../state/file-state.js'
 import { CLOCK_OFFSET_NOISE_MS } from '../store/common.js'
+import { printableLog } from '../util/shell-words.js'
 import { signalAfter } from '../util/signals.js'
 import { isoTime } from '../util/time.js'
 import { showValue } from '../util/typed-arrays.js'
 import { growingLeaf, ObjectPlan } from './object-plan.js'
 
-const log = debug('stream-segment:flush')
+const log = printableLog(debug('stream-segment:flush'))
 
 /** What a flush did (ARCHITECTURE §9). Times in milliseconds. */
 export interface FlushTiming {

@@ -39,9 +39,10 @@ import { pointerLo, UNIT_BYTES } from '../format/pointer.js'
 import type { MapNode } from '../state/block-map.js'
 import { DIRTY_BASE, isDirtyRef, mapDirtyRefWrites } from '../state/block-map.js'
 import type { CheckpointCounters, FileState, ObjectContext } from '../state/file-state.js'
+import { printableLog } from '../util/shell-words.js'
 import { growingLeaf, newObjectId, ObjectPlan, SentBlocks, takeBlocks, unsentUnder } from './object-plan.js'
 
-const log = debug('stream-segment:send')
+const log = printableLog(debug('stream-segment:send'))
 const FAILURES_BEFORE_PAUSE = 3
 
 /** Unsent blocks in key order: the first `count` keys, slots, and the leaf of each. */

@@ -12,6 +12,8 @@ import { syncBuiltinESMExports } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
+import { format } from 'node:util'
+import createDebug from 'debug'
 import { exportObject } from '../../lib/admin/export.js'
 import { gc } from '../../lib/admin/gc.js'
 import { inspectCheckpoint } from '../../lib/admin/inspect.js'
@@ -278,6 +280,35 @@ describe('directory store: what its failures name', () => {
       named(await rejectsCode(reader.read(0, 4096), 'ERR_NOT_FOUND'), root)
     } finally {
       await reader.close()
+    }
+  })
+
+  it('the debug lines of a store whose root holds control characters name it escaped', async () => {
+    const root = join(dir, 'debug\x1b[31m\u009b\nroot')
+    const lines: string[] = []
+    const { log } = createDebug
+    const enabled = createDebug.disable()
+    createDebug.enable('stream-segment:*')
+    createDebug.log = (...args: unknown[]) => void lines.push(format(...args)) // as debug's own log formats them
+    try {
+      const store = new DirectoryStore(root)
+      const f = await SegmentFile.create(store)
+      await f.write(0, Buffer.alloc(4096, 7))
+      await f.flush()
+      await f.close()
+      await (await SegmentFile.open(store, { readOnly: true })).close()
+    } finally {
+      createDebug.log = log
+      createDebug.enable(enabled)
+    }
+    const naming = lines.filter((l) => l.includes(printable(root)))
+    assert.ok(
+      naming.some((l) => l.includes(`open ${printable(root)} at checkpoint 1`)),
+      lines.join('\n'),
+    )
+    for (const l of lines) {
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: the control characters are what must not be there
+      assert.doesNotMatch(l, /[\u0000-\u001f\u007f-\u009f]/, JSON.stringify(l))
     }
   })
 })
