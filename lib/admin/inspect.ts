@@ -33,6 +33,7 @@ import { checkPublished, resolveOrReport } from './list.js'
 import {
   type MapWalk,
   missingWhy,
+  newProblem,
   nodePointerProblems,
   ObjectProblems,
   type Problem,
@@ -249,12 +250,14 @@ export async function inspectObject(
     report.error = 'missing'
     // A problem of the report, unless the walk met it already (a node in it).
     if (!walk.missing.has(key)) {
-      problems.push({
-        code: 'ERR_NOT_FOUND',
-        what: 'missing',
-        where: key,
-        message: `${store.url}/${key}: ${missingWhy(inode, key, reached)}`,
-      })
+      problems.push(
+        newProblem({
+          code: 'ERR_NOT_FOUND',
+          what: 'missing',
+          where: key,
+          message: `${store.url}/${key}: ${missingWhy(inode, key, reached)}`,
+        }),
+      )
     }
     return report
   }

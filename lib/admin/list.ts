@@ -38,6 +38,7 @@ import {
   type KnownNode,
   leafObjects,
   type NodePlace,
+  newProblem,
   type Problem,
   toProblem,
   walkMap,
@@ -469,12 +470,14 @@ export async function checkPublished(
   signal?: AbortSignal,
 ): Promise<boolean | undefined> {
   if (!listing.hasInode) {
-    problems.push({
-      code: 'ERR_NOT_FOUND',
-      what: 'missing',
-      where: INODE_KEY,
-      message: `${store.url}/${INODE_KEY}: no such object, but the container has checkpoints: nothing is published`,
-    })
+    problems.push(
+      newProblem({
+        code: 'ERR_NOT_FOUND',
+        what: 'missing',
+        where: INODE_KEY,
+        message: `${store.url}/${INODE_KEY}: no such object, but the container has checkpoints: nothing is published`,
+      }),
+    )
     return false
   }
   if (cno === undefined) return true
@@ -487,12 +490,14 @@ export async function checkPublished(
   }
   if (published.cno !== inode.cno) return false
   if (!sameInode(published, inode)) {
-    problems.push({
-      code: 'ERR_CORRUPT',
-      what: 'inode',
-      where: INODE_KEY,
-      message: `${store.url}/${INODE_KEY}: names checkpoint ${inode.cno}, but differs from the inode in its part 0`,
-    })
+    problems.push(
+      newProblem({
+        code: 'ERR_CORRUPT',
+        what: 'inode',
+        where: INODE_KEY,
+        message: `${store.url}/${INODE_KEY}: names checkpoint ${inode.cno}, but differs from the inode in its part 0`,
+      }),
+    )
   }
   return true
 }

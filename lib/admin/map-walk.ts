@@ -27,6 +27,7 @@ import { nodeOffsetProblem } from '../format/object.js'
 import { pointerPart, pointerUnit, UNIT_BYTES } from '../format/pointer.js'
 import type { ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
+import { printable } from '../util/shell-words.js'
 import { U32List } from '../util/typed-arrays.js'
 
 interface Ref {
@@ -140,8 +141,17 @@ export function isUnreadable(err: unknown): err is StreamSegmentError {
 }
 
 export function toProblem(err: unknown, what: Problem['what'], where: string): Problem {
-  if (isUnreadable(err)) return { code: err.code as Problem['code'], what, where, message: err.message }
+  if (isUnreadable(err)) return newProblem({ code: err.code as Problem['code'], what, where, message: err.message })
   throw err
+}
+
+/**
+ * `p` with its message made printable, as an error's is (errors.ts): a problem's message
+ * quotes the store's URL and keys, which may hold control characters, and a report's
+ * reader prints it. `where` stays the key as it is.
+ */
+export function newProblem(p: Problem): Problem {
+  return { ...p, message: printable(p.message) }
 }
 
 /** Problems inspect and verify keep per object; the rest are counted. */
@@ -219,8 +229,9 @@ function moreProblems(url: string, key: string, what: Problem['what'], more: num
   return { code: 'ERR_CORRUPT', what, where: key, message: moreMessage(url, key, more), more }
 }
 
+/** Printable, as newProblem makes every message: the count is set again as it grows. */
 function moreMessage(url: string, key: string, more: number): string {
-  return `${url}/${key}: and ${more} more problems`
+  return printable(`${url}/${key}: and ${more} more problems`)
 }
 
 /**
@@ -272,12 +283,12 @@ export function* nodePointerProblems(
   for (const offset of reached?.nodes ?? []) {
     const problem = nodeOffsetProblem(layout, offset)
     if (problem !== undefined) {
-      yield {
+      yield newProblem({
         code: 'ERR_CORRUPT',
         what: 'pointer',
         where: `${key} byte ${offset}`,
         message: `${url}: ${problem}`,
-      }
+      })
     }
   }
 }
@@ -583,12 +594,14 @@ async function walkLevels(
 function finish(walker: MapWalker): MapWalk {
   const { walk, store, inode, problems } = walker
   for (const [key, nodes] of [...walk.missing].sort(([a], [b]) => (a < b ? -1 : 1))) {
-    problems.push({
-      code: 'ERR_NOT_FOUND',
-      what: 'missing',
-      where: key,
-      message: `${store.url}/${key}: ${missingWhy(inode, key, walk.reached.get(key), nodes)}`,
-    })
+    problems.push(
+      newProblem({
+        code: 'ERR_NOT_FOUND',
+        what: 'missing',
+        where: key,
+        message: `${store.url}/${key}: ${missingWhy(inode, key, walk.reached.get(key), nodes)}`,
+      }),
+    )
   }
   return walk
 }

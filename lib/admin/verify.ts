@@ -44,6 +44,7 @@ import {
   type LeafEntries,
   type MapWalk,
   missingWhy,
+  newProblem,
   nodePointerProblems,
   ObjectProblems,
   type Problem,
@@ -187,12 +188,14 @@ export async function checkUnpublished(
     [...older].map((key) =>
       limiter.run(async () => {
         if (!(await objectExists(store, key, signal))) {
-          problems.push({
-            code: 'ERR_NOT_FOUND',
-            what: 'missing',
-            where: key,
-            message: `${store.url}/${key}: no such object, but checkpoint ${inode.cno} points into it`,
-          })
+          problems.push(
+            newProblem({
+              code: 'ERR_NOT_FOUND',
+              what: 'missing',
+              where: key,
+              message: `${store.url}/${key}: no such object, but checkpoint ${inode.cno} points into it`,
+            }),
+          )
         }
       }),
     ),
@@ -353,12 +356,14 @@ class ObjectChecks {
     }
     const size = this.what.size(key)
     if (size === undefined) {
-      found.push({
-        code: 'ERR_NOT_FOUND',
-        what: 'missing',
-        where: key,
-        message: `${ctx.store.url}/${key}: ${missingWhy(ctx.inode, key, reached)}`,
-      })
+      found.push(
+        newProblem({
+          code: 'ERR_NOT_FOUND',
+          what: 'missing',
+          where: key,
+          message: `${ctx.store.url}/${key}: ${missingWhy(ctx.inode, key, reached)}`,
+        }),
+      )
       return
     }
     // An empty object the block map does not reach is the claim of a multipart upload that
@@ -557,21 +562,25 @@ async function checkHeader(ctx: VerifyContext, key: string, size: number): Promi
   }
   if (!madeHereForReaders(ctx, header.inode.ctimeMs)) {
     const at = isoTime
-    problems.push({
-      code: 'ERR_NOT_FOUND',
-      what: 'header',
-      where: key,
-      message: `${store.url}/${key}: its header names a container made at ${at(header.inode.ctimeMs)}, not this one (made at ${at(inode.ctimeMs)}; checkpoint ${inode.cno} written at ${at(inode.mtimeMs)}): readers take it for an object of a container made again here and fail with ERR_NOT_FOUND`,
-    })
+    problems.push(
+      newProblem({
+        code: 'ERR_NOT_FOUND',
+        what: 'header',
+        where: key,
+        message: `${store.url}/${key}: its header names a container made at ${at(header.inode.ctimeMs)}, not this one (made at ${at(inode.ctimeMs)}; checkpoint ${inode.cno} written at ${at(inode.mtimeMs)}): readers take it for an object of a container made again here and fail with ERR_NOT_FOUND`,
+      }),
+    )
     return undefined
   }
   if (k.part === 0 && k.cno === inode.cno && ctx.part0 === undefined && !sameInode(header.inode, inode)) {
-    problems.push({
-      code: 'ERR_CORRUPT',
-      what: 'inode',
-      where: INODE_KEY,
-      message: `${store.url}/${INODE_KEY}: names checkpoint ${inode.cno}, but differs from the inode in its part 0 (${key})`,
-    })
+    problems.push(
+      newProblem({
+        code: 'ERR_CORRUPT',
+        what: 'inode',
+        where: INODE_KEY,
+        message: `${store.url}/${INODE_KEY}: names checkpoint ${inode.cno}, but differs from the inode in its part 0 (${key})`,
+      }),
+    )
   }
   return { ctx, key, url: `${store.url}/${key}`, header, layout: objectLayout(header, header) }
 }
@@ -626,12 +635,14 @@ async function checkMetaRegion(o: ObjectCheck): Promise<{ summary: Summary | und
     }
     const pad = paddingNotZero(region, start, layout)
     if (pad >= 0) {
-      problems.push({
-        code: 'ERR_CORRUPT',
-        what: 'summary',
-        where: `${key} byte ${pad}`,
-        message: `${url}: padding byte ${pad} after the summary is not zero`,
-      })
+      problems.push(
+        newProblem({
+          code: 'ERR_CORRUPT',
+          what: 'summary',
+          where: `${key} byte ${pad}`,
+          message: `${url}: padding byte ${pad} after the summary is not zero`,
+        }),
+      )
     }
     if (whole) {
       decodeMetaBlocks(region, start, header, layout, (j, at) => `${url} byte ${at} (meta block ${j})`, nodeProblem)
@@ -673,12 +684,12 @@ function pointerProblem(c: Checked, summary: Summary, at: number, block: number)
   else if (summary.blockIndex[slot] !== block) problem = `slot ${slot}, which holds block ${summary.blockIndex[slot]}`
   else if (summary.live[slot] !== 1) problem = `slot ${slot}, which is dead (block ${block} was written again)`
   if (problem === undefined) return undefined
-  return {
+  return newProblem({
     code: 'ERR_CORRUPT',
     what: 'pointer',
     where: `${key} byte ${at}`,
     message: `${url}: the block map points block ${block} at byte ${at}, ${problem}`,
-  }
+  })
 }
 
 /** Every data slot's CRC, dead ones too, VERIFY_CHUNK at a time. */
@@ -700,12 +711,14 @@ async function checkDataSlots(o: ObjectCheck, summary: Summary): Promise<void> {
     }
     ctx.report.slots += checkSlotCrcs(bytes, first, summary, bs, (slot, computed) => {
       const at = layout.dataOffset + slot * bs
-      ctx.problems.push({
-        code: 'ERR_CORRUPT',
-        what: 'block',
-        where: `${key} byte ${at}`,
-        message: slotCrcMessage(url, summary, slot, computed, at),
-      })
+      ctx.problems.push(
+        newProblem({
+          code: 'ERR_CORRUPT',
+          what: 'block',
+          where: `${key} byte ${at}`,
+          message: slotCrcMessage(url, summary, slot, computed, at),
+        }),
+      )
     })
     givePieces(bytes) // checked: the store's pieces can be read into again
   }

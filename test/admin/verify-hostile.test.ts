@@ -82,6 +82,43 @@ describe('verify and inspect: the published checkpoint’s part 0 missing', () =
   })
 })
 
+describe('verify and inspect: a store URL holding control characters', () => {
+  it("the problems' messages quote it escaped, as errors do; where keeps the key", async () => {
+    const name = 'runs\x1b[31m\u009b\n'
+    const store = new MemoryStore(name)
+    const f = await SegmentFile.create(store, smallSettings)
+    await f.write(0, pattern(0, 100_000, 1))
+    await f.flush()
+    await f.write(50_000, pattern(50_000, 10_000, 2))
+    assert.equal((await f.flush()).cno, 2)
+    await f.close()
+    // Part 0 of the published checkpoint gone (verify's and inspect's own checks), and a
+    // data block of checkpoint 1 damaged (verify's block check).
+    await store.delete(segmentKey(2, 0))
+    const one = Buffer.from(await store.get(segmentKey(1, 1)))
+    one[10] = (one[10] as number) ^ 0xff
+    await store.put(segmentKey(1, 1), one)
+    const reports = [
+      ['verify', (await verifyCheckpoint(store)).problems],
+      ['verify 1', (await verifyCheckpoint(store, { cno: 1 })).problems],
+      ['inspect', (await inspectCheckpoint(store)).problems],
+    ] as const
+    for (const [what, problems] of reports) {
+      assert.ok(problems.length > 0, `${what}: a problem`)
+      for (const p of problems) {
+        // biome-ignore lint/suspicious/noControlCharactersInRegex: the control characters are what must not be there
+        assert.doesNotMatch(p.message, /[\u0000-\u001f\u007f-\u009f]/, `${what}: ${JSON.stringify(p.message)}`)
+        assert.ok(p.message.startsWith('mem://runs\\x1b[31m\\x9b\\n/'), `${what}: ${JSON.stringify(p.message)}`)
+      }
+    }
+    assert.ok(reports[0][1].some((p) => p.where === segmentKey(2, 0)))
+    assert.ok(
+      reports[1][1].some((p) => p.what === 'block'),
+      JSON.stringify(reports[1][1]),
+    )
+  })
+})
+
 describe('verify and inspect: the checkpoint’s own entry unreadable', () => {
   const pristine = new MemoryStore()
   const built = buildContainer(pristine) // checkpoints 1, 2 and 3, the last published
