@@ -414,7 +414,7 @@ describe('commands on a directory store', () => {
       [['gc', url, '--keep-cnos=-1'], /option --keep-cnos: "-1" is not a checkpoint number/],
       [['put', '-', url, '--stream-segment-bytes', 'many'], /option --stream-segment-bytes: "many" is not a size/],
       [['put', '-', url, '--format', 'fancy'], /option --format = "fancy": must be 'stream' or 'parted'/],
-      [['put', '-', url, '--format', 'parted'], /format parted: the container at .* has stream/],
+      [['put', '-', url, '--format', 'parted'], /option --format = parted: the container at .* has stream/],
       [
         ['get', url, '-', '--cno', '10000000000'],
         /option --cno: "10000000000" is not a checkpoint number \(1\.\.1073741823\)/,
@@ -1829,6 +1829,23 @@ describe('a setting given on the command line is named as typed in its error', (
       err.writes.join(''),
       'stream-segment: ERR_INVALID_ARGUMENT: option --read-max-concurrency = 0: must be an integer in 1..256\n',
     )
+  })
+
+  it('a format or block size the existing container does not have is named as typed, and what to do', async () => {
+    const c = join(dir, 'own')
+    assert.equal(await main(['put', input, c], fakeOutput(false), fakeOutput(false)), 0)
+    const cases: Array<[string[], string]> = [
+      [['--format', 'parted'], 'option --format = parted: the container at'],
+      [['--dataBlockSize', '8K'], 'option --dataBlockSize = 8192: the container at'],
+      [['--meta-block-size=8K'], 'option --meta-block-size = 8192: the container at'],
+    ]
+    for (const [options, start] of cases) {
+      const err = fakeOutput(false)
+      assert.equal(await main(['put', input, c, ...options], fakeOutput(false), err), 2, err.writes.join(''))
+      const line = err.writes.join('')
+      assert.ok(line.startsWith(`stream-segment: ERR_INVALID_ARGUMENT: ${start} ${c} has `), line)
+      assert.match(line, /: a container keeps the .* it was made with: leave the option out\n$/, line)
+    }
   })
 })
 

@@ -127,6 +127,21 @@ export function optionName(p: Parsed, name: string): string {
  * name. Any other error is returned as it is.
  */
 export function namedAsTyped(p: Parsed, e: unknown): unknown {
+  // `put … --format parted` on a container made otherwise: the library names its option
+  // (`format parted: the container at URL has stream`); said here as the option typed,
+  // and that the container's own layout is not a choice.
+  const own = StreamSegmentError.is(e, 'ERR_INVALID_ARGUMENT')
+    ? /^(format|dataBlockSize|metaBlockSize) (\S+): (the container at .* has \S+)$/s.exec(e.message)
+    : null
+  const ownTyped = own === null ? undefined : p.typed.get(own[1] as string)
+  if (own !== null && ownTyped !== undefined) {
+    const what = own[1] === 'format' ? 'format' : 'block sizes'
+    return new StreamSegmentError(
+      'ERR_INVALID_ARGUMENT',
+      `option ${ownTyped} = ${own[2]}: ${own[3]}: a container keeps the ${what} it was made with: leave the option out`,
+      { cause: e },
+    )
+  }
   const m = StreamSegmentError.is(e, 'ERR_INVALID_ARGUMENT') ? /^setting (\w+) = /.exec(e.message) : null
   const typed = m === null ? undefined : p.typed.get(m[1] as string)
   if (m === null || typed === undefined) return e
