@@ -1873,4 +1873,20 @@ describe('put - on a terminal', () => {
     assert.equal(piped.status, 0, piped.stderr)
     assert.equal(piped.stderr, '', 'nothing said when stdin is not a terminal')
   })
+
+  it('draws no progress line on that terminal, where it would erase the line being typed', () => {
+    const url = join(dir, 'typed')
+    const q = (a: string) => `'${a.replaceAll("'", "'\\''")}'`
+    // stdin, stdout and stderr all the terminal: the progress line would go where the input is echoed.
+    const r = spawnSync('script', ['-qec', [process.execPath, bin, 'put', '-', url].map(q).join(' '), '/dev/null'], {
+      env: quietEnv(),
+      encoding: 'utf8',
+      input: '',
+      timeout: 60_000,
+    })
+    assert.equal(r.status, 0, r.stdout + r.stderr)
+    assert.match(r.stdout.replaceAll('\r', ''), /committed checkpoint 1 of /, r.stdout)
+    assert.doesNotMatch(r.stdout, /put: \d/, 'no progress line')
+    assert.ok(!r.stdout.includes('\u001b[K'), 'nothing redrawn')
+  })
 })

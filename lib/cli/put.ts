@@ -214,7 +214,9 @@ export async function put(p: Parsed, out: Out, err: Out, signal: AbortSignal): P
       '-: stdin is /dev/null (given so, or closed): no content; --size 0 publishes an empty file',
     )
   }
-  if (source === '-' && producer === undefined && isatty(0)) {
+  // Input typed at a terminal: no progress line there, whose redraws would erase the line being typed.
+  const typed = source === '-' && producer === undefined && isatty(0)
+  if (typed) {
     // Else a put typed without its input (a pipe forgotten) waits without a word.
     err.write(
       'stream-segment: reading stdin (a terminal) until end of input: Ctrl-D on a line of its own ends it, Ctrl-C cancels\n',
@@ -243,6 +245,7 @@ export async function put(p: Parsed, out: Out, err: Out, signal: AbortSignal): P
           err,
           completeWhen({ size, child }),
           wal,
+          !typed,
         )
   } catch (e) {
     const unmade = await folderNotMade(e, store)
@@ -508,11 +511,12 @@ async function putByValue(
   err: Out,
   gate?: Transform,
   wal?: WalOptions,
+  progress = true,
 ): Promise<PutResult> {
   // Files, pipes, sockets and a child's stdout hand over a new buffer for every chunk.
   const writer = createStreamSegmentWriteStream({ store, signal, adoptChunks: true, ...settings, ...(wal && { wal }) })
   const sample = () => ({ done: writer.bytesWritten, requestsInFlight: writer.file?.progress.requestsInFlight ?? 0 })
-  const stop = err.isTTY ? showProgress(err, sample, progressLine) : undefined
+  const stop = progress && err.isTTY ? showProgress(err, sample, progressLine) : undefined
   try {
     await (gate === undefined ? pipeline(input, writer) : pipeline(input, gate, writer))
   } catch (e) {
