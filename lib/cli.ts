@@ -26,7 +26,7 @@ import { get } from './cli/get.js'
 import type { Out } from './cli/output.js'
 import { put } from './cli/put.js'
 import { StreamSegmentError } from './errors.js'
-import { isSettingName, SPEC_DEFAULTS } from './settings.js'
+import { isSettingName, nearest, SPEC_DEFAULTS } from './settings.js'
 import { optionalRequire } from './util/optional-require.cjs'
 import { printable } from './util/shell-words.js'
 
@@ -252,7 +252,13 @@ export async function main(
         out.write(USAGE)
         return 0
       }
-      throw StreamSegmentError.invalidArgument(`unknown command ${JSON.stringify(first)} (see stream-segment --help)`)
+      // `lss`, `--hlep`: said as the slip it is, as a misspelt option of a command is.
+      const option = first.startsWith('-')
+      const near = nearest(first, option ? ['--help', '--version'] : [...Object.keys(COMMANDS), 'help'])
+      const meant = near === undefined ? '' : `did you mean ${near}? `
+      throw StreamSegmentError.invalidArgument(
+        `unknown ${option ? 'option' : 'command'} ${JSON.stringify(first)} (${meant}see stream-segment --help)`,
+      )
     }
     p = parseCommand(rest, command.spec)
     if (p.help) {

@@ -251,6 +251,23 @@ it('an unknown command is a one-line error with its code, no stack', () => {
   )
 })
 
+it('a misspelt command, or option where the command goes, names the one it is a slip away from', async () => {
+  const cases: Array<[string, string]> = [
+    ['lss', 'unknown command "lss" (did you mean ls? see stream-segment --help)'],
+    ['exprot', 'unknown command "exprot" (did you mean export? see stream-segment --help)'],
+    ['--hlep', 'unknown option "--hlep" (did you mean --help? see stream-segment --help)'],
+    ['--verison', 'unknown option "--verison" (did you mean --version? see stream-segment --help)'],
+    ['-x', 'unknown option "-x" (see stream-segment --help)'],
+  ]
+  for (const [first, message] of cases) {
+    const out = fakeOutput(false)
+    const err = fakeOutput(false)
+    assert.equal(await main([first, 'c'], out, err), 2, first)
+    assert.equal(err.writes.join(''), `stream-segment: ERR_INVALID_ARGUMENT: ${message}\n`, first)
+    assert.equal(out.writes.join(''), '', first)
+  }
+})
+
 describe('commands on a directory store', () => {
   const dir = mkdtempSync(join(tmpdir(), 'ss-cli-'))
   const url = join(dir, 'container')
