@@ -680,6 +680,17 @@ describe('commands on a directory store', () => {
       ],
       [['put', join(dir, 'missing.bin'), url], 3, /ERR_NOT_FOUND: .*missing\.bin: no such file/],
       [['put', dir, url], 2, /ERR_INVALID_ARGUMENT: .*: is a directory/],
+      // The arguments swapped: a container given first, the file second.
+      [
+        ['put', 's3://no-bucket/c', input],
+        3,
+        /ERR_NOT_FOUND: s3:\/\/no-bucket\/c: no such file \(a URL: put takes the file first, then the container: put .*in\.bin s3:\/\/no-bucket\/c\)$/m,
+      ],
+      [
+        ['put', dir, input],
+        2,
+        /ERR_INVALID_ARGUMENT: .*: is a directory \(put takes the file first, then the container: put .*in\.bin .*\)$/m,
+      ],
       [
         ['put', input],
         2,

@@ -76,6 +76,11 @@ function refuseForFile(p: Parsed, size: number | undefined, wal: WalOptions | un
   }
 }
 
+/** The command with its two arguments the other way round, for one that looks swapped. */
+function swapped(source: string, url: string): string {
+  return `put takes the file first, then the container: put ${shellWord(url)} ${shellWord(source)}`
+}
+
 /**
  * What `put X` lacks: the container after a file X or after -, the command after `put X --`,
  * else the file (- for stdin) before a container X.
@@ -224,13 +229,24 @@ export async function put(p: Parsed, out: Out, err: Out, signal: AbortSignal): P
   }
   // `signal`: the interrupts main hears (Ctrl-C, SIGTERM, SIGHUP), until it has reported.
   const fifo = source === '-' ? undefined : openFifo(source)
-  const fh = source === '-' || fifo !== undefined ? undefined : await openSource(source, signal)
+  const fh =
+    source === '-' || fifo !== undefined
+      ? undefined
+      : await openSource(source, signal).catch((e: unknown) => {
+          // `put s3://bucket/c model.pt`: a URL where the file goes, the arguments swapped.
+          if (!StreamSegmentError.is(e, 'ERR_NOT_FOUND') || !/^[a-z][a-z0-9+.-]*:/i.test(source)) throw e
+          throw new StreamSegmentError('ERR_NOT_FOUND', `${e.message} (a URL: ${swapped(source, url)})`, { cause: e })
+        })
   const child = producer === undefined ? undefined : startProducer(producer)
   const t0 = performance.now()
   let r: PutResult
   try {
     const st = await fh?.stat()
-    if (st?.isDirectory()) throw StreamSegmentError.invalidArgument(`${source}: is a directory`)
+    if (st?.isDirectory()) {
+      // `put container model.pt`: the container first, the file after it.
+      const hint = isRegularFile(url) ? ` (${swapped(source, url)})` : ''
+      throw StreamSegmentError.invalidArgument(`${source}: is a directory${hint}`)
+    }
     if (st?.isFile()) refuseForFile(p, size, wal)
     // A regular file goes by reference: its blocks are read when their objects are sent.
     // Anything else (stdin, a pipe, a FIFO, a device) can be read only once, in order.
