@@ -279,6 +279,11 @@ export async function main(
     // An interrupt can surface as whatever failed first (a read cut short): it is the interrupt.
     if (ac.signal.aborted && !StreamSegmentError.is(e, 'ERR_ABORTED')) {
       e = StreamSegmentError.aborted(`${argv[0]}: ${(ac.signal.reason as Error).message}`, e)
+    } else if (ac.signal.aborted && !(e as Error).message.includes((ac.signal.reason as Error).message)) {
+      // The library's own abort (`write to URL aborted`) does not say why: the signal that stopped it.
+      e = new StreamSegmentError('ERR_ABORTED', `${(e as Error).message}: ${(ac.signal.reason as Error).message}`, {
+        cause: e,
+      })
     }
     const code = StreamSegmentError.is(e) ? e.code : 'ERR_INTERNAL'
     const message = (e as Error)?.message ?? String(e)
