@@ -225,6 +225,25 @@ describe('the benchmark programs refuse an option value they do not know (no emp
       lines: [],
       says: /BENCH_VARIANTS=3,99: no row 99 here \(rows 0 to \d+\)/,
     },
+    {
+      // The one-row child the docs quote (BENCH_CHILD=N) names the row it lacks, as BENCH_VARIANTS does.
+      program: 'write-cpu',
+      env: { BENCH_TABLES: '2', BENCH_STREAM_MIB: '16', BENCH_CHILD: '99' },
+      lines: [],
+      says: /BENCH_CHILD=99: no row 99 here \(rows 0 to \d+/,
+    },
+    {
+      program: 'write-cpu',
+      env: { BENCH_TABLES: '3', BENCH_MIB: '16' },
+      lines: [],
+      says: /BENCH_TABLES=3: no table 3 \(tables 1, 2\)/,
+    },
+    {
+      program: 'stream-flush',
+      env: { BENCH_SECTIONS: '4,7', BENCH_MIB: '16' },
+      lines: [],
+      says: /BENCH_SECTIONS=4,7: no section 7 \(sections 1 to 6\)/,
+    },
   ]
   for (const c of refused) {
     const given =

@@ -104,6 +104,10 @@ async function run(store: ObjectStore, settings: Partial<Settings>, rate: number
 
 /** BENCH_SECTIONS=1,2,… runs only those sections (all by default). */
 const sections = new Set((process.env.BENCH_SECTIONS ?? '1,2,3,4,5,6').split(','))
+// A section this program does not have is refused, not an empty run that exits 0.
+const noSection = [...sections].filter((s) => !['1', '2', '3', '4', '5', '6'].includes(s))
+if (noSection.length > 0)
+  throw new Error(`BENCH_SECTIONS=${process.env.BENCH_SECTIONS}: no section ${noSection.join(', ')} (sections 1 to 6)`)
 
 async function main() {
   const machine = `node ${process.version}, ${cpus()[0]?.model}, ${cpus().length} cores`

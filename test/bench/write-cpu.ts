@@ -667,7 +667,15 @@ async function tableStreams() {
   }
   if (child !== undefined) {
     // One variant, one round, in a process of its own: its peak RSS is its own.
-    const variant = variants[Number(child)] as (typeof variants)[0]
+    const variant = /^\d+$/.test(child) ? variants[Number(child)] : undefined
+    // BENCH_CHILD=N is also run by hand (docs/benchmarks.md): a row it lacks is named, as for BENCH_VARIANTS.
+    if (variant === undefined) {
+      await rm(dir, { recursive: true, force: true })
+      client?.destroy()
+      throw new Error(
+        `BENCH_CHILD=${child}: no row ${child} here (rows 0 to ${variants.length - 1}${client ? '' : '; the radosgw rows need AWS_ENDPOINT_URL_S3'})`,
+      )
+    }
     await variant.prepare?.()
     // Unmeasured runs first: the measured one finds the code compiled and the memory mapped.
     for (let w = 0; w < warmRuns; w++) {
@@ -742,6 +750,9 @@ async function tableStreams() {
 }
 
 const tables = process.env.BENCH_TABLES ?? '1,2'
+// A table this program does not have is refused, not an empty run that exits 0.
+const noTable = tables.split(',').filter((t) => t !== '1' && t !== '2')
+if (noTable.length > 0) throw new Error(`BENCH_TABLES=${tables}: no table ${noTable.join(', ')} (tables 1, 2)`)
 // Each run of the stream table is a child process: its own peak RSS, its own JIT.
 if (tables.includes('1')) await tableFiles()
 if (tables.includes('2')) await tableStreams()
