@@ -9,6 +9,7 @@
  */
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { describe, it } from 'node:test'
 import { ListBucketsCommand, ListObjectsV2Command } from '@aws-sdk/client-s3'
@@ -35,6 +36,7 @@ const cases: Case[] = [
       /^# first read of a process: 16 MiB/,
       /^\| directory store \| 4 KiB pages \| [\d.]+/,
       /^\| directory store \| memory addon \| [\d.]+/,
+      /^\| radosgw, http GETs \| 4 KiB pages \| [\d.]+/,
       /^\| radosgw, http GETs \| memory addon \| [\d.]+/,
     ],
   },
@@ -99,6 +101,11 @@ const cases: Case[] = [
       /^\| node -e 0 \(Node alone\) \| \d+ \(\d+–\d+\) \| (\d+ \(\d+–\d+\)|-) \|$/,
       /^\| stream-segment put \(1 MiB file, directory store\) \| \d+ /,
       /^\| stream-segment get \(to a file, directory store\) \| \d+ /,
+      /^\| node, require\('@aws-sdk\/client-s3'\) \| \d+ /,
+      /^\| the library imported \(ESM build\) \| \d+ /,
+      /^\| the library required \(CommonJS build\) \| \d+ /,
+      /^\| stream-segment --help \| \d+ /,
+      /^\| stream-segment ls \(directory store\) \| \d+ /,
     ],
   },
   {
@@ -110,6 +117,10 @@ const cases: Case[] = [
       /^## 3\. The spec's default limits/,
       /^## 4\. Writer CPU by value/,
       /^## 5\. radosgw/,
+      // A variant whose child failed prints 'failed: …' in its row and the program still exits 0.
+      /^\| stream-segment \(streaming profile\) \| [\d.]+ \|/,
+      /^\| stream-segment \(spec defaults\) \| [\d.]+ \|/,
+      /^\| stream-segment \(1 GiB target, limits raised\) \| [\d.]+ \|/,
       /^\| lib-storage Upload \(16 MiB parts, queue 4\) \| [\d.]+ \|/,
       /^## 6\. By reference/,
       /^Writer CPU by reference, StreamSegment/,
@@ -118,12 +129,22 @@ const cases: Case[] = [
   {
     program: 'wal',
     env: { BENCH_MIB: MIB },
-    lines: [/^\| none \(no WAL\) \| [\d.]+ \|/, /^\| sync 'always' \| [\d.]+ \|/],
+    lines: [
+      /^\| none \(no WAL\) \| [\d.]+ \|/,
+      /^\| sync 'none' \| [\d.]+ \|/,
+      /^\| sync 'interval', 100 ms \| [\d.]+ \|/,
+      /^\| sync 'always' \| [\d.]+ \|/,
+      /^\| sync 'always', publish\(\) every 64 MiB \| [\d.]+ \|/,
+    ],
   },
   {
     program: 'write-cpu',
     env: { BENCH_MIB: MIB, BENCH_STREAM_MIB: MIB, BENCH_ROUNDS: '1' },
     lines: [
+      // Table 1 (BENCH_TABLES unset runs both).
+      /^# write-cpu: 16 MiB in 16 MiB writes/,
+      /^\| spec defaults \(8 MiB dirty limit: partials while writing\) \| [\d.]+ \|/,
+      /^\| limits raised, 1 GiB target \(objects filled a piece at a time while writing\) \| [\d.]+ \|/,
       /^# write-cpu, streams:/,
       // CPU, then the part of it on other threads (read from /proc on Linux, as here).
       /^\| write stream, discarding store \(beyond the source\) \| [\d.]+ \| [\d.]+ \| /,
@@ -141,7 +162,12 @@ const cases: Case[] = [
   {
     program: 'write-stream',
     env: { BENCH_MIB: MIB, BENCH_ROUNDS: '1' },
-    lines: [/^\| 1024 KiB \| node:stream Writable \(ours\) \| [\d.]+ \|/],
+    lines: [
+      /^\| 64 KiB \| SegmentFile\.write loop \(floor\) \| [\d.]+ \|/,
+      /^\| 64 KiB \| streamx Writable \(baseline\) \| [\d.]+ \|/,
+      /^\| 64 KiB \| node:stream Writable \(ours\) \| [\d.]+ \|/,
+      /^\| 1024 KiB \| node:stream Writable \(ours\) \| [\d.]+ \|/,
+    ],
   },
 ]
 
@@ -257,4 +283,91 @@ describe('the benchmark programs refuse an option value they do not know (no emp
       assert.match(r.stderr, c.says)
     })
   }
+})
+
+/**
+ * Each code span (inline, or a line of a fenced block) of README.md and docs/*.md that runs
+ * a benchmark program (`… dist/esm/test/bench/NAME.js …`; an inline span may wrap across
+ * lines), split into the
+ * program, the options after it and the environment variables it sets.
+ */
+function quotedBenchCommands(): Array<{ doc: string; span: string; program: string; flags: string[]; vars: string[] }> {
+  const docs = [
+    'README.md',
+    ...readdirSync('docs')
+      .filter((f) => f.endsWith('.md'))
+      .map((f) => `docs/${f}`),
+  ]
+  const found = []
+  for (const doc of docs) {
+    // Each line of a fenced block is a span; the fences out first, or their backticks would
+    // pair with the inline spans' and shift them all.
+    const fenced: string[] = []
+    const text = readFileSync(doc, 'utf8').replace(/^```.*\n([\s\S]*?)^```$/gm, (_, body: string) => {
+      fenced.push(...body.split('\n'))
+      return ''
+    })
+    const spans = [...fenced, ...[...text.matchAll(/`([^`]+)`/g)].map((m) => m[1] as string)]
+    for (const code of spans) {
+      const span = code.replace(/\s+/g, ' ')
+      const m = /dist\/esm\/test\/bench\/([\w-]+)\.js(.*)$/.exec(span)
+      if (m === null || m[1] === 'NAME') continue // NAME: the docs' placeholder for any program
+      found.push({
+        doc,
+        span,
+        program: m[1] as string,
+        flags: [...(m[2] as string).matchAll(/(?:^|\s)--([a-z][\w-]*)/g)].map((f) => f[1] as string),
+        vars: [...span.matchAll(/\b(BENCH_[A-Z_]+)=/g)].map((v) => v[1] as string),
+      })
+    }
+  }
+  return found
+}
+
+describe('the benchmark commands the docs quote name what the programs have', () => {
+  const commands = quotedBenchCommands()
+  it('finds the quoted commands', () => {
+    // The docs quote most programs by name; a pattern that matched nothing would pass below.
+    assert.ok(commands.length >= 20, `only ${commands.length} commands found`)
+  })
+  it('each names a program, options it parses and variables it reads', () => {
+    const wrong: string[] = []
+    for (const c of commands) {
+      const path = `test/bench/${c.program}.ts`
+      if (!existsSync(path)) {
+        wrong.push(`${c.doc}: \`${c.span}\`: no ${path}`)
+        continue
+      }
+      const source = readFileSync(path, 'utf8')
+      for (const f of c.flags) {
+        // parseArgs options: `mib: { type: …` or `'object-mib': { type: …`.
+        if (!new RegExp(`[\\s{,]'?${f}'?: \\{ type`).test(source))
+          wrong.push(`${c.doc}: \`${c.span}\`: no option --${f}`)
+      }
+      for (const v of c.vars) {
+        if (!source.includes(`process.env.${v}`)) wrong.push(`${c.doc}: \`${c.span}\`: ${c.program} does not read ${v}`)
+      }
+    }
+    assert.deepEqual(wrong, [])
+  })
+  it('each BENCH_ variable the docs name is read by a benchmark program', () => {
+    const sources = readdirSync('test/bench')
+      .filter((f) => f.endsWith('.ts'))
+      .map((f) => readFileSync(`test/bench/${f}`, 'utf8'))
+      .join('\n')
+    const docs = [
+      'README.md',
+      ...readdirSync('docs')
+        .filter((f) => f.endsWith('.md'))
+        .map((f) => `docs/${f}`),
+    ]
+    const named = new Set(
+      docs.flatMap((d) => [...readFileSync(d, 'utf8').matchAll(/\bBENCH_[A-Z_]+\b/g)].map((m) => m[0])),
+    )
+    assert.ok(named.size >= 5, `only ${[...named].join(', ')} named`)
+    assert.deepEqual(
+      [...named].filter((v) => !sources.includes(`process.env.${v}`)),
+      [],
+    )
+  })
 })
