@@ -9,7 +9,8 @@
 //  6. by reference: the flush after writeRef at 200 MB/s, and the writer's CPU;
 //  5. with AWS_ENDPOINT_URL_S3 set (radosgw): our write stream against @aws-sdk/lib-storage
 //     Upload of the same bytes, each in its own process (time to commit, CPU, peak RSS).
-// Run: npm run build && node dist/esm/test/bench/stream-flush.js   (BENCH_MIB=… to change 512)
+// Run: npm run build && node dist/esm/test/bench/stream-flush.js   (BENCH_MIB=… to change 512,
+// BENCH_SECTIONS=4,6 to run only those sections)
 import { spawnSync } from 'node:child_process'
 import { cpus } from 'node:os'
 import { Readable } from 'node:stream'

@@ -26,6 +26,8 @@
 //   (the steady state of a process that writes again and again: code compiled, memory
 //   mapped; a fresh process pays for both in its first GiB, docs/benchmarks.md), and
 //   BENCH_GC=0 leaves out the full collection forced before each measured run.
+//   BENCH_TABLES=2 BENCH_CHILD=N runs row N of table 2 once in this process and prints its
+//   sample as a line of JSON (how the parent runs each row; also for a profiler).
 import { spawnSync } from 'node:child_process'
 import { once } from 'node:events'
 import { createReadStream, createWriteStream } from 'node:fs'
