@@ -270,6 +270,13 @@ describe('the benchmark programs refuse an option value they do not know (no emp
       lines: [],
       says: /BENCH_SECTIONS=4,7: no section 7 \(sections 1 to 6\)/,
     },
+    {
+      // Not an option value but the same promise: a radosgw row whose child failed fails the run.
+      program: 'stream-flush',
+      env: { BENCH_SECTIONS: '5', BENCH_MIB: '1', AWS_ENDPOINT_URL_S3: 'http://127.0.0.1:1' },
+      lines: [],
+      says: /stream-segment \(streaming profile\) failed: .*ECONNREFUSED/,
+    },
   ]
   for (const c of refused) {
     const given =
