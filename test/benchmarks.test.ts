@@ -271,6 +271,13 @@ describe('the benchmark programs refuse an option value they do not know (no emp
       says: /BENCH_SECTIONS=4,7: no section 7 \(sections 1 to 6\)/,
     },
     {
+      // Section 5 asked for by name, with no server to run it on, prints no empty section.
+      program: 'stream-flush',
+      env: { BENCH_SECTIONS: '5', BENCH_MIB: '1', AWS_ENDPOINT_URL_S3: '' },
+      lines: [],
+      says: /BENCH_SECTIONS=5: section 5 needs radosgw: bash test\/rgw\/rgw\.sh start/,
+    },
+    {
       // Not an option value but the same promise: a radosgw row whose child failed fails the run.
       program: 'stream-flush',
       env: { BENCH_SECTIONS: '5', BENCH_MIB: '1', AWS_ENDPOINT_URL_S3: 'http://127.0.0.1:1' },
