@@ -1812,6 +1812,9 @@ describe('exit codes', () => {
         const line = new RegExp(`^stream-segment: ${code}: [^\\n]+\\n`, 'm')
         if (followed.includes(code)) assert.match(r.stderr, line)
         else assert.match(r.stderr, new RegExp(`${line.source}$`), 'one line, nothing else')
+        // The file named once, by its path: not also as the library's "the file" for a handle.
+        if (code === 'ERR_STATE')
+          assert.match(r.stderr, /: ERR_STATE: \/sys\/devices\/system\/cpu\/online: ended at byte /)
       })
     }
   })

@@ -17,7 +17,7 @@ import { isSettingName, type Settings, SPEC_DEFAULTS } from '../settings.js'
 import { DirectoryStore } from '../store/directory.js'
 import { MemoryStore } from '../store/memory.js'
 import type { ObjectStore } from '../store/types.js'
-import { uploadFile } from '../streams/upload-file.js'
+import { UNNAMED_FILE, uploadFile } from '../streams/upload-file.js'
 import { createStreamSegmentWriteStream } from '../streams/write-stream.js'
 import { openLocalFile } from '../util/local-fs.js'
 import { printable, shellWord } from '../util/shell-words.js'
@@ -270,9 +270,10 @@ export async function put(p: Parsed, out: Out, err: Out, signal: AbortSignal): P
     if (fifo !== undefined && signal.aborted && fifo.bytesRead === 0) {
       throw StreamSegmentError.aborted(`${source}: interrupted while waiting for a writer to open it`, e)
     }
-    // The file source says the file ended early, not which file.
+    // The file source says the file ended early, not which file: it was given a handle.
     if (StreamSegmentError.is(e, 'ERR_STATE') && !e.message.includes(printable(source))) {
-      throw new StreamSegmentError('ERR_STATE', `${source}: ${e.message}`, { cause: e })
+      const what = e.message.startsWith(`${UNNAMED_FILE}: `) ? e.message.slice(UNNAMED_FILE.length + 2) : e.message
+      throw new StreamSegmentError('ERR_STATE', `${source}: ${what}`, { cause: e })
     }
     throw e
   } finally {

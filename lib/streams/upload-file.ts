@@ -66,13 +66,16 @@ const SOURCE_POOL_BYTES = 64 * 1024 * 1024
  * and faulted in, which costs more than the read on some virtual machines (less in the
  * huge pages util/huge-memory.ts asks for).
  */
+/** What errors call a file given as a handle, with no name. */
+export const UNNAMED_FILE = 'the file'
+
 export function fileSource(
   fh: {
     read(buffer: Uint8Array, offset: number, length: number, position: number): Promise<{ bytesRead: number }>
     stat?(): Promise<FileVersion>
   },
   version?: FileVersion,
-  name = 'the file',
+  name = UNNAMED_FILE,
 ): BlockSource {
   if (typeof (fh as { read?: unknown } | null)?.read !== 'function') {
     throw StreamSegmentError.invalidArgument(
@@ -246,7 +249,7 @@ export async function uploadFile(
     const { size } = version
     const name = typeof path === 'string' ? path : undefined
     // Found before the store is touched: a container opened (made, maybe) for nothing.
-    await checkEnd(fh, size, name ?? 'the file')
+    await checkEnd(fh, size, name ?? UNNAMED_FILE)
     // Fired while the file was opened and looked at (a slow mount): the listener below would
     // never hear it, and the open would go on, waiting on a stalled store for ever.
     if (signal?.aborted) throw aborted()
