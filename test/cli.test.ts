@@ -1887,17 +1887,23 @@ describe('put - on a terminal', () => {
   const hint =
     /^stream-segment: reading stdin \(a terminal\) until end of input: Ctrl-D on a line of its own ends it, Ctrl-C cancels$/m
 
-  // `script` is util-linux's (Debian's essential bsdutils): the test fails, not skips, without it.
-  it('says on stderr that it reads stdin until EOF; not when stdin is a pipe', () => {
-    const url = join(dir, 'c')
+  /**
+   * `put - url` with stdin, stdout and stderr all one terminal (`script`, util-linux's, in
+   * Debian's essential bsdutils: the tests fail, not skip, without it). script's own stdin
+   * at its end: it sends the terminal's end of input (Ctrl-D) to the command.
+   */
+  function putOnTerminal(url: string) {
     const q = (a: string) => `'${a.replaceAll("'", "'\\''")}'`
-    // script's own stdin at its end: it sends the terminal's end of input (Ctrl-D) to the command.
-    const r = spawnSync('script', ['-qec', [process.execPath, bin, 'put', '-', url].map(q).join(' '), '/dev/null'], {
+    return spawnSync('script', ['-qec', [process.execPath, bin, 'put', '-', url].map(q).join(' '), '/dev/null'], {
       env: quietEnv(),
       encoding: 'utf8',
       input: '',
       timeout: 60_000,
     })
+  }
+
+  it('says on stderr that it reads stdin until EOF; not when stdin is a pipe', () => {
+    const r = putOnTerminal(join(dir, 'c'))
     const shown = r.stdout.replaceAll('\r', '')
     assert.equal(r.status, 0, shown + r.stderr)
     assert.match(shown, hint)
@@ -1907,15 +1913,7 @@ describe('put - on a terminal', () => {
   })
 
   it('draws no progress line on that terminal, where it would erase the line being typed', () => {
-    const url = join(dir, 'typed')
-    const q = (a: string) => `'${a.replaceAll("'", "'\\''")}'`
-    // stdin, stdout and stderr all the terminal: the progress line would go where the input is echoed.
-    const r = spawnSync('script', ['-qec', [process.execPath, bin, 'put', '-', url].map(q).join(' '), '/dev/null'], {
-      env: quietEnv(),
-      encoding: 'utf8',
-      input: '',
-      timeout: 60_000,
-    })
+    const r = putOnTerminal(join(dir, 'typed'))
     assert.equal(r.status, 0, r.stdout + r.stderr)
     assert.match(r.stdout.replaceAll('\r', ''), /committed checkpoint 1 of /, r.stdout)
     assert.doesNotMatch(r.stdout, /put: \d/, 'no progress line')
