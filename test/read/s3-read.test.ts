@@ -124,7 +124,7 @@ describe('reads on radosgw', () => {
       assert.match(inspect.text, /\n0000000001\.0 +\d+ +CHECKPOINT /)
       const other = run(['put', '-', url, '--format', 'stream'], data.subarray(0, 10))
       assert.equal(other.status, 2, other.stderr)
-      assert.match(other.stderr, /ERR_INVALID_ARGUMENT: format stream: the container at .* has parted/)
+      assert.match(other.stderr, /ERR_INVALID_ARGUMENT: option --format = stream: the container at .* has parted: /)
       for (const cno of ['1', '2']) {
         const v = run(['verify', url, '--cno', cno])
         assert.equal(v.status, 0, v.stderr + v.text)
