@@ -13,8 +13,6 @@ import { mkdtempSync, readdirSync, rmSync, statSync, utimesSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
-import { format } from 'node:util'
-import createDebug from 'debug'
 import fc from 'fast-check'
 import { type GcProgress, gc } from '../../lib/admin/gc.js'
 import { listCheckpoints, verifyCheckpoint } from '../../lib/admin/index.js'
@@ -35,7 +33,7 @@ import { fileState, SegmentFile } from '../../lib/segment-file.js'
 import { DirectoryStore } from '../../lib/store/directory.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
-import { rejectsCode } from '../helpers/assert.js'
+import { debugLines, rejectsCode } from '../helpers/assert.js'
 import { copyStore, readPublished } from '../helpers/containers.js'
 import { FailingStore } from '../helpers/failing-store.js'
 import { pattern } from '../helpers/pattern.js'
@@ -531,12 +529,7 @@ describe('retention and abandoned numbers', () => {
   })
 
   it("each retention run's debug line says what it deleted, left young and held for a roll-forward", async () => {
-    const lines: string[] = []
-    const { log } = createDebug
-    const enabled = createDebug.disable()
-    createDebug.enable('stream-segment:file')
-    createDebug.log = (...args: unknown[]) => void lines.push(format(...args)) // as debug's own log formats them
-    try {
+    const lines = await debugLines('stream-segment:file', async () => {
       const store = new MemoryStore()
       const f = await SegmentFile.create(store, { ...smallSettings, retainCheckpoints: 1, retainGraceMs: 0 })
       for (let i = 1; i <= 3; i++) {
@@ -544,10 +537,7 @@ describe('retention and abandoned numbers', () => {
         await f.flush()
       }
       await f.close() // waits for the cleaner
-    } finally {
-      createDebug.log = log
-      createDebug.enable(enabled)
-    }
+    })
     const runs = lines.filter((l) => l.includes('retention on'))
     assert.ok(runs.length >= 1, lines.join('\n'))
     for (const l of runs) {

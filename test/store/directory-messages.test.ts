@@ -12,8 +12,6 @@ import { syncBuiltinESMExports } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
-import { format } from 'node:util'
-import createDebug from 'debug'
 import { exportObject } from '../../lib/admin/export.js'
 import { gc } from '../../lib/admin/gc.js'
 import { inspectCheckpoint } from '../../lib/admin/inspect.js'
@@ -22,7 +20,7 @@ import { SegmentFile } from '../../lib/segment-file.js'
 import { DirectoryStore } from '../../lib/store/directory.js'
 import { downloadFile } from '../../lib/streams/download-file.js'
 import { printable } from '../../lib/util/shell-words.js'
-import { rejectsCode } from '../helpers/assert.js'
+import { assertPrintable, debugLines, rejectsCode } from '../helpers/assert.js'
 import { legacyEtag } from '../helpers/directory-store.js'
 import { assertRefusalsNameTheObject, objectAt } from '../helpers/store-messages.js'
 
@@ -244,8 +242,7 @@ describe('directory store: what its failures name', () => {
     const store = new DirectoryStore(root)
     assert.equal(store.url, root, 'the url is the root as given: it opens the same folder again')
     const named = (err: Error, ...raw: string[]) => {
-      // biome-ignore lint/suspicious/noControlCharactersInRegex: the control characters are what must not be there
-      assert.doesNotMatch(err.message, /[\u0000-\u001f\u007f-\u009f]/, JSON.stringify(err.message))
+      assertPrintable(err.message)
       for (const r of raw) assert.ok(err.message.includes(printable(r)), `${JSON.stringify(err.message)} names ${r}`)
       // What Node prints of an error it is given (uncaught, console.error) starts with the stack.
       assert.ok(err.stack?.split('\n    at ')[0]?.endsWith(err.message), JSON.stringify(err.stack))
@@ -285,30 +282,19 @@ describe('directory store: what its failures name', () => {
 
   it('the debug lines of a store whose root holds control characters name it escaped', async () => {
     const root = join(dir, 'debug\x1b[31m\u009b\nroot')
-    const lines: string[] = []
-    const { log } = createDebug
-    const enabled = createDebug.disable()
-    createDebug.enable('stream-segment:*')
-    createDebug.log = (...args: unknown[]) => void lines.push(format(...args)) // as debug's own log formats them
-    try {
+    const lines = await debugLines('stream-segment:*', async () => {
       const store = new DirectoryStore(root)
       const f = await SegmentFile.create(store)
       await f.write(0, Buffer.alloc(4096, 7))
       await f.flush()
       await f.close()
       await (await SegmentFile.open(store, { readOnly: true })).close()
-    } finally {
-      createDebug.log = log
-      createDebug.enable(enabled)
-    }
+    })
     const naming = lines.filter((l) => l.includes(printable(root)))
     assert.ok(
       naming.some((l) => l.includes(`open ${printable(root)} at checkpoint 1`)),
       lines.join('\n'),
     )
-    for (const l of lines) {
-      // biome-ignore lint/suspicious/noControlCharactersInRegex: the control characters are what must not be there
-      assert.doesNotMatch(l, /[\u0000-\u001f\u007f-\u009f]/, JSON.stringify(l))
-    }
+    for (const l of lines) assertPrintable(l)
   })
 })
