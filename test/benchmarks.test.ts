@@ -30,6 +30,15 @@ const cases: Case[] = [
     lines: [/^# CRC-32 throughput, GB\/s/, /^\| crc-32 \| [\d.]+ \|/, /^# Per-block CRC-32s of 1 MiB runs/],
   },
   {
+    program: 'dir-put',
+    args: ['--mib', MIB, '--rounds', '1'],
+    lines: [
+      /^\| copy: fs\.createReadStream → fs\.createWriteStream, one fsync \(baseline\) \| [\d.]+/,
+      /^\| uploadFile, pieces written in place \(partBytes\) \| [\d.]+ .* \| [\d.]+ \(/,
+      /^\| uploadFile, pieces in files of their own, joined at completion \| [\d.]+/,
+    ],
+  },
+  {
     program: 'first-read',
     args: ['--mib', MIB, '--rounds', '1'],
     lines: [

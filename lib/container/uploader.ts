@@ -339,7 +339,10 @@ export class MultipartObject {
       this.uploadId = Promise.resolve(continued.uploadId)
       for (const p of continued.parts) this.held.set(p.partNumber, p)
     } else {
-      this.uploadId = uploader.store.createMultipart(key, { ...options, signal: createSignal ?? signal })
+      // Pieces are all pieceSize bytes but the last (a copied range's upload excepted): a store
+      // may write them in place (the directory store's completion then copies nothing).
+      const partBytes = options.unevenParts === true ? undefined : uploader.pieceSize
+      this.uploadId = uploader.store.createMultipart(key, { partBytes, ...options, signal: createSignal ?? signal })
     }
     this.uploadId.catch((err) => this.fail(err, undefined, 'createMultipart')) // judged when the object completes
   }

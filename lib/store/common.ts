@@ -146,6 +146,28 @@ export function checkConditions(what: string, options: { ifNoneMatch?: unknown; 
   }
 }
 
+/** The most bytes one part may hold (S3's limit): the largest `partBytes` a createMultipart takes. */
+export const MAX_PART_BYTES = 5 * 1024 ** 3
+
+/** A createMultipart's `partBytes` (types.ts): a positive integer up to MAX_PART_BYTES, not with unevenParts. */
+export function checkPartBytes(
+  what: string,
+  options: { partBytes?: unknown; unevenParts?: unknown } | undefined,
+): void {
+  const n = options?.partBytes
+  if (n === undefined) return
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < 1 || n > MAX_PART_BYTES) {
+    throw StreamSegmentError.invalidArgument(
+      `${what}: partBytes must be an integer from 1 to ${MAX_PART_BYTES}, got ${describeValue(n)}`,
+    )
+  }
+  if (options?.unevenParts === true) {
+    throw StreamSegmentError.invalidArgument(
+      `${what}: partBytes and unevenParts together (uneven parts have no one size)`,
+    )
+  }
+}
+
 export function newWriteId(): string {
   return randomUUID()
 }

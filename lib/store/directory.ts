@@ -36,6 +36,17 @@
  *   but the sweep of `gc` and `removeContainer` takes a sidecar no file of the store holds
  *   once it was last written well before the sweep began (SIDECAR_MARGIN_MS): a crash
  *   between replacing or deleting an object and removing its sidecar leaves one.
+ * - A multipart upload lives in `.ss-multipart/<uploadId>/`: its `upload.json`, and its
+ *   parts, each in a file of its own renamed into place (completion joins copies of them),
+ *   unless the upload was made with `partBytes`. Then each part is written in place, at
+ *   (partNumber − 1) × partBytes of one file this process writes for the upload, and
+ *   `<partNumber>.part` records where its bytes are and its ETag (`placeInPlace`); a
+ *   completion of parts 1 to n all in that file, holding nothing more, hard-links it into
+ *   `.ss-tmp` and publishes it as any put's file: the pieces of a large object are written
+ *   once, and its completion costs an fsync. Each place is written once, so the bytes a
+ *   record names never change (see PlacedFile): a part sent again goes to a file of its
+ *   own, another process's parts to that process's file, and a completion that finds its
+ *   parts in several files (or listed with gaps) copies them into a new one.
  * - `ifMatch` puts, claimed multipart completions and deletes run under a per-key lock
  *   (a folder named after the key's SHA-256), so that compare-and-swap is atomic, a delete
  *   included (see `acquireLock` in util/local-fs.ts): a holder that crashed is detected at
@@ -94,12 +105,14 @@ import {
   checkKey,
   checkListArguments,
   checkMetadata,
+  checkPartBytes,
   checkPartList,
   checkPartNumber,
   checkPartSizes,
   checkPutPrecondition,
   compareKeys,
   listOf,
+  MAX_PART_BYTES,
   newWriteId,
   putMetadata,
   resolveRange,
@@ -134,6 +147,15 @@ const CLOCK_PROBE = Buffer.from('clock')
 const META = '.ss-meta'
 const LOCKS = '.ss-lock'
 const UPLOADS = '.ss-multipart'
+/**
+ * An upload made with `partBytes` writes its parts in place (`placeInPlace`): into files of
+ * its folder named `data.<writerTag>.<uuid>`, each part's whereabouts in `<partNumber>.part`.
+ */
+const DATA_PREFIX = 'data.'
+const DATA_NAME = /^data\.[A-Za-z0-9_.-]{1,200}$/
+const RECORD_SUFFIX = '.part'
+/** How a part is written in place: created when missing, never truncated, never through a symlink. */
+const WRITE_IN_PLACE = fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_NOFOLLOW
 /** The sidecar field holding the ETag: not a valid metadata key, so never a caller's. */
 const ETAG_FIELD = 'ss:etag'
 /**
@@ -200,10 +222,52 @@ interface Temp {
   published: boolean
 }
 
+/**
+ * What a temporary file holds: what a function writes into it, or the file at `link`,
+ * hard-linked (a file nothing writes to any more: an upload's parts written in place).
+ */
+type Fill = ((fh: fs.FileHandle) => Promise<void>) | { link: string }
+
 /** An object found at a path: what head says of it, and its file. */
 interface Found extends ObjectInfo {
   st: Stats
 }
+
+/** An open upload, as its folder's `upload.json` says. */
+interface OpenUpload {
+  dir: string
+  metadata: Record<string, string>
+  claimed: boolean
+  uneven: boolean
+  /** Made with `partBytes`: its parts are written in place (`placeInPlace`). */
+  partBytes: number | undefined
+}
+
+/** Where a part written in place is (`<partNumber>.part`): bytes [at, at + size) of `file` in its upload's folder. */
+interface PartRecord {
+  file: string
+  at: number
+  size: number
+  etag: string
+}
+
+/**
+ * The file this process writes an upload's parts in place in, by upload folder (uploads
+ * made with `partBytes`): part n at (n − 1) × partBytes. Each place in it is written once
+ * (`written`): a part sent again, or twice at once, goes to a file of its own, so that the
+ * bytes a part's record names never change under a reader, nor under the completion that
+ * makes the file the object. Only this process writes it; `pending` counts its writes
+ * running, and a completion that takes the file whole `seals` it first (a part sent after
+ * goes to a new file) and waits for them (`idle`).
+ */
+interface PlacedFile {
+  name: string
+  written: Set<number>
+  pending: number
+  sealed: boolean
+  idle: Array<() => void>
+}
+const placedFiles = new Map<string, PlacedFile>()
 
 export class DirectoryStore implements ObjectStore {
   readonly url: string
@@ -473,6 +537,7 @@ export class DirectoryStore implements ObjectStore {
   async createMultipart(key: string, options?: CreateMultipartOptions): Promise<string> {
     checkKey(key)
     checkConditions(`createMultipart ${key}`, options)
+    checkPartBytes(`createMultipart ${key}`, options)
     checkMetadata(`createMultipart ${key}`, options?.metadata)
     throwIfAborted(options?.signal, `create multipart ${key}`)
     const metadata = { ...options?.metadata }
@@ -500,7 +565,13 @@ export class DirectoryStore implements ObjectStore {
         const uneven = options?.unevenParts === true
         await fs.writeFile(
           join(staging, 'upload.json'),
-          JSON.stringify({ key, metadata, claimed: options?.ifNoneMatch === '*', uneven }),
+          JSON.stringify({
+            key,
+            metadata,
+            claimed: options?.ifNoneMatch === '*',
+            uneven,
+            partBytes: options?.partBytes,
+          }),
         )
         await fs.rename(staging, join(this.root, UPLOADS, uploadId))
       } catch (err) {
@@ -556,9 +627,20 @@ export class DirectoryStore implements ObjectStore {
     const stopped = () => throwIfAborted(options?.signal, `upload part ${partNumber} of ${key}`)
     stopped()
     try {
-      const dir = (await this.upload(key, uploadId)).dir
-      // Parts need no fsync of their own: the completed object is written anew and synced.
-      return await this.placePart(dir, partNumber, (fh) => writeBody(fh, body, stopped), stopped)
+      const upload = await this.upload(key, uploadId)
+      // Parts need no fsync of their own: the completed object is synced before it is visible.
+      if (upload.partBytes !== undefined) {
+        const size = bodyChunks(body).reduce((n, c) => n + c.byteLength, 0)
+        return await this.placeInPlace(
+          key,
+          upload,
+          partNumber,
+          size,
+          (fh, at) => writeBody(fh, body, stopped, at),
+          stopped,
+        )
+      }
+      return await this.placePart(upload.dir, partNumber, (fh) => writeBody(fh, body, stopped), stopped)
     } catch (err) {
       throw this.mapError(
         await this.uploadGone(err, key, uploadId),
@@ -596,6 +678,72 @@ export class DirectoryStore implements ObjectStore {
     }
   }
 
+  /**
+   * Writes a part of an upload made with `partBytes` (`size` bytes, by `fill` at the offset
+   * it is given) in place, and then its record: at (partNumber − 1) × partBytes of this
+   * process's file for the upload when that place was never written, else at the start of a
+   * file of its own (see PlacedFile). Its ETag is drawn anew for each send, and names the
+   * bytes this call wrote: the record renamed into place last is the part's.
+   */
+  private async placeInPlace(
+    key: string,
+    upload: OpenUpload,
+    partNumber: number,
+    size: number,
+    fill: (fh: fs.FileHandle, at: number) => Promise<void>,
+    stopped: () => void,
+  ): Promise<{ etag: string }> {
+    const partBytes = upload.partBytes as number
+    if (size > partBytes) {
+      throw StreamSegmentError.invalidArgument(
+        `${this.url}/${key}: part ${partNumber} holds ${size} bytes, more than the upload's partBytes (${partBytes})`,
+      )
+    }
+    await this.init()
+    const tag = await writerTag()
+    let placed = placedFiles.get(upload.dir)
+    if (placed === undefined || placed.sealed) {
+      placed = { name: `${DATA_PREFIX}${tag}.${randomUUID()}`, written: new Set(), pending: 0, sealed: false, idle: [] }
+      placedFiles.set(upload.dir, placed)
+    }
+    const own = placed.written.has(partNumber) ? undefined : placed
+    const record: PartRecord = {
+      file: own?.name ?? `${DATA_PREFIX}${tag}.${randomUUID()}`,
+      at: own === undefined ? 0 : (partNumber - 1) * partBytes,
+      size,
+      etag: randomBytes(16).toString('hex'),
+    }
+    if (own !== undefined) {
+      own.written.add(partNumber) // written in part or whole, the place is never written again
+      own.pending++
+    }
+    const path = join(upload.dir, record.file)
+    try {
+      const fh = await fs.open(path, WRITE_IN_PLACE)
+      try {
+        await fill(fh, record.at)
+      } finally {
+        await fh.close()
+      }
+      stopped()
+      // The record is renamed into place whole: a reader finds the last send's or none.
+      const tmp = join(this.root, TMP, `${tag}.${randomUUID()}`)
+      try {
+        await fs.writeFile(tmp, JSON.stringify(record), { flag: 'wx' })
+        await fs.rename(tmp, join(upload.dir, `${partNumber}${RECORD_SUFFIX}`))
+      } catch (err) {
+        await fs.rm(tmp, { force: true }).catch(() => {})
+        throw err
+      }
+      return { etag: record.etag }
+    } catch (err) {
+      if (own === undefined) await fs.rm(path, { force: true }).catch(() => {})
+      throw err
+    } finally {
+      if (own !== undefined && --own.pending === 0) for (const wake of own.idle.splice(0)) wake()
+    }
+  }
+
   /** Copies the source range into the part's file; `ifMatch` is checked on the very file read. */
   async uploadPartCopy(
     key: string,
@@ -616,7 +764,8 @@ export class DirectoryStore implements ObjectStore {
     const where = `${from.url}/${source.key}`
     const ifMatch = source.ifMatch === undefined ? undefined : checkIfMatch(`copy from ${where}`, source.ifMatch)
     try {
-      const dir = (await this.upload(key, uploadId)).dir
+      const upload = await this.upload(key, uploadId)
+      const dir = upload.dir
       let src: fs.FileHandle
       try {
         await from.checkFolders(source.key, `copy source ${source.key}`)
@@ -636,6 +785,17 @@ export class DirectoryStore implements ObjectStore {
         checkCopyRange(source.range, st.size, where)
         const { start, end } = source.range
         const md5 = createHash('md5')
+        if (upload.partBytes !== undefined) {
+          const part = await this.placeInPlace(
+            key,
+            upload,
+            partNumber,
+            end - start,
+            (out, at) => copyRangeInto(out, src, where, start, end, md5, stopped, at),
+            stopped,
+          )
+          return { ...part, md5: md5.digest('hex') }
+        }
         const part = await this.placePart(
           dir,
           partNumber,
@@ -669,6 +829,8 @@ export class DirectoryStore implements ObjectStore {
       const sorted = [...parts].sort((a, b) => a.partNumber - b.partNumber)
       checkPartList(key, sorted) // the caller's list, said as every store says it
       const where = `${this.url}/${key}`
+      const commit = this.completion(key, uploadId, upload, stopped)
+      if (upload.partBytes !== undefined) return await this.completePlaced(key, upload, sorted, where, stopped, commit)
       const paths: Array<{ partNumber: number; path: string; etag: string }> = []
       const sizes: number[] = []
       for (const p of sorted) {
@@ -687,39 +849,105 @@ export class DirectoryStore implements ObjectStore {
         sizes.push(st.size)
       }
       if (!upload.uneven) checkPartSizes(where, sizes)
-      return await this.publish(
-        key,
-        (out) => concatInto(out, paths, uploadId, where, stopped),
-        upload.metadata,
-        async (tmp, path) => {
-          const commit = async () => {
-            // A signal that fired once the parts were joined (while the object was fsynced,
-            // or the lock awaited): the object goes with its temporary file, and the upload
-            // stays as it was, to be completed or aborted later, as S3 leaves it.
-            stopped()
-            if (upload.claimed) {
-              // The key must still hold our placeholder: nobody else may have completed it.
-              const current = await this.info(key, path)
-              if (
-                current?.st.size !== 0 ||
-                current.metadata[WRITE_ID_METADATA] !== upload.metadata[WRITE_ID_METADATA]
-              ) {
-                throw StreamSegmentError.conflict(
-                  `${this.url}/${key}: claimed by another writer (multipart ${uploadId})`,
-                )
-              }
-            }
-            return this.replace(tmp, path)
-          }
-          const etag = upload.claimed ? await this.withLock(key, commit) : await commit()
-          // The object is complete; an upload folder left behind is garbage for abort / gc.
-          await fs.rm(upload.dir, { recursive: true, force: true }).catch(() => {})
-          return etag
-        },
-      )
+      return await this.publish(key, (out) => concatInto(out, paths, uploadId, where, stopped), upload.metadata, commit)
     } catch (err) {
       throw this.mapError(await this.uploadGone(err, key, uploadId), `complete multipart ${key}`)
     }
+  }
+
+  /** How a completion makes its object, once written to a temporary file, `key`'s, and ends the upload. */
+  private completion(
+    key: string,
+    uploadId: string,
+    upload: OpenUpload,
+    stopped: () => void,
+  ): (tmp: Temp, path: string) => Promise<string> {
+    return async (tmp, path) => {
+      const commit = async () => {
+        // A signal that fired once the parts were joined (while the object was fsynced,
+        // or the lock awaited): the object goes with its temporary file, and the upload
+        // stays as it was, to be completed or aborted later, as S3 leaves it.
+        stopped()
+        if (upload.claimed) {
+          // The key must still hold our placeholder: nobody else may have completed it.
+          const current = await this.info(key, path)
+          if (current?.st.size !== 0 || current.metadata[WRITE_ID_METADATA] !== upload.metadata[WRITE_ID_METADATA]) {
+            throw StreamSegmentError.conflict(`${this.url}/${key}: claimed by another writer (multipart ${uploadId})`)
+          }
+        }
+        return this.replace(tmp, path)
+      }
+      const etag = upload.claimed ? await this.withLock(key, commit) : await commit()
+      // The object is complete; an upload folder left behind is garbage for abort / gc.
+      placedFiles.delete(upload.dir)
+      await fs.rm(upload.dir, { recursive: true, force: true }).catch(() => {})
+      return etag
+    }
+  }
+
+  /**
+   * Completes an upload made with `partBytes` from its parts' records. When this process
+   * wrote every part in place, parts 1 to the last in one file holding nothing after them,
+   * that file becomes the object (hard-linked into `.ss-tmp`, fsynced, given its sidecar,
+   * and renamed into place as any put's file): nothing is copied. Otherwise, or on a file
+   * system without hard links, the parts' bytes are copied into a new file, as for other uploads.
+   */
+  private async completePlaced(
+    key: string,
+    upload: OpenUpload,
+    parts: readonly CompletedPart[],
+    where: string,
+    stopped: () => void,
+    commit: (tmp: Temp, path: string) => Promise<string>,
+  ): Promise<{ etag: string }> {
+    const partBytes = upload.partBytes as number
+    const records: PartRecord[] = []
+    for (const p of parts) {
+      const r = await readRecord(upload.dir, p.partNumber)
+      if (r?.etag !== unquoteEtag(p.etag)) {
+        throw StreamSegmentError.invalidArgument(`${where}: part ${p.partNumber} with etag ${p.etag} was not uploaded`)
+      }
+      records.push(r)
+    }
+    const sizes = records.map((r) => r.size)
+    if (!upload.uneven) checkPartSizes(where, sizes)
+    const placed = placedFiles.get(upload.dir)
+    const inPlace =
+      placed !== undefined &&
+      records.every(
+        (r, i) =>
+          parts[i]?.partNumber === i + 1 &&
+          r.file === placed.name &&
+          r.at === i * partBytes &&
+          (i === records.length - 1 || r.size === partBytes),
+      )
+    if (inPlace) {
+      // No write goes to the file from now on; those running end first.
+      placed.sealed = true
+      while (placed.pending > 0) await new Promise<void>((wake) => placed.idle.push(wake))
+      const file = join(upload.dir, placed.name)
+      const st = await fs.lstat(file).catch(() => undefined)
+      const total = sizes.reduce((n, size) => n + size, 0)
+      if (st?.isFile() === true && st.size === total) {
+        try {
+          return await this.publish(key, { link: file }, upload.metadata, commit)
+        } catch (err) {
+          if (!NO_LINKS.has((err as NodeJS.ErrnoException).code ?? '')) throw err
+          log(
+            '%s: no hard link to complete %s in place (%s): the parts are copied',
+            this.url,
+            key,
+            (err as Error).message,
+          )
+        }
+      }
+    }
+    return await this.publish(
+      key,
+      (out) => copyRecords(out, upload.dir, records, parts, where, stopped),
+      upload.metadata,
+      commit,
+    )
   }
 
   async abortMultipart(key: string, uploadId: string, options?: AbortMultipartOptions): Promise<void> {
@@ -736,6 +964,7 @@ export class DirectoryStore implements ObjectStore {
           ? undefined
           : parseJson<{ key?: unknown; claimed?: unknown; metadata?: Record<string, unknown> }>(text)
       if (upload?.key !== key) return
+      placedFiles.delete(dir)
       await fs.rm(dir, { recursive: true, force: true })
       const claim = upload.metadata?.[WRITE_ID_METADATA]
       if (options?.releaseClaim === true && upload.claimed === true && typeof claim === 'string') {
@@ -752,7 +981,9 @@ export class DirectoryStore implements ObjectStore {
     const stopped = () => throwIfAborted(options?.signal, `list parts of ${key}`)
     stopped()
     try {
-      const { dir } = await this.upload(key, uploadId)
+      const upload = await this.upload(key, uploadId)
+      const { dir } = upload
+      if (upload.partBytes !== undefined) return await listPlacedParts(dir, stopped)
       const parts: UploadedPart[] = []
       for (const name of await fs.readdir(dir)) {
         if (!/^[1-9][0-9]{0,4}$/.test(name)) continue
@@ -906,7 +1137,7 @@ export class DirectoryStore implements ObjectStore {
    */
   private async publish(
     key: string,
-    fill: (fh: fs.FileHandle) => Promise<void>,
+    fill: Fill,
     metadata: Record<string, string>,
     commit: (tmp: Temp, path: string) => Promise<string>,
   ): Promise<{ etag: string }> {
@@ -932,7 +1163,7 @@ export class DirectoryStore implements ObjectStore {
    * ETag and the file as filled (`fileRecord`), fsynced too. On failure nothing is left behind.
    */
   private async writeTemp(
-    fill: (fh: fs.FileHandle) => Promise<void>,
+    fill: Fill,
     sidecar: { key: string; metadata: Record<string, string> } | undefined,
     sync: boolean,
   ): Promise<Temp> {
@@ -940,10 +1171,18 @@ export class DirectoryStore implements ObjectStore {
     // Named after this process, so that a sweep can tell at once when its writer is gone.
     const name = `${await writerTag()}.${randomUUID()}`
     const tmp: Temp = { path: join(this.root, TMP, name), ino: -1, etag: '', published: false }
-    const fh = await fs.open(tmp.path, 'wx')
+    let fh: fs.FileHandle
+    if (typeof fill === 'function') fh = await fs.open(tmp.path, 'wx')
+    else {
+      await fs.link(fill.link, tmp.path)
+      fh = await fs.open(tmp.path, OPEN_OBJECT).catch(async (err) => {
+        await fs.rm(tmp.path, { force: true }).catch(() => {})
+        throw err
+      })
+    }
     try {
       tmp.ino = (await fh.stat()).ino
-      await fill(fh)
+      if (typeof fill === 'function') await fill(fh)
       if (sidecar !== undefined) {
         const etag = randomBytes(16).toString('hex')
         tmp.etag = etag
@@ -1119,10 +1358,7 @@ export class DirectoryStore implements ObjectStore {
     return tmp.etag
   }
 
-  private async upload(
-    key: string,
-    uploadId: string,
-  ): Promise<{ dir: string; metadata: Record<string, string>; claimed: boolean; uneven: boolean }> {
+  private async upload(key: string, uploadId: string): Promise<OpenUpload> {
     const dir = join(this.root, UPLOADS, uploadId)
     const text = /^[0-9a-f-]{36}$/.test(uploadId)
       ? await readRegularText(join(dir, 'upload.json')).catch(() => undefined)
@@ -1130,9 +1366,23 @@ export class DirectoryStore implements ObjectStore {
     const upload =
       text === undefined
         ? undefined
-        : parseJson<{ key: string; metadata: Record<string, string>; claimed: boolean; uneven?: boolean }>(text)
+        : parseJson<{
+            key: string
+            metadata: Record<string, string>
+            claimed: boolean
+            uneven?: boolean
+            partBytes?: unknown
+          }>(text)
     if (upload?.key !== key) throw StreamSegmentError.notFound(`${this.url}/${key}: no multipart upload ${uploadId}`)
-    return { dir, metadata: upload.metadata, claimed: upload.claimed, uneven: upload.uneven === true }
+    const n = upload.partBytes
+    return {
+      dir,
+      metadata: upload.metadata,
+      claimed: upload.claimed,
+      uneven: upload.uneven === true,
+      // One this store did not write (a hand-edited record) is none: the parts go in files of their own.
+      partBytes: typeof n === 'number' && Number.isSafeInteger(n) && n > 0 && n <= MAX_PART_BYTES ? n : undefined,
+    }
   }
 
   /**
@@ -1451,23 +1701,26 @@ function bodyChunks(body: Body): readonly Uint8Array[] {
 const WRITE_STEP_BYTES = 1024 * 1024
 
 /**
- * Writes `body` at `fh`'s position in steps of WRITE_STEP_BYTES (a chunk larger than that
- * sliced), `stopped` called before each: what it throws (a signal that fired) ends the
- * write there, so a large body is not written to its end for a caller that has gone.
- * Steps of bytes, not of chunks: one writev of a list of chunks writes them all.
+ * Writes `body` at `position` of `fh` (at the handle's position when undefined) in steps of
+ * WRITE_STEP_BYTES (a chunk larger than that sliced), `stopped` called before each: what it
+ * throws (a signal that fired) ends the write there, so a large body is not written to its
+ * end for a caller that has gone. Steps of bytes, not of chunks: one writev of a list of
+ * chunks writes them all.
  */
-async function writeBody(fh: fs.FileHandle, body: Body, stopped: () => void): Promise<void> {
+async function writeBody(fh: fs.FileHandle, body: Body, stopped: () => void, position?: number): Promise<void> {
   let step: Uint8Array[] = []
   let bytes = 0
+  let at = position
   for (const chunk of bodyChunks(body)) {
-    for (let at = 0; at < chunk.byteLength; ) {
-      const piece = chunk.subarray(at, at + WRITE_STEP_BYTES - bytes)
+    for (let from = 0; from < chunk.byteLength; ) {
+      const piece = chunk.subarray(from, from + WRITE_STEP_BYTES - bytes)
       step.push(piece)
       bytes += piece.byteLength
-      at += piece.byteLength
+      from += piece.byteLength
       if (bytes === WRITE_STEP_BYTES) {
         stopped()
-        await writeFully(fh, step)
+        await writeFully(fh, step, at)
+        if (at !== undefined) at += bytes
         step = []
         bytes = 0
       }
@@ -1475,7 +1728,110 @@ async function writeBody(fh: fs.FileHandle, body: Body, stopped: () => void): Pr
   }
   if (step.length > 0) {
     stopped()
-    await writeFully(fh, step)
+    await writeFully(fh, step, at)
+  }
+}
+
+/**
+ * Part `partNumber`'s record in the upload folder `dir` (an upload made with partBytes);
+ * undefined when there is none, or it is not one this store writes (a torn or hand-made
+ * file, a data file named outside the folder): as a part never uploaded.
+ */
+async function readRecord(dir: string, partNumber: number): Promise<PartRecord | undefined> {
+  const text = await readRegularText(join(dir, `${partNumber}${RECORD_SUFFIX}`))
+  const r = text === undefined ? undefined : parseJson<Record<string, unknown>>(text)
+  const offset = (v: unknown) => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0
+  if (
+    r === undefined ||
+    typeof r.file !== 'string' ||
+    !DATA_NAME.test(r.file) ||
+    !offset(r.at) ||
+    !offset(r.size) ||
+    typeof r.etag !== 'string' ||
+    !/^[0-9a-f]{32}$/.test(r.etag)
+  ) {
+    return undefined
+  }
+  return { file: r.file, at: r.at as number, size: r.size as number, etag: r.etag }
+}
+
+/**
+ * The parts of an upload made with partBytes, from their records, each with the MD5 of its
+ * bytes; a part whose bytes are not all there (its file gone or short: a hand-made record)
+ * is not listed.
+ */
+async function listPlacedParts(dir: string, stopped: () => void): Promise<UploadedPart[]> {
+  const parts: UploadedPart[] = []
+  for (const name of await fs.readdir(dir)) {
+    const m = /^([1-9][0-9]{0,4})\.part$/.exec(name)
+    if (m === null) continue
+    stopped()
+    const partNumber = Number(m[1])
+    const r = await readRecord(dir, partNumber)
+    if (r === undefined) continue
+    const fh = await openProbe(join(dir, r.file))
+    if (fh === undefined) continue
+    try {
+      const st = await fh.stat()
+      if (!st.isFile() || st.size < r.at + r.size) continue
+      const md5 = createHash('md5')
+      if (r.size > 0) {
+        // Heard between the MiBs of a part, as for parts in files of their own.
+        const range = { start: r.at, end: r.at + r.size - 1, autoClose: false, highWaterMark: 1 << 20 }
+        for await (const chunk of fh.createReadStream(range)) {
+          stopped()
+          md5.update(chunk)
+        }
+      }
+      parts.push({ partNumber, size: r.size, etag: r.etag, md5: md5.digest('hex') })
+    } finally {
+      await fh.close().catch(() => {})
+    }
+  }
+  return parts.sort((a, b) => a.partNumber - b.partNumber)
+}
+
+/**
+ * Copies the bytes `records` name (parts `parts`, in order; an upload made with partBytes)
+ * from the files of the upload folder `dir` into `out`, in steps of COPY_BUFFER, `stopped`
+ * called before each. A part whose file holds fewer bytes than its record says is refused as
+ * one never uploaded (ERR_INVALID_ARGUMENT naming `where`); other failures, a file missing
+ * included (ENOENT: the upload aborted meanwhile, `uploadGone`), are plain Errors, as in concatInto.
+ * The bytes a record names are never written again (PlacedFile): no check on the way.
+ */
+async function copyRecords(
+  out: fs.FileHandle,
+  dir: string,
+  records: readonly PartRecord[],
+  parts: readonly CompletedPart[],
+  where: string,
+  stopped: () => void,
+): Promise<void> {
+  const buf = Buffer.allocUnsafe(COPY_BUFFER)
+  let pos = 0
+  for (const [i, r] of records.entries()) {
+    const gone = () =>
+      StreamSegmentError.invalidArgument(
+        `${where}: part ${parts[i]?.partNumber} with etag ${parts[i]?.etag} was not uploaded (its bytes are gone)`,
+      )
+    const src = await fs.open(join(dir, r.file), OPEN_PROBE)
+    try {
+      const st = await src.stat()
+      if (!st.isFile() || st.size < r.at + r.size) throw gone()
+      for (let done = 0; done < r.size; ) {
+        stopped()
+        const { bytesRead } = await src.read(buf, 0, Math.min(buf.byteLength, r.size - done), r.at + done)
+        if (bytesRead === 0) throw gone()
+        let written = 0
+        while (written < bytesRead) {
+          written += (await out.write(buf, written, bytesRead - written, pos + written)).bytesWritten
+        }
+        pos += bytesRead
+        done += bytesRead
+      }
+    } finally {
+      await src.close().catch(() => {})
+    }
   }
 }
 
@@ -1558,7 +1914,7 @@ async function concatInto(
 }
 
 /**
- * Copies bytes [start, end) of `src` (the object `where`) to the start of `out`. Its
+ * Copies bytes [start, end) of `src` (the object `where`) to `out` from `base` on. Its
  * failures are plain Errors, as the file system's are: the caller names its key (`fsError`).
  * In steps of COPY_BUFFER, `stopped` called before each, as in writeBody.
  */
@@ -1570,6 +1926,7 @@ async function copyRangeInto(
   end: number,
   md5: Hash,
   stopped: () => void,
+  base = 0,
 ): Promise<void> {
   const buf = Buffer.allocUnsafe(Math.min(COPY_BUFFER, end - start))
   for (let pos = start; pos < end; ) {
@@ -1578,7 +1935,9 @@ async function copyRangeInto(
     if (bytesRead === 0) throw new Error(`${where}: file shrank while being copied, at byte ${pos}`)
     md5.update(buf.subarray(0, bytesRead))
     let done = 0
-    while (done < bytesRead) done += (await out.write(buf, done, bytesRead - done, pos - start + done)).bytesWritten
+    while (done < bytesRead) {
+      done += (await out.write(buf, done, bytesRead - done, base + pos - start + done)).bytesWritten
+    }
     pos += bytesRead
   }
 }

@@ -21,6 +21,7 @@ import {
   checkKey,
   checkListArguments,
   checkMetadata,
+  checkPartBytes,
   checkPartList,
   checkPartNumber,
   checkPartSizes,
@@ -164,6 +165,7 @@ export class MemoryStore implements ObjectStore {
   async createMultipart(key: string, options?: CreateMultipartOptions): Promise<string> {
     checkKey(key)
     checkConditions(`createMultipart ${key}`, options)
+    checkPartBytes(`createMultipart ${key}`, options)
     checkMetadata(`createMultipart ${key}`, options?.metadata)
     throwIfAborted(options?.signal, `create multipart ${key}`)
     const metadata = { ...options?.metadata }

@@ -60,6 +60,7 @@ import {
   checkKey,
   checkListArguments,
   checkMetadataValues,
+  checkPartBytes,
   checkPartList,
   checkPartNumber,
   describeEtag,
@@ -682,6 +683,7 @@ export class S3Store implements ObjectStore {
     const { ifNoneMatch, signal } = options
     let writeId: string | undefined
     checkConditions(`createMultipart ${key}`, options)
+    checkPartBytes(`createMultipart ${key}`, options)
     checkMetadataValues(`createMultipart ${key}`, options.metadata)
     if (ifNoneMatch !== undefined) {
       writeId = randomUUID()

@@ -94,6 +94,16 @@ export interface CreateMultipartOptions {
   attributes?: ObjectAttributes
   /** Parts may differ in size (see above): for uploads made of copied ranges. */
   unevenParts?: boolean
+  /**
+   * The size of every part but the last, which holds at most this many bytes: for a caller
+   * that cuts its object into equal pieces (the uploader's `segmentMpuChunkSize`). A store
+   * may lay the parts out by it: the directory store writes each part in place, at
+   * (partNumber − 1) × partBytes of one file, which its completion then makes the object
+   * without joining copies. A part larger is ERR_INVALID_ARGUMENT there; S3 and the memory
+   * store keep the rule of equal non-final parts as for any upload. A positive integer of at
+   * most 5 GiB; not with `unevenParts`.
+   */
+  partBytes?: number
   signal?: AbortSignal
 }
 

@@ -533,6 +533,61 @@ export function runStoreConformance(
       await rejectsCode(s.uploadPart('mp-aborted', other, 2, randomBytes(100)), 'ERR_NOT_FOUND')
     })
 
+    it('multipart with partBytes: parts in any order, one sent again, listed and completed; a bad partBytes refused', async () => {
+      const s = await make()
+      for (const partBytes of [0, -1, 1.5, 5 * 1024 ** 3 + 1, Number.NaN, '4096' as unknown as number]) {
+        await rejectsCode(
+          s.createMultipart('pb', { partBytes }),
+          'ERR_INVALID_ARGUMENT',
+          /createMultipart pb: partBytes must be an integer from 1 to 5368709120/,
+        )
+      }
+      await rejectsCode(
+        s.createMultipart('pb', { partBytes: partSize, unevenParts: true }),
+        'ERR_INVALID_ARGUMENT',
+        /partBytes and unevenParts together/,
+      )
+      assert.deepEqual(await collect(s.listMultipart()), [], 'a refused create made an upload')
+      const p1 = randomBytes(partSize)
+      const p2 = randomBytes(partSize)
+      const p3 = randomBytes(4321)
+      const id = await s.createMultipart('pb', { partBytes: partSize, metadata: { 'hf-kind': 'placed' } })
+      const e3 = await s.uploadPart('pb', id, 3, p3)
+      const early = await s.uploadPart('pb', id, 2, randomBytes(partSize))
+      const e1 = await s.uploadPart('pb', id, 1, [p1.subarray(0, 1000), p1.subarray(1000)])
+      const e2 = await s.uploadPart('pb', id, 2, p2) // sent again: replaces the first send
+      assert.notEqual(e2.etag, early.etag)
+      const md5 = (b: Uint8Array) => createHash('md5').update(b).digest('hex')
+      const parts = await s.listParts?.('pb', id)
+      assert.deepEqual(
+        parts?.map((p) => [p.partNumber, p.size, p.etag, p.md5]),
+        [
+          [1, partSize, e1.etag, md5(p1)],
+          [2, partSize, e2.etag, md5(p2)],
+          [3, 4321, e3.etag, md5(p3)],
+        ],
+      )
+      assert.equal(await s.head('pb'), undefined, 'nothing is visible before completion')
+      // With the replaced send's ETag: refused (S3 answers InvalidPart, ERR_STORE; the local stores ERR_INVALID_ARGUMENT).
+      await assert.rejects(
+        s.completeMultipart('pb', id, [
+          { partNumber: 1, etag: e1.etag },
+          { partNumber: 2, etag: early.etag },
+          { partNumber: 3, etag: e3.etag },
+        ]),
+        (err: StreamSegmentError) => ['ERR_INVALID_ARGUMENT', 'ERR_STORE'].includes(err.code),
+      )
+      assert.equal(await s.head('pb'), undefined, 'a refused completion made the object')
+      await s.completeMultipart('pb', id, [
+        { partNumber: 1, etag: e1.etag },
+        { partNumber: 2, etag: e2.etag },
+        { partNumber: 3, etag: e3.etag },
+      ])
+      assert.deepEqual(Buffer.from(await s.get('pb')), Buffer.concat([p1, p2, p3]))
+      assert.equal((await s.head('pb'))?.metadata['hf-kind'], 'placed')
+      assert.deepEqual(await collect(s.listMultipart()), [])
+    })
+
     it('multipart: no parts is ERR_INVALID_ARGUMENT; after completion the upload is gone, and an abort leaves the object', async () => {
       const s = await make()
       const id = await s.createMultipart('done')
