@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { createReadStream, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, it } from 'node:test'
@@ -55,12 +55,21 @@ it('put FILE URL resumes an interrupted upload and says what it kept; --no-resum
 })
 
 /**
- * `put FILE URL` run by the CLI and interrupted by SIGINT (Ctrl-C) once `parts` pieces
- * were uploaded (its debug log says each one): resolves with its exit code and stderr.
+ * `put …` run by the CLI and interrupted by SIGINT (Ctrl-C) once `parts` pieces were
+ * uploaded (its debug log says each one), with `stdin` (a file) piped to its stdin when
+ * given: resolves with its exit code and stderr.
  */
-async function interruptedPut(args: string[], parts: number): Promise<{ status: number | null; stderr: string }> {
+async function interruptedPut(
+  args: string[],
+  parts: number,
+  stdin?: string,
+): Promise<{ status: number | null; stderr: string }> {
   const env = { ...process.env, DEBUG: 'stream-segment:upload' }
   const child = spawn(process.execPath, [bin, 'put', ...args], { env })
+  if (stdin !== undefined) {
+    child.stdin.on('error', () => {}) // EPIPE once it has stopped reading
+    createReadStream(stdin).pipe(child.stdin)
+  } else child.stdin.end()
   let stderr = ''
   let seen = 0
   child.stderr.on('data', (c) => {
@@ -72,7 +81,14 @@ async function interruptedPut(args: string[], parts: number): Promise<{ status: 
   return { status: status as number | null, stderr }
 }
 
-it('put FILE URL interrupted by Ctrl-C (SIGINT) exits 8 and leaves its upload for the next put to resume', async () => {
+/** The line an interrupted put of a file adds before its error: the bytes sent, of the file's size. */
+const RESUME_HINT =
+  /^stream-segment: ([\d.]+ [KMG]?i?B) of ([\d.]+ [KMG]?i?B) sent; the same put run again within 30 minutes resumes from there \(--no-resume starts over\)\n/m
+
+/** The lines of stderr a user sees, without the debug log's (nor, DEBUG being set, the stack). */
+const shown = (stderr: string) => stderr.replace(/^(?!stream-segment: ).*\n/gm, '')
+
+it('put FILE URL interrupted by Ctrl-C (SIGINT) exits 8, says how much it sent and that the same put resumes, and the next put does', async () => {
   const path = join(dir, 'ctrl-c.bin')
   const data = writePatternFile(path, 48 * MiB, 6)
   const url = join(dir, 'ctrl-c')
@@ -80,8 +96,37 @@ it('put FILE URL interrupted by Ctrl-C (SIGINT) exits 8 and leaves its upload fo
   const r = await interruptedPut([path, url, ...flags], 40)
   assert.equal(r.status, 8, r.stderr.slice(-2000))
   assert.match(r.stderr, /keep \S+ open for a resume/)
+  // The hint, then the error's line, last.
+  const lines = shown(r.stderr)
+  const hint = RESUME_HINT.exec(lines)
+  assert.ok(hint !== null, lines)
+  assert.equal(hint[2], '48.0 MiB', lines)
+  assert.match(lines, /\(--no-resume starts over\)\nstream-segment: ERR_ABORTED: [^\n]+: interrupted \(SIGINT\)\n$/)
   const text = await put([path, url, ...flags])
-  const m = /\nreused ([\d.]+) MiB sent before by an interrupted upload of this file\n/.exec(text)
-  assert.ok(m !== null && Number(m[1]) >= 40 / 4 - 1, text)
+  const m = /\nreused ([\d.]+ MiB) sent before by an interrupted upload of this file\n/.exec(text)
+  assert.ok(m !== null && Number.parseFloat(m[1] as string) >= 40 / 4 - 1, text)
+  // The next put kept the whole pieces of what it said was sent: at most that, and all but
+  // the pieces in flight (4 at most) and the object's last part (made again).
+  const said = Number.parseFloat(hint[1] as string)
+  const kept = Number.parseFloat(m[1] as string)
+  assert.ok(kept <= said && kept >= said - 5 * 0.25, `${lines}\n${text}`)
   assert.deepEqual(await readBackSha256(new DirectoryStore(url)), { size: data.length, sha256: sha256(data) })
+})
+
+it('an interrupted put of stdin, or of a file with --no-resume, says nothing of resuming: only the error', async () => {
+  const path = join(dir, 'stdin.bin')
+  writePatternFile(path, 48 * MiB, 7)
+  const flags = ['--segment-mpu-chunk-size', '256K', '--segment-mpu-max-concurrency', '1']
+  const s = await interruptedPut(['-', join(dir, 'stdin'), ...flags], 20, path)
+  assert.equal(s.status, 8, s.stderr.slice(-2000))
+  assert.match(shown(s.stderr), /^stream-segment: ERR_ABORTED: [^\n]+: interrupted \(SIGINT\)\n$/)
+  assert.doesNotMatch(s.stderr, /put again|resume from/)
+  const n = await interruptedPut([path, join(dir, 'no-resume'), ...flags, '--no-resume'], 20)
+  assert.equal(n.status, 8, n.stderr.slice(-2000))
+  assert.match(shown(n.stderr), /^stream-segment: ERR_ABORTED: [^\n]+: interrupted \(SIGINT\)\n$/)
+  assert.doesNotMatch(n.stderr, /put again|resume from/)
+  // What it sent is left all the same (docs/cli.md says so): a put without --no-resume takes it.
+  const text = await put([path, join(dir, 'no-resume'), ...flags])
+  const m = /\nreused ([\d.]+) MiB sent before/.exec(text)
+  assert.ok(m !== null && Number(m[1]) >= 20 / 4 - 1, text)
 })

@@ -11,6 +11,7 @@ import { resolve, sep } from 'node:path'
 import { type Readable, Transform } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { isatty } from 'node:tty'
+import { DEFAULT_RESUME_MAX_AGE_MS } from '../container/resume.js'
 import { StreamSegmentError } from '../errors.js'
 import { fileState } from '../segment-file.js'
 import { isSettingName, type Settings, SPEC_DEFAULTS } from '../settings.js'
@@ -239,6 +240,8 @@ export async function put(p: Parsed, out: Out, err: Out, signal: AbortSignal): P
         })
   const child = producer === undefined ? undefined : startProducer(producer)
   const t0 = performance.now()
+  // A file's upload once begun: its size, and how many of its bytes are on the store.
+  const sending: Sending = {}
   let r: PutResult
   try {
     const st = await fh?.stat()
@@ -251,7 +254,7 @@ export async function put(p: Parsed, out: Out, err: Out, signal: AbortSignal): P
     // A regular file goes by reference: its blocks are read when their objects are sent.
     // Anything else (stdin, a pipe, a FIFO, a device) can be read only once, in order.
     r = st?.isFile()
-      ? await putByReference(fh as FileHandle, store, settings, signal, err, resume)
+      ? await putByReference(fh as FileHandle, store, settings, signal, err, resume, sending)
       : await putByValue(
           fifo ?? (fh && st && sourceStream(fh, st, source)) ?? child?.stdout ?? process.stdin,
           producer === undefined ? source : producer.join(' '),
@@ -266,6 +269,9 @@ export async function put(p: Parsed, out: Out, err: Out, signal: AbortSignal): P
   } catch (e) {
     const unmade = await folderNotMade(e, store)
     if (unmade !== undefined) throw unmade
+    // Interrupted, a file's upload is left open for a resume (uploadFile): said before the
+    // error's line, which main writes.
+    if (resume && signal.aborted && StreamSegmentError.is(e, 'ERR_ABORTED')) sayResumable(err, sending)
     // Not a byte from the FIFO: no writer has opened it yet (or one that has sent nothing).
     if (fifo !== undefined && signal.aborted && fifo.bytesRead === 0) {
       throw StreamSegmentError.aborted(`${source}: interrupted while waiting for a writer to open it`, e)
@@ -399,6 +405,28 @@ interface PutResult {
   resume: boolean
 }
 
+/** A file's upload, once begun (putByReference): its size, and the bytes of it on the store so far. */
+interface Sending {
+  size?: number
+  sent?: () => number
+}
+
+/**
+ * One line on stderr for a put of a file interrupted once some of it was sent: how much, and
+ * that the same put again resumes (uploadFile keeps the upload open for it, and a put again
+ * keeps its whole pieces while the upload is younger than resumeMaxAgeMs).
+ */
+function sayResumable(err: Out, sending: Sending): void {
+  if (sending.size === undefined) return
+  // As the progress line counts it: block-map nodes, summaries and headers included, so capped.
+  const sent = Math.min(sending.sent?.() ?? 0, sending.size)
+  if (sent === 0) return
+  err.write(
+    `stream-segment: ${formatBytes(sent)} of ${formatBytes(sending.size)} sent; the same put run again within ` +
+      `${DEFAULT_RESUME_MAX_AGE_MS / 60_000} minutes resumes from there (--no-resume starts over)\n`,
+  )
+}
+
 /** A regular file, by reference, with the spec's defaults (the dirty limits do not apply to it). */
 async function putByReference(
   fh: FileHandle,
@@ -407,6 +435,7 @@ async function putByReference(
   signal: AbortSignal,
   err: Out,
   resume: boolean,
+  sending: Sending,
 ): Promise<PutResult> {
   let bytes = 0
   let stop: (() => void) | undefined
@@ -416,11 +445,11 @@ async function putByReference(
       resume,
       onStart: (file, size) => {
         bytes = size
-        const sample = () => {
-          const { uploadedBytes, requestsInFlight } = file.progress
-          // Bytes kept from an interrupted upload of the file count as done.
-          return { done: uploadedBytes + fileState(file).uploader.reusedBytes, total: size, requestsInFlight }
-        }
+        // Bytes kept from an interrupted upload of the file count as sent.
+        const sent = () => file.progress.uploadedBytes + fileState(file).uploader.reusedBytes
+        sending.size = size
+        sending.sent = sent
+        const sample = () => ({ done: sent(), total: size, requestsInFlight: file.progress.requestsInFlight })
         if (err.isTTY) stop = showProgress(err, sample, progressLine)
       },
     })
