@@ -1773,7 +1773,7 @@ async function listPlacedParts(dir: string, stopped: () => void): Promise<Upload
     if (fh === undefined) continue
     try {
       const st = await fh.stat()
-      if (!st.isFile() || st.size < r.at + r.size) continue
+      if (!st.isFile() || (r.size > 0 && st.size < r.at + r.size)) continue // an empty part needs no bytes
       const md5 = createHash('md5')
       if (r.size > 0) {
         // Heard between the MiBs of a part, as for parts in files of their own.
@@ -1817,7 +1817,7 @@ async function copyRecords(
     const src = await fs.open(join(dir, r.file), OPEN_PROBE)
     try {
       const st = await src.stat()
-      if (!st.isFile() || st.size < r.at + r.size) throw gone()
+      if (!st.isFile() || (r.size > 0 && st.size < r.at + r.size)) throw gone() // an empty part needs no bytes
       for (let done = 0; done < r.size; ) {
         stopped()
         const { bytesRead } = await src.read(buf, 0, Math.min(buf.byteLength, r.size - done), r.at + done)
