@@ -5,8 +5,9 @@
  */
 import { StreamSegmentError } from '../errors.js'
 import { givenOr as or } from '../settings.js'
+import { MAX_PART_BYTES } from '../store/common.js'
 import type { ObjectStore } from '../store/types.js'
-import { GiB, MiB } from '../util/units.js'
+import { MiB } from '../util/units.js'
 import type { Reached } from './map-walk.js'
 
 /**
@@ -27,7 +28,6 @@ export type PlannedPart =
   | { kind: 'send'; start: number; end: number }
 
 const MAX_PARTS = 10_000
-const MAX_PART_BYTES = 5 * GiB
 const DEFAULT_MIN_PART = 5 * MiB
 
 /**
