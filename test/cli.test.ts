@@ -805,14 +805,23 @@ describe('gc and rm', () => {
     assert.match(none.stderr, /ERR_NOT_FOUND: .*no container here/)
   })
 
-  it('rm --yes deletes every object, the inode last; the container is gone', () => {
+  it('rm --yes deletes every object, the inode last; the container is gone, its folder too', () => {
     const r = run(['rm', url, '--yes', '--json'])
     assert.equal(r.status, 0, r.stderr)
     const j = JSON.parse(r.text)
     assert.ok(j.deletedObjects >= 3, r.text)
+    // Nothing else was in it: no empty store folder (.ss-tmp and the like) is left, nor the folder.
+    assert.equal(existsSync(url), false, `left: ${existsSync(url) ? readdirSync(url).join(' ') : ''}`)
     const ls = run(['ls', url])
     assert.equal(ls.status, 3)
     assert.match(ls.stderr, /ERR_NOT_FOUND/)
+    // A user's file beside a container's objects stays, and so does the folder holding it.
+    assert.equal(run(['put', join(dir, 'in0.bin'), url]).status, 0)
+    writeFileSync(join(url, 'notes.txt'), 'mine')
+    const beside = run(['rm', url, '--yes'])
+    assert.equal(beside.status, 0, beside.stderr)
+    assert.deepEqual(readdirSync(url), ['notes.txt'])
+    assert.equal(readFileSync(join(url, 'notes.txt'), 'utf8'), 'mine')
   })
 })
 

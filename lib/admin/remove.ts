@@ -5,12 +5,14 @@
  * A writer still making the container's first checkpoint (no inode yet) finds the
  * objects gone before it creates the inode, and publishes nothing (write/flush.ts).
  * A directory store is then swept of what crashed writers left (temporary files, their
- * sidecars, locks), so that the folder holds none of the store's own leftovers.
+ * sidecars, locks), and its own folders removed when empty, then its root when that is
+ * empty too (removeEmptyStoreFolders): the container's folder goes unless something else
+ * (a user's file, a key that is not the container's) is in it.
  */
 import { abortUpload, deleteInode, deleteSegments, listContainer, listOpenUploads } from '../container/listing.js'
 import { StreamSegmentError, throwIfAborted } from '../errors.js'
 import { checkCallOptions } from '../settings.js'
-import { sweepStoreLeftovers } from '../store/directory.js'
+import { removeEmptyStoreFolders, sweepStoreLeftovers } from '../store/directory.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
 import type { ObjectStore } from '../store/types.js'
 import { asError } from '../util/typed-arrays.js'
@@ -75,6 +77,7 @@ async function removeOf(
     throw partly(store.url, err, done, uploads.length, keys.length)
   }
   await sweepStoreLeftovers(store)
+  await removeEmptyStoreFolders(store)
   let bytes = 0
   for (const size of listing.sizes.values()) bytes += size
   return {

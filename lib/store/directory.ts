@@ -11,13 +11,16 @@
  *   `.ss-tmp/` are garbage, swept by the store's first write in each process (`sweep`):
  *   a temporary file is named after its writer's process, so one whose writer is gone
  *   goes at once, one whose writer cannot be checked once it is an hour old.
- *   `gc` and `removeContainer` sweep too. A write that fails (a full disk: ENOSPC)
- *   removes its temporary file and leaves the key as it was; so does a put, part, part
- *   copy or completion whose signal fires before it is in place, which stops writing
- *   within a MiB (`writeBody`, `copyRangeInto`, `concatInto`) and is ERR_ABORTED (an
- *   aborted completion leaves its upload open, its parts as they were, as S3 does). A
- *   delete fsyncs the folder of each key it removed before it answers (once per folder):
- *   a crash cannot bring back a key whose delete answered.
+ *   `gc` and `removeContainer` sweep too; `removeContainer` then removes the store's own
+ *   folders and the root when they are empty (`removeEmptyStoreFolders`), and a write of a
+ *   store that made them before finds them gone and makes them again, once (`inFolders`).
+ *   A write that fails (a full disk: ENOSPC) removes its temporary file and leaves the
+ *   key as it was; so does a put, part, part copy or completion whose signal fires before
+ *   it is in place, which stops writing within a MiB (`writeBody`, `copyRangeInto`,
+ *   `concatInto`) and is ERR_ABORTED (an aborted completion leaves its upload open, its
+ *   parts as they were, as S3 does). A delete fsyncs the folder of each key it removed
+ *   before it answers (once per folder): a crash cannot bring back a key whose delete
+ *   answered.
  * - Every object has a sidecar `.ss-meta/<inode number>` holding its metadata and its
  *   ETag: 128 random bits drawn for each write. The sidecar is written and fsynced
  *   before the object becomes visible, so whoever sees the object sees its sidecar; a
@@ -72,7 +75,7 @@
 import { createHash, type Hash, randomBytes, randomUUID } from 'node:crypto'
 import { type BigIntStats, constants as fsConstants, type Stats } from 'node:fs'
 import * as fs from 'node:fs/promises'
-import { dirname, join } from 'node:path'
+import { dirname, join, resolve } from 'node:path'
 import debug from 'debug'
 import { StreamSegmentError } from '../errors.js'
 import {
@@ -147,6 +150,8 @@ const CLOCK_PROBE = Buffer.from('clock')
 const META = '.ss-meta'
 const LOCKS = '.ss-lock'
 const UPLOADS = '.ss-multipart'
+/** The store's own folders, made by its first write (`init`), removed when empty by `removeEmptyStoreFolders`. */
+const OWN_FOLDERS = [TMP, META, LOCKS, UPLOADS]
 /**
  * An upload made with `partBytes` writes its parts in place (`placeInPlace`): into files of
  * its folder named `data.<writerTag>.<uuid>`, each part's whereabouts in `<partNumber>.part`.
@@ -206,6 +211,13 @@ export interface DirectoryStoreHooks {
 /** The hooks of the stores hookedDirectoryStore made: beside them, so no argument of the constructor reaches them. */
 const HOOKS = new WeakMap<DirectoryStore, DirectoryStoreHooks>()
 const NO_HOOKS: DirectoryStoreHooks = Object.freeze({})
+
+/**
+ * The sweep each store's first write started in the background (`init`), settled when it
+ * is done: its folders made again, a store does not sweep again, and `removeEmptyStoreFolders`
+ * waits for it (it may write a file in `.ss-tmp` to read the clock).
+ */
+const BACKGROUND_SWEEPS = new WeakMap<DirectoryStore, Promise<void>>()
 
 /** For tests (not exported from the package): a store at `root` whose steps run `hooks`. */
 export function hookedDirectoryStore(root: string, hooks: DirectoryStoreHooks): DirectoryStore {
@@ -554,31 +566,33 @@ export class DirectoryStore implements ObjectStore {
       metadata[WRITE_ID_METADATA] = claim
     }
     try {
-      await this.init()
-      const uploadId = randomUUID()
-      // Built in a folder named by this process and renamed into place whole: a writer
-      // killed meanwhile leaves that folder, which a sweep takes as soon as the writer is
-      // gone, never an upload folder without its upload.json (kept for an hour).
-      const staging = join(this.root, TMP, `${UPLOAD_STAGING_PREFIX}${await writerTag()}.${uploadId}`)
-      await mkdirs(staging)
-      try {
-        const uneven = options?.unevenParts === true
-        await fs.writeFile(
-          join(staging, 'upload.json'),
-          JSON.stringify({
-            key,
-            metadata,
-            claimed: options?.ifNoneMatch === '*',
-            uneven,
-            partBytes: options?.partBytes,
-          }),
-        )
-        await fs.rename(staging, join(this.root, UPLOADS, uploadId))
-      } catch (err) {
-        await fs.rm(staging, { recursive: true, force: true }).catch(() => {})
-        throw err
-      }
-      return uploadId
+      // Its folders made again when an rm removed them meanwhile: a failed try leaves nothing.
+      return await this.inFolders(async () => {
+        const uploadId = randomUUID()
+        // Built in a folder named by this process and renamed into place whole: a writer
+        // killed meanwhile leaves that folder, which a sweep takes as soon as the writer is
+        // gone, never an upload folder without its upload.json (kept for an hour).
+        const staging = join(this.root, TMP, `${UPLOAD_STAGING_PREFIX}${await writerTag()}.${uploadId}`)
+        await mkdirs(staging)
+        try {
+          const uneven = options?.unevenParts === true
+          await fs.writeFile(
+            join(staging, 'upload.json'),
+            JSON.stringify({
+              key,
+              metadata,
+              claimed: options?.ifNoneMatch === '*',
+              uneven,
+              partBytes: options?.partBytes,
+            }),
+          )
+          await fs.rename(staging, join(this.root, UPLOADS, uploadId))
+        } catch (err) {
+          await fs.rm(staging, { recursive: true, force: true }).catch(() => {})
+          throw err
+        }
+        return uploadId
+      })
     } catch (err) {
       const claim = metadata[WRITE_ID_METADATA]
       if (options?.ifNoneMatch === '*' && claim !== undefined) await this.releasePlaceholder(key, claim)
@@ -1046,13 +1060,13 @@ export class DirectoryStore implements ObjectStore {
   // --- internals ---
 
   /**
-   * Makes the store's own folders, once; then, once per store, sweeps what crashed writers
-   * left (`sweep`) in the background: nothing waits for it, and its failures are only
-   * logged. Only writes call this: a store that is only read is never swept.
+   * Makes the store's own folders, once (again after `foldersGone`); then, once per store,
+   * sweeps what crashed writers left (`sweep`) in the background: nothing waits for it, and
+   * its failures are only logged. Only writes call this: a store that is only read is never swept.
    */
   private init(): Promise<void> {
     this.ready ??= (async () => {
-      const dirs = [TMP, META, LOCKS, UPLOADS].map((d) => join(this.root, d))
+      const dirs = OWN_FOLDERS.map((d) => join(this.root, d))
       // Each folder made fsynced into its parent: else a crash takes it back, and what was
       // written in it with it (the sidecars in `.ss-meta`, a new root's objects). A folder
       // above the root that this process may not read cannot be opened to fsync: passed
@@ -1070,8 +1084,12 @@ export class DirectoryStore implements ObjectStore {
           throw new Error(`the store's folder ${dir} is a symbolic link; the store keeps its own files below its root`)
         }
       }
-      sweep(this.root, false, () => this.now()).catch((err) =>
-        log('%s: sweeping leftovers: %s', this.url, (err as Error).message),
+      if (BACKGROUND_SWEEPS.has(this)) return
+      BACKGROUND_SWEEPS.set(
+        this,
+        sweep(this.root, false, () => this.now()).catch((err) =>
+          log('%s: sweeping leftovers: %s', this.url, (err as Error).message),
+        ),
       )
     })()
     // Failures are mapped by the caller, naming its key.
@@ -1079,6 +1097,47 @@ export class DirectoryStore implements ObjectStore {
       this.ready = undefined
       throw err
     })
+  }
+
+  /**
+   * Runs `fn`, which writes in the store's own folders, once they are made (`init`); and
+   * once more when it fails on a missing file because one of them is gone (`foldersGone`):
+   * a `removeContainer` of this store's container (`removeEmptyStoreFolders`) removed them,
+   * the root maybe too, after this store made them. A writer still running then writes on,
+   * as on any store, and finds what `rm` did as the library's calls say it (its flush fails
+   * ERR_CONFLICT), not as a file system's ENOENT.
+   */
+  private async inFolders<T>(fn: () => Promise<T>): Promise<T> {
+    await this.init()
+    const made = this.ready
+    try {
+      return await fn()
+    } catch (err) {
+      if (!(await this.foldersGone(err, made))) throw err
+      log("%s: the store's folders were removed (an rm of the container): made again", this.url)
+      await this.init()
+      return await fn()
+    }
+  }
+
+  /**
+   * Whether `err`, a failure of a call made once the folders `made` were there, is a file
+   * missing because the root or one of the store's own folders has gone since; if so, the
+   * next `init` makes them again (unless a call beside this one had them made already).
+   */
+  private async foldersGone(err: unknown, made: Promise<void> | undefined): Promise<boolean> {
+    if (!isMissing(err)) return false
+    const gone = await Promise.all(
+      OWN_FOLDERS.map((d) =>
+        fs.lstat(join(this.root, d)).then(
+          () => false,
+          (e) => isMissing(e),
+        ),
+      ),
+    )
+    if (!gone.includes(true)) return false
+    if (this.ready === made) this.ready = undefined
+    return true
   }
 
   pathOf(key: string): string {
@@ -1162,12 +1221,20 @@ export class DirectoryStore implements ObjectStore {
    * key it is written for, and its metadata), also its sidecar holding the metadata, a new
    * ETag and the file as filled (`fileRecord`), fsynced too. On failure nothing is left behind.
    */
-  private async writeTemp(
+  private writeTemp(
     fill: Fill,
     sidecar: { key: string; metadata: Record<string, string> } | undefined,
     sync: boolean,
   ): Promise<Temp> {
-    await this.init()
+    // Its folders made again when an rm removed them meanwhile: a failed try leaves nothing.
+    return this.inFolders(() => this.writeTempOnce(fill, sidecar, sync))
+  }
+
+  private async writeTempOnce(
+    fill: Fill,
+    sidecar: { key: string; metadata: Record<string, string> } | undefined,
+    sync: boolean,
+  ): Promise<Temp> {
     // Named after this process, so that a sweep can tell at once when its writer is gone.
     const name = `${await writerTag()}.${randomUUID()}`
     const tmp: Temp = { path: join(this.root, TMP, name), ino: -1, etag: '', published: false }
@@ -1398,14 +1465,16 @@ export class DirectoryStore implements ObjectStore {
   }
 
   /** Takes `key`'s lock (see `acquireLock`). */
-  private async lockKey(key: string): Promise<{ release(): Promise<void> }> {
-    await this.init()
+  private lockKey(key: string): Promise<{ release(): Promise<void> }> {
     // Named after a hash of the key: the key's own escaped name can be longer than a file
-    // name may be (255 bytes) even when each of its segments fits.
-    return acquireLock(
-      join(this.root, LOCKS, createHash('sha256').update(key).digest('hex')),
-      join(this.root, TMP),
-      `${this.url}/${key}`,
+    // name may be (255 bytes) even when each of its segments fits. Its folders made again
+    // when an rm removed them meanwhile (a failed try leaves nothing).
+    return this.inFolders(() =>
+      acquireLock(
+        join(this.root, LOCKS, createHash('sha256').update(key).digest('hex')),
+        join(this.root, TMP),
+        `${this.url}/${key}`,
+      ),
     )
   }
 
@@ -1502,6 +1571,39 @@ export async function sweepStoreLeftovers(store: ObjectStore): Promise<void> {
   await sweep(store.root, true, () => store.now()).catch((err) =>
     log('%s: sweeping leftovers: %s', store.url, (err as Error).message),
   )
+}
+
+/**
+ * Removes a directory store's own folders (`.ss-tmp`, `.ss-meta`, `.ss-lock`,
+ * `.ss-multipart`) that are empty, and then its root when that is empty too; nothing for
+ * any other store. `removeContainer` runs it once it has deleted the container's objects
+ * and swept (`sweepStoreLeftovers`): the container's folder goes, as a removed prefix of
+ * S3 leaves no key. Only empty folders go, one `rmdir` each: a folder holding anything
+ * (a user's file beside the container, a key that is not the container's, a file a
+ * writer makes meanwhile) stays, and so does a symlink in a folder's place (none is
+ * followed, and a root that is one is left). A writer of this store still running makes
+ * them again at its next write (`inFolders`). It never fails: what it could not remove
+ * is logged.
+ */
+export async function removeEmptyStoreFolders(store: ObjectStore): Promise<void> {
+  if (!(store instanceof DirectoryStore)) return
+  await BACKGROUND_SWEEPS.get(store)
+  // Resolved: a root given with a trailing slash would name what a symlink there points to.
+  const root = resolve(store.root)
+  for (const folder of OWN_FOLDERS) await removeIfEmpty(store.url, join(root, folder))
+  await removeIfEmpty(store.url, root)
+}
+
+/** Removes the folder at `path` when it is one (not a symlink) and empty; else leaves it (see removeEmptyStoreFolders). */
+async function removeIfEmpty(url: string, path: string): Promise<void> {
+  try {
+    if (!(await fs.lstat(path)).isDirectory()) return
+    await fs.rmdir(path)
+  } catch (err) {
+    // Gone already, or holding something (EEXIST is how some systems say ENOTEMPTY).
+    if (isMissing(err) || isCode(err, 'ENOTEMPTY') || isCode(err, 'EEXIST')) return
+    log('%s: removing the empty folder %s: %s', url, path, (err as Error).message)
+  }
 }
 
 /**
