@@ -11,7 +11,13 @@ export {
 } from './export.js'
 export { type GcOptions, type GcProgress, type GcResult, gc } from './gc.js'
 export { type InspectReport, inspectCheckpoint, type ObjectReport } from './inspect.js'
-export { type AbandonedCheckpoint, type CheckpointEntry, type CheckpointList, listCheckpoints } from './list.js'
+export {
+  type AbandonedCheckpoint,
+  type CheckpointEntry,
+  type CheckpointList,
+  listCheckpoints,
+  type OpenUploads,
+} from './list.js'
 export type { Problem } from './map-walk.js'
 export { type RemoveProgress, type RemoveResult, removeContainer } from './remove.js'
 export { type VerifyReport, verifyCheckpoint } from './verify.js'

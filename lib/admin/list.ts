@@ -20,16 +20,16 @@
  *   the bytes dropping it would free (`uniqueBytes`, what `gc` would delete).
  */
 import { containerFormat, nothingPublished, readInode, sameInode } from '../container/inode.js'
-import { type ContainerListing, listContainer } from '../container/listing.js'
+import { type ContainerListing, listContainer, listOpenUploads } from '../container/listing.js'
 import { nodeLocation } from '../container/nodes.js'
 import { readObjectHeader } from '../container/object-header.js'
 import { StreamSegmentError, throwIfAborted } from '../errors.js'
 import type { Header } from '../format/header.js'
 import type { Inode } from '../format/inode.js'
-import { INODE_KEY, segmentKey } from '../format/names.js'
+import { INODE_KEY, parseKey, segmentKey } from '../format/names.js'
 import { checkCallOptions, checkCno } from '../settings.js'
 import { type StoreLocation, storeAt } from '../store/open.js'
-import type { ObjectStore } from '../store/types.js'
+import type { MultipartUpload, ObjectStore } from '../store/types.js'
 import { Limiter } from '../util/limiter.js'
 import { asError } from '../util/typed-arrays.js'
 import {
@@ -87,6 +87,34 @@ export interface AbandonedCheckpoint {
   cno: number
   parts: number
   bytes: number
+  /**
+   * The multipart uploads open under its keys (an interrupted upload whose claim is its
+   * part listed), when there are any, and the bytes their parts hold so far: not in `bytes`
+   * (−1 when not known: see OpenUploads).
+   */
+  openUploads?: number
+  openUploadBytes?: number
+}
+
+/**
+ * The multipart uploads open under the container's segment keys: what interrupted writers
+ * sent of objects never completed, stored but in no object (nor in `storedBytes`). A put of
+ * the same file resumes one younger than 30 minutes; gc aborts those older than its grace
+ * period; rm aborts them all.
+ */
+export interface OpenUploads {
+  /** How many are open. */
+  count: number
+  /**
+   * The bytes the parts of those sized hold so far (listParts without MD5s); −1 when none
+   * could be (a store without listParts): never 0 for bytes not known.
+   */
+  bytes: number
+  /**
+   * How many of them `bytes` leaves out: the store cannot list parts, or more were open than
+   * an ls sizes (MAX_UPLOADS_SIZED, the newest first).
+   */
+  unsized: number
 }
 
 export interface CheckpointList {
@@ -97,7 +125,12 @@ export interface CheckpointList {
   abandoned: AbandonedCheckpoint[]
   /** Bytes of every segment object stored in the container. */
   storedBytes: number
+  /** The open multipart uploads, and what their parts hold (not in `storedBytes`). */
+  uploads: OpenUploads
 }
+
+/** The most open uploads whose parts an ls lists (one ListParts each), the newest first. */
+export const MAX_UPLOADS_SIZED = 200
 
 /**
  * Every checkpoint of the container, oldest first, and the abandoned attempts.
@@ -144,7 +177,80 @@ async function listOf(store: ObjectStore, options: { signal?: AbortSignal }): Pr
   await countUniqueBytes(store, listing, checkpoints, inodes, signal)
   let storedBytes = 0
   for (const size of listing.sizes.values()) storedBytes += size
-  return { published, ...(inodeError === undefined ? {} : { inodeError }), checkpoints, abandoned, storedBytes }
+  const uploads = await sizeOpenUploads(store, abandoned, signal)
+  return {
+    published,
+    ...(inodeError === undefined ? {} : { inodeError }),
+    checkpoints,
+    abandoned,
+    storedBytes,
+    uploads,
+  }
+}
+
+/**
+ * The open uploads under the container's segment keys (one listing of uploads), each of
+ * the MAX_UPLOADS_SIZED newest sized by its parts (listParts with `md5: false`, 8 at a
+ * time: no part's bytes read); what each abandoned checkpoint's hold is set on its entry.
+ * An upload gone meanwhile (completed or aborted: ERR_NOT_FOUND) is not counted.
+ */
+async function sizeOpenUploads(
+  store: ObjectStore,
+  abandoned: AbandonedCheckpoint[],
+  signal: AbortSignal | undefined,
+): Promise<OpenUploads> {
+  const open = await listOpenUploads(store, signal)
+  const listParts = store.listParts?.bind(store)
+  const byCno = new Map(abandoned.map((a) => [a.cno, a]))
+  const newest = [...open].sort((a, b) => b.initiatedMs - a.initiatedMs)
+  /** Each upload sized: its parts' bytes, or GONE (completed or aborted meanwhile). */
+  const sizes = new Map<MultipartUpload, number>()
+  const GONE = -1
+  let gone = 0
+  if (listParts !== undefined) {
+    const limiter = new Limiter(8)
+    await Promise.all(
+      newest.slice(0, MAX_UPLOADS_SIZED).map((u) =>
+        limiter.run(async () => {
+          throwIfAborted(signal, `listCheckpoints of ${store.url}`)
+          try {
+            const parts = await listParts(u.key, u.uploadId, { signal, md5: false })
+            sizes.set(
+              u,
+              parts.reduce((n, p) => n + p.size, 0),
+            )
+          } catch (err) {
+            if (StreamSegmentError.is(err, 'ERR_NOT_FOUND')) {
+              gone++
+              sizes.set(u, GONE)
+            } else throw err
+          }
+        }),
+      ),
+    )
+  }
+  let bytes = 0
+  let sized = 0
+  let unsized = 0
+  for (const u of open) {
+    const size = sizes.get(u)
+    if (size === GONE) continue
+    if (size === undefined) unsized++
+    else {
+      bytes += size
+      sized++
+    }
+    const k = parseKey(u.key)
+    const a = k?.kind === 'segment' ? byCno.get(k.cno) : undefined
+    if (a === undefined) continue
+    a.openUploads = (a.openUploads ?? 0) + 1
+    a.openUploadBytes = size === undefined || a.openUploadBytes === -1 ? -1 : (a.openUploadBytes ?? 0) + size
+  }
+  return {
+    count: open.length - gone,
+    bytes: sized === 0 && unsized > 0 ? -1 : bytes,
+    unsized,
+  }
 }
 
 /**

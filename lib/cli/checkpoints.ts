@@ -3,14 +3,17 @@
  * write-ahead log folder for `inspect --wal`.
  */
 import {
+  type AbandonedCheckpoint,
   type CheckpointEntry,
   type CheckpointList,
   inspectCheckpoint,
   listCheckpoints,
+  type OpenUploads,
   type Problem,
   verifyCheckpoint,
 } from '../admin/index.js'
 import { problemCount } from '../admin/map-walk.js'
+import { DEFAULT_RESUME_MAX_AGE_MS } from '../container/resume.js'
 import { type ErrorCode, StreamSegmentError } from '../errors.js'
 import { printable } from '../util/shell-words.js'
 import { isoTime } from '../util/time.js'
@@ -44,10 +47,41 @@ export async function ls(p: Parsed, out: Out, _err: Out, signal: AbortSignal): P
   if (list.inodeError !== undefined) out.write(`inode object unreadable: ${printable(list.inodeError)}\n`)
   for (const a of list.abandoned) {
     out.write(
-      `abandoned: checkpoint ${a.cno} (${count(a.parts, 'part')}, ${count(a.bytes, 'byte')}, no part 0): not openable\n`,
+      `abandoned: checkpoint ${a.cno} (${count(a.parts, 'part')}, ${count(a.bytes, 'byte')}, no part 0): not openable${abandonedUploads(a)}\n`,
     )
   }
+  const line = uploadsLine(list.uploads)
+  if (line !== undefined) out.write(line)
   return 0
+}
+
+/** What an abandoned checkpoint's open uploads hold, after its line's "not openable". */
+function abandonedUploads(a: AbandonedCheckpoint): string {
+  const n = a.openUploads ?? 0
+  if (n === 0) return ''
+  const held =
+    a.openUploadBytes === undefined || a.openUploadBytes < 0
+      ? 'bytes unknown'
+      : `holding ${count(a.openUploadBytes, 'byte')} so far`
+  return `; ${n === 1 ? 'its upload is' : `${n} of its uploads are`} still open, ${held}`
+}
+
+/**
+ * The line on the container's open multipart uploads, or undefined when there are none:
+ * how many, what their parts hold (not in "stored"), and what becomes of them.
+ */
+function uploadsLine(u: OpenUploads): string | undefined {
+  if (u.count === 0) return undefined
+  const held =
+    u.bytes < 0
+      ? "bytes unknown (the store cannot list an upload's parts)"
+      : u.unsized > 0
+        ? `holding at least ${count(u.bytes, 'byte')} (${formatBytes(u.bytes)}) so far (${u.unsized} not sized)`
+        : `holding ${count(u.bytes, 'byte')} (${formatBytes(u.bytes)}) so far`
+  return (
+    `open uploads: ${u.count}, ${held}, not in "stored": a put of the same file resumes one younger than ` +
+    `${DEFAULT_RESUME_MAX_AGE_MS / 60_000} minutes; gc aborts those older than its grace period; rm aborts them\n`
+  )
 }
 
 /** A checkpoint's state as `ls` shows it. */

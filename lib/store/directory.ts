@@ -989,15 +989,23 @@ export class DirectoryStore implements ObjectStore {
     }
   }
 
-  /** The parts in the upload's folder, each read once for its MD5. */
-  async listParts(key: string, uploadId: string, options?: RequestOptions): Promise<UploadedPart[]> {
+  /**
+   * The parts in the upload's folder, each read once for its MD5; with `md5: false`, none
+   * read: each part's size and ETag from its file's stat (or its record), no `md5`.
+   */
+  async listParts(
+    key: string,
+    uploadId: string,
+    options?: RequestOptions & { md5?: boolean },
+  ): Promise<UploadedPart[]> {
     checkKey(key)
     const stopped = () => throwIfAborted(options?.signal, `list parts of ${key}`)
     stopped()
+    const withMd5 = options?.md5 !== false
     try {
       const upload = await this.upload(key, uploadId)
       const { dir } = upload
-      if (upload.partBytes !== undefined) return await listPlacedParts(dir, stopped)
+      if (upload.partBytes !== undefined) return await listPlacedParts(dir, stopped, withMd5)
       const parts: UploadedPart[] = []
       for (const name of await fs.readdir(dir)) {
         if (!/^[1-9][0-9]{0,4}$/.test(name)) continue
@@ -1010,6 +1018,10 @@ export class DirectoryStore implements ObjectStore {
         try {
           const st = await fh.stat()
           if (!st.isFile()) continue
+          if (!withMd5) {
+            parts.push({ partNumber: Number(name), size: st.size, etag: legacyEtag(st) })
+            continue
+          }
           const md5 = createHash('md5')
           // Heard between the MiBs of a part, not only between parts: a 5 GiB one is read whole.
           for await (const chunk of fh.createReadStream({ autoClose: false, highWaterMark: 1 << 20 })) {
@@ -1859,10 +1871,10 @@ async function readRecord(dir: string, partNumber: number): Promise<PartRecord |
 
 /**
  * The parts of an upload made with partBytes, from their records, each with the MD5 of its
- * bytes; a part whose bytes are not all there (its file gone or short: a hand-made record)
- * is not listed.
+ * bytes (`withMd5` false: none read, no `md5`); a part whose bytes are not all there (its
+ * file gone or short: a hand-made record) is not listed.
  */
-async function listPlacedParts(dir: string, stopped: () => void): Promise<UploadedPart[]> {
+async function listPlacedParts(dir: string, stopped: () => void, withMd5 = true): Promise<UploadedPart[]> {
   const parts: UploadedPart[] = []
   for (const name of await fs.readdir(dir)) {
     const m = /^([1-9][0-9]{0,4})\.part$/.exec(name)
@@ -1876,6 +1888,10 @@ async function listPlacedParts(dir: string, stopped: () => void): Promise<Upload
     try {
       const st = await fh.stat()
       if (!st.isFile() || (r.size > 0 && st.size < r.at + r.size)) continue // an empty part needs no bytes
+      if (!withMd5) {
+        parts.push({ partNumber, size: r.size, etag: r.etag })
+        continue
+      }
       const md5 = createHash('md5')
       if (r.size > 0) {
         // Heard between the MiBs of a part, as for parts in files of their own.

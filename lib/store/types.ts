@@ -49,6 +49,9 @@
  *   when it has an MD5's form, which AWS (without SSE-KMS or SSE-C) and radosgw make the
  *   MD5 of the part; elsewhere (KMS) it is not, and a caller comparing it with the MD5 of
  *   bytes it holds finds no match: never a false one. An unknown upload is ERR_NOT_FOUND.
+ *   With `md5: false` (ListPartsOptions) the caller wants no digest, only sizes and ETags
+ *   (`ls` summing what open uploads hold): a store that reads a part's bytes for its MD5
+ *   (the directory store) then reads none, and the parts may come without `md5`.
  */
 
 /** The metadata key holding a conditional write's id. */
@@ -133,6 +136,16 @@ export interface GetOptions {
 
 export interface RequestOptions {
   signal?: AbortSignal
+}
+
+/** `listParts`' options. */
+export interface ListPartsOptions extends RequestOptions {
+  /**
+   * false: no `md5` is wanted, only each part's size and ETag; a store that reads a part's
+   * bytes for its MD5 (the directory store) then reads none of them, and may leave `md5`
+   * out. Default true. Stores that get the digest for free (S3's ETag) may give it anyway.
+   */
+  md5?: boolean
 }
 
 export interface ListOptions extends RequestOptions {
@@ -223,8 +236,11 @@ export interface ObjectStore {
    */
   abortMultipart(key: string, uploadId: string, options?: AbortMultipartOptions): Promise<void>
   listMultipart(prefix?: string, options?: RequestOptions): AsyncIterable<MultipartUpload>
-  /** The parts an open upload holds, in part-number order (see above; absent: cannot say). */
-  listParts?(key: string, uploadId: string, options?: RequestOptions): Promise<UploadedPart[]>
+  /**
+   * The parts an open upload holds, in part-number order (see above; absent: cannot say).
+   * `md5: false`: sizes and ETags only, no part's bytes read for its MD5 (ListPartsOptions).
+   */
+  listParts?(key: string, uploadId: string, options?: ListPartsOptions): Promise<UploadedPart[]>
   /** Whether `uploadPartCopy` can take its bytes from objects of `source` (absent: never). */
   canCopyFrom?(source: ObjectStore): boolean
   /** A part made of a range of another object, server-side where the backend can (see above). */
