@@ -12,12 +12,12 @@ import * as fs from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
-import { setTimeout as sleep } from 'node:timers/promises'
 import fc from 'fast-check'
 import { StreamSegmentError } from '../../lib/errors.js'
 import { DirectoryStore } from '../../lib/store/directory.js'
 import { MemoryStore } from '../../lib/store/memory.js'
 import type { ObjectStore } from '../../lib/store/types.js'
+import { tmpLeft } from '../helpers/directory-store.js'
 
 const P = 4096
 const runs = Number(process.env.IN_PLACE_RUNS ?? 60)
@@ -71,19 +71,6 @@ async function outcome<T>(p: Promise<T>): Promise<{ ok: T } | { code: string }> 
   } catch (err) {
     if (!(err instanceof StreamSegmentError)) throw err
     return { code: err.code }
-  }
-}
-
-/**
- * What stays in the store's `.ss-tmp` once the store's background sweep is done with it: a
- * sweep started by a store's first write dates leftovers by writing a clock probe there,
- * for a moment. Looked at again for up to 2 s until nothing is left.
- */
-async function tmpLeft(root: string): Promise<string[]> {
-  for (let waited = 0; ; waited += 20) {
-    const names = await fs.readdir(join(root, '.ss-tmp'))
-    if (names.length === 0 || waited >= 2000) return names
-    await sleep(20)
   }
 }
 

@@ -12,10 +12,10 @@ import * as fs from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
-import { setTimeout as sleep } from 'node:timers/promises'
 import { DirectoryStore, hookedDirectoryStore } from '../../lib/store/directory.js'
 import { rejectsCode } from '../helpers/assert.js'
 import { collect } from '../helpers/containers.js'
+import { tmpLeft } from '../helpers/directory-store.js'
 
 const P = 64 * 1024
 
@@ -27,19 +27,6 @@ async function folder(root: string, id: string): Promise<string[]> {
 /** The upload's data files: the one its parts were written in place in, and any of a part's own. */
 async function dataFiles(root: string, id: string): Promise<string[]> {
   return (await folder(root, id)).filter((n) => n.startsWith('data.'))
-}
-
-/**
- * What stays in the store's `.ss-tmp` once the store's background sweep is done with it: a
- * sweep started by a store's first write dates leftovers by writing a clock probe there,
- * for a moment. Looked at again for up to 2 s until nothing is left.
- */
-async function tmpLeft(root: string): Promise<string[]> {
-  for (let waited = 0; ; waited += 20) {
-    const names = await fs.readdir(join(root, '.ss-tmp'))
-    if (names.length === 0 || waited >= 2000) return names
-    await sleep(20)
-  }
 }
 
 describe('directory store: parts written in place (partBytes)', () => {
