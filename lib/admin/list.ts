@@ -111,10 +111,15 @@ export interface OpenUploads {
    */
   bytes: number
   /**
-   * How many of them `bytes` leaves out: the store cannot list parts, or more were open than
-   * an ls sizes (MAX_UPLOADS_SIZED, the newest first).
+   * How many of them `bytes` leaves out: the store cannot list parts (or refused to), or more
+   * were open than an ls sizes (MAX_UPLOADS_SIZED, the newest first).
    */
   unsized: number
+  /**
+   * Set when the store refused to list the uploads (ERR_AUTH: its message); `count` and
+   * `bytes` are then −1, not known. Any other failure fails the listing.
+   */
+  refused?: string
 }
 
 export interface CheckpointList {
@@ -199,7 +204,15 @@ async function sizeOpenUploads(
   abandoned: AbandonedCheckpoint[],
   signal: AbortSignal | undefined,
 ): Promise<OpenUploads> {
-  const open = await listOpenUploads(store, signal)
+  let open: MultipartUpload[]
+  try {
+    open = await listOpenUploads(store, signal)
+  } catch (err) {
+    // A store that lets the objects be listed but not the uploads (an S3 user without
+    // s3:ListBucketMultipartUploads): the checkpoints are listed all the same.
+    if (!StreamSegmentError.is(err, 'ERR_AUTH')) throw err
+    return { count: -1, bytes: -1, unsized: 0, refused: err.message }
+  }
   const listParts = store.listParts?.bind(store)
   const byCno = new Map(abandoned.map((a) => [a.cno, a]))
   const newest = [...open].sort((a, b) => b.initiatedMs - a.initiatedMs)
@@ -223,7 +236,8 @@ async function sizeOpenUploads(
             if (StreamSegmentError.is(err, 'ERR_NOT_FOUND')) {
               gone++
               sizes.set(u, GONE)
-            } else throw err
+            } else if (!StreamSegmentError.is(err, 'ERR_AUTH')) throw err
+            // Its parts not to be listed (no s3:ListMultipartUploadParts): counted, not sized.
           }
         }),
       ),

@@ -71,6 +71,8 @@ function abandonedUploads(a: AbandonedCheckpoint): string {
  * how many, what their parts hold (not in "stored"), and what becomes of them.
  */
 function uploadsLine(u: OpenUploads): string | undefined {
+  if (u.refused !== undefined)
+    return `open uploads: not known (the store refused to list them: ${printable(u.refused)})\n`
   if (u.count === 0) return undefined
   const held =
     u.bytes < 0

@@ -153,6 +153,32 @@ describe('ls reports the open multipart uploads and what their parts hold', () =
     assert.deepEqual(list.abandoned, [{ cno: 5, parts: 1, bytes: 0, openUploads: 1, openUploadBytes: -1 }])
   })
 
+  it('a store that refuses to list uploads (ERR_AUTH) or their parts: the checkpoints listed, the uploads not known or not sized', async () => {
+    const inner = new MemoryStore()
+    await withOpenUploads(inner)
+    const refusing = (op: string) =>
+      new (class extends WrappedStore {
+        protected override around<T>(info: CallInfo, call: () => Promise<T>): Promise<T> {
+          if (info.op === op) return Promise.reject(StreamSegmentError.auth(`${op}: AccessDenied`))
+          return call()
+        }
+      })(inner)
+    const noUploads = await listCheckpoints(refusing('listMultipart'))
+    assert.equal(noUploads.checkpoints.length, 1)
+    assert.deepEqual(noUploads.uploads, { count: -1, bytes: -1, unsized: 0, refused: 'listMultipart: AccessDenied' })
+    const noParts = await listCheckpoints(refusing('listParts'))
+    assert.deepEqual(noParts.uploads, { count: 2, bytes: -1, unsized: 2 })
+    assert.deepEqual(noParts.abandoned, [{ cno: 5, parts: 1, bytes: 0, openUploads: 1, openUploadBytes: -1 }])
+    // Any other failure still fails the listing.
+    const failing = new (class extends WrappedStore {
+      protected override around<T>(info: CallInfo, call: () => Promise<T>): Promise<T> {
+        if (info.op === 'listMultipart') return Promise.reject(StreamSegmentError.store('listMultipart: 500'))
+        return call()
+      }
+    })(inner)
+    await assert.rejects(listCheckpoints(failing), (e) => StreamSegmentError.is(e, 'ERR_STORE'))
+  })
+
   it('asks for no MD5s, sizes at most MAX_UPLOADS_SIZED uploads (the newest), and honours its signal', async () => {
     const inner = new MemoryStore()
     await withOpenUploads(inner)
