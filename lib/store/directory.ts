@@ -1018,17 +1018,8 @@ export class DirectoryStore implements ObjectStore {
         try {
           const st = await fh.stat()
           if (!st.isFile()) continue
-          if (!withMd5) {
-            parts.push({ partNumber: Number(name), size: st.size, etag: legacyEtag(st) })
-            continue
-          }
-          const md5 = createHash('md5')
-          // Heard between the MiBs of a part, not only between parts: a 5 GiB one is read whole.
-          for await (const chunk of fh.createReadStream({ autoClose: false, highWaterMark: 1 << 20 })) {
-            stopped()
-            md5.update(chunk)
-          }
-          parts.push({ partNumber: Number(name), size: st.size, etag: legacyEtag(st), md5: md5.digest('hex') })
+          const md5 = withMd5 ? { md5: await md5Of(fh, 0, st.size, stopped) } : {}
+          parts.push({ partNumber: Number(name), size: st.size, etag: legacyEtag(st), ...md5 })
         } finally {
           await fh.close().catch(() => {})
         }
@@ -1888,20 +1879,8 @@ async function listPlacedParts(dir: string, stopped: () => void, withMd5 = true)
     try {
       const st = await fh.stat()
       if (!st.isFile() || (r.size > 0 && st.size < r.at + r.size)) continue // an empty part needs no bytes
-      if (!withMd5) {
-        parts.push({ partNumber, size: r.size, etag: r.etag })
-        continue
-      }
-      const md5 = createHash('md5')
-      if (r.size > 0) {
-        // Heard between the MiBs of a part, as for parts in files of their own.
-        const range = { start: r.at, end: r.at + r.size - 1, autoClose: false, highWaterMark: 1 << 20 }
-        for await (const chunk of fh.createReadStream(range)) {
-          stopped()
-          md5.update(chunk)
-        }
-      }
-      parts.push({ partNumber, size: r.size, etag: r.etag, md5: md5.digest('hex') })
+      const md5 = withMd5 ? { md5: await md5Of(fh, r.at, r.size, stopped) } : {}
+      parts.push({ partNumber, size: r.size, etag: r.etag, ...md5 })
     } finally {
       await fh.close().catch(() => {})
     }
@@ -1925,28 +1904,19 @@ async function copyRecords(
   where: string,
   stopped: () => void,
 ): Promise<void> {
-  const buf = Buffer.allocUnsafe(COPY_BUFFER)
   let pos = 0
   for (const [i, r] of records.entries()) {
     const gone = () =>
       StreamSegmentError.invalidArgument(
         `${where}: part ${parts[i]?.partNumber} with etag ${parts[i]?.etag} was not uploaded (its bytes are gone)`,
       )
-    const src = await fs.open(join(dir, r.file), OPEN_PROBE)
+    const path = join(dir, r.file)
+    const src = await fs.open(path, OPEN_PROBE)
     try {
       const st = await src.stat()
       if (!st.isFile() || (r.size > 0 && st.size < r.at + r.size)) throw gone() // an empty part needs no bytes
-      for (let done = 0; done < r.size; ) {
-        stopped()
-        const { bytesRead } = await src.read(buf, 0, Math.min(buf.byteLength, r.size - done), r.at + done)
-        if (bytesRead === 0) throw gone()
-        let written = 0
-        while (written < bytesRead) {
-          written += (await out.write(buf, written, bytesRead - written, pos + written)).bytesWritten
-        }
-        pos += bytesRead
-        done += bytesRead
-      }
+      await copyRangeInto(out, src, path, r.at, r.at + r.size, undefined, stopped, pos)
+      pos += r.size
     } finally {
       await src.close().catch(() => {})
     }
@@ -2032,8 +2002,9 @@ async function concatInto(
 }
 
 /**
- * Copies bytes [start, end) of `src` (the object `where`) to `out` from `base` on. Its
- * failures are plain Errors, as the file system's are: the caller names its key (`fsError`).
+ * Copies bytes [start, end) of `src` (the file `where`) to `out` from `base` on, into `md5`
+ * too when given. Its failures are plain Errors, as the file system's are: the caller names
+ * its key (`fsError`).
  * In steps of COPY_BUFFER, `stopped` called before each, as in writeBody.
  */
 async function copyRangeInto(
@@ -2042,7 +2013,7 @@ async function copyRangeInto(
   where: string,
   start: number,
   end: number,
-  md5: Hash,
+  md5: Hash | undefined,
   stopped: () => void,
   base = 0,
 ): Promise<void> {
@@ -2051,13 +2022,29 @@ async function copyRangeInto(
     stopped()
     const { bytesRead } = await src.read(buf, 0, Math.min(buf.byteLength, end - pos), pos)
     if (bytesRead === 0) throw new Error(`${where}: file shrank while being copied, at byte ${pos}`)
-    md5.update(buf.subarray(0, bytesRead))
+    md5?.update(buf.subarray(0, bytesRead))
     let done = 0
     while (done < bytesRead) {
       done += (await out.write(buf, done, bytesRead - done, base + pos - start + done)).bytesWritten
     }
     pos += bytesRead
   }
+}
+
+/**
+ * The MD5 (hex) of bytes [at, at + size) of `fh`, read a MiB at a time with `stopped` called
+ * between them (a 5 GiB part is heard from while it is read, not only after).
+ */
+async function md5Of(fh: fs.FileHandle, at: number, size: number, stopped: () => void): Promise<string> {
+  const md5 = createHash('md5')
+  if (size > 0) {
+    const range = { start: at, end: at + size - 1, autoClose: false, highWaterMark: 1 << 20 }
+    for await (const chunk of fh.createReadStream(range)) {
+      stopped()
+      md5.update(chunk)
+    }
+  }
+  return md5.digest('hex')
 }
 
 /** Waits for all of `ps`; rejects with the first failure once all have settled. */
